@@ -1,0 +1,53 @@
+"""Storage of suspended-run snapshots (DESIGN.md §3): the protocol and its two stores.
+
+Nothing here imports Strawberry, Starlette or pydantic-ai.
+"""
+
+from ._query import to_bson_precision, utcnow
+from .documents import (
+    SCHEMA_VERSION,
+    ClaimDocument,
+    DecisionDocument,
+    DecisionKind,
+    EventDocument,
+    EventType,
+    IdempotencyDocument,
+    RunErrorDocument,
+    RunStatus,
+    SnapshotDocument,
+    ToolCallDocument,
+)
+from .memory import MemorySnapshotStore
+from .mongo import MongoSnapshotStore
+from .protocol import (
+    DuplicateRunError,
+    RunFilter,
+    SnapshotStore,
+    SortKey,
+    StoreUnavailableError,
+    sort_key,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ClaimDocument",
+    "DecisionDocument",
+    "DecisionKind",
+    "DuplicateRunError",
+    "EventDocument",
+    "EventType",
+    "IdempotencyDocument",
+    "MemorySnapshotStore",
+    "MongoSnapshotStore",
+    "RunErrorDocument",
+    "RunFilter",
+    "RunStatus",
+    "SnapshotDocument",
+    "SnapshotStore",
+    "SortKey",
+    "StoreUnavailableError",
+    "ToolCallDocument",
+    "sort_key",
+    "to_bson_precision",
+    "utcnow",
+]

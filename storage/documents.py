@@ -1,0 +1,134 @@
+"""Typed shapes of the documents runsgate stores (DESIGN.md §3).
+
+A suspended run is one document in the ``run_snapshots`` collection, ``_id`` = runId.
+All datetimes are timezone-aware UTC, truncated to milliseconds (BSON's precision), so
+the memory store and MongoDB compare and order them identically.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, NotRequired, TypedDict
+
+SCHEMA_VERSION = 1
+"""Version of the snapshot document layout written by this code."""
+
+RunStatus = Literal["suspended", "resuming"]
+"""Stored status: ``suspended`` while waiting (or after a failed continuation), ``resuming`` under a claim."""
+
+DecisionKind = Literal["approved", "declined", "resumed"]
+
+
+class DecisionDocument(TypedDict):
+    """A decision recorded on one pending tool call."""
+
+    kind: DecisionKind
+    decidedAt: datetime
+    """UTC."""
+    decidedBy: str | None
+    reason: str | None
+    """Decline reason passed to the model (``declined`` only)."""
+    resumeData: Any
+    """Resume data (``resumed`` only), already validated against the call's ``resumeSchema``."""
+    idempotencyKey: str | None
+
+
+class ToolCallDocument(TypedDict):
+    """One pending deferred tool call of a suspended run (seed: "toolCalls")."""
+
+    toolCallId: str
+    toolName: str
+    args: Any
+    """The model's arguments (approval suspensions); ``None`` for a tool that suspended itself."""
+    requiresApproval: bool
+    suspendPayload: Any
+    """What the tool passed to ``suspend()``; ``None`` for approvals."""
+    resumeSchema: dict[str, Any] | None
+    """JSON Schema the resume data must satisfy, when the tool declared one."""
+    decision: DecisionDocument | None
+    delegated: NotRequired[bool]
+    """True when the call stands for a sub-agent's pending call (supervisor runs)."""
+
+
+class ClaimDocument(TypedDict):
+    by: str
+    """Id of the instance continuing the run."""
+    until: datetime
+    """UTC expiry; after it another instance may take the run over."""
+
+
+class RunErrorDocument(TypedDict):
+    type: str
+    message: str
+    at: datetime
+
+
+class SnapshotDocument(TypedDict):
+    """A suspended run as stored (collection ``run_snapshots``)."""
+
+    _id: str
+    """The runId."""
+    agentId: str
+    threadId: str | None
+    resourceId: str | None
+    parentRunId: str | None
+    status: RunStatus
+    createdAt: datetime
+    suspendedAt: datetime
+    updatedAt: datetime
+    toolCalls: list[ToolCallDocument]
+    pendingCount: int
+    """Number of tool calls whose ``decision`` is still null; the run continues at 0."""
+    version: int
+    """Incremented on every write."""
+    claim: ClaimDocument | None
+    lastError: RunErrorDocument | None
+    schemaVersion: int
+    historyId: str
+    """Key of the stored message history (never read by listing); a new id on every rewrite."""
+
+
+EventType = Literal[
+    "started", "suspended", "decision", "resumed", "completed", "failed", "takeover"
+]
+
+
+class EventDocument(TypedDict):
+    """One entry of the append-only audit log (collection ``run_events``)."""
+
+    _id: str
+    runId: str
+    agentId: str
+    type: EventType
+    at: datetime
+    """UTC."""
+    by: str | None
+    """Principal or instance id that caused the event."""
+    data: dict[str, Any]
+
+
+class IdempotencyDocument(TypedDict):
+    """The remembered answer of a mutation sent with an ``idempotencyKey``."""
+
+    _id: str
+    """``{agentId}:{operation}:{key}``."""
+    fingerprint: str
+    """Hash of the request's arguments; the same key with other arguments is refused."""
+    result: dict[str, Any] | None
+    """The outcome, once known; ``None`` while the first request is still running."""
+    createdAt: datetime
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ClaimDocument",
+    "DecisionDocument",
+    "DecisionKind",
+    "EventDocument",
+    "EventType",
+    "IdempotencyDocument",
+    "RunErrorDocument",
+    "RunStatus",
+    "SnapshotDocument",
+    "ToolCallDocument",
+]

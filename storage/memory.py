@@ -1,0 +1,244 @@
+"""``MemorySnapshotStore``: the embedded default store (DESIGN.md §3).
+
+Nothing to install; everything is lost when the process ends, as the seed says of the
+default in-memory storage. It keeps the same semantics as ``MongoSnapshotStore`` and passes
+the same contract tests. Each method runs without awaiting in between, so within one event
+loop every write is atomic, like a single-document update in MongoDB.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ._query import is_after, normalized_filter
+from .documents import (
+    DecisionDocument,
+    EventDocument,
+    IdempotencyDocument,
+    RunErrorDocument,
+    SnapshotDocument,
+    ToolCallDocument,
+)
+from .protocol import DuplicateRunError, RunFilter, SortKey, sort_key
+
+
+class MemorySnapshotStore:
+    """In-process ``SnapshotStore``; documents are deep-copied in and out."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, SnapshotDocument] = {}
+        self._histories: dict[str, bytes] = {}
+        self._events: list[EventDocument] = []
+        self._keys: dict[str, IdempotencyDocument] = {}
+
+    async def open(self) -> None:
+        """Nothing to connect."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    async def ping(self) -> None:
+        """Always reachable."""
+
+    # -- reading -------------------------------------------------------------------------------
+    def _owned(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        doc = self._runs.get(run_id)
+        return doc if doc is not None and doc["agentId"] == agent_id else None
+
+    async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        doc = self._owned(agent_id, run_id)
+        return copy.deepcopy(doc) if doc is not None else None
+
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        return [copy.deepcopy(self._runs[i]) for i in dict.fromkeys(run_ids) if i in self._runs]
+
+    def _matching(self, agent_id: str, run_filter: RunFilter) -> list[SnapshotDocument]:
+        f = normalized_filter(run_filter)
+        return [
+            doc
+            for doc in self._runs.values()
+            if doc["agentId"] == agent_id
+            and (f.thread_id is None or doc["threadId"] == f.thread_id)
+            and (f.resource_id is None or doc["resourceId"] == f.resource_id)
+            and (f.from_date is None or doc["createdAt"] >= f.from_date)
+            and (f.to_date is None or doc["createdAt"] <= f.to_date)
+        ]
+
+    async def list_runs(
+        self,
+        agent_id: str,
+        run_filter: RunFilter,
+        *,
+        limit: int | None = None,
+        skip: int = 0,
+        after: SortKey | None = None,
+        before: SortKey | None = None,
+        from_end: bool = False,
+    ) -> list[SnapshotDocument]:
+        docs = sorted(
+            self._matching(agent_id, run_filter),
+            key=lambda d: (d["createdAt"], d["_id"]),
+            reverse=True,
+        )
+        if after is not None:
+            docs = [d for d in docs if is_after(sort_key(d), after)]
+        if before is not None:
+            docs = [d for d in docs if is_after(before, sort_key(d))]
+        if from_end:
+            docs = docs[-limit:] if limit is not None else docs
+        else:
+            docs = docs[skip:]
+            docs = docs[:limit] if limit is not None else docs
+        return copy.deepcopy(docs)
+
+    async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
+        return len(self._matching(agent_id, run_filter))
+
+    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+        doc = self._owned(agent_id, run_id)
+        return self._histories.get(doc["historyId"]) if doc is not None else None
+
+    # -- writing -------------------------------------------------------------------------------
+    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+        await self.insert_many([(snapshot, history)])
+
+    async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        ids = [s["_id"] for s, _ in snapshots]
+        if len(set(ids)) != len(ids) or any(i in self._runs for i in ids):
+            raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}")
+        for snapshot, history in snapshots:
+            self._runs[snapshot["_id"]] = copy.deepcopy(snapshot)
+            self._histories[snapshot["historyId"]] = bytes(history)
+
+    async def record_decision(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        decision: DecisionDocument,
+        now: datetime,
+    ) -> SnapshotDocument | None:
+        doc = self._owned(agent_id, run_id)
+        if doc is None or doc["status"] != "suspended" or not 0 <= index < len(doc["toolCalls"]):
+            return None
+        call = doc["toolCalls"][index]
+        if call["toolCallId"] != tool_call_id or call["decision"] is not None:
+            return None
+        call["decision"] = copy.deepcopy(decision)
+        doc["pendingCount"] -= 1
+        self._touch(doc, now)
+        return copy.deepcopy(doc)
+
+    async def claim(
+        self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
+    ) -> SnapshotDocument | None:
+        doc = self._owned(agent_id, run_id)
+        if doc is None:
+            return None
+        ready = doc["status"] == "suspended" and doc["pendingCount"] == 0
+        expired = doc["status"] == "resuming" and doc["claim"] is not None and doc["claim"]["until"] < now
+        if not (ready or expired):
+            return None
+        doc["status"] = "resuming"
+        doc["claim"] = {"by": by, "until": until}
+        self._touch(doc, now)
+        return copy.deepcopy(doc)
+
+    def _held(self, agent_id: str, run_id: str, by: str) -> SnapshotDocument | None:
+        doc = self._owned(agent_id, run_id)
+        if doc is None or doc["status"] != "resuming" or doc["claim"] is None or doc["claim"]["by"] != by:
+            return None
+        return doc
+
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+        doc = self._held(agent_id, run_id, by)
+        if doc is None or doc["claim"] is None:
+            return False
+        doc["claim"]["until"] = until
+        return True
+
+    async def replace_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        tool_calls: list[ToolCallDocument],
+        history: bytes,
+        history_id: str,
+        now: datetime,
+    ) -> SnapshotDocument | None:
+        doc = self._held(agent_id, run_id, by)
+        if doc is None:
+            return None
+        old_history = doc["historyId"]
+        self._histories[history_id] = bytes(history)
+        self._histories.pop(old_history, None)
+        doc.update(
+            toolCalls=copy.deepcopy(tool_calls),
+            pendingCount=sum(1 for c in tool_calls if c["decision"] is None),
+            status="suspended",
+            claim=None,
+            lastError=None,
+            suspendedAt=now,
+            historyId=history_id,
+        )
+        self._touch(doc, now)
+        return copy.deepcopy(doc)
+
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
+        doc = self._held(agent_id, run_id, by)
+        if doc is None:
+            return False
+        del self._runs[run_id]
+        self._histories.pop(doc["historyId"], None)
+        return True
+
+    async def release_claim(
+        self, agent_id: str, run_id: str, *, by: str, error: RunErrorDocument, now: datetime
+    ) -> SnapshotDocument | None:
+        doc = self._held(agent_id, run_id, by)
+        if doc is None:
+            return None
+        doc.update(status="suspended", claim=None, lastError=copy.deepcopy(error))
+        self._touch(doc, now)
+        return copy.deepcopy(doc)
+
+    @staticmethod
+    def _touch(doc: SnapshotDocument, now: datetime) -> None:
+        doc["updatedAt"] = now
+        doc["version"] += 1
+
+    # -- audit log -----------------------------------------------------------------------------
+    async def append_event(self, event: EventDocument) -> None:
+        self._events.append(copy.deepcopy(event))
+
+    async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
+        return [
+            copy.deepcopy(e) for e in self._events if e["agentId"] == agent_id and e["runId"] == run_id
+        ]
+
+    # -- idempotency ---------------------------------------------------------------------------
+    async def reserve_idempotency_key(
+        self, key_id: str, fingerprint: str, now: datetime
+    ) -> IdempotencyDocument | None:
+        existing = self._keys.get(key_id)
+        if existing is not None:
+            return copy.deepcopy(existing)
+        self._keys[key_id] = {"_id": key_id, "fingerprint": fingerprint, "result": None, "createdAt": now}
+        return None
+
+    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:
+        if key_id in self._keys:
+            self._keys[key_id]["result"] = copy.deepcopy(result)
+
+    async def release_idempotency_key(self, key_id: str) -> None:
+        self._keys.pop(key_id, None)
+
+
+__all__ = ["MemorySnapshotStore"]

@@ -1,0 +1,463 @@
+"""``MongoSnapshotStore``: suspended runs in MongoDB through PyMongo's async API (DESIGN.md §3).
+
+One ``AsyncMongoClient`` per store, created in ``open()`` inside the running event loop (the
+app's lifespan) and closed by ``close()``. The database is the one named in the URI's path
+(default ``runsgate``). Collections:
+
+- ``run_snapshots``: one document per suspended run, ``_id`` = runId, no history inside, so
+  listing never reads histories.
+- ``run_histories``: the message history of each snapshot, zlib-compressed, under a fresh id
+  per write; a history whose compressed size exceeds ``inline_history_limit`` bytes goes to the
+  GridFS bucket ``run_histories_large`` instead, so histories over MongoDB's 16 MB document
+  limit work (PyMongo ``AsyncGridFSBucket``).
+- ``run_events``: the append-only audit log.
+- ``idempotency_keys``: remembered answers of mutations sent with an idempotency key.
+
+Every write to a snapshot is a single-document conditional update (no transactions), which
+FerretDB supports as well as MongoDB.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, cast
+
+from gridfs.asynchronous import AsyncGridFSBucket
+from gridfs.errors import NoFile
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError
+
+from ._query import normalized_filter
+from .documents import (
+    DecisionDocument,
+    EventDocument,
+    IdempotencyDocument,
+    RunErrorDocument,
+    SnapshotDocument,
+    ToolCallDocument,
+)
+from .protocol import DuplicateRunError, RunFilter, SortKey, StoreUnavailableError
+
+Document = dict[str, Any]
+
+LISTING_INDEXES: list[tuple[str, list[tuple[str, int]]]] = [
+    ("agent_created", [("agentId", ASCENDING), ("createdAt", DESCENDING), ("_id", DESCENDING)]),
+    (
+        "agent_thread_created",
+        [("agentId", ASCENDING), ("threadId", ASCENDING), ("createdAt", DESCENDING), ("_id", DESCENDING)],
+    ),
+    (
+        "agent_resource_created",
+        [("agentId", ASCENDING), ("resourceId", ASCENDING), ("createdAt", DESCENDING), ("_id", DESCENDING)],
+    ),
+    (
+        "agent_thread_resource_created",
+        [
+            ("agentId", ASCENDING),
+            ("threadId", ASCENDING),
+            ("resourceId", ASCENDING),
+            ("createdAt", DESCENDING),
+            ("_id", DESCENDING),
+        ],
+    ),
+]
+"""One index per filter combination, each in listing order after its equality fields, so a
+page is an index walk whatever the number of stored runs (DESIGN.md §3)."""
+
+LISTING_ORDER = [("createdAt", DESCENDING), ("_id", DESCENDING)]
+REVERSE_ORDER = [("createdAt", ASCENDING), ("_id", ASCENDING)]
+
+
+@asynccontextmanager
+async def _reachable() -> AsyncIterator[None]:
+    """Turn connection failures into ``StoreUnavailableError`` (no internals leak upward)."""
+    try:
+        yield
+    except ConnectionFailure as exc:
+        raise StoreUnavailableError(f"MongoDB is unreachable: {type(exc).__name__}") from exc
+
+
+def _keyset(key: SortKey, op: str) -> Document:
+    return {"$or": [{"createdAt": {op: key.created_at}}, {"createdAt": key.created_at, "_id": {op: key.run_id}}]}
+
+
+def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
+    """The MongoDB filter for a listing: equality fields first, then the inclusive date range."""
+    f = normalized_filter(run_filter)
+    query: Document = {"agentId": agent_id}
+    if f.thread_id is not None:
+        query["threadId"] = f.thread_id
+    if f.resource_id is not None:
+        query["resourceId"] = f.resource_id
+    created: Document = {}
+    if f.from_date is not None:
+        created["$gte"] = f.from_date
+    if f.to_date is not None:
+        created["$lte"] = f.to_date
+    if created:
+        query["createdAt"] = created
+    return query
+
+
+class MongoSnapshotStore:
+    """``SnapshotStore`` on a MongoDB wire-protocol server (MongoDB 6+ or FerretDB 1.24).
+
+    Args:
+        uri: A ``mongodb://`` URI; its path names the database (default ``runsgate``).
+        server_selection_timeout: Seconds to wait for a reachable server before an operation
+            fails with ``StoreUnavailableError``.
+        inline_history_limit: Compressed histories up to this many bytes are stored in one
+            document; larger ones go to GridFS.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        server_selection_timeout: float = 5.0,
+        inline_history_limit: int = 8 * 1024 * 1024,
+    ) -> None:
+        self._uri = uri
+        self._timeout_ms = int(server_selection_timeout * 1000)
+        self._inline_history_limit = inline_history_limit
+        self._client: AsyncMongoClient[Document] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def database(self) -> AsyncDatabase[Document]:
+        if self._client is None:
+            raise RuntimeError("MongoSnapshotStore.open() was not called")
+        return self._client.get_default_database(default="runsgate")
+
+    @property
+    def _runs(self) -> AsyncCollection[Document]:
+        return self.database["run_snapshots"]
+
+    @property
+    def _histories(self) -> AsyncCollection[Document]:
+        return self.database["run_histories"]
+
+    @property
+    def _events(self) -> AsyncCollection[Document]:
+        return self.database["run_events"]
+
+    @property
+    def _keys(self) -> AsyncCollection[Document]:
+        return self.database["idempotency_keys"]
+
+    @property
+    def _large_histories(self) -> AsyncGridFSBucket:
+        return AsyncGridFSBucket(self.database, bucket_name="run_histories_large")
+
+    async def open(self) -> None:
+        """Create the client and the indexes. Raises ``StoreUnavailableError``."""
+        self._client = AsyncMongoClient(
+            self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate"
+        )
+        async with _reachable():
+            for name, keys in LISTING_INDEXES:
+                await self._runs.create_index(keys, name=name)
+            await self._events.create_index(
+                [("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at"
+            )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def ping(self) -> None:
+        async with _reachable():
+            await self.database.command("ping")
+
+    # -- reading -------------------------------------------------------------------------------
+    async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        async with _reachable():
+            doc = await self._runs.find_one({"_id": run_id, "agentId": agent_id})
+        return cast(SnapshotDocument | None, doc)
+
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        if not run_ids:
+            return []
+        async with _reachable():
+            docs = await self._runs.find({"_id": {"$in": list(dict.fromkeys(run_ids))}}).to_list()
+        return cast(list[SnapshotDocument], docs)
+
+    async def list_runs(
+        self,
+        agent_id: str,
+        run_filter: RunFilter,
+        *,
+        limit: int | None = None,
+        skip: int = 0,
+        after: SortKey | None = None,
+        before: SortKey | None = None,
+        from_end: bool = False,
+    ) -> list[SnapshotDocument]:
+        query = listing_query(agent_id, run_filter)
+        bounds = []
+        if after is not None:
+            bounds.append(_keyset(after, "$lt"))
+        if before is not None:
+            bounds.append(_keyset(before, "$gt"))
+        if bounds:
+            query["$and"] = bounds
+        cursor = self._runs.find(query).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
+        if skip and not from_end:
+            cursor = cursor.skip(skip)
+        if limit is not None:
+            cursor = cursor.limit(limit)
+        async with _reachable():
+            docs = await cursor.to_list()
+        if from_end:
+            docs.reverse()
+        return cast(list[SnapshotDocument], docs)
+
+    async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
+        async with _reachable():
+            return await self._runs.count_documents(listing_query(agent_id, run_filter))
+
+    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+        snapshot = await self.get(agent_id, run_id)
+        if snapshot is None:
+            return None
+        return await self._read_history(snapshot["historyId"])
+
+    async def _read_history(self, history_id: str) -> bytes | None:
+        async with _reachable():
+            doc = await self._histories.find_one({"_id": history_id})
+            if doc is None:
+                return None
+            if doc.get("gridfs"):
+                try:
+                    stream = await self._large_histories.open_download_stream(history_id)
+                except NoFile:
+                    return None
+                compressed = await stream.read()
+            else:
+                compressed = doc["data"]
+        return zlib.decompress(compressed)
+
+    # -- writing -------------------------------------------------------------------------------
+    async def _write_history(self, history_id: str, run_id: str, history: bytes) -> None:
+        compressed = zlib.compress(history, 6)
+        async with _reachable():
+            if len(compressed) > self._inline_history_limit:
+                await self._large_histories.upload_from_stream_with_id(history_id, run_id, compressed)
+                await self._histories.insert_one({"_id": history_id, "runId": run_id, "gridfs": True})
+            else:
+                await self._histories.insert_one({"_id": history_id, "runId": run_id, "data": compressed})
+
+    async def _delete_history(self, history_id: str) -> None:
+        async with _reachable():
+            doc = await self._histories.find_one_and_delete({"_id": history_id})
+            if doc is not None and doc.get("gridfs"):
+                try:
+                    await self._large_histories.delete(history_id)
+                except NoFile:
+                    pass
+
+    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+        await self._write_history(snapshot["historyId"], snapshot["_id"], history)
+        try:
+            async with _reachable():
+                await self._runs.insert_one(cast(Document, dict(snapshot)))
+        except DuplicateKeyError as exc:
+            await self._delete_history(snapshot["historyId"])
+            raise DuplicateRunError(f"run {snapshot['_id']!r} is already stored") from exc
+
+    async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        """Bulk insert (data generator): all histories (inline size only), then all snapshots."""
+        if not snapshots:
+            return
+        histories = [
+            {"_id": s["historyId"], "runId": s["_id"], "data": zlib.compress(h, 6)} for s, h in snapshots
+        ]
+        try:
+            async with _reachable():
+                await self._histories.insert_many(histories, ordered=False)
+                await self._runs.insert_many([cast(Document, dict(s)) for s, _ in snapshots], ordered=False)
+        except BulkWriteError as exc:
+            raise DuplicateRunError(f"bulk insert failed: {exc.details.get('writeErrors', [])[:1]}") from exc
+
+    async def _update(self, query: Document, update: Document) -> SnapshotDocument | None:
+        async with _reachable():
+            doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
+        return cast(SnapshotDocument | None, doc)
+
+    async def record_decision(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        decision: DecisionDocument,
+        now: datetime,
+    ) -> SnapshotDocument | None:
+        path = f"toolCalls.{index}"
+        return await self._update(
+            {
+                "_id": run_id,
+                "agentId": agent_id,
+                "status": "suspended",
+                f"{path}.toolCallId": tool_call_id,
+                f"{path}.decision": None,
+            },
+            {
+                "$set": {f"{path}.decision": dict(decision), "updatedAt": now},
+                "$inc": {"pendingCount": -1, "version": 1},
+            },
+        )
+
+    async def claim(
+        self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
+    ) -> SnapshotDocument | None:
+        return await self._update(
+            {
+                "_id": run_id,
+                "agentId": agent_id,
+                "$or": [
+                    {"status": "suspended", "pendingCount": 0},
+                    {"status": "resuming", "claim.until": {"$lt": now}},
+                ],
+            },
+            {
+                "$set": {"status": "resuming", "claim": {"by": by, "until": until}, "updatedAt": now},
+                "$inc": {"version": 1},
+            },
+        )
+
+    @staticmethod
+    def _held(agent_id: str, run_id: str, by: str) -> Document:
+        return {"_id": run_id, "agentId": agent_id, "status": "resuming", "claim.by": by}
+
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+        async with _reachable():
+            result = await self._runs.update_one(
+                self._held(agent_id, run_id, by), {"$set": {"claim.until": until}}
+            )
+        return result.matched_count == 1
+
+    async def replace_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        tool_calls: list[ToolCallDocument],
+        history: bytes,
+        history_id: str,
+        now: datetime,
+    ) -> SnapshotDocument | None:
+        async with _reachable():
+            current = await self._runs.find_one(self._held(agent_id, run_id, by), {"historyId": 1})
+        if current is None:
+            return None
+        await self._write_history(history_id, run_id, history)
+        doc = await self._update(
+            self._held(agent_id, run_id, by),
+            {
+                "$set": {
+                    "toolCalls": [dict(c) for c in tool_calls],
+                    "pendingCount": sum(1 for c in tool_calls if c["decision"] is None),
+                    "status": "suspended",
+                    "claim": None,
+                    "lastError": None,
+                    "suspendedAt": now,
+                    "updatedAt": now,
+                    "historyId": history_id,
+                },
+                "$inc": {"version": 1},
+            },
+        )
+        # Whichever history the snapshot no longer points to is garbage; never the live one.
+        await self._delete_history(current["historyId"] if doc is not None else history_id)
+        return doc
+
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
+        async with _reachable():
+            doc = await self._runs.find_one_and_delete(self._held(agent_id, run_id, by))
+        if doc is None:
+            return False
+        await self._delete_history(doc["historyId"])
+        return True
+
+    async def release_claim(
+        self, agent_id: str, run_id: str, *, by: str, error: RunErrorDocument, now: datetime
+    ) -> SnapshotDocument | None:
+        return await self._update(
+            self._held(agent_id, run_id, by),
+            {
+                "$set": {"status": "suspended", "claim": None, "lastError": dict(error), "updatedAt": now},
+                "$inc": {"version": 1},
+            },
+        )
+
+    # -- audit log -----------------------------------------------------------------------------
+    async def append_event(self, event: EventDocument) -> None:
+        async with _reachable():
+            await self._events.insert_one(cast(Document, dict(event)))
+
+    async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
+        async with _reachable():
+            docs = (
+                await self._events.find({"agentId": agent_id, "runId": run_id})
+                .sort([("at", ASCENDING), ("_id", ASCENDING)])
+                .to_list()
+            )
+        return cast(list[EventDocument], docs)
+
+    # -- idempotency ---------------------------------------------------------------------------
+    async def reserve_idempotency_key(
+        self, key_id: str, fingerprint: str, now: datetime
+    ) -> IdempotencyDocument | None:
+        try:
+            async with _reachable():
+                await self._keys.insert_one(
+                    {"_id": key_id, "fingerprint": fingerprint, "result": None, "createdAt": now}
+                )
+        except DuplicateKeyError:
+            async with _reachable():
+                existing = await self._keys.find_one({"_id": key_id})
+            if existing is not None:
+                return cast(IdempotencyDocument, existing)
+            return await self.reserve_idempotency_key(key_id, fingerprint, now)
+        return None
+
+    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:
+        async with _reachable():
+            await self._keys.update_one({"_id": key_id}, {"$set": {"result": result}})
+
+    async def release_idempotency_key(self, key_id: str) -> None:
+        async with _reachable():
+            await self._keys.delete_one({"_id": key_id, "result": None})
+
+    # -- administration ------------------------------------------------------------------------
+    async def drop_all(self) -> None:
+        """Drop every runsgate collection of the database (tests and ``runsgate seed --reset``)."""
+        async with _reachable():
+            for name in (
+                "run_snapshots",
+                "run_histories",
+                "run_events",
+                "idempotency_keys",
+                "run_histories_large.files",
+                "run_histories_large.chunks",
+            ):
+                await self.database.drop_collection(name)
+
+    async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> Mapping[str, Any]:
+        """The server's query plan for a listing page (index checks, ``bench/``)."""
+        async with _reachable():
+            return await (
+                self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER).limit(limit).explain()
+            )
+
+
+__all__ = ["LISTING_INDEXES", "MongoSnapshotStore", "listing_query"]

@@ -1,0 +1,202 @@
+"""The ``SnapshotStore`` protocol: where suspended runs live (DESIGN.md §3).
+
+Every method is scoped by ``agent_id`` where a run is named, so one agent never reads or
+changes another agent's run (seed: listing is per agent). Every write that changes a
+snapshot is one single-document atomic update conditioned on the state it expects, so
+several server instances can share one store without transactions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from .documents import (
+    DecisionDocument,
+    EventDocument,
+    IdempotencyDocument,
+    RunErrorDocument,
+    SnapshotDocument,
+    ToolCallDocument,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFilter:
+    """Seed filters of ``listSuspendedRuns``; every bound is inclusive and applies to ``createdAt``."""
+
+    thread_id: str | None = None
+    resource_id: str | None = None
+    from_date: datetime | None = None
+    """UTC; runs created at or after it."""
+    to_date: datetime | None = None
+    """UTC; runs created at or before it."""
+
+
+@dataclass(frozen=True)
+class SortKey:
+    """Position of a run in listing order (``createdAt`` descending, then runId descending)."""
+
+    created_at: datetime
+    run_id: str
+
+
+def sort_key(doc: SnapshotDocument) -> SortKey:
+    """The listing-order key of a stored run."""
+    return SortKey(doc["createdAt"], doc["_id"])
+
+
+class DuplicateRunError(Exception):
+    """A snapshot with this runId is already stored."""
+
+
+class StoreUnavailableError(Exception):
+    """The store could not be reached or answered with an error; nothing may be assumed written."""
+
+
+class SnapshotStore(Protocol):
+    """Storage of suspended-run snapshots, their histories, the event log and idempotency keys."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Connect and create indexes. Raises ``StoreUnavailableError``."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+    async def ping(self) -> None:
+        """Raise ``StoreUnavailableError`` unless the store answers now (``/readyz``)."""
+
+    # -- reading -----------------------------------------------------------------------------
+    async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        """The run, or ``None`` when it does not exist or belongs to another agent."""
+
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        """Runs by id in one query, any agent, in no particular order; missing ids are skipped."""
+
+    async def list_runs(
+        self,
+        agent_id: str,
+        run_filter: RunFilter,
+        *,
+        limit: int | None = None,
+        skip: int = 0,
+        after: SortKey | None = None,
+        before: SortKey | None = None,
+        from_end: bool = False,
+    ) -> list[SnapshotDocument]:
+        """Runs of ``agent_id`` matching ``run_filter``, newest first, never reading histories.
+
+        Args:
+            limit: At most this many runs; ``None`` for all.
+            skip: Runs to skip first (seed ``page * perPage``); not used with ``from_end``.
+            after: Only runs strictly after this key in listing order.
+            before: Only runs strictly before this key in listing order.
+            from_end: Take the ``limit`` runs closest to the end of the range (Relay ``last``);
+                the result is still newest first.
+        """
+        ...
+
+    async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
+        """Number of runs of ``agent_id`` matching ``run_filter`` (seed ``total``)."""
+        ...
+
+    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+        """The run's message history (pydantic-ai JSON bytes), or ``None`` if the run is gone."""
+
+    # -- writing -----------------------------------------------------------------------------
+    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+        """Store a new suspended run. Raises ``DuplicateRunError``."""
+
+    async def record_decision(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        decision: DecisionDocument,
+        now: datetime,
+    ) -> SnapshotDocument | None:
+        """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
+
+        One conditional update: the run exists, belongs to ``agent_id``, has status
+        ``suspended``, and ``toolCalls[index]`` has ``tool_call_id`` and no decision. Returns the
+        updated run, or ``None`` when any condition failed (nothing was written).
+        """
+
+    async def claim(
+        self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
+    ) -> SnapshotDocument | None:
+        """Take the claim to continue a run whose every call is decided.
+
+        Succeeds when the run is ``suspended`` with ``pendingCount == 0``, or ``resuming`` with a
+        claim that expired before ``now`` (takeover). Sets status ``resuming`` and the claim.
+        Returns the claimed run, or ``None``.
+        """
+
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+        """Extend a claim still held by ``by``; ``False`` if it was lost."""
+
+    async def replace_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        tool_calls: list[ToolCallDocument],
+        history: bytes,
+        history_id: str,
+        now: datetime,
+    ) -> SnapshotDocument | None:
+        """The claimed run suspended again: store its new pending calls and history.
+
+        ``history_id`` must be new: the history is written under it before the snapshot points
+        to it, so a lost claim never overwrites the history another instance relies on.
+
+        Only while ``by`` holds the claim. Status returns to ``suspended``, the claim and
+        ``lastError`` are cleared. Returns the new document, or ``None`` if the claim was lost.
+        """
+
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
+        """The claimed run finished: delete its snapshot and history, only while ``by`` holds the claim."""
+
+    async def release_claim(
+        self, agent_id: str, run_id: str, *, by: str, error: RunErrorDocument, now: datetime
+    ) -> SnapshotDocument | None:
+        """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set."""
+
+    async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        """Bulk-insert new runs (data generator). Raises ``DuplicateRunError``."""
+
+    # -- audit log ---------------------------------------------------------------------------
+    async def append_event(self, event: EventDocument) -> None:
+        """Append to the event log (collection ``run_events``); never updated or deleted."""
+
+    async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
+        """Events of one run, oldest first; kept after the snapshot is deleted."""
+        ...
+
+    # -- idempotency -------------------------------------------------------------------------
+    async def reserve_idempotency_key(
+        self, key_id: str, fingerprint: str, now: datetime
+    ) -> IdempotencyDocument | None:
+        """Insert the key; return ``None`` when it was new, else the existing document."""
+
+    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:
+        """Store the answer given for a reserved key."""
+
+    async def release_idempotency_key(self, key_id: str) -> None:
+        """Forget a reserved key whose request failed unexpectedly, so it can be retried."""
+
+
+__all__ = [
+    "DuplicateRunError",
+    "RunFilter",
+    "SnapshotStore",
+    "SortKey",
+    "StoreUnavailableError",
+    "sort_key",
+]

@@ -1,0 +1,56 @@
+"""Fixtures shared by every test package: the MongoDB server and the two stores."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore
+
+from ._servers import ferretdb, with_database
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def mongodb_server() -> Iterator[str]:
+    """Base URI of a real MongoDB wire-protocol server: ``MONGODB_URI`` or a FerretDB we start.
+
+    Under ``CI=true`` a missing server fails the run instead of skipping MongoDB tests.
+    """
+    if os.environ.get("MONGODB_URI"):
+        yield os.environ["MONGODB_URI"]
+        return
+    try:
+        with ferretdb() as uri:
+            yield uri
+    except RuntimeError as exc:
+        if IN_CI:
+            pytest.fail(f"no MongoDB server for the tests: {exc}")
+        pytest.skip(f"no MongoDB server: {exc}")
+
+
+@pytest.fixture
+def mongodb_uri(mongodb_server: str) -> str:
+    """A URI naming a fresh database on the test server."""
+    return with_database(mongodb_server)
+
+
+@pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.mongo)])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
+    """Each store in turn: the contract suites run against both."""
+    if request.param == "memory":
+        memory = MemorySnapshotStore()
+        await memory.open()
+        yield memory
+        return
+    uri = request.getfixturevalue("mongodb_uri")
+    mongo = MongoSnapshotStore(uri)
+    await mongo.open()
+    try:
+        yield mongo
+    finally:
+        await mongo.drop_all()
+        await mongo.close()

@@ -1,0 +1,387 @@
+"""The ``SnapshotStore`` contract, run against the memory store and a real MongoDB server."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from storage import (
+    SCHEMA_VERSION,
+    DecisionDocument,
+    DuplicateRunError,
+    RunFilter,
+    SnapshotDocument,
+    SnapshotStore,
+    ToolCallDocument,
+    sort_key,
+)
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def tool_call(call_id: str, *, approval: bool = True) -> ToolCallDocument:
+    return {
+        "toolCallId": call_id,
+        "toolName": "issue_refund" if approval else "ask_city",
+        "args": {"order_id": 1042, "amount": 25.5} if approval else None,
+        "requiresApproval": approval,
+        "suspendPayload": None if approval else {"question": "Which city?"},
+        "resumeSchema": None if approval else {"type": "object", "required": ["name"]},
+        "decision": None,
+    }
+
+
+def snapshot(
+    run_id: str | None = None,
+    *,
+    agent_id: str = "refund-agent",
+    created: datetime = T0,
+    thread: str | None = "t1",
+    resource: str | None = "r1",
+    calls: list[ToolCallDocument] | None = None,
+) -> SnapshotDocument:
+    calls = calls if calls is not None else [tool_call("c1")]
+    return {
+        "_id": run_id or uuid.uuid4().hex,
+        "agentId": agent_id,
+        "threadId": thread,
+        "resourceId": resource,
+        "parentRunId": None,
+        "status": "suspended",
+        "createdAt": created,
+        "suspendedAt": created,
+        "updatedAt": created,
+        "toolCalls": calls,
+        "pendingCount": len(calls),
+        "version": 1,
+        "claim": None,
+        "lastError": None,
+        "schemaVersion": SCHEMA_VERSION,
+        "historyId": uuid.uuid4().hex,
+    }
+
+
+def decision(kind: str = "approved") -> DecisionDocument:
+    return {
+        "kind": kind,  # type: ignore[typeddict-item]
+        "decidedAt": T0,
+        "decidedBy": "alice",
+        "reason": None,
+        "resumeData": None,
+        "idempotencyKey": None,
+    }
+
+
+async def test_insert_get_and_history_roundtrip(store: SnapshotStore) -> None:
+    doc = snapshot("run-1")
+    await store.insert(doc, b'[{"kind":"request"}]')
+
+    got = await store.get("refund-agent", "run-1")
+
+    assert got == doc
+    assert await store.load_history("refund-agent", "run-1") == b'[{"kind":"request"}]'
+
+
+async def test_another_agents_run_is_invisible(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run-1", agent_id="refund-agent"), b"[]")
+
+    assert await store.get("weather-agent", "run-1") is None
+    assert await store.load_history("weather-agent", "run-1") is None
+    assert await store.list_runs("weather-agent", RunFilter()) == []
+    assert await store.count_runs("weather-agent", RunFilter()) == 0
+
+
+async def test_duplicate_insert_is_refused_and_keeps_the_first(store: SnapshotStore) -> None:
+    first = snapshot("run-1")
+    await store.insert(first, b"first")
+
+    with pytest.raises(DuplicateRunError):
+        await store.insert(snapshot("run-1", thread="other"), b"second")
+
+    assert await store.get("refund-agent", "run-1") == first
+    assert await store.load_history("refund-agent", "run-1") == b"first"
+
+
+async def test_listing_is_newest_first_then_by_id_descending(store: SnapshotStore) -> None:
+    docs = [
+        snapshot("a", created=T0),
+        snapshot("b", created=T0 + timedelta(seconds=1)),
+        snapshot("c", created=T0 + timedelta(seconds=1)),
+        snapshot("d", created=T0 - timedelta(days=1)),
+    ]
+    for doc in docs:
+        await store.insert(doc, b"[]")
+
+    listed = await store.list_runs("refund-agent", RunFilter())
+
+    assert [d["_id"] for d in listed] == ["c", "b", "a", "d"]
+    assert await store.count_runs("refund-agent", RunFilter()) == 4
+
+
+async def test_filters_combine_and_date_bounds_are_inclusive(store: SnapshotStore) -> None:
+    await store.insert(snapshot("old", created=T0 - timedelta(hours=1), thread="t1", resource="r1"), b"[]")
+    await store.insert(snapshot("edge-from", created=T0, thread="t1", resource="r1"), b"[]")
+    await store.insert(snapshot("mid", created=T0 + timedelta(minutes=30), thread="t2", resource="r1"), b"[]")
+    await store.insert(snapshot("edge-to", created=T0 + timedelta(hours=1), thread="t1", resource="r2"), b"[]")
+    await store.insert(snapshot("late", created=T0 + timedelta(hours=2), thread="t1", resource="r1"), b"[]")
+
+    async def ids(f: RunFilter) -> list[str]:
+        listed = [d["_id"] for d in await store.list_runs("refund-agent", f)]
+        assert await store.count_runs("refund-agent", f) == len(listed)
+        return listed
+
+    window = RunFilter(from_date=T0, to_date=T0 + timedelta(hours=1))
+    assert await ids(window) == ["edge-to", "mid", "edge-from"]
+    assert await ids(RunFilter(thread_id="t1")) == ["late", "edge-to", "edge-from", "old"]
+    assert await ids(RunFilter(resource_id="r1")) == ["late", "mid", "edge-from", "old"]
+    assert await ids(RunFilter(thread_id="t1", resource_id="r1", from_date=T0)) == ["late", "edge-from"]
+    assert await ids(RunFilter(thread_id="nope")) == []
+
+
+async def test_date_bounds_below_a_millisecond_do_not_widen_the_range(store: SnapshotStore) -> None:
+    await store.insert(snapshot("x", created=T0), b"[]")
+
+    just_after = T0 + timedelta(microseconds=400)
+
+    assert await store.count_runs("refund-agent", RunFilter(from_date=just_after)) == 0
+    assert await store.count_runs("refund-agent", RunFilter(to_date=just_after)) == 1
+
+
+async def test_skip_limit_and_keyset_bounds(store: SnapshotStore) -> None:
+    for i in range(7):
+        await store.insert(snapshot(f"r{i}", created=T0 + timedelta(seconds=i // 2)), b"[]")
+    everything = await store.list_runs("refund-agent", RunFilter())
+    order = [d["_id"] for d in everything]
+    assert order == ["r6", "r5", "r4", "r3", "r2", "r1", "r0"]
+
+    page = await store.list_runs("refund-agent", RunFilter(), limit=2, skip=2)
+    after = await store.list_runs("refund-agent", RunFilter(), limit=3, after=sort_key(everything[1]))
+    before = await store.list_runs("refund-agent", RunFilter(), before=sort_key(everything[3]))
+    last = await store.list_runs(
+        "refund-agent", RunFilter(), limit=2, before=sort_key(everything[5]), from_end=True
+    )
+    between = await store.list_runs(
+        "refund-agent", RunFilter(), after=sort_key(everything[0]), before=sort_key(everything[4])
+    )
+
+    assert [d["_id"] for d in page] == ["r4", "r3"]
+    assert [d["_id"] for d in after] == ["r4", "r3", "r2"]
+    assert [d["_id"] for d in before] == ["r6", "r5", "r4"]
+    assert [d["_id"] for d in last] == ["r3", "r2"]
+    assert [d["_id"] for d in between] == ["r5", "r4", "r3"]
+
+
+async def test_record_decision_is_conditional_and_counts_down(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
+
+    first = await store.record_decision(
+        "refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0
+    )
+    again = await store.record_decision(
+        "refund-agent", "run", index=1, tool_call_id="c2", decision=decision("declined"), now=T0
+    )
+    wrong_id = await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c2", decision=decision(), now=T0
+    )
+    other_agent = await store.record_decision(
+        "weather-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
+    )
+
+    assert first is not None
+    assert first["pendingCount"] == 1
+    assert first["version"] == 2
+    assert first["toolCalls"][1]["decision"] == decision()
+    assert first["toolCalls"][0]["decision"] is None
+    assert again is None
+    assert wrong_id is None
+    assert other_agent is None
+    stored = await store.get("refund-agent", "run")
+    assert stored == first
+
+
+async def test_claim_needs_every_call_decided_and_is_exclusive(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
+    until = T0 + timedelta(seconds=60)
+
+    early = await store.claim("refund-agent", "run", by="i1", until=until, now=T0)
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.record_decision("refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0)
+    won = await store.claim("refund-agent", "run", by="i1", until=until, now=T0)
+    lost = await store.claim("refund-agent", "run", by="i2", until=until, now=T0)
+    late_decision = await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
+    )
+
+    assert early is None
+    assert won is not None
+    assert won["status"] == "resuming"
+    assert won["claim"] == {"by": "i1", "until": until}
+    assert lost is None
+    assert late_decision is None
+
+
+async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"old")
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
+
+    too_soon = await store.claim(
+        "refund-agent", "run", by="i2", until=T0 + timedelta(seconds=70), now=T0 + timedelta(seconds=5)
+    )
+    renewed_by_other = await store.renew_claim("refund-agent", "run", by="i2", until=T0 + timedelta(days=1))
+    takeover = await store.claim(
+        "refund-agent", "run", by="i2", until=T0 + timedelta(seconds=80), now=T0 + timedelta(seconds=20)
+    )
+    stale_delete = await store.delete_claimed("refund-agent", "run", by="i1")
+    stale_renew = await store.renew_claim("refund-agent", "run", by="i1", until=T0 + timedelta(days=1))
+
+    assert too_soon is None
+    assert renewed_by_other is False
+    assert takeover is not None
+    assert takeover["claim"] == {"by": "i2", "until": T0 + timedelta(seconds=80)}
+    assert takeover["toolCalls"][0]["decision"] == decision()
+    assert stale_delete is False
+    assert stale_renew is False
+    assert await store.load_history("refund-agent", "run") == b"old"
+
+
+async def test_replace_claimed_stores_new_calls_and_history(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"old")
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    later = T0 + timedelta(seconds=3)
+
+    lost = await store.replace_claimed(
+        "refund-agent", "run", by="i2", tool_calls=[tool_call("x")], history=b"nope", history_id="h-x", now=later
+    )
+    replaced = await store.replace_claimed(
+        "refund-agent",
+        "run",
+        by="i1",
+        tool_calls=[tool_call("c9", approval=False)],
+        history=b"new",
+        history_id="h-new",
+        now=later,
+    )
+
+    assert lost is None
+    assert replaced is not None
+    assert replaced["status"] == "suspended"
+    assert replaced["claim"] is None
+    assert replaced["pendingCount"] == 1
+    assert replaced["suspendedAt"] == later
+    assert replaced["createdAt"] == T0
+    assert [c["toolCallId"] for c in replaced["toolCalls"]] == ["c9"]
+    assert await store.load_history("refund-agent", "run") == b"new"
+
+
+async def test_delete_claimed_removes_the_run_and_its_history(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"h")
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+
+    deleted = await store.delete_claimed("refund-agent", "run", by="i1")
+
+    assert deleted is True
+    assert await store.get("refund-agent", "run") is None
+    assert await store.load_history("refund-agent", "run") is None
+    assert await store.count_runs("refund-agent", RunFilter()) == 0
+
+
+async def test_release_claim_keeps_decisions_and_records_the_error(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"h")
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    error = {"type": "ModelHTTPError", "message": "boom", "at": T0}
+
+    released = await store.release_claim("refund-agent", "run", by="i1", error=error, now=T0)  # type: ignore[arg-type]
+    retried = await store.claim("refund-agent", "run", by="i2", until=T0 + timedelta(seconds=60), now=T0)
+
+    assert released is not None
+    assert released["status"] == "suspended"
+    assert released["lastError"] == error
+    assert released["toolCalls"][0]["decision"] == decision()
+    assert retried is not None
+    assert await store.load_history("refund-agent", "run") == b"h"
+
+
+async def test_get_many_returns_existing_runs_of_any_agent(store: SnapshotStore) -> None:
+    await store.insert(snapshot("a", agent_id="refund-agent"), b"[]")
+    await store.insert(snapshot("b", agent_id="weather-agent"), b"[]")
+
+    got = await store.get_many(["b", "missing", "a", "a"])
+
+    assert sorted(d["_id"] for d in got) == ["a", "b"]
+
+
+async def test_insert_many_then_list(store: SnapshotStore) -> None:
+    docs = [snapshot(f"bulk-{i}", created=T0 + timedelta(seconds=i)) for i in range(50)]
+
+    await store.insert_many([(d, b"[]") for d in docs])
+
+    assert await store.count_runs("refund-agent", RunFilter()) == 50
+    listed = await store.list_runs("refund-agent", RunFilter(), limit=3)
+    assert [d["_id"] for d in listed] == ["bulk-49", "bulk-48", "bulk-47"]
+    assert await store.load_history("refund-agent", "bulk-7") == b"[]"
+
+
+async def test_events_are_per_run_and_oldest_first(store: SnapshotStore) -> None:
+    for i, kind in enumerate(["started", "suspended", "decision"]):
+        await store.append_event(
+            {
+                "_id": f"e{i}",
+                "runId": "run",
+                "agentId": "refund-agent",
+                "type": kind,  # type: ignore[typeddict-item]
+                "at": T0 + timedelta(seconds=i),
+                "by": "alice",
+                "data": {"i": i},
+            }
+        )
+    await store.append_event(
+        {"_id": "other", "runId": "run2", "agentId": "refund-agent", "type": "started", "at": T0, "by": None, "data": {}}
+    )
+
+    events = await store.list_events("refund-agent", "run")
+
+    assert [e["type"] for e in events] == ["started", "suspended", "decision"]
+    assert events[2]["data"] == {"i": 2}
+    assert await store.list_events("weather-agent", "run") == []
+
+
+async def test_idempotency_keys(store: SnapshotStore) -> None:
+    first = await store.reserve_idempotency_key("k", "fp1", T0)
+    second = await store.reserve_idempotency_key("k", "fp2", T0)
+    await store.complete_idempotency_key("k", {"status": "completed"})
+    third = await store.reserve_idempotency_key("k", "fp1", T0)
+    await store.reserve_idempotency_key("k2", "fp", T0)
+    await store.release_idempotency_key("k2")
+    again = await store.reserve_idempotency_key("k2", "fp", T0)
+
+    assert first is None
+    assert second is not None
+    assert second["fingerprint"] == "fp1"
+    assert second["result"] is None
+    assert third is not None
+    assert third["result"] == {"status": "completed"}
+    assert again is None
+
+
+@pytest.mark.mongo
+async def test_history_over_16_mb_is_stored_and_read_back(mongodb_uri: str) -> None:
+    from storage import MongoSnapshotStore
+
+    mongo = MongoSnapshotStore(mongodb_uri)
+    await mongo.open()
+    try:
+        history = os.urandom(17 * 1024 * 1024)  # incompressible: still 17 MB after zlib
+        await mongo.insert(snapshot("big"), history)
+
+        assert await mongo.load_history("refund-agent", "big") == history
+        assert await mongo.count_runs("refund-agent", RunFilter()) == 1
+    finally:
+        await mongo.drop_all()
+        await mongo.close()

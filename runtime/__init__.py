@@ -1,0 +1,49 @@
+"""The run lifecycle of runsgate (DESIGN.md §4): agents, suspension, decisions, continuation.
+
+Plain async Python over a ``storage.SnapshotStore``; knows nothing of GraphQL or HTTP.
+"""
+
+from .delegation import DelegationError, delegate, sub_run_id
+from .errors import (
+    AgentNotFoundError,
+    AmbiguousToolCallError,
+    ErrorCode,
+    IdempotencyKeyReusedError,
+    InvalidResumeDataError,
+    ResumeDataProblem,
+    RunNotFoundError,
+    RunNotReadyError,
+    RunsgateError,
+    ToolCallAlreadyDecidedError,
+    ToolCallNotFoundError,
+    WrongToolCallKindError,
+)
+from .lifecycle import RunManager
+from .outcome import OutcomeStatus, RunOutcome
+from .registry import AgentRegistry, AnyAgent, load_registry
+from .suspension import suspend
+
+__all__ = [
+    "AgentNotFoundError",
+    "AgentRegistry",
+    "AmbiguousToolCallError",
+    "AnyAgent",
+    "DelegationError",
+    "ErrorCode",
+    "IdempotencyKeyReusedError",
+    "InvalidResumeDataError",
+    "OutcomeStatus",
+    "ResumeDataProblem",
+    "RunManager",
+    "RunNotFoundError",
+    "RunNotReadyError",
+    "RunOutcome",
+    "RunsgateError",
+    "ToolCallAlreadyDecidedError",
+    "ToolCallNotFoundError",
+    "WrongToolCallKindError",
+    "delegate",
+    "load_registry",
+    "sub_run_id",
+    "suspend",
+]

@@ -1,0 +1,109 @@
+"""Continuing a run whose every call is decided (DESIGN.md §4 "Continue").
+
+One instance claims the run, feeds pydantic-ai the stored history plus the decisions as
+``DeferredToolResults``, and renews the claim while the agent runs. Finished: the snapshot
+is deleted. Suspended again: it is rewritten with the new pending calls. Failed: the claim is
+released with ``lastError`` set and every decision kept, so ``retry`` can continue it later.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic_ai.models import Model
+
+from storage import RunErrorDocument, SnapshotDocument, SnapshotStore
+
+from ._claims import claim_expiry, renewing_claim
+from ._deferred import deferred_tool_results, tool_call_documents
+from ._execution import Finished, run_agent
+from ._journal import Journal
+from ._json import jsonable
+from ._scope import RunScope
+from .outcome import RunOutcome
+from .registry import AgentRegistry
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True)
+class Continuation:
+    """What continuing a run needs; one per ``RunManager``."""
+
+    store: SnapshotStore
+    agents: AgentRegistry
+    journal: Journal
+    instance_id: str
+    claim_ttl: float
+    """Seconds."""
+    model: Model | str | None
+    now: Callable[[], datetime]
+    scope_of: Callable[[SnapshotDocument, str | None], RunScope]
+
+    async def run(self, doc: SnapshotDocument, principal: str | None) -> RunOutcome:
+        """Claim and continue ``doc``'s run on behalf of ``principal``.
+
+        Returns:
+            ``resuming`` when the claim is held elsewhere (or lost midway), else ``completed``,
+            ``suspended`` or ``failed``.
+
+        Raises:
+            AgentNotFoundError: The run's agent is no longer registered.
+        """
+        agent_id, run_id, me = doc["agentId"], doc["_id"], self.instance_id
+        agent = self.agents.get_agent(agent_id)
+        now = self.now()
+        claimed = await self.store.claim(
+            agent_id, run_id, by=me, until=claim_expiry(now, self.claim_ttl), now=now
+        )
+        if claimed is None:
+            return RunOutcome(run_id=run_id, agent_id=agent_id, status="resuming")
+        scope = self.scope_of(claimed, principal)
+        if doc["status"] == "resuming":
+            await self.journal.event(scope, "takeover", by=me, data={"previousClaim": jsonable(doc["claim"])})
+        decided = [
+            {"toolCallId": c["toolCallId"], "kind": c["decision"]["kind"]}
+            for c in claimed["toolCalls"]
+            if c["decision"] is not None
+        ]
+        await self.journal.event(
+            scope, "resumed", by=principal, data={"instanceId": me, "decisions": decided}
+        )
+        try:
+            async with renewing_claim(
+                self.store, agent_id, run_id, by=me, ttl=self.claim_ttl, clock=self.now
+            ):
+                history = await self.store.load_history(agent_id, run_id)
+                if history is None:
+                    raise LookupError(f"the message history of run {run_id!r} is missing")
+                results = deferred_tool_results(claimed["toolCalls"])
+                ran = await run_agent(agent, scope, model=self.model, history=history, results=results)
+        except Exception as exc:
+            error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}
+            released = await self.store.release_claim(agent_id, run_id, by=me, error=error, now=self.now())
+            return await self.journal.failed(scope, exc, run=released)
+        if isinstance(ran, Finished):
+            if not await self.store.delete_claimed(agent_id, run_id, by=me):
+                return _claim_lost(scope)
+            return await self.journal.completed(scope, ran.output)
+        replaced = await self.store.replace_claimed(
+            agent_id,
+            run_id,
+            by=me,
+            tool_calls=tool_call_documents(ran.requests, ran.messages),
+            history=ran.history,
+            history_id=uuid.uuid4().hex,
+            now=self.now(),
+        )
+        if replaced is None:
+            return _claim_lost(scope)
+        return await self.journal.suspended(scope, replaced)
+
+
+def _claim_lost(scope: RunScope) -> RunOutcome:
+    logger.warning("the claim on run %s was lost; another instance continues it", scope.run_id)
+    return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="resuming")

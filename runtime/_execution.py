@@ -1,0 +1,83 @@
+"""One pydantic-ai agent call: start or continue, ending finished or with deferred tool calls."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+
+from ._json import jsonable
+from ._scope import RunScope, entered
+from .registry import AnyAgent
+
+
+@dataclass(kw_only=True)
+class Finished:
+    """The agent produced its final output."""
+
+    output: Any
+    """JSON-safe."""
+
+
+@dataclass(kw_only=True)
+class Deferred:
+    """The agent stopped with deferred tool calls pending."""
+
+    requests: DeferredToolRequests
+    messages: list[ModelMessage]
+    history: bytes
+    """``messages`` as pydantic-ai JSON."""
+
+
+async def run_agent(
+    agent: AnyAgent,
+    scope: RunScope,
+    *,
+    model: Model | str | None,
+    prompt: str | None = None,
+    history: bytes | None = None,
+    results: DeferredToolResults | None = None,
+) -> Finished | Deferred:
+    """Run ``agent`` with ``scope`` current, from a prompt or from a stored history plus results.
+
+    An agent whose ``output_type`` lacks ``DeferredToolRequests`` gets it added for the run, so
+    any registered agent can suspend. (pydantic-ai refuses a run-time ``output_type`` for an
+    agent with output validators: such agents must list ``DeferredToolRequests`` themselves.)
+
+    Raises:
+        Exception: Whatever the model, a tool or pydantic-ai raised.
+    """
+    messages: Sequence[ModelMessage] | None = None
+    if history is not None:
+        messages = ModelMessagesTypeAdapter.validate_json(history)
+    output_type = _output_type_with_deferred(agent)
+    with entered(scope):
+        if output_type is None:
+            result = await agent.run(
+                prompt, message_history=messages, deferred_tool_results=results, model=model
+            )
+        else:
+            result = await agent.run(
+                prompt,
+                output_type=output_type,
+                message_history=messages,
+                deferred_tool_results=results,
+                model=model,
+            )
+    output = result.output
+    if isinstance(output, DeferredToolRequests):
+        return Deferred(requests=output, messages=result.all_messages(), history=result.all_messages_json())
+    return Finished(output=jsonable(output))
+
+
+def _output_type_with_deferred(agent: AnyAgent) -> list[Any] | None:
+    spec: Any = agent.output_type
+    items: list[Any] = list(spec) if isinstance(spec, Sequence) and not isinstance(spec, str) else [spec]
+    if DeferredToolRequests in items:
+        return None
+    return [*items, DeferredToolRequests]

@@ -1,0 +1,104 @@
+"""Idempotency keys: a repeated request returns the first answer and does nothing twice (DESIGN.md §4).
+
+The stored ``result`` is ``{"outcome": RunOutcome.to_json()}`` or, when the first request
+ended with a domain error, ``{"error": RunsgateError.to_json()}`` — a final answer too, so
+the replay raises the same error again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from storage import IdempotencyDocument, SnapshotStore
+
+from ._json import fingerprint
+from .errors import IdempotencyKeyReusedError, RunsgateError
+from .outcome import RunOutcome
+
+logger = logging.getLogger(__name__)
+
+
+class IdempotencyGuard:
+    """Runs operations at most once per idempotency key.
+
+    Args:
+        store: Where keys are reserved.
+        clock: Aware UTC now.
+        in_flight_wait: Seconds to wait, polling, for a first request with the same key that
+            is still running, before answering ``IdempotencyKeyReusedError(in_flight=True)``.
+        polls: How many times to look during that wait.
+    """
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        clock: Callable[[], datetime],
+        *,
+        in_flight_wait: float,
+        polls: int = 5,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._interval = in_flight_wait / max(polls, 1)
+        self._polls = polls
+
+    async def run(
+        self,
+        *,
+        agent_id: str,
+        operation: str,
+        key: str | None,
+        arguments: dict[str, Any],
+        action: Callable[[], Awaitable[RunOutcome]],
+    ) -> RunOutcome:
+        """``await action()`` once per ``(agent_id, operation, key)``; without a key, just run it.
+
+        Args:
+            arguments: Everything that defines the request; its fingerprint must match on reuse.
+
+        Raises:
+            IdempotencyKeyReusedError: The key was used with other arguments, or its first
+                request is still running.
+            RunsgateError: The (first) request's domain error.
+        """
+        if key is None:
+            return await action()
+        key_id = f"{agent_id}:{operation}:{key}"
+        expected = fingerprint(arguments)
+        existing = await self._store.reserve_idempotency_key(key_id, expected, self._clock())
+        polls = 0
+        while existing is not None:
+            if existing["fingerprint"] != expected:
+                raise IdempotencyKeyReusedError(key)
+            if existing["result"] is not None:
+                return _replay(existing)
+            if polls == self._polls:
+                raise IdempotencyKeyReusedError(key, in_flight=True)
+            polls += 1
+            await asyncio.sleep(self._interval)
+            # Re-reserving reads the key; if the first request released it, we now own it.
+            existing = await self._store.reserve_idempotency_key(key_id, expected, self._clock())
+        try:
+            outcome = await action()
+        except RunsgateError as error:
+            await self._store.complete_idempotency_key(key_id, {"error": error.to_json()})
+            raise
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._store.release_idempotency_key(key_id)
+            raise
+        await self._store.complete_idempotency_key(key_id, {"outcome": outcome.to_json()})
+        return outcome
+
+
+def _replay(existing: IdempotencyDocument) -> RunOutcome:
+    result = existing["result"]
+    assert result is not None
+    if "error" in result:
+        raise RunsgateError.from_json(result["error"])
+    return RunOutcome.from_json(result["outcome"])

@@ -1,0 +1,76 @@
+"""The event log and the outcomes it accompanies (DESIGN.md §4 "event log": who, when, what)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from storage import EventType, SnapshotDocument, SnapshotStore
+
+from ._json import jsonable
+from ._scope import RunScope
+from .outcome import RunOutcome
+
+logger = logging.getLogger(__name__)
+
+
+class Journal:
+    """Appends events to the store's log and builds the matching ``RunOutcome``.
+
+    Args:
+        store: Holds the log (collection ``run_events``).
+        now: Aware UTC now at millisecond precision.
+    """
+
+    def __init__(self, store: SnapshotStore, now: Callable[[], datetime]) -> None:
+        self._store = store
+        self._now = now
+
+    async def event(
+        self,
+        scope: RunScope,
+        event_type: EventType,
+        *,
+        by: str | None,
+        data: dict[str, Any],
+        at: datetime | None = None,
+    ) -> None:
+        """Append one event of the run in ``scope``; ``data`` is made JSON-safe."""
+        await self._store.append_event(
+            {
+                "_id": uuid.uuid4().hex,
+                "runId": scope.run_id,
+                "agentId": scope.agent_id,
+                "type": event_type,
+                "at": at or self._now(),
+                "by": by,
+                "data": jsonable(data),
+            }
+        )
+
+    async def completed(self, scope: RunScope, output: Any) -> RunOutcome:
+        """Event ``completed`` (its data keeps the output, read by ``delegate()``)."""
+        await self.event(scope, "completed", by=scope.principal, data={"output": output})
+        return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="completed", output=output)
+
+    async def suspended(self, scope: RunScope, doc: SnapshotDocument) -> RunOutcome:
+        """Event ``suspended`` listing the pending tool call ids."""
+        calls = [c["toolCallId"] for c in doc["toolCalls"] if c["decision"] is None]
+        await self.event(scope, "suspended", by=scope.principal, data={"toolCallIds": calls})
+        return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="suspended", run=doc)
+
+    async def failed(self, scope: RunScope, exc: Exception, *, run: SnapshotDocument | None) -> RunOutcome:
+        """Event ``failed``; the outcome's error is ``"Type: message"``."""
+        logger.warning("run %s of agent %s failed", scope.run_id, scope.agent_id, exc_info=exc)
+        data = {"type": type(exc).__name__, "message": str(exc)}
+        await self.event(scope, "failed", by=scope.principal, data=data)
+        return RunOutcome(
+            run_id=scope.run_id,
+            agent_id=scope.agent_id,
+            status="failed",
+            error=f"{data['type']}: {data['message']}",
+            run=run,
+        )

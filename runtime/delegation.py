@@ -1,0 +1,165 @@
+"""``delegate()``: a supervisor's tool hands a request to a sub-agent (DESIGN.md §1 supervisor setup).
+
+The sub-agent runs as its own run (``parentRunId`` = the supervisor's run, same thread and
+resource), listed only under the sub-agent. When it suspends, the supervisor's tool call
+suspends too and is listed under the supervisor with the sub-run's pending call on display
+(its tool name, args, ``requiresApproval``, payload and schema; ``delegated=True``). A decision
+on the supervisor's call is forwarded to the sub-run; when the sub-run finishes, its output
+is the tool's result, and both snapshots are gone.
+
+The sub-run's id is derived from the supervisor's run id and tool call id, so a re-called
+tool finds it again without any extra storage.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import CallDeferred
+
+from storage import SnapshotDocument, ToolCallDocument
+
+from . import _metadata
+from ._json import canonical_json
+from ._scope import current_scope
+from .lifecycle import RunManager
+from .outcome import RunOutcome
+
+_NAMESPACE = uuid.UUID("6f0b2b8e-5d0c-4f57-9a53-2a1f1f3f7c11")
+
+
+class DelegationError(RuntimeError):
+    """The sub-run failed or is out of reach; the supervisor's run fails and can be retried."""
+
+
+def sub_run_id(parent_run_id: str, tool_call_id: str) -> str:
+    """The id of the sub-run started by the parent's tool call ``tool_call_id``."""
+    return uuid.uuid5(_NAMESPACE, f"{parent_run_id}/{tool_call_id}").hex
+
+
+async def delegate(ctx: RunContext[Any], agent_id: str, prompt: str) -> Any:
+    """Run ``prompt`` on the sub-agent ``agent_id`` and return its output.
+
+    Call it from a tool of an agent run by a ``RunManager``::
+
+        @supervisor.tool
+        async def ask_refund_agent(ctx: RunContext[None], request: str) -> Any:
+            return await delegate(ctx, "refund-agent", request)
+
+    Args:
+        ctx: The calling tool's run context.
+        agent_id: The registered sub-agent.
+        prompt: The sub-agent's user prompt.
+
+    Returns:
+        The sub-run's final output (JSON-safe).
+
+    Raises:
+        CallDeferred: The sub-run waits for a decision; the supervisor's call is deferred and
+            shows the sub-run's first pending call. The same decision on the supervisor's call
+            is forwarded to it.
+        DelegationError: The sub-run failed, vanished or is being continued elsewhere.
+        AgentNotFoundError: ``agent_id`` is not registered.
+        RuntimeError: No ``RunManager`` runs the calling agent.
+    """
+    scope = current_scope()
+    manager = scope.manager
+    if ctx.tool_call_id is None:
+        raise RuntimeError("delegate() must be called from inside a tool")
+    run_id = sub_run_id(scope.run_id, ctx.tool_call_id)
+    answer = _metadata.section(ctx.tool_call_metadata) if ctx.tool_call_approved else None
+    inner = await manager.store.get(agent_id, run_id)
+    if inner is not None:
+        outcome = await _answer(manager, inner, answer)
+    elif (finished := await _finished_output(manager, agent_id, run_id)) is not None:
+        return finished[0]
+    elif answer is not None and "decision" in answer:
+        raise DelegationError(f"sub-run {run_id!r} of agent {agent_id!r} is gone and left no output")
+    else:
+        manager.agents.get_agent(agent_id)
+        outcome = await manager.start_run(
+            agent_id,
+            prompt,
+            thread_id=scope.thread_id,
+            resource_id=scope.resource_id,
+            principal=scope.principal,
+            parent_run_id=scope.run_id,
+            run_id=run_id,
+        )
+    return _settle(outcome)
+
+
+async def _answer(manager: RunManager, inner: SnapshotDocument, answer: dict[str, Any] | None) -> RunOutcome:
+    """Forward the supervisor's decision to the sub-run call it was shown, or move the sub-run on."""
+    agent_id, run_id = inner["agentId"], inner["_id"]
+    pending = [c for c in inner["toolCalls"] if c["decision"] is None]
+    if answer is not None and "decision" in answer:
+        shown = answer.get("call")
+        target = next((c for c in pending if _same_call(c, shown)), None)
+        if target is not None:
+            by, call_id = answer.get("decidedBy"), target["toolCallId"]
+            if answer["decision"] == "approved":
+                return await manager.approve(agent_id, run_id, call_id, principal=by)
+            if answer["decision"] == "declined":
+                return await manager.decline(
+                    agent_id, run_id, call_id, reason=answer.get("reason"), principal=by
+                )
+            return await manager.resume(agent_id, run_id, call_id, answer.get("resumeData"), principal=by)
+    if pending:
+        # The decision was for a call the sub-run already moved past: ask about the next one.
+        return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=inner)
+    return await manager.retry(agent_id, run_id, principal=answer.get("decidedBy") if answer else None)
+
+
+def _same_call(call: ToolCallDocument, shown: Any) -> bool:
+    if not isinstance(shown, dict):
+        return False
+    return canonical_json([call["toolName"], call["args"], call["suspendPayload"]]) == canonical_json(
+        [shown.get("toolName"), shown.get("args"), shown.get("suspendPayload")]
+    )
+
+
+async def _finished_output(manager: RunManager, agent_id: str, run_id: str) -> tuple[Any] | None:
+    """``(output,)`` when the event log says the sub-run completed, else ``None``."""
+    for event in reversed(await manager.store.list_events(agent_id, run_id)):
+        if event["type"] == "completed":
+            return (event["data"].get("output"),)
+    return None
+
+
+def _settle(outcome: RunOutcome) -> Any:
+    if outcome.status == "completed":
+        return outcome.output
+    if outcome.status == "suspended" and outcome.run is not None:
+        pending = [c for c in outcome.run["toolCalls"] if c["decision"] is None]
+        if pending:
+            call = pending[0]
+            raise CallDeferred(
+                metadata=_metadata.wrap(
+                    {
+                        "delegated": {
+                            "agentId": outcome.agent_id,
+                            "runId": outcome.run_id,
+                            "toolCallId": call["toolCallId"],
+                        },
+                        "toolName": call["toolName"],
+                        "args": call["args"],
+                        "requiresApproval": call["requiresApproval"],
+                        "suspendPayload": call["suspendPayload"],
+                        "resumeSchema": call["resumeSchema"],
+                    }
+                ),
+                kind="question",
+            )
+    if outcome.status == "failed":
+        raise DelegationError(
+            f"sub-run {outcome.run_id!r} of agent {outcome.agent_id!r} failed: {outcome.error}"
+        )
+    raise DelegationError(
+        f"sub-run {outcome.run_id!r} of agent {outcome.agent_id!r} is being continued elsewhere; retry later"
+    )
+
+
+__all__ = ["DelegationError", "delegate", "sub_run_id"]

@@ -1,0 +1,30 @@
+"""Demo agents that run offline with scripted ``FunctionModel``s (DESIGN.md §4).
+
+``RUNSGATE_AGENTS=runtime.demo:AGENTS``. Their tools are real functions, so setting
+``RUNSGATE_MODEL`` swaps the scripted model for a real one.
+"""
+
+from pydantic_ai import Agent
+
+from .refund import LEDGER, ORDERS, refund_agent
+from .supervisor import support_supervisor
+from .weather import CITY_QUESTION, City, forecast, weather_agent
+
+AGENTS: dict[str, Agent[None, object]] = {
+    "refund-agent": refund_agent,
+    "weather-agent": weather_agent,
+    "support-supervisor": support_supervisor,
+}
+"""Agent id -> demo agent."""
+
+__all__ = [
+    "AGENTS",
+    "CITY_QUESTION",
+    "LEDGER",
+    "ORDERS",
+    "City",
+    "forecast",
+    "refund_agent",
+    "support_supervisor",
+    "weather_agent",
+]

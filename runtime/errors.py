@@ -1,0 +1,290 @@
+"""Domain errors of the run lifecycle (DESIGN.md §4, §5 "Mutation results").
+
+Every expected failure of a runtime call is a ``RunsgateError`` subclass carrying a plain
+``ErrorCode`` and a human-readable ``message``; ``resolvers/`` maps each one to a GraphQL
+error type implementing ``UserError``. Their attributes are public for that mapping.
+
+Errors round-trip through JSON (``to_json`` / ``RunsgateError.from_json``) so that a
+request repeated with the same idempotency key gets the same error again.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+from storage import DecisionDocument
+
+from ._json import decision_from_json, decision_to_json
+
+
+class ErrorCode(enum.Enum):
+    """Machine-readable code of a domain error (wrapped as a GraphQL enum at the edge)."""
+
+    AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
+    RUN_NOT_FOUND = "RUN_NOT_FOUND"
+    TOOL_CALL_NOT_FOUND = "TOOL_CALL_NOT_FOUND"
+    TOOL_CALL_ALREADY_DECIDED = "TOOL_CALL_ALREADY_DECIDED"
+    WRONG_TOOL_CALL_KIND = "WRONG_TOOL_CALL_KIND"
+    AMBIGUOUS_TOOL_CALL = "AMBIGUOUS_TOOL_CALL"
+    INVALID_RESUME_DATA = "INVALID_RESUME_DATA"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    RUN_NOT_READY = "RUN_NOT_READY"
+    """``retry`` on a run that still has pending calls or is being continued."""
+
+
+class RunsgateError(Exception):
+    """Base of every domain error.
+
+    Attributes:
+        code: The error's code.
+        message: A sentence for people; never reveals whether another agent's run exists.
+    """
+
+    code: ClassVar[ErrorCode]
+    _by_code: ClassVar[dict[ErrorCode, type[RunsgateError]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            RunsgateError._by_code[cls.code] = cls
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def details(self) -> dict[str, Any]:
+        """The constructor arguments as a JSON-safe dict (see ``from_json``)."""
+        return {}
+
+    @classmethod
+    def _from_details(cls, details: dict[str, Any]) -> RunsgateError:
+        return cls(**details)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"code", "message", "details"}``, JSON-safe, for idempotency storage."""
+        return {"code": self.code.value, "message": self.message, "details": self.details()}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> RunsgateError:
+        """Rebuild the error ``to_json`` described, as its own subclass.
+
+        Raises:
+            ValueError: The code is unknown.
+        """
+        cls = RunsgateError._by_code[ErrorCode(data["code"])]
+        return cls._from_details(dict(data.get("details") or {}))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and isinstance(other, RunsgateError)
+            and other.to_json() == self.to_json()
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.message))
+
+
+class AgentNotFoundError(RunsgateError):
+    """No agent is registered under ``agent_id``."""
+
+    code = ErrorCode.AGENT_NOT_FOUND
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"No agent is registered with id {agent_id!r}.")
+        self.agent_id = agent_id
+
+    def details(self) -> dict[str, Any]:
+        return {"agent_id": self.agent_id}
+
+
+class RunNotFoundError(RunsgateError):
+    """The run does not exist, is no longer suspended, or belongs to another agent.
+
+    The message is identical in every case, so a run's existence never leaks across agents.
+    """
+
+    code = ErrorCode.RUN_NOT_FOUND
+
+    def __init__(self, agent_id: str, run_id: str) -> None:
+        super().__init__(f"Agent {agent_id!r} has no suspended run {run_id!r}.")
+        self.agent_id = agent_id
+        self.run_id = run_id
+
+    def details(self) -> dict[str, Any]:
+        return {"agent_id": self.agent_id, "run_id": self.run_id}
+
+
+class ToolCallNotFoundError(RunsgateError):
+    """The run has no such pending tool call (``tool_call_id`` ``None``: none waiting for resume data)."""
+
+    code = ErrorCode.TOOL_CALL_NOT_FOUND
+
+    def __init__(self, run_id: str, tool_call_id: str | None) -> None:
+        if tool_call_id is None:
+            message = f"Run {run_id!r} has no tool call waiting for resume data."
+        else:
+            message = f"Run {run_id!r} has no pending tool call {tool_call_id!r}."
+        super().__init__(message)
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+
+    def details(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "tool_call_id": self.tool_call_id}
+
+
+class ToolCallAlreadyDecidedError(RunsgateError):
+    """The tool call already has a decision; ``decision`` is the one that won."""
+
+    code = ErrorCode.TOOL_CALL_ALREADY_DECIDED
+
+    def __init__(self, run_id: str, tool_call_id: str, decision: DecisionDocument) -> None:
+        by = f" by {decision['decidedBy']}" if decision["decidedBy"] else ""
+        super().__init__(
+            f"Tool call {tool_call_id!r} of run {run_id!r} was already {decision['kind']}{by} "
+            f"at {_iso(decision['decidedAt'])}."
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.decision = decision
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "tool_call_id": self.tool_call_id,
+            "decision": decision_to_json(self.decision),
+        }
+
+    @classmethod
+    def _from_details(cls, details: dict[str, Any]) -> RunsgateError:
+        return cls(details["run_id"], details["tool_call_id"], decision_from_json(details["decision"]))
+
+
+_MUTATION_FOR: dict[str, str] = {"approval": "approveToolCall or declineToolCall", "resume": "resumeRun"}
+
+
+class WrongToolCallKindError(RunsgateError):
+    """The call waits for the other kind of answer.
+
+    Attributes:
+        expected: What the call waits for: ``approval`` (use approve / decline) or ``resume``
+            (use resume with resume data).
+    """
+
+    code = ErrorCode.WRONG_TOOL_CALL_KIND
+
+    def __init__(self, run_id: str, tool_call_id: str, expected: Literal["approval", "resume"]) -> None:
+        what = "an approval" if expected == "approval" else "resume data"
+        super().__init__(
+            f"Tool call {tool_call_id!r} of run {run_id!r} waits for {what}; use {_MUTATION_FOR[expected]}."
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.expected: Literal["approval", "resume"] = expected
+
+    def details(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "tool_call_id": self.tool_call_id, "expected": self.expected}
+
+
+class AmbiguousToolCallError(RunsgateError):
+    """Resume without a ``toolCallId`` while several calls wait for resume data."""
+
+    code = ErrorCode.AMBIGUOUS_TOOL_CALL
+
+    def __init__(self, run_id: str, tool_call_ids: list[str]) -> None:
+        super().__init__(
+            f"Run {run_id!r} has {len(tool_call_ids)} tool calls waiting for resume data "
+            f"({', '.join(tool_call_ids)}); give a toolCallId."
+        )
+        self.run_id = run_id
+        self.tool_call_ids = list(tool_call_ids)
+
+    def details(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "tool_call_ids": self.tool_call_ids}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResumeDataProblem:
+    """One way the resume data fails the call's ``resumeSchema``."""
+
+    path: list[str | int]
+    """Location in the resume data (object keys and array indexes); empty for the top level."""
+    message: str
+
+
+class InvalidResumeDataError(RunsgateError):
+    """The resume data does not satisfy the tool call's ``resumeSchema``; nothing was recorded."""
+
+    code = ErrorCode.INVALID_RESUME_DATA
+
+    def __init__(self, problems: list[ResumeDataProblem]) -> None:
+        listed = "; ".join(f"{_path(p.path)}: {p.message}" for p in problems)
+        super().__init__(f"The resume data does not match the tool's resume schema: {listed}")
+        self.problems = list(problems)
+
+    def details(self) -> dict[str, Any]:
+        return {"problems": [{"path": p.path, "message": p.message} for p in self.problems]}
+
+    @classmethod
+    def _from_details(cls, details: dict[str, Any]) -> RunsgateError:
+        return cls(
+            [ResumeDataProblem(path=list(p["path"]), message=p["message"]) for p in details["problems"]]
+        )
+
+
+class IdempotencyKeyReusedError(RunsgateError):
+    """The idempotency key was used for another request, or its first request is still running."""
+
+    code = ErrorCode.IDEMPOTENCY_KEY_REUSED
+
+    def __init__(self, key: str, *, in_flight: bool = False) -> None:
+        if in_flight:
+            message = f"The first request with idempotency key {key!r} is still running; try again later."
+        else:
+            message = f"Idempotency key {key!r} was already used with different arguments."
+        super().__init__(message)
+        self.key = key
+        self.in_flight = in_flight
+
+    def details(self) -> dict[str, Any]:
+        return {"key": self.key, "in_flight": self.in_flight}
+
+
+class RunNotReadyError(RunsgateError):
+    """``retry`` on a run that still waits for decisions or that another instance is continuing."""
+
+    code = ErrorCode.RUN_NOT_READY
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+    def details(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "message": self.message}
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def _path(path: list[str | int]) -> str:
+    return "/" + "/".join(str(p) for p in path)
+
+
+__all__ = [
+    "AgentNotFoundError",
+    "AmbiguousToolCallError",
+    "ErrorCode",
+    "IdempotencyKeyReusedError",
+    "InvalidResumeDataError",
+    "ResumeDataProblem",
+    "RunNotFoundError",
+    "RunNotReadyError",
+    "RunsgateError",
+    "ToolCallAlreadyDecidedError",
+    "ToolCallNotFoundError",
+    "WrongToolCallKindError",
+]

@@ -1,0 +1,390 @@
+"""``RunManager``: start, decide, continue, fail and retry agent runs (DESIGN.md §4).
+
+A run that ends with pending deferred tool calls is stored as a snapshot; a decision is one
+conditional update on one call; when every call is decided one instance claims the run and
+continues it with pydantic-ai; a finished run's snapshot is deleted; a failed continuation
+keeps every decision, records ``lastError`` and can be retried. Every step is appended to
+the event log.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pydantic_ai.models import Model
+
+from storage import (
+    SCHEMA_VERSION,
+    DecisionDocument,
+    SnapshotDocument,
+    SnapshotStore,
+    to_bson_precision,
+    utcnow,
+)
+
+from ._continuation import Continuation
+from ._decisions import DecisionRequest, select_call, validate_resume_data
+from ._deferred import tool_call_documents
+from ._execution import Finished, run_agent
+from ._idempotency import IdempotencyGuard
+from ._journal import Journal
+from ._json import fingerprint, jsonable
+from ._scope import RunScope
+from .errors import RunNotFoundError, RunNotReadyError
+from .outcome import RunOutcome
+from .registry import AgentRegistry
+
+_DECISION_ATTEMPTS = 3
+"""Conditional writes tried when the run changes between reading it and recording a decision."""
+
+
+class RunManager:
+    """The run lifecycle over a ``SnapshotStore`` (DESIGN.md §4); safe to share by many instances.
+
+    Args:
+        store: Where suspended runs, events and idempotency keys live (opened by the caller).
+        agents: The registered agents.
+        instance_id: Id of this server instance, recorded in claims.
+        claim_ttl: Seconds a claim lasts; renewed every ``claim_ttl / 3`` seconds while the
+            run continues. After it expires another instance may take the run over (``retry``).
+        model: When set, overrides every agent's model (config ``RUNSGATE_MODEL``, e.g.
+            ``"openai:gpt-4o-mini"``).
+        clock: Returns aware UTC now; stored datetimes are truncated to milliseconds.
+        in_flight_wait: Seconds a request waits for a first request with the same
+            idempotency key that is still running.
+    """
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        agents: AgentRegistry,
+        *,
+        instance_id: str,
+        claim_ttl: float = 60.0,
+        model: Model | str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        in_flight_wait: float = 2.0,
+    ) -> None:
+        self._store = store
+        self._agents = agents
+        self._instance_id = instance_id
+        self._model = model
+        self._clock = clock
+        self._idempotency = IdempotencyGuard(store, self._now, in_flight_wait=in_flight_wait)
+        self._journal = Journal(store, self._now)
+        self._continuation = Continuation(
+            store=store,
+            agents=agents,
+            journal=self._journal,
+            instance_id=instance_id,
+            claim_ttl=claim_ttl,
+            model=model,
+            now=self._now,
+            scope_of=functools.partial(_scope_of, self),
+        )
+
+    @property
+    def store(self) -> SnapshotStore:
+        """The store runs are kept in."""
+        return self._store
+
+    @property
+    def agents(self) -> AgentRegistry:
+        """The registered agents."""
+        return self._agents
+
+    @property
+    def instance_id(self) -> str:
+        """This instance's id, as written in claims."""
+        return self._instance_id
+
+    def _now(self) -> datetime:
+        return to_bson_precision(self._clock())
+
+    # -- start -----------------------------------------------------------------------------------
+    async def start_run(
+        self,
+        agent_id: str,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        idempotency_key: str | None = None,
+        principal: str | None = None,
+        parent_run_id: str | None = None,
+        run_id: str | None = None,
+    ) -> RunOutcome:
+        """Run an agent on ``prompt``; store the run if it suspends (DESIGN.md §4 "Start").
+
+        Args:
+            agent_id: The registered agent to run.
+            prompt: The user prompt.
+            thread_id: Memory thread the run belongs to (a listing filter).
+            resource_id: Memory resource the run belongs to (a listing filter).
+            idempotency_key: Repeating the call with this key returns the first outcome.
+            principal: Who starts the run (audit log).
+            parent_run_id: The supervisor run this sub-run serves (``delegate()``).
+            run_id: The run's id; a fresh uuid4 hex by default. Must be unused.
+
+        Returns:
+            ``completed`` with the output (nothing stored), ``suspended`` with the stored run,
+            or ``failed`` with the error (nothing stored).
+
+        Raises:
+            AgentNotFoundError: No agent ``agent_id``.
+            IdempotencyKeyReusedError: ``idempotency_key`` was used for another request.
+        """
+        arguments = {
+            "prompt": prompt,
+            "threadId": thread_id,
+            "resourceId": resource_id,
+            "parentRunId": parent_run_id,
+            "runId": run_id,
+            "principal": principal,
+        }
+        scope_args = {"thread_id": thread_id, "resource_id": resource_id, "principal": principal}
+        action = functools.partial(self._start, agent_id, prompt, run_id, parent_run_id, scope_args)
+        return await self._idempotency.run(
+            agent_id=agent_id, operation="startRun", key=idempotency_key, arguments=arguments, action=action
+        )
+
+    async def _start(
+        self,
+        agent_id: str,
+        prompt: str,
+        run_id: str | None,
+        parent_run_id: str | None,
+        scope_args: dict[str, Any],
+    ) -> RunOutcome:
+        agent = self._agents.get_agent(agent_id)
+        scope = RunScope(manager=self, agent_id=agent_id, run_id=run_id or uuid.uuid4().hex, **scope_args)
+        started = self._now()
+        await self._journal.event(
+            scope,
+            "started",
+            by=scope.principal,
+            at=started,
+            data={"prompt": prompt, "parentRunId": parent_run_id, "instanceId": self._instance_id},
+        )
+        try:
+            ran = await run_agent(agent, scope, model=self._model, prompt=prompt)
+        except Exception as exc:
+            return await self._journal.failed(scope, exc, run=None)
+        if isinstance(ran, Finished):
+            return await self._journal.completed(scope, ran.output)
+        calls = tool_call_documents(ran.requests, ran.messages)
+        doc: SnapshotDocument = {
+            "_id": scope.run_id,
+            "agentId": agent_id,
+            "threadId": scope.thread_id,
+            "resourceId": scope.resource_id,
+            "parentRunId": parent_run_id,
+            "status": "suspended",
+            "createdAt": started,
+            "suspendedAt": started,
+            "updatedAt": started,
+            "toolCalls": calls,
+            "pendingCount": len(calls),
+            "version": 1,
+            "claim": None,
+            "lastError": None,
+            "schemaVersion": SCHEMA_VERSION,
+            "historyId": uuid.uuid4().hex,
+        }
+        await self._store.insert(doc, ran.history)
+        return await self._journal.suspended(scope, doc)
+
+    # -- decide ----------------------------------------------------------------------------------
+    async def approve(
+        self,
+        agent_id: str,
+        run_id: str,
+        tool_call_id: str,
+        *,
+        principal: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> RunOutcome:
+        """Approve a call waiting for approval; the tool runs when the run continues.
+
+        Returns:
+            ``suspended`` while other calls wait (or the run suspended again), else the
+            continuation's ``completed`` / ``failed`` / ``resuming``.
+
+        Raises:
+            AgentNotFoundError, RunNotFoundError, ToolCallNotFoundError,
+            WrongToolCallKindError (the call waits for resume data),
+            ToolCallAlreadyDecidedError (with the winning decision), IdempotencyKeyReusedError.
+        """
+        request = DecisionRequest(
+            kind="approved", tool_call_id=tool_call_id, principal=principal, idempotency_key=idempotency_key
+        )
+        return await self._decide_once(agent_id, run_id, "approveToolCall", request)
+
+    async def decline(
+        self,
+        agent_id: str,
+        run_id: str,
+        tool_call_id: str,
+        *,
+        reason: str | None = None,
+        principal: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> RunOutcome:
+        """Decline a call waiting for approval; the tool never runs, the model reads ``reason``.
+
+        Returns and raises as ``approve``.
+        """
+        request = DecisionRequest(
+            kind="declined",
+            tool_call_id=tool_call_id,
+            reason=reason,
+            principal=principal,
+            idempotency_key=idempotency_key,
+        )
+        return await self._decide_once(agent_id, run_id, "declineToolCall", request)
+
+    async def resume(
+        self,
+        agent_id: str,
+        run_id: str,
+        tool_call_id: str | None,
+        resume_data: Any,
+        *,
+        principal: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> RunOutcome:
+        """Answer a call that ``suspend()``-ed with ``resume_data`` (seed ``resumeStream``).
+
+        Args:
+            tool_call_id: The call; ``None`` for the only call waiting for resume data.
+            resume_data: JSON data, validated against the call's ``resumeSchema`` if it has one.
+
+        Returns:
+            As ``approve``.
+
+        Raises:
+            AmbiguousToolCallError: ``tool_call_id`` is ``None`` and several calls wait.
+            InvalidResumeDataError: The data fails the schema (one problem per error, with
+                its path); nothing is recorded.
+            WrongToolCallKindError: The call waits for an approval.
+            And the errors of ``approve``.
+        """
+        request = DecisionRequest(
+            kind="resumed",
+            tool_call_id=tool_call_id,
+            resume_data=jsonable(resume_data),
+            principal=principal,
+            idempotency_key=idempotency_key,
+        )
+        return await self._decide_once(agent_id, run_id, "resumeRun", request)
+
+    async def _decide_once(
+        self, agent_id: str, run_id: str, operation: str, request: DecisionRequest
+    ) -> RunOutcome:
+        arguments = {
+            "runId": run_id,
+            "toolCallId": request.tool_call_id,
+            "reason": request.reason,
+            "resumeData": request.resume_data,
+            "principal": request.principal,
+        }
+        return await self._idempotency.run(
+            agent_id=agent_id,
+            operation=operation,
+            key=request.idempotency_key,
+            arguments=arguments,
+            action=functools.partial(self._decide, agent_id, run_id, request),
+        )
+
+    async def _decide(self, agent_id: str, run_id: str, request: DecisionRequest) -> RunOutcome:
+        self._agents.get_agent(agent_id)
+        for _ in range(_DECISION_ATTEMPTS):
+            doc = await self._store.get(agent_id, run_id)
+            if doc is None:
+                raise RunNotFoundError(agent_id, run_id)
+            index, call = select_call(doc, request)
+            if request.kind == "resumed":
+                validate_resume_data(call["resumeSchema"], request.resume_data)
+            now = self._now()
+            decision: DecisionDocument = {
+                "kind": request.kind,
+                "decidedAt": now,
+                "decidedBy": request.principal,
+                "reason": request.reason,
+                "resumeData": request.resume_data,
+                "idempotencyKey": request.idempotency_key,
+            }
+            updated = await self._store.record_decision(
+                agent_id, run_id, index=index, tool_call_id=call["toolCallId"], decision=decision, now=now
+            )
+            if updated is not None:
+                break
+        else:
+            raise RunNotReadyError(
+                run_id, f"Run {run_id!r} kept changing while recording the decision; try again."
+            )
+        scope = _scope_of(self, updated, request.principal)
+        await self._journal.event(
+            scope,
+            "decision",
+            by=request.principal or "anonymous",
+            at=now,
+            data={
+                "toolCallId": call["toolCallId"],
+                "toolName": call["toolName"],
+                "kind": request.kind,
+                "reason": request.reason,
+                "argsFingerprint": fingerprint(call["args"]),
+            },
+        )
+        if updated["pendingCount"] > 0:
+            return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=updated)
+        return await self._continuation.run(updated, request.principal)
+
+    # -- continue --------------------------------------------------------------------------------
+    async def retry(self, agent_id: str, run_id: str, *, principal: str | None = None) -> RunOutcome:
+        """Continue a run whose every call is decided, after a failure or a crash.
+
+        Also takes over a run whose claim expired (the instance continuing it died).
+
+        Returns:
+            ``completed``, ``suspended`` (suspended again), ``failed`` or ``resuming``.
+
+        Raises:
+            AgentNotFoundError, RunNotFoundError.
+            RunNotReadyError: Calls still wait for decisions, or another instance holds an
+                unexpired claim on the run.
+        """
+        self._agents.get_agent(agent_id)
+        doc = await self._store.get(agent_id, run_id)
+        if doc is None:
+            raise RunNotFoundError(agent_id, run_id)
+        if doc["pendingCount"] > 0:
+            raise RunNotReadyError(
+                run_id, f"Run {run_id!r} still has {doc['pendingCount']} tool call(s) waiting for a decision."
+            )
+        claim = doc["claim"]
+        if doc["status"] == "resuming" and claim is not None and claim["until"] >= self._now():
+            raise RunNotReadyError(
+                run_id,
+                f"Run {run_id!r} is being continued by another instance (claim until {claim['until']}).",
+            )
+        return await self._continuation.run(doc, principal)
+
+
+def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None) -> RunScope:
+    return RunScope(
+        manager=manager,
+        agent_id=doc["agentId"],
+        run_id=doc["_id"],
+        thread_id=doc["threadId"],
+        resource_id=doc["resourceId"],
+        principal=principal,
+    )
+
+
+__all__ = ["RunManager"]

@@ -1,0 +1,136 @@
+"""The agent registry: agent id -> pydantic-ai agent (DESIGN.md §4 "Agents ... registered under an id")."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from pydantic_ai.agent import AbstractAgent
+
+from .errors import AgentNotFoundError
+
+AnyAgent = AbstractAgent[Any, Any]
+"""Any pydantic-ai agent (``Agent`` or a wrapper), whatever its deps and output types."""
+
+
+class AgentRegistry(Mapping[str, AnyAgent]):
+    """Immutable mapping of agent id to agent.
+
+    Args:
+        agents: Agent id -> agent. Copied; later changes to it are not seen.
+
+    Raises:
+        ValueError: An id is not a non-empty string, or a value is not a pydantic-ai agent.
+    """
+
+    def __init__(self, agents: Mapping[str, AnyAgent]) -> None:
+        for agent_id, agent in agents.items():
+            if not isinstance(agent_id, str) or not agent_id:
+                raise ValueError(f"agent ids must be non-empty strings, got {agent_id!r}")
+            if not isinstance(agent, AbstractAgent):
+                raise ValueError(f"agent {agent_id!r} is not a pydantic-ai Agent: {agent!r}")
+        self._agents: Mapping[str, AnyAgent] = MappingProxyType(dict(agents))
+
+    @classmethod
+    def from_agents(cls, agents: Iterable[AnyAgent]) -> AgentRegistry:
+        """A registry of ``agents`` keyed by their ``name``.
+
+        Raises:
+            ValueError: An agent has no name, is not an agent, or two agents share a name.
+        """
+        by_id: dict[str, AnyAgent] = {}
+        for agent in agents:
+            if not isinstance(agent, AbstractAgent):
+                raise ValueError(f"not a pydantic-ai Agent: {agent!r}")
+            if not agent.name:
+                raise ValueError(f"agent {agent!r} has no name; give it name=... (its id)")
+            if agent.name in by_id:
+                raise ValueError(f"two agents are named {agent.name!r}; agent ids must be unique")
+            by_id[agent.name] = agent
+        return cls(by_id)
+
+    def __getitem__(self, agent_id: str) -> AnyAgent:
+        return self._agents[agent_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._agents)
+
+    def __len__(self) -> int:
+        return len(self._agents)
+
+    def get_agent(self, agent_id: str) -> AnyAgent:
+        """The agent registered as ``agent_id``.
+
+        Raises:
+            AgentNotFoundError: No such agent.
+        """
+        try:
+            return self._agents[agent_id]
+        except KeyError:
+            raise AgentNotFoundError(agent_id) from None
+
+    def ids(self) -> list[str]:
+        """Registered agent ids, sorted."""
+        return sorted(self._agents)
+
+    def name(self, agent_id: str) -> str | None:
+        """The agent's ``name``, if it has one.
+
+        Raises:
+            AgentNotFoundError: No such agent.
+        """
+        return self.get_agent(agent_id).name
+
+    def description(self, agent_id: str) -> str | None:
+        """The agent's ``description``, if it has one.
+
+        Raises:
+            AgentNotFoundError: No such agent.
+        """
+        description = getattr(self.get_agent(agent_id), "description", None)
+        return description if isinstance(description, str) else None
+
+
+def load_registry(import_path: str) -> AgentRegistry:
+    """Load the agents named by ``package.module:attribute`` (config ``RUNSGATE_AGENTS``).
+
+    The attribute (dots allowed: ``module:obj.attr``) is a mapping of agent id -> agent, or
+    an iterable of agents whose ``name`` is their id.
+
+    Raises:
+        ValueError: The path is malformed, the module cannot be imported, the attribute is
+            missing or of the wrong shape, an agent has no name, or ids repeat; the message
+            names ``import_path``.
+    """
+    module_name, sep, attribute = import_path.partition(":")
+    if not sep or not module_name or not attribute or ":" in attribute:
+        raise ValueError(f"agent registry path {import_path!r} must look like 'package.module:attribute'")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"agent registry path {import_path!r}: cannot import {module_name!r}: {exc}"
+        ) from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ValueError(
+                f"agent registry path {import_path!r}: {module_name!r} has no attribute {attribute!r}"
+            ) from None
+    try:
+        if isinstance(target, Mapping):
+            return AgentRegistry(target)
+        if isinstance(target, AbstractAgent | str | bytes) or not isinstance(target, Iterable):
+            kind = type(target).__name__
+            raise ValueError(
+                f"{attribute!r} is a {kind}, not a mapping of id -> Agent or an iterable of Agents"
+            )
+        return AgentRegistry.from_agents(target)
+    except ValueError as exc:
+        raise ValueError(f"agent registry path {import_path!r}: {exc}") from exc
+
+
+__all__ = ["AgentRegistry", "AnyAgent", "load_registry"]

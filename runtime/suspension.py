@@ -1,0 +1,83 @@
+"""``suspend()``: how a tool waits for outside data (DESIGN.md §4; the seed's ``suspend()`` / ``resumeData``).
+
+A tool calls ``suspend(ctx, payload, resume_schema=...)``. The first time, it raises
+pydantic-ai's ``CallDeferred`` and the run is stored as suspended, listing ``payload`` as
+the call's ``suspendPayload``. When a client resumes the run with resume data, runsgate calls
+the same tool again with the same arguments, and this time ``suspend`` returns the resume
+data. The tool owns both halves of the exchange and decides what the model sees::
+
+    class City(BaseModel):
+        name: str
+
+    @agent.tool
+    def ask_city(ctx: RunContext[None]) -> str:
+        city = suspend(ctx, {"question": "Which city?"}, resume_schema=City)
+        return f"weather in {city.name}: sunny"
+
+Approvals need no helper: register the tool with ``requires_approval=True`` or raise
+pydantic-ai's ``ApprovalRequired``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import CallDeferred
+
+from . import _metadata
+from ._json import jsonable
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+@overload
+def suspend(ctx: RunContext[Any], payload: Any = None, *, resume_schema: type[ModelT]) -> ModelT: ...
+
+
+@overload
+def suspend(
+    ctx: RunContext[Any], payload: Any = None, *, resume_schema: dict[str, Any] | None = None
+) -> Any: ...
+
+
+def suspend(
+    ctx: RunContext[Any],
+    payload: Any = None,
+    *,
+    resume_schema: type[BaseModel] | dict[str, Any] | None = None,
+) -> Any:
+    """Suspend the calling tool until the run is resumed with data, or return that data.
+
+    Args:
+        ctx: The tool's run context.
+        payload: What the client is shown as the call's ``suspendPayload`` (JSON-serialisable;
+            pydantic models and dataclasses are converted).
+        resume_schema: What the resume data must look like: a pydantic model class (its JSON
+            Schema is published as ``resumeSchema`` and the data is returned as a model
+            instance), a JSON Schema dict (data returned as plain JSON), or ``None`` (any JSON).
+            runsgate validates resume data against the schema before recording it.
+
+    Returns:
+        The resume data, when the tool is being re-called after a resume.
+
+    Raises:
+        CallDeferred: On the first call (``kind="question"``), carrying the payload and schema
+            under ``metadata["runsgate"]``; the agent run ends with this call pending.
+        pydantic.ValidationError: The resume data does not fit ``resume_schema`` (a model class).
+    """
+    answer = _metadata.section(ctx.tool_call_metadata) if ctx.tool_call_approved else None
+    if answer is not None and "resumeData" in answer:
+        data = answer["resumeData"]
+        if isinstance(resume_schema, type):
+            return resume_schema.model_validate(data)
+        return data
+    schema = resume_schema.model_json_schema() if isinstance(resume_schema, type) else resume_schema
+    raise CallDeferred(
+        metadata=_metadata.wrap({"suspendPayload": jsonable(payload), "resumeSchema": schema}),
+        kind="question",
+    )
+
+
+__all__ = ["suspend"]

@@ -1,0 +1,144 @@
+"""Idempotency keys: the same request returns the first answer and does nothing twice (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from runtime import (
+    AgentRegistry,
+    IdempotencyKeyReusedError,
+    RunManager,
+    RunOutcome,
+    ToolCallNotFoundError,
+)
+from runtime.demo import LEDGER
+from storage import MemorySnapshotStore, RunFilter, SnapshotDocument, StoreUnavailableError
+
+from . import agents
+
+REFUND = "refund-agent"
+
+
+async def test_repeating_a_start_returns_the_first_run(manager: RunManager) -> None:
+    first = await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="k-1")
+    again = await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="k-1")
+
+    assert again == first
+    assert await manager.store.count_runs(REFUND, RunFilter()) == 1
+    events = await manager.store.list_events(REFUND, first.run_id)
+    assert [e["type"] for e in events] == ["started", "suspended"]
+
+
+async def test_repeating_an_approval_issues_the_refund_once(manager: RunManager) -> None:
+    started = await manager.start_run(REFUND, "Please refund order 1042")
+    assert started.run is not None
+    call_id = started.run["toolCalls"][0]["toolCallId"]
+
+    first = await manager.approve(REFUND, started.run_id, call_id, principal="alice", idempotency_key="a-1")
+    again = await manager.approve(REFUND, started.run_id, call_id, principal="alice", idempotency_key="a-1")
+
+    assert first.status == "completed"
+    assert again == first
+    assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
+
+
+async def test_a_waiting_outcome_replays_with_its_stored_run(manager: RunManager) -> None:
+    started = await manager.start_run(REFUND, "Please refund orders 1042 and 1043")
+    assert started.run is not None
+    call_id = started.run["toolCalls"][0]["toolCallId"]
+
+    first = await manager.approve(REFUND, started.run_id, call_id, idempotency_key="a-2")
+    again = await manager.approve(REFUND, started.run_id, call_id, idempotency_key="a-2")
+
+    assert first.status == "suspended"
+    assert again == first
+    assert again.run is not None
+    assert again.run["toolCalls"][0]["decision"] is not None
+
+
+async def test_the_same_key_with_other_arguments_is_refused(manager: RunManager) -> None:
+    await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="k-2")
+
+    with pytest.raises(IdempotencyKeyReusedError) as caught:
+        await manager.start_run(REFUND, "Please refund order 1043", idempotency_key="k-2")
+
+    assert caught.value.key == "k-2"
+    assert caught.value.in_flight is False
+    assert await manager.store.count_runs(REFUND, RunFilter()) == 1
+
+
+async def test_keys_are_scoped_by_operation(manager: RunManager) -> None:
+    started = await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="shared")
+    assert started.run is not None
+
+    outcome = await manager.approve(
+        REFUND, started.run_id, started.run["toolCalls"][0]["toolCallId"], idempotency_key="shared"
+    )
+
+    assert outcome.status == "completed"
+
+
+async def test_a_domain_error_is_a_final_answer_and_replays(manager: RunManager) -> None:
+    started = await manager.start_run(REFUND, "Please refund order 1042")
+
+    with pytest.raises(ToolCallNotFoundError) as first:
+        await manager.approve(REFUND, started.run_id, "call-404", idempotency_key="e-1")
+    with pytest.raises(ToolCallNotFoundError) as again:
+        await manager.approve(REFUND, started.run_id, "call-404", idempotency_key="e-1")
+
+    assert again.value == first.value
+    assert again.value.message == first.value.message
+
+
+async def test_a_request_while_the_first_is_still_running_is_told_so(manager: RunManager) -> None:
+    # given a first request that takes a while
+    agents.SWITCHES["delay"] = 0.3
+    impatient = RunManager(manager.store, manager.agents, instance_id="instance-b", in_flight_wait=0.05)
+    first = asyncio.create_task(manager.start_run("slow-agent", "hello", idempotency_key="slow"))
+    await asyncio.sleep(0.01)
+
+    # when / then
+    with pytest.raises(IdempotencyKeyReusedError) as caught:
+        await impatient.start_run("slow-agent", "hello", idempotency_key="slow")
+    assert caught.value.in_flight is True
+    assert "still running" in caught.value.message
+    assert (await first).status == "completed"
+
+
+async def test_a_patient_repeat_gets_the_first_answer(manager: RunManager) -> None:
+    agents.SWITCHES["delay"] = 0.1
+    patient = RunManager(manager.store, manager.agents, instance_id="instance-b", in_flight_wait=1.0)
+    first = asyncio.create_task(manager.start_run("slow-agent", "hello", idempotency_key="slow"))
+    await asyncio.sleep(0.01)
+
+    again = await patient.start_run("slow-agent", "hello", idempotency_key="slow")
+
+    assert again == await first
+    events = await manager.store.list_events("slow-agent", again.run_id)
+    assert [e["type"] for e in events] == ["started", "completed"]
+
+
+class _FailingInsertStore(MemorySnapshotStore):
+    """Fails the next ``insert`` as if the database were unreachable."""
+
+    fail_next_insert = True
+
+    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+        if self.fail_next_insert:
+            self.fail_next_insert = False
+            raise StoreUnavailableError("connection refused")
+        await super().insert(snapshot, history)
+
+
+async def test_an_unexpected_failure_releases_the_key_for_a_retry(registry: AgentRegistry) -> None:
+    store = _FailingInsertStore()
+    manager = RunManager(store, registry, instance_id="instance-a")
+
+    with pytest.raises(StoreUnavailableError):
+        await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="k-3")
+    outcome: RunOutcome = await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="k-3")
+
+    assert outcome.status == "suspended"
+    assert await store.count_runs(REFUND, RunFilter()) == 1

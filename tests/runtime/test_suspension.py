@@ -1,0 +1,111 @@
+"""``suspend()``: a tool waiting for outside data (seed: suspend() / resumeData)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import CallDeferred
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RunUsage
+
+from runtime import InvalidResumeDataError, RunManager, suspend
+
+from . import agents
+
+SURVEY = "survey-agent"
+
+
+class Answer(BaseModel):
+    value: int
+
+
+def _ctx(*, approved: bool = False, metadata: Any = None) -> RunContext[None]:
+    return RunContext(
+        deps=None,
+        model=TestModel(),
+        usage=RunUsage(),
+        tool_call_approved=approved,
+        tool_call_metadata=metadata,
+    )
+
+
+def test_the_first_call_defers_with_payload_and_the_models_json_schema() -> None:
+    with pytest.raises(CallDeferred) as caught:
+        suspend(_ctx(), {"question": "How many?"}, resume_schema=Answer)
+
+    assert caught.value.kind == "question"
+    assert caught.value.metadata == {
+        "runsgate": {"suspendPayload": {"question": "How many?"}, "resumeSchema": Answer.model_json_schema()}
+    }
+
+
+def test_a_payload_model_is_sent_as_json_and_no_schema_is_none() -> None:
+    with pytest.raises(CallDeferred) as caught:
+        suspend(_ctx(), Answer(value=1))
+
+    assert caught.value.metadata == {"runsgate": {"suspendPayload": {"value": 1}, "resumeSchema": None}}
+
+
+def test_the_re_call_returns_resume_data_validated_into_the_model() -> None:
+    ctx = _ctx(approved=True, metadata={"runsgate": {"decision": "resumed", "resumeData": {"value": 3}}})
+
+    answer = suspend(ctx, "ignored", resume_schema=Answer)
+
+    assert answer == Answer(value=3)
+
+
+def test_the_re_call_returns_raw_json_with_a_dict_schema() -> None:
+    ctx = _ctx(approved=True, metadata={"runsgate": {"resumeData": [1, 2]}})
+
+    assert suspend(ctx, resume_schema={"type": "array"}) == [1, 2]
+
+
+def test_an_approval_without_resume_data_suspends_again() -> None:
+    ctx = _ctx(approved=True, metadata={"runsgate": {"decision": "approved"}})
+
+    with pytest.raises(CallDeferred):
+        suspend(ctx, "still waiting")
+
+
+async def test_calls_waiting_for_data_are_listed_with_payloads_and_resumed_one_by_one(
+    manager: RunManager,
+) -> None:
+    # given
+    started = await manager.start_run(SURVEY, "questions please")
+    assert started.run is not None
+    color, size, report = started.run["toolCalls"]
+    assert (color["toolName"], color["suspendPayload"], color["resumeSchema"]) == (
+        "ask_color",
+        {"question": "Which color?"},
+        agents.COLOR_SCHEMA,
+    )
+    assert (size["toolName"], size["suspendPayload"], size["resumeSchema"]) == (
+        "ask_size",
+        {"question": "Which size?"},
+        None,
+    )
+    # a plain CallDeferred lists its metadata as the payload
+    assert (report["toolName"], report["args"], report["suspendPayload"]) == (
+        "fetch_report",
+        None,
+        {"report": "q3", "queue": "reports"},
+    )
+    assert all(c["requiresApproval"] is False for c in started.run["toolCalls"])
+
+    # when / then: a value outside the dict schema is refused with the top-level path
+    with pytest.raises(InvalidResumeDataError) as caught:
+        await manager.resume(SURVEY, started.run_id, color["toolCallId"], "green")
+    assert [p.path for p in caught.value.problems] == [[]]
+
+    # when each call is resumed
+    first = await manager.resume(SURVEY, started.run_id, color["toolCallId"], "red")
+    second = await manager.resume(SURVEY, started.run_id, size["toolCallId"], {"any": ["json", 1]})
+    done = await manager.resume(SURVEY, started.run_id, report["toolCallId"], "report body")
+
+    # then the run continued only after the last one, each tool returning its own data
+    assert (first.status, second.status) == ("suspended", "suspended")
+    assert done.status == "completed"
+    assert done.output == "ask_color=red; ask_size={'any': ['json', 1]}; fetch_report=report body"

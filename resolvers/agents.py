@@ -1,0 +1,55 @@
+"""The ``Agent`` type: a registered pydantic-ai agent and its suspended runs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import strawberry
+
+from .context import Info
+from .inputs import PageInput, SuspendedRunFilter
+from .pagination import suspended_runs_connection
+from .types import SuspendedRunConnection
+
+FilterArg = Annotated[SuspendedRunFilter | None, strawberry.argument(name="filter")]
+
+
+@strawberry.federation.type(keys=["id"], description="A registered agent.")
+class Agent:
+    id: strawberry.ID
+    name: str | None
+    description: str | None
+
+    @strawberry.field(description="This agent's suspended runs (seed: `agent.listSuspendedRuns()`).")
+    async def suspended_runs(  # noqa: PLR0913
+        self,
+        info: Info,
+        run_filter: FilterArg = None,
+        page: PageInput | None = None,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+    ) -> SuspendedRunConnection:
+        return await suspended_runs_connection(
+            info,
+            agent_id=str(self.id),
+            run_filter=run_filter,
+            page=page,
+            first=first,
+            after=after,
+            last=last,
+            before=before,
+        )
+
+    @classmethod
+    def from_registry(cls, info: Info, agent_id: str) -> Agent | None:
+        agents = info.context.agents
+        if agent_id not in agents:
+            return None
+        return cls(id=strawberry.ID(agent_id), name=agents.name(agent_id), description=agents.description(agent_id))
+
+    @classmethod
+    def resolve_reference(cls, info: Info, id: strawberry.ID) -> Agent | None:  # noqa: A002
+        """Federation ``_entities`` for ``Agent`` (from the in-process registry, no query)."""
+        return cls.from_registry(info, str(id))

@@ -1,0 +1,169 @@
+"""Error types: ``UserError`` members of mutation unions, and query argument errors.
+
+Expected failures of mutations are union members implementing ``UserError`` (DESIGN.md §5),
+each mapped from a runtime domain error. Invalid query arguments are GraphQL errors with
+``extensions.code`` (``BAD_USER_INPUT``, ``AGENT_NOT_FOUND``) and ``extensions.argument``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import strawberry
+from graphql import GraphQLError
+
+from runtime import (
+    AgentNotFoundError,
+    AmbiguousToolCallError,
+    ErrorCode,
+    IdempotencyKeyReusedError,
+    InvalidResumeDataError,
+    RunNotFoundError,
+    RunNotReadyError,
+    RunsgateError,
+    ToolCallAlreadyDecidedError,
+    ToolCallNotFoundError,
+    WrongToolCallKindError,
+)
+
+from .types import ToolCallDecision
+
+ErrorCodeEnum = strawberry.enum(ErrorCode, name="ErrorCode", description="Code of a `UserError`.")
+
+
+@strawberry.interface(description="An expected failure of a mutation; nothing was changed.")
+class UserError:
+    code: ErrorCode
+    message: str
+
+
+@strawberry.type
+class AgentNotFound(UserError):
+    agent_id: strawberry.ID
+
+
+@strawberry.type(description="No such run for this agent (also for another agent's run).")
+class RunNotFound(UserError):
+    agent_id: strawberry.ID
+    run_id: strawberry.ID
+
+
+@strawberry.type
+class ToolCallNotFound(UserError):
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID | None
+
+
+@strawberry.type(description="The call was already decided; `decision` is the one that won.")
+class ToolCallAlreadyDecided(UserError):
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    decision: ToolCallDecision
+
+
+@strawberry.type(description="Approve/decline on a call waiting for resume data, or resume on an approval.")
+class WrongToolCallKind(UserError):
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    expected: str = strawberry.field(description="`approval` or `resume`: what the call waits for.")
+
+
+@strawberry.type(description="`toolCallId` omitted while several calls wait for resume data.")
+class AmbiguousToolCall(UserError):
+    run_id: strawberry.ID
+    tool_call_ids: list[strawberry.ID]
+
+
+@strawberry.type(description="One problem of the resume data.")
+class ResumeDataProblem:
+    path: list[str] = strawberry.field(description="Path inside `resumeData` (array indexes as strings).")
+    message: str
+
+
+@strawberry.type
+class InvalidResumeData(UserError):
+    problems: list[ResumeDataProblem]
+
+
+@strawberry.type(description="The idempotency key was used with other arguments, or its first use still runs.")
+class IdempotencyKeyReused(UserError):
+    idempotency_key: str
+
+
+@strawberry.type(description="`retryRun` on a run that waits for decisions or is being continued.")
+class RunNotReady(UserError):
+    run_id: strawberry.ID
+
+
+def to_user_error(error: RunsgateError) -> UserError:  # noqa: PLR0911
+    """The GraphQL error type of a domain error.
+
+    Raises:
+        TypeError: An unmapped domain error (a bug: every ``ErrorCode`` has a type).
+    """
+    code, message = error.code, error.message
+    match error:
+        case AgentNotFoundError():
+            return AgentNotFound(code=code, message=message, agent_id=strawberry.ID(error.agent_id))
+        case RunNotFoundError():
+            return RunNotFound(
+                code=code, message=message, agent_id=strawberry.ID(error.agent_id), run_id=strawberry.ID(error.run_id)
+            )
+        case ToolCallNotFoundError():
+            call_id = None if error.tool_call_id is None else strawberry.ID(error.tool_call_id)
+            return ToolCallNotFound(code=code, message=message, run_id=strawberry.ID(error.run_id), tool_call_id=call_id)
+        case ToolCallAlreadyDecidedError():
+            return ToolCallAlreadyDecided(
+                code=code,
+                message=message,
+                run_id=strawberry.ID(error.run_id),
+                tool_call_id=strawberry.ID(error.tool_call_id),
+                decision=ToolCallDecision.from_document(error.decision),
+            )
+        case WrongToolCallKindError():
+            return WrongToolCallKind(
+                code=code,
+                message=message,
+                run_id=strawberry.ID(error.run_id),
+                tool_call_id=strawberry.ID(error.tool_call_id),
+                expected=error.expected,
+            )
+        case AmbiguousToolCallError():
+            return AmbiguousToolCall(
+                code=code,
+                message=message,
+                run_id=strawberry.ID(error.run_id),
+                tool_call_ids=[strawberry.ID(i) for i in error.tool_call_ids],
+            )
+        case InvalidResumeDataError():
+            return InvalidResumeData(
+                code=code,
+                message=message,
+                problems=[ResumeDataProblem(path=[str(p) for p in x.path], message=x.message) for x in error.problems],
+            )
+        case IdempotencyKeyReusedError():
+            return IdempotencyKeyReused(code=code, message=message, idempotency_key=error.key)
+        case RunNotReadyError():
+            return RunNotReady(code=code, message=message, run_id=strawberry.ID(error.run_id))
+    raise TypeError(f"no GraphQL type for {type(error).__name__}")
+
+
+class QueryArgumentError(GraphQLError):
+    """A rejected query argument: a GraphQL error with ``extensions.code`` and ``extensions.argument``."""
+
+    def __init__(self, message: str, *, argument: str, code: str = "BAD_USER_INPUT") -> None:
+        extensions: dict[str, Any] = {"code": code, "argument": argument}
+        super().__init__(message, extensions=extensions)
+
+
+USER_ERROR_TYPES = [
+    AgentNotFound,
+    RunNotFound,
+    ToolCallNotFound,
+    ToolCallAlreadyDecided,
+    WrongToolCallKind,
+    AmbiguousToolCall,
+    InvalidResumeData,
+    IdempotencyKeyReused,
+    RunNotReady,
+]

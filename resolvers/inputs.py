@@ -1,0 +1,78 @@
+"""GraphQL input types of DESIGN.md §5."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import strawberry
+
+from storage import RunFilter
+
+from .scalars import JSON
+
+
+@strawberry.input(description="Seed filters; both date bounds are inclusive and apply to `createdAt`.")
+class SuspendedRunFilter:
+    thread_id: str | None = None
+    resource_id: str | None = None
+    from_date: datetime | None = strawberry.field(default=None, description="Created on or after (RFC 3339).")
+    to_date: datetime | None = strawberry.field(default=None, description="Created on or before (RFC 3339).")
+
+    def to_run_filter(self) -> RunFilter:
+        return RunFilter(
+            thread_id=self.thread_id,
+            resource_id=self.resource_id,
+            from_date=self.from_date,
+            to_date=self.to_date,
+        )
+
+
+@strawberry.input(description="The seed's pagination: `perPage` runs per page, `page` zero-based.")
+class PageInput:
+    page: int = strawberry.field(description="Zero-based page number, >= 0.")
+    per_page: int = strawberry.field(description="Runs per page, >= 1 and at most the page-size cap.")
+
+
+@strawberry.input
+class StartRunInput:
+    agent_id: strawberry.ID
+    prompt: str
+    thread_id: str | None = None
+    resource_id: str | None = None
+    idempotency_key: str | None = strawberry.field(
+        default=None, description="Repeating the request with this key returns the first result."
+    )
+
+
+@strawberry.input
+class ApproveToolCallInput:
+    agent_id: strawberry.ID
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    idempotency_key: str | None = None
+
+
+@strawberry.input
+class DeclineToolCallInput:
+    agent_id: strawberry.ID
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    reason: str | None = strawberry.field(default=None, description="Passed to the model.")
+    idempotency_key: str | None = None
+
+
+@strawberry.input
+class ResumeRunInput:
+    agent_id: strawberry.ID
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID | None = strawberry.field(
+        default=None, description="May be omitted when exactly one call waits for resume data."
+    )
+    resume_data: JSON = strawberry.field(description="Validated against the call's `resumeSchema`.")
+    idempotency_key: str | None = None
+
+
+@strawberry.input
+class RetryRunInput:
+    agent_id: strawberry.ID
+    run_id: strawberry.ID

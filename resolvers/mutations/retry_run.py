@@ -1,0 +1,19 @@
+"""``retryRun``: continue again a run whose continuation failed (its decisions are kept)."""
+
+from __future__ import annotations
+
+import strawberry
+
+from ..context import Info
+from ..inputs import RetryRunInput
+from ._results import RetryRunResult, outcome_or_error
+
+
+@strawberry.mutation(
+    description="Continue a run whose every call is decided but whose continuation failed or was abandoned."
+)
+async def retry_run(info: Info, input: RetryRunInput) -> RetryRunResult:  # noqa: A002
+    context = info.context
+    return await outcome_or_error(  # type: ignore[return-value]
+        context.runs.retry(str(input.agent_id), str(input.run_id), principal=context.principal)
+    )

@@ -1,0 +1,24 @@
+"""``startRun``: run an agent; a run that suspends is stored and listed (DESIGN.md §4 "Start")."""
+
+from __future__ import annotations
+
+import strawberry
+
+from ..context import Info
+from ..inputs import StartRunInput
+from ._results import StartRunResult, outcome_or_error
+
+
+@strawberry.mutation(description="Start a run of an agent; it is listed if it suspends.")
+async def start_run(info: Info, input: StartRunInput) -> StartRunResult:  # noqa: A002
+    context = info.context
+    return await outcome_or_error(  # type: ignore[return-value]
+        context.runs.start_run(
+            str(input.agent_id),
+            input.prompt,
+            thread_id=input.thread_id,
+            resource_id=input.resource_id,
+            idempotency_key=input.idempotency_key,
+            principal=context.principal,
+        )
+    )

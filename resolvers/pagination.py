@@ -1,0 +1,219 @@
+"""Listing suspended runs: the seed's ``page``/``perPage`` and Relay cursors over one order.
+
+Order: ``createdAt`` descending, then ``runId`` descending (DESIGN.md §3). Cursors are opaque
+(base64url of the sort-key values), so cursor pages are keyset walks: stable while runs are
+added and removed, and as cheap deep in the list as at its start. The seed's ``page`` is an
+offset (``skip``); its cost grows with the offset.
+
+Rules (DESIGN.md §1, §5):
+- ``page`` and ``first/after/last/before`` cannot be mixed; ``first`` and ``last`` neither.
+- ``page.page >= 0``; ``1 <= page.perPage <= max``; ``0 <= first/last <= max``.
+- No pagination argument: every match up to ``max`` (default 100) in one page, with
+  ``pageInfo.hasNextPage``/``endCursor`` to go on (the seed returns every match; a production
+  API caps what one request may load).
+- A page past the end returns no runs and the true ``totalCount``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+
+from storage import RunFilter, SnapshotDocument, SortKey, sort_key
+
+from .context import Info
+from .errors import QueryArgumentError
+from .inputs import PageInput, SuspendedRunFilter
+from .scalars import parse_datetime, serialize_datetime
+from .types import PageInfo, SuspendedRun, SuspendedRunConnection, SuspendedRunEdge
+
+
+def encode_cursor(key: SortKey) -> str:
+    """Opaque cursor of a position in listing order."""
+    raw = json.dumps([serialize_datetime(key.created_at), key.run_id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, *, argument: str) -> SortKey:
+    """Inverse of ``encode_cursor``.
+
+    Raises:
+        QueryArgumentError: ``cursor`` was not made by ``encode_cursor`` (``BAD_USER_INPUT``).
+    """
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, run_id = json.loads(raw)
+        if not isinstance(run_id, str):
+            raise TypeError
+        return SortKey(parse_datetime(created), run_id)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise QueryArgumentError(
+            f"`{argument}` is not a valid cursor; use a cursor returned by this API", argument=argument
+        ) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PageRequest:
+    """Validated pagination arguments."""
+
+    limit: int
+    skip: int = 0
+    after: SortKey | None = None
+    before: SortKey | None = None
+    from_end: bool = False
+    page_number: int | None = None
+
+
+def require_agent(info: Info, agent_id: str) -> None:
+    """Raises ``QueryArgumentError`` (``AGENT_NOT_FOUND``, argument ``agentId``) for an unknown agent."""
+    if agent_id not in info.context.agents:
+        raise QueryArgumentError(f"no agent with id {agent_id!r}", argument="agentId", code="AGENT_NOT_FOUND")
+
+
+def page_request(
+    *,
+    page: PageInput | None,
+    first: int | None,
+    after: str | None,
+    last: int | None,
+    before: str | None,
+    max_page_size: int,
+) -> PageRequest:
+    """Check the pagination arguments (DESIGN.md §1, §5).
+
+    Raises:
+        QueryArgumentError: A rule is broken; the message names the argument.
+    """
+    cursor_args = [name for name, value in (("first", first), ("after", after), ("last", last), ("before", before))
+                   if value is not None]
+    if page is not None:
+        if cursor_args:
+            raise QueryArgumentError(
+                f"use either `page` or cursor pagination, not both (got `page` and `{cursor_args[0]}`)",
+                argument="page",
+            )
+        if page.per_page < 1:
+            raise QueryArgumentError("`page.perPage` must be an integer >= 1", argument="page.perPage")
+        if page.per_page > max_page_size:
+            raise QueryArgumentError(f"`page.perPage` must be at most {max_page_size}", argument="page.perPage")
+        if page.page < 0:
+            raise QueryArgumentError("`page.page` must be an integer >= 0", argument="page.page")
+        return PageRequest(limit=page.per_page, skip=page.page * page.per_page, page_number=page.page)
+    if first is not None and last is not None:
+        raise QueryArgumentError("use `first` or `last`, not both", argument="last")
+    for name, value in (("first", first), ("last", last)):
+        if value is not None and not 0 <= value <= max_page_size:
+            raise QueryArgumentError(f"`{name}` must be between 0 and {max_page_size}", argument=name)
+    after_key = None if after is None else decode_cursor(after, argument="after")
+    before_key = None if before is None else decode_cursor(before, argument="before")
+    if last is not None:
+        return PageRequest(limit=last, after=after_key, before=before_key, from_end=True)
+    return PageRequest(limit=max_page_size if first is None else first, after=after_key, before=before_key)
+
+
+def to_store_filter(run_filter: SuspendedRunFilter | None) -> RunFilter:
+    """The store filter; rejects ``fromDate`` later than ``toDate``.
+
+    Raises:
+        QueryArgumentError: ``filter.fromDate`` is after ``filter.toDate``.
+    """
+    if run_filter is None:
+        return RunFilter()
+    if run_filter.from_date is not None and run_filter.to_date is not None:
+        if run_filter.from_date > run_filter.to_date:
+            raise QueryArgumentError(
+                "`filter.fromDate` must not be after `filter.toDate`", argument="filter.fromDate"
+            )
+    return run_filter.to_run_filter()
+
+
+async def suspended_runs_connection(  # noqa: PLR0913
+    info: Info,
+    *,
+    agent_id: str,
+    run_filter: SuspendedRunFilter | None,
+    page: PageInput | None,
+    first: int | None,
+    after: str | None,
+    last: int | None,
+    before: str | None,
+) -> SuspendedRunConnection:
+    """One page of an agent's suspended runs (seed ``listSuspendedRuns``), never reading histories.
+
+    Raises:
+        QueryArgumentError: Unknown agent (``AGENT_NOT_FOUND``) or bad arguments (``BAD_USER_INPUT``).
+    """
+    context = info.context
+    require_agent(info, agent_id)
+    store_filter = to_store_filter(run_filter)
+    request = page_request(
+        page=page, first=first, after=after, last=last, before=before, max_page_size=context.max_page_size
+    )
+    store = context.store
+    docs = await store.list_runs(
+        agent_id,
+        store_filter,
+        limit=request.limit + 1,
+        skip=request.skip,
+        after=request.after,
+        before=request.before,
+        from_end=request.from_end,
+    )
+    more = len(docs) > request.limit
+    if request.from_end:
+        docs = docs[1:] if more else docs
+        has_previous = more
+        has_next = request.before is not None and await _exists(
+            info, agent_id, store_filter, after=docs, fallback=request.before
+        )
+    else:
+        docs = docs[: request.limit]
+        has_next = more
+        if request.page_number is not None:
+            has_previous = request.page_number > 0
+        else:
+            has_previous = request.after is not None and await _exists(
+                info, agent_id, store_filter, before=docs, fallback=request.after
+            )
+    edges = [SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d)) for d in docs]
+
+    async def count_runs() -> int:
+        return await store.count_runs(agent_id, store_filter)
+
+    return SuspendedRunConnection(
+        edges=edges,
+        page_info=PageInfo(
+            has_next_page=has_next,
+            has_previous_page=has_previous,
+            start_cursor=edges[0].cursor if edges else None,
+            end_cursor=edges[-1].cursor if edges else None,
+        ),
+        count_runs=count_runs,
+    )
+
+
+async def _exists(
+    info: Info,
+    agent_id: str,
+    store_filter: RunFilter,
+    *,
+    fallback: SortKey,
+    before: list[SnapshotDocument] | None = None,
+    after: list[SnapshotDocument] | None = None,
+) -> bool:
+    """Whether a matching run lies before the page's first run (or after its last).
+
+    One index probe of limit 1 (Relay: report it when it can be done efficiently). For an
+    empty page the cursor's position is the bound.
+    """
+    store = info.context.store
+    if before is not None:
+        bound = sort_key(before[0]) if before else fallback
+        return bool(await store.list_runs(agent_id, store_filter, limit=1, before=bound))
+    bound = sort_key(after[-1]) if after else fallback
+    return bool(await store.list_runs(agent_id, store_filter, limit=1, after=bound))
+
+
+__all__ = ["decode_cursor", "encode_cursor", "page_request", "require_agent", "suspended_runs_connection"]

@@ -1,0 +1,60 @@
+"""Query fields: ``suspendedRuns``, ``suspendedRun``, ``agents`` (and ``node`` from Relay)."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry import relay
+
+from .agents import Agent, FilterArg
+from .context import Info
+from .inputs import PageInput
+from .pagination import require_agent, suspended_runs_connection
+from .types import RunEvent, SuspendedRun, SuspendedRunConnection
+
+
+@strawberry.type
+class Query:
+    node: relay.Node | None = relay.node(description="Any object by its global id (Relay).")
+
+    @strawberry.field(
+        description="An agent's suspended runs, newest first (seed: `listSuspendedRuns`). "
+        "Paginate with `page` (seed semantics) or `first/after/last/before` (Relay cursors), not both."
+    )
+    async def suspended_runs(  # noqa: PLR0913
+        self,
+        info: Info,
+        agent_id: strawberry.ID,
+        run_filter: FilterArg = None,
+        page: PageInput | None = None,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+    ) -> SuspendedRunConnection:
+        return await suspended_runs_connection(
+            info,
+            agent_id=str(agent_id),
+            run_filter=run_filter,
+            page=page,
+            first=first,
+            after=after,
+            last=last,
+            before=before,
+        )
+
+    @strawberry.field(description="One suspended run of an agent, or null (also for another agent's run).")
+    async def suspended_run(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> SuspendedRun | None:
+        require_agent(info, str(agent_id))
+        doc = await info.context.store.get(str(agent_id), str(run_id))
+        return None if doc is None else SuspendedRun.from_document(doc)
+
+    @strawberry.field(description="The registered agents, by id.")
+    def agents(self, info: Info) -> list[Agent]:
+        found = (Agent.from_registry(info, agent_id) for agent_id in info.context.agents.ids())
+        return [agent for agent in found if agent is not None]
+
+    @strawberry.field(description="A run's audit trail, oldest first; kept after the run finished.")
+    async def run_events(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> list[RunEvent]:
+        require_agent(info, str(agent_id))
+        docs = await info.context.store.list_events(str(agent_id), str(run_id))
+        return [RunEvent.from_document(d) for d in docs]

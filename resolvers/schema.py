@@ -1,0 +1,53 @@
+"""The runsgate schema: an Apollo Federation v2 subgraph (Strawberry's federation schema).
+
+``schema.graphql`` at the repository root is this schema printed (``strawberry export-schema
+resolvers.schema:schema``); a test fails when it is stale.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.extensions import MaskErrors, ParserCache, ValidationCache
+
+from .agents import Agent
+from .errors import USER_ERROR_TYPES, QueryArgumentError
+from .mutations import Mutation
+from .queries import Query
+from .scalars import DateTime
+from .types import SuspendedRun
+
+logger = logging.getLogger("runsgate.graphql")
+
+
+def should_mask_error(error: GraphQLError) -> bool:
+    """Mask unexpected faults (never show internals); keep syntax, validation and argument errors.
+
+    A masked error is logged with its traceback.
+    """
+    original = error.original_error
+    if original is None or isinstance(original, QueryArgumentError):
+        return False
+    logger.error("unexpected error in %s", error.path, exc_info=original)
+    return True
+
+
+def build_schema() -> strawberry.federation.Schema:
+    """A fresh schema object (same SDL every time)."""
+    return strawberry.federation.Schema(
+        query=Query,
+        mutation=Mutation,
+        types=[SuspendedRun, Agent, *USER_ERROR_TYPES],
+        scalar_overrides={datetime: DateTime},
+        extensions=[
+            MaskErrors(should_mask_error=should_mask_error),
+            ParserCache(maxsize=256),
+            ValidationCache(maxsize=256),
+        ],
+    )
+
+
+schema = build_schema()

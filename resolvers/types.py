@@ -1,0 +1,177 @@
+"""GraphQL object types of DESIGN.md §5 (names fixed: clients and checks rely on them)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import strawberry
+from strawberry import relay
+
+from storage import DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
+
+from .context import Info
+from .scalars import JSON
+
+
+@strawberry.enum(description="Where a run stands.")
+class RunStatus(enum.Enum):
+    SUSPENDED = "suspended"
+    RESUMING = "resuming"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@strawberry.enum(description="What was decided on a pending tool call.")
+class DecisionKind(enum.Enum):
+    APPROVED = "approved"
+    DECLINED = "declined"
+    RESUMED = "resumed"
+
+
+@strawberry.type(description="The decision recorded on a tool call (exactly one per call).")
+class ToolCallDecision:
+    kind: DecisionKind
+    decided_at: datetime = strawberry.field(description="UTC.")
+    decided_by: str | None = strawberry.field(description="The principal who decided.")
+    reason: str | None = strawberry.field(description="Decline reason, passed to the model.")
+
+    @classmethod
+    def from_document(cls, doc: DecisionDocument) -> ToolCallDecision:
+        return cls(
+            kind=DecisionKind(doc["kind"]),
+            decided_at=doc["decidedAt"],
+            decided_by=doc["decidedBy"],
+            reason=doc["reason"],
+        )
+
+
+@strawberry.type(description="A pending deferred tool call of a suspended run (seed: `toolCalls`).")
+class SuspendedToolCall:
+    tool_call_id: strawberry.ID | None
+    tool_name: str | None
+    args: JSON | None = strawberry.field(description="The model's arguments (approval suspensions).")
+    requires_approval: bool = strawberry.field(description="True when the call waits for approve/decline.")
+    suspend_payload: JSON | None = strawberry.field(description="What the tool passed to `suspend()`.")
+    resume_schema: JSON | None = strawberry.field(description="JSON Schema the resume data must satisfy.")
+    decision: ToolCallDecision | None = strawberry.field(description="Null until decided.")
+
+    @classmethod
+    def from_document(cls, doc: ToolCallDocument) -> SuspendedToolCall:
+        decision = doc["decision"]
+        return cls(
+            tool_call_id=strawberry.ID(doc["toolCallId"]),
+            tool_name=doc["toolName"],
+            args=doc["args"],
+            requires_approval=doc["requiresApproval"],
+            suspend_payload=doc["suspendPayload"],
+            resume_schema=doc["resumeSchema"],
+            decision=None if decision is None else ToolCallDecision.from_document(decision),
+        )
+
+
+@strawberry.type(description="Why continuing a run last failed; the run stays stored and can be retried.")
+class RunError:
+    type: str = strawberry.field(description="Exception type name.")
+    message: str
+    at: datetime = strawberry.field(description="UTC.")
+
+
+@strawberry.type(description="One entry of a run's audit trail.")
+class RunEvent:
+    id: strawberry.ID
+    type: str = strawberry.field(
+        description="started, suspended, decision, resumed, completed, failed or takeover."
+    )
+    at: datetime = strawberry.field(description="UTC.")
+    by: str | None = strawberry.field(description="The principal or instance that caused it.")
+    data: JSON
+
+    @classmethod
+    def from_document(cls, doc: EventDocument) -> RunEvent:
+        return cls(id=strawberry.ID(doc["_id"]), type=doc["type"], at=doc["at"], by=doc["by"], data=doc["data"])
+
+
+@strawberry.federation.type(keys=["runId"], description="A run waiting for a person (seed: a suspended run).")
+class SuspendedRun(relay.Node):
+    run_id: strawberry.ID
+    agent_id: strawberry.ID
+    status: RunStatus
+    thread_id: str | None
+    resource_id: str | None
+    parent_run_id: strawberry.ID | None = strawberry.field(description="Set on a sub-agent's inner run.")
+    created_at: datetime = strawberry.field(description="UTC; the `fromDate`/`toDate` filters apply to it.")
+    suspended_at: datetime = strawberry.field(description="UTC.")
+    tool_calls: list[SuspendedToolCall]
+    last_error: RunError | None = strawberry.field(description="Set when continuing the run failed.")
+
+    @classmethod
+    def resolve_id(cls, root: SuspendedRun, *, info: Info) -> str:
+        return str(root.run_id)
+
+    @classmethod
+    def from_document(cls, doc: SnapshotDocument) -> SuspendedRun:
+        error = doc["lastError"]
+        return cls(
+            run_id=strawberry.ID(doc["_id"]),
+            agent_id=strawberry.ID(doc["agentId"]),
+            status=RunStatus(doc["status"]),
+            thread_id=doc["threadId"],
+            resource_id=doc["resourceId"],
+            parent_run_id=None if doc["parentRunId"] is None else strawberry.ID(doc["parentRunId"]),
+            created_at=doc["createdAt"],
+            suspended_at=doc["suspendedAt"],
+            tool_calls=[SuspendedToolCall.from_document(c) for c in doc["toolCalls"]],
+            last_error=None if error is None else RunError(type=error["type"], message=error["message"], at=error["at"]),
+        )
+
+    @strawberry.field(description="The run's audit trail, oldest first.")
+    async def events(self, info: Info) -> list[RunEvent]:
+        docs = await info.context.store.list_events(str(self.agent_id), str(self.run_id))
+        return [RunEvent.from_document(d) for d in docs]
+
+    @classmethod
+    async def resolve_nodes(  # type: ignore[override]
+        cls, *, info: Info, node_ids: Iterable[str], required: bool = False
+    ) -> list[SuspendedRun | None]:
+        docs = [await info.context.loaders.run_by_id.load(node_id) for node_id in node_ids]
+        return [None if doc is None else cls.from_document(doc) for doc in docs]
+
+    @classmethod
+    async def resolve_reference(cls, info: Info, **representation: Any) -> SuspendedRun | None:
+        """Federation ``_entities``: batched through the request's run loader (one query)."""
+        doc = await info.context.loaders.run_by_id.load(str(representation["runId"]))
+        return None if doc is None else cls.from_document(doc)
+
+
+@strawberry.type(description="Relay page info.")
+class PageInfo:
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: str | None
+    end_cursor: str | None
+
+
+@strawberry.type(description="A suspended run and its opaque cursor.")
+class SuspendedRunEdge:
+    cursor: str
+    node: SuspendedRun
+
+
+@strawberry.type(description="A page of suspended runs, newest first (`createdAt` desc, then `runId` desc).")
+class SuspendedRunConnection:
+    edges: list[SuspendedRunEdge]
+    page_info: PageInfo
+    count_runs: strawberry.Private[Callable[[], Awaitable[int]]]
+
+    @strawberry.field(description="The runs of this page (same as `edges.node`).")
+    def nodes(self) -> list[SuspendedRun]:
+        return [edge.node for edge in self.edges]
+
+    @strawberry.field(
+        description="Number of matching runs before pagination (seed: `total`); counted only when selected."
+    )
+    async def total_count(self) -> int:
+        return await self.count_runs()

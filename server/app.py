@@ -1,0 +1,106 @@
+"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz`` (DESIGN.md §6).
+
+The lifespan owns the resources: it opens the store (one ``AsyncMongoClient`` per process, or
+the memory store), loads the agents and builds the ``RunManager``; requests get them through
+``app.state``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+
+from resolvers import Context, schema
+from runtime import RunManager, load_registry
+from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, StoreUnavailableError
+
+from .config import Settings, load_settings
+
+logger = logging.getLogger("runsgate")
+
+
+def make_store(settings: Settings) -> SnapshotStore:
+    """MongoDB when ``MONGODB_URI`` is set, else the in-memory store (lost on restart, as in the seed)."""
+    if settings.mongodb_uri:
+        return MongoSnapshotStore(settings.mongodb_uri, server_selection_timeout=settings.mongodb_timeout)
+    return MemorySnapshotStore()
+
+
+class GraphQLApp(GraphQL[Context, None]):
+    """Strawberry's ASGI GraphQL app with runsgate's per-request ``Context``."""
+
+    async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
+        state = request.app.state
+        return Context(
+            store=state.store,
+            runs=state.runs,
+            agents=state.runs.agents,
+            principal=None,
+            max_page_size=state.settings.max_page_size,
+            request=request,
+            response=response,
+        )
+
+
+async def healthz(request: Request) -> JSONResponse:
+    """Liveness: the process answers."""
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSONResponse:
+    """Readiness: the store answers a ping (503 otherwise)."""
+    try:
+        await request.app.state.store.ping()
+    except StoreUnavailableError as exc:
+        return JSONResponse({"status": "unavailable", "store": str(exc)}, status_code=503)
+    return JSONResponse({"status": "ready"})
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    """Build the app. Settings come from the environment unless given.
+
+    Raises:
+        ConfigError: Invalid environment (when ``settings`` is not given).
+    """
+    settings = settings or load_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        agents = load_registry(settings.agents)
+        store = make_store(settings)
+        await store.open()
+        app.state.settings = settings
+        app.state.store = store
+        app.state.runs = RunManager(
+            store, agents, instance_id=settings.instance_id, claim_ttl=settings.claim_ttl, model=settings.model
+        )
+        logger.info(
+            "runsgate ready: store=%s agents=%s instance=%s",
+            type(store).__name__,
+            ",".join(agents.ids()),
+            settings.instance_id,
+        )
+        try:
+            yield
+        finally:
+            await store.close()
+
+    graphql = GraphQLApp(schema, graphql_ide="graphiql" if settings.graphiql else None)
+    return Starlette(
+        routes=[
+            Route("/graphql", graphql, methods=["GET", "POST"]),
+            WebSocketRoute("/graphql", graphql),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+        ],
+        lifespan=lifespan,
+    )

@@ -1,0 +1,82 @@
+"""Settings: the one place that reads the environment (pydantic-settings).
+
+Variables carry the ``RUNSGATE_`` prefix, plus the standard ``MONGODB_URI``; a ``.env`` file in
+the working directory is read too. Invalid values fail at start with a message naming the
+variable (``ConfigError``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ConfigError(Exception):
+    """Invalid configuration; the message names each offending environment variable."""
+
+
+class Settings(BaseSettings):
+    """runsgate's configuration (README "Configuration" lists the same table)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUNSGATE_", env_file=".env", extra="ignore")
+
+    host: str = "127.0.0.1"
+    """Interface ``runsgate serve`` listens on."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 4000
+    """TCP port ``runsgate serve`` listens on."""
+    mongodb_uri: str | None = Field(
+        default=None, validation_alias=AliasChoices("MONGODB_URI", "RUNSGATE_MONGODB_URI")
+    )
+    """``mongodb://`` URI; its path names the database (default ``runsgate``). Unset: memory store."""
+    mongodb_timeout: Annotated[float, Field(gt=0)] = 5.0
+    """Seconds to wait for a reachable MongoDB server before an operation fails."""
+    agents: str = "runtime.demo:AGENTS"
+    """``package.module:attribute`` of the agent registry (mapping id -> Agent, or agents with names)."""
+    model: str | None = None
+    """Overrides every agent's model, e.g. ``openai:gpt-4o-mini`` (needs the ``openai`` extra)."""
+    max_page_size: Annotated[int, Field(ge=1, le=10_000)] = 100
+    """Cap on ``first``/``last``/``perPage``, and the page size when none is given."""
+    claim_ttl: Annotated[float, Field(gt=0)] = 60.0
+    """Seconds a claim on a continuing run lasts (renewed while it runs)."""
+    instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+    """This instance's id in claims and the audit log."""
+    graphiql: bool = True
+    """Serve the GraphiQL explorer on ``GET /graphql`` from a browser."""
+    log_level: str = "INFO"
+
+    @field_validator("mongodb_uri")
+    @classmethod
+    def _mongodb_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("mongodb://", "mongodb+srv://")):
+            raise ValueError("must start with mongodb:// or mongodb+srv://")
+        return value or None
+
+    @field_validator("agents")
+    @classmethod
+    def _import_path(cls, value: str) -> str:
+        module, _, attribute = value.partition(":")
+        if not module or not attribute:
+            raise ValueError("must look like package.module:attribute")
+        return value
+
+
+def load_settings() -> Settings:
+    """Read the settings from the environment.
+
+    Raises:
+        ConfigError: A variable is invalid; the message names it and says why.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "?"
+            variable = "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
+            problems.append(f"{variable}: {error['msg']}")
+        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

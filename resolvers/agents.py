@@ -21,7 +21,7 @@ class Agent:
     description: str | None
 
     @strawberry.field(description="This agent's suspended runs (seed: `agent.listSuspendedRuns()`).")
-    async def suspended_runs(  # noqa: PLR0913
+    async def suspended_runs(
         self,
         info: Info,
         run_filter: FilterArg = None,
@@ -47,9 +47,11 @@ class Agent:
         agents = info.context.agents
         if agent_id not in agents:
             return None
-        return cls(id=strawberry.ID(agent_id), name=agents.name(agent_id), description=agents.description(agent_id))
+        return cls(
+            id=strawberry.ID(agent_id), name=agents.name(agent_id), description=agents.description(agent_id)
+        )
 
     @classmethod
-    def resolve_reference(cls, info: Info, id: strawberry.ID) -> Agent | None:  # noqa: A002
+    def resolve_reference(cls, info: Info, id: strawberry.ID) -> Agent | None:
         """Federation ``_entities`` for ``Agent`` (from the in-process registry, no query)."""
         return cls.from_registry(info, str(id))

@@ -85,7 +85,9 @@ class InvalidResumeData(UserError):
     problems: list[ResumeDataProblem]
 
 
-@strawberry.type(description="The idempotency key was used with other arguments, or its first use still runs.")
+@strawberry.type(
+    description="The idempotency key was used with other arguments, or its first use still runs."
+)
 class IdempotencyKeyReused(UserError):
     idempotency_key: str
 
@@ -95,7 +97,7 @@ class RunNotReady(UserError):
     run_id: strawberry.ID
 
 
-def to_user_error(error: RunsgateError) -> UserError:  # noqa: PLR0911
+def to_user_error(error: RunsgateError) -> UserError:
     """The GraphQL error type of a domain error.
 
     Raises:
@@ -107,11 +109,16 @@ def to_user_error(error: RunsgateError) -> UserError:  # noqa: PLR0911
             return AgentNotFound(code=code, message=message, agent_id=strawberry.ID(error.agent_id))
         case RunNotFoundError():
             return RunNotFound(
-                code=code, message=message, agent_id=strawberry.ID(error.agent_id), run_id=strawberry.ID(error.run_id)
+                code=code,
+                message=message,
+                agent_id=strawberry.ID(error.agent_id),
+                run_id=strawberry.ID(error.run_id),
             )
         case ToolCallNotFoundError():
             call_id = None if error.tool_call_id is None else strawberry.ID(error.tool_call_id)
-            return ToolCallNotFound(code=code, message=message, run_id=strawberry.ID(error.run_id), tool_call_id=call_id)
+            return ToolCallNotFound(
+                code=code, message=message, run_id=strawberry.ID(error.run_id), tool_call_id=call_id
+            )
         case ToolCallAlreadyDecidedError():
             return ToolCallAlreadyDecided(
                 code=code,
@@ -139,7 +146,10 @@ def to_user_error(error: RunsgateError) -> UserError:  # noqa: PLR0911
             return InvalidResumeData(
                 code=code,
                 message=message,
-                problems=[ResumeDataProblem(path=[str(p) for p in x.path], message=x.message) for x in error.problems],
+                problems=[
+                    ResumeDataProblem(path=[str(p) for p in x.path], message=x.message)
+                    for x in error.problems
+                ],
             )
         case IdempotencyKeyReusedError():
             return IdempotencyKeyReused(code=code, message=message, idempotency_key=error.key)

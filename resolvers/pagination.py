@@ -86,8 +86,11 @@ def page_request(
     Raises:
         QueryArgumentError: A rule is broken; the message names the argument.
     """
-    cursor_args = [name for name, value in (("first", first), ("after", after), ("last", last), ("before", before))
-                   if value is not None]
+    cursor_args = [
+        name
+        for name, value in (("first", first), ("after", after), ("last", last), ("before", before))
+        if value is not None
+    ]
     if page is not None:
         if cursor_args:
             raise QueryArgumentError(
@@ -97,7 +100,9 @@ def page_request(
         if page.per_page < 1:
             raise QueryArgumentError("`page.perPage` must be an integer >= 1", argument="page.perPage")
         if page.per_page > max_page_size:
-            raise QueryArgumentError(f"`page.perPage` must be at most {max_page_size}", argument="page.perPage")
+            raise QueryArgumentError(
+                f"`page.perPage` must be at most {max_page_size}", argument="page.perPage"
+            )
         if page.page < 0:
             raise QueryArgumentError("`page.page` must be an integer >= 0", argument="page.page")
         return PageRequest(limit=page.per_page, skip=page.page * page.per_page, page_number=page.page)
@@ -121,15 +126,18 @@ def to_store_filter(run_filter: SuspendedRunFilter | None) -> RunFilter:
     """
     if run_filter is None:
         return RunFilter()
-    if run_filter.from_date is not None and run_filter.to_date is not None:
-        if run_filter.from_date > run_filter.to_date:
-            raise QueryArgumentError(
-                "`filter.fromDate` must not be after `filter.toDate`", argument="filter.fromDate"
-            )
+    if (
+        run_filter.from_date is not None
+        and run_filter.to_date is not None
+        and run_filter.from_date > run_filter.to_date
+    ):
+        raise QueryArgumentError(
+            "`filter.fromDate` must not be after `filter.toDate`", argument="filter.fromDate"
+        )
     return run_filter.to_run_filter()
 
 
-async def suspended_runs_connection(  # noqa: PLR0913
+async def suspended_runs_connection(
     info: Info,
     *,
     agent_id: str,
@@ -177,7 +185,9 @@ async def suspended_runs_connection(  # noqa: PLR0913
             has_previous = request.after is not None and await _exists(
                 info, agent_id, store_filter, before=docs, fallback=request.after
             )
-    edges = [SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d)) for d in docs]
+    edges = [
+        SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d)) for d in docs
+    ]
 
     async def count_runs() -> int:
         return await store.count_runs(agent_id, store_filter)

@@ -20,7 +20,7 @@ class Query:
         description="An agent's suspended runs, newest first (seed: `listSuspendedRuns`). "
         "Paginate with `page` (seed semantics) or `first/after/last/before` (Relay cursors), not both."
     )
-    async def suspended_runs(  # noqa: PLR0913
+    async def suspended_runs(
         self,
         info: Info,
         agent_id: strawberry.ID,
@@ -43,7 +43,9 @@ class Query:
         )
 
     @strawberry.field(description="One suspended run of an agent, or null (also for another agent's run).")
-    async def suspended_run(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> SuspendedRun | None:
+    async def suspended_run(
+        self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID
+    ) -> SuspendedRun | None:
         require_agent(info, str(agent_id))
         doc = await info.context.store.get(str(agent_id), str(run_id))
         return None if doc is None else SuspendedRun.from_document(doc)

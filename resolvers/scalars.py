@@ -1,9 +1,10 @@
-"""Custom scalars: ``DateTime`` (RFC 3339 with offset, UTC out) and ``JSON``."""
+"""Custom scalars: ``DateTime`` (RFC 3339 with offset, UTC out; mapped from ``datetime`` through
+``StrawberryConfig.scalar_map``) and ``JSON``."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, NewType
+from typing import Any
 
 import strawberry
 from strawberry.scalars import JSON
@@ -32,7 +33,6 @@ def parse_datetime(value: Any) -> datetime:
 
 
 DateTime = strawberry.scalar(
-    NewType("DateTime", datetime),
     name="DateTime",
     description="An RFC 3339 date-time with a UTC offset; runsgate returns UTC (`Z`).",
     serialize=serialize_datetime,

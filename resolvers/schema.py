@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from functools import partial
 
 import strawberry
+from strawberry.schema.config import StrawberryConfig
 from graphql import GraphQLError
 from strawberry.extensions import MaskErrors, ParserCache, ValidationCache
 
@@ -41,11 +43,11 @@ def build_schema() -> strawberry.federation.Schema:
         query=Query,
         mutation=Mutation,
         types=[SuspendedRun, Agent, *USER_ERROR_TYPES],
-        scalar_overrides={datetime: DateTime},
+        config=StrawberryConfig(scalar_map={datetime: DateTime}),
         extensions=[
-            MaskErrors(should_mask_error=should_mask_error),
-            ParserCache(maxsize=256),
-            ValidationCache(maxsize=256),
+            partial(MaskErrors, should_mask_error=should_mask_error),
+            partial(ParserCache, maxsize=256),
+            partial(ValidationCache, maxsize=256),
         ],
     )
 

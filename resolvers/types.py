@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import strawberry
 from strawberry import relay
@@ -67,7 +67,7 @@ class SuspendedToolCall:
             args=doc["args"],
             requires_approval=doc["requiresApproval"],
             suspend_payload=doc["suspendPayload"],
-            resume_schema=doc["resumeSchema"],
+            resume_schema=cast(JSON | None, doc["resumeSchema"]),
             decision=None if decision is None else ToolCallDecision.from_document(decision),
         )
 
@@ -91,7 +91,9 @@ class RunEvent:
 
     @classmethod
     def from_document(cls, doc: EventDocument) -> RunEvent:
-        return cls(id=strawberry.ID(doc["_id"]), type=doc["type"], at=doc["at"], by=doc["by"], data=doc["data"])
+        return cls(
+            id=strawberry.ID(doc["_id"]), type=doc["type"], at=doc["at"], by=doc["by"], data=cast(JSON, doc["data"])
+        )
 
 
 @strawberry.federation.type(keys=["runId"], description="A run waiting for a person (seed: a suspended run).")
@@ -124,7 +126,9 @@ class SuspendedRun(relay.Node):
             created_at=doc["createdAt"],
             suspended_at=doc["suspendedAt"],
             tool_calls=[SuspendedToolCall.from_document(c) for c in doc["toolCalls"]],
-            last_error=None if error is None else RunError(type=error["type"], message=error["message"], at=error["at"]),
+            last_error=None
+            if error is None
+            else RunError(type=error["type"], message=error["message"], at=error["at"]),
         )
 
     @strawberry.field(description="The run's audit trail, oldest first.")

@@ -81,7 +81,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         app.state.settings = settings
         app.state.store = store
         app.state.runs = RunManager(
-            store, agents, instance_id=settings.instance_id, claim_ttl=settings.claim_ttl, model=settings.model
+            store,
+            agents,
+            instance_id=settings.instance_id,
+            claim_ttl=settings.claim_ttl,
+            model=settings.model,
         )
         logger.info(
             "runsgate ready: store=%s agents=%s instance=%s",

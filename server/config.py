@@ -43,7 +43,9 @@ class Settings(BaseSettings):
     """Cap on ``first``/``last``/``perPage``, and the page size when none is given."""
     claim_ttl: Annotated[float, Field(gt=0)] = 60.0
     """Seconds a claim on a continuing run lasts (renewed while it runs)."""
-    instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+    instance_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    )
     """This instance's id in claims and the audit log."""
     graphiql: bool = True
     """Serve the GraphiQL explorer on ``GET /graphql`` from a browser."""
@@ -77,6 +79,8 @@ def load_settings() -> Settings:
         problems = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
-            variable = "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
+            variable = (
+                "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
+            )
             problems.append(f"{variable}: {error['msg']}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

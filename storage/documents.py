@@ -88,9 +88,7 @@ class SnapshotDocument(TypedDict):
     """Key of the stored message history (never read by listing); a new id on every rewrite."""
 
 
-EventType = Literal[
-    "started", "suspended", "decision", "resumed", "completed", "failed", "takeover"
-]
+EventType = Literal["started", "suspended", "decision", "resumed", "completed", "failed", "takeover"]
 
 
 class EventDocument(TypedDict):

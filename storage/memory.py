@@ -179,15 +179,13 @@ class MemorySnapshotStore:
         old_history = doc["historyId"]
         self._histories[history_id] = bytes(history)
         self._histories.pop(old_history, None)
-        doc.update(
-            toolCalls=copy.deepcopy(tool_calls),
-            pendingCount=sum(1 for c in tool_calls if c["decision"] is None),
-            status="suspended",
-            claim=None,
-            lastError=None,
-            suspendedAt=now,
-            historyId=history_id,
-        )
+        doc["toolCalls"] = copy.deepcopy(tool_calls)
+        doc["pendingCount"] = sum(1 for c in tool_calls if c["decision"] is None)
+        doc["status"] = "suspended"
+        doc["claim"] = None
+        doc["lastError"] = None
+        doc["suspendedAt"] = now
+        doc["historyId"] = history_id
         self._touch(doc, now)
         return copy.deepcopy(doc)
 
@@ -205,7 +203,9 @@ class MemorySnapshotStore:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
             return None
-        doc.update(status="suspended", claim=None, lastError=copy.deepcopy(error))
+        doc["status"] = "suspended"
+        doc["claim"] = None
+        doc["lastError"] = copy.deepcopy(error)
         self._touch(doc, now)
         return copy.deepcopy(doc)
 
@@ -219,9 +219,7 @@ class MemorySnapshotStore:
         self._events.append(copy.deepcopy(event))
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
-        return [
-            copy.deepcopy(e) for e in self._events if e["agentId"] == agent_id and e["runId"] == run_id
-        ]
+        return [copy.deepcopy(e) for e in self._events if e["agentId"] == agent_id and e["runId"] == run_id]
 
     # -- idempotency ---------------------------------------------------------------------------
     async def reserve_idempotency_key(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import datetime
 from typing import Any, cast
 
@@ -83,7 +83,9 @@ async def _reachable() -> AsyncIterator[None]:
 
 
 def _keyset(key: SortKey, op: str) -> Document:
-    return {"$or": [{"createdAt": {op: key.created_at}}, {"createdAt": key.created_at, "_id": {op: key.run_id}}]}
+    return {
+        "$or": [{"createdAt": {op: key.created_at}}, {"createdAt": key.created_at, "_id": {op: key.run_id}}]
+    }
 
 
 def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
@@ -257,10 +259,8 @@ class MongoSnapshotStore:
         async with _reachable():
             doc = await self._histories.find_one_and_delete({"_id": history_id})
             if doc is not None and doc.get("gridfs"):
-                try:
+                with suppress(NoFile):
                     await self._large_histories.delete(history_id)
-                except NoFile:
-                    pass
 
     async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
         await self._write_history(snapshot["historyId"], snapshot["_id"], history)
@@ -456,7 +456,10 @@ class MongoSnapshotStore:
         """The server's query plan for a listing page (index checks, ``bench/``)."""
         async with _reachable():
             return await (
-                self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER).limit(limit).explain()
+                self._runs.find(listing_query(agent_id, run_filter))
+                .sort(LISTING_ORDER)
+                .limit(limit)
+                .explain()
             )
 
 

@@ -59,7 +59,10 @@ def ferretdb_binary() -> str | None:
 def _runs(binary: str) -> bool:
     """A plain ``go install`` build of FerretDB 1.24 panics at start; accept only one that runs."""
     try:
-        return subprocess.run([binary, "--version"], capture_output=True, timeout=10, check=False).returncode == 0
+        return (
+            subprocess.run([binary, "--version"], capture_output=True, timeout=10, check=False).returncode
+            == 0
+        )
     except OSError:
         return False
 
@@ -71,9 +74,10 @@ def ferretdb() -> Iterator[str]:
     if binary is None:
         raise RuntimeError("FerretDB could not be built: see scripts/install-ferretdb.sh output above")
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="runsgate-ferretdb-") as data, open(
-        Path(data) / "ferretdb.log", "wb"
-    ) as log:
+    with (
+        tempfile.TemporaryDirectory(prefix="runsgate-ferretdb-") as data,
+        open(Path(data) / "ferretdb.log", "wb") as log,
+    ):
         proc = subprocess.Popen(
             [
                 binary,

@@ -12,7 +12,7 @@ from ._results import DecisionResult, outcome_or_error
 @strawberry.mutation(
     description="Approve a tool call waiting for approval; the run continues once every call is decided."
 )
-async def approve_tool_call(info: Info, input: ApproveToolCallInput) -> DecisionResult:  # noqa: A002
+async def approve_tool_call(info: Info, input: ApproveToolCallInput) -> DecisionResult:
     context = info.context
     return await outcome_or_error(  # type: ignore[return-value]
         context.runs.approve(

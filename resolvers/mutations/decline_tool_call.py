@@ -10,9 +10,10 @@ from ._results import DecisionResult, outcome_or_error
 
 
 @strawberry.mutation(
-    description="Decline a tool call waiting for approval; the tool never runs and the reason reaches the model."
+    description="Decline a tool call waiting for approval; "
+    "the tool never runs and the reason reaches the model."
 )
-async def decline_tool_call(info: Info, input: DeclineToolCallInput) -> DecisionResult:  # noqa: A002
+async def decline_tool_call(info: Info, input: DeclineToolCallInput) -> DecisionResult:
     context = info.context
     return await outcome_or_error(  # type: ignore[return-value]
         context.runs.decline(

@@ -12,7 +12,7 @@ from ._results import DecisionResult, outcome_or_error
 @strawberry.mutation(
     description="Resume a tool call that called `suspend()`, with data checked against its `resumeSchema`."
 )
-async def resume_run(info: Info, input: ResumeRunInput) -> DecisionResult:  # noqa: A002
+async def resume_run(info: Info, input: ResumeRunInput) -> DecisionResult:
     context = info.context
     return await outcome_or_error(  # type: ignore[return-value]
         context.runs.resume(

@@ -12,7 +12,7 @@ from ._results import RetryRunResult, outcome_or_error
 @strawberry.mutation(
     description="Continue a run whose every call is decided but whose continuation failed or was abandoned."
 )
-async def retry_run(info: Info, input: RetryRunInput) -> RetryRunResult:  # noqa: A002
+async def retry_run(info: Info, input: RetryRunInput) -> RetryRunResult:
     context = info.context
     return await outcome_or_error(  # type: ignore[return-value]
         context.runs.retry(str(input.agent_id), str(input.run_id), principal=context.principal)

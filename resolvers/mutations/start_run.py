@@ -10,7 +10,7 @@ from ._results import StartRunResult, outcome_or_error
 
 
 @strawberry.mutation(description="Start a run of an agent; it is listed if it suspends.")
-async def start_run(info: Info, input: StartRunInput) -> StartRunResult:  # noqa: A002
+async def start_run(info: Info, input: StartRunInput) -> StartRunResult:
     context = info.context
     return await outcome_or_error(  # type: ignore[return-value]
         context.runs.start_run(

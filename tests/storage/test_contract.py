@@ -125,7 +125,9 @@ async def test_filters_combine_and_date_bounds_are_inclusive(store: SnapshotStor
     await store.insert(snapshot("old", created=T0 - timedelta(hours=1), thread="t1", resource="r1"), b"[]")
     await store.insert(snapshot("edge-from", created=T0, thread="t1", resource="r1"), b"[]")
     await store.insert(snapshot("mid", created=T0 + timedelta(minutes=30), thread="t2", resource="r1"), b"[]")
-    await store.insert(snapshot("edge-to", created=T0 + timedelta(hours=1), thread="t1", resource="r2"), b"[]")
+    await store.insert(
+        snapshot("edge-to", created=T0 + timedelta(hours=1), thread="t1", resource="r2"), b"[]"
+    )
     await store.insert(snapshot("late", created=T0 + timedelta(hours=2), thread="t1", resource="r1"), b"[]")
 
     async def ids(f: RunFilter) -> list[str]:
@@ -207,8 +209,12 @@ async def test_claim_needs_every_call_decided_and_is_exclusive(store: SnapshotSt
     until = T0 + timedelta(seconds=60)
 
     early = await store.claim("refund-agent", "run", by="i1", until=until, now=T0)
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.record_decision("refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0)
+    await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
+    )
+    await store.record_decision(
+        "refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0
+    )
     won = await store.claim("refund-agent", "run", by="i1", until=until, now=T0)
     lost = await store.claim("refund-agent", "run", by="i2", until=until, now=T0)
     late_decision = await store.record_decision(
@@ -225,7 +231,9 @@ async def test_claim_needs_every_call_decided_and_is_exclusive(store: SnapshotSt
 
 async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"old")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
+    )
     await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
 
     too_soon = await store.claim(
@@ -250,12 +258,20 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
 
 async def test_replace_claimed_stores_new_calls_and_history(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"old")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
+    )
     await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
     later = T0 + timedelta(seconds=3)
 
     lost = await store.replace_claimed(
-        "refund-agent", "run", by="i2", tool_calls=[tool_call("x")], history=b"nope", history_id="h-x", now=later
+        "refund-agent",
+        "run",
+        by="i2",
+        tool_calls=[tool_call("x")],
+        history=b"nope",
+        history_id="h-x",
+        now=later,
     )
     replaced = await store.replace_claimed(
         "refund-agent",
@@ -280,7 +296,9 @@ async def test_replace_claimed_stores_new_calls_and_history(store: SnapshotStore
 
 async def test_delete_claimed_removes_the_run_and_its_history(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"h")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
+    )
     await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
 
     deleted = await store.delete_claimed("refund-agent", "run", by="i1")
@@ -293,7 +311,9 @@ async def test_delete_claimed_removes_the_run_and_its_history(store: SnapshotSto
 
 async def test_release_claim_keeps_decisions_and_records_the_error(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"h")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
+    )
     await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
     error = {"type": "ModelHTTPError", "message": "boom", "at": T0}
 
@@ -342,7 +362,15 @@ async def test_events_are_per_run_and_oldest_first(store: SnapshotStore) -> None
             }
         )
     await store.append_event(
-        {"_id": "other", "runId": "run2", "agentId": "refund-agent", "type": "started", "at": T0, "by": None, "data": {}}
+        {
+            "_id": "other",
+            "runId": "run2",
+            "agentId": "refund-agent",
+            "type": "started",
+            "at": T0,
+            "by": None,
+            "data": {},
+        }
     )
 
     events = await store.list_events("refund-agent", "run")

@@ -19,6 +19,8 @@ FerretDB supports as well as MongoDB.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -83,9 +85,7 @@ async def _reachable() -> AsyncIterator[None]:
 
 
 def _keyset(key: SortKey, op: str) -> Document:
-    return {
-        "$or": [{"createdAt": {op: key.created_at}}, {"createdAt": key.created_at, "_id": {op: key.run_id}}]
-    }
+    return {"$or": [{"createdAt": {op: key.created_at}}, {"createdAt": key.created_at, "_id": {op: key.run_id}}]}
 
 
 def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
@@ -128,6 +128,23 @@ class MongoSnapshotStore:
         self._timeout_ms = int(server_selection_timeout * 1000)
         self._inline_history_limit = inline_history_limit
         self._client: AsyncMongoClient[Document] | None = None
+        self._run_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def _lock(self, run_id: str) -> asyncio.Lock:
+        """This process's lock on one run's snapshot writes.
+
+        MongoDB applies each conditional update atomically. FerretDB 1.24 does not: it runs
+        ``findAndModify``/``update`` as a query followed by a write by ``_id``
+        (``internal/handler/msg_findandmodify.go``), so two concurrent updates of one document
+        can both match and the later write erases the earlier one. Serializing the writes of a
+        run inside the process makes one instance safe on FerretDB too; several instances need
+        MongoDB's atomic updates (README "Guarantees").
+        """
+        lock = self._run_locks.get(run_id)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._run_locks[run_id] = lock
+        return lock
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -275,9 +292,7 @@ class MongoSnapshotStore:
         """Bulk insert (data generator): all histories (inline size only), then all snapshots."""
         if not snapshots:
             return
-        histories = [
-            {"_id": s["historyId"], "runId": s["_id"], "data": zlib.compress(h, 6)} for s, h in snapshots
-        ]
+        histories = [{"_id": s["historyId"], "runId": s["_id"], "data": zlib.compress(h, 6)} for s, h in snapshots]
         try:
             async with _reachable():
                 await self._histories.insert_many(histories, ordered=False)
@@ -285,8 +300,8 @@ class MongoSnapshotStore:
         except BulkWriteError as exc:
             raise DuplicateRunError(f"bulk insert failed: {exc.details.get('writeErrors', [])[:1]}") from exc
 
-    async def _update(self, query: Document, update: Document) -> SnapshotDocument | None:
-        async with _reachable():
+    async def _update(self, run_id: str, query: Document, update: Document) -> SnapshotDocument | None:
+        async with self._lock(run_id), _reachable():
             doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
         return cast(SnapshotDocument | None, doc)
 
@@ -302,6 +317,7 @@ class MongoSnapshotStore:
     ) -> SnapshotDocument | None:
         path = f"toolCalls.{index}"
         return await self._update(
+            run_id,
             {
                 "_id": run_id,
                 "agentId": agent_id,
@@ -319,6 +335,7 @@ class MongoSnapshotStore:
         self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
     ) -> SnapshotDocument | None:
         return await self._update(
+            run_id,
             {
                 "_id": run_id,
                 "agentId": agent_id,
@@ -338,10 +355,8 @@ class MongoSnapshotStore:
         return {"_id": run_id, "agentId": agent_id, "status": "resuming", "claim.by": by}
 
     async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        async with _reachable():
-            result = await self._runs.update_one(
-                self._held(agent_id, run_id, by), {"$set": {"claim.until": until}}
-            )
+        async with self._lock(run_id), _reachable():
+            result = await self._runs.update_one(self._held(agent_id, run_id, by), {"$set": {"claim.until": until}})
         return result.matched_count == 1
 
     async def replace_claimed(
@@ -361,6 +376,7 @@ class MongoSnapshotStore:
             return None
         await self._write_history(history_id, run_id, history)
         doc = await self._update(
+            run_id,
             self._held(agent_id, run_id, by),
             {
                 "$set": {
@@ -381,7 +397,7 @@ class MongoSnapshotStore:
         return doc
 
     async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
-        async with _reachable():
+        async with self._lock(run_id), _reachable():
             doc = await self._runs.find_one_and_delete(self._held(agent_id, run_id, by))
         if doc is None:
             return False
@@ -392,6 +408,7 @@ class MongoSnapshotStore:
         self, agent_id: str, run_id: str, *, by: str, error: RunErrorDocument, now: datetime
     ) -> SnapshotDocument | None:
         return await self._update(
+            run_id,
             self._held(agent_id, run_id, by),
             {
                 "$set": {"status": "suspended", "claim": None, "lastError": dict(error), "updatedAt": now},
@@ -414,9 +431,7 @@ class MongoSnapshotStore:
         return cast(list[EventDocument], docs)
 
     # -- idempotency ---------------------------------------------------------------------------
-    async def reserve_idempotency_key(
-        self, key_id: str, fingerprint: str, now: datetime
-    ) -> IdempotencyDocument | None:
+    async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         try:
             async with _reachable():
                 await self._keys.insert_one(
@@ -455,12 +470,7 @@ class MongoSnapshotStore:
     async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> Mapping[str, Any]:
         """The server's query plan for a listing page (index checks, ``bench/``)."""
         async with _reachable():
-            return await (
-                self._runs.find(listing_query(agent_id, run_filter))
-                .sort(LISTING_ORDER)
-                .limit(limit)
-                .explain()
-            )
+            return await self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER).limit(limit).explain()
 
 
 __all__ = ["LISTING_INDEXES", "MongoSnapshotStore", "listing_query"]

@@ -47,9 +47,7 @@ class Agent:
         agents = info.context.agents
         if agent_id not in agents:
             return None
-        return cls(
-            id=strawberry.ID(agent_id), name=agents.name(agent_id), description=agents.description(agent_id)
-        )
+        return cls(id=strawberry.ID(agent_id), name=agents.name(agent_id), description=agents.description(agent_id))
 
     @classmethod
     def resolve_reference(cls, info: Info, id: strawberry.ID) -> Agent | None:

@@ -85,9 +85,7 @@ class InvalidResumeData(UserError):
     problems: list[ResumeDataProblem]
 
 
-@strawberry.type(
-    description="The idempotency key was used with other arguments, or its first use still runs."
-)
+@strawberry.type(description="The idempotency key was used with other arguments, or its first use still runs.")
 class IdempotencyKeyReused(UserError):
     idempotency_key: str
 
@@ -146,10 +144,7 @@ def to_user_error(error: RunsgateError) -> UserError:
             return InvalidResumeData(
                 code=code,
                 message=message,
-                problems=[
-                    ResumeDataProblem(path=[str(p) for p in x.path], message=x.message)
-                    for x in error.problems
-                ],
+                problems=[ResumeDataProblem(path=[str(p) for p in x.path], message=x.message) for x in error.problems],
             )
         case IdempotencyKeyReusedError():
             return IdempotencyKeyReused(code=code, message=message, idempotency_key=error.key)

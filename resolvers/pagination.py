@@ -100,9 +100,7 @@ def page_request(
         if page.per_page < 1:
             raise QueryArgumentError("`page.perPage` must be an integer >= 1", argument="page.perPage")
         if page.per_page > max_page_size:
-            raise QueryArgumentError(
-                f"`page.perPage` must be at most {max_page_size}", argument="page.perPage"
-            )
+            raise QueryArgumentError(f"`page.perPage` must be at most {max_page_size}", argument="page.perPage")
         if page.page < 0:
             raise QueryArgumentError("`page.page` must be an integer >= 0", argument="page.page")
         return PageRequest(limit=page.per_page, skip=page.page * page.per_page, page_number=page.page)
@@ -131,9 +129,7 @@ def to_store_filter(run_filter: SuspendedRunFilter | None) -> RunFilter:
         and run_filter.to_date is not None
         and run_filter.from_date > run_filter.to_date
     ):
-        raise QueryArgumentError(
-            "`filter.fromDate` must not be after `filter.toDate`", argument="filter.fromDate"
-        )
+        raise QueryArgumentError("`filter.fromDate` must not be after `filter.toDate`", argument="filter.fromDate")
     return run_filter.to_run_filter()
 
 
@@ -185,9 +181,7 @@ async def suspended_runs_connection(
             has_previous = request.after is not None and await _exists(
                 info, agent_id, store_filter, before=docs, fallback=request.after
             )
-    edges = [
-        SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d)) for d in docs
-    ]
+    edges = [SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d)) for d in docs]
 
     async def count_runs() -> int:
         return await store.count_runs(agent_id, store_filter)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import strawberry
 from strawberry import relay
+from strawberry.relay import GlobalIDValueError
 
 from .agents import Agent, FilterArg
 from .context import Info
+from .errors import QueryArgumentError
 from .inputs import PageInput
 from .pagination import require_agent, suspended_runs_connection
 from .types import RunEvent, SuspendedRun, SuspendedRunConnection
@@ -14,7 +16,16 @@ from .types import RunEvent, SuspendedRun, SuspendedRunConnection
 
 @strawberry.type
 class Query:
-    node: relay.Node | None = relay.node(description="Any object by its global id (Relay).")
+    @strawberry.field(description="A suspended run by its Relay global `id`, or null.")
+    async def node(self, info: Info, id: strawberry.ID) -> relay.Node | None:
+        try:
+            global_id = relay.GlobalID.from_id(id)
+        except GlobalIDValueError:
+            raise QueryArgumentError("`id` is not a global id returned by this API", argument="id") from None
+        if global_id.type_name != "SuspendedRun":
+            return None
+        found = await SuspendedRun.resolve_nodes(info=info, node_ids=[global_id.node_id])
+        return found[0]
 
     @strawberry.field(
         description="An agent's suspended runs, newest first (seed: `listSuspendedRuns`). "
@@ -43,9 +54,7 @@ class Query:
         )
 
     @strawberry.field(description="One suspended run of an agent, or null (also for another agent's run).")
-    async def suspended_run(
-        self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID
-    ) -> SuspendedRun | None:
+    async def suspended_run(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> SuspendedRun | None:
         require_agent(info, str(agent_id))
         doc = await info.context.store.get(str(agent_id), str(run_id))
         return None if doc is None else SuspendedRun.from_document(doc)

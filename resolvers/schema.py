@@ -11,9 +11,9 @@ from datetime import datetime
 from functools import partial
 
 import strawberry
-from strawberry.schema.config import StrawberryConfig
 from graphql import GraphQLError
 from strawberry.extensions import MaskErrors, ParserCache, ValidationCache
+from strawberry.schema.config import StrawberryConfig
 
 from .agents import Agent
 from .errors import USER_ERROR_TYPES, QueryArgumentError
@@ -26,12 +26,14 @@ logger = logging.getLogger("runsgate.graphql")
 
 
 def should_mask_error(error: GraphQLError) -> bool:
-    """Mask unexpected faults (never show internals); keep syntax, validation and argument errors.
+    """Mask unexpected faults (never show internals); keep the client's own mistakes.
 
-    A masked error is logged with its traceback.
+    Request errors (syntax, validation, variable coercion such as a DateTime without offset)
+    have no ``path`` and are the client's to see; so are ``QueryArgumentError``s. Anything else
+    raised while executing a field is masked ("Unexpected error.") and logged with its traceback.
     """
     original = error.original_error
-    if original is None or isinstance(original, QueryArgumentError):
+    if original is None or not error.path or isinstance(original, QueryArgumentError):
         return False
     logger.error("unexpected error in %s", error.path, exc_info=original)
     return True

@@ -82,9 +82,7 @@ class RunError:
 @strawberry.type(description="One entry of a run's audit trail.")
 class RunEvent:
     id: strawberry.ID
-    type: str = strawberry.field(
-        description="started, suspended, decision, resumed, completed, failed or takeover."
-    )
+    type: str = strawberry.field(description="started, suspended, decision, resumed, completed, failed or takeover.")
     at: datetime = strawberry.field(description="UTC.")
     by: str | None = strawberry.field(description="The principal or instance that caused it.")
     data: JSON
@@ -92,7 +90,11 @@ class RunEvent:
     @classmethod
     def from_document(cls, doc: EventDocument) -> RunEvent:
         return cls(
-            id=strawberry.ID(doc["_id"]), type=doc["type"], at=doc["at"], by=doc["by"], data=cast(JSON, doc["data"])
+            id=strawberry.ID(doc["_id"]),
+            type=doc["type"],
+            at=doc["at"],
+            by=doc["by"],
+            data=cast(JSON, doc["data"]),
         )
 
 

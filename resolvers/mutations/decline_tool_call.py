@@ -10,8 +10,7 @@ from ._results import DecisionResult, outcome_or_error
 
 
 @strawberry.mutation(
-    description="Decline a tool call waiting for approval; "
-    "the tool never runs and the reason reaches the model."
+    description="Decline a tool call waiting for approval; the tool never runs and the reason reaches the model."
 )
 async def decline_tool_call(info: Info, input: DeclineToolCallInput) -> DecisionResult:
     context = info.context

@@ -57,9 +57,7 @@ class Continuation:
         agent_id, run_id, me = doc["agentId"], doc["_id"], self.instance_id
         agent = self.agents.get_agent(agent_id)
         now = self.now()
-        claimed = await self.store.claim(
-            agent_id, run_id, by=me, until=claim_expiry(now, self.claim_ttl), now=now
-        )
+        claimed = await self.store.claim(agent_id, run_id, by=me, until=claim_expiry(now, self.claim_ttl), now=now)
         if claimed is None:
             return RunOutcome(run_id=run_id, agent_id=agent_id, status="resuming")
         scope = self.scope_of(claimed, principal)
@@ -70,13 +68,9 @@ class Continuation:
             for c in claimed["toolCalls"]
             if c["decision"] is not None
         ]
-        await self.journal.event(
-            scope, "resumed", by=principal, data={"instanceId": me, "decisions": decided}
-        )
+        await self.journal.event(scope, "resumed", by=principal, data={"instanceId": me, "decisions": decided})
         try:
-            async with renewing_claim(
-                self.store, agent_id, run_id, by=me, ttl=self.claim_ttl, clock=self.now
-            ):
+            async with renewing_claim(self.store, agent_id, run_id, by=me, ttl=self.claim_ttl, clock=self.now):
                 history = await self.store.load_history(agent_id, run_id)
                 if history is None:
                     raise LookupError(f"the message history of run {run_id!r} is missing")

@@ -79,9 +79,7 @@ def validate_resume_data(schema: dict[str, Any] | None, data: Any) -> None:
     """
     if schema is None:
         return
-    errors = sorted(
-        Draft202012Validator(schema).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]
-    )
+    errors = sorted(Draft202012Validator(schema).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         raise InvalidResumeDataError(
             [ResumeDataProblem(path=list(error.absolute_path), message=error.message) for error in errors]

@@ -21,9 +21,7 @@ def declined_message(reason: str | None) -> str:
     return "The user declined this tool call."
 
 
-def tool_call_documents(
-    requests: DeferredToolRequests, messages: Sequence[ModelMessage]
-) -> list[ToolCallDocument]:
+def tool_call_documents(requests: DeferredToolRequests, messages: Sequence[ModelMessage]) -> list[ToolCallDocument]:
     """The pending calls of a run that ended with ``requests``, in the order the model made them.
 
     Approvals list the model's arguments; calls deferred by ``suspend()`` list its payload and

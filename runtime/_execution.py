@@ -58,9 +58,7 @@ async def run_agent(
     output_type = _output_type_with_deferred(agent)
     with entered(scope):
         if output_type is None:
-            result = await agent.run(
-                prompt, message_history=messages, deferred_tool_results=results, model=model
-            )
+            result = await agent.run(prompt, message_history=messages, deferred_tool_results=results, model=model)
         else:
             result = await agent.run(
                 prompt,

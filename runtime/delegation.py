@@ -103,9 +103,7 @@ async def _answer(manager: RunManager, inner: SnapshotDocument, answer: dict[str
             if answer["decision"] == "approved":
                 return await manager.approve(agent_id, run_id, call_id, principal=by)
             if answer["decision"] == "declined":
-                return await manager.decline(
-                    agent_id, run_id, call_id, reason=answer.get("reason"), principal=by
-                )
+                return await manager.decline(agent_id, run_id, call_id, reason=answer.get("reason"), principal=by)
             return await manager.resume(agent_id, run_id, call_id, answer.get("resumeData"), principal=by)
     if pending:
         # The decision was for a call the sub-run already moved past: ask about the next one.
@@ -154,9 +152,7 @@ def _settle(outcome: RunOutcome) -> Any:
                 kind="question",
             )
     if outcome.status == "failed":
-        raise DelegationError(
-            f"sub-run {outcome.run_id!r} of agent {outcome.agent_id!r} failed: {outcome.error}"
-        )
+        raise DelegationError(f"sub-run {outcome.run_id!r} of agent {outcome.agent_id!r} failed: {outcome.error}")
     raise DelegationError(
         f"sub-run {outcome.run_id!r} of agent {outcome.agent_id!r} is being continued elsewhere; retry later"
     )

@@ -78,11 +78,7 @@ class RunsgateError(Exception):
         return cls._from_details(dict(data.get("details") or {}))
 
     def __eq__(self, other: object) -> bool:
-        return (
-            type(other) is type(self)
-            and isinstance(other, RunsgateError)
-            and other.to_json() == self.to_json()
-        )
+        return type(other) is type(self) and isinstance(other, RunsgateError) and other.to_json() == self.to_json()
 
     def __hash__(self) -> int:
         return hash((self.code, self.message))
@@ -230,9 +226,7 @@ class InvalidResumeDataError(RunsgateError):
 
     @classmethod
     def _from_details(cls, details: dict[str, Any]) -> RunsgateError:
-        return cls(
-            [ResumeDataProblem(path=list(p["path"]), message=p["message"]) for p in details["problems"]]
-        )
+        return cls([ResumeDataProblem(path=list(p["path"]), message=p["message"]) for p in details["problems"]])
 
 
 class IdempotencyKeyReusedError(RunsgateError):

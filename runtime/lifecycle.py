@@ -282,9 +282,7 @@ class RunManager:
         )
         return await self._decide_once(agent_id, run_id, "resumeRun", request)
 
-    async def _decide_once(
-        self, agent_id: str, run_id: str, operation: str, request: DecisionRequest
-    ) -> RunOutcome:
+    async def _decide_once(self, agent_id: str, run_id: str, operation: str, request: DecisionRequest) -> RunOutcome:
         arguments = {
             "runId": run_id,
             "toolCallId": request.tool_call_id,
@@ -324,9 +322,7 @@ class RunManager:
             if updated is not None:
                 break
         else:
-            raise RunNotReadyError(
-                run_id, f"Run {run_id!r} kept changing while recording the decision; try again."
-            )
+            raise RunNotReadyError(run_id, f"Run {run_id!r} kept changing while recording the decision; try again.")
         scope = _scope_of(self, updated, request.principal)
         await self._journal.event(
             scope,

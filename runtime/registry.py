@@ -110,9 +110,7 @@ def load_registry(import_path: str) -> AgentRegistry:
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(
-            f"agent registry path {import_path!r}: cannot import {module_name!r}: {exc}"
-        ) from exc
+        raise ValueError(f"agent registry path {import_path!r}: cannot import {module_name!r}: {exc}") from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
@@ -125,9 +123,7 @@ def load_registry(import_path: str) -> AgentRegistry:
             return AgentRegistry(target)
         if isinstance(target, AbstractAgent | str | bytes) or not isinstance(target, Iterable):
             kind = type(target).__name__
-            raise ValueError(
-                f"{attribute!r} is a {kind}, not a mapping of id -> Agent or an iterable of Agents"
-            )
+            raise ValueError(f"{attribute!r} is a {kind}, not a mapping of id -> Agent or an iterable of Agents")
         return AgentRegistry.from_agents(target)
     except ValueError as exc:
         raise ValueError(f"agent registry path {import_path!r}: {exc}") from exc

@@ -37,9 +37,7 @@ def suspend(ctx: RunContext[Any], payload: Any = None, *, resume_schema: type[Mo
 
 
 @overload
-def suspend(
-    ctx: RunContext[Any], payload: Any = None, *, resume_schema: dict[str, Any] | None = None
-) -> Any: ...
+def suspend(ctx: RunContext[Any], payload: Any = None, *, resume_schema: dict[str, Any] | None = None) -> Any: ...
 
 
 def suspend(

@@ -31,9 +31,7 @@ def _serve(host: str | None, port: int | None) -> int:
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from .app import create_app
 
     uvicorn.run(

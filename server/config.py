@@ -29,9 +29,7 @@ class Settings(BaseSettings):
     """Interface ``runsgate serve`` listens on."""
     port: Annotated[int, Field(ge=0, le=65535)] = 4000
     """TCP port ``runsgate serve`` listens on."""
-    mongodb_uri: str | None = Field(
-        default=None, validation_alias=AliasChoices("MONGODB_URI", "RUNSGATE_MONGODB_URI")
-    )
+    mongodb_uri: str | None = Field(default=None, validation_alias=AliasChoices("MONGODB_URI", "RUNSGATE_MONGODB_URI"))
     """``mongodb://`` URI; its path names the database (default ``runsgate``). Unset: memory store."""
     mongodb_timeout: Annotated[float, Field(gt=0)] = 5.0
     """Seconds to wait for a reachable MongoDB server before an operation fails."""
@@ -43,9 +41,7 @@ class Settings(BaseSettings):
     """Cap on ``first``/``last``/``perPage``, and the page size when none is given."""
     claim_ttl: Annotated[float, Field(gt=0)] = 60.0
     """Seconds a claim on a continuing run lasts (renewed while it runs)."""
-    instance_id: str = Field(
-        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    )
+    instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     """This instance's id in claims and the audit log."""
     graphiql: bool = True
     """Serve the GraphiQL explorer on ``GET /graphql`` from a browser."""
@@ -79,8 +75,6 @@ def load_settings() -> Settings:
         problems = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
-            variable = (
-                "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
-            )
+            variable = "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
             problems.append(f"{variable}: {error['msg']}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

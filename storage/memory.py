@@ -222,9 +222,7 @@ class MemorySnapshotStore:
         return [copy.deepcopy(e) for e in self._events if e["agentId"] == agent_id and e["runId"] == run_id]
 
     # -- idempotency ---------------------------------------------------------------------------
-    async def reserve_idempotency_key(
-        self, key_id: str, fingerprint: str, now: datetime
-    ) -> IdempotencyDocument | None:
+    async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         existing = self._keys.get(key_id)
         if existing is not None:
             return copy.deepcopy(existing)

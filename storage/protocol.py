@@ -180,9 +180,7 @@ class SnapshotStore(Protocol):
         ...
 
     # -- idempotency -------------------------------------------------------------------------
-    async def reserve_idempotency_key(
-        self, key_id: str, fingerprint: str, now: datetime
-    ) -> IdempotencyDocument | None:
+    async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         """Insert the key; return ``None`` when it was new, else the existing document."""
 
     async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:

@@ -59,10 +59,7 @@ def ferretdb_binary() -> str | None:
 def _runs(binary: str) -> bool:
     """A plain ``go install`` build of FerretDB 1.24 panics at start; accept only one that runs."""
     try:
-        return (
-            subprocess.run([binary, "--version"], capture_output=True, timeout=10, check=False).returncode
-            == 0
-        )
+        return subprocess.run([binary, "--version"], capture_output=True, timeout=10, check=False).returncode == 0
     except OSError:
         return False
 

@@ -47,18 +47,14 @@ def _refund_script(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
                 order = calls[ret.tool_call_id].args_as_dict().get("order_id")
                 lines.append(f"The refund for order {order} was not issued: {ret.content}")
         return ModelResponse(parts=[TextPart(" ".join(lines))])
-    orders_found = [
-        r.content for r in returns if r.tool_name == "lookup_order" and isinstance(r.content, dict)
-    ]
+    orders_found = [r.content for r in returns if r.tool_name == "lookup_order" and isinstance(r.content, dict)]
     if orders_found:
         # One model turn asks for every refund, so they are all pending together.
         refunds = [{"order_id": order["orderId"], "amount": order["amount"]} for order in orders_found]
         return ModelResponse(parts=[ToolCallPart("issue_refund", args) for args in refunds])
     orders = order_ids(latest_prompt(messages))
     if not orders:
-        return ModelResponse(
-            parts=[TextPart("Which order should I refund? Please give me the order number.")]
-        )
+        return ModelResponse(parts=[TextPart("Which order should I refund? Please give me the order number.")])
     return ModelResponse(parts=[ToolCallPart("lookup_order", {"order_id": order}) for order in orders])
 
 

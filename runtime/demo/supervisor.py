@@ -35,9 +35,7 @@ support_supervisor = Agent(
     name="support-supervisor",
     deps_type=type(None),
     description="Customer support supervisor; hands refund requests to refund-agent.",
-    instructions=(
-        "You are a support supervisor. Pass refund requests to ask_refund_agent and relay its answer."
-    ),
+    instructions=("You are a support supervisor. Pass refund requests to ask_refund_agent and relay its answer."),
     output_type=[str, DeferredToolRequests],
 )
 

@@ -25,7 +25,7 @@ def test_schema_keeps_the_fixed_names_of_the_design() -> None:
         "first: Int = null, after: String = null, last: Int = null, before: String = null): "
         "SuspendedRunConnection!",
         "suspendedRun(agentId: ID!, runId: ID!): SuspendedRun",
-        "type SuspendedRun implements Node @key(fields: \"runId\")",
+        'type SuspendedRun implements Node @key(fields: "runId")',
         "union DecisionResult = RunOutcome | AgentNotFound | RunNotFound | ToolCallNotFound | "
         "ToolCallAlreadyDecided | WrongToolCallKind | AmbiguousToolCall | InvalidResumeData",
         "startRun(input: StartRunInput!): StartRunResult!",

@@ -58,12 +58,8 @@ async def test_unknown_agent(manager: RunManager) -> None:
 async def test_another_agents_run_is_reported_exactly_like_a_missing_run(manager: RunManager) -> None:
     run_id, calls = await _two_order_run(manager)
 
-    foreign = await _refused(
-        manager, REFUND, run_id, lambda: manager.approve("weather-agent", run_id, calls[0])
-    )
-    missing = await _refused(
-        manager, REFUND, run_id, lambda: manager.approve("weather-agent", "r-404", calls[0])
-    )
+    foreign = await _refused(manager, REFUND, run_id, lambda: manager.approve("weather-agent", run_id, calls[0]))
+    missing = await _refused(manager, REFUND, run_id, lambda: manager.approve("weather-agent", "r-404", calls[0]))
 
     assert isinstance(foreign, RunNotFoundError)
     assert isinstance(missing, RunNotFoundError)

@@ -116,9 +116,7 @@ async def test_retry_refuses_a_run_another_instance_is_continuing_then_takes_it_
     run_id, _ = await _approved_while_model_is_down(manager)
     agents.SWITCHES["model_down"] = False
     now = utcnow()
-    claimed = await manager.store.claim(
-        FLAKY, run_id, by="instance-b", until=now + timedelta(seconds=60), now=now
-    )
+    claimed = await manager.store.claim(FLAKY, run_id, by="instance-b", until=now + timedelta(seconds=60), now=now)
     assert claimed is not None
 
     # when / then: its claim is live

@@ -41,9 +41,7 @@ async def test_outer_run_shows_the_sub_agents_call_and_inner_run_is_listed_only_
     assert await any_manager.store.get(SUPERVISOR, inner["_id"]) is None
 
     # when the outer call is approved
-    outcome = await any_manager.approve(
-        SUPERVISOR, started.run_id, outer_call["toolCallId"], principal="alice"
-    )
+    outcome = await any_manager.approve(SUPERVISOR, started.run_id, outer_call["toolCallId"], principal="alice")
 
     # then both runs complete and both snapshots are gone
     assert outcome.status == "completed"

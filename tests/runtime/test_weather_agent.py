@@ -28,9 +28,7 @@ async def test_resuming_with_a_city_reports_its_weather(any_manager: RunManager)
     assert schema["properties"]["name"]["type"] == "string"
 
     # when: resumed without naming the call (it is the only one waiting for data)
-    outcome = await any_manager.resume(
-        AGENT, started.run_id, None, {"name": "San Francisco"}, principal="eve"
-    )
+    outcome = await any_manager.resume(AGENT, started.run_id, None, {"name": "San Francisco"}, principal="eve")
 
     # then
     sf = forecast("San Francisco")

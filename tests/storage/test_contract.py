@@ -125,9 +125,7 @@ async def test_filters_combine_and_date_bounds_are_inclusive(store: SnapshotStor
     await store.insert(snapshot("old", created=T0 - timedelta(hours=1), thread="t1", resource="r1"), b"[]")
     await store.insert(snapshot("edge-from", created=T0, thread="t1", resource="r1"), b"[]")
     await store.insert(snapshot("mid", created=T0 + timedelta(minutes=30), thread="t2", resource="r1"), b"[]")
-    await store.insert(
-        snapshot("edge-to", created=T0 + timedelta(hours=1), thread="t1", resource="r2"), b"[]"
-    )
+    await store.insert(snapshot("edge-to", created=T0 + timedelta(hours=1), thread="t1", resource="r2"), b"[]")
     await store.insert(snapshot("late", created=T0 + timedelta(hours=2), thread="t1", resource="r1"), b"[]")
 
     async def ids(f: RunFilter) -> list[str]:
@@ -162,9 +160,7 @@ async def test_skip_limit_and_keyset_bounds(store: SnapshotStore) -> None:
     page = await store.list_runs("refund-agent", RunFilter(), limit=2, skip=2)
     after = await store.list_runs("refund-agent", RunFilter(), limit=3, after=sort_key(everything[1]))
     before = await store.list_runs("refund-agent", RunFilter(), before=sort_key(everything[3]))
-    last = await store.list_runs(
-        "refund-agent", RunFilter(), limit=2, before=sort_key(everything[5]), from_end=True
-    )
+    last = await store.list_runs("refund-agent", RunFilter(), limit=2, before=sort_key(everything[5]), from_end=True)
     between = await store.list_runs(
         "refund-agent", RunFilter(), after=sort_key(everything[0]), before=sort_key(everything[4])
     )
@@ -179,9 +175,7 @@ async def test_skip_limit_and_keyset_bounds(store: SnapshotStore) -> None:
 async def test_record_decision_is_conditional_and_counts_down(store: SnapshotStore) -> None:
     await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
 
-    first = await store.record_decision(
-        "refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0
-    )
+    first = await store.record_decision("refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0)
     again = await store.record_decision(
         "refund-agent", "run", index=1, tool_call_id="c2", decision=decision("declined"), now=T0
     )
@@ -209,12 +203,8 @@ async def test_claim_needs_every_call_decided_and_is_exclusive(store: SnapshotSt
     until = T0 + timedelta(seconds=60)
 
     early = await store.claim("refund-agent", "run", by="i1", until=until, now=T0)
-    await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
-    )
-    await store.record_decision(
-        "refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0
-    )
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.record_decision("refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0)
     won = await store.claim("refund-agent", "run", by="i1", until=until, now=T0)
     lost = await store.claim("refund-agent", "run", by="i2", until=until, now=T0)
     late_decision = await store.record_decision(
@@ -231,9 +221,7 @@ async def test_claim_needs_every_call_decided_and_is_exclusive(store: SnapshotSt
 
 async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"old")
-    await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
-    )
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
     await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
 
     too_soon = await store.claim(
@@ -258,9 +246,7 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
 
 async def test_replace_claimed_stores_new_calls_and_history(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"old")
-    await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
-    )
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
     await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
     later = T0 + timedelta(seconds=3)
 
@@ -296,9 +282,7 @@ async def test_replace_claimed_stores_new_calls_and_history(store: SnapshotStore
 
 async def test_delete_claimed_removes_the_run_and_its_history(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"h")
-    await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
-    )
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
     await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
 
     deleted = await store.delete_claimed("refund-agent", "run", by="i1")
@@ -311,9 +295,7 @@ async def test_delete_claimed_removes_the_run_and_its_history(store: SnapshotSto
 
 async def test_release_claim_keeps_decisions_and_records_the_error(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"h")
-    await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
-    )
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
     await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
     error = {"type": "ModelHTTPError", "message": "boom", "at": T0}
 

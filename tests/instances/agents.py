@@ -1,0 +1,64 @@
+"""Scripted agents for the two-instance tests (no network).
+
+``gate-agent``: the prompt is ``"<token> <calls> <delay>"``. In one model turn the model asks
+for ``<calls>`` calls of ``act`` (labels ``<token>#1`` ...), each needing approval. ``act``
+sleeps ``delay`` seconds, then appends one line ``label<TAB>toolCallId<TAB>pid`` to the file
+named by ``RUNSGATE_TEST_SIDE_EFFECTS``: a side effect every server process shares, so a test
+can count how often the tool really ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests
+
+from runtime.demo._script import latest_prompt, latest_returns
+
+SIDE_EFFECTS_ENV = "RUNSGATE_TEST_SIDE_EFFECTS"
+
+
+def parse_prompt(prompt: str) -> tuple[str, int, float]:
+    token, calls, delay = [*prompt.split(), "1", "0"][:3]
+    return token, int(calls), float(delay)
+
+
+def _gate_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = [r for r in latest_returns(messages) if r.tool_name == "act"]
+    if returns:
+        return ModelResponse(parts=[TextPart("; ".join(f"{r.outcome}: {r.content}" for r in returns))])
+    token, calls, delay = parse_prompt(latest_prompt(messages))
+    return ModelResponse(
+        parts=[ToolCallPart("act", {"label": f"{token}#{i}", "delay": delay}) for i in range(1, calls + 1)]
+    )
+
+
+gate_agent = Agent(
+    FunctionModel(_gate_script, model_name="runsgate-test-gate"),
+    name="gate-agent",
+    deps_type=type(None),
+    description="Asks to act; every act waits for approval and leaves a line in a shared file.",
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@gate_agent.tool(requires_approval=True)
+async def act(ctx: RunContext[None], label: str, delay: float = 0.0) -> str:
+    """Do something with a visible side effect. Needs a person's approval."""
+    if delay:
+        await asyncio.sleep(delay)
+    _record(label, ctx.tool_call_id)
+    return f"did {label}"
+
+
+def _record(label: str, tool_call_id: str | None) -> None:
+    """Append one line to the shared side-effect file (one small O_APPEND write)."""
+    with open(os.environ[SIDE_EFFECTS_ENV], "a", encoding="utf-8") as effects:
+        effects.write(f"{label}\t{tool_call_id}\t{os.getpid()}\n")
+
+
+AGENTS = {"gate-agent": gate_agent}

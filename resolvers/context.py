@@ -24,7 +24,7 @@ class Context:
         store: The snapshot store (memory or MongoDB).
         runs: The run lifecycle (start, decide, continue).
         agents: The registered agents.
-        principal: Who is calling (``decidedBy``); ``None`` until authentication exists.
+        principal: Who is calling (``decidedBy``); ``"anonymous"`` until authentication exists.
         max_page_size: Cap on ``first``/``last``/``perPage`` and the default page size.
         loaders: Fresh DataLoaders for this request.
         request: The underlying Starlette request or WebSocket, when there is one.

@@ -44,7 +44,7 @@ class GraphQLApp(GraphQL[Context, None]):
             store=state.store,
             runs=state.runs,
             agents=state.runs.agents,
-            principal=None,
+            principal="anonymous",  # until authentication exists (issue 3: decidedBy)
             max_page_size=state.settings.max_page_size,
             request=request,
             response=response,

@@ -1,0 +1,96 @@
+"""Invalid configuration fails at start with a message naming the variable (DESIGN.md §6).
+
+The two ``python -m server serve`` processes start together (each spends seconds importing);
+more cases go through the same CLI entry point in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from server.cli import main
+
+from .._servers import ROOT
+from ._process import SERVE, server_env
+
+PROCESS_CASES = {"RUNSGATE_PORT": "abc", "MONGODB_URI": "http://x"}
+"""Variable -> invalid value, each given alone to a real ``python -m server serve``."""
+
+
+@pytest.fixture(scope="module")
+def serve_results() -> dict[str, tuple[int, str, str]]:
+    """``(exit status, stdout, stderr)`` of ``python -m server serve`` with each invalid variable."""
+    procs = {
+        variable: subprocess.Popen(
+            SERVE,
+            cwd=ROOT,
+            env=server_env(**{variable: value}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for variable, value in PROCESS_CASES.items()
+    }
+    results = {}
+    for variable, proc in procs.items():
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        results[variable] = (proc.returncode, out, err)
+    return results
+
+
+@pytest.mark.parametrize("variable", list(PROCESS_CASES))
+def test_serve_with_an_invalid_variable_exits_2_naming_it(
+    serve_results: dict[str, tuple[int, str, str]], variable: str
+) -> None:
+    # given an environment where one runsgate variable is invalid
+    # when `python -m server serve` starts
+    status, out, err = serve_results[variable]
+
+    # then it stops at once with status 2, and stderr names the variable without a traceback
+    assert status == 2, (out, err)
+    assert variable in err
+    assert "Traceback" not in err
+    assert "Uvicorn running" not in out + err
+
+
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({"RUNSGATE_PORT": "70000"}, ["RUNSGATE_PORT"]),
+        ({"RUNSGATE_MAX_PAGE_SIZE": "0"}, ["RUNSGATE_MAX_PAGE_SIZE"]),
+        ({"RUNSGATE_AGENTS": "no-colon"}, ["RUNSGATE_AGENTS"]),
+        ({"MONGODB_URI": "postgres://db/x"}, ["MONGODB_URI"]),
+        ({"RUNSGATE_PORT": "abc", "MONGODB_URI": "http://x"}, ["RUNSGATE_PORT", "MONGODB_URI"]),
+    ],
+)
+def test_the_serve_command_names_every_invalid_variable(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    variables: dict[str, str],
+    named: list[str],
+) -> None:
+    # given an environment (and no .env file) with invalid variables
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
+        monkeypatch.delenv(key)
+    for key, value in variables.items():
+        monkeypatch.setenv(key, value)
+
+    # when the serve command runs
+    status = main(["serve"])
+
+    # then it returns 2 before serving, naming each invalid variable on stderr
+    out, err = capsys.readouterr()
+    assert status == 2
+    for variable in named:
+        assert variable in err
+    assert "Uvicorn running" not in out + err

@@ -1,0 +1,88 @@
+"""Discovery reads storage, not memory (DESIGN.md §1): a run survives a restart of runsgate.
+
+Real processes: ``python -m server serve`` is started, stopped and started again on the same
+MongoDB database; the run started through the first process is found and approved through
+the second. With the memory store (the seed's default) the runs are lost instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from server.app import create_app
+from server.config import Settings
+
+from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient
+from ._process import runsgate_process
+
+
+def _graphql(base_url: str, document: str, **variables: Any) -> dict[str, Any]:
+    response = httpx.post(f"{base_url}/graphql", json={"query": document, "variables": variables}, timeout=30)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    assert "errors" not in body, body
+    data: dict[str, Any] = body["data"]
+    return data
+
+
+def _listed(base_url: str) -> list[dict[str, Any]]:
+    connection = _graphql(base_url, SUSPENDED_RUNS, agentId=REFUND)["suspendedRuns"]
+    assert connection["totalCount"] == len(connection["edges"])
+    return [edge["node"] for edge in connection["edges"]]
+
+
+@pytest.mark.mongo
+def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_process(
+    mongodb_uri: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "runsgate.log"
+    # given a refund run started through a runsgate process on MongoDB
+    with runsgate_process(log, MONGODB_URI=mongodb_uri) as first:
+        started = _graphql(first, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["startRun"]
+        assert started["__typename"] == "RunOutcome"
+        assert started["status"] == "SUSPENDED"
+        run = started["run"]
+        assert _listed(first) == [run]
+
+    # when that process is stopped and a new one starts on the same database
+    with runsgate_process(log, MONGODB_URI=mongodb_uri) as second:
+        # then the run is listed by the new process, unchanged
+        assert _listed(second) == [run]
+
+        # when it is approved through the new process
+        outcome = _graphql(
+            second,
+            APPROVE,
+            input={"agentId": REFUND, "runId": run["runId"], "toolCallId": run["toolCalls"][0]["toolCallId"]},
+        )["approveToolCall"]
+
+        # then the run completes and is gone
+        assert outcome["__typename"] == "RunOutcome", outcome
+        assert outcome["status"] == "COMPLETED"
+        assert "Refund of $49.90 for order 1042 issued" in outcome["output"]
+        assert _listed(second) == []
+
+
+async def test_with_the_memory_store_a_restart_loses_the_suspended_runs() -> None:
+    settings = Settings(mongodb_uri=None)
+    # given a refund run suspended in an app on the memory store
+    app = create_app(settings)
+    async with app.router.lifespan_context(app), _client(app) as http:
+        run = await GraphQLClient(http).suspend(REFUND, REFUND_PROMPT)
+        assert await GraphQLClient(http).listed_ids(REFUND) == [run["runId"]]
+
+    # when the app is started again (a new process would do the same)
+    restarted = create_app(settings)
+    async with restarted.router.lifespan_context(restarted), _client(restarted) as http:
+        # then nothing is listed: the seed's default storage is lost on restart
+        assert await GraphQLClient(http).listed_ids(REFUND) == []
+        assert await GraphQLClient(http).suspended_run(REFUND, run["runId"]) is None
+
+
+def _client(app: Starlette) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")

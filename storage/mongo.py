@@ -12,18 +12,17 @@ app's lifespan) and closed by ``close()``. The database is the one named in the 
   limit work (PyMongo ``AsyncGridFSBucket``).
 - ``run_events``: the append-only audit log.
 - ``idempotency_keys``: remembered answers of mutations sent with an idempotency key.
+- ``run_write_locks``: short leases that make one process at a time write a run (``_run_lock``).
 
-Every write to a snapshot is a single-document conditional update (no transactions), which
-FerretDB supports as well as MongoDB.
+Every write to a snapshot is a single-document conditional update (no transactions), made
+while holding the run's lease, because FerretDB does not apply conditional updates atomically.
 """
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from datetime import datetime
 from typing import Any, cast
 
@@ -35,6 +34,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError
 
 from ._query import normalized_filter
+from ._run_lock import RunWriteLocks
 from .documents import (
     DecisionDocument,
     EventDocument,
@@ -128,23 +128,11 @@ class MongoSnapshotStore:
         self._timeout_ms = int(server_selection_timeout * 1000)
         self._inline_history_limit = inline_history_limit
         self._client: AsyncMongoClient[Document] | None = None
-        self._run_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._locks = RunWriteLocks(lambda: self.database["run_write_locks"])
 
-    def _lock(self, run_id: str) -> asyncio.Lock:
-        """This process's lock on one run's snapshot writes.
-
-        MongoDB applies each conditional update atomically. FerretDB 1.24 does not: it runs
-        ``findAndModify``/``update`` as a query followed by a write by ``_id``
-        (``internal/handler/msg_findandmodify.go``), so two concurrent updates of one document
-        can both match and the later write erases the earlier one. Serializing the writes of a
-        run inside the process makes one instance safe on FerretDB too; several instances need
-        MongoDB's atomic updates (README "Guarantees").
-        """
-        lock = self._run_locks.get(run_id)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._run_locks[run_id] = lock
-        return lock
+    def _lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
+        """Exclusive right to write the run's snapshot, across processes (see ``_run_lock``)."""
+        return self._locks.hold(run_id)
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -301,7 +289,7 @@ class MongoSnapshotStore:
             raise DuplicateRunError(f"bulk insert failed: {exc.details.get('writeErrors', [])[:1]}") from exc
 
     async def _update(self, run_id: str, query: Document, update: Document) -> SnapshotDocument | None:
-        async with self._lock(run_id), _reachable():
+        async with _reachable(), self._lock(run_id):
             doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
         return cast(SnapshotDocument | None, doc)
 
@@ -355,7 +343,7 @@ class MongoSnapshotStore:
         return {"_id": run_id, "agentId": agent_id, "status": "resuming", "claim.by": by}
 
     async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        async with self._lock(run_id), _reachable():
+        async with _reachable(), self._lock(run_id):
             result = await self._runs.update_one(self._held(agent_id, run_id, by), {"$set": {"claim.until": until}})
         return result.matched_count == 1
 
@@ -397,7 +385,7 @@ class MongoSnapshotStore:
         return doc
 
     async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
-        async with self._lock(run_id), _reachable():
+        async with _reachable(), self._lock(run_id):
             doc = await self._runs.find_one_and_delete(self._held(agent_id, run_id, by))
         if doc is None:
             return False
@@ -462,6 +450,7 @@ class MongoSnapshotStore:
                 "run_histories",
                 "run_events",
                 "idempotency_keys",
+                "run_write_locks",
                 "run_histories_large.files",
                 "run_histories_large.chunks",
             ):

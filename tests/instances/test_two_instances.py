@@ -400,17 +400,6 @@ async def _two_calls_round(
     return problems
 
 
-@pytest.mark.xfail(
-    strict=False,  # a race: a round may keep both decisions by chance; see README "Guarantees"
-    reason=(
-        "product bug: two decisions on different calls of one run, recorded at the same moment on "
-        "two instances, both answer RunOutcome SUSPENDED and both log a `decision` event, but the "
-        "stored run keeps only one of them (the other call's decision is back to null, "
-        "pendingCount never reaches 0): the run never continues, no side effect, no `completed` "
-        "event. FerretDB 1.24 runs findAndModify as query-then-write by _id, so conditional updates "
-        "of one document from two processes are not atomic; MongoDB's are (issue 3 follow-up)."
-    ),
-)
 async def test_two_calls_approved_at_once_on_different_instances_continue_once(
     cluster: Cluster, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
 ) -> None:

@@ -1,0 +1,93 @@
+"""Per-run write locks for ``MongoSnapshotStore``: one writer per run, across processes.
+
+MongoDB applies each conditional update atomically, but FerretDB 1.24, our test server and a
+supported deployment, does not: it runs ``findAndModify``/``update`` as a query followed by a
+write of the whole document by ``_id`` (``internal/handler/msg_findandmodify.go``,
+``internal/backends/sqlite/collection.go``). Two processes updating one run can both match
+their condition, and the later write erases the earlier one (a lost decision).
+
+What FerretDB does apply atomically is an insert against the unique ``_id`` index. So every
+write to a run's snapshot is done while holding a lease document ``{_id: runId, token,
+until}`` in the collection ``run_write_locks``: inserted to acquire, deleted to release. A
+process queues its own writers on an ``asyncio.Lock`` first, so only one of them polls the
+store. A lease whose holder died expires after ``lease`` seconds and is then removed by the
+next writer. On MongoDB the lock is redundant with the atomic conditional updates, and costs
+two round trips per write; one code path for both servers keeps it tested.
+
+Known limit: a holder that keeps a lease longer than ``lease`` seconds (a write stalled that
+long) may see it removed and taken by another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import DuplicateKeyError
+
+from ._query import utcnow
+from .protocol import StoreUnavailableError
+
+
+class RunWriteLocks:
+    """Leases on runs, kept in one collection.
+
+    Args:
+        collection: Returns the lease collection (``run_write_locks``).
+        lease: Seconds a lease lasts before another process may remove it.
+        wait: Seconds to wait for a lease before giving up with ``StoreUnavailableError``.
+    """
+
+    def __init__(
+        self,
+        collection: Callable[[], AsyncCollection[dict[str, Any]]],
+        *,
+        lease: float = 10.0,
+        wait: float = 30.0,
+    ) -> None:
+        self._collection = collection
+        self._lease = timedelta(seconds=lease)
+        self._wait = wait
+        self._local: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    @asynccontextmanager
+    async def hold(self, run_id: str) -> AsyncIterator[None]:
+        """Hold the run's lease for the body.
+
+        Raises:
+            StoreUnavailableError: The lease stayed taken for ``wait`` seconds.
+        """
+        local = self._local.get(run_id)
+        if local is None:
+            local = self._local[run_id] = asyncio.Lock()
+        async with local:
+            token = uuid.uuid4().hex
+            await self._acquire(run_id, token)
+            try:
+                yield
+            finally:
+                await self._collection().delete_one({"_id": run_id, "token": token})
+
+    async def _acquire(self, run_id: str, token: str) -> None:
+        collection = self._collection()
+        deadline = time.monotonic() + self._wait
+        delay = 0.002
+        while True:
+            now = utcnow()
+            try:
+                await collection.insert_one({"_id": run_id, "token": token, "until": now + self._lease})
+                return
+            except DuplicateKeyError:
+                # Held elsewhere; a lease whose holder died is removed once it expired.
+                await collection.delete_one({"_id": run_id, "until": {"$lt": now}})
+            if time.monotonic() > deadline:
+                raise StoreUnavailableError(f"run {run_id!r} stayed locked by another instance for {self._wait} s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)

@@ -6,7 +6,10 @@ from collections.abc import Sequence
 
 from strawberry.dataloader import DataLoader
 
-from storage import SnapshotDocument, SnapshotStore
+from storage import EventDocument, SnapshotDocument, SnapshotStore
+
+RunKey = tuple[str, str]
+"""``(agentId, runId)``."""
 
 
 class Loaders:
@@ -15,6 +18,8 @@ class Loaders:
     Attributes:
         run_by_id: runId -> stored run (any agent) or ``None``; one ``get_many`` query for all
             the ids asked in the same tick (``_entities``, ``node``).
+        events_by_run: (agentId, runId) -> the run's events, oldest first; one query per agent
+            for all the runs of a page (``SuspendedRun.events``, ``runEvents``).
     """
 
     def __init__(self, store: SnapshotStore) -> None:
@@ -23,3 +28,13 @@ class Loaders:
             return [found.get(run_id) for run_id in run_ids]
 
         self.run_by_id: DataLoader[str, SnapshotDocument | None] = DataLoader(load_fn=load_runs)
+
+        async def load_events(keys: Sequence[RunKey]) -> list[list[EventDocument]]:
+            by_run: dict[RunKey, list[EventDocument]] = {key: [] for key in keys}
+            for agent_id in dict.fromkeys(agent for agent, _ in keys):
+                run_ids = [run_id for agent, run_id in keys if agent == agent_id]
+                for event in await store.list_events_of_runs(agent_id, run_ids):
+                    by_run[(agent_id, event["runId"])].append(event)
+            return [by_run[key] for key in keys]
+
+        self.events_by_run: DataLoader[RunKey, list[EventDocument]] = DataLoader(load_fn=load_events)

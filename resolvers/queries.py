@@ -67,5 +67,5 @@ class Query:
     @strawberry.field(description="A run's audit trail, oldest first; kept after the run finished.")
     async def run_events(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> list[RunEvent]:
         require_agent(info, str(agent_id))
-        docs = await info.context.store.list_events(str(agent_id), str(run_id))
+        docs = await info.context.loaders.events_by_run.load((str(agent_id), str(run_id)))
         return [RunEvent.from_document(d) for d in docs]

@@ -135,7 +135,7 @@ class SuspendedRun(relay.Node):
 
     @strawberry.field(description="The run's audit trail, oldest first.")
     async def events(self, info: Info) -> list[RunEvent]:
-        docs = await info.context.store.list_events(str(self.agent_id), str(self.run_id))
+        docs = await info.context.loaders.events_by_run.load((str(self.agent_id), str(self.run_id)))
         return [RunEvent.from_document(d) for d in docs]
 
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -15,6 +16,12 @@ from ._scope import RunScope
 from .outcome import RunOutcome
 
 logger = logging.getLogger(__name__)
+
+
+def event_id() -> str:
+    """A unique id that sorts in creation order (nanosecond clock first, then randomness), so
+    events of the same millisecond keep their order when listed by ``(at, _id)``."""
+    return f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}"
 
 
 class Journal:
@@ -41,7 +48,7 @@ class Journal:
         """Append one event of the run in ``scope``; ``data`` is made JSON-safe."""
         await self._store.append_event(
             {
-                "_id": uuid.uuid4().hex,
+                "_id": event_id(),
                 "runId": scope.run_id,
                 "agentId": scope.agent_id,
                 "type": event_type,

@@ -219,7 +219,12 @@ class MemorySnapshotStore:
         self._events.append(copy.deepcopy(event))
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
-        return [copy.deepcopy(e) for e in self._events if e["agentId"] == agent_id and e["runId"] == run_id]
+        return await self.list_events_of_runs(agent_id, [run_id])
+
+    async def list_events_of_runs(self, agent_id: str, run_ids: Sequence[str]) -> list[EventDocument]:
+        wanted = set(run_ids)
+        events = [e for e in self._events if e["agentId"] == agent_id and e["runId"] in wanted]
+        return copy.deepcopy(sorted(events, key=lambda e: (e["at"], e["_id"])))
 
     # -- idempotency ---------------------------------------------------------------------------
     async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:

@@ -410,9 +410,12 @@ class MongoSnapshotStore:
             await self._events.insert_one(cast(Document, dict(event)))
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
+        return await self.list_events_of_runs(agent_id, [run_id])
+
+    async def list_events_of_runs(self, agent_id: str, run_ids: Sequence[str]) -> list[EventDocument]:
         async with _reachable():
             docs = (
-                await self._events.find({"agentId": agent_id, "runId": run_id})
+                await self._events.find({"agentId": agent_id, "runId": {"$in": list(dict.fromkeys(run_ids))}})
                 .sort([("at", ASCENDING), ("_id", ASCENDING)])
                 .to_list()
             )

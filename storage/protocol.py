@@ -179,6 +179,10 @@ class SnapshotStore(Protocol):
         """Events of one run, oldest first; kept after the snapshot is deleted."""
         ...
 
+    async def list_events_of_runs(self, agent_id: str, run_ids: Sequence[str]) -> list[EventDocument]:
+        """Events of several runs of ``agent_id`` in one query, oldest first (DataLoader batches)."""
+        ...
+
     # -- idempotency -------------------------------------------------------------------------
     async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         """Insert the key; return ``None`` when it was new, else the existing document."""

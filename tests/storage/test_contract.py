@@ -362,6 +362,28 @@ async def test_events_are_per_run_and_oldest_first(store: SnapshotStore) -> None
     assert await store.list_events("weather-agent", "run") == []
 
 
+async def test_events_of_several_runs_in_one_call(store: SnapshotStore) -> None:
+    for i, (run_id, agent_id) in enumerate([("r1", "refund-agent"), ("r2", "refund-agent"), ("r3", "weather-agent")]):
+        await store.append_event(
+            {"_id": f"e{i}", "runId": run_id, "agentId": agent_id, "type": "started", "at": T0, "by": None, "data": {}}
+        )
+    await store.append_event(
+        {
+            "_id": "e0-late",
+            "runId": "r1",
+            "agentId": "refund-agent",
+            "type": "suspended",
+            "at": T0,
+            "by": None,
+            "data": {},
+        }
+    )
+
+    events = await store.list_events_of_runs("refund-agent", ["r1", "r2", "r3"])
+
+    assert [(e["runId"], e["_id"]) for e in events] == [("r1", "e0"), ("r1", "e0-late"), ("r2", "e1")]
+
+
 async def test_idempotency_keys(store: SnapshotStore) -> None:
     first = await store.reserve_idempotency_key("k", "fp1", T0)
     second = await store.reserve_idempotency_key("k", "fp2", T0)

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -108,3 +110,74 @@ def with_database(uri: str, name: str | None = None) -> str:
     """``uri`` with its path replaced by a database name (fresh by default)."""
     parts = urlsplit(uri)
     return urlunsplit(parts._replace(path="/" + (name or f"rg_{uuid.uuid4().hex[:12]}")))
+
+
+SERVE = [sys.executable, "-m", "server", "serve"]
+"""The command that starts runsgate, as the README's ``python -m server serve``."""
+
+
+def server_env(**variables: str) -> dict[str, str]:
+    """The test's environment without runsgate settings, plus ``variables``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSGATE_") and k != "MONGODB_URI"}
+    env.update(variables)
+    return env
+
+
+@contextmanager
+def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]]:
+    """Start one ``python -m server serve`` per log file, all at once (cwd: the repository).
+
+    Yields their base URLs once each answers ``/healthz``; terminates them (SIGTERM, uvicorn's
+    graceful shutdown, then SIGKILL after 15 s) when the block ends. ``variables`` are the
+    settings every process gets (``RUNSGATE_LOG_LEVEL`` defaults to ``WARNING``).
+    """
+    env = server_env(**{"RUNSGATE_LOG_LEVEL": "WARNING", **variables})
+    started: list[tuple[subprocess.Popen[bytes], int, Path]] = []
+    try:
+        for log in logs:
+            port = free_port()
+            with open(log, "ab") as out:
+                proc = subprocess.Popen(
+                    [*SERVE, "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+                )
+            started.append((proc, port, log))
+        urls = []
+        for proc, port, log in started:
+            url = f"http://127.0.0.1:{port}"
+            try:
+                wait_for_port(port, timeout=30, proc=proc)
+                _wait_healthy(url, proc)
+            except (RuntimeError, TimeoutError) as exc:
+                raise AssertionError(f"runsgate did not start: {exc}\n{log.read_text()[-3000:]}") from exc
+            urls.append(url)
+        yield urls
+    finally:
+        for proc, _, _ in started:
+            proc.terminate()
+        for proc, _, _ in started:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextmanager
+def runsgate_process(log: Path, **variables: str) -> Iterator[str]:
+    """One runsgate process (see ``runsgate_processes``); yields its base URL."""
+    with runsgate_processes([log], **variables) as urls:
+        yield urls[0]
+
+
+def _wait_healthy(base_url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{base_url}/healthz did not answer 200 in {timeout} s")

@@ -14,10 +14,6 @@ the losing requests arrive.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -29,7 +25,7 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from tests._servers import ROOT, free_port, wait_for_port, with_database
+from tests._servers import runsgate_processes, with_database
 
 pytestmark = pytest.mark.mongo
 
@@ -39,21 +35,11 @@ RACE_TOOL_DELAY = 1.5
 
 
 @dataclass
-class Instance:
-    name: str
-    port: int
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-@dataclass
 class Cluster:
-    a: Instance
-    b: Instance
+    a: str
+    """Base URL of the first instance."""
+    b: str
+    """Base URL of the second instance."""
     side_effects: Path
 
     def lines(self, token: str) -> list[list[str]]:
@@ -63,76 +49,28 @@ class Cluster:
         return [row for row in rows if row[0].split("#")[0] == token]
 
 
-def _start(name: str, env: dict[str, str], logdir: Path) -> Instance:
-    port = free_port()
-    log = logdir / f"{name}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--port", str(port)],
-            cwd=ROOT,
-            env={**env, "RUNSGATE_INSTANCE_ID": f"test-{name}"},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return Instance(name, port, proc, log)
-
-
-def _wait_healthy(instance: Instance, timeout: float = 30.0) -> None:
-    wait_for_port(instance.port, timeout=timeout, proc=instance.proc)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if instance.proc.poll() is not None:
-            break
-        try:
-            if httpx.get(f"{instance.url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"instance {instance.name} not healthy: {instance.log.read_text()[-3000:]}")
-
-
-def _stop(instance: Instance) -> None:
-    instance.proc.terminate()
-    try:
-        instance.proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        instance.proc.kill()
-        instance.proc.wait()
-
-
 @pytest.fixture(scope="module")
 def cluster(mongodb_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Two server processes on the same fresh database, sharing the side-effect file."""
     workdir = tmp_path_factory.mktemp("two-instances")
     side_effects = workdir / "side-effects.log"
     side_effects.touch()
-    env = {
-        **os.environ,
-        "MONGODB_URI": with_database(mongodb_server),
-        "RUNSGATE_AGENTS": "tests.instances.agents:AGENTS",
-        "RUNSGATE_LOG_LEVEL": "WARNING",
-        "RUNSGATE_GRAPHIQL": "false",
-        "RUNSGATE_TEST_SIDE_EFFECTS": str(side_effects),
-    }
-    instances: list[Instance] = []
-    try:
-        for name in ("a", "b"):
-            instances.append(_start(name, env, workdir))
-        for instance in instances:
-            _wait_healthy(instance)
-        yield Cluster(instances[0], instances[1], side_effects)
-    finally:
-        for instance in instances:
-            _stop(instance)
+    with runsgate_processes(
+        [workdir / "a.log", workdir / "b.log"],
+        MONGODB_URI=with_database(mongodb_server),
+        RUNSGATE_AGENTS="tests.instances.agents:AGENTS",
+        RUNSGATE_GRAPHIQL="false",
+        RUNSGATE_TEST_SIDE_EFFECTS=str(side_effects),
+    ) as (a, b):
+        yield Cluster(a, b, side_effects)
 
 
 @pytest.fixture
 async def clients(cluster: Cluster) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
     async with (
-        httpx.AsyncClient(base_url=cluster.a.url, timeout=30, limits=limits) as a,
-        httpx.AsyncClient(base_url=cluster.b.url, timeout=30, limits=limits) as b,
+        httpx.AsyncClient(base_url=cluster.a, timeout=30, limits=limits) as a,
+        httpx.AsyncClient(base_url=cluster.b, timeout=30, limits=limits) as b,
     ):
         yield a, b
 

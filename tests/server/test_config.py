@@ -14,8 +14,7 @@ import pytest
 
 from server.cli import main
 
-from .._servers import ROOT
-from ._process import SERVE, server_env
+from .._servers import ROOT, SERVE, server_env
 
 PROCESS_CASES = {"RUNSGATE_PORT": "abc", "MONGODB_URI": "http://x"}
 """Variable -> invalid value, each given alone to a real ``python -m server serve``."""

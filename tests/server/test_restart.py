@@ -17,8 +17,8 @@ from starlette.applications import Starlette
 from server.app import create_app
 from server.config import Settings
 
+from .._servers import runsgate_process
 from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient
-from ._process import runsgate_process
 
 
 def _graphql(base_url: str, document: str, **variables: Any) -> dict[str, Any]:

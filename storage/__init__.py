@@ -21,6 +21,7 @@ from .memory import MemorySnapshotStore
 from .mongo import MongoSnapshotStore
 from .protocol import (
     DuplicateRunError,
+    NewerSchemaError,
     RunFilter,
     SnapshotStore,
     SortKey,
@@ -39,6 +40,7 @@ __all__ = [
     "IdempotencyDocument",
     "MemorySnapshotStore",
     "MongoSnapshotStore",
+    "NewerSchemaError",
     "RunErrorDocument",
     "RunFilter",
     "RunStatus",

@@ -15,6 +15,7 @@ from typing import Any
 
 from ._query import is_after, normalized_filter
 from .documents import (
+    SCHEMA_VERSION,
     DecisionDocument,
     EventDocument,
     IdempotencyDocument,
@@ -22,7 +23,7 @@ from .documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from .protocol import DuplicateRunError, RunFilter, SortKey, sort_key
+from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, sort_key
 
 
 class MemorySnapshotStore:
@@ -35,7 +36,10 @@ class MemorySnapshotStore:
         self._keys: dict[str, IdempotencyDocument] = {}
 
     async def open(self) -> None:
-        """Nothing to connect."""
+        """Nothing to connect; refuses snapshots of a newer schema (``NewerSchemaError``)."""
+        newest = max((doc["schemaVersion"] for doc in self._runs.values()), default=SCHEMA_VERSION)
+        if newest > SCHEMA_VERSION:
+            raise NewerSchemaError(newest, SCHEMA_VERSION)
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -198,16 +202,43 @@ class MemorySnapshotStore:
         return True
 
     async def release_claim(
-        self, agent_id: str, run_id: str, *, by: str, error: RunErrorDocument, now: datetime
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        error: RunErrorDocument,
+        now: datetime,
+        history: bytes | None = None,
+        history_id: str | None = None,
     ) -> SnapshotDocument | None:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
             return None
+        if history is not None:
+            if history_id is None:
+                raise ValueError("a new history needs a new history_id")
+            self._histories.pop(doc["historyId"], None)
+            self._histories[history_id] = bytes(history)
+            doc["historyId"] = history_id
         doc["status"] = "suspended"
         doc["claim"] = None
         doc["lastError"] = copy.deepcopy(error)
         self._touch(doc, now)
         return copy.deepcopy(doc)
+
+    async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
+        stalled = [
+            doc
+            for doc in self._runs.values()
+            if doc["pendingCount"] == 0
+            and (
+                (doc["status"] == "resuming" and doc["claim"] is not None and doc["claim"]["until"] < now)
+                or (doc["status"] == "suspended" and doc["lastError"] is None and doc["updatedAt"] < idle_before)
+            )
+        ]
+        stalled.sort(key=lambda doc: (doc["updatedAt"], doc["_id"]))
+        return [copy.deepcopy(doc) for doc in stalled[:limit]]
 
     @staticmethod
     def _touch(doc: SnapshotDocument, now: datetime) -> None:

@@ -36,6 +36,7 @@ from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError
 from ._query import normalized_filter
 from ._run_lock import RunWriteLocks
 from .documents import (
+    SCHEMA_VERSION,
     DecisionDocument,
     EventDocument,
     IdempotencyDocument,
@@ -43,7 +44,7 @@ from .documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from .protocol import DuplicateRunError, RunFilter, SortKey, StoreUnavailableError
+from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
 
 Document = dict[str, Any]
 
@@ -136,6 +137,11 @@ class MongoSnapshotStore:
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
+    def uri(self) -> str:
+        """The ``mongodb://`` URI this store connects to."""
+        return self._uri
+
+    @property
     def database(self) -> AsyncDatabase[Document]:
         if self._client is None:
             raise RuntimeError("MongoSnapshotStore.open() was not called")
@@ -162,16 +168,30 @@ class MongoSnapshotStore:
         return AsyncGridFSBucket(self.database, bucket_name="run_histories_large")
 
     async def open(self) -> None:
-        """Create the client and the indexes. Raises ``StoreUnavailableError``."""
+        """Create the client and the indexes, then check the stored schema version.
+
+        Raises:
+            StoreUnavailableError: MongoDB cannot be reached.
+            NewerSchemaError: A snapshot has a ``schemaVersion`` above ``SCHEMA_VERSION``.
+        """
         self._client = AsyncMongoClient(
             self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate"
         )
         async with _reachable():
             for name, keys in LISTING_INDEXES:
                 await self._runs.create_index(keys, name=name)
+            await self._runs.create_index([("pendingCount", ASCENDING), ("updatedAt", ASCENDING)], name="stalled")
+            await self._runs.create_index([("schemaVersion", DESCENDING)], name="schema_version")
             await self._events.create_index(
                 [("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at"
             )
+            newer = await self._runs.find_one(
+                {"schemaVersion": {"$gt": SCHEMA_VERSION}}, {"schemaVersion": 1}, sort=[("schemaVersion", DESCENDING)]
+            )
+        if newer is not None:
+            found = int(newer["schemaVersion"])
+            await self.close()
+            raise NewerSchemaError(found, SCHEMA_VERSION)
 
     async def close(self) -> None:
         if self._client is not None:
@@ -393,16 +413,49 @@ class MongoSnapshotStore:
         return True
 
     async def release_claim(
-        self, agent_id: str, run_id: str, *, by: str, error: RunErrorDocument, now: datetime
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        error: RunErrorDocument,
+        now: datetime,
+        history: bytes | None = None,
+        history_id: str | None = None,
     ) -> SnapshotDocument | None:
-        return await self._update(
+        changes: Document = {"status": "suspended", "claim": None, "lastError": dict(error), "updatedAt": now}
+        if history is None:
+            return await self._update(
+                run_id, self._held(agent_id, run_id, by), {"$set": changes, "$inc": {"version": 1}}
+            )
+        if history_id is None:
+            raise ValueError("a new history needs a new history_id")
+        async with _reachable():
+            current = await self._runs.find_one(self._held(agent_id, run_id, by), {"historyId": 1})
+        if current is None:
+            return None
+        await self._write_history(history_id, run_id, history)
+        doc = await self._update(
             run_id,
             self._held(agent_id, run_id, by),
-            {
-                "$set": {"status": "suspended", "claim": None, "lastError": dict(error), "updatedAt": now},
-                "$inc": {"version": 1},
-            },
+            {"$set": {**changes, "historyId": history_id}, "$inc": {"version": 1}},
         )
+        await self._delete_history(current["historyId"] if doc is not None else history_id)
+        return doc
+
+    async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
+        query: Document = {
+            "pendingCount": 0,
+            "$or": [
+                {"status": "resuming", "claim.until": {"$lt": now}},
+                {"status": "suspended", "lastError": None, "updatedAt": {"$lt": idle_before}},
+            ],
+        }
+        async with _reachable():
+            docs = (
+                await self._runs.find(query).sort([("updatedAt", ASCENDING), ("_id", ASCENDING)]).limit(limit).to_list()
+            )
+        return cast(list[SnapshotDocument], docs)
 
     # -- audit log -----------------------------------------------------------------------------
     async def append_event(self, event: EventDocument) -> None:

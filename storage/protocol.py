@@ -56,11 +56,28 @@ class StoreUnavailableError(Exception):
     """The store could not be reached or answered with an error; nothing may be assumed written."""
 
 
+class NewerSchemaError(Exception):
+    """The store holds documents written by a newer runsgate (``schemaVersion`` above ours).
+
+    Raised by ``open()``: reading or rewriting them could lose fields this version does not know.
+    """
+
+    def __init__(self, found: int, known: int) -> None:
+        super().__init__(
+            f"the store holds run snapshots of schema version {found}, but this runsgate knows versions up "
+            f"to {known}: upgrade runsgate (documents are never downgraded)"
+        )
+        self.found = found
+        self.known = known
+
+
 class SnapshotStore(Protocol):
     """Storage of suspended-run snapshots, their histories, the event log and idempotency keys."""
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self) -> None:
+        """Connect and prepare (indexes). Raises ``StoreUnavailableError``, or ``NewerSchemaError``
+        when stored snapshots carry a ``schemaVersion`` above ``SCHEMA_VERSION``."""
         """Connect and create indexes. Raises ``StoreUnavailableError``."""
 
     async def close(self) -> None:
@@ -164,9 +181,32 @@ class SnapshotStore(Protocol):
         """The claimed run finished: delete its snapshot and history, only while ``by`` holds the claim."""
 
     async def release_claim(
-        self, agent_id: str, run_id: str, *, by: str, error: RunErrorDocument, now: datetime
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        error: RunErrorDocument,
+        now: datetime,
+        history: bytes | None = None,
+        history_id: str | None = None,
     ) -> SnapshotDocument | None:
-        """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set."""
+        """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set.
+
+        With ``history`` (and a new ``history_id``), the run's history is replaced first, as in
+        ``replace_claimed``: the continuation got as far as running the decided tools, and their
+        results must not be lost (so a retry does not run them again). Only while ``by`` holds
+        the claim; returns the new document, or ``None`` if the claim was lost.
+        """
+
+    async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
+        """Runs, of any agent, whose every call is decided but that nobody is continuing.
+
+        That is: ``resuming`` with a claim that expired before ``now`` (its instance died), or
+        ``suspended`` with ``pendingCount == 0``, no ``lastError`` and ``updatedAt`` before
+        ``idle_before`` (the deciding instance died before claiming). Failed runs
+        (``lastError`` set) are left to ``retryRun``. At most ``limit``, least recently updated first.
+        """
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk-insert new runs (data generator). Raises ``DuplicateRunError``."""
@@ -196,6 +236,7 @@ class SnapshotStore(Protocol):
 
 __all__ = [
     "DuplicateRunError",
+    "NewerSchemaError",
     "RunFilter",
     "SnapshotStore",
     "SortKey",

@@ -12,6 +12,9 @@ from storage import (
     SCHEMA_VERSION,
     DecisionDocument,
     DuplicateRunError,
+    MongoSnapshotStore,
+    NewerSchemaError,
+    RunErrorDocument,
     RunFilter,
     SnapshotDocument,
     SnapshotStore,
@@ -308,6 +311,75 @@ async def test_release_claim_keeps_decisions_and_records_the_error(store: Snapsh
     assert released["toolCalls"][0]["decision"] == decision()
     assert retried is not None
     assert await store.load_history("refund-agent", "run") == b"h"
+
+
+async def test_release_claim_with_a_history_keeps_the_tool_results(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"before the tools ran")
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    error: RunErrorDocument = {"type": "ModelHTTPError", "message": "boom", "at": T0}
+
+    lost = await store.release_claim(
+        "refund-agent", "run", by="i2", error=error, now=T0, history=b"stale", history_id="h-stale"
+    )
+    released = await store.release_claim(
+        "refund-agent", "run", by="i1", error=error, now=T0, history=b"tools ran", history_id="h-new"
+    )
+
+    assert lost is None
+    assert released is not None
+    assert released["historyId"] == "h-new"
+    assert released["lastError"] == error
+    assert released["toolCalls"][0]["decision"] == decision()
+    assert await store.load_history("refund-agent", "run") == b"tools ran"
+
+
+async def test_stalled_runs_are_expired_claims_and_idle_decided_runs(store: SnapshotStore) -> None:
+    minute = timedelta(minutes=1)
+    # pending: still waits for a decision; never stalled
+    await store.insert(snapshot("pending"), b"h")
+    # expired: claimed by an instance whose claim ran out
+    await store.insert(snapshot("expired"), b"h")
+    await store.record_decision("refund-agent", "expired", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.claim("refund-agent", "expired", by="dead", until=T0 + minute, now=T0)
+    # live: claimed, claim still valid at T0 + 2 min
+    await store.insert(snapshot("live", agent_id="weather-agent"), b"h")
+    await store.record_decision("weather-agent", "live", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.claim("weather-agent", "live", by="alive", until=T0 + 5 * minute, now=T0)
+    # orphan: every call decided, never claimed (its instance died in between)
+    await store.insert(snapshot("orphan", agent_id="weather-agent"), b"h")
+    await store.record_decision(
+        "weather-agent", "orphan", index=0, tool_call_id="c1", decision=decision(), now=T0 - minute
+    )
+    # fresh: every call decided just now; its instance is about to claim it
+    await store.insert(snapshot("fresh"), b"h")
+    await store.record_decision("refund-agent", "fresh", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    # failed: continuing failed; left to retryRun
+    await store.insert(snapshot("failed"), b"h")
+    await store.record_decision("refund-agent", "failed", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.claim("refund-agent", "failed", by="i1", until=T0 + minute, now=T0)
+    error: RunErrorDocument = {"type": "RuntimeError", "message": "model is down", "at": T0}
+    await store.release_claim("refund-agent", "failed", by="i1", error=error, now=T0 - 2 * minute)
+
+    stalled = await store.list_stalled_runs(now=T0 + 2 * minute, idle_before=T0 - minute / 2, limit=10)
+    first = await store.list_stalled_runs(now=T0 + 2 * minute, idle_before=T0 - minute / 2, limit=1)
+
+    assert [d["_id"] for d in stalled] == ["orphan", "expired"]
+    assert [d["_id"] for d in first] == ["orphan"]
+
+
+async def test_open_refuses_snapshots_of_a_newer_schema(store: SnapshotStore) -> None:
+    newer = snapshot("from-the-future")
+    newer["schemaVersion"] = SCHEMA_VERSION + 1
+    await store.insert(newer, b"h")
+
+    reopened = MongoSnapshotStore(store.uri) if isinstance(store, MongoSnapshotStore) else store
+    with pytest.raises(NewerSchemaError) as refused:
+        await reopened.open()
+
+    assert (refused.value.found, refused.value.known) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
+    assert f"schema version {SCHEMA_VERSION + 1}" in str(refused.value)
+    assert await store.get("refund-agent", "from-the-future") == newer
 
 
 async def test_get_many_returns_existing_runs_of_any_agent(store: SnapshotStore) -> None:

@@ -7,10 +7,12 @@ each mapped from a runtime domain error. Invalid query arguments are GraphQL err
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import strawberry
 from graphql import GraphQLError
+from strawberry.extensions import MaskErrors
 
 from runtime import (
     AgentNotFoundError,
@@ -25,8 +27,11 @@ from runtime import (
     ToolCallNotFoundError,
     WrongToolCallKindError,
 )
+from storage import StoreUnavailableError
 
 from .types import ToolCallDecision
+
+logger = logging.getLogger("runsgate.graphql")
 
 ErrorCodeEnum = strawberry.enum(ErrorCode, name="ErrorCode", description="Code of a `UserError`.")
 
@@ -172,3 +177,38 @@ USER_ERROR_TYPES = [
     IdempotencyKeyReused,
     RunNotReady,
 ]
+
+
+STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+"""``extensions.code`` of the error a field gets while the store cannot be reached."""
+
+
+class ErrorMasking(MaskErrors):
+    """Strawberry's ``MaskErrors``, plus: a store outage is reported as such, not masked.
+
+    A field that failed with ``storage.StoreUnavailableError`` gets the error "The run store is
+    unavailable; try again shortly." with ``extensions.code = "STORE_UNAVAILABLE"`` (no internal
+    detail). Nothing may be assumed written: repeat a mutation with the same ``idempotencyKey``.
+    Every other error goes through ``should_mask_error`` as in ``MaskErrors``.
+    """
+
+    def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
+        processed = []
+        for error in errors:
+            if isinstance(error.original_error, StoreUnavailableError):
+                logger.warning("store unavailable in %s: %s", error.path, error.original_error)
+                processed.append(_store_unavailable(error))
+            else:
+                processed.extend(super()._process_errors([error]))
+        return processed
+
+
+def _store_unavailable(error: GraphQLError) -> GraphQLError:
+    return GraphQLError(
+        "The run store is unavailable; try again shortly.",
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        extensions={"code": STORE_UNAVAILABLE},
+    )

@@ -12,11 +12,11 @@ from functools import partial
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import MaskErrors, ParserCache, ValidationCache
+from strawberry.extensions import ParserCache, ValidationCache
 from strawberry.schema.config import StrawberryConfig
 
 from .agents import Agent
-from .errors import USER_ERROR_TYPES, QueryArgumentError
+from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
 from .mutations import Mutation
 from .queries import Query
 from .scalars import DateTime
@@ -30,7 +30,8 @@ def should_mask_error(error: GraphQLError) -> bool:
 
     Request errors (syntax, validation, variable coercion such as a DateTime without offset)
     have no ``path`` and are the client's to see; so are ``QueryArgumentError``s. Anything else
-    raised while executing a field is masked ("Unexpected error.") and logged with its traceback.
+    raised while executing a field is masked ("Unexpected error.") and logged with its traceback,
+    except a store outage, which ``ErrorMasking`` reports as ``STORE_UNAVAILABLE``.
     """
     original = error.original_error
     if original is None or not error.path or isinstance(original, QueryArgumentError):
@@ -47,7 +48,7 @@ def build_schema() -> strawberry.federation.Schema:
         types=[SuspendedRun, Agent, *USER_ERROR_TYPES],
         config=StrawberryConfig(scalar_map={datetime: DateTime}),
         extensions=[
-            partial(MaskErrors, should_mask_error=should_mask_error),
+            partial(ErrorMasking, should_mask_error=should_mask_error),
             partial(ParserCache, maxsize=256),
             partial(ValidationCache, maxsize=256),
         ],

@@ -22,6 +22,7 @@ from .lifecycle import RunManager
 from .outcome import OutcomeStatus, RunOutcome
 from .registry import AgentRegistry, AnyAgent, load_registry
 from .suspension import suspend
+from .sweeper import StalledRunSweeper
 
 __all__ = [
     "AgentNotFoundError",
@@ -39,6 +40,7 @@ __all__ = [
     "RunNotReadyError",
     "RunOutcome",
     "RunsgateError",
+    "StalledRunSweeper",
     "ToolCallAlreadyDecidedError",
     "ToolCallNotFoundError",
     "WrongToolCallKindError",

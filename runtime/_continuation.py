@@ -14,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from pydantic_ai import ModelMessagesTypeAdapter, capture_run_messages
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from storage import RunErrorDocument, SnapshotDocument, SnapshotStore
 
 from ._claims import claim_expiry, renewing_claim
-from ._deferred import deferred_tool_results, tool_call_documents
+from ._deferred import deferred_tool_results, results_applied, tool_call_documents
 from ._execution import Finished, run_agent
 from ._journal import Journal
 from ._json import jsonable
@@ -44,8 +46,15 @@ class Continuation:
     now: Callable[[], datetime]
     scope_of: Callable[[SnapshotDocument, str | None], RunScope]
 
-    async def run(self, doc: SnapshotDocument, principal: str | None) -> RunOutcome:
+    async def run(self, doc: SnapshotDocument, principal: str | None, *, takeover: bool = False) -> RunOutcome:
         """Claim and continue ``doc``'s run on behalf of ``principal``.
+
+        Args:
+            takeover: The run was found stalled by the sweeper; a ``takeover`` event is logged
+                even when it was not ``resuming`` (its instance died before claiming it).
+
+        If the decided tools ran and the agent then failed, the history with their results is
+        kept (``release_claim(history=...)``), so a retry does not run them again.
 
         Returns:
             ``resuming`` when the claim is held elsewhere (or lost midway), else ``completed``,
@@ -61,25 +70,38 @@ class Continuation:
         if claimed is None:
             return RunOutcome(run_id=run_id, agent_id=agent_id, status="resuming")
         scope = self.scope_of(claimed, principal)
-        if doc["status"] == "resuming":
+        if doc["status"] == "resuming" or takeover:
             await self.journal.event(scope, "takeover", by=me, data={"previousClaim": jsonable(doc["claim"])})
         decided = [
             {"toolCallId": c["toolCallId"], "kind": c["decision"]["kind"]}
             for c in claimed["toolCalls"]
             if c["decision"] is not None
         ]
+        call_ids = [c["toolCallId"] for c in claimed["toolCalls"]]
         await self.journal.event(scope, "resumed", by=principal, data={"instanceId": me, "decisions": decided})
+        captured: list[ModelMessage] = []
         try:
             async with renewing_claim(self.store, agent_id, run_id, by=me, ttl=self.claim_ttl, clock=self.now):
                 history = await self.store.load_history(agent_id, run_id)
                 if history is None:
                     raise LookupError(f"the message history of run {run_id!r} is missing")
-                results = deferred_tool_results(claimed["toolCalls"])
-                ran = await run_agent(agent, scope, model=self.model, history=history, results=results)
+                already_ran = results_applied(ModelMessagesTypeAdapter.validate_json(history), call_ids)
+                results = None if already_ran else deferred_tool_results(claimed["toolCalls"])
+                with capture_run_messages() as captured:
+                    ran = await run_agent(agent, scope, model=self.model, history=history, results=results)
         except Exception as exc:
             error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}
-            released = await self.store.release_claim(agent_id, run_id, by=me, error=error, now=self.now())
-            return await self.journal.failed(scope, exc, run=released)
+            kept = results_applied(captured, call_ids)
+            released = await self.store.release_claim(
+                agent_id,
+                run_id,
+                by=me,
+                error=error,
+                now=self.now(),
+                history=ModelMessagesTypeAdapter.dump_json(captured) if kept else None,
+                history_id=uuid.uuid4().hex if kept else None,
+            )
+            return await self.journal.failed(scope, exc, run=released, tools_ran=kept)
         if isinstance(ran, Finished):
             if not await self.store.delete_claimed(agent_id, run_id, by=me):
                 return _claim_lost(scope)

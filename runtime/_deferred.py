@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from storage import ToolCallDocument
@@ -112,3 +119,22 @@ def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResu
         results.approvals[call_id] = ToolApproved()
         results.metadata[call_id] = _metadata.wrap(answer)
     return results
+
+
+def results_applied(messages: Sequence[ModelMessage], call_ids: Sequence[str]) -> bool:
+    """Whether ``messages`` already answer every call in ``call_ids`` in a complete last request.
+
+    True after a continuation ran the decided tools and then failed (e.g. the model raised on
+    the next turn): pydantic-ai captured a final ``ModelRequest`` holding the tools' returns
+    (``capture_run_messages``). Continuing from those messages without deferred results sends
+    that request again instead of running the tools again. A request interrupted while tools
+    ran (``state='interrupted'``, pydantic-ai would make up answers for the missing calls) or
+    one missing an answer does not count: the tools then run again on retry.
+    """
+    if not messages or not call_ids:
+        return False
+    last = messages[-1]
+    if not isinstance(last, ModelRequest) or last.state != "complete":
+        return False
+    answered = {part.tool_call_id for part in last.parts if isinstance(part, ToolReturnPart | RetryPromptPart)}
+    return set(call_ids) <= answered

@@ -69,10 +69,18 @@ class Journal:
         await self.event(scope, "suspended", by=scope.principal, data={"toolCallIds": calls})
         return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="suspended", run=doc)
 
-    async def failed(self, scope: RunScope, exc: Exception, *, run: SnapshotDocument | None) -> RunOutcome:
-        """Event ``failed``; the outcome's error is ``"Type: message"``."""
+    async def failed(
+        self, scope: RunScope, exc: Exception, *, run: SnapshotDocument | None, tools_ran: bool = False
+    ) -> RunOutcome:
+        """Event ``failed``; the outcome's error is ``"Type: message"``.
+
+        ``tools_ran``: the decided tools ran and their results are kept (a retry does not run
+        them again); recorded in the event's data as ``toolsRan``.
+        """
         logger.warning("run %s of agent %s failed", scope.run_id, scope.agent_id, exc_info=exc)
-        data = {"type": type(exc).__name__, "message": str(exc)}
+        data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+        if tools_ran:
+            data["toolsRan"] = True
         await self.event(scope, "failed", by=scope.principal, data=data)
         return RunOutcome(
             run_id=scope.run_id,

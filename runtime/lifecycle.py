@@ -72,6 +72,7 @@ class RunManager:
         self._store = store
         self._agents = agents
         self._instance_id = instance_id
+        self._claim_ttl = claim_ttl
         self._model = model
         self._clock = clock
         self._idempotency = IdempotencyGuard(store, self._now, in_flight_wait=in_flight_wait)
@@ -102,8 +103,17 @@ class RunManager:
         """This instance's id, as written in claims."""
         return self._instance_id
 
-    def _now(self) -> datetime:
+    @property
+    def claim_ttl(self) -> float:
+        """Seconds a claim lasts."""
+        return self._claim_ttl
+
+    def now(self) -> datetime:
+        """This manager's clock: aware UTC now at millisecond (BSON) precision."""
         return to_bson_precision(self._clock())
+
+    def _now(self) -> datetime:
+        return self.now()
 
     # -- start -----------------------------------------------------------------------------------
     async def start_run(
@@ -370,6 +380,17 @@ class RunManager:
                 f"Run {run_id!r} is being continued by another instance (claim until {claim['until']}).",
             )
         return await self._continuation.run(doc, principal)
+
+    async def take_over(self, doc: SnapshotDocument) -> RunOutcome:
+        """Continue a stalled run found by ``StalledRunSweeper`` (``SnapshotStore.list_stalled_runs``).
+
+        Logs a ``takeover`` event by this instance, then continues as ``retry`` does. The claim's
+        compare-and-set makes only one instance win; the others get ``resuming``.
+
+        Raises:
+            AgentNotFoundError: The run's agent is not registered on this instance.
+        """
+        return await self._continuation.run(doc, None, takeover=True)
 
 
 def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None) -> RunScope:

@@ -1,12 +1,14 @@
 """The Starlette application: ``/graphql``, ``/healthz``, ``/readyz`` (DESIGN.md §6).
 
 The lifespan owns the resources: it opens the store (one ``AsyncMongoClient`` per process, or
-the memory store), loads the agents and builds the ``RunManager``; requests get them through
-``app.state``.
+the memory store; it refuses a store holding a newer ``schemaVersion``), loads the agents,
+builds the ``RunManager`` and starts the ``StalledRunSweeper`` (unless
+``RUNSGATE_SWEEP_INTERVAL=0``); requests get them through ``app.state``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,8 +22,8 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 
 from resolvers import Context, schema
-from runtime import RunManager, load_registry
-from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, StoreUnavailableError
+from runtime import RunManager, StalledRunSweeper, load_registry
+from storage import MemorySnapshotStore, MongoSnapshotStore, NewerSchemaError, SnapshotStore, StoreUnavailableError
 
 from .config import Settings, load_settings
 
@@ -57,7 +59,7 @@ async def healthz(request: Request) -> JSONResponse:
 
 
 async def readyz(request: Request) -> JSONResponse:
-    """Readiness: the store answers a ping (503 otherwise)."""
+    """Readiness: the store answers a ping (503 otherwise; 200 again once it is back)."""
     try:
         await request.app.state.store.ping()
     except StoreUnavailableError as exc:
@@ -77,7 +79,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         agents = load_registry(settings.agents)
         store = make_store(settings)
-        await store.open()
+        try:
+            await store.open()
+        except NewerSchemaError as exc:
+            logger.critical("runsgate cannot start: %s", exc)
+            raise
         app.state.settings = settings
         app.state.store = store
         app.state.runs = RunManager(
@@ -93,9 +99,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
             ",".join(agents.ids()),
             settings.instance_id,
         )
+        sweeping = None
+        if settings.sweep_interval > 0:
+            sweeper = StalledRunSweeper(app.state.runs, interval=settings.sweep_interval)
+            sweeping = asyncio.create_task(sweeper.run_forever(), name="runsgate-sweeper")
         try:
             yield
         finally:
+            if sweeping is not None:
+                sweeping.cancel()
+                await asyncio.wait([sweeping])
             await store.close()
 
     graphql = GraphQLApp(schema, graphql_ide="graphiql" if settings.graphiql else None)

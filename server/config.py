@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     """Cap on ``first``/``last``/``perPage``, and the page size when none is given."""
     claim_ttl: Annotated[float, Field(gt=0)] = 60.0
     """Seconds a claim on a continuing run lasts (renewed while it runs)."""
+    sweep_interval: Annotated[float, Field(ge=0)] = 5.0
+    """Seconds between two looks for stalled runs to take over (expired claims, decided runs
+    nobody continued); ``0`` turns the sweeper off on this instance."""
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     """This instance's id in claims and the audit log."""
     graphiql: bool = True

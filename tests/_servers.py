@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -69,14 +70,23 @@ def _runs(binary: str) -> bool:
 @contextmanager
 def ferretdb() -> Iterator[str]:
     """Start FerretDB on a free loopback port; yield its base URI (no database)."""
+    with tempfile.TemporaryDirectory(prefix="runsgate-ferretdb-") as data, ferretdb_process(Path(data)) as uri:
+        yield uri
+
+
+@contextmanager
+def ferretdb_process(data: Path, port: int | None = None) -> Iterator[str]:
+    """Start FerretDB with its SQLite files in ``data`` on ``port`` (free by default).
+
+    Yields its base URI; stops it (SIGTERM) when the block ends, keeping ``data``, so starting it
+    again on the same folder and port brings the same databases back (store-outage tests).
+    """
     binary = ferretdb_binary()
     if binary is None:
         raise RuntimeError("FerretDB could not be built: see scripts/install-ferretdb.sh output above")
-    port = free_port()
-    with (
-        tempfile.TemporaryDirectory(prefix="runsgate-ferretdb-") as data,
-        open(Path(data) / "ferretdb.log", "wb") as log,
-    ):
+    port = port or free_port()
+    log_path = data / "ferretdb.log"
+    with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             [
                 binary,
@@ -91,19 +101,19 @@ def ferretdb() -> Iterator[str]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    try:
         try:
-            try:
-                wait_for_port(port, proc=proc)
-            except (RuntimeError, TimeoutError) as exc:
-                raise RuntimeError(f"{exc}: {(Path(data) / 'ferretdb.log').read_text()[-2000:]}") from exc
-            yield f"mongodb://127.0.0.1:{port}/"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            wait_for_port(port, proc=proc)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}: {log_path.read_text()[-2000:]}") from exc
+        yield f"mongodb://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def with_database(uri: str, name: str | None = None) -> str:
@@ -123,13 +133,24 @@ def server_env(**variables: str) -> dict[str, str]:
     return env
 
 
+@dataclass
+class RunsgateServer:
+    """A started ``python -m server serve`` process."""
+
+    url: str
+    """Base URL, e.g. ``http://127.0.0.1:41234``."""
+    process: subprocess.Popen[bytes]
+    log: Path
+    """Its stdout and stderr."""
+
+
 @contextmanager
-def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]]:
+def runsgate_servers(logs: list[Path], **variables: str) -> Iterator[list[RunsgateServer]]:
     """Start one ``python -m server serve`` per log file, all at once (cwd: the repository).
 
-    Yields their base URLs once each answers ``/healthz``; terminates them (SIGTERM, uvicorn's
-    graceful shutdown, then SIGKILL after 15 s) when the block ends. ``variables`` are the
-    settings every process gets (``RUNSGATE_LOG_LEVEL`` defaults to ``WARNING``).
+    Yields them once each answers ``/healthz``; terminates them (SIGTERM, uvicorn's graceful
+    shutdown, then SIGKILL after 15 s) when the block ends, unless already dead. ``variables``
+    are the settings every process gets (``RUNSGATE_LOG_LEVEL`` defaults to ``WARNING``).
     """
     env = server_env(**{"RUNSGATE_LOG_LEVEL": "WARNING", **variables})
     started: list[tuple[subprocess.Popen[bytes], int, Path]] = []
@@ -141,7 +162,7 @@ def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]
                     [*SERVE, "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
                 )
             started.append((proc, port, log))
-        urls = []
+        servers = []
         for proc, port, log in started:
             url = f"http://127.0.0.1:{port}"
             try:
@@ -149,11 +170,12 @@ def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]
                 _wait_healthy(url, proc)
             except (RuntimeError, TimeoutError) as exc:
                 raise AssertionError(f"runsgate did not start: {exc}\n{log.read_text()[-3000:]}") from exc
-            urls.append(url)
-        yield urls
+            servers.append(RunsgateServer(url, proc, log))
+        yield servers
     finally:
         for proc, _, _ in started:
-            proc.terminate()
+            if proc.poll() is None:
+                proc.terminate()
         for proc, _, _ in started:
             try:
                 proc.wait(timeout=15)
@@ -163,8 +185,15 @@ def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]
 
 
 @contextmanager
+def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]]:
+    """``runsgate_servers``, yielding only the base URLs."""
+    with runsgate_servers(logs, **variables) as servers:
+        yield [server.url for server in servers]
+
+
+@contextmanager
 def runsgate_process(log: Path, **variables: str) -> Iterator[str]:
-    """One runsgate process (see ``runsgate_processes``); yields its base URL."""
+    """One runsgate process (see ``runsgate_servers``); yields its base URL."""
     with runsgate_processes([log], **variables) as urls:
         yield urls[0]
 

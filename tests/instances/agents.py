@@ -5,6 +5,11 @@ for ``<calls>`` calls of ``act`` (labels ``<token>#1`` ...), each needing approv
 sleeps ``delay`` seconds, then appends one line ``label<TAB>toolCallId<TAB>pid`` to the file
 named by ``RUNSGATE_TEST_SIDE_EFFECTS``: a side effect every server process shares, so a test
 can count how often the tool really ran.
+
+``fragile-agent``: the prompt is ``"<token>"``; the model asks for one approved ``act``
+(no delay), and after it ran answers ``done: <result>`` — unless the file named by
+``RUNSGATE_TEST_MODEL_DOWN`` exists, in which case the model raises ``RuntimeError("model
+provider is down")``, like a provider outage after the tool ran.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from runtime.demo._script import latest_prompt, latest_returns
 
 SIDE_EFFECTS_ENV = "RUNSGATE_TEST_SIDE_EFFECTS"
+MODEL_DOWN_ENV = "RUNSGATE_TEST_MODEL_DOWN"
 
 
 def parse_prompt(prompt: str) -> tuple[str, int, float]:
@@ -61,4 +67,24 @@ def _record(label: str, tool_call_id: str | None) -> None:
         effects.write(f"{label}\t{tool_call_id}\t{os.getpid()}\n")
 
 
-AGENTS = {"gate-agent": gate_agent}
+def _fragile_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = [r for r in latest_returns(messages) if r.tool_name == "act"]
+    if returns:
+        flag = os.environ.get(MODEL_DOWN_ENV)
+        if flag and os.path.exists(flag):
+            raise RuntimeError("model provider is down")
+        return ModelResponse(parts=[TextPart(f"done: {returns[0].content}")])
+    token = latest_prompt(messages).split()[0]
+    return ModelResponse(parts=[ToolCallPart("act", {"label": f"{token}#1", "delay": 0.0})])
+
+
+fragile_agent = Agent(
+    FunctionModel(_fragile_script, model_name="runsgate-test-fragile"),
+    name="fragile-agent",
+    deps_type=type(None),
+    description="Asks to act once; its model fails after the tool ran while a flag file exists.",
+    output_type=[str, DeferredToolRequests],
+)
+fragile_agent.tool(requires_approval=True)(act)
+
+AGENTS = {"gate-agent": gate_agent, "fragile-agent": fragile_agent}

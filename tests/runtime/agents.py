@@ -7,6 +7,8 @@ Each script reacts to the conversation (the latest tool results / prompt), never
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 from typing import Any
 
 from pydantic_ai import Agent, RunContext
@@ -141,7 +143,36 @@ async def ask(ctx: RunContext[None], agent_id: str, request: str) -> Any:
     return await delegate(ctx, agent_id, request)
 
 
+# -- bulky-agent: a 20 MB tool result before the approval (histories over MongoDB's 16 MB) ---------
+REPORT_BYTES = 20 * 1024 * 1024
+"""Length of ``download_report``'s text: random base64, so it stays over 8 MB compressed (GridFS)."""
+
+
+def _bulky_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = {r.tool_name: r for r in latest_returns(messages)}
+    if "publish" in returns:
+        return ModelResponse(parts=[TextPart(f"published: {returns['publish'].content}")])
+    if "download_report" in returns:
+        report = str(returns["download_report"].content)
+        return ModelResponse(parts=[ToolCallPart("publish", {"chars": len(report), "tail": report[-8:]})])
+    return ModelResponse(parts=[ToolCallPart("download_report", {})])
+
+
+bulky_agent = Agent(FunctionModel(_bulky_script), name="bulky-agent", deps_type=type(None))
+
+
+@bulky_agent.tool_plain
+def download_report() -> str:
+    return base64.b64encode(os.urandom(REPORT_BYTES * 3 // 4)).decode("ascii")
+
+
+@bulky_agent.tool_plain(requires_approval=True)
+def publish(chars: int, tail: str) -> str:
+    return f"{chars} chars ending {tail}"
+
+
 TEST_AGENTS: dict[str, Agent[None, Any]] = {
+    "bulky-agent": bulky_agent,
     "flaky-agent": flaky_agent,
     "survey-agent": survey_agent,
     "slow-agent": slow_agent,

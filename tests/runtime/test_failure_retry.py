@@ -82,6 +82,37 @@ async def test_retry_completes_a_failed_run(manager: RunManager) -> None:
     assert await manager.store.get(FLAKY, run_id) is None
 
 
+async def test_a_tool_that_ran_before_the_model_failed_does_not_run_again_on_retry(any_manager: RunManager) -> None:
+    # given the approved tool ran, then the model raised on the next turn
+    manager = any_manager
+    run_id, _ = await _approved_while_model_is_down(manager)
+    assert agents.SHIPPED == ["book"]
+    events = await manager.store.list_events(FLAKY, run_id)
+    assert events[-1]["type"] == "failed"
+    assert events[-1]["data"]["toolsRan"] is True
+
+    # when the model is back and the run is retried
+    agents.SWITCHES["model_down"] = False
+    outcome = await manager.retry(FLAKY, run_id)
+
+    # then the kept tool result is used: the tool ran exactly once
+    assert outcome.status == "completed"
+    assert outcome.output == "done: shipped book"
+    assert agents.SHIPPED == ["book"]
+
+
+async def test_a_retry_that_fails_again_still_keeps_the_tool_result(manager: RunManager) -> None:
+    run_id, _ = await _approved_while_model_is_down(manager)
+
+    again = await manager.retry(FLAKY, run_id)
+    agents.SWITCHES["model_down"] = False
+    done = await manager.retry(FLAKY, run_id)
+
+    assert again.status == "failed"
+    assert done.status == "completed"
+    assert agents.SHIPPED == ["book"]
+
+
 async def test_a_tool_error_on_continue_fails_the_run_too(manager: RunManager) -> None:
     started = await manager.start_run(FLAKY, "ship a book")
     assert started.run is not None
@@ -96,6 +127,15 @@ async def test_a_tool_error_on_continue_fails_the_run_too(manager: RunManager) -
     assert stored is not None
     assert stored["lastError"] is not None
     assert agents.SHIPPED == []
+    failed = (await manager.store.list_events(FLAKY, started.run_id))[-1]
+    assert failed["type"] == "failed"
+    assert "toolsRan" not in failed["data"]
+
+    # when the warehouse is back, a retry runs the tool (it never completed)
+    agents.SWITCHES["tool_broken"] = False
+    done = await manager.retry(FLAKY, started.run_id)
+    assert done.status == "completed"
+    assert agents.SHIPPED == ["book"]
 
 
 async def test_retry_refuses_a_run_that_still_waits_for_decisions(manager: RunManager) -> None:

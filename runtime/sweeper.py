@@ -1,0 +1,129 @@
+"""Taking over runs nobody is continuing (issue 3 "claims and crashes"; DESIGN.md §4 "Continue").
+
+An instance that dies while continuing a run leaves it ``resuming`` with a claim nobody
+renews; one that dies between recording the last decision and claiming leaves it
+``suspended`` with every call decided. Every instance runs a ``StalledRunSweeper``: every
+``interval`` seconds it asks the store for such runs (``list_stalled_runs``) and continues
+them. Two sweepers finding the same run race on the claim's compare-and-set; one wins.
+
+Failed runs (``lastError`` set) are not retried automatically: a model or tool that fails the
+same way every time would loop. They wait for ``retryRun``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from datetime import timedelta
+
+from storage import SnapshotDocument, StoreUnavailableError
+
+from .errors import AgentNotFoundError
+from .lifecycle import RunManager
+from .outcome import RunOutcome
+
+logger = logging.getLogger(__name__)
+
+
+class StalledRunSweeper:
+    """Finds stalled runs and continues them on this instance.
+
+    Args:
+        manager: The instance's ``RunManager`` (its store, agents, claim time to live, clock).
+        interval: Seconds between two sweeps.
+        idle_grace: Seconds a run whose every call is decided may stay unclaimed before it is
+            taken over (leave the deciding instance time to claim it). Default: the claim's
+            time to live.
+        batch: Runs looked at per sweep.
+        max_active: Runs this instance continues at once for the sweeper; more wait for a
+            later sweep.
+    """
+
+    def __init__(
+        self,
+        manager: RunManager,
+        *,
+        interval: float,
+        idle_grace: float | None = None,
+        batch: int = 50,
+        max_active: int = 8,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive (seconds)")
+        self._manager = manager
+        self._interval = interval
+        self._idle_grace = manager.claim_ttl if idle_grace is None else idle_grace
+        self._batch = batch
+        self._max_active = max_active
+        self._active: dict[str, asyncio.Task[RunOutcome | None]] = {}
+
+    async def find(self) -> list[SnapshotDocument]:
+        """The stalled runs now, least recently updated first. Raises ``StoreUnavailableError``."""
+        now = self._manager.now()
+        return await self._manager.store.list_stalled_runs(
+            now=now, idle_before=now - timedelta(seconds=self._idle_grace), limit=self._batch
+        )
+
+    def _start(self, docs: list[SnapshotDocument]) -> list[asyncio.Task[RunOutcome | None]]:
+        started = []
+        for doc in docs:
+            if doc["_id"] in self._active or len(self._active) >= self._max_active:
+                continue
+            task = asyncio.create_task(self._take_over(doc), name=f"runsgate-takeover-{doc['_id']}")
+            self._active[doc["_id"]] = task
+            task.add_done_callback(functools.partial(self._done, doc["_id"]))
+            started.append(task)
+        return started
+
+    def _done(self, run_id: str, _: asyncio.Task[RunOutcome | None]) -> None:
+        self._active.pop(run_id, None)
+
+    async def _take_over(self, doc: SnapshotDocument) -> RunOutcome | None:
+        try:
+            outcome = await self._manager.take_over(doc)
+        except AgentNotFoundError:
+            logger.warning("stalled run %s belongs to agent %s, not registered here", doc["_id"], doc["agentId"])
+            return None
+        except Exception:
+            logger.exception("taking over run %s failed", doc["_id"])
+            return None
+        logger.info("took over run %s of agent %s: %s", doc["_id"], doc["agentId"], outcome.status)
+        return outcome
+
+    async def sweep_once(self) -> list[RunOutcome]:
+        """One sweep, waiting until every run it took over is done (tests, tools).
+
+        Returns:
+            The outcome of each run this call continued (``resuming`` when another instance
+            claimed it first).
+
+        Raises:
+            StoreUnavailableError: The store could not be asked.
+        """
+        outcomes = await asyncio.gather(*self._start(await self.find()))
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    async def run_forever(self) -> None:
+        """Sweep every ``interval`` seconds until cancelled; store errors are logged, not raised.
+
+        Cancelling also cancels the continuations it started: their claims expire and another
+        instance takes them over (the tool may then run twice: at least once across a crash).
+        """
+        try:
+            while True:
+                await asyncio.sleep(self._interval)
+                try:
+                    self._start(await self.find())
+                except StoreUnavailableError as exc:
+                    logger.warning("sweep skipped: %s", exc)
+                except Exception:
+                    logger.exception("sweep failed")
+        finally:
+            for task in list(self._active.values()):
+                task.cancel()
+            if self._active:
+                await asyncio.wait(list(self._active.values()))
+
+
+__all__ = ["StalledRunSweeper"]

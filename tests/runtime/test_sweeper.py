@@ -1,0 +1,145 @@
+"""``StalledRunSweeper``: runs nobody continues are taken over (issue 3 "claims and crashes")."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from runtime import AgentRegistry, RunManager, StalledRunSweeper
+from storage import SnapshotStore, utcnow
+
+from . import agents
+
+FLAKY = "flaky-agent"
+
+
+async def _decided(manager: RunManager) -> tuple[str, str]:
+    """A flaky-agent run whose only call is approved in the store, nobody continuing it."""
+    started = await manager.start_run(FLAKY, "ship a book")
+    assert started.run is not None
+    call_id = started.run["toolCalls"][0]["toolCallId"]
+    now = manager.now()
+    recorded = await manager.store.record_decision(
+        FLAKY,
+        started.run_id,
+        index=0,
+        tool_call_id=call_id,
+        decision={
+            "kind": "approved",
+            "decidedAt": now,
+            "decidedBy": "alice",
+            "reason": None,
+            "resumeData": None,
+            "idempotencyKey": None,
+        },
+        now=now,
+    )
+    assert recorded is not None
+    return started.run_id, call_id
+
+
+def _later(manager: RunManager, instance_id: str, seconds: float) -> RunManager:
+    """Another instance on the same store whose clock is ``seconds`` ahead."""
+    return RunManager(
+        manager.store,
+        manager.agents,
+        instance_id=instance_id,
+        claim_ttl=manager.claim_ttl,
+        clock=lambda: utcnow() + timedelta(seconds=seconds),
+    )
+
+
+async def test_a_run_whose_claim_expired_is_finished_by_the_sweeper(any_manager: RunManager) -> None:
+    # given instance-dead claimed the run, then died (its claim is never renewed)
+    run_id, _ = await _decided(any_manager)
+    now = any_manager.now()
+    claimed = await any_manager.store.claim(
+        FLAKY, run_id, by="instance-dead", until=now + timedelta(seconds=30), now=now
+    )
+    assert claimed is not None
+    early = StalledRunSweeper(_later(any_manager, "instance-b", 10), interval=1)
+    late = StalledRunSweeper(_later(any_manager, "instance-b", 31), interval=1)
+
+    # when / then: nothing to do while the claim is live
+    assert await early.sweep_once() == []
+    assert agents.SHIPPED == []
+
+    # when the claim expired
+    outcomes = await late.sweep_once()
+
+    # then
+    assert [(o.run_id, o.status) for o in outcomes] == [(run_id, "completed")]
+    assert agents.SHIPPED == ["book"]
+    assert await any_manager.store.get(FLAKY, run_id) is None
+    events = await any_manager.store.list_events(FLAKY, run_id)
+    takeover = [e for e in events if e["type"] == "takeover"]
+    assert [(e["by"], e["data"]["previousClaim"]["by"]) for e in takeover] == [("instance-b", "instance-dead")]
+    assert [e["type"] for e in events][-3:] == ["takeover", "resumed", "completed"]
+
+
+async def test_a_decided_run_nobody_claimed_is_continued_after_the_grace_period(manager: RunManager) -> None:
+    run_id, _ = await _decided(manager)
+    soon = StalledRunSweeper(_later(manager, "instance-b", 5), interval=1, idle_grace=60)
+    after_grace = StalledRunSweeper(_later(manager, "instance-b", 61), interval=1, idle_grace=60)
+
+    assert await soon.sweep_once() == []
+    outcomes = await after_grace.sweep_once()
+
+    assert [(o.run_id, o.status) for o in outcomes] == [(run_id, "completed")]
+    assert agents.SHIPPED == ["book"]
+    events = await manager.store.list_events(FLAKY, run_id)
+    assert [e["type"] for e in events][-3:] == ["takeover", "resumed", "completed"]
+    assert events[-3]["data"]["previousClaim"] is None
+
+
+async def test_failed_runs_and_runs_waiting_for_decisions_are_left_alone(manager: RunManager) -> None:
+    waiting = await manager.start_run(FLAKY, "ship a book")
+    failed_id, _ = await _decided(manager)
+    agents.SWITCHES["model_down"] = True
+    assert (await manager.retry(FLAKY, failed_id)).status == "failed"
+    agents.SWITCHES["model_down"] = False
+    sweeper = StalledRunSweeper(_later(manager, "instance-b", 3600), interval=1)
+
+    assert await sweeper.sweep_once() == []
+    assert (await manager.store.get(FLAKY, waiting.run_id)) == waiting.run
+    stored = await manager.store.get(FLAKY, failed_id)
+    assert stored is not None
+    assert stored["lastError"] is not None
+
+
+async def test_two_sweepers_racing_for_one_run_continue_it_once(registry: AgentRegistry, store: SnapshotStore) -> None:
+    manager = RunManager(store, registry, instance_id="instance-a")
+    run_id, _ = await _decided(manager)
+    sweepers = [StalledRunSweeper(_later(manager, f"instance-{i}", 120), interval=1) for i in range(3)]
+
+    results = await asyncio.gather(*(s.sweep_once() for s in sweepers))
+
+    statuses = sorted(o.status for outcomes in results for o in outcomes)
+    assert statuses.count("completed") == 1
+    assert set(statuses) <= {"completed", "resuming"}
+    assert agents.SHIPPED == ["book"]
+    assert await store.get(FLAKY, run_id) is None
+
+
+async def test_run_forever_sweeps_until_cancelled(manager: RunManager) -> None:
+    run_id, _ = await _decided(manager)
+    sweeper = StalledRunSweeper(_later(manager, "instance-b", 120), interval=0.05)
+
+    task = asyncio.create_task(sweeper.run_forever())
+    try:
+        async with asyncio.timeout(10):
+            while await manager.store.get(FLAKY, run_id) is not None:  # noqa: ASYNC110 (polls the store)
+                await asyncio.sleep(0.02)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    assert agents.SHIPPED == ["book"]
+
+
+def test_the_interval_must_be_positive(manager: RunManager) -> None:
+    with pytest.raises(ValueError, match="interval"):
+        StalledRunSweeper(manager, interval=0)

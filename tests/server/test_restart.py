@@ -43,7 +43,9 @@ def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_proc
     log = tmp_path / "runsgate.log"
     # given a refund run started through a runsgate process on MongoDB
     with runsgate_process(log, MONGODB_URI=mongodb_uri) as first:
-        started = _graphql(first, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["startRun"]
+        started = _graphql(
+            first, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT, "idempotencyKey": "start-1042"}
+        )["startRun"]
         assert started["__typename"] == "RunOutcome"
         assert started["status"] == "SUSPENDED"
         run = started["run"]
@@ -52,6 +54,15 @@ def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_proc
     # when that process is stopped and a new one starts on the same database
     with runsgate_process(log, MONGODB_URI=mongodb_uri) as second:
         # then the run is listed by the new process, unchanged
+        assert _listed(second) == [run]
+
+        # when the start is repeated with the same idempotency key after the restart
+        replayed = _graphql(
+            second, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT, "idempotencyKey": "start-1042"}
+        )["startRun"]
+
+        # then the first answer comes back and no second run was started
+        assert (replayed["runId"], replayed["status"]) == (run["runId"], "SUSPENDED")
         assert _listed(second) == [run]
 
         # when it is approved through the new process

@@ -213,7 +213,12 @@ class EventFeed:
                     continue
                 poller.recent.add(event["_id"])
                 for subscriber in list(poller.subscribers):
-                    if not subscriber.offer(event):
+                    try:
+                        kept = subscriber.offer(event)
+                    except Exception:
+                        logger.exception("event feed of agent %s: a subscriber's filter failed", poller.agent_id)
+                        continue
+                    if not kept:
                         poller.subscribers.discard(subscriber)
             after = page[-1]["_id"] if len(page) == self._page_size else None
         poller.cursor = max(poller.cursor, event_id_floor(now_ns - self._lookback_ns))

@@ -10,7 +10,7 @@ from typing import Any
 
 from strawberry.types import Info as _Info
 
-from runtime import AgentRegistry, RunManager
+from runtime import AgentRegistry, EventFeed, RunManager
 from storage import SnapshotStore
 
 from .loaders import Loaders
@@ -27,6 +27,7 @@ class Context:
         principal: Who is calling (``decidedBy``); ``"anonymous"`` until authentication exists.
         max_page_size: Cap on ``first``/``last``/``perPage`` and the default page size.
         loaders: Fresh DataLoaders for this request.
+        events: The process's event feed (subscriptions); ``None`` where none runs.
         request: The underlying Starlette request or WebSocket, when there is one.
     """
 
@@ -38,6 +39,7 @@ class Context:
     loaders: Loaders = field(init=False)
     request: Any = None
     response: Any = None
+    events: EventFeed | None = None
 
     def __post_init__(self) -> None:
         self.loaders = Loaders(self.store)

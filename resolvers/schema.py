@@ -20,6 +20,7 @@ from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
 from .mutations import Mutation
 from .queries import Query
 from .scalars import DateTime
+from .subscriptions import Subscription
 from .types import SuspendedRun
 
 logger = logging.getLogger("runsgate.graphql")
@@ -45,6 +46,7 @@ def build_schema() -> strawberry.federation.Schema:
     return strawberry.federation.Schema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         types=[SuspendedRun, Agent, *USER_ERROR_TYPES],
         config=StrawberryConfig(scalar_map={datetime: DateTime}),
         extensions=[

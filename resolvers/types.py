@@ -81,11 +81,16 @@ class RunError:
 
 @strawberry.type(description="One entry of a run's audit trail.")
 class RunEvent:
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(
+        description="Time-ordered; pass it as `afterEventId` to resume a subscription after this event."
+    )
     type: str = strawberry.field(description="started, suspended, decision, resumed, completed, failed or takeover.")
     at: datetime = strawberry.field(description="UTC.")
     by: str | None = strawberry.field(description="The principal or instance that caused it.")
     data: JSON
+    run_id: strawberry.ID = strawberry.field(description="The run the event belongs to.")
+    thread_id: str | None = strawberry.field(default=None, description="The run's memory thread.")
+    resource_id: str | None = strawberry.field(default=None, description="The run's resource.")
 
     @classmethod
     def from_document(cls, doc: EventDocument) -> RunEvent:
@@ -95,6 +100,9 @@ class RunEvent:
             at=doc["at"],
             by=doc["by"],
             data=cast(JSON, doc["data"]),
+            run_id=strawberry.ID(doc["runId"]),
+            thread_id=doc.get("threadId"),
+            resource_id=doc.get("resourceId"),
         )
 
 

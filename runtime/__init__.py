@@ -18,6 +18,7 @@ from .errors import (
     ToolCallNotFoundError,
     WrongToolCallKindError,
 )
+from .event_feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
 from .lifecycle import RunManager
 from .outcome import OutcomeStatus, RunOutcome
 from .registry import AgentRegistry, AnyAgent, load_registry
@@ -31,6 +32,10 @@ __all__ = [
     "AnyAgent",
     "DelegationError",
     "ErrorCode",
+    "EventFeed",
+    "EventFeedClosedError",
+    "EventFeedOverflowError",
+    "EventPredicate",
     "IdempotencyKeyReusedError",
     "InvalidResumeDataError",
     "OutcomeStatus",

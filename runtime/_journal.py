@@ -24,6 +24,12 @@ def event_id() -> str:
     return f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}"
 
 
+def event_id_floor(epoch_ns: int) -> str:
+    """A bound that sorts after every event id created before ``epoch_ns`` (UTC nanoseconds since
+    the epoch) and before every one created at or after it: the keyset position of a moment."""
+    return f"{max(epoch_ns, 0):020d}"
+
+
 class Journal:
     """Appends events to the store's log and builds the matching ``RunOutcome``.
 
@@ -51,6 +57,8 @@ class Journal:
                 "_id": event_id(),
                 "runId": scope.run_id,
                 "agentId": scope.agent_id,
+                "threadId": scope.thread_id,
+                "resourceId": scope.resource_id,
                 "type": event_type,
                 "at": at or self._now(),
                 "by": by,

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
@@ -20,9 +21,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from resolvers import Context, schema
-from runtime import RunManager, StalledRunSweeper, load_registry
+from runtime import EventFeed, RunManager, StalledRunSweeper, load_registry
 from storage import MemorySnapshotStore, MongoSnapshotStore, NewerSchemaError, SnapshotStore, StoreUnavailableError
 
 from .config import Settings, load_settings
@@ -50,6 +52,7 @@ class GraphQLApp(GraphQL[Context, None]):
             max_page_size=state.settings.max_page_size,
             request=request,
             response=response,
+            events=state.events,
         )
 
 
@@ -93,6 +96,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             claim_ttl=settings.claim_ttl,
             model=settings.model,
         )
+        app.state.events = EventFeed(
+            store, poll_interval=settings.subscription_poll_interval, lookback=settings.subscription_lookback
+        )
         logger.info(
             "runsgate ready: store=%s agents=%s instance=%s",
             type(store).__name__,
@@ -109,9 +115,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if sweeping is not None:
                 sweeping.cancel()
                 await asyncio.wait([sweeping])
+            await app.state.events.close()
             await store.close()
 
-    graphql = GraphQLApp(schema, graphql_ide="graphiql" if settings.graphiql else None)
+    graphql = GraphQLApp(
+        schema,
+        graphql_ide="graphiql" if settings.graphiql else None,
+        subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],
+        connection_init_wait_timeout=timedelta(seconds=settings.ws_connection_init_timeout),
+    )
     return Starlette(
         routes=[
             Route("/graphql", graphql, methods=["GET", "POST"]),

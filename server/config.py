@@ -49,6 +49,12 @@ class Settings(BaseSettings):
     graphiql: bool = True
     """Serve the GraphiQL explorer on ``GET /graphql`` from a browser."""
     log_level: str = "INFO"
+    subscription_poll_interval: Annotated[float, Field(gt=0)] = 1.0
+    """Seconds between two reads of an agent's event log while it has subscribers (one poller per agent)."""
+    subscription_lookback: Annotated[float, Field(ge=0)] = 5.0
+    """Seconds of event ids each poll reads again, to deliver events that became visible late."""
+    ws_connection_init_timeout: Annotated[float, Field(gt=0)] = 10.0
+    """Seconds a WebSocket client has to send ``connection_init`` before it is closed with 4408."""
 
     @field_validator("mongodb_uri")
     @classmethod

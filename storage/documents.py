@@ -95,8 +95,14 @@ class EventDocument(TypedDict):
     """One entry of the append-only audit log (collection ``run_events``)."""
 
     _id: str
+    """Time-ordered: ``{UTC nanoseconds since the epoch, 20 digits}-{12 hex digits}`` (runtime's
+    ``event_id``); the event feed reads the log in this order (``list_events_after``)."""
     runId: str
     agentId: str
+    threadId: NotRequired[str | None]
+    """The run's memory thread (events written before it was recorded lack it)."""
+    resourceId: NotRequired[str | None]
+    """The run's resource; subscriptions may hide runs of other resources by it."""
     type: EventType
     at: datetime
     """UTC."""

@@ -257,6 +257,16 @@ class MemorySnapshotStore:
         events = [e for e in self._events if e["agentId"] == agent_id and e["runId"] in wanted]
         return copy.deepcopy(sorted(events, key=lambda e: (e["at"], e["_id"])))
 
+    async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        events = [
+            e
+            for e in self._events
+            if e["agentId"] == agent_id and (after_event_id is None or e["_id"] > after_event_id)
+        ]
+        return copy.deepcopy(sorted(events, key=lambda e: e["_id"])[:limit])
+
     # -- idempotency ---------------------------------------------------------------------------
     async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         existing = self._keys.get(key_id)

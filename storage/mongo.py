@@ -72,6 +72,9 @@ LISTING_INDEXES: list[tuple[str, list[tuple[str, int]]]] = [
 """One index per filter combination, each in listing order after its equality fields, so a
 page is an index walk whatever the number of stored runs (DESIGN.md §3)."""
 
+EVENT_FEED_INDEX = [("agentId", ASCENDING), ("_id", ASCENDING)]
+"""The event feed's keyset walk (``list_events_after``): an agent's events in ``_id`` (creation) order."""
+
 LISTING_ORDER = [("createdAt", DESCENDING), ("_id", DESCENDING)]
 REVERSE_ORDER = [("createdAt", ASCENDING), ("_id", ASCENDING)]
 
@@ -185,6 +188,7 @@ class MongoSnapshotStore:
             await self._events.create_index(
                 [("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at"
             )
+            await self._events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
             newer = await self._runs.find_one(
                 {"schemaVersion": {"$gt": SCHEMA_VERSION}}, {"schemaVersion": 1}, sort=[("schemaVersion", DESCENDING)]
             )
@@ -474,6 +478,16 @@ class MongoSnapshotStore:
             )
         return cast(list[EventDocument], docs)
 
+    async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        query: Document = {"agentId": agent_id}
+        if after_event_id is not None:
+            query["_id"] = {"$gt": after_event_id}
+        async with _reachable():
+            docs = await self._events.find(query).sort([("_id", ASCENDING)]).limit(limit).to_list()
+        return cast(list[EventDocument], docs)
+
     # -- idempotency ---------------------------------------------------------------------------
     async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         try:
@@ -518,4 +532,4 @@ class MongoSnapshotStore:
             return await self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER).limit(limit).explain()
 
 
-__all__ = ["LISTING_INDEXES", "MongoSnapshotStore", "listing_query"]
+__all__ = ["EVENT_FEED_INDEX", "LISTING_INDEXES", "MongoSnapshotStore", "listing_query"]

@@ -223,6 +223,23 @@ class SnapshotStore(Protocol):
         """Events of several runs of ``agent_id`` in one query, oldest first (DataLoader batches)."""
         ...
 
+    async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
+        """Events of ``agent_id`` whose ``_id`` sorts strictly after ``after_event_id``, in ``_id`` order.
+
+        Event ids are time-ordered strings (``EventDocument._id``), so this is a keyset walk of the
+        log in the order events were created, all runs of the agent together (the subscription
+        feed polls it). ``None`` starts from the oldest event.
+
+        Args:
+            agent_id: Only this agent's events.
+            after_event_id: Exclusive lower bound on ``_id`` (compared as strings), or ``None``.
+            limit: At most this many events; ask again after the last one for more.
+
+        Raises:
+            ValueError: ``limit`` is below 1.
+        """
+        ...
+
     # -- idempotency -------------------------------------------------------------------------
     async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         """Insert the key; return ``None`` when it was new, else the existing document."""

@@ -67,6 +67,9 @@ def test_serve_with_an_invalid_variable_exits_2_naming_it(
         ({"RUNSGATE_MAX_PAGE_SIZE": "0"}, ["RUNSGATE_MAX_PAGE_SIZE"]),
         ({"RUNSGATE_AGENTS": "no-colon"}, ["RUNSGATE_AGENTS"]),
         ({"MONGODB_URI": "postgres://db/x"}, ["MONGODB_URI"]),
+        ({"RUNSGATE_SUBSCRIPTION_POLL_INTERVAL": "0"}, ["RUNSGATE_SUBSCRIPTION_POLL_INTERVAL"]),
+        ({"RUNSGATE_SUBSCRIPTION_LOOKBACK": "-1"}, ["RUNSGATE_SUBSCRIPTION_LOOKBACK"]),
+        ({"RUNSGATE_WS_CONNECTION_INIT_TIMEOUT": "soon"}, ["RUNSGATE_WS_CONNECTION_INIT_TIMEOUT"]),
         ({"RUNSGATE_PORT": "abc", "MONGODB_URI": "http://x"}, ["RUNSGATE_PORT", "MONGODB_URI"]),
     ],
 )

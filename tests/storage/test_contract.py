@@ -12,6 +12,7 @@ from storage import (
     SCHEMA_VERSION,
     DecisionDocument,
     DuplicateRunError,
+    EventDocument,
     MongoSnapshotStore,
     NewerSchemaError,
     RunErrorDocument,
@@ -527,3 +528,73 @@ async def test_two_clients_deciding_two_calls_of_one_run_at_once_keep_both(mongo
         await first.drop_all()
         await first.close()
         await second.close()
+
+
+def feed_event(event_id: str, *, agent_id: str = "refund-agent", run_id: str = "run") -> EventDocument:
+    return {
+        "_id": event_id,
+        "runId": run_id,
+        "agentId": agent_id,
+        "threadId": "t1",
+        "resourceId": "r1",
+        "type": "started",
+        "at": T0,
+        "by": None,
+        "data": {},
+    }
+
+
+async def test_events_after_walk_the_agents_log_in_id_order(store: SnapshotStore) -> None:
+    # inserted out of order, with another agent's events in between and the same `at` everywhere
+    for event_id, agent_id in [("003", "refund-agent"), ("001", "refund-agent"), ("002", "weather-agent")]:
+        await store.append_event(feed_event(event_id, agent_id=agent_id, run_id=f"run-{event_id}"))
+    await store.append_event(feed_event("002-b"))
+    await store.append_event(feed_event("004"))
+
+    everything = await store.list_events_after("refund-agent", None, 10)
+    first_page = await store.list_events_after("refund-agent", None, 2)
+    second_page = await store.list_events_after("refund-agent", first_page[-1]["_id"], 2)
+    last_page = await store.list_events_after("refund-agent", second_page[-1]["_id"], 2)
+
+    assert [e["_id"] for e in everything] == ["001", "002-b", "003", "004"]
+    assert [e["_id"] for e in first_page] == ["001", "002-b"]
+    assert [e["_id"] for e in second_page] == ["003", "004"]
+    assert last_page == []
+    assert everything[0]["runId"] == "run-001"
+    assert everything[0]["resourceId"] == "r1"
+    assert everything[0]["threadId"] == "t1"
+
+
+async def test_events_after_bound_is_exclusive_and_need_not_exist(store: SnapshotStore) -> None:
+    for event_id in ["00000000000000000010-aa", "00000000000000000020-aa", "00000000000000000030-aa"]:
+        await store.append_event(feed_event(event_id))
+
+    from_existing = await store.list_events_after("refund-agent", "00000000000000000010-aa", 10)
+    # a bare time prefix sorts before every id of that nanosecond: the "now" cursor of a subscription
+    from_time = await store.list_events_after("refund-agent", "00000000000000000020", 10)
+    past_the_end = await store.list_events_after("refund-agent", "00000000000000000030-aa", 10)
+
+    assert [e["_id"] for e in from_existing] == ["00000000000000000020-aa", "00000000000000000030-aa"]
+    assert [e["_id"] for e in from_time] == ["00000000000000000020-aa", "00000000000000000030-aa"]
+    assert past_the_end == []
+    assert await store.list_events_after("weather-agent", None, 10) == []
+
+
+async def test_events_after_rejects_a_limit_below_one(store: SnapshotStore) -> None:
+    await store.append_event(feed_event("001"))
+
+    with pytest.raises(ValueError, match="limit"):
+        await store.list_events_after("refund-agent", None, 0)
+
+
+@pytest.mark.mongo
+async def test_mongo_has_an_index_in_event_feed_order(mongodb_uri: str) -> None:
+    mongo = MongoSnapshotStore(mongodb_uri)
+    await mongo.open()
+    try:
+        indexes = await mongo.database["run_events"].index_information()
+    finally:
+        await mongo.drop_all()
+        await mongo.close()
+
+    assert indexes["agent_event_order"]["key"] == [("agentId", 1), ("_id", 1)]

@@ -1,0 +1,119 @@
+"""Subscription fields: ``suspendedRunEvents`` streams an agent's run events as they happen.
+
+Served over WebSocket with the ``graphql-transport-ws`` protocol (DESIGN.md §6). The events come
+from the event log through the process's ``runtime.EventFeed`` (one poller per agent, shared by
+all subscribers), so a subscriber on any instance sees the events caused by every instance.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from collections.abc import AsyncGenerator
+from typing import Annotated
+
+import strawberry
+from graphql import GraphQLError
+
+from runtime import EventFeedClosedError, EventFeedOverflowError
+from storage import EventDocument, StoreUnavailableError
+
+from .context import Info
+from .errors import QueryArgumentError
+from .pagination import require_agent
+from .types import RunEvent
+from .visibility import can_see_event
+
+logger = logging.getLogger("runsgate.graphql")
+
+EVENT_ID = re.compile(r"^\d{20}-[0-9a-f]{12}$")
+"""Shape of the event ids runsgate writes (``runtime._journal.event_id``)."""
+
+
+@strawberry.enum(description="Kinds of run events (the `type` of a `RunEvent`).")
+class RunEventKind(enum.Enum):
+    STARTED = "started"
+    SUSPENDED = "suspended"
+    DECISION = "decision"
+    RESUMED = "resumed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TAKEOVER = "takeover"
+
+
+@strawberry.input(description="Which run events to stream; every given field must match.")
+class RunEventFilter:
+    thread_id: str | None = strawberry.field(default=None, description="Only events of runs in this thread.")
+    resource_id: str | None = strawberry.field(default=None, description="Only events of runs of this resource.")
+    run_id: strawberry.ID | None = strawberry.field(default=None, description="Only events of this run.")
+    kinds: list[RunEventKind] | None = strawberry.field(
+        default=None, description="Only events of these kinds (not empty); all kinds when omitted."
+    )
+
+    def matches(self, event: EventDocument) -> bool:
+        """Whether ``event`` passes every field given."""
+        return (
+            (self.thread_id is None or event.get("threadId") == self.thread_id)
+            and (self.resource_id is None or event.get("resourceId") == self.resource_id)
+            and (self.run_id is None or event["runId"] == str(self.run_id))
+            and (self.kinds is None or event["type"] in {k.value for k in self.kinds})
+        )
+
+
+EventFilterArg = Annotated[RunEventFilter | None, strawberry.argument(name="filter")]
+
+
+class SubscriptionEndedError(GraphQLError):
+    """The stream ended on the server's side; ``extensions.code`` says why, and the client may
+    subscribe again with ``afterEventId`` set to the last event it received."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message, extensions={"code": code})
+
+
+def _checked(run_filter: RunEventFilter | None, after_event_id: strawberry.ID | None) -> RunEventFilter:
+    if after_event_id is not None and not EVENT_ID.match(str(after_event_id)):
+        raise QueryArgumentError("`afterEventId` is not the id of a run event", argument="afterEventId")
+    if run_filter is not None and run_filter.kinds is not None and not run_filter.kinds:
+        raise QueryArgumentError(
+            "`filter.kinds` must not be empty; omit it to receive every kind", argument="filter.kinds"
+        )
+    return run_filter or RunEventFilter()
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(
+        description="An agent's run events (suspended, decision, resumed, completed, failed, ...) as they "
+        "happen on any instance, oldest first. Starts now, or after `afterEventId` to resume a stream."
+    )
+    async def suspended_run_events(
+        self,
+        info: Info,
+        agent_id: strawberry.ID,
+        run_filter: EventFilterArg = None,
+        after_event_id: strawberry.ID | None = None,
+    ) -> AsyncGenerator[RunEvent, None]:
+        require_agent(info, str(agent_id))
+        wanted = _checked(run_filter, after_event_id)
+        feed = info.context.events
+        if feed is None:
+            raise SubscriptionEndedError("subscriptions are not served here", code="SUBSCRIPTIONS_UNAVAILABLE")
+        context = info.context
+        stream = feed.subscribe(
+            str(agent_id),
+            after_event_id=None if after_event_id is None else str(after_event_id),
+            accept=lambda event: wanted.matches(event) and can_see_event(context, event),
+        )
+        try:
+            async for event in stream:
+                yield RunEvent.from_document(event)
+        except EventFeedOverflowError as exc:
+            raise SubscriptionEndedError(str(exc), code="SUBSCRIPTION_OVERFLOW") from exc
+        except EventFeedClosedError as exc:
+            raise SubscriptionEndedError("the server is shutting down", code="SHUTTING_DOWN") from exc
+        except StoreUnavailableError as exc:
+            raise SubscriptionEndedError(str(exc), code="STORE_UNAVAILABLE") from exc
+        finally:
+            await stream.aclose()

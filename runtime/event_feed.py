@@ -1,0 +1,243 @@
+"""The live feed of the event log: what subscriptions stream (DESIGN.md §4, "the source of
+subscription events").
+
+Every instance appends to the same log (collection ``run_events``), so following the log shows
+each instance the events of every instance. FerretDB 1.24 has no change streams, so the feed
+polls: one poller per agent in this process, shared by all its subscribers (fan-out), reads
+``SnapshotStore.list_events_after`` every ``poll_interval`` seconds.
+
+Event ids are time-ordered (``{UTC nanoseconds}-{random}``, made by the instance that wrote the
+event), but an event becomes visible to readers a little after its id was made (the insert's
+round trip), so an event with a smaller id may appear after one with a larger id from another
+instance. Each poll therefore re-reads the last ``lookback`` seconds of ids and skips the ones it
+already delivered: an event is delivered as long as it became visible within ``lookback`` seconds
+of the moment its id was made (clocks of the instances included). Delivery is at least once
+across reconnections (resume with ``after_event_id``), in ``_id`` order within one poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+from storage import EventDocument, SnapshotStore, StoreUnavailableError
+
+from ._journal import event_id_floor
+
+logger = logging.getLogger(__name__)
+
+EventPredicate = Callable[[EventDocument], bool]
+"""Which events a subscriber wants (its filter and what it may see)."""
+
+
+class EventFeedOverflowError(Exception):
+    """A subscriber fell more than ``max_queued`` events behind and was dropped; resume it with
+    ``after_event_id`` set to the last event it received."""
+
+
+class EventFeedClosedError(Exception):
+    """The feed was closed (the server is shutting down)."""
+
+
+_CLOSED = object()
+_OVERFLOW = object()
+
+
+@dataclass(eq=False)
+class _Subscriber:
+    start: str
+    """Only events whose id sorts after this."""
+    accept: EventPredicate
+    max_queued: int
+    queue: asyncio.Queue[EventDocument | object] = field(default_factory=asyncio.Queue)
+    dropped: bool = False
+
+    def offer(self, event: EventDocument) -> bool:
+        """Queue the event if wanted; ``False`` when the subscriber is too far behind (dropped)."""
+        if event["_id"] <= self.start or not self.accept(event):
+            return True
+        if self.queue.qsize() >= self.max_queued:
+            self.dropped = True
+            self.queue.put_nowait(_OVERFLOW)
+            return False
+        self.queue.put_nowait(event)
+        return True
+
+
+@dataclass(eq=False)
+class _Poller:
+    agent_id: str
+    cursor: str
+    """Every event with an id up to here was read (or is older than the lookback when it appears)."""
+    subscribers: set[_Subscriber] = field(default_factory=set)
+    recent: set[str] = field(default_factory=set)
+    """Ids after ``cursor`` already delivered (re-read by the lookback, not delivered twice)."""
+    task: asyncio.Task[None] | None = None
+
+
+class EventFeed:
+    """Per-process fan-out of each agent's event log to its subscribers.
+
+    Args:
+        store: The store holding the log.
+        poll_interval: Seconds between two reads of an agent's log while it has subscribers.
+        lookback: Seconds of ids each read goes back to catch events that became visible late.
+        page_size: Events per store query (a poll reads pages until a short one).
+        max_queued: Events a subscriber may have waiting before it is dropped
+            (``EventFeedOverflowError``).
+        clock_ns: UTC nanoseconds since the epoch (the clock event ids are made from).
+    """
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        *,
+        poll_interval: float = 1.0,
+        lookback: float = 5.0,
+        page_size: int = 500,
+        max_queued: int = 10_000,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        if poll_interval <= 0 or lookback < 0 or page_size < 1 or max_queued < 1:
+            raise ValueError("poll_interval must be > 0, lookback >= 0, page_size and max_queued >= 1")
+        self._store = store
+        self._poll_interval = poll_interval
+        self._lookback_ns = int(lookback * 1e9)
+        self._page_size = page_size
+        self._max_queued = max_queued
+        self._clock_ns = clock_ns
+        self._pollers: dict[str, _Poller] = {}
+        self._closed = False
+
+    @property
+    def polled_agents(self) -> dict[str, int]:
+        """Agent id -> number of subscribers, for each agent whose log is being polled now."""
+        return {agent_id: len(p.subscribers) for agent_id, p in self._pollers.items()}
+
+    async def subscribe(
+        self,
+        agent_id: str,
+        *,
+        after_event_id: str | None = None,
+        accept: EventPredicate = lambda _: True,
+    ) -> AsyncGenerator[EventDocument, None]:
+        """Yield ``agent_id``'s events as they are appended, on any instance, forever.
+
+        Without ``after_event_id`` the stream starts now: only events whose id was made after this
+        call. With it, the events after that id are read from the store first (in ``_id`` order),
+        then the live ones follow without a gap (nor, within the lookback, a repeat).
+
+        Args:
+            agent_id: Whose log to follow.
+            after_event_id: Resume after this event id (exclusive).
+            accept: Only events for which this returns true are yielded.
+
+        Raises:
+            EventFeedOverflowError: The subscriber fell ``max_queued`` events behind.
+            EventFeedClosedError: The feed was closed.
+            StoreUnavailableError: The store failed while reading the events after ``after_event_id``.
+        """
+        if self._closed:
+            raise EventFeedClosedError("the event feed is closed")
+        start = after_event_id if after_event_id is not None else event_id_floor(self._clock_ns())
+        subscriber = _Subscriber(start=start, accept=accept, max_queued=self._max_queued)
+        poller = self._poller(agent_id)
+        poller.subscribers.add(subscriber)
+        read_before = poller.cursor
+        try:
+            seen: set[str] = set()
+            after = after_event_id
+            while after is not None:
+                page = await self._store.list_events_after(agent_id, after, self._page_size)
+                for event in page:
+                    if event["_id"] > read_before:
+                        seen.add(event["_id"])  # the poller may deliver it too
+                    if accept(event):
+                        yield event
+                after = page[-1]["_id"] if len(page) == self._page_size else None
+            while True:
+                item = await subscriber.queue.get()
+                if item is _CLOSED:
+                    raise EventFeedClosedError("the event feed is closed")
+                if item is _OVERFLOW:
+                    raise EventFeedOverflowError(
+                        f"more than {self._max_queued} events waited for this subscriber; "
+                        "resume after the last event received"
+                    )
+                event = cast(EventDocument, item)
+                if event["_id"] not in seen:
+                    yield event
+        finally:
+            self._leave(poller, subscriber)
+
+    def _poller(self, agent_id: str) -> _Poller:
+        poller = self._pollers.get(agent_id)
+        if poller is None:
+            poller = _Poller(agent_id=agent_id, cursor=event_id_floor(self._clock_ns() - self._lookback_ns))
+            poller.task = asyncio.get_running_loop().create_task(
+                self._run(poller), name=f"runsgate-event-feed-{agent_id}"
+            )
+            self._pollers[agent_id] = poller
+        return poller
+
+    def _leave(self, poller: _Poller, subscriber: _Subscriber) -> None:
+        poller.subscribers.discard(subscriber)
+        if not poller.subscribers and self._pollers.get(poller.agent_id) is poller:
+            del self._pollers[poller.agent_id]
+            if poller.task is not None:
+                poller.task.cancel()
+
+    async def _run(self, poller: _Poller) -> None:
+        while True:
+            try:
+                await self._poll(poller)
+            except StoreUnavailableError as exc:
+                logger.warning("event feed of agent %s: %s; retrying", poller.agent_id, exc)
+            except Exception:
+                logger.exception("event feed of agent %s failed to poll; retrying", poller.agent_id)
+            await asyncio.sleep(self._poll_interval)
+
+    async def _poll(self, poller: _Poller) -> None:
+        """Read the log once from ``cursor`` and hand every new event to the subscribers."""
+        now_ns = self._clock_ns()
+        after: str | None = poller.cursor
+        while after is not None:
+            page = await self._store.list_events_after(poller.agent_id, after, self._page_size)
+            for event in page:
+                if event["_id"] in poller.recent:
+                    continue
+                poller.recent.add(event["_id"])
+                for subscriber in list(poller.subscribers):
+                    try:
+                        kept = subscriber.offer(event)
+                    except Exception:
+                        logger.exception("event feed of agent %s: a subscriber's filter failed", poller.agent_id)
+                        continue
+                    if not kept:
+                        poller.subscribers.discard(subscriber)
+            after = page[-1]["_id"] if len(page) == self._page_size else None
+        poller.cursor = max(poller.cursor, event_id_floor(now_ns - self._lookback_ns))
+        poller.recent = {i for i in poller.recent if i > poller.cursor}
+
+    async def close(self) -> None:
+        """Stop every poller and end every subscription (``EventFeedClosedError``)."""
+        self._closed = True
+        pollers = list(self._pollers.values())
+        self._pollers.clear()
+        for poller in pollers:
+            for subscriber in poller.subscribers:
+                subscriber.queue.put_nowait(_CLOSED)
+            if poller.task is not None:
+                poller.task.cancel()
+        for poller in pollers:
+            if poller.task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await poller.task
+
+
+__all__ = ["EventFeed", "EventFeedClosedError", "EventFeedOverflowError", "EventPredicate"]

@@ -1,0 +1,183 @@
+"""``EventFeed``: the event log followed by polling, fanned out to subscribers (README
+"Subscriptions"), on both stores. Events are appended straight to the store, as the runtime's
+journal does, with ids made like its ``event_id`` (UTC nanoseconds, then random hex)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from datetime import UTC, datetime
+
+import pytest
+
+from runtime import EventFeed, EventFeedClosedError, EventFeedOverflowError
+from storage import EventDocument, SnapshotStore
+
+AGENT = "refund-agent"
+WAIT = 30.0
+"""Seconds to wait for an expected event before failing: a liveness bound, not a speed check."""
+
+
+def make_id(ns: int | None = None) -> str:
+    return f"{time.time_ns() if ns is None else ns:020d}-{uuid.uuid4().hex[:12]}"
+
+
+async def append(store: SnapshotStore, event_id: str | None = None, *, agent_id: str = AGENT) -> str:
+    event: EventDocument = {
+        "_id": event_id or make_id(),
+        "runId": "run",
+        "agentId": agent_id,
+        "threadId": None,
+        "resourceId": None,
+        "type": "started",
+        "at": datetime.now(UTC),
+        "by": None,
+        "data": {},
+    }
+    await store.append_event(event)
+    return event["_id"]
+
+
+async def next_id(stream: AsyncGenerator[EventDocument, None]) -> str:
+    event = await asyncio.wait_for(anext(stream), WAIT)
+    return event["_id"]
+
+
+async def registered(feed: EventFeed, expected: dict[str, int]) -> None:
+    """Wait until the subscribers' generators ran their first step (registration)."""
+    for _ in range(3000):
+        if feed.polled_agents == expected:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"polled agents {feed.polled_agents}, expected {expected}")
+
+
+@pytest.fixture
+async def feed(store: SnapshotStore) -> AsyncGenerator[EventFeed, None]:
+    events = EventFeed(store, poll_interval=0.05, lookback=60.0)
+    yield events
+    await events.close()
+
+
+async def test_subscribers_of_one_agent_share_one_poller_and_each_get_every_event(
+    store: SnapshotStore, feed: EventFeed
+) -> None:
+    first, second = feed.subscribe(AGENT), feed.subscribe(AGENT)
+    other = feed.subscribe("weather-agent")
+    waiting = [asyncio.ensure_future(next_id(s)) for s in (first, second, other)]
+    await registered(feed, {AGENT: 2, "weather-agent": 1})
+
+    sent = await append(store)
+    received = await asyncio.gather(*waiting[:2])
+    then = await append(store)
+    again = [await next_id(first), await next_id(second)]
+    weather = await append(store, agent_id="weather-agent")
+
+    assert received == [sent, sent]
+    assert again == [then, then]
+    assert await waiting[2] == weather
+    await first.aclose()
+    assert feed.polled_agents == {AGENT: 1, "weather-agent": 1}
+    await second.aclose()
+    await other.aclose()
+    assert feed.polled_agents == {}
+
+
+async def test_a_subscription_starts_now(store: SnapshotStore, feed: EventFeed) -> None:
+    await append(store)
+    stream = feed.subscribe(AGENT)
+    waiting = asyncio.ensure_future(next_id(stream))
+    await registered(feed, {AGENT: 1})
+
+    sent = await append(store)
+
+    assert await waiting == sent
+    await stream.aclose()
+
+
+async def test_an_event_that_becomes_visible_late_is_delivered_once(store: SnapshotStore, feed: EventFeed) -> None:
+    stream = feed.subscribe(AGENT)
+    waiting = asyncio.ensure_future(next_id(stream))
+    await registered(feed, {AGENT: 1})
+    subscribed_ns = time.time_ns()
+
+    later = await append(store)
+    assert await waiting == later
+    # created before `later` (another instance's slow insert), visible only now
+    earlier = await append(store, make_id(subscribed_ns))
+    assert earlier < later
+    assert await next_id(stream) == earlier
+    # the next polls read both again (lookback) without delivering them twice
+    last = await append(store)
+    assert await next_id(stream) == last
+    await stream.aclose()
+
+
+async def test_resuming_after_an_event_reads_the_log_then_follows_it_without_repeats(
+    store: SnapshotStore, feed: EventFeed
+) -> None:
+    first = await append(store)
+    backlog = [await append(store), await append(store)]
+    stream = feed.subscribe(AGENT, after_event_id=first)
+
+    caught_up = [await next_id(stream), await next_id(stream)]
+    live = await append(store)
+
+    assert caught_up == backlog
+    assert await next_id(stream) == live
+    await stream.aclose()
+
+
+async def test_the_accept_predicate_filters_events(store: SnapshotStore, feed: EventFeed) -> None:
+    wanted: set[str] = set()
+    stream = feed.subscribe(AGENT, accept=lambda e: e["_id"] in wanted)
+    waiting = asyncio.ensure_future(next_id(stream))
+    await registered(feed, {AGENT: 1})
+
+    await append(store)
+    kept = make_id()
+    wanted.add(kept)
+    await append(store, kept)
+
+    assert await waiting == kept
+    await stream.aclose()
+
+
+async def test_a_subscriber_too_far_behind_is_dropped(store: SnapshotStore) -> None:
+    feed = EventFeed(store, poll_interval=0.05, max_queued=2)
+    stream = feed.subscribe(AGENT)
+    waiting = asyncio.ensure_future(next_id(stream))
+    await registered(feed, {AGENT: 1})
+    # the subscriber's generator is parked on its queue; five events arrive in one poll
+    sent = [make_id(time.time_ns() + i) for i in range(5)]
+    for event_id in sent:
+        await append(store, event_id)
+
+    first = await waiting
+    assert first == sent[0]
+    assert await next_id(stream) == sent[1]
+    with pytest.raises(EventFeedOverflowError):
+        await next_id(stream)
+    assert feed.polled_agents == {}
+    await feed.close()
+
+
+async def test_closing_the_feed_ends_every_subscription(store: SnapshotStore) -> None:
+    feed = EventFeed(store, poll_interval=0.05)
+    stream = feed.subscribe(AGENT)
+    waiting = asyncio.ensure_future(next_id(stream))
+    await registered(feed, {AGENT: 1})
+
+    await feed.close()
+
+    with pytest.raises(EventFeedClosedError):
+        await waiting
+    with pytest.raises(EventFeedClosedError):
+        await anext(feed.subscribe(AGENT))
+
+
+def test_settings_out_of_range_are_refused(store: SnapshotStore) -> None:
+    with pytest.raises(ValueError, match="poll_interval"):
+        EventFeed(store, poll_interval=0)

@@ -1,4 +1,4 @@
-"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz`` (DESIGN.md §6).
+"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz``, ``/metrics`` (DESIGN.md §6).
 
 The lifespan owns the resources: it opens the store (one ``AsyncMongoClient`` per process, or
 the memory store), loads the agents and builds the ``RunManager``; requests get them through
@@ -20,10 +20,14 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 
 from resolvers import Context, schema
+from resolvers.schema import build_schema
 from runtime import RunManager, load_registry
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, StoreUnavailableError
 
 from .config import Settings, load_settings
+from .metrics import metrics
+from .request_id import request_id_middleware
+from .tracing import start_tracing
 
 logger = logging.getLogger("runsgate")
 
@@ -97,14 +101,19 @@ def create_app(settings: Settings | None = None) -> Starlette:
             yield
         finally:
             await store.close()
+            tracing.shutdown()
 
-    graphql = GraphQLApp(schema, graphql_ide="graphiql" if settings.graphiql else None)
+    tracing = start_tracing(settings)  # nothing of OpenTelemetry is loaded unless configured
+    graphql_schema = build_schema(tracing.extensions) if tracing.enabled else schema
+    graphql = GraphQLApp(graphql_schema, graphql_ide="graphiql" if settings.graphiql else None)
     return Starlette(
         routes=[
             Route("/graphql", graphql, methods=["GET", "POST"]),
             WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            *([Route("/metrics", metrics)] if settings.metrics else []),
         ],
+        middleware=[request_id_middleware()],
         lifespan=lifespan,
     )

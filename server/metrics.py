@@ -28,7 +28,8 @@ from storage import RunFilter, SnapshotStore, StoreUnavailableError
 
 logger = logging.getLogger("runsgate.metrics")
 
-disable_created_metrics()  # no ``*_created`` series: they double the output and Prometheus ignores them
+# No ``*_created`` series: they double the output and Prometheus does not use them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 SUSPENDED_RUNS = Gauge(
     "runsgate_suspended_runs",

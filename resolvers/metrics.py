@@ -85,15 +85,19 @@ class OperationMetrics(SchemaExtension):
 
     def on_operation(self) -> Iterator[None]:
         started = time.perf_counter()
-        yield
-        elapsed = time.perf_counter() - started
-        context = self.execution_context
-        name, kind = operation_labels(_executed_operation(context.graphql_document, context.operation_name))
-        GRAPHQL_REQUESTS.labels(name, kind).inc()
-        GRAPHQL_LATENCY.labels(name, kind).observe(elapsed)
-        result = context.result
-        if context.pre_execution_errors or (result is not None and result.errors):
-            GRAPHQL_ERRORS.labels(name, kind).inc()
+        failed = True  # unless the operation returns a result without errors
+        try:
+            yield
+            result = self.execution_context.result
+            failed = bool(self.execution_context.pre_execution_errors or (result is not None and result.errors))
+        finally:  # also when parsing raised (a syntax error, an unknown operation name)
+            elapsed = time.perf_counter() - started
+            context = self.execution_context
+            name, kind = operation_labels(_executed_operation(context.graphql_document, context.operation_name))
+            GRAPHQL_REQUESTS.labels(name, kind).inc()
+            GRAPHQL_LATENCY.labels(name, kind).observe(elapsed)
+            if failed:
+                GRAPHQL_ERRORS.labels(name, kind).inc()
 
 
 def _executed_operation(document: object, name: str | None) -> OperationDefinitionNode | None:

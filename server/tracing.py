@@ -8,7 +8,8 @@ imported and the schema has no tracing extension: no cost per request or per fie
 
 When on, the schema gets Strawberry's ``OpenTelemetryExtension`` with a tracer provider of
 its own (not the global one): one ``GraphQL Query: <operation name>`` span per operation
-(kind SERVER), with child spans for parsing, validation and each resolver. Spans are exported
+(kind SERVER), with child spans for parsing, validation and each resolver. An incoming W3C
+``traceparent`` header makes the operation span a child of the caller's span. Spans are exported
 in batches (``OTEL_BSP_*`` tune them) and flushed when the server stops. The resource has
 ``service.name`` = ``runsgate`` unless ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``
 say otherwise, and ``service.instance.id`` = ``RUNSGATE_INSTANCE_ID``. The exporter reads the
@@ -65,7 +66,8 @@ def start_tracing(settings: Settings) -> Tracing:
         from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-        from strawberry.extensions.tracing import OpenTelemetryExtension
+
+        from ._traced_operations import TracedOperations
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ConfigError(
             f"RUNSGATE_TRACING: tracing needs the otel extra (pip install 'runsgate[otel]'): {exc}"
@@ -82,4 +84,4 @@ def start_tracing(settings: Settings) -> Tracing:
         exporter = OTLPSpanExporter(endpoint=settings.otlp_traces_endpoint)
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    return Tracing(extensions=[partial(OpenTelemetryExtension, tracer_provider=provider)], provider=provider)
+    return Tracing(extensions=[partial(TracedOperations, tracer_provider=provider)], provider=provider)

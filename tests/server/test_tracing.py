@@ -2,8 +2,8 @@
 
 The test runs a small OTLP/HTTP receiver (``POST /v1/traces``, protobuf, decoded with
 ``opentelemetry-proto``), starts runsgate with the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``
-pointing at it, runs a named query, stops the server (which flushes the batch exporter) and
-checks the spans that arrived. Without an endpoint, the app has no tracing extension at all.
+pointing at it, runs a named query with a W3C ``traceparent`` header, stops the server (which
+flushes the batch exporter) and checks the spans that arrived. Without an endpoint, the app has no tracing extension at all.
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ from server.config import Settings
 from server.tracing import start_tracing
 
 from .._servers import runsgate_process
-from ._process import data
+from ._process import post
 
 TRACED_QUERY = "query TracedAgents { agents { id } }"
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
 
 
 class _Receiver(ThreadingHTTPServer):
@@ -78,8 +80,10 @@ def test_spans_of_a_query_reach_the_otlp_endpoint(receiver: _Receiver, tmp_path:
     # given a server whose standard OTLP endpoint is the receiver
     endpoint = f"http://127.0.0.1:{receiver.server_address[1]}"
     with runsgate_process(tmp_path / "runsgate.log", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint) as url:
-        # when a named query runs
-        assert data(url, TRACED_QUERY)["agents"]
+        # when a named query runs, called from a span of another service (W3C traceparent)
+        response = post(url, TRACED_QUERY, headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+        assert response.status_code == 200, response.text
+        assert response.json()["data"]["agents"]
     # (leaving the block stops the server, which flushes the exporter)
 
     # then its spans arrived at /v1/traces, from service "runsgate"
@@ -94,6 +98,9 @@ def test_spans_of_a_query_reach_the_otlp_endpoint(receiver: _Receiver, tmp_path:
             spans += [span for scope in resource_spans.scope_spans for span in scope.spans]
     by_name = {span.name: span for span in spans}
     operation = by_name["GraphQL Query: TracedAgents"]
+    # and the operation continues the caller's trace, as a child of its span
+    assert operation.trace_id.hex() == CALLER_TRACE
+    assert operation.parent_span_id.hex() == CALLER_SPAN
     # and the operation span is the parent of the parsing, validation and resolver spans, in one trace
     for child in ("GraphQL Parsing", "GraphQL Validation", "GraphQL Resolving: agents"):
         assert by_name[child].parent_span_id == operation.span_id, child
@@ -106,7 +113,8 @@ def _schema_extensions(app: Starlette) -> list[Any]:
 
 
 def _is_tracing(extension: Any) -> bool:
-    return getattr(extension, "func", extension) is OpenTelemetryExtension
+    factory = getattr(extension, "func", extension)
+    return isinstance(factory, type) and issubclass(factory, OpenTelemetryExtension)
 
 
 def test_without_an_endpoint_there_is_no_tracing_extension() -> None:

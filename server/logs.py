@@ -8,7 +8,8 @@ WebSocket; lines logged outside a request have ``request_id: null`` (JSON) or ``
 
 A JSON line is one object: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``,
 ``request_id``, then the record's extras (``logger.info("...", extra={...})``) and
-``exc_info`` (the formatted traceback) when there is one.
+``exc_info`` (the formatted traceback) when there is one. uvicorn's access lines also get
+``client``, ``method``, ``path`` (with the query string) and ``status`` (an int) as fields.
 """
 
 from __future__ import annotations
@@ -30,6 +31,16 @@ _JSON_FIELDS = ["levelname", "name", "message", "correlation_id"]
 _JSON_RENAMES = {"levelname": "level", "name": "logger", "correlation_id": "request_id"}
 _NOT_EXTRAS = [*RESERVED_ATTRS, "taskName", "color_message"]
 """Record attributes that are not extras: the standard ones, and uvicorn's coloured copy of the message."""
+
+
+class AccessFields(logging.Filter):
+    """Give uvicorn's access records their parts as fields: ``client``, ``method``, ``path``, ``status``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple) and len(record.args) == 5:
+            client, method, path, _, status = record.args
+            record.client, record.method, record.path, record.status = client, method, path, status
+        return True
 
 
 def resolve_format(log_format: LogFormat, stream: object = None) -> Literal["json", "text"]:
@@ -63,6 +74,7 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(make_formatter(chosen))
     handler.addFilter(CorrelationIdFilter(default_value="-" if chosen == "text" else None))
+    handler.addFilter(AccessFields())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -54,6 +54,9 @@ def test_a_sane_request_id_comes_back_and_is_in_the_requests_log_lines(server: t
     lines = wait_for_records(log, lambda record: record["request_id"] == request_id)
     assert [record["logger"] for record in lines] == ["uvicorn.access"]
     assert "POST /graphql" in lines[0]["message"]
+    # with the request's parts as fields
+    assert (lines[0]["method"], lines[0]["path"], lines[0]["status"]) == ("POST", "/graphql", 200)
+    assert lines[0]["client"].startswith("127.0.0.1:")
 
 
 @pytest.mark.parametrize("sent", [None, "", 'has spaces and "quotes"', "x" * 129, "new\\nline"])

@@ -3,7 +3,8 @@
 The test runs a small OTLP/HTTP receiver (``POST /v1/traces``, protobuf, decoded with
 ``opentelemetry-proto``), starts runsgate with the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``
 pointing at it, runs a named query with a W3C ``traceparent`` header, stops the server (which
-flushes the batch exporter) and checks the spans that arrived. Without an endpoint, the app has no tracing extension at all.
+flushes the batch exporter) and checks the spans that arrived. Without an endpoint, the app
+has no tracing extension at all.
 """
 
 from __future__ import annotations

@@ -7,16 +7,18 @@ resolvers.schema:schema``); a test fails when it is stale.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import ParserCache, ValidationCache
+from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.schema.config import StrawberryConfig
 
 from .agents import Agent
 from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
+from .metrics import OperationMetrics
 from .mutations import Mutation
 from .queries import Query
 from .scalars import DateTime
@@ -41,8 +43,15 @@ def should_mask_error(error: GraphQLError) -> bool:
     return True
 
 
-def build_schema() -> strawberry.federation.Schema:
-    """A fresh schema object (same SDL every time)."""
+def build_schema(
+    extra_extensions: Sequence[type[SchemaExtension] | Callable[[], SchemaExtension]] = (),
+) -> strawberry.federation.Schema:
+    """A fresh schema object (same SDL every time).
+
+    Args:
+        extra_extensions: Schema extensions added after runsgate's own, e.g. the
+            OpenTelemetry extension when tracing is configured (``server.tracing``).
+    """
     return strawberry.federation.Schema(
         query=Query,
         mutation=Mutation,
@@ -53,6 +62,8 @@ def build_schema() -> strawberry.federation.Schema:
             partial(ErrorMasking, should_mask_error=should_mask_error),
             partial(ParserCache, maxsize=256),
             partial(ValidationCache, maxsize=256),
+            OperationMetrics,
+            *extra_extensions,
         ],
     )
 

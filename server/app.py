@@ -1,4 +1,4 @@
-"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz`` (DESIGN.md §6).
+"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz``, ``/metrics`` (DESIGN.md §6).
 
 The lifespan owns the resources: it opens the store (one ``AsyncMongoClient`` per process, or
 the memory store; it refuses a store holding a newer ``schemaVersion``), loads the agents,
@@ -24,10 +24,14 @@ from strawberry.asgi import GraphQL
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from resolvers import Context, schema
+from resolvers.schema import build_schema
 from runtime import EventFeed, RunManager, StalledRunSweeper, load_registry
 from storage import MemorySnapshotStore, MongoSnapshotStore, NewerSchemaError, SnapshotStore, StoreUnavailableError
 
 from .config import Settings, load_settings
+from .metrics import metrics
+from .request_id import request_id_middleware
+from .tracing import start_tracing
 
 logger = logging.getLogger("runsgate")
 
@@ -117,9 +121,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 await asyncio.wait([sweeping])
             await app.state.events.close()
             await store.close()
+            tracing.shutdown()
 
+    tracing = start_tracing(settings)  # nothing of OpenTelemetry is loaded unless configured
+    graphql_schema = build_schema(tracing.extensions) if tracing.enabled else schema
     graphql = GraphQLApp(
-        schema,
+        graphql_schema,
         graphql_ide="graphiql" if settings.graphiql else None,
         subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],
         connection_init_wait_timeout=timedelta(seconds=settings.ws_connection_init_timeout),
@@ -130,6 +137,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            *([Route("/metrics", metrics)] if settings.metrics else []),
         ],
+        middleware=[request_id_middleware()],
         lifespan=lifespan,
     )

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 import uvicorn
 
 from .config import ConfigError, load_settings
+from .logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,13 +31,19 @@ def _serve(host: str | None, port: int | None) -> int:
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
     from .app import create_app
 
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:
+        print(f"runsgate: {exc}", file=sys.stderr)
+        return 2
     uvicorn.run(
-        create_app(settings),
+        app,
         host=host or settings.host,
         port=settings.port if port is None else port,
         log_level=settings.log_level.lower(),
+        log_config=None,  # uvicorn's loggers propagate to ours (server.logs): one format, with request ids
     )
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -55,6 +55,35 @@ class Settings(BaseSettings):
     """Seconds of event ids each poll reads again, to deliver events that became visible late."""
     ws_connection_init_timeout: Annotated[float, Field(gt=0)] = 10.0
     """Seconds a WebSocket client has to send ``connection_init`` before it is closed with 4408."""
+    """Level of the log lines: ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``."""
+    log_format: Literal["auto", "json", "text"] = "auto"
+    """``json`` (one object per line), ``text``, or ``auto``: text on a terminal, else JSON."""
+    metrics: bool = True
+    """Serve Prometheus metrics on ``GET /metrics``."""
+    tracing: Literal["auto", "otlp", "console", "off"] = "auto"
+    """OpenTelemetry tracing: ``auto`` is ``otlp`` when an OTLP endpoint is set, else ``off``."""
+    otel_exporter_otlp_endpoint: str | None = Field(default=None, validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    """The standard OTLP base URL (``/v1/traces`` is appended for traces)."""
+    otel_exporter_otlp_traces_endpoint: str | None = Field(
+        default=None, validation_alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    )
+    """The standard OTLP traces URL, used as is (wins over ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+
+    @property
+    def otlp_traces_endpoint(self) -> str | None:
+        """Where OTLP/HTTP spans go, from the standard variables; ``None``: the exporter's default."""
+        if self.otel_exporter_otlp_traces_endpoint:
+            return self.otel_exporter_otlp_traces_endpoint
+        if self.otel_exporter_otlp_endpoint:
+            return self.otel_exporter_otlp_endpoint.rstrip("/") + "/v1/traces"
+        return None
+
+    @property
+    def trace_exporter(self) -> Literal["otlp", "console"] | None:
+        """The span exporter tracing uses, or ``None`` when tracing is off (``tracing`` resolved)."""
+        if self.tracing == "auto":
+            return "otlp" if self.otlp_traces_endpoint else None
+        return None if self.tracing == "off" else self.tracing
 
     @field_validator("mongodb_uri")
     @classmethod

@@ -127,8 +127,8 @@ SERVE = [sys.executable, "-m", "server", "serve"]
 
 
 def server_env(**variables: str) -> dict[str, str]:
-    """The test's environment without runsgate settings, plus ``variables``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSGATE_") and k != "MONGODB_URI"}
+    """The test's environment without runsgate or OpenTelemetry settings, plus ``variables``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNSGATE_", "OTEL_")) and k != "MONGODB_URI"}
     env.update(variables)
     return env
 

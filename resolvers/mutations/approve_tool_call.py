@@ -6,6 +6,7 @@ import strawberry
 
 from ..context import Info
 from ..inputs import ApproveToolCallInput
+from ..metrics import counted_decision
 from ._results import DecisionResult, outcome_or_error
 
 
@@ -15,11 +16,14 @@ from ._results import DecisionResult, outcome_or_error
 async def approve_tool_call(info: Info, input: ApproveToolCallInput) -> DecisionResult:
     context = info.context
     return await outcome_or_error(  # type: ignore[return-value]
-        context.runs.approve(
-            str(input.agent_id),
-            str(input.run_id),
-            str(input.tool_call_id),
-            principal=context.principal,
-            idempotency_key=input.idempotency_key,
+        counted_decision(
+            "approve",
+            context.runs.approve(
+                str(input.agent_id),
+                str(input.run_id),
+                str(input.tool_call_id),
+                principal=context.principal,
+                idempotency_key=input.idempotency_key,
+            ),
         )
     )

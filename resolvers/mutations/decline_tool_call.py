@@ -6,6 +6,7 @@ import strawberry
 
 from ..context import Info
 from ..inputs import DeclineToolCallInput
+from ..metrics import counted_decision
 from ._results import DecisionResult, outcome_or_error
 
 
@@ -15,12 +16,15 @@ from ._results import DecisionResult, outcome_or_error
 async def decline_tool_call(info: Info, input: DeclineToolCallInput) -> DecisionResult:
     context = info.context
     return await outcome_or_error(  # type: ignore[return-value]
-        context.runs.decline(
-            str(input.agent_id),
-            str(input.run_id),
-            str(input.tool_call_id),
-            reason=input.reason,
-            principal=context.principal,
-            idempotency_key=input.idempotency_key,
+        counted_decision(
+            "decline",
+            context.runs.decline(
+                str(input.agent_id),
+                str(input.run_id),
+                str(input.tool_call_id),
+                reason=input.reason,
+                principal=context.principal,
+                idempotency_key=input.idempotency_key,
+            ),
         )
     )

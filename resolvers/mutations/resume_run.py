@@ -6,6 +6,7 @@ import strawberry
 
 from ..context import Info
 from ..inputs import ResumeRunInput
+from ..metrics import counted_decision
 from ._results import DecisionResult, outcome_or_error
 
 
@@ -15,12 +16,15 @@ from ._results import DecisionResult, outcome_or_error
 async def resume_run(info: Info, input: ResumeRunInput) -> DecisionResult:
     context = info.context
     return await outcome_or_error(  # type: ignore[return-value]
-        context.runs.resume(
-            str(input.agent_id),
-            str(input.run_id),
-            None if input.tool_call_id is None else str(input.tool_call_id),
-            input.resume_data,
-            principal=context.principal,
-            idempotency_key=input.idempotency_key,
+        counted_decision(
+            "resume",
+            context.runs.resume(
+                str(input.agent_id),
+                str(input.run_id),
+                None if input.tool_call_id is None else str(input.tool_call_id),
+                input.resume_data,
+                principal=context.principal,
+                idempotency_key=input.idempotency_key,
+            ),
         )
     )

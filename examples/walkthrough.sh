@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The README walk-through with curl: start a refund run, list the agent's suspended runs,
+# approve the pending tool call, and check that the run finished and is no longer listed.
+# JSON is written and read with python3's json module, so nothing else needs installing.
+#
+# Usage: bash examples/walkthrough.sh [GRAPHQL_URL]    # default http://127.0.0.1:4000/graphql
+set -euo pipefail
+URL="${1:-http://127.0.0.1:4000/graphql}"
+AGENT="refund-agent"
+
+# graphql DOCUMENT VARIABLES_JSON: POST one operation and print its `data`; exit on top-level errors.
+graphql() {
+  python3 -c 'import json, sys; print(json.dumps({"query": sys.argv[1], "variables": json.loads(sys.argv[2])}))' "$1" "$2" \
+    | curl -sS --fail-with-body "$URL" -H 'content-type: application/json' --data-binary @- \
+    | python3 -c 'import json, sys; r = json.load(sys.stdin); r.get("errors") and sys.exit("GraphQL errors: " + json.dumps(r["errors"])); print(json.dumps(r["data"]))'
+}
+
+# get JSON KEY...: the value at a path of keys and list indexes (a string as is, anything else as JSON).
+get() {
+  python3 - "$@" <<'PY'
+import json, sys
+value = json.loads(sys.argv[1])
+for key in sys.argv[2:]:
+    value = value[int(key)] if isinstance(value, list) else value[key]
+print(value if isinstance(value, str) else json.dumps(value))
+PY
+}
+
+START_RUN='mutation StartRun($input: StartRunInput!) {
+  startRun(input: $input) {
+    __typename
+    ... on RunOutcome { runId status run { toolCalls { toolCallId toolName args requiresApproval } } }
+    ... on UserError { code message }
+  }
+}'
+SUSPENDED_RUNS='query SuspendedRuns($agentId: ID!, $filter: SuspendedRunFilter) {
+  suspendedRuns(agentId: $agentId, filter: $filter) { totalCount nodes { runId toolCalls { toolCallId toolName } } }
+}'
+APPROVE='mutation Approve($input: ApproveToolCallInput!) {
+  approveToolCall(input: $input) {
+    __typename
+    ... on RunOutcome { status output }
+    ... on UserError { code message }
+  }
+}'
+
+# 1. start a run that stops at a tool call needing approval
+started=$(graphql "$START_RUN" \
+  "{\"input\": {\"agentId\": \"$AGENT\", \"prompt\": \"Please refund order 1042\", \"threadId\": \"t-1\"}}")
+[ "$(get "$started" startRun __typename)" = RunOutcome ] || { echo "startRun failed: $started"; exit 1; }
+run_id=$(get "$started" startRun runId)
+tool_call_id=$(get "$started" startRun run toolCalls 0 toolCallId)
+echo "started run $run_id: $(get "$started" startRun status)"
+echo "waiting on $(get "$started" startRun run toolCalls 0 toolName) $(get "$started" startRun run toolCalls 0 args)"
+
+# 2. list the agent's suspended runs in that thread
+listed=$(graphql "$SUSPENDED_RUNS" "{\"agentId\": \"$AGENT\", \"filter\": {\"threadId\": \"t-1\"}}")
+echo "$AGENT has $(get "$listed" suspendedRuns totalCount) suspended run(s) in thread t-1"
+if get "$listed" suspendedRuns nodes | grep -q "\"$run_id\""; then echo "listed: True"; else echo "listed: False"; fi
+
+# 3. approve the call: the tool runs and the run finishes
+approved=$(graphql "$APPROVE" \
+  "{\"input\": {\"agentId\": \"$AGENT\", \"runId\": \"$run_id\", \"toolCallId\": \"$tool_call_id\"}}")
+[ "$(get "$approved" approveToolCall __typename)" = RunOutcome ] || { echo "approveToolCall failed: $approved"; exit 1; }
+echo "approved: $(get "$approved" approveToolCall status) with output $(get "$approved" approveToolCall output)"
+
+# 4. the finished run is gone from the listing
+after=$(graphql "$SUSPENDED_RUNS" "{\"agentId\": \"$AGENT\", \"filter\": {\"threadId\": \"t-1\"}}")
+if get "$after" suspendedRuns nodes | grep -q "\"$run_id\""; then echo "still listed: True"; else echo "still listed: False"; fi

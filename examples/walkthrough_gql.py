@@ -1,0 +1,97 @@
+"""The README walk-through from Python, with the ``gql`` client (gql 4, httpx transport).
+
+Starts a refund run, lists the agent's suspended runs, approves the pending tool call and
+checks that the run finished and is no longer listed. Prints one line per step.
+
+Usage:
+    pip install 'gql[httpx]'
+    python examples/walkthrough_gql.py [GRAPHQL_URL]    # default http://127.0.0.1:4000/graphql
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from gql import Client, GraphQLRequest
+from gql.transport.httpx import HTTPXTransport
+
+AGENT = "refund-agent"
+
+START_RUN = """
+mutation StartRun($input: StartRunInput!) {
+  startRun(input: $input) {
+    __typename
+    ... on RunOutcome { runId status run { toolCalls { toolCallId toolName args requiresApproval } } }
+    ... on UserError { code message }
+  }
+}
+"""
+
+SUSPENDED_RUNS = """
+query SuspendedRuns($agentId: ID!, $filter: SuspendedRunFilter) {
+  suspendedRuns(agentId: $agentId, filter: $filter) {
+    totalCount
+    nodes { runId threadId toolCalls { toolCallId toolName args requiresApproval decision { kind } } }
+  }
+}
+"""
+
+APPROVE = """
+mutation Approve($input: ApproveToolCallInput!) {
+  approveToolCall(input: $input) {
+    __typename
+    ... on RunOutcome { status output }
+    ... on UserError { code message }
+  }
+}
+"""
+
+
+def call(session: Any, document: str, **variables: Any) -> dict[str, Any]:
+    """Run one operation; gql raises ``TransportQueryError`` when the answer has top-level errors."""
+    result: dict[str, Any] = session.execute(GraphQLRequest(document, variable_values=variables))
+    return result
+
+
+def main(url: str) -> int:
+    with Client(transport=HTTPXTransport(url=url, timeout=60)) as session:
+        # 1. start a run that stops at a tool call needing approval
+        started = call(
+            session,
+            START_RUN,
+            input={"agentId": AGENT, "prompt": "Please refund order 1042", "threadId": "t-1"},
+        )["startRun"]
+        if started["__typename"] != "RunOutcome":
+            print(f"startRun failed: {started}")
+            return 1
+        run_id = started["runId"]
+        pending = started["run"]["toolCalls"][0]
+        print(f"started run {run_id}: {started['status']}")
+        print(f"waiting on {pending['toolName']} {json.dumps(pending['args'])}")
+
+        # 2. list the agent's suspended runs in that thread
+        listed = call(session, SUSPENDED_RUNS, agentId=AGENT, filter={"threadId": "t-1"})["suspendedRuns"]
+        print(f"{AGENT} has {listed['totalCount']} suspended run(s) in thread t-1")
+        print(f"listed: {run_id in [run['runId'] for run in listed['nodes']]}")
+
+        # 3. approve the call: the tool runs and the run finishes
+        approved = call(
+            session,
+            APPROVE,
+            input={"agentId": AGENT, "runId": run_id, "toolCallId": pending["toolCallId"]},
+        )["approveToolCall"]
+        if approved["__typename"] != "RunOutcome":
+            print(f"approveToolCall failed: {approved}")
+            return 1
+        print(f"approved: {approved['status']} with output {approved['output']}")
+
+        # 4. the finished run is gone from the listing
+        after = call(session, SUSPENDED_RUNS, agentId=AGENT, filter={"threadId": "t-1"})["suspendedRuns"]
+        print(f"still listed: {run_id in [run['runId'] for run in after['nodes']]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:4000/graphql"))

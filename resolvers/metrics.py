@@ -1,0 +1,131 @@
+"""Prometheus metrics of the GraphQL layer: operations (count, latency, errors) and decisions.
+
+The metrics live in prometheus_client's default registry; ``server.metrics`` serves them on
+``/metrics``. Label values are bounded:
+
+- ``operation_name`` is the name of the operation executed, read from the parsed document
+  (never the raw ``operationName`` a client sends): ``anonymous`` for an unnamed operation,
+  ``unknown`` when the document did not parse or names no such operation, names longer than
+  ``MAX_NAME_LENGTH`` are cut, and once ``MAX_OPERATION_NAMES`` distinct names were seen by
+  this process every new one is counted as ``other``.
+- ``operation_type`` is ``query``, ``mutation``, ``subscription`` or ``unknown``.
+- ``kind`` is ``approve``, ``decline`` or ``resume``; ``outcome`` is ``recorded``,
+  ``conflict`` (``ToolCallAlreadyDecided``), the lower-case ``ErrorCode`` of any other
+  expected failure (``run_not_found`` ...), or ``unexpected_error``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Iterator
+from typing import Literal, TypeVar
+
+from graphql import OperationDefinitionNode
+from prometheus_client import Counter, Histogram
+from strawberry.extensions import SchemaExtension
+
+from runtime import ErrorCode, RunsgateError
+
+MAX_OPERATION_NAMES = 200
+"""Distinct ``operation_name`` label values one process keeps; later names become ``other``."""
+MAX_NAME_LENGTH = 64
+"""Characters of an operation name kept in its label."""
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+"""Histogram buckets, seconds: mutations run agents, so the tail reaches a minute."""
+
+GRAPHQL_REQUESTS = Counter(
+    "runsgate_graphql_requests",
+    "GraphQL operations handled, by operation name and type.",
+    ["operation_name", "operation_type"],
+)
+GRAPHQL_ERRORS = Counter(
+    "runsgate_graphql_errors",
+    "GraphQL operations whose response had top-level errors, by operation name and type.",
+    ["operation_name", "operation_type"],
+)
+GRAPHQL_LATENCY = Histogram(
+    "runsgate_graphql_request_duration_seconds",
+    "Time to handle a GraphQL operation (parse, validate, execute), seconds.",
+    ["operation_name", "operation_type"],
+    buckets=LATENCY_BUCKETS,
+)
+DECISIONS = Counter(
+    "runsgate_decisions",
+    "Decisions asked for through approveToolCall / declineToolCall / resumeRun, by kind and outcome.",
+    ["kind", "outcome"],
+)
+
+DecisionKind = Literal["approve", "decline", "resume"]
+for _kind in ("approve", "decline", "resume"):
+    for _outcome in ("recorded", "conflict"):
+        DECISIONS.labels(_kind, _outcome)  # present at 0 from the start
+
+_seen_names: set[str] = set()
+_T = TypeVar("_T")
+
+
+def operation_labels(definition: OperationDefinitionNode | None) -> tuple[str, str]:
+    """``(operation_name, operation_type)`` label values of the operation that ran (see module doc)."""
+    if definition is None:
+        return "unknown", "unknown"
+    kind = definition.operation.value
+    if definition.name is None:
+        return "anonymous", kind
+    name = definition.name.value[:MAX_NAME_LENGTH]
+    if name not in _seen_names:
+        if len(_seen_names) >= MAX_OPERATION_NAMES:
+            return "other", kind
+        _seen_names.add(name)
+    return name, kind
+
+
+class OperationMetrics(SchemaExtension):
+    """Counts each GraphQL operation and observes its duration (``on_operation``; no per-field cost)."""
+
+    def on_operation(self) -> Iterator[None]:
+        started = time.perf_counter()
+        failed = True  # unless the operation returns a result without errors
+        try:
+            yield
+            result = self.execution_context.result
+            failed = bool(self.execution_context.pre_execution_errors or (result is not None and result.errors))
+        finally:  # also when parsing raised (a syntax error, an unknown operation name)
+            elapsed = time.perf_counter() - started
+            context = self.execution_context
+            name, kind = operation_labels(_executed_operation(context.graphql_document, context.operation_name))
+            GRAPHQL_REQUESTS.labels(name, kind).inc()
+            GRAPHQL_LATENCY.labels(name, kind).observe(elapsed)
+            if failed:
+                GRAPHQL_ERRORS.labels(name, kind).inc()
+
+
+def _executed_operation(document: object, name: str | None) -> OperationDefinitionNode | None:
+    definitions = getattr(document, "definitions", None) or ()
+    operations = [d for d in definitions if isinstance(d, OperationDefinitionNode)]
+    if name is None:
+        return operations[0] if len(operations) == 1 else None
+    return next((op for op in operations if op.name is not None and op.name.value == name), None)
+
+
+def decision_outcome(code: ErrorCode | None) -> str:
+    """The ``outcome`` label of a decision: ``recorded`` (no error), ``conflict`` or the error code."""
+    if code is None:
+        return "recorded"
+    if code is ErrorCode.TOOL_CALL_ALREADY_DECIDED:
+        return "conflict"
+    return str(code.value).lower()
+
+
+async def counted_decision(kind: DecisionKind, call: Awaitable[_T]) -> _T:
+    """Await a runtime decision call and count it in ``runsgate_decisions_total``; re-raises its error."""
+    try:
+        result = await call
+    except RunsgateError as error:
+        DECISIONS.labels(kind, decision_outcome(error.code)).inc()
+        raise
+    except Exception:
+        DECISIONS.labels(kind, "unexpected_error").inc()
+        raise
+    DECISIONS.labels(kind, "recorded").inc()
+    return result

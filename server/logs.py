@@ -1,0 +1,82 @@
+"""Log lines: JSON objects (python-json-logger) or text, each carrying the request id.
+
+``configure_logging`` installs one handler on the root logger, writing to stderr; uvicorn's
+loggers propagate to it (the CLI starts uvicorn with ``log_config=None``), so its access and
+error lines get the same format. The request id comes from ``asgi_correlation_id``'s context
+variable, set by ``server.request_id.request_id_middleware`` for each HTTP request and
+WebSocket; lines logged outside a request have ``request_id: null`` (JSON) or ``-`` (text).
+
+A JSON line is one object: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``,
+``request_id``, then the record's extras (``logger.info("...", extra={...})``) and
+``exc_info`` (the formatted traceback) when there is one. uvicorn's access lines also get
+``client``, ``method``, ``path`` (with the query string) and ``status`` (an int) as fields.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal
+
+from asgi_correlation_id import CorrelationIdFilter
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
+
+LogFormat = Literal["auto", "json", "text"]
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s"
+"""The ``text`` format: one human-readable line, with the request id in brackets."""
+
+_JSON_FIELDS = ["levelname", "name", "message", "correlation_id"]
+_JSON_RENAMES = {"levelname": "level", "name": "logger", "correlation_id": "request_id"}
+_NOT_EXTRAS = [*RESERVED_ATTRS, "taskName", "color_message"]
+"""Record attributes that are not extras: the standard ones, and uvicorn's coloured copy of the message."""
+
+
+class AccessFields(logging.Filter):
+    """Give uvicorn's access records their parts as fields: ``client``, ``method``, ``path``, ``status``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple) and len(record.args) == 5:
+            client, method, path, _, status = record.args
+            record.client, record.method, record.path, record.status = client, method, path, status
+        return True
+
+
+def resolve_format(log_format: LogFormat, stream: object = None) -> Literal["json", "text"]:
+    """``auto`` is ``text`` when ``stream`` (default stderr) is a terminal, else ``json``."""
+    if log_format != "auto":
+        return log_format
+    isatty = getattr(stream if stream is not None else sys.stderr, "isatty", None)
+    return "text" if callable(isatty) and isatty() else "json"
+
+
+def make_formatter(log_format: Literal["json", "text"]) -> logging.Formatter:
+    """The formatter of one format: python-json-logger's ``JsonFormatter``, or ``TEXT_FORMAT``."""
+    if log_format == "json":
+        return JsonFormatter(
+            _JSON_FIELDS,
+            rename_fields=_JSON_RENAMES,
+            reserved_attrs=_NOT_EXTRAS,
+            timestamp="time",
+        )
+    return logging.Formatter(TEXT_FORMAT)
+
+
+def configure_logging(level: str, log_format: LogFormat) -> None:
+    """Replace the root logger's handlers with one stderr handler in ``log_format``, at ``level``.
+
+    Args:
+        level: A ``logging`` level name (``DEBUG``, ``INFO``, ``WARNING`` ...).
+        log_format: ``json``, ``text`` or ``auto`` (see ``resolve_format``).
+    """
+    chosen = resolve_format(log_format, sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(make_formatter(chosen))
+    handler.addFilter(CorrelationIdFilter(default_value="-" if chosen == "text" else None))
+    handler.addFilter(AccessFields())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())

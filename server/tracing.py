@@ -1,0 +1,87 @@
+"""OpenTelemetry tracing of GraphQL operations, only when it is configured.
+
+When ``RUNSGATE_TRACING`` is ``auto`` (the default) tracing is on exactly when the standard
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; ``otlp``
+forces it on (OTLP over HTTP/protobuf, default endpoint ``http://localhost:4318/v1/traces``),
+``console`` prints spans to stdout, ``off`` disables it. When off, nothing of OpenTelemetry is
+imported and the schema has no tracing extension: no cost per request or per field.
+
+When on, the schema gets Strawberry's ``OpenTelemetryExtension`` with a tracer provider of
+its own (not the global one): one ``GraphQL Query: <operation name>`` span per operation
+(kind SERVER), with child spans for parsing, validation and each resolver. An incoming W3C
+``traceparent`` header makes the operation span a child of the caller's span. Spans are exported
+in batches (``OTEL_BSP_*`` tune them) and flushed when the server stops. The resource has
+``service.name`` = ``runsgate`` unless ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``
+say otherwise, and ``service.instance.id`` = ``RUNSGATE_INSTANCE_ID``. The exporter reads the
+other standard variables (``OTEL_EXPORTER_OTLP_HEADERS``, ``..._TIMEOUT``, ``..._COMPRESSION``).
+Needs the ``otel`` extra (``pip install 'runsgate[otel]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from strawberry.extensions import SchemaExtension
+
+from .config import ConfigError, Settings
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+
+@dataclass(kw_only=True)
+class Tracing:
+    """What tracing adds to the app: schema extensions, and a provider to flush at shutdown."""
+
+    extensions: list[Callable[[], SchemaExtension]] = field(default_factory=list)
+    provider: TracerProvider | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.provider is not None
+
+    def shutdown(self) -> None:
+        """Export the spans still buffered and stop the exporter (no-op when tracing is off)."""
+        if self.provider is not None:
+            self.provider.shutdown()
+
+
+def start_tracing(settings: Settings) -> Tracing:
+    """Build the tracer provider and the schema extension when tracing is configured.
+
+    Returns:
+        An empty ``Tracing`` when off (nothing imported).
+
+    Raises:
+        ConfigError: Tracing is configured but the ``otel`` extra is not installed.
+    """
+    exporter_kind = settings.trace_exporter
+    if exporter_kind is None:
+        return Tracing()
+    try:
+        from functools import partial
+
+        from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+        from ._traced_operations import TracedOperations
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ConfigError(
+            f"RUNSGATE_TRACING: tracing needs the otel extra (pip install 'runsgate[otel]'): {exc}"
+        ) from None
+    resource = Resource.create({SERVICE_INSTANCE_ID: settings.instance_id})
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: "runsgate"}))
+    exporter: SpanExporter
+    if exporter_kind == "console":
+        exporter = ConsoleSpanExporter()
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=settings.otlp_traces_endpoint)
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return Tracing(extensions=[partial(TracedOperations, tracer_provider=provider)], provider=provider)

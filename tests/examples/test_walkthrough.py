@@ -1,0 +1,66 @@
+"""The README's client examples, run against a real server process (memory store, demo agents).
+
+``examples/walkthrough_gql.py`` (Python, gql) and ``examples/walkthrough.sh`` (curl, python3's
+json module) each start a refund run, list it, approve it and see it finished; both print the
+same lines.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from .._servers import ROOT, runsgate_process
+
+EXPECTED = [
+    r"started run (?P<run>[0-9a-f]{32}): SUSPENDED",
+    r'waiting on issue_refund \{"order_id": 1042, "amount": 49\.9\}',
+    r"refund-agent has 1 suspended run\(s\) in thread t-1",
+    r"listed: True",
+    r"approved: COMPLETED with output Refund of \$49\.90 for order 1042 issued\.",
+    r"still listed: False",
+]
+"""The lines each example prints, in order."""
+
+COMMANDS = {
+    "gql": [sys.executable, "examples/walkthrough_gql.py"],
+    "curl": ["bash", "examples/walkthrough.sh"],
+}
+
+
+@pytest.fixture(scope="module")
+def graphql_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("examples") / "runsgate.log"
+    with runsgate_process(log) as url:
+        yield f"{url}/graphql"
+
+
+@pytest.mark.parametrize("client", list(COMMANDS))
+def test_the_walkthrough_example_starts_lists_approves_and_sees_the_run_finished(graphql_url: str, client: str) -> None:
+    # when the example runs against the server
+    result = subprocess.run(
+        [*COMMANDS[client], graphql_url], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+
+    # then it succeeds and prints each step's line
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(EXPECTED), result.stdout
+    for line, pattern in zip(lines, EXPECTED, strict=True):
+        assert re.fullmatch(pattern, line), (line, pattern)
+
+
+def test_the_curl_example_fails_when_the_server_answers_with_errors(graphql_url: str) -> None:
+    # given a URL where no GraphQL server answers
+    wrong = graphql_url.removesuffix("/graphql") + "/nowhere"
+
+    # when the curl example runs, then it stops with a non-zero status before printing a step
+    result = subprocess.run(
+        ["bash", "examples/walkthrough.sh", wrong], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode != 0
+    assert "started run" not in result.stdout

@@ -1,0 +1,150 @@
+"""``GET /metrics`` of a real server process, scraped with prometheus_client's parser.
+
+A run started and approved shows in the request counter (by operation name and type), the
+latency histogram, the decisions counter (``approve``/``recorded``) and the suspended-runs
+gauge of its agent (0 -> 1 -> 0). Label values stay bounded: anonymous and unknown operations
+get fixed labels, and past the cap new operation names become ``other``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from graphql import OperationDefinitionNode, parse
+from starlette.routing import Route
+
+from resolvers import metrics as graphql_metrics
+from server.app import create_app
+from server.config import Settings
+
+from .._servers import runsgate_process
+from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, TWO_REFUNDS_PROMPT, WEATHER
+from ._process import Sample, data, post, sample, scrape
+
+REQUESTS = "runsgate_graphql_requests_total"
+ERRORS = "runsgate_graphql_errors_total"
+LATENCY_COUNT = "runsgate_graphql_request_duration_seconds_count"
+DECISIONS = "runsgate_decisions_total"
+SUSPENDED = "runsgate_suspended_runs"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One runsgate process (memory store, demo agents) for the module's tests."""
+    log = tmp_path_factory.mktemp("metrics") / "runsgate.log"
+    with runsgate_process(log) as url:
+        yield url
+
+
+def _delta(before: dict[Sample, float], after: dict[Sample, float], key: Sample) -> float:
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+def test_metrics_show_a_run_started_and_approved(server: str) -> None:
+    # given a server with no refund run yet
+    before = scrape(server)
+    assert before[sample(SUSPENDED, agent_id=REFUND)] == 0
+    assert before[sample("runsgate_store_up")] == 1
+
+    # when a refund run is started (operation StartRun)
+    started = data(server, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["startRun"]
+    assert started["status"] == "SUSPENDED"
+    middle = scrape(server)
+
+    # then the gauge of its agent is 1, and only its agent's
+    assert middle[sample(SUSPENDED, agent_id=REFUND)] == 1
+    assert middle[sample(SUSPENDED, agent_id=WEATHER)] == 0
+
+    # when its call is approved (operation Approve)
+    call = started["run"]["toolCalls"][0]
+    approved = data(
+        server, APPROVE, input={"agentId": REFUND, "runId": started["runId"], "toolCallId": call["toolCallId"]}
+    )
+    assert approved["approveToolCall"]["status"] == "COMPLETED"
+    after = scrape(server)
+
+    # then one StartRun and one Approve mutation were counted and timed, one approval recorded,
+    # and the gauge is back to 0
+    assert _delta(before, after, sample(REQUESTS, operation_name="StartRun", operation_type="mutation")) == 1
+    assert _delta(before, after, sample(REQUESTS, operation_name="Approve", operation_type="mutation")) == 1
+    assert _delta(before, after, sample(LATENCY_COUNT, operation_name="StartRun", operation_type="mutation")) == 1
+    assert _delta(before, after, sample(LATENCY_COUNT, operation_name="Approve", operation_type="mutation")) == 1
+    assert _delta(before, after, sample(ERRORS, operation_name="Approve", operation_type="mutation")) == 0
+    assert _delta(before, after, sample(DECISIONS, kind="approve", outcome="recorded")) == 1
+    assert _delta(before, after, sample(DECISIONS, kind="decline", outcome="recorded")) == 0
+    assert after[sample(SUSPENDED, agent_id=REFUND)] == 0
+
+
+def test_decision_outcomes_are_counted_by_kind(server: str) -> None:
+    # given a run with two calls waiting for approval, one of them approved
+    started = data(server, START_RUN, input={"agentId": REFUND, "prompt": TWO_REFUNDS_PROMPT})["startRun"]
+    first, second = (call["toolCallId"] for call in started["run"]["toolCalls"])
+    run = {"agentId": REFUND, "runId": started["runId"]}
+    before = scrape(server)
+    assert data(server, APPROVE, input={**run, "toolCallId": first})["approveToolCall"]["status"] == "SUSPENDED"
+
+    # when the same call is approved again, and an unknown run is approved
+    again = data(server, APPROVE, input={**run, "toolCallId": first})["approveToolCall"]
+    unknown = data(server, APPROVE, input={**run, "runId": "no-such-run", "toolCallId": first})["approveToolCall"]
+    assert again["__typename"] == "ToolCallAlreadyDecided"
+    assert unknown["__typename"] == "RunNotFound"
+    after = scrape(server)
+
+    # then the decisions counter has one recorded, one conflict and one run_not_found approval
+    assert _delta(before, after, sample(DECISIONS, kind="approve", outcome="recorded")) == 1
+    assert _delta(before, after, sample(DECISIONS, kind="approve", outcome="conflict")) == 1
+    assert _delta(before, after, sample(DECISIONS, kind="approve", outcome="run_not_found")) == 1
+    # and the run, still waiting on its second call, is counted in the gauge
+    assert after[sample(SUSPENDED, agent_id=REFUND)] >= 1
+    assert data(server, APPROVE, input={**run, "toolCallId": second})["approveToolCall"]["status"] == "COMPLETED"
+
+
+def test_anonymous_and_unknown_operations_get_fixed_labels(server: str) -> None:
+    before = scrape(server)
+
+    # when an anonymous query runs, a client names an operation the document lacks,
+    # and a document does not parse
+    assert post(server, "{ agents { id } }").status_code == 200
+    named_wrong = post(server, "query Real { agents { id } }", operation_name="Invented123")
+    broken = post(server, "{ agents { id }")
+    assert named_wrong.status_code == 400, named_wrong.text
+    assert broken.json()["errors"]
+    after = scrape(server)
+
+    # then they are counted as anonymous / unknown, never under the client's string
+    assert _delta(before, after, sample(REQUESTS, operation_name="anonymous", operation_type="query")) == 1
+    assert _delta(before, after, sample(REQUESTS, operation_name="unknown", operation_type="unknown")) == 2
+    assert _delta(before, after, sample(ERRORS, operation_name="unknown", operation_type="unknown")) == 2
+    assert not [key for key in after if ("operation_name", "Invented123") in key[1]]
+
+
+def _operation(document: str) -> OperationDefinitionNode:
+    definition = parse(document).definitions[0]
+    assert isinstance(definition, OperationDefinitionNode)
+    return definition
+
+
+def test_operation_names_past_the_cap_are_counted_as_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a process that keeps at most 3 operation names and has seen none
+    monkeypatch.setattr(graphql_metrics, "MAX_OPERATION_NAMES", 3)
+    monkeypatch.setattr(graphql_metrics, "_seen_names", set())
+    labels = graphql_metrics.operation_labels
+
+    # when 5 distinct names arrive, then the first 3 keep their names and the rest are "other"
+    names = [labels(_operation(f"query Op{i} {{ agents {{ id }} }}"))[0] for i in range(5)]
+    assert names == ["Op0", "Op1", "Op2", "other", "other"]
+    # and a name already seen keeps its label
+    assert labels(_operation("mutation Op1 { __typename }")) == ("Op1", "mutation")
+    # and a very long name is cut
+    monkeypatch.setattr(graphql_metrics, "_seen_names", set())
+    long_name = "Q" * 500
+    assert labels(_operation(f"query {long_name} {{ agents {{ id }} }}"))[0] == "Q" * graphql_metrics.MAX_NAME_LENGTH
+
+
+def test_metrics_can_be_turned_off() -> None:
+    # given RUNSGATE_METRICS=false, then the app has no /metrics route; by default it has one
+    off = create_app(Settings(metrics=False))
+    on = create_app(Settings())
+    assert "/metrics" not in [route.path for route in off.routes if isinstance(route, Route)]
+    assert "/metrics" in [route.path for route in on.routes if isinstance(route, Route)]

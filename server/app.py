@@ -15,15 +15,16 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
 
 from resolvers import Context, schema
 from runtime import RunManager, load_registry
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, StoreUnavailableError
 
 from .config import Settings, load_settings
+from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
 
 logger = logging.getLogger("runsgate")
 
@@ -35,8 +36,8 @@ def make_store(settings: Settings) -> SnapshotStore:
     return MemorySnapshotStore()
 
 
-class GraphQLApp(GraphQL[Context, None]):
-    """Strawberry's ASGI GraphQL app with runsgate's per-request ``Context``."""
+class GraphQLApp(GraphQLView):
+    """The ``/graphql`` view (``graphql_view.py``) with runsgate's per-request ``Context``."""
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            *([Mount(GRAPHIQL_ASSETS_PATH, StaticFiles(directory=GRAPHIQL_ASSETS_DIR))] if settings.graphiql else []),
         ],
         lifespan=lifespan,
     )

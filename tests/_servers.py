@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -124,8 +124,8 @@ def server_env(**variables: str) -> dict[str, str]:
 
 
 @contextmanager
-def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]]:
-    """Start one ``python -m server serve`` per log file, all at once (cwd: the repository).
+def runsgate_processes(logs: list[Path], command: Sequence[str] = SERVE, **variables: str) -> Iterator[list[str]]:
+    """Start one ``python -m server serve`` (or ``command``) per log file, all at once (cwd: the repository).
 
     Yields their base URLs once each answers ``/healthz``; terminates them (SIGTERM, uvicorn's
     graceful shutdown, then SIGKILL after 15 s) when the block ends. ``variables`` are the
@@ -138,7 +138,7 @@ def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]
             port = free_port()
             with open(log, "ab") as out:
                 proc = subprocess.Popen(
-                    [*SERVE, "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+                    [*command, "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
                 )
             started.append((proc, port, log))
         urls = []
@@ -163,9 +163,9 @@ def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]
 
 
 @contextmanager
-def runsgate_process(log: Path, **variables: str) -> Iterator[str]:
+def runsgate_process(log: Path, command: Sequence[str] = SERVE, **variables: str) -> Iterator[str]:
     """One runsgate process (see ``runsgate_processes``); yields its base URL."""
-    with runsgate_processes([log], **variables) as urls:
+    with runsgate_processes([log], command, **variables) as urls:
         yield urls[0]
 
 

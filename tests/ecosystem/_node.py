@@ -9,6 +9,7 @@ to them over HTTP, or reads the JSON they print.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -37,8 +38,8 @@ def missing_node_tools() -> str | None:
     return None
 
 
-def run_node_json(script: str, *args: str, timeout: float = 120) -> Any:
-    """Run ``node SCRIPT ARGS`` to completion and parse the JSON it prints on stdout."""
+def run_node_json(script: str, *args: str, timeout: float = 180, env: dict[str, str] | None = None) -> Any:
+    """Run ``node SCRIPT ARGS`` to completion (``env`` added to the environment) and parse its JSON stdout."""
     result = subprocess.run(
         [node_binary() or "node", str(HERE / script), *args],
         cwd=HERE,
@@ -46,6 +47,7 @@ def run_node_json(script: str, *args: str, timeout: float = 120) -> Any:
         text=True,
         timeout=timeout,
         check=False,
+        env={**os.environ, **(env or {})},
     )
     assert result.returncode == 0, f"node {script} exited with {result.returncode}:\n{result.stderr[-4000:]}"
     return json.loads(result.stdout)

@@ -6,9 +6,10 @@ composed with ``@apollo/composition`` from their ``_service { sdl }`` (``compose
 supergraph is served by ``@apollo/gateway`` in ``@apollo/server`` (``gateway.mjs``). Queries go
 through the gateway over HTTP and join both subgraphs, in both directions.
 
-runsgate runs as ``tests/ecosystem/_counting_server.py``: the real app, with a memory store that
-records each ``get_many`` call, read over HTTP, so the test counts the store queries behind the
-gateway's ``_entities`` request.
+runsgate runs as ``tests/ecosystem/_counting_server.py``: the real app, on the memory store and
+on MongoDB (FerretDB), with a store that records each ``get_many`` call (and, on MongoDB, each
+``find`` command on ``run_snapshots``, from PyMongo's command monitoring), read over HTTP, so the
+test counts the store queries behind the gateway's ``_entities`` request.
 """
 
 from __future__ import annotations
@@ -81,9 +82,13 @@ def _post(url: str, document: str, **variables: Any) -> dict[str, Any]:
     return data
 
 
-def test_runsgate_composes_with_an_orders_subgraph_and_the_gateway_joins_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["memory", pytest.param("mongo", marks=pytest.mark.mongo)])
+def test_runsgate_composes_with_an_orders_subgraph_and_the_gateway_joins_them(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    settings = {"MONGODB_URI": request.getfixturevalue("mongodb_uri")} if store == "mongo" else {}
     with (
-        runsgate_process(tmp_path / "runsgate.log", COUNTING_SERVER) as runsgate,
+        runsgate_process(tmp_path / "runsgate.log", COUNTING_SERVER, **settings) as runsgate,
         node_server("orders-subgraph.mjs", log=tmp_path / "orders.log") as orders,
     ):
         # given runsgate's and the orders service's SDL, composed by Apollo's composition library
@@ -139,9 +144,9 @@ def test_runsgate_composes_with_an_orders_subgraph_and_the_gateway_joins_them(tm
                 assert node["order"] == {"number": number, "amount": call["args"]["amount"], "currency": "USD"}
 
             # when the gateway lists the orders (orders service) with their runs (runsgate _entities)
-            reads_before = len(httpx.get(f"{runsgate}/test/get-many-calls", timeout=10).json())
+            before = httpx.get(f"{runsgate}/test/store-reads", timeout=10).json()
             joined = _post(gateway, ORDERS_WITH_RUNS)["orders"]
-            reads = httpx.get(f"{runsgate}/test/get-many-calls", timeout=10).json()[reads_before:]
+            after = httpx.get(f"{runsgate}/test/store-reads", timeout=10).json()
 
             # then every order has its run, and the approved run's order has none
             assert [order["number"] for order in joined] == list(ORDER_NUMBERS)
@@ -156,5 +161,12 @@ def test_runsgate_composes_with_an_orders_subgraph_and_the_gateway_joins_them(tm
                     ],
                 }
             # and runsgate resolved the four entities with one batched store query
+            run_ids = sorted(run["runId"] for run in runs)
+            reads = after["getMany"][len(before["getMany"]) :]
             assert len(reads) == 1, reads
-            assert sorted(reads[0]) == sorted(run["runId"] for run in runs)
+            assert sorted(reads[0]) == run_ids
+            if store == "mongo":
+                # one find on run_snapshots reached MongoDB, for the four ids
+                finds = after["snapshotFinds"][len(before["snapshotFinds"]) :]
+                assert len(finds) == 1, finds
+                assert sorted(finds[0]["_id"]["$in"]) == run_ids

@@ -88,6 +88,7 @@ class GraphQLView(GraphQL[Context, None]):
     """Strawberry's ASGI view with the spec's response media type and an offline GraphiQL."""
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
+        """Drop ``data`` from a request error's response, and mark the request for a 400 (see ``run``)."""
         response = await super().process_result(request, result)
         if is_request_error(result):
             response.pop("data", None)
@@ -100,6 +101,7 @@ class GraphQLView(GraphQL[Context, None]):
         context: Context = UNSET,
         root_value: None = UNSET,
     ) -> Any:
+        """Serve the request, then set the negotiated media type (and 400 for a request error) on JSON results."""
         response = await super().run(request, context, root_value)
         if isinstance(request, Request) and isinstance(response, Response) and response.media_type == JSON:
             response.headers["vary"] = "Accept"
@@ -110,4 +112,5 @@ class GraphQLView(GraphQL[Context, None]):
         return response
 
     async def render_graphql_ide(self, request: Request) -> HTMLResponse:
+        """Strawberry's GraphiQL page, loading its files from ``GRAPHIQL_ASSETS_PATH``."""
         return HTMLResponse(offline_graphiql_html(self.graphql_ide_html, request.scope.get("root_path", "")))

@@ -18,9 +18,9 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from resolvers import Context, schema
@@ -29,6 +29,7 @@ from runtime import EventFeed, RunManager, StalledRunSweeper, load_registry
 from storage import MemorySnapshotStore, MongoSnapshotStore, NewerSchemaError, SnapshotStore, StoreUnavailableError
 
 from .config import Settings, load_settings
+from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
 from .metrics import metrics
 from .request_id import request_id_middleware
 from .tracing import start_tracing
@@ -43,8 +44,8 @@ def make_store(settings: Settings) -> SnapshotStore:
     return MemorySnapshotStore()
 
 
-class GraphQLApp(GraphQL[Context, None]):
-    """Strawberry's ASGI GraphQL app with runsgate's per-request ``Context``."""
+class GraphQLApp(GraphQLView):
+    """The ``/graphql`` view (``graphql_view.py``) with runsgate's per-request ``Context``."""
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state
@@ -138,6 +139,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             *([Route("/metrics", metrics)] if settings.metrics else []),
+            *([Mount(GRAPHIQL_ASSETS_PATH, StaticFiles(directory=GRAPHIQL_ASSETS_DIR))] if settings.graphiql else []),
         ],
         middleware=[request_id_middleware()],
         lifespan=lifespan,

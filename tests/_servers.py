@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,8 +145,10 @@ class RunsgateServer:
 
 
 @contextmanager
-def runsgate_servers(logs: list[Path], **variables: str) -> Iterator[list[RunsgateServer]]:
-    """Start one ``python -m server serve`` per log file, all at once (cwd: the repository).
+def runsgate_servers(
+    logs: list[Path], command: Sequence[str] = SERVE, **variables: str
+) -> Iterator[list[RunsgateServer]]:
+    """Start one ``python -m server serve`` (or ``command``) per log file, all at once (cwd: the repository).
 
     Yields them once each answers ``/healthz``; terminates them (SIGTERM, uvicorn's graceful
     shutdown, then SIGKILL after 15 s) when the block ends, unless already dead. ``variables``
@@ -159,7 +161,7 @@ def runsgate_servers(logs: list[Path], **variables: str) -> Iterator[list[Runsga
             port = free_port()
             with open(log, "ab") as out:
                 proc = subprocess.Popen(
-                    [*SERVE, "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+                    [*command, "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
                 )
             started.append((proc, port, log))
         servers = []
@@ -185,16 +187,16 @@ def runsgate_servers(logs: list[Path], **variables: str) -> Iterator[list[Runsga
 
 
 @contextmanager
-def runsgate_processes(logs: list[Path], **variables: str) -> Iterator[list[str]]:
+def runsgate_processes(logs: list[Path], command: Sequence[str] = SERVE, **variables: str) -> Iterator[list[str]]:
     """``runsgate_servers``, yielding only the base URLs."""
-    with runsgate_servers(logs, **variables) as servers:
+    with runsgate_servers(logs, command, **variables) as servers:
         yield [server.url for server in servers]
 
 
 @contextmanager
-def runsgate_process(log: Path, **variables: str) -> Iterator[str]:
+def runsgate_process(log: Path, command: Sequence[str] = SERVE, **variables: str) -> Iterator[str]:
     """One runsgate process (see ``runsgate_servers``); yields its base URL."""
-    with runsgate_processes([log], **variables) as urls:
+    with runsgate_processes([log], command, **variables) as urls:
         yield urls[0]
 
 

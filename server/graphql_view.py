@@ -1,0 +1,116 @@
+"""The ``/graphql`` view: Strawberry's ASGI view, speaking the GraphQL-over-HTTP spec and serving GraphiQL offline.
+
+Strawberry 0.341 answers every GraphQL request with ``application/json`` and status 200. The
+GraphQL over HTTP spec (https://graphql.github.io/graphql-over-http/draft/) adds the media type
+``application/graphql-response+json``: a client that accepts it gets it, and then a request
+error (the document does not parse or validate, or the variables do not coerce) is answered
+with status 400, since no execution took place. ``application/json`` stays the answer to
+clients that do not ask for it (no ``Accept``, ``*/*``), with status 200 as before. In both
+cases a request error's response has no ``data`` entry (GraphQL spec, "Response": ``data`` is
+absent when an error was raised before execution began).
+
+Strawberry's GraphiQL page loads its scripts from unpkg.com; runsgate serves the same files
+(``server/static/graphiql``, from ``scripts/vendor-graphiql.sh``) under ``GRAPHIQL_ASSETS_PATH``
+and rewrites the page's URLs, so the explorer works with no internet access. The page's
+``integrity`` hashes are kept, so the browser still checks every file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.types import ExecutionResult
+from strawberry.types.unset import UNSET
+
+from resolvers import Context
+
+GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
+"""The GraphQL over HTTP spec's own media type for responses."""
+JSON = "application/json"
+
+GRAPHIQL_CDN = "https://unpkg.com/"
+GRAPHIQL_ASSETS_DIR = Path(__file__).resolve().parent / "static" / "graphiql"
+"""The files the GraphiQL page loads, laid out as their unpkg.com paths (``package@version/file``)."""
+GRAPHIQL_ASSETS_PATH = "/static/graphiql"
+"""URL path the app serves ``GRAPHIQL_ASSETS_DIR`` under."""
+
+
+def preferred_media_type(accept: str | None) -> str:
+    """The response media type for an ``Accept`` header: ``application/graphql-response+json`` or JSON.
+
+    ``application/graphql-response+json`` only when the client names it, with a quality at
+    least that of ``application/json`` (whether named, or matched by ``application/*`` or
+    ``*/*``); otherwise ``application/json``, which is also the answer to a missing header or
+    one that accepts neither (the spec allows answering with JSON rather than 406).
+    """
+    quality = {GRAPHQL_RESPONSE_JSON: -1.0, JSON: -1.0, "application/*": -1.0, "*/*": -1.0}
+    for part in (accept or "").split(","):
+        media_type, *params = (p.strip() for p in part.split(";"))
+        media_type = media_type.lower()
+        if media_type not in quality:
+            continue
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        quality[media_type] = max(quality[media_type], q)
+    json_q = max(quality[JSON], quality["application/*"], quality["*/*"])
+    if quality[GRAPHQL_RESPONSE_JSON] > 0 and quality[GRAPHQL_RESPONSE_JSON] >= json_q:
+        return GRAPHQL_RESPONSE_JSON
+    return JSON
+
+
+def is_request_error(result: ExecutionResult) -> bool:
+    """True when the operation never executed: no data, and only errors without a ``path``.
+
+    Parse, validation and variable coercion errors carry no path; an error raised by a field
+    always has one, even when it nulls the whole ``data``.
+    """
+    return result.data is None and bool(result.errors) and all(error.path is None for error in result.errors or [])
+
+
+def offline_graphiql_html(html: str, root_path: str = "") -> str:
+    """Strawberry's GraphiQL page with its CDN URLs pointing at runsgate's own copies."""
+    return html.replace(GRAPHIQL_CDN, f"{root_path}{GRAPHIQL_ASSETS_PATH}/")
+
+
+class GraphQLView(GraphQL[Context, None]):
+    """Strawberry's ASGI view with the spec's response media type and an offline GraphiQL."""
+
+    async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
+        """Drop ``data`` from a request error's response, and mark the request for a 400 (see ``run``)."""
+        response = await super().process_result(request, result)
+        if is_request_error(result):
+            response.pop("data", None)
+            request.state.graphql_request_error = True
+        return response
+
+    async def run(
+        self,
+        request: Request | WebSocket,
+        context: Context = UNSET,
+        root_value: None = UNSET,
+    ) -> Any:
+        """Serve the request, then set the negotiated media type (and 400 for a request error) on JSON results."""
+        response = await super().run(request, context, root_value)
+        if isinstance(request, Request) and isinstance(response, Response) and response.media_type == JSON:
+            response.headers["vary"] = "Accept"
+            if preferred_media_type(request.headers.get("accept")) == GRAPHQL_RESPONSE_JSON:
+                response.headers["content-type"] = f"{GRAPHQL_RESPONSE_JSON}; charset=utf-8"
+                if getattr(request.state, "graphql_request_error", False):
+                    response.status_code = 400
+        return response
+
+    async def render_graphql_ide(self, request: Request) -> HTMLResponse:
+        """Strawberry's GraphiQL page, loading its files from ``GRAPHIQL_ASSETS_PATH``."""
+        return HTMLResponse(offline_graphiql_html(self.graphql_ide_html, request.scope.get("root_path", "")))

@@ -1,0 +1,82 @@
+"""runsgate for the federation test: the real app, with a store that records its batched reads.
+
+    python -m tests.ecosystem._counting_server --port PORT
+
+The same ``create_app`` as ``python -m server serve`` (memory store, or MongoDB when
+``MONGODB_URI`` is set), except that the store records each ``get_many`` call (the one read
+that ``_entities`` and ``node`` make through the run loader), as
+``tests/resolvers/test_loaders.py`` counts event reads. On MongoDB, PyMongo's command
+monitoring also records every ``find`` sent to ``run_snapshots``, as the server received it.
+``GET /test/store-reads`` answers ``{"getMany": [[runId...]...], "snapshotFinds": [filter...]}``,
+so a test can count the store queries behind requests made over HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+import uvicorn
+from pymongo import monitoring
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from server import app as server_app
+from server.config import Settings, load_settings
+from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotDocument, SnapshotStore
+
+GET_MANY_CALLS: list[list[str]] = []
+SNAPSHOT_FINDS: list[Any] = []
+
+
+class CountingMemoryStore(MemorySnapshotStore):
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        GET_MANY_CALLS.append(list(run_ids))
+        return await super().get_many(run_ids)
+
+
+class CountingMongoStore(MongoSnapshotStore):
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        GET_MANY_CALLS.append(list(run_ids))
+        return await super().get_many(run_ids)
+
+
+class SnapshotFinds(monitoring.CommandListener):
+    """Records the filter of every ``find`` command on ``run_snapshots``."""
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "find" and event.command.get("find") == "run_snapshots":
+            SNAPSHOT_FINDS.append(event.command.get("filter"))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def make_store(settings: Settings) -> SnapshotStore:
+    if settings.mongodb_uri:
+        return CountingMongoStore(settings.mongodb_uri, server_selection_timeout=settings.mongodb_timeout)
+    return CountingMemoryStore()
+
+
+async def store_reads(request: Request) -> JSONResponse:
+    return JSONResponse({"getMany": GET_MANY_CALLS, "snapshotFinds": SNAPSHOT_FINDS})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    port = parser.parse_args().port
+    monitoring.register(SnapshotFinds())  # every client created from now on reports its commands
+    server_app.make_store = make_store  # the lifespan opens a counting store
+    app = server_app.create_app(load_settings())
+    app.router.routes.append(Route("/test/store-reads", store_reads))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""GraphiQL works offline: its page loads React and GraphiQL from runsgate, not from a CDN.
+
+Strawberry's page names unpkg.com URLs with SRI hashes; runsgate serves the same files
+(``server/static/graphiql``, from ``scripts/vendor-graphiql.sh``). The browser test that runs the
+page in Chromium is ``tests/ecosystem/test_graphiql_browser.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from server.app import create_app
+from server.config import Settings
+
+ASSET = re.compile(r'(?:src|href)="(?P<url>[^"]+)"\s+integrity="sha384-(?P<sha384>[^"]+)"')
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """GraphiQL does not depend on the store: the memory store only."""
+    return Settings(mongodb_uri=None, agents="runtime.demo:AGENTS", graphiql=True)
+
+
+async def test_the_graphiql_page_loads_every_asset_from_runsgate_with_its_integrity_hash(
+    http: httpx.AsyncClient,
+) -> None:
+    # when a browser opens /graphql
+    page = (await http.get("/graphql", headers={"accept": "text/html"})).text
+
+    # then no URL points off the server, and each script and style sheet is served here, byte
+    # for byte the file whose hash the page names
+    assert "unpkg.com" not in page
+    assets = [(m["url"], m["sha384"]) for m in ASSET.finditer(page)]
+    assert len(assets) == 7
+    for url, sha384 in assets:
+        assert url.startswith("/static/graphiql/"), url
+        response = await http.get(url)
+        assert response.status_code == 200, url
+        assert base64.b64encode(hashlib.sha384(response.content).digest()).decode() == sha384, url
+
+
+async def test_no_graphiql_assets_are_served_when_graphiql_is_off() -> None:
+    # given the app with RUNSGATE_GRAPHIQL=false
+    app: Starlette = create_app(Settings(mongodb_uri=None, graphiql=False))
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+    ):
+        # when a browser asks for the page and a script
+        page = await http.get("/graphql", headers={"accept": "text/html"})
+        script = await http.get("/static/graphiql/graphiql@3.8.3/graphiql.min.js")
+
+    # then neither is there
+    assert page.status_code == 404
+    assert script.status_code == 404

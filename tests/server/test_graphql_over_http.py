@@ -1,0 +1,117 @@
+"""GraphQL over HTTP (https://graphql.github.io/graphql-over-http/draft/): media types and status codes.
+
+A client that accepts ``application/graphql-response+json`` gets it, and a request error (the
+document does not parse or validate, or the variables do not coerce) is then a 400 with no
+``data`` entry; ``application/json`` clients keep getting 200. The full audit of the spec, with
+graphql-http's own suite, is ``tests/ecosystem/test_http_conformance.py``.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from server.config import Settings
+from server.graphql_view import preferred_media_type
+
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+
+AGENTS = "{ agents { id } }"
+SYNTAX_ERROR = "{ agents { id }"
+UNKNOWN_FIELD = "{ agents { nope } }"
+LIST_FROM = """
+query List($from: DateTime!) { suspendedRuns(agentId: "refund-agent", filter: {fromDate: $from}) { totalCount } }
+"""
+BAD_PAGE = '{ suspendedRuns(agentId: "refund-agent", page: {page: -1, perPage: 1}) { totalCount } }'
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """The HTTP layer does not depend on the store: the memory store only."""
+    return Settings(mongodb_uri=None, agents="runtime.demo:AGENTS", graphiql=True)
+
+
+async def _post(http: httpx.AsyncClient, accept: str | None, query: str, **variables: object) -> httpx.Response:
+    headers = {} if accept is None else {"accept": accept}
+    return await http.post("/graphql", json={"query": query, "variables": variables}, headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("accept", "media_type"),
+    [
+        (None, "application/json"),
+        ("*/*", "application/json"),
+        ("application/json", "application/json"),
+        (GRAPHQL_RESPONSE, GRAPHQL_RESPONSE),
+        (f"{GRAPHQL_RESPONSE}, application/json;q=0.9", GRAPHQL_RESPONSE),
+        (f"application/json, {GRAPHQL_RESPONSE}", GRAPHQL_RESPONSE),
+        (f"{GRAPHQL_RESPONSE};q=0.5, application/json", "application/json"),
+        (f"{GRAPHQL_RESPONSE};q=0, */*", "application/json"),
+        ("text/html", "application/json"),
+    ],
+)
+def test_the_response_media_type_follows_the_accept_header(accept: str | None, media_type: str) -> None:
+    assert preferred_media_type(accept) == media_type
+
+
+async def test_a_client_accepting_graphql_response_json_gets_it(http: httpx.AsyncClient) -> None:
+    # when a valid query is sent by a client that accepts the spec's media type
+    response = await _post(http, f"{GRAPHQL_RESPONSE}, application/json;q=0.9", AGENTS)
+
+    # then the answer uses it, with 200 and the data
+    assert response.status_code == 200
+    assert response.headers["content-type"] == f"{GRAPHQL_RESPONSE}; charset=utf-8"
+    assert response.headers["vary"] == "Accept"
+    assert [agent["id"] for agent in response.json()["data"]["agents"]] == [
+        "refund-agent",
+        "support-supervisor",
+        "weather-agent",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "message"),
+    [
+        (SYNTAX_ERROR, {}, "Syntax Error"),
+        (UNKNOWN_FIELD, {}, "Cannot query field 'nope'"),
+        (LIST_FROM, {"from": "2025-01-01T00:00:00"}, "$from"),
+    ],
+    ids=["parse", "validation", "variable-coercion"],
+)
+async def test_a_request_error_is_400_without_data_for_graphql_response_json(
+    http: httpx.AsyncClient, query: str, variables: dict[str, object], message: str
+) -> None:
+    # when a request that cannot be executed is sent accepting application/graphql-response+json
+    response = await _post(http, GRAPHQL_RESPONSE, query, **variables)
+
+    # then it is a 400 in that media type, with the errors and no data entry
+    assert response.status_code == 400
+    assert response.headers["content-type"] == f"{GRAPHQL_RESPONSE}; charset=utf-8"
+    body = response.json()
+    assert "data" not in body
+    assert message in body["errors"][0]["message"]
+
+
+async def test_a_request_error_stays_200_for_application_json_clients(http: httpx.AsyncClient) -> None:
+    # when an invalid document is sent by a client that accepts only application/json
+    response = await _post(http, "application/json", UNKNOWN_FIELD)
+
+    # then the answer is the legacy one: 200, application/json, errors and no data entry
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert "data" not in body
+    assert "Cannot query field 'nope'" in body["errors"][0]["message"]
+
+
+async def test_a_field_error_that_nulls_data_is_still_200(http: httpx.AsyncClient) -> None:
+    # when execution starts and a field fails (a bad page argument), nulling the whole data
+    response = await _post(http, GRAPHQL_RESPONSE, BAD_PAGE)
+
+    # then the operation did execute: 200, with data null and the field's error
+    assert response.status_code == 200
+    assert response.headers["content-type"] == f"{GRAPHQL_RESPONSE}; charset=utf-8"
+    body = response.json()
+    assert body["data"] is None
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert body["errors"][0]["path"] == ["suspendedRuns"]

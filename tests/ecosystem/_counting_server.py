@@ -14,10 +14,12 @@ so a test can count the store queries behind requests made over HTTP.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import uvicorn
+from bson import json_util
 from pymongo import monitoring
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -64,7 +66,9 @@ def make_store(settings: Settings) -> SnapshotStore:
 
 
 async def store_reads(request: Request) -> JSONResponse:
-    return JSONResponse({"getMany": GET_MANY_CALLS, "snapshotFinds": SNAPSHOT_FINDS})
+    """The recorded reads; filters in MongoDB Extended JSON (they may hold dates)."""
+    finds = json.loads(json_util.dumps(SNAPSHOT_FINDS))
+    return JSONResponse({"getMany": GET_MANY_CALLS, "snapshotFinds": finds})
 
 
 def main() -> None:

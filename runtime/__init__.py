@@ -3,11 +3,24 @@
 Plain async Python over a ``storage.SnapshotStore``; knows nothing of GraphQL or HTTP.
 """
 
+from .access import (
+    ALL_SCOPES,
+    ANONYMOUS,
+    DECIDE,
+    READ,
+    START,
+    UNAUTHENTICATED,
+    Principal,
+    ToolApprovalRule,
+    can_see_run,
+    missing_approval_scope,
+)
 from .delegation import DelegationError, delegate, sub_run_id
 from .errors import (
     AgentNotFoundError,
     AmbiguousToolCallError,
     ErrorCode,
+    ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidResumeDataError,
     ResumeDataProblem,
@@ -24,26 +37,37 @@ from .registry import AgentRegistry, AnyAgent, load_registry
 from .suspension import suspend
 
 __all__ = [
+    "ALL_SCOPES",
+    "ANONYMOUS",
+    "DECIDE",
+    "READ",
+    "START",
+    "UNAUTHENTICATED",
     "AgentNotFoundError",
     "AgentRegistry",
     "AmbiguousToolCallError",
     "AnyAgent",
     "DelegationError",
     "ErrorCode",
+    "ForbiddenError",
     "IdempotencyKeyReusedError",
     "InvalidResumeDataError",
     "OutcomeStatus",
+    "Principal",
     "ResumeDataProblem",
     "RunManager",
     "RunNotFoundError",
     "RunNotReadyError",
     "RunOutcome",
     "RunsgateError",
+    "ToolApprovalRule",
     "ToolCallAlreadyDecidedError",
     "ToolCallNotFoundError",
     "WrongToolCallKindError",
+    "can_see_run",
     "delegate",
     "load_registry",
+    "missing_approval_scope",
     "sub_run_id",
     "suspend",
 ]

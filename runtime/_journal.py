@@ -55,6 +55,7 @@ class Journal:
                 "at": at or self._now(),
                 "by": by,
                 "data": jsonable(data),
+                "resourceId": scope.resource_id,
             }
         )
 

@@ -103,6 +103,9 @@ class EventDocument(TypedDict):
     by: str | None
     """Principal or instance id that caused the event."""
     data: dict[str, Any]
+    resourceId: NotRequired[str | None]
+    """The run's ``resourceId``, so access to the trail outlives the snapshot (absent in
+    events written before it existed: only unrestricted principals see those)."""
 
 
 class IdempotencyDocument(TypedDict):

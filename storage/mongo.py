@@ -422,11 +422,7 @@ class MongoSnapshotStore:
         if resource_ids is not None:
             query["resourceId"] = {"$in": sorted(resource_ids)}
         async with _reachable():
-            docs = (
-                await self._events.find(query)
-                .sort([("at", ASCENDING), ("_id", ASCENDING)])
-                .to_list()
-            )
+            docs = await self._events.find(query).sort([("at", ASCENDING), ("_id", ASCENDING)]).to_list()
         return cast(list[EventDocument], docs)
 
     # -- idempotency ---------------------------------------------------------------------------

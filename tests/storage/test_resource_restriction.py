@@ -97,7 +97,15 @@ async def test_events_are_restricted_by_their_resource(store: SnapshotStore) -> 
             }
         )
     await store.append_event(
-        {"_id": "e-old", "runId": "run-a", "agentId": "refund-agent", "type": "suspended", "at": T0, "by": None, "data": {}}
+        {
+            "_id": "e-old",
+            "runId": "run-a",
+            "agentId": "refund-agent",
+            "type": "suspended",
+            "at": T0,
+            "by": None,
+            "data": {},
+        }
     )
 
     # when read with and without the restriction

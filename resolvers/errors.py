@@ -16,6 +16,7 @@ from runtime import (
     AgentNotFoundError,
     AmbiguousToolCallError,
     ErrorCode,
+    ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidResumeDataError,
     RunNotFoundError,
@@ -95,6 +96,11 @@ class RunNotReady(UserError):
     run_id: strawberry.ID
 
 
+@strawberry.type(description="The caller may not do this (a per-tool approval rule, or a resource it may not use).")
+class Forbidden(UserError):
+    required_scope: str | None = strawberry.field(description="The scope that would allow it, if a scope would.")
+
+
 def to_user_error(error: RunsgateError) -> UserError:
     """The GraphQL error type of a domain error.
 
@@ -150,6 +156,8 @@ def to_user_error(error: RunsgateError) -> UserError:
             return IdempotencyKeyReused(code=code, message=message, idempotency_key=error.key)
         case RunNotReadyError():
             return RunNotReady(code=code, message=message, run_id=strawberry.ID(error.run_id))
+        case ForbiddenError():
+            return Forbidden(code=code, message=message, required_scope=error.required_scope)
     raise TypeError(f"no GraphQL type for {type(error).__name__}")
 
 
@@ -171,4 +179,5 @@ USER_ERROR_TYPES = [
     InvalidResumeData,
     IdempotencyKeyReused,
     RunNotReady,
+    Forbidden,
 ]

@@ -7,14 +7,16 @@ resolvers.schema:schema``); a test fails when it is stale.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import MaskErrors, ParserCache, ValidationCache
+from strawberry.extensions import MaskErrors, ParserCache, SchemaExtension, ValidationCache
 from strawberry.schema.config import StrawberryConfig
 
+from .access import AccessDenied
 from .agents import Agent
 from .errors import USER_ERROR_TYPES, QueryArgumentError
 from .mutations import Mutation
@@ -33,21 +35,33 @@ def should_mask_error(error: GraphQLError) -> bool:
     raised while executing a field is masked ("Unexpected error.") and logged with its traceback.
     """
     original = error.original_error
-    if original is None or not error.path or isinstance(original, QueryArgumentError):
+    if original is None or not error.path or isinstance(original, QueryArgumentError | AccessDenied):
         return False
     logger.error("unexpected error in %s", error.path, exc_info=original)
     return True
 
 
-def build_schema() -> strawberry.federation.Schema:
-    """A fresh schema object (same SDL every time)."""
+def build_schema(
+    *, extensions: Sequence[Callable[[], SchemaExtension]] = (), max_batch: int = 0
+) -> strawberry.federation.Schema:
+    """A fresh schema object (same SDL every time).
+
+    Args:
+        extensions: More extensions, run before the caches (the server's request limits:
+            depth, tokens, aliases, introspection; see ``server/limits.py``).
+        max_batch: Operations allowed in one batched HTTP request; 0 turns batching off.
+    """
     return strawberry.federation.Schema(
         query=Query,
         mutation=Mutation,
         types=[SuspendedRun, Agent, *USER_ERROR_TYPES],
-        config=StrawberryConfig(scalar_map={datetime: DateTime}),
+        config=StrawberryConfig(
+            scalar_map={datetime: DateTime},
+            batching_config={"max_operations": max_batch} if max_batch > 0 else None,
+        ),
         extensions=[
             partial(MaskErrors, should_mask_error=should_mask_error),
+            *extensions,
             partial(ParserCache, maxsize=256),
             partial(ValidationCache, maxsize=256),
         ],

@@ -13,17 +13,22 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 
-from resolvers import Context, schema
-from runtime import RunManager, load_registry
+from resolvers import Context, build_schema
+from runtime import RunManager, ToolApprovalRule, load_registry
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, StoreUnavailableError
 
-from .config import Settings, load_settings
+from ._view import AuthenticatedView, principal_of
+from .auth import Authenticator
+from .config import ConfigError, Settings, load_settings
+from .limits import BodySizeLimit, graphql_extensions
+from .security_settings import security_problems
 
 logger = logging.getLogger("runsgate")
 
@@ -35,17 +40,22 @@ def make_store(settings: Settings) -> SnapshotStore:
     return MemorySnapshotStore()
 
 
-class GraphQLApp(GraphQL[Context, None]):
-    """Strawberry's ASGI GraphQL app with runsgate's per-request ``Context``."""
+class GraphQLApp(AuthenticatedView, GraphQL[Context, None]):
+    """Strawberry's ASGI GraphQL app with runsgate's per-request ``Context``, behind authentication
+    (``server/_view.py``)."""
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state
+        settings = state.settings
         return Context(
             store=state.store,
             runs=state.runs,
             agents=state.runs.agents,
-            principal="anonymous",  # until authentication exists (issue 3: decidedBy)
-            max_page_size=state.settings.max_page_size,
+            principal=principal_of(request),
+            max_page_size=settings.max_page_size,
+            max_resume_data_bytes=settings.max_resume_data_bytes,
+            max_resume_data_depth=settings.max_resume_data_depth,
+            tool_rules=tuple(ToolApprovalRule(**rule.model_dump()) for rule in settings.tool_rules),
             request=request,
             response=response,
         )
@@ -69,9 +79,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
     """Build the app. Settings come from the environment unless given.
 
     Raises:
-        ConfigError: Invalid environment (when ``settings`` is not given).
+        ConfigError: Invalid environment (when ``settings`` is not given), or security settings
+            that do not fit ``settings.host`` (e.g. authentication off on a non-loopback host).
     """
     settings = settings or load_settings()
+    problems = security_problems(settings, settings.host)
+    if problems:
+        raise ConfigError("invalid configuration: " + "; ".join(problems))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -93,12 +107,23 @@ def create_app(settings: Settings | None = None) -> Starlette:
             ",".join(agents.ids()),
             settings.instance_id,
         )
+        if not settings.auth:
+            logger.warning(
+                "authentication is OFF: anyone who can reach %s may read and decide every run "
+                "(allowed on loopback only; set RUNSGATE_API_KEYS or a JWT for anything else)",
+                settings.host,
+            )
         try:
             yield
         finally:
             await store.close()
 
-    graphql = GraphQLApp(schema, graphql_ide="graphiql" if settings.graphiql else None)
+    graphql = GraphQLApp(
+        build_schema(extensions=graphql_extensions(settings), max_batch=settings.max_batch),
+        graphql_ide="graphiql" if settings.graphiql else None,
+        max_subscriptions_per_connection=settings.max_ws_operations,
+    )
+    graphql.authenticator = Authenticator.from_settings(settings)
     return Starlette(
         routes=[
             Route("/graphql", graphql, methods=["GET", "POST"]),
@@ -107,4 +132,5 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/readyz", readyz),
         ],
         lifespan=lifespan,
+        middleware=[Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
     )

@@ -50,7 +50,7 @@ def decode_cursor(cursor: str, *, argument: str) -> SortKey:
         if not isinstance(run_id, str):
             raise TypeError
         return SortKey(parse_datetime(created), run_id)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, TypeError, OverflowError, UnicodeDecodeError):
         raise QueryArgumentError(
             f"`{argument}` is not a valid cursor; use a cursor returned by this API", argument=argument
         ) from None

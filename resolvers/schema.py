@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 
-import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import MaskErrors, ParserCache, SchemaExtension, ValidationCache
 from strawberry.schema.config import StrawberryConfig
@@ -19,6 +18,7 @@ from strawberry.schema.config import StrawberryConfig
 from .access import AccessDenied
 from .agents import Agent
 from .errors import USER_ERROR_TYPES, QueryArgumentError
+from .federation import FederationSchema
 from .mutations import Mutation
 from .queries import Query
 from .scalars import DateTime
@@ -41,9 +41,7 @@ def should_mask_error(error: GraphQLError) -> bool:
     return True
 
 
-def build_schema(
-    *, extensions: Sequence[Callable[[], SchemaExtension]] = (), max_batch: int = 0
-) -> strawberry.federation.Schema:
+def build_schema(*, extensions: Sequence[Callable[[], SchemaExtension]] = (), max_batch: int = 0) -> FederationSchema:
     """A fresh schema object (same SDL every time).
 
     Args:
@@ -51,7 +49,7 @@ def build_schema(
             depth, tokens, aliases, introspection; see ``server/limits.py``).
         max_batch: Operations allowed in one batched HTTP request; 0 turns batching off.
     """
-    return strawberry.federation.Schema(
+    return FederationSchema(
         query=Query,
         mutation=Mutation,
         types=[SuspendedRun, Agent, *USER_ERROR_TYPES],

@@ -1,20 +1,29 @@
-"""The federation schema, with ``_entities`` representations checked before they are resolved.
+"""The federation schema: ``_entities`` representations checked, client mistakes logged quietly.
 
 Strawberry's ``entities_resolver`` trusts each representation (``__typename`` present and
 known, key fields present): a malformed one raises ``KeyError`` or ``TypeError`` inside, which
 is masked as an unexpected fault. Here it is the client's mistake, reported as
 ``BAD_USER_INPUT`` naming ``representations[i]``.
+
+Strawberry logs every error of a response at ERROR with its traceback, so any client could
+fill the logs with tracebacks of its own mistakes. Here those are one INFO line each;
+unexpected faults are logged at ERROR with their traceback where they are masked
+(``resolvers.schema.should_mask_error``).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import strawberry
+from graphql import GraphQLError
 from strawberry.federation.schema import FederationAny
-from strawberry.types import Info
+from strawberry.types import ExecutionContext, Info
 
 from .errors import QueryArgumentError
+
+logger = logging.getLogger("runsgate.graphql")
 
 ENTITY_KEYS = {"SuspendedRun": "runId", "Agent": "id"}
 """Entity type -> its ``@key`` field (DESIGN.md §5)."""
@@ -46,6 +55,11 @@ class FederationSchema(strawberry.federation.Schema):
                 )
             checked.append({"__typename": type_name, key: str(representation[key])})  # type: ignore[index]
         return super().entities_resolver(info, checked)
+
+    def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
+        """One INFO line per error of a response (faults were logged with their traceback already)."""
+        for error in errors:
+            logger.info("GraphQL error at %s: %s", error.path or "request", error.message)
 
 
 __all__ = ["ENTITY_KEYS", "FederationSchema"]

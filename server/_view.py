@@ -13,9 +13,9 @@ valid one the connection is closed with 4403 and no operation runs (Strawberry c
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, cast
 
-from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -27,6 +27,9 @@ from resolvers import Context
 from runtime import UNAUTHENTICATED, Principal
 
 from .auth import AuthenticationError, Authenticator
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 PRINCIPAL_KEY = "runsgate.principal"
 """Key of the authenticated principal in the ASGI scope of an HTTP request."""
@@ -86,14 +89,22 @@ class AuthenticatedView:
         return cast(UnsetType, UNSET)
 
     def decode_json(self, data: str | bytes) -> object:
-        """Strict JSON: no ``NaN``/``Infinity``; too deep, too long numbers and bad UTF-8 give 400."""
+        """Strict JSON for request bodies, GET variables and WebSocket messages.
+
+        Refused (``json.JSONDecodeError``, so HTTP answers 400 and a WebSocket closes with 4400):
+        malformed JSON, ``NaN``/``Infinity``, numbers longer than Python's int limit, nesting
+        deeper than the parser's recursion limit, and strings with a lone UTF-16 surrogate
+        (``"\\ud800"``), which no store could encode.
+        """
         try:
-            return json.loads(data, parse_constant=_reject_constant)
+            value = json.loads(data, parse_constant=_reject_constant)
+            escapes = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
+            if escapes.search(data):  # type: ignore[arg-type]
+                json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate
         except (ValueError, RecursionError) as exc:
-            reason = (
-                "JSON nested too deeply" if isinstance(exc, RecursionError) else "Unable to parse request body as JSON"
-            )
-            raise HTTPException(400, reason) from None
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else "not strict JSON"
+            raise json.JSONDecodeError(f"request JSON is {reason}", "", 0) from None
+        return value
 
 
 def _executes_nothing(scope: Scope) -> bool:

@@ -25,13 +25,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import graphql
 import pytest
 import schemathesis
-from schemathesis.checks import not_a_server_error
-import graphql
 from graphql import introspection_from_schema
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
 
 from resolvers import schema as runsgate_schema
 

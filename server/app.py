@@ -28,6 +28,7 @@ from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
 from .config import ConfigError, Settings, load_settings
 from .limits import BodySizeLimit, graphql_extensions
+from .request_id import RequestId
 from .security_settings import security_problems
 
 logger = logging.getLogger("runsgate")
@@ -132,5 +133,5 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/readyz", readyz),
         ],
         lifespan=lifespan,
-        middleware=[Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
+        middleware=[Middleware(RequestId), Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
     )

@@ -10,6 +10,7 @@ import sys
 import uvicorn
 
 from .config import ConfigError, load_settings
+from .request_id import RequestIdFilter
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +39,11 @@ def _serve(host: str | None, port: int | None) -> int:
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+    )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RequestIdFilter())
     from .app import create_app
 
     settings = settings.model_copy(update={"host": host or settings.host})

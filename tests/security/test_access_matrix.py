@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .._auth import TestKey
-from ._client import body, data, ws_execute
+from ._client import WsClosed, body, data, ws_execute
 from .conftest import ADMIN, ALICE, BOB, DECIDER, PRINCIPALS, READER, STARTER, Server
 
 REFUND = "refund-agent"
@@ -308,3 +308,38 @@ def test_the_websocket_carries_the_principal_of_its_token(server: Server) -> Non
     assert result["data"]["approveToolCall"]["status"] == "COMPLETED", result
     events = data(server.url, ADMIN, EVENTS, agentId=REFUND, runId=run.run_id)["runEvents"]
     assert {"type": "decision", "by": DECIDER.name} in events
+
+
+@pytest.mark.parametrize(
+    ("init_payload", "header"),
+    [
+        (None, None),
+        ({}, None),
+        ({"Authorization": "Bearer rg_not_a_key"}, None),
+        ({"Authorization": f"Basic {ADMIN.key}"}, None),
+        ({"Authorization": 42}, None),
+        (None, "Bearer rg_not_a_key"),
+    ],
+    ids=["no-payload", "empty-payload", "unknown-key", "basic-scheme", "not-a-string", "bad-header"],
+)
+def test_a_websocket_without_valid_credentials_is_closed_with_4403_and_runs_nothing(
+    server: Server, seeded: tuple[str, dict[str | None, Run]], init_payload: dict[str, Any] | None, header: str | None
+) -> None:
+    _, runs = seeded
+    run = runs["tenant-a"]
+    before = admin_view(server, run)
+    approve = {"input": {"agentId": REFUND, "runId": run.run_id, "toolCallId": run.tool_call_id}}
+
+    with pytest.raises(WsClosed) as closed:
+        asyncio.run(ws_execute(server.url, APPROVE, approve, init_payload=init_payload, header=header))
+
+    assert closed.value.code == 4403
+    assert admin_view(server, run) == before
+
+
+def test_an_operation_sent_before_connection_init_is_refused_with_4401(server: Server) -> None:
+    # even with a valid token in the upgrade header, nothing runs before the connection_ack
+    with pytest.raises(WsClosed) as closed:
+        asyncio.run(ws_execute(server.url, LIST, {"agentId": REFUND}, header=f"Bearer {ADMIN.key}", send_init=False))
+
+    assert closed.value.code == 4401

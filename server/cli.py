@@ -57,6 +57,7 @@ def _serve(host: str | None, port: int | None) -> int:
         host=settings.host,
         port=settings.port if port is None else port,
         log_level=settings.log_level.lower(),
+        ws_max_size=settings.max_body_bytes,  # a WebSocket message is held to the body limit too
     )
     return 0
 

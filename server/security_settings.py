@@ -71,7 +71,8 @@ class SecuritySettings(BaseSettings):
     max_batch: Annotated[int, Field(ge=0, le=100)] = 0
     """Operations in one batched (JSON array) request; 0: batching off."""
     max_body_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 1 << 20
-    """Largest request body in bytes; above it the answer is 413 before anything is parsed."""
+    """Largest request body in bytes; above it the answer is 413 before anything is parsed. Also
+    the largest WebSocket message under ``runsgate serve`` (uvicorn's ``ws_max_size``)."""
     max_resume_data_bytes: Annotated[int, Field(ge=2, le=1 << 30)] = 64 * 1024
     """Largest ``resumeData`` as compact JSON, in bytes."""
     max_resume_data_depth: Annotated[int, Field(ge=1, le=200)] = 32

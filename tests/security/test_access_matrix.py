@@ -343,3 +343,13 @@ def test_an_operation_sent_before_connection_init_is_refused_with_4401(server: S
         asyncio.run(ws_execute(server.url, LIST, {"agentId": REFUND}, header=f"Bearer {ADMIN.key}", send_init=False))
 
     assert closed.value.code == 4401
+
+
+def test_a_websocket_message_over_the_body_limit_closes_the_socket(server: Server) -> None:
+    # the servers keep the default limit of 1 MiB; this connection_init is 2 MiB
+    payload = {"Authorization": f"Bearer {ADMIN.key}", "padding": "x" * (2 << 20)}
+
+    with pytest.raises(WsClosed) as closed:
+        asyncio.run(ws_execute(server.url, LIST, {"agentId": REFUND}, init_payload=payload))
+
+    assert closed.value.code == 1009

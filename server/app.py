@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
@@ -123,6 +124,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         build_schema(extensions=graphql_extensions(settings), max_batch=settings.max_batch),
         graphql_ide="graphiql" if settings.graphiql else None,
         max_subscriptions_per_connection=settings.max_ws_operations,
+        connection_init_wait_timeout=timedelta(seconds=10),  # an unauthenticated socket is not kept long
     )
     graphql.authenticator = Authenticator.from_settings(settings)
     return Starlette(

@@ -353,3 +353,18 @@ def test_a_websocket_message_over_the_body_limit_closes_the_socket(server: Serve
         asyncio.run(ws_execute(server.url, LIST, {"agentId": REFUND}, init_payload=payload))
 
     assert closed.value.code == 1009
+
+
+def test_a_websocket_message_with_a_lone_surrogate_is_refused_as_bad_json(server: Server) -> None:
+    # the same strict JSON as over HTTP: the socket is closed with 4400 and nothing runs
+    with pytest.raises(WsClosed) as closed:
+        asyncio.run(
+            ws_execute(
+                server.url,
+                ONE,
+                {"agentId": REFUND, "runId": "\ud800"},
+                init_payload={"Authorization": f"Bearer {ADMIN.key}"},
+            )
+        )
+
+    assert closed.value.code == 4400

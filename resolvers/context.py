@@ -10,7 +10,7 @@ from typing import Any
 
 from strawberry.types import Info as _Info
 
-from runtime import AgentRegistry, EventFeed, RunManager
+from runtime import ANONYMOUS, AgentRegistry, EventFeed, Principal, RunManager, ToolApprovalRule
 from storage import SnapshotStore
 
 from .loaders import Loaders
@@ -24,25 +24,40 @@ class Context:
         store: The snapshot store (memory or MongoDB).
         runs: The run lifecycle (start, decide, continue).
         agents: The registered agents.
-        principal: Who is calling (``decidedBy``); ``"anonymous"`` until authentication exists.
+        principal: Who is calling: its name is ``decidedBy``, its scopes and resources limit
+            what it sees and does (``runtime.access``). ``ANONYMOUS`` (every scope, every
+            run) when authentication is off.
         max_page_size: Cap on ``first``/``last``/``perPage`` and the default page size.
-        loaders: Fresh DataLoaders for this request.
+        max_resume_data_bytes: Cap on ``resumeData`` serialized as JSON (UTF-8 bytes).
+        max_resume_data_depth: Cap on the nesting depth of ``resumeData`` (arrays and objects).
+        tool_rules: Extra scopes needed to approve or resume given tools.
+        loaders: Fresh DataLoaders for this request, restricted to the principal's resources.
         events: The process's event feed (subscriptions); ``None`` where none runs.
         request: The underlying Starlette request or WebSocket, when there is one.
+        connection_params: The WebSocket ``connection_init`` payload (Strawberry sets it).
     """
 
     store: SnapshotStore
     runs: RunManager
     agents: AgentRegistry
-    principal: str | None = None
+    principal: Principal = ANONYMOUS
     max_page_size: int = 100
+    max_resume_data_bytes: int = 64 * 1024
+    max_resume_data_depth: int = 32
+    tool_rules: tuple[ToolApprovalRule, ...] = ()
     loaders: Loaders = field(init=False)
     request: Any = None
     response: Any = None
     events: EventFeed | None = None
+    connection_params: Any = None
 
     def __post_init__(self) -> None:
-        self.loaders = Loaders(self.store)
+        self.loaders = Loaders(self.store, resource_ids=self.principal.resources)
+
+    def authenticated(self, principal: Principal) -> None:
+        """Switch to ``principal`` (a WebSocket whose ``connection_init`` was accepted)."""
+        self.principal = principal
+        self.loaders = Loaders(self.store, resource_ids=principal.resources)
 
 
 Info = _Info[Context, None]

@@ -18,6 +18,7 @@ from runtime import (
     AgentNotFoundError,
     AmbiguousToolCallError,
     ErrorCode,
+    ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidResumeDataError,
     RunNotFoundError,
@@ -100,6 +101,11 @@ class RunNotReady(UserError):
     run_id: strawberry.ID
 
 
+@strawberry.type(description="The caller may not do this (a per-tool approval rule, or a resource it may not use).")
+class Forbidden(UserError):
+    required_scope: str | None = strawberry.field(description="The scope that would allow it, if a scope would.")
+
+
 def to_user_error(error: RunsgateError) -> UserError:
     """The GraphQL error type of a domain error.
 
@@ -155,6 +161,8 @@ def to_user_error(error: RunsgateError) -> UserError:
             return IdempotencyKeyReused(code=code, message=message, idempotency_key=error.key)
         case RunNotReadyError():
             return RunNotReady(code=code, message=message, run_id=strawberry.ID(error.run_id))
+        case ForbiddenError():
+            return Forbidden(code=code, message=message, required_scope=error.required_scope)
     raise TypeError(f"no GraphQL type for {type(error).__name__}")
 
 
@@ -176,6 +184,7 @@ USER_ERROR_TYPES = [
     InvalidResumeData,
     IdempotencyKeyReused,
     RunNotReady,
+    Forbidden,
 ]
 
 

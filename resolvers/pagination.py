@@ -21,8 +21,10 @@ import binascii
 import json
 from dataclasses import dataclass
 
+from runtime import READ
 from storage import RunFilter, SnapshotDocument, SortKey, sort_key
 
+from .access import require_scope, restricted
 from .context import Info
 from .errors import QueryArgumentError
 from .inputs import PageInput, SuspendedRunFilter
@@ -48,7 +50,7 @@ def decode_cursor(cursor: str, *, argument: str) -> SortKey:
         if not isinstance(run_id, str):
             raise TypeError
         return SortKey(parse_datetime(created), run_id)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, TypeError, OverflowError, UnicodeDecodeError):
         raise QueryArgumentError(
             f"`{argument}` is not a valid cursor; use a cursor returned by this API", argument=argument
         ) from None
@@ -146,12 +148,17 @@ async def suspended_runs_connection(
 ) -> SuspendedRunConnection:
     """One page of an agent's suspended runs (seed ``listSuspendedRuns``), never reading histories.
 
+    Only runs the principal may see are listed and counted: its resources restrict the store
+    query itself (``resolvers.access.restricted``), so pages stay full and counts true.
+
     Raises:
+        AccessDenied: The principal lacks ``runs:read`` (``FORBIDDEN``).
         QueryArgumentError: Unknown agent (``AGENT_NOT_FOUND``) or bad arguments (``BAD_USER_INPUT``).
     """
+    require_scope(info, READ)
     context = info.context
     require_agent(info, agent_id)
-    store_filter = to_store_filter(run_filter)
+    store_filter = restricted(info, to_store_filter(run_filter))
     request = page_request(
         page=page, first=first, after=after, last=last, before=before, max_page_size=context.max_page_size
     )

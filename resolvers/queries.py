@@ -6,6 +6,9 @@ import strawberry
 from strawberry import relay
 from strawberry.relay import GlobalIDValueError
 
+from runtime import READ
+
+from .access import require_scope, visible
 from .agents import Agent, FilterArg
 from .context import Info
 from .errors import QueryArgumentError
@@ -18,6 +21,7 @@ from .types import RunEvent, SuspendedRun, SuspendedRunConnection
 class Query:
     @strawberry.field(description="A suspended run by its Relay global `id`, or null.")
     async def node(self, info: Info, id: strawberry.ID) -> relay.Node | None:
+        require_scope(info, READ)
         try:
             global_id = relay.GlobalID.from_id(id)
         except GlobalIDValueError:
@@ -55,8 +59,9 @@ class Query:
 
     @strawberry.field(description="One suspended run of an agent, or null (also for another agent's run).")
     async def suspended_run(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> SuspendedRun | None:
+        require_scope(info, READ)
         require_agent(info, str(agent_id))
-        doc = await info.context.store.get(str(agent_id), str(run_id))
+        doc = visible(info, await info.context.store.get(str(agent_id), str(run_id)))
         return None if doc is None else SuspendedRun.from_document(doc)
 
     @strawberry.field(description="The registered agents, by id.")
@@ -66,6 +71,7 @@ class Query:
 
     @strawberry.field(description="A run's audit trail, oldest first; kept after the run finished.")
     async def run_events(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> list[RunEvent]:
+        require_scope(info, READ)
         require_agent(info, str(agent_id))
         docs = await info.context.loaders.events_by_run.load((str(agent_id), str(run_id)))
         return [RunEvent.from_document(d) for d in docs]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,11 @@ def serialize_datetime(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?")
+"""RFC 3339 ``date-time`` (offset checked apart, for a clearer message); ``fromisoformat`` alone is
+more lenient (other ISO 8601 forms, stray characters)."""
+
+
 def parse_datetime(value: Any) -> datetime:
     """Parse an RFC 3339 date-time that carries an offset; return it in UTC.
 
@@ -23,8 +29,10 @@ def parse_datetime(value: Any) -> datetime:
     """
     if not isinstance(value, str):
         raise ValueError("DateTime must be an RFC 3339 string such as 2026-01-31T09:00:00Z")
+    if not _RFC3339.fullmatch(value):
+        raise ValueError(f"DateTime {value!r} is not RFC 3339 (e.g. 2026-01-31T09:00:00Z)")
     try:
-        parsed = datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(value.upper())  # RFC 3339 allows t and z
     except ValueError:
         raise ValueError(f"DateTime {value!r} is not RFC 3339 (e.g. 2026-01-31T09:00:00Z)") from None
     if parsed.tzinfo is None:

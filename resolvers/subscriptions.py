@@ -16,9 +16,10 @@ from typing import Annotated
 import strawberry
 from graphql import GraphQLError
 
-from runtime import EventFeedClosedError, EventFeedOverflowError
+from runtime import READ, EventFeedClosedError, EventFeedOverflowError
 from storage import EventDocument, StoreUnavailableError
 
+from .access import require_scope
 from .context import Info
 from .errors import QueryArgumentError
 from .pagination import require_agent
@@ -95,6 +96,7 @@ class Subscription:
         run_filter: EventFilterArg = None,
         after_event_id: strawberry.ID | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
+        require_scope(info, READ)
         require_agent(info, str(agent_id))
         wanted = _checked(run_filter, after_event_id)
         feed = info.context.events

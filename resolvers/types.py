@@ -155,7 +155,10 @@ class SuspendedRun(relay.Node):
 
     @classmethod
     async def resolve_reference(cls, info: Info, **representation: Any) -> SuspendedRun | None:
-        """Federation ``_entities``: batched through the request's run loader (one query)."""
+        """Federation ``_entities``: batched through the request's run loader (one query); a run
+        the principal may not see resolves to null (the loader is restricted to its resources)."""
+        if not info.context.principal.has_scope("runs:read"):
+            return None
         doc = await info.context.loaders.run_by_id.load(str(representation["runId"]))
         return None if doc is None else cls.from_document(doc)
 

@@ -3,11 +3,24 @@
 Plain async Python over a ``storage.SnapshotStore``; knows nothing of GraphQL or HTTP.
 """
 
+from .access import (
+    ALL_SCOPES,
+    ANONYMOUS,
+    DECIDE,
+    READ,
+    START,
+    UNAUTHENTICATED,
+    Principal,
+    ToolApprovalRule,
+    can_see_run,
+    missing_approval_scope,
+)
 from .delegation import DelegationError, delegate, sub_run_id
 from .errors import (
     AgentNotFoundError,
     AmbiguousToolCallError,
     ErrorCode,
+    ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidResumeDataError,
     ResumeDataProblem,
@@ -26,6 +39,12 @@ from .suspension import suspend
 from .sweeper import StalledRunSweeper
 
 __all__ = [
+    "ALL_SCOPES",
+    "ANONYMOUS",
+    "DECIDE",
+    "READ",
+    "START",
+    "UNAUTHENTICATED",
     "AgentNotFoundError",
     "AgentRegistry",
     "AmbiguousToolCallError",
@@ -36,9 +55,11 @@ __all__ = [
     "EventFeedClosedError",
     "EventFeedOverflowError",
     "EventPredicate",
+    "ForbiddenError",
     "IdempotencyKeyReusedError",
     "InvalidResumeDataError",
     "OutcomeStatus",
+    "Principal",
     "ResumeDataProblem",
     "RunManager",
     "RunNotFoundError",
@@ -46,11 +67,14 @@ __all__ = [
     "RunOutcome",
     "RunsgateError",
     "StalledRunSweeper",
+    "ToolApprovalRule",
     "ToolCallAlreadyDecidedError",
     "ToolCallNotFoundError",
     "WrongToolCallKindError",
+    "can_see_run",
     "delegate",
     "load_registry",
+    "missing_approval_scope",
     "sub_run_id",
     "suspend",
 ]

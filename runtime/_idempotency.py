@@ -1,8 +1,10 @@
 """Idempotency keys: a repeated request returns the first answer and does nothing twice (DESIGN.md §4).
 
-The stored ``result`` is ``{"outcome": RunOutcome.to_json()}`` or, when the first request
-ended with a domain error, ``{"error": RunsgateError.to_json()}`` — a final answer too, so
-the replay raises the same error again.
+The stored ``result`` is ``{"outcome": RunOutcome.to_json()}``. A request refused with a
+domain error changed nothing, so it leaves nothing either (SECURITY.md: a rejected request
+writes nothing): its key is released, and repeating the request checks it again, which gives
+the same error as long as the run is unchanged. Results ``{"error": ...}`` stored by earlier
+versions still replay as that error.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class IdempotencyGuard:
         Raises:
             IdempotencyKeyReusedError: The key was used with other arguments, or its first
                 request is still running.
-            RunsgateError: The (first) request's domain error.
+            RunsgateError: The request's domain error (nothing was written, the key is free again).
         """
         if key is None:
             return await action()
@@ -85,9 +87,6 @@ class IdempotencyGuard:
             existing = await self._store.reserve_idempotency_key(key_id, expected, self._clock())
         try:
             outcome = await action()
-        except RunsgateError as error:
-            await self._store.complete_idempotency_key(key_id, {"error": error.to_json()})
-            raise
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._store.release_idempotency_key(key_id)

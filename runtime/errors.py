@@ -33,6 +33,8 @@ class ErrorCode(enum.Enum):
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     RUN_NOT_READY = "RUN_NOT_READY"
     """``retry`` on a run that still has pending calls or is being continued."""
+    FORBIDDEN = "FORBIDDEN"
+    """The caller lacks a scope the action needs (a per-tool approval rule, or a resource)."""
 
 
 class RunsgateError(Exception):
@@ -260,6 +262,19 @@ class RunNotReadyError(RunsgateError):
         return {"run_id": self.run_id, "message": self.message}
 
 
+class ForbiddenError(RunsgateError):
+    """The caller may not do this: ``required_scope`` is missing, or the resource is not its own."""
+
+    code = ErrorCode.FORBIDDEN
+
+    def __init__(self, message: str, required_scope: str | None = None) -> None:
+        super().__init__(message)
+        self.required_scope = required_scope
+
+    def details(self) -> dict[str, Any]:
+        return {"message": self.message, "required_scope": self.required_scope}
+
+
 def _iso(value: datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
 
@@ -272,6 +287,7 @@ __all__ = [
     "AgentNotFoundError",
     "AmbiguousToolCallError",
     "ErrorCode",
+    "ForbiddenError",
     "IdempotencyKeyReusedError",
     "InvalidResumeDataError",
     "ResumeDataProblem",

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -23,15 +24,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
-from resolvers import Context, schema
-from resolvers.schema import build_schema
-from runtime import EventFeed, RunManager, StalledRunSweeper, load_registry
+from resolvers import Context, build_schema
+from runtime import EventFeed, RunManager, StalledRunSweeper, ToolApprovalRule, load_registry
 from storage import MemorySnapshotStore, MongoSnapshotStore, NewerSchemaError, SnapshotStore, StoreUnavailableError
 
-from .config import Settings, load_settings
+from ._view import AuthenticatedView, principal_of
+from .auth import Authenticator
+from .config import ConfigError, Settings, load_settings
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
+from .limits import BodySizeLimit, graphql_extensions
 from .metrics import metrics
 from .request_id import request_id_middleware
+from .security_settings import security_problems
 from .tracing import start_tracing
 
 logger = logging.getLogger("runsgate")
@@ -44,17 +48,22 @@ def make_store(settings: Settings) -> SnapshotStore:
     return MemorySnapshotStore()
 
 
-class GraphQLApp(GraphQLView):
-    """The ``/graphql`` view (``graphql_view.py``) with runsgate's per-request ``Context``."""
+class GraphQLApp(AuthenticatedView, GraphQLView):
+    """The ``/graphql`` view (``graphql_view.py``) with runsgate's per-request ``Context``, behind
+    authentication (``server/_view.py``)."""
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state
+        settings = state.settings
         return Context(
             store=state.store,
             runs=state.runs,
             agents=state.runs.agents,
-            principal="anonymous",  # until authentication exists (issue 3: decidedBy)
-            max_page_size=state.settings.max_page_size,
+            principal=principal_of(request),
+            max_page_size=settings.max_page_size,
+            max_resume_data_bytes=settings.max_resume_data_bytes,
+            max_resume_data_depth=settings.max_resume_data_depth,
+            tool_rules=tuple(ToolApprovalRule(**rule.model_dump()) for rule in settings.tool_rules),
             request=request,
             response=response,
             events=state.events,
@@ -79,9 +88,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
     """Build the app. Settings come from the environment unless given.
 
     Raises:
-        ConfigError: Invalid environment (when ``settings`` is not given).
+        ConfigError: Invalid environment (when ``settings`` is not given), or security settings
+            that do not fit ``settings.host`` (e.g. authentication off on a non-loopback host).
     """
     settings = settings or load_settings()
+    problems = security_problems(settings, settings.host)
+    if problems:
+        raise ConfigError("invalid configuration: " + "; ".join(problems))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -110,6 +123,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
             ",".join(agents.ids()),
             settings.instance_id,
         )
+        if not settings.auth:
+            logger.warning(
+                "authentication is OFF: anyone who can reach %s may read and decide every run "
+                "(allowed on loopback only; set RUNSGATE_API_KEYS or a JWT for anything else)",
+                settings.host,
+            )
         sweeping = None
         if settings.sweep_interval > 0:
             sweeper = StalledRunSweeper(app.state.runs, interval=settings.sweep_interval)
@@ -125,13 +144,19 @@ def create_app(settings: Settings | None = None) -> Starlette:
             tracing.shutdown()
 
     tracing = start_tracing(settings)  # nothing of OpenTelemetry is loaded unless configured
-    graphql_schema = build_schema(tracing.extensions) if tracing.enabled else schema
     graphql = GraphQLApp(
-        graphql_schema,
+        build_schema(
+            extensions=graphql_extensions(settings),
+            max_batch=settings.max_batch,
+            extra_extensions=tracing.extensions if tracing.enabled else (),
+        ),
         graphql_ide="graphiql" if settings.graphiql else None,
         subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],
+        max_subscriptions_per_connection=settings.max_ws_operations,
+        # an unauthenticated socket is not kept long
         connection_init_wait_timeout=timedelta(seconds=settings.ws_connection_init_timeout),
     )
+    graphql.authenticator = Authenticator.from_settings(settings)
     return Starlette(
         routes=[
             Route("/graphql", graphql, methods=["GET", "POST"]),
@@ -141,6 +166,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             *([Route("/metrics", metrics)] if settings.metrics else []),
             *([Mount(GRAPHIQL_ASSETS_PATH, StaticFiles(directory=GRAPHIQL_ASSETS_DIR))] if settings.graphiql else []),
         ],
-        middleware=[request_id_middleware()],
         lifespan=lifespan,
+        # the request id first, so that even a 413 carries one
+        middleware=[request_id_middleware(), Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
     )

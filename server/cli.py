@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import uvicorn
@@ -18,9 +19,15 @@ def main(argv: list[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="start the GraphQL server")
     serve.add_argument("--host", help="interface to listen on (default RUNSGATE_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default RUNSGATE_PORT or 4000)")
+    key = commands.add_parser("new-key", help="print a new API key and its RUNSGATE_API_KEYS entry")
+    key.add_argument("--name", required=True, help="who holds the key (recorded as decidedBy)")
+    key.add_argument("--scopes", default="runs:read,runs:decide,runs:start", help="comma-separated scopes")
+    key.add_argument("--resources", default="*", help='comma-separated resourceIds, or "*" for every run')
     args = parser.parse_args(argv)
     if args.command in (None, "serve"):
         return _serve(getattr(args, "host", None), getattr(args, "port", None))
+    if args.command == "new-key":
+        return _new_key(args.name, args.scopes, args.resources)
     parser.error(f"unknown command {args.command}")
     return 2
 
@@ -34,6 +41,7 @@ def _serve(host: str | None, port: int | None) -> int:
     configure_logging(settings.log_level, settings.log_format)
     from .app import create_app
 
+    settings = settings.model_copy(update={"host": host or settings.host})
     try:
         app = create_app(settings)
     except ConfigError as exc:
@@ -41,9 +49,26 @@ def _serve(host: str | None, port: int | None) -> int:
         return 2
     uvicorn.run(
         app,
-        host=host or settings.host,
+        host=settings.host,
         port=settings.port if port is None else port,
         log_level=settings.log_level.lower(),
         log_config=None,  # uvicorn's loggers propagate to ours (server.logs): one format, with request ids
+        ws_max_size=settings.max_body_bytes,  # a WebSocket message is held to the body limit too
     )
+    return 0
+
+
+def _new_key(name: str, scopes: str, resources: str) -> int:
+    """Print a fresh API key (shown once) and the JSON entry to add to ``RUNSGATE_API_KEYS``."""
+    from .auth import hash_api_key, new_api_key
+
+    key = new_api_key()
+    entry = {
+        "name": name,
+        "hash": hash_api_key(key),
+        "scopes": [s.strip() for s in scopes.split(",") if s.strip()],
+        "resources": "*" if resources.strip() == "*" else [r.strip() for r in resources.split(",") if r.strip()],
+    }
+    print(f"key (give it to {name}; it is not stored anywhere): {key}")
+    print(f"RUNSGATE_API_KEYS entry: {json.dumps(entry)}")
     return 0

@@ -13,15 +13,18 @@ import uuid
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict, SettingsError
+
+from .security_settings import SecuritySettings
 
 
 class ConfigError(Exception):
     """Invalid configuration; the message names each offending environment variable."""
 
 
-class Settings(BaseSettings):
-    """runsgate's configuration (README "Configuration" lists the same table)."""
+class Settings(SecuritySettings):
+    """runsgate's configuration (README "Configuration" lists the same table; the security
+    settings come from ``SecuritySettings``)."""
 
     model_config = SettingsConfigDict(env_prefix="RUNSGATE_", env_file=".env", extra="ignore")
 
@@ -109,6 +112,9 @@ def load_settings() -> Settings:
     """
     try:
         return Settings()
+    except SettingsError as exc:  # a value that is not valid JSON for a list setting
+        field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else "?"
+        raise ConfigError(f"invalid configuration: RUNSGATE_{field.upper()}: not valid JSON") from None
     except ValidationError as exc:
         problems = []
         for error in exc.errors():

@@ -25,12 +25,21 @@ def to_bson_precision(value: datetime) -> datetime:
 
 
 def normalized_filter(run_filter: RunFilter) -> RunFilter:
-    """The filter with its dates at BSON precision (a bound below 1 ms cannot match more)."""
+    """The filter with its dates at BSON precision (a bound below 1 ms cannot match more).
+
+    A ``resource_id`` filter within ``resource_ids`` makes the restriction redundant (it is
+    dropped, so the equality index serves the query); one outside them matches nothing
+    (``resource_ids`` becomes empty).
+    """
+    allowed = run_filter.resource_ids
+    if allowed is not None and run_filter.resource_id is not None:
+        allowed = None if run_filter.resource_id in allowed else frozenset()
     return RunFilter(
         thread_id=run_filter.thread_id,
         resource_id=run_filter.resource_id,
         from_date=None if run_filter.from_date is None else _ceil_ms(run_filter.from_date),
         to_date=None if run_filter.to_date is None else to_bson_precision(run_filter.to_date),
+        resource_ids=allowed,
     )
 
 

@@ -102,7 +102,9 @@ class EventDocument(TypedDict):
     threadId: NotRequired[str | None]
     """The run's memory thread (events written before it was recorded lack it)."""
     resourceId: NotRequired[str | None]
-    """The run's resource; subscriptions may hide runs of other resources by it."""
+    """The run's ``resourceId``: subscriptions, ``runEvents`` and ``SuspendedRun.events`` hide
+    events of other resources by it, so access to the trail outlives the snapshot (absent in
+    events written before it existed: only unrestricted principals see those)."""
     type: EventType
     at: datetime
     """UTC."""

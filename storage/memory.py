@@ -67,6 +67,7 @@ class MemorySnapshotStore:
             if doc["agentId"] == agent_id
             and (f.thread_id is None or doc["threadId"] == f.thread_id)
             and (f.resource_id is None or doc["resourceId"] == f.resource_id)
+            and (f.resource_ids is None or doc["resourceId"] in f.resource_ids)
             and (f.from_date is None or doc["createdAt"] >= f.from_date)
             and (f.to_date is None or doc["createdAt"] <= f.to_date)
         ]
@@ -252,9 +253,17 @@ class MemorySnapshotStore:
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])
 
-    async def list_events_of_runs(self, agent_id: str, run_ids: Sequence[str]) -> list[EventDocument]:
+    async def list_events_of_runs(
+        self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
         wanted = set(run_ids)
-        events = [e for e in self._events if e["agentId"] == agent_id and e["runId"] in wanted]
+        events = [
+            e
+            for e in self._events
+            if e["agentId"] == agent_id
+            and e["runId"] in wanted
+            and (resource_ids is None or e.get("resourceId") in resource_ids)
+        ]
         return copy.deepcopy(sorted(events, key=lambda e: (e["at"], e["_id"])))
 
     async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:

@@ -100,6 +100,9 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
         query["threadId"] = f.thread_id
     if f.resource_id is not None:
         query["resourceId"] = f.resource_id
+    if f.resource_ids is not None:  # access restriction, inside the query so pages and counts respect it
+        allowed: Document = {"$in": sorted(f.resource_ids)}
+        query["resourceId"] = allowed if f.resource_id is None else {"$eq": f.resource_id, **allowed}
     created: Document = {}
     if f.from_date is not None:
         created["$gte"] = f.from_date
@@ -469,13 +472,14 @@ class MongoSnapshotStore:
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])
 
-    async def list_events_of_runs(self, agent_id: str, run_ids: Sequence[str]) -> list[EventDocument]:
+    async def list_events_of_runs(
+        self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
+        query: Document = {"agentId": agent_id, "runId": {"$in": list(dict.fromkeys(run_ids))}}
+        if resource_ids is not None:
+            query["resourceId"] = {"$in": sorted(resource_ids)}
         async with _reachable():
-            docs = (
-                await self._events.find({"agentId": agent_id, "runId": {"$in": list(dict.fromkeys(run_ids))}})
-                .sort([("at", ASCENDING), ("_id", ASCENDING)])
-                .to_list()
-            )
+            docs = await self._events.find(query).sort([("at", ASCENDING), ("_id", ASCENDING)]).to_list()
         return cast(list[EventDocument], docs)
 
     async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:

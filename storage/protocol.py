@@ -33,6 +33,10 @@ class RunFilter:
     """UTC; runs created at or after it."""
     to_date: datetime | None = None
     """UTC; runs created at or before it."""
+    resource_ids: frozenset[str] | None = None
+    """Access restriction, not a seed filter: only runs whose ``resourceId`` is one of these
+    (runs without one never match); ``None`` for no restriction. Applied inside the query, so
+    pages and counts only ever see the allowed runs."""
 
 
 @dataclass(frozen=True)
@@ -219,8 +223,15 @@ class SnapshotStore(Protocol):
         """Events of one run, oldest first; kept after the snapshot is deleted."""
         ...
 
-    async def list_events_of_runs(self, agent_id: str, run_ids: Sequence[str]) -> list[EventDocument]:
-        """Events of several runs of ``agent_id`` in one query, oldest first (DataLoader batches)."""
+    async def list_events_of_runs(
+        self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
+        """Events of several runs of ``agent_id`` in one query, oldest first (DataLoader batches).
+
+        Args:
+            resource_ids: Access restriction as ``RunFilter.resource_ids``: only events whose
+                ``resourceId`` is one of these (events written without one never match).
+        """
         ...
 
     async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:

@@ -152,9 +152,11 @@ def runsgate_servers(
 
     Yields them once each answers ``/healthz``; terminates them (SIGTERM, uvicorn's graceful
     shutdown, then SIGKILL after 15 s) when the block ends, unless already dead. ``variables``
-    are the settings every process gets (``RUNSGATE_LOG_LEVEL`` defaults to ``WARNING``).
+    are the settings every process gets (``RUNSGATE_LOG_LEVEL`` defaults to ``WARNING``; ``RUNSGATE_AUTH``
+    to ``off``, allowed since the processes listen on 127.0.0.1: tests of authentication pass
+    ``RUNSGATE_AUTH="on"`` and ``RUNSGATE_API_KEYS``).
     """
-    env = server_env(**{"RUNSGATE_LOG_LEVEL": "WARNING", **variables})
+    env = server_env(**{"RUNSGATE_LOG_LEVEL": "WARNING", "RUNSGATE_AUTH": "off", **variables})
     started: list[tuple[subprocess.Popen[bytes], int, Path]] = []
     try:
         for log in logs:

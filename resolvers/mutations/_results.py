@@ -13,6 +13,7 @@ from runtime import RunsgateError
 from ..errors import (
     AgentNotFound,
     AmbiguousToolCall,
+    Forbidden,
     IdempotencyKeyReused,
     InvalidResumeData,
     RunNotFound,
@@ -53,7 +54,7 @@ class RunOutcome:
 
 
 StartRunResult = Annotated[
-    RunOutcome | AgentNotFound | IdempotencyKeyReused,
+    RunOutcome | AgentNotFound | IdempotencyKeyReused | Forbidden,
     strawberry.union("StartRunResult", description="The run's outcome, or why it was not started."),
 ]
 
@@ -66,12 +67,13 @@ DecisionResult = Annotated[
     | WrongToolCallKind
     | AmbiguousToolCall
     | InvalidResumeData
-    | IdempotencyKeyReused,
+    | IdempotencyKeyReused
+    | Forbidden,
     strawberry.union("DecisionResult", description="The run's outcome, or why nothing was recorded."),
 ]
 
 RetryRunResult = Annotated[
-    RunOutcome | AgentNotFound | RunNotFound | RunNotReady,
+    RunOutcome | AgentNotFound | RunNotFound | RunNotReady | Forbidden,
     strawberry.union("RetryRunResult", description="The run's outcome, or why it was not retried."),
 ]
 
@@ -82,3 +84,12 @@ async def outcome_or_error(call: Awaitable[DomainOutcome]) -> RunOutcome | UserE
         return RunOutcome.from_domain(await call)
     except RunsgateError as error:
         return to_user_error(error)
+
+
+async def refusal(check: Awaitable[None]) -> UserError | None:
+    """Await an access check (``resolvers.access``); its domain error as a ``UserError``, or ``None``."""
+    try:
+        await check
+    except RunsgateError as error:
+        return to_user_error(error)
+    return None

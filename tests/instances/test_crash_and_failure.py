@@ -191,7 +191,7 @@ def test_the_server_refuses_to_start_on_a_newer_schema_version(mongodb_server: s
     result = subprocess.run(
         [*SERVE, "--port", str(free_port())],
         cwd=ROOT,
-        env=server_env(MONGODB_URI=uri, RUNSGATE_LOG_LEVEL="INFO"),
+        env=server_env(MONGODB_URI=uri, RUNSGATE_LOG_LEVEL="INFO", RUNSGATE_AUTH="off"),
         capture_output=True,
         text=True,
         timeout=60,

@@ -24,9 +24,11 @@ class CountingStore(MemorySnapshotStore):
         super().__init__()
         self.event_queries: list[list[str]] = []
 
-    async def list_events_of_runs(self, agent_id: str, run_ids: Sequence[str]) -> list[EventDocument]:
+    async def list_events_of_runs(
+        self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
         self.event_queries.append(list(run_ids))
-        return await super().list_events_of_runs(agent_id, run_ids)
+        return await super().list_events_of_runs(agent_id, run_ids, resource_ids=resource_ids)
 
 
 async def test_events_of_a_page_of_runs_are_read_in_one_query() -> None:

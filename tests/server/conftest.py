@@ -2,7 +2,8 @@
 
 Every test talks to ``create_app(settings)`` through ``httpx.ASGITransport`` with the app's
 lifespan entered, once with the memory store and once with MongoDB (FerretDB, or
-``MONGODB_URI``) on a fresh database.
+``MONGODB_URI``) on a fresh database. Authentication is on: the client sends the API key of
+``tests._auth.ADMIN`` (every scope, every run).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from starlette.applications import Starlette
 from runtime.demo import LEDGER
 from server.app import create_app
 from server.config import Settings
+from server.security_settings import ApiKeyConfig
 
+from .._auth import ADMIN
 from ._graphql import GraphQLClient
 
 models.ALLOW_MODEL_REQUESTS = False  # the demo agents' scripted FunctionModels only
@@ -35,7 +38,13 @@ def _empty_ledger() -> Iterator[None]:
 def settings(request: pytest.FixtureRequest) -> Settings:
     """The app's settings: the memory store, then MongoDB on a fresh database."""
     uri = request.getfixturevalue("mongodb_uri") if request.param == "mongo" else None
-    return Settings(mongodb_uri=uri, agents="runtime.demo:AGENTS", max_page_size=100, graphiql=True)
+    return Settings(
+        mongodb_uri=uri,
+        agents="runtime.demo:AGENTS",
+        max_page_size=100,
+        graphiql=True,
+        api_keys=[ApiKeyConfig.model_validate(ADMIN.entry())],
+    )
 
 
 @pytest.fixture
@@ -52,8 +61,10 @@ async def app(settings: Settings) -> AsyncIterator[Starlette]:
 
 @pytest.fixture
 async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client talking to the app in-process."""
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+    """An httpx client talking to the app in-process, authenticated as ``ADMIN``."""
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test", headers=ADMIN.headers
+    ) as client:
         yield client
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from runtime.demo import LEDGER
 
+from .._auth import ADMIN
 from ._graphql import (
     APPROVE,
     DECLINE,
@@ -114,7 +115,7 @@ async def test_a_run_with_two_calls_waits_until_both_are_decided(gql: GraphQLCli
         <= datetime.fromisoformat(decision["decidedAt"])
         <= after
     )
-    assert decision["decidedBy"] == "anonymous"  # no authentication yet: the anonymous principal
+    assert decision["decidedBy"] == ADMIN.name  # the authenticated principal's name
     assert decision["reason"] is None
     assert pending["toolCallId"] == calls[1]["toolCallId"]
     assert pending["decision"] is None

@@ -1,0 +1,65 @@
+"""The federation schema: ``_entities`` representations checked, client mistakes logged quietly.
+
+Strawberry's ``entities_resolver`` trusts each representation (``__typename`` present and
+known, key fields present): a malformed one raises ``KeyError`` or ``TypeError`` inside, which
+is masked as an unexpected fault. Here it is the client's mistake, reported as
+``BAD_USER_INPUT`` naming ``representations[i]``.
+
+Strawberry logs every error of a response at ERROR with its traceback, so any client could
+fill the logs with tracebacks of its own mistakes. Here those are one INFO line each;
+unexpected faults are logged at ERROR with their traceback where they are masked
+(``resolvers.schema.should_mask_error``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.federation.schema import FederationAny
+from strawberry.types import ExecutionContext, Info
+
+from .errors import QueryArgumentError
+
+logger = logging.getLogger("runsgate.graphql")
+
+ENTITY_KEYS = {"SuspendedRun": "runId", "Agent": "id"}
+"""Entity type -> its ``@key`` field (DESIGN.md §5)."""
+
+
+class FederationSchema(strawberry.federation.Schema):
+    """``strawberry.federation.Schema`` whose ``_entities`` refuses malformed representations."""
+
+    def entities_resolver(self, info: Info, representations: list[FederationAny]) -> list[FederationAny]:
+        """Check every representation, then resolve them (Strawberry's resolver).
+
+        Raises:
+            QueryArgumentError: A representation is not ``{"__typename": <entity>, <key>: <id>}``.
+        """
+        checked: list[Any] = []
+        for index, representation in enumerate(representations):
+            argument = f"representations[{index}]"
+            type_name = representation.get("__typename") if isinstance(representation, dict) else None
+            key = ENTITY_KEYS.get(type_name) if isinstance(type_name, str) else None
+            if key is None:
+                raise QueryArgumentError(
+                    f"`{argument}` must be an object whose __typename is one of {sorted(ENTITY_KEYS)}",
+                    argument=argument,
+                )
+            if set(representation) != {"__typename", key} or not isinstance(representation[key], str | int):  # type: ignore[call-overload,index]
+                raise QueryArgumentError(
+                    f"`{argument}` must hold exactly __typename and the key field {key!r} (a string)",
+                    argument=argument,
+                )
+            checked.append({"__typename": type_name, key: str(representation[key])})  # type: ignore[index]
+        return super().entities_resolver(info, checked)
+
+    def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
+        """One INFO line per error of a response (faults were logged with their traceback already)."""
+        for error in errors:
+            logger.info("GraphQL error at %s: %s", error.path or "request", error.message)
+
+
+__all__ = ["ENTITY_KEYS", "FederationSchema"]

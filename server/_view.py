@@ -1,0 +1,120 @@
+"""Authentication in front of Strawberry's ASGI view, for HTTP and for WebSockets.
+
+HTTP: every request on ``/graphql`` carries ``Authorization: Bearer <token>``, else 401 with
+``WWW-Authenticate: Bearer`` (RFC 6750), before anything is parsed or run. A ``GET`` without
+a ``query`` parameter executes nothing (it is GraphiQL's page, or an error) and needs no token.
+
+WebSocket (``graphql-transport-ws``): the token comes in the ``connection_init`` payload as
+``{"Authorization": "Bearer <token>"}``, or else in the upgrade request's header; without a
+valid one the connection is closed with 4403 and no operation runs (Strawberry closes with
+4401 any operation sent before the ``connection_ack``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, cast
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.types.unset import UNSET, UnsetType
+
+from resolvers import Context
+from runtime import UNAUTHENTICATED, Principal
+
+from .auth import AuthenticationError, Authenticator
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+PRINCIPAL_KEY = "runsgate.principal"
+"""Key of the authenticated principal in the ASGI scope of an HTTP request."""
+
+
+def principal_of(request: Request | WebSocket) -> Principal:
+    """The principal ``AuthenticatedView`` put in the request's scope (none yet: no scope at all)."""
+    principal = request.scope.get(PRINCIPAL_KEY)
+    return principal if isinstance(principal, Principal) else UNAUTHENTICATED
+
+
+def unauthorized(error: AuthenticationError) -> JSONResponse:
+    """401 with ``WWW-Authenticate: Bearer`` (``error="invalid_token"`` when a token was sent)."""
+    challenge = 'Bearer realm="runsgate"'
+    if error.token_given:
+        challenge += f', error="invalid_token", error_description="{error.message}"'
+    return JSONResponse(
+        {"errors": [{"message": error.message, "extensions": {"code": "UNAUTHENTICATED"}}]},
+        status_code=401,
+        headers={"WWW-Authenticate": challenge},
+    )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class AuthenticatedView:
+    """Mixin for ``strawberry.asgi.GraphQL``: authenticates before Strawberry runs anything.
+
+    The subclass sets ``authenticator`` before serving.
+    """
+
+    authenticator: Authenticator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _executes_nothing(scope):
+            request = Request(scope, receive)
+            try:
+                scope[PRINCIPAL_KEY] = await self.authenticator.authenticate(request.headers.get("authorization"))
+            except AuthenticationError as error:
+                await unauthorized(error)(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)  # type: ignore[misc]
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        """Authenticate a WebSocket at ``connection_init`` (payload first, then the upgrade header)."""
+        params = context.connection_params if isinstance(context.connection_params, dict) else {}
+        header = params.get("Authorization", params.get("authorization"))
+        if header is None and context.request is not None:
+            header = context.request.headers.get("authorization")
+        try:
+            principal = await self.authenticator.authenticate(header if isinstance(header, str) else None)
+        except AuthenticationError as error:
+            raise ConnectionRejectionError({"message": error.message}) from None
+        context.authenticated(principal)
+        return cast(UnsetType, UNSET)
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Strict JSON for request bodies, GET variables and WebSocket messages.
+
+        Refused (``json.JSONDecodeError``, so HTTP answers 400 and a WebSocket closes with 4400):
+        malformed JSON, ``NaN``/``Infinity``, numbers longer than Python's int limit, nesting
+        deeper than the parser's recursion limit, and strings with a lone UTF-16 surrogate
+        (``"\\ud800"``), which no store could encode.
+        """
+        try:
+            value = json.loads(data, parse_constant=_reject_constant)
+            escapes = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
+            if escapes.search(data):  # type: ignore[arg-type]
+                json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else "not strict JSON"
+            raise json.JSONDecodeError(f"request JSON is {reason}", "", 0) from None
+        return value
+
+
+def _executes_nothing(scope: Scope) -> bool:
+    """A ``GET`` without ``query``: GraphiQL's page, or an error; nothing is executed."""
+    if scope.get("method") != "GET":
+        return False
+    query_string: bytes = scope.get("query_string", b"")
+    from urllib.parse import parse_qs
+
+    return "query" not in parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
+
+
+__all__ = ["PRINCIPAL_KEY", "AuthenticatedView", "principal_of", "unauthorized"]

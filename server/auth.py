@@ -1,0 +1,200 @@
+"""Authentication: bearer tokens -> ``runtime.Principal`` (SECURITY.md).
+
+Two kinds of token, both sent as ``Authorization: Bearer <token>``:
+
+- **API keys**: random strings handed out by an operator. Only their SHA-256 is configured
+  (``RUNSGATE_API_KEYS``), with a name, scopes and allowed resources. A key is high-entropy,
+  so one fast hash suffices (unlike a password); the lookup is by the hash, so the time it
+  takes reveals nothing about the key.
+- **JWTs** (PyJWT): HS256 with a shared secret, or RS256/ES256 with the keys of a JWKS URL.
+  ``sub`` is the principal's name, ``scope`` (space-separated) or ``scp`` (list) its
+  scopes, and the ``resources`` claim (configurable) its resources: a list, or ``"*"``
+  for every run; absent, the token sees no run. ``exp`` is required.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+import jwt
+
+from runtime import ANONYMOUS, Principal
+
+from .security_settings import SecuritySettings
+
+logger = logging.getLogger("runsgate.auth")
+
+_TOKEN = re.compile(r"^[A-Za-z0-9\-._~+/]+=*$")
+"""RFC 6750 ``b64token``: what a bearer token may contain."""
+MAX_TOKEN_LENGTH = 8192
+
+
+class AuthenticationError(Exception):
+    """No valid credentials. ``token_given`` tells a missing token from a bad one (RFC 6750)."""
+
+    def __init__(self, message: str, *, token_given: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.token_given = token_given
+
+
+def hash_api_key(key: str) -> str:
+    """The configured form of an API key: ``sha256:`` + hex SHA-256 of its UTF-8 bytes."""
+    return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def new_api_key() -> str:
+    """A fresh random API key (256 bits from ``secrets``), prefixed ``rg_``."""
+    return "rg_" + secrets.token_urlsafe(32)
+
+
+class JwtVerifier:
+    """Verifies JWTs with a shared secret or a JWKS URL (PyJWT), and maps claims to a ``Principal``.
+
+    Args:
+        secret: HS256 shared secret (exclusive with ``jwks_url``).
+        jwks_url: URL of the signing keys; fetched on first use and cached (5 min).
+        algorithms: Accepted ``alg`` values (never ``none``).
+        audience: Required ``aud``, when set.
+        issuer: Required ``iss``, when set.
+        resources_claim: Claim with the allowed ``resourceId``s.
+    """
+
+    def __init__(
+        self,
+        *,
+        secret: str | None = None,
+        jwks_url: str | None = None,
+        algorithms: list[str] | None = None,
+        audience: str | None = None,
+        issuer: str | None = None,
+        resources_claim: str = "resources",
+    ) -> None:
+        self._secret = secret
+        self._jwks = None if jwks_url is None else jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=300, timeout=5)
+        default = ["HS256"] if secret is not None else ["RS256", "ES256"]
+        self._algorithms = [a for a in (algorithms or default) if a.lower() != "none"]
+        self._audience = audience
+        self._issuer = issuer
+        self._resources_claim = resources_claim
+
+    async def verify(self, token: str) -> Principal:
+        """The principal of a valid token.
+
+        Raises:
+            AuthenticationError: Bad signature, expired, wrong audience or issuer, missing
+                ``sub``, or the JWKS could not be fetched.
+        """
+        try:
+            if self._jwks is not None:
+                key: Any = (await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)).key
+            else:
+                key = self._secret
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=self._algorithms,
+                audience=self._audience,
+                issuer=self._issuer,
+                options={"require": ["exp", "sub"], "verify_aud": self._audience is not None},
+            )
+        except jwt.PyJWKClientError as exc:
+            logger.warning("JWKS unavailable or no matching key: %s", exc)
+            raise AuthenticationError("the token's signing key could not be found", token_given=True) from None
+        except jwt.InvalidTokenError as exc:
+            raise AuthenticationError(f"invalid token: {_sentence(exc)}", token_given=True) from None
+        return self._principal(claims)
+
+    def _principal(self, claims: Mapping[str, Any]) -> Principal:
+        subject = claims["sub"]
+        if not isinstance(subject, str) or not subject:
+            raise AuthenticationError("invalid token: `sub` must be a non-empty string", token_given=True)
+        scope = claims.get("scope", claims.get("scp", ""))
+        scopes = scope.split() if isinstance(scope, str) else [s for s in scope if isinstance(s, str)]
+        resources = claims.get(self._resources_claim)
+        allowed: frozenset[str] | None
+        if resources == "*":
+            allowed = None
+        elif isinstance(resources, list):
+            allowed = frozenset(r for r in resources if isinstance(r, str))
+        else:
+            allowed = frozenset()
+        return Principal(name=subject, scopes=frozenset(scopes), resources=allowed)
+
+
+class Authenticator:
+    """Turns an ``Authorization`` header into a ``Principal``.
+
+    Args:
+        enabled: ``False``: every request is ``runtime.ANONYMOUS`` (loopback development only).
+        api_keys: Configured hash (``sha256:...``) -> principal.
+        jwt_verifier: Verifies tokens that are not API keys, when JWTs are configured.
+    """
+
+    def __init__(
+        self, *, enabled: bool, api_keys: Mapping[str, Principal], jwt_verifier: JwtVerifier | None = None
+    ) -> None:
+        self.enabled = enabled
+        self._api_keys = dict(api_keys)
+        self._jwt = jwt_verifier
+
+    @classmethod
+    def from_settings(cls, settings: SecuritySettings) -> Authenticator:
+        """The authenticator the settings describe (``check_security`` has accepted them)."""
+        keys = {
+            key.hash: Principal(
+                name=key.name,
+                scopes=frozenset(key.scopes),
+                resources=None if key.resources == "*" else frozenset(key.resources),
+            )
+            for key in settings.api_keys
+        }
+        verifier = None
+        if settings.jwt_secret is not None or settings.jwt_jwks_url is not None:
+            verifier = JwtVerifier(
+                secret=None if settings.jwt_secret is None else settings.jwt_secret.get_secret_value(),
+                jwks_url=settings.jwt_jwks_url,
+                algorithms=settings.jwt_algorithms,
+                audience=settings.jwt_audience,
+                issuer=settings.jwt_issuer,
+                resources_claim=settings.jwt_resources_claim,
+            )
+        return cls(enabled=settings.auth, api_keys=keys, jwt_verifier=verifier)
+
+    async def authenticate(self, authorization: str | None) -> Principal:
+        """The principal of an ``Authorization`` header value (``Bearer <token>``).
+
+        Raises:
+            AuthenticationError: Missing header (``token_given`` false), another scheme, a
+                malformed token, an unknown API key or an invalid JWT.
+        """
+        if not self.enabled:
+            return ANONYMOUS
+        if not authorization:
+            raise AuthenticationError("authentication required: send Authorization: Bearer <token>", token_given=False)
+        scheme, _, token = authorization.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise AuthenticationError("use the Bearer scheme: Authorization: Bearer <token>", token_given=True)
+        if len(token) > MAX_TOKEN_LENGTH or not _TOKEN.match(token):
+            raise AuthenticationError("malformed bearer token", token_given=True)
+        principal = self._api_keys.get(hash_api_key(token))
+        if principal is not None:
+            return principal
+        if self._jwt is not None and token.count(".") == 2:
+            return await self._jwt.verify(token)
+        raise AuthenticationError("invalid token: unknown API key", token_given=True)
+
+
+def _sentence(exc: Exception) -> str:
+    """An exception's message made safe for a ``WWW-Authenticate`` quoted string."""
+    return re.sub(r'[^\x20-\x7e]|["\\]', "", str(exc))[:200] or type(exc).__name__
+
+
+__all__ = ["AuthenticationError", "Authenticator", "JwtVerifier", "hash_api_key", "new_api_key"]

@@ -1,0 +1,132 @@
+"""Security settings (SECURITY.md): authentication, authorization rules and request limits.
+
+A mixin of ``server.config.Settings`` (same ``RUNSGATE_`` prefix, same ``.env``); the README's
+configuration table lists every variable. ``check_security`` holds the rules that involve
+several settings and is called before the server starts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings
+
+Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
+
+
+class ApiKeyConfig(BaseModel):
+    """One API key of ``RUNSGATE_API_KEYS``; the key itself is never stored, only its hash."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    """Who holds it; recorded as ``decidedBy`` and in the audit log."""
+    hash: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+    """``sha256:`` + the hex SHA-256 of the key (``runsgate new-key`` prints it)."""
+    scopes: list[Scope]
+    """``runs:read``, ``runs:decide``, ``runs:start`` and any scope a tool rule names."""
+    resources: list[Annotated[str, Field(min_length=1)]] | Literal["*"]
+    """The ``resourceId``s whose runs the key may see and decide, or ``"*"`` for every run."""
+
+
+class ToolRuleConfig(BaseModel):
+    """One rule of ``RUNSGATE_TOOL_RULES``: approving ``tool`` needs ``scope`` too."""
+
+    tool: Annotated[str, Field(min_length=1)]
+    scope: Scope
+    argument: str | None = None
+    """A top-level argument of the call; with ``above``, the rule applies when it is greater."""
+    above: float | None = None
+
+
+class SecuritySettings(BaseSettings):
+    """Authentication, authorization and limits (README "Configuration", SECURITY.md)."""
+
+    auth: bool = True
+    """Require a bearer token on ``/graphql``. May be off only on a loopback host."""
+    api_keys: list[ApiKeyConfig] = Field(default_factory=list)
+    """JSON list of ``{name, hash, scopes, resources}``."""
+    jwt_secret: SecretStr | None = None
+    """Shared secret of HS256 JWTs."""
+    jwt_jwks_url: str | None = None
+    """URL of a JWKS document whose keys sign the JWTs (RS256/ES256)."""
+    jwt_algorithms: list[str] | None = None
+    """Accepted JWT algorithms; default ``["HS256"]`` with a secret, ``["RS256", "ES256"]`` with a JWKS."""
+    jwt_audience: str | None = None
+    """Required ``aud`` of JWTs, when set."""
+    jwt_issuer: str | None = None
+    """Required ``iss`` of JWTs, when set."""
+    jwt_resources_claim: str = "resources"
+    """Claim listing the ``resourceId``s of a JWT's subject (a list, or ``"*"``); absent: none."""
+    tool_rules: list[ToolRuleConfig] = Field(default_factory=list)
+    """JSON list of ``{tool, scope, argument?, above?}``."""
+    introspection: bool = True
+    """Answer introspection queries (GraphiQL needs them)."""
+    max_query_depth: Annotated[int, Field(ge=1, le=100)] = 10
+    """Deepest selection nesting of an operation (introspection fields not counted)."""
+    max_query_tokens: Annotated[int, Field(ge=10, le=1_000_000)] = 2000
+    """Most tokens in a GraphQL document."""
+    max_aliases: Annotated[int, Field(ge=0, le=10_000)] = 20
+    """Most aliases in a GraphQL document."""
+    max_batch: Annotated[int, Field(ge=0, le=100)] = 0
+    """Operations in one batched (JSON array) request; 0: batching off."""
+    max_body_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 1 << 20
+    """Largest request body in bytes; above it the answer is 413 before anything is parsed. Also
+    the largest WebSocket message under ``runsgate serve`` (uvicorn's ``ws_max_size``)."""
+    max_resume_data_bytes: Annotated[int, Field(ge=2, le=1 << 30)] = 64 * 1024
+    """Largest ``resumeData`` as compact JSON, in bytes."""
+    max_resume_data_depth: Annotated[int, Field(ge=1, le=200)] = 32
+    """Deepest nesting of arrays and objects in ``resumeData``."""
+    max_ws_operations: Annotated[int, Field(ge=1, le=10_000)] = 20
+    """Operations (subscriptions, queries, mutations) in flight at once on one WebSocket."""
+
+    @field_validator("jwt_jwks_url")
+    @classmethod
+    def _jwks_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("must be an http(s):// URL")
+        return value or None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine: ``localhost``, 127.0.0.0/8 or ::1."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def security_problems(settings: SecuritySettings, host: str) -> list[str]:
+    """What is wrong with the security settings for a server listening on ``host`` (empty: fine).
+
+    Each problem names the variable(s) to change.
+    """
+    problems = []
+    if not settings.auth:
+        if not is_loopback(host):
+            problems.append(
+                f"RUNSGATE_AUTH is off but the server would listen on {host!r}, which is not a loopback "
+                "address; authentication may be off only on 127.0.0.1, ::1 or localhost. Configure "
+                "RUNSGATE_API_KEYS or a JWT (RUNSGATE_JWT_SECRET / RUNSGATE_JWT_JWKS_URL) instead"
+            )
+        return problems
+    if settings.jwt_secret is not None and settings.jwt_jwks_url is not None:
+        problems.append("set RUNSGATE_JWT_SECRET or RUNSGATE_JWT_JWKS_URL, not both")
+    if not settings.api_keys and settings.jwt_secret is None and settings.jwt_jwks_url is None:
+        problems.append(
+            "RUNSGATE_AUTH is on but no credential is configured: set RUNSGATE_API_KEYS (see `runsgate "
+            "new-key`), RUNSGATE_JWT_SECRET or RUNSGATE_JWT_JWKS_URL; or, for local development on a "
+            "loopback host only, RUNSGATE_AUTH=off"
+        )
+    names = [key.name for key in settings.api_keys]
+    if len(set(names)) != len(names):
+        problems.append("RUNSGATE_API_KEYS: every key needs its own name")
+    hashes = [key.hash for key in settings.api_keys]
+    if len(set(hashes)) != len(hashes):
+        problems.append("RUNSGATE_API_KEYS: the same key hash appears twice")
+    return problems
+
+
+__all__ = ["ApiKeyConfig", "SecuritySettings", "ToolRuleConfig", "is_loopback", "security_problems"]

@@ -1,0 +1,325 @@
+"""Authentication (SECURITY.md): bearer API keys and JWTs, 401s, and when auth may be off.
+
+In-process through ``httpx.ASGITransport``, with the app's lifespan entered; the JWKS case
+serves its key set from a small HTTP server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.applications import Starlette
+
+from server.app import create_app
+from server.cli import main
+from server.config import ConfigError, Settings
+from server.security_settings import ApiKeyConfig
+
+from .._auth import ADMIN, TestKey
+from ._graphql import REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
+
+SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
+LIST = 'query { suspendedRuns(agentId: "refund-agent") { totalCount nodes { runId resourceId } } }'
+
+
+@asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app: Starlette = create_app(settings)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+    ):
+        yield client
+
+
+def keyed(*keys: TestKey, **more: Any) -> Settings:
+    return Settings(mongodb_uri=None, api_keys=[ApiKeyConfig.model_validate(k.entry()) for k in keys], **more)
+
+
+def token(claims: dict[str, Any], key: Any = SECRET, algorithm: str = "HS256", **headers: Any) -> str:
+    return jwt.encode({"exp": int(time.time()) + 300, **claims}, key, algorithm=algorithm, headers=headers or None)
+
+
+async def post(client: httpx.AsyncClient, document: str, bearer: str | None = None, **variables: Any) -> httpx.Response:
+    headers = {} if bearer is None else {"Authorization": f"Bearer {bearer}"}
+    return await client.post("/graphql", json={"query": document, "variables": variables}, headers=headers)
+
+
+# -- API keys ---------------------------------------------------------------------------------
+async def test_a_request_without_credentials_gets_401_with_a_bearer_challenge_and_does_nothing() -> None:
+    async with running(keyed(ADMIN)) as client:
+        # when a run is started without an Authorization header
+        refused = await post(client, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})
+
+        # then 401 with WWW-Authenticate: Bearer, a GraphQL-shaped error, and no run was started
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == 'Bearer realm="runsgate"'
+        assert refused.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+        listed = await post(client, SUSPENDED_RUNS, ADMIN.key, agentId=REFUND)
+        assert listed.json()["data"]["suspendedRuns"]["totalCount"] == 0
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        "Bearer rg_not_a_configured_key",
+        f"Basic {ADMIN.key}",
+        "Bearer",
+        f"Bearer {ADMIN.key} extra",
+        "Bearer " + "a" * 9000,
+        "Bearer eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl",
+    ],
+    ids=["unknown-key", "basic-scheme", "no-token", "two-tokens", "too-long", "jwt-without-jwt-config"],
+)
+async def test_bad_credentials_get_401_invalid_token(authorization: str) -> None:
+    async with running(keyed(ADMIN)) as client:
+        response = await client.post(
+            "/graphql", json={"query": "{ agents { id } }"}, headers={"Authorization": authorization}
+        )
+
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith('Bearer realm="runsgate", error="invalid_token"')
+    assert "data" not in response.json()
+
+
+async def test_a_token_with_bytes_outside_ascii_is_refused() -> None:
+    async with running(keyed(ADMIN)) as client:
+        response = await client.post(
+            "/graphql", json={"query": "{ agents { id } }"}, headers=[(b"authorization", b"Bearer rg_\xff\xfe")]
+        )
+
+    assert response.status_code == 401
+
+
+async def test_a_get_query_needs_credentials_but_the_graphiql_page_does_not() -> None:
+    async with running(keyed(ADMIN, graphiql=True)) as client:
+        page = await client.get("/graphql", headers={"Accept": "text/html"})
+        query = await client.get("/graphql", params={"query": "{ agents { id } }"})
+        authenticated = await client.get("/graphql", params={"query": "{ agents { id } }"}, headers=ADMIN.headers)
+
+    assert page.status_code == 200
+    assert "graphiql" in page.text.lower()
+    assert query.status_code == 401
+    assert authenticated.status_code == 200
+    assert authenticated.json()["data"]["agents"][0] == {"id": "refund-agent"}
+
+
+async def test_an_api_key_is_the_principal_that_decides() -> None:
+    async with running(keyed(ADMIN)) as client:
+        started = (await post(client, START_RUN, ADMIN.key, input={"agentId": REFUND, "prompt": REFUND_PROMPT})).json()
+        run = started["data"]["startRun"]["run"]
+        events = (
+            await post(
+                client,
+                "query($a: ID!, $r: ID!) { runEvents(agentId: $a, runId: $r) { type by } }",
+                ADMIN.key,
+                a=REFUND,
+                r=run["runId"],
+            )
+        ).json()
+
+    assert events["data"]["runEvents"][0] == {"type": "started", "by": ADMIN.name}
+
+
+# -- JWT --------------------------------------------------------------------------------------
+async def test_an_hs256_jwt_gives_its_subject_scopes_and_resources() -> None:
+    settings = Settings(mongodb_uri=None, jwt_secret=SECRET, api_keys=[ApiKeyConfig.model_validate(ADMIN.entry())])
+    async with running(settings) as client:
+        for resource in ("tenant-a", "tenant-b"):
+            await post(
+                client, START_RUN, ADMIN.key, input={"agentId": REFUND, "prompt": REFUND_PROMPT, "resourceId": resource}
+            )
+        alice = token({"sub": "alice", "scope": "runs:read runs:decide", "resources": ["tenant-a"]})
+        everything = token({"sub": "ops", "scp": ["runs:read"], "resources": "*"})
+        nothing = token({"sub": "nobody", "scope": "runs:read"})
+
+        mine = (await post(client, LIST, alice)).json()["data"]["suspendedRuns"]
+        all_runs = (await post(client, LIST, everything)).json()["data"]["suspendedRuns"]
+        none = (await post(client, LIST, nothing)).json()["data"]["suspendedRuns"]
+        cannot_start = (await post(client, START_RUN, alice, input={"agentId": REFUND, "prompt": "x"})).json()
+
+    assert [n["resourceId"] for n in mine["nodes"]] == ["tenant-a"]
+    assert mine["totalCount"] == 1
+    assert all_runs["totalCount"] == 2
+    assert none == {"totalCount": 0, "nodes": []}  # no resources claim: no run
+    assert cannot_start["errors"][0]["extensions"]["code"] == "FORBIDDEN"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda: token({"sub": "alice", "exp": int(time.time()) - 10}),
+        lambda: token({"sub": "alice"}, key="another-secret-another-secret-another-secret"),
+        lambda: jwt.encode({"sub": "alice", "exp": int(time.time()) + 60}, None, algorithm="none"),
+        lambda: jwt.encode({"sub": "alice"}, SECRET, algorithm="HS256"),
+        lambda: token({"scope": "runs:read"}),
+        lambda: token({"sub": "alice", "aud": "someone-else"}),
+    ],
+    ids=["expired", "wrong-secret", "alg-none", "no-exp", "no-sub", "wrong-audience"],
+)
+async def test_an_invalid_jwt_gets_401(bad: Any) -> None:
+    settings = Settings(mongodb_uri=None, jwt_secret=SECRET, jwt_audience="runsgate")
+    async with running(settings) as client:
+        response = await post(client, "{ agents { id } }", bad())
+
+    assert response.status_code == 401
+    assert 'error="invalid_token"' in response.headers["www-authenticate"]
+
+
+@contextmanager
+def jwks_server(keys: list[dict[str, Any]]) -> Iterator[str]:
+    """Serve ``{"keys": keys}`` on 127.0.0.1; yields its URL."""
+    document = json.dumps({"keys": keys}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(document)))
+            self.end_headers()
+            self.wfile.write(document)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/jwks.json"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+async def test_an_rs256_jwt_is_checked_against_the_jwks_url() -> None:
+    signer = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    impostor = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signer.public_key()))
+    with jwks_server([{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]) as url:
+        async with running(Settings(mongodb_uri=None, jwt_jwks_url=url)) as client:
+            good = token({"sub": "ops", "scope": "runs:read", "resources": "*"}, signer, "RS256", kid="k1")
+            forged = token({"sub": "ops", "scope": "runs:read", "resources": "*"}, impostor, "RS256", kid="k1")
+            unknown_kid = token({"sub": "ops", "scope": "runs:read"}, signer, "RS256", kid="k2")
+            hmac_with_public_key = token({"sub": "ops", "scope": "runs:read"}, SECRET, "HS256", kid="k1")
+
+            accepted = await post(client, LIST, good)
+            refused = [await post(client, LIST, t) for t in (forged, unknown_kid, hmac_with_public_key)]
+
+    assert accepted.status_code == 200
+    assert accepted.json()["data"]["suspendedRuns"]["totalCount"] == 0
+    assert [r.status_code for r in refused] == [401, 401, 401]
+
+
+async def test_an_unreachable_jwks_url_gets_401_not_a_server_error() -> None:
+    with jwks_server([]) as url:
+        pass  # stopped: nothing listens there any more
+    signer = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    async with running(Settings(mongodb_uri=None, jwt_jwks_url=url)) as client:
+        response = await post(client, LIST, token({"sub": "ops"}, signer, "RS256", kid="k1"))
+
+    assert response.status_code == 401
+
+
+# -- when authentication may be off -------------------------------------------------------------
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "::", "example.com"])
+def test_auth_off_on_a_non_loopback_host_is_a_config_error(host: str) -> None:
+    with pytest.raises(ConfigError, match="RUNSGATE_AUTH is off"):
+        create_app(Settings(mongodb_uri=None, auth=False, host=host))
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+async def test_auth_off_on_loopback_serves_everyone_as_anonymous_with_a_warning(
+    host: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="runsgate"):
+        async with running(Settings(mongodb_uri=None, auth=False, host=host)) as client:
+            started = (await post(client, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})).json()
+
+    assert started["data"]["startRun"]["status"] == "SUSPENDED"
+    assert any("authentication is OFF" in r.getMessage() for r in caplog.records)
+
+
+def test_auth_on_without_any_credential_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="no credential is configured"):
+        create_app(Settings(mongodb_uri=None))
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        ({"RUNSGATE_AUTH": "off", "RUNSGATE_HOST": "0.0.0.0"}, "RUNSGATE_AUTH is off"),
+        ({"RUNSGATE_AUTH": "on"}, "no credential is configured"),
+        ({"RUNSGATE_API_KEYS": "[not json"}, "RUNSGATE_API_KEYS"),
+        (
+            {"RUNSGATE_API_KEYS": '[{"name": "x", "hash": "md5:00", "scopes": [], "resources": "*"}]'},
+            "RUNSGATE_API_KEYS",
+        ),
+        ({"RUNSGATE_TOOL_RULES": '[{"tool": "t"}]'}, "RUNSGATE_TOOL_RULES"),
+        ({"RUNSGATE_MAX_BODY_BYTES": "10"}, "RUNSGATE_MAX_BODY_BYTES"),
+    ],
+)
+def test_the_serve_command_refuses_insecure_or_invalid_security_settings(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    variables: dict[str, str],
+    expected: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
+        monkeypatch.delenv(key)
+    for key, value in variables.items():
+        monkeypatch.setenv(key, value)
+
+    status = main(["serve"])
+
+    out, err = capsys.readouterr()
+    assert status == 2
+    assert expected in err
+    assert "Traceback" not in err
+    assert "Uvicorn running" not in out + err
+
+
+def test_the_host_flag_counts_for_the_loopback_rule(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("RUNSGATE_AUTH", "off")
+
+    status = main(["serve", "--host", "0.0.0.0"])
+
+    assert status == 2
+    assert "'0.0.0.0', which is not a loopback address" in capsys.readouterr().err
+
+
+async def test_new_key_prints_a_key_and_the_entry_that_accepts_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["new-key", "--name", "ops", "--scopes", "runs:read", "--resources", "tenant-a,tenant-b"]) == 0
+    out = capsys.readouterr().out
+    key = out.split("): ", 1)[1].splitlines()[0].strip()
+    entry = json.loads(out.split("RUNSGATE_API_KEYS entry: ", 1)[1])
+
+    settings = Settings(mongodb_uri=None, api_keys=[ApiKeyConfig.model_validate(entry)])
+    async with running(settings) as client:
+        response = await post(client, LIST, key)
+
+    assert entry["resources"] == ["tenant-a", "tenant-b"]
+    assert entry["scopes"] == ["runs:read"]
+    assert response.status_code == 200
+    assert response.json()["data"]["suspendedRuns"]["totalCount"] == 0

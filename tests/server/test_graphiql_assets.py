@@ -24,7 +24,7 @@ ASSET = re.compile(r'(?:src|href)="(?P<url>[^"]+)"\s+integrity="sha384-(?P<sha38
 @pytest.fixture
 def settings() -> Settings:
     """GraphiQL does not depend on the store: the memory store only."""
-    return Settings(mongodb_uri=None, agents="runtime.demo:AGENTS", graphiql=True)
+    return Settings(mongodb_uri=None, agents="runtime.demo:AGENTS", graphiql=True, auth=False)
 
 
 async def test_the_graphiql_page_loads_every_asset_from_runsgate_with_its_integrity_hash(
@@ -47,7 +47,7 @@ async def test_the_graphiql_page_loads_every_asset_from_runsgate_with_its_integr
 
 async def test_no_graphiql_assets_are_served_when_graphiql_is_off() -> None:
     # given the app with RUNSGATE_GRAPHIQL=false
-    app: Starlette = create_app(Settings(mongodb_uri=None, graphiql=False))
+    app: Starlette = create_app(Settings(mongodb_uri=None, graphiql=False, auth=False))
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,

@@ -28,7 +28,7 @@ BAD_PAGE = '{ suspendedRuns(agentId: "refund-agent", page: {page: -1, perPage: 1
 @pytest.fixture
 def settings() -> Settings:
     """The HTTP layer does not depend on the store: the memory store only."""
-    return Settings(mongodb_uri=None, agents="runtime.demo:AGENTS", graphiql=True)
+    return Settings(mongodb_uri=None, agents="runtime.demo:AGENTS", graphiql=True, auth=False)
 
 
 async def _post(http: httpx.AsyncClient, accept: str | None, query: str, **variables: object) -> httpx.Response:

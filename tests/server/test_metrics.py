@@ -144,7 +144,7 @@ def test_operation_names_past_the_cap_are_counted_as_other(monkeypatch: pytest.M
 
 def test_metrics_can_be_turned_off() -> None:
     # given RUNSGATE_METRICS=false, then the app has no /metrics route; by default it has one
-    off = create_app(Settings(metrics=False))
-    on = create_app(Settings())
+    off = create_app(Settings(metrics=False, auth=False))
+    on = create_app(Settings(auth=False))
     assert "/metrics" not in [route.path for route in off.routes if isinstance(route, Route)]
     assert "/metrics" in [route.path for route in on.routes if isinstance(route, Route)]

@@ -120,7 +120,9 @@ def _is_tracing(extension: Any) -> bool:
 
 def test_without_an_endpoint_there_is_no_tracing_extension() -> None:
     # given no OTLP endpoint and RUNSGATE_TRACING=auto
-    settings = Settings(otel_exporter_otlp_endpoint=None, otel_exporter_otlp_traces_endpoint=None, tracing="auto")
+    settings = Settings(
+        otel_exporter_otlp_endpoint=None, otel_exporter_otlp_traces_endpoint=None, tracing="auto", auth=False
+    )
 
     # then tracing is off and the schema has no tracing extension
     assert not start_tracing(settings).enabled
@@ -137,6 +139,6 @@ async def test_tracing_is_turned_on_by_an_endpoint_or_the_setting_and_off_by_the
     assert Settings(**{**base, "otel_exporter_otlp_endpoint": "http://h:3", "tracing": "off"}).trace_exporter is None
 
     # when RUNSGATE_TRACING=console, then the app's schema has the tracing extension
-    app = create_app(Settings(**{**base, "tracing": "console"}))
+    app = create_app(Settings(**{**base, "tracing": "console"}, auth=False))
     async with app.router.lifespan_context(app):  # its end shuts the tracer provider down
         assert [extension for extension in _schema_extensions(app) if _is_tracing(extension)]

@@ -4,6 +4,10 @@ Nothing to install; everything is lost when the process ends, as the seed says o
 default in-memory storage. It keeps the same semantics as ``MongoSnapshotStore`` and passes
 the same contract tests. Each method runs without awaiting in between, so within one event
 loop every write is atomic, like a single-document update in MongoDB.
+
+Listing reads a sorted index of ``(createdAt, runId)`` per filter combination
+(``_listing_index``), so a page and a count cost O(log n + page) at any number of stored runs,
+as on MongoDB's indexes; it never scans or sorts all runs.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ._query import is_after, normalized_filter
+from ._listing_index import ListingIndex
+from ._query import normalized_filter
 from .documents import (
     DecisionDocument,
     EventDocument,
@@ -22,7 +27,7 @@ from .documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from .protocol import DuplicateRunError, RunFilter, SortKey, sort_key
+from .protocol import DuplicateRunError, RunFilter, SortKey
 
 
 class MemorySnapshotStore:
@@ -31,7 +36,9 @@ class MemorySnapshotStore:
     def __init__(self) -> None:
         self._runs: dict[str, SnapshotDocument] = {}
         self._histories: dict[str, bytes] = {}
-        self._events: list[EventDocument] = []
+        self._listing = ListingIndex()
+        self._events: dict[tuple[str, str], list[EventDocument]] = {}
+        """(agentId, runId) -> the run's events, in append order."""
         self._keys: dict[str, IdempotencyDocument] = {}
 
     async def open(self) -> None:
@@ -55,18 +62,6 @@ class MemorySnapshotStore:
     async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
         return [copy.deepcopy(self._runs[i]) for i in dict.fromkeys(run_ids) if i in self._runs]
 
-    def _matching(self, agent_id: str, run_filter: RunFilter) -> list[SnapshotDocument]:
-        f = normalized_filter(run_filter)
-        return [
-            doc
-            for doc in self._runs.values()
-            if doc["agentId"] == agent_id
-            and (f.thread_id is None or doc["threadId"] == f.thread_id)
-            and (f.resource_id is None or doc["resourceId"] == f.resource_id)
-            and (f.from_date is None or doc["createdAt"] >= f.from_date)
-            and (f.to_date is None or doc["createdAt"] <= f.to_date)
-        ]
-
     async def list_runs(
         self,
         agent_id: str,
@@ -78,24 +73,19 @@ class MemorySnapshotStore:
         before: SortKey | None = None,
         from_end: bool = False,
     ) -> list[SnapshotDocument]:
-        docs = sorted(
-            self._matching(agent_id, run_filter),
-            key=lambda d: (d["createdAt"], d["_id"]),
-            reverse=True,
+        run_ids = self._listing.page(
+            agent_id,
+            normalized_filter(run_filter),
+            limit=limit,
+            skip=skip,
+            after=after,
+            before=before,
+            from_end=from_end,
         )
-        if after is not None:
-            docs = [d for d in docs if is_after(sort_key(d), after)]
-        if before is not None:
-            docs = [d for d in docs if is_after(before, sort_key(d))]
-        if from_end:
-            docs = docs[-limit:] if limit is not None else docs
-        else:
-            docs = docs[skip:]
-            docs = docs[:limit] if limit is not None else docs
-        return copy.deepcopy(docs)
+        return [copy.deepcopy(self._runs[run_id]) for run_id in run_ids]
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
-        return len(self._matching(agent_id, run_filter))
+        return self._listing.count(agent_id, normalized_filter(run_filter))
 
     async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
         doc = self._owned(agent_id, run_id)
@@ -109,9 +99,14 @@ class MemorySnapshotStore:
         ids = [s["_id"] for s, _ in snapshots]
         if len(set(ids)) != len(ids) or any(i in self._runs for i in ids):
             raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}")
-        for snapshot, history in snapshots:
-            self._runs[snapshot["_id"]] = copy.deepcopy(snapshot)
-            self._histories[snapshot["historyId"]] = bytes(history)
+        docs = [copy.deepcopy(snapshot) for snapshot, _ in snapshots]
+        for doc, (_, history) in zip(docs, snapshots, strict=True):
+            self._runs[doc["_id"]] = doc
+            self._histories[doc["historyId"]] = bytes(history)
+        if len(docs) == 1:
+            self._listing.add(docs[0])
+        else:
+            self._listing.add_many(docs)
 
     async def record_decision(
         self,
@@ -194,6 +189,7 @@ class MemorySnapshotStore:
         if doc is None:
             return False
         del self._runs[run_id]
+        self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
         return True
 
@@ -216,14 +212,13 @@ class MemorySnapshotStore:
 
     # -- audit log -----------------------------------------------------------------------------
     async def append_event(self, event: EventDocument) -> None:
-        self._events.append(copy.deepcopy(event))
+        self._events.setdefault((event["agentId"], event["runId"]), []).append(copy.deepcopy(event))
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])
 
     async def list_events_of_runs(self, agent_id: str, run_ids: Sequence[str]) -> list[EventDocument]:
-        wanted = set(run_ids)
-        events = [e for e in self._events if e["agentId"] == agent_id and e["runId"] in wanted]
+        events = [e for run_id in dict.fromkeys(run_ids) for e in self._events.get((agent_id, run_id), [])]
         return copy.deepcopy(sorted(events, key=lambda e: (e["at"], e["_id"])))
 
     # -- idempotency ---------------------------------------------------------------------------

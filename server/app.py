@@ -78,6 +78,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         agents = load_registry(settings.agents)
         store = make_store(settings)
         await store.open()
+        if settings.seed_runs:
+            await _seed_at_start(store, settings)
         app.state.settings = settings
         app.state.store = store
         app.state.runs = RunManager(
@@ -99,12 +101,23 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await store.close()
 
     graphql = GraphQLApp(schema, graphql_ide="graphiql" if settings.graphiql else None)
-    return Starlette(
-        routes=[
-            Route("/graphql", graphql, methods=["GET", "POST"]),
-            WebSocketRoute("/graphql", graphql),
-            Route("/healthz", healthz),
-            Route("/readyz", readyz),
-        ],
-        lifespan=lifespan,
-    )
+    routes = [
+        Route("/graphql", graphql, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", graphql),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+    ]
+    if settings.bench_endpoints:
+        from .raw_page import raw_page
+
+        routes.append(Route("/bench/raw-page", raw_page, methods=["POST"]))
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _seed_at_start(store: SnapshotStore, settings: Settings) -> None:
+    """``RUNSGATE_SEED_RUNS``: fill the memory store with generated runs before serving (benchmarks)."""
+    from .seed import SeedPlan, seed_store
+
+    plan = SeedPlan(runs=settings.seed_runs, agents=settings.seed_agents, threads=settings.seed_threads)
+    logger.info("seeding %d suspended runs into the memory store", plan.runs)
+    await seed_store(store, plan)

@@ -12,7 +12,7 @@ import socket
 import uuid
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     graphiql: bool = True
     """Serve the GraphiQL explorer on ``GET /graphql`` from a browser."""
     log_level: str = "INFO"
+    seed_runs: Annotated[int, Field(ge=0)] = 0
+    """Memory store only: generate this many suspended runs at start (``server/seed.py``; benchmarks)."""
+    seed_agents: Annotated[int, Field(ge=1, le=2)] = 1
+    """Memory store only: the seeded runs go to the first N of refund-agent, weather-agent."""
+    seed_threads: Annotated[int, Field(ge=1)] = 100
+    """Memory store only: distinct thread ids of the seeded runs."""
+    bench_endpoints: bool = False
+    """Mount ``GET /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 
     @field_validator("mongodb_uri")
     @classmethod
@@ -53,6 +61,14 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("mongodb://", "mongodb+srv://")):
             raise ValueError("must start with mongodb:// or mongodb+srv://")
         return value or None
+
+    @model_validator(mode="after")
+    def _seed_needs_memory_store(self) -> Settings:
+        if self.seed_runs and self.mongodb_uri:
+            raise ValueError(
+                "RUNSGATE_SEED_RUNS seeds the memory store only; for MongoDB run `runsgate seed --runs N` instead"
+            )
+        return self
 
     @field_validator("agents")
     @classmethod
@@ -74,7 +90,10 @@ def load_settings() -> Settings:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "?"
+            if not error["loc"]:  # a rule across several variables; its message names them
+                problems.append(error["msg"])
+                continue
+            field = str(error["loc"][0])
             variable = "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
             problems.append(f"{variable}: {error['msg']}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import platform
 import subprocess
@@ -125,10 +126,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mongo", default="10000,100000", help="MongoDB/FerretDB sizes, comma-separated")
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each wrk run")
     parser.add_argument("--connections", type=int, default=10, help="wrk connections")
-    parser.add_argument("--round-trips", type=int, default=20, help="approve round trips per size")
+    parser.add_argument("--round-trips", type=int, default=20, help="approve round trips per memory-store size")
+    parser.add_argument("--mongo-round-trips", type=int, default=3, help="approve round trips per MongoDB size")
+    parser.add_argument("--samples", type=int, default=3, help="sequential requests per MongoDB scenario")
     parser.add_argument("--out", default=str(Path(__file__).parent / "RESULTS.md"), help="report file, - for none")
     args = parser.parse_args(argv)
-    settings = Settings(seconds=args.seconds, connections=args.connections, round_trips=args.round_trips)
+    settings = Settings(
+        seconds=args.seconds,
+        connections=args.connections,
+        round_trips=args.round_trips,
+        sequential_samples=args.samples,
+    )
+    mongo_settings = dataclasses.replace(settings, round_trips=args.mongo_round_trips)
     about = machine()
     results: list[SizeResult] = []
     plans: list[dict[str, Any]] = []
@@ -141,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             with mongodb() as base:
                 for runs in mongo_sizes:
                     uri = with_database(base, f"runsgate_bench_{runs}")
-                    results.append(bench_mongo(uri, runs, settings, logs))
+                    results.append(bench_mongo(uri, runs, mongo_settings, logs))
                     plans.append({"runs": runs, **asyncio.run(explain(uri))})
                     asyncio.run(_drop(uri))
     report = [

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -36,7 +37,11 @@ def make_store(settings: Settings) -> SnapshotStore:
 
 
 class GraphQLApp(GraphQL[Context, None]):
-    """Strawberry's ASGI GraphQL app with runsgate's per-request ``Context``."""
+    """Strawberry's ASGI GraphQL app with runsgate's per-request ``Context``; responses encoded by orjson."""
+
+    def encode_json(self, data: object) -> bytes:
+        """Response bodies through orjson: a few times faster than ``json.dumps`` (bench/RESULTS.md)."""
+        return orjson.dumps(data)
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state

@@ -4,15 +4,16 @@ Mounted only when ``RUNSGATE_BENCH_ENDPOINTS=true``. It takes the same JSON body
 benchmark's GraphQL request (``bench/queries.py``: ``query`` is ignored; ``variables`` has
 ``agentId``, ``first``, ``after``, ``filter.threadId`` or ``page``), makes the same store calls
 as the ``suspendedRuns`` resolver, and answers the same JSON as ``/graphql`` does for
-``bench.queries.PAGE``. Comparing the two measures what the GraphQL layer costs.
+``bench.queries.PAGE``, encoded by orjson like ``/graphql``. Comparing the two measures what the GraphQL layer costs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 
 from resolvers.pagination import decode_cursor, encode_cursor
 from resolvers.scalars import serialize_datetime
@@ -40,7 +41,7 @@ def _node(doc: SnapshotDocument) -> dict[str, Any]:
     }
 
 
-async def raw_page(request: Request) -> JSONResponse:
+async def raw_page(request: Request) -> Response:
     """One page of ``suspendedRuns`` as ``bench.queries.PAGE`` selects it, built by hand."""
     variables = (await request.json()).get("variables") or {}
     store = request.app.state.store
@@ -58,15 +59,18 @@ async def raw_page(request: Request) -> JSONResponse:
     )
     has_next = len(docs) > limit
     edges = [{"cursor": encode_cursor(sort_key(d)), "node": _node(d)} for d in docs[:limit]]
-    return JSONResponse(
-        {
-            "data": {
-                "suspendedRuns": {
-                    "edges": edges,
-                    "pageInfo": {"hasNextPage": has_next, "endCursor": edges[-1]["cursor"] if edges else None},
+    return Response(
+        orjson.dumps(
+            {
+                "data": {
+                    "suspendedRuns": {
+                        "edges": edges,
+                        "pageInfo": {"hasNextPage": has_next, "endCursor": edges[-1]["cursor"] if edges else None},
+                    }
                 }
             }
-        }
+        ),
+        media_type="application/json",
     )
 
 

@@ -120,6 +120,45 @@ def ratios(results: list[SizeResult]) -> list[str]:
     return lines
 
 
+def write_report(
+    args: argparse.Namespace,
+    settings: Settings,
+    about: dict[str, str],
+    results: list[SizeResult],
+    plans: list[dict[str, Any]],
+    *,
+    final: bool,
+) -> None:
+    """Print (when ``final``) and write the report; called after every size, so a long run keeps what it measured."""
+    report = [
+        "# runsgate benchmark results",
+        "",
+        f"Command: `uv run python -m bench --memory {args.memory} --mongo {args.mongo} --seconds {args.seconds:g} "
+        f"--connections {args.connections}` (`./dev bench`). Each row: wrk, {args.connections} connections, "
+        f"{args.seconds:g} s, 1 thread, against a real `python -m server serve` process; page size {PAGE_SIZE}.",
+        "",
+        *(f"- {key}: {value}" for key, value in about.items()),
+        "",
+        *table(results),
+        "",
+        f"FerretDB rows are {settings.sequential_samples} requests sent one after another (p99 column: the slowest), "
+        "not wrk: a page there takes seconds, so a fixed-duration wrk run would complete almost none.",
+        "",
+        *ratios(results),
+        "",
+        *(f"- query plan at {p['runs']:,} runs: {p}" for p in plans),
+    ]
+    text = "\n".join(report) + "\n"
+    if final:
+        print(text)
+    if args.out != "-":
+        out = Path(args.out)
+        previous = out.read_text() if out.exists() else ""
+        marker = "<!-- measured -->"
+        notes = previous.split(marker, 1)[1] if marker in previous else ""
+        out.write_text(text + "\n" + marker + notes)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--memory", default="10000,100000,1000000", help="memory-store sizes, comma-separated")
@@ -145,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         logs = Path(folder)
         for runs in _sizes(args.memory):
             results.append(bench_memory(runs, settings, logs))
+            write_report(args, settings, about, results, plans, final=False)
         mongo_sizes = _sizes(args.mongo)
         if mongo_sizes:
             with mongodb() as base:
@@ -153,32 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(bench_mongo(uri, runs, mongo_settings, logs))
                     plans.append({"runs": runs, **asyncio.run(explain(uri))})
                     asyncio.run(_drop(uri))
-    report = [
-        "# runsgate benchmark results",
-        "",
-        f"Command: `uv run python -m bench --memory {args.memory} --mongo {args.mongo} --seconds {args.seconds:g} "
-        f"--connections {args.connections}` (`./dev bench`). Each row: wrk, {args.connections} connections, "
-        f"{args.seconds:g} s, 1 thread, against a real `python -m server serve` process; page size {PAGE_SIZE}.",
-        "",
-        *(f"- {key}: {value}" for key, value in about.items()),
-        "",
-        *table(results),
-        "",
-        f"FerretDB rows are {settings.sequential_samples} requests sent one after another (p99 column: the slowest), "
-        "not wrk: a page there takes seconds, so a fixed-duration wrk run would complete almost none.",
-        "",
-        *ratios(results),
-        "",
-        *(f"- query plan at {p['runs']:,} runs: {p}" for p in plans),
-    ]
-    text = "\n".join(report) + "\n"
-    print(text)
-    if args.out != "-":
-        out = Path(args.out)
-        previous = out.read_text() if out.exists() else ""
-        marker = "<!-- measured -->"
-        notes = previous.split(marker, 1)[1] if marker in previous else ""
-        out.write_text(text + "\n" + marker + notes)
+                    write_report(args, settings, about, results, plans, final=False)
+    write_report(args, settings, about, results, plans, final=True)
     return 0
 
 

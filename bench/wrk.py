@@ -63,7 +63,7 @@ def parse(output: str) -> LoadResult:
     Raises:
         ValueError: The output lacks the figures (wrk failed).
     """
-    percentiles = dict(re.findall(r"^\s+(50|99)(?:\.0+)?%\s+(\S+)$", output, re.M))
+    percentiles = dict(re.findall(r"^\s+(50|99)(?:\.0+)?%\s+(\S+)\s*$", output, re.M))
     rps = re.search(r"^Requests/sec:\s+([\d.]+)", output, re.M)
     total = re.search(r"^\s+(\d+) requests in", output, re.M)
     if rps is None or total is None or set(percentiles) != {"50", "99"}:

@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     seed_threads: Annotated[int, Field(ge=1)] = 100
     """Memory store only: distinct thread ids of the seeded runs."""
     bench_endpoints: bool = False
-    """Mount ``GET /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
+    """Mount ``POST /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 
     @field_validator("mongodb_uri")
     @classmethod

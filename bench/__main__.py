@@ -79,7 +79,7 @@ async def explain(uri: str) -> dict[str, Any]:
         build = await store.database.command("buildInfo")
     finally:
         await store.close()
-    server = build.get("ferretdbVersion", "MongoDB")
+    server = f"FerretDB {build['ferretdbVersion']}" if "ferretdbVersion" in build else "MongoDB"
     return {"server": f"{server} (wire version {build.get('version')})", "queryPlanner": plan.get("queryPlanner")}
 
 

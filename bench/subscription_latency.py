@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import statistics
 import tempfile
 import time
@@ -49,8 +50,9 @@ async def measure(a: str, b: str, runs: int) -> list[tuple[float, float]]:
         for _ in range(runs):
             sent = time.perf_counter()
             run_id = await start_refund_run(b, resource_id="bench", thread_id=None)
+            key = (run_id, "suspended")
             async with arrived:
-                await asyncio.wait_for(arrived.wait_for(lambda key=(run_id, "suspended"): key in arrivals), 30)
+                await asyncio.wait_for(arrived.wait_for(functools.partial(arrivals.__contains__, key)), 30)
             results.append((arrivals[(run_id, "started")] - sent, arrivals[(run_id, "suspended")] - sent))
         receiver.cancel()
     return results

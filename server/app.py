@@ -9,12 +9,15 @@ builds the ``RunManager`` and starts the ``StalledRunSweeper`` (unless
 from __future__ import annotations
 
 import asyncio
+import gc
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -51,6 +54,17 @@ def make_store(settings: Settings) -> SnapshotStore:
 class GraphQLApp(AuthenticatedView, GraphQLView):
     """The ``/graphql`` view (``graphql_view.py``) with runsgate's per-request ``Context``, behind
     authentication (``server/_view.py``)."""
+
+    def encode_json(self, data: object) -> str | bytes:
+        """Response bodies through orjson, several times faster than ``json.dumps`` (bench/RESULTS.md).
+
+        What orjson refuses (an integer beyond 64 bits in a tool call's ``args``) goes through
+        ``json.dumps`` as before.
+        """
+        try:
+            return orjson.dumps(data)
+        except TypeError:
+            return json.dumps(data)
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state
@@ -105,6 +119,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         except NewerSchemaError as exc:
             logger.critical("runsgate cannot start: %s", exc)
             raise
+        if settings.seed_runs:
+            await _seed_at_start(store, settings)
         app.state.settings = settings
         app.state.store = store
         app.state.runs = RunManager(
@@ -157,16 +173,34 @@ def create_app(settings: Settings | None = None) -> Starlette:
         connection_init_wait_timeout=timedelta(seconds=settings.ws_connection_init_timeout),
     )
     graphql.authenticator = Authenticator.from_settings(settings)
+    routes = [
+        Route("/graphql", graphql, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", graphql),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        *([Route("/metrics", metrics)] if settings.metrics else []),
+        *([Mount(GRAPHIQL_ASSETS_PATH, StaticFiles(directory=GRAPHIQL_ASSETS_DIR))] if settings.graphiql else []),
+    ]
+    if settings.bench_endpoints:
+        from .raw_page import raw_page
+
+        routes.append(Route("/bench/raw-page", raw_page, methods=["POST"]))
     return Starlette(
-        routes=[
-            Route("/graphql", graphql, methods=["GET", "POST"]),
-            WebSocketRoute("/graphql", graphql),
-            Route("/healthz", healthz),
-            Route("/readyz", readyz),
-            *([Route("/metrics", metrics)] if settings.metrics else []),
-            *([Mount(GRAPHIQL_ASSETS_PATH, StaticFiles(directory=GRAPHIQL_ASSETS_DIR))] if settings.graphiql else []),
-        ],
+        routes=routes,
         lifespan=lifespan,
         # the request id first, so that even a 413 carries one
         middleware=[request_id_middleware(), Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
     )
+
+
+async def _seed_at_start(store: SnapshotStore, settings: Settings) -> None:
+    """``RUNSGATE_SEED_RUNS``: fill the memory store with generated runs before serving (benchmarks)."""
+    from .seed import SeedPlan, seed_store
+
+    plan = SeedPlan(runs=settings.seed_runs, agents=settings.seed_agents, threads=settings.seed_threads)
+    logger.info("seeding %d suspended runs into the memory store", plan.runs)
+    await seed_store(store, plan)
+    # The generated runs live as long as the process: move them to the permanent generation, so
+    # the cyclic collector never walks a million documents again (pauses of seconds otherwise).
+    gc.collect()
+    gc.freeze()

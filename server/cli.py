@@ -1,4 +1,5 @@
-"""Command line: ``runsgate serve --host --port`` (also ``python -m server``)."""
+"""Command line: ``runsgate serve --host --port`` and ``runsgate seed --runs N --agents A --threads T``
+(also ``python -m server``)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,29 @@ def main(argv: list[str] | None = None) -> int:
     key.add_argument("--name", required=True, help="who holds the key (recorded as decidedBy)")
     key.add_argument("--scopes", default="runs:read,runs:decide,runs:start", help="comma-separated scopes")
     key.add_argument("--resources", default="*", help='comma-separated resourceIds, or "*" for every run')
+    seed = commands.add_parser(
+        "seed",
+        help="write N realistic suspended runs (clones of real demo runs) into MONGODB_URI's store",
+        description="Runs the demo agents to get real suspended runs, then bulk-writes N clones with new run ids, "
+        "threads, resources and creation times into the MongoDB store named by MONGODB_URI. For the memory "
+        "store, start the server with RUNSGATE_SEED_RUNS=N instead.",
+    )
+    seed.add_argument("--runs", type=int, required=True, help="number of runs to write")
+    seed.add_argument("--agents", type=int, default=1, help="runs go to the first A of refund-agent, weather-agent")
+    seed.add_argument("--threads", type=int, default=100, help="distinct thread ids (default 100)")
+    seed.add_argument("--resources", type=int, help="distinct resource ids (default threads/4)")
+    seed.add_argument("--days", type=float, default=30.0, help="spread creation times over this many days before now")
+    seed.add_argument("--seed", type=int, default=0, help="random seed (same seed: same run ids)")
+    seed.add_argument("--reset", action="store_true", help="drop every runsgate collection of the database first")
     args = parser.parse_args(argv)
     if args.command in (None, "serve"):
         return _serve(getattr(args, "host", None), getattr(args, "port", None))
     if args.command == "new-key":
         return _new_key(args.name, args.scopes, args.resources)
+    if args.command == "seed":
+        from .seed_command import run_seed_command
+
+        return run_seed_command(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

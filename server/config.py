@@ -12,7 +12,7 @@ import socket
 import uuid
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict, SettingsError
 
 from .security_settings import SecuritySettings
@@ -52,13 +52,13 @@ class Settings(SecuritySettings):
     graphiql: bool = True
     """Serve the GraphiQL explorer on ``GET /graphql`` from a browser."""
     log_level: str = "INFO"
+    """Level of the log lines: ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``."""
     subscription_poll_interval: Annotated[float, Field(gt=0)] = 1.0
     """Seconds between two reads of an agent's event log while it has subscribers (one poller per agent)."""
     subscription_lookback: Annotated[float, Field(ge=0)] = 5.0
     """Seconds of event ids each poll reads again, to deliver events that became visible late."""
     ws_connection_init_timeout: Annotated[float, Field(gt=0)] = 10.0
     """Seconds a WebSocket client has to send ``connection_init`` before it is closed with 4408."""
-    """Level of the log lines: ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``."""
     log_format: Literal["auto", "json", "text"] = "auto"
     """``json`` (one object per line), ``text``, or ``auto``: text on a terminal, else JSON."""
     metrics: bool = True
@@ -71,6 +71,14 @@ class Settings(SecuritySettings):
         default=None, validation_alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
     )
     """The standard OTLP traces URL, used as is (wins over ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+    seed_runs: Annotated[int, Field(ge=0)] = 0
+    """Memory store only: generate this many suspended runs at start (``server/seed.py``; benchmarks)."""
+    seed_agents: Annotated[int, Field(ge=1, le=2)] = 1
+    """Memory store only: the seeded runs go to the first N of refund-agent, weather-agent."""
+    seed_threads: Annotated[int, Field(ge=1)] = 100
+    """Memory store only: distinct thread ids of the seeded runs."""
+    bench_endpoints: bool = False
+    """Mount ``POST /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 
     @property
     def otlp_traces_endpoint(self) -> str | None:
@@ -95,6 +103,14 @@ class Settings(SecuritySettings):
             raise ValueError("must start with mongodb:// or mongodb+srv://")
         return value or None
 
+    @model_validator(mode="after")
+    def _seed_needs_memory_store(self) -> Settings:
+        if self.seed_runs and self.mongodb_uri:
+            raise ValueError(
+                "RUNSGATE_SEED_RUNS seeds the memory store only; for MongoDB run `runsgate seed --runs N` instead"
+            )
+        return self
+
     @field_validator("agents")
     @classmethod
     def _import_path(cls, value: str) -> str:
@@ -118,7 +134,10 @@ def load_settings() -> Settings:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "?"
+            if not error["loc"]:  # a rule across several variables; its message names them
+                problems.append(error["msg"])
+                continue
+            field = str(error["loc"][0])
             variable = "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
             problems.append(f"{variable}: {error['msg']}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

@@ -4,16 +4,27 @@ Nothing to install; everything is lost when the process ends, as the seed says o
 default in-memory storage. It keeps the same semantics as ``MongoSnapshotStore`` and passes
 the same contract tests. Each method runs without awaiting in between, so within one event
 loop every write is atomic, like a single-document update in MongoDB.
+
+Listing reads a sorted index of ``(createdAt, runId)`` per filter combination
+(``_listing_index``), so a page and a count cost O(log n + page) at any number of stored runs,
+as on MongoDB's indexes; it never scans or sorts all runs. A principal limited to k resources
+(``RunFilter.resource_ids``) reads the per-resource lists and merges them: O(k (log n + page)).
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
+import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from ._query import is_after, normalized_filter
+from sortedcontainers import SortedKeyList
+
+from ._listing_index import ListingIndex
+from ._query import normalized_filter
 from .documents import (
     SCHEMA_VERSION,
     DecisionDocument,
@@ -23,7 +34,32 @@ from .documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, sort_key
+from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey
+
+_T = TypeVar("_T")
+_IMMUTABLE = (str, int, float, bool, bytes, datetime, type(None))
+
+
+def _event_id(event: EventDocument) -> str:
+    return event["_id"]
+
+
+def _copy(value: _T) -> _T:
+    """A deep copy of a stored document or value: dicts and lists are copied, immutable scalars
+    (str, numbers, datetimes, None) shared. Several times faster than ``copy.deepcopy``, which a
+    listing page would otherwise spend most of its time in; anything else falls back to it."""
+    return cast(_T, _copy_any(value))
+
+
+def _copy_any(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy_any(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy_any(v) for v in value]
+    if isinstance(value, _IMMUTABLE):
+        return value
+    return copy.deepcopy(value)
 
 
 class MemorySnapshotStore:
@@ -32,8 +68,15 @@ class MemorySnapshotStore:
     def __init__(self) -> None:
         self._runs: dict[str, SnapshotDocument] = {}
         self._histories: dict[str, bytes] = {}
-        self._events: list[EventDocument] = []
+        self._listing = ListingIndex()
+        self._events: dict[tuple[str, str], list[EventDocument]] = {}
+        """(agentId, runId) -> the run's events, in append order."""
+        self._agent_events: dict[str, SortedKeyList] = {}
+        """agentId -> its events sorted by ``_id`` (creation order), for ``list_events_after``."""
         self._keys: dict[str, IdempotencyDocument] = {}
+        self._decided: set[str] = set()
+        """Ids of runs whose every call is decided (``pendingCount == 0``): what the sweeper reads
+        (``list_stalled_runs``), so it never scans the waiting runs (MongoDB: index ``stalled``)."""
 
     async def open(self) -> None:
         """Nothing to connect; refuses snapshots of a newer schema (``NewerSchemaError``)."""
@@ -54,23 +97,10 @@ class MemorySnapshotStore:
 
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
         doc = self._owned(agent_id, run_id)
-        return copy.deepcopy(doc) if doc is not None else None
+        return _copy(doc) if doc is not None else None
 
     async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
-        return [copy.deepcopy(self._runs[i]) for i in dict.fromkeys(run_ids) if i in self._runs]
-
-    def _matching(self, agent_id: str, run_filter: RunFilter) -> list[SnapshotDocument]:
-        f = normalized_filter(run_filter)
-        return [
-            doc
-            for doc in self._runs.values()
-            if doc["agentId"] == agent_id
-            and (f.thread_id is None or doc["threadId"] == f.thread_id)
-            and (f.resource_id is None or doc["resourceId"] == f.resource_id)
-            and (f.resource_ids is None or doc["resourceId"] in f.resource_ids)
-            and (f.from_date is None or doc["createdAt"] >= f.from_date)
-            and (f.to_date is None or doc["createdAt"] <= f.to_date)
-        ]
+        return [_copy(self._runs[i]) for i in dict.fromkeys(run_ids) if i in self._runs]
 
     async def list_runs(
         self,
@@ -83,24 +113,61 @@ class MemorySnapshotStore:
         before: SortKey | None = None,
         from_end: bool = False,
     ) -> list[SnapshotDocument]:
-        docs = sorted(
-            self._matching(agent_id, run_filter),
-            key=lambda d: (d["createdAt"], d["_id"]),
-            reverse=True,
-        )
-        if after is not None:
-            docs = [d for d in docs if is_after(sort_key(d), after)]
-        if before is not None:
-            docs = [d for d in docs if is_after(before, sort_key(d))]
-        if from_end:
-            docs = docs[-limit:] if limit is not None else docs
+        f = normalized_filter(run_filter)
+        if f.resource_ids is None:
+            run_ids = self._listing.page(
+                agent_id, f, limit=limit, skip=skip, after=after, before=before, from_end=from_end
+            )
         else:
-            docs = docs[skip:]
-            docs = docs[:limit] if limit is not None else docs
-        return copy.deepcopy(docs)
+            run_ids = self._restricted_page(
+                agent_id, f, limit=limit, skip=skip, after=after, before=before, from_end=from_end
+            )
+        return [_copy(self._runs[run_id]) for run_id in run_ids]
+
+    def _restricted_page(
+        self,
+        agent_id: str,
+        f: RunFilter,
+        *,
+        limit: int | None,
+        skip: int,
+        after: SortKey | None,
+        before: SortKey | None,
+        from_end: bool,
+    ) -> list[str]:
+        """A page limited to ``f.resource_ids``: the page of each allowed resource (its sorted
+        keys), merged in listing order. O(k (log n + page)) for k allowed resources."""
+        assert f.resource_ids is not None
+        wanted = None if limit is None else (limit if from_end else skip + limit)
+        pages = [
+            self._listing.page(
+                agent_id,
+                replace(f, resource_id=resource, resource_ids=None),
+                limit=wanted,
+                skip=0,
+                after=after,
+                before=before,
+                from_end=from_end,
+            )
+            for resource in sorted(f.resource_ids)
+        ]
+
+        def key(run_id: str) -> tuple[datetime, str]:
+            return (self._runs[run_id]["createdAt"], run_id)
+
+        merged = list(heapq.merge(*pages, key=key, reverse=True))
+        if from_end:
+            return merged if limit is None else merged[max(0, len(merged) - limit) :]
+        return merged[skip:] if limit is None else merged[skip : skip + limit]
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
-        return len(self._matching(agent_id, run_filter))
+        f = normalized_filter(run_filter)
+        if f.resource_ids is None:
+            return self._listing.count(agent_id, f)
+        return sum(
+            self._listing.count(agent_id, replace(f, resource_id=resource, resource_ids=None))
+            for resource in f.resource_ids
+        )
 
     async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
         doc = self._owned(agent_id, run_id)
@@ -114,9 +181,34 @@ class MemorySnapshotStore:
         ids = [s["_id"] for s, _ in snapshots]
         if len(set(ids)) != len(ids) or any(i in self._runs for i in ids):
             raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}")
-        for snapshot, history in snapshots:
-            self._runs[snapshot["_id"]] = copy.deepcopy(snapshot)
-            self._histories[snapshot["historyId"]] = bytes(history)
+        docs = [_copy(snapshot) for snapshot, _ in snapshots]
+        for doc, (_, history) in zip(docs, snapshots, strict=True):
+            self._runs[doc["_id"]] = doc
+            self._histories[doc["historyId"]] = bytes(history)
+            if doc["pendingCount"] == 0:
+                self._decided.add(doc["_id"])
+        if len(docs) == 1:
+            self._listing.add(docs[0])
+        else:
+            self._listing.add_many(docs)
+
+    def adopt_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        """``insert_many`` without copying: the store takes the documents over (data generator).
+
+        For loading a million generated runs at start (``RUNSGATE_SEED_RUNS``): copying would
+        double the time. The caller must not touch the documents afterwards; nested values
+        (``args``, ``suspendPayload``, ``resumeSchema``) may be shared between documents, since the
+        store never changes them in place. Raises ``DuplicateRunError`` (nothing inserted).
+        """
+        ids = [s["_id"] for s, _ in snapshots]
+        if len(set(ids)) != len(ids) or any(i in self._runs for i in ids):
+            raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}")
+        for doc, history in snapshots:
+            self._runs[doc["_id"]] = doc
+            self._histories[doc["historyId"]] = history
+            if doc["pendingCount"] == 0:
+                self._decided.add(doc["_id"])
+        self._listing.add_many([doc for doc, _ in snapshots])
 
     async def record_decision(
         self,
@@ -134,10 +226,10 @@ class MemorySnapshotStore:
         call = doc["toolCalls"][index]
         if call["toolCallId"] != tool_call_id or call["decision"] is not None:
             return None
-        call["decision"] = copy.deepcopy(decision)
+        call["decision"] = _copy(decision)
         doc["pendingCount"] -= 1
         self._touch(doc, now)
-        return copy.deepcopy(doc)
+        return _copy(doc)
 
     async def claim(
         self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
@@ -152,7 +244,7 @@ class MemorySnapshotStore:
         doc["status"] = "resuming"
         doc["claim"] = {"by": by, "until": until}
         self._touch(doc, now)
-        return copy.deepcopy(doc)
+        return _copy(doc)
 
     def _held(self, agent_id: str, run_id: str, by: str) -> SnapshotDocument | None:
         doc = self._owned(agent_id, run_id)
@@ -184,7 +276,7 @@ class MemorySnapshotStore:
         old_history = doc["historyId"]
         self._histories[history_id] = bytes(history)
         self._histories.pop(old_history, None)
-        doc["toolCalls"] = copy.deepcopy(tool_calls)
+        doc["toolCalls"] = _copy(tool_calls)
         doc["pendingCount"] = sum(1 for c in tool_calls if c["decision"] is None)
         doc["status"] = "suspended"
         doc["claim"] = None
@@ -192,13 +284,15 @@ class MemorySnapshotStore:
         doc["suspendedAt"] = now
         doc["historyId"] = history_id
         self._touch(doc, now)
-        return copy.deepcopy(doc)
+        return _copy(doc)
 
     async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
             return False
         del self._runs[run_id]
+        self._decided.discard(run_id)
+        self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
         return True
 
@@ -224,14 +318,14 @@ class MemorySnapshotStore:
             doc["historyId"] = history_id
         doc["status"] = "suspended"
         doc["claim"] = None
-        doc["lastError"] = copy.deepcopy(error)
+        doc["lastError"] = _copy(error)
         self._touch(doc, now)
-        return copy.deepcopy(doc)
+        return _copy(doc)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
         stalled = [
             doc
-            for doc in self._runs.values()
+            for doc in (self._runs[run_id] for run_id in self._decided)
             if doc["pendingCount"] == 0
             and (
                 (doc["status"] == "resuming" and doc["claim"] is not None and doc["claim"]["until"] < now)
@@ -239,16 +333,24 @@ class MemorySnapshotStore:
             )
         ]
         stalled.sort(key=lambda doc: (doc["updatedAt"], doc["_id"]))
-        return [copy.deepcopy(doc) for doc in stalled[:limit]]
+        return [_copy(doc) for doc in stalled[:limit]]
 
-    @staticmethod
-    def _touch(doc: SnapshotDocument, now: datetime) -> None:
+    def _touch(self, doc: SnapshotDocument, now: datetime) -> None:
         doc["updatedAt"] = now
         doc["version"] += 1
+        if doc["pendingCount"] == 0:
+            self._decided.add(doc["_id"])
+        else:
+            self._decided.discard(doc["_id"])
 
     # -- audit log -----------------------------------------------------------------------------
     async def append_event(self, event: EventDocument) -> None:
-        self._events.append(copy.deepcopy(event))
+        stored = _copy(event)
+        self._events.setdefault((event["agentId"], event["runId"]), []).append(stored)
+        by_agent = self._agent_events.get(event["agentId"])
+        if by_agent is None:
+            by_agent = self._agent_events[event["agentId"]] = SortedKeyList(key=_event_id)
+        by_agent.add(stored)
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])
@@ -256,37 +358,34 @@ class MemorySnapshotStore:
     async def list_events_of_runs(
         self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
     ) -> list[EventDocument]:
-        wanted = set(run_ids)
         events = [
             e
-            for e in self._events
-            if e["agentId"] == agent_id
-            and e["runId"] in wanted
-            and (resource_ids is None or e.get("resourceId") in resource_ids)
+            for run_id in dict.fromkeys(run_ids)
+            for e in self._events.get((agent_id, run_id), [])
+            if resource_ids is None or e.get("resourceId") in resource_ids
         ]
-        return copy.deepcopy(sorted(events, key=lambda e: (e["at"], e["_id"])))
+        return _copy(sorted(events, key=lambda e: (e["at"], e["_id"])))
 
     async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
-        events = [
-            e
-            for e in self._events
-            if e["agentId"] == agent_id and (after_event_id is None or e["_id"] > after_event_id)
-        ]
-        return copy.deepcopy(sorted(events, key=lambda e: e["_id"])[:limit])
+        events = self._agent_events.get(agent_id)
+        if events is None:
+            return []
+        found = events.irange_key(min_key=after_event_id, inclusive=(False, True)) if after_event_id else iter(events)
+        return [_copy(e) for e in itertools.islice(found, limit)]
 
     # -- idempotency ---------------------------------------------------------------------------
     async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         existing = self._keys.get(key_id)
         if existing is not None:
-            return copy.deepcopy(existing)
+            return _copy(existing)
         self._keys[key_id] = {"_id": key_id, "fingerprint": fingerprint, "result": None, "createdAt": now}
         return None
 
     async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:
         if key_id in self._keys:
-            self._keys[key_id]["result"] = copy.deepcopy(result)
+            self._keys[key_id]["result"] = _copy(result)
 
     async def release_idempotency_key(self, key_id: str) -> None:
         self._keys.pop(key_id, None)

@@ -403,6 +403,30 @@ async def test_insert_many_then_list(store: SnapshotStore) -> None:
     assert await store.load_history("refund-agent", "bulk-7") == b"[]"
 
 
+async def test_skip_limit_and_count_within_a_filtered_date_range_after_bulk_and_single_inserts(
+    store: SnapshotStore,
+) -> None:
+    # given runs of two threads over 20 seconds, half in bulk and half one by one
+    docs = [
+        snapshot(f"r{i:02d}", created=T0 + timedelta(seconds=i), thread=f"t{i % 2}", resource="r1") for i in range(20)
+    ]
+    await store.insert_many([(d, b"[]") for d in docs[::2]])
+    for d in docs[1::2]:
+        await store.insert(d, b"[]")
+    window = RunFilter(thread_id="t1", from_date=T0 + timedelta(seconds=5), to_date=T0 + timedelta(seconds=15))
+
+    # when a page is skipped into, taken from the end, and counted
+    second_page = await store.list_runs("refund-agent", window, limit=2, skip=2)
+    past_the_end = await store.list_runs("refund-agent", window, limit=2, skip=10)
+    oldest = await store.list_runs("refund-agent", window, limit=2, from_end=True)
+
+    # then only t1 runs created in [5 s, 15 s] count, newest first
+    assert await store.count_runs("refund-agent", window) == 6  # r15 r13 r11 r09 r07 r05
+    assert [d["_id"] for d in second_page] == ["r11", "r09"]
+    assert past_the_end == []
+    assert [d["_id"] for d in oldest] == ["r07", "r05"]
+
+
 async def test_events_are_per_run_and_oldest_first(store: SnapshotStore) -> None:
     for i, kind in enumerate(["started", "suspended", "decision"]):
         await store.append_event(

@@ -1,0 +1,244 @@
+"""The benchmark: seed a store, start a real runsgate process, load it with ``wrk``, report.
+
+For each store and size N it starts ``python -m server serve`` (uvicorn, the full HTTP stack)
+with ``RUNSGATE_BENCH_ENDPOINTS=true``; the memory store is filled at start by
+``RUNSGATE_SEED_RUNS=N``, a MongoDB one beforehand by ``runsgate seed``. Every scenario first
+checks one answer (20 runs, no errors; the raw endpoint's JSON equal to GraphQL's), then runs
+``wrk`` for a fixed time with a fixed number of connections. The server's peak RSS is read from
+``/proc/<pid>/status`` (``VmHWM``) after its last scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests._servers import ROOT, free_port, wait_for_port
+
+from .queries import APPROVE, PAGE_SIZE, START_REFUND, page_body
+from .wrk import LoadResult, run_wrk
+
+
+@dataclass(kw_only=True)
+class Settings:
+    """How hard and how long to measure."""
+
+    seconds: float = 10.0
+    """Duration of each wrk run."""
+    connections: int = 10
+    """Open connections wrk keeps busy (the issue's calibration used 10)."""
+    round_trips: int = 20
+    """approve -> completed round trips timed per store."""
+    seed_threads: int = 1000
+    """Distinct threads of the seeded runs (a thread holds N / 1000 runs)."""
+    start_timeout: float = 1800.0
+    """Seconds a server may take to start (seeding 1M runs into memory happens at start)."""
+    sequential_samples: int = 3
+    """Requests per scenario on FerretDB, sent one after another instead of with wrk: there a page
+    takes seconds (full scan, no sort pushdown), so wrk's fixed duration would count nothing."""
+
+
+@dataclass(kw_only=True)
+class SizeResult:
+    """Every figure measured on one store at one size."""
+
+    store: str
+    runs: int
+    loads: dict[str, LoadResult] = field(default_factory=dict)
+    round_trip_ms: float | None = None
+    peak_rss_mb: float | None = None
+    seed_seconds: float = 0.0
+    start_seconds: float = 0.0
+
+
+SCENARIOS = ["graphql first", "raw first", "graphql thread", "raw thread", "graphql 90% cursor", "graphql 90% page"]
+
+
+def _env(**variables: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSGATE_") and k != "MONGODB_URI"}
+    # loopback only, so authentication may be off: the bench measures listing, not token checks
+    env.update(
+        {"RUNSGATE_LOG_LEVEL": "WARNING", "RUNSGATE_BENCH_ENDPOINTS": "true", "RUNSGATE_AUTH": "off", **variables}
+    )
+    return env
+
+
+@contextmanager
+def runsgate_server(log: Path, timeout: float, **variables: str) -> Iterator[tuple[str, int]]:
+    """A ``python -m server serve`` process; yields its base URL and pid, stops it afterwards."""
+    port = free_port()
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=_env(**variables),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        try:
+            wait_for_port(port, timeout=timeout, proc=proc)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"runsgate did not start: {exc}\n{log.read_text()[-3000:]}") from exc
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def peak_rss_mb(pid: int) -> float:
+    """``VmHWM`` of a process: its peak resident set size, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for pid {pid}")
+
+
+def _post(client: httpx.Client, path: str, body: str) -> dict[str, Any]:
+    response = client.post(path, content=body, headers={"content-type": "application/json"})
+    response.raise_for_status()
+    answer: dict[str, Any] = response.json()
+    if answer.get("errors"):
+        raise RuntimeError(f"{path} answered errors: {answer['errors']}")
+    return answer
+
+
+def _gql(client: httpx.Client, query: str, **variables: Any) -> dict[str, Any]:
+    data: dict[str, Any] = _post(client, "/graphql", json.dumps({"query": query, "variables": variables}))["data"]
+    return data
+
+
+def bodies(client: httpx.Client, runs: int) -> dict[str, tuple[str, str]]:
+    """Scenario -> (path, body), each checked once: a full page, raw JSON equal to GraphQL's."""
+    deep = max(0, (runs * 9 // 10) // PAGE_SIZE)
+    before_deep = _post(client, "/graphql", page_body(page={"page": max(0, deep - 1), "perPage": PAGE_SIZE}))
+    cursor = before_deep["data"]["suspendedRuns"]["pageInfo"]["endCursor"]
+    first, thread = page_body(first=PAGE_SIZE), page_body(first=PAGE_SIZE, filter={"threadId": "thread-7"})
+    chosen = {
+        "graphql first": ("/graphql", first),
+        "raw first": ("/bench/raw-page", first),
+        "graphql thread": ("/graphql", thread),
+        "raw thread": ("/bench/raw-page", thread),
+        "graphql 90% cursor": ("/graphql", page_body(first=PAGE_SIZE, after=cursor)),
+        "graphql 90% page": ("/graphql", page_body(page={"page": deep, "perPage": PAGE_SIZE})),
+    }
+    answers = {name: _post(client, path, body) for name, (path, body) in chosen.items()}
+    for name, answer in answers.items():
+        edges = answer["data"]["suspendedRuns"]["edges"]
+        if runs >= PAGE_SIZE * 10 and "thread" not in name and len(edges) != PAGE_SIZE:
+            raise RuntimeError(f"{name}: expected a full page of {PAGE_SIZE}, got {len(edges)}")
+    for kind in ("first", "thread"):
+        if answers[f"raw {kind}"] != answers[f"graphql {kind}"]:
+            raise RuntimeError(f"/bench/raw-page and /graphql disagree on the {kind} page")
+    if answers["graphql 90% cursor"] != answers["graphql 90% page"]:
+        raise RuntimeError("the 90% cursor page and the 90% page/perPage page differ")
+    return chosen
+
+
+def round_trip_ms(client: httpx.Client, count: int) -> float:
+    """Median milliseconds of ``approveToolCall`` on a fresh refund run, up to its COMPLETED answer."""
+    timings = []
+    for i in range(count):
+        started = _gql(client, START_REFUND, prompt=f"Please refund order {1042 + i % 3}")["startRun"]
+        call = started["run"]["toolCalls"][0]["toolCallId"]
+        begin = time.perf_counter()
+        outcome = _gql(client, APPROVE, runId=started["runId"], toolCallId=call)["approveToolCall"]
+        timings.append((time.perf_counter() - begin) * 1000)
+        if outcome.get("status") != "COMPLETED":
+            raise RuntimeError(f"approve did not complete the run: {outcome}")
+    return statistics.median(timings)
+
+
+def sequential(client: httpx.Client, path: str, body: str, samples: int) -> LoadResult:
+    """``samples`` requests one after another: median latency, the slowest as "p99", 1 / mean as req/s."""
+    timings = []
+    for _ in range(samples):
+        begin = time.perf_counter()
+        _post(client, path, body)
+        timings.append((time.perf_counter() - begin) * 1000)
+    return LoadResult(
+        requests_per_second=1000 * len(timings) / sum(timings),
+        p50_ms=statistics.median(timings),
+        p99_ms=max(timings),
+        requests=len(timings),
+        errors=0,
+    )
+
+
+def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_wrk: bool = True) -> None:
+    """Every scenario against one running server, then the round trip and the peak RSS.
+
+    ``with_wrk=False``: sequential samples instead of wrk (``Settings.sequential_samples``).
+    """
+    with httpx.Client(base_url=url, timeout=1800) as client:
+        chosen = bodies(client, result.runs)
+        for name in SCENARIOS:
+            path, body = chosen[name]
+            if with_wrk:
+                result.loads[name] = run_wrk(
+                    url + path, body, seconds=settings.seconds, connections=settings.connections
+                )
+            else:
+                result.loads[name] = sequential(client, path, body, settings.sequential_samples)
+            print(f"  {result.store} {result.runs:>9,} {name:<20} {_describe(result.loads[name])}", flush=True)
+        result.round_trip_ms = round_trip_ms(client, settings.round_trips)
+    result.peak_rss_mb = peak_rss_mb(pid)
+
+
+def _describe(load: LoadResult) -> str:
+    return f"{load.requests_per_second:9.1f} req/s  p50 {load.p50_ms:8.2f} ms  p99 {load.p99_ms:8.2f} ms"
+
+
+def bench_memory(runs: int, settings: Settings, logs: Path, *, with_wrk: bool = True) -> SizeResult:
+    """The memory store seeded with ``runs`` runs at start (``with_wrk=False``: sequential samples)."""
+    result = SizeResult(store="memory", runs=runs)
+    began = time.monotonic()
+    with runsgate_server(
+        logs / f"memory-{runs}.log",
+        settings.start_timeout,
+        RUNSGATE_SEED_RUNS=str(runs),
+        RUNSGATE_SEED_THREADS=str(settings.seed_threads),
+    ) as (url, pid):
+        result.start_seconds = time.monotonic() - began
+        measure(url, pid, result, settings, with_wrk=with_wrk)
+    return result
+
+
+def bench_mongo(uri: str, runs: int, settings: Settings, logs: Path) -> SizeResult:
+    """A MongoDB database seeded by ``runsgate seed`` (``uri`` names a fresh database)."""
+    result = SizeResult(store="ferretdb", runs=runs)
+    began = time.monotonic()
+    seeded = subprocess.run(
+        [sys.executable, "-m", "server", "seed", "--runs", str(runs), "--threads", str(settings.seed_threads)],
+        cwd=ROOT,
+        env=_env(MONGODB_URI=uri),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if seeded.returncode != 0:
+        raise RuntimeError(f"runsgate seed failed: {seeded.stderr[-3000:]}")
+    result.seed_seconds = time.monotonic() - began
+    began = time.monotonic()
+    with runsgate_server(logs / f"mongo-{runs}.log", settings.start_timeout, MONGODB_URI=uri) as (url, pid):
+        result.start_seconds = time.monotonic() - began
+        measure(url, pid, result, settings, with_wrk=False)
+    return result
+
+
+__all__ = ["SCENARIOS", "Settings", "SizeResult", "bench_memory", "bench_mongo", "measure", "runsgate_server"]

@@ -1,0 +1,77 @@
+"""The benchmark machinery at a tiny size, so it cannot rot (no timing is asserted).
+
+It starts real ``python -m server serve`` processes as ``python -m bench`` does: one on the
+memory store seeded at start, one on MongoDB seeded by ``runsgate seed``. Before measuring,
+``bench.runner.bodies`` checks that each scenario answers a page without errors, that
+``/bench/raw-page`` answers exactly the JSON of ``/graphql``, and that the 90% cursor page equals
+the 90% ``page``/``perPage`` page. wrk is used when installed (``./dev bench`` installs it);
+otherwise the same scenarios are sent one after another.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from pydantic_ai import models
+
+from bench.__main__ import ratios, table
+from bench.runner import SCENARIOS, Settings, bench_memory, bench_mongo
+from bench.wrk import parse
+
+models.ALLOW_MODEL_REQUESTS = False
+
+WRK_OUTPUT = """Running 2s test @ http://127.0.0.1:18123/graphql
+  1 threads and 10 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     5.10ms    1.20ms  20.00ms   90.00%
+    Req/Sec     1.90k   100.00     2.00k    80.00%
+  Latency Distribution
+     50%    4.80ms
+     75%    5.50ms
+     90%    6.60ms
+     99%  950.00us
+  3800 requests in 2.00s, 9.10MB read
+  Non-2xx or 3xx responses: 2
+Requests/sec:   1899.50
+Transfer/sec:      4.55MB
+"""
+
+SETTINGS = Settings(seconds=1, connections=2, round_trips=2, seed_threads=10, sequential_samples=2)
+
+
+def test_wrk_output_is_read_with_its_units() -> None:
+    result = parse(WRK_OUTPUT)
+
+    assert result.requests_per_second == 1899.5
+    assert result.p50_ms == 4.8
+    assert result.p99_ms == pytest.approx(0.95)
+    assert result.requests == 3800
+    assert result.errors == 2
+
+
+def test_wrk_output_without_figures_is_an_error() -> None:
+    with pytest.raises(ValueError, match="not understood"):
+        parse("unable to connect to 127.0.0.1:1 Connection refused")
+
+
+def test_memory_bench_at_a_tiny_size(tmp_path: Path) -> None:
+    result = bench_memory(60, SETTINGS, tmp_path, with_wrk=shutil.which("wrk") is not None)
+
+    assert set(result.loads) == set(SCENARIOS)
+    assert all(load.requests > 0 and load.errors == 0 for load in result.loads.values())
+    assert result.round_trip_ms is not None
+    assert result.peak_rss_mb is not None
+    assert result.peak_rss_mb > 0
+    assert "| memory | 60 | graphql first |" in "\n".join(table([result]))
+    assert len(ratios([result])) == 3
+
+
+@pytest.mark.mongo
+def test_mongo_bench_at_a_tiny_size(tmp_path: Path, mongodb_uri: str) -> None:
+    result = bench_mongo(mongodb_uri, 40, SETTINGS, tmp_path)
+
+    assert set(result.loads) == set(SCENARIOS)
+    assert all(load.requests == 2 for load in result.loads.values())
+    assert result.round_trip_ms is not None

@@ -56,13 +56,15 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
     authentication (``server/_view.py``)."""
 
     def encode_json(self, data: object) -> str | bytes:
-        """Response bodies through orjson, several times faster than ``json.dumps`` (bench/RESULTS.md).
+        """Response bodies and WebSocket messages through orjson, several times faster than
+        ``json.dumps`` (bench/RESULTS.md).
 
-        What orjson refuses (an integer beyond 64 bits in a tool call's ``args``) goes through
-        ``json.dumps`` as before.
+        Returned as text: Strawberry sends bytes over a WebSocket as a binary frame, and
+        ``graphql-transport-ws`` clients (graphql-ws) only read text frames. What orjson refuses
+        (an integer beyond 64 bits in a tool call's ``args``) goes through ``json.dumps``.
         """
         try:
-            return orjson.dumps(data)
+            return orjson.dumps(data).decode()
         except TypeError:
             return json.dumps(data)
 

@@ -51,7 +51,7 @@ def snapshot(run_id: str, args: object) -> SnapshotDocument:
 
 async def test_args_orjson_cannot_encode_are_still_answered() -> None:
     # given (memory store: BSON has no integers beyond 64 bits) runs whose args orjson handles or refuses
-    app = create_app(Settings(mongodb_uri=None))
+    app = create_app(Settings(mongodb_uri=None, auth=False))  # loopback: auth may be off
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,

@@ -149,7 +149,7 @@ def test_seed_runs_with_mongodb_is_a_config_error(monkeypatch: pytest.MonkeyPatc
 
 async def test_the_memory_store_is_seeded_at_start() -> None:
     # given a server started with RUNSGATE_SEED_RUNS=25
-    app = create_app(Settings(mongodb_uri=None, seed_runs=25, seed_threads=4))
+    app = create_app(Settings(mongodb_uri=None, seed_runs=25, seed_threads=4, auth=False))
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,

@@ -23,7 +23,7 @@ from .queries import PAGE_SIZE, page_body
 
 async def cpu_ms_per_request(runs: int = 10_000, requests: int = 400) -> dict[str, float]:
     """Scenario -> CPU milliseconds per request, after 50 warm-up requests each."""
-    app = create_app(Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, bench_endpoints=True))
+    app = create_app(Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, bench_endpoints=True, auth=False))
     scenarios = {
         "graphql first": ("/graphql", page_body(first=PAGE_SIZE)),
         "raw first": ("/bench/raw-page", page_body(first=PAGE_SIZE)),

@@ -98,6 +98,8 @@ def check_start(info: Info, resource_id: str | None) -> None:
     """
     principal = info.context.principal
     if not principal.may_use_resource(resource_id):
+        if resource_id is None:
+            raise ForbiddenError("this caller may start runs of its own resources only: give one as resourceId")
         raise ForbiddenError(f"resourceId {resource_id!r} is not one of the resources this caller may use")
 
 

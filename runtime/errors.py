@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
 from storage import DecisionDocument
@@ -276,7 +276,8 @@ class ForbiddenError(RunsgateError):
 
 
 def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
+    """UTC ISO 8601 with milliseconds and ``Z``, as the ``DateTime`` scalar prints it."""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _path(path: list[str | int]) -> str:

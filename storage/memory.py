@@ -273,16 +273,13 @@ class MemorySnapshotStore:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
             return None
-        old_history = doc["historyId"]
-        self._histories[history_id] = bytes(history)
-        self._histories.pop(old_history, None)
+        self._swap_history(doc, history, history_id)
         doc["toolCalls"] = _copy(tool_calls)
         doc["pendingCount"] = sum(1 for c in tool_calls if c["decision"] is None)
         doc["status"] = "suspended"
         doc["claim"] = None
         doc["lastError"] = None
         doc["suspendedAt"] = now
-        doc["historyId"] = history_id
         self._touch(doc, now)
         return _copy(doc)
 
@@ -313,9 +310,7 @@ class MemorySnapshotStore:
         if history is not None:
             if history_id is None:
                 raise ValueError("a new history needs a new history_id")
-            self._histories.pop(doc["historyId"], None)
-            self._histories[history_id] = bytes(history)
-            doc["historyId"] = history_id
+            self._swap_history(doc, history, history_id)
         doc["status"] = "suspended"
         doc["claim"] = None
         doc["lastError"] = _copy(error)
@@ -334,6 +329,12 @@ class MemorySnapshotStore:
         ]
         stalled.sort(key=lambda doc: (doc["updatedAt"], doc["_id"]))
         return [_copy(doc) for doc in stalled[:limit]]
+
+    def _swap_history(self, doc: SnapshotDocument, history: bytes, history_id: str) -> None:
+        """Point ``doc`` to ``history`` stored under the new ``history_id``; forget the old one."""
+        self._histories.pop(doc["historyId"], None)
+        self._histories[history_id] = bytes(history)
+        doc["historyId"] = history_id
 
     def _touch(self, doc: SnapshotDocument, now: datetime) -> None:
         doc["updatedAt"] = now

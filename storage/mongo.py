@@ -385,6 +385,26 @@ class MongoSnapshotStore:
         history_id: str,
         now: datetime,
     ) -> SnapshotDocument | None:
+        changes: Document = {
+            "toolCalls": [dict(c) for c in tool_calls],
+            "pendingCount": sum(1 for c in tool_calls if c["decision"] is None),
+            "status": "suspended",
+            "claim": None,
+            "lastError": None,
+            "suspendedAt": now,
+            "updatedAt": now,
+        }
+        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
+
+    async def _update_claimed_with_history(
+        self, agent_id: str, run_id: str, by: str, changes: Document, history: bytes, history_id: str
+    ) -> SnapshotDocument | None:
+        """Set ``changes`` and point the snapshot to a new history, only while ``by`` holds the claim.
+
+        The history is written under its new id first, so a lost claim never overwrites the one
+        another instance relies on; then whichever history the snapshot no longer points to is
+        deleted (never the live one).
+        """
         async with _reachable():
             current = await self._runs.find_one(self._held(agent_id, run_id, by), {"historyId": 1})
         if current is None:
@@ -393,21 +413,8 @@ class MongoSnapshotStore:
         doc = await self._update(
             run_id,
             self._held(agent_id, run_id, by),
-            {
-                "$set": {
-                    "toolCalls": [dict(c) for c in tool_calls],
-                    "pendingCount": sum(1 for c in tool_calls if c["decision"] is None),
-                    "status": "suspended",
-                    "claim": None,
-                    "lastError": None,
-                    "suspendedAt": now,
-                    "updatedAt": now,
-                    "historyId": history_id,
-                },
-                "$inc": {"version": 1},
-            },
+            {"$set": {**changes, "historyId": history_id}, "$inc": {"version": 1}},
         )
-        # Whichever history the snapshot no longer points to is garbage; never the live one.
         await self._delete_history(current["historyId"] if doc is not None else history_id)
         return doc
 
@@ -437,18 +444,7 @@ class MongoSnapshotStore:
             )
         if history_id is None:
             raise ValueError("a new history needs a new history_id")
-        async with _reachable():
-            current = await self._runs.find_one(self._held(agent_id, run_id, by), {"historyId": 1})
-        if current is None:
-            return None
-        await self._write_history(history_id, run_id, history)
-        doc = await self._update(
-            run_id,
-            self._held(agent_id, run_id, by),
-            {"$set": {**changes, "historyId": history_id}, "$inc": {"version": 1}},
-        )
-        await self._delete_history(current["historyId"] if doc is not None else history_id)
-        return doc
+        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
         query: Document = {

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from tests._servers import ROOT, free_port, wait_for_port
+from tests._servers import ROOT, free_port, listening_process
 
 from .queries import APPROVE, PAGE_SIZE, START_REFUND, page_body
 from .wrk import LoadResult, run_wrk
@@ -78,27 +78,9 @@ def _env(**variables: str) -> dict[str, str]:
 def runsgate_server(log: Path, timeout: float, **variables: str) -> Iterator[tuple[str, int]]:
     """A ``python -m server serve`` process; yields its base URL and pid, stops it afterwards."""
     port = free_port()
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=_env(**variables),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        try:
-            wait_for_port(port, timeout=timeout, proc=proc)
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"runsgate did not start: {exc}\n{log.read_text()[-3000:]}") from exc
+    command = [sys.executable, "-m", "server", "serve", "--port", str(port)]
+    with listening_process(command, port, log, env=_env(**variables), timeout=timeout, stop_timeout=30) as proc:
         yield f"http://127.0.0.1:{port}", proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def peak_rss_mb(pid: int) -> float:

@@ -46,6 +46,47 @@ def wait_for_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """SIGTERM (a graceful shutdown), then SIGKILL after ``timeout`` seconds; no-op if it exited."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def listening_process(
+    command: Sequence[str],
+    port: int,
+    log: Path,
+    *,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+    timeout: float = 30.0,
+    stop_timeout: float = 15.0,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command`` (output appended to ``log``) until the block ends; yield it once ``port``
+    accepts connections on 127.0.0.1.
+
+    Raises:
+        RuntimeError: The process exited, or did not listen within ``timeout`` seconds; the
+            message ends with the tail of ``log``.
+    """
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(list(command), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        try:
+            wait_for_port(port, timeout=timeout, proc=proc)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{command[0]} did not start: {exc}\n{log.read_text()[-3000:]}") from exc
+        yield proc
+    finally:
+        stop_process(proc, stop_timeout)
+
+
 def ferretdb_binary() -> str | None:
     candidates = [os.environ.get("FERRETDB_BIN"), shutil.which("ferretdb")]
     for candidate in candidates:
@@ -85,35 +126,18 @@ def ferretdb_process(data: Path, port: int | None = None) -> Iterator[str]:
     if binary is None:
         raise RuntimeError("FerretDB could not be built: see scripts/install-ferretdb.sh output above")
     port = port or free_port()
-    log_path = data / "ferretdb.log"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--handler=sqlite",
-                f"--sqlite-url=file:{data}/",
-                f"--state-dir={data}",
-                f"--listen-addr=127.0.0.1:{port}",
-                "--debug-addr=-",
-                "--telemetry=disable",
-                "--log-level=error",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        try:
-            wait_for_port(port, proc=proc)
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"{exc}: {log_path.read_text()[-2000:]}") from exc
+    command = [
+        binary,
+        "--handler=sqlite",
+        f"--sqlite-url=file:{data}/",
+        f"--state-dir={data}",
+        f"--listen-addr=127.0.0.1:{port}",
+        "--debug-addr=-",
+        "--telemetry=disable",
+        "--log-level=error",
+    ]
+    with listening_process(command, port, data / "ferretdb.log", stop_timeout=10):
         yield f"mongodb://127.0.0.1:{port}/"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def with_database(uri: str, name: str | None = None) -> str:
@@ -181,11 +205,7 @@ def runsgate_servers(
             if proc.poll() is None:
                 proc.terminate()
         for proc, _, _ in started:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
 
 
 @contextmanager

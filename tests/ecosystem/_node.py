@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._servers import free_port, wait_for_port
+from .._servers import free_port, listening_process
 
 HERE = Path(__file__).resolve().parent
 NODE_MODULES = HERE / "node_modules"
@@ -57,23 +57,7 @@ def run_node_json(script: str, *args: str, timeout: float = 180, env: dict[str, 
 def node_server(script: str, *args: str, log: Path) -> Iterator[str]:
     """Start ``node SCRIPT ARGS... PORT`` on a free loopback port; yield ``http://127.0.0.1:PORT``."""
     port = free_port()
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [node_binary() or "node", str(HERE / script), *args, str(port)],
-            cwd=HERE,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        try:
-            wait_for_port(port, timeout=60, proc=proc)
-        except (RuntimeError, TimeoutError) as exc:
-            raise AssertionError(f"node {script} did not start: {exc}\n{log.read_text()[-3000:]}") from exc
+    with listening_process(
+        [node_binary() or "node", str(HERE / script), *args, str(port)], port, log, cwd=HERE, timeout=60
+    ):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +28,7 @@ from server.config import ConfigError, Settings
 from server.security_settings import ApiKeyConfig
 
 from .._auth import ADMIN, TestKey
+from ._cli import serve_with_only
 from ._graphql import REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
 
 SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
@@ -280,13 +280,7 @@ def test_the_serve_command_refuses_insecure_or_invalid_security_settings(
     variables: dict[str, str],
     expected: str,
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
-        monkeypatch.delenv(key)
-    for key, value in variables.items():
-        monkeypatch.setenv(key, value)
-
-    status = main(["serve"])
+    status = serve_with_only(monkeypatch, tmp_path, variables)
 
     out, err = capsys.readouterr()
     assert status == 2
@@ -298,12 +292,7 @@ def test_the_serve_command_refuses_insecure_or_invalid_security_settings(
 def test_the_host_flag_counts_for_the_loopback_rule(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("RUNSGATE_AUTH", "off")
-
-    status = main(["serve", "--host", "0.0.0.0"])
+    status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, "--host", "0.0.0.0")
 
     assert status == 2
     assert "'0.0.0.0', which is not a loopback address" in capsys.readouterr().err

@@ -6,15 +6,13 @@ more cases go through the same CLI entry point in-process.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from server.cli import main
-
 from .._servers import ROOT, SERVE, server_env
+from ._cli import serve_with_only
 
 PROCESS_CASES = {"RUNSGATE_PORT": "abc", "MONGODB_URI": "http://x"}
 """Variable -> invalid value, each given alone to a real ``python -m server serve``."""
@@ -83,15 +81,8 @@ def test_the_serve_command_names_every_invalid_variable(
     variables: dict[str, str],
     named: list[str],
 ) -> None:
-    # given an environment (and no .env file) with invalid variables
-    monkeypatch.chdir(tmp_path)
-    for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
-        monkeypatch.delenv(key)
-    for key, value in variables.items():
-        monkeypatch.setenv(key, value)
-
-    # when the serve command runs
-    status = main(["serve"])
+    # when the serve command runs in an environment (and no .env file) with invalid variables
+    status = serve_with_only(monkeypatch, tmp_path, variables)
 
     # then it returns 2 before serving, naming each invalid variable on stderr
     out, err = capsys.readouterr()

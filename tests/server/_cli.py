@@ -1,0 +1,21 @@
+"""Running the ``runsgate serve`` command in-process with an environment of the test's choosing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from server.cli import main
+
+
+def serve_with_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variables: dict[str, str], *args: str) -> int:
+    """``runsgate serve ARGS`` with exactly ``variables`` as its settings (no other ``RUNSGATE_*``,
+    no ``MONGODB_URI``, no ``.env``: it runs in ``tmp_path``); returns its exit status."""
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
+        monkeypatch.delenv(key)
+    for key, value in variables.items():
+        monkeypatch.setenv(key, value)
+    return main(["serve", *args])

@@ -10,7 +10,9 @@ list (``sortedcontainers``).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Hashable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -119,7 +121,46 @@ class ListingIndex:
         before: SortKey | None,
         from_end: bool,
     ) -> list[str]:
-        """Run ids of one listing page, newest first (same arguments as ``SnapshotStore.list_runs``)."""
+        """Run ids of one listing page, newest first (same arguments as ``SnapshotStore.list_runs``).
+
+        ``run_filter`` must be ``normalized_filter``-ed. With ``resource_ids`` (a principal limited
+        to k resources), the page of each allowed resource is read from its own list and the k
+        pages are merged in listing order: O(k (log n + page)).
+        """
+        if run_filter.resource_ids is None:
+            keys = self._page_keys(agent_id, run_filter, limit, skip, after, before, from_end)
+        else:
+            wanted = None if limit is None else (limit if from_end else skip + limit)
+            pages = [
+                self._page_keys(
+                    agent_id,
+                    replace(run_filter, resource_id=resource, resource_ids=None),
+                    wanted,
+                    0,
+                    after,
+                    before,
+                    from_end,
+                )
+                for resource in sorted(run_filter.resource_ids)
+            ]
+            merged = list(heapq.merge(*pages, reverse=True))
+            if from_end:
+                keys = merged if limit is None else merged[max(0, len(merged) - limit) :]
+            else:
+                keys = merged[skip:] if limit is None else merged[skip : skip + limit]
+        return [run_id for _, run_id in keys]
+
+    def _page_keys(
+        self,
+        agent_id: str,
+        run_filter: RunFilter,
+        limit: int | None,
+        skip: int,
+        after: SortKey | None,
+        before: SortKey | None,
+        from_end: bool,
+    ) -> list[Key]:
+        """The keys of one page of one filter combination, newest first."""
         keys, lo, hi = self._range(agent_id, run_filter, after, before)
         if keys is None:
             return []
@@ -130,12 +171,18 @@ class ListingIndex:
             start = lo if limit is None else max(lo, stop - limit)
         if stop <= start:
             return []
-        return [run_id for _, run_id in keys.islice(start, stop, reverse=True)]
+        return list(keys.islice(start, stop, reverse=True))
 
     def count(self, agent_id: str, run_filter: RunFilter) -> int:
-        """Number of matching runs, by two bisections (O(log n))."""
-        _, lo, hi = self._range(agent_id, run_filter, None, None)
-        return hi - lo
+        """Number of matching runs, by two bisections per list (O(log n), or O(k log n) with
+        ``resource_ids``)."""
+        if run_filter.resource_ids is None:
+            _, lo, hi = self._range(agent_id, run_filter, None, None)
+            return hi - lo
+        return sum(
+            self.count(agent_id, replace(run_filter, resource_id=resource, resource_ids=None))
+            for resource in run_filter.resource_ids
+        )
 
 
 __all__ = ["ListingIndex"]

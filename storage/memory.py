@@ -7,17 +7,15 @@ loop every write is atomic, like a single-document update in MongoDB.
 
 Listing reads a sorted index of ``(createdAt, runId)`` per filter combination
 (``_listing_index``), so a page and a count cost O(log n + page) at any number of stored runs,
-as on MongoDB's indexes; it never scans or sorts all runs. A principal limited to k resources
-(``RunFilter.resource_ids``) reads the per-resource lists and merges them: O(k (log n + page)).
+as on MongoDB's indexes; it never scans or sorts all runs (a principal limited to k resources
+costs k lists: ``ListingIndex.page``).
 """
 
 from __future__ import annotations
 
 import copy
-import heapq
 import itertools
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -113,61 +111,19 @@ class MemorySnapshotStore:
         before: SortKey | None = None,
         from_end: bool = False,
     ) -> list[SnapshotDocument]:
-        f = normalized_filter(run_filter)
-        if f.resource_ids is None:
-            run_ids = self._listing.page(
-                agent_id, f, limit=limit, skip=skip, after=after, before=before, from_end=from_end
-            )
-        else:
-            run_ids = self._restricted_page(
-                agent_id, f, limit=limit, skip=skip, after=after, before=before, from_end=from_end
-            )
+        run_ids = self._listing.page(
+            agent_id,
+            normalized_filter(run_filter),
+            limit=limit,
+            skip=skip,
+            after=after,
+            before=before,
+            from_end=from_end,
+        )
         return [_copy(self._runs[run_id]) for run_id in run_ids]
 
-    def _restricted_page(
-        self,
-        agent_id: str,
-        f: RunFilter,
-        *,
-        limit: int | None,
-        skip: int,
-        after: SortKey | None,
-        before: SortKey | None,
-        from_end: bool,
-    ) -> list[str]:
-        """A page limited to ``f.resource_ids``: the page of each allowed resource (its sorted
-        keys), merged in listing order. O(k (log n + page)) for k allowed resources."""
-        assert f.resource_ids is not None
-        wanted = None if limit is None else (limit if from_end else skip + limit)
-        pages = [
-            self._listing.page(
-                agent_id,
-                replace(f, resource_id=resource, resource_ids=None),
-                limit=wanted,
-                skip=0,
-                after=after,
-                before=before,
-                from_end=from_end,
-            )
-            for resource in sorted(f.resource_ids)
-        ]
-
-        def key(run_id: str) -> tuple[datetime, str]:
-            return (self._runs[run_id]["createdAt"], run_id)
-
-        merged = list(heapq.merge(*pages, key=key, reverse=True))
-        if from_end:
-            return merged if limit is None else merged[max(0, len(merged) - limit) :]
-        return merged[skip:] if limit is None else merged[skip : skip + limit]
-
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
-        f = normalized_filter(run_filter)
-        if f.resource_ids is None:
-            return self._listing.count(agent_id, f)
-        return sum(
-            self._listing.count(agent_id, replace(f, resource_id=resource, resource_ids=None))
-            for resource in f.resource_ids
-        )
+        return self._listing.count(agent_id, normalized_filter(run_filter))
 
     async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
         doc = self._owned(agent_id, run_id)

@@ -82,10 +82,11 @@ class Continuation:
         captured: list[ModelMessage] = []
         try:
             async with renewing_claim(self.store, agent_id, run_id, by=me, ttl=self.claim_ttl, clock=self.now):
-                history = await self.store.load_history(agent_id, run_id)
-                if history is None:
+                stored = await self.store.load_history(agent_id, run_id)
+                if stored is None:
                     raise LookupError(f"the message history of run {run_id!r} is missing")
-                already_ran = results_applied(ModelMessagesTypeAdapter.validate_json(history), call_ids)
+                history = ModelMessagesTypeAdapter.validate_json(stored)
+                already_ran = results_applied(history, call_ids)
                 results = None if already_ran else deferred_tool_results(claimed["toolCalls"])
                 with capture_run_messages() as captured:
                     ran = await run_agent(agent, scope, model=self.model, history=history, results=results)

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import ModelMessagesTypeAdapter
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
@@ -40,10 +39,11 @@ async def run_agent(
     *,
     model: Model | str | None,
     prompt: str | None = None,
-    history: bytes | None = None,
+    history: Sequence[ModelMessage] | None = None,
     results: DeferredToolResults | None = None,
 ) -> Finished | Deferred:
-    """Run ``agent`` with ``scope`` current, from a prompt or from a stored history plus results.
+    """Run ``agent`` with ``scope`` current, from a prompt or from a stored history (parsed with
+    ``ModelMessagesTypeAdapter``) plus results.
 
     An agent whose ``output_type`` lacks ``DeferredToolRequests`` gets it added for the run, so
     any registered agent can suspend. (pydantic-ai refuses a run-time ``output_type`` for an
@@ -52,9 +52,7 @@ async def run_agent(
     Raises:
         Exception: Whatever the model, a tool or pydantic-ai raised.
     """
-    messages: Sequence[ModelMessage] | None = None
-    if history is not None:
-        messages = ModelMessagesTypeAdapter.validate_json(history)
+    messages = history
     output_type = _output_type_with_deferred(agent)
     with entered(scope):
         if output_type is None:

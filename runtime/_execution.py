@@ -52,16 +52,15 @@ async def run_agent(
     Raises:
         Exception: Whatever the model, a tool or pydantic-ai raised.
     """
-    messages = history
     output_type = _output_type_with_deferred(agent)
     with entered(scope):
         if output_type is None:
-            result = await agent.run(prompt, message_history=messages, deferred_tool_results=results, model=model)
+            result = await agent.run(prompt, message_history=history, deferred_tool_results=results, model=model)
         else:
             result = await agent.run(
                 prompt,
                 output_type=output_type,
-                message_history=messages,
+                message_history=history,
                 deferred_tool_results=results,
                 model=model,
             )

@@ -7,7 +7,6 @@ each mapped from a runtime domain error. Invalid query arguments are GraphQL err
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import strawberry
@@ -31,8 +30,6 @@ from runtime import (
 from storage import StoreUnavailableError
 
 from .types import ToolCallDecision
-
-logger = logging.getLogger("runsgate.graphql")
 
 ErrorCodeEnum = strawberry.enum(ErrorCode, name="ErrorCode", description="Code of a `UserError`.")
 
@@ -204,8 +201,7 @@ class ErrorMasking(MaskErrors):
     def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
         processed = []
         for error in errors:
-            if isinstance(error.original_error, StoreUnavailableError):
-                logger.warning("store unavailable in %s: %s", error.path, error.original_error)
+            if isinstance(error.original_error, StoreUnavailableError):  # logged by process_errors
                 processed.append(_store_unavailable(error))
             else:
                 processed.extend(super()._process_errors([error]))

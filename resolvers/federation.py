@@ -21,6 +21,8 @@ from graphql import GraphQLError
 from strawberry.federation.schema import FederationAny
 from strawberry.types import ExecutionContext, Info
 
+from storage import StoreUnavailableError
+
 from .errors import QueryArgumentError
 
 logger = logging.getLogger("runsgate.graphql")
@@ -57,9 +59,14 @@ class FederationSchema(strawberry.federation.Schema):
         return super().entities_resolver(info, checked)
 
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
-        """One INFO line per error of a response (faults were logged with their traceback already)."""
+        """One line per error of a response: WARNING for a store outage (answered as
+        ``STORE_UNAVAILABLE``, ``resolvers.errors.ErrorMasking``), else INFO (faults were logged
+        with their traceback already)."""
         for error in errors:
-            logger.info("GraphQL error at %s: %s", error.path or "request", error.message)
+            if isinstance(error.original_error, StoreUnavailableError):
+                logger.warning("store unavailable in %s: %s", error.path, error.original_error)
+            else:
+                logger.info("GraphQL error at %s: %s", error.path or "request", error.message)
 
 
 __all__ = ["ENTITY_KEYS", "FederationSchema"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -59,6 +60,12 @@ async def act(ctx: RunContext[None], label: str, delay: float = 0.0) -> str:
         await asyncio.sleep(delay)
     _record(label, ctx.tool_call_id)
     return f"did {label}"
+
+
+def side_effect_lines(path: Path, token: str) -> list[list[str]]:
+    """The lines ``act`` wrote to ``path`` (``label, toolCallId, pid``) for runs started with ``token``."""
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return [row for row in rows if row[0].split("#")[0] == token]
 
 
 def _record(label: str, tool_call_id: str | None) -> None:

@@ -25,6 +25,7 @@ from storage import SCHEMA_VERSION
 from tests._servers import ROOT, SERVE, RunsgateServer, free_port, runsgate_servers, server_env, with_database
 
 from ._graphql import START_RESULT, decide, gql, listing, run_events, start_run, suspended_run, token
+from .agents import side_effect_lines
 
 pytestmark = pytest.mark.mongo
 
@@ -42,8 +43,8 @@ class Pair:
     model_down: Path
 
     def lines(self, tok: str) -> list[list[str]]:
-        rows = [line.split("\t") for line in self.side_effects.read_text(encoding="utf-8").splitlines() if line]
-        return [row for row in rows if row[0].split("#")[0] == tok]
+        """Side-effect lines (``label, toolCallId, pid``) of runs started with ``tok``."""
+        return side_effect_lines(self.side_effects, tok)
 
 
 @pytest.fixture

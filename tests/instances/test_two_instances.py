@@ -37,6 +37,7 @@ from ._graphql import (
     when,
     without_events,
 )
+from .agents import side_effect_lines
 
 pytestmark = pytest.mark.mongo
 
@@ -54,9 +55,7 @@ class Cluster:
 
     def lines(self, token: str) -> list[list[str]]:
         """Side-effect lines (``label, toolCallId, pid``) of runs started with ``token``."""
-        text = self.side_effects.read_text(encoding="utf-8")
-        rows = [line.split("\t") for line in text.splitlines() if line]
-        return [row for row in rows if row[0].split("#")[0] == token]
+        return side_effect_lines(self.side_effects, token)
 
 
 @pytest.fixture(scope="module")

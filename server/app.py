@@ -79,7 +79,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             max_page_size=settings.max_page_size,
             max_resume_data_bytes=settings.max_resume_data_bytes,
             max_resume_data_depth=settings.max_resume_data_depth,
-            tool_rules=tuple(ToolApprovalRule(**rule.model_dump()) for rule in settings.tool_rules),
+            tool_rules=state.tool_rules,
             request=request,
             response=response,
             events=state.events,
@@ -124,6 +124,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if settings.seed_runs:
             await _seed_at_start(store, settings)
         app.state.settings = settings
+        app.state.tool_rules = tuple(ToolApprovalRule(**rule.model_dump()) for rule in settings.tool_rules)
         app.state.store = store
         app.state.runs = RunManager(
             store,

@@ -198,6 +198,13 @@ class ErrorMasking(MaskErrors):
     Every other error goes through ``should_mask_error`` as in ``MaskErrors``.
     """
 
+    def _process_result(self, result: object) -> None:
+        """``MaskErrors._process_result`` without its ``isinstance`` check against a runtime
+        ``Protocol`` (about 15 µs a request); a result without ``errors`` is left alone as there."""
+        errors = getattr(result, "errors", None)
+        if errors:
+            result.errors = self._process_errors(errors)  # type: ignore[attr-defined]
+
     def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
         processed = []
         for error in errors:

@@ -56,6 +56,15 @@ DECISIONS = Counter(
     ["kind", "outcome"],
 )
 
+COMPILED_COMPLETIONS = Counter(
+    "runsgate_graphql_compiled_completions",
+    "Objects of query results that a compiled serializer tried to complete (resolvers/compiled.py): "
+    "outcome `compiled`, or `fallback` when graphql-core completed them instead.",
+    ["outcome"],
+)
+COMPILED = COMPILED_COMPLETIONS.labels("compiled")
+COMPILED_FALLBACK = COMPILED_COMPLETIONS.labels("fallback")
+
 DecisionKind = Literal["approve", "decline", "resume"]
 for _kind in ("approve", "decline", "resume"):
     for _outcome in ("recorded", "conflict"):

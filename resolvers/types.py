@@ -31,6 +31,13 @@ class DecisionKind(enum.Enum):
     RESUMED = "resumed"
 
 
+_RUN_STATUSES = {status.value: status for status in RunStatus}
+_DECISION_KINDS = {kind.value: kind for kind in DecisionKind}
+"""Stored value -> member: what ``RunStatus(value)`` returns, without ``EnumMeta.__call__`` (a page
+converts 20+ of them). An unknown value raises ``KeyError`` instead of ``ValueError``; both are
+masked as an unexpected fault."""
+
+
 @strawberry.type(description="The decision recorded on a tool call (exactly one per call).")
 class ToolCallDecision:
     kind: DecisionKind
@@ -41,7 +48,7 @@ class ToolCallDecision:
     @classmethod
     def from_document(cls, doc: DecisionDocument) -> ToolCallDecision:
         return cls(
-            kind=DecisionKind(doc["kind"]),
+            kind=_DECISION_KINDS[doc["kind"]],
             decided_at=doc["decidedAt"],
             decided_by=doc["decidedBy"],
             reason=doc["reason"],
@@ -67,7 +74,7 @@ class SuspendedToolCall:
             args=doc["args"],
             requires_approval=doc["requiresApproval"],
             suspend_payload=doc["suspendPayload"],
-            resume_schema=cast(JSON | None, doc["resumeSchema"]),
+            resume_schema=cast("JSON | None", doc["resumeSchema"]),  # a string: no Union built per call
             decision=None if decision is None else ToolCallDecision.from_document(decision),
         )
 
@@ -129,7 +136,7 @@ class SuspendedRun(relay.Node):
         return cls(
             run_id=strawberry.ID(doc["_id"]),
             agent_id=strawberry.ID(doc["agentId"]),
-            status=RunStatus(doc["status"]),
+            status=_RUN_STATUSES[doc["status"]],
             thread_id=doc["threadId"],
             resource_id=doc["resourceId"],
             parent_run_id=None if doc["parentRunId"] is None else strawberry.ID(doc["parentRunId"]),

@@ -168,6 +168,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             extensions=graphql_extensions(settings),
             max_batch=settings.max_batch,
             extra_extensions=tracing.extensions if tracing.enabled else (),
+            compiled_execution=settings.compiled_execution,
         ),
         graphql_ide="graphiql" if settings.graphiql else None,
         subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],

@@ -77,6 +77,10 @@ class Settings(SecuritySettings):
     """Memory store only: the seeded runs go to the first N of refund-agent, weather-agent."""
     seed_threads: Annotated[int, Field(ge=1)] = 100
     """Memory store only: distinct thread ids of the seeded runs."""
+    compiled_execution: bool = True
+    """Complete query results whose selected fields are plain attributes with compiled serializers
+    instead of graphql-core's per-field execution (same responses, several times less CPU a page;
+    ``resolvers/compiled.py``). ``false`` executes every field through graphql-core."""
     bench_endpoints: bool = False
     """Mount ``POST /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 

@@ -1,6 +1,7 @@
 """The request limits keep the validation cache effective (``server/limits.py``).
 
-Strawberry's ``ValidationCache`` keys validated documents by the validation rules too; a limit
+The validation cache (``resolvers.schema.DocumentValidationCache``, like Strawberry's
+``ValidationCache``) keys validated documents by the validation rules too; a limit
 extension that made a new rule class per request made every request miss (validation ran for
 every page, 3x the CPU). Not a timing test: it counts cache hits of the same document sent twice
 through the app, with every limit on.
@@ -9,8 +10,8 @@ through the app, with every limit on.
 from __future__ import annotations
 
 import httpx
-from strawberry.extensions.validation_cache import _get_validate_cache
 
+from resolvers.schema import _validate
 from server.app import create_app
 from server.config import Settings
 
@@ -19,7 +20,7 @@ QUERY = '{ suspendedRuns(agentId: "refund-agent", first: 5) { totalCount nodes {
 
 async def test_the_same_document_is_validated_once() -> None:
     app = create_app(Settings(mongodb_uri=None, auth=False, introspection=False))  # loopback: auth may be off
-    cache = _get_validate_cache(256)  # the shared LRU of ValidationCache(maxsize=256), resolvers/schema.py
+    cache = _validate  # the LRU of resolvers.schema.DocumentValidationCache
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,

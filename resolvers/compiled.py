@@ -1,0 +1,450 @@
+"""Compiled completion of query results: objects whose selected fields are all plain attributes
+are serialized by a direct function instead of graphql-core's per-field execution (issue 6 §5).
+
+graphql-core completes every field of a response the same way: ``execute_field`` builds a
+``GraphQLResolveInfo``, calls the field's resolver, checks the result for awaitables, then
+``complete_value`` dispatches on the field's type. A page of 20 runs has about 305 fields, and
+that machinery was about 80% of a page's CPU time (bench/RESULTS.md).
+
+``CompiledExecutor`` is Strawberry's graphql-core executor with one method changed:
+``collect_and_execute_subfields``, which graphql-core calls to complete an object value once its
+``is_type_of`` check passed. For a **query** operation, the object's selection is first
+collected by graphql-core's own ``collect_subfields`` (fragments, ``@skip``/``@include`` with this
+request's variables, field merging, response keys and their order, memoized per request). When
+every collected field is
+
+- ``__typename``, or
+- a Strawberry *basic* field (no resolver, no field extension, no permission class: its resolver
+  is marked ``_is_default`` and reads one attribute, ``StrawberryField.is_basic_field``) with no
+  arguments, whose type is a scalar, an enum, an object type whose own selection qualifies, or a
+  list or non-null of those (no interface or union),
+
+the object is completed by a serializer built from those fields once per request: each field's
+own resolver is called without an ``info`` (as Strawberry's basic resolver does anyway) and its
+value completed with the type's own ``coerce_output_value`` (GraphQL spec, "Value Completion").
+The output is the dict graphql-core would build: same keys, same order, same values.
+
+Everything that would make graphql-core do anything else falls back to graphql-core for that
+whole object, which then runs again from its source value (basic fields only read attributes,
+so reading them twice changes nothing): a null or an exception value where the type is non-null,
+a value ``coerce_output_value`` rejects or raises on, an awaitable, a list that is not a ``list``,
+an object value whose ``is_type_of`` is not ``True``, or any exception while serializing. Errors,
+their messages, paths and null propagation therefore always come from graphql-core itself.
+
+Not compiled, so executed exactly as before: mutations and subscriptions (their results are
+small; a differential test cannot replay side effects), objects selecting any field with a
+resolver (``SuspendedRun.id``, ``events``, ``totalCount``, ``nodes``...), and every operation of a
+request whose schema extensions wrap resolvers (graphql-core middleware, such as the
+OpenTelemetry extension's per-field spans).
+
+``RUNSGATE_COMPILED_EXECUTION=false`` turns it off (``server.config.Settings``).
+``tests/resolvers/test_compiled_execution.py`` runs every GraphQL document of the test suite, and
+generated ones, through both executors and compares the responses byte for byte.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from graphql import (
+    GraphQLBoolean,
+    GraphQLID,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLString,
+    OperationType,
+    Undefined,
+    is_leaf_type,
+    is_list_type,
+    is_non_null_type,
+    is_object_type,
+)
+from graphql.execution.collect_fields import FieldDetailsList
+from graphql.language import FieldNode, OperationDefinitionNode, VariableNode
+from graphql.pyutils import Path
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from strawberry.schema.schema_converter import GraphQLCoreConverter
+from strawberry.types.field import StrawberryField
+
+from .metrics import COMPILED, COMPILED_FALLBACK
+
+ObjectSerializer = Callable[[Any], dict[str, Any]]
+"""Completes one object value (already checked by graphql-core) into its response dict; raises
+``_Fallback`` (or anything) where graphql-core would not produce the same dict."""
+
+INERT_TYPES = frozenset({str, int, float, bool, dict, list, tuple, datetime})
+"""Value types whose exact instances are neither exceptions nor awaitables (no check needed)."""
+
+SHARED_CACHE_SIZE = 1024
+"""Compiled objects kept across requests (least recently used dropped first)."""
+
+
+class _Fallback(Exception):
+    """The compiled serializer met a value that graphql-core completes differently."""
+
+
+@dataclass(frozen=True, slots=True)
+class _CompiledObject:
+    """The generated functions of one object type under one selection."""
+
+    serialize: ObjectSerializer
+    """The response dict of a value graphql-core already accepted for the type."""
+    complete: Callable[[Any], dict[str, Any] | None]
+    """``complete_value`` for the nullable type: null stays null, other values are checked."""
+    complete_non_null: ObjectSerializer
+    """``complete_value`` for the non-null type: null falls back."""
+
+
+class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
+    """graphql-core's executor, completing qualifying objects of query results directly.
+
+    Pass it as ``execution_context_class`` to a Strawberry schema. Results are identical to
+    Strawberry's executor (``StrawberryGraphQLCoreExecutionContext``); see the module docstring for
+    what qualifies and when it falls back.
+
+    Attributes:
+        compiled_objects: Objects of this operation completed by a compiled serializer.
+        fallbacks: Compiled attempts that fell back to graphql-core.
+    """
+
+    compiled_objects: int
+    fallbacks: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        middleware = self.middleware_manager
+        self._compiling = self.operation.operation is OperationType.QUERY and not (
+            middleware is not None and middleware.middlewares
+        )
+        # (object type, id(field details list)) -> (the list, kept alive so its id stays
+        # unique, and its compiled object or None when the selection does not qualify)
+        self._compiled: dict[tuple[GraphQLObjectType, int], tuple[FieldDetailsList, _CompiledObject | None]] = {}
+        self._directive_values: tuple[Any, ...] | None = None
+        self.compiled_objects = 0
+        self.fallbacks = 0
+
+    def collect_and_execute_subfields(
+        self,
+        return_type: GraphQLObjectType,
+        field_details_list: FieldDetailsList,
+        path: Path,
+        result: Any,
+        position_context: Any,
+    ) -> Any:
+        if self._compiling:
+            compiled = self._shared_compiled(return_type, field_details_list)
+            if compiled is not None:
+                try:
+                    completed = compiled.serialize(result)
+                except Exception:  # any surprise: graphql-core completes this object
+                    self.fallbacks += 1
+                    COMPILED_FALLBACK.inc()
+                else:
+                    self.compiled_objects += 1
+                    COMPILED.inc()
+                    return completed
+        return super().collect_and_execute_subfields(return_type, field_details_list, path, result, position_context)
+
+    def _shared_compiled(
+        self, object_type: GraphQLObjectType, field_details_list: FieldDetailsList
+    ) -> _CompiledObject | None:
+        """``_compile_object``, reused across requests of the same document.
+
+        What ``collect_subfields`` returns below an object depends only on the object type, the
+        field nodes (the same objects for every request of a document, thanks to
+        ``ParserCache``), the document's fragments and the values of the variables its
+        directives read (``@skip(if: $v)``). Those make the key; the entry keeps the nodes
+        alive, so their ids stay unique while it exists.
+        """
+        nodes = tuple(detail.node for detail in field_details_list)
+        if self._directive_values is None:
+            self._directive_values = _directive_values(
+                self.operation, self.fragment_definitions, self.variable_values.coerced
+            )
+        key = (object_type, tuple(map(id, nodes)), self._directive_values, self.is_awaitable)
+        cached = _SHARED.get(key)
+        if cached is not None:
+            _SHARED.move_to_end(key)
+            return cached[1]
+        compiled = self._compile_object(object_type, field_details_list)
+        _SHARED[key] = (nodes, compiled)
+        if len(_SHARED) > SHARED_CACHE_SIZE:
+            _SHARED.popitem(last=False)
+        return compiled
+
+    def _compile_object(
+        self, object_type: GraphQLObjectType, field_details_list: FieldDetailsList
+    ) -> _CompiledObject | None:
+        """The compiled object of ``object_type`` under this selection, or None when it does not
+        qualify."""
+        key = (object_type, id(field_details_list))
+        known = self._compiled.get(key)
+        if known is not None:
+            return known[1]
+        grouped_field_set, new_defer_usages, _forbidden = self.collect_subfields(object_type, field_details_list)
+        compiled = None
+        if not new_defer_usages:
+            generator = _Generator(object_type, self.is_awaitable)
+            for response_key, details in grouped_field_set.items():
+                if not self._add_field(generator, object_type, response_key, details):
+                    break
+            else:
+                compiled = generator.build()
+        self._compiled[key] = (field_details_list, compiled)
+        return compiled
+
+    def _add_field(
+        self, generator: _Generator, parent_type: GraphQLObjectType, response_key: str, details: FieldDetailsList
+    ) -> bool:
+        """Add one collected field to the generated code; False when it does not qualify."""
+        if any(detail.fragment_variable_values is not None for detail in details):
+            return False  # experimental fragment arguments: graphql-core's business
+        name = details[0].node.name.value
+        if name == "__typename":
+            generator.constant(response_key, parent_type.name)
+            return True
+        field_def = self.schema.get_field(parent_type, name)
+        if field_def is None or field_def.args or field_def.resolve is None:
+            return False
+        if not getattr(field_def.resolve, "_is_default", False):
+            return False
+        if not self._compile_below(field_def.type, details):
+            return False
+        generator.field(response_key, field_def.type, field_def.resolve, field_def.extensions, self._nested(details))
+        return True
+
+    def _compile_below(self, type_: GraphQLOutputType, details: FieldDetailsList) -> bool:
+        """Whether every type reachable in ``type_`` compiles under this selection."""
+        while is_non_null_type(type_) or is_list_type(type_):
+            type_ = type_.of_type
+        if is_leaf_type(type_):
+            return True
+        if is_object_type(type_):
+            return self._compile_object(type_, details) is not None
+        return False  # interfaces and unions: graphql-core resolves the runtime type
+
+    def _nested(self, details: FieldDetailsList) -> Callable[[GraphQLObjectType], _CompiledObject]:
+        def nested(object_type: GraphQLObjectType) -> _CompiledObject:
+            compiled = self._compile_object(object_type, details)
+            assert compiled is not None  # checked by _compile_below
+            return compiled
+
+        return nested
+
+
+class _Generator:
+    """Writes the source of one object's functions (``_CompiledObject``), field by field.
+
+    For ``{ runId status }`` on ``SuspendedRun`` the body is::
+
+        def serialize(source):
+            v0 = source.run_id
+            if type(v0) is not str:
+                if v0 is None or v0 is U: raise F
+                ...                      # the general leaf completion below
+            v1 = source.status
+            if v1 is None or v1 is U: raise F
+            if type(v1) not in I and (isinstance(v1, Exception) or aw(v1)): raise F
+            v1 = k1(v1)
+            if v1 is None or v1 is U: raise F
+            return {'runId': v0, 'status': v1}
+
+    Names bound in the namespace: ``U`` (``Undefined``), ``F`` (the fallback exception), ``I``
+    (``INERT_TYPES``), ``aw`` (the executor's ``is_awaitable``), ``k<i>`` (a leaf type's
+    ``coerce_output_value``), ``o<i>`` (a nested compiled object), ``g<i>`` (a resolver that is
+    not a plain attribute read). Response keys are GraphQL names and attributes are Python
+    identifiers, so the source holds nothing else.
+    """
+
+    def __init__(self, object_type: GraphQLObjectType, is_awaitable: Callable[[Any], bool]) -> None:
+        self.object_type = object_type
+        self.namespace: dict[str, Any] = {
+            "U": Undefined,
+            "F": _Fallback,
+            "I": INERT_TYPES,
+            "aw": is_awaitable,
+            "is_type_of": object_type.is_type_of,
+            "origin": _inert_origin(object_type),
+        }
+        self.lines: list[str] = []
+        self.entries: list[str] = []
+        self.count = 0
+
+    def constant(self, response_key: str, value: str) -> None:
+        self.entries.append(f"{response_key!r}: {value!r}")
+
+    def field(
+        self,
+        response_key: str,
+        type_: GraphQLOutputType,
+        resolve: Callable[..., Any],
+        extensions: dict[str, Any] | None,
+        nested: Callable[[GraphQLObjectType], _CompiledObject],
+    ) -> None:
+        variable = self._name("v")
+        self.lines.append(f"    {variable} = {self._read(resolve, extensions)}")
+        self.lines.extend(self._complete(variable, type_, nested, "    "))
+        self.entries.append(f"{response_key!r}: {variable}")
+
+    def _name(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def _bind(self, prefix: str, value: Any) -> str:
+        name = self._name(prefix)
+        self.namespace[name] = value
+        return name
+
+    def _read(self, resolve: Callable[..., Any], extensions: dict[str, Any] | None) -> str:
+        """``source.<attribute>`` when the resolver is Strawberry's ``StrawberryField.get_result``
+        with the default ``getattr`` resolver (that resolver's exact effect, without three
+        calls); else a call of the resolver itself, without info."""
+        field = (extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+        if isinstance(field, StrawberryField) and field.is_basic_field and field.default_resolver is getattr:
+            name = field.python_name
+            if name.isidentifier() and not keyword.iskeyword(name):
+                return f"source.{name}"
+        return f"{self._bind('g', resolve)}(source, None)"
+
+    def _complete(
+        self,
+        variable: str,
+        type_: GraphQLOutputType,
+        nested: Callable[[GraphQLObjectType], _CompiledObject],
+        indent: str,
+    ) -> list[str]:
+        """Statements replacing ``variable`` by its completed value (GraphQL spec, "Value
+        Completion"), raising ``F`` wherever graphql-core would report an error."""
+        if is_non_null_type(type_):
+            inner = type_.of_type
+            if is_object_type(inner):
+                return [f"{indent}{variable} = {self._bind('o', nested(inner).complete_non_null)}({variable})"]
+            lines = [f"{indent}if {variable} is None or {variable} is U: raise F"]
+            return lines + self._complete_value(variable, inner, nested, indent)
+        if is_object_type(type_):
+            return [f"{indent}{variable} = {self._bind('o', nested(type_).complete)}({variable})"]
+        lines = [f"{indent}if {variable} is None or {variable} is U: {variable} = None", f"{indent}else:"]
+        return lines + self._complete_value(variable, type_, nested, indent + "    ")
+
+    def _complete_value(
+        self,
+        variable: str,
+        type_: GraphQLOutputType,
+        nested: Callable[[GraphQLObjectType], _CompiledObject],
+        indent: str,
+    ) -> list[str]:
+        """Statements completing a ``variable`` known not to be null, of a nullable ``type_``."""
+        if is_list_type(type_):
+            item = self._name("x")
+            items = self._name("l")
+            lines = [
+                f"{indent}if type({variable}) is not list: raise F",  # other iterables, awaitables...
+                f"{indent}{items} = []",
+                f"{indent}for {item} in {variable}:",
+            ]
+            lines += self._complete(item, type_.of_type, nested, indent + "    ")
+            lines += [f"{indent}    {items}.append({item})", f"{indent}{variable} = {items}"]
+            return lines
+        if is_object_type(type_):  # reached through a list of nullable objects only
+            return [f"{indent}{variable} = {self._bind('o', nested(type_).complete)}({variable})"]
+        coerce = self._bind("k", type_.coerce_output_value)  # type: ignore[union-attr]
+        general = [
+            f"{indent}if type({variable}) not in I and (isinstance({variable}, Exception) or aw({variable})): raise F",
+            f"{indent}{variable} = {coerce}({variable})",
+            f"{indent}if {variable} is None or {variable} is U: raise F",
+        ]
+        # String and ID return a str as it is, Boolean a bool: skip the call for those.
+        native = "str" if type_ is GraphQLString or type_ is GraphQLID else "bool" if type_ is GraphQLBoolean else None
+        if native is None:
+            return general
+        return [f"{indent}if type({variable}) is not {native}:"] + ["    " + line for line in general]
+
+    def build(self) -> _CompiledObject:
+        name = self.object_type.name
+        check = ["    if type(source) is not origin and (isinstance(source, Exception) or aw(source)): raise F"]
+        if self.object_type.is_type_of is not None:
+            # Strawberry's generated is_type_of ignores its info argument; one that needs it
+            # raises here, and graphql-core then calls it with the real info.
+            check.append("    if is_type_of(source, None) is not True: raise F")
+        source = "\n".join(
+            [
+                "def serialize(source):",
+                *self.lines,
+                "    return {" + ", ".join(self.entries) + "}",
+                "def complete(source):",
+                "    if source is None or source is U: return None",
+                *check,
+                "    return serialize(source)",
+                "def complete_non_null(source):",
+                "    if source is None or source is U: raise F",
+                *check,
+                "    return serialize(source)",
+            ]
+        )
+        exec(compile(source, f"<compiled {name}>", "exec"), self.namespace)  # source: see the class docstring
+        return _CompiledObject(
+            serialize=self.namespace["serialize"],
+            complete=self.namespace["complete"],
+            complete_non_null=self.namespace["complete_non_null"],
+        )
+
+
+def _inert_origin(object_type: GraphQLObjectType) -> type | None:
+    """The Python class behind a Strawberry object type when its exact instances can be neither
+    exceptions nor awaitables (so the check is skipped for them); else None."""
+    definition = (object_type.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    origin = getattr(definition, "origin", None)
+    if isinstance(origin, type) and not issubclass(origin, BaseException) and not hasattr(origin, "__await__"):
+        return origin
+    return None
+
+
+_SHARED: OrderedDict[tuple[Any, ...], tuple[tuple[FieldNode, ...], _CompiledObject | None]] = OrderedDict()
+
+# id(operation) -> (the operation, kept alive, and the names of the variables its directives read)
+_DIRECTIVE_VARIABLES: OrderedDict[int, tuple[OperationDefinitionNode, tuple[str, ...]]] = OrderedDict()
+
+
+def _directive_values(
+    operation: OperationDefinitionNode, fragments: dict[str, Any], variables: dict[str, Any]
+) -> tuple[Any, ...]:
+    """The names and values of the variables read by any directive of the operation or its
+    document's fragments (what ``@skip``/``@include`` decide on)."""
+    known = _DIRECTIVE_VARIABLES.get(id(operation))
+    if known is None or known[0] is not operation:
+        names: set[str] = set()
+        for root in (operation, *fragments.values()):
+            _collect_directive_variables(root, names)
+        known = (operation, tuple(sorted(names)))
+        _DIRECTIVE_VARIABLES[id(operation)] = known
+        if len(_DIRECTIVE_VARIABLES) > SHARED_CACHE_SIZE:
+            _DIRECTIVE_VARIABLES.popitem(last=False)
+    return tuple((name, variables.get(name)) for name in known[1])
+
+
+def _collect_directive_variables(node: Any, names: set[str]) -> None:
+    """Add the names of variables used in directive arguments anywhere below ``node``."""
+    for directive in getattr(node, "directives", None) or ():
+        for argument in directive.arguments or ():
+            _collect_variables(argument.value, names)
+    selection_set = getattr(node, "selection_set", None)
+    if selection_set is not None:
+        for selection in selection_set.selections:
+            _collect_directive_variables(selection, names)
+
+
+def _collect_variables(value: Any, names: set[str]) -> None:
+    if isinstance(value, VariableNode):
+        names.add(value.name.value)
+    for child in getattr(value, "values", None) or ():  # lists
+        _collect_variables(child, names)
+    for field in getattr(value, "fields", None) or ():  # objects
+        _collect_variables(field.value, names)
+
+
+__all__ = ["CompiledExecutor"]

@@ -63,9 +63,9 @@ async def call(app: ASGIApp, path: str, body: bytes) -> bytes:
 
 async def cpu_ms_per_request(runs: int = 10_000, requests: int = 200) -> dict[str, float]:
     """Scenario -> CPU milliseconds per request (best of ``ROUNDS`` rounds), after a warm-up."""
-    settings = {"mongodb_uri": None, "seed_runs": runs, "seed_threads": 1000, "bench_endpoints": True, "auth": False}
-    compiled = create_app(Settings(**settings))
-    standard = create_app(Settings(**settings, compiled_execution=False))
+    settings = Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, bench_endpoints=True, auth=False)
+    compiled = create_app(settings)
+    standard = create_app(settings.model_copy(update={"compiled_execution": False}))
     first = page_body(first=PAGE_SIZE).encode()
     thread = page_body(first=PAGE_SIZE, filter={"threadId": "thread-7"}).encode()
     scenarios = {

@@ -14,32 +14,38 @@ request's variables, field merging, response keys and their order, memoized per 
 every collected field is
 
 - ``__typename``, or
-- a Strawberry *basic* field (no resolver, no field extension, no permission class: its resolver
-  is marked ``_is_default`` and reads one attribute, ``StrawberryField.is_basic_field``) with no
-  arguments, whose type is a scalar, an enum, an object type whose own selection qualifies, or a
-  list or non-null of those (no interface or union),
+- a Strawberry *basic* field (``StrawberryField.is_basic_field``: no resolver, no field
+  extension, hence no permission class; and no exception handler, so Strawberry resolves it with
+  its attribute-reading ``_get_basic_result``) with no arguments, whose type is a scalar, an
+  enum, an object type whose own selection qualifies, or a list or non-null of those (no
+  interface or union),
 
-the object is completed by a serializer built from those fields once per request: each field's
-own resolver is called without an ``info`` (as Strawberry's basic resolver does anyway) and its
-value completed with the type's own ``coerce_output_value`` (GraphQL spec, "Value Completion").
-The output is the dict graphql-core would build: same keys, same order, same values.
+the object is completed by generated code (``_Generator``): each field's value is read as
+Strawberry's basic resolver reads it and completed with the type's own ``coerce_output_value``
+(GraphQL spec, "Value Completion"). The output is the dict graphql-core would build: same keys,
+same order, same values. The generated code is kept across requests of the same document and
+the same values of the variables its directives read.
 
 Everything that would make graphql-core do anything else falls back to graphql-core for that
 whole object, which then runs again from its source value (basic fields only read attributes,
 so reading them twice changes nothing): a null or an exception value where the type is non-null,
 a value ``coerce_output_value`` rejects or raises on, an awaitable, a list that is not a ``list``,
-an object value whose ``is_type_of`` is not ``True``, or any exception while serializing. Errors,
-their messages, paths and null propagation therefore always come from graphql-core itself.
+an object value whose ``is_type_of`` is not ``True``, or any exception while serializing; and an
+exception while compiling (graphql-core collects a nested selection only when it completes a
+value there, so only then may it raise). Errors, their messages, paths and null propagation
+therefore always come from graphql-core itself.
 
 Not compiled, so executed exactly as before: mutations and subscriptions (their results are
 small; a differential test cannot replay side effects), objects selecting any field with a
 resolver (``SuspendedRun.id``, ``events``, ``totalCount``, ``nodes``...), and every operation of a
 request whose schema extensions wrap resolvers (graphql-core middleware, such as the
-OpenTelemetry extension's per-field spans).
+OpenTelemetry extension's per-field spans), and every operation of a schema with ``@defer`` or
+``@stream`` (incremental delivery).
 
 ``RUNSGATE_COMPILED_EXECUTION=false`` turns it off (``server.config.Settings``).
-``tests/resolvers/test_compiled_execution.py`` runs every GraphQL document of the test suite, and
-generated ones, through both executors and compares the responses byte for byte.
+``tests/server/test_compiled_differential.py`` sends every query document of the test suite, and
+generated ones, to a compiled and a standard app and compares the responses byte for byte;
+``tests/resolvers/test_compiled_fallbacks.py`` does the same with adversarial Python values.
 """
 
 from __future__ import annotations
@@ -118,8 +124,12 @@ class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         middleware = self.middleware_manager
-        self._compiling = self.operation.operation is OperationType.QUERY and not (
-            middleware is not None and middleware.middlewares
+        self._compiling = (
+            self.operation.operation is OperationType.QUERY
+            and not (middleware is not None and middleware.middlewares)
+            # incremental delivery (@defer, @stream) splits results: graphql-core's business
+            and self.schema.get_directive("defer") is None
+            and self.schema.get_directive("stream") is None
         )
         # (object type, id(field details list)) -> (the list, kept alive so its id stays
         # unique, and its compiled object or None when the selection does not qualify)
@@ -171,7 +181,12 @@ class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
         if cached is not None:
             _SHARED.move_to_end(key)
             return cached[1]
-        compiled = self._compile_object(object_type, field_details_list)
+        try:
+            compiled = self._compile_object(object_type, field_details_list)
+        except Exception:
+            # e.g. a directive's variable that graphql-core only rejects if it ever collects that
+            # nested selection: graphql-core completes the object and raises where it would
+            return None
         _SHARED[key] = (nodes, compiled)
         if len(_SHARED) > SHARED_CACHE_SIZE:
             _SHARED.popitem(last=False)
@@ -209,12 +224,11 @@ class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
             generator.constant(response_key, parent_type.name)
             return True
         field_def = self.schema.get_field(parent_type, name)
-        if field_def is None or field_def.args or field_def.resolve is None:
-            return False
-        if not getattr(field_def.resolve, "_is_default", False):
+        if field_def is None or field_def.args or not _is_basic(field_def.resolve, field_def.extensions):
             return False
         if not self._compile_below(field_def.type, details):
             return False
+        assert field_def.resolve is not None  # _is_basic
         generator.field(response_key, field_def.type, field_def.resolve, field_def.extensions, self._nested(details))
         return True
 
@@ -366,7 +380,10 @@ class _Generator:
 
     def build(self) -> _CompiledObject:
         name = self.object_type.name
-        check = ["    if type(source) is not origin and (isinstance(source, Exception) or aw(source)): raise F"]
+        check = [
+            "    if (type(source) is not origin or '__await__' in source.__dict__)"
+            " and (isinstance(source, Exception) or aw(source)): raise F"
+        ]
         if self.object_type.is_type_of is not None:
             # Strawberry's generated is_type_of ignores its info argument; one that needs it
             # raises here, and graphql-core then calls it with the real info.
@@ -394,12 +411,37 @@ class _Generator:
         )
 
 
+def _is_basic(resolve: Callable[..., Any] | None, extensions: dict[str, Any] | None) -> bool:
+    """Whether a field is resolved by Strawberry's resolver of a basic field: a
+    ``StrawberryField`` with no resolver, no field extension (permission classes are one) and no
+    exception handler, whose resolver reads the attribute and ignores ``info``
+    (``GraphQLCoreConverter.from_resolver``'s ``_get_basic_result``). Strawberry marks its full
+    resolver ``_is_default`` too when there is no base resolver, so the mark alone is not enough;
+    a Strawberry version naming it otherwise only turns compilation off."""
+    field = (extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    return (
+        isinstance(field, StrawberryField)
+        and field.is_basic_field
+        and getattr(resolve, "_is_default", False) is True
+        and getattr(resolve, "__name__", None) == "_get_basic_result"
+    )
+
+
 def _inert_origin(object_type: GraphQLObjectType) -> type | None:
     """The Python class behind a Strawberry object type when its exact instances can be neither
-    exceptions nor awaitables (so the check is skipped for them); else None."""
+    exceptions nor awaitables unless they hold an ``__await__`` attribute of their own (the
+    generated check looks for one in the instance's ``__dict__``); else None."""
     definition = (object_type.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
     origin = getattr(definition, "origin", None)
-    if isinstance(origin, type) and not issubclass(origin, BaseException) and not hasattr(origin, "__await__"):
+    if (
+        isinstance(origin, type)
+        and not issubclass(origin, BaseException)
+        and not hasattr(origin, "__await__")
+        and not hasattr(origin, "__getattr__")
+        and origin.__getattribute__ is object.__getattribute__
+        and "__slots__" not in vars(origin)
+        and any("__dict__" in vars(base) for base in origin.__mro__)
+    ):
         return origin
     return None
 

@@ -51,6 +51,7 @@ generated ones, to a compiled and a standard app and compares the responses byte
 from __future__ import annotations
 
 import keyword
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -177,19 +178,21 @@ class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
                 self.operation, self.fragment_definitions, self.variable_values.coerced
             )
         key = (object_type, tuple(map(id, nodes)), self._directive_values, self.is_awaitable)
-        cached = _SHARED.get(key)
-        if cached is not None:
-            _SHARED.move_to_end(key)
-            return cached[1]
+        with _LOCK:  # executors may run in threads (Strawberry's sync views)
+            cached = _SHARED.get(key)
+            if cached is not None:
+                _SHARED.move_to_end(key)
+                return cached[1]
         try:
             compiled = self._compile_object(object_type, field_details_list)
         except Exception:
             # e.g. a directive's variable that graphql-core only rejects if it ever collects that
             # nested selection: graphql-core completes the object and raises where it would
             return None
-        _SHARED[key] = (nodes, compiled)
-        if len(_SHARED) > SHARED_CACHE_SIZE:
-            _SHARED.popitem(last=False)
+        with _LOCK:
+            _SHARED[key] = (nodes, compiled)
+            if len(_SHARED) > SHARED_CACHE_SIZE:
+                _SHARED.popitem(last=False)
         return compiled
 
     def _compile_object(
@@ -446,6 +449,7 @@ def _inert_origin(object_type: GraphQLObjectType) -> type | None:
     return None
 
 
+_LOCK = threading.Lock()
 _SHARED: OrderedDict[tuple[Any, ...], tuple[tuple[FieldNode, ...], _CompiledObject | None]] = OrderedDict()
 
 # id(operation) -> (the operation, kept alive, and the names of the variables its directives read)
@@ -457,15 +461,17 @@ def _directive_values(
 ) -> tuple[Any, ...]:
     """The names and values of the variables read by any directive of the operation or its
     document's fragments (what ``@skip``/``@include`` decide on)."""
-    known = _DIRECTIVE_VARIABLES.get(id(operation))
+    with _LOCK:
+        known = _DIRECTIVE_VARIABLES.get(id(operation))
     if known is None or known[0] is not operation:
         names: set[str] = set()
         for root in (operation, *fragments.values()):
             _collect_directive_variables(root, names)
         known = (operation, tuple(sorted(names)))
-        _DIRECTIVE_VARIABLES[id(operation)] = known
-        if len(_DIRECTIVE_VARIABLES) > SHARED_CACHE_SIZE:
-            _DIRECTIVE_VARIABLES.popitem(last=False)
+        with _LOCK:
+            _DIRECTIVE_VARIABLES[id(operation)] = known
+            if len(_DIRECTIVE_VARIABLES) > SHARED_CACHE_SIZE:
+                _DIRECTIVE_VARIABLES.popitem(last=False)
     return tuple((name, variables.get(name)) for name in known[1])
 
 

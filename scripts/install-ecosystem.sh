@@ -10,6 +10,9 @@ cd "$(dirname "$0")/../tests/ecosystem"
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   stamp=node_modules/.runsgate-package-lock.sha256
   want="$(sha256sum package-lock.json | cut -d' ' -f1)"
+  if [ -f node_modules/.package-lock.json ] && [ ! -f "$stamp" ] && [ ! package-lock.json -nt node_modules/.package-lock.json ]; then
+    echo "$want" >"$stamp" # just installed by ./dev (npm ci of this lock): not again
+  fi
   if [ ! -f node_modules/.package-lock.json ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "install-ecosystem: npm ci in tests/ecosystem" >&2
     PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error >&2

@@ -79,8 +79,8 @@ class Settings(SecuritySettings):
     """Memory store only: distinct thread ids of the seeded runs."""
     compiled_execution: bool = True
     """Complete query results whose selected fields are plain attributes with compiled serializers
-    instead of graphql-core's per-field execution (same responses, several times less CPU a page;
-    ``resolvers/compiled.py``). ``false`` executes every field through graphql-core."""
+    instead of graphql-core's per-field execution (same responses; a page of 20 runs costs 2.5 times
+    less CPU, bench/RESULTS.md; ``resolvers/compiled.py``). ``false`` executes every field through graphql-core."""
     bench_endpoints: bool = False
     """Mount ``POST /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 

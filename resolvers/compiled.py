@@ -260,16 +260,21 @@ class _Generator:
     For ``{ runId status }`` on ``SuspendedRun`` the body is::
 
         def serialize(source):
-            v0 = source.run_id
-            if type(v0) is not str:
-                if v0 is None or v0 is U: raise F
-                ...                      # the general leaf completion below
-            v1 = source.status
+            v1 = source.run_id
             if v1 is None or v1 is U: raise F
-            if type(v1) not in I and (isinstance(v1, Exception) or aw(v1)): raise F
-            v1 = k1(v1)
-            if v1 is None or v1 is U: raise F
-            return {'runId': v0, 'status': v1}
+            if type(v1) is not str:
+                if type(v1) not in I and (isinstance(v1, Exception) or aw(v1)): raise F
+                v1 = k2(v1)
+                if v1 is None or v1 is U: raise F
+            v3 = source.status
+            if v3 is None or v3 is U: raise F
+            if type(v3) not in I and (isinstance(v3, Exception) or aw(v3)): raise F
+            v3 = k4(v3)
+            if v3 is None or v3 is U: raise F
+            return {'runId': v1, 'status': v3}
+
+    plus ``complete`` and ``complete_non_null``, which first check the object itself as
+    graphql-core would (null, exception, awaitable, ``is_type_of``).
 
     Names bound in the namespace: ``U`` (``Undefined``), ``F`` (the fallback exception), ``I``
     (``INERT_TYPES``), ``aw`` (the executor's ``is_awaitable``), ``k<i>`` (a leaf type's

@@ -56,10 +56,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from graphql import (
     GraphQLBoolean,
+    GraphQLField,
     GraphQLID,
     GraphQLObjectType,
     GraphQLOutputType,
@@ -170,29 +171,32 @@ class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
         field nodes (the same objects for every request of a document, thanks to
         ``ParserCache``), the document's fragments and the values of the variables its
         directives read (``@skip(if: $v)``). Those make the key; the entry keeps the nodes
-        alive, so their ids stay unique while it exists.
+        alive, so their ids stay unique while it exists. Within a request, the list of field
+        details is the same object for every value completed under it (a page's 20 edges), so
+        the request's own memo is asked first.
         """
+        known = self._compiled.get((object_type, id(field_details_list)))
+        if known is not None:
+            return known[1]
         nodes = tuple(detail.node for detail in field_details_list)
         if self._directive_values is None:
             self._directive_values = _directive_values(
                 self.operation, self.fragment_definitions, self.variable_values.coerced
             )
         key = (object_type, tuple(map(id, nodes)), self._directive_values, self.is_awaitable)
-        with _LOCK:  # executors may run in threads (Strawberry's sync views)
-            cached = _SHARED.get(key)
-            if cached is not None:
-                _SHARED.move_to_end(key)
-                return cached[1]
-        try:
-            compiled = self._compile_object(object_type, field_details_list)
-        except Exception:
-            # e.g. a directive's variable that graphql-core only rejects if it ever collects that
-            # nested selection: graphql-core completes the object and raises where it would
-            return None
-        with _LOCK:
-            _SHARED[key] = (nodes, compiled)
-            if len(_SHARED) > SHARED_CACHE_SIZE:
-                _SHARED.popitem(last=False)
+        cached = _lru_get(_SHARED, key)
+        if cached is not None:
+            compiled = cached[1]
+        else:
+            try:
+                compiled = self._compile_object(object_type, field_details_list)
+            except Exception:
+                # e.g. a directive's variable that graphql-core only rejects if it ever collects
+                # that nested selection: graphql-core completes the object and raises where it would
+                compiled = None
+            else:
+                _lru_put(_SHARED, key, (nodes, compiled))
+        self._compiled[(object_type, id(field_details_list))] = (field_details_list, compiled)
         return compiled
 
     def _compile_object(
@@ -227,12 +231,12 @@ class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
             generator.constant(response_key, parent_type.name)
             return True
         field_def = self.schema.get_field(parent_type, name)
-        if field_def is None or field_def.args or not _is_basic(field_def.resolve, field_def.extensions):
+        if field_def is None or field_def.args or field_def.resolve is None:
             return False
-        if not self._compile_below(field_def.type, details):
+        field = _basic_field(field_def)
+        if field is None or not self._compile_below(field_def.type, details):
             return False
-        assert field_def.resolve is not None  # _is_basic
-        generator.field(response_key, field_def.type, field_def.resolve, field_def.extensions, self._nested(details))
+        generator.field(response_key, field_def.type, field, field_def.resolve, self._nested(details))
         return True
 
     def _compile_below(self, type_: GraphQLOutputType, details: FieldDetailsList) -> bool:
@@ -304,12 +308,13 @@ class _Generator:
         self,
         response_key: str,
         type_: GraphQLOutputType,
+        field: StrawberryField,
         resolve: Callable[..., Any],
-        extensions: dict[str, Any] | None,
         nested: Callable[[GraphQLObjectType], _CompiledObject],
     ) -> None:
+        """Read and complete one basic field (``_basic_field``); ``resolve`` is its resolver."""
         variable = self._name("v")
-        self.lines.append(f"    {variable} = {self._read(resolve, extensions)}")
+        self.lines.append(f"    {variable} = {self._read(field, resolve)}")
         self.lines.extend(self._complete(variable, type_, nested, "    "))
         self.entries.append(f"{response_key!r}: {variable}")
 
@@ -322,15 +327,13 @@ class _Generator:
         self.namespace[name] = value
         return name
 
-    def _read(self, resolve: Callable[..., Any], extensions: dict[str, Any] | None) -> str:
-        """``source.<attribute>`` when the resolver is Strawberry's ``StrawberryField.get_result``
-        with the default ``getattr`` resolver (that resolver's exact effect, without three
-        calls); else a call of the resolver itself, without info."""
-        field = (extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-        if isinstance(field, StrawberryField) and field.is_basic_field and field.default_resolver is getattr:
-            name = field.python_name
-            if name.isidentifier() and not keyword.iskeyword(name):
-                return f"source.{name}"
+    def _read(self, field: StrawberryField, resolve: Callable[..., Any]) -> str:
+        """``source.<attribute>`` when the basic field reads with the default ``getattr``
+        (``StrawberryField.get_result``'s exact effect, without three calls); else a call of its
+        resolver, which ignores its info."""
+        name = field.python_name
+        if field.default_resolver is getattr and name.isidentifier() and not keyword.iskeyword(name):
+            return f"source.{name}"
         return f"{self._bind('g', resolve)}(source, None)"
 
     def _complete(
@@ -419,20 +422,22 @@ class _Generator:
         )
 
 
-def _is_basic(resolve: Callable[..., Any] | None, extensions: dict[str, Any] | None) -> bool:
-    """Whether a field is resolved by Strawberry's resolver of a basic field: a
+def _basic_field(field_def: GraphQLField) -> StrawberryField | None:
+    """The ``StrawberryField`` behind ``field_def`` when Strawberry resolves it as a basic field: a
     ``StrawberryField`` with no resolver, no field extension (permission classes are one) and no
     exception handler, whose resolver reads the attribute and ignores ``info``
     (``GraphQLCoreConverter.from_resolver``'s ``_get_basic_result``). Strawberry marks its full
     resolver ``_is_default`` too when there is no base resolver, so the mark alone is not enough;
     a Strawberry version naming it otherwise only turns compilation off."""
-    field = (extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-    return (
+    field = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    if (
         isinstance(field, StrawberryField)
         and field.is_basic_field
-        and getattr(resolve, "_is_default", False) is True
-        and getattr(resolve, "__name__", None) == "_get_basic_result"
-    )
+        and getattr(field_def.resolve, "_is_default", False) is True
+        and getattr(field_def.resolve, "__name__", None) == "_get_basic_result"
+    ):
+        return field
+    return None
 
 
 def _inert_origin(object_type: GraphQLObjectType) -> type | None:
@@ -455,10 +460,28 @@ def _inert_origin(object_type: GraphQLObjectType) -> type | None:
 
 
 _LOCK = threading.Lock()
+_V = TypeVar("_V")
 _SHARED: OrderedDict[tuple[Any, ...], tuple[tuple[FieldNode, ...], _CompiledObject | None]] = OrderedDict()
 
 # id(operation) -> (the operation, kept alive, and the names of the variables its directives read)
 _DIRECTIVE_VARIABLES: OrderedDict[int, tuple[OperationDefinitionNode, tuple[str, ...]]] = OrderedDict()
+
+
+def _lru_get(cache: OrderedDict[Any, _V], key: Any) -> _V | None:
+    """The entry of ``key``, marked most recently used; None when there is none."""
+    with _LOCK:  # executors may run in threads (Strawberry's sync views)
+        value = cache.get(key)
+        if value is not None:
+            cache.move_to_end(key)
+        return value
+
+
+def _lru_put(cache: OrderedDict[Any, _V], key: Any, value: _V) -> None:
+    """Store an entry; drop the least recently used beyond ``SHARED_CACHE_SIZE``."""
+    with _LOCK:
+        cache[key] = value
+        if len(cache) > SHARED_CACHE_SIZE:
+            cache.popitem(last=False)
 
 
 def _directive_values(
@@ -466,17 +489,13 @@ def _directive_values(
 ) -> tuple[Any, ...]:
     """The names and values of the variables read by any directive of the operation or its
     document's fragments (what ``@skip``/``@include`` decide on)."""
-    with _LOCK:
-        known = _DIRECTIVE_VARIABLES.get(id(operation))
+    known = _lru_get(_DIRECTIVE_VARIABLES, id(operation))
     if known is None or known[0] is not operation:
         names: set[str] = set()
         for root in (operation, *fragments.values()):
             _collect_directive_variables(root, names)
         known = (operation, tuple(sorted(names)))
-        with _LOCK:
-            _DIRECTIVE_VARIABLES[id(operation)] = known
-            if len(_DIRECTIVE_VARIABLES) > SHARED_CACHE_SIZE:
-                _DIRECTIVE_VARIABLES.popitem(last=False)
+        _lru_put(_DIRECTIVE_VARIABLES, id(operation), known)
     return tuple((name, variables.get(name)) for name in known[1])
 
 

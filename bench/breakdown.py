@@ -12,12 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 
 from server.app import create_app
 from server.config import Settings
 
-from .inprocess import ROUNDS, call
+from .inprocess import best_cpu_ms
 from .queries import AGENT, PAGE_SIZE, page_body
 
 PARTS = {
@@ -38,20 +37,10 @@ PARTS = {
 
 
 async def breakdown(runs: int = 10_000, requests: int = 200) -> dict[str, float]:
-    """Part -> CPU milliseconds per request."""
+    """Part -> CPU milliseconds per request (``bench.inprocess.best_cpu_ms``)."""
     app = create_app(Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, bench_endpoints=True, auth=False))
-    best = dict.fromkeys(PARTS, float("inf"))
     async with app.router.lifespan_context(app):
-        for path, body in PARTS.values():
-            for _ in range(50):
-                await call(app, path, body.encode())
-        for _ in range(ROUNDS):
-            for name, (path, body) in PARTS.items():
-                began = time.process_time()
-                for _ in range(requests):
-                    await call(app, path, body.encode())
-                best[name] = min(best[name], (time.process_time() - began) * 1000 / requests)
-    return best
+        return await best_cpu_ms({name: (app, path, body.encode()) for name, (path, body) in PARTS.items()}, requests)
 
 
 def main(argv: list[str]) -> int:

@@ -72,6 +72,7 @@ from server.config import Settings
 from server.seed import SeedPlan, seed_store
 from storage import SnapshotDocument
 
+from .._servers import with_database
 from ._graphql import REFUND, SUPERVISOR, TWO_REFUNDS_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient
 
 pytestmark = pytest.mark.mongo
@@ -108,8 +109,6 @@ def _settings(uri: str, *, compiled: bool) -> Settings:
 
 @pytest.fixture(scope="module")
 async def pair(mongodb_server: str) -> AsyncIterator[Pair]:
-    from tests._servers import with_database
-
     uri = with_database(mongodb_server)
     apps: list[Starlette] = [create_app(_settings(uri, compiled=True)), create_app(_settings(uri, compiled=False))]
     async with apps[0].router.lifespan_context(apps[0]), apps[1].router.lifespan_context(apps[1]):

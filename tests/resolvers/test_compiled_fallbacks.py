@@ -71,16 +71,9 @@ from strawberry.types.scalar import ScalarDefinition
 
 from resolvers.compiled import CompiledExecutor
 from resolvers.metrics import COMPILED, COMPILED_FALLBACK
+from resolvers.scalars import DateTime  # runsgate's: its serializer raises on anything but a datetime
 
 # -- the schema -----------------------------------------------------------------------------------
-
-
-def serialize_datetime(value: datetime) -> str:
-    """runsgate's DateTime serializer: raises (AttributeError) on anything but a datetime."""
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-DateTime = strawberry.scalar(name="DateTime", serialize=serialize_datetime, parse_value=datetime.fromisoformat)
 
 
 def serialize_tag(value: Any) -> Any:

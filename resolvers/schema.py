@@ -24,6 +24,7 @@ from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
 from .federation import FederationSchema
 from .metrics import OperationMetrics
 from .mutations import Mutation
+from .prepared import PreparedOperations, all_covered
 from .queries import Query
 from .scalars import DateTime
 from .subscriptions import Subscription
@@ -107,10 +108,24 @@ def build_schema(
         extra_extensions: Extensions added after runsgate's own, e.g. the OpenTelemetry
             extension when tracing is configured (``server.tracing``).
         compiled_execution: Complete qualifying objects of query results with compiled
-            serializers (``resolvers.compiled.CompiledExecutor``, same responses); False runs
-            every field through graphql-core's executor.
+            serializers (``resolvers.compiled.CompiledExecutor``), and run query documents seen
+            before as prepared operations (``resolvers.prepared``; only when every extension is
+            one it covers); same responses. False runs every request through Strawberry's
+            pipeline and every field through graphql-core's executor.
     """
-    return FederationSchema(
+    masking = partial(ErrorMasking, should_mask_error=should_mask_error)
+    prepared = PreparedOperations(masking()._process_errors) if compiled_execution else None
+    factories: list[Callable[[], SchemaExtension]] = [
+        masking,
+        *extensions,
+        partial(ParserCache, maxsize=256),
+        DocumentValidationCache,
+        OperationMetrics,
+        *extra_extensions,
+    ]
+    if prepared is not None and not all_covered(factories):
+        prepared = None  # an extension whose effect a prepared operation would skip
+    built = FederationSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
@@ -120,15 +135,10 @@ def build_schema(
             scalar_map={datetime: DateTime},
             batching_config={"max_operations": max_batch} if max_batch > 0 else None,
         ),
-        extensions=[
-            partial(ErrorMasking, should_mask_error=should_mask_error),
-            *extensions,
-            partial(ParserCache, maxsize=256),
-            DocumentValidationCache,
-            OperationMetrics,
-            *extra_extensions,
-        ],
+        extensions=[*factories, *([prepared.recorder] if prepared is not None else [])],
     )
+    built.prepared_operations = prepared
+    return built
 
 
 schema = build_schema()

@@ -4,7 +4,9 @@ The validation cache (``resolvers.schema.DocumentValidationCache``, like Strawbe
 ``ValidationCache``) keys validated documents by the validation rules too; a limit
 extension that made a new rule class per request made every request miss (validation ran for
 every page, 3x the CPU). Not a timing test: it counts cache hits of the same document sent twice
-through the app, with every limit on.
+through the app, with every limit on. The app runs without compiled execution, whose prepared
+operations skip validation altogether for a query seen before (``resolvers.prepared``;
+``tests/server/test_prepared_operations.py``); mutations always take this path.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ QUERY = '{ suspendedRuns(agentId: "refund-agent", first: 5) { totalCount nodes {
 
 
 async def test_the_same_document_is_validated_once() -> None:
-    app = create_app(Settings(mongodb_uri=None, auth=False, introspection=False))  # loopback: auth may be off
+    # loopback: auth may be off
+    app = create_app(Settings(mongodb_uri=None, auth=False, introspection=False, compiled_execution=False))
     cache = _validate  # the LRU of resolvers.schema.DocumentValidationCache
     async with (
         app.router.lifespan_context(app),

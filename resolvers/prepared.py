@@ -1,0 +1,246 @@
+"""Prepared operations: a query document that already parsed and validated is executed
+directly, without Strawberry's per-request extension pipeline (issue 6 §5).
+
+Strawberry's ``Schema.execute`` runs every request through the same steps: build an
+``ExecutionContext``, create one instance of each schema extension, enter and leave their
+``on_operation``/``on_parse``/``on_validate``/``on_execute`` hooks (24 context managers with
+runsgate's six extensions), look the document up in the parser and validation caches, execute,
+then gather the extensions' results. For a page of 20 runs that was about 0.14 CPU ms of 0.9
+(bench/RESULTS.md), more than completing the page's 300 fields once compiled.
+
+The outcome of parsing and validating depends only on the query text and the schema's
+configuration (the limits of ``server/limits.py`` are parser options and validation rules), so
+it is the same for every request of the same text. ``PreparedOperations`` keeps, per query text
+and ``operationName``, the parsed document of each **query** operation that reached execution
+once through the standard pipeline (``RecordPreparedOperation``, an ``on_execute`` hook, which
+Strawberry runs only after parsing and validation passed). A later request with the same text
+and name is executed by ``execute_prepared``: graphql-core's ``execute`` with the schema's
+executor class (``CompiledExecutor``), then what runsgate's two other extensions do after
+execution, in the same order as the standard path:
+
+1. errors go through ``Schema._process_errors`` (``FederationSchema.process_errors`` logs them);
+2. ``ErrorMasking``'s own ``_process_errors`` masks them (``resolvers.errors``);
+3. ``OperationMetrics``'s counters and latency histogram are updated (``resolvers.metrics``);
+4. the result is a Strawberry ``ExecutionResult`` with ``extensions={}``, as the standard path
+   gathers from extensions that report nothing.
+
+Variables are coerced, and every resolver runs, on each request, exactly as before. Mutations
+and subscriptions are never prepared. A request whose operation type is not allowed (a query
+over ``GET`` with queries refused) takes the standard path, which refuses it; so does any
+unexpected exception raised by the fast path (the whole request is executed again, by the
+standard path, before anything was answered).
+
+``build_schema`` prepares operations only when every extension is one whose effect is covered
+here: the parser and validation caches, ``AddValidationRules`` (and ``DisableIntrospection``),
+``MaxTokensLimiter``, ``ErrorMasking`` and ``OperationMetrics``. Any other extension (the
+OpenTelemetry tracing extension) turns preparation off. ``RUNSGATE_COMPILED_EXECUTION=false``
+turns it off with compiled completion. ``tests/server/test_compiled_differential.py`` sends every
+document twice or more to a compiled app and a standard app and compares the responses byte
+for byte; ``tests/server/test_prepared_operations.py`` checks the cases above.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from graphql import GraphQLError
+from graphql.language import DocumentNode
+from strawberry.execution.is_awaitable import optimized_is_awaitable
+from strawberry.extensions import SchemaExtension
+from strawberry.schema._graphql_core import execution_context_class_kwargs
+from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
+from strawberry.utils.await_maybe import await_maybe
+
+from .metrics import OperationLabels, operation_metrics
+
+if TYPE_CHECKING:
+    from strawberry.schema import Schema
+
+PREPARED_CACHE_SIZE = 256
+"""Prepared operations kept (least recently used dropped first), as many as ``ParserCache``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedOperation:
+    """A query operation of a document that parsed and validated: what a request needs to run it."""
+
+    document: DocumentNode
+    operation_name: str | None
+    """The name Strawberry executes the document under: the request's ``operationName``, or
+    the name of the document's first operation when it gave none (``ExecutionContext.operation_name``)."""
+    metrics: OperationLabels
+    """The operation's label values and metric children (``resolvers.metrics.operation_metrics``)."""
+
+
+class PreparedOperations:
+    """An LRU of ``PreparedOperation`` keyed by ``(query text, operationName)``.
+
+    Args:
+        mask_errors: ``ErrorMasking``'s error processing (errors in, errors to answer out).
+        maxsize: Entries kept.
+
+    Attributes:
+        executed: Requests executed as prepared operations (``FederationSchema.execute``).
+    """
+
+    def __init__(
+        self, mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]], maxsize: int = PREPARED_CACHE_SIZE
+    ) -> None:
+        self.mask_errors = mask_errors
+        self.maxsize = maxsize
+        self._entries: OrderedDict[tuple[str, str | None], PreparedOperation] = OrderedDict()
+        self.executed = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, query: str, operation_name: str | None) -> PreparedOperation | None:
+        """The prepared operation of this text and name, or None."""
+        key = (query, operation_name)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def record(
+        self, query: str, operation_name: str | None, document: DocumentNode, executed_name: str | None = None
+    ) -> None:
+        """Keep a query operation that reached execution (parsed, validated, allowed), asked
+        for as ``operation_name`` and executed under ``executed_name`` (default: the same)."""
+        key = (query, operation_name)
+        if key in self._entries:
+            return
+        executed_name = operation_name if executed_name is None else executed_name
+        self._entries[key] = PreparedOperation(document, executed_name, operation_metrics(document, executed_name))
+        while len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+
+    def recorder(self) -> RecordPreparedOperation:
+        """A new ``RecordPreparedOperation`` for this cache (an extension factory for the schema)."""
+        return RecordPreparedOperation(self)
+
+
+class RecordPreparedOperation(SchemaExtension):
+    """Records each query operation that reaches execution in a ``PreparedOperations``.
+
+    Strawberry calls ``on_execute`` only once the document parsed, validated and its operation
+    type was allowed (``Schema._prepare_operation_async``).
+    """
+
+    def __init__(self, prepared: PreparedOperations) -> None:
+        self.prepared = prepared
+
+    def on_execute(self) -> Iterator[None]:
+        context = self.execution_context
+        document = context.graphql_document
+        # the operationName the request gave (None included): Strawberry keeps it in this
+        # attribute (``ExecutionContext.__post_init__``); ``operation_name`` would answer the
+        # document's only operation's name instead. Nothing is recorded should it be missing.
+        provided = getattr(context, "_provided_operation_name", _MISSING)
+        if (
+            isinstance(context.query, str)
+            and document is not None
+            and (provided is None or isinstance(provided, str))
+            and context.operation_type is OperationType.QUERY
+        ):
+            self.prepared.record(context.query, provided, document, context.operation_name)
+        yield
+
+
+_MISSING = object()
+
+
+async def execute_prepared(
+    schema: Schema,
+    prepared: PreparedOperation,
+    *,
+    variable_values: dict[str, Any] | None,
+    context_value: Any,
+    root_value: Any,
+    operation_extensions: dict[str, Any] | None,
+    mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]],
+) -> ExecutionResult:
+    """Execute a prepared query as ``Schema.execute`` would (module docstring), skipping parse,
+    validation and the extension hooks.
+
+    Raises:
+        Exception: Only what graphql-core's ``execute`` itself raises (never a resolver's error,
+            which is in the result); the caller then runs the standard path.
+    """
+    started = time.perf_counter()
+    result = await await_maybe(
+        schema._get_execute_function()(
+            schema._schema,
+            prepared.document,
+            root_value=root_value,
+            middleware=None,
+            variable_values=variable_values,
+            operation_name=prepared.operation_name,
+            context_value=context_value,
+            is_awaitable=optimized_is_awaitable,
+            operation_extensions=operation_extensions,
+            **execution_context_class_kwargs(schema.execution_context_class),
+        )
+    )
+    errors = result.errors
+    if errors:
+        schema._process_errors(errors)
+        errors = mask_errors(errors)
+    prepared.metrics.observe(time.perf_counter() - started, failed=bool(errors))
+    return ExecutionResult(data=result.data, errors=errors, extensions={})
+
+
+def covered_extensions() -> frozenset[type]:
+    """Extension classes whose effect a prepared operation keeps (module docstring); exactly
+    these classes, not their subclasses, which may add hooks."""
+    from strawberry.extensions import AddValidationRules, DisableIntrospection, MaxTokensLimiter, ParserCache
+
+    from .errors import ErrorMasking
+    from .metrics import OperationMetrics
+    from .schema import DocumentValidationCache
+
+    return frozenset(
+        {
+            AddValidationRules,
+            DisableIntrospection,
+            MaxTokensLimiter,
+            ParserCache,
+            DocumentValidationCache,
+            ErrorMasking,
+            OperationMetrics,
+        }
+    )
+
+
+def extension_class(factory: object) -> type | None:
+    """The class an extension factory builds (a class, or a ``functools.partial`` of one)."""
+    while not isinstance(factory, type):
+        factory = getattr(factory, "func", None)
+        if factory is None:
+            return None
+    return factory
+
+
+def all_covered(factories: Iterable[object]) -> bool:
+    """Whether every extension factory builds a class whose effect prepared operations keep."""
+    covered = covered_extensions()
+    for factory in factories:
+        cls = extension_class(factory)
+        if cls not in covered:
+            return False
+    return True
+
+
+__all__ = [
+    "PREPARED_CACHE_SIZE",
+    "PreparedOperation",
+    "PreparedOperations",
+    "RecordPreparedOperation",
+    "all_covered",
+    "execute_prepared",
+]

@@ -1,0 +1,264 @@
+"""Prepared operations (``resolvers/prepared.py``): a query that executed once runs again
+without Strawberry's parse, validation and extension steps, with the same answers and metrics.
+
+Through HTTP on the memory store (the store plays no part here; the differential test
+``test_compiled_differential.py`` compares every suite document on FerretDB). The schema's
+``prepared_operations.executed`` tells whether a request took the prepared path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from graphql import parse
+from prometheus_client import REGISTRY
+from starlette.applications import Starlette
+from starlette.routing import Route
+from strawberry.extensions.tracing import OpenTelemetryExtension
+
+import resolvers.federation
+from resolvers.federation import FederationSchema
+from resolvers.prepared import PreparedOperation, PreparedOperations
+from resolvers.schema import _validate, build_schema
+from server.app import create_app
+from server.config import Settings
+from server.limits import graphql_extensions
+
+from ._graphql import REFUND, REFUND_PROMPT, START_RUN
+
+LISTING = """
+query PreparedListing($agentId: ID!, $first: Int, $after: String) {
+  suspendedRuns(agentId: $agentId, first: $first, after: $after) {
+    edges { cursor node { runId status toolCalls { toolName args } } }
+    pageInfo { hasNextPage endCursor }
+  }
+}
+"""
+TWO_OPERATIONS = """
+query Ids { agents { id } }
+query Descriptions { agents { description } }
+"""
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+
+
+@pytest.fixture
+async def app() -> AsyncIterator[Starlette]:
+    application = create_app(Settings(mongodb_uri=None, auth=False))  # loopback: auth may be off
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        client.headers["content-type"] = "application/json"
+        # two suspended refund runs to list
+        for _ in range(2):
+            started = await client.post(
+                "/graphql",
+                json={"query": START_RUN, "variables": {"input": {"agentId": REFUND, "prompt": REFUND_PROMPT}}},
+            )
+            assert started.json()["data"]["startRun"]["status"] == "SUSPENDED", started.text
+        yield client
+
+
+def _prepared(app: Starlette) -> PreparedOperations:
+    view = next(route.endpoint for route in app.routes if isinstance(route, Route) and route.path == "/graphql")
+    schema = view.schema  # type: ignore[attr-defined]
+    assert isinstance(schema, FederationSchema)
+    assert schema.prepared_operations is not None
+    return schema.prepared_operations
+
+
+async def _listing(http: httpx.AsyncClient, **variables: Any) -> httpx.Response:
+    return await http.post("/graphql", json={"query": LISTING, "variables": {"agentId": REFUND, **variables}})
+
+
+def _metric(name: str, operation_name: str) -> float:
+    value = REGISTRY.get_sample_value(name, {"operation_name": operation_name, "operation_type": "query"})
+    return value or 0.0
+
+
+async def test_a_query_sent_again_is_prepared_and_not_validated_again(app: Starlette, http: httpx.AsyncClient) -> None:
+    prepared = _prepared(app)
+    # given a listing sent once (through Strawberry's pipeline, which validated it)
+    first = await _listing(http, first=1)
+    executed, validations = prepared.executed, _validate.cache_info()
+
+    # when it is sent again
+    second = await _listing(http, first=1)
+
+    # then it ran as a prepared operation, without looking at the validation cache, same answer
+    assert prepared.executed == executed + 1
+    assert _validate.cache_info() == validations
+    assert second.status_code == first.status_code == 200
+    assert second.content == first.content
+    assert len(second.json()["data"]["suspendedRuns"]["edges"]) == 1
+
+
+async def test_variables_are_read_on_every_request(app: Starlette, http: httpx.AsyncClient) -> None:
+    # given a prepared listing
+    first = (await _listing(http, first=1)).json()["data"]["suspendedRuns"]
+    await _listing(http, first=1)
+    executed = _prepared(app).executed
+
+    # when the next page is asked for with the first page's cursor
+    second = (await _listing(http, first=1, after=first["pageInfo"]["endCursor"])).json()["data"]["suspendedRuns"]
+
+    # then it is the other run, and both requests were prepared
+    assert _prepared(app).executed == executed + 1
+    assert second["edges"][0]["node"]["runId"] != first["edges"][0]["node"]["runId"]
+    assert second["pageInfo"]["hasNextPage"] is False
+
+
+async def test_a_request_error_of_a_prepared_query_is_a_request_error(app: Starlette, http: httpx.AsyncClient) -> None:
+    # given a prepared listing
+    await _listing(http, first=1)
+    executed = _prepared(app).executed
+
+    # when its variables do not coerce, for a client of the GraphQL-over-HTTP media type
+    response = await http.post(
+        "/graphql",
+        json={"query": LISTING, "variables": {"agentId": REFUND, "first": "many"}},
+        headers={"accept": GRAPHQL_RESPONSE},
+    )
+
+    # then it is a 400 without data, as from the standard path (graphql_view.py), via the prepared path
+    assert _prepared(app).executed == executed + 1
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert "data" not in body
+    assert "$first" in body["errors"][0]["message"]
+
+
+async def test_prepared_queries_are_counted_and_their_errors_too(app: Starlette, http: httpx.AsyncClient) -> None:
+    name = "PreparedListing"
+    requests = "runsgate_graphql_requests_total"
+    errors = "runsgate_graphql_errors_total"
+    durations = "runsgate_graphql_request_duration_seconds_count"
+    before = {metric: _metric(metric, name) for metric in (requests, errors, durations)}
+
+    # when the listing runs twice, then twice with a cursor that is not one (a field error)
+    for _ in range(2):
+        assert "errors" not in (await _listing(http, first=1)).json()
+    executed = _prepared(app).executed
+    bad = [(await _listing(http, first=1, after="not-a-cursor")).json() for _ in range(2)]
+
+    # then all four were counted and timed, the two bad ones as errors, the last three prepared
+    assert _prepared(app).executed == executed + 2
+    assert bad[0] == bad[1]
+    assert bad[0]["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert _metric(requests, name) - before[requests] == 4
+    assert _metric(durations, name) - before[durations] == 4
+    assert _metric(errors, name) - before[errors] == 2
+
+
+async def test_each_operation_of_a_document_is_prepared_by_its_name(app: Starlette, http: httpx.AsyncClient) -> None:
+    async def run(operation_name: str) -> dict[str, Any]:
+        response = await http.post("/graphql", json={"query": TWO_OPERATIONS, "operationName": operation_name})
+        return response.json()["data"]["agents"][0]  # type: ignore[no-any-return]
+
+    # when each operation of one document runs twice
+    executed = _prepared(app).executed
+    answers = [await run(name) for name in ("Ids", "Descriptions", "Ids", "Descriptions")]
+
+    # then each answered its own selection, and the second of each was prepared
+    assert [sorted(answer) for answer in answers] == [["id"], ["description"], ["id"], ["description"]]
+    assert answers[:2] == answers[2:]
+    assert _prepared(app).executed == executed + 2
+    # and without a name, twice: Strawberry runs the document's first operation (where the
+    # GraphQL spec asks for a request error); the prepared operation does the same
+    unnamed = [await http.post("/graphql", json={"query": TWO_OPERATIONS}) for _ in range(2)]
+    assert unnamed[0].status_code == unnamed[1].status_code == 200
+    assert unnamed[0].content == unnamed[1].content
+    assert sorted(unnamed[1].json()["data"]["agents"][0]) == ["id"]
+    assert _prepared(app).executed == executed + 3
+
+
+async def test_mutations_and_refused_documents_are_never_prepared(app: Starlette, http: httpx.AsyncClient) -> None:
+    prepared = _prepared(app)
+    size, executed = len(prepared), prepared.executed
+
+    # when a mutation, a document that does not validate and one that does not parse are sent twice
+    bodies = [
+        {"query": START_RUN, "variables": {"input": {"agentId": REFUND, "prompt": REFUND_PROMPT}}},
+        {"query": "{ agents { nope } }"},
+        {"query": "{ agents { id }"},
+    ]
+    answers = [(await http.post("/graphql", json=body)).json() for body in bodies for _ in range(2)]
+
+    # then none was prepared, and the mutation really ran twice (two runs)
+    assert (len(prepared), prepared.executed) == (size, executed)
+    assert answers[0]["data"]["startRun"]["runId"] != answers[1]["data"]["startRun"]["runId"]
+    assert answers[2] == answers[3]
+    assert "data" not in answers[2]
+    assert answers[4] == answers[5]
+    assert "data" not in answers[4]
+
+
+async def test_a_query_over_get_uses_the_prepared_operation(app: Starlette, http: httpx.AsyncClient) -> None:
+    # given a query prepared from a POST
+    query = "query Ids { agents { id } }"
+    posted = await http.post("/graphql", json={"query": query})
+    executed = _prepared(app).executed
+
+    # when it comes as a GET
+    got = await http.get("/graphql", params={"query": query})
+
+    # then the same answer, prepared
+    assert got.status_code == 200, got.text
+    assert got.content == posted.content
+    assert _prepared(app).executed == executed + 1
+
+
+async def test_a_failure_of_the_prepared_path_is_answered_by_the_standard_path(
+    app: Starlette, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given a prepared listing, and a prepared path that fails before answering (a fault
+    # injected: execute_prepared replaced by a function that raises)
+    expected = await _listing(http, first=2)
+    await _listing(http, first=2)
+
+    async def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(resolvers.federation, "execute_prepared", broken)
+
+    # when it is sent again
+    with caplog.at_level(logging.ERROR, logger="runsgate.graphql"):
+        answer = await _listing(http, first=2)
+
+    # then Strawberry's pipeline answered it, and the fault is in the log with its traceback
+    assert answer.status_code == 200
+    assert answer.content == expected.content
+    (record,) = [r for r in caplog.records if "prepared operation failed" in r.getMessage()]
+    assert record.exc_info is not None
+    assert "injected fault" in str(record.exc_info[1])
+
+
+def test_only_covered_extensions_allow_prepared_operations() -> None:
+    settings = Settings(mongodb_uri=None, auth=False, introspection=False)
+    # the server's limits (parser options and validation rules) are covered
+    assert build_schema(extensions=graphql_extensions(settings)).prepared_operations is not None
+    # tracing wraps every operation: no prepared operations; nor without compiled execution
+    assert build_schema(extra_extensions=[OpenTelemetryExtension]).prepared_operations is None
+    assert build_schema(compiled_execution=False).prepared_operations is None
+
+
+def test_the_least_recently_used_operation_is_dropped_first() -> None:
+    prepared = PreparedOperations(lambda errors: errors, maxsize=2)
+    for text in ("{ a }", "{ b }"):
+        prepared.record(text, None, parse(text))
+    assert isinstance(prepared.get("{ a }", None), PreparedOperation)  # "{ a }" is now the most recent
+
+    prepared.record("{ c }", None, parse("{ c }"))
+
+    assert len(prepared) == 2
+    assert prepared.get("{ b }", None) is None
+    assert prepared.get("{ a }", None) is not None
+    assert prepared.get("{ c }", None) is not None
+    assert prepared.get("{ a }", "Other") is None  # the operation name is part of the key

@@ -53,7 +53,7 @@ from __future__ import annotations
 import keyword
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -459,7 +459,8 @@ def _enum_names(enum_type: CustomGraphQLEnumType) -> dict[Any, str]:
     """Member -> the name ``enum_type.coerce_output_value`` answers for it (members it refuses
     are left out, and take the general path)."""
     names: dict[Any, str] = {}
-    for member in enum_type.wrapped_cls:
+    members: Iterable[Any] = enum_type.wrapped_cls
+    for member in members:
         try:
             name = enum_type.coerce_output_value(member)
         except Exception:  # refused: the general path completes it (and raises as graphql-core does)

@@ -41,6 +41,7 @@ for byte; ``tests/server/test_prepared_operations.py`` checks the cases above.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -94,6 +95,7 @@ class PreparedOperations:
         self.mask_errors = mask_errors
         self.maxsize = maxsize
         self._entries: OrderedDict[tuple[str, str | None], PreparedOperation] = OrderedDict()
+        self._lock = threading.Lock()  # Strawberry may run sync execution in threads
         self.executed = 0
 
     def __len__(self) -> int:
@@ -102,23 +104,20 @@ class PreparedOperations:
     def get(self, query: str, operation_name: str | None) -> PreparedOperation | None:
         """The prepared operation of this text and name, or None."""
         key = (query, operation_name)
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
         return entry
 
-    def record(
-        self, query: str, operation_name: str | None, document: DocumentNode, executed_name: str | None = None
-    ) -> None:
+    def record(self, query: str, operation_name: str | None, document: DocumentNode, executed_name: str | None) -> None:
         """Keep a query operation that reached execution (parsed, validated, allowed), asked
-        for as ``operation_name`` and executed under ``executed_name`` (default: the same)."""
-        key = (query, operation_name)
-        if key in self._entries:
-            return
-        executed_name = operation_name if executed_name is None else executed_name
-        self._entries[key] = PreparedOperation(document, executed_name, operation_metrics(document, executed_name))
-        while len(self._entries) > self.maxsize:
-            self._entries.popitem(last=False)
+        for as ``operation_name`` and executed by Strawberry under ``executed_name``."""
+        entry = PreparedOperation(document, executed_name, operation_metrics(document, executed_name))
+        with self._lock:
+            self._entries.setdefault((query, operation_name), entry)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
 
     def recorder(self) -> RecordPreparedOperation:
         """A new ``RecordPreparedOperation`` for this cache (an extension factory for the schema)."""

@@ -252,10 +252,10 @@ def test_only_covered_extensions_allow_prepared_operations() -> None:
 def test_the_least_recently_used_operation_is_dropped_first() -> None:
     prepared = PreparedOperations(lambda errors: errors, maxsize=2)
     for text in ("{ a }", "{ b }"):
-        prepared.record(text, None, parse(text))
+        prepared.record(text, None, parse(text), None)
     assert isinstance(prepared.get("{ a }", None), PreparedOperation)  # "{ a }" is now the most recent
 
-    prepared.record("{ c }", None, parse("{ c }"))
+    prepared.record("{ c }", None, parse("{ c }"), None)
 
     assert len(prepared) == 2
     assert prepared.get("{ b }", None) is None

@@ -55,7 +55,11 @@ class FederationSchema(strawberry.federation.Schema):
         """Strawberry's ``Schema.execute``; a prepared query operation skips parsing, validation
         and the extension hooks (``resolvers.prepared``), with the same result."""
         prepared = self.prepared_operations
-        entry = None if prepared is None or query is None else prepared.get(query, operation_name)
+        entry = (
+            prepared.get(query, operation_name)
+            if prepared is not None and _well_formed(query, operation_name, variable_values, operation_extensions)
+            else None
+        )
         if entry is not None and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types):
             assert prepared is not None
             prepared.executed += 1
@@ -114,6 +118,18 @@ class FederationSchema(strawberry.federation.Schema):
                 logger.warning("store unavailable in %s: %s", error.path, error.original_error)
             else:
                 logger.info("GraphQL error at %s: %s", error.path or "request", error.message)
+
+
+def _well_formed(query: object, operation_name: object, variables: object, extensions: object) -> bool:
+    """Whether a request's parts have the types of the GraphQL-over-HTTP spec (Strawberry checks
+    them for single requests, not for the items of a batch): anything else, such as a list as
+    ``operationName``, goes to Strawberry's pipeline, which answers it as a request error."""
+    return (
+        isinstance(query, str)
+        and (operation_name is None or isinstance(operation_name, str))
+        and (variables is None or isinstance(variables, dict))
+        and (extensions is None or isinstance(extensions, dict))
+    )
 
 
 __all__ = ["ENTITY_KEYS", "FederationSchema"]

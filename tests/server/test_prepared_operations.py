@@ -8,6 +8,7 @@ Through HTTP on the memory store (the store plays no part here; the differential
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,6 +20,8 @@ from prometheus_client import REGISTRY
 from starlette.applications import Starlette
 from starlette.routing import Route
 from strawberry.extensions.tracing import OpenTelemetryExtension
+from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.types.graphql import OperationType
 
 import resolvers.federation
 from resolvers.federation import FederationSchema
@@ -135,7 +138,9 @@ async def test_a_request_error_of_a_prepared_query_is_a_request_error(app: Starl
     assert "$first" in body["errors"][0]["message"]
 
 
-async def test_prepared_queries_are_counted_and_their_errors_too(app: Starlette, http: httpx.AsyncClient) -> None:
+async def test_prepared_queries_are_counted_and_their_errors_too(
+    app: Starlette, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
     name = "PreparedListing"
     requests = "runsgate_graphql_requests_total"
     errors = "runsgate_graphql_errors_total"
@@ -146,7 +151,9 @@ async def test_prepared_queries_are_counted_and_their_errors_too(app: Starlette,
     for _ in range(2):
         assert "errors" not in (await _listing(http, first=1)).json()
     executed = _prepared(app).executed
-    bad = [(await _listing(http, first=1, after="not-a-cursor")).json() for _ in range(2)]
+    bad = [(await _listing(http, first=1, after="not-a-cursor")).json()]
+    with caplog.at_level(logging.INFO, logger="runsgate.graphql"):
+        bad.append((await _listing(http, first=1, after="not-a-cursor")).json())
 
     # then all four were counted and timed, the two bad ones as errors, the last three prepared
     assert _prepared(app).executed == executed + 2
@@ -155,6 +162,11 @@ async def test_prepared_queries_are_counted_and_their_errors_too(app: Starlette,
     assert _metric(requests, name) - before[requests] == 4
     assert _metric(durations, name) - before[durations] == 4
     assert _metric(errors, name) - before[errors] == 2
+    # and the prepared one's error was logged as on the standard path: one INFO line, no traceback
+    (logged,) = [r for r in caplog.records if r.name == "runsgate.graphql"]
+    assert logged.levelno == logging.INFO
+    assert logged.getMessage().startswith("GraphQL error at ['suspendedRuns']")
+    assert logged.exc_info is None
 
 
 async def test_each_operation_of_a_document_is_prepared_by_its_name(app: Starlette, http: httpx.AsyncClient) -> None:
@@ -262,3 +274,51 @@ def test_the_least_recently_used_operation_is_dropped_first() -> None:
     assert prepared.get("{ a }", None) is not None
     assert prepared.get("{ c }", None) is not None
     assert prepared.get("{ a }", "Other") is None  # the operation name is part of the key
+
+
+MALFORMED = [
+    {"query": "{ agents { id } }", "operationName": ["x"]},
+    {"query": "{ agents { id } }", "operationName": {"a": 1}},
+    {"query": "{ agents { id } }", "operationName": 5},
+    [{"query": ["{ agents { id } }"]}],
+    [{"query": "{ agents { id } }", "operationName": ["x"]}],
+    [{"query": 'query Q($a: ID!) { suspendedRun(agentId: $a, runId: "x") { runId } }', "variables": [1]}],
+    [{"query": "{ agents { id } }", "extensions": [1]}],
+]
+
+
+@pytest.mark.parametrize("body", MALFORMED, ids=lambda body: json.dumps(body)[:60])
+async def test_parts_of_the_wrong_type_get_the_standard_answer(body: object, caplog: pytest.LogCaptureFixture) -> None:
+    # Strawberry checks the types of a single request's parts, not those of a batch's items:
+    # neither may reach the prepared operations' cache (a list is not hashable) or graphql-core
+    # (variables that are not a dict)
+    answers: dict[bool, list[tuple[int, bytes]]] = {}
+    for compiled in (True, False):
+        application = create_app(Settings(mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled))
+        async with (
+            application.router.lifespan_context(application),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://test") as client,
+        ):
+            with caplog.at_level(logging.INFO):
+                # the well-formed request first, so that its text is prepared, then the bad one 3 times
+                await client.post("/graphql", json={"query": "{ agents { id } }"})
+                responses = [await client.post("/graphql", json=body) for _ in range(3)]
+            answers[compiled] = [(response.status_code, response.content) for response in responses]
+
+    assert answers[True] == answers[False]
+    assert all(status < 500 for status, _ in answers[True])
+    # and no fault was logged (client mistakes are INFO lines without traceback)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], caplog.records
+
+
+async def test_an_operation_type_not_allowed_is_refused_as_by_strawberry() -> None:
+    # runsgate's views allow queries over GET and POST; Strawberry's views without
+    # allow_queries_via_get pass only mutations as allowed for a GET
+    schema = build_schema()
+    assert (await schema.execute("{ __typename }")).data == {"__typename": "Query"}
+    assert schema.prepared_operations is not None
+    executed = schema.prepared_operations.executed
+
+    with pytest.raises(InvalidOperationTypeError):
+        await schema.execute("{ __typename }", allowed_operation_types={OperationType.MUTATION})
+    assert schema.prepared_operations.executed == executed

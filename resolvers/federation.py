@@ -57,7 +57,9 @@ class FederationSchema(strawberry.federation.Schema):
         prepared = self.prepared_operations
         entry = (
             prepared.get(query, operation_name)
-            if prepared is not None and _well_formed(query, operation_name, variable_values, operation_extensions)
+            if prepared is not None
+            and isinstance(query, str)
+            and _well_formed(operation_name, variable_values, operation_extensions)
             else None
         )
         if entry is not None and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types):
@@ -120,13 +122,12 @@ class FederationSchema(strawberry.federation.Schema):
                 logger.info("GraphQL error at %s: %s", error.path or "request", error.message)
 
 
-def _well_formed(query: object, operation_name: object, variables: object, extensions: object) -> bool:
-    """Whether a request's parts have the types of the GraphQL-over-HTTP spec (Strawberry checks
-    them for single requests, not for the items of a batch): anything else, such as a list as
-    ``operationName``, goes to Strawberry's pipeline, which answers it as a request error."""
+def _well_formed(operation_name: object, variables: object, extensions: object) -> bool:
+    """Whether a request's other parts have the types of the GraphQL-over-HTTP spec (Strawberry
+    checks them for single requests, not for the items of a batch): anything else, such as a
+    list as ``operationName``, goes to Strawberry's pipeline, which answers it as a request error."""
     return (
-        isinstance(query, str)
-        and (operation_name is None or isinstance(operation_name, str))
+        (operation_name is None or isinstance(operation_name, str))
         and (variables is None or isinstance(variables, dict))
         and (extensions is None or isinstance(extensions, dict))
     )

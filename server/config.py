@@ -79,8 +79,11 @@ class Settings(SecuritySettings):
     """Memory store only: distinct thread ids of the seeded runs."""
     compiled_execution: bool = True
     """Complete query results whose selected fields are plain attributes with compiled serializers
-    instead of graphql-core's per-field execution (same responses; a page of 20 runs costs 2.5 times
-    less CPU, bench/RESULTS.md; ``resolvers/compiled.py``). ``false`` executes every field through graphql-core."""
+    instead of graphql-core's per-field execution (``resolvers/compiled.py``), and run a query
+    document that executed before as a prepared operation, without Strawberry's parse, validation
+    and extension steps (``resolvers/prepared.py``; off while tracing is on). Same responses; a
+    page of 20 runs costs 2.8 times less CPU (bench/RESULTS.md). ``false`` takes Strawberry's
+    pipeline for every request and executes every field through graphql-core."""
     bench_endpoints: bool = False
     """Mount ``POST /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 

@@ -47,7 +47,7 @@ GRAPHQL_ERRORS = Counter(
 )
 GRAPHQL_LATENCY = Histogram(
     "runsgate_graphql_request_duration_seconds",
-    "Time to handle a GraphQL operation (parse, validate, execute), seconds.",
+    "Time to handle a GraphQL operation (parse, validate, execute; a prepared operation only executes), seconds.",
     ["operation_name", "operation_type"],
     buckets=LATENCY_BUCKETS,
 )

@@ -378,7 +378,7 @@ class _Generator:
         if is_object_type(type_):  # reached through a list of nullable objects only
             return [f"{indent}{variable} = {self._bind('o', nested(type_).complete)}({variable})"]
         coerce = self._bind("k", type_.coerce_output_value)  # type: ignore[union-attr]
-        if isinstance(type_, CustomGraphQLEnumType):
+        if isinstance(type_, CustomGraphQLEnumType) and _inert_enum(type_.wrapped_cls):
             # Strawberry's enum type looks a member's name up by comparing it with every value
             # of the enum (5% of a page); its answer for each member is computed here, once, by
             # the type itself, and members of exactly that class take it from a dict
@@ -453,6 +453,12 @@ def _basic_field(field_def: GraphQLField) -> StrawberryField | None:
     ):
         return field
     return None
+
+
+def _inert_enum(cls: type) -> bool:
+    """Whether members of ``cls`` can be neither exceptions nor awaitables (graphql-core would
+    report or await those before completing them)."""
+    return not issubclass(cls, BaseException) and not hasattr(cls, "__await__")
 
 
 def _enum_names(enum_type: CustomGraphQLEnumType) -> dict[Any, str]:

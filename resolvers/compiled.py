@@ -52,12 +52,12 @@ from __future__ import annotations
 
 import keyword
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
+from cachetools import LRUCache
 from graphql import (
     GraphQLBoolean,
     GraphQLField,
@@ -184,7 +184,8 @@ class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
                 self.operation, self.fragment_definitions, self.variable_values.coerced
             )
         key = (object_type, tuple(map(id, nodes)), self._directive_values, self.is_awaitable)
-        cached = _lru_get(_SHARED, key)
+        with _LOCK:
+            cached = _SHARED.get(key)
         if cached is not None:
             compiled = cached[1]
         else:
@@ -195,7 +196,8 @@ class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
                 # that nested selection: graphql-core completes the object and raises where it would
                 compiled = None
             else:
-                _lru_put(_SHARED, key, (nodes, compiled))
+                with _LOCK:
+                    _SHARED[key] = (nodes, compiled)
         self._compiled[(object_type, id(field_details_list))] = (field_details_list, compiled)
         return compiled
 
@@ -495,29 +497,11 @@ def _inert_origin(object_type: GraphQLObjectType) -> type | None:
     return None
 
 
-_LOCK = threading.Lock()
-_V = TypeVar("_V")
-_SHARED: OrderedDict[tuple[Any, ...], tuple[tuple[FieldNode, ...], _CompiledObject | None]] = OrderedDict()
+_LOCK = threading.Lock()  # executors may run in threads (Strawberry's sync views)
+_SHARED: LRUCache[tuple[Any, ...], tuple[tuple[FieldNode, ...], _CompiledObject | None]] = LRUCache(SHARED_CACHE_SIZE)
 
 # id(operation) -> (the operation, kept alive, and the names of the variables its directives read)
-_DIRECTIVE_VARIABLES: OrderedDict[int, tuple[OperationDefinitionNode, tuple[str, ...]]] = OrderedDict()
-
-
-def _lru_get(cache: OrderedDict[Any, _V], key: Any) -> _V | None:
-    """The entry of ``key``, marked most recently used; None when there is none."""
-    with _LOCK:  # executors may run in threads (Strawberry's sync views)
-        value = cache.get(key)
-        if value is not None:
-            cache.move_to_end(key)
-        return value
-
-
-def _lru_put(cache: OrderedDict[Any, _V], key: Any, value: _V) -> None:
-    """Store an entry; drop the least recently used beyond ``SHARED_CACHE_SIZE``."""
-    with _LOCK:
-        cache[key] = value
-        if len(cache) > SHARED_CACHE_SIZE:
-            cache.popitem(last=False)
+_DIRECTIVE_VARIABLES: LRUCache[int, tuple[OperationDefinitionNode, tuple[str, ...]]] = LRUCache(SHARED_CACHE_SIZE)
 
 
 def _directive_values(
@@ -525,13 +509,15 @@ def _directive_values(
 ) -> tuple[Any, ...]:
     """The names and values of the variables read by any directive of the operation or its
     document's fragments (what ``@skip``/``@include`` decide on)."""
-    known = _lru_get(_DIRECTIVE_VARIABLES, id(operation))
+    with _LOCK:
+        known = _DIRECTIVE_VARIABLES.get(id(operation))
     if known is None or known[0] is not operation:
         names: set[str] = set()
         for root in (operation, *fragments.values()):
             _collect_directive_variables(root, names)
         known = (operation, tuple(sorted(names)))
-        _lru_put(_DIRECTIVE_VARIABLES, id(operation), known)
+        with _LOCK:
+            _DIRECTIVE_VARIABLES[id(operation)] = known
     return tuple((name, variables.get(name)) for name in known[1])
 
 

@@ -45,11 +45,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cachetools import LRUCache
 from graphql import GraphQLError
 from graphql.language import DocumentNode
 from strawberry.execution.is_awaitable import optimized_is_awaitable
@@ -95,8 +95,7 @@ class PreparedOperations:
         self, mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]], maxsize: int = PREPARED_CACHE_SIZE
     ) -> None:
         self.mask_errors = mask_errors
-        self.maxsize = maxsize
-        self._entries: OrderedDict[tuple[str, str | None], PreparedOperation] = OrderedDict()
+        self._entries: LRUCache[tuple[str, str | None], PreparedOperation] = LRUCache(maxsize)
         self._lock = threading.Lock()  # Strawberry may run sync execution in threads
         self.executed = 0
 
@@ -107,10 +106,7 @@ class PreparedOperations:
         """The prepared operation of this text and name, or None."""
         key = (query, operation_name)
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-        return entry
+            return self._entries.get(key)
 
     def record(self, query: str, operation_name: str | None, document: DocumentNode, executed_name: str | None) -> None:
         """Keep a query operation that reached execution (parsed, validated, allowed), asked
@@ -118,8 +114,6 @@ class PreparedOperations:
         entry = PreparedOperation(document, executed_name, operation_metrics(document, executed_name))
         with self._lock:
             self._entries.setdefault((query, operation_name), entry)
-            while len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
 
     def recorder(self) -> RecordPreparedOperation:
         """A new ``RecordPreparedOperation`` for this cache (an extension factory for the schema)."""

@@ -9,6 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from resolvers.federation import FederationSchema
 
 REFUND = "refund-agent"
 WEATHER = "weather-agent"
@@ -155,3 +159,11 @@ class GraphQLClient:
             await self.data(RESUME, input={"agentId": agent_id, "runId": run_id, "resumeData": resume_data, **fields})
         )["resumeRun"]
         return result
+
+
+def graphql_schema(app: Starlette) -> FederationSchema:
+    """The schema the app's ``/graphql`` route serves (its extensions, prepared operations...)."""
+    view = next(route.endpoint for route in app.routes if isinstance(route, Route) and route.path == "/graphql")
+    schema = view.schema  # type: ignore[attr-defined]
+    assert isinstance(schema, FederationSchema)
+    return schema

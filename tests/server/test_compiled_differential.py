@@ -68,9 +68,7 @@ from graphql.language import Visitor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
-from starlette.routing import Route
 
-from resolvers.federation import FederationSchema
 from resolvers.metrics import COMPILED, COMPILED_FALLBACK
 from resolvers.schema import schema as runsgate_schema
 from server.app import create_app
@@ -79,7 +77,7 @@ from server.seed import SeedPlan, seed_store
 from storage import SnapshotDocument
 
 from .._servers import with_database
-from ._graphql import REFUND, SUPERVISOR, TWO_REFUNDS_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient
+from ._graphql import REFUND, SUPERVISOR, TWO_REFUNDS_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient, graphql_schema
 
 pytestmark = pytest.mark.mongo
 
@@ -367,7 +365,7 @@ async def assert_same_response(pair: Pair, body: dict[str, Any]) -> None:
     first, standard = await pair.both(body)
     # the same request again: a query that executed once is now a prepared operation
     # (resolvers/prepared.py), executed without Strawberry's parse/validate/extension steps
-    prepared = _schema_of(pair.apps[0]).prepared_operations
+    prepared = graphql_schema(pair.apps[0]).prepared_operations
     assert prepared is not None
     executed = prepared.executed
     again = await pair.compiled.post("/graphql", json=body)
@@ -554,18 +552,11 @@ def test_prepared_operations_were_executed(pair: Pair) -> None:
     # every comparison above sent its request twice to the compiled app; the standard app
     # prepares nothing. Some prepared answers had errors (odd snapshots, bad variables), so
     # their processing (logging, masking) was compared too
-    compiled, standard = (_schema_of(app).prepared_operations for app in pair.apps)
+    compiled, standard = (graphql_schema(app).prepared_operations for app in pair.apps)
     assert compiled is not None
     assert compiled.executed > 200
     assert len(PREPARED_WITH_ERRORS) > 10
     assert standard is None
-
-
-def _schema_of(app: Starlette) -> FederationSchema:
-    view = next(route.endpoint for route in app.routes if isinstance(route, Route) and route.path == "/graphql")
-    schema = view.schema  # type: ignore[attr-defined]
-    assert isinstance(schema, FederationSchema)
-    return schema
 
 
 def test_the_compiled_path_was_taken_and_fell_back(counted: list[tuple[float, float]]) -> None:

@@ -18,20 +18,18 @@ import pytest
 from graphql import parse
 from prometheus_client import REGISTRY
 from starlette.applications import Starlette
-from starlette.routing import Route
 from strawberry.extensions.tracing import OpenTelemetryExtension
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
 import resolvers.federation
-from resolvers.federation import FederationSchema
 from resolvers.prepared import PreparedOperation, PreparedOperations
 from resolvers.schema import _validate, build_schema
 from server.app import create_app
 from server.config import Settings
 from server.limits import graphql_extensions
 
-from ._graphql import REFUND, REFUND_PROMPT, START_RUN
+from ._graphql import REFUND, REFUND_PROMPT, START_RUN, graphql_schema
 
 LISTING = """
 query PreparedListing($agentId: ID!, $first: Int, $after: String) {
@@ -70,11 +68,9 @@ async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def _prepared(app: Starlette) -> PreparedOperations:
-    view = next(route.endpoint for route in app.routes if isinstance(route, Route) and route.path == "/graphql")
-    schema = view.schema  # type: ignore[attr-defined]
-    assert isinstance(schema, FederationSchema)
-    assert schema.prepared_operations is not None
-    return schema.prepared_operations
+    prepared = graphql_schema(app).prepared_operations
+    assert prepared is not None
+    return prepared
 
 
 async def _listing(http: httpx.AsyncClient, **variables: Any) -> httpx.Response:

@@ -29,6 +29,7 @@ from server.config import Settings
 from server.tracing import start_tracing
 
 from .._servers import runsgate_process
+from ._graphql import graphql_schema
 from ._process import post
 
 TRACED_QUERY = "query TracedAgents { agents { id } }"
@@ -109,8 +110,7 @@ def test_spans_of_a_query_reach_the_otlp_endpoint(receiver: _Receiver, tmp_path:
 
 
 def _schema_extensions(app: Starlette) -> list[Any]:
-    graphql = next(route for route in app.routes if getattr(route, "path", None) == "/graphql")
-    return list(graphql.endpoint.schema.extensions)  # type: ignore[attr-defined]
+    return list(graphql_schema(app).extensions)
 
 
 def _is_tracing(extension: Any) -> bool:

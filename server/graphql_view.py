@@ -17,14 +17,17 @@ and rewrites the page's URLs, so the explorer works with no internet access. The
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.http import GraphQLHTTPResponse
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
+from strawberry.http.parse_content_type import parse_content_type
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
@@ -33,6 +36,8 @@ from resolvers import Context
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 """The GraphQL over HTTP spec's own media type for responses."""
 JSON = "application/json"
+NOT_AN_OBJECT = "The request body must be a JSON object, or a list of them for a batch."
+"""The 400 answer to a JSON body of another kind (a string, a number, null)."""
 
 GRAPHIQL_CDN = "https://unpkg.com/"
 GRAPHIQL_ASSETS_DIR = Path(__file__).resolve().parent / "static" / "graphiql"
@@ -85,7 +90,11 @@ def offline_graphiql_html(html: str, root_path: str = "") -> str:
 
 
 class GraphQLView(GraphQL[Context, None]):
-    """Strawberry's ASGI view with the spec's response media type and an offline GraphiQL."""
+    """Strawberry's ASGI view with the spec's response media type, an offline GraphiQL, and a
+    shorter path for prepared queries (``run_prepared``)."""
+
+    prepared_requests: int = 0
+    """Requests served by ``run_prepared`` (tests and benchmarks read it)."""
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
         """Drop ``data`` from a request error's response, and mark the request for a 400 (see ``run``)."""
@@ -101,8 +110,13 @@ class GraphQLView(GraphQL[Context, None]):
         context: Context = UNSET,
         root_value: None = UNSET,
     ) -> Any:
-        """Serve the request, then set the negotiated media type (and 400 for a request error) on JSON results."""
-        response = await super().run(request, context, root_value)
+        """Serve the request (a prepared query through ``run_prepared``), then set the negotiated
+        media type (and 400 for a request error) on JSON results."""
+        response = None
+        if isinstance(request, Request) and context is UNSET and root_value is UNSET:
+            response = await self.run_prepared(request)
+        if response is None:
+            response = await super().run(request, context, root_value)
         if isinstance(request, Request) and isinstance(response, Response) and response.media_type == JSON:
             response.headers["vary"] = "Accept"
             if preferred_media_type(request.headers.get("accept")) == GRAPHQL_RESPONSE_JSON:
@@ -110,6 +124,87 @@ class GraphQLView(GraphQL[Context, None]):
                 if getattr(request.state, "graphql_request_error", False):
                     response.status_code = 400
         return response
+
+    async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> GraphQLRequestData | list[GraphQLRequestData]:
+        """Strawberry's parsing, refusing a JSON body that is neither an object nor a list (a batch).
+
+        Raises:
+            HTTPException: 400 for a body such as ``"query"`` or ``5``, which Strawberry's own
+                parsing answers with a 500 (it calls ``.get`` on it), and whatever Strawberry's
+                parsing raises.
+        """
+        if request.method == "POST":
+            content_type, _ = parse_content_type(request.content_type or "")
+            if JSON in content_type:  # Strawberry's own test for a JSON body
+                data = self.parse_json(await request.get_body())
+                if not isinstance(data, dict | list):
+                    raise HTTPException(400, NOT_AN_OBJECT)
+        return await super().parse_http_body(request)
+
+    async def run_prepared(self, request: Request) -> Response | None:
+        """Serve a ``POST`` of a prepared query operation (``resolvers.prepared``) without
+        Strawberry's request parsing; None, having changed nothing, for any other request.
+
+        The request qualifies when its ``Content-Type`` is ``application/json`` (parameters
+        allowed), it asks for no streaming transport, and its body is one JSON object whose
+        ``query`` and ``operationName`` name a prepared operation, with ``variables`` and
+        ``extensions`` objects or absent (GraphQL over HTTP, "Request Parameters"). It is then
+        served as Strawberry's ``run`` serves it: the same ``get_root_value``, sub-response,
+        ``get_context``, ``execute_single``, ``process_result`` and ``create_response``, in the
+        same order, so the response is the same; only the content-type parsing, the body's
+        shape checks and the checks for streamed results are skipped (bench/RESULTS.md,
+        "Prepared requests"). Anything else returns None and Strawberry's ``run`` serves the
+        request, reading the body Starlette kept.
+        """
+        prepared = getattr(self.schema, "prepared_operations", None)
+        if prepared is None or request.method != "POST":
+            return None
+        content_type = request.headers.get("content-type")
+        if content_type is None or content_type.split(";", 1)[0].strip() != JSON:
+            return None
+        if self._get_stream_transport_from_headers(request.headers) is not None:
+            return None
+        try:
+            data = self.decode_json(await request.body())
+        except json.JSONDecodeError:
+            return None
+        if type(data) is not dict:
+            return None
+        query = data.get("query")
+        operation_name = data.get("operationName")
+        variables = data.get("variables")
+        extensions = data.get("extensions")
+        if (
+            not isinstance(query, str)
+            or not (operation_name is None or isinstance(operation_name, str))
+            or not (variables is None or isinstance(variables, dict))
+            or not (extensions is None or isinstance(extensions, dict))
+            or prepared.get(query, operation_name) is None
+        ):
+            return None
+        root_value = await self.get_root_value(request)  # type: ignore[func-returns-value]  # as Strawberry's run
+        request_adapter = self.request_adapter_class(request)
+        sub_response = await self.get_sub_response(request)
+        context = await self.get_context(request, response=sub_response)
+        result = await self.execute_single(
+            request=request,
+            request_adapter=request_adapter,
+            sub_response=sub_response,
+            context=context,
+            root_value=root_value,
+            request_data=GraphQLRequestData(
+                query=query,
+                variables=variables,
+                operation_name=operation_name,
+                extensions=extensions,
+                protocol="http",
+            ),
+        )
+        response_data = await self.process_result(request, result)
+        if result.errors:
+            self._handle_errors(result.errors, response_data)
+        self.prepared_requests += 1
+        return self.create_response(response_data=response_data, sub_response=sub_response)
 
     async def render_graphql_ide(self, request: Request) -> HTMLResponse:
         """Strawberry's GraphiQL page, loading its files from ``GRAPHIQL_ASSETS_PATH``."""

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from resolvers.federation import FederationSchema
+from server.graphql_view import GraphQLView
 
 REFUND = "refund-agent"
 WEATHER = "weather-agent"
@@ -161,9 +162,15 @@ class GraphQLClient:
         return result
 
 
+def graphql_view(app: Starlette) -> GraphQLView:
+    """The view the app's ``/graphql`` route serves."""
+    view = next(route.endpoint for route in app.routes if isinstance(route, Route) and route.path == "/graphql")
+    assert isinstance(view, GraphQLView)
+    return view
+
+
 def graphql_schema(app: Starlette) -> FederationSchema:
     """The schema the app's ``/graphql`` route serves (its extensions, prepared operations...)."""
-    view = next(route.endpoint for route in app.routes if isinstance(route, Route) and route.path == "/graphql")
-    schema = view.schema  # type: ignore[attr-defined]
+    schema = graphql_view(app).schema
     assert isinstance(schema, FederationSchema)
     return schema

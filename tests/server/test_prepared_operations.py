@@ -29,7 +29,7 @@ from server.app import create_app
 from server.config import Settings
 from server.limits import graphql_extensions
 
-from ._graphql import REFUND, REFUND_PROMPT, START_RUN, graphql_schema
+from ._graphql import REFUND, REFUND_PROMPT, START_RUN, graphql_schema, graphql_view
 
 LISTING = """
 query PreparedListing($agentId: ID!, $first: Int, $after: String) {
@@ -319,3 +319,83 @@ async def test_an_operation_type_not_allowed_is_refused_as_by_strawberry() -> No
     with pytest.raises(InvalidOperationTypeError):
         await schema.execute("{ __typename }", allowed_operation_types={OperationType.MUTATION})
     assert schema.prepared_operations.executed == executed
+
+
+PAGE = "query Page($a: ID!, $n: Int) { suspendedRuns(agentId: $a, first: $n) { edges { node { runId } } } }"
+PAGE_BODY = json.dumps({"query": PAGE, "variables": {"a": REFUND, "n": 1}}).encode()
+FRAMINGS: list[tuple[str, dict[str, str], bytes, int]] = [
+    # (case, request headers, body, how many of two sends the view's prepared path serves)
+    ("json", {"content-type": "application/json"}, PAGE_BODY, 2),
+    ("charset", {"content-type": "application/json; charset=utf-8"}, PAGE_BODY, 2),
+    ("graphql-response accepted", {"content-type": "application/json", "accept": GRAPHQL_RESPONSE}, PAGE_BODY, 2),
+    ("multipart accepted", {"content-type": "application/json", "accept": "multipart/mixed"}, PAGE_BODY, 2),
+    (
+        "request error",
+        {"content-type": "application/json", "accept": GRAPHQL_RESPONSE},
+        json.dumps({"query": PAGE, "variables": {"a": REFUND, "n": "x"}}).encode(),
+        2,
+    ),
+    (
+        "null parts",
+        {"content-type": "application/json"},
+        json.dumps({"query": PAGE, "variables": {"a": REFUND}, "operationName": None, "extensions": None}).encode(),
+        2,
+    ),
+    (
+        "named",
+        {"content-type": "application/json"},
+        json.dumps({"query": PAGE, "variables": {"a": REFUND}, "operationName": "Page", "extensions": {}}).encode(),
+        1,  # the first send prepares the operation under its name
+    ),
+    ("media type in capitals", {"content-type": "Application/JSON"}, PAGE_BODY, 0),
+    ("a json-like media type", {"content-type": "application/json-patch+json"}, PAGE_BODY, 0),
+    ("no content type", {}, PAGE_BODY, 0),
+    ("form", {"content-type": "application/x-www-form-urlencoded"}, PAGE_BODY, 0),
+    ("a batch", {"content-type": "application/json"}, b"[" + PAGE_BODY + b"]", 0),
+    ("a string", {"content-type": "application/json"}, b'"query"', 0),
+    ("a number", {"content-type": "application/json"}, b"5", 0),
+    ("null", {"content-type": "application/json"}, b"null", 0),
+    ("NaN", {"content-type": "application/json"}, PAGE_BODY.replace(b'"n": 1', b'"n": NaN'), 0),
+    ("not json", {"content-type": "application/json"}, PAGE_BODY[:-1], 0),
+    ("an unknown name", {"content-type": "application/json"}, PAGE_BODY.replace(b"}}", b'}, "operationName": "X"}'), 0),
+    (
+        "variables a list",
+        {"content-type": "application/json"},
+        json.dumps({"query": PAGE, "variables": [1]}).encode(),
+        0,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "fast"), [case[1:] for case in FRAMINGS], ids=[case[0] for case in FRAMINGS]
+)
+async def test_the_view_serves_prepared_requests_as_strawberry_does(
+    headers: dict[str, str], body: bytes, fast: int
+) -> None:
+    # given a compiled app and a standard one, each with the page prepared (sent once)
+    answers: dict[bool, list[tuple[int, str | None, str | None, bytes]]] = {}
+    served: dict[bool, int] = {}
+    for compiled in (True, False):
+        application = create_app(Settings(mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled))
+        async with (
+            application.router.lifespan_context(application),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://test") as client,
+        ):
+            assert (
+                await client.post("/graphql", content=PAGE_BODY, headers={"content-type": "application/json"})
+            ).status_code == 200
+            view = graphql_view(application)
+            before = view.prepared_requests
+            # when the request is sent twice
+            responses = [await client.post("/graphql", content=body, headers=headers) for _ in range(2)]
+            served[compiled] = view.prepared_requests - before
+        answers[compiled] = [
+            (r.status_code, r.headers.get("content-type"), r.headers.get("vary"), r.content) for r in responses
+        ]
+
+    # then both apps answer alike, never with a server error, and the compiled one served it
+    # through run_prepared when it qualifies
+    assert answers[True] == answers[False]
+    assert all(status < 500 for status, *_ in answers[True])
+    assert served == {True: fast, False: 0}

@@ -45,19 +45,23 @@ class Context:
     max_resume_data_bytes: int = 64 * 1024
     max_resume_data_depth: int = 32
     tool_rules: tuple[ToolApprovalRule, ...] = ()
-    loaders: Loaders = field(init=False)
     request: Any = None
     response: Any = None
     events: EventFeed | None = None
     connection_params: Any = None
+    _loaders: Loaders | None = field(default=None, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.loaders = Loaders(self.store, resource_ids=self.principal.resources)
+    @property
+    def loaders(self) -> Loaders:
+        """This request's DataLoaders, made when first used (a page of runs uses none)."""
+        if self._loaders is None:
+            self._loaders = Loaders(self.store, resource_ids=self.principal.resources)
+        return self._loaders
 
     def authenticated(self, principal: Principal) -> None:
         """Switch to ``principal`` (a WebSocket whose ``connection_init`` was accepted)."""
         self.principal = principal
-        self.loaders = Loaders(self.store, resource_ids=principal.resources)
+        self._loaders = None
 
 
 Info = _Info[Context, None]

@@ -439,6 +439,24 @@ class _Generator:
         )
 
 
+def compiled_object(
+    object_type: GraphQLObjectType,
+    nodes: tuple[FieldNode, ...],
+    operation: OperationDefinitionNode,
+    fragments: dict[str, Any],
+    variables: dict[str, Any],
+    is_awaitable: Callable[[Any], bool],
+) -> _CompiledObject | None:
+    """The compiled object that ``CompiledExecutor`` keeps for ``object_type`` selected by the
+    field ``nodes`` of ``operation`` under these coerced ``variables`` and awaitable check (the
+    same key as ``CompiledExecutor._shared_compiled``); None when there is none yet, or the
+    selection does not qualify. ``resolvers.root_plan`` completes a root field with it."""
+    key = (object_type, tuple(map(id, nodes)), _directive_values(operation, fragments, variables), is_awaitable)
+    with _LOCK:
+        cached = _SHARED.get(key)
+    return None if cached is None else cached[1]
+
+
 def _basic_field(field_def: GraphQLField) -> StrawberryField | None:
     """The ``StrawberryField`` behind ``field_def`` when Strawberry resolves it as a basic field: a
     ``StrawberryField`` with no resolver, no field extension (permission classes are one) and no
@@ -541,4 +559,4 @@ def _collect_variables(value: Any, names: set[str]) -> None:
         _collect_variables(field.value, names)
 
 
-__all__ = ["CompiledExecutor"]
+__all__ = ["CompiledExecutor", "compiled_object"]

@@ -74,6 +74,7 @@ class FederationSchema(strawberry.federation.Schema):
                     root_value=root_value,
                     operation_extensions=operation_extensions,
                     mask_errors=prepared.mask_errors,
+                    planned=prepared.count_planned,
                 )
             except Exception:
                 logger.exception("prepared operation failed; running it again through Strawberry's pipeline")

@@ -50,7 +50,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
-from graphql import GraphQLError
+from graphql import ExecutionResult as GraphQLExecutionResult
+from graphql import GraphQLError, GraphQLSchema
 from graphql.language import DocumentNode
 from strawberry.execution.is_awaitable import optimized_is_awaitable
 from strawberry.extensions import SchemaExtension
@@ -60,6 +61,7 @@ from strawberry.types.graphql import OperationType
 from strawberry.utils.await_maybe import await_maybe
 
 from .metrics import OperationLabels, operation_metrics
+from .root_plan import RootPlan, plan_root, run_root_plan
 
 if TYPE_CHECKING:
     from strawberry.schema import Schema
@@ -78,6 +80,8 @@ class PreparedOperation:
     the name of the document's first operation when it gave none (``ExecutionContext.operation_name``)."""
     metrics: OperationLabels
     """The operation's label values and metric children (``resolvers.metrics.operation_metrics``)."""
+    root: RootPlan | None = None
+    """Its root plan (``resolvers.root_plan``), when it has a single root field that qualifies."""
 
 
 class PreparedOperations:
@@ -89,6 +93,7 @@ class PreparedOperations:
 
     Attributes:
         executed: Requests executed as prepared operations (``FederationSchema.execute``).
+        planned: Those of them answered by their root plan (``resolvers.root_plan``).
     """
 
     def __init__(
@@ -98,6 +103,11 @@ class PreparedOperations:
         self._entries: LRUCache[tuple[str, str | None], PreparedOperation] = LRUCache(maxsize)
         self._lock = threading.Lock()  # Strawberry may run sync execution in threads
         self.executed = 0
+        self.planned = 0
+
+    def count_planned(self) -> None:
+        """Count a request answered by its root plan (``execute_prepared``'s ``planned``)."""
+        self.planned += 1
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -108,10 +118,19 @@ class PreparedOperations:
         with self._lock:
             return self._entries.get(key)
 
-    def record(self, query: str, operation_name: str | None, document: DocumentNode, executed_name: str | None) -> None:
+    def record(
+        self,
+        query: str,
+        operation_name: str | None,
+        document: DocumentNode,
+        executed_name: str | None,
+        schema: GraphQLSchema | None = None,
+    ) -> None:
         """Keep a query operation that reached execution (parsed, validated, allowed), asked
-        for as ``operation_name`` and executed by Strawberry under ``executed_name``."""
-        entry = PreparedOperation(document, executed_name, operation_metrics(document, executed_name))
+        for as ``operation_name`` and executed by Strawberry under ``executed_name``; with
+        ``schema``, also its root plan (``resolvers.root_plan.plan_root``)."""
+        root = None if schema is None else plan_root(schema, document, executed_name)
+        entry = PreparedOperation(document, executed_name, operation_metrics(document, executed_name), root)
         with self._lock:
             self._entries.setdefault((query, operation_name), entry)
 
@@ -143,7 +162,7 @@ class RecordPreparedOperation(SchemaExtension):
             and (provided is None or isinstance(provided, str))
             and context.operation_type is OperationType.QUERY
         ):
-            self.prepared.record(context.query, provided, document, context.operation_name)
+            self.prepared.record(context.query, provided, document, context.operation_name, context.schema._schema)
         yield
 
 
@@ -159,29 +178,48 @@ async def execute_prepared(
     root_value: Any,
     operation_extensions: dict[str, Any] | None,
     mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]],
+    planned: Callable[[], None] | None = None,
 ) -> ExecutionResult:
     """Execute a prepared query as ``Schema.execute`` would (module docstring), skipping parse,
-    validation and the extension hooks.
+    validation and the extension hooks; by its root plan (``resolvers.root_plan``) when it has
+    one and the request takes the plain path (``planned`` is then called).
 
     Raises:
         Exception: Only what graphql-core's ``execute`` itself raises (never a resolver's error,
             which is in the result); the caller then runs the standard path.
     """
     started = time.perf_counter()
-    result = await await_maybe(
-        schema._get_execute_function()(
-            schema._schema,
-            prepared.document,
-            root_value=root_value,
-            middleware=None,
-            variable_values=variable_values,
-            operation_name=prepared.operation_name,
+    planned_result = None
+    if prepared.root is not None:
+        planned_result = await run_root_plan(
+            prepared.root,
+            schema=schema._schema,
             context_value=context_value,
-            is_awaitable=optimized_is_awaitable,
+            root_value=root_value,
+            variable_values=variable_values,
             operation_extensions=operation_extensions,
-            **execution_context_class_kwargs(schema.execution_context_class),
+            is_awaitable=optimized_is_awaitable,
         )
-    )
+        if planned_result is not None and planned is not None:
+            planned()
+    result: GraphQLExecutionResult
+    if planned_result is not None:
+        result = planned_result
+    else:
+        result = await await_maybe(
+            schema._get_execute_function()(
+                schema._schema,
+                prepared.document,
+                root_value=root_value,
+                middleware=None,
+                variable_values=variable_values,
+                operation_name=prepared.operation_name,
+                context_value=context_value,
+                is_awaitable=optimized_is_awaitable,
+                operation_extensions=operation_extensions,
+                **execution_context_class_kwargs(schema.execution_context_class),
+            )
+        )
     errors = result.errors
     if errors:
         schema._process_errors(errors)

@@ -367,10 +367,12 @@ async def assert_same_response(pair: Pair, body: dict[str, Any]) -> None:
     # (resolvers/prepared.py), executed without Strawberry's parse/validate/extension steps
     prepared = graphql_schema(pair.apps[0]).prepared_operations
     assert prepared is not None
-    executed = prepared.executed
+    executed, planned = prepared.executed, prepared.planned
     again = await pair.compiled.post("/graphql", json=body)
     if prepared.executed > executed and b'"errors"' in again.content:
         PREPARED_WITH_ERRORS.append(body)
+    if prepared.planned > planned:  # answered by its root plan (resolvers/root_plan.py)
+        PLANNED.append(b'"errors"' in again.content)
     for compiled in (first, again):
         assert compiled.status_code == standard.status_code, (body, compiled.text, standard.text)
         assert compiled.headers["content-type"] == standard.headers["content-type"]
@@ -546,6 +548,8 @@ async def test_generated_documents(pair: Pair, data: st.DataObject) -> None:
 
 PREPARED_WITH_ERRORS: list[dict[str, Any]] = []
 """Requests that the compiled app answered with errors as a prepared operation."""
+PLANNED: list[bool] = []
+"""Whether each request the compiled app answered by a root plan had errors."""
 
 
 def test_prepared_operations_were_executed(pair: Pair) -> None:
@@ -557,6 +561,9 @@ def test_prepared_operations_were_executed(pair: Pair) -> None:
     assert compiled.executed > 200
     assert len(PREPARED_WITH_ERRORS) > 10
     assert standard is None
+    # and many of them were answered by their root plan, some with a resolver's error
+    assert compiled.planned >= len(PLANNED) > 100
+    assert sum(PLANNED) > 5, sum(PLANNED)
 
 
 def test_the_compiled_path_was_taken_and_fell_back(counted: list[tuple[float, float]]) -> None:

@@ -28,6 +28,7 @@ from resolvers.schema import _validate, build_schema
 from server.app import create_app
 from server.config import Settings
 from server.limits import graphql_extensions
+from storage import StoreUnavailableError
 
 from ._graphql import REFUND, REFUND_PROMPT, START_RUN, graphql_schema, graphql_view
 
@@ -399,3 +400,43 @@ async def test_the_view_serves_prepared_requests_as_strawberry_does(
     assert answers[True] == answers[False]
     assert all(status < 500 for status, *_ in answers[True])
     assert served == {True: fast, False: 0}
+
+
+async def test_a_root_plan_calls_the_resolver_once_even_when_it_fails(app: Starlette, http: httpx.AsyncClient) -> None:
+    # given a prepared listing answered by its root plan (resolvers/root_plan.py)
+    await _listing(http, first=1)
+    prepared = _prepared(app)
+    planned = prepared.planned
+    assert "errors" not in (await _listing(http, first=1)).json()
+    assert prepared.planned == planned + 1
+    answers = []
+    calls = 0
+    store = app.state.store
+    listing = store.list_runs
+
+    async def unavailable(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        raise StoreUnavailableError("injected outage")
+
+    # when the store fails under it, then without the plan (a first request of another text)
+    store.list_runs = unavailable
+    try:
+        answers.append((await _listing(http, first=1)).json())
+        first_calls, calls = calls, 0
+        answers.append(
+            (
+                await http.post("/graphql", json={"query": LISTING + " ", "variables": {"agentId": REFUND, "first": 1}})
+            ).json()
+        )
+    finally:
+        store.list_runs = listing
+
+    # then the plan called the store once (no second try through graphql-core: an outage would
+    # wait twice), and answered as the standard path does
+    assert prepared.planned == planned + 2
+    assert first_calls == 1
+    assert calls == 1
+    assert answers[0] == answers[1]
+    assert answers[0]["data"] is None
+    assert answers[0]["errors"][0]["extensions"]["code"] == "STORE_UNAVAILABLE"

@@ -1,7 +1,8 @@
 """``uv run python -m bench``: run the benchmarks, print the table, write ``bench/RESULTS.md``.
 
 Options: ``--memory 10000,100000,1000000`` and ``--mongo 10000,100000`` (sizes; empty to skip),
-``--seconds 10``, ``--connections 10``, ``--out bench/RESULTS.md`` (``-`` to write nothing).
+``--seconds 10`` (wrk time per scenario), ``--rounds 3`` (interleaved rounds; each row is its median
+round), ``--connections 10``, ``--out bench/RESULTS.md`` (``-`` to write nothing).
 MongoDB is ``MONGODB_URI`` when set (a fresh database per size), else a FerretDB started here.
 """
 
@@ -135,9 +136,10 @@ def write_report(
         "# runsgate benchmark results",
         "",
         f"Command: `uv run python -m bench --memory {shlex.quote(args.memory)} --mongo {shlex.quote(args.mongo)} "
-        f"--seconds {args.seconds:g} "
+        f"--seconds {args.seconds:g} --rounds {args.rounds} "
         f"--connections {args.connections}` (`./dev bench`). Each row: wrk, {args.connections} connections, "
-        f"{args.seconds:g} s, 1 thread, against a real `python -m server serve` process; page size {PAGE_SIZE}.",
+        f"1 thread, against a real `python -m server serve` process; page size {PAGE_SIZE}; the scenarios take "
+        f"turns in {settings.rounds} rounds of {settings.round_seconds} s, and each row is its median round.",
         "",
         *(f"- {key}: {value}" for key, value in about.items()),
         "",
@@ -172,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--memory", default="10000,100000,1000000", help="memory-store sizes, comma-separated")
     parser.add_argument("--mongo", default="10000,100000", help="MongoDB/FerretDB sizes, comma-separated")
-    parser.add_argument("--seconds", type=float, default=10.0, help="duration of each wrk run")
+    parser.add_argument("--seconds", type=float, default=10.0, help="wrk time per scenario, split into rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each row is its median round")
     parser.add_argument("--connections", type=int, default=10, help="wrk connections")
     parser.add_argument("--round-trips", type=int, default=20, help="approve round trips per memory-store size")
     parser.add_argument("--mongo-round-trips", type=int, default=3, help="approve round trips per MongoDB size")
@@ -181,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = Settings(
         seconds=args.seconds,
+        rounds=args.rounds,
         connections=args.connections,
         round_trips=args.round_trips,
         sequential_samples=args.samples,

@@ -35,7 +35,17 @@ class Settings:
     """How hard and how long to measure."""
 
     seconds: float = 10.0
-    """Duration of each wrk run."""
+    """wrk time per scenario, split into ``rounds``."""
+    rounds: int = 3
+    """Interleaved rounds: every scenario runs ``round_seconds`` once per round, and its figures
+    are those of its median round (by requests per second). On a shared machine the speed drifts
+    by 20% over minutes; rounds give GraphQL and raw the same share of slow and fast moments."""
+
+    @property
+    def round_seconds(self) -> int:
+        """wrk time of one round, whole seconds (what wrk's ``-d`` takes), at least 1."""
+        return max(1, round(self.seconds / self.rounds))
+
     connections: int = 10
     """Open connections wrk keeps busy (the issue's calibration used 10)."""
     round_trips: int = 20
@@ -166,24 +176,42 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
     """Every scenario against one running server, then the round trip and the peak RSS.
 
     With wrk, every scenario first runs for one second unrecorded (warm-up); then each is
-    measured. ``with_wrk=False``: sequential samples instead of wrk (``Settings.sequential_samples``).
+    measured in ``Settings.rounds`` interleaved rounds and keeps its median round.
+    ``with_wrk=False``: sequential samples instead of wrk (``Settings.sequential_samples``).
     """
     with httpx.Client(base_url=url, timeout=1800) as client:
         chosen = bodies(client, result.runs)
         if with_wrk:  # without it, the first scenario measured was 10-25% slower than the same work later
             for name in SCENARIOS:
                 run_wrk(url + chosen[name][0], chosen[name][1], seconds=1, connections=settings.connections)
-        for name in SCENARIOS:
-            path, body = chosen[name]
-            if with_wrk:
-                result.loads[name] = run_wrk(
-                    url + path, body, seconds=settings.seconds, connections=settings.connections
-                )
-            else:
+            rounds: dict[str, list[LoadResult]] = {name: [] for name in SCENARIOS}
+            for _ in range(settings.rounds):
+                for name in SCENARIOS:
+                    path, body = chosen[name]
+                    rounds[name].append(
+                        run_wrk(
+                            url + path,
+                            body,
+                            seconds=settings.round_seconds,
+                            connections=settings.connections,
+                        )
+                    )
+            for name in SCENARIOS:
+                result.loads[name] = median_round(rounds[name])
+        else:
+            for name in SCENARIOS:
+                path, body = chosen[name]
                 result.loads[name] = sequential(client, path, body, settings.sequential_samples)
+        for name in SCENARIOS:
             print(f"  {result.store} {result.runs:>9,} {name:<20} {_describe(result.loads[name])}", flush=True)
         result.round_trip_ms = round_trip_ms(client, settings.round_trips)
     result.peak_rss_mb = peak_rss_mb(pid)
+
+
+def median_round(loads: list[LoadResult]) -> LoadResult:
+    """The round whose requests per second is the median (the lower middle one for an even count)."""
+    ordered = sorted(loads, key=lambda load: load.requests_per_second)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _describe(load: LoadResult) -> str:

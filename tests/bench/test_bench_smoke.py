@@ -17,8 +17,8 @@ import pytest
 from pydantic_ai import models
 
 from bench.__main__ import ratios, table
-from bench.runner import SCENARIOS, Settings, bench_memory, bench_mongo
-from bench.wrk import parse
+from bench.runner import SCENARIOS, Settings, bench_memory, bench_mongo, median_round
+from bench.wrk import LoadResult, parse
 
 models.ALLOW_MODEL_REQUESTS = False
 
@@ -38,7 +38,7 @@ Requests/sec:   1899.50
 Transfer/sec:      4.55MB
 """
 
-SETTINGS = Settings(seconds=1, connections=2, round_trips=2, seed_threads=10, sequential_samples=2)
+SETTINGS = Settings(seconds=2, rounds=2, connections=2, round_trips=2, seed_threads=10, sequential_samples=2)
 
 
 def test_wrk_output_is_read_with_its_units() -> None:
@@ -49,6 +49,16 @@ def test_wrk_output_is_read_with_its_units() -> None:
     assert result.p99_ms == pytest.approx(0.95)
     assert result.requests == 3800
     assert result.errors == 2
+
+
+def test_a_scenario_keeps_its_median_round() -> None:
+    def load(rps: float) -> LoadResult:
+        return LoadResult(requests_per_second=rps, p50_ms=1000 / rps, p99_ms=2000 / rps, requests=int(rps), errors=0)
+
+    assert median_round([load(900), load(1200), load(700)]).requests_per_second == 900
+    assert median_round([load(900), load(700)]).requests_per_second == 700  # the lower middle
+    assert Settings(seconds=10, rounds=3).round_seconds == 3
+    assert Settings(seconds=1, rounds=3).round_seconds == 1
 
 
 def test_wrk_output_without_figures_is_an_error() -> None:

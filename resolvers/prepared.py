@@ -24,6 +24,10 @@ execution, in the same order as the standard path:
 4. the result is a Strawberry ``ExecutionResult`` with ``extensions={}``, as the standard path
    gathers from extensions that report nothing.
 
+When the operation's selection is a single root field returning an object, ``execute_prepared``
+first tries its root plan (``resolvers.root_plan``), which skips building graphql-core's executor
+and hands the request back to ``execute`` whenever it leaves the plain path.
+
 Variables are coerced, and every resolver runs, on each request, exactly as before. Mutations
 and subscriptions are never prepared. These take the standard path, which answers them as
 before: a request whose operation type is not allowed (a query where a view allows only

@@ -28,7 +28,8 @@ When the operation's selection is a single root field returning an object, ``exe
 first tries its root plan (``resolvers.root_plan``), which skips building graphql-core's executor
 and hands the request back to ``execute`` whenever it leaves the plain path.
 
-Variables are coerced, and every resolver runs, on each request, exactly as before. Mutations
+Variables are coerced, and every resolver runs, on each request, as before (once; twice when
+a root plan hands a request back after its resolver ran, ``resolvers.root_plan``). Mutations
 and subscriptions are never prepared. These take the standard path, which answers them as
 before: a request whose operation type is not allowed (a query where a view allows only
 mutations), and one whose parts have the wrong types (a list as ``operationName``; in a batch,

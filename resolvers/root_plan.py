@@ -5,7 +5,8 @@ A prepared query (``resolvers.prepared``) still goes through graphql-core's ``ex
 an executor (fragments, variables, error collection, incremental-delivery state), collects the
 root fields, then runs ``execute_field``, ``complete_awaitable_value``, ``complete_value`` and
 ``complete_object_value`` before the compiled serializer (``resolvers.compiled``) takes over. For a
-page of 20 runs that was about 0.1 of its 0.7 CPU ms (bench/RESULTS.md, "Root plans").
+page of 20 runs that was about 0.1 of its 0.7 CPU ms (bench/RESULTS.md, "Root plans and
+prepared requests").
 
 ``plan_root`` looks once at a prepared document. When its operation is a query whose selection
 is a single field of the query type, with no directive on the operation or the field, returning
@@ -20,19 +21,23 @@ that field, with graphql-core's own functions:
    extensions);
 4. call the field's resolver (Strawberry's, so argument conversion, permission checks and
    field extensions run as always) and await it;
-5. complete a null as null when the field is nullable, and any other value with the compiled
-   serializer that graphql-core's path compiled for this object type and these field nodes
-   (``resolvers.compiled.compiled_object``): the same object, under the same key.
+5. complete the value with the compiled serializer that graphql-core's path compiled for this
+   object type and these field nodes (``resolvers.compiled.compiled_object``): the same object,
+   under the same key. It is looked up before step 2: a selection with no serializer (one
+   selecting a field with a resolver, such as ``id`` or ``totalCount``, or one not completed yet
+   under these ``@skip``/``@include`` values) is handed to graphql-core before its resolver runs.
 
 An exception raised by the resolver is answered as graphql-core answers it
 (``Executor.handle_field_error``): an error located at the field, and ``data`` null for a
 non-null field, ``{field: null}`` otherwise. Everything else that is not the plain path returns
 None, and ``execute_prepared`` runs graphql-core's ``execute`` for the request, which answers it
-as always: variables or arguments that do not coerce (no resolver ran yet), a serializer not
-compiled yet, a value the serializer hands back to graphql-core (null for a non-null field,
-damaged data: graphql-core then calls the resolver again; queries only read), and a resolver
+as always. Before the resolver ran: variables or arguments that do not coerce, a selection with
+no serializer. After it ran, so that graphql-core calls the resolver a second time (queries only
+read, but the store is read twice): a value the serializer hands back to graphql-core (null for
+a non-null field, an exception or awaitable returned as a value, damaged data), and a resolver
 that asks its info for ``async_helpers``, which only an executor has (``NoExecutor`` is raised
-inside the resolver; runsgate's resolvers read only ``info.context``).
+inside the resolver; a resolver catching every ``Exception`` around that access would hide it;
+runsgate's resolvers read only ``info.context``).
 
 ``tests/server/test_compiled_differential.py`` compares every answer of the compiled app (root
 plans from the second request on) with a standard app's, byte for byte.
@@ -53,7 +58,6 @@ from graphql import (
     GraphQLSchema,
     OperationDefinitionNode,
     OperationType,
-    Undefined,
     is_non_null_type,
     is_object_type,
     located_error,
@@ -162,6 +166,12 @@ async def run_root_plan(
     if isinstance(variables, list):
         return None  # request errors: graphql-core reports them
     field_def, node = plan.field_def, plan.node
+    # asked before the resolver runs, so that a selection not compiled (yet) costs one resolver call
+    compiled = compiled_object(
+        plan.object_type, (node,), plan.operation, plan.fragment_definitions, variables.coerced, is_awaitable
+    )
+    if compiled is None:
+        return None
     try:
         args = get_argument_values(field_def, node, variables) if field_def.args or node.arguments else {}
     except Exception:
@@ -192,13 +202,6 @@ async def run_root_plan(
     except Exception as raw_error:  # Executor.handle_field_error, then execute_operation at the root
         error: GraphQLError = located_error(raw_error, [node], plan.path.as_list())
         return ExecutionResult(None if plan.non_null else {plan.response_key: None}, [error])
-    if not plan.non_null and (result is None or result is Undefined):
-        return ExecutionResult({plan.response_key: None}, None)  # complete_value's first step
-    compiled = compiled_object(
-        plan.object_type, (node,), plan.operation, plan.fragment_definitions, variables.coerced, is_awaitable
-    )
-    if compiled is None:
-        return None
     try:
         value = compiled.complete_non_null(result) if plan.non_null else compiled.complete(result)
     except Exception:

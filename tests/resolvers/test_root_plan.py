@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import strawberry
-from graphql import ExecutionResult, execute, parse
+from graphql import DocumentNode, ExecutionResult, execute, parse
 from strawberry.execution.is_awaitable import optimized_is_awaitable
 
 from resolvers.compiled import CompiledExecutor
@@ -24,11 +24,20 @@ class Thing:
     name: str
     size: int | None
 
+    @strawberry.field
+    def upper(self) -> str:
+        return self.name.upper()
+
+
+CALLS: list[str] = []
+"""Names ``Query.thing`` was called with."""
+
 
 @strawberry.type
 class Query:
     @strawberry.field
     async def thing(self, name: str = "a") -> Thing:
+        CALLS.append(name)
         if name == "boom":
             raise ValueError("no such thing")
         return Thing(name=name, size=len(name))
@@ -51,11 +60,12 @@ class Query:
 
 SCHEMA = strawberry.Schema(query=Query, execution_context_class=CompiledExecutor)
 GRAPHQL_SCHEMA = SCHEMA._schema
+DOCUMENTS: dict[str, DocumentNode] = {}
 
 
 async def _both(text: str, variables: dict[str, Any] | None = None) -> tuple[ExecutionResult | None, ExecutionResult]:
     """(the root plan's answer, graphql-core's), graphql-core's first so the serializer is compiled."""
-    document = parse(text)
+    document = DOCUMENTS.setdefault(text, parse(text))  # one document per text, as ParserCache keeps it
     standard = execute(
         GRAPHQL_SCHEMA,
         document,
@@ -85,10 +95,13 @@ async def _both(text: str, variables: dict[str, Any] | None = None) -> tuple[Exe
     [
         ("{ thing { name size } }", None),
         ("query($n: String!) { renamed: thing(name: $n) { size name __typename } }", {"n": "abc"}),
+        # (a case of a document compiles its serializer for the cases after it, as on a server)
+        ("query($n: String!) { thing(name: $n) { name } }", {"n": "ok"}),
         ("query($n: String!) { thing(name: $n) { name } }", {"n": "boom"}),  # non-null: data null
+        ("query($n: String!) { maybe(name: $n) { name } }", {"n": "ok"}),
         ("query($n: String!) { maybe(name: $n) { name } }", {"n": "boom"}),  # nullable: {maybe: null}
-        ("query($n: String!) { maybe(name: $n) { name size } }", {"n": "none"}),
         ("query($n: String!) { maybe(name: $n) { name size } }", {"n": "x"}),
+        ("query($n: String!) { maybe(name: $n) { name size } }", {"n": "none"}),
         ("query($s: Boolean!) { thing { name size @skip(if: $s) } }", {"s": True}),
         ("query($s: Boolean!) { thing { ...F } } fragment F on Thing { name @include(if: $s) }", {"s": False}),
     ],
@@ -97,6 +110,16 @@ async def test_a_plan_answers_as_graphql_core(text: str, variables: dict[str, An
     planned, standard = await _both(text, variables)
     assert planned is not None
     assert planned.formatted == standard.formatted
+
+
+async def test_a_selection_without_serializer_is_handed_back_before_the_resolver_runs() -> None:
+    # `upper` has a resolver, so the selection never compiles: graphql-core answers every time
+    CALLS.clear()
+    for _ in range(2):
+        planned, standard = await _both('{ thing(name: "b") { name upper } }')
+        assert planned is None
+        assert standard.data == {"thing": {"name": "b", "upper": "B"}}
+    assert CALLS == ["b", "b"]  # graphql-core's calls only
 
 
 @pytest.mark.parametrize(

@@ -129,15 +129,22 @@ class GraphQLView(GraphQL[Context, None]):
         """Strawberry's parsing, refusing a JSON body that is neither an object nor a list (a batch).
 
         Raises:
-            HTTPException: 400 for a body such as ``"query"`` or ``5``, which Strawberry's own
-                parsing answers with a 500 (it calls ``.get`` on it), and whatever Strawberry's
-                parsing raises.
+            HTTPException: 400 for a body such as ``"query"`` or ``5``, or a batch item such as
+                ``[5]``, which Strawberry's own parsing answers with a 500 (it calls ``.get`` on
+                them), and whatever Strawberry's parsing raises.
         """
         if request.method == "POST":
             content_type, _ = parse_content_type(request.content_type or "")
             if JSON in content_type:  # Strawberry's own test for a JSON body
                 data = self.parse_json(await request.get_body())
-                if not isinstance(data, dict | list):
+                batching = self.schema.config.batching_config
+                if not isinstance(data, dict | list) or (
+                    # a batch's items, once Strawberry's own batch checks (enabled, size) passed
+                    isinstance(data, list)
+                    and batching is not None
+                    and len(data) <= batching["max_operations"]
+                    and not all(isinstance(item, dict) for item in data)
+                ):
                     raise HTTPException(400, NOT_AN_OBJECT)
         return await super().parse_http_body(request)
 
@@ -153,7 +160,7 @@ class GraphQLView(GraphQL[Context, None]):
         ``get_context``, ``execute_single``, ``process_result`` and ``create_response``, in the
         same order, so the response is the same; only the content-type parsing, the body's
         shape checks and the checks for streamed results are skipped (bench/RESULTS.md,
-        "Prepared requests"). Anything else returns None and Strawberry's ``run`` serves the
+        "Root plans and prepared requests"). Anything else returns None and Strawberry's ``run`` serves the
         request, reading the body Starlette kept.
         """
         prepared = getattr(self.schema, "prepared_operations", None)

@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=3, help="sequential requests per MongoDB scenario")
     parser.add_argument("--out", default=str(Path(__file__).parent / "RESULTS.md"), help="report file, - for none")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     settings = Settings(
         seconds=args.seconds,
         rounds=args.rounds,

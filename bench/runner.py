@@ -38,8 +38,9 @@ class Settings:
     """wrk time per scenario, split into ``rounds``."""
     rounds: int = 3
     """Interleaved rounds: every scenario runs ``round_seconds`` once per round, and its figures
-    are those of its median round (by requests per second). On a shared machine the speed drifts
-    by 20% over minutes; rounds give GraphQL and raw the same share of slow and fast moments."""
+    are those of its median round (by requests per second), chosen for each scenario on its own.
+    On a shared machine the speed drifts by 20% over minutes; rounds give GraphQL and raw the
+    same share of slow and fast moments."""
 
     @property
     def round_seconds(self) -> int:

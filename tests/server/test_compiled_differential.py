@@ -561,8 +561,9 @@ def test_prepared_operations_were_executed(pair: Pair) -> None:
     assert compiled.executed > 200
     assert len(PREPARED_WITH_ERRORS) > 10
     assert standard is None
-    # and many of them were answered by their root plan, some with a resolver's error
-    assert compiled.planned >= len(PLANNED) > 100
+    # and many of them were answered by their root plan, some with a resolver's error (only
+    # documents whose selection compiles have one: most suite documents select `id`)
+    assert compiled.planned >= len(PLANNED) > 40, len(PLANNED)
     assert sum(PLANNED) > 5, sum(PLANNED)
 
 

@@ -1,7 +1,7 @@
 """``uv run python -m bench``: run the benchmarks, print the table, write ``bench/RESULTS.md``.
 
 Options: ``--memory 10000,100000,1000000`` and ``--mongo 10000,100000`` (sizes; empty to skip),
-``--seconds 10`` (wrk time per scenario), ``--rounds 3`` (interleaved rounds; each row is its median
+``--seconds 10`` (wrk time per scenario), ``--rounds 5`` (interleaved rounds; each row is its median
 round), ``--connections 10``, ``--out bench/RESULTS.md`` (``-`` to write nothing).
 MongoDB is ``MONGODB_URI`` when set (a fresh database per size), else a FerretDB started here.
 """
@@ -27,8 +27,8 @@ from storage import MongoSnapshotStore, RunFilter
 from tests._servers import ferretdb, with_database
 
 from .queries import AGENT, PAGE_SIZE
-from .runner import SCENARIOS, Settings, SizeResult, bench_memory, bench_mongo
-from .wrk import ensure_wrk
+from .runner import SCENARIOS, Settings, SizeResult, bench_memory, bench_mongo, paired_ratio
+from .wrk import LoadResult, ensure_wrk
 
 
 def _sizes(text: str) -> list[int]:
@@ -102,21 +102,28 @@ def table(results: list[SizeResult]) -> list[str]:
     return lines
 
 
+def _rps(load: LoadResult) -> float:
+    return load.requests_per_second
+
+
+def _p50(load: LoadResult) -> float:
+    return load.p50_ms
+
+
 def ratios(results: list[SizeResult]) -> list[str]:
-    """GraphQL tax, depth ratios, round trip and RSS, one row per store and size."""
+    """GraphQL tax, depth ratios, round trip and RSS, one row per store and size; the ratios
+    are medians of the ratios within each round (``bench.runner.paired_ratio``)."""
     lines = [
         "| store | runs | GraphQL/raw first | GraphQL/raw thread | 90% cursor p50 / first p50 "
         "| 90% page p50 / first p50 | approve->completed p50 ms | server peak RSS MiB | start s | seed s |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
-        loads = r.loads
-        rps = {name: load.requests_per_second for name, load in loads.items()}
         lines.append(
-            f"| {r.store} | {r.runs:,} | {rps['graphql first'] / rps['raw first']:.2f} "
-            f"| {rps['graphql thread'] / rps['raw thread']:.2f} "
-            f"| {loads['graphql 90% cursor'].p50_ms / loads['graphql first'].p50_ms:.2f} "
-            f"| {loads['graphql 90% page'].p50_ms / loads['graphql first'].p50_ms:.2f} "
+            f"| {r.store} | {r.runs:,} | {paired_ratio(r, 'graphql first', 'raw first', _rps):.2f} "
+            f"| {paired_ratio(r, 'graphql thread', 'raw thread', _rps):.2f} "
+            f"| {paired_ratio(r, 'graphql 90% cursor', 'graphql first', _p50):.2f} "
+            f"| {paired_ratio(r, 'graphql 90% page', 'graphql first', _p50):.2f} "
             f"| {r.round_trip_ms or 0:.1f} | {r.peak_rss_mb or 0:,.0f} | {r.start_seconds:.0f} | {r.seed_seconds:.0f} |"
         )
     return lines
@@ -139,7 +146,8 @@ def write_report(
         f"--seconds {args.seconds:g} --rounds {args.rounds} "
         f"--connections {args.connections}` (`./dev bench`). Each row: wrk, {args.connections} connections, "
         f"1 thread, against a real `python -m server serve` process; page size {PAGE_SIZE}; the scenarios take "
-        f"turns in {settings.rounds} rounds of {settings.round_seconds} s, and each row is its median round.",
+        f"turns in {settings.rounds} rounds of {settings.round_seconds} s, and each row is its median round; "
+        "each ratio below is the median of that ratio within each round.",
         "",
         *(f"- {key}: {value}" for key, value in about.items()),
         "",
@@ -175,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", default="10000,100000,1000000", help="memory-store sizes, comma-separated")
     parser.add_argument("--mongo", default="10000,100000", help="MongoDB/FerretDB sizes, comma-separated")
     parser.add_argument("--seconds", type=float, default=10.0, help="wrk time per scenario, split into rounds")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each row is its median round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; each row is its median round")
     parser.add_argument("--connections", type=int, default=10, help="wrk connections")
     parser.add_argument("--round-trips", type=int, default=20, help="approve round trips per memory-store size")
     parser.add_argument("--mongo-round-trips", type=int, default=3, help="approve round trips per MongoDB size")

@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +36,11 @@ class Settings:
 
     seconds: float = 10.0
     """wrk time per scenario, split into ``rounds``."""
-    rounds: int = 3
+    rounds: int = 5
     """Interleaved rounds: every scenario runs ``round_seconds`` once per round, and its figures
     are those of its median round (by requests per second), chosen for each scenario on its own.
-    On a shared machine the speed drifts by 20% over minutes; rounds give GraphQL and raw the
-    same share of slow and fast moments."""
+    On a shared machine the speed drifts by 20% over minutes; ratios are taken within each round
+    (``paired_ratio``), where the two scenarios ran seconds apart."""
 
     @property
     def round_seconds(self) -> int:
@@ -67,6 +67,9 @@ class SizeResult:
     store: str
     runs: int
     loads: dict[str, LoadResult] = field(default_factory=dict)
+    """Scenario -> its figures (with wrk: its median round)."""
+    rounds: dict[str, list[LoadResult]] = field(default_factory=dict)
+    """Scenario -> its figures in each round, in order (wrk only)."""
     round_trip_ms: float | None = None
     peak_rss_mb: float | None = None
     seed_seconds: float = 0.0
@@ -197,6 +200,7 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
                             connections=settings.connections,
                         )
                     )
+            result.rounds = rounds
             for name in SCENARIOS:
                 result.loads[name] = median_round(rounds[name])
         else:
@@ -207,6 +211,16 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
             print(f"  {result.store} {result.runs:>9,} {name:<20} {_describe(result.loads[name])}", flush=True)
         result.round_trip_ms = round_trip_ms(client, settings.round_trips)
     result.peak_rss_mb = peak_rss_mb(pid)
+
+
+def paired_ratio(result: SizeResult, numerator: str, denominator: str, figure: Callable[[LoadResult], float]) -> float:
+    """``figure(numerator) / figure(denominator)``: with rounds, the median of the ratios within
+    each round (the two scenarios ran seconds apart, so the machine's drift cancels out); else
+    the ratio of the two scenarios' figures."""
+    pairs = list(zip(result.rounds.get(numerator, []), result.rounds.get(denominator, []), strict=True))
+    if not pairs:
+        return figure(result.loads[numerator]) / figure(result.loads[denominator])
+    return statistics.median(figure(a) / figure(b) for a, b in pairs)
 
 
 def median_round(loads: list[LoadResult]) -> LoadResult:

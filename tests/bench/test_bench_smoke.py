@@ -17,7 +17,7 @@ import pytest
 from pydantic_ai import models
 
 from bench.__main__ import ratios, table
-from bench.runner import SCENARIOS, Settings, bench_memory, bench_mongo, median_round
+from bench.runner import SCENARIOS, Settings, SizeResult, bench_memory, bench_mongo, median_round, paired_ratio
 from bench.wrk import LoadResult, parse
 
 models.ALLOW_MODEL_REQUESTS = False
@@ -59,6 +59,24 @@ def test_a_scenario_keeps_its_median_round() -> None:
     assert median_round([load(900), load(700)]).requests_per_second == 700  # the lower middle
     assert Settings(seconds=10, rounds=3).round_seconds == 3
     assert Settings(seconds=1, rounds=3).round_seconds == 1
+
+
+def test_a_ratio_is_the_median_of_its_ratios_within_rounds() -> None:
+    def load(rps: float) -> LoadResult:
+        return LoadResult(requests_per_second=rps, p50_ms=1000 / rps, p99_ms=2000 / rps, requests=int(rps), errors=0)
+
+    def rps(load: LoadResult) -> float:
+        return load.requests_per_second
+
+    # the machine was slow during raw's second run only (the two median rounds differ: 600 / 520)
+    rounds = {"graphql first": [load(300), load(600), load(660)], "raw first": [load(500), load(520), load(1100)]}
+    result = SizeResult(store="memory", runs=10, rounds=rounds)
+    result.loads = {name: median_round(loads) for name, loads in rounds.items()}
+
+    assert paired_ratio(result, "graphql first", "raw first", rps) == pytest.approx(0.6)  # 0.6, 1.15, 0.6
+    # without rounds (sequential samples): the ratio of the two scenarios' figures
+    unpaired = SizeResult(store="ferretdb", runs=10, loads=result.loads)
+    assert paired_ratio(unpaired, "graphql first", "raw first", rps) == pytest.approx(600 / 520)
 
 
 def test_wrk_output_without_figures_is_an_error() -> None:

@@ -40,9 +40,8 @@ def from_fields(cls: type[_T], fields: dict[str, Any]) -> _T:
     builds 40 such objects, and the calls were 5% of its CPU time (bench/RESULTS.md).
 
     ``fields`` must name every ``__init__`` field of ``cls`` in order, and ``cls`` must have no
-    ``__post_init__``;
-    ``tests/resolvers/test_types.py`` checks both for every type built this way. The dict is
-    the instance's own from then on.
+    ``__post_init__``; ``tests/resolvers/test_types.py`` checks both for every type built this
+    way. The dict is the instance's own from then on.
     """
     instance = object.__new__(cls)
     instance.__dict__ = fields

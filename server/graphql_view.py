@@ -38,7 +38,8 @@ GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 """The GraphQL over HTTP spec's own media type for responses."""
 JSON = "application/json"
 NOT_AN_OBJECT = "The request body must be a JSON object, or a list of them for a batch."
-"""The 400 answer to a JSON body of another kind (a string, a number, null)."""
+"""The 400 answer to a JSON body of another kind (a string, a number, null), or to a batch
+item that is not an object."""
 
 GRAPHIQL_CDN = "https://unpkg.com/"
 GRAPHIQL_ASSETS_DIR = Path(__file__).resolve().parent / "static" / "graphiql"

@@ -26,7 +26,7 @@ from strawberry.types.graphql import OperationType
 from storage import StoreUnavailableError
 
 from .errors import QueryArgumentError
-from .prepared import PreparedOperations, execute_prepared
+from .prepared import PreparedOperations, execute_prepared, well_formed
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -59,7 +59,7 @@ class FederationSchema(strawberry.federation.Schema):
             prepared.get(query, operation_name)
             if prepared is not None
             and isinstance(query, str)
-            and _well_formed(operation_name, variable_values, operation_extensions)
+            and well_formed(operation_name, variable_values, operation_extensions)
             else None
         )
         if entry is not None and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types):
@@ -121,17 +121,6 @@ class FederationSchema(strawberry.federation.Schema):
                 logger.warning("store unavailable in %s: %s", error.path, error.original_error)
             else:
                 logger.info("GraphQL error at %s: %s", error.path or "request", error.message)
-
-
-def _well_formed(operation_name: object, variables: object, extensions: object) -> bool:
-    """Whether a request's other parts have the types of the GraphQL-over-HTTP spec (Strawberry
-    checks them for single requests, not for the items of a batch): anything else, such as a
-    list as ``operationName``, goes to Strawberry's pipeline, which answers it as a request error."""
-    return (
-        (operation_name is None or isinstance(operation_name, str))
-        and (variables is None or isinstance(variables, dict))
-        and (extensions is None or isinstance(extensions, dict))
-    )
 
 
 __all__ = ["ENTITY_KEYS", "FederationSchema"]

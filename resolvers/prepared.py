@@ -233,6 +233,18 @@ async def execute_prepared(
     return ExecutionResult(data=result.data, errors=errors, extensions={})
 
 
+def well_formed(operation_name: object, variables: object, extensions: object) -> bool:
+    """Whether a request's ``operationName``, ``variables`` and ``extensions`` have the types of
+    the GraphQL-over-HTTP spec ("Request Parameters": a string, objects, or absent). Strawberry
+    checks them for single requests, not for the items of a batch; a request failing this goes
+    to Strawberry's pipeline, which answers it as a request error."""
+    return (
+        (operation_name is None or isinstance(operation_name, str))
+        and (variables is None or isinstance(variables, dict))
+        and (extensions is None or isinstance(extensions, dict))
+    )
+
+
 def covered_extensions() -> frozenset[type]:
     """Extension classes whose effect a prepared operation keeps (module docstring); exactly
     these classes, not their subclasses, which may add hooks."""
@@ -281,4 +293,5 @@ __all__ = [
     "RecordPreparedOperation",
     "all_covered",
     "execute_prepared",
+    "well_formed",
 ]

@@ -33,6 +33,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
 from resolvers import Context
+from resolvers.prepared import well_formed
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 """The GraphQL over HTTP spec's own media type for responses."""
@@ -198,9 +199,7 @@ class GraphQLView(GraphQL[Context, None]):
         extensions = data.get("extensions")
         if (
             not isinstance(query, str)
-            or not (operation_name is None or isinstance(operation_name, str))
-            or not (variables is None or isinstance(variables, dict))
-            or not (extensions is None or isinstance(extensions, dict))
+            or not well_formed(operation_name, variables, extensions)
             or prepared.get(query, operation_name) is None
         ):
             return None

@@ -183,7 +183,7 @@ class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
             self._directive_values = _directive_values(
                 self.operation, self.fragment_definitions, self.variable_values.coerced
             )
-        key = (object_type, tuple(map(id, nodes)), self._directive_values, self.is_awaitable)
+        key = _shared_key(object_type, nodes, self._directive_values, self.is_awaitable)
         with _LOCK:
             cached = _SHARED.get(key)
         if cached is not None:
@@ -448,13 +448,23 @@ def compiled_object(
     is_awaitable: Callable[[Any], bool],
 ) -> _CompiledObject | None:
     """The compiled object that ``CompiledExecutor`` keeps for ``object_type`` selected by the
-    field ``nodes`` of ``operation`` under these coerced ``variables`` and awaitable check (the
-    same key as ``CompiledExecutor._shared_compiled``); None when there is none yet, or the
-    selection does not qualify. ``resolvers.root_plan`` completes a root field with it."""
-    key = (object_type, tuple(map(id, nodes)), _directive_values(operation, fragments, variables), is_awaitable)
+    field ``nodes`` of ``operation`` under these coerced ``variables`` and awaitable check (under
+    the executor's own key, ``_shared_key``); None when there is none yet, or the selection does
+    not qualify. ``resolvers.root_plan`` completes a root field with it."""
+    key = _shared_key(object_type, nodes, _directive_values(operation, fragments, variables), is_awaitable)
     with _LOCK:
         cached = _SHARED.get(key)
     return None if cached is None else cached[1]
+
+
+def _shared_key(
+    object_type: GraphQLObjectType,
+    nodes: tuple[FieldNode, ...],
+    directive_values: tuple[Any, ...],
+    is_awaitable: Callable[[Any], bool],
+) -> tuple[Any, ...]:
+    """The key of a compiled object in ``_SHARED`` (``CompiledExecutor._shared_compiled``)."""
+    return (object_type, tuple(map(id, nodes)), directive_values, is_awaitable)
 
 
 def _basic_field(field_def: GraphQLField) -> StrawberryField | None:

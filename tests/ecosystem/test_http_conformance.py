@@ -1,9 +1,9 @@
 """GraphQL over HTTP conformance, audited by graphql-http's own suite (``auditServer``).
 
 ``audit.mjs`` runs every server audit of the pinned ``graphql-http`` against a real runsgate
-process. No MUST audit may fail. The SHOULD audits that fail must be exactly those the README
-lists, with their reasons (section "Ecosystem", "GraphQL over HTTP"), and the README's counts
-must be the audit's, so the README stays true. The results are left in
+process. No MUST audit may fail. The SHOULD audits that fail must be exactly those docs/api.md
+lists, with their reasons (section "Ecosystem", "GraphQL over HTTP"), and its counts must be
+the audit's, so the documentation stays true. The results are left in
 ``tests/ecosystem/output/graphql-http-audit.json``.
 """
 
@@ -26,10 +26,10 @@ FAILED_SHOULD = re.compile(r"^- `([0-9A-F]{4})` SHOULD ", re.MULTILINE)
 
 
 def readme_conformance_section() -> str:
-    """The README's "GraphQL over HTTP" subsection of "Ecosystem"."""
-    readme = (ROOT / "README.md").read_text()
+    """The "GraphQL over HTTP" subsection of "Ecosystem" in docs/api.md."""
+    readme = (ROOT / "docs" / "api.md").read_text()
     match = re.search(r"^### GraphQL over HTTP\n(.*?)(?=^#)", readme, re.MULTILINE | re.DOTALL)
-    assert match, "README.md has no '### GraphQL over HTTP' section"
+    assert match, "docs/api.md has no '### GraphQL over HTTP' section"
     return match.group(1)
 
 
@@ -48,11 +48,11 @@ def test_runsgate_passes_graphql_http_server_audit_as_the_readme_says(tmp_path: 
     # then no MUST audit fails
     assert [r for r in failed if level[r["id"]] == "MUST"] == []
     assert passed["MUST"] > 0
-    # and the failing SHOULD audits are exactly those the README lists
+    # and the failing SHOULD audits are exactly those docs/api.md lists
     section = readme_conformance_section()
     failed_should = {r["id"]: r for r in failed if level[r["id"]] == "SHOULD"}
     assert set(failed_should) == set(FAILED_SHOULD.findall(section)), failed_should
-    # and the README's counts are the audit's
+    # and the documented counts are the audit's
     counts = COUNTS.search(section)
-    assert counts, "the README does not give the audit counts"
+    assert counts, "docs/api.md does not give the audit counts"
     assert tuple(int(n) for n in counts.groups()) == (passed["MUST"], passed["SHOULD"], passed["MAY"])

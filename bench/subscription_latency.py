@@ -1,4 +1,4 @@
-"""Latency of subscription events across instances (README "Subscriptions").
+"""Latency of subscription events across instances (docs/api.md "Subscriptions").
 
 Starts FerretDB and two runsgate processes on one database, subscribes on instance A (Python
 ``websockets``, graphql-transport-ws) and starts refund runs one after the other on instance B;

@@ -1,6 +1,6 @@
 """Error types: ``UserError`` members of mutation unions, and query argument errors.
 
-Expected failures of mutations are union members implementing ``UserError`` (DESIGN.md §5),
+Expected failures of mutations are union members implementing ``UserError`` (docs/api.md "Errors"),
 each mapped from a runtime domain error. Invalid query arguments are GraphQL errors with
 ``extensions.code`` (``BAD_USER_INPUT``, ``AGENT_NOT_FOUND``) and ``extensions.argument``.
 """

@@ -31,7 +31,7 @@ from .prepared import PreparedOperations, execute_prepared, well_formed
 logger = logging.getLogger("runsgate.graphql")
 
 ENTITY_KEYS = {"SuspendedRun": "runId", "Agent": "id"}
-"""Entity type -> its ``@key`` field (DESIGN.md §5)."""
+"""Entity type -> its ``@key`` field (docs/api.md "Apollo Federation")."""
 
 
 class FederationSchema(strawberry.federation.Schema):

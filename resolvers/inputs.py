@@ -1,4 +1,4 @@
-"""GraphQL input types of DESIGN.md §5."""
+"""GraphQL input types (docs/api.md)."""
 
 from __future__ import annotations
 

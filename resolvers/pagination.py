@@ -1,11 +1,11 @@
 """Listing suspended runs: the seed's ``page``/``perPage`` and Relay cursors over one order.
 
-Order: ``createdAt`` descending, then ``runId`` descending (DESIGN.md §3). Cursors are opaque
+Order: ``createdAt`` descending, then ``runId`` descending (docs/api.md "Pagination"). Cursors are opaque
 (base64url of the sort-key values), so cursor pages are keyset walks: stable while runs are
 added and removed, and as cheap deep in the list as at its start. The seed's ``page`` is an
 offset (``skip``); its cost grows with the offset.
 
-Rules (DESIGN.md §1, §5):
+Rules (docs/api.md "Pagination"):
 - ``page`` and ``first/after/last/before`` cannot be mixed; ``first`` and ``last`` neither.
 - ``page.page >= 0``; ``1 <= page.perPage <= max``; ``0 <= first/last <= max``.
 - No pagination argument: every match up to ``max`` (default 100) in one page, with
@@ -83,7 +83,7 @@ def page_request(
     before: str | None,
     max_page_size: int,
 ) -> PageRequest:
-    """Check the pagination arguments (DESIGN.md §1, §5).
+    """Check the pagination arguments (docs/api.md "Pagination").
 
     Raises:
         QueryArgumentError: A rule is broken; the message names the argument.

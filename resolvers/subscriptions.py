@@ -1,6 +1,6 @@
 """Subscription fields: ``suspendedRunEvents`` streams an agent's run events as they happen.
 
-Served over WebSocket with the ``graphql-transport-ws`` protocol (DESIGN.md §6). The events come
+Served over WebSocket with the ``graphql-transport-ws`` protocol (docs/api.md "Subscriptions"). The events come
 from the event log through the process's ``runtime.EventFeed`` (one poller per agent, shared by
 all subscribers), so a subscriber on any instance sees the events caused by every instance.
 """

@@ -1,4 +1,4 @@
-"""GraphQL object types of DESIGN.md §5 (names fixed: clients and checks rely on them)."""
+"""GraphQL object types (docs/api.md; names fixed: clients and checks rely on them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run lifecycle of runsgate (DESIGN.md §4): agents, suspension, decisions, continuation.
+"""The run lifecycle of runsgate (docs/architecture.md "Run lifecycle"): agents, suspension, decisions, continuation.
 
 Plain async Python over a ``storage.SnapshotStore``; knows nothing of GraphQL or HTTP.
 """

@@ -1,4 +1,4 @@
-"""Keeping a claim alive while an instance continues a run (DESIGN.md §4 "Continue")."""
+"""Keeping a claim alive while an instance continues a run (docs/architecture.md "Claims")."""
 
 from __future__ import annotations
 

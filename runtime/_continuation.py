@@ -1,4 +1,4 @@
-"""Continuing a run whose every call is decided (DESIGN.md §4 "Continue").
+"""Continuing a run whose every call is decided (docs/architecture.md "Continue").
 
 One instance claims the run, feeds pydantic-ai the stored history plus the decisions as
 ``DeferredToolResults``, and renews the claim while the agent runs. Finished: the snapshot

@@ -1,4 +1,4 @@
-"""Checks made before a decision is recorded (DESIGN.md §4 "Decide", §5 error types)."""
+"""Checks made before a decision is recorded (docs/architecture.md "Decide"; docs/api.md "Errors")."""
 
 from __future__ import annotations
 

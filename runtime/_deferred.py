@@ -1,4 +1,5 @@
-"""Translation between pydantic-ai deferred tool calls and stored ``toolCalls`` (DESIGN.md §3, §4)."""
+"""Translation between pydantic-ai deferred tool calls and stored ``toolCalls``
+(docs/architecture.md "Snapshot document")."""
 
 from __future__ import annotations
 

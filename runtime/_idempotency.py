@@ -1,4 +1,4 @@
-"""Idempotency keys: a repeated request returns the first answer and does nothing twice (DESIGN.md §4).
+"""Idempotency keys: a repeated request returns the first answer and does nothing twice (docs/api.md "Mutations").
 
 The stored ``result`` is ``{"outcome": RunOutcome.to_json()}``. A request refused with a
 domain error changed nothing, so it leaves nothing either (SECURITY.md: a rejected request

@@ -1,4 +1,4 @@
-"""The event log and the outcomes it accompanies (DESIGN.md §4 "event log": who, when, what)."""
+"""The event log and the outcomes it accompanies (docs/architecture.md "Events": who, when, what)."""
 
 from __future__ import annotations
 

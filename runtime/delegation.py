@@ -1,4 +1,4 @@
-"""``delegate()``: a supervisor's tool hands a request to a sub-agent (DESIGN.md §1 supervisor setup).
+"""``delegate()``: a supervisor's tool hands a request to a sub-agent (docs/writing-agents.md "Supervisors").
 
 The sub-agent runs as its own run (``parentRunId`` = the supervisor's run, same thread and
 resource), listed only under the sub-agent. When it suspends, the supervisor's tool call

@@ -1,4 +1,4 @@
-"""Domain errors of the run lifecycle (DESIGN.md §4, §5 "Mutation results").
+"""Domain errors of the run lifecycle (docs/api.md "Errors").
 
 Every expected failure of a runtime call is a ``RunsgateError`` subclass carrying a plain
 ``ErrorCode`` and a human-readable ``message``; ``resolvers/`` maps each one to a GraphQL

@@ -1,5 +1,5 @@
-"""The live feed of the event log: what subscriptions stream (DESIGN.md §4, "the source of
-subscription events").
+"""The live feed of the event log: what subscriptions stream (docs/architecture.md
+"Events").
 
 Every instance appends to the same log (collection ``run_events``), so following the log shows
 each instance the events of every instance. FerretDB 1.24 has no change streams, so the feed

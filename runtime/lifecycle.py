@@ -1,4 +1,4 @@
-"""``RunManager``: start, decide, continue, fail and retry agent runs (DESIGN.md §4).
+"""``RunManager``: start, decide, continue, fail and retry agent runs (docs/architecture.md "Run lifecycle").
 
 A run that ends with pending deferred tool calls is stored as a snapshot; a decision is one
 conditional update on one call; when every call is decided one instance claims the run and
@@ -43,7 +43,7 @@ _DECISION_ATTEMPTS = 3
 
 
 class RunManager:
-    """The run lifecycle over a ``SnapshotStore`` (DESIGN.md §4); safe to share by many instances.
+    """The run lifecycle over a ``SnapshotStore`` (docs/architecture.md); safe to share by many instances.
 
     Args:
         store: Where suspended runs, events and idempotency keys live (opened by the caller).
@@ -128,7 +128,7 @@ class RunManager:
         parent_run_id: str | None = None,
         run_id: str | None = None,
     ) -> RunOutcome:
-        """Run an agent on ``prompt``; store the run if it suspends (DESIGN.md §4 "Start").
+        """Run an agent on ``prompt``; store the run if it suspends (docs/architecture.md "Start").
 
         Args:
             agent_id: The registered agent to run.
@@ -267,7 +267,7 @@ class RunManager:
         principal: str | None = None,
         idempotency_key: str | None = None,
     ) -> RunOutcome:
-        """Answer a call that ``suspend()``-ed with ``resume_data`` (seed ``resumeStream``).
+        """Answer a call that ``suspend()``-ed with ``resume_data`` (Mastra's ``resumeStream()``).
 
         Args:
             tool_call_id: The call; ``None`` for the only call waiting for resume data.

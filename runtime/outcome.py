@@ -1,4 +1,4 @@
-"""``RunOutcome``: what a run did after a runtime call (DESIGN.md §5 ``RunOutcome``)."""
+"""``RunOutcome``: what a run did after a runtime call (docs/api.md "Mutations")."""
 
 from __future__ import annotations
 

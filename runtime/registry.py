@@ -1,4 +1,4 @@
-"""The agent registry: agent id -> pydantic-ai agent (DESIGN.md §4 "Agents ... registered under an id")."""
+"""The agent registry: agent id -> pydantic-ai agent (docs/writing-agents.md "Registering agents")."""
 
 from __future__ import annotations
 

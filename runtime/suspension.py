@@ -1,4 +1,5 @@
-"""``suspend()``: how a tool waits for outside data (DESIGN.md §4; the seed's ``suspend()`` / ``resumeData``).
+"""``suspend()``: how a tool waits for outside data (docs/writing-agents.md; as Mastra's
+``suspend()`` / ``resumeData``).
 
 A tool calls ``suspend(ctx, payload, resume_schema=...)``. The first time, it raises
 pydantic-ai's ``CallDeferred`` and the run is stored as suspended, listing ``payload`` as

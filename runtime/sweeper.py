@@ -1,4 +1,4 @@
-"""Taking over runs nobody is continuing (issue 3 "claims and crashes"; DESIGN.md §4 "Continue").
+"""Taking over runs nobody is continuing (docs/architecture.md "The sweeper").
 
 An instance that dies while continuing a run leaves it ``resuming`` with a claim nobody
 renews; one that dies between recording the last decision and claiming leaves it

@@ -1,4 +1,4 @@
-"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz``, ``/metrics`` (DESIGN.md §6).
+"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz``, ``/metrics`` (docs/operations.md).
 
 The lifespan owns the resources: it opens the store (one ``AsyncMongoClient`` per process, or
 the memory store; it refuses a store holding a newer ``schemaVersion``), loads the agents,

@@ -23,7 +23,7 @@ class ConfigError(Exception):
 
 
 class Settings(SecuritySettings):
-    """runsgate's configuration (README "Configuration" lists the same table; the security
+    """runsgate's configuration (docs/configuration.md lists the same table; the security
     settings come from ``SecuritySettings``)."""
 
     model_config = SettingsConfigDict(env_prefix="RUNSGATE_", env_file=".env", extra="ignore")

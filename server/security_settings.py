@@ -1,7 +1,7 @@
 """Security settings (SECURITY.md): authentication, authorization rules and request limits.
 
-A mixin of ``server.config.Settings`` (same ``RUNSGATE_`` prefix, same ``.env``); the README's
-configuration table lists every variable. ``check_security`` holds the rules that involve
+A mixin of ``server.config.Settings`` (same ``RUNSGATE_`` prefix, same ``.env``);
+docs/configuration.md lists every variable. ``check_security`` holds the rules that involve
 several settings and is called before the server starts.
 """
 
@@ -40,7 +40,7 @@ class ToolRuleConfig(BaseModel):
 
 
 class SecuritySettings(BaseSettings):
-    """Authentication, authorization and limits (README "Configuration", SECURITY.md)."""
+    """Authentication, authorization and limits (docs/configuration.md, SECURITY.md)."""
 
     auth: bool = True
     """Require a bearer token on ``/graphql``. May be off only on a loopback host."""

@@ -1,4 +1,4 @@
-"""Typed shapes of the documents runsgate stores (DESIGN.md §3).
+"""Typed shapes of the documents runsgate stores (docs/architecture.md "Snapshot document").
 
 A suspended run is one document in the ``run_snapshots`` collection, ``_id`` = runId.
 All datetimes are timezone-aware UTC, truncated to milliseconds (BSON's precision), so

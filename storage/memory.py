@@ -1,4 +1,4 @@
-"""``MemorySnapshotStore``: the embedded default store (DESIGN.md §3).
+"""``MemorySnapshotStore``: the embedded default store (docs/storage.md "Stores").
 
 Nothing to install; everything is lost when the process ends, as the seed says of the
 default in-memory storage. It keeps the same semantics as ``MongoSnapshotStore`` and passes

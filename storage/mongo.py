@@ -1,4 +1,4 @@
-"""``MongoSnapshotStore``: suspended runs in MongoDB through PyMongo's async API (DESIGN.md §3).
+"""``MongoSnapshotStore``: suspended runs in MongoDB through PyMongo's async API (docs/storage.md).
 
 One ``AsyncMongoClient`` per store, created in ``open()`` inside the running event loop (the
 app's lifespan) and closed by ``close()``. The database is the one named in the URI's path
@@ -70,7 +70,7 @@ LISTING_INDEXES: list[tuple[str, list[tuple[str, int]]]] = [
     ),
 ]
 """One index per filter combination, each in listing order after its equality fields, so a
-page is an index walk whatever the number of stored runs (DESIGN.md §3)."""
+page is an index walk whatever the number of stored runs (docs/storage.md "Collections and indexes")."""
 
 EVENT_FEED_INDEX = [("agentId", ASCENDING), ("_id", ASCENDING)]
 """The event feed's keyset walk (``list_events_after``): an agent's events in ``_id`` (creation) order."""

@@ -1,4 +1,4 @@
-"""The ``SnapshotStore`` protocol: where suspended runs live (DESIGN.md §3).
+"""The ``SnapshotStore`` protocol: where suspended runs live (docs/storage.md "Stores").
 
 Every method is scoped by ``agent_id`` where a run is named, so one agent never reads or
 changes another agent's run (seed: listing is per agent). Every write that changes a

@@ -147,7 +147,7 @@ def with_database(uri: str, name: str | None = None) -> str:
 
 
 SERVE = [sys.executable, "-m", "server", "serve"]
-"""The command that starts runsgate, as the README's ``python -m server serve``."""
+"""The command that starts runsgate, as docs/operations.md's ``python -m server serve``."""
 
 
 def server_env(**variables: str) -> dict[str, str]:

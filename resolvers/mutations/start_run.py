@@ -1,4 +1,4 @@
-"""``startRun``: run an agent; a run that suspends is stored and listed (DESIGN.md §4 "Start")."""
+"""``startRun``: run an agent; a run that suspends is stored and listed (docs/architecture.md "Start")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Demo agents that run offline with scripted ``FunctionModel``s (DESIGN.md §4).
+"""Demo agents that run offline with scripted ``FunctionModel``s (docs/writing-agents.md "Demo agents").
 
 ``RUNSGATE_AGENTS=runtime.demo:AGENTS``. Their tools are real functions, so setting
 ``RUNSGATE_MODEL`` swaps the scripted model for a real one.

@@ -1,4 +1,4 @@
-"""``refund-agent``: a tool that needs approval (DESIGN.md §4 demo agents; seed: approval suspensions).
+"""``refund-agent``: a tool that needs approval (docs/writing-agents.md "Demo agents").
 
 Prompt ``Please refund order 1042`` (or ``orders 1042 and 1043``): the agent looks each order
 up, then in one model turn asks to ``issue_refund`` each; every ``issue_refund`` call waits for

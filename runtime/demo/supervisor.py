@@ -1,4 +1,4 @@
-"""``support-supervisor``: delegates refunds to ``refund-agent`` (DESIGN.md §1 supervisor setup).
+"""``support-supervisor``: delegates refunds to ``refund-agent`` (docs/writing-agents.md "Supervisors").
 
 Its tool ``ask_refund_agent`` calls ``delegate()``: the refund agent's approval shows up on
 the supervisor's own run (tool ``issue_refund`` with its args), while the refund agent's inner

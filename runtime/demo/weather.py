@@ -1,4 +1,5 @@
-"""``weather-agent``: a tool that suspends for data (DESIGN.md §4 demo agents; the seed's example).
+"""``weather-agent``: a tool that suspends for data (docs/writing-agents.md "Demo agents";
+the example of Mastra's reference page).
 
 ``What's the weather like?``: the agent calls ``ask_city``, which ``suspend()``-s with the
 question and ``resumeSchema`` = ``City``; resumed with ``{"name": "San Francisco"}`` it returns

@@ -1,4 +1,4 @@
-"""Crashes and failures across real processes (issue 3; README "Guarantees").
+"""Crashes and failures across real processes (docs/guarantees.md).
 
 - A server killed with SIGKILL in the middle of a slow tool: the other instance's sweeper
   takes the run over once the claim expires and finishes it; the decision is kept.

@@ -1,4 +1,4 @@
-"""Two real runsgate processes on one MongoDB database (README "Guarantees", DESIGN.md §4).
+"""Two real runsgate processes on one MongoDB database (docs/guarantees.md).
 
 A module fixture starts ``python -m server serve`` twice against the same fresh database,
 with ``tests.instances.agents`` as the registry; the tests speak GraphQL over HTTP to both.

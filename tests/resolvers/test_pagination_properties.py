@@ -5,7 +5,7 @@ Hypothesis draws a set of stored runs (with ties on ``createdAt``), a filter, a 
 through the real GraphQL schema and store, inserting and deleting runs between pages. A plain
 Python model (a dict of the runs present) says what every page must hold, and at the end of
 the walk: no run was returned twice, and every run present throughout the walk that matches the
-filter was returned (Relay cursor pagination, DESIGN.md §5; issue 6 §1).
+filter was returned (Relay cursor pagination, docs/api.md "Pagination").
 
 Each example uses a fresh agent id, so examples never see each other's runs on the shared
 store; the settings are derandomized and bounded so CI runs the same examples every time.

@@ -1,4 +1,4 @@
-"""Loading agents from ``RUNSGATE_AGENTS=package.module:attribute`` (DESIGN.md §4)."""
+"""Loading agents from ``RUNSGATE_AGENTS=package.module:attribute`` (docs/writing-agents.md "Registering agents")."""
 
 from __future__ import annotations
 

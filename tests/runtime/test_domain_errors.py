@@ -1,4 +1,4 @@
-"""Every domain error of a decision, and that a refused decision writes nothing (DESIGN.md §5)."""
+"""Every domain error of a decision, and that a refused decision writes nothing (docs/api.md "Errors")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``EventFeed``: the event log followed by polling, fanned out to subscribers (README
+"""``EventFeed``: the event log followed by polling, fanned out to subscribers (docs/api.md
 "Subscriptions"), on both stores. Events are appended straight to the store, as the runtime's
 journal does, with ids made like its ``event_id`` (UTC nanoseconds, then random hex)."""
 

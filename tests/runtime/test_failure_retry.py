@@ -1,4 +1,4 @@
-"""A continuation that fails keeps every decision; retry and claim takeover (DESIGN.md §4 "Continue")."""
+"""A continuation that fails keeps every decision; retry and claim takeover (docs/architecture.md "Continue")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Idempotency keys: the same request returns the first answer and does nothing twice (DESIGN.md §4)."""
+"""Idempotency keys: the same request returns the first answer and does nothing twice (docs/api.md "Mutations")."""
 
 from __future__ import annotations
 

@@ -132,8 +132,9 @@ def test_generated_requests_are_refused_cleanly_and_write_nothing(case: Any, see
     codes = {(error.get("extensions") or {}).get("code") for error in errors}
     if "AGENT_NOT_FOUND" not in codes:
         # Schemathesis judges an error with a path a server fault unless its code is one it
-        # knows; AGENT_NOT_FOUND (fixed by DESIGN.md) is not, so those answers are judged by the
-        # stricter rule below only: every error with a path carries a typed code.
+        # knows; AGENT_NOT_FOUND (a fixed code of the API, docs/api.md "Errors") is not, so those
+        # answers are judged by the stricter rule below only: every error with a path carries a
+        # typed code.
         case.validate_response(response, checks=[not_a_server_error])
     if errors:
         REJECTED[field] += 1

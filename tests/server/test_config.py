@@ -1,4 +1,4 @@
-"""Invalid configuration fails at start with a message naming the variable (DESIGN.md §6).
+"""Invalid configuration fails at start with a message naming the variable (docs/configuration.md).
 
 The two ``python -m server serve`` processes start together (each spends seconds importing);
 more cases go through the same CLI entry point in-process.

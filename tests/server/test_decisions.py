@@ -1,4 +1,5 @@
-"""``approveToolCall`` / ``declineToolCall`` / ``resumeRun`` over HTTP (DESIGN.md §1, §4 "Decide", §5).
+"""``approveToolCall`` / ``declineToolCall`` / ``resumeRun`` over HTTP
+(docs/architecture.md "Decide"; docs/api.md "Mutations").
 
 Each mutation answers a ``RunOutcome`` or one ``UserError`` member; an error changes nothing.
 ``runtime.demo.LEDGER`` records the refunds the refund agent really issued.

@@ -1,4 +1,4 @@
-"""Serving (DESIGN.md §6): GraphiQL and GET queries on ``/graphql``, ``/healthz``, ``/readyz``."""
+"""Serving (docs/api.md "Endpoints"): GraphiQL and GET queries on ``/graphql``, ``/healthz``, ``/readyz``."""
 
 from __future__ import annotations
 

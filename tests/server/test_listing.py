@@ -1,6 +1,7 @@
 """``suspendedRuns`` / ``suspendedRun`` / ``node`` over HTTP: order, filters, both paginations.
 
-DESIGN.md §1 (the seed's ``listSuspendedRuns`` contract) and §5 (Relay cursors, argument errors).
+docs/api.md "Listing suspended runs" (Mastra's ``listSuspendedRuns()`` contract) and "Pagination"
+(Relay cursors, argument errors).
 """
 
 from __future__ import annotations

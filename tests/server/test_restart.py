@@ -1,4 +1,5 @@
-"""Discovery reads storage, not memory (DESIGN.md §1): a run survives a restart of runsgate.
+"""Discovery reads storage, not memory (docs/architecture.md "What runsgate reproduces"): a run survives a
+restart of runsgate.
 
 Real processes: ``python -m server serve`` is started, stopped and started again on the same
 MongoDB database; the run started through the first process is found and approved through

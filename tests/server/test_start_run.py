@@ -1,4 +1,5 @@
-"""``startRun`` over HTTP for each demo agent: what a suspended run looks like (DESIGN.md §1, §5)."""
+"""``startRun`` over HTTP for each demo agent: what a suspended run looks like
+(docs/api.md "Listing suspended runs")."""
 
 from __future__ import annotations
 

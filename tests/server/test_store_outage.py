@@ -1,4 +1,4 @@
-"""A store that goes down and comes back (issue 3 "failures"; README "Guarantees").
+"""A store that goes down and comes back (docs/guarantees.md).
 
 Real processes: FerretDB with its files in a test folder, and ``python -m server serve`` on it.
 FerretDB is stopped while runsgate runs: every field that needs the store gets a

@@ -1,5 +1,5 @@
 """``suspendedRunEvents`` over a real WebSocket to a runsgate process: filters, ``afterEventId``,
-starting now, and rejected arguments (README "Subscriptions").
+starting now, and rejected arguments (docs/api.md "Subscriptions").
 
 The module's runs are started over HTTP before the tests, in this order: a marker run, then
 ``Y`` (resource r2, thread t1), ``Z`` (r1, t2) and ``X`` (r1, t1); each suspends with a

@@ -1,4 +1,4 @@
-"""Node ``graphql-ws`` clients against real runsgate processes (README "Subscriptions").
+"""Node ``graphql-ws`` clients against real runsgate processes (docs/api.md "Subscriptions").
 
 ``events.test.mjs``: a client subscribed on instance A receives, in order, the events of a run
 started and approved through instance B, both processes on one MongoDB database.

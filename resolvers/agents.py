@@ -20,7 +20,7 @@ class Agent:
     name: str | None
     description: str | None
 
-    @strawberry.field(description="This agent's suspended runs (seed: `agent.listSuspendedRuns()`).")
+    @strawberry.field(description="This agent's suspended runs (Mastra's `agent.listSuspendedRuns()`).")
     async def suspended_runs(
         self,
         info: Info,

@@ -11,7 +11,7 @@ from storage import RunFilter
 from .scalars import JSON
 
 
-@strawberry.input(description="Seed filters; both date bounds are inclusive and apply to `createdAt`.")
+@strawberry.input(description="Which runs to list; both date bounds are inclusive and apply to `createdAt`.")
 class SuspendedRunFilter:
     thread_id: str | None = None
     resource_id: str | None = None
@@ -27,7 +27,7 @@ class SuspendedRunFilter:
         )
 
 
-@strawberry.input(description="The seed's pagination: `perPage` runs per page, `page` zero-based.")
+@strawberry.input(description="`perPage` runs per page, `page` zero-based, as Mastra's `listSuspendedRuns()`.")
 class PageInput:
     page: int = strawberry.field(description="Zero-based page number, >= 0.")
     per_page: int = strawberry.field(description="Runs per page, >= 1 and at most the page-size cap.")

@@ -1,15 +1,15 @@
-"""Listing suspended runs: the seed's ``page``/``perPage`` and Relay cursors over one order.
+"""Listing suspended runs: ``page``/``perPage`` (as Mastra's) and Relay cursors over one order.
 
 Order: ``createdAt`` descending, then ``runId`` descending (docs/api.md "Pagination"). Cursors are opaque
 (base64url of the sort-key values), so cursor pages are keyset walks: stable while runs are
-added and removed, and as cheap deep in the list as at its start. The seed's ``page`` is an
+added and removed, and as cheap deep in the list as at its start. ``page`` is an
 offset (``skip``); its cost grows with the offset.
 
 Rules (docs/api.md "Pagination"):
 - ``page`` and ``first/after/last/before`` cannot be mixed; ``first`` and ``last`` neither.
 - ``page.page >= 0``; ``1 <= page.perPage <= max``; ``0 <= first/last <= max``.
 - No pagination argument: every match up to ``max`` (default 100) in one page, with
-  ``pageInfo.hasNextPage``/``endCursor`` to go on (the seed returns every match; a production
+  ``pageInfo.hasNextPage``/``endCursor`` to go on (Mastra returns every match; a production
   API caps what one request may load).
 - A page past the end returns no runs and the true ``totalCount``.
 """
@@ -146,7 +146,7 @@ async def suspended_runs_connection(
     last: int | None,
     before: str | None,
 ) -> SuspendedRunConnection:
-    """One page of an agent's suspended runs (seed ``listSuspendedRuns``), never reading histories.
+    """One page of an agent's suspended runs (Mastra's ``listSuspendedRuns()``), never reading histories.
 
     Only runs the principal may see are listed and counted: its resources restrict the store
     query itself (``resolvers.access.restricted``), so pages stay full and counts true.

@@ -32,8 +32,8 @@ class Query:
         return found[0]
 
     @strawberry.field(
-        description="An agent's suspended runs, newest first (seed: `listSuspendedRuns`). "
-        "Paginate with `page` (seed semantics) or `first/after/last/before` (Relay cursors), not both."
+        description="An agent's suspended runs, newest first (Mastra's `listSuspendedRuns()`). "
+        "Paginate with `page` (offset pages) or `first/after/last/before` (Relay cursors), not both."
     )
     async def suspended_runs(
         self,

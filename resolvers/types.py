@@ -72,7 +72,7 @@ class ToolCallDecision:
         )
 
 
-@strawberry.type(description="A pending deferred tool call of a suspended run (seed: `toolCalls`).")
+@strawberry.type(description="A tool call of a suspended run, waiting for an approval or for resume data.")
 class SuspendedToolCall:
     tool_call_id: strawberry.ID | None
     tool_name: str | None
@@ -133,7 +133,7 @@ class RunEvent:
         )
 
 
-@strawberry.federation.type(keys=["runId"], description="A run waiting for a person (seed: a suspended run).")
+@strawberry.federation.type(keys=["runId"], description="A suspended run: an agent run waiting for a person.")
 class SuspendedRun(relay.Node):
     run_id: strawberry.ID
     agent_id: strawberry.ID
@@ -218,7 +218,7 @@ class SuspendedRunConnection:
         return [edge.node for edge in self.edges]
 
     @strawberry.field(
-        description="Number of matching runs before pagination (seed: `total`); counted only when selected."
+        description="Number of matching runs before pagination (Mastra's `total`); counted only when selected."
     )
     async def total_count(self) -> int:
         return await self.count_runs()

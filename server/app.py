@@ -45,7 +45,7 @@ logger = logging.getLogger("runsgate")
 
 
 def make_store(settings: Settings) -> SnapshotStore:
-    """MongoDB when ``MONGODB_URI`` is set, else the in-memory store (lost on restart, as in the seed)."""
+    """MongoDB when ``MONGODB_URI`` is set, else the in-memory store (lost on restart)."""
     if settings.mongodb_uri:
         return MongoSnapshotStore(settings.mongodb_uri, server_selection_timeout=settings.mongodb_timeout)
     return MemorySnapshotStore()

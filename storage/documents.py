@@ -34,7 +34,7 @@ class DecisionDocument(TypedDict):
 
 
 class ToolCallDocument(TypedDict):
-    """One pending deferred tool call of a suspended run (seed: "toolCalls")."""
+    """One pending deferred tool call of a suspended run (GraphQL ``toolCalls``)."""
 
     toolCallId: str
     toolName: str

@@ -1,6 +1,6 @@
 """``MemorySnapshotStore``: the embedded default store (docs/storage.md "Stores").
 
-Nothing to install; everything is lost when the process ends, as the seed says of the
+Nothing to install; everything is lost when the process ends, as with Mastra's
 default in-memory storage. It keeps the same semantics as ``MongoSnapshotStore`` and passes
 the same contract tests. Each method runs without awaiting in between, so within one event
 loop every write is atomic, like a single-document update in MongoDB.

@@ -1,7 +1,7 @@
 """The ``SnapshotStore`` protocol: where suspended runs live (docs/storage.md "Stores").
 
 Every method is scoped by ``agent_id`` where a run is named, so one agent never reads or
-changes another agent's run (seed: listing is per agent). Every write that changes a
+changes another agent's run (listing is per agent, as Mastra's). Every write that changes a
 snapshot is one single-document atomic update conditioned on the state it expects, so
 several server instances can share one store without transactions.
 """
@@ -25,7 +25,7 @@ from .documents import (
 
 @dataclass(frozen=True, kw_only=True)
 class RunFilter:
-    """Seed filters of ``listSuspendedRuns``; every bound is inclusive and applies to ``createdAt``."""
+    """Listing filters (as Mastra's ``listSuspendedRuns()``); both date bounds are inclusive, on ``createdAt``."""
 
     thread_id: str | None = None
     resource_id: str | None = None
@@ -34,7 +34,7 @@ class RunFilter:
     to_date: datetime | None = None
     """UTC; runs created at or before it."""
     resource_ids: frozenset[str] | None = None
-    """Access restriction, not a seed filter: only runs whose ``resourceId`` is one of these
+    """Access restriction, not a client's filter: only runs whose ``resourceId`` is one of these
     (runs without one never match); ``None`` for no restriction. Applied inside the query, so
     pages and counts only ever see the allowed runs."""
 
@@ -112,7 +112,7 @@ class SnapshotStore(Protocol):
 
         Args:
             limit: At most this many runs; ``None`` for all.
-            skip: Runs to skip first (seed ``page * perPage``); not used with ``from_end``.
+            skip: Runs to skip first (``page * perPage``); not used with ``from_end``.
             after: Only runs strictly after this key in listing order.
             before: Only runs strictly before this key in listing order.
             from_end: Take the ``limit`` runs closest to the end of the range (Relay ``last``);
@@ -121,7 +121,7 @@ class SnapshotStore(Protocol):
         ...
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
-        """Number of runs of ``agent_id`` matching ``run_filter`` (seed ``total``)."""
+        """Number of runs of ``agent_id`` matching ``run_filter`` (``totalCount``)."""
         ...
 
     async def load_history(self, agent_id: str, run_id: str) -> bytes | None:

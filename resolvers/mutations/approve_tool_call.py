@@ -1,4 +1,4 @@
-"""``approveToolCall``: approve one pending call (seed: ``approveToolCall``)."""
+"""``approveToolCall``: approve one pending call (Mastra's ``approveToolCall()``)."""
 
 from __future__ import annotations
 

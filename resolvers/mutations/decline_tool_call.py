@@ -1,4 +1,4 @@
-"""``declineToolCall``: decline one pending call; it is never executed (seed: ``declineToolCall``)."""
+"""``declineToolCall``: decline one pending call; it is never executed (Mastra's ``declineToolCall()``)."""
 
 from __future__ import annotations
 

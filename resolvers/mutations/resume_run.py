@@ -1,4 +1,4 @@
-"""``resumeRun``: give resume data to a call that suspended itself (seed: ``resumeStream``)."""
+"""``resumeRun``: give resume data to a call that suspended itself (Mastra's ``resumeStream()``)."""
 
 from __future__ import annotations
 

@@ -56,8 +56,8 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
     authentication (``server/_view.py``)."""
 
     def encode_json(self, data: object) -> str | bytes:
-        """Response bodies and WebSocket messages through orjson, several times faster than
-        ``json.dumps`` (bench/RESULTS.md).
+        """Response bodies and WebSocket messages through orjson rather than ``json.dumps``, for
+        speed.
 
         Returned as text: Strawberry sends bytes over a WebSocket as a binary frame, and
         ``graphql-transport-ws`` clients (graphql-ws) only read text frames. What orjson refuses

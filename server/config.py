@@ -78,12 +78,12 @@ class Settings(SecuritySettings):
     seed_threads: Annotated[int, Field(ge=1)] = 100
     """Memory store only: distinct thread ids of the seeded runs."""
     compiled_execution: bool = True
-    """Complete query results whose selected fields are plain attributes with compiled serializers
-    instead of graphql-core's per-field execution (``resolvers/compiled.py``), and run a query
-    document that executed before as a prepared operation, without Strawberry's parse, validation
-    and extension steps (``resolvers/prepared.py``; off while tracing is on). Same responses; a
-    page of 20 runs costs 2.8 times less CPU (bench/RESULTS.md). ``false`` takes Strawberry's
-    pipeline for every request and executes every field through graphql-core."""
+    """Serve queries through the compiled execution path (docs/architecture.md "Fast path"):
+    compiled serializers complete objects whose selected fields are plain attributes, and a query
+    document that executed before runs as a prepared operation, without Strawberry's parse,
+    validation and extension steps (off while tracing is on). Same responses, less CPU per
+    request. ``false`` takes Strawberry's pipeline for every request and executes every field
+    through graphql-core."""
     bench_endpoints: bool = False
     """Mount ``POST /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 

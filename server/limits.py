@@ -103,8 +103,8 @@ def graphql_extensions(settings: SecuritySettings) -> list[Callable[[], SchemaEx
     ``MaxAliasesLimiter`` validators), built once here and added by one ``AddValidationRules``:
     those extensions build a new rule class each time they are created, that is for every
     request, and a new class in the rules defeats the ``ValidationCache`` (its key holds the
-    rules), so every request was validated again (3x the CPU of a page). Tokens are a parser
-    option (``MaxTokensLimiter``).
+    rules), so every request would be validated again. Tokens are a parser option
+    (``MaxTokensLimiter``).
     """
     rules: list[type[ASTValidationRule]] = [
         query_depth_limiter.create_validator(settings.max_query_depth, None, None),

@@ -1,4 +1,4 @@
-"""``POST /bench/raw-page``: the benchmark's listing page without GraphQL (issue 6 §4, "GraphQL tax").
+"""``POST /bench/raw-page``: the benchmark's listing page without GraphQL (docs/benchmarks.md).
 
 Mounted only when ``RUNSGATE_BENCH_ENDPOINTS=true``. It takes the same JSON body as the
 benchmark's GraphQL request (``bench/queries.py``: ``query`` is ignored; ``variables`` has

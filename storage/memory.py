@@ -44,8 +44,8 @@ def _event_id(event: EventDocument) -> str:
 
 def _copy(value: _T) -> _T:
     """A deep copy of a stored document or value: dicts and lists are copied, immutable scalars
-    (str, numbers, datetimes, None) shared. Several times faster than ``copy.deepcopy``, which a
-    listing page would otherwise spend most of its time in; anything else falls back to it."""
+    (str, numbers, datetimes, None) shared, which costs less than ``copy.deepcopy`` on these
+    shapes; anything else falls back to it."""
     return cast(_T, _copy_any(value))
 
 

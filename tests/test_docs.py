@@ -16,6 +16,11 @@ FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
 OUTSIDE = "DESIGN" + ".md"  # spelled in two parts so that this file does not name it
+CODE_PATH = re.compile(r"`((?:server|resolvers|runtime|storage|tests|bench|examples|scripts|docs)/[\w./*-]*)`")
+NOT_IN_GIT = {
+    "tests/ecosystem/output/graphiql-suspended-runs.png",  # written by the browser test, git-ignored
+    "resolvers/fastpath/",  # the fast path's package, made by the fastpath branch of the same issue
+}
 
 
 def anchors(path: Path) -> set[str]:
@@ -71,3 +76,12 @@ def test_no_file_names_the_outside_design_document() -> None:
         if path.is_file() and OUTSIDE in path.read_text(errors="ignore"):
             naming.append(name)
     assert naming == []
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_named_repository_path_exists(doc: Path) -> None:
+    # given a Markdown file naming files of the repository in backticks (`server/app.py`)
+    named = set(CODE_PATH.findall(doc.read_text())) - NOT_IN_GIT
+    # then each of them exists (a glob matches something)
+    missing = sorted(p for p in named if not (list(ROOT.glob(p.rstrip("/"))) if "*" in p else (ROOT / p).exists()))
+    assert missing == []

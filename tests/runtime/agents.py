@@ -1,4 +1,4 @@
-"""Small scripted agents for runtime tests (the demo agents cover the seed's examples).
+"""Small scripted agents for runtime tests (the demo agents cover Mastra's examples).
 
 Each script reacts to the conversation (the latest tool results / prompt), never to call counts.
 ``SWITCHES`` lets a test break the model or a tool, or slow the model down.

@@ -1,4 +1,4 @@
-"""refund-agent end to end: approval suspensions (seed: approveToolCall / declineToolCall)."""
+"""refund-agent end to end: approval suspensions (Mastra's approveToolCall / declineToolCall)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""support-supervisor: delegation to refund-agent (seed: supervisor sees its outer run only)."""
+"""support-supervisor: delegation to refund-agent (the supervisor sees its outer run only)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``suspend()``: a tool waiting for outside data (seed: suspend() / resumeData)."""
+"""``suspend()``: a tool waiting for outside data (as Mastra's suspend() / resumeData)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""weather-agent end to end: a tool suspends for data (seed: resume with {name: "San Francisco"})."""
+"""weather-agent end to end: a tool suspends for data (resumed with {name: "San Francisco"})."""
 
 from __future__ import annotations
 

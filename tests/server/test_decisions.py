@@ -165,7 +165,7 @@ async def test_resuming_the_weather_run_with_a_city_completes_it(gql: GraphQLCli
     # given a weather run waiting for the city
     run = await gql.suspend(WEATHER, WEATHER_PROMPT)
 
-    # when it is resumed with the seed's resume data (naming the call, or not: it is the only one)
+    # when it is resumed with the example's resume data (naming the call, or not: it is the only one)
     fields = {"toolCallId": _call_id(run)} if with_call_id else {}
     outcome = await gql.resume(WEATHER, run["runId"], {"name": "San Francisco"}, **fields)
 

@@ -331,7 +331,7 @@ async def test_invalid_page_arguments_are_bad_user_input_naming_the_argument(
     # given a suspended refund run
     await gql.suspend(REFUND, REFUND_PROMPT)
 
-    # when the page arguments break the seed's rules (or the cap of 100)
+    # when the page arguments break Mastra's rules (or the cap of 100)
     data, errors = await gql.errors(SUSPENDED_RUNS, agentId=REFUND, page=page)
 
     # then nothing is listed and the error names the argument

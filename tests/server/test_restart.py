@@ -3,7 +3,7 @@ restart of runsgate.
 
 Real processes: ``python -m server serve`` is started, stopped and started again on the same
 MongoDB database; the run started through the first process is found and approved through
-the second. With the memory store (the seed's default) the runs are lost instead.
+the second. With the memory store (the default) the runs are lost instead.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ async def test_with_the_memory_store_a_restart_loses_the_suspended_runs() -> Non
     # when the app is started again (a new process would do the same)
     restarted = create_app(settings)
     async with restarted.router.lifespan_context(restarted), _client(restarted) as http:
-        # then nothing is listed: the seed's default storage is lost on restart
+        # then nothing is listed: the default memory storage is lost on restart
         assert await GraphQLClient(http).listed_ids(REFUND) == []
         assert await GraphQLClient(http).suspended_run(REFUND, run["runId"]) is None
 

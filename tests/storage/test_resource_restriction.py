@@ -60,7 +60,7 @@ async def test_a_resource_filter_combines_with_the_restriction(store: SnapshotSt
     # given runs of several resources
     await _five_runs(store)
 
-    # when the seed's resourceId filter names an allowed resource, then a forbidden one
+    # when the resourceId filter names an allowed resource, then a forbidden one
     allowed = await store.list_runs("refund-agent", RunFilter(resource_id="r-mine", resource_ids=MINE))
     forbidden = await store.list_runs("refund-agent", RunFilter(resource_id="r-other", resource_ids=MINE))
     forbidden_count = await store.count_runs("refund-agent", RunFilter(resource_id="r-other", resource_ids=MINE))

@@ -14,7 +14,8 @@ from .logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (2 for invalid configuration)."""
+    """Run the CLI; returns the exit status (2 for invalid configuration, 3 when the store is
+    unreachable at start)."""
     parser = argparse.ArgumentParser(prog="runsgate", description="GraphQL server for suspended agent runs.")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="start the GraphQL server")
@@ -66,6 +67,19 @@ def _serve(host: str | None, port: int | None) -> int:
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
+    if settings.mongodb_uri:
+        from storage.mongo import check_reachable, store_address
+        from storage.protocol import StoreUnavailableError
+
+        try:
+            check_reachable(settings.mongodb_uri, settings.mongodb_timeout)
+        except StoreUnavailableError as exc:
+            address = store_address(settings.mongodb_uri)
+            print(f"runsgate cannot start: the store at {address} is unreachable ({exc})", file=sys.stderr)
+            return 3
+        except ValueError as exc:
+            print(f"runsgate: invalid configuration: MONGODB_URI: {exc}", file=sys.stderr)
+            return 2
     uvicorn.run(
         app,
         host=settings.host,

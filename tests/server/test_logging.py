@@ -39,6 +39,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         yield url, log
 
 
+@pytest.mark.process
 def test_a_sane_request_id_comes_back_and_is_in_the_requests_log_lines(server: tuple[str, Path]) -> None:
     url, log = server
     request_id = f"client-{uuid.uuid4().hex[:12]}"
@@ -60,6 +61,7 @@ def test_a_sane_request_id_comes_back_and_is_in_the_requests_log_lines(server: t
     assert lines[0]["client"].startswith("127.0.0.1:")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("sent", [None, "", 'has spaces and "quotes"', "x" * 129, "new\\nline"])
 def test_a_missing_or_insane_request_id_is_replaced_by_a_fresh_one(server: tuple[str, Path], sent: str | None) -> None:
     url, log = server
@@ -77,6 +79,7 @@ def test_a_missing_or_insane_request_id_is_replaced_by_a_fresh_one(server: tuple
     assert wait_for_records(log, lambda record: record["request_id"] == ids[1])
 
 
+@pytest.mark.process
 def test_every_log_line_is_one_json_object_with_the_documented_fields(server: tuple[str, Path]) -> None:
     url, log = server
     post(url, AGENTS)
@@ -95,6 +98,7 @@ def test_every_log_line_is_one_json_object_with_the_documented_fields(server: tu
     assert startup[0]["level"] == "INFO"
 
 
+@pytest.mark.process
 def test_a_masked_error_and_a_store_outage_are_logged_with_the_request_id(tmp_path: Path) -> None:
     # given a server on a MongoDB server holding one corrupt snapshot (no toolCalls, no threadId...)
     log = tmp_path / "runsgate.log"

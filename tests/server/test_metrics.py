@@ -41,6 +41,7 @@ def _delta(before: dict[Sample, float], after: dict[Sample, float], key: Sample)
     return after.get(key, 0.0) - before.get(key, 0.0)
 
 
+@pytest.mark.process
 def test_metrics_show_a_run_started_and_approved(server: str) -> None:
     # given a server with no refund run yet
     before = scrape(server)
@@ -76,6 +77,7 @@ def test_metrics_show_a_run_started_and_approved(server: str) -> None:
     assert after[sample(SUSPENDED, agent_id=REFUND)] == 0
 
 
+@pytest.mark.process
 def test_decision_outcomes_are_counted_by_kind(server: str) -> None:
     # given a run with two calls waiting for approval, one of them approved
     started = data(server, START_RUN, input={"agentId": REFUND, "prompt": TWO_REFUNDS_PROMPT})["startRun"]
@@ -100,6 +102,7 @@ def test_decision_outcomes_are_counted_by_kind(server: str) -> None:
     assert data(server, APPROVE, input={**run, "toolCallId": second})["approveToolCall"]["status"] == "COMPLETED"
 
 
+@pytest.mark.process
 def test_anonymous_and_unknown_operations_get_fixed_labels(server: str) -> None:
     before = scrape(server)
 

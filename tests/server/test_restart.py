@@ -37,6 +37,7 @@ def _listed(base_url: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.mongo
+@pytest.mark.process
 def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_process(
     mongodb_uri: str, tmp_path: Path
 ) -> None:

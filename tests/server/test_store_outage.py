@@ -20,7 +20,7 @@ import pytest
 from .._servers import ferretdb_process, free_port, runsgate_process, with_database
 from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
 
-pytestmark = pytest.mark.mongo
+pytestmark = [pytest.mark.mongo, pytest.mark.process]
 
 
 def _post(base_url: str, document: str, **variables: Any) -> dict[str, Any]:

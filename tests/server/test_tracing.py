@@ -78,6 +78,7 @@ def receiver() -> Iterator[_Receiver]:
         server.server_close()
 
 
+@pytest.mark.process
 def test_spans_of_a_query_reach_the_otlp_endpoint(receiver: _Receiver, tmp_path: Path) -> None:
     # given a server whose standard OTLP endpoint is the receiver
     endpoint = f"http://127.0.0.1:{receiver.server_address[1]}"

@@ -24,4 +24,3 @@ def test_a_test_without_the_marker_cannot_start_runsgate(tmp_path: Path) -> None
     ):
         pass
     assert list(tmp_path.iterdir()) == []
-

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -66,12 +68,19 @@ def test_ferretdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_pat
         )
     try:
         wait_for_port(port, timeout=30, proc=proc)
-        lines = output.read_text().splitlines()
-        assert f"MONGODB_URI=mongodb://127.0.0.1:{port}/runsgate ./dev serve" in lines
+        deadline = time.monotonic() + 10  # printed once FerretDB listens
+        while (line := f"MONGODB_URI=mongodb://127.0.0.1:{port}/runsgate ./dev serve") not in (
+            lines := output.read_text().splitlines()
+        ) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert line in lines, lines
         with MongoClient(f"mongodb://127.0.0.1:{port}/runsgate", serverSelectionTimeoutMS=10_000) as client:
             client.runsgate.probe.insert_one({"_id": "dev-ferretdb"})
             assert client.runsgate.probe.find_one({"_id": "dev-ferretdb"}) == {"_id": "dev-ferretdb"}
         assert (tmp_path / "data" / "runsgate.sqlite").is_file()
     finally:
         stop_process(proc)
-    assert proc.returncode is not None
+    # and SIGTERM (as Ctrl-C) stopped FerretDB with it: nothing listens any more
+    assert proc.returncode == 0, output.read_text()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()

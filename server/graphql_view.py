@@ -18,7 +18,6 @@ and rewrites the page's URLs, so the explorer works with no internet access. The
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -120,8 +119,10 @@ def is_request_error(result: ExecutionResult) -> bool:
 def offline_graphiql_html(html: str, root_path: str = "") -> str:
     """Strawberry's GraphiQL page with its CDN URLs pointing at runsgate's own copies, opening
     with ``GRAPHIQL_EXAMPLE_QUERY`` (the page's ``EXAMPLE_QUERY`` constant)."""
-    example = f"const EXAMPLE_QUERY = `{GRAPHIQL_EXAMPLE_QUERY}`;"
-    html = re.sub(r"const EXAMPLE_QUERY = `[^`]*`;", lambda _: example, html, count=1)
+    start = html.find("const EXAMPLE_QUERY = `")
+    end = html.find("`;", start)
+    if start >= 0 and end >= 0:
+        html = f"{html[:start]}const EXAMPLE_QUERY = `{GRAPHIQL_EXAMPLE_QUERY}`{html[end + 1 :]}"
     return html.replace(GRAPHIQL_CDN, f"{root_path}{GRAPHIQL_ASSETS_PATH}/")
 
 
@@ -190,7 +191,7 @@ class GraphQLView(GraphQL[Context, None]):
             uploads = ", or multipart/form-data (uploads)" if self.multipart_uploads_enabled else ""
             raise HTTPException(
                 400,
-                f"Unsupported content type {json.dumps((request.content_type or '')[:100])}; POST a JSON body "
+                f'Unsupported content type "{(request.content_type or "")[:100]}"; POST a JSON body '
                 f"with Content-Type: application/json{uploads} (and Accept: application/graphql-response+json "
                 "for the GraphQL over HTTP media type), or send a query as GET parameters",
             ) from None

@@ -14,8 +14,7 @@ from .logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (2 for invalid configuration, 3 when the store is
-    unreachable at start)."""
+    """Run the CLI; returns the exit status (2 for invalid configuration)."""
     parser = argparse.ArgumentParser(prog="runsgate", description="GraphQL server for suspended agent runs.")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="start the GraphQL server")
@@ -76,7 +75,7 @@ def _serve(host: str | None, port: int | None) -> int:
         except StoreUnavailableError as exc:
             address = store_address(settings.mongodb_uri)
             print(f"runsgate cannot start: the store at {address} is unreachable ({exc})", file=sys.stderr)
-            return 3
+            return 3  # as uvicorn's when a lifespan cannot start
         except ValueError as exc:
             print(f"runsgate: invalid configuration: MONGODB_URI: {exc}", file=sys.stderr)
             return 2

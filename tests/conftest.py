@@ -1,11 +1,4 @@
-"""Fixtures shared by every test package: the MongoDB server and the two stores; the ``process`` marker.
-
-Tests that start processes (runsgate servers, Node scripts, the ``runsgate`` command) carry the
-``process`` marker, so ``./dev test -m "not process"`` is the fast inner loop. FerretDB, started
-once per session, does not count. Every test of the folders in ``PROCESS_FOLDERS`` is marked
-here; elsewhere a test is marked where it is defined (``@pytest.mark.process``), and one that
-starts runsgate or a Node server without the marker fails (``_servers.require_process_marker``).
-"""
+"""Fixtures shared by every test package: the MongoDB server and the two stores."""
 
 from __future__ import annotations
 
@@ -25,7 +18,14 @@ HERE = Path(__file__).resolve().parent
 
 PROCESS_FOLDERS = frozenset({"ecosystem", "examples", "instances", "security", "subscriptions"})
 """Folders of tests/ whose every test talks to processes it starts (or, as the security suite's
-coverage check, depends on the tests that do)."""
+coverage check, depends on the tests that do).
+
+Tests that start processes (runsgate servers, Node scripts, the ``runsgate`` command) carry the
+``process`` marker, so ``./dev test -m "not process"`` is the fast inner loop; FerretDB, started
+once per session, does not count. Every test of these folders is marked by
+``pytest_collection_modifyitems``; elsewhere a test is marked where it is defined
+(``@pytest.mark.process``), and one that starts runsgate or another listening process without
+the marker fails (``_servers.require_process_marker``)."""
 
 
 @pytest.hookimpl(tryfirst=True)

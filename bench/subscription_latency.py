@@ -18,14 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests._graphql import EVENTS, start_refund_run, ws_connect
 from tests._servers import ferretdb, runsgate_processes, with_database
-from tests.subscriptions._client import EVENTS, start_refund_run, subscriptions
 
 
 async def measure(a: str, b: str, runs: int) -> list[tuple[float, float]]:
     """(started, suspended) latencies in seconds, one pair per run."""
     results = []
-    async with subscriptions(a) as ws:
+    async with ws_connect(a) as ws:
         operation = await ws.subscribe(EVENTS, {"agentId": "refund-agent", "filter": {"resourceId": "bench"}})
         # warm up until the subscription is registered (the protocol does not acknowledge it)
         while True:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what tests/ecosystem needs, idempotently (fast when it is already there):
 # - its pinned Node packages: `npm ci` in tests/ecosystem, skipped while node_modules matches package-lock.json;
-# - Debian's chromium package for the GraphiQL browser test (apt-get, as root), when /usr/bin/chromium is missing.
+# - Debian's chromium package for the GraphiQL browser test, when /usr/bin/chromium is missing (as root, by
+#   scripts/apt-install.sh: no recommended packages, no unrelated upgrades, one line of output).
 # No browser build is ever downloaded (playwright-core drives the Debian one).
 # Without node/npm (or chromium as non-root) the matching tests are skipped, and fail under CI=true.
 set -euo pipefail
@@ -24,9 +25,7 @@ fi
 
 if [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "install-ecosystem: apt-get install chromium" >&2
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
+    bash ../../scripts/apt-install.sh chromium
   else
     echo "install-ecosystem: /usr/bin/chromium is missing and we are not root: the browser test is skipped" >&2
   fi

@@ -66,6 +66,19 @@ def _serve(host: str | None, port: int | None) -> int:
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
+    if settings.mongodb_uri:
+        from storage.mongo import check_reachable, store_address
+        from storage.protocol import StoreUnavailableError
+
+        try:
+            check_reachable(settings.mongodb_uri, settings.mongodb_timeout)
+        except StoreUnavailableError as exc:
+            address = store_address(settings.mongodb_uri)
+            print(f"runsgate cannot start: the store at {address} is unreachable ({exc})", file=sys.stderr)
+            return 3  # as uvicorn's when a lifespan cannot start
+        except ValueError as exc:
+            print(f"runsgate: invalid configuration: MONGODB_URI: {exc}", file=sys.stderr)
+            return 2
     uvicorn.run(
         app,
         host=settings.host,

@@ -47,6 +47,22 @@ GRAPHIQL_ASSETS_DIR = Path(__file__).resolve().parent / "static" / "graphiql"
 """The files the GraphiQL page loads, laid out as their unpkg.com paths (``package@version/file``)."""
 GRAPHIQL_ASSETS_PATH = "/static/graphiql"
 """URL path the app serves ``GRAPHIQL_ASSETS_DIR`` under."""
+GRAPHIQL_EXAMPLE_QUERY = """# runsgate: agent runs waiting for a human decision.
+# Run this query with Ctrl-Enter (or the play button): the refund agent's
+# suspended runs, newest first, with the tool calls that wait for approval.
+# Then decide one with the approveToolCall or declineToolCall mutation.
+query SuspendedRuns {
+  suspendedRuns(agentId: "refund-agent", first: 10) {
+    totalCount
+    nodes {
+      runId
+      createdAt
+      toolCalls { toolCallId toolName args requiresApproval }
+    }
+  }
+}
+"""
+"""The query GraphiQL opens with, in place of Strawberry's welcome text."""
 
 
 def preferred_media_type(accept: str | None) -> str:
@@ -101,7 +117,12 @@ def is_request_error(result: ExecutionResult) -> bool:
 
 
 def offline_graphiql_html(html: str, root_path: str = "") -> str:
-    """Strawberry's GraphiQL page with its CDN URLs pointing at runsgate's own copies."""
+    """Strawberry's GraphiQL page with its CDN URLs pointing at runsgate's own copies, opening
+    with ``GRAPHIQL_EXAMPLE_QUERY`` (the page's ``EXAMPLE_QUERY`` constant)."""
+    start = html.find("const EXAMPLE_QUERY = `")
+    end = html.find("`;", start)
+    if start >= 0 and end >= 0:
+        html = f"{html[:start]}const EXAMPLE_QUERY = `{GRAPHIQL_EXAMPLE_QUERY}`{html[end + 1 :]}"
     return html.replace(GRAPHIQL_CDN, f"{root_path}{GRAPHIQL_ASSETS_PATH}/")
 
 
@@ -162,7 +183,18 @@ class GraphQLView(GraphQL[Context, None]):
                     and not all(isinstance(item, dict) for item in data)
                 ):
                     raise HTTPException(400, NOT_AN_OBJECT)
-        return await super().parse_http_body(request)
+        try:
+            return await super().parse_http_body(request)
+        except HTTPException as exc:
+            if exc.reason != "Unsupported content type":  # Strawberry's answer to any other POST
+                raise
+            uploads = ", or multipart/form-data (uploads)" if self.multipart_uploads_enabled else ""
+            raise HTTPException(
+                400,
+                f'Unsupported content type "{(request.content_type or "")[:100]}"; POST a JSON body '
+                f"with Content-Type: application/json{uploads} (and Accept: application/graphql-response+json "
+                "for the GraphQL over HTTP media type), or send a query as GET parameters",
+            ) from None
 
     async def run_prepared(self, request: Request) -> Response | None:
         """Serve a ``POST`` of a prepared query operation (``resolvers.prepared``) without

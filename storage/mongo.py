@@ -20,6 +20,8 @@ while holding the run's lease, because FerretDB does not apply conditional updat
 
 from __future__ import annotations
 
+import os
+import re
 import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
@@ -28,10 +30,16 @@ from typing import Any, cast
 
 from gridfs.asynchronous import AsyncGridFSBucket
 from gridfs.errors import NoFile
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import BulkWriteError, ConnectionFailure, DuplicateKeyError
+from pymongo.errors import (
+    BulkWriteError,
+    ConfigurationError,
+    ConnectionFailure,
+    DuplicateKeyError,
+    OperationFailure,
+)
 
 from ._query import normalized_filter
 from ._run_lock import RunWriteLocks
@@ -86,6 +94,47 @@ async def _reachable() -> AsyncIterator[None]:
         yield
     except ConnectionFailure as exc:
         raise StoreUnavailableError(f"MongoDB is unreachable: {type(exc).__name__}") from exc
+
+
+def store_address(uri: str) -> str:
+    """The hosts a MongoDB URI names, as ``host:port`` (comma-separated; 27017 when a
+    ``mongodb://`` host has no port), without the credentials, database or options."""
+    scheme, _, rest = uri.partition("://")
+    hosts = rest.split("?", 1)[0].rsplit("@", 1)[-1].split("/", 1)[0]
+    if scheme != "mongodb":
+        return hosts
+    return ",".join(host if re.search(r":\d+$", host) else f"{host}:27017" for host in hosts.split(","))
+
+
+def check_reachable(uri: str, timeout: float) -> None:
+    """Ping the server(s) of ``uri`` with a synchronous client, waiting at most ``timeout`` seconds
+    for one to answer; for a start-up check, before the server's event loop runs.
+
+    Raises:
+        StoreUnavailableError: No server answered, or the ping was refused (e.g. bad
+            credentials); the message is a short reason (``Connection refused``, ``no answer
+            within 1.0 s``, the server's error message), never the URI.
+        ValueError: PyMongo refuses the URI itself (e.g. ``Bad database name``).
+    """
+    try:
+        client: MongoClient[Document] = MongoClient(
+            uri, serverSelectionTimeoutMS=max(1, int(timeout * 1000)), appname="runsgate"
+        )
+        with client:
+            client.admin.command("ping")
+    except ConnectionFailure as exc:
+        found = re.search(r"\[Errno (-?\d+)\] ([^(,]*)", str(exc))
+        if found is None:
+            reason = f"no answer within {timeout:g} s"
+        elif int(found[1]) > 0:
+            reason = os.strerror(int(found[1]))
+        else:
+            reason = found[2].strip()
+        raise StoreUnavailableError(reason) from exc
+    except OperationFailure as exc:
+        raise StoreUnavailableError(str((exc.details or {}).get("errmsg") or f"error {exc.code}")) from exc
+    except ConfigurationError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _keyset(key: SortKey, op: str) -> Document:

@@ -20,11 +20,30 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+
+CURRENT_TEST: Any = None
+"""The pytest item being run (set by ``tests/conftest.py``), or None outside pytest (benchmarks)."""
+
+
+def require_process_marker(what: str) -> None:
+    """Fail the running test unless it carries the ``process`` marker, so that
+    ``pytest -m "not process"`` (the fast inner loop) never starts ``what``.
+
+    Raises:
+        AssertionError: The test starts a process and is not marked.
+    """
+    item = CURRENT_TEST
+    if item is not None and item.get_closest_marker("process") is None:
+        raise AssertionError(
+            f"{item.nodeid} starts {what} without the `process` marker: add @pytest.mark.process "
+            "(or put it in a folder of tests/conftest.py's PROCESS_FOLDERS)"
+        )
 
 
 def free_port() -> int:
@@ -67,14 +86,18 @@ def listening_process(
     env: dict[str, str] | None = None,
     timeout: float = 30.0,
     stop_timeout: float = 15.0,
+    marked: bool = True,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``command`` (output appended to ``log``) until the block ends; yield it once ``port``
-    accepts connections on 127.0.0.1.
+    accepts connections on 127.0.0.1. The running test must carry the ``process`` marker unless
+    ``marked`` is False (FerretDB, started once per session).
 
     Raises:
         RuntimeError: The process exited, or did not listen within ``timeout`` seconds; the
             message ends with the tail of ``log``.
     """
+    if marked:
+        require_process_marker(Path(command[0]).name)
     with open(log, "ab") as out:
         proc = subprocess.Popen(list(command), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -136,7 +159,7 @@ def ferretdb_process(data: Path, port: int | None = None) -> Iterator[str]:
         "--telemetry=disable",
         "--log-level=error",
     ]
-    with listening_process(command, port, data / "ferretdb.log", stop_timeout=10):
+    with listening_process(command, port, data / "ferretdb.log", stop_timeout=10, marked=False):
         yield f"mongodb://127.0.0.1:{port}/"
 
 
@@ -180,6 +203,7 @@ def runsgate_servers(
     to ``off``, allowed since the processes listen on 127.0.0.1: tests of authentication pass
     ``RUNSGATE_AUTH="on"`` and ``RUNSGATE_API_KEYS``).
     """
+    require_process_marker("runsgate")
     env = server_env(**{"RUNSGATE_LOG_LEVEL": "WARNING", "RUNSGATE_AUTH": "off", **variables})
     started: list[tuple[subprocess.Popen[bytes], int, Path]] = []
     try:

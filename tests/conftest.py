@@ -4,14 +4,43 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore
 
+from . import _servers
 from ._servers import ferretdb, with_database
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+HERE = Path(__file__).resolve().parent
+
+PROCESS_FOLDERS = frozenset({"ecosystem", "examples", "instances", "security", "subscriptions"})
+"""Folders of tests/ whose every test talks to processes it starts (or, as the security suite's
+coverage check, depends on the tests that do).
+
+Tests that start processes (runsgate servers, Node scripts, the ``runsgate`` command) carry the
+``process`` marker, so ``./dev test -m "not process"`` is the fast inner loop; FerretDB, started
+once per session, does not count. Every test of these folders is marked by
+``pytest_collection_modifyitems``; elsewhere a test is marked where it is defined
+(``@pytest.mark.process``), and one that starts runsgate or another listening process without
+the marker fails (``_servers.require_process_marker``)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test of ``PROCESS_FOLDERS`` with ``process`` (before ``-m`` selects)."""
+    for item in items:
+        path = Path(item.path)
+        if path.is_relative_to(HERE) and path.relative_to(HERE).parts[0] in PROCESS_FOLDERS:
+            item.add_marker(pytest.mark.process)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Let ``_servers.require_process_marker`` see the test whose fixtures are being set up."""
+    _servers.CURRENT_TEST = item
 
 
 @pytest.fixture(scope="session")

@@ -84,6 +84,7 @@ def test_wrk_output_without_figures_is_an_error() -> None:
         parse("unable to connect to 127.0.0.1:1 Connection refused")
 
 
+@pytest.mark.process
 def test_memory_bench_at_a_tiny_size(tmp_path: Path) -> None:
     result = bench_memory(60, SETTINGS, tmp_path, with_wrk=shutil.which("wrk") is not None)
 
@@ -97,6 +98,7 @@ def test_memory_bench_at_a_tiny_size(tmp_path: Path) -> None:
 
 
 @pytest.mark.mongo
+@pytest.mark.process
 def test_mongo_bench_at_a_tiny_size(tmp_path: Path, mongodb_uri: str) -> None:
     result = bench_mongo(mongodb_uri, 40, SETTINGS, tmp_path)
 

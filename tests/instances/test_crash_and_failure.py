@@ -24,7 +24,8 @@ from pymongo import MongoClient
 from storage import SCHEMA_VERSION
 from tests._servers import ROOT, SERVE, RunsgateServer, free_port, runsgate_servers, server_env, with_database
 
-from ._graphql import START_RESULT, decide, gql, listing, run_events, start_run, suspended_run, token
+from .._graphql import DETAILED_RESULTS, GraphQLClient
+from ._runs import decide, listing, run_events, start_run, suspended_run, token
 from .agents import side_effect_lines
 
 pytestmark = pytest.mark.mongo
@@ -68,11 +69,8 @@ def pair(request: pytest.FixtureRequest, mongodb_server: str, tmp_path: Path) ->
 
 
 @pytest.fixture
-async def clients(pair: Pair) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
-    async with (
-        httpx.AsyncClient(base_url=pair.a.url, timeout=30) as a,
-        httpx.AsyncClient(base_url=pair.b.url, timeout=30) as b,
-    ):
+async def clients(pair: Pair) -> AsyncIterator[tuple[GraphQLClient, GraphQLClient]]:
+    async with GraphQLClient.at(pair.a.url) as a, GraphQLClient.at(pair.b.url) as b:
         yield a, b
 
 
@@ -92,7 +90,7 @@ async def _until(predicate: Any, seconds: float, what: str) -> Any:
 
 @pytest.mark.short_claims
 async def test_a_server_killed_in_the_middle_of_a_slow_tool_is_taken_over_by_the_other(
-    pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+    pair: Pair, clients: tuple[GraphQLClient, GraphQLClient]
 ) -> None:
     a, b = clients
     tok = token()
@@ -136,7 +134,7 @@ async def test_a_server_killed_in_the_middle_of_a_slow_tool_is_taken_over_by_the
 
 
 async def test_a_model_that_raises_keeps_the_run_listed_and_retry_completes_it(
-    pair: Pair, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+    pair: Pair, clients: tuple[GraphQLClient, GraphQLClient]
 ) -> None:
     a, b = clients
     agent = "fragile-agent"
@@ -167,11 +165,7 @@ async def test_a_model_that_raises_keeps_the_run_listed_and_retry_completes_it(
 
     # when the provider is back and the run is retried on A
     pair.model_down.unlink()
-    data = await gql(
-        a,
-        f"mutation($input: RetryRunInput!) {{ retryRun(input: $input) {{ {START_RESULT} }} }}",
-        input={"agentId": agent, "runId": run_id},
-    )
+    data = await a.data(DETAILED_RESULTS["retryRun"], input={"agentId": agent, "runId": run_id})
 
     # then it completes with the tool's first result: the tool ran once
     done = data["retryRun"]

@@ -25,7 +25,8 @@ import pytest
 
 from tests._servers import runsgate_processes, with_database
 
-from ._graphql import (
+from .._graphql import GraphQLClient
+from ._runs import (
     assert_gone_everywhere,
     decide,
     listing,
@@ -75,18 +76,18 @@ def cluster(mongodb_server: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture
-async def clients(cluster: Cluster) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+async def clients(cluster: Cluster) -> AsyncIterator[tuple[GraphQLClient, GraphQLClient]]:
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
     async with (
-        httpx.AsyncClient(base_url=cluster.a, timeout=30, limits=limits) as a,
-        httpx.AsyncClient(base_url=cluster.b, timeout=30, limits=limits) as b,
+        GraphQLClient.at(cluster.a, limits=limits) as a,
+        GraphQLClient.at(cluster.b, limits=limits) as b,
     ):
         yield a, b
 
 
 # -- tests ------------------------------------------------------------------------------------
 async def test_fifty_concurrent_approvals_across_instances_one_wins(
-    cluster: Cluster, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+    cluster: Cluster, clients: tuple[GraphQLClient, GraphQLClient]
 ) -> None:
     tok = token()
     started = await start_run(clients[0], tok, calls=1, delay=RACE_TOOL_DELAY)
@@ -125,7 +126,7 @@ async def test_fifty_concurrent_approvals_across_instances_one_wins(
 
 
 async def test_approve_and_decline_racing_across_instances(
-    cluster: Cluster, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+    cluster: Cluster, clients: tuple[GraphQLClient, GraphQLClient]
 ) -> None:
     tok = token()
     started = await start_run(clients[1], tok, calls=1, delay=RACE_TOOL_DELAY)
@@ -170,9 +171,7 @@ TWO_CALL_ROUNDS = 12
 """Runs raced in the two-calls test; each is one chance for the race to go wrong."""
 
 
-async def _two_calls_round(
-    cluster: Cluster, clients: tuple[httpx.AsyncClient, httpx.AsyncClient], round_: int
-) -> list[str]:
+async def _two_calls_round(cluster: Cluster, clients: tuple[GraphQLClient, GraphQLClient], round_: int) -> list[str]:
     """One run with two pending calls, each approved at once on another instance; the problems seen."""
     tok = token()
     started = await start_run(clients[round_ % 2], tok, calls=2)
@@ -214,16 +213,14 @@ async def _two_calls_round(
 
 
 async def test_two_calls_approved_at_once_on_different_instances_continue_once(
-    cluster: Cluster, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+    cluster: Cluster, clients: tuple[GraphQLClient, GraphQLClient]
 ) -> None:
     rounds = await asyncio.gather(*(_two_calls_round(cluster, clients, round_) for round_ in range(TWO_CALL_ROUNDS)))
     problems = [problem for round_problems in rounds for problem in round_problems]
     assert problems == [], "\n".join(problems)
 
 
-async def test_idempotency_key_across_instances(
-    cluster: Cluster, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
-) -> None:
+async def test_idempotency_key_across_instances(cluster: Cluster, clients: tuple[GraphQLClient, GraphQLClient]) -> None:
     a, b = clients
     key = f"k1-{uuid.uuid4().hex[:6]}"
     tok = token()
@@ -269,7 +266,7 @@ async def test_idempotency_key_across_instances(
 
 
 async def test_listing_is_the_same_from_both_instances(
-    cluster: Cluster, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+    cluster: Cluster, clients: tuple[GraphQLClient, GraphQLClient]
 ) -> None:
     a, b = clients
     thread = f"thread-{uuid.uuid4().hex[:8]}"

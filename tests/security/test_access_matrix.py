@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .._auth import TestKey
-from ._client import WsClosed, body, data, ws_execute
+from .._graphql import WsClosed, body, data, ws_execute
 from .conftest import ADMIN, ALICE, BOB, DECIDER, PRINCIPALS, READER, STARTER, Server
 
 REFUND = "refund-agent"

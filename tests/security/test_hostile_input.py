@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from .._auth import TestKey
-from ._client import data
+from .._graphql import data
 from ._store import store_state
 from .conftest import ADMIN, ALICE, BOB, Server
 

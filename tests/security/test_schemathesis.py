@@ -35,7 +35,7 @@ from schemathesis.checks import not_a_server_error
 
 from resolvers import schema as runsgate_schema
 
-from ._client import data
+from .._graphql import data
 from ._store import store_state
 from .conftest import ADMIN, Server
 

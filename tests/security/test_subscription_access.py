@@ -15,7 +15,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 from .._auth import TestKey
-from ._client import data, ws_execute
+from .._graphql import data, ws_execute
 from .conftest import ADMIN, ALICE, READER, STARTER, Server
 
 AGENT = "refund-agent"

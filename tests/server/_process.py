@@ -15,31 +15,6 @@ Sample = tuple[str, frozenset[tuple[str, str]]]
 """A metric sample's key: its name (``..._total`` for counters) and its labels."""
 
 
-def post(
-    base_url: str,
-    document: str,
-    *,
-    headers: dict[str, str] | None = None,
-    operation_name: str | None = None,
-    **variables: Any,
-) -> httpx.Response:
-    """POST one GraphQL document to ``/graphql`` (``operationName`` only when given)."""
-    body: dict[str, Any] = {"query": document, "variables": variables}
-    if operation_name is not None:
-        body["operationName"] = operation_name
-    return httpx.post(f"{base_url}/graphql", json=body, headers=headers or {}, timeout=60)
-
-
-def data(base_url: str, document: str, **variables: Any) -> dict[str, Any]:
-    """``data`` of a 200 response without ``errors``."""
-    response = post(base_url, document, **variables)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    assert "errors" not in body, body
-    result: dict[str, Any] = body["data"]
-    return result
-
-
 def scrape(base_url: str) -> dict[Sample, float]:
     """``GET /metrics``, parsed with prometheus_client's own parser: sample key -> value."""
     response = httpx.get(f"{base_url}/metrics", timeout=30)

@@ -21,7 +21,7 @@ from server.config import Settings
 from server.security_settings import ApiKeyConfig
 
 from .._auth import ADMIN
-from ._graphql import GraphQLClient
+from .._graphql import GraphQLClient
 
 models.ALLOW_MODEL_REQUESTS = False  # the demo agents' scripted FunctionModels only
 

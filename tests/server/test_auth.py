@@ -28,8 +28,8 @@ from server.config import ConfigError, Settings
 from server.security_settings import ApiKeyConfig
 
 from .._auth import ADMIN, TestKey
+from .._graphql import REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
 from ._cli import serve_with_only
-from ._graphql import REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
 
 SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
 LIST = 'query { suspendedRuns(agentId: "refund-agent") { totalCount nodes { runId resourceId } } }'

@@ -76,8 +76,8 @@ from server.config import Settings
 from server.seed import SeedPlan, seed_store
 from storage import SnapshotDocument
 
+from .._graphql import REFUND, SUPERVISOR, TWO_REFUNDS_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient, graphql_schema
 from .._servers import with_database
-from ._graphql import REFUND, SUPERVISOR, TWO_REFUNDS_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient, graphql_schema
 
 pytestmark = pytest.mark.mongo
 

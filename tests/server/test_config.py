@@ -43,6 +43,7 @@ def serve_results() -> dict[str, tuple[int, str, str]]:
     return results
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("variable", list(PROCESS_CASES))
 def test_serve_with_an_invalid_variable_exits_2_naming_it(
     serve_results: dict[str, tuple[int, str, str]], variable: str

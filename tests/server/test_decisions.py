@@ -16,7 +16,7 @@ import pytest
 from runtime.demo import LEDGER
 
 from .._auth import ADMIN
-from ._graphql import (
+from .._graphql import (
     APPROVE,
     DECLINE,
     REFUND,

@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 
 from server.app import create_app
 from server.config import Settings
+from server.graphql_view import GRAPHIQL_EXAMPLE_QUERY
 
 ASSET = re.compile(r'(?:src|href)="(?P<url>[^"]+)"\s+integrity="sha384-(?P<sha384>[^"]+)"')
 
@@ -59,3 +60,22 @@ async def test_no_graphiql_assets_are_served_when_graphiql_is_off() -> None:
     # then neither is there
     assert page.status_code == 404
     assert script.status_code == 404
+
+
+async def test_graphiql_opens_with_a_runsgate_example_query_that_runs(http: httpx.AsyncClient) -> None:
+    # when a browser opens /graphql
+    page = (await http.get("/graphql", headers={"accept": "text/html"})).text
+
+    # then the editor's first content is runsgate's example, not Strawberry's welcome text
+    assert "Welcome to GraphiQL" not in page
+    example = re.search(r"const EXAMPLE_QUERY = `([^`]*)`;", page)
+    assert example is not None
+    assert example[1] == GRAPHIQL_EXAMPLE_QUERY
+    assert 'suspendedRuns(agentId: "refund-agent"' in example[1]
+
+    # and it runs as it is, without errors
+    response = await http.post("/graphql", json={"query": example[1]})
+    assert response.status_code == 200
+    body = response.json()
+    assert "errors" not in body, body
+    assert body["data"]["suspendedRuns"]["totalCount"] == 0

@@ -118,3 +118,19 @@ async def test_a_field_error_that_nulls_data_is_still_200(http: httpx.AsyncClien
     assert body["data"] is None
     assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     assert body["errors"][0]["path"] == ["suspendedRuns"]
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+async def test_a_post_of_an_unsupported_content_type_says_which_types_are_accepted(
+    http: httpx.AsyncClient, content_type: str | None
+) -> None:
+    # when a client POSTs a document with another content type than JSON (or none)
+    headers = {} if content_type is None else {"content-type": content_type}
+    response = await http.post("/graphql", content=AGENTS.encode(), headers=headers)
+
+    # then the 400 names the type it got and the ones runsgate accepts
+    assert response.status_code == 400
+    assert response.text.startswith(f'Unsupported content type "{content_type or ""}"; '), response.text
+    assert "Content-Type: application/json" in response.text
+    assert GRAPHQL_RESPONSE in response.text
+    assert "GET parameters" in response.text

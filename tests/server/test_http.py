@@ -7,7 +7,7 @@ import httpx
 from server.app import create_app
 from server.config import Settings
 
-from ._graphql import AGENTS, REFUND, REFUND_PROMPT, GraphQLClient
+from .._graphql import AGENTS, REFUND, REFUND_PROMPT, GraphQLClient
 
 GET_START_RUN = """
 mutation { startRun(input: {agentId: "refund-agent", prompt: "Please refund order 1042"}) {

@@ -16,7 +16,7 @@ from server.config import Settings
 from server.security_settings import ApiKeyConfig
 
 from .._auth import ADMIN
-from ._graphql import REFUND, REFUND_PROMPT, RESUME, START_RUN, WEATHER, WEATHER_PROMPT, GraphQLClient
+from .._graphql import REFUND, REFUND_PROMPT, RESUME, START_RUN, WEATHER, WEATHER_PROMPT, GraphQLClient
 
 DEEP = '{ suspendedRuns(agentId: "refund-agent") { edges { node { toolCalls { decision { kind } } } } } }'
 """Depth 5 as Strawberry counts it (root fields at 0): suspendedRuns > edges > node > toolCalls > decision > kind."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ._graphql import (
+from .._graphql import (
     NODE,
     REFUND,
     REFUND_PROMPT,

@@ -23,10 +23,10 @@ from pymongo import MongoClient
 from server.logs import make_formatter, resolve_format
 from server.request_id import is_sane
 
+from .._graphql import AGENTS, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, post
 from .._servers import ferretdb, runsgate_process, with_database
 from ..conftest import IN_CI
-from ._graphql import AGENTS, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
-from ._process import log_records, post, sample, scrape, wait_for_records
+from ._process import log_records, sample, scrape, wait_for_records
 
 HEX_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -39,13 +39,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         yield url, log
 
 
+@pytest.mark.process
 def test_a_sane_request_id_comes_back_and_is_in_the_requests_log_lines(server: tuple[str, Path]) -> None:
     url, log = server
     request_id = f"client-{uuid.uuid4().hex[:12]}"
 
     # when a client sends its own X-Request-ID
     response = post(
-        url, START_RUN, headers={"X-Request-ID": request_id}, input={"agentId": REFUND, "prompt": REFUND_PROMPT}
+        url, None, START_RUN, headers={"X-Request-ID": request_id}, input={"agentId": REFUND, "prompt": REFUND_PROMPT}
     )
 
     # then the response carries the same id
@@ -60,14 +61,15 @@ def test_a_sane_request_id_comes_back_and_is_in_the_requests_log_lines(server: t
     assert lines[0]["client"].startswith("127.0.0.1:")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("sent", [None, "", 'has spaces and "quotes"', "x" * 129, "new\\nline"])
 def test_a_missing_or_insane_request_id_is_replaced_by_a_fresh_one(server: tuple[str, Path], sent: str | None) -> None:
     url, log = server
 
     # when the request has no usable X-Request-ID
     headers = {} if sent is None else {"X-Request-ID": sent}
-    first = post(url, AGENTS, headers=headers)
-    second = post(url, AGENTS, headers=headers)
+    first = post(url, None, AGENTS, headers=headers)
+    second = post(url, None, AGENTS, headers=headers)
 
     # then each response has a fresh uuid4 hex id, different for each request
     ids = [first.headers["X-Request-ID"], second.headers["X-Request-ID"]]
@@ -77,9 +79,10 @@ def test_a_missing_or_insane_request_id_is_replaced_by_a_fresh_one(server: tuple
     assert wait_for_records(log, lambda record: record["request_id"] == ids[1])
 
 
+@pytest.mark.process
 def test_every_log_line_is_one_json_object_with_the_documented_fields(server: tuple[str, Path]) -> None:
     url, log = server
-    post(url, AGENTS)
+    post(url, None, AGENTS)
 
     # when the log is read, then each line is an object with time, level, logger, message, request_id
     records = log_records(log)
@@ -95,6 +98,7 @@ def test_every_log_line_is_one_json_object_with_the_documented_fields(server: tu
     assert startup[0]["level"] == "INFO"
 
 
+@pytest.mark.process
 def test_a_masked_error_and_a_store_outage_are_logged_with_the_request_id(tmp_path: Path) -> None:
     # given a server on a MongoDB server holding one corrupt snapshot (no toolCalls, no threadId...)
     log = tmp_path / "runsgate.log"
@@ -123,7 +127,7 @@ def test_a_masked_error_and_a_store_outage_are_logged_with_the_request_id(tmp_pa
 
             # when a query meets the corrupt document (an unexpected fault)
             request_id = f"masked-{uuid.uuid4().hex[:8]}"
-            response = post(url, SUSPENDED_RUNS, headers={"X-Request-ID": request_id}, agentId=REFUND)
+            response = post(url, None, SUSPENDED_RUNS, headers={"X-Request-ID": request_id}, agentId=REFUND)
 
             # then the client sees only the masked message
             body: dict[str, Any] = response.json()
@@ -143,7 +147,7 @@ def test_a_masked_error_and_a_store_outage_are_logged_with_the_request_id(tmp_pa
             database.__exit__(None, None, None)
             stopped = True
             request_id = f"outage-{uuid.uuid4().hex[:8]}"
-            response = post(url, SUSPENDED_RUNS, headers={"X-Request-ID": request_id}, agentId=REFUND)
+            response = post(url, None, SUSPENDED_RUNS, headers={"X-Request-ID": request_id}, agentId=REFUND)
 
             # then the client is told the store is unavailable (not masked, no internals)
             body = response.json()

@@ -18,9 +18,9 @@ from resolvers import metrics as graphql_metrics
 from server.app import create_app
 from server.config import Settings
 
+from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, TWO_REFUNDS_PROMPT, WEATHER, data, post
 from .._servers import runsgate_process
-from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, TWO_REFUNDS_PROMPT, WEATHER
-from ._process import Sample, data, post, sample, scrape
+from ._process import Sample, sample, scrape
 
 REQUESTS = "runsgate_graphql_requests_total"
 ERRORS = "runsgate_graphql_errors_total"
@@ -41,6 +41,7 @@ def _delta(before: dict[Sample, float], after: dict[Sample, float], key: Sample)
     return after.get(key, 0.0) - before.get(key, 0.0)
 
 
+@pytest.mark.process
 def test_metrics_show_a_run_started_and_approved(server: str) -> None:
     # given a server with no refund run yet
     before = scrape(server)
@@ -48,7 +49,7 @@ def test_metrics_show_a_run_started_and_approved(server: str) -> None:
     assert before[sample("runsgate_store_up")] == 1
 
     # when a refund run is started (operation StartRun)
-    started = data(server, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["startRun"]
+    started = data(server, None, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["startRun"]
     assert started["status"] == "SUSPENDED"
     middle = scrape(server)
 
@@ -59,7 +60,7 @@ def test_metrics_show_a_run_started_and_approved(server: str) -> None:
     # when its call is approved (operation Approve)
     call = started["run"]["toolCalls"][0]
     approved = data(
-        server, APPROVE, input={"agentId": REFUND, "runId": started["runId"], "toolCallId": call["toolCallId"]}
+        server, None, APPROVE, input={"agentId": REFUND, "runId": started["runId"], "toolCallId": call["toolCallId"]}
     )
     assert approved["approveToolCall"]["status"] == "COMPLETED"
     after = scrape(server)
@@ -76,17 +77,18 @@ def test_metrics_show_a_run_started_and_approved(server: str) -> None:
     assert after[sample(SUSPENDED, agent_id=REFUND)] == 0
 
 
+@pytest.mark.process
 def test_decision_outcomes_are_counted_by_kind(server: str) -> None:
     # given a run with two calls waiting for approval, one of them approved
-    started = data(server, START_RUN, input={"agentId": REFUND, "prompt": TWO_REFUNDS_PROMPT})["startRun"]
+    started = data(server, None, START_RUN, input={"agentId": REFUND, "prompt": TWO_REFUNDS_PROMPT})["startRun"]
     first, second = (call["toolCallId"] for call in started["run"]["toolCalls"])
     run = {"agentId": REFUND, "runId": started["runId"]}
     before = scrape(server)
-    assert data(server, APPROVE, input={**run, "toolCallId": first})["approveToolCall"]["status"] == "SUSPENDED"
+    assert data(server, None, APPROVE, input={**run, "toolCallId": first})["approveToolCall"]["status"] == "SUSPENDED"
 
     # when the same call is approved again, and an unknown run is approved
-    again = data(server, APPROVE, input={**run, "toolCallId": first})["approveToolCall"]
-    unknown = data(server, APPROVE, input={**run, "runId": "no-such-run", "toolCallId": first})["approveToolCall"]
+    again = data(server, None, APPROVE, input={**run, "toolCallId": first})["approveToolCall"]
+    unknown = data(server, None, APPROVE, input={**run, "runId": "no-such-run", "toolCallId": first})["approveToolCall"]
     assert again["__typename"] == "ToolCallAlreadyDecided"
     assert unknown["__typename"] == "RunNotFound"
     after = scrape(server)
@@ -97,17 +99,18 @@ def test_decision_outcomes_are_counted_by_kind(server: str) -> None:
     assert _delta(before, after, sample(DECISIONS, kind="approve", outcome="run_not_found")) == 1
     # and the run, still waiting on its second call, is counted in the gauge
     assert after[sample(SUSPENDED, agent_id=REFUND)] >= 1
-    assert data(server, APPROVE, input={**run, "toolCallId": second})["approveToolCall"]["status"] == "COMPLETED"
+    assert data(server, None, APPROVE, input={**run, "toolCallId": second})["approveToolCall"]["status"] == "COMPLETED"
 
 
+@pytest.mark.process
 def test_anonymous_and_unknown_operations_get_fixed_labels(server: str) -> None:
     before = scrape(server)
 
     # when an anonymous query runs, a client names an operation the document lacks,
     # and a document does not parse
-    assert post(server, "{ agents { id } }").status_code == 200
-    named_wrong = post(server, "query Real { agents { id } }", operation_name="Invented123")
-    broken = post(server, "{ agents { id }")
+    assert post(server, None, "{ agents { id } }").status_code == 200
+    named_wrong = post(server, None, "query Real { agents { id } }", operation_name="Invented123")
+    broken = post(server, None, "{ agents { id }")
     assert named_wrong.status_code == 400, named_wrong.text
     assert broken.json()["errors"]
     after = scrape(server)

@@ -30,7 +30,7 @@ from server.config import Settings
 from server.limits import graphql_extensions
 from storage import StoreUnavailableError
 
-from ._graphql import REFUND, REFUND_PROMPT, START_RUN, graphql_schema, graphql_view
+from .._graphql import REFUND, REFUND_PROMPT, START_RUN, graphql_schema, graphql_view
 
 LISTING = """
 query PreparedListing($agentId: ID!, $first: Int, $after: String) {

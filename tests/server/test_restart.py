@@ -18,8 +18,8 @@ from starlette.applications import Starlette
 from server.app import create_app
 from server.config import Settings
 
+from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient
 from .._servers import runsgate_process
-from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient
 
 
 def _graphql(base_url: str, document: str, **variables: Any) -> dict[str, Any]:
@@ -38,6 +38,7 @@ def _listed(base_url: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.mongo
+@pytest.mark.process
 def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_process(
     mongodb_uri: str, tmp_path: Path
 ) -> None:

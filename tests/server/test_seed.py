@@ -96,6 +96,7 @@ def test_a_bad_plan_is_refused_naming_the_field(plan: dict[str, int], named: str
 
 
 @pytest.mark.mongo
+@pytest.mark.process
 def test_runsgate_seed_writes_into_mongodb_uri(mongodb_uri: str) -> None:
     # when the CLI seeds 30 runs into a fresh database
     result = subprocess.run(
@@ -124,6 +125,7 @@ def test_runsgate_seed_writes_into_mongodb_uri(mongodb_uri: str) -> None:
     assert asyncio.run(count()) == 30
 
 
+@pytest.mark.process
 def test_runsgate_seed_without_mongodb_uri_explains_the_memory_store() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "server", "seed", "--runs", "3"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ._graphql import (
+from .._graphql import (
     REFUND,
     REFUND_PROMPT,
     START_RUN,

@@ -12,22 +12,15 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
+from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
+from .._graphql import body as response_body
 from .._servers import ferretdb_process, free_port, runsgate_process, with_database
-from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
 
-pytestmark = pytest.mark.mongo
-
-
-def _post(base_url: str, document: str, **variables: Any) -> dict[str, Any]:
-    response = httpx.post(f"{base_url}/graphql", json={"query": document, "variables": variables}, timeout=60)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
+pytestmark = [pytest.mark.mongo, pytest.mark.process]
 
 
 def _until_ready(base_url: str, seconds: float) -> float:
@@ -50,17 +43,21 @@ def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_p
             runsgate_process(tmp_path / "runsgate.log", MONGODB_URI=uri, RUNSGATE_MONGODB_TIMEOUT="1")
         )
         # given a suspended run stored before the outage
-        run = _post(server, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["data"]["startRun"]["run"]
+        run = response_body(server, None, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["data"][
+            "startRun"
+        ]["run"]
         call_id = run["toolCalls"][0]["toolCallId"]
         # and listed once: the listing is now a prepared operation (resolvers/prepared.py)
-        assert "errors" not in _post(server, SUSPENDED_RUNS, agentId=REFUND)
+        assert "errors" not in response_body(server, None, SUSPENDED_RUNS, agentId=REFUND)
 
         # when the store goes down
         database.close()
 
         # then reads and writes get a clear, typed error; nothing internal leaks
-        listing = _post(server, SUSPENDED_RUNS, agentId=REFUND)
-        approval = _post(server, APPROVE, input={"agentId": REFUND, "runId": run["runId"], "toolCallId": call_id})
+        listing = response_body(server, None, SUSPENDED_RUNS, agentId=REFUND)
+        approval = response_body(
+            server, None, APPROVE, input={"agentId": REFUND, "runId": run["runId"], "toolCallId": call_id}
+        )
         for body, field in ((listing, "suspendedRuns"), (approval, "approveToolCall")):
             assert body["data"] is None, body
             (error,) = body["errors"]
@@ -77,10 +74,12 @@ def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_p
 
         # then runsgate recovers without a restart, and the run is still there, undecided
         _until_ready(server, 60)
-        listed = _post(server, SUSPENDED_RUNS, agentId=REFUND)
+        listed = response_body(server, None, SUSPENDED_RUNS, agentId=REFUND)
         assert "errors" not in listed, listed
         assert [edge["node"] for edge in listed["data"]["suspendedRuns"]["edges"]] == [run]
-        approved = _post(server, APPROVE, input={"agentId": REFUND, "runId": run["runId"], "toolCallId": call_id})
+        approved = response_body(
+            server, None, APPROVE, input={"agentId": REFUND, "runId": run["runId"], "toolCallId": call_id}
+        )
         assert "errors" not in approved, approved
         assert approved["data"]["approveToolCall"]["status"] == "COMPLETED"
         database.close()

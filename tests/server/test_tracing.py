@@ -28,9 +28,8 @@ from server.app import create_app
 from server.config import Settings
 from server.tracing import start_tracing
 
+from .._graphql import graphql_schema, post
 from .._servers import runsgate_process
-from ._graphql import graphql_schema
-from ._process import post
 
 TRACED_QUERY = "query TracedAgents { agents { id } }"
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -78,12 +77,13 @@ def receiver() -> Iterator[_Receiver]:
         server.server_close()
 
 
+@pytest.mark.process
 def test_spans_of_a_query_reach_the_otlp_endpoint(receiver: _Receiver, tmp_path: Path) -> None:
     # given a server whose standard OTLP endpoint is the receiver
     endpoint = f"http://127.0.0.1:{receiver.server_address[1]}"
     with runsgate_process(tmp_path / "runsgate.log", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint) as url:
         # when a named query runs, called from a span of another service (W3C traceparent)
-        response = post(url, TRACED_QUERY, headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+        response = post(url, None, TRACED_QUERY, headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
         assert response.status_code == 200, response.text
         assert response.json()["data"]["agents"]
     # (leaving the block stops the server, which flushes the exporter)

@@ -20,7 +20,7 @@ import pytest
 
 from tests._servers import runsgate_process
 
-from ._client import EVENTS, run_event_ids, start_refund_run, subscriptions
+from .._graphql import EVENTS, run_event_ids, start_refund_run, ws_connect
 
 AGENT = "refund-agent"
 
@@ -58,7 +58,7 @@ async def runs(server: str) -> Runs:
 
 
 async def stream(server: str, variables: dict[str, Any], last: tuple[str, str]) -> list[dict[str, Any]]:
-    async with subscriptions(server) as ws:
+    async with ws_connect(server) as ws:
         operation = await ws.subscribe(EVENTS, {"agentId": AGENT, **variables})
         return await ws.events_until(operation, last)
 
@@ -120,7 +120,7 @@ async def test_the_filter_lets_through_only_matching_events(
 async def test_a_subscription_without_after_event_id_starts_now(server: str, runs: Runs) -> None:
     resource = runs.r("now")
     before = [await start_refund_run(server, resource_id=resource, thread_id=None) for _ in range(2)]
-    async with subscriptions(server) as ws:
+    async with ws_connect(server) as ws:
         operation = await ws.subscribe(EVENTS, {"agentId": AGENT, "filter": {"resourceId": resource}})
         # the server registers the subscription a moment after `subscribe` is sent (the protocol does
         # not acknowledge it): start runs until one of their events arrives
@@ -159,7 +159,7 @@ async def _next_event(ws: Any, operation: str, *, wait: float) -> dict[str, Any]
 async def test_bad_arguments_get_a_typed_error_and_end_the_operation(
     server: str, variables: dict[str, Any], code: str, argument: str, says: str
 ) -> None:
-    async with subscriptions(server) as ws:
+    async with ws_connect(server) as ws:
         operation = await ws.subscribe(EVENTS, {"agentId": AGENT, **variables})
         error = await ws.receive()
         complete = await ws.receive()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install Debian packages that are missing, quietly, and say in one line what was installed.
+#   bash scripts/apt-install.sh PACKAGE...
+# Only what is needed: `apt-get install --no-install-recommends --no-upgrade` of the packages not
+# yet installed (no recommended packages; a package already installed is not upgraded, and apt
+# upgrades another package only when a new one depends on a newer version of it; never
+# `apt-get upgrade`). apt's output goes to .runsgate/apt.log, shown only on failure.
+# Exits 0 at once when every package is installed; 1 when one is missing and we are not root
+# or apt-get failed.
+set -euo pipefail
+missing=()
+for package in "$@"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "apt-install: ${missing[*]} not installed, and installing needs root and apt-get" >&2
+  exit 1
+fi
+log_dir="$(cd "$(dirname "$0")/.." && pwd)/.runsgate"
+mkdir -p "$log_dir"
+log="$log_dir/apt.log"
+if ! {
+  apt-get update -q &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --no-upgrade "${missing[@]}"
+} >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "apt-install: apt-get install ${missing[*]} failed (output above, also in $log)" >&2
+  exit 1
+fi
+summary="$(grep -E '^[0-9]+ upgraded, [0-9]+ newly installed' "$log" | tail -n 1 || true)"
+echo "apt-install: installed ${missing[*]} (${summary:-see the log}; log: .runsgate/apt.log)" >&2

@@ -25,10 +25,9 @@ def require_agent(info: Info, agent_id: str) -> None:
     """
     agents = info.context.agents
     if agent_id not in agents:
-        known = ", ".join(agents.ids()) or "none"
-        raise QueryArgumentError(
-            f"no agent with id {agent_id!r}; known agents: {known}", argument="agentId", code="AGENT_NOT_FOUND"
-        )
+        known = agents.ids()
+        listed = f"; known agents: {', '.join(known)}" if known else ""
+        raise QueryArgumentError(f"no agent with id {agent_id!r}{listed}", argument="agentId", code="AGENT_NOT_FOUND")
 
 
 @strawberry.federation.type(keys=["id"], description="A registered agent.")

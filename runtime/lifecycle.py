@@ -478,4 +478,4 @@ def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None)
     )
 
 
-__all__ = ["RunManager"]
+__all__ = ["Caller", "RunManager"]

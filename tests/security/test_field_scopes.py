@@ -10,9 +10,11 @@ are plain fields of an existing run, so the compiled path answers them when it m
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from websockets.asyncio.client import connect
 
 from ._client import body, data
 from .conftest import ADMIN, READER, STARTER, Server
@@ -120,3 +122,31 @@ def test_the_scope_of_every_root_field_is_refused_the_same_way(server: Server) -
         refused = body(server.url, READER, document)
         assert refused.get("data") is None, refused
         assert _errors(refused) == [_forbidden(field, scope)], refused
+
+
+async def test_a_subscription_without_the_scope_ends_with_the_error_as_its_one_result(server: Server) -> None:
+    # given a WebSocket of a principal without runs:read
+    ws_url = server.url.replace("http://", "ws://") + "/graphql"
+    async with connect(ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+        await ws.send(json.dumps({"type": "connection_init", "payload": {"Authorization": f"Bearer {STARTER.key}"}}))
+        assert json.loads(await ws.recv())["type"] == "connection_ack"
+
+        # when it subscribes to an agent's events
+        query = 'subscription { suspendedRunEvents(agentId: "refund-agent") { id } }'
+        await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": query}}))
+
+        # then the stream's one result is the FORBIDDEN error, and the stream completes
+        assert json.loads(await ws.recv()) == {
+            "id": "1",
+            "type": "next",
+            "payload": {
+                "data": None,
+                "errors": [
+                    {
+                        "message": "this operation needs the scope 'runs:read'",
+                        "extensions": {"code": "FORBIDDEN", "requiredScope": "runs:read"},
+                    }
+                ],
+            },
+        }
+        assert json.loads(await ws.recv()) == {"id": "1", "type": "complete"}

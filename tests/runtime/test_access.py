@@ -196,3 +196,24 @@ async def test_a_plain_name_is_not_checked(manager: RunManager) -> None:
 
     assert outcome.status == "completed"
     assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
+
+
+async def test_resuming_is_held_to_the_rules_of_the_calls_waiting_for_data(
+    store: _CountingStore, registry: AgentRegistry
+) -> None:
+    # given answering the weather agent's ask_city needs weather:answer
+    rules = [ToolApprovalRule(tool="ask_city", scope="weather:answer")]
+    manager = RunManager(store, registry, instance_id="instance-a", tool_rules=rules)
+    started = await manager.start_run("weather-agent", "What's the weather like?", resource_id="tenant-a")
+    assert started.run is not None
+
+    # when alice, who lacks it, resumes the run without naming the call
+    with pytest.raises(ForbiddenError) as caught:
+        await manager.resume("weather-agent", started.run_id, None, {"name": "Paris"}, principal=ALICE)
+
+    # then Forbidden names the scope and the run still waits; one who holds it resumes it
+    assert caught.value.required_scope == "weather:answer"
+    assert (await store.get("weather-agent", started.run_id)) == started.run
+    answerer = Principal(name="dan", scopes=ALL_SCOPES | {"weather:answer"}, resources=frozenset({"tenant-a"}))
+    outcome = await manager.resume("weather-agent", started.run_id, None, {"name": "Paris"}, principal=answerer)
+    assert outcome.status == "completed"

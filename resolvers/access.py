@@ -1,34 +1,40 @@
-"""Authorization at the GraphQL edge: scopes per field, hidden runs, per-tool approval rules.
+"""Authorization at the GraphQL edge: the scope of each root field, and what a read may show.
 
 The principal comes from ``Context.principal`` (``server/`` authenticated it). The rules
 (SECURITY.md, ``runtime.access``):
 
-- a field needs its scope, else a GraphQL error ``FORBIDDEN`` (``AccessDenied``) and nothing runs;
+- a root field needs its scope, declared where the field is defined with
+  ``permission_classes=[CanRead]`` (or ``CanReadEvents`` on a subscription, ``CanDecide``,
+  ``CanStart``); without it the answer is a GraphQL error ``FORBIDDEN`` (``AccessDenied``) and
+  the resolver never runs;
 - a run outside the principal's resources is reported exactly as a missing run: absent from
-  lists and counts (restriction inside the store query), ``null`` from ``suspendedRun``,
-  ``node`` and ``_entities``, no events, and ``RunNotFound`` from mutations;
-- approving (or resuming) a tool call may need an extra scope (``ToolApprovalRule``).
+  lists and counts (``restricted``: inside the store query), ``null`` from ``suspendedRun``
+  (``visible``), ``node`` and ``_entities`` (the request's loaders are restricted), no events;
+- writes are checked by the runtime, which receives the principal: a hidden run is
+  ``RunNotFound``, a per-tool approval rule it does not satisfy is ``Forbidden``, a start
+  outside its resources is ``Forbidden`` (``runtime.RunManager``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import AsyncGenerator
+from typing import Any, ClassVar, NoReturn
 
 from graphql import GraphQLError
+from strawberry.permission import BasePermission
 
-from runtime import (
-    ForbiddenError,
-    RunNotFoundError,
-    can_see_run,
-    missing_approval_scope,
-)
+from runtime import DECIDE, READ, START, can_see_run
 from storage import RunFilter, SnapshotDocument
 
 from .context import Info
 
 
 class AccessDenied(GraphQLError):
-    """The principal lacks the scope a field needs: ``extensions.code`` ``FORBIDDEN``."""
+    """The principal lacks the scope a field needs: ``extensions.code`` ``FORBIDDEN``.
+
+    A client's mistake: not masked, logged at INFO (``resolvers.schema.should_mask_error``).
+    """
 
     def __init__(self, scope: str) -> None:
         super().__init__(
@@ -36,10 +42,52 @@ class AccessDenied(GraphQLError):
         )
 
 
-def require_scope(info: Info, scope: str) -> None:
-    """Raises ``AccessDenied`` unless the request's principal holds ``scope``."""
-    if not info.context.principal.has_scope(scope):
-        raise AccessDenied(scope)
+class _ScopePermission(BasePermission):
+    """A root field allowed to principals holding ``scope`` (Strawberry's ``PermissionExtension``
+    runs it before the resolver, on every execution path)."""
+
+    scope: ClassVar[str]
+
+    def has_permission(self, source: Any, info: Info, **kwargs: Any) -> bool:
+        return info.context.principal.has_scope(self.scope)
+
+    def on_unauthorized(self) -> None:
+        """Raises ``AccessDenied`` (message and extensions as SECURITY.md documents them)."""
+        raise AccessDenied(self.scope)
+
+
+class CanRead(_ScopePermission):
+    """``runs:read``: list and read suspended runs and their events."""
+
+    scope = READ
+
+
+class CanReadEvents(CanRead):
+    """``runs:read`` on a subscription field: the refusal is the stream's one result.
+
+    The subscriber receives a ``next`` message whose payload holds the ``FORBIDDEN`` error,
+    then ``complete`` (``graphql-transport-ws``), as from any error a stream raises.
+    """
+
+    def on_unauthorized(self) -> Any:
+        return _refused(AccessDenied(self.scope))
+
+
+async def _refused(error: AccessDenied) -> AsyncGenerator[NoReturn, None]:
+    raise error
+    yield  # pragma: no cover - makes this an async generator
+
+
+class CanDecide(_ScopePermission):
+    """``runs:decide``: approve, decline, resume and retry runs."""
+
+    scope = DECIDE
+
+
+class CanStart(_ScopePermission):
+    """``runs:start``: start runs."""
+
+    scope = START
 
 
 def restricted(info: Info, run_filter: RunFilter) -> RunFilter:
@@ -55,59 +103,4 @@ def visible(info: Info, doc: SnapshotDocument | None) -> SnapshotDocument | None
     return doc
 
 
-async def check_decision(info: Info, agent_id: str, run_id: str, tool_call_id: str | None, *, approving: bool) -> None:
-    """Checks made before a decision reaches the runtime; nothing is written by them.
-
-    A hidden run raises ``RunNotFoundError`` exactly as a missing one. An approval (or a
-    resume) of a call whose tool has a ``ToolApprovalRule`` the principal does not satisfy
-    raises ``ForbiddenError``. A run that is gone is left to the runtime (it answers
-    ``RunNotFound``, or replays the principal's own idempotent request). The checked facts
-    (a run's resource, a call's tool name and arguments) never change once stored.
-
-    Raises:
-        RunNotFoundError: The run is outside the principal's resources.
-        ForbiddenError: A per-tool rule needs a scope the principal lacks.
-    """
-    context = info.context
-    principal = context.principal
-    if principal.resources is None and not (approving and context.tool_rules):
-        return
-    doc = await context.store.get(agent_id, run_id)
-    if doc is None:
-        return
-    if not principal.may_use_resource(doc["resourceId"]):
-        raise RunNotFoundError(agent_id, run_id)
-    if not approving or not context.tool_rules:
-        return
-    calls = [
-        c
-        for c in doc["toolCalls"]
-        if (c["toolCallId"] == tool_call_id if tool_call_id is not None else not c["requiresApproval"])
-    ]
-    for call in calls:
-        scope = missing_approval_scope(principal, context.tool_rules, call["toolName"], call["args"])
-        if scope is not None:
-            raise ForbiddenError(f"approving {call['toolName']!r} needs the scope {scope!r}", required_scope=scope)
-
-
-def check_start(info: Info, resource_id: str | None) -> None:
-    """A principal limited to some resources starts runs of those resources only.
-
-    Raises:
-        ForbiddenError: ``resource_id`` is missing or not one of the principal's resources.
-    """
-    principal = info.context.principal
-    if not principal.may_use_resource(resource_id):
-        if resource_id is None:
-            raise ForbiddenError("this caller may start runs of its own resources only: give one as resourceId")
-        raise ForbiddenError(f"resourceId {resource_id!r} is not one of the resources this caller may use")
-
-
-__all__ = [
-    "AccessDenied",
-    "check_decision",
-    "check_start",
-    "require_scope",
-    "restricted",
-    "visible",
-]
+__all__ = ["AccessDenied", "CanDecide", "CanRead", "CanReadEvents", "CanStart", "restricted", "visible"]

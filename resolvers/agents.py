@@ -6,12 +6,28 @@ from typing import Annotated
 
 import strawberry
 
+from .access import CanRead
 from .context import Info
+from .errors import QueryArgumentError
 from .inputs import PageInput, SuspendedRunFilter
 from .pagination import suspended_runs_connection
 from .types import SuspendedRunConnection
 
 FilterArg = Annotated[SuspendedRunFilter | None, strawberry.argument(name="filter")]
+
+
+def require_agent(info: Info, agent_id: str) -> None:
+    """Check a root field's ``agentId`` argument against the registered agents.
+
+    Raises:
+        QueryArgumentError: No agent ``agent_id`` (``AGENT_NOT_FOUND``, argument ``agentId``);
+            the message lists the agent ids the caller may use.
+    """
+    agents = info.context.agents
+    if agent_id not in agents:
+        known = agents.ids()
+        listed = f"; known agents: {', '.join(known)}" if known else ""
+        raise QueryArgumentError(f"no agent with id {agent_id!r}{listed}", argument="agentId", code="AGENT_NOT_FOUND")
 
 
 @strawberry.federation.type(keys=["id"], description="A registered agent.")
@@ -20,7 +36,9 @@ class Agent:
     name: str | None
     description: str | None
 
-    @strawberry.field(description="This agent's suspended runs (Mastra's `agent.listSuspendedRuns()`).")
+    @strawberry.field(
+        description="This agent's suspended runs (Mastra's `agent.listSuspendedRuns()`).", permission_classes=[CanRead]
+    )
     async def suspended_runs(
         self,
         info: Info,

@@ -10,7 +10,7 @@ from typing import Any
 
 from strawberry.types import Info as _Info
 
-from runtime import ANONYMOUS, AgentRegistry, EventFeed, Principal, RunManager, ToolApprovalRule
+from runtime import ANONYMOUS, AgentRegistry, EventFeed, Principal, RunManager
 from storage import SnapshotStore
 
 from .loaders import Loaders
@@ -24,13 +24,13 @@ class Context:
         store: The snapshot store (memory or MongoDB).
         runs: The run lifecycle (start, decide, continue).
         agents: The registered agents.
-        principal: Who is calling: its name is ``decidedBy``, its scopes and resources limit
-            what it sees and does (``runtime.access``). ``ANONYMOUS`` (every scope, every
-            run) when authentication is off.
+        principal: Who is calling: its scopes allow root fields (``resolvers.access``), its
+            resources limit what it reads here and what ``runs`` lets it decide (the runtime
+            receives it and records its name as ``decidedBy``). ``ANONYMOUS`` (every scope,
+            every run) when authentication is off.
         max_page_size: Cap on ``first``/``last``/``perPage`` and the default page size.
         max_resume_data_bytes: Cap on ``resumeData`` serialized as JSON (UTF-8 bytes).
         max_resume_data_depth: Cap on the nesting depth of ``resumeData`` (arrays and objects).
-        tool_rules: Extra scopes needed to approve or resume given tools.
         loaders: Fresh DataLoaders for this request, restricted to the principal's resources.
         events: The process's event feed (subscriptions); ``None`` where none runs.
         request: The underlying Starlette request or WebSocket, when there is one.
@@ -44,7 +44,6 @@ class Context:
     max_page_size: int = 100
     max_resume_data_bytes: int = 64 * 1024
     max_resume_data_depth: int = 32
-    tool_rules: tuple[ToolApprovalRule, ...] = ()
     request: Any = None
     response: Any = None
     events: EventFeed | None = None

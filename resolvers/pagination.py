@@ -21,10 +21,9 @@ import binascii
 import json
 from dataclasses import dataclass
 
-from runtime import READ
 from storage import RunFilter, SnapshotDocument, SortKey, sort_key
 
-from .access import require_scope, restricted
+from .access import restricted
 from .context import Info
 from .errors import QueryArgumentError
 from .inputs import PageInput, SuspendedRunFilter
@@ -66,12 +65,6 @@ class PageRequest:
     before: SortKey | None = None
     from_end: bool = False
     page_number: int | None = None
-
-
-def require_agent(info: Info, agent_id: str) -> None:
-    """Raises ``QueryArgumentError`` (``AGENT_NOT_FOUND``, argument ``agentId``) for an unknown agent."""
-    if agent_id not in info.context.agents:
-        raise QueryArgumentError(f"no agent with id {agent_id!r}", argument="agentId", code="AGENT_NOT_FOUND")
 
 
 def page_request(
@@ -148,16 +141,15 @@ async def suspended_runs_connection(
 ) -> SuspendedRunConnection:
     """One page of an agent's suspended runs (Mastra's ``listSuspendedRuns()``), never reading histories.
 
-    Only runs the principal may see are listed and counted: its resources restrict the store
-    query itself (``resolvers.access.restricted``), so pages stay full and counts true.
+    ``agent_id`` is a registered agent (the caller checked it: ``resolvers.agents.require_agent``)
+    and the field's permission class checked ``runs:read``. Only runs the principal may see are
+    listed and counted: its resources restrict the store query itself
+    (``resolvers.access.restricted``), so pages stay full and counts true.
 
     Raises:
-        AccessDenied: The principal lacks ``runs:read`` (``FORBIDDEN``).
-        QueryArgumentError: Unknown agent (``AGENT_NOT_FOUND``) or bad arguments (``BAD_USER_INPUT``).
+        QueryArgumentError: Bad arguments (``BAD_USER_INPUT``).
     """
-    require_scope(info, READ)
     context = info.context
-    require_agent(info, agent_id)
     store_filter = restricted(info, to_store_filter(run_filter))
     request = page_request(
         page=page, first=first, after=after, last=last, before=before, max_page_size=context.max_page_size
@@ -227,4 +219,4 @@ async def _exists(
     return bool(await store.list_runs(agent_id, store_filter, limit=1, after=bound))
 
 
-__all__ = ["decode_cursor", "encode_cursor", "page_request", "require_agent", "suspended_runs_connection"]
+__all__ = ["decode_cursor", "encode_cursor", "page_request", "suspended_runs_connection"]

@@ -6,22 +6,19 @@ import strawberry
 from strawberry import relay
 from strawberry.relay import GlobalIDValueError
 
-from runtime import READ
-
-from .access import require_scope, visible
-from .agents import Agent, FilterArg
+from .access import CanRead, visible
+from .agents import Agent, FilterArg, require_agent
 from .context import Info
 from .errors import QueryArgumentError
 from .inputs import PageInput
-from .pagination import require_agent, suspended_runs_connection
+from .pagination import suspended_runs_connection
 from .types import RunEvent, SuspendedRun, SuspendedRunConnection
 
 
 @strawberry.type
 class Query:
-    @strawberry.field(description="A suspended run by its Relay global `id`, or null.")
+    @strawberry.field(description="A suspended run by its Relay global `id`, or null.", permission_classes=[CanRead])
     async def node(self, info: Info, id: strawberry.ID) -> relay.Node | None:
-        require_scope(info, READ)
         try:
             global_id = relay.GlobalID.from_id(id)
         except GlobalIDValueError:
@@ -33,7 +30,8 @@ class Query:
 
     @strawberry.field(
         description="An agent's suspended runs, newest first (Mastra's `listSuspendedRuns()`). "
-        "Paginate with `page` (offset pages) or `first/after/last/before` (Relay cursors), not both."
+        "Paginate with `page` (offset pages) or `first/after/last/before` (Relay cursors), not both.",
+        permission_classes=[CanRead],
     )
     async def suspended_runs(
         self,
@@ -46,6 +44,7 @@ class Query:
         last: int | None = None,
         before: str | None = None,
     ) -> SuspendedRunConnection:
+        require_agent(info, str(agent_id))
         return await suspended_runs_connection(
             info,
             agent_id=str(agent_id),
@@ -57,21 +56,25 @@ class Query:
             before=before,
         )
 
-    @strawberry.field(description="One suspended run of an agent, or null (also for another agent's run).")
+    @strawberry.field(
+        description="One suspended run of an agent, or null (also for another agent's run).",
+        permission_classes=[CanRead],
+    )
     async def suspended_run(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> SuspendedRun | None:
-        require_scope(info, READ)
         require_agent(info, str(agent_id))
         doc = visible(info, await info.context.store.get(str(agent_id), str(run_id)))
         return None if doc is None else SuspendedRun.from_document(doc)
 
+    # No permission class: the agents are the same for every caller with a valid token.
     @strawberry.field(description="The registered agents, by id.")
     def agents(self, info: Info) -> list[Agent]:
         found = (Agent.from_registry(info, agent_id) for agent_id in info.context.agents.ids())
         return [agent for agent in found if agent is not None]
 
-    @strawberry.field(description="A run's audit trail, oldest first; kept after the run finished.")
+    @strawberry.field(
+        description="A run's audit trail, oldest first; kept after the run finished.", permission_classes=[CanRead]
+    )
     async def run_events(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> list[RunEvent]:
-        require_scope(info, READ)
         require_agent(info, str(agent_id))
         docs = await info.context.loaders.events_by_run.load((str(agent_id), str(run_id)))
         return [RunEvent.from_document(d) for d in docs]

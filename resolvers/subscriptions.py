@@ -16,13 +16,13 @@ from typing import Annotated
 import strawberry
 from graphql import GraphQLError
 
-from runtime import READ, EventFeedClosedError, EventFeedOverflowError
+from runtime import EventFeedClosedError, EventFeedOverflowError
 from storage import EventDocument, StoreUnavailableError
 
-from .access import require_scope
+from .access import CanReadEvents
+from .agents import require_agent
 from .context import Info
 from .errors import QueryArgumentError
-from .pagination import require_agent
 from .types import RunEvent
 from .visibility import can_see_event
 
@@ -87,7 +87,8 @@ def _checked(run_filter: RunEventFilter | None, after_event_id: strawberry.ID | 
 class Subscription:
     @strawberry.subscription(
         description="An agent's run events (suspended, decision, resumed, completed, failed, ...) as they "
-        "happen on any instance, oldest first. Starts now, or after `afterEventId` to resume a stream."
+        "happen on any instance, oldest first. Starts now, or after `afterEventId` to resume a stream.",
+        permission_classes=[CanReadEvents],
     )
     async def suspended_run_events(
         self,
@@ -96,7 +97,6 @@ class Subscription:
         run_filter: EventFilterArg = None,
         after_event_id: strawberry.ID | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
-        require_scope(info, READ)
         require_agent(info, str(agent_id))
         wanted = _checked(run_filter, after_event_id)
         feed = info.context.events

@@ -32,7 +32,7 @@ from .errors import (
     WrongToolCallKindError,
 )
 from .event_feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
-from .lifecycle import RunManager
+from .lifecycle import Caller, RunManager
 from .outcome import OutcomeStatus, RunOutcome
 from .registry import AgentRegistry, AnyAgent, load_registry
 from .suspension import suspend
@@ -49,6 +49,7 @@ __all__ = [
     "AgentRegistry",
     "AmbiguousToolCallError",
     "AnyAgent",
+    "Caller",
     "DelegationError",
     "ErrorCode",
     "EventFeed",

@@ -1,8 +1,10 @@
 """Who may do what: principals, scopes, the run-visibility rule and per-tool approval rules.
 
 Plain data, no HTTP or GraphQL: ``server/`` turns credentials into a ``Principal``;
-``resolvers/`` apply the scopes and the visibility rule; a subscription can reuse
-``can_see_run`` to decide whether an event of a run may reach a subscriber.
+``resolvers/`` declare the scope of each root field and apply the visibility rule to what they
+read; ``RunManager`` enforces the resource rule and the per-tool approval rules on every write
+(``check_start``, ``check_decision``), after its own read of the run, so the check and the
+write see the same snapshot.
 
 Scopes (SECURITY.md):
 - ``runs:read``: list and read suspended runs and their audit trail;
@@ -18,6 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from storage import SnapshotDocument
+
+from .errors import ForbiddenError, RunNotFoundError
 
 READ = "runs:read"
 DECIDE = "runs:decide"
@@ -109,6 +115,51 @@ def missing_approval_scope(
     return None
 
 
+def check_start(principal: Principal, resource_id: str | None) -> None:
+    """A principal limited to some resources starts runs of those resources only.
+
+    Raises:
+        ForbiddenError: ``resource_id`` is missing or not one of the principal's resources.
+    """
+    if principal.may_use_resource(resource_id):
+        return
+    if resource_id is None:
+        raise ForbiddenError("this caller may start runs of its own resources only: give one as resourceId")
+    raise ForbiddenError(f"resourceId {resource_id!r} is not one of the resources this caller may use")
+
+
+def check_decision(
+    principal: Principal,
+    rules: Iterable[ToolApprovalRule],
+    doc: SnapshotDocument,
+    tool_call_id: str | None,
+    *,
+    approving: bool,
+) -> None:
+    """May ``principal`` decide on the stored run ``doc``? Checked on the document the decision uses.
+
+    A run outside the principal's resources is reported exactly as a missing one. Approving
+    (``approving``: an approval or a resume) the call ``tool_call_id`` (``None``: the calls
+    waiting for resume data) needs the scope of every rule that applies to its tool name and
+    arguments. Declining and retrying need no per-tool scope.
+
+    Raises:
+        RunNotFoundError: The run is outside the principal's resources.
+        ForbiddenError: A per-tool rule needs a scope the principal lacks (``required_scope``).
+    """
+    if not principal.may_use_resource(doc["resourceId"]):
+        raise RunNotFoundError(doc["agentId"], doc["_id"])
+    if not approving:
+        return
+    for call in doc["toolCalls"]:
+        decided_here = call["toolCallId"] == tool_call_id if tool_call_id is not None else not call["requiresApproval"]
+        if not decided_here:
+            continue
+        scope = missing_approval_scope(principal, rules, call["toolName"], call["args"])
+        if scope is not None:
+            raise ForbiddenError(f"approving {call['toolName']!r} needs the scope {scope!r}", required_scope=scope)
+
+
 __all__ = [
     "ALL_SCOPES",
     "ANONYMOUS",
@@ -119,5 +170,7 @@ __all__ = [
     "Principal",
     "ToolApprovalRule",
     "can_see_run",
+    "check_decision",
+    "check_start",
     "missing_approval_scope",
 ]

@@ -11,6 +11,7 @@ request repeated with the same idempotency key gets the same error again.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
@@ -87,16 +88,18 @@ class RunsgateError(Exception):
 
 
 class AgentNotFoundError(RunsgateError):
-    """No agent is registered under ``agent_id``."""
+    """No agent is registered under ``agent_id``; the message lists the ``known`` agent ids."""
 
     code = ErrorCode.AGENT_NOT_FOUND
 
-    def __init__(self, agent_id: str) -> None:
-        super().__init__(f"No agent is registered with id {agent_id!r}.")
+    def __init__(self, agent_id: str, known: Sequence[str] = ()) -> None:
+        listed = f"; known agents: {', '.join(known)}" if known else ""
+        super().__init__(f"No agent is registered with id {agent_id!r}{listed}.")
         self.agent_id = agent_id
+        self.known = list(known)
 
     def details(self) -> dict[str, Any]:
-        return {"agent_id": self.agent_id}
+        return {"agent_id": self.agent_id, "known": self.known}
 
 
 class RunNotFoundError(RunsgateError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -34,12 +34,29 @@ from ._idempotency import IdempotencyGuard
 from ._journal import Journal
 from ._json import fingerprint, jsonable
 from ._scope import RunScope
+from .access import Principal, ToolApprovalRule, check_decision, check_start
 from .errors import RunNotFoundError, RunNotReadyError
 from .outcome import RunOutcome
 from .registry import AgentRegistry
 
 _DECISION_ATTEMPTS = 3
 """Conditional writes tried when the run changes between reading it and recording a decision."""
+
+Caller = Principal | str | None
+"""Who asks for a start or a decision (the ``principal`` argument of ``RunManager``'s methods).
+
+A ``Principal`` (an API caller, authenticated by ``server/``) is held to its resources and to
+the per-tool approval rules; its ``name`` is recorded (``decidedBy``, the audit log). A plain
+name is recorded without checks: an internal caller, such as ``delegate()`` forwarding a
+decision already made (and checked) on the supervisor's call, or the seed. ``None``: nobody.
+"""
+
+
+def _split(caller: Caller) -> tuple[str | None, Principal | None]:
+    """The name to record, and the principal to check (``None``: an internal caller)."""
+    if isinstance(caller, Principal):
+        return caller.name, caller
+    return caller, None
 
 
 class RunManager:
@@ -56,6 +73,8 @@ class RunManager:
         clock: Returns aware UTC now; stored datetimes are truncated to milliseconds.
         in_flight_wait: Seconds a request waits for a first request with the same
             idempotency key that is still running.
+        tool_rules: Extra scopes a ``Principal`` needs to approve or resume calls of given
+            tools (config ``RUNSGATE_TOOL_RULES``; ``runtime.access.ToolApprovalRule``).
     """
 
     def __init__(
@@ -68,8 +87,10 @@ class RunManager:
         model: Model | str | None = None,
         clock: Callable[[], datetime] = utcnow,
         in_flight_wait: float = 2.0,
+        tool_rules: Iterable[ToolApprovalRule] = (),
     ) -> None:
         self._store = store
+        self._tool_rules = tuple(tool_rules)
         self._agents = agents
         self._instance_id = instance_id
         self._claim_ttl = claim_ttl
@@ -104,6 +125,11 @@ class RunManager:
         return self._instance_id
 
     @property
+    def tool_rules(self) -> tuple[ToolApprovalRule, ...]:
+        """The per-tool approval rules ``Principal`` callers are held to."""
+        return self._tool_rules
+
+    @property
     def claim_ttl(self) -> float:
         """Seconds a claim lasts."""
         return self._claim_ttl
@@ -124,7 +150,7 @@ class RunManager:
         thread_id: str | None = None,
         resource_id: str | None = None,
         idempotency_key: str | None = None,
-        principal: str | None = None,
+        principal: Caller = None,
         parent_run_id: str | None = None,
         run_id: str | None = None,
     ) -> RunOutcome:
@@ -136,7 +162,8 @@ class RunManager:
             thread_id: Memory thread the run belongs to (a listing filter).
             resource_id: Memory resource the run belongs to (a listing filter).
             idempotency_key: Repeating the call with this key returns the first outcome.
-            principal: Who starts the run (audit log).
+            principal: Who starts the run (``Caller``; its name goes to the audit log). A
+                ``Principal`` limited to some resources starts runs of those resources only.
             parent_run_id: The supervisor run this sub-run serves (``delegate()``).
             run_id: The run's id; a fresh uuid4 hex by default. Must be unused.
 
@@ -145,9 +172,14 @@ class RunManager:
             or ``failed`` with the error (nothing stored).
 
         Raises:
+            ForbiddenError: ``resource_id`` is missing or not one of the ``Principal``'s
+                resources (checked first; nothing is written).
             AgentNotFoundError: No agent ``agent_id``.
             IdempotencyKeyReusedError: ``idempotency_key`` was used for another request.
         """
+        principal, caller = _split(principal)
+        if caller is not None:
+            check_start(caller, resource_id)
         arguments = {
             "prompt": prompt,
             "threadId": thread_id,
@@ -215,24 +247,33 @@ class RunManager:
         run_id: str,
         tool_call_id: str,
         *,
-        principal: str | None = None,
+        principal: Caller = None,
         idempotency_key: str | None = None,
     ) -> RunOutcome:
         """Approve a call waiting for approval; the tool runs when the run continues.
+
+        Args:
+            principal: Who decides (``Caller``); its name is recorded as ``decidedBy``. A
+                ``Principal`` is checked on the run as read for the decision
+                (``runtime.access.check_decision``): a run outside its resources is
+                ``RunNotFoundError`` (before the idempotency key is looked at, so nothing is
+                written and nothing leaks), a call whose tool has a rule it does not satisfy
+                is ``ForbiddenError``.
 
         Returns:
             ``suspended`` while other calls wait (or the run suspended again), else the
             continuation's ``completed`` / ``failed`` / ``resuming``.
 
         Raises:
-            AgentNotFoundError, RunNotFoundError, ToolCallNotFoundError,
+            AgentNotFoundError, RunNotFoundError, ForbiddenError, ToolCallNotFoundError,
             WrongToolCallKindError (the call waits for resume data),
             ToolCallAlreadyDecidedError (with the winning decision), IdempotencyKeyReusedError.
         """
+        name, caller = _split(principal)
         request = DecisionRequest(
-            kind="approved", tool_call_id=tool_call_id, principal=principal, idempotency_key=idempotency_key
+            kind="approved", tool_call_id=tool_call_id, principal=name, idempotency_key=idempotency_key
         )
-        return await self._decide_once(agent_id, run_id, "approveToolCall", request)
+        return await self._decide_once(agent_id, run_id, "approveToolCall", request, caller)
 
     async def decline(
         self,
@@ -241,21 +282,22 @@ class RunManager:
         tool_call_id: str,
         *,
         reason: str | None = None,
-        principal: str | None = None,
+        principal: Caller = None,
         idempotency_key: str | None = None,
     ) -> RunOutcome:
         """Decline a call waiting for approval; the tool never runs, the model reads ``reason``.
 
-        Returns and raises as ``approve``.
+        Returns and raises as ``approve`` (a ``Principal`` needs no per-tool scope to decline).
         """
+        name, caller = _split(principal)
         request = DecisionRequest(
             kind="declined",
             tool_call_id=tool_call_id,
             reason=reason,
-            principal=principal,
+            principal=name,
             idempotency_key=idempotency_key,
         )
-        return await self._decide_once(agent_id, run_id, "declineToolCall", request)
+        return await self._decide_once(agent_id, run_id, "declineToolCall", request, caller)
 
     async def resume(
         self,
@@ -264,7 +306,7 @@ class RunManager:
         tool_call_id: str | None,
         resume_data: Any,
         *,
-        principal: str | None = None,
+        principal: Caller = None,
         idempotency_key: str | None = None,
     ) -> RunOutcome:
         """Answer a call that ``suspend()``-ed with ``resume_data`` (Mastra's ``resumeStream()``).
@@ -272,6 +314,8 @@ class RunManager:
         Args:
             tool_call_id: The call; ``None`` for the only call waiting for resume data.
             resume_data: JSON data, validated against the call's ``resumeSchema`` if it has one.
+            principal: As ``approve``; the per-tool rules apply to resuming as to approving
+                (without ``tool_call_id``, to every call waiting for resume data).
 
         Returns:
             As ``approve``.
@@ -283,16 +327,25 @@ class RunManager:
             WrongToolCallKindError: The call waits for an approval.
             And the errors of ``approve``.
         """
+        name, caller = _split(principal)
         request = DecisionRequest(
             kind="resumed",
             tool_call_id=tool_call_id,
             resume_data=jsonable(resume_data),
-            principal=principal,
+            principal=name,
             idempotency_key=idempotency_key,
         )
-        return await self._decide_once(agent_id, run_id, "resumeRun", request)
+        return await self._decide_once(agent_id, run_id, "resumeRun", request, caller)
 
-    async def _decide_once(self, agent_id: str, run_id: str, operation: str, request: DecisionRequest) -> RunOutcome:
+    async def _decide_once(
+        self, agent_id: str, run_id: str, operation: str, request: DecisionRequest, caller: Principal | None
+    ) -> RunOutcome:
+        # The one read the decision starts from, made before the idempotency key is looked at:
+        # a run the caller may not decide on is refused here, having written nothing, and the
+        # key's record (another principal's, or a replay) is never consulted for it.
+        doc = await self._store.get(agent_id, run_id)
+        if doc is not None:
+            self._check(caller, doc, request)
         arguments = {
             "runId": run_id,
             "toolCallId": request.tool_call_id,
@@ -305,15 +358,31 @@ class RunManager:
             operation=operation,
             key=request.idempotency_key,
             arguments=arguments,
-            action=functools.partial(self._decide, agent_id, run_id, request),
+            action=functools.partial(self._decide, agent_id, run_id, request, caller, doc),
         )
 
-    async def _decide(self, agent_id: str, run_id: str, request: DecisionRequest) -> RunOutcome:
+    def _check(self, caller: Principal | None, doc: SnapshotDocument, request: DecisionRequest) -> None:
+        if caller is not None:
+            approving = request.kind != "declined"
+            check_decision(caller, self._tool_rules, doc, request.tool_call_id, approving=approving)
+
+    async def _decide(
+        self,
+        agent_id: str,
+        run_id: str,
+        request: DecisionRequest,
+        caller: Principal | None,
+        read: SnapshotDocument | None,
+    ) -> RunOutcome:
         self._agents.get_agent(agent_id)
-        for _ in range(_DECISION_ATTEMPTS):
-            doc = await self._store.get(agent_id, run_id)
+        for attempt in range(_DECISION_ATTEMPTS):
+            # The first attempt decides on the document already read and checked; after a
+            # conflicting write the run is read again and checked again.
+            doc = read if attempt == 0 else await self._store.get(agent_id, run_id)
             if doc is None:
                 raise RunNotFoundError(agent_id, run_id)
+            if attempt > 0:
+                self._check(caller, doc, request)
             index, call = select_call(doc, request)
             if request.kind == "resumed":
                 validate_resume_data(call["resumeSchema"], request.resume_data)
@@ -352,10 +421,12 @@ class RunManager:
         return await self._continuation.run(updated, request.principal)
 
     # -- continue --------------------------------------------------------------------------------
-    async def retry(self, agent_id: str, run_id: str, *, principal: str | None = None) -> RunOutcome:
+    async def retry(self, agent_id: str, run_id: str, *, principal: Caller = None) -> RunOutcome:
         """Continue a run whose every call is decided, after a failure or a crash.
 
-        Also takes over a run whose claim expired (the instance continuing it died).
+        Also takes over a run whose claim expired (the instance continuing it died). A
+        ``Principal`` (``Caller``) retries only runs of its resources: any other run is
+        ``RunNotFoundError``, as a missing one.
 
         Returns:
             ``completed``, ``suspended`` (suspended again), ``failed`` or ``resuming``.
@@ -365,10 +436,13 @@ class RunManager:
             RunNotReadyError: Calls still wait for decisions, or another instance holds an
                 unexpired claim on the run.
         """
+        principal, caller = _split(principal)
         self._agents.get_agent(agent_id)
         doc = await self._store.get(agent_id, run_id)
         if doc is None:
             raise RunNotFoundError(agent_id, run_id)
+        if caller is not None:
+            check_decision(caller, self._tool_rules, doc, None, approving=False)
         if doc["pendingCount"] > 0:
             raise RunNotReadyError(
                 run_id, f"Run {run_id!r} still has {doc['pendingCount']} tool call(s) waiting for a decision."
@@ -404,4 +478,4 @@ def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None)
     )
 
 
-__all__ = ["RunManager"]
+__all__ = ["Caller", "RunManager"]

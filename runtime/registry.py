@@ -69,7 +69,7 @@ class AgentRegistry(Mapping[str, AnyAgent]):
         try:
             return self._agents[agent_id]
         except KeyError:
-            raise AgentNotFoundError(agent_id) from None
+            raise AgentNotFoundError(agent_id, self.ids()) from None
 
     def ids(self) -> list[str]:
         """Registered agent ids, sorted."""

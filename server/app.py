@@ -79,7 +79,6 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             max_page_size=settings.max_page_size,
             max_resume_data_bytes=settings.max_resume_data_bytes,
             max_resume_data_depth=settings.max_resume_data_depth,
-            tool_rules=state.tool_rules,
             request=request,
             response=response,
             events=state.events,
@@ -124,7 +123,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if settings.seed_runs:
             await _seed_at_start(store, settings)
         app.state.settings = settings
-        app.state.tool_rules = tuple(ToolApprovalRule(**rule.model_dump()) for rule in settings.tool_rules)
         app.state.store = store
         app.state.runs = RunManager(
             store,
@@ -132,6 +130,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             instance_id=settings.instance_id,
             claim_ttl=settings.claim_ttl,
             model=settings.model,
+            tool_rules=[ToolApprovalRule(**rule.model_dump()) for rule in settings.tool_rules],
         )
         app.state.events = EventFeed(
             store, poll_interval=settings.subscription_poll_interval, lookback=settings.subscription_lookback

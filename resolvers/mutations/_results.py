@@ -1,15 +1,32 @@
-"""``RunOutcome`` and the result unions shared by the mutations."""
+"""``RunOutcome``, the result unions, and the one template every mutation follows.
+
+Each mutation is check -> perform -> errors as data (as Saleor's ``BaseMutation``):
+
+1. check: the field's permission class (``resolvers.access``) checked its scope, and
+   ``check`` rejects bad input with a GraphQL error before anything is read or written;
+2. perform: one runtime call, given the caller's ``Principal``; the runtime reads the run
+   once and, on that same document, refuses a hidden run (``RunNotFound``, as a missing one)
+   and an unmet per-tool approval rule (``Forbidden``) before it writes anything;
+3. errors as data: a domain error becomes the ``UserError`` type of the field's result union
+   (nothing was changed).
+
+``DecisionMutation`` is that template for ``approveToolCall``, ``declineToolCall`` and
+``resumeRun``; ``startRun`` and ``retryRun`` perform and convert with ``start_result`` and
+``retry_result``.
+"""
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Awaitable
-from typing import Annotated
+from typing import Annotated, ClassVar, Generic, TypeVar
 
 import strawberry
 
+from runtime import Principal, RunManager, RunsgateError
 from runtime import RunOutcome as DomainOutcome
-from runtime import RunsgateError
 
+from ..context import Info
 from ..errors import (
     AgentNotFound,
     AmbiguousToolCall,
@@ -20,10 +37,10 @@ from ..errors import (
     RunNotReady,
     ToolCallAlreadyDecided,
     ToolCallNotFound,
-    UserError,
     WrongToolCallKind,
     to_user_error,
 )
+from ..metrics import DecisionKind, counted_decision
 from ..scalars import JSON
 from ..types import RunStatus, SuspendedRun
 
@@ -53,14 +70,9 @@ class RunOutcome:
         )
 
 
-StartRunResult = Annotated[
-    RunOutcome | AgentNotFound | IdempotencyKeyReused | Forbidden,
-    strawberry.union("StartRunResult", description="The run's outcome, or why it was not started."),
-]
-
-DecisionResult = Annotated[
-    RunOutcome
-    | AgentNotFound
+StartRunError = AgentNotFound | IdempotencyKeyReused | Forbidden
+DecisionError = (
+    AgentNotFound
     | RunNotFound
     | ToolCallNotFound
     | ToolCallAlreadyDecided
@@ -68,28 +80,128 @@ DecisionResult = Annotated[
     | AmbiguousToolCall
     | InvalidResumeData
     | IdempotencyKeyReused
-    | Forbidden,
+    | Forbidden
+)
+RetryRunError = AgentNotFound | RunNotFound | RunNotReady | Forbidden
+
+StartRunResult = Annotated[
+    RunOutcome | StartRunError,
+    strawberry.union("StartRunResult", description="The run's outcome, or why it was not started."),
+]
+
+DecisionResult = Annotated[
+    RunOutcome | DecisionError,
     strawberry.union("DecisionResult", description="The run's outcome, or why nothing was recorded."),
 ]
 
 RetryRunResult = Annotated[
-    RunOutcome | AgentNotFound | RunNotFound | RunNotReady | Forbidden,
+    RunOutcome | RetryRunError,
     strawberry.union("RetryRunResult", description="The run's outcome, or why it was not retried."),
 ]
 
 
-async def outcome_or_error(call: Awaitable[DomainOutcome]) -> RunOutcome | UserError:
-    """Await a runtime call; a domain error becomes its ``UserError`` type (nothing was changed)."""
+def _unexpected(error: RunsgateError, union: str) -> TypeError:
+    return TypeError(f"{type(error).__name__} is not a member of {union} (a bug: the runtime raised it)")
+
+
+async def start_result(call: Awaitable[DomainOutcome]) -> RunOutcome | StartRunError:
+    """Await a ``startRun`` runtime call; its domain error as data.
+
+    Raises:
+        TypeError: A domain error outside ``StartRunResult`` (a bug).
+    """
     try:
         return RunOutcome.from_domain(await call)
     except RunsgateError as error:
-        return to_user_error(error)
+        user_error = to_user_error(error)
+        if isinstance(user_error, (AgentNotFound, IdempotencyKeyReused, Forbidden)):
+            return user_error
+        raise _unexpected(error, "StartRunResult") from error
 
 
-async def refusal(check: Awaitable[None]) -> UserError | None:
-    """Await an access check (``resolvers.access``); its domain error as a ``UserError``, or ``None``."""
+async def retry_result(call: Awaitable[DomainOutcome]) -> RunOutcome | RetryRunError:
+    """Await a ``retryRun`` runtime call; its domain error as data.
+
+    Raises:
+        TypeError: A domain error outside ``RetryRunResult`` (a bug).
+    """
     try:
-        await check
+        return RunOutcome.from_domain(await call)
     except RunsgateError as error:
-        return to_user_error(error)
-    return None
+        user_error = to_user_error(error)
+        if isinstance(user_error, (AgentNotFound, RunNotFound, RunNotReady, Forbidden)):
+            return user_error
+        raise _unexpected(error, "RetryRunResult") from error
+
+
+def _decision_error(error: RunsgateError) -> DecisionError:
+    user_error = to_user_error(error)
+    if isinstance(
+        user_error,
+        (
+            AgentNotFound,
+            RunNotFound,
+            ToolCallNotFound,
+            ToolCallAlreadyDecided,
+            WrongToolCallKind,
+            AmbiguousToolCall,
+            InvalidResumeData,
+            IdempotencyKeyReused,
+            Forbidden,
+        ),
+    ):
+        return user_error
+    raise _unexpected(error, "DecisionResult") from error
+
+
+InputT = TypeVar("InputT")
+
+
+class DecisionMutation(abc.ABC, Generic[InputT]):
+    """The decision path of ``approveToolCall``, ``declineToolCall`` and ``resumeRun``.
+
+    A subclass names its ``kind`` (the ``runsgate_decisions_total`` label), may add input
+    checks (``check``) and says which runtime call it makes (``perform``); ``mutate`` runs the
+    template of the module docstring.
+    """
+
+    kind: ClassVar[DecisionKind]
+
+    @classmethod
+    def check(cls, info: Info, input: InputT) -> None:
+        """Input checks made before anything is read or written; none by default.
+
+        Raises:
+            QueryArgumentError: The input breaks a limit (a GraphQL error, ``BAD_USER_INPUT``).
+        """
+
+    @classmethod
+    @abc.abstractmethod
+    def perform(cls, runs: RunManager, principal: Principal, input: InputT) -> Awaitable[DomainOutcome]:
+        """The runtime call, given the caller (``runtime.RunManager`` checks it after its read)."""
+
+    @classmethod
+    async def mutate(cls, info: Info, input: InputT) -> RunOutcome | DecisionError:
+        """check -> perform (counted) -> errors as data.
+
+        Raises:
+            QueryArgumentError: From ``check``; nothing was read or written.
+        """
+        cls.check(info, input)
+        context = info.context
+        try:
+            outcome = await counted_decision(cls.kind, cls.perform(context.runs, context.principal, input))
+        except RunsgateError as error:
+            return _decision_error(error)
+        return RunOutcome.from_domain(outcome)
+
+
+__all__ = [
+    "DecisionMutation",
+    "DecisionResult",
+    "RetryRunResult",
+    "RunOutcome",
+    "StartRunResult",
+    "retry_result",
+    "start_result",
+]

@@ -2,37 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import strawberry
 
-from runtime import DECIDE
+from runtime import Principal, RunManager
+from runtime import RunOutcome as DomainOutcome
 
-from ..access import check_decision, require_scope
+from ..access import CanDecide
 from ..context import Info
 from ..inputs import ApproveToolCallInput
-from ..metrics import counted_decision
-from ._results import DecisionResult, outcome_or_error, refusal
+from ._results import DecisionMutation, DecisionResult
+
+
+class ApproveToolCall(DecisionMutation[ApproveToolCallInput]):
+    kind = "approve"
+
+    @classmethod
+    def perform(cls, runs: RunManager, principal: Principal, input: ApproveToolCallInput) -> Awaitable[DomainOutcome]:
+        return runs.approve(
+            str(input.agent_id),
+            str(input.run_id),
+            str(input.tool_call_id),
+            principal=principal,
+            idempotency_key=input.idempotency_key,
+        )
 
 
 @strawberry.mutation(
-    description="Approve a tool call waiting for approval; the run continues once every call is decided."
+    description="Approve a tool call waiting for approval; the run continues once every call is decided.",
+    permission_classes=[CanDecide],
 )
 async def approve_tool_call(info: Info, input: ApproveToolCallInput) -> DecisionResult:
-    require_scope(info, DECIDE)
-    context = info.context
-    refused = await refusal(
-        check_decision(info, str(input.agent_id), str(input.run_id), str(input.tool_call_id), approving=True)
-    )
-    if refused is not None:
-        return refused  # type: ignore[return-value]
-    return await outcome_or_error(  # type: ignore[return-value]
-        counted_decision(
-            "approve",
-            context.runs.approve(
-                str(input.agent_id),
-                str(input.run_id),
-                str(input.tool_call_id),
-                principal=context.principal.name,
-                idempotency_key=input.idempotency_key,
-            ),
-        )
-    )
+    return await ApproveToolCall.mutate(info, input)

@@ -2,38 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import strawberry
 
-from runtime import DECIDE
+from runtime import Principal, RunManager
+from runtime import RunOutcome as DomainOutcome
 
-from ..access import check_decision, require_scope
+from ..access import CanDecide
 from ..context import Info
 from ..inputs import DeclineToolCallInput
-from ..metrics import counted_decision
-from ._results import DecisionResult, outcome_or_error, refusal
+from ._results import DecisionMutation, DecisionResult
+
+
+class DeclineToolCall(DecisionMutation[DeclineToolCallInput]):
+    kind = "decline"
+
+    @classmethod
+    def perform(cls, runs: RunManager, principal: Principal, input: DeclineToolCallInput) -> Awaitable[DomainOutcome]:
+        return runs.decline(
+            str(input.agent_id),
+            str(input.run_id),
+            str(input.tool_call_id),
+            reason=input.reason,
+            principal=principal,
+            idempotency_key=input.idempotency_key,
+        )
 
 
 @strawberry.mutation(
-    description="Decline a tool call waiting for approval; the tool never runs and the reason reaches the model."
+    description="Decline a tool call waiting for approval; the tool never runs and the reason reaches the model.",
+    permission_classes=[CanDecide],
 )
 async def decline_tool_call(info: Info, input: DeclineToolCallInput) -> DecisionResult:
-    require_scope(info, DECIDE)
-    context = info.context
-    refused = await refusal(
-        check_decision(info, str(input.agent_id), str(input.run_id), str(input.tool_call_id), approving=False)
-    )
-    if refused is not None:
-        return refused  # type: ignore[return-value]
-    return await outcome_or_error(  # type: ignore[return-value]
-        counted_decision(
-            "decline",
-            context.runs.decline(
-                str(input.agent_id),
-                str(input.run_id),
-                str(input.tool_call_id),
-                reason=input.reason,
-                principal=context.principal.name,
-                idempotency_key=input.idempotency_key,
-            ),
-        )
-    )
+    return await DeclineToolCall.mutate(info, input)

@@ -2,39 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import strawberry
 
-from runtime import DECIDE
+from runtime import Principal, RunManager
+from runtime import RunOutcome as DomainOutcome
 
-from ..access import check_decision, require_scope
+from ..access import CanDecide
 from ..context import Info
 from ..inputs import ResumeRunInput
 from ..limits import check_resume_data
-from ..metrics import counted_decision
-from ._results import DecisionResult, outcome_or_error, refusal
+from ._results import DecisionMutation, DecisionResult
+
+
+class ResumeRun(DecisionMutation[ResumeRunInput]):
+    kind = "resume"
+
+    @classmethod
+    def check(cls, info: Info, input: ResumeRunInput) -> None:
+        check_resume_data(info, input.resume_data)
+
+    @classmethod
+    def perform(cls, runs: RunManager, principal: Principal, input: ResumeRunInput) -> Awaitable[DomainOutcome]:
+        return runs.resume(
+            str(input.agent_id),
+            str(input.run_id),
+            None if input.tool_call_id is None else str(input.tool_call_id),
+            input.resume_data,
+            principal=principal,
+            idempotency_key=input.idempotency_key,
+        )
 
 
 @strawberry.mutation(
-    description="Resume a tool call that called `suspend()`, with data checked against its `resumeSchema`."
+    description="Resume a tool call that called `suspend()`, with data checked against its `resumeSchema`.",
+    permission_classes=[CanDecide],
 )
 async def resume_run(info: Info, input: ResumeRunInput) -> DecisionResult:
-    require_scope(info, DECIDE)
-    check_resume_data(info, input.resume_data)
-    context = info.context
-    call_id = None if input.tool_call_id is None else str(input.tool_call_id)
-    refused = await refusal(check_decision(info, str(input.agent_id), str(input.run_id), call_id, approving=True))
-    if refused is not None:
-        return refused  # type: ignore[return-value]
-    return await outcome_or_error(  # type: ignore[return-value]
-        counted_decision(
-            "resume",
-            context.runs.resume(
-                str(input.agent_id),
-                str(input.run_id),
-                None if input.tool_call_id is None else str(input.tool_call_id),
-                input.resume_data,
-                principal=context.principal.name,
-                idempotency_key=input.idempotency_key,
-            ),
-        )
-    )
+    return await ResumeRun.mutate(info, input)

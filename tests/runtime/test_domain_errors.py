@@ -50,6 +50,8 @@ async def test_unknown_agent(manager: RunManager) -> None:
         await manager.start_run("nobody", "hi")
     assert caught.value.code is ErrorCode.AGENT_NOT_FOUND
     assert caught.value.agent_id == "nobody"
+    known = ", ".join(manager.agents.ids())
+    assert caught.value.message == f"No agent is registered with id 'nobody'; known agents: {known}."
 
     with pytest.raises(AgentNotFoundError):
         await manager.approve("nobody", "run", "call")

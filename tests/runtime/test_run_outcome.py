@@ -58,6 +58,7 @@ def test_a_completed_outcome_round_trips() -> None:
     "error",
     [
         AgentNotFoundError("a"),
+        AgentNotFoundError("a", ["b", "c"]),
         RunNotFoundError("a", "r"),
         ToolCallNotFoundError("r", "c"),
         ToolCallNotFoundError("r", None),

@@ -356,10 +356,12 @@ async def test_deciding_for_an_unknown_agent_is_agent_not_found(
     # when a decision is sent for it
     result = (await gql.data(document, input={"agentId": "nope", "runId": UNKNOWN_RUN_ID, **extra}))[field]
 
-    # then AgentNotFound names it
+    # then AgentNotFound names it and lists the agents the caller may use
     assert result["__typename"] == "AgentNotFound"
     assert result["code"] == "AGENT_NOT_FOUND"
     assert result["agentId"] == "nope"
+    known = "refund-agent, support-supervisor, weather-agent"
+    assert result["message"] == f"No agent is registered with id 'nope'; known agents: {known}."
 
 
 RACE_ROUNDS = 6

@@ -122,4 +122,6 @@ async def test_start_run_of_an_unknown_agent_is_agent_not_found(gql: GraphQLClie
     assert result["__typename"] == "AgentNotFound"
     assert result["code"] == "AGENT_NOT_FOUND"
     assert result["agentId"] == "nope"
-    assert "nope" in result["message"]
+    # and the message lists the agents the caller may use
+    known = "refund-agent, support-supervisor, weather-agent"
+    assert result["message"] == f"No agent is registered with id 'nope'; known agents: {known}."

@@ -87,13 +87,21 @@ class JwtVerifier:
     async def verify(self, token: str) -> Principal:
         """The principal of a valid token.
 
+        With a JWKS URL, the key named by the token's ``kid`` is passed to PyJWT as a ``PyJWK``,
+        which ties it to one algorithm: the key's ``alg`` when published, else the one its
+        ``kty``/``crv`` imply (RSA: RS256, EC P-256: ES256). A token whose ``alg`` is not that
+        algorithm is refused, whatever ``RUNSGATE_JWT_ALGORITHMS`` allows.
+
         Raises:
-            AuthenticationError: Bad signature, expired, wrong audience or issuer, missing
-                ``sub``, or the JWKS could not be fetched.
+            AuthenticationError: Bad signature or header, an algorithm that does not match its
+                key, expired, wrong audience or issuer, a claim of the wrong type (see
+                ``_principal``), or the JWKS could not be fetched. Every failure of
+                verification, however malformed the token, is this error (a 401), logged as
+                one INFO line, except an unreachable JWKS (WARNING, the server's problem).
         """
         try:
             if self._jwks is not None:
-                key: Any = (await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)).key
+                key: Any = await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)
             else:
                 key = self._secret
             claims = jwt.decode(
@@ -102,30 +110,67 @@ class JwtVerifier:
                 algorithms=self._algorithms,
                 audience=self._audience,
                 issuer=self._issuer,
-                options={"require": ["exp", "sub"], "verify_aud": self._audience is not None},
+                options={
+                    "require": ["exp", "sub"],
+                    "verify_aud": self._audience is not None,
+                    "enforce_minimum_key_length": True,
+                },
             )
-        except jwt.PyJWKClientError as exc:
-            logger.warning("JWKS unavailable or no matching key: %s", exc)
+        except jwt.PyJWKClientConnectionError as exc:
+            logger.warning("JWKS unavailable: %s", _sentence(exc))
             raise AuthenticationError("the token's signing key could not be found", token_given=True) from None
-        except jwt.InvalidTokenError as exc:
+        except jwt.PyJWKClientError as exc:
+            logger.info("JWT refused: no usable signing key (%s)", _sentence(exc))
+            raise AuthenticationError("the token's signing key could not be found", token_given=True) from None
+        except (jwt.InvalidTokenError, jwt.PyJWKError, TypeError, ValueError) as exc:
+            # PyJWT raises TypeError/ValueError (not InvalidTokenError) for some keys that do
+            # not fit the header's algorithm; every one of them is a token we refuse.
+            logger.info("JWT refused: %s", _sentence(exc))
             raise AuthenticationError(f"invalid token: {_sentence(exc)}", token_given=True) from None
         return self._principal(claims)
 
     def _principal(self, claims: Mapping[str, Any]) -> Principal:
+        """The principal of verified ``claims``.
+
+        ``sub`` must be a non-empty string; ``scope`` a space-separated string or ``scp`` a
+        list of strings (both absent: no scope); the resources claim a list of strings or
+        ``"*"`` (absent: no run). A claim present with another type (``"scope": 5``, ``null``,
+        ``true``) refuses the token rather than guess.
+
+        Raises:
+            AuthenticationError: A claim above has the wrong type.
+        """
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject:
-            raise AuthenticationError("invalid token: `sub` must be a non-empty string", token_given=True)
-        scope = claims.get("scope", claims.get("scp", ""))
-        scopes = scope.split() if isinstance(scope, str) else [s for s in scope if isinstance(s, str)]
-        resources = claims.get(self._resources_claim)
-        allowed: frozenset[str] | None
-        if resources == "*":
-            allowed = None
-        elif isinstance(resources, list):
-            allowed = frozenset(r for r in resources if isinstance(r, str))
+            raise _wrong_claim("`sub` must be a non-empty string")
+        if "scope" in claims:
+            scope = claims["scope"]
+            if not isinstance(scope, str):
+                raise _wrong_claim("`scope` must be a space-separated string")
+            scopes = scope.split()
+        elif "scp" in claims:
+            scopes = claims["scp"]
+            if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+                raise _wrong_claim("`scp` must be a list of strings")
         else:
+            scopes = []
+        allowed: frozenset[str] | None
+        if self._resources_claim not in claims:
             allowed = frozenset()
+        else:
+            resources = claims[self._resources_claim]
+            if resources == "*":
+                allowed = None
+            elif isinstance(resources, list) and all(isinstance(r, str) for r in resources):
+                allowed = frozenset(resources)
+            else:
+                raise _wrong_claim(f"`{self._resources_claim}` must be a list of strings or \"*\"")
         return Principal(name=subject, scopes=frozenset(scopes), resources=allowed)
+
+
+def _wrong_claim(message: str) -> AuthenticationError:
+    logger.info("JWT refused: %s", message)
+    return AuthenticationError(f"invalid token: {message}", token_given=True)
 
 
 class Authenticator:

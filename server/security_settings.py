@@ -47,7 +47,7 @@ class SecuritySettings(BaseSettings):
     api_keys: list[ApiKeyConfig] = Field(default_factory=list)
     """JSON list of ``{name, hash, scopes, resources}``."""
     jwt_secret: SecretStr | None = None
-    """Shared secret of HS256 JWTs."""
+    """Shared secret of HS256 JWTs: at least 32 bytes (48 for HS384, 64 for HS512), checked at start."""
     jwt_jwks_url: str | None = None
     """URL of a JWKS document whose keys sign the JWTs (RS256/ES256)."""
     jwt_algorithms: list[str] | None = None
@@ -88,6 +88,10 @@ class SecuritySettings(BaseSettings):
         return value or None
 
 
+HMAC_MIN_SECRET_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
+"""Shortest HMAC secret, in bytes, per JWT algorithm (RFC 7518 section 3.2; PyJWT enforces the same)."""
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` names only this machine: ``localhost``, 127.0.0.0/8 or ::1."""
     if host.strip().lower() == "localhost":
@@ -114,6 +118,16 @@ def security_problems(settings: SecuritySettings, host: str) -> list[str]:
         return problems
     if settings.jwt_secret is not None and settings.jwt_jwks_url is not None:
         problems.append("set RUNSGATE_JWT_SECRET or RUNSGATE_JWT_JWKS_URL, not both")
+    if settings.jwt_secret is not None:
+        algorithms = settings.jwt_algorithms or ["HS256"]
+        needed = max(HMAC_MIN_SECRET_BYTES.get(a.upper(), HMAC_MIN_SECRET_BYTES["HS256"]) for a in algorithms)
+        size = len(settings.jwt_secret.get_secret_value().encode("utf-8"))
+        if size < needed:
+            problems.append(
+                f"RUNSGATE_JWT_SECRET is {size} bytes; it must be at least {needed} bytes of random "
+                "data for the configured HMAC algorithms (RFC 7518 section 3.2: a key at least as long as the "
+                "hash), e.g. `python3 -c 'import secrets; print(secrets.token_urlsafe(48))'`"
+            )
     if not settings.api_keys and settings.jwt_secret is None and settings.jwt_jwks_url is None:
         problems.append(
             "RUNSGATE_AUTH is on but no credential is configured: set RUNSGATE_API_KEYS (see `runsgate "
@@ -129,4 +143,11 @@ def security_problems(settings: SecuritySettings, host: str) -> list[str]:
     return problems
 
 
-__all__ = ["ApiKeyConfig", "SecuritySettings", "ToolRuleConfig", "is_loopback", "security_problems"]
+__all__ = [
+    "HMAC_MIN_SECRET_BYTES",
+    "ApiKeyConfig",
+    "SecuritySettings",
+    "ToolRuleConfig",
+    "is_loopback",
+    "security_problems",
+]

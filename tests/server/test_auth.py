@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from starlette.applications import Starlette
 
 from server.app import create_app
@@ -312,3 +312,72 @@ async def test_new_key_prints_a_key_and_the_entry_that_accepts_it(capsys: pytest
     assert entry["scopes"] == ["runs:read"]
     assert response.status_code == 200
     assert response.json()["data"]["suspendedRuns"]["totalCount"] == 0
+
+
+# -- odd tokens never reach a 500 (issue: security, second pass) ---------------------------------
+async def test_a_jwks_token_whose_alg_does_not_match_its_key_gets_401_and_one_info_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    signer = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signer.public_key()))
+    ec_signer = ec.generate_private_key(ec.SECP256R1())
+    with jwks_server([{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]) as url:
+        async with running(Settings(mongodb_uri=None, jwt_jwks_url=url)) as client:
+            # an ES256 header naming the kid of an RSA key (PyJWT raised TypeError: a 500)
+            es256_on_rsa = token({"sub": "ops", "scope": "runs:read"}, ec_signer, "ES256", kid="k1")
+            with caplog.at_level(logging.INFO, logger="runsgate"):
+                caplog.clear()
+                response = await post(client, LIST, es256_on_rsa)
+
+    assert response.status_code == 401
+    assert 'error="invalid_token"' in response.headers["www-authenticate"]
+    auth_lines = [r for r in caplog.records if r.name == "runsgate.auth"]
+    assert [r.levelname for r in auth_lines] == ["INFO"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+async def test_a_jwks_key_published_without_alg_verifies_only_its_own_kind_of_algorithm() -> None:
+    signer = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signer.public_key()))
+    public.pop("alg", None)
+    with jwks_server([{**public, "kid": "k1", "use": "sig"}]) as url:
+        async with running(Settings(mongodb_uri=None, jwt_jwks_url=url, jwt_algorithms=["RS256", "PS256"])) as client:
+            rs256 = await post(client, LIST, token({"sub": "ops", "scope": "runs:read"}, signer, "RS256", kid="k1"))
+            ps256 = await post(client, LIST, token({"sub": "ops", "scope": "runs:read"}, signer, "PS256", kid="k1"))
+
+    assert rs256.status_code == 200  # an RSA key without `alg` is an RS256 key (PyJWK infers it from `kty`)
+    assert ps256.status_code == 401
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"sub": "alice", "scope": 5},
+        {"sub": "alice", "scope": None},
+        {"sub": "alice", "scope": True},
+        {"sub": "alice", "scp": "runs:read"},
+        {"sub": "alice", "scp": ["runs:read", 7]},
+        {"sub": "alice", "scope": "runs:read", "resources": 3},
+        {"sub": "alice", "scope": "runs:read", "resources": ["tenant-a", None]},
+        {"sub": 12},
+        {"sub": ["alice"]},
+    ],
+    ids=["scope-int", "scope-null", "scope-true", "scp-string", "scp-list-int", "resources-int",
+         "resources-list-null", "sub-int", "sub-list"],
+)
+async def test_a_signed_token_with_claims_of_the_wrong_type_gets_401(
+    claims: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(Settings(mongodb_uri=None, jwt_secret=SECRET)) as client:
+        with caplog.at_level(logging.INFO, logger="runsgate"):
+            response = await post(client, LIST, token(claims))
+
+    assert response.status_code == 401
+    assert 'error="invalid_token"' in response.headers["www-authenticate"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+@pytest.mark.parametrize("secret", ["", "short", "x" * 31])
+def test_a_jwt_secret_shorter_than_32_bytes_is_refused_at_start(secret: str) -> None:
+    with pytest.raises(ConfigError, match="RUNSGATE_JWT_SECRET"):
+        create_app(Settings(mongodb_uri=None, jwt_secret=secret))

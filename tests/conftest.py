@@ -1,13 +1,14 @@
-"""Fixtures shared by every test package: the MongoDB server and the two stores."""
+"""Fixtures shared by every test package: the MongoDB server and the three stores."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
-from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore
+from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
 from ._servers import ferretdb, with_database
 
@@ -38,13 +39,27 @@ def mongodb_uri(mongodb_server: str) -> str:
     return with_database(mongodb_server)
 
 
-@pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.mongo)])
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Path:
+    """A fresh SQLite database file (not created yet) in the test's own directory."""
+    return tmp_path / "runsgate.db"
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
-    """Each store in turn: the contract suites run against both."""
+    """Each store in turn: the contract suites run against all three."""
     if request.param == "memory":
         memory = MemorySnapshotStore()
         await memory.open()
         yield memory
+        return
+    if request.param == "sqlite":
+        sqlite = SQLiteSnapshotStore(request.getfixturevalue("sqlite_path"))
+        await sqlite.open()
+        try:
+            yield sqlite
+        finally:
+            await sqlite.close()
         return
     uri = request.getfixturevalue("mongodb_uri")
     mongo = MongoSnapshotStore(uri)

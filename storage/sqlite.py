@@ -403,10 +403,21 @@ class SQLiteSnapshotStore:
                 await self._reader.execute_fetchall("PRAGMA query_only = 1")
         except sqlite3.Error as exc:  # connect() itself: a missing directory, a directory as path
             await self.close()
-            raise StoreUnavailableError(f"cannot open the SQLite database {self._path}: {exc}") from exc
+            raise StoreUnavailableError(self._open_problem(exc)) from exc
+        except StoreUnavailableError as exc:
+            await self.close()
+            cause = exc.__cause__
+            if isinstance(cause, sqlite3.Error):
+                raise StoreUnavailableError(self._open_problem(cause)) from cause
+            raise
         except BaseException:
             await self.close()
             raise
+
+    def _open_problem(self, exc: sqlite3.Error) -> str:
+        if getattr(exc, "sqlite_errorname", "") in {"SQLITE_NOTADB", "SQLITE_CORRUPT"}:
+            return f"the SQLite database {self._path} is corrupt or not a SQLite database ({exc}); left unchanged"
+        return f"cannot open or write the SQLite database {self._path}: {exc}"
 
     async def _prepare(self, conn: aiosqlite.Connection) -> None:
         try:

@@ -39,6 +39,12 @@ def mongodb_uri(mongodb_server: str) -> str:
     return with_database(mongodb_server)
 
 
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+def shared_store_kind(request: pytest.FixtureRequest) -> str:
+    """``sqlite`` then ``mongo``: the store the multi-process suites share (``_servers.shared_store_env``)."""
+    return str(request.param)
+
+
 @pytest.fixture
 def sqlite_path(tmp_path: Path) -> Path:
     """A fresh SQLite database file (not created yet) in the test's own directory."""

@@ -326,6 +326,11 @@ def listing_where(agent_id: str, run_filter: RunFilter) -> tuple[str, list[Any]]
     return " AND ".join(clauses), params
 
 
+def _probe(path: Path) -> None:
+    """Open and close ``path`` with SQLite (raises ``sqlite3.Error`` when it cannot be opened)."""
+    sqlite3.connect(path).close()
+
+
 @contextmanager
 def _available(path: Path) -> Iterator[None]:
     """Turn SQLite's operational errors (locked, full, I/O, corrupt) into ``StoreUnavailableError``."""
@@ -396,6 +401,9 @@ class SQLiteSnapshotStore:
         """
         await self.close()
         try:
+            # A path SQLite cannot open at all fails here, not in aiosqlite.connect(), whose worker
+            # thread would outlive the failure and later call back into a closed event loop.
+            await asyncio.to_thread(_probe, self._path)
             self._writer = await self._connect()
             with _available(self._path):
                 await self._prepare(self._writer)

@@ -1,7 +1,7 @@
 """Discovery reads storage, not memory (DESIGN.md §1): a run survives a restart of runsgate.
 
 Real processes: ``python -m server serve`` is started, stopped and started again on the same
-MongoDB database; the run started through the first process is found and approved through
+SQLite file, then on the same MongoDB database; the run started through the first process is found and approved through
 the second. With the memory store (the seed's default) the runs are lost instead.
 """
 
@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from server.app import create_app
 from server.config import Settings
 
-from .._servers import runsgate_process
+from .._servers import runsgate_process, shared_store_env
 from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient
 
 
@@ -36,13 +36,13 @@ def _listed(base_url: str) -> list[dict[str, Any]]:
     return [edge["node"] for edge in connection["edges"]]
 
 
-@pytest.mark.mongo
 def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_process(
-    mongodb_uri: str, tmp_path: Path
+    request: pytest.FixtureRequest, shared_store_kind: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "runsgate.log"
-    # given a refund run started through a runsgate process on MongoDB
-    with runsgate_process(log, MONGODB_URI=mongodb_uri) as first:
+    store = shared_store_env(request, shared_store_kind, tmp_path)
+    # given a refund run started through a runsgate process on a durable store
+    with runsgate_process(log, **store) as first:
         started = _graphql(
             first, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT, "idempotencyKey": "start-1042"}
         )["startRun"]
@@ -52,7 +52,7 @@ def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_proc
         assert _listed(first) == [run]
 
     # when that process is stopped and a new one starts on the same database
-    with runsgate_process(log, MONGODB_URI=mongodb_uri) as second:
+    with runsgate_process(log, **store) as second:
         # then the run is listed by the new process, unchanged
         assert _listed(second) == [run]
 

@@ -498,13 +498,17 @@ class SQLiteSnapshotStore:
             ) from None
         try:
             with _available(self._path):
-                await conn.execute("BEGIN IMMEDIATE")
                 try:
+                    await conn.execute("BEGIN IMMEDIATE")
                     yield conn
                     await conn.execute("COMMIT")
-                finally:
-                    if conn.in_transaction:
+                except BaseException:
+                    # Unconditional: a cancelled await leaves its statement queued on the
+                    # connection's thread (a BEGIN may still succeed there); the ROLLBACK is queued
+                    # after it, so no transaction outlives this block. Without one it just fails.
+                    with suppress(sqlite3.Error):
                         await conn.execute("ROLLBACK")
+                    raise
         finally:
             self._write_lock.release()
 

@@ -300,3 +300,28 @@ async def test_a_history_of_20_mb_is_stored_apart_and_read_back(sqlite: SQLiteSn
 
     assert await sqlite.load_history(AGENT, "big") == history
     assert [d["_id"] for d in await sqlite.list_runs(AGENT, RunFilter())] == ["big"]
+
+
+async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_transaction_behind(sqlite_path: Path) -> None:
+    store = SQLiteSnapshotStore(sqlite_path, busy_timeout=1.0)
+    await store.open()
+    blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+    try:
+        await store.insert(snapshot("run"), b"[]")
+        blocker.execute("BEGIN IMMEDIATE")
+        asyncio.get_running_loop().call_later(0.2, blocker.execute, "ROLLBACK")
+
+        # when a decision waiting for the lock is cancelled (a client went away)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        await asyncio.sleep(0.3)
+
+        # then the store's connection holds no transaction: another process can write, and so can it
+        blocker.execute("BEGIN IMMEDIATE")
+        blocker.execute("ROLLBACK")
+        decided = await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        assert decided is not None
+    finally:
+        blocker.close()
+        await store.close()

@@ -1,4 +1,4 @@
-"""The data generator behind ``runsgate seed`` (SQLite or MongoDB) and ``RUNSGATE_SEED_RUNS`` (memory store).
+"""The data generator behind ``runsgate seed`` and ``RUNSGATE_SEED_RUNS`` (issue 6 §3).
 
 It really runs the demo agents (``runtime.demo``, scripted models, offline) a few times on a
 scratch memory store, to get real snapshot documents and message histories, then writes N

@@ -2,7 +2,7 @@
 
 Real processes: ``python -m server serve`` is started, stopped and started again on the same
 SQLite file, then on the same MongoDB database; the run started through the first process is found and approved through
-the second. With the memory store (the seed's default) the runs are lost instead.
+the second. With the memory store (the default) the runs are lost instead.
 """
 
 from __future__ import annotations

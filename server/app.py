@@ -55,7 +55,7 @@ logger = logging.getLogger("runsgate")
 
 def make_store(settings: Settings) -> SnapshotStore:
     """The store ``settings.store_url`` names: a SQLite file, MongoDB, or the in-memory store
-    (lost on restart, as in the seed).
+    (lost on restart).
 
     A SQLite write waits for the database lock at most ``min(2 s, subscription_lookback / 2)``,
     so an event that waited is still within the subscription feed's lookback (``storage.sqlite``).

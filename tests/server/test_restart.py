@@ -1,7 +1,7 @@
 """Discovery reads storage, not memory (DESIGN.md §1): a run survives a restart of runsgate.
 
 Real processes: ``python -m server serve`` is started, stopped and started again on the same
-SQLite file, then on the same MongoDB database; the run started through the first process is found and approved through
+MongoDB database; the run started through the first process is found and approved through
 the second. With the memory store (the default) the runs are lost instead.
 """
 
@@ -39,6 +39,7 @@ def _listed(base_url: str) -> list[dict[str, Any]]:
 def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_process(
     request: pytest.FixtureRequest, shared_store_kind: str, tmp_path: Path
 ) -> None:
+    """On a SQLite file, then on a MongoDB database (``shared_store_kind``)."""
     log = tmp_path / "runsgate.log"
     store = shared_store_env(request, shared_store_kind, tmp_path)
     # given a refund run started through a runsgate process on a durable store

@@ -1,4 +1,4 @@
-"""Storage of suspended-run snapshots (DESIGN.md §3): the protocol and its three stores
+"""Storage of suspended-run snapshots (docs/storage.md): the protocol and its three stores
 (memory, SQLite, MongoDB).
 
 Nothing here imports Strawberry, Starlette or pydantic-ai.

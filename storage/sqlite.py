@@ -1,4 +1,4 @@
-"""``SQLiteSnapshotStore``: suspended runs in one SQLite file, through ``aiosqlite`` (DESIGN.md §3).
+"""``SQLiteSnapshotStore``: suspended runs in one SQLite file, through ``aiosqlite``.
 
 Nothing to install, and runs survive restarts. Several ``runsgate serve`` processes on one host
 may share the file: every conditional write (a decision, a claim, its renewal, release or end,

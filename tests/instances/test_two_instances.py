@@ -1,4 +1,4 @@
-"""Two real runsgate processes on one store (README "Guarantees", DESIGN.md §4).
+"""Two real runsgate processes on one store (docs/guarantees.md).
 
 A module fixture starts ``python -m server serve`` twice against the same fresh store (a SQLite
 file, then a MongoDB database),

@@ -429,7 +429,7 @@ class SQLiteSnapshotStore:
 
     async def _prepare(self, conn: aiosqlite.Connection) -> None:
         try:
-            await conn.execute("BEGIN IMMEDIATE")
+            await conn.execute("BEGIN IMMEDIATE")  # one process at a time creates the tables
             found = await self._stored_version(conn)
             if found is not None and found > SCHEMA_VERSION:
                 raise NewerSchemaError(found, SCHEMA_VERSION)
@@ -440,9 +440,10 @@ class SQLiteSnapshotStore:
                 "INSERT OR IGNORE INTO runsgate_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
             await conn.execute("COMMIT")
-        finally:
-            if conn.in_transaction:
+        except BaseException:
+            with suppress(sqlite3.Error):  # unconditional, as in _transaction
                 await conn.execute("ROLLBACK")
+            raise
         # WAL outside the transaction (it cannot change inside one); it stays set in the file.
         await conn.execute_fetchall("PRAGMA journal_mode = WAL")
 

@@ -14,7 +14,7 @@ from .logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (2 for invalid configuration)."""
+    """Run the CLI; returns the exit status (2 for invalid configuration, 3 when the store cannot start)."""
     parser = argparse.ArgumentParser(prog="runsgate", description="GraphQL server for suspended agent runs.")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="start the GraphQL server")
@@ -67,9 +67,9 @@ def _serve(host: str | None, port: int | None, store: str | None = None) -> int:
     from .app import create_app, store_problem
 
     problem = store_problem(settings)
-    if problem:
+    if problem:  # exit status 3, as uvicorn's when a lifespan cannot start (a MongoDB store's case)
         print(problem, file=sys.stderr)
-        return 1
+        return 3
 
     settings = settings.model_copy(update={"host": host or settings.host})
     try:

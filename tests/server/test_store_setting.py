@@ -111,10 +111,11 @@ def test_the_busy_timeout_stays_below_half_the_subscription_lookback(clean_env: 
 def one_line_refusal(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str
 ) -> str:
-    """``runsgate serve ARGS`` must exit 1 with exactly one line on stderr and no traceback; that line."""
+    """``runsgate serve ARGS`` must exit 3 (the store cannot start) with exactly one line on stderr
+    and no traceback; that line."""
     status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, *args)
     err = capsys.readouterr().err
-    assert status == 1, err
+    assert status == 3, err
     assert len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err
     return err.strip()

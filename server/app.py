@@ -1,7 +1,8 @@
 """The Starlette application: ``/graphql``, ``/healthz``, ``/readyz``, ``/metrics`` (docs/operations.md).
 
-The lifespan owns the resources: it opens the store (one ``AsyncMongoClient`` per process, or
-the memory store; it refuses a store holding a newer ``schemaVersion``), loads the agents,
+The lifespan owns the resources: it opens the store named by ``RUNSGATE_STORE`` (the memory
+store, a SQLite file, or one ``AsyncMongoClient`` per process; it refuses a store holding a newer
+``schemaVersion``), loads the agents,
 builds the ``RunManager`` and starts the ``StalledRunSweeper`` (unless
 ``RUNSGATE_SWEEP_INTERVAL=0``); requests get them through ``app.state``.
 """
@@ -29,7 +30,15 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from resolvers import Context, build_schema
 from runtime import EventFeed, RunManager, StalledRunSweeper, ToolApprovalRule, load_registry
-from storage import MemorySnapshotStore, MongoSnapshotStore, NewerSchemaError, SnapshotStore, StoreUnavailableError
+from storage import (
+    MemorySnapshotStore,
+    MongoSnapshotStore,
+    NewerSchemaError,
+    SnapshotStore,
+    SQLiteSnapshotStore,
+    StoreUnavailableError,
+)
+from storage.sqlite import DEFAULT_BUSY_TIMEOUT
 
 from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
@@ -45,10 +54,41 @@ logger = logging.getLogger("runsgate")
 
 
 def make_store(settings: Settings) -> SnapshotStore:
-    """MongoDB when ``MONGODB_URI`` is set, else the in-memory store (lost on restart)."""
+    """The store ``settings.store_url`` names: a SQLite file, MongoDB, or the in-memory store
+    (lost on restart).
+
+    A SQLite write waits for the database lock at most ``min(2 s, subscription_lookback / 2)``,
+    so an event that waited is still within the subscription feed's lookback (``storage.sqlite``).
+    """
+    if settings.sqlite_path is not None:
+        busy = min(DEFAULT_BUSY_TIMEOUT, settings.subscription_lookback / 2)
+        return SQLiteSnapshotStore(settings.sqlite_path, busy_timeout=busy)
     if settings.mongodb_uri:
         return MongoSnapshotStore(settings.mongodb_uri, server_selection_timeout=settings.mongodb_timeout)
     return MemorySnapshotStore()
+
+
+def store_problem(settings: Settings) -> str | None:
+    """Why the configured SQLite store cannot be used, in one line naming the file, or ``None``.
+
+    Opens the file once before serving (creating it and its tables if missing), so that a path
+    that cannot be opened or written, a file that is not a runsgate database, or one of a newer
+    schema version stops ``runsgate serve`` with one line instead of a failed lifespan. Other
+    stores are checked by the lifespan.
+    """
+    if settings.sqlite_path is None:
+        return None
+
+    async def check() -> None:
+        store = make_store(settings)
+        await store.open()
+        await store.close()
+
+    try:
+        asyncio.run(check())
+    except (StoreUnavailableError, NewerSchemaError) as exc:
+        return f"runsgate cannot start: {exc}"
+    return None
 
 
 class GraphQLApp(AuthenticatedView, GraphQLView):

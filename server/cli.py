@@ -14,33 +14,39 @@ from .logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (2 for invalid configuration)."""
+    """Run the CLI; returns the exit status (2 for invalid configuration, 3 when the store cannot start)."""
     parser = argparse.ArgumentParser(prog="runsgate", description="GraphQL server for suspended agent runs.")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="start the GraphQL server")
     serve.add_argument("--host", help="interface to listen on (default RUNSGATE_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default RUNSGATE_PORT or 4000)")
+    serve.add_argument(
+        "--store",
+        help="store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db or mongodb://... "
+        "(default RUNSGATE_STORE, else MONGODB_URI, else memory://)",
+    )
     key = commands.add_parser("new-key", help="print a new API key and its RUNSGATE_API_KEYS entry")
     key.add_argument("--name", required=True, help="who holds the key (recorded as decidedBy)")
     key.add_argument("--scopes", default="runs:read,runs:decide,runs:start", help="comma-separated scopes")
     key.add_argument("--resources", default="*", help='comma-separated resourceIds, or "*" for every run')
     seed = commands.add_parser(
         "seed",
-        help="write N realistic suspended runs (clones of real demo runs) into MONGODB_URI's store",
+        help="write N realistic suspended runs (clones of real demo runs) into the SQLite or MongoDB store",
         description="Runs the demo agents to get real suspended runs, then bulk-writes N clones with new run ids, "
-        "threads, resources and creation times into the MongoDB store named by MONGODB_URI. For the memory "
-        "store, start the server with RUNSGATE_SEED_RUNS=N instead.",
+        "threads, resources and creation times into the store named by --store, RUNSGATE_STORE or MONGODB_URI "
+        "(SQLite or MongoDB). For the memory store, start the server with RUNSGATE_SEED_RUNS=N instead.",
     )
+    seed.add_argument("--store", help="store URL: sqlite:///path.db or mongodb://... (default RUNSGATE_STORE)")
     seed.add_argument("--runs", type=int, required=True, help="number of runs to write")
     seed.add_argument("--agents", type=int, default=1, help="runs go to the first A of refund-agent, weather-agent")
     seed.add_argument("--threads", type=int, default=100, help="distinct thread ids (default 100)")
     seed.add_argument("--resources", type=int, help="distinct resource ids (default threads/4)")
     seed.add_argument("--days", type=float, default=30.0, help="spread creation times over this many days before now")
     seed.add_argument("--seed", type=int, default=0, help="random seed (same seed: same run ids)")
-    seed.add_argument("--reset", action="store_true", help="drop every runsgate collection of the database first")
+    seed.add_argument("--reset", action="store_true", help="delete every stored run, event and key of the store first")
     args = parser.parse_args(argv)
     if args.command in (None, "serve"):
-        return _serve(getattr(args, "host", None), getattr(args, "port", None))
+        return _serve(getattr(args, "host", None), getattr(args, "port", None), getattr(args, "store", None))
     if args.command == "new-key":
         return _new_key(args.name, args.scopes, args.resources)
     if args.command == "seed":
@@ -51,14 +57,19 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _serve(host: str | None, port: int | None) -> int:
+def _serve(host: str | None, port: int | None, store: str | None = None) -> int:
     try:
-        settings = load_settings()
+        settings = load_settings(**({"store": store} if store else {}))
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
-    from .app import create_app
+    from .app import create_app, store_problem
+
+    problem = store_problem(settings)
+    if problem:  # exit status 3, as uvicorn's when a lifespan cannot start (a MongoDB store's case)
+        print(problem, file=sys.stderr)
+        return 3
 
     settings = settings.model_copy(update={"host": host or settings.host})
     try:

@@ -3,6 +3,11 @@
 Variables carry the ``RUNSGATE_`` prefix, plus the standard ``MONGODB_URI``; a ``.env`` file in
 the working directory is read too. Invalid values fail at start with a message naming the
 variable (``ConfigError``).
+
+The store is named by one URL, ``RUNSGATE_STORE`` (or ``runsgate serve --store``): ``memory://``
+(the default), ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (SQLAlchemy's
+convention: three slashes, then the path), or ``mongodb://``/``mongodb+srv://``. ``MONGODB_URI``
+keeps working; set together with ``RUNSGATE_STORE``, both must name the same store.
 """
 
 from __future__ import annotations
@@ -10,12 +15,16 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict, SettingsError
 
 from .security_settings import SecuritySettings
+
+MEMORY_STORE = "memory://"
+SQLITE_PREFIX = "sqlite:///"
 
 
 class ConfigError(Exception):
@@ -32,8 +41,11 @@ class Settings(SecuritySettings):
     """Interface ``runsgate serve`` listens on."""
     port: Annotated[int, Field(ge=0, le=65535)] = 4000
     """TCP port ``runsgate serve`` listens on."""
+    store: str | None = None
+    """The store's URL: ``memory://`` (the default), ``sqlite:///relative/path.db``,
+    ``sqlite:////absolute/path.db`` or a ``mongodb://`` URI (then also ``mongodb_uri``)."""
     mongodb_uri: str | None = Field(default=None, validation_alias=AliasChoices("MONGODB_URI", "RUNSGATE_MONGODB_URI"))
-    """``mongodb://`` URI; its path names the database (default ``runsgate``). Unset: memory store."""
+    """``mongodb://`` URI; its path names the database (default ``runsgate``). Unset: ``store``."""
     mongodb_timeout: Annotated[float, Field(gt=0)] = 5.0
     """Seconds to wait for a reachable MongoDB server before an operation fails."""
     agents: str = "runtime.demo:AGENTS"
@@ -110,11 +122,43 @@ class Settings(SecuritySettings):
             raise ValueError("must start with mongodb:// or mongodb+srv://")
         return value or None
 
+    @property
+    def store_url(self) -> str:
+        """The store in use: ``RUNSGATE_STORE``, else ``MONGODB_URI``, else ``memory://``."""
+        return self.store or self.mongodb_uri or MEMORY_STORE
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite database file when the store is ``sqlite:///...``, else ``None``."""
+        url = self.store_url
+        return Path(url.removeprefix(SQLITE_PREFIX)) if url.startswith(SQLITE_PREFIX) else None
+
+    @field_validator("store")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        if value.startswith(("mongodb://", "mongodb+srv://")) or value == MEMORY_STORE:
+            return value
+        if value.startswith(SQLITE_PREFIX) and value.removeprefix(SQLITE_PREFIX):
+            return value
+        raise ValueError(
+            "must be memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db or a mongodb:// URI"
+        )
+
     @model_validator(mode="after")
-    def _seed_needs_memory_store(self) -> Settings:
-        if self.seed_runs and self.mongodb_uri:
+    def _one_store(self) -> Settings:
+        if self.store and self.mongodb_uri and self.store != self.mongodb_uri:
             raise ValueError(
-                "RUNSGATE_SEED_RUNS seeds the memory store only; for MongoDB run `runsgate seed --runs N` instead"
+                "RUNSGATE_STORE (or --store) and MONGODB_URI name different stores: set only one of them "
+                "(RUNSGATE_STORE takes a mongodb:// URI too)"
+            )
+        if self.store and self.store.startswith("mongodb"):
+            self.mongodb_uri = self.store
+        if self.seed_runs and self.store_url != MEMORY_STORE:
+            raise ValueError(
+                "RUNSGATE_SEED_RUNS seeds the memory store only; for SQLite or MongoDB run "
+                "`runsgate seed --runs N` instead"
             )
         return self
 
@@ -127,14 +171,15 @@ class Settings(SecuritySettings):
         return value
 
 
-def load_settings() -> Settings:
-    """Read the settings from the environment.
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings from the environment; ``overrides`` (command-line options, by field
+    name) win over it and are validated the same way.
 
     Raises:
         ConfigError: A variable is invalid; the message names it and says why.
     """
     try:
-        return Settings()
+        return Settings(**overrides)  # type: ignore[arg-type]
     except SettingsError as exc:  # a value that is not valid JSON for a list setting
         field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else "?"
         raise ConfigError(f"invalid configuration: RUNSGATE_{field.upper()}: not valid JSON") from None

@@ -1,4 +1,5 @@
-"""``runsgate seed``: the data generator on the command line, with a progress bar (``rich``)."""
+"""``runsgate seed``: the data generator on the command line, with a progress bar (``rich``), into
+the SQLite or MongoDB store the settings (or ``--store``) name."""
 
 from __future__ import annotations
 
@@ -9,16 +10,18 @@ import time
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from storage import DuplicateRunError, MongoSnapshotStore, StoreUnavailableError
+from storage import DuplicateRunError, MongoSnapshotStore, NewerSchemaError, SQLiteSnapshotStore, StoreUnavailableError
 
-from .config import ConfigError, load_settings
+from .config import ConfigError, Settings, load_settings
 from .seed import SeedPlan, seed_store
 
 
 def run_seed_command(args: argparse.Namespace) -> int:
-    """Seed the configured MongoDB store; returns the exit status (2: bad arguments or config, 1: store error)."""
+    """Seed the configured SQLite or MongoDB store; returns the exit status (2: bad arguments or
+    config, 1: store error)."""
     try:
-        settings = load_settings()
+        store_url = getattr(args, "store", None)
+        settings = load_settings(**({"store": store_url} if store_url else {}))
         plan = SeedPlan(
             runs=args.runs,
             agents=args.agents,
@@ -30,16 +33,17 @@ def run_seed_command(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"runsgate seed: {exc}", file=sys.stderr)
         return 2
-    if not settings.mongodb_uri:
+    if settings.sqlite_path is None and not settings.mongodb_uri:
         print(
-            "runsgate seed: MONGODB_URI is not set. The memory store lives inside the server process, so seed it "
-            "at start instead: RUNSGATE_SEED_RUNS=N runsgate serve",
+            "runsgate seed: the store is the memory store (neither RUNSGATE_STORE nor MONGODB_URI names a SQLite "
+            "or MongoDB store). The memory store lives inside the server process, so seed it at start instead: "
+            "RUNSGATE_SEED_RUNS=N runsgate serve",
             file=sys.stderr,
         )
         return 2
     try:
-        written, seconds = asyncio.run(_seed(settings.mongodb_uri, settings.mongodb_timeout, plan, reset=args.reset))
-    except (StoreUnavailableError, DuplicateRunError) as exc:
+        written, seconds = asyncio.run(_seed(settings, plan, reset=args.reset))
+    except (StoreUnavailableError, DuplicateRunError, NewerSchemaError) as exc:
         print(f"runsgate seed: {exc}", file=sys.stderr)
         return 1
     rate = written / seconds if seconds else 0.0
@@ -47,8 +51,12 @@ def run_seed_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _seed(uri: str, selection_timeout: float, plan: SeedPlan, *, reset: bool) -> tuple[int, float]:
-    store = MongoSnapshotStore(uri, server_selection_timeout=selection_timeout)
+async def _seed(settings: Settings, plan: SeedPlan, *, reset: bool) -> tuple[int, float]:
+    store: SQLiteSnapshotStore | MongoSnapshotStore
+    if settings.sqlite_path is not None:
+        store = SQLiteSnapshotStore(settings.sqlite_path)
+    else:  # run_seed_command checked that a MongoDB URI is set
+        store = MongoSnapshotStore(settings.mongodb_uri or "", server_selection_timeout=settings.mongodb_timeout)
     await store.open()
     try:
         if reset:

@@ -1,4 +1,5 @@
-"""Storage of suspended-run snapshots (docs/storage.md): the protocol and its two stores.
+"""Storage of suspended-run snapshots (docs/storage.md): the protocol and its three stores
+(memory, SQLite, MongoDB).
 
 Nothing here imports Strawberry, Starlette or pydantic-ai.
 """
@@ -28,6 +29,7 @@ from .protocol import (
     StoreUnavailableError,
     sort_key,
 )
+from .sqlite import SQLiteSnapshotStore
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -44,6 +46,7 @@ __all__ = [
     "RunErrorDocument",
     "RunFilter",
     "RunStatus",
+    "SQLiteSnapshotStore",
     "SnapshotDocument",
     "SnapshotStore",
     "SortKey",

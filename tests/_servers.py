@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,6 +162,14 @@ def ferretdb_process(data: Path, port: int | None = None) -> Iterator[str]:
     ]
     with listening_process(command, port, data / "ferretdb.log", stop_timeout=10, marked=False):
         yield f"mongodb://127.0.0.1:{port}/"
+
+
+def shared_store_env(request: pytest.FixtureRequest, kind: str, directory: Path) -> dict[str, str]:
+    """Settings naming one fresh store that several runsgate processes share: a SQLite file in
+    ``directory`` (``kind`` ``sqlite``) or a fresh database on the MongoDB test server (``mongo``)."""
+    if kind == "sqlite":
+        return {"RUNSGATE_STORE": f"sqlite:///{directory / 'runsgate.db'}"}
+    return {"MONGODB_URI": with_database(request.getfixturevalue("mongodb_server"))}
 
 
 def with_database(uri: str, name: str | None = None) -> str:

@@ -1,4 +1,4 @@
-"""Fixtures shared by every test package: the MongoDB server and the two stores."""
+"""Fixtures shared by every test package: the MongoDB server and the three stores."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore
+from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
 from . import _servers
 from ._servers import ferretdb, with_database
@@ -67,13 +67,33 @@ def mongodb_uri(mongodb_server: str) -> str:
     return with_database(mongodb_server)
 
 
-@pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.mongo)])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+def shared_store_kind(request: pytest.FixtureRequest) -> str:
+    """``sqlite`` then ``mongo``: the store the multi-process suites share (``_servers.shared_store_env``)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Path:
+    """A fresh SQLite database file (not created yet) in the test's own directory."""
+    return tmp_path / "runsgate.db"
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
-    """Each store in turn: the contract suites run against both."""
+    """Each store in turn: the contract suites run against all three."""
     if request.param == "memory":
         memory = MemorySnapshotStore()
         await memory.open()
         yield memory
+        return
+    if request.param == "sqlite":
+        sqlite = SQLiteSnapshotStore(request.getfixturevalue("sqlite_path"))
+        await sqlite.open()
+        try:
+            yield sqlite
+        finally:
+            await sqlite.close()
         return
     uri = request.getfixturevalue("mongodb_uri")
     mongo = MongoSnapshotStore(uri)

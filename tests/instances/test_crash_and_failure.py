@@ -22,13 +22,20 @@ import pytest
 from pymongo import MongoClient
 
 from storage import SCHEMA_VERSION
-from tests._servers import ROOT, SERVE, RunsgateServer, free_port, runsgate_servers, server_env, with_database
+from tests._servers import (
+    ROOT,
+    SERVE,
+    RunsgateServer,
+    free_port,
+    runsgate_servers,
+    server_env,
+    shared_store_env,
+    with_database,
+)
 
 from .._graphql import DETAILED_RESULTS, GraphQLClient
 from ._runs import decide, listing, run_events, start_run, suspended_run, token
 from .agents import side_effect_lines
-
-pytestmark = pytest.mark.mongo
 
 CLAIM_TTL = 3.0
 """Seconds, in the crash test: short, so a dead instance's claim expires quickly."""
@@ -49,15 +56,16 @@ class Pair:
 
 
 @pytest.fixture
-def pair(request: pytest.FixtureRequest, mongodb_server: str, tmp_path: Path) -> Iterator[Pair]:
-    """Two fresh instances on one fresh database with a fast sweeper; claims last ``CLAIM_TTL``
-    seconds in tests marked ``short_claims``, else 60 s (so a loaded machine never loses one)."""
+def pair(request: pytest.FixtureRequest, shared_store_kind: str, tmp_path: Path) -> Iterator[Pair]:
+    """Two fresh instances on one fresh store (a SQLite file, then a MongoDB database) with a fast
+    sweeper; claims last ``CLAIM_TTL`` seconds in tests marked ``short_claims``, else 60 s (so a
+    loaded machine never loses one)."""
     claim_ttl = CLAIM_TTL if request.node.get_closest_marker("short_claims") else 60.0
     side_effects, model_down = tmp_path / "side-effects.log", tmp_path / "model-down"
     side_effects.touch()
     with runsgate_servers(
         [tmp_path / "a.log", tmp_path / "b.log"],
-        MONGODB_URI=with_database(mongodb_server),
+        **shared_store_env(request, shared_store_kind, tmp_path),
         RUNSGATE_AGENTS="tests.instances.agents:AGENTS",
         RUNSGATE_GRAPHIQL="false",
         RUNSGATE_CLAIM_TTL=str(claim_ttl),
@@ -176,6 +184,7 @@ async def test_a_model_that_raises_keeps_the_run_listed_and_retry_completes_it(
     assert kinds == ["started", "suspended", "decision", "resumed", "failed", "resumed", "completed"], kinds
 
 
+@pytest.mark.mongo
 def test_the_server_refuses_to_start_on_a_newer_schema_version(mongodb_server: str, tmp_path: Path) -> None:
     uri = with_database(mongodb_server)
     with MongoClient(uri) as client:

@@ -1,6 +1,7 @@
-"""Two real runsgate processes on one MongoDB database (docs/guarantees.md).
+"""Two real runsgate processes on one store (docs/guarantees.md).
 
-A module fixture starts ``python -m server serve`` twice against the same fresh database,
+A module fixture starts ``python -m server serve`` twice against the same fresh store (a SQLite
+file, then a MongoDB database),
 with ``tests.instances.agents`` as the registry; the tests speak GraphQL over HTTP to both.
 The approval tool of ``gate-agent`` appends one line per execution to a shared file, so the
 tests count real executions across processes.
@@ -23,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests._servers import runsgate_processes, with_database
+from tests._servers import runsgate_processes, shared_store_env
 
 from .._graphql import GraphQLClient
 from ._runs import (
@@ -39,8 +40,6 @@ from ._runs import (
     without_events,
 )
 from .agents import side_effect_lines
-
-pytestmark = pytest.mark.mongo
 
 RACE_TOOL_DELAY = 1.5
 """Seconds ``act`` sleeps in the race tests, so every racing request finds the run stored."""
@@ -60,14 +59,16 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(mongodb_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Two server processes on the same fresh database, sharing the side-effect file."""
+def cluster(
+    request: pytest.FixtureRequest, shared_store_kind: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """Two server processes on the same fresh store, sharing the side-effect file."""
     workdir = tmp_path_factory.mktemp("two-instances")
     side_effects = workdir / "side-effects.log"
     side_effects.touch()
     with runsgate_processes(
         [workdir / "a.log", workdir / "b.log"],
-        MONGODB_URI=with_database(mongodb_server),
+        **shared_store_env(request, shared_store_kind, workdir),
         RUNSGATE_AGENTS="tests.instances.agents:AGENTS",
         RUNSGATE_GRAPHIQL="false",
         RUNSGATE_TEST_SIDE_EFFECTS=str(side_effects),

@@ -1,8 +1,8 @@
 """Fixtures of the HTTP tests: the app over each store, and an httpx client speaking to it.
 
 Every test talks to ``create_app(settings)`` through ``httpx.ASGITransport`` with the app's
-lifespan entered, once with the memory store and once with MongoDB (FerretDB, or
-``MONGODB_URI``) on a fresh database. Authentication is on: the client sends the API key of
+lifespan entered, once with the memory store, once with a fresh SQLite file and once with
+MongoDB (FerretDB, or ``MONGODB_URI``) on a fresh database. Authentication is on: the client sends the API key of
 ``tests._auth.ADMIN`` (every scope, every run).
 """
 
@@ -34,11 +34,13 @@ def _empty_ledger() -> Iterator[None]:
     LEDGER.clear()
 
 
-@pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.mongo)])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
 def settings(request: pytest.FixtureRequest) -> Settings:
-    """The app's settings: the memory store, then MongoDB on a fresh database."""
+    """The app's settings: the memory store, then a fresh SQLite file, then MongoDB on a fresh database."""
     uri = request.getfixturevalue("mongodb_uri") if request.param == "mongo" else None
+    store = f"sqlite:///{request.getfixturevalue('sqlite_path')}" if request.param == "sqlite" else None
     return Settings(
+        store=store,
         mongodb_uri=uri,
         agents="runtime.demo:AGENTS",
         max_page_size=100,

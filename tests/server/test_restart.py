@@ -19,7 +19,7 @@ from server.app import create_app
 from server.config import Settings
 
 from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient
-from .._servers import runsgate_process
+from .._servers import runsgate_process, shared_store_env
 
 
 def _graphql(base_url: str, document: str, **variables: Any) -> dict[str, Any]:
@@ -37,14 +37,15 @@ def _listed(base_url: str) -> list[dict[str, Any]]:
     return [edge["node"] for edge in connection["edges"]]
 
 
-@pytest.mark.mongo
 @pytest.mark.process
 def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_process(
-    mongodb_uri: str, tmp_path: Path
+    request: pytest.FixtureRequest, shared_store_kind: str, tmp_path: Path
 ) -> None:
+    """On a SQLite file, then on a MongoDB database (``shared_store_kind``)."""
     log = tmp_path / "runsgate.log"
-    # given a refund run started through a runsgate process on MongoDB
-    with runsgate_process(log, MONGODB_URI=mongodb_uri) as first:
+    store = shared_store_env(request, shared_store_kind, tmp_path)
+    # given a refund run started through a runsgate process on a durable store
+    with runsgate_process(log, **store) as first:
         started = _graphql(
             first, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT, "idempotencyKey": "start-1042"}
         )["startRun"]
@@ -54,7 +55,7 @@ def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_proc
         assert _listed(first) == [run]
 
     # when that process is stopped and a new one starts on the same database
-    with runsgate_process(log, MONGODB_URI=mongodb_uri) as second:
+    with runsgate_process(log, **store) as second:
         # then the run is listed by the new process, unchanged
         assert _listed(second) == [run]
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ from runtime.registry import AgentRegistry
 from server.app import create_app
 from server.config import ConfigError, Settings, load_settings
 from server.seed import SeedPlan, seed_store
-from storage import MongoSnapshotStore, RunFilter, SnapshotStore
+from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
 
 from .._servers import ROOT, server_env
 
@@ -120,6 +121,35 @@ def test_runsgate_seed_writes_into_mongodb_uri(mongodb_uri: str) -> None:
             return await store.count_runs("refund-agent", RunFilter())
         finally:
             await store.drop_all()
+            await store.close()
+
+    assert asyncio.run(count()) == 30
+
+
+@pytest.mark.process
+def test_runsgate_seed_writes_into_a_sqlite_file(tmp_path: Path) -> None:
+    path = tmp_path / "seeded.db"
+    # when the CLI seeds 30 runs into a new SQLite file named by --store
+    result = subprocess.run(
+        [sys.executable, "-m", "server", "seed", "--runs", "30", "--threads", "3", "--store", f"sqlite:///{path}"],
+        cwd=ROOT,
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    # then it says so and the runs are in the file
+    assert result.returncode == 0, result.stderr
+    assert "wrote 30 suspended runs" in result.stdout
+
+    async def count() -> int:
+        store = SQLiteSnapshotStore(path)
+        await store.open()
+        try:
+            return await store.count_runs("refund-agent", RunFilter())
+        finally:
             await store.close()
 
     assert asyncio.run(count()) == 30

@@ -1,4 +1,4 @@
-"""The ``SnapshotStore`` contract, run against the memory store and a real MongoDB server."""
+"""The ``SnapshotStore`` contract, run against the memory store, a SQLite file and a real MongoDB server."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from storage import (
     RunFilter,
     SnapshotDocument,
     SnapshotStore,
+    SQLiteSnapshotStore,
     ToolCallDocument,
     sort_key,
 )
@@ -374,7 +375,11 @@ async def test_open_refuses_snapshots_of_a_newer_schema(store: SnapshotStore) ->
     newer["schemaVersion"] = SCHEMA_VERSION + 1
     await store.insert(newer, b"h")
 
-    reopened = MongoSnapshotStore(store.uri) if isinstance(store, MongoSnapshotStore) else store
+    reopened: SnapshotStore = store
+    if isinstance(store, MongoSnapshotStore):
+        reopened = MongoSnapshotStore(store.uri)
+    elif isinstance(store, SQLiteSnapshotStore):
+        reopened = SQLiteSnapshotStore(store.path)
     with pytest.raises(NewerSchemaError) as refused:
         await reopened.open()
 

@@ -1,7 +1,8 @@
 """Node ``graphql-ws`` clients against real runsgate processes (docs/api.md "Subscriptions").
 
 ``events.test.mjs``: a client subscribed on instance A receives, in order, the events of a run
-started and approved through instance B, both processes on one MongoDB database.
+started and approved through instance B, both processes on one store (a SQLite file, then a
+MongoDB database).
 ``close-codes.test.mjs``: the graphql-transport-ws close codes, with a raw ``ws`` socket.
 Each Node file runs with ``node --test``; its report is shown when it fails.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._servers import runsgate_process, runsgate_processes, with_database
+from tests._servers import runsgate_process, runsgate_processes, shared_store_env
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,13 +35,12 @@ def run_node_tests(node: str, test_file: str, **env: str) -> None:
     assert "fail 0" in report, report
 
 
-@pytest.mark.mongo
 def test_a_subscriber_on_one_instance_receives_the_run_events_caused_on_another(
-    node: str, mongodb_server: str, tmp_path: Path
+    request: pytest.FixtureRequest, node: str, shared_store_kind: str, tmp_path: Path
 ) -> None:
     with runsgate_processes(
         [tmp_path / "a.log", tmp_path / "b.log"],
-        MONGODB_URI=with_database(mongodb_server),
+        **shared_store_env(request, shared_store_kind, tmp_path),
         RUNSGATE_SUBSCRIPTION_POLL_INTERVAL="0.2",
         RUNSGATE_GRAPHIQL="false",
     ) as (a, b):

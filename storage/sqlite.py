@@ -1,0 +1,874 @@
+"""``SQLiteSnapshotStore``: suspended runs in one SQLite file, through ``aiosqlite``.
+
+Nothing to install, and runs survive restarts. Several ``runsgate serve`` processes on one host
+may share the file: every conditional write (a decision, a claim, its renewal, release or end,
+an idempotency key) is one ``BEGIN IMMEDIATE`` transaction, which holds the file's write lock
+from its first read to its commit, so it is atomic across processes without the write leases
+MongoDB-wire servers need (``_run_lock``). The file must be on a local filesystem: WAL mode
+shares its index through memory-mapped ``-shm`` files, which network filesystems do not support,
+so processes on several hosts cannot share it (use MongoDB).
+
+Tables:
+
+- ``run_snapshots``: one row per suspended run, ``run_id`` the primary key. The fields that are
+  filtered or conditioned on are columns (datetimes as integer UTC milliseconds since the epoch);
+  ``toolCalls`` and ``lastError`` are JSON text. One index per listing filter combination
+  (``agent_id``; ``agent_id, thread_id``; ``agent_id, resource_id``; ``agent_id, thread_id,
+  resource_id``), each followed by ``created_at DESC, run_id DESC``, so a page is a walk of one
+  index in listing order (keyset bounds are row-value comparisons on the same columns). A count
+  (``totalCount``) walks the matching index range: its cost grows with the number of matching
+  runs, not with the number stored. A restriction to several resources (``RunFilter.resource_ids``)
+  walks the agent's index and filters.
+- ``run_histories``: each snapshot's message history, zlib-compressed, under a fresh id per write;
+  listing never reads it. Blobs up to SQLite's 1 GB limit.
+- ``run_events``: the append-only audit log, ``event_id`` the primary key; indexed by
+  ``(agent_id, run_id, at, event_id)`` and, for the event feed's keyset walk, ``(agent_id, event_id)``.
+- ``idempotency_keys``: remembered answers of mutations sent with an idempotency key.
+- ``runsgate_meta``: ``schema_version``, the highest ``schemaVersion`` of the documents in the
+  file. ``open()`` reads this one row (no scan) and refuses a file of a newer version
+  (``NewerSchemaError``); an insert of a newer document raises it.
+
+Client- and tool-defined values (``args``, ``suspendPayload``, ``resumeSchema``, ``resumeData``,
+event ``data``, idempotency results) are stored as JSON text written and read by Python's
+``json`` module, so any key (``$x``, ``a.b``), any nesting and integers beyond 64 bits come back
+unchanged. Datetimes come back timezone-aware UTC at millisecond precision (``to_bson_precision``),
+as from the other stores.
+
+Durability: WAL journal with ``synchronous=FULL`` (the default; ``NORMAL`` may be chosen). With
+FULL, a write whose call returned was fsynced: neither a crash of the process nor a power loss or
+OS crash can lose it. With NORMAL, a process crash loses nothing either, but a power loss or OS
+crash may lose the last transactions committed before it (never a part of one). In every case a
+transaction is all or nothing: a crash, a full disk (``SQLITE_FULL``) or an I/O error in the
+middle of a decision leaves the run as it was, and the caller gets ``StoreUnavailableError``.
+
+Waiting for the lock and the event feed: an event's id carries the time it was made
+(``runtime._journal.event_id``), just before ``append_event``. The append may first wait for this
+process's writer connection, then for the file's write lock held by another process; each wait
+is bounded by ``busy_timeout`` seconds, after which the write fails with
+``StoreUnavailableError`` (nothing written). An event therefore becomes visible at most about
+``2 * busy_timeout`` seconds after its id's time. The subscription feed re-reads the last
+``RUNSGATE_SUBSCRIPTION_LOOKBACK`` seconds (5 s) of ids on every poll, so ``busy_timeout`` must stay
+below half of it, or subscribers could miss events that became visible late: the server passes
+``min(2 s, lookback / 2)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import zlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import aiosqlite
+
+from ._query import normalized_filter, to_bson_precision
+from .documents import (
+    SCHEMA_VERSION,
+    ClaimDocument,
+    DecisionDocument,
+    EventDocument,
+    IdempotencyDocument,
+    RunErrorDocument,
+    SnapshotDocument,
+    ToolCallDocument,
+)
+from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
+
+DEFAULT_BUSY_TIMEOUT = 2.0
+"""Seconds a write waits for the database's write lock (and, before that, for this process's
+writer connection); below half the subscription lookback (5 s), see the module docstring."""
+
+LARGE_HISTORY_BYTES = 1024 * 1024
+"""Histories from this size are compressed in a worker thread, not on the event loop."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS runsgate_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS run_snapshots (
+    run_id TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    thread_id TEXT,
+    resource_id TEXT,
+    parent_run_id TEXT,
+    status TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    suspended_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    tool_calls TEXT NOT NULL,
+    pending_count INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    claim_by TEXT,
+    claim_until INTEGER,
+    last_error TEXT,
+    schema_version INTEGER NOT NULL,
+    history_id TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_agent_created
+    ON run_snapshots (agent_id, created_at DESC, run_id DESC);
+CREATE INDEX IF NOT EXISTS runs_agent_thread_created
+    ON run_snapshots (agent_id, thread_id, created_at DESC, run_id DESC);
+CREATE INDEX IF NOT EXISTS runs_agent_resource_created
+    ON run_snapshots (agent_id, resource_id, created_at DESC, run_id DESC);
+CREATE INDEX IF NOT EXISTS runs_agent_thread_resource_created
+    ON run_snapshots (agent_id, thread_id, resource_id, created_at DESC, run_id DESC);
+CREATE INDEX IF NOT EXISTS runs_stalled
+    ON run_snapshots (pending_count, updated_at, run_id);
+CREATE TABLE IF NOT EXISTS run_histories (
+    history_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_events (
+    event_id TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    thread_id TEXT,
+    resource_id TEXT,
+    scope INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    by TEXT,
+    data TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_agent_run_at ON run_events (agent_id, run_id, at, event_id);
+CREATE INDEX IF NOT EXISTS events_agent_order ON run_events (agent_id, event_id);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    key_id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    result TEXT,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+LISTING_INDEXES = (
+    "runs_agent_created",
+    "runs_agent_thread_created",
+    "runs_agent_resource_created",
+    "runs_agent_thread_resource_created",
+)
+"""The listing indexes, one per filter combination (``explain_listing`` shows which one a page uses)."""
+
+_TABLE_NAMES = ("runsgate_meta", "run_snapshots", "run_histories", "run_events", "idempotency_keys")
+
+_COLUMNS = (
+    "run_id, agent_id, thread_id, resource_id, parent_run_id, status, created_at, suspended_at, updated_at, "
+    "tool_calls, pending_count, version, claim_by, claim_until, last_error, schema_version, history_id"
+)
+_INSERT_RUN = f"INSERT INTO run_snapshots ({_COLUMNS}) VALUES ({', '.join('?' * 17)})"
+_EVENT_COLUMNS = "event_id, agent_id, run_id, thread_id, resource_id, scope, type, at, by, data"
+_HAS_THREAD, _HAS_RESOURCE = 1, 2
+"""Bits of ``run_events.scope``: which of the optional keys the stored event had."""
+_HELD = "run_id = ? AND agent_id = ? AND status = 'resuming' AND claim_by = ?"
+
+Row = sqlite3.Row | tuple[Any, ...]
+
+
+def _ms(value: datetime) -> int:
+    """Aware ``value`` as integer UTC milliseconds since the epoch (sub-millisecond part dropped)."""
+    return (to_bson_precision(value) - _EPOCH) // _MS
+
+
+def _datetime(ms: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def _dumps(value: Any) -> str:
+    """JSON text of a stored value; Python's ``json`` keeps big integers and any key as they are."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _calls_text(calls: Sequence[ToolCallDocument]) -> str:
+    stored: list[dict[str, Any]] = []
+    for call in calls:
+        decision = call["decision"]
+        encoded: dict[str, Any] = dict(call)
+        if decision is not None:
+            encoded["decision"] = {**decision, "decidedAt": _ms(decision["decidedAt"])}
+        stored.append(encoded)
+    return _dumps(stored)
+
+
+def _calls(text: str) -> list[ToolCallDocument]:
+    calls = json.loads(text)
+    for call in calls:
+        decision = call["decision"]
+        if decision is not None:
+            decision["decidedAt"] = _datetime(decision["decidedAt"])
+    return cast(list[ToolCallDocument], calls)
+
+
+def _error_text(error: RunErrorDocument | None) -> str | None:
+    return None if error is None else _dumps({**error, "at": _ms(error["at"])})
+
+
+def _error(text: str | None) -> RunErrorDocument | None:
+    if text is None:
+        return None
+    error = json.loads(text)
+    error["at"] = _datetime(error["at"])
+    return cast(RunErrorDocument, error)
+
+
+def _run_row(doc: SnapshotDocument) -> tuple[Any, ...]:
+    claim = doc["claim"]
+    return (
+        doc["_id"],
+        doc["agentId"],
+        doc["threadId"],
+        doc["resourceId"],
+        doc["parentRunId"],
+        doc["status"],
+        _ms(doc["createdAt"]),
+        _ms(doc["suspendedAt"]),
+        _ms(doc["updatedAt"]),
+        _calls_text(doc["toolCalls"]),
+        doc["pendingCount"],
+        doc["version"],
+        None if claim is None else claim["by"],
+        None if claim is None else _ms(claim["until"]),
+        _error_text(doc["lastError"]),
+        doc["schemaVersion"],
+        doc["historyId"],
+    )
+
+
+def _snapshot(row: Row) -> SnapshotDocument:
+    claim: ClaimDocument | None = None if row[12] is None else {"by": row[12], "until": _datetime(row[13])}
+    return {
+        "_id": row[0],
+        "agentId": row[1],
+        "threadId": row[2],
+        "resourceId": row[3],
+        "parentRunId": row[4],
+        "status": row[5],
+        "createdAt": _datetime(row[6]),
+        "suspendedAt": _datetime(row[7]),
+        "updatedAt": _datetime(row[8]),
+        "toolCalls": _calls(row[9]),
+        "pendingCount": row[10],
+        "version": row[11],
+        "claim": claim,
+        "lastError": _error(row[14]),
+        "schemaVersion": row[15],
+        "historyId": row[16],
+    }
+
+
+def _event_row(event: EventDocument) -> tuple[Any, ...]:
+    scope = (_HAS_THREAD if "threadId" in event else 0) | (_HAS_RESOURCE if "resourceId" in event else 0)
+    return (
+        event["_id"],
+        event["agentId"],
+        event["runId"],
+        event.get("threadId"),
+        event.get("resourceId"),
+        scope,
+        event["type"],
+        _ms(event["at"]),
+        event["by"],
+        _dumps(event["data"]),
+    )
+
+
+def _event(row: Row) -> EventDocument:
+    event: EventDocument = {
+        "_id": row[0],
+        "runId": row[2],
+        "agentId": row[1],
+        "type": row[6],
+        "at": _datetime(row[7]),
+        "by": row[8],
+        "data": json.loads(row[9]),
+    }
+    if row[5] & _HAS_THREAD:
+        event["threadId"] = row[3]
+    if row[5] & _HAS_RESOURCE:
+        event["resourceId"] = row[4]
+    return event
+
+
+def _marks(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+def listing_where(agent_id: str, run_filter: RunFilter) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause and parameters of a listing: equality columns first, then the
+    inclusive ``created_at`` range (the same conditions as ``mongo.listing_query``)."""
+    f = normalized_filter(run_filter)
+    clauses: list[str] = ["agent_id = ?"]
+    params: list[Any] = [agent_id]
+    if f.thread_id is not None:
+        clauses.append("thread_id = ?")
+        params.append(f.thread_id)
+    if f.resource_id is not None:
+        clauses.append("resource_id = ?")
+        params.append(f.resource_id)
+    if f.resource_ids is not None:  # access restriction, inside the query so pages and counts respect it
+        allowed = sorted(f.resource_ids)
+        clauses.append(f"resource_id IN ({_marks(len(allowed))})" if allowed else "0")
+        params.extend(allowed)
+    if f.from_date is not None:
+        clauses.append("created_at >= ?")
+        params.append(_ms(f.from_date))
+    if f.to_date is not None:
+        clauses.append("created_at <= ?")
+        params.append(_ms(f.to_date))
+    return " AND ".join(clauses), params
+
+
+def _probe(path: Path) -> None:
+    """Open and close ``path`` with SQLite (raises ``sqlite3.Error`` when it cannot be opened)."""
+    sqlite3.connect(path).close()
+
+
+@contextmanager
+def _available(path: Path) -> Iterator[None]:
+    """Turn SQLite's operational errors (locked, full, I/O, corrupt) into ``StoreUnavailableError``."""
+    try:
+        yield
+    except sqlite3.IntegrityError:
+        raise
+    except sqlite3.DatabaseError as exc:
+        raise StoreUnavailableError(f"the SQLite database {path} failed: {exc}") from exc
+
+
+class SQLiteSnapshotStore:
+    """``SnapshotStore`` in one SQLite file (created if missing).
+
+    Args:
+        path: The database file; its directory must exist and be writable (SQLite creates the
+            ``-wal`` and ``-shm`` files next to it).
+        busy_timeout: Seconds a write waits for the write lock held by another process, and
+            before that for this process's writer connection; then ``StoreUnavailableError``.
+            Keep it below half ``RUNSGATE_SUBSCRIPTION_LOOKBACK`` (module docstring).
+        synchronous: ``FULL`` (every commit fsynced) or ``NORMAL`` (a power loss may lose the
+            last commits); see the module docstring.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        if busy_timeout < 0:
+            raise ValueError("busy_timeout must be >= 0")
+        self._path = Path(path)
+        self._busy_timeout = busy_timeout
+        self._synchronous = synchronous
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._write_lock = asyncio.Lock()
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    @property
+    def busy_timeout(self) -> float:
+        """Seconds a write waits for a lock before ``StoreUnavailableError``."""
+        return self._busy_timeout
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def _connect(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
+        try:
+            await conn.execute_fetchall(f"PRAGMA synchronous = {self._synchronous}")
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def open(self) -> None:
+        """Open the file (created if missing), switch it to WAL, create the tables, check the version.
+
+        Raises:
+            StoreUnavailableError: The file cannot be opened or written, is not a SQLite
+                database (it is left unchanged), or holds tables of something else than runsgate.
+            NewerSchemaError: The file was written by a newer runsgate.
+        """
+        await self.close()
+        try:
+            # A path SQLite cannot open at all fails here, not in aiosqlite.connect(), whose worker
+            # thread would outlive the failure and later call back into a closed event loop.
+            await asyncio.to_thread(_probe, self._path)
+            self._writer = await self._connect()
+            with _available(self._path):
+                await self._prepare(self._writer)
+                self._reader = await self._connect()
+                await self._reader.execute_fetchall("PRAGMA query_only = 1")
+        except sqlite3.Error as exc:  # connect() itself: a missing directory, a directory as path
+            await self.close()
+            raise StoreUnavailableError(self._open_problem(exc)) from exc
+        except StoreUnavailableError as exc:
+            await self.close()
+            cause = exc.__cause__
+            if isinstance(cause, sqlite3.Error):
+                raise StoreUnavailableError(self._open_problem(cause)) from cause
+            raise
+        except BaseException:
+            await self.close()
+            raise
+
+    def _open_problem(self, exc: sqlite3.Error) -> str:
+        if getattr(exc, "sqlite_errorname", "") in {"SQLITE_NOTADB", "SQLITE_CORRUPT"}:
+            return f"the SQLite database {self._path} is corrupt or not a SQLite database ({exc}); left unchanged"
+        return f"cannot open or write the SQLite database {self._path}: {exc}"
+
+    async def _prepare(self, conn: aiosqlite.Connection) -> None:
+        try:
+            await conn.execute("BEGIN IMMEDIATE")  # one process at a time creates the tables
+            found = await self._stored_version(conn)
+            if found is not None and found > SCHEMA_VERSION:
+                raise NewerSchemaError(found, SCHEMA_VERSION)
+            for statement in _TABLES.split(";"):
+                if statement.strip():
+                    await conn.execute(statement)
+            await conn.execute(
+                "INSERT OR IGNORE INTO runsgate_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+            await conn.execute("COMMIT")
+        except BaseException:
+            with suppress(sqlite3.Error):  # unconditional, as in _transaction
+                await conn.execute("ROLLBACK")
+            raise
+        # WAL outside the transaction (it cannot change inside one); it stays set in the file.
+        await conn.execute_fetchall("PRAGMA journal_mode = WAL")
+
+    async def _stored_version(self, conn: aiosqlite.Connection) -> int | None:
+        """The file's ``schema_version``, ``None`` for a new file; refuses a file of another program."""
+        tables = {row[0] for row in await conn.execute_fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "runsgate_meta" not in tables:
+            if tables - set(_TABLE_NAMES):
+                raise StoreUnavailableError(
+                    f"the SQLite database {self._path} holds other tables and no runsgate metadata: "
+                    "not a runsgate store (it was left unchanged)"
+                )
+            return None
+        rows = list(await conn.execute_fetchall("SELECT value FROM runsgate_meta WHERE key = 'schema_version'"))
+        return int(rows[0][0]) if rows else None
+
+    async def close(self) -> None:
+        """Close both connections (idempotent)."""
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                with suppress(sqlite3.Error):
+                    await conn.close()
+        self._reader = self._writer = None
+
+    async def ping(self) -> None:
+        with _available(self._path):
+            await self._read_conn.execute_fetchall("SELECT value FROM runsgate_meta WHERE key = 'schema_version'")
+
+    @property
+    def _read_conn(self) -> aiosqlite.Connection:
+        if self._reader is None:
+            raise RuntimeError("SQLiteSnapshotStore.open() was not called")
+        return self._reader
+
+    async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        with _available(self._path):
+            return list(await self._read_conn.execute_fetchall(sql, params))
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction on the writer connection: committed when the body
+        ends, rolled back when it raises. The wait for the connection and for the file's write
+        lock are each bounded by ``busy_timeout`` (then ``StoreUnavailableError``)."""
+        conn = self._writer
+        if conn is None:
+            raise RuntimeError("SQLiteSnapshotStore.open() was not called")
+        try:
+            async with asyncio.timeout(self._busy_timeout):
+                await self._write_lock.acquire()
+        except TimeoutError:
+            raise StoreUnavailableError(
+                f"the SQLite database {self._path} stayed busy in this process for {self._busy_timeout} s"
+            ) from None
+        try:
+            with _available(self._path):
+                try:
+                    await conn.execute("BEGIN IMMEDIATE")
+                    yield conn
+                    await conn.execute("COMMIT")
+                except BaseException:
+                    # Unconditional: a cancelled await leaves its statement queued on the
+                    # connection's thread (a BEGIN may still succeed there); the ROLLBACK is queued
+                    # after it, so no transaction outlives this block. Without one it just fails.
+                    with suppress(sqlite3.Error):
+                        await conn.execute("ROLLBACK")
+                    raise
+        finally:
+            self._write_lock.release()
+
+    # -- reading -------------------------------------------------------------------------------
+    async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        rows = await self._read(
+            f"SELECT {_COLUMNS} FROM run_snapshots WHERE run_id = ? AND agent_id = ?", (run_id, agent_id)
+        )
+        return _snapshot(rows[0]) if rows else None
+
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return []
+        rows = await self._read(f"SELECT {_COLUMNS} FROM run_snapshots WHERE run_id IN ({_marks(len(ids))})", ids)
+        return [_snapshot(row) for row in rows]
+
+    async def list_runs(
+        self,
+        agent_id: str,
+        run_filter: RunFilter,
+        *,
+        limit: int | None = None,
+        skip: int = 0,
+        after: SortKey | None = None,
+        before: SortKey | None = None,
+        from_end: bool = False,
+    ) -> list[SnapshotDocument]:
+        sql, params = self._listing_sql(agent_id, run_filter, limit=limit, skip=skip, after=after, before=before)
+        if from_end:
+            sql = sql.replace("created_at DESC, run_id DESC", "created_at ASC, run_id ASC")
+        rows = await self._read(sql, params)
+        docs = [_snapshot(row) for row in rows]
+        if from_end:
+            docs.reverse()
+        return docs
+
+    def _listing_sql(
+        self,
+        agent_id: str,
+        run_filter: RunFilter,
+        *,
+        limit: int | None,
+        skip: int = 0,
+        after: SortKey | None = None,
+        before: SortKey | None = None,
+        columns: str = _COLUMNS,
+    ) -> tuple[str, list[Any]]:
+        where, params = listing_where(agent_id, run_filter)
+        if after is not None:  # strictly after in listing order: older, or as old with a smaller id
+            where += " AND (created_at, run_id) < (?, ?)"
+            params += [_ms(after.created_at), after.run_id]
+        if before is not None:
+            where += " AND (created_at, run_id) > (?, ?)"
+            params += [_ms(before.created_at), before.run_id]
+        sql = f"SELECT {columns} FROM run_snapshots WHERE {where} ORDER BY created_at DESC, run_id DESC LIMIT ?"
+        params.append(-1 if limit is None else limit)
+        if skip:
+            sql += " OFFSET ?"
+            params.append(skip)
+        return sql, params
+
+    async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
+        where, params = listing_where(agent_id, run_filter)
+        rows = await self._read(f"SELECT count(*) FROM run_snapshots WHERE {where}", params)
+        return int(rows[0][0])
+
+    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+        rows = await self._read(
+            "SELECT h.data FROM run_snapshots AS s JOIN run_histories AS h ON h.history_id = s.history_id "
+            "WHERE s.run_id = ? AND s.agent_id = ?",
+            (run_id, agent_id),
+        )
+        if not rows:
+            return None
+        compressed: bytes = rows[0][0]
+        if len(compressed) >= LARGE_HISTORY_BYTES // 8:
+            return await asyncio.to_thread(zlib.decompress, compressed)
+        return zlib.decompress(compressed)
+
+    async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> list[str]:
+        """SQLite's query plan of a listing page, one line per step (``EXPLAIN QUERY PLAN``)."""
+        sql, params = self._listing_sql(agent_id, run_filter, limit=limit)
+        return [str(row[3]) for row in await self._read("EXPLAIN QUERY PLAN " + sql, params)]
+
+    # -- writing -------------------------------------------------------------------------------
+    @staticmethod
+    async def _compress(history: bytes) -> bytes:
+        if len(history) >= LARGE_HISTORY_BYTES:
+            return await asyncio.to_thread(zlib.compress, history, 6)
+        return zlib.compress(history, 6)
+
+    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+        await self.insert_many([(snapshot, history)])
+
+    async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        """Insert new runs and their histories in one transaction (all or none). A snapshot of a
+        ``schemaVersion`` above ``SCHEMA_VERSION`` raises the file's version, so this runsgate's
+        next ``open()`` refuses it (``NewerSchemaError``).
+
+        Raises:
+            DuplicateRunError: A run id is already stored or repeated (nothing inserted).
+            StoreUnavailableError: The database failed (nothing inserted).
+        """
+        if not snapshots:
+            return
+        newest = max(s["schemaVersion"] for s, _ in snapshots)
+        runs = [_run_row(s) for s, _ in snapshots]
+        histories = [(s["historyId"], s["_id"], await self._compress(h)) for s, h in snapshots]
+        try:
+            async with self._transaction() as conn:
+                await conn.executemany(
+                    "INSERT INTO run_histories (history_id, run_id, data) VALUES (?, ?, ?)", histories
+                )
+                await conn.executemany(_INSERT_RUN, runs)
+                if newest > SCHEMA_VERSION:  # the file now holds a newer document: an older runsgate must refuse it
+                    await conn.execute(
+                        "UPDATE runsgate_meta SET value = ? "
+                        "WHERE key = 'schema_version' AND CAST(value AS INTEGER) < ?",
+                        (str(newest), newest),
+                    )
+        except sqlite3.IntegrityError as exc:
+            ids = [s["_id"] for s, _ in snapshots]
+            raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}") from exc
+
+    async def _update_returning(self, sql: str, params: Sequence[Any]) -> SnapshotDocument | None:
+        async with self._transaction() as conn:
+            rows = list(await conn.execute_fetchall(f"{sql} RETURNING {_COLUMNS}", params))
+        return _snapshot(rows[0]) if rows else None
+
+    async def record_decision(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        decision: DecisionDocument,
+        now: datetime,
+    ) -> SnapshotDocument | None:
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    "SELECT tool_calls FROM run_snapshots WHERE run_id = ? AND agent_id = ? AND status = 'suspended'",
+                    (run_id, agent_id),
+                )
+            )
+            if not rows:
+                return None
+            calls = _calls(rows[0][0])
+            if not 0 <= index < len(calls):
+                return None
+            call = calls[index]
+            if call["toolCallId"] != tool_call_id or call["decision"] is not None:
+                return None
+            call["decision"] = decision
+            updated = list(
+                await conn.execute_fetchall(
+                    "UPDATE run_snapshots SET tool_calls = ?, pending_count = pending_count - 1, updated_at = ?, "
+                    f"version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
+                    (_calls_text(calls), _ms(now), run_id),
+                )
+            )
+        return _snapshot(updated[0])
+
+    async def claim(
+        self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
+    ) -> SnapshotDocument | None:
+        return await self._update_returning(
+            "UPDATE run_snapshots SET status = 'resuming', claim_by = ?, claim_until = ?, updated_at = ?, "
+            "version = version + 1 WHERE run_id = ? AND agent_id = ? AND ("
+            "(status = 'suspended' AND pending_count = 0) OR (status = 'resuming' AND claim_until < ?))",
+            (by, _ms(until), _ms(now), run_id, agent_id, _ms(now)),
+        )
+
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    f"UPDATE run_snapshots SET claim_until = ? WHERE {_HELD} RETURNING run_id",
+                    (_ms(until), run_id, agent_id, by),
+                )
+            )
+        return bool(rows)
+
+    async def replace_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        tool_calls: list[ToolCallDocument],
+        history: bytes,
+        history_id: str,
+        now: datetime,
+    ) -> SnapshotDocument | None:
+        pending = sum(1 for c in tool_calls if c["decision"] is None)
+        return await self._update_claimed_with_history(
+            agent_id,
+            run_id,
+            by,
+            "tool_calls = ?, pending_count = ?, status = 'suspended', claim_by = NULL, claim_until = NULL, "
+            "last_error = NULL, suspended_at = ?, updated_at = ?",
+            (_calls_text(tool_calls), pending, _ms(now), _ms(now)),
+            history,
+            history_id,
+        )
+
+    async def _update_claimed_with_history(
+        self,
+        agent_id: str,
+        run_id: str,
+        by: str,
+        assignments: str,
+        params: Sequence[Any],
+        history: bytes,
+        history_id: str,
+    ) -> SnapshotDocument | None:
+        """Set ``assignments`` and point the snapshot to a new history in one transaction, only
+        while ``by`` holds the claim; the old history is deleted in the same transaction."""
+        compressed = await self._compress(history)
+        async with self._transaction() as conn:
+            current = list(
+                await conn.execute_fetchall(
+                    f"SELECT history_id FROM run_snapshots WHERE {_HELD}", (run_id, agent_id, by)
+                )
+            )
+            if not current:
+                return None
+            await conn.execute(
+                "INSERT INTO run_histories (history_id, run_id, data) VALUES (?, ?, ?)",
+                (history_id, run_id, compressed),
+            )
+            rows = list(
+                await conn.execute_fetchall(
+                    f"UPDATE run_snapshots SET {assignments}, history_id = ?, version = version + 1 "
+                    f"WHERE run_id = ? RETURNING {_COLUMNS}",
+                    (*params, history_id, run_id),
+                )
+            )
+            await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (current[0][0],))
+        return _snapshot(rows[0])
+
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    f"DELETE FROM run_snapshots WHERE {_HELD} RETURNING history_id", (run_id, agent_id, by)
+                )
+            )
+            if rows:
+                await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (rows[0][0],))
+        return bool(rows)
+
+    async def release_claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        error: RunErrorDocument,
+        now: datetime,
+        history: bytes | None = None,
+        history_id: str | None = None,
+    ) -> SnapshotDocument | None:
+        assignments = "status = 'suspended', claim_by = NULL, claim_until = NULL, last_error = ?, updated_at = ?"
+        params = (_error_text(error), _ms(now))
+        if history is None:
+            return await self._update_returning(
+                f"UPDATE run_snapshots SET {assignments}, version = version + 1 WHERE {_HELD}",
+                (*params, run_id, agent_id, by),
+            )
+        if history_id is None:
+            raise ValueError("a new history needs a new history_id")
+        return await self._update_claimed_with_history(agent_id, run_id, by, assignments, params, history, history_id)
+
+    async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
+        rows = await self._read(
+            f"SELECT {_COLUMNS} FROM run_snapshots WHERE pending_count = 0 AND ("
+            "(status = 'resuming' AND claim_until < ?) "
+            "OR (status = 'suspended' AND last_error IS NULL AND updated_at < ?)) "
+            "ORDER BY updated_at, run_id LIMIT ?",
+            (_ms(now), _ms(idle_before), limit),
+        )
+        return [_snapshot(row) for row in rows]
+
+    # -- audit log -----------------------------------------------------------------------------
+    async def append_event(self, event: EventDocument) -> None:
+        row = _event_row(event)
+        async with self._transaction() as conn:
+            await conn.execute(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({_marks(10)})", row)
+
+    async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
+        return await self.list_events_of_runs(agent_id, [run_id])
+
+    async def list_events_of_runs(
+        self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return []
+        sql = f"SELECT {_EVENT_COLUMNS} FROM run_events WHERE agent_id = ? AND run_id IN ({_marks(len(ids))})"
+        params: list[Any] = [agent_id, *ids]
+        if resource_ids is not None:
+            allowed = sorted(resource_ids)
+            sql += f" AND resource_id IN ({_marks(len(allowed))})" if allowed else " AND 0"
+            params += allowed
+        rows = await self._read(sql + " ORDER BY at, event_id", params)
+        return [_event(row) for row in rows]
+
+    async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        sql = f"SELECT {_EVENT_COLUMNS} FROM run_events WHERE agent_id = ?"
+        params: list[Any] = [agent_id]
+        if after_event_id is not None:
+            sql += " AND event_id > ?"
+            params.append(after_event_id)
+        rows = await self._read(sql + " ORDER BY event_id LIMIT ?", [*params, limit])
+        return [_event(row) for row in rows]
+
+    # -- idempotency ---------------------------------------------------------------------------
+    async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    "SELECT key_id, fingerprint, result, created_at FROM idempotency_keys WHERE key_id = ?", (key_id,)
+                )
+            )
+            if not rows:
+                await conn.execute(
+                    "INSERT INTO idempotency_keys (key_id, fingerprint, result, created_at) VALUES (?, ?, NULL, ?)",
+                    (key_id, fingerprint, _ms(now)),
+                )
+                return None
+        row = rows[0]
+        return {
+            "_id": row[0],
+            "fingerprint": row[1],
+            "result": None if row[2] is None else json.loads(row[2]),
+            "createdAt": _datetime(row[3]),
+        }
+
+    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:
+        text = _dumps(result)
+        async with self._transaction() as conn:
+            await conn.execute("UPDATE idempotency_keys SET result = ? WHERE key_id = ?", (text, key_id))
+
+    async def release_idempotency_key(self, key_id: str) -> None:
+        async with self._transaction() as conn:
+            await conn.execute("DELETE FROM idempotency_keys WHERE key_id = ? AND result IS NULL", (key_id,))
+
+    # -- administration ------------------------------------------------------------------------
+    async def drop_all(self) -> None:
+        """Delete every run, history, event and idempotency key (tests and ``runsgate seed --reset``);
+        the tables and the schema version stay."""
+        async with self._transaction() as conn:
+            for table in ("run_snapshots", "run_histories", "run_events", "idempotency_keys"):
+                await conn.execute(f"DELETE FROM {table}")
+
+
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "LISTING_INDEXES", "SQLiteSnapshotStore", "listing_where"]

@@ -1,0 +1,327 @@
+"""What only the SQLite store has to show: its files, its locks, its faults (``storage/sqlite.py``).
+
+Every test works on a real SQLite file in its own ``tmp_path``; the lock and disk-full cases are
+made with a second real connection and SQLite's own page limit, not with mocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import EventFeed
+from runtime._journal import event_id
+from storage import (
+    SCHEMA_VERSION,
+    EventDocument,
+    NewerSchemaError,
+    RunFilter,
+    SQLiteSnapshotStore,
+    StoreUnavailableError,
+)
+from storage.sqlite import LISTING_INDEXES
+
+from .test_contract import T0, decision, snapshot, tool_call
+
+AGENT = "refund-agent"
+HUGE = 2**70 + 1
+"""An integer beyond 64 bits (BSON and orjson refuse it; JSON does not)."""
+
+
+@pytest.fixture
+async def sqlite(sqlite_path: Path) -> AsyncIterator[SQLiteSnapshotStore]:
+    store = SQLiteSnapshotStore(sqlite_path)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def odd_json() -> dict[str, Any]:
+    """Keys MongoDB treats as operators or paths, deep nesting, big integers, unicode."""
+    return {
+        "$x": HUGE,
+        "a.b": {"$gt": [-HUGE, 1.5, None, True, "ünï"]},
+        "nested": {"deeper": {"deepest": [[{"$ref": "x", "id.": -(2**64)}]]}},
+        "": "empty key",
+    }
+
+
+async def test_any_key_nesting_and_integers_beyond_64_bits_round_trip(
+    sqlite: SQLiteSnapshotStore, sqlite_path: Path
+) -> None:
+    call = tool_call("c1", approval=False)
+    call["args"] = odd_json()
+    call["suspendPayload"] = odd_json()
+    call["resumeSchema"] = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
+    run = snapshot("odd", calls=[call])
+    await sqlite.insert(run, b"[]")
+    resumed = {**decision("resumed"), "resumeData": odd_json(), "idempotencyKey": "k.$1"}
+    event: EventDocument = {
+        "_id": event_id(),
+        "runId": "odd",
+        "agentId": AGENT,
+        "type": "decision",
+        "at": T0,
+        "by": "alice",
+        "data": odd_json(),
+    }
+
+    # when a decision with such resume data is recorded, an event and an idempotent answer stored
+    decided = await sqlite.record_decision(AGENT, "odd", index=0, tool_call_id="c1", decision=resumed, now=T0)
+    await sqlite.append_event(event)
+    assert await sqlite.reserve_idempotency_key("key", "fp", T0) is None
+    await sqlite.complete_idempotency_key("key", {"outcome": odd_json()})
+
+    # then everything comes back unchanged, also through a new connection to the file
+    assert decided is not None
+    assert decided["toolCalls"][0]["args"] == odd_json()
+    assert decided["toolCalls"][0]["args"]["$x"] == HUGE
+    reopened = SQLiteSnapshotStore(sqlite_path)
+    await reopened.open()
+    try:
+        for store in (sqlite, reopened):
+            stored = await store.get(AGENT, "odd")
+            assert stored is not None
+            assert stored["toolCalls"][0]["args"] == odd_json()
+            assert stored["toolCalls"][0]["suspendPayload"] == odd_json()
+            assert stored["toolCalls"][0]["resumeSchema"] == call["resumeSchema"]
+            assert stored["toolCalls"][0]["decision"] == resumed
+            assert (await store.list_runs(AGENT, RunFilter(), limit=5)) == [stored]
+            assert await store.list_events(AGENT, "odd") == [event]
+            kept = await store.reserve_idempotency_key("key", "fp", T0)
+            assert kept is not None
+            assert kept["result"] == {"outcome": odd_json()}
+    finally:
+        await reopened.close()
+
+
+async def test_listing_walks_one_index_in_listing_order_for_each_filter(sqlite: SQLiteSnapshotStore) -> None:
+    filters = {
+        "runs_agent_created": RunFilter(),
+        "runs_agent_thread_created": RunFilter(thread_id="t1"),
+        "runs_agent_resource_created": RunFilter(resource_id="r1"),
+        "runs_agent_thread_resource_created": RunFilter(thread_id="t1", resource_id="r1"),
+    }
+    assert set(filters) == set(LISTING_INDEXES)
+
+    for index, run_filter in filters.items():
+        plan = await sqlite.explain_listing(AGENT, run_filter, 20)
+
+        assert len(plan) == 1, plan  # one index search, no temporary B-tree to sort
+        assert f"USING INDEX {index} " in plan[0], plan
+
+
+async def test_a_file_of_a_newer_schema_version_is_refused_and_left_unchanged(
+    sqlite: SQLiteSnapshotStore, sqlite_path: Path
+) -> None:
+    await sqlite.insert(snapshot("kept"), b"[]")
+    await sqlite.close()
+    with sqlite3.connect(sqlite_path) as db:
+        db.execute("UPDATE runsgate_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    db.close()
+
+    with pytest.raises(NewerSchemaError) as refused:
+        await SQLiteSnapshotStore(sqlite_path).open()
+
+    assert (refused.value.found, refused.value.known) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
+    assert "upgrade runsgate" in str(refused.value)
+    db = sqlite3.connect(sqlite_path)
+    try:
+        assert db.execute("SELECT value FROM runsgate_meta").fetchall() == [(str(SCHEMA_VERSION + 1),)]
+        assert db.execute("SELECT run_id FROM run_snapshots").fetchall() == [("kept",)]
+    finally:
+        db.close()
+
+
+async def test_a_corrupt_file_is_refused_naming_it_and_not_overwritten(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.db"
+    garbage = b"this is not a SQLite database, but it is somebody's file\n" * 200
+    path.write_bytes(garbage)
+
+    with pytest.raises(StoreUnavailableError) as refused:
+        await SQLiteSnapshotStore(path).open()
+
+    assert str(path) in str(refused.value)
+    assert "corrupt or not a SQLite database" in str(refused.value)
+    assert path.read_bytes() == garbage
+    assert not path.with_name("corrupt.db-wal").exists()  # no journal written next to it either
+
+
+async def test_a_database_of_another_program_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    db.close()
+
+    with pytest.raises(StoreUnavailableError, match="not a runsgate store") as refused:
+        await SQLiteSnapshotStore(path).open()
+
+    assert str(path) in str(refused.value)
+    db = sqlite3.connect(path)
+    try:
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["customers"]
+    finally:
+        db.close()
+
+
+async def test_a_path_that_cannot_be_created_is_refused_naming_it(tmp_path: Path) -> None:
+    not_a_directory = tmp_path / "a-file"
+    not_a_directory.write_text("x")
+    path = not_a_directory / "runsgate.db"
+
+    with pytest.raises(StoreUnavailableError) as refused:
+        await SQLiteSnapshotStore(path).open()
+
+    assert f"cannot open or write the SQLite database {path}" in str(refused.value)
+
+
+async def test_a_decision_waiting_for_a_lock_held_by_another_process_fails_and_writes_nothing(
+    sqlite_path: Path,
+) -> None:
+    store = SQLiteSnapshotStore(sqlite_path, busy_timeout=0.3)
+    await store.open()
+    blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+    try:
+        await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
+        before = await store.get(AGENT, "run")
+        blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+
+        # when a decision is recorded while the lock stays taken
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError, match="database is locked"):
+            await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        waited = time.monotonic() - started
+
+        # then it waited for the busy timeout, failed, and nothing of it was written
+        assert waited >= 0.3
+        blocker.execute("ROLLBACK")
+        assert await store.get(AGENT, "run") == before
+
+        # and once the lock is free the same decision is recorded
+        decided = await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        assert decided is not None
+        assert decided["pendingCount"] == 1
+    finally:
+        blocker.close()
+        await store.close()
+
+
+async def test_an_event_that_waited_for_the_lock_still_reaches_a_subscriber(sqlite_path: Path) -> None:
+    store = SQLiteSnapshotStore(sqlite_path)  # default busy timeout: 2 s, below half the 5 s lookback
+    await store.open()
+    feed = EventFeed(store, poll_interval=0.05, lookback=5.0)
+    blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+    try:
+        stream = feed.subscribe(AGENT)
+        waiting = asyncio.ensure_future(asyncio.wait_for(anext(stream), 10))
+        for _ in range(500):
+            if feed.polled_agents:
+                break
+            await asyncio.sleep(0.01)
+        blocker.execute("BEGIN IMMEDIATE")
+        asyncio.get_running_loop().call_later(1.0, blocker.execute, "ROLLBACK")
+        event: EventDocument = {
+            "_id": event_id(),  # made now, visible only after the lock is released a second later
+            "runId": "run",
+            "agentId": AGENT,
+            "type": "started",
+            "at": T0,
+            "by": None,
+            "data": {},
+        }
+
+        started = time.monotonic()
+        await store.append_event(event)
+
+        assert time.monotonic() - started >= 0.9  # it did wait for the lock
+        assert await waiting == event
+        await stream.aclose()
+    finally:
+        await feed.close()
+        blocker.close()
+        await store.close()
+
+
+async def test_a_full_disk_during_a_decision_records_nothing(sqlite: SQLiteSnapshotStore) -> None:
+    await sqlite.insert(snapshot("run"), b"[]")
+    before = await sqlite.get(AGENT, "run")
+    writer = sqlite._writer  # the store's own connection: SQLite's page limit stands for a full disk
+    assert writer is not None
+    pages = (await writer.execute_fetchall("PRAGMA page_count"))[0][0]
+    await writer.execute_fetchall(f"PRAGMA max_page_count = {pages}")
+    big = {**decision("resumed"), "resumeData": "x" * 1_000_000}
+
+    with pytest.raises(StoreUnavailableError, match="full"):
+        await sqlite.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=big, now=T0)
+
+    assert await sqlite.get(AGENT, "run") == before
+    assert await sqlite.list_runs(AGENT, RunFilter()) == [before]
+
+
+async def test_two_connections_deciding_two_calls_of_one_run_at_once_keep_both(sqlite_path: Path) -> None:
+    """Two stores on one file (two connections, as two processes would have) race on one run."""
+    first, second = SQLiteSnapshotStore(sqlite_path), SQLiteSnapshotStore(sqlite_path)
+    await first.open()
+    await second.open()
+    try:
+        for round_ in range(10):
+            run_id = f"race-{round_}"
+            await first.insert(snapshot(run_id, calls=[tool_call("c1"), tool_call("c2")]), b"[]")
+
+            results = await asyncio.gather(
+                first.record_decision(AGENT, run_id, index=0, tool_call_id="c1", decision=decision(), now=T0),
+                second.record_decision(
+                    AGENT, run_id, index=1, tool_call_id="c2", decision=decision("declined"), now=T0
+                ),
+            )
+
+            stored = await second.get(AGENT, run_id)
+            assert all(r is not None for r in results)
+            assert stored is not None
+            assert [c["decision"] for c in stored["toolCalls"]] == [decision(), decision("declined")]
+            assert (stored["pendingCount"], stored["version"]) == (0, 3)
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_history_of_20_mb_is_stored_apart_and_read_back(sqlite: SQLiteSnapshotStore) -> None:
+    history = bytes(range(256)) * (20 * 1024 * 1024 // 256)
+    await sqlite.insert(snapshot("big"), history)
+
+    assert await sqlite.load_history(AGENT, "big") == history
+    assert [d["_id"] for d in await sqlite.list_runs(AGENT, RunFilter())] == ["big"]
+
+
+async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_transaction_behind(sqlite_path: Path) -> None:
+    store = SQLiteSnapshotStore(sqlite_path, busy_timeout=1.0)
+    await store.open()
+    blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+    try:
+        await store.insert(snapshot("run"), b"[]")
+        blocker.execute("BEGIN IMMEDIATE")
+        asyncio.get_running_loop().call_later(0.2, blocker.execute, "ROLLBACK")
+
+        # when a decision waiting for the lock is cancelled (a client went away)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        await asyncio.sleep(0.3)
+
+        # then the store's connection holds no transaction: another process can write, and so can it
+        blocker.execute("BEGIN IMMEDIATE")
+        blocker.execute("ROLLBACK")
+        decided = await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        assert decided is not None
+    finally:
+        blocker.close()
+        await store.close()

@@ -17,7 +17,6 @@ and rewrites the page's URLs, so the explorer works with no internet access. The
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
 from resolvers import Context
-from resolvers.prepared import well_formed
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 """The GraphQL over HTTP spec's own media type for responses."""
@@ -165,67 +163,16 @@ class GraphQLView(GraphQL[Context, None]):
         return await super().parse_http_body(request)
 
     async def run_prepared(self, request: Request) -> Response | None:
-        """Serve a ``POST`` of a prepared query operation (``resolvers.prepared``) without
-        Strawberry's request parsing; None, having changed nothing, for any other request.
-
-        The request qualifies when its ``Content-Type`` is ``application/json`` (parameters
-        allowed), it asks for no streaming transport, and its body is one JSON object whose
-        ``query`` and ``operationName`` name a prepared operation, with ``variables`` and
-        ``extensions`` objects or absent (GraphQL over HTTP, "Request Parameters"). It is then
-        served as Strawberry's ``run`` serves it: the same ``get_root_value``, sub-response,
-        ``get_context``, ``execute_single``, ``process_result`` and ``create_response``, in the
-        same order, so the response is the same; only the content-type parsing, the body's
-        shape checks and the checks for streamed results are skipped (bench/RESULTS.md,
-        "Root plans and prepared requests"). Anything else returns None and Strawberry's ``run`` serves the
-        request, reading the body Starlette kept.
-        """
-        prepared = getattr(self.schema, "prepared_operations", None)
-        if prepared is None or request.method != "POST":
+        """The fast path's response to a prepared query (``resolvers.fastpath.http``), when the
+        schema has one (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any
+        other request, which Strawberry's ``run`` then serves."""
+        serve = getattr(self.schema, "run_prepared", None)
+        if serve is None:
             return None
-        content_type = request.headers.get("content-type")
-        if content_type is None or content_type.split(";", 1)[0].strip() != JSON:
-            return None
-        if self._get_stream_transport_from_headers(request.headers) is not None:
-            return None
-        try:
-            data = self.decode_json(await request.body())
-        except json.JSONDecodeError:
-            return None
-        if type(data) is not dict:
-            return None
-        query = data.get("query")
-        operation_name = data.get("operationName")
-        variables = data.get("variables")
-        extensions = data.get("extensions")
-        if (
-            not isinstance(query, str)
-            or not well_formed(operation_name, variables, extensions)
-            or prepared.get(query, operation_name) is None
-        ):
-            return None
-        root_value = await self.get_root_value(request)  # type: ignore[func-returns-value]  # as Strawberry's run
-        request_adapter = self.request_adapter_class(request)
-        sub_response = await self.get_sub_response(request)
-        context = await self.get_context(request, response=sub_response)
-        result = await self.execute_single(
-            request=request,
-            request_adapter=request_adapter,
-            sub_response=sub_response,
-            context=context,
-            root_value=root_value,
-            request_data=GraphQLRequestData(
-                query=query,
-                variables=variables,
-                operation_name=operation_name,
-                extensions=extensions,
-                protocol="http",
-            ),
-        )
-        response_data = await self.process_result(request, result)
-        if result.errors:
-            self._handle_errors(result.errors, response_data)
-        self.prepared_requests += 1
-        return self.create_response(response_data=response_data, sub_response=sub_response)
+        response: Response | None = await serve(self, request)
+        if response is not None:
+            self.prepared_requests += 1
+        return response
 
     async def render_graphql_ide(self, request: Request) -> HTMLResponse:
         """Strawberry's GraphiQL page, loading its files from ``GRAPHIQL_ASSETS_PATH``."""

@@ -69,7 +69,7 @@ from strawberry.types.execution import ExecutionContext, ExecutionResult
 from strawberry.types.field import StrawberryField
 from strawberry.types.scalar import ScalarDefinition
 
-from resolvers.compiled import CompiledExecutor
+from resolvers.fastpath.compiled import CompiledExecutor
 from resolvers.metrics import COMPILED, COMPILED_FALLBACK
 from resolvers.scalars import DateTime  # runsgate's: its serializer raises on anything but a datetime
 

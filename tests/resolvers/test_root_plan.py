@@ -1,4 +1,4 @@
-"""``resolvers.root_plan``: which prepared operations get a root plan, and that a plan answers as
+"""``resolvers.fastpath.root_plan``: which prepared operations get a root plan, and that a plan answers as
 graphql-core's executor does, or hands the request back to it.
 
 The whole app's answers are compared with a standard app's in
@@ -14,8 +14,8 @@ import strawberry
 from graphql import DocumentNode, ExecutionResult, execute, parse
 from strawberry.execution.is_awaitable import optimized_is_awaitable
 
-from resolvers.compiled import CompiledExecutor
-from resolvers.root_plan import plan_root, run_root_plan
+from resolvers.fastpath.compiled import CompiledExecutor
+from resolvers.fastpath.root_plan import plan_root, run_root_plan
 from resolvers.schema import build_schema
 
 

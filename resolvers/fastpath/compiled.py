@@ -16,7 +16,7 @@ every collected field is
 - ``__typename``, or
 - a Strawberry *basic* field (``StrawberryField.is_basic_field``: no resolver, no field
   extension, hence no permission class; and no exception handler, so Strawberry resolves it with
-  its attribute-reading ``_get_basic_result``) with no arguments, whose type is a scalar, an
+  its attribute-reading resolver, ``internals.is_basic_resolver``) with no arguments, whose type is a scalar, an
   enum, an object type whose own selection qualifies, or a list or non-null of those (no
   interface or union),
 
@@ -79,7 +79,8 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import CustomGraphQLEnumType, GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
 
-from .metrics import COMPILED, COMPILED_FALLBACK
+from ..metrics import COMPILED, COMPILED_FALLBACK
+from .internals import is_basic_resolver
 
 ObjectSerializer = Callable[[Any], dict[str, Any]]
 """Completes one object value (already checked by graphql-core) into its response dict; raises
@@ -450,7 +451,7 @@ def compiled_object(
     """The compiled object that ``CompiledExecutor`` keeps for ``object_type`` selected by the
     field ``nodes`` of ``operation`` under these coerced ``variables`` and awaitable check (under
     the executor's own key, ``_shared_key``); None when there is none yet, or the selection does
-    not qualify. ``resolvers.root_plan`` completes a root field with it."""
+    not qualify. ``resolvers.fastpath.root_plan`` completes a root field with it."""
     key = _shared_key(object_type, nodes, _directive_values(operation, fragments, variables), is_awaitable)
     with _LOCK:
         cached = _SHARED.get(key)
@@ -471,16 +472,9 @@ def _basic_field(field_def: GraphQLField) -> StrawberryField | None:
     """The ``StrawberryField`` behind ``field_def`` when Strawberry resolves it as a basic field: a
     ``StrawberryField`` with no resolver, no field extension (permission classes are one) and no
     exception handler, whose resolver reads the attribute and ignores ``info``
-    (``GraphQLCoreConverter.from_resolver``'s ``_get_basic_result``). Strawberry marks its full
-    resolver ``_is_default`` too when there is no base resolver, so the mark alone is not enough;
-    a Strawberry version naming it otherwise only turns compilation off."""
+    (``resolvers.fastpath.internals.is_basic_resolver``)."""
     field = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-    if (
-        isinstance(field, StrawberryField)
-        and field.is_basic_field
-        and getattr(field_def.resolve, "_is_default", False) is True
-        and getattr(field_def.resolve, "__name__", None) == "_get_basic_result"
-    ):
+    if isinstance(field, StrawberryField) and field.is_basic_field and is_basic_resolver(field_def.resolve):
         return field
     return None
 

@@ -63,13 +63,13 @@ _found: dict[str, Any] = {}
 
 
 def _resolve() -> list[str]:
-    """Look the private classes and functions up again; the names not found."""
+    """Look the private classes and functions up again; the names not found (what was found
+    before is kept: ``install`` uses none of it when anything is missing)."""
     problems: list[str] = []
     for key, (module, name) in (("info", _RESOLVE_INFO_CLASS), ("executor_kwargs", _EXECUTOR_KWARGS)):
         try:
             _found[key] = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError):
-            _found.pop(key, None)
             problems.append(f"{module}.{name}")
     return problems
 

@@ -17,6 +17,8 @@ and rewrites the page's URLs, so the explorer works with no internet access. The
 
 from __future__ import annotations
 
+import json
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,29 @@ JSON = "application/json"
 NOT_AN_OBJECT = "The request body must be a JSON object, or a list of them for a batch."
 """The 400 answer to a JSON body of another kind (a string, a number, null), or to a batch
 item that is not an object."""
+
+
+_DECODED: ContextVar[tuple[object, object, json.JSONDecodeError | None] | None] = ContextVar(
+    "runsgate_decoded_body", default=None
+)
+"""The last body ``GraphQLView.parse_json`` decoded in this task, its value and its error."""
+
+
+def request_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the types of a request's parameters (GraphQL over HTTP, "Request
+    Parameters": ``query`` and ``operationName`` strings, ``variables`` and ``extensions``
+    objects; each may be null or absent), or None. The messages are Strawberry's."""
+    for name, kind, expected in (
+        ("query", str, "a string"),
+        ("operationName", str, "a string"),
+        ("variables", dict, "an object"),
+        ("extensions", dict, "an object"),
+    ):
+        value = data.get(name)
+        if value is not None and not isinstance(value, kind):
+            return f"The GraphQL operation's `{name}` must be {expected} or null, if provided."
+    return None
+
 
 GRAPHIQL_CDN = "https://unpkg.com/"
 GRAPHIQL_ASSETS_DIR = Path(__file__).resolve().parent / "static" / "graphiql"
@@ -139,27 +164,55 @@ class GraphQLView(GraphQL[Context, None]):
                     response.status_code = 400
         return response
 
+    def parse_json(self, data: str | bytes) -> Any:
+        """Strawberry's ``parse_json`` (``decode_json``; 400 for a body that is not JSON), decoding
+        each request body once: the fast path (``run_prepared``), the shape checks of
+        ``parse_http_body`` and Strawberry's own parsing all ask for the same body object, and
+        get the value (or the error) of its first decoding in this task."""
+        known = _DECODED.get()
+        if known is None or known[0] is not data:
+            try:
+                known = (data, self.decode_json(data), None)
+            except json.JSONDecodeError as error:
+                known = (data, None, error)
+            _DECODED.set(known)
+        if known[2] is not None:
+            raise HTTPException(400, "Unable to parse request body as JSON") from known[2]
+        return known[1]
+
     async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> GraphQLRequestData | list[GraphQLRequestData]:
-        """Strawberry's parsing, refusing a JSON body that is neither an object nor a list (a batch).
+        """Strawberry's parsing, after checking the shape of a JSON body and of each batch item.
 
         Raises:
             HTTPException: 400 for a body such as ``"query"`` or ``5``, or a batch item such as
-                ``[5]``, which Strawberry's own parsing answers with a 500 (it calls ``.get`` on
-                them), and whatever Strawberry's parsing raises.
+                ``[5]`` (``NOT_AN_OBJECT``), which Strawberry's own parsing answers with a 500;
+                400 naming the field (``request_problem``) for a request or batch item whose
+                ``query``, ``operationName``, ``variables`` or ``extensions`` has the wrong type
+                (Strawberry checks a single request's ``query``, ``variables`` and
+                ``extensions`` with the same messages, and no batch item); and whatever
+                Strawberry's parsing raises.
         """
         if request.method == "POST":
             content_type, _ = parse_content_type(request.content_type or "")
             if JSON in content_type:  # Strawberry's own test for a JSON body
                 data = self.parse_json(await request.get_body())
                 batching = self.schema.config.batching_config
-                if not isinstance(data, dict | list) or (
+                problem = None
+                if isinstance(data, dict):
+                    problem = request_problem(data)
+                elif not isinstance(data, list):
+                    problem = NOT_AN_OBJECT
+                elif batching is not None and len(data) <= batching["max_operations"]:
                     # a batch's items, once Strawberry's own batch checks (enabled, size) passed
-                    isinstance(data, list)
-                    and batching is not None
-                    and len(data) <= batching["max_operations"]
-                    and not all(isinstance(item, dict) for item in data)
-                ):
-                    raise HTTPException(400, NOT_AN_OBJECT)
+                    for index, item in enumerate(data):
+                        item_problem = request_problem(item) if isinstance(item, dict) else NOT_AN_OBJECT
+                        if item_problem is not None:
+                            problem = (
+                                item_problem if item_problem is NOT_AN_OBJECT else f"Batch item {index}: {item_problem}"
+                            )
+                            break
+                if problem is not None:
+                    raise HTTPException(400, problem)
         return await super().parse_http_body(request)
 
     async def run_prepared(self, request: Request) -> Response | None:

@@ -85,18 +85,6 @@ def _run_prepared() -> list[Patch]:
     return [(PreparedSchema, "run_prepared", standard)]
 
 
-def _enum_dict() -> list[Patch]:
-    from resolvers.fastpath import compiled
-
-    return [(compiled, "_inert_enum", lambda cls: False)]
-
-
-def _accept_cache() -> list[Patch]:
-    from server import graphql_view
-
-    return [(graphql_view, "preferred_media_type", graphql_view._media_type)]
-
-
 def _from_fields() -> list[Patch]:
     from resolvers import types
 
@@ -127,8 +115,6 @@ PIECES = [
     Piece("prepared operations (and root plans, run_prepared)", _prepared_operations),
     Piece("root plans", _root_plans),
     Piece("the view's run_prepared", _run_prepared),
-    Piece("enum dict of compiled completion", _enum_dict),
-    Piece("Accept-negotiation cache", _accept_cache),
     Piece("from_fields", _from_fields),
     Piece("stored value -> enum dicts", _stored_enums),
     Piece("from_fields, standard path", _from_fields, compiled=False),

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from contextvars import ContextVar
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -78,21 +77,8 @@ def preferred_media_type(accept: str | None) -> str:
     ``application/graphql-response+json`` only when the client names it, with a quality at
     least that of ``application/json`` (whether named, or matched by ``application/*`` or
     ``*/*``); otherwise ``application/json``, which is also the answer to a missing header or
-    one that accepts neither (the spec allows answering with JSON rather than 406). Answers for
-    headers of up to 256 characters are cached (256 headers kept): clients send the same few.
+    one that accepts neither (the spec allows answering with JSON rather than 406).
     """
-    if accept is not None and len(accept) <= 256:
-        return _cached_media_type(accept)
-    return _media_type(accept)
-
-
-@lru_cache(maxsize=256)
-def _cached_media_type(accept: str) -> str:
-    return _media_type(accept)
-
-
-def _media_type(accept: str | None) -> str:
-    """``preferred_media_type``, uncached."""
     quality = {GRAPHQL_RESPONSE_JSON: -1.0, JSON: -1.0, "application/*": -1.0, "*/*": -1.0}
     for part in (accept or "").split(","):
         media_type, *params = (p.strip() for p in part.split(";"))

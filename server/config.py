@@ -79,9 +79,9 @@ class Settings(SecuritySettings):
     """Memory store only: distinct thread ids of the seeded runs."""
     compiled_execution: bool = True
     """Complete query results whose selected fields are plain attributes with compiled serializers
-    instead of graphql-core's per-field execution (``resolvers/compiled.py``), and run a query
+    instead of graphql-core's per-field execution (``resolvers/fastpath/compiled.py``), and run a query
     document that executed before as a prepared operation, without Strawberry's parse, validation
-    and extension steps (``resolvers/prepared.py``; off while tracing is on). Same responses; a
+    and extension steps (``resolvers/fastpath/prepared.py``; off while tracing is on). Same responses; a
     page of 20 runs costs 2.8 times less CPU (bench/RESULTS.md). ``false`` takes Strawberry's
     pipeline for every request and executes every field through graphql-core."""
     bench_endpoints: bool = False

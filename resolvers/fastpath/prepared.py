@@ -134,7 +134,7 @@ class PreparedOperations:
     ) -> None:
         """Keep a query operation that reached execution (parsed, validated, allowed), asked
         for as ``operation_name`` and executed by Strawberry under ``executed_name``; with
-        ``schema``, also its root plan (``resolvers.root_plan.plan_root``)."""
+        ``schema``, also its root plan (``resolvers.fastpath.root_plan.plan_root``)."""
         root = None if schema is None else plan_root(schema, document, executed_name)
         entry = PreparedOperation(document, executed_name, operation_metrics(document, executed_name), root)
         with self._lock:

@@ -411,7 +411,7 @@ async def test_the_view_serves_prepared_requests_as_strawberry_does(
 
 
 async def test_a_root_plan_calls_the_resolver_once_even_when_it_fails(app: Starlette, http: httpx.AsyncClient) -> None:
-    # given a prepared listing answered by its root plan (resolvers/root_plan.py)
+    # given a prepared listing answered by its root plan (resolvers/fastpath/root_plan.py)
     await _listing(http, first=1)
     prepared = _prepared(app)
     planned = prepared.planned

@@ -52,7 +52,7 @@ def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_p
         # given a suspended run stored before the outage
         run = _post(server, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["data"]["startRun"]["run"]
         call_id = run["toolCalls"][0]["toolCallId"]
-        # and listed once: the listing is now a prepared operation (resolvers/prepared.py)
+        # and listed once: the listing is now a prepared operation (resolvers/fastpath/prepared.py)
         assert "errors" not in _post(server, SUSPENDED_RUNS, agentId=REFUND)
 
         # when the store goes down

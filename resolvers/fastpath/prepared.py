@@ -33,12 +33,12 @@ Variables are coerced, and every resolver runs, on each request, as before (once
 a root plan hands a request back after its resolver ran, ``resolvers.fastpath.root_plan``). Mutations
 and subscriptions are never prepared. These take the standard path, which answers them as
 before: a request whose operation type is not allowed (a query where a view allows only
-mutations), and one whose parts have the wrong types (a list as ``operationName``; in a batch,
-which Strawberry does not type-check, a list as ``query`` or ``variables``). So does any
+mutations), and one whose parts have the wrong types (a list as ``operationName``; over HTTP the
+view answers those with a 400 first, ``server.graphql_view.request_problem``). So does any
 unexpected exception raised by the fast path: it is logged with its traceback and the whole
 request is executed again, resolvers included, by the standard path, before anything was answered.
 
-``build_schema`` prepares operations only when every extension is one whose effect is covered
+``resolvers.fastpath.install`` prepares operations only when every extension is one whose effect is covered
 here: the parser and validation caches, ``AddValidationRules`` (and ``DisableIntrospection``),
 ``MaxTokensLimiter``, ``ErrorMasking`` and ``OperationMetrics``. Any other extension (the
 OpenTelemetry tracing extension) turns preparation off. ``RUNSGATE_COMPILED_EXECUTION=false``
@@ -237,9 +237,9 @@ async def execute_prepared(
 
 def well_formed(operation_name: object, variables: object, extensions: object) -> bool:
     """Whether a request's ``operationName``, ``variables`` and ``extensions`` have the types of
-    the GraphQL-over-HTTP spec ("Request Parameters": a string, objects, or absent). Strawberry
-    checks them for single requests, not for the items of a batch; a request failing this goes
-    to Strawberry's pipeline, which answers it as a request error."""
+    the GraphQL-over-HTTP spec ("Request Parameters": a string, objects, or absent). The HTTP
+    view refuses other requests before this (400); a direct call of ``Schema.execute`` failing
+    this goes to Strawberry's pipeline, which answers it as a request error."""
     return (
         (operation_name is None or isinstance(operation_name, str))
         and (variables is None or isinstance(variables, dict))

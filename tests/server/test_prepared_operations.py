@@ -292,7 +292,7 @@ MALFORMED = [
 
 @pytest.mark.parametrize("body", MALFORMED, ids=lambda body: json.dumps(body)[:60])
 async def test_parts_of_the_wrong_type_get_the_standard_answer(body: object, caplog: pytest.LogCaptureFixture) -> None:
-    # Strawberry checks the types of a single request's parts, not those of a batch's items:
+    # the view answers each with a 400 naming the part (test_request_body.py), on both paths:
     # neither may reach the prepared operations' cache (a list is not hashable) or graphql-core
     # (variables that are not a dict)
     answers: dict[bool, list[tuple[int, bytes]]] = {}

@@ -14,19 +14,16 @@ unexpected faults are logged at ERROR with their traceback where they are masked
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 import strawberry
 from graphql import GraphQLError
 from strawberry.federation.schema import FederationAny
-from strawberry.types import ExecutionContext, ExecutionResult, Info
-from strawberry.types.graphql import OperationType
+from strawberry.types import ExecutionContext, Info
 
 from storage import StoreUnavailableError
 
 from .errors import QueryArgumentError
-from .prepared import PreparedOperations, execute_prepared, well_formed
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -35,58 +32,8 @@ ENTITY_KEYS = {"SuspendedRun": "runId", "Agent": "id"}
 
 
 class FederationSchema(strawberry.federation.Schema):
-    """``strawberry.federation.Schema`` whose ``_entities`` refuses malformed representations,
-    and which runs prepared query operations directly when given ``prepared_operations``."""
-
-    prepared_operations: PreparedOperations | None = None
-    """Set by ``resolvers.schema.build_schema`` (``resolvers.prepared``); None: every request
-    takes Strawberry's standard path."""
-
-    async def execute(
-        self,
-        query: str | None,
-        variable_values: dict[str, Any] | None = None,
-        context_value: Any | None = None,
-        root_value: Any | None = None,
-        operation_name: str | None = None,
-        allowed_operation_types: Iterable[OperationType] | None = None,
-        operation_extensions: dict[str, Any] | None = None,
-    ) -> ExecutionResult:
-        """Strawberry's ``Schema.execute``; a prepared query operation skips parsing, validation
-        and the extension hooks (``resolvers.prepared``), with the same result."""
-        prepared = self.prepared_operations
-        entry = (
-            prepared.get(query, operation_name)
-            if prepared is not None
-            and isinstance(query, str)
-            and well_formed(operation_name, variable_values, operation_extensions)
-            else None
-        )
-        if entry is not None and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types):
-            assert prepared is not None
-            prepared.executed += 1
-            try:
-                return await execute_prepared(
-                    self,
-                    entry,
-                    variable_values=variable_values,
-                    context_value=context_value,
-                    root_value=root_value,
-                    operation_extensions=operation_extensions,
-                    mask_errors=prepared.mask_errors,
-                    planned=prepared.count_planned,
-                )
-            except Exception:
-                logger.exception("prepared operation failed; running it again through Strawberry's pipeline")
-        return await super().execute(
-            query,
-            variable_values=variable_values,
-            context_value=context_value,
-            root_value=root_value,
-            operation_name=operation_name,
-            allowed_operation_types=allowed_operation_types,
-            operation_extensions=operation_extensions,
-        )
+    """``strawberry.federation.Schema`` whose ``_entities`` refuses malformed representations
+    (the fast path's schema, ``resolvers.fastpath.schema.PreparedSchema``, extends it)."""
 
     def entities_resolver(self, info: Info, representations: list[FederationAny]) -> list[FederationAny]:
         """Check every representation, then resolve them (Strawberry's resolver).

@@ -59,7 +59,7 @@ DECISIONS = Counter(
 
 COMPILED_COMPLETIONS = Counter(
     "runsgate_graphql_compiled_completions",
-    "Objects of query results that a compiled serializer tried to complete (resolvers/compiled.py): "
+    "Objects of query results that a compiled serializer tried to complete (resolvers/fastpath/compiled.py): "
     "outcome `compiled`, or `fallback` when graphql-core completed them instead.",
     ["outcome"],
 )

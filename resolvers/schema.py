@@ -7,24 +7,21 @@ resolvers.schema:schema``); a test fails when it is stale.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
-from graphql import GraphQLError, GraphQLSchema
-from graphql.language import DocumentNode
-from strawberry.extensions import ParserCache, SchemaExtension
+from graphql import GraphQLError
+from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.schema.config import StrawberryConfig
 
 from .access import AccessDenied
 from .agents import Agent
-from .compiled import CompiledExecutor
 from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
 from .federation import FederationSchema
 from .metrics import OperationMetrics
 from .mutations import Mutation
-from .prepared import PreparedOperations, all_covered
 from .queries import Query
 from .scalars import DateTime
 from .subscriptions import Subscription
@@ -32,49 +29,8 @@ from .types import SuspendedRun
 
 logger = logging.getLogger("runsgate.graphql")
 
-
-class _ByIdentity:
-    """A hashable stand-in for an object, equal only to itself (``is``); it keeps the object alive."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _ByIdentity) and other.value is self.value
-
-
-@lru_cache(maxsize=256)
-def _validate(schema: GraphQLSchema, document: _ByIdentity, rules: tuple[Any, ...]) -> list[GraphQLError]:
-    from strawberry.schema.schema import validate_document
-
-    return validate_document(schema, document.value, rules)  # type: ignore[arg-type]
-
-
-class DocumentValidationCache(SchemaExtension):
-    """Strawberry's ``ValidationCache`` (an LRU of 256 validated documents), keyed by the parsed
-    document's identity.
-
-    ``ParserCache`` returns the same ``DocumentNode`` for the same query text, and Strawberry's
-    cache then looks it up by its hash, which graphql-core computes by walking the whole
-    document on every request (about 100 calls for the benchmark's page query, 4% of its CPU
-    time). The same document object is the same document, so its identity is the key here; a
-    document parsed anew (no ``ParserCache``) is a miss, as a new text would be. Same results
-    as ``ValidationCache``: ``tests/server/test_validation_cache.py``.
-    """
-
-    def on_validate(self) -> Iterator[None]:
-        context = self.execution_context
-        document = context.graphql_document
-        assert isinstance(document, DocumentNode)  # parsed before validation
-        context.pre_execution_errors = _validate(
-            context.schema._schema, _ByIdentity(document), tuple(context.validation_rules)
-        )
-        yield
+CACHE_SIZE = 256
+"""Documents kept by the parser cache and the validation cache (Strawberry's LRUs)."""
 
 
 def should_mask_error(error: GraphQLError) -> bool:
@@ -107,38 +63,38 @@ def build_schema(
         max_batch: Operations allowed in one batched HTTP request; 0 turns batching off.
         extra_extensions: Extensions added after runsgate's own, e.g. the OpenTelemetry
             extension when tracing is configured (``server.tracing``).
-        compiled_execution: Complete qualifying objects of query results with compiled
-            serializers (``resolvers.compiled.CompiledExecutor``), and run query documents seen
-            before as prepared operations (``resolvers.prepared``; only when every extension is
-            one it covers); same responses. False runs every request through Strawberry's
-            pipeline and every field through graphql-core's executor.
+        compiled_execution: Install the fast path (``resolvers.fastpath.install``): compiled
+            serializers, prepared operations (only when every extension is one they cover) and
+            root plans; same responses. False runs every request through Strawberry's pipeline
+            and every field through graphql-core's executor, and never imports
+            ``resolvers.fastpath``.
     """
     masking = partial(ErrorMasking, should_mask_error=should_mask_error)
-    prepared = PreparedOperations(masking()._process_errors) if compiled_execution else None
     factories: list[Callable[[], SchemaExtension]] = [
         masking,
         *extensions,
-        partial(ParserCache, maxsize=256),
-        DocumentValidationCache,
+        partial(ParserCache, maxsize=CACHE_SIZE),
+        partial(ValidationCache, maxsize=CACHE_SIZE),
         OperationMetrics,
         *extra_extensions,
     ]
-    if prepared is not None and not all_covered(factories):
-        prepared = None  # an extension whose effect a prepared operation would skip
-    built = FederationSchema(
-        query=Query,
-        mutation=Mutation,
-        subscription=Subscription,
-        types=[SuspendedRun, Agent, *USER_ERROR_TYPES],
-        execution_context_class=CompiledExecutor if compiled_execution else None,
-        config=StrawberryConfig(
+    options: dict[str, Any] = {
+        "query": Query,
+        "mutation": Mutation,
+        "subscription": Subscription,
+        "types": [SuspendedRun, Agent, *USER_ERROR_TYPES],
+        "config": StrawberryConfig(
             scalar_map={datetime: DateTime},
             batching_config={"max_operations": max_batch} if max_batch > 0 else None,
         ),
-        extensions=[*factories, *([prepared.recorder] if prepared is not None else [])],
-    )
-    built.prepared_operations = prepared
-    return built
+    }
+    if compiled_execution:
+        from .fastpath import install  # the only import of the fast path
+
+        return install(extensions=factories, mask_errors=masking().mask, **options)
+    return FederationSchema(extensions=factories, **options)
 
 
-schema = build_schema()
+schema = build_schema(compiled_execution=False)
+"""The schema as Strawberry runs it (for ``strawberry export-schema``, introspection and tools);
+the server builds its own with ``build_schema``."""

@@ -90,7 +90,7 @@ class Settings(SecuritySettings):
     seed_threads: Annotated[int, Field(ge=1)] = 100
     """Memory store only: distinct thread ids of the seeded runs."""
     compiled_execution: bool = True
-    """Serve queries through the compiled execution path (docs/architecture.md "Fast path"):
+    """Serve queries through the compiled execution path (``resolvers/fastpath/``; docs/architecture.md "Fast path"):
     compiled serializers complete objects whose selected fields are plain attributes, and a query
     document that executed before runs as a prepared operation, without Strawberry's parse,
     validation and extension steps (off while tracing is on). Same responses, less CPU per

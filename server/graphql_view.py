@@ -18,7 +18,7 @@ and rewrites the page's URLs, so the explorer works with no internet access. The
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
 from resolvers import Context
-from resolvers.prepared import well_formed
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 """The GraphQL over HTTP spec's own media type for responses."""
@@ -41,6 +40,29 @@ JSON = "application/json"
 NOT_AN_OBJECT = "The request body must be a JSON object, or a list of them for a batch."
 """The 400 answer to a JSON body of another kind (a string, a number, null), or to a batch
 item that is not an object."""
+
+
+_DECODED: ContextVar[tuple[object, object, json.JSONDecodeError | None] | None] = ContextVar(
+    "runsgate_decoded_body", default=None
+)
+"""The last body ``GraphQLView.parse_json`` decoded in this task, its value and its error."""
+
+
+def request_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the types of a request's parameters (GraphQL over HTTP, "Request
+    Parameters": ``query`` and ``operationName`` strings, ``variables`` and ``extensions``
+    objects; each may be null or absent), or None. The messages are Strawberry's."""
+    for name, kind, expected in (
+        ("query", str, "a string"),
+        ("operationName", str, "a string"),
+        ("variables", dict, "an object"),
+        ("extensions", dict, "an object"),
+    ):
+        value = data.get(name)
+        if value is not None and not isinstance(value, kind):
+            return f"The GraphQL operation's `{name}` must be {expected} or null, if provided."
+    return None
+
 
 GRAPHIQL_CDN = "https://unpkg.com/"
 GRAPHIQL_ASSETS_DIR = Path(__file__).resolve().parent / "static" / "graphiql"
@@ -71,21 +93,8 @@ def preferred_media_type(accept: str | None) -> str:
     ``application/graphql-response+json`` only when the client names it, with a quality at
     least that of ``application/json`` (whether named, or matched by ``application/*`` or
     ``*/*``); otherwise ``application/json``, which is also the answer to a missing header or
-    one that accepts neither (the spec allows answering with JSON rather than 406). Answers for
-    headers of up to 256 characters are cached (256 headers kept): clients send the same few.
+    one that accepts neither (the spec allows answering with JSON rather than 406).
     """
-    if accept is not None and len(accept) <= 256:
-        return _cached_media_type(accept)
-    return _media_type(accept)
-
-
-@lru_cache(maxsize=256)
-def _cached_media_type(accept: str) -> str:
-    return _media_type(accept)
-
-
-def _media_type(accept: str | None) -> str:
-    """``preferred_media_type``, uncached."""
     quality = {GRAPHQL_RESPONSE_JSON: -1.0, JSON: -1.0, "application/*": -1.0, "*/*": -1.0}
     for part in (accept or "").split(","):
         media_type, *params = (p.strip() for p in part.split(";"))
@@ -162,27 +171,55 @@ class GraphQLView(GraphQL[Context, None]):
                     response.status_code = 400
         return response
 
+    def parse_json(self, data: str | bytes) -> Any:
+        """Strawberry's ``parse_json`` (``decode_json``; 400 for a body that is not JSON), decoding
+        each request body once: the fast path (``run_prepared``), the shape checks of
+        ``parse_http_body`` and Strawberry's own parsing all ask for the same body object, and
+        get the value (or the error) of its first decoding in this task."""
+        known = _DECODED.get()
+        if known is None or known[0] is not data:
+            try:
+                known = (data, self.decode_json(data), None)
+            except json.JSONDecodeError as error:
+                known = (data, None, error)
+            _DECODED.set(known)
+        if known[2] is not None:
+            raise HTTPException(400, "Unable to parse request body as JSON") from known[2]
+        return known[1]
+
     async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> GraphQLRequestData | list[GraphQLRequestData]:
-        """Strawberry's parsing, refusing a JSON body that is neither an object nor a list (a batch).
+        """Strawberry's parsing, after checking the shape of a JSON body and of each batch item.
 
         Raises:
             HTTPException: 400 for a body such as ``"query"`` or ``5``, or a batch item such as
-                ``[5]``, which Strawberry's own parsing answers with a 500 (it calls ``.get`` on
-                them), and whatever Strawberry's parsing raises.
+                ``[5]`` (``NOT_AN_OBJECT``), which Strawberry's own parsing answers with a 500;
+                400 naming the field (``request_problem``) for a request or batch item whose
+                ``query``, ``operationName``, ``variables`` or ``extensions`` has the wrong type
+                (Strawberry checks a single request's ``query``, ``variables`` and
+                ``extensions`` with the same messages, and no batch item); and whatever
+                Strawberry's parsing raises.
         """
         if request.method == "POST":
             content_type, _ = parse_content_type(request.content_type or "")
             if JSON in content_type:  # Strawberry's own test for a JSON body
                 data = self.parse_json(await request.get_body())
                 batching = self.schema.config.batching_config
-                if not isinstance(data, dict | list) or (
+                problem = None
+                if isinstance(data, dict):
+                    problem = request_problem(data)
+                elif not isinstance(data, list):
+                    problem = NOT_AN_OBJECT
+                elif batching is not None and len(data) <= batching["max_operations"]:
                     # a batch's items, once Strawberry's own batch checks (enabled, size) passed
-                    isinstance(data, list)
-                    and batching is not None
-                    and len(data) <= batching["max_operations"]
-                    and not all(isinstance(item, dict) for item in data)
-                ):
-                    raise HTTPException(400, NOT_AN_OBJECT)
+                    for index, item in enumerate(data):
+                        item_problem = request_problem(item) if isinstance(item, dict) else NOT_AN_OBJECT
+                        if item_problem is not None:
+                            problem = (
+                                item_problem if item_problem is NOT_AN_OBJECT else f"Batch item {index}: {item_problem}"
+                            )
+                            break
+                if problem is not None:
+                    raise HTTPException(400, problem)
         try:
             return await super().parse_http_body(request)
         except HTTPException as exc:
@@ -197,67 +234,16 @@ class GraphQLView(GraphQL[Context, None]):
             ) from None
 
     async def run_prepared(self, request: Request) -> Response | None:
-        """Serve a ``POST`` of a prepared query operation (``resolvers.prepared``) without
-        Strawberry's request parsing; None, having changed nothing, for any other request.
-
-        The request qualifies when its ``Content-Type`` is ``application/json`` (parameters
-        allowed), it asks for no streaming transport, and its body is one JSON object whose
-        ``query`` and ``operationName`` name a prepared operation, with ``variables`` and
-        ``extensions`` objects or absent (GraphQL over HTTP, "Request Parameters"). It is then
-        served as Strawberry's ``run`` serves it: the same ``get_root_value``, sub-response,
-        ``get_context``, ``execute_single``, ``process_result`` and ``create_response``, in the
-        same order, so the response is the same; only the content-type parsing, the body's
-        shape checks and the checks for streamed results are skipped (bench/RESULTS.md,
-        "Root plans and prepared requests"). Anything else returns None and Strawberry's ``run`` serves the
-        request, reading the body Starlette kept.
-        """
-        prepared = getattr(self.schema, "prepared_operations", None)
-        if prepared is None or request.method != "POST":
+        """The fast path's response to a prepared query (``resolvers.fastpath.http``), when the
+        schema has one (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any
+        other request, which Strawberry's ``run`` then serves."""
+        serve = getattr(self.schema, "run_prepared", None)
+        if serve is None:
             return None
-        content_type = request.headers.get("content-type")
-        if content_type is None or content_type.split(";", 1)[0].strip() != JSON:
-            return None
-        if self._get_stream_transport_from_headers(request.headers) is not None:
-            return None
-        try:
-            data = self.decode_json(await request.body())
-        except json.JSONDecodeError:
-            return None
-        if type(data) is not dict:
-            return None
-        query = data.get("query")
-        operation_name = data.get("operationName")
-        variables = data.get("variables")
-        extensions = data.get("extensions")
-        if (
-            not isinstance(query, str)
-            or not well_formed(operation_name, variables, extensions)
-            or prepared.get(query, operation_name) is None
-        ):
-            return None
-        root_value = await self.get_root_value(request)  # type: ignore[func-returns-value]  # as Strawberry's run
-        request_adapter = self.request_adapter_class(request)
-        sub_response = await self.get_sub_response(request)
-        context = await self.get_context(request, response=sub_response)
-        result = await self.execute_single(
-            request=request,
-            request_adapter=request_adapter,
-            sub_response=sub_response,
-            context=context,
-            root_value=root_value,
-            request_data=GraphQLRequestData(
-                query=query,
-                variables=variables,
-                operation_name=operation_name,
-                extensions=extensions,
-                protocol="http",
-            ),
-        )
-        response_data = await self.process_result(request, result)
-        if result.errors:
-            self._handle_errors(result.errors, response_data)
-        self.prepared_requests += 1
-        return self.create_response(response_data=response_data, sub_response=sub_response)
+        response: Response | None = await serve(self, request)
+        if response is not None:
+            self.prepared_requests += 1
+        return response
 
     async def render_graphql_ide(self, request: Request) -> HTMLResponse:
         """Strawberry's GraphiQL page, loading its files from ``GRAPHIQL_ASSETS_PATH``."""

@@ -19,7 +19,6 @@ OUTSIDE = "DESIGN" + ".md"  # spelled in two parts so that this file does not na
 CODE_PATH = re.compile(r"`((?:server|resolvers|runtime|storage|tests|bench|examples|scripts|docs)/[\w./*-]*)`")
 NOT_IN_GIT = {
     "tests/ecosystem/output/graphiql-suspended-runs.png",  # written by the browser test, git-ignored
-    "resolvers/fastpath/",  # the fast path's package, made by the fastpath branch of the same issue
 }
 
 

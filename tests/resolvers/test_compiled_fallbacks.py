@@ -1,6 +1,6 @@
 """``CompiledExecutor`` answers exactly what Strawberry's executor answers, whatever the values.
 
-``resolvers/compiled.py`` completes the objects of query results whose selected fields are plain
+``resolvers/fastpath/compiled.py`` completes the objects of query results whose selected fields are plain
 attributes with generated code. Where graphql-core would do anything but coerce a value with its
 type's ``coerce_output_value`` (report a null in a non-null field, raise an exception found as a
 value, await an awaitable, iterate a tuple or a generator, report a value a scalar rejects or
@@ -69,7 +69,7 @@ from strawberry.types.execution import ExecutionContext, ExecutionResult
 from strawberry.types.field import StrawberryField
 from strawberry.types.scalar import ScalarDefinition
 
-from resolvers.compiled import CompiledExecutor
+from resolvers.fastpath.compiled import CompiledExecutor
 from resolvers.metrics import COMPILED, COMPILED_FALLBACK
 from resolvers.scalars import DateTime  # runsgate's: its serializer raises on anything but a datetime
 
@@ -1024,7 +1024,7 @@ def test_random_documents_and_values() -> None:
 
 # -- Differences found and fixed -------------------------------------------------------------------
 # Cases where the two executors answered differently, found while writing this module, and fixed
-# in resolvers/compiled.py; kept as regression tests. Besides the tests below:
+# in resolvers/fastpath/compiled.py; kept as regression tests. Besides the tests below:
 # test_adversarial_value[await-attribute-on-instance] (an exact instance of the type's class
 # holding an ``__await__`` attribute is awaitable to graphql-core, which awaits it and reports the
 # failure; the compiled check once skipped every exact instance, it now looks in the instance's

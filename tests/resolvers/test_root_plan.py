@@ -1,4 +1,4 @@
-"""``resolvers.root_plan``: which prepared operations get a root plan, and that a plan answers as
+"""``resolvers.fastpath.root_plan``: which prepared operations get a root plan, and that a plan answers as
 graphql-core's executor does, or hands the request back to it.
 
 The whole app's answers are compared with a standard app's in
@@ -14,8 +14,8 @@ import strawberry
 from graphql import DocumentNode, ExecutionResult, execute, parse
 from strawberry.execution.is_awaitable import optimized_is_awaitable
 
-from resolvers.compiled import CompiledExecutor
-from resolvers.root_plan import plan_root, run_root_plan
+from resolvers.fastpath.compiled import CompiledExecutor
+from resolvers.fastpath.root_plan import plan_root, run_root_plan
 from resolvers.schema import build_schema
 
 
@@ -166,3 +166,48 @@ def test_runsgate_listing_is_planned() -> None:
     assert plan is not None
     assert plan.non_null
     assert plan.object_type.name == "SuspendedRunConnection"
+
+
+class OnlyWhenAllowed(strawberry.BasePermission):
+    """Allows a field when the request's context says so (``{"allowed": True}``)."""
+
+    message = "not allowed"
+
+    def has_permission(self, source: Any, info: strawberry.Info, **kwargs: Any) -> bool:
+        return bool(info.context["allowed"])
+
+
+@strawberry.type
+class GuardedQuery:
+    @strawberry.field(permission_classes=[OnlyWhenAllowed])
+    async def thing(self) -> Thing:
+        return Thing(name="guarded", size=7)
+
+
+async def test_a_root_plan_runs_the_field_s_permission_classes() -> None:
+    # given a schema with the fast path, whose one root field has a permission class
+    from resolvers.fastpath import install
+    from resolvers.fastpath.schema import PreparedSchema
+
+    schema = install(extensions=[], mask_errors=lambda errors: errors, query=GuardedQuery)
+    assert isinstance(schema, PreparedSchema)
+    prepared = schema.prepared_operations
+    assert prepared is not None
+    query = "{ thing { name size } }"
+
+    # when a request is allowed (through Strawberry's pipeline, which prepares it), then allowed
+    # again (its root plan answers), then denied
+    first = await schema.execute(query, context_value={"allowed": True})
+    second = await schema.execute(query, context_value={"allowed": True})
+    planned = prepared.planned
+    denied = await schema.execute(query, context_value={"allowed": False})
+
+    # then the root plan answered the denied request too, and denied it as graphql-core does
+    assert first.data == second.data == {"thing": {"name": "guarded", "size": 7}}
+    assert prepared.planned == planned + 1
+    assert denied.data is None
+    assert denied.errors is not None
+    assert [(e.message, e.path) for e in denied.errors] == [("not allowed", ["thing"])]
+    standard = await strawberry.Schema(query=GuardedQuery).execute(query, context_value={"allowed": False})
+    assert standard.errors is not None
+    assert [e.formatted for e in denied.errors] == [e.formatted for e in standard.errors]

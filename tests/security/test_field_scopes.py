@@ -21,7 +21,7 @@ from .conftest import ADMIN, READER, STARTER, Server
 
 REFUND = "refund-agent"
 
-# Selections of plain fields only, which the root plan answers itself (``resolvers/root_plan.py``).
+# Selections of plain fields only, which the root plan answers itself (``resolvers/fastpath/root_plan.py``).
 LIST = 'query { suspendedRuns(agentId: "refund-agent") { edges { node { runId status } } pageInfo { hasNextPage } } }'
 ONE = "query One($agentId: ID!, $runId: ID!) { suspendedRun(agentId: $agentId, runId: $runId) { runId status } }"
 START = """

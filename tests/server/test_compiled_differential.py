@@ -1,7 +1,7 @@
 """Compiled completion answers byte for byte what graphql-core answers (issue 6 §5).
 
 Two runsgate apps share one MongoDB database (FerretDB, or ``MONGODB_URI``), as two instances
-do in production: one with the compiled executor (``resolvers/compiled.py``, the default) and one
+do in production: one with the compiled executor (``resolvers/fastpath/compiled.py``, the default) and one
 with ``RUNSGATE_COMPILED_EXECUTION=false`` (graphql-core executes every field). The same request
 goes to both through HTTP and the two responses must be equal byte for byte: status, content type
 and body (so data, nulls, errors with their messages, paths and locations, and key order).
@@ -21,19 +21,19 @@ Documents:
   variables, under ``suspendedRuns``, ``suspendedRun``, ``node``, ``agents`` and ``_entities``.
 
 Every request goes twice to the compiled app: once through Strawberry's pipeline, and again as a
-prepared operation (``resolvers/prepared.py``) when it is a query that executed. Both answers
+prepared operation (``resolvers/fastpath/prepared.py``) when it is a query that executed. Both answers
 must equal the standard app's.
 
-The compiled path must really have been taken, and have fallen back somewhere: the
-``runsgate_graphql_compiled_completions`` counters of the compiled app move, those of the
-standard app do not; and the compiled app executed prepared operations.
+The compiled path must really have been taken, and have fallen back somewhere: while
+``test_every_suite_document`` runs, the ``runsgate_graphql_compiled_completions`` counters move
+(only the compiled app has them move), and the compiled app answers requests as prepared
+operations and by root plans. No test depends on another having run before it.
 """
 
 from __future__ import annotations
 
 import ast
 import base64
-import importlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -195,21 +195,88 @@ def _odd_snapshots(template: SnapshotDocument) -> list[SnapshotDocument]:
 
 
 def _string_constants() -> set[str]:
-    """Every string literal of the tests, the benchmark and the examples, and every module-level
-    string of their modules (documents built by concatenation)."""
+    """Every string literal of the tests, the benchmark and the examples, and the value of every
+    module-level string name of their modules that the syntax tree alone determines (documents
+    built by concatenation or f-strings of other such names, imported ones included). Read with
+    ``ast``, nothing imported: the result does not depend on which tests ran before."""
     found: set[str] = set()
     paths = [*ROOT.joinpath("tests").rglob("*.py"), *ROOT.joinpath("bench").rglob("*.py")]
     paths += list(ROOT.joinpath("examples").rglob("*.py"))
+    trees: dict[str, ast.Module] = {}
     for path in paths:
         if "node_modules" in path.parts:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         found.update(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
-        if path.name == "conftest.py" or "examples" in path.parts:
-            continue
-        module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
-        found.update(v for v in vars(module).values() if isinstance(v, str))
+        trees[".".join(path.relative_to(ROOT).with_suffix("").parts)] = tree
+    found.update(_module_strings(trees))
     return found
+
+
+def _module_strings(trees: dict[str, ast.Module]) -> set[str]:
+    """The values of the module-level names assigned a string expression (constants, names of
+    such strings in the module or imported from another, ``+`` and f-strings of them),
+    evaluated until nothing new is found."""
+    values: dict[tuple[str, str], str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for module, tree in trees.items():
+            imported = _imported_names(module, tree)
+            for statement in tree.body:
+                target = statement.targets[0] if isinstance(statement, ast.Assign) else None
+                if isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                    target = statement.target
+                value = statement.value if target is not None else None  # type: ignore[union-attr]
+                if not isinstance(target, ast.Name) or value is None or (module, target.id) in values:
+                    continue
+                text = _evaluate(value, lambda name, m=module, i=imported: values.get(i.get(name, (m, name))))
+                if text is not None:
+                    values[(module, target.id)] = text
+                    changed = True
+    return set(values.values())
+
+
+def _imported_names(module: str, tree: ast.Module) -> dict[str, tuple[str, str]]:
+    """Name -> (module, name) for the ``from X import name`` statements of a module."""
+    names: dict[str, tuple[str, str]] = {}
+    package = module.rsplit(".", 1)[0]
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and statement.module is not None:
+            source = statement.module
+            if statement.level:
+                base = package.rsplit(".", statement.level - 1)[0] if statement.level > 1 else package
+                source = f"{base}.{source}"
+            for alias in statement.names:
+                names[alias.asname or alias.name] = (source, alias.name)
+    return names
+
+
+def _evaluate(node: ast.expr, lookup: Any) -> str | None:
+    """The string value of an expression made of string constants, known names, ``+`` and
+    f-strings of them; None otherwise."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.Name):
+        found: str | None = lookup(node.id)
+        return found
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _evaluate(node.left, lookup), _evaluate(node.right, lookup)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue):
+                if part.conversion != -1 or part.format_spec is not None:
+                    return None
+                part_value = _evaluate(part.value, lookup)
+            else:
+                part_value = _evaluate(part, lookup)
+            if part_value is None:
+                return None
+            parts.append(part_value)
+        return "".join(parts)
+    return None
 
 
 def _suite_documents() -> list[tuple[str, str | None]]:
@@ -361,39 +428,73 @@ def _variables(pair: Pair, text: str, operation_name: str | None) -> st.SearchSt
 # -- comparing ------------------------------------------------------------------------------------
 
 
-async def assert_same_response(pair: Pair, body: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class Compared:
+    """How the compiled app answered a request the second time."""
+
+    prepared: bool
+    """As a prepared operation (``resolvers/fastpath/prepared.py``)."""
+    planned: bool
+    """By its root plan (``resolvers/fastpath/root_plan.py``)."""
+    errors: bool
+    """With errors."""
+
+
+async def assert_same_response(pair: Pair, body: dict[str, Any]) -> Compared:
     first, standard = await pair.both(body)
     # the same request again: a query that executed once is now a prepared operation
-    # (resolvers/prepared.py), executed without Strawberry's parse/validate/extension steps
-    prepared = graphql_schema(pair.apps[0]).prepared_operations
+    # (resolvers/fastpath/prepared.py), executed without Strawberry's parse/validate/extension steps
+    prepared = getattr(graphql_schema(pair.apps[0]), "prepared_operations", None)
     assert prepared is not None
     executed, planned = prepared.executed, prepared.planned
     again = await pair.compiled.post("/graphql", json=body)
-    if prepared.executed > executed and b'"errors"' in again.content:
-        PREPARED_WITH_ERRORS.append(body)
-    if prepared.planned > planned:  # answered by its root plan (resolvers/root_plan.py)
-        PLANNED.append(b'"errors"' in again.content)
     for compiled in (first, again):
         assert compiled.status_code == standard.status_code, (body, compiled.text, standard.text)
         assert compiled.headers["content-type"] == standard.headers["content-type"]
         assert compiled.content == standard.content, (body, compiled.text, standard.text)
+    return Compared(prepared.executed > executed, prepared.planned > planned, b'"errors"' in again.content)
 
 
 def _counts() -> tuple[float, float]:
     return COMPILED._value.get(), COMPILED_FALLBACK._value.get()
 
 
-@pytest.fixture(scope="module")
-def counted() -> list[tuple[float, float]]:
-    """Counter readings before the module's first comparison (``COMPILED``, ``COMPILED_FALLBACK``)."""
-    return [_counts()]
+VARIANTS = 4
+"""Variable values per suite document in ``test_every_suite_document``: the ``i``-th value of
+every variable's pool (wrapping), for ``i`` in ``range(VARIANTS)``; then ``ODD_VARIANTS``."""
+ODD_VARIANTS = [
+    {"agentId": WEATHER, "filter": {"threadId": ODD}, "runId": run_id, "id": _global_id(run_id)}
+    for run_id in ("odd-null-in-non-null", "odd-string-time", "odd-undated-decision")
+]
+"""Values pointing at the odd snapshots (the weather agent's thread ``ODD``); other variables
+take the first value of their pool."""
 
 
-async def test_every_suite_document_once(pair: Pair, counted: list[tuple[float, float]]) -> None:
-    # each document with the first value of every variable pool (drawn ones follow)
+async def test_every_suite_document(pair: Pair) -> None:
+    # each document with the first values of every variable pool (drawn ones follow)
+    counts = _counts()
+    compared = []
     for text, operation_name in SUITE:
-        variables = {name: pool[0] for name, pool in _variable_pools(pair, text, operation_name).items()}
-        await assert_same_response(pair, {"query": text, "operationName": operation_name, "variables": variables})
+        pools = _variable_pools(pair, text, operation_name)
+        variants = [{name: pool[i % len(pool)] for name, pool in pools.items()} for i in range(VARIANTS)]
+        variants += [{name: odd.get(name, pool[0]) for name, pool in pools.items()} for odd in ODD_VARIANTS]
+        for variables in variants:
+            body = {"query": text, "operationName": operation_name, "variables": variables}
+            compared.append(await assert_same_response(pair, body))
+    # the fast path was really taken: the compiled app (only; the standard app never builds a
+    # CompiledExecutor) compiled objects and fell back on the odd snapshots; it answered
+    # requests as prepared operations, some with errors (odd snapshots, bad variables), whose
+    # processing (logging, masking) was compared too; and many of them by their root plan,
+    # some with a resolver's error (only documents whose selection compiles have one)
+    compiled, fallbacks = _counts()
+    assert compiled - counts[0] > 100
+    assert fallbacks - counts[1] > 0
+    assert sum(c.prepared for c in compared) > 250
+    assert sum(c.prepared and c.errors for c in compared) > 30
+    assert sum(c.planned for c in compared) > 40
+    assert sum(c.planned and c.errors for c in compared) > 5
+    # the standard app prepares nothing
+    assert not hasattr(graphql_schema(pair.apps[1]), "prepared_operations")
 
 
 SKIPPING = """
@@ -544,36 +645,6 @@ async def test_generated_documents(pair: Pair, data: st.DataObject) -> None:
     assert not validate(GRAPHQL_SCHEMA, document), (text, validate(GRAPHQL_SCHEMA, document))
     variables = data.draw(_variables(pair, text, "Generated"), label="variables")
     await assert_same_response(pair, {"query": text, "variables": variables})
-
-
-PREPARED_WITH_ERRORS: list[dict[str, Any]] = []
-"""Requests that the compiled app answered with errors as a prepared operation."""
-PLANNED: list[bool] = []
-"""Whether each request the compiled app answered by a root plan had errors."""
-
-
-def test_prepared_operations_were_executed(pair: Pair) -> None:
-    # every comparison above sent its request twice to the compiled app; the standard app
-    # prepares nothing. Some prepared answers had errors (odd snapshots, bad variables), so
-    # their processing (logging, masking) was compared too
-    compiled, standard = (graphql_schema(app).prepared_operations for app in pair.apps)
-    assert compiled is not None
-    assert compiled.executed > 200
-    assert len(PREPARED_WITH_ERRORS) > 10
-    assert standard is None
-    # and many of them were answered by their root plan, some with a resolver's error (only
-    # documents whose selection compiles have one: most suite documents select `id`)
-    assert compiled.planned >= len(PLANNED) > 40, len(PLANNED)
-    assert sum(PLANNED) > 5, sum(PLANNED)
-
-
-def test_the_compiled_path_was_taken_and_fell_back(counted: list[tuple[float, float]]) -> None:
-    # runs after the comparisons above (pytest keeps file order): the compiled app compiled
-    # objects and fell back on the odd snapshots; the counters belong to the compiled app only
-    # (the standard app never builds a CompiledExecutor)
-    compiled, fallbacks = _counts()
-    assert compiled - counted[0][0] > 100
-    assert fallbacks - counted[0][1] > 0
 
 
 def test_generated_headers_declare_only_used_variables() -> None:

@@ -48,12 +48,10 @@ async def _post(http: httpx.AsyncClient, accept: str | None, query: str, **varia
         (f"{GRAPHQL_RESPONSE};q=0.5, application/json", "application/json"),
         (f"{GRAPHQL_RESPONSE};q=0, */*", "application/json"),
         ("text/html", "application/json"),
-        (", ".join(["text/plain"] * 40 + [GRAPHQL_RESPONSE]), GRAPHQL_RESPONSE),  # too long to be cached
+        (", ".join(["text/plain"] * 40 + [GRAPHQL_RESPONSE]), GRAPHQL_RESPONSE),
     ],
 )
 def test_the_response_media_type_follows_the_accept_header(accept: str | None, media_type: str) -> None:
-    # twice: the second answer of a short header comes from the cache
-    assert preferred_media_type(accept) == media_type
     assert preferred_media_type(accept) == media_type
 
 

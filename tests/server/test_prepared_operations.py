@@ -1,4 +1,4 @@
-"""Prepared operations (``resolvers/prepared.py``): a query that executed once runs again
+"""Prepared operations (``resolvers/fastpath/prepared.py``): a query that executed once runs again
 without Strawberry's parse, validation and extension steps, with the same answers and metrics.
 
 Through HTTP on the memory store (the store plays no part here; the differential test
@@ -18,13 +18,14 @@ import pytest
 from graphql import parse
 from prometheus_client import REGISTRY
 from starlette.applications import Starlette
+from strawberry.extensions import ValidationCache
 from strawberry.extensions.tracing import OpenTelemetryExtension
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
-import resolvers.federation
-from resolvers.prepared import PreparedOperation, PreparedOperations
-from resolvers.schema import _validate, build_schema
+import resolvers.fastpath.schema
+from resolvers.fastpath.prepared import PreparedOperation, PreparedOperations
+from resolvers.schema import CACHE_SIZE, build_schema
 from server.app import create_app
 from server.config import Settings
 from server.limits import graphql_extensions
@@ -68,6 +69,10 @@ async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+_validated = ValidationCache(maxsize=CACHE_SIZE).cached_validate_document
+"""The validation cache's LRU (shared by every ``ValidationCache`` of this size)."""
+
+
 def _prepared(app: Starlette) -> PreparedOperations:
     prepared = graphql_schema(app).prepared_operations
     assert prepared is not None
@@ -87,14 +92,14 @@ async def test_a_query_sent_again_is_prepared_and_not_validated_again(app: Starl
     prepared = _prepared(app)
     # given a listing sent once (through Strawberry's pipeline, which validated it)
     first = await _listing(http, first=1)
-    executed, validations = prepared.executed, _validate.cache_info()
+    executed, validations = prepared.executed, _validated.cache_info()
 
     # when it is sent again
     second = await _listing(http, first=1)
 
     # then it ran as a prepared operation, without looking at the validation cache, same answer
     assert prepared.executed == executed + 1
-    assert _validate.cache_info() == validations
+    assert _validated.cache_info() == validations
     assert second.status_code == first.status_code == 200
     assert second.content == first.content
     assert len(second.json()["data"]["suspendedRuns"]["edges"]) == 1
@@ -236,7 +241,7 @@ async def test_a_failure_of_the_prepared_path_is_answered_by_the_standard_path(
     async def broken(*args: object, **kwargs: object) -> object:
         raise RuntimeError("injected fault")
 
-    monkeypatch.setattr(resolvers.federation, "execute_prepared", broken)
+    monkeypatch.setattr(resolvers.fastpath.schema, "execute_prepared", broken)
 
     # when it is sent again
     with caplog.at_level(logging.ERROR, logger="runsgate.graphql"):
@@ -256,7 +261,7 @@ def test_only_covered_extensions_allow_prepared_operations() -> None:
     assert build_schema(extensions=graphql_extensions(settings)).prepared_operations is not None
     # tracing wraps every operation: no prepared operations; nor without compiled execution
     assert build_schema(extra_extensions=[OpenTelemetryExtension]).prepared_operations is None
-    assert build_schema(compiled_execution=False).prepared_operations is None
+    assert not hasattr(build_schema(compiled_execution=False), "prepared_operations")
 
 
 def test_the_least_recently_used_operation_is_dropped_first() -> None:
@@ -287,7 +292,7 @@ MALFORMED = [
 
 @pytest.mark.parametrize("body", MALFORMED, ids=lambda body: json.dumps(body)[:60])
 async def test_parts_of_the_wrong_type_get_the_standard_answer(body: object, caplog: pytest.LogCaptureFixture) -> None:
-    # Strawberry checks the types of a single request's parts, not those of a batch's items:
+    # the view answers each with a 400 naming the part (test_request_body.py), on both paths:
     # neither may reach the prepared operations' cache (a list is not hashable) or graphql-core
     # (variables that are not a dict)
     answers: dict[bool, list[tuple[int, bytes]]] = {}
@@ -406,7 +411,7 @@ async def test_the_view_serves_prepared_requests_as_strawberry_does(
 
 
 async def test_a_root_plan_calls_the_resolver_once_even_when_it_fails(app: Starlette, http: httpx.AsyncClient) -> None:
-    # given a prepared listing answered by its root plan (resolvers/root_plan.py)
+    # given a prepared listing answered by its root plan (resolvers/fastpath/root_plan.py)
     await _listing(http, first=1)
     prepared = _prepared(app)
     planned = prepared.planned

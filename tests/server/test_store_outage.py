@@ -47,7 +47,7 @@ def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_p
             "startRun"
         ]["run"]
         call_id = run["toolCalls"][0]["toolCallId"]
-        # and listed once: the listing is now a prepared operation (resolvers/prepared.py)
+        # and listed once: the listing is now a prepared operation (resolvers/fastpath/prepared.py)
         assert "errors" not in response_body(server, None, SUSPENDED_RUNS, agentId=REFUND)
 
         # when the store goes down

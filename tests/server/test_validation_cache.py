@@ -1,19 +1,20 @@
 """The request limits keep the validation cache effective (``server/limits.py``).
 
-The validation cache (``resolvers.schema.DocumentValidationCache``, like Strawberry's
-``ValidationCache``) keys validated documents by the validation rules too; a limit
-extension that made a new rule class per request made every request miss (validation ran for
-every page, 3x the CPU). Not a timing test: it counts cache hits of the same document sent twice
-through the app, with every limit on. The app runs without compiled execution, whose prepared
-operations skip validation altogether for a query seen before (``resolvers.prepared``;
+The validation cache (Strawberry's ``ValidationCache``, ``resolvers.schema.build_schema``) keys
+validated documents by the validation rules too; a limit extension that made a new rule class
+per request made every request miss (validation ran for every page, 3x the CPU). Not a timing
+test: it counts cache hits of the same document sent twice through the app, with every limit
+on. The app runs without compiled execution, whose prepared operations skip validation
+altogether for a query seen before (``resolvers.fastpath.prepared``;
 ``tests/server/test_prepared_operations.py``); mutations always take this path.
 """
 
 from __future__ import annotations
 
 import httpx
+from strawberry.extensions import ValidationCache
 
-from resolvers.schema import _validate
+from resolvers.schema import CACHE_SIZE
 from server.app import create_app
 from server.config import Settings
 
@@ -23,7 +24,7 @@ QUERY = '{ suspendedRuns(agentId: "refund-agent", first: 5) { totalCount nodes {
 async def test_the_same_document_is_validated_once() -> None:
     # loopback: auth may be off
     app = create_app(Settings(mongodb_uri=None, auth=False, introspection=False, compiled_execution=False))
-    cache = _validate  # the LRU of resolvers.schema.DocumentValidationCache
+    cache = ValidationCache(maxsize=CACHE_SIZE).cached_validate_document  # the LRU the schema's cache shares
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,

@@ -18,26 +18,27 @@ and name is executed by ``execute_prepared``: graphql-core's ``execute`` with th
 executor class (``CompiledExecutor``), then what runsgate's two other extensions do after
 execution, in the same order as the standard path:
 
-1. errors go through ``Schema._process_errors`` (``FederationSchema.process_errors`` logs them);
-2. ``ErrorMasking``'s own ``_process_errors`` masks them (``resolvers.errors``);
+1. errors go through the schema's error processing (``internals.process_errors``;
+   ``FederationSchema.process_errors`` logs them);
+2. ``ErrorMasking.mask`` masks them (``resolvers.errors``);
 3. ``OperationMetrics``'s counters and latency histogram are updated (``resolvers.metrics``);
 4. the result is a Strawberry ``ExecutionResult`` with ``extensions={}``, as the standard path
    gathers from extensions that report nothing.
 
 When the operation's selection is a single root field returning an object, ``execute_prepared``
-first tries its root plan (``resolvers.root_plan``), which skips building graphql-core's executor
+first tries its root plan (``resolvers.fastpath.root_plan``), which skips building graphql-core's executor
 and hands the request back to ``execute`` whenever it leaves the plain path.
 
 Variables are coerced, and every resolver runs, on each request, as before (once; twice when
-a root plan hands a request back after its resolver ran, ``resolvers.root_plan``). Mutations
+a root plan hands a request back after its resolver ran, ``resolvers.fastpath.root_plan``). Mutations
 and subscriptions are never prepared. These take the standard path, which answers them as
 before: a request whose operation type is not allowed (a query where a view allows only
-mutations), and one whose parts have the wrong types (a list as ``operationName``; in a batch,
-which Strawberry does not type-check, a list as ``query`` or ``variables``). So does any
+mutations), and one whose parts have the wrong types (a list as ``operationName``; over HTTP the
+view answers those with a 400 first, ``server.graphql_view.request_problem``). So does any
 unexpected exception raised by the fast path: it is logged with its traceback and the whole
 request is executed again, resolvers included, by the standard path, before anything was answered.
 
-``build_schema`` prepares operations only when every extension is one whose effect is covered
+``resolvers.fastpath.install`` prepares operations only when every extension is one whose effect is covered
 here: the parser and validation caches, ``AddValidationRules`` (and ``DisableIntrospection``),
 ``MaxTokensLimiter``, ``ErrorMasking`` and ``OperationMetrics``. Any other extension (the
 OpenTelemetry tracing extension) turns preparation off. ``RUNSGATE_COMPILED_EXECUTION=false``
@@ -60,12 +61,12 @@ from graphql import GraphQLError, GraphQLSchema
 from graphql.language import DocumentNode
 from strawberry.execution.is_awaitable import optimized_is_awaitable
 from strawberry.extensions import SchemaExtension
-from strawberry.schema._graphql_core import execution_context_class_kwargs
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.utils.await_maybe import await_maybe
 
-from .metrics import OperationLabels, operation_metrics
+from ..metrics import OperationLabels, operation_metrics
+from .internals import execute_function, executor_kwargs, graphql_schema, process_errors, provided_operation_name
 from .root_plan import RootPlan, plan_root, run_root_plan
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class PreparedOperation:
     metrics: OperationLabels
     """The operation's label values and metric children (``resolvers.metrics.operation_metrics``)."""
     root: RootPlan | None = None
-    """Its root plan (``resolvers.root_plan``), when it has a single root field that qualifies."""
+    """Its root plan (``resolvers.fastpath.root_plan``), when it has a single root field that qualifies."""
 
 
 class PreparedOperations:
@@ -97,8 +98,8 @@ class PreparedOperations:
         maxsize: Entries kept.
 
     Attributes:
-        executed: Requests executed as prepared operations (``FederationSchema.execute``).
-        planned: Those of them answered by their root plan (``resolvers.root_plan``).
+        executed: Requests executed as prepared operations (``resolvers.fastpath.schema.PreparedSchema.execute``).
+        planned: Those of them answered by their root plan (``resolvers.fastpath.root_plan``).
     """
 
     def __init__(
@@ -133,7 +134,7 @@ class PreparedOperations:
     ) -> None:
         """Keep a query operation that reached execution (parsed, validated, allowed), asked
         for as ``operation_name`` and executed by Strawberry under ``executed_name``; with
-        ``schema``, also its root plan (``resolvers.root_plan.plan_root``)."""
+        ``schema``, also its root plan (``resolvers.fastpath.root_plan.plan_root``)."""
         root = None if schema is None else plan_root(schema, document, executed_name)
         entry = PreparedOperation(document, executed_name, operation_metrics(document, executed_name), root)
         with self._lock:
@@ -148,7 +149,7 @@ class RecordPreparedOperation(SchemaExtension):
     """Records each query operation that reaches execution in a ``PreparedOperations``.
 
     Strawberry calls ``on_execute`` only once the document parsed, validated and its operation
-    type was allowed (``Schema._prepare_operation_async``).
+    type was allowed (Strawberry's ``Schema.execute``).
     """
 
     def __init__(self, prepared: PreparedOperations) -> None:
@@ -160,14 +161,15 @@ class RecordPreparedOperation(SchemaExtension):
         # the operationName the request gave (None included): Strawberry keeps it in this
         # attribute (``ExecutionContext.__post_init__``); ``operation_name`` would answer the
         # document's only operation's name instead. Nothing is recorded should it be missing.
-        provided = getattr(context, "_provided_operation_name", _MISSING)
+        provided = provided_operation_name(context, _MISSING)
         if (
             isinstance(context.query, str)
             and document is not None
             and (provided is None or isinstance(provided, str))
             and context.operation_type is OperationType.QUERY
         ):
-            self.prepared.record(context.query, provided, document, context.operation_name, context.schema._schema)
+            schema = graphql_schema(context.schema)
+            self.prepared.record(context.query, provided, document, context.operation_name, schema)
         yield
 
 
@@ -186,7 +188,7 @@ async def execute_prepared(
     planned: Callable[[], None] | None = None,
 ) -> ExecutionResult:
     """Execute a prepared query as ``Schema.execute`` would (module docstring), skipping parse,
-    validation and the extension hooks; by its root plan (``resolvers.root_plan``) when it has
+    validation and the extension hooks; by its root plan (``resolvers.fastpath.root_plan``) when it has
     one and the request takes the plain path (``planned`` is then called).
 
     Raises:
@@ -198,7 +200,7 @@ async def execute_prepared(
     if prepared.root is not None:
         planned_result = await run_root_plan(
             prepared.root,
-            schema=schema._schema,
+            schema=graphql_schema(schema),
             context_value=context_value,
             root_value=root_value,
             variable_values=variable_values,
@@ -212,8 +214,8 @@ async def execute_prepared(
         result = planned_result
     else:
         result = await await_maybe(
-            schema._get_execute_function()(
-                schema._schema,
+            execute_function(schema)(
+                graphql_schema(schema),
                 prepared.document,
                 root_value=root_value,
                 middleware=None,
@@ -222,12 +224,12 @@ async def execute_prepared(
                 context_value=context_value,
                 is_awaitable=optimized_is_awaitable,
                 operation_extensions=operation_extensions,
-                **execution_context_class_kwargs(schema.execution_context_class),
+                **executor_kwargs(schema.execution_context_class),
             )
         )
     errors = result.errors
     if errors:
-        schema._process_errors(errors)
+        process_errors(schema, errors)
         errors = mask_errors(errors)
     prepared.metrics.observe(time.perf_counter() - started, failed=bool(errors))
     return ExecutionResult(data=result.data, errors=errors, extensions={})
@@ -235,9 +237,9 @@ async def execute_prepared(
 
 def well_formed(operation_name: object, variables: object, extensions: object) -> bool:
     """Whether a request's ``operationName``, ``variables`` and ``extensions`` have the types of
-    the GraphQL-over-HTTP spec ("Request Parameters": a string, objects, or absent). Strawberry
-    checks them for single requests, not for the items of a batch; a request failing this goes
-    to Strawberry's pipeline, which answers it as a request error."""
+    the GraphQL-over-HTTP spec ("Request Parameters": a string, objects, or absent). The HTTP
+    view refuses other requests before this (400); a direct call of ``Schema.execute`` failing
+    this goes to Strawberry's pipeline, which answers it as a request error."""
     return (
         (operation_name is None or isinstance(operation_name, str))
         and (variables is None or isinstance(variables, dict))
@@ -248,11 +250,16 @@ def well_formed(operation_name: object, variables: object, extensions: object) -
 def covered_extensions() -> frozenset[type]:
     """Extension classes whose effect a prepared operation keeps (module docstring); exactly
     these classes, not their subclasses, which may add hooks."""
-    from strawberry.extensions import AddValidationRules, DisableIntrospection, MaxTokensLimiter, ParserCache
+    from strawberry.extensions import (
+        AddValidationRules,
+        DisableIntrospection,
+        MaxTokensLimiter,
+        ParserCache,
+        ValidationCache,
+    )
 
-    from .errors import ErrorMasking
-    from .metrics import OperationMetrics
-    from .schema import DocumentValidationCache
+    from ..errors import ErrorMasking
+    from ..metrics import OperationMetrics
 
     return frozenset(
         {
@@ -260,7 +267,7 @@ def covered_extensions() -> frozenset[type]:
             DisableIntrospection,
             MaxTokensLimiter,
             ParserCache,
-            DocumentValidationCache,
+            ValidationCache,
             ErrorMasking,
             OperationMetrics,
         }

@@ -16,7 +16,7 @@ every collected field is
 - ``__typename``, or
 - a Strawberry *basic* field (``StrawberryField.is_basic_field``: no resolver, no field
   extension, hence no permission class; and no exception handler, so Strawberry resolves it with
-  its attribute-reading ``_get_basic_result``) with no arguments, whose type is a scalar, an
+  its attribute-reading resolver, ``internals.is_basic_resolver``) with no arguments, whose type is a scalar, an
   enum, an object type whose own selection qualifies, or a list or non-null of those (no
   interface or union),
 
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import keyword
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -76,10 +76,11 @@ from graphql.execution.collect_fields import FieldDetailsList
 from graphql.language import FieldNode, OperationDefinitionNode, VariableNode
 from graphql.pyutils import Path
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
-from strawberry.schema.schema_converter import CustomGraphQLEnumType, GraphQLCoreConverter
+from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
 
-from .metrics import COMPILED, COMPILED_FALLBACK
+from ..metrics import COMPILED, COMPILED_FALLBACK
+from .internals import is_basic_resolver
 
 ObjectSerializer = Callable[[Any], dict[str, Any]]
 """Completes one object value (already checked by graphql-core) into its response dict; raises
@@ -380,21 +381,6 @@ class _Generator:
         if is_object_type(type_):  # reached through a list of nullable objects only
             return [f"{indent}{variable} = {self._bind('o', nested(type_).complete)}({variable})"]
         coerce = self._bind("k", type_.coerce_output_value)  # type: ignore[union-attr]
-        if isinstance(type_, CustomGraphQLEnumType) and _inert_enum(type_.wrapped_cls):
-            # Strawberry's enum type looks a member's name up by comparing it with every value
-            # of the enum (5% of a page); its answer for each member is computed here, once, by
-            # the type itself, and members of exactly that class take it from a dict
-            names = self._bind("n", _enum_names(type_))
-            members = self._bind("e", type_.wrapped_cls)
-            found = self._name("t")
-            lines = [
-                f"{indent}{found} = {names}.get({variable}) if type({variable}) is {members} else None",
-                f"{indent}if {found} is not None: {variable} = {found}",
-                f"{indent}else:",
-            ]
-            indent += "    "
-        else:
-            lines = []
         general = [
             f"{indent}if type({variable}) not in I and (isinstance({variable}, Exception) or aw({variable})): raise F",
             f"{indent}{variable} = {coerce}({variable})",
@@ -403,8 +389,8 @@ class _Generator:
         # String and ID return a str as it is, Boolean a bool: skip the call for those.
         native = "str" if type_ is GraphQLString or type_ is GraphQLID else "bool" if type_ is GraphQLBoolean else None
         if native is None:
-            return lines + general
-        return [*lines, f"{indent}if type({variable}) is not {native}:"] + ["    " + line for line in general]
+            return general
+        return [f"{indent}if type({variable}) is not {native}:"] + ["    " + line for line in general]
 
     def build(self) -> _CompiledObject:
         name = self.object_type.name
@@ -450,7 +436,7 @@ def compiled_object(
     """The compiled object that ``CompiledExecutor`` keeps for ``object_type`` selected by the
     field ``nodes`` of ``operation`` under these coerced ``variables`` and awaitable check (under
     the executor's own key, ``_shared_key``); None when there is none yet, or the selection does
-    not qualify. ``resolvers.root_plan`` completes a root field with it."""
+    not qualify. ``resolvers.fastpath.root_plan`` completes a root field with it."""
     key = _shared_key(object_type, nodes, _directive_values(operation, fragments, variables), is_awaitable)
     with _LOCK:
         cached = _SHARED.get(key)
@@ -471,39 +457,11 @@ def _basic_field(field_def: GraphQLField) -> StrawberryField | None:
     """The ``StrawberryField`` behind ``field_def`` when Strawberry resolves it as a basic field: a
     ``StrawberryField`` with no resolver, no field extension (permission classes are one) and no
     exception handler, whose resolver reads the attribute and ignores ``info``
-    (``GraphQLCoreConverter.from_resolver``'s ``_get_basic_result``). Strawberry marks its full
-    resolver ``_is_default`` too when there is no base resolver, so the mark alone is not enough;
-    a Strawberry version naming it otherwise only turns compilation off."""
+    (``resolvers.fastpath.internals.is_basic_resolver``)."""
     field = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-    if (
-        isinstance(field, StrawberryField)
-        and field.is_basic_field
-        and getattr(field_def.resolve, "_is_default", False) is True
-        and getattr(field_def.resolve, "__name__", None) == "_get_basic_result"
-    ):
+    if isinstance(field, StrawberryField) and field.is_basic_field and is_basic_resolver(field_def.resolve):
         return field
     return None
-
-
-def _inert_enum(cls: type) -> bool:
-    """Whether members of ``cls`` can be neither exceptions nor awaitables (graphql-core would
-    report or await those before completing them)."""
-    return not issubclass(cls, BaseException) and not hasattr(cls, "__await__")
-
-
-def _enum_names(enum_type: CustomGraphQLEnumType) -> dict[Any, str]:
-    """Member -> the name ``enum_type.coerce_output_value`` answers for it (members it refuses
-    are left out, and take the general path)."""
-    names: dict[Any, str] = {}
-    members: Iterable[Any] = enum_type.wrapped_cls
-    for member in members:
-        try:
-            name = enum_type.coerce_output_value(member)
-        except Exception:  # refused: the general path completes it (and raises as graphql-core does)
-            continue
-        if isinstance(name, str):
-            names[member] = name
-    return names
 
 
 def _inert_origin(object_type: GraphQLObjectType) -> type | None:

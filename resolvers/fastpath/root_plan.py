@@ -1,10 +1,10 @@
 """Root plans: the one root field of a prepared query, resolved and completed without building
 graphql-core's executor (issue 6 §5).
 
-A prepared query (``resolvers.prepared``) still goes through graphql-core's ``execute``: it builds
+A prepared query (``resolvers.fastpath.prepared``) still goes through graphql-core's ``execute``: it builds
 an executor (fragments, variables, error collection, incremental-delivery state), collects the
 root fields, then runs ``execute_field``, ``complete_awaitable_value``, ``complete_value`` and
-``complete_object_value`` before the compiled serializer (``resolvers.compiled``) takes over. For a
+``complete_object_value`` before the compiled serializer (``resolvers.fastpath.compiled``) takes over. For a
 page of 20 runs that was about 0.1 of its 0.7 CPU ms (bench/RESULTS.md, "Root plans and
 prepared requests").
 
@@ -17,12 +17,13 @@ that field, with graphql-core's own functions:
 1. coerce the variables (``get_variable_values``, the same limits as ``Executor.build``);
 2. coerce the field's arguments (``get_argument_values``);
 3. build the field's resolve info as Strawberry's executor does
-   (``_OperationContextAwareGraphQLResolveInfo``: the coerced variable dict, the operation's
+   (``resolvers.fastpath.internals.resolve_info``: the coerced variable dict, the operation's
    extensions);
-4. call the field's resolver (Strawberry's, so argument conversion, permission checks and
-   field extensions run as always) and await it;
+4. call the field's resolver exactly as graphql-core calls it (``GraphQLField.resolve``, which
+   Strawberry built with the field's extensions wrapped around its own resolver, so argument
+   conversion, permission classes and other field extensions run as always) and await it;
 5. complete the value with the compiled serializer that graphql-core's path compiled for this
-   object type and these field nodes (``resolvers.compiled.compiled_object``): the same object,
+   object type and these field nodes (``resolvers.fastpath.compiled.compiled_object``): the same object,
    under the same key. It is looked up before step 2: a selection with no serializer (one
    selecting a field with a resolver, such as ``id`` or ``totalCount``, or one not completed yet
    under these ``@skip``/``@include`` values) is handed to graphql-core before its resolver runs.
@@ -66,10 +67,10 @@ from graphql.execution import ExecutionResult
 from graphql.execution.values import get_argument_values, get_variable_values
 from graphql.language import DocumentNode
 from graphql.pyutils import Path
-from strawberry.schema.schema import _OperationContextAwareGraphQLResolveInfo
 
+from ..metrics import COMPILED
 from .compiled import compiled_object
-from .metrics import COMPILED
+from .internals import resolve_info
 
 MAX_COERCION_ERRORS = 50
 """``Executor.build``'s default, which Strawberry keeps."""
@@ -176,22 +177,22 @@ async def run_root_plan(
         args = get_argument_values(field_def, node, variables) if field_def.args or node.arguments else {}
     except Exception:
         return None  # graphql-core locates the error
-    info = _OperationContextAwareGraphQLResolveInfo(
-        node.name.value,
-        [node],
-        field_def.type,
-        plan.query_type,
-        plan.path,
-        schema,
-        plan.fragment_definitions,
-        root_value,
-        plan.operation,
-        variables.coerced,
-        context_value,
-        is_awaitable,
-        None,  # graphql-core's abort signal: Strawberry passes none
-        _NO_ASYNC_HELPERS,
-        operation_extensions,  # type: ignore[arg-type]  # None when there are none, as from Strawberry's executor
+    info = resolve_info(
+        field_name=node.name.value,
+        field_nodes=[node],
+        return_type=field_def.type,
+        parent_type=plan.query_type,
+        path=plan.path,
+        schema=schema,
+        fragments=plan.fragment_definitions,
+        root_value=root_value,
+        operation=plan.operation,
+        variable_values=variables.coerced,
+        context=context_value,
+        is_awaitable=is_awaitable,
+        abort_signal=None,  # graphql-core's abort signal: Strawberry passes none
+        async_helpers=_NO_ASYNC_HELPERS,
+        operation_extensions=operation_extensions,  # None when there are none, as from Strawberry's executor
     )
     try:
         result = field_def.resolve(root_value, info, **args)  # type: ignore[misc]

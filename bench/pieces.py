@@ -1,0 +1,287 @@
+"""What each piece of the fast path earns: ``uv run python -m bench.pieces [runs] [requests] [rounds]``.
+
+Calls the app as ASGI in process, as ``bench.inprocess`` does, with the benchmark's first page
+(``bench.queries.PAGE``, 20 runs) and an ``Accept`` header as a GraphQL-over-HTTP client sends
+it. One app has every piece; each other app is built, warmed up and measured with one piece
+turned off (a function or class attribute replaced only while that app runs). Pieces are
+compared in pairs with the full app, back to back (``measure``), over many short rounds, so a
+burst of load from other processes counts for both sides of a pair; the control row (a second
+full app) shows the method's own error. The function calls a request makes (exact, measured
+once with ``sys.setprofile``) are given beside the CPU time, as a figure the load cannot move.
+
+"Earns" is the share of the page's CPU time (with the piece off) that the piece saves:
+``1 - with / without``. The standard path's own caches are compared on an app without compiled
+execution, where they run for every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.types import Message
+
+from server.app import create_app
+from server.config import Settings
+
+from .queries import PAGE_SIZE, page_body
+
+ACCEPT = b"application/graphql-response+json, application/json;q=0.9"
+"""The ``Accept`` header of the requests (as graphql-http clients send it)."""
+
+Patch = tuple[object, str, object]
+"""(owner, attribute, replacement): one attribute replaced while a piece is off."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A piece that can be turned off, and how."""
+
+    name: str
+    patches: Callable[[], list[Patch]]
+    compiled: bool = True
+    """Compared on apps with compiled execution (else on apps without)."""
+
+
+def _compiled_completion() -> list[Patch]:
+    from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+
+    from resolvers.fastpath.compiled import CompiledExecutor
+
+    return [
+        (
+            CompiledExecutor,
+            "collect_and_execute_subfields",
+            StrawberryGraphQLCoreExecutionContext.collect_and_execute_subfields,
+        )
+    ]
+
+
+def _prepared_operations() -> list[Patch]:
+    from resolvers.fastpath import prepared
+
+    return [(prepared, "all_covered", lambda factories: False)]
+
+
+def _root_plans() -> list[Patch]:
+    from resolvers.fastpath import prepared
+
+    return [(prepared, "plan_root", lambda *args, **kwargs: None)]
+
+
+def _run_prepared() -> list[Patch]:
+    from resolvers.fastpath.schema import PreparedSchema
+
+    async def standard(self: Any, view: Any, request: Any) -> None:
+        return None
+
+    return [(PreparedSchema, "run_prepared", standard)]
+
+
+def _from_fields() -> list[Patch]:
+    from resolvers import types
+
+    return [(types, "from_fields", lambda cls, fields: cls(**fields))]
+
+
+class _CallEnum(dict[Any, Any]):
+    def __init__(self, enum: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.enum = enum
+
+    def __getitem__(self, value: Any) -> Any:
+        return self.enum(value)
+
+
+def _stored_enums() -> list[Patch]:
+    from resolvers import types
+
+    return [
+        (types, "_RUN_STATUSES", _CallEnum(types.RunStatus)),
+        (types, "_DECISION_KINDS", _CallEnum(types.DecisionKind)),
+    ]
+
+
+PIECES = [
+    Piece("control: a second app with every piece (shows the method's own error)", list),
+    Piece("compiled completion (and the root plans, which need it)", _compiled_completion),
+    Piece("prepared operations (and root plans, run_prepared)", _prepared_operations),
+    Piece("root plans", _root_plans),
+    Piece("the view's run_prepared", _run_prepared),
+    Piece("from_fields", _from_fields),
+    Piece("stored value -> enum dicts", _stored_enums),
+    Piece("from_fields, standard path", _from_fields, compiled=False),
+]
+
+
+@contextmanager
+def patched(patches: list[Patch]) -> Iterator[None]:
+    """The attributes replaced, restored on leaving."""
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    for owner, name, value in patches:
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+async def call(app: Starlette, path: str, body: bytes) -> None:
+    """POST ``body`` to ``path`` as one ASGI request with ``ACCEPT`` (status must be 200)."""
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"bench"), (b"content-type", b"application/json"), (b"accept", ACCEPT)],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    sent = False
+    status: list[int] = []
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            await asyncio.Event().wait()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    await app(scope, receive, send)
+    if status != [200]:
+        raise RuntimeError(f"{path} answered {status}")
+
+
+@dataclass
+class Scenario:
+    app: Starlette
+    path: str
+    patches: list[Patch] = field(default_factory=list)
+
+    async def calls(self, body: bytes, requests: int) -> float:
+        """Python and C function calls a request makes (``sys.setprofile``): exact, whatever
+        the load on the machine, and a rough measure of the CPU time of interpreted code."""
+        count = 0
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            nonlocal count
+            if event in ("call", "c_call"):
+                count += 1
+
+        with patched(self.patches):
+            sys.setprofile(profile)
+            try:
+                for _ in range(requests):
+                    await call(self.app, self.path, body)
+            finally:
+                sys.setprofile(None)
+        return count / requests
+
+    async def cpu_ms(self, body: bytes, requests: int) -> float:
+        with patched(self.patches):
+            began = time.process_time()
+            for _ in range(requests):
+                await call(self.app, self.path, body)
+            return (time.process_time() - began) * 1000 / requests
+
+
+async def measure(
+    runs: int = 10_000, requests: int = 100, rounds: int = 15
+) -> list[tuple[str, float, float, float, float, float, float]]:
+    """Rows ``(what, CPU ms with everything, CPU ms without it, share earned, function calls
+    with everything, without it, share of the calls earned)``.
+
+    In each round, each piece's app and the full app it is compared with run ``requests``
+    requests back to back (in turn first), so that both sides of a pair see the same load on
+    the machine; the CPU figures are medians over the rounds, the share is the median of the
+    pairs' ``1 - with / without``. The first rows compare the raw endpoint and the standard
+    path with the full app the same way (last column: their CPU time / the full app's).
+    """
+    settings = Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, bench_endpoints=True, auth=False)
+    body = page_body(first=PAGE_SIZE).encode()
+    full = {True: create_app(settings), False: create_app(settings.model_copy(update={"compiled_execution": False}))}
+    baselines = {True: Scenario(full[True], "/graphql"), False: Scenario(full[False], "/graphql")}
+    compared: list[tuple[str, Scenario, Scenario]] = [
+        ("raw page (last column: its CPU / the full app's)", baselines[True], Scenario(full[True], "/bench/raw-page")),
+        ("standard path (last column: its CPU / the full app's)", baselines[True], baselines[False]),
+    ]
+    for piece in PIECES:
+        patches = piece.patches()
+        with patched(patches):
+            app = create_app(settings.model_copy(update={"compiled_execution": piece.compiled}))
+        compared.append((piece.name, baselines[piece.compiled], Scenario(app, "/graphql", patches)))
+    scenarios = [*baselines.values(), *(other for _, _, other in compared)]
+    async with _lifespans([s.app for s in scenarios]):
+        for scenario in scenarios:
+            for _ in range(50):
+                with patched(scenario.patches):
+                    await call(scenario.app, scenario.path, body)
+        calls = {name: (await base.calls(body, 20), await other.calls(body, 20)) for name, base, other in compared}
+        pairs: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in compared}
+        for index in range(rounds):
+            for name, base, other in compared:
+                if index % 2:
+                    other_ms = await other.cpu_ms(body, requests)
+                    base_ms = await base.cpu_ms(body, requests)
+                else:
+                    base_ms = await base.cpu_ms(body, requests)
+                    other_ms = await other.cpu_ms(body, requests)
+                pairs[name].append((base_ms, other_ms))
+    rows = []
+    for position, (name, _, _) in enumerate(compared):
+        base_calls, other_calls = calls[name]
+        measured = pairs[name]
+        with_it = statistics.median(b for b, _ in measured)
+        without = statistics.median(o for _, o in measured)
+        if position < 2:
+            share = statistics.median(o / b for b, o in measured)
+        else:
+            share = statistics.median(1 - b / o for b, o in measured)
+        call_share = other_calls / base_calls if position < 2 else 1 - base_calls / other_calls
+        rows.append((name, with_it, without, share, base_calls, other_calls, call_share))
+    return rows
+
+
+@asynccontextmanager
+async def _lifespans(apps: list[Starlette]) -> AsyncIterator[None]:
+    async with AsyncExitStack() as stack:
+        for app in apps:
+            await stack.enter_async_context(app.router.lifespan_context(app))
+        yield
+
+
+def main(argv: list[str]) -> int:
+    runs = int(argv[0]) if argv else 10_000
+    requests = int(argv[1]) if len(argv) > 1 else 100
+    rounds = int(argv[2]) if len(argv) > 2 else 15
+    print("| piece | CPU ms with it | without it | CPU earned | calls with it | without it | calls earned |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, with_it, without, earned, calls_with, calls_without, calls_earned in asyncio.run(
+        measure(runs, requests, rounds)
+    ):
+        print(
+            f"| {name} | {with_it:.3f} | {without:.3f} | {earned:.1%} "
+            f"| {calls_with:,.0f} | {calls_without:,.0f} | {calls_earned:.1%} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

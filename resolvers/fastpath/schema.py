@@ -1,0 +1,80 @@
+"""The fast path's schema: ``FederationSchema`` running prepared query operations directly."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
+
+from ..federation import FederationSchema
+from .http import run_prepared
+from .prepared import PreparedOperations, execute_prepared, well_formed
+
+logger = logging.getLogger("runsgate.graphql")
+
+
+class PreparedSchema(FederationSchema):
+    """``FederationSchema`` whose ``execute`` runs a prepared query operation directly when
+    given ``prepared_operations`` (``resolvers.fastpath.prepared``)."""
+
+    prepared_operations: PreparedOperations | None = None
+    """Set by ``resolvers.fastpath.install``; None: every request takes Strawberry's standard path."""
+
+    async def execute(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+    ) -> ExecutionResult:
+        """Strawberry's ``Schema.execute``; a prepared query operation skips parsing, validation
+        and the extension hooks (``resolvers.fastpath.prepared``), with the same result."""
+        prepared = self.prepared_operations
+        entry = (
+            prepared.get(query, operation_name)
+            if prepared is not None
+            and isinstance(query, str)
+            and well_formed(operation_name, variable_values, operation_extensions)
+            else None
+        )
+        if entry is not None and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types):
+            assert prepared is not None
+            prepared.executed += 1
+            try:
+                return await execute_prepared(
+                    self,
+                    entry,
+                    variable_values=variable_values,
+                    context_value=context_value,
+                    root_value=root_value,
+                    operation_extensions=operation_extensions,
+                    mask_errors=prepared.mask_errors,
+                    planned=prepared.count_planned,
+                )
+            except Exception:
+                logger.exception("prepared operation failed; running it again through Strawberry's pipeline")
+        return await super().execute(
+            query,
+            variable_values=variable_values,
+            context_value=context_value,
+            root_value=root_value,
+            operation_name=operation_name,
+            allowed_operation_types=allowed_operation_types,
+            operation_extensions=operation_extensions,
+        )
+
+    async def run_prepared(self, view: Any, request: Any) -> Any:
+        """The response to an HTTP request of a prepared query, served by ``view`` without
+        Strawberry's request parsing, or None (``resolvers.fastpath.http.run_prepared``)."""
+        if self.prepared_operations is None:
+            return None
+        return await run_prepared(self.prepared_operations, view, request)
+
+
+__all__ = ["PreparedSchema"]

@@ -11,8 +11,9 @@ import base64
 import os
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.exceptions import CallDeferred
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -27,11 +28,19 @@ SWITCHES: dict[str, Any] = {}
 SHIPPED: list[str] = []
 """Side effects of ``flaky-agent``'s ``ship`` tool."""
 
+PAID: list[int] = []
+"""Side effects of ``payment-agent``'s ``pay`` tool (amounts paid)."""
+
+RELEASED: list[str] = []
+"""Side effects of ``release-agent``'s ``release`` tool (release notes)."""
+
 
 def reset() -> None:
     SWITCHES.clear()
     SWITCHES.update(model_down=False, tool_broken=False, delay=0.0, dispatcher_down=False)
     SHIPPED.clear()
+    PAID.clear()
+    RELEASED.clear()
 
 
 reset()
@@ -96,9 +105,11 @@ def ask_size(ctx: RunContext[None]) -> Any:
 
 @survey_agent.tool
 def fetch_report(ctx: RunContext[None], report: str) -> Any:
-    """A plain ``CallDeferred``: its metadata is listed as the suspend payload."""
-    if ctx.tool_call_approved:
-        return ctx.tool_call_metadata["runsgate"]["resumeData"]
+    """A plain ``CallDeferred``: its metadata is listed as the suspend payload; re-run after a
+    resume, it reads the resume data from ``tool_call_metadata`` (a resume is not an approval)."""
+    answer = (ctx.tool_call_metadata or {}).get("runsgate") or {}
+    if "resumeData" in answer:
+        return answer["resumeData"]
     raise CallDeferred(metadata={"report": report, "queue": "reports"})
 
 
@@ -171,7 +182,81 @@ def publish(chars: int, tail: str) -> str:
     return f"{chars} chars ending {tail}"
 
 
+# -- trip-agent: one tool call asking two questions in a row --------------------------------------
+class CityQ(BaseModel):
+    city: str
+
+
+UNITS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"units": {"enum": ["C", "F"]}},
+    "required": ["units"],
+}
+
+
+def _tool_result_script(tool: str, request: dict[str, Any]) -> Any:
+    def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = [r for r in latest_returns(messages) if r.tool_name == tool]
+        if done:
+            return ModelResponse(parts=[TextPart(f"{tool}: {done[0].content}")])
+        return ModelResponse(parts=[ToolCallPart(tool, request)])
+
+    return script
+
+
+trip_agent = Agent(
+    FunctionModel(_tool_result_script("plan_trip", {})),
+    name="trip-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@trip_agent.tool
+def plan_trip(ctx: RunContext[None]) -> dict[str, Any]:
+    city = suspend(ctx, {"question": "Which city?"}, resume_schema=CityQ)
+    units = suspend(ctx, {"question": "C or F?"}, resume_schema=UNITS_SCHEMA)
+    return {"city": city.city, "units": units}
+
+
+# -- payment-agent: asks for an amount, then needs an approval (with metadata) ------------------------
+payment_agent = Agent(
+    FunctionModel(_tool_result_script("pay", {"payee": "ACME"})),
+    name="payment-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@payment_agent.tool
+def pay(ctx: RunContext[None], payee: str) -> str:
+    amount = suspend(ctx, {"question": f"How much to pay {payee}?"}, resume_schema={"type": "integer"})
+    if not ctx.tool_call_approved:
+        raise ApprovalRequired(metadata={"payee": payee, "amount": amount, "risk": "high"})
+    PAID.append(amount)
+    return f"paid {amount} to {payee}"
+
+
+# -- release-agent: needs an approval first, then asks for release notes ------------------------------
+release_agent = Agent(
+    FunctionModel(_tool_result_script("release", {"version": "1.2"})),
+    name="release-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@release_agent.tool(requires_approval=True)
+def release(ctx: RunContext[None], version: str) -> str:
+    notes = suspend(ctx, {"question": f"Release notes for {version}?"}, resume_schema={"type": "string"})
+    RELEASED.append(f"{version}{' (approved)' if ctx.tool_call_approved else ''}: {notes}")
+    return f"released {version}"
+
+
 TEST_AGENTS: dict[str, Agent[None, Any]] = {
+    "trip-agent": trip_agent,
+    "payment-agent": payment_agent,
+    "release-agent": release_agent,
     "bulky-agent": bulky_agent,
     "flaky-agent": flaky_agent,
     "survey-agent": survey_agent,

@@ -3,9 +3,12 @@
 The sub-agent runs as its own run (``parentRunId`` = the supervisor's run, same thread and
 resource), listed only under the sub-agent. When it suspends, the supervisor's tool call
 suspends too and is listed under the supervisor with the sub-run's pending call on display
-(its tool name, args, ``requiresApproval``, payload and schema; ``delegated=True``). A decision
-on the supervisor's call is forwarded to the sub-run; when the sub-run finishes, its output
-is the tool's result, and both snapshots are gone.
+(its tool name, args, ``requiresApproval``, payload and schema, approval metadata and its
+``questionId``; ``delegated=True``). The two are one decision seen from two places: the
+sub-run is decided only through the supervisor's call (a decision sent to the sub-run
+directly is refused with ``DecideThroughSupervisorError``), and that decision is forwarded to
+the sub-run's call with the same question id, so both record the same decision. When the
+sub-run finishes, its output is the tool's result, and both snapshots are gone.
 
 The sub-run's id is derived from the supervisor's run id and tool call id, so a re-called
 tool finds it again without any extra storage.

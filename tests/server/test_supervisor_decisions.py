@@ -148,13 +148,14 @@ async def test_outer_decided_first_reaches_the_inner_run_and_a_late_inner_decisi
 
     # then the inner run recorded the same decision, and the ledger agrees with it
     kind = "approved" if decision == "approve" else "declined"
+    refunds = [{"orderId": 1042, "amount": 49.9}] if kind == "approved" else []
     assert await _decisions(gql, SUPERVISOR, outer["runId"]) == [kind]
     assert await _decisions(gql, REFUND, inner["runId"]) == [kind]
-    assert LEDGER == ([{"orderId": 1042, "amount": 49.9}] if kind == "approved" else [])
+    assert refunds == LEDGER
 
     # and a late decision on the inner run, either way, changes nothing
     for late in (gql.approve, gql.decline):
         answer = await late(REFUND, inner["runId"], inner["toolCalls"][0]["toolCallId"])
         assert answer["__typename"] == "RunNotFound"
     assert await _decisions(gql, REFUND, inner["runId"]) == [kind]
-    assert LEDGER == ([{"orderId": 1042, "amount": 49.9}] if kind == "approved" else [])
+    assert refunds == LEDGER

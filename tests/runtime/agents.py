@@ -34,6 +34,9 @@ PAID: list[int] = []
 RELEASED: list[str] = []
 """Side effects of ``release-agent``'s ``release`` tool (release notes)."""
 
+EFFECTS: list[str] = []
+"""``toolCallId`` of each side effect of ``mixed-agent``'s tools, in order."""
+
 
 def reset() -> None:
     SWITCHES.clear()
@@ -41,6 +44,7 @@ def reset() -> None:
     SHIPPED.clear()
     PAID.clear()
     RELEASED.clear()
+    EFFECTS.clear()
 
 
 reset()
@@ -253,7 +257,45 @@ def release(ctx: RunContext[None], version: str) -> str:
     return f"released {version}"
 
 
+# -- mixed-agent: two calls in one turn mixing questions and approvals (the state machine's agent) ----
+def _mixed_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = latest_returns(messages)
+    if returns:
+        if SWITCHES["model_down"]:
+            raise RuntimeError("model is down")
+        return ModelResponse(parts=[TextPart("; ".join(f"{r.tool_name}: {r.content}" for r in returns))])
+    return ModelResponse(parts=[ToolCallPart("transfer", {"to": "ACME"}), ToolCallPart("publish_post", {"post": "p1"})])
+
+
+mixed_agent = Agent(
+    FunctionModel(_mixed_script),
+    name="mixed-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@mixed_agent.tool
+def transfer(ctx: RunContext[None], to: str) -> str:
+    """Two questions, then an approval, then the side effect."""
+    amount = suspend(ctx, {"question": "amount?"}, resume_schema={"type": "integer"})
+    note = suspend(ctx, {"question": "note?"}, resume_schema={"type": "string"})
+    if not ctx.tool_call_approved:
+        raise ApprovalRequired(metadata={"to": to, "amount": amount})
+    EFFECTS.append(str(ctx.tool_call_id))
+    return f"sent {amount} to {to} ({note})"
+
+
+@mixed_agent.tool(requires_approval=True)
+def publish_post(ctx: RunContext[None], post: str) -> str:
+    """An approval, then a question, then the side effect."""
+    title = suspend(ctx, {"question": "title?"}, resume_schema={"type": "string"})
+    EFFECTS.append(str(ctx.tool_call_id))
+    return f"published {post} as {title}"
+
+
 TEST_AGENTS: dict[str, Agent[None, Any]] = {
+    "mixed-agent": mixed_agent,
     "trip-agent": trip_agent,
     "payment-agent": payment_agent,
     "release-agent": release_agent,

@@ -223,6 +223,26 @@ def plan_trip(ctx: RunContext[None]) -> dict[str, Any]:
     return {"city": city.city, "units": units}
 
 
+# -- guess-agent: re-asks until the answer is even (at most five questions) --------------------------
+guess_agent = Agent(
+    FunctionModel(_tool_result_script("guess_even", {})),
+    name="guess-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@guess_agent.tool
+def guess_even(ctx: RunContext[None]) -> int:
+    for attempt in range(5):
+        number: int = suspend(
+            ctx, {"question": "An even number?", "attempt": attempt}, resume_schema={"type": "integer"}
+        )
+        if number % 2 == 0:
+            return number
+    raise ValueError("no even number in five answers")
+
+
 # -- payment-agent: asks for an amount, then needs an approval (with metadata) ------------------------
 payment_agent = Agent(
     FunctionModel(_tool_result_script("pay", {"payee": "ACME"})),
@@ -297,6 +317,7 @@ def publish_post(ctx: RunContext[None], post: str) -> str:
 TEST_AGENTS: dict[str, Agent[None, Any]] = {
     "mixed-agent": mixed_agent,
     "trip-agent": trip_agent,
+    "guess-agent": guess_agent,
     "payment-agent": payment_agent,
     "release-agent": release_agent,
     "bulky-agent": bulky_agent,

@@ -111,6 +111,21 @@ async def test_an_answer_to_a_question_already_answered_names_the_winning_decisi
         )
 
 
+async def test_a_tool_re_asking_until_the_answer_is_valid_gets_each_new_answer(any_manager: RunManager) -> None:
+    started = await any_manager.start_run("guess-agent", "guess")
+    first = _only_call(started.run)
+
+    odd = await any_manager.resume("guess-agent", started.run_id, None, 3)
+
+    assert odd.status == "suspended"
+    again = _only_call(odd.run)
+    assert again["suspendPayload"] == {"question": "An even number?", "attempt": 1}
+    assert again["questionId"] != first["questionId"]
+    even = await any_manager.resume("guess-agent", started.run_id, None, 8)
+    assert even.status == "completed"
+    assert even.output == "guess_even: 8"
+
+
 # -- part 2: a resume never approves ------------------------------------------------------------------
 
 

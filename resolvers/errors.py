@@ -17,10 +17,12 @@ from strawberry.extensions import MaskErrors
 from runtime import (
     AgentNotFoundError,
     AmbiguousToolCallError,
+    DecideThroughSupervisorError,
     ErrorCode,
     ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidResumeDataError,
+    QuestionNotPendingError,
     RunNotFoundError,
     RunNotReadyError,
     RunsgateError,
@@ -104,6 +106,25 @@ class Forbidden(UserError):
     required_scope: str | None = strawberry.field(description="The scope that would allow it, if a scope would.")
 
 
+@strawberry.type(
+    description="`resumeRun` named a `questionId` the run no longer waits on (a late or duplicate answer); "
+    "it was not applied to the question that waits now."
+)
+class QuestionNotPending(UserError):
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID | None
+    question_id: strawberry.ID
+
+
+@strawberry.type(
+    description="A decision sent to a sub-agent's inner run: decide it through the supervisor's run, "
+    "whose call shows the same question."
+)
+class DecideThroughSupervisor(UserError):
+    run_id: strawberry.ID
+    supervisor_run_id: strawberry.ID = strawberry.field(description="The supervisor's run to decide instead.")
+
+
 def to_user_error(error: RunsgateError) -> UserError:
     """The GraphQL error type of a domain error.
 
@@ -161,6 +182,21 @@ def to_user_error(error: RunsgateError) -> UserError:
             return RunNotReady(code=code, message=message, run_id=strawberry.ID(error.run_id))
         case ForbiddenError():
             return Forbidden(code=code, message=message, required_scope=error.required_scope)
+        case QuestionNotPendingError():
+            return QuestionNotPending(
+                code=code,
+                message=message,
+                run_id=strawberry.ID(error.run_id),
+                tool_call_id=None if error.tool_call_id is None else strawberry.ID(error.tool_call_id),
+                question_id=strawberry.ID(error.question_id),
+            )
+        case DecideThroughSupervisorError():
+            return DecideThroughSupervisor(
+                code=code,
+                message=message,
+                run_id=strawberry.ID(error.run_id),
+                supervisor_run_id=strawberry.ID(error.supervisor_run_id),
+            )
     raise TypeError(f"no GraphQL type for {type(error).__name__}")
 
 
@@ -183,6 +219,8 @@ USER_ERROR_TYPES = [
     IdempotencyKeyReused,
     RunNotReady,
     Forbidden,
+    QuestionNotPending,
+    DecideThroughSupervisor,
 ]
 
 

@@ -70,6 +70,11 @@ class ResumeRunInput:
     )
     resume_data: JSON = strawberry.field(description="Validated against the call's `resumeSchema`.")
     idempotency_key: str | None = None
+    question_id: strawberry.ID | None = strawberry.field(
+        default=None,
+        description="The question answered (the call's `questionId`); when it no longer waits, the answer "
+        "is refused with `QuestionNotPending`. Omitted: the question the call waits on now.",
+    )
 
 
 @strawberry.input

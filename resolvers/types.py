@@ -81,6 +81,14 @@ class SuspendedToolCall:
     suspend_payload: JSON | None = strawberry.field(description="What the tool passed to `suspend()`.")
     resume_schema: JSON | None = strawberry.field(description="JSON Schema the resume data must satisfy.")
     decision: ToolCallDecision | None = strawberry.field(description="Null until decided.")
+    question_id: strawberry.ID = strawberry.field(
+        description="The question (decision point) the call waits on: new each time the same call suspends "
+        "again (a tool's next `suspend()`, or an approval it needs after an answer). Pass it to `resumeRun` "
+        "so a late or duplicate answer is refused (`QuestionNotPending`) instead of answering the next one."
+    )
+    approval_metadata: JSON | None = strawberry.field(
+        description="What the tool passed to `ApprovalRequired(metadata=...)`, for the reviewer (approvals)."
+    )
 
     @classmethod
     def from_document(cls, doc: ToolCallDocument) -> SuspendedToolCall:
@@ -95,6 +103,8 @@ class SuspendedToolCall:
                 "suspend_payload": doc["suspendPayload"],
                 "resume_schema": doc["resumeSchema"],
                 "decision": None if decision is None else ToolCallDecision.from_document(decision),
+                "question_id": doc.get("questionId") or doc["toolCallId"],
+                "approval_metadata": doc.get("approvalMetadata"),
             },
         )
 

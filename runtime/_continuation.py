@@ -111,7 +111,7 @@ class Continuation:
             agent_id,
             run_id,
             by=me,
-            tool_calls=tool_call_documents(ran.requests, ran.messages),
+            tool_calls=tool_call_documents(ran.requests, ran.messages, previous=claimed["toolCalls"]),
             history=ran.history,
             history_id=uuid.uuid4().hex,
             now=self.now(),

@@ -9,9 +9,12 @@ from jsonschema import Draft202012Validator
 
 from storage import DecisionKind, SnapshotDocument, ToolCallDocument
 
+from ._deferred import question_id
 from .errors import (
     AmbiguousToolCallError,
+    DecideThroughSupervisorError,
     InvalidResumeDataError,
+    QuestionNotPendingError,
     ResumeDataProblem,
     ToolCallAlreadyDecidedError,
     ToolCallNotFoundError,
@@ -26,23 +29,44 @@ class DecisionRequest:
     kind: DecisionKind
     tool_call_id: str | None
     """``None`` only for resume: the one call waiting for resume data."""
+    question_id: str | None = None
+    """The question the request answers (resume); ``None``: the one the call waits on now."""
     reason: str | None = None
     resume_data: Any = None
     principal: str | None = None
     idempotency_key: str | None = None
+    through_supervisor: bool = False
+    """Forwarded by ``delegate()`` from the supervisor's call (the only way to decide a sub-run)."""
 
 
 def select_call(doc: SnapshotDocument, request: DecisionRequest) -> tuple[int, ToolCallDocument]:
     """The index and document of the pending call ``request`` decides.
 
     Raises:
+        DecideThroughSupervisorError: ``doc`` is a sub-run (``parentRunId`` set) and the request
+            does not come from its supervisor.
+        QuestionNotPendingError: ``request.question_id`` names no call of the run (or not the
+            call ``request.tool_call_id`` names): its question was answered and the call moved on.
         ToolCallNotFoundError: No such call (or, without an id, none waits for resume data).
         AmbiguousToolCallError: Without an id, several calls wait for resume data.
         WrongToolCallKindError: The call waits for the other kind of answer.
-        ToolCallAlreadyDecidedError: The call has a decision already.
+        ToolCallAlreadyDecidedError: The call has a decision already (also when the question
+            named was answered and the run has not moved on yet).
     """
     run_id, calls = doc["_id"], doc["toolCalls"]
-    if request.tool_call_id is None:
+    parent = doc.get("parentRunId")
+    if parent is not None and not request.through_supervisor:
+        raise DecideThroughSupervisorError(run_id, parent)
+    if request.question_id is not None:
+        asked = [
+            i
+            for i, call in enumerate(calls)
+            if question_id(call) == request.question_id and request.tool_call_id in (None, call["toolCallId"])
+        ]
+        if not asked:
+            raise QuestionNotPendingError(run_id, request.tool_call_id, request.question_id)
+        index = asked[0]
+    elif request.tool_call_id is None:
         index = _only_resume_call(run_id, calls)
     else:
         found = [i for i, call in enumerate(calls) if call["toolCallId"] == request.tool_call_id]

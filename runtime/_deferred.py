@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,12 +30,30 @@ def declined_message(reason: str | None) -> str:
     return "The user declined this tool call."
 
 
-def tool_call_documents(requests: DeferredToolRequests, messages: Sequence[ModelMessage]) -> list[ToolCallDocument]:
+def question_id(call: ToolCallDocument) -> str:
+    """The id of the question ``call`` waits on (its ``toolCallId`` in documents written before
+    questions had ids of their own)."""
+    return call.get("questionId") or call["toolCallId"]
+
+
+def tool_call_documents(
+    requests: DeferredToolRequests,
+    messages: Sequence[ModelMessage],
+    previous: Sequence[ToolCallDocument] = (),
+) -> list[ToolCallDocument]:
     """The pending calls of a run that ended with ``requests``, in the order the model made them.
 
-    Approvals list the model's arguments; calls deferred by ``suspend()`` list its payload and
-    resume schema; calls deferred by ``delegate()`` list the sub-run's pending call
-    (``delegated=True``); any other ``CallDeferred`` lists its metadata as the payload.
+    Approvals list the model's arguments and the tool's ``ApprovalRequired`` metadata
+    (``approvalMetadata``); calls deferred by ``suspend()`` list its payload and resume schema;
+    calls deferred by ``delegate()`` list the sub-run's pending call (``delegated=True``); any
+    other ``CallDeferred`` lists its metadata as the payload. Every call gets a new
+    ``questionId``.
+
+    Args:
+        previous: The calls of the run's last snapshot. A call deferred again under the same
+            ``toolCallId`` (its tool re-ran and stopped at a later decision point) keeps what was
+            decided there: the answers given so far (``answers``, plus the last resume data) and
+            whether it was approved (``approved``).
     """
     order: dict[str, int] = {}
     for message in messages:
@@ -42,13 +61,36 @@ def tool_call_documents(requests: DeferredToolRequests, messages: Sequence[Model
             for part in message.parts:
                 if isinstance(part, ToolCallPart):
                     order[part.tool_call_id] = len(order)
-    docs = [_approval(part) for part in requests.approvals]
+    docs = [_approval(part, requests.metadata.get(part.tool_call_id)) for part in requests.approvals]
     docs += [_deferred_call(part, requests.metadata.get(part.tool_call_id)) for part in requests.calls]
     docs.sort(key=lambda doc: order.get(doc["toolCallId"], len(order)))
+    earlier = {call["toolCallId"]: call for call in previous if not call.get("delegated")}
+    for doc in docs:
+        doc["questionId"] = doc.get("questionId") or uuid.uuid4().hex
+        before = earlier.get(doc["toolCallId"])
+        if before is not None and not doc.get("delegated"):
+            answers, approved = decided_so_far(before)
+            if answers:
+                doc["answers"] = answers
+            if approved:
+                doc["approved"] = True
     return docs
 
 
-def _approval(part: ToolCallPart) -> ToolCallDocument:
+def decided_so_far(call: ToolCallDocument) -> tuple[list[Any], bool]:
+    """The answers given to ``call``'s ``suspend()`` points so far, in order, and whether it was
+    approved, counting its own decision (none counted while it has none)."""
+    answers = list(call.get("answers") or [])
+    approved = bool(call.get("approved"))
+    decision = call["decision"]
+    if decision is not None and decision["kind"] == "resumed":
+        answers.append(decision["resumeData"])
+    if decision is not None and decision["kind"] == "approved":
+        approved = True
+    return answers, approved
+
+
+def _approval(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolCallDocument:
     return {
         "toolCallId": part.tool_call_id,
         "toolName": part.tool_name,
@@ -57,13 +99,14 @@ def _approval(part: ToolCallPart) -> ToolCallDocument:
         "suspendPayload": None,
         "resumeSchema": None,
         "decision": None,
+        "approvalMetadata": jsonable(metadata) if metadata else None,
     }
 
 
 def _deferred_call(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolCallDocument:
     ours = _metadata.section(metadata)
     if ours is not None and "delegated" in ours:
-        return {
+        delegated: ToolCallDocument = {
             "toolCallId": part.tool_call_id,
             "toolName": ours["toolName"],
             "args": ours.get("args"),
@@ -72,7 +115,12 @@ def _deferred_call(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolC
             "resumeSchema": ours.get("resumeSchema"),
             "decision": None,
             "delegated": True,
+            "approvalMetadata": ours.get("approvalMetadata"),
         }
+        inner_question = ours["delegated"].get("questionId")
+        if inner_question:
+            delegated["questionId"] = inner_question  # the sub-run's question: one question, two places
+        return delegated
     if ours is not None:
         payload, schema = ours.get("suspendPayload"), ours.get("resumeSchema")
     else:
@@ -91,9 +139,14 @@ def _deferred_call(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolC
 def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResults:
     """The answers to pass to pydantic-ai for a run whose every call is decided.
 
-    Approved and resumed calls are re-run (``ToolApproved``) with the decision in
-    ``tool_call_metadata["runsgate"]``; declined calls are never run (``ToolDenied`` with the
-    reason); delegated calls are always re-run so ``delegate()`` forwards the decision.
+    Declined calls are never run (``ToolDenied`` with the reason). Approved and resumed calls
+    are re-run: pydantic-ai re-runs a deferred call only as ``ToolApproved``, so what was really
+    decided goes in ``tool_call_metadata["runsgate"]``: ``approved`` (whether the call was ever
+    approved), ``answers`` (every resume data given to it, in order; ``suspend()`` returns them
+    one per ``suspend()`` point), ``resumeData`` (the last one), ``decision`` and ``decidedBy``.
+    runsgate's toolset wrapper (``runtime._decision_toolset``) then shows the tool
+    ``tool_call_approved`` = ``approved``, never the ``ToolApproved`` itself. Delegated calls
+    are always re-run so ``delegate()`` forwards the decision (with the question it answers).
 
     Raises:
         ValueError: A call has no decision.
@@ -107,6 +160,9 @@ def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResu
         if call.get("delegated"):
             answer["reason"] = decision["reason"]
             answer["resumeData"] = decision["resumeData"]
+            answer["questionId"] = question_id(call)
+            answer["approved"] = False
+            answer["answers"] = []
             answer["call"] = {
                 "toolName": call["toolName"],
                 "args": call["args"],
@@ -115,8 +171,12 @@ def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResu
         elif decision["kind"] == "declined":
             results.approvals[call_id] = ToolDenied(declined_message(decision["reason"]))
             continue
-        elif decision["kind"] == "resumed":
-            answer["resumeData"] = decision["resumeData"]
+        else:
+            answers, approved = decided_so_far(call)
+            answer["approved"] = approved
+            answer["answers"] = answers
+            if decision["kind"] == "resumed":
+                answer["resumeData"] = decision["resumeData"]
         results.approvals[call_id] = ToolApproved()
         results.metadata[call_id] = _metadata.wrap(answer)
     return results

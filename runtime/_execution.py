@@ -10,6 +10,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
+from ._decision_toolset import DecisionCapability
 from ._json import jsonable
 from ._scope import RunScope, entered
 from .registry import AnyAgent
@@ -46,7 +47,9 @@ async def run_agent(
     ``ModelMessagesTypeAdapter``) plus results.
 
     An agent whose ``output_type`` lacks ``DeferredToolRequests`` gets it added for the run, so
-    any registered agent can suspend. (pydantic-ai refuses a run-time ``output_type`` for an
+    any registered agent can suspend. ``DecisionCapability`` is added to the run, so a tool
+    re-run after a decision sees only what was decided (``runtime._decision_toolset``).
+    (pydantic-ai refuses a run-time ``output_type`` for an
     agent with output validators: such agents must list ``DeferredToolRequests`` themselves.)
 
     Raises:
@@ -55,7 +58,13 @@ async def run_agent(
     output_type = _output_type_with_deferred(agent)
     with entered(scope):
         if output_type is None:
-            result = await agent.run(prompt, message_history=history, deferred_tool_results=results, model=model)
+            result = await agent.run(
+                prompt,
+                message_history=history,
+                deferred_tool_results=results,
+                model=model,
+                capabilities=[DecisionCapability()],
+            )
         else:
             result = await agent.run(
                 prompt,
@@ -63,6 +72,7 @@ async def run_agent(
                 message_history=history,
                 deferred_tool_results=results,
                 model=model,
+                capabilities=[DecisionCapability()],
             )
     output = result.output
     if isinstance(output, DeferredToolRequests):

@@ -3,9 +3,12 @@
 The sub-agent runs as its own run (``parentRunId`` = the supervisor's run, same thread and
 resource), listed only under the sub-agent. When it suspends, the supervisor's tool call
 suspends too and is listed under the supervisor with the sub-run's pending call on display
-(its tool name, args, ``requiresApproval``, payload and schema; ``delegated=True``). A decision
-on the supervisor's call is forwarded to the sub-run; when the sub-run finishes, its output
-is the tool's result, and both snapshots are gone.
+(its tool name, args, ``requiresApproval``, payload and schema, approval metadata and its
+``questionId``; ``delegated=True``). The two are one decision seen from two places: the
+sub-run is decided only through the supervisor's call (a decision sent to the sub-run
+directly is refused with ``DecideThroughSupervisorError``), and that decision is forwarded to
+the sub-run's call with the same question id, so both record the same decision. When the
+sub-run finishes, its output is the tool's result, and both snapshots are gone.
 
 The sub-run's id is derived from the supervisor's run id and tool call id, so a re-called
 tool finds it again without any extra storage.
@@ -22,6 +25,7 @@ from pydantic_ai.exceptions import CallDeferred
 from storage import SnapshotDocument, ToolCallDocument
 
 from . import _metadata
+from ._deferred import question_id
 from ._json import canonical_json
 from ._scope import current_scope
 from .lifecycle import RunManager
@@ -69,7 +73,7 @@ async def delegate(ctx: RunContext[Any], agent_id: str, prompt: str) -> Any:
     if ctx.tool_call_id is None:
         raise RuntimeError("delegate() must be called from inside a tool")
     run_id = sub_run_id(scope.run_id, ctx.tool_call_id)
-    answer = _metadata.section(ctx.tool_call_metadata) if ctx.tool_call_approved else None
+    answer = _metadata.section(ctx.tool_call_metadata)
     inner = await manager.store.get(agent_id, run_id)
     if inner is not None:
         outcome = await _answer(manager, inner, answer)
@@ -96,15 +100,27 @@ async def _answer(manager: RunManager, inner: SnapshotDocument, answer: dict[str
     agent_id, run_id = inner["agentId"], inner["_id"]
     pending = [c for c in inner["toolCalls"] if c["decision"] is None]
     if answer is not None and "decision" in answer:
-        shown = answer.get("call")
-        target = next((c for c in pending if _same_call(c, shown)), None)
+        asked = answer.get("questionId")
+        target = next((c for c in pending if asked is not None and question_id(c) == asked), None)
+        if target is None:  # a supervisor call stored before calls had question ids
+            target = next((c for c in pending if _same_call(c, answer.get("call"))), None)
         if target is not None:
             by, call_id = answer.get("decidedBy"), target["toolCallId"]
             if answer["decision"] == "approved":
-                return await manager.approve(agent_id, run_id, call_id, principal=by)
+                return await manager.approve(agent_id, run_id, call_id, principal=by, through_supervisor=True)
             if answer["decision"] == "declined":
-                return await manager.decline(agent_id, run_id, call_id, reason=answer.get("reason"), principal=by)
-            return await manager.resume(agent_id, run_id, call_id, answer.get("resumeData"), principal=by)
+                return await manager.decline(
+                    agent_id, run_id, call_id, reason=answer.get("reason"), principal=by, through_supervisor=True
+                )
+            return await manager.resume(
+                agent_id,
+                run_id,
+                call_id,
+                answer.get("resumeData"),
+                principal=by,
+                question_id=question_id(target),
+                through_supervisor=True,
+            )
     if pending:
         # The decision was for a call the sub-run already moved past: ask about the next one.
         return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=inner)
@@ -141,12 +157,14 @@ def _settle(outcome: RunOutcome) -> Any:
                             "agentId": outcome.agent_id,
                             "runId": outcome.run_id,
                             "toolCallId": call["toolCallId"],
+                            "questionId": question_id(call),
                         },
                         "toolName": call["toolName"],
                         "args": call["args"],
                         "requiresApproval": call["requiresApproval"],
                         "suspendPayload": call["suspendPayload"],
                         "resumeSchema": call["resumeSchema"],
+                        "approvalMetadata": call.get("approvalMetadata"),
                     }
                 ),
                 kind="question",

@@ -36,6 +36,10 @@ class ErrorCode(enum.Enum):
     """``retry`` on a run that still has pending calls or is being continued."""
     FORBIDDEN = "FORBIDDEN"
     """The caller lacks a scope the action needs (a per-tool approval rule, or a resource)."""
+    QUESTION_NOT_PENDING = "QUESTION_NOT_PENDING"
+    """A resume names a question the run no longer waits on (a late or duplicate answer)."""
+    DECIDE_THROUGH_SUPERVISOR = "DECIDE_THROUGH_SUPERVISOR"
+    """A decision sent to a sub-agent's inner run, which is decided through its supervisor's run."""
 
 
 class RunsgateError(Exception):
@@ -278,6 +282,45 @@ class ForbiddenError(RunsgateError):
         return {"message": self.message, "required_scope": self.required_scope}
 
 
+class QuestionNotPendingError(RunsgateError):
+    """A resume names a ``questionId`` the run no longer waits on: it was answered and the call
+    moved on (a late or duplicate answer), or it never existed. Nothing was recorded; the
+    answer is never applied to the question that waits now."""
+
+    code = ErrorCode.QUESTION_NOT_PENDING
+
+    def __init__(self, run_id: str, tool_call_id: str | None, question_id: str) -> None:
+        super().__init__(
+            f"Run {run_id!r} does not wait on question {question_id!r}; it was answered already or never "
+            "asked. List the run to see the question that waits now."
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.question_id = question_id
+
+    def details(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "tool_call_id": self.tool_call_id, "question_id": self.question_id}
+
+
+class DecideThroughSupervisorError(RunsgateError):
+    """A decision sent directly to a sub-agent's inner run: its calls are decided only through
+    the supervisor's run ``supervisor_run_id`` (whose call shows the same question), so the two
+    can never disagree. Nothing was recorded."""
+
+    code = ErrorCode.DECIDE_THROUGH_SUPERVISOR
+
+    def __init__(self, run_id: str, supervisor_run_id: str) -> None:
+        super().__init__(
+            f"Run {run_id!r} is a sub-run of supervisor run {supervisor_run_id!r}; decide its calls "
+            "through the supervisor's run."
+        )
+        self.run_id = run_id
+        self.supervisor_run_id = supervisor_run_id
+
+    def details(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "supervisor_run_id": self.supervisor_run_id}
+
+
 def _iso(value: datetime) -> str:
     """UTC ISO 8601 with milliseconds and ``Z``, as the ``DateTime`` scalar prints it."""
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -290,10 +333,12 @@ def _path(path: list[str | int]) -> str:
 __all__ = [
     "AgentNotFoundError",
     "AmbiguousToolCallError",
+    "DecideThroughSupervisorError",
     "ErrorCode",
     "ForbiddenError",
     "IdempotencyKeyReusedError",
     "InvalidResumeDataError",
+    "QuestionNotPendingError",
     "ResumeDataProblem",
     "RunNotFoundError",
     "RunNotReadyError",

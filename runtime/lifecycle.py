@@ -28,7 +28,7 @@ from storage import (
 
 from ._continuation import Continuation
 from ._decisions import DecisionRequest, select_call, validate_resume_data
-from ._deferred import tool_call_documents
+from ._deferred import question_id, tool_call_documents
 from ._execution import Finished, run_agent
 from ._idempotency import IdempotencyGuard
 from ._journal import Journal
@@ -249,6 +249,7 @@ class RunManager:
         *,
         principal: Caller = None,
         idempotency_key: str | None = None,
+        through_supervisor: bool = False,
     ) -> RunOutcome:
         """Approve a call waiting for approval; the tool runs when the run continues.
 
@@ -259,6 +260,8 @@ class RunManager:
                 ``RunNotFoundError`` (before the idempotency key is looked at, so nothing is
                 written and nothing leaks), a call whose tool has a rule it does not satisfy
                 is ``ForbiddenError``.
+            through_supervisor: Only for ``delegate()``, forwarding the decision made on the
+                supervisor's call to the sub-run it waits on.
 
         Returns:
             ``suspended`` while other calls wait (or the run suspended again), else the
@@ -268,10 +271,16 @@ class RunManager:
             AgentNotFoundError, RunNotFoundError, ForbiddenError, ToolCallNotFoundError,
             WrongToolCallKindError (the call waits for resume data),
             ToolCallAlreadyDecidedError (with the winning decision), IdempotencyKeyReusedError.
+            DecideThroughSupervisorError: The run is a sub-agent's inner run (``parentRunId``
+                set): it is decided through its supervisor's run only.
         """
         name, caller = _split(principal)
         request = DecisionRequest(
-            kind="approved", tool_call_id=tool_call_id, principal=name, idempotency_key=idempotency_key
+            kind="approved",
+            tool_call_id=tool_call_id,
+            principal=name,
+            idempotency_key=idempotency_key,
+            through_supervisor=through_supervisor,
         )
         return await self._decide_once(agent_id, run_id, "approveToolCall", request, caller)
 
@@ -284,9 +293,11 @@ class RunManager:
         reason: str | None = None,
         principal: Caller = None,
         idempotency_key: str | None = None,
+        through_supervisor: bool = False,
     ) -> RunOutcome:
         """Decline a call waiting for approval; the tool never runs, the model reads ``reason``.
 
+        A decline is final for that call: it is never run, even if it had answered questions.
         Returns and raises as ``approve`` (a ``Principal`` needs no per-tool scope to decline).
         """
         name, caller = _split(principal)
@@ -296,6 +307,7 @@ class RunManager:
             reason=reason,
             principal=name,
             idempotency_key=idempotency_key,
+            through_supervisor=through_supervisor,
         )
         return await self._decide_once(agent_id, run_id, "declineToolCall", request, caller)
 
@@ -308,12 +320,22 @@ class RunManager:
         *,
         principal: Caller = None,
         idempotency_key: str | None = None,
+        question_id: str | None = None,
+        through_supervisor: bool = False,
     ) -> RunOutcome:
-        """Answer a call that ``suspend()``-ed with ``resume_data`` (Mastra's ``resumeStream()``).
+        """Answer the question a call that ``suspend()``-ed waits on with ``resume_data``
+        (Mastra's ``resumeStream()``). A resume never approves: a call that then needs an
+        approval suspends the run again, waiting for ``approve``.
 
         Args:
-            tool_call_id: The call; ``None`` for the only call waiting for resume data.
-            resume_data: JSON data, validated against the call's ``resumeSchema`` if it has one.
+            tool_call_id: The call; ``None`` for the only call waiting for resume data (or the
+                call whose question ``question_id`` names).
+            resume_data: JSON data, validated against the ``resumeSchema`` of the question it
+                answers, if it has one.
+            question_id: The question answered (the call's ``questionId`` as listed); ``None``
+                for the one the call waits on now. Naming it makes a late or duplicate answer
+                fail instead of answering the next question.
+            through_supervisor: As ``approve``.
             principal: As ``approve``; the per-tool rules apply to resuming as to approving
                 (without ``tool_call_id``, to every call waiting for resume data).
 
@@ -324,6 +346,7 @@ class RunManager:
             AmbiguousToolCallError: ``tool_call_id`` is ``None`` and several calls wait.
             InvalidResumeDataError: The data fails the schema (one problem per error, with
                 its path); nothing is recorded.
+            QuestionNotPendingError: ``question_id`` is not the question the call waits on.
             WrongToolCallKindError: The call waits for an approval.
             And the errors of ``approve``.
         """
@@ -331,9 +354,11 @@ class RunManager:
         request = DecisionRequest(
             kind="resumed",
             tool_call_id=tool_call_id,
+            question_id=question_id,
             resume_data=jsonable(resume_data),
             principal=name,
             idempotency_key=idempotency_key,
+            through_supervisor=through_supervisor,
         )
         return await self._decide_once(agent_id, run_id, "resumeRun", request, caller)
 
@@ -349,6 +374,7 @@ class RunManager:
         arguments = {
             "runId": run_id,
             "toolCallId": request.tool_call_id,
+            **({"questionId": request.question_id} if request.question_id is not None else {}),
             "reason": request.reason,
             "resumeData": request.resume_data,
             "principal": request.principal,
@@ -410,6 +436,7 @@ class RunManager:
             at=now,
             data={
                 "toolCallId": call["toolCallId"],
+                "questionId": question_id(call),
                 "toolName": call["toolName"],
                 "kind": request.kind,
                 "reason": request.reason,

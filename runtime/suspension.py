@@ -5,7 +5,8 @@ A tool calls ``suspend(ctx, payload, resume_schema=...)``. The first time, it ra
 pydantic-ai's ``CallDeferred`` and the run is stored as suspended, listing ``payload`` as
 the call's ``suspendPayload``. When a client resumes the run with resume data, runsgate calls
 the same tool again with the same arguments, and this time ``suspend`` returns the resume
-data. The tool owns both halves of the exchange and decides what the model sees::
+data; a later ``suspend()`` in the same call asks the next question. The tool owns both halves
+of the exchange and decides what the model sees::
 
     class City(BaseModel):
         name: str
@@ -47,7 +48,16 @@ def suspend(
     *,
     resume_schema: type[BaseModel] | dict[str, Any] | None = None,
 ) -> Any:
-    """Suspend the calling tool until the run is resumed with data, or return that data.
+    """Ask a question and suspend the calling tool until it is answered, or return the answer.
+
+    Every call of ``suspend()`` inside one tool call is its own question. The first time the
+    tool reaches a ``suspend()`` point that has no answer yet, the run suspends, listing the
+    call with this ``payload`` and ``resume_schema`` and a new ``questionId``. After a resume,
+    the tool runs again from its top with the same arguments: each ``suspend()`` point already
+    answered returns its answer, in order (the first point the first answer, and so on), and the
+    next unanswered one suspends the run again. An answer is never reused for another point.
+    So a tool must ask the same questions in the same order when it runs again, and must do
+    nothing it cannot repeat before its last ``suspend()`` (docs/writing-agents.md).
 
     Args:
         ctx: The tool's run context.
@@ -56,22 +66,26 @@ def suspend(
         resume_schema: What the resume data must look like: a pydantic model class (its JSON
             Schema is published as ``resumeSchema`` and the data is returned as a model
             instance), a JSON Schema dict (data returned as plain JSON), or ``None`` (any JSON).
-            runsgate validates resume data against the schema before recording it.
+            runsgate validates resume data against the schema of the question it answers
+            before recording it.
 
     Returns:
-        The resume data, when the tool is being re-called after a resume.
+        The answer to this ``suspend()`` point, when the tool is re-run after it was given.
 
     Raises:
-        CallDeferred: On the first call (``kind="question"``), carrying the payload and schema
-            under ``metadata["runsgate"]``; the agent run ends with this call pending.
-        pydantic.ValidationError: The resume data does not fit ``resume_schema`` (a model class).
+        CallDeferred: This point has no answer yet (``kind="question"``), carrying the payload
+            and schema under ``metadata["runsgate"]``; the agent run ends with this call pending.
+        pydantic.ValidationError: The answer does not fit ``resume_schema`` (a model class).
     """
-    answer = _metadata.section(ctx.tool_call_metadata) if ctx.tool_call_approved else None
-    if answer is not None and "resumeData" in answer:
-        data = answer["resumeData"]
-        if isinstance(resume_schema, type):
-            return resume_schema.model_validate(data)
-        return data
+    ours = _metadata.section(ctx.tool_call_metadata)
+    if ours is not None and isinstance(ours.get("answers"), list) and isinstance(ours.get("asked"), int):
+        index: int = ours["asked"]
+        ours["asked"] = index + 1
+        if index < len(ours["answers"]):
+            data = ours["answers"][index]
+            if isinstance(resume_schema, type):
+                return resume_schema.model_validate(data)
+            return data
     schema = resume_schema.model_json_schema() if isinstance(resume_schema, type) else resume_schema
     raise CallDeferred(
         metadata=_metadata.wrap({"suspendPayload": jsonable(payload), "resumeSchema": schema}),

@@ -48,6 +48,15 @@ class ToolCallDocument(TypedDict):
     decision: DecisionDocument | None
     delegated: NotRequired[bool]
     """True when the call stands for a sub-agent's pending call (supervisor runs)."""
+    questionId: NotRequired[str]
+    """Id of the question (decision point) the call waits on; new each time the same call
+    suspends again. Absent in documents written before it existed: the ``toolCallId`` stands in."""
+    answers: NotRequired[list[Any]]
+    """Resume data already given to this call's earlier ``suspend()`` points, in order (absent: none)."""
+    approved: NotRequired[bool]
+    """True when this call was approved at an earlier decision point (absent: false)."""
+    approvalMetadata: NotRequired[Any]
+    """What the tool passed to ``ApprovalRequired(metadata=...)`` (approvals; absent: none)."""
 
 
 class ClaimDocument(TypedDict):

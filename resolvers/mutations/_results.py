@@ -30,9 +30,11 @@ from ..context import Info
 from ..errors import (
     AgentNotFound,
     AmbiguousToolCall,
+    DecideThroughSupervisor,
     Forbidden,
     IdempotencyKeyReused,
     InvalidResumeData,
+    QuestionNotPending,
     RunNotFound,
     RunNotReady,
     ToolCallAlreadyDecided,
@@ -81,6 +83,8 @@ DecisionError = (
     | InvalidResumeData
     | IdempotencyKeyReused
     | Forbidden
+    | QuestionNotPending
+    | DecideThroughSupervisor
 )
 RetryRunError = AgentNotFound | RunNotFound | RunNotReady | Forbidden
 
@@ -148,6 +152,8 @@ def _decision_error(error: RunsgateError) -> DecisionError:
             InvalidResumeData,
             IdempotencyKeyReused,
             Forbidden,
+            QuestionNotPending,
+            DecideThroughSupervisor,
         ),
     ):
         return user_error

@@ -32,6 +32,7 @@ class ResumeRun(DecisionMutation[ResumeRunInput]):
             input.resume_data,
             principal=principal,
             idempotency_key=input.idempotency_key,
+            question_id=None if input.question_id is None else str(input.question_id),
         )
 
 

@@ -11,8 +11,9 @@ import base64
 import os
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.exceptions import CallDeferred
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
@@ -27,11 +28,23 @@ SWITCHES: dict[str, Any] = {}
 SHIPPED: list[str] = []
 """Side effects of ``flaky-agent``'s ``ship`` tool."""
 
+PAID: list[int] = []
+"""Side effects of ``payment-agent``'s ``pay`` tool (amounts paid)."""
+
+RELEASED: list[str] = []
+"""Side effects of ``release-agent``'s ``release`` tool (release notes)."""
+
+EFFECTS: list[str] = []
+"""``toolCallId`` of each side effect of ``mixed-agent``'s tools, in order."""
+
 
 def reset() -> None:
     SWITCHES.clear()
     SWITCHES.update(model_down=False, tool_broken=False, delay=0.0, dispatcher_down=False)
     SHIPPED.clear()
+    PAID.clear()
+    RELEASED.clear()
+    EFFECTS.clear()
 
 
 reset()
@@ -96,9 +109,11 @@ def ask_size(ctx: RunContext[None]) -> Any:
 
 @survey_agent.tool
 def fetch_report(ctx: RunContext[None], report: str) -> Any:
-    """A plain ``CallDeferred``: its metadata is listed as the suspend payload."""
-    if ctx.tool_call_approved:
-        return ctx.tool_call_metadata["runsgate"]["resumeData"]
+    """A plain ``CallDeferred``: its metadata is listed as the suspend payload; re-run after a
+    resume, it reads the resume data from ``tool_call_metadata`` (a resume is not an approval)."""
+    answer = (ctx.tool_call_metadata or {}).get("runsgate") or {}
+    if "resumeData" in answer:
+        return answer["resumeData"]
     raise CallDeferred(metadata={"report": report, "queue": "reports"})
 
 
@@ -171,7 +186,140 @@ def publish(chars: int, tail: str) -> str:
     return f"{chars} chars ending {tail}"
 
 
+# -- trip-agent: one tool call asking two questions in a row --------------------------------------
+class CityQ(BaseModel):
+    city: str
+
+
+UNITS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"units": {"enum": ["C", "F"]}},
+    "required": ["units"],
+}
+
+
+def _tool_result_script(tool: str, request: dict[str, Any]) -> Any:
+    def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = [r for r in latest_returns(messages) if r.tool_name == tool]
+        if done:
+            return ModelResponse(parts=[TextPart(f"{tool}: {done[0].content}")])
+        return ModelResponse(parts=[ToolCallPart(tool, request)])
+
+    return script
+
+
+trip_agent = Agent(
+    FunctionModel(_tool_result_script("plan_trip", {})),
+    name="trip-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@trip_agent.tool
+def plan_trip(ctx: RunContext[None]) -> dict[str, Any]:
+    city = suspend(ctx, {"question": "Which city?"}, resume_schema=CityQ)
+    units = suspend(ctx, {"question": "C or F?"}, resume_schema=UNITS_SCHEMA)
+    return {"city": city.city, "units": units}
+
+
+# -- guess-agent: re-asks until the answer is even (at most five questions) --------------------------
+guess_agent = Agent(
+    FunctionModel(_tool_result_script("guess_even", {})),
+    name="guess-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@guess_agent.tool
+def guess_even(ctx: RunContext[None]) -> int:
+    for attempt in range(5):
+        number: int = suspend(
+            ctx, {"question": "An even number?", "attempt": attempt}, resume_schema={"type": "integer"}
+        )
+        if number % 2 == 0:
+            return number
+    raise ValueError("no even number in five answers")
+
+
+# -- payment-agent: asks for an amount, then needs an approval (with metadata) ------------------------
+payment_agent = Agent(
+    FunctionModel(_tool_result_script("pay", {"payee": "ACME"})),
+    name="payment-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@payment_agent.tool
+def pay(ctx: RunContext[None], payee: str) -> str:
+    amount = suspend(ctx, {"question": f"How much to pay {payee}?"}, resume_schema={"type": "integer"})
+    if not ctx.tool_call_approved:
+        raise ApprovalRequired(metadata={"payee": payee, "amount": amount, "risk": "high"})
+    PAID.append(amount)
+    return f"paid {amount} to {payee}"
+
+
+# -- release-agent: needs an approval first, then asks for release notes ------------------------------
+release_agent = Agent(
+    FunctionModel(_tool_result_script("release", {"version": "1.2"})),
+    name="release-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@release_agent.tool(requires_approval=True)
+def release(ctx: RunContext[None], version: str) -> str:
+    notes = suspend(ctx, {"question": f"Release notes for {version}?"}, resume_schema={"type": "string"})
+    RELEASED.append(f"{version}{' (approved)' if ctx.tool_call_approved else ''}: {notes}")
+    return f"released {version}"
+
+
+# -- mixed-agent: two calls in one turn mixing questions and approvals (the state machine's agent) ----
+def _mixed_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = latest_returns(messages)
+    if returns:
+        if SWITCHES["model_down"]:
+            raise RuntimeError("model is down")
+        return ModelResponse(parts=[TextPart("; ".join(f"{r.tool_name}: {r.content}" for r in returns))])
+    return ModelResponse(parts=[ToolCallPart("transfer", {"to": "ACME"}), ToolCallPart("publish_post", {"post": "p1"})])
+
+
+mixed_agent = Agent(
+    FunctionModel(_mixed_script),
+    name="mixed-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@mixed_agent.tool
+def transfer(ctx: RunContext[None], to: str) -> str:
+    """Two questions, then an approval, then the side effect."""
+    amount = suspend(ctx, {"question": "amount?"}, resume_schema={"type": "integer"})
+    note = suspend(ctx, {"question": "note?"}, resume_schema={"type": "string"})
+    if not ctx.tool_call_approved:
+        raise ApprovalRequired(metadata={"to": to, "amount": amount})
+    EFFECTS.append(str(ctx.tool_call_id))
+    return f"sent {amount} to {to} ({note})"
+
+
+@mixed_agent.tool(requires_approval=True)
+def publish_post(ctx: RunContext[None], post: str) -> str:
+    """An approval, then a question, then the side effect."""
+    title = suspend(ctx, {"question": "title?"}, resume_schema={"type": "string"})
+    EFFECTS.append(str(ctx.tool_call_id))
+    return f"published {post} as {title}"
+
+
 TEST_AGENTS: dict[str, Agent[None, Any]] = {
+    "mixed-agent": mixed_agent,
+    "trip-agent": trip_agent,
+    "guess-agent": guess_agent,
+    "payment-agent": payment_agent,
+    "release-agent": release_agent,
     "bulky-agent": bulky_agent,
     "flaky-agent": flaky_agent,
     "survey-agent": survey_agent,

@@ -59,7 +59,18 @@ def test_the_registry_is_an_immutable_copy() -> None:
     registry = AgentRegistry(source)
     source.clear()
 
-    assert registry.ids() == ["bulky-agent", "dispatcher", "flaky-agent", "slow-agent", "survey-agent"]
+    assert registry.ids() == [
+        "bulky-agent",
+        "dispatcher",
+        "flaky-agent",
+        "guess-agent",
+        "mixed-agent",
+        "payment-agent",
+        "release-agent",
+        "slow-agent",
+        "survey-agent",
+        "trip-agent",
+    ]
     assert not hasattr(registry, "__setitem__")
 
 

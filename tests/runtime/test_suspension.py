@@ -12,6 +12,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
 from runtime import InvalidResumeDataError, RunManager, suspend
+from runtime._decision_toolset import decided_context
 
 from . import agents
 
@@ -49,25 +50,38 @@ def test_a_payload_model_is_sent_as_json_and_no_schema_is_none() -> None:
     assert caught.value.metadata == {"runsgate": {"suspendPayload": {"value": 1}, "resumeSchema": None}}
 
 
+def _re_run(*answers: Any, approved: bool = False) -> RunContext[None]:
+    """The context runsgate's toolset wrapper gives a call re-run after ``answers`` were given."""
+    metadata = {"runsgate": {"decision": "resumed", "approved": approved, "answers": list(answers)}}
+    return decided_context(_ctx(approved=True, metadata=metadata))
+
+
 def test_the_re_call_returns_resume_data_validated_into_the_model() -> None:
-    ctx = _ctx(approved=True, metadata={"runsgate": {"decision": "resumed", "resumeData": {"value": 3}}})
-
-    answer = suspend(ctx, "ignored", resume_schema=Answer)
-
-    assert answer == Answer(value=3)
+    assert suspend(_re_run({"value": 3}), "ignored", resume_schema=Answer) == Answer(value=3)
 
 
 def test_the_re_call_returns_raw_json_with_a_dict_schema() -> None:
-    ctx = _ctx(approved=True, metadata={"runsgate": {"resumeData": [1, 2]}})
+    assert suspend(_re_run([1, 2]), resume_schema={"type": "array"}) == [1, 2]
 
-    assert suspend(ctx, resume_schema={"type": "array"}) == [1, 2]
+
+def test_each_suspend_point_gets_its_own_answer_in_order_and_the_next_one_asks() -> None:
+    ctx = _re_run("first", "second")
+
+    assert suspend(ctx, "one?") == "first"
+    assert suspend(ctx, "two?") == "second"
+    with pytest.raises(CallDeferred) as caught:
+        suspend(ctx, "three?")
+    assert caught.value.metadata == {"runsgate": {"suspendPayload": "three?", "resumeSchema": None}}
+
+
+def test_a_re_run_call_sees_whether_it_was_approved_not_that_it_was_re_run() -> None:
+    assert _re_run("x").tool_call_approved is False
+    assert _re_run("x", approved=True).tool_call_approved is True
 
 
 def test_an_approval_without_resume_data_suspends_again() -> None:
-    ctx = _ctx(approved=True, metadata={"runsgate": {"decision": "approved"}})
-
     with pytest.raises(CallDeferred):
-        suspend(ctx, "still waiting")
+        suspend(_re_run(approved=True), "still waiting")
 
 
 async def test_calls_waiting_for_data_are_listed_with_payloads_and_resumed_one_by_one(

@@ -118,7 +118,7 @@ async def start_result(call: Awaitable[DomainOutcome]) -> RunOutcome | StartRunE
         return RunOutcome.from_domain(await call)
     except RunsgateError as error:
         user_error = to_user_error(error)
-        if isinstance(user_error, (AgentNotFound, IdempotencyKeyReused, Forbidden)):
+        if isinstance(user_error, StartRunError):
             return user_error
         raise _unexpected(error, "StartRunResult") from error
 
@@ -133,29 +133,14 @@ async def retry_result(call: Awaitable[DomainOutcome]) -> RunOutcome | RetryRunE
         return RunOutcome.from_domain(await call)
     except RunsgateError as error:
         user_error = to_user_error(error)
-        if isinstance(user_error, (AgentNotFound, RunNotFound, RunNotReady, Forbidden)):
+        if isinstance(user_error, RetryRunError):
             return user_error
         raise _unexpected(error, "RetryRunResult") from error
 
 
 def _decision_error(error: RunsgateError) -> DecisionError:
     user_error = to_user_error(error)
-    if isinstance(
-        user_error,
-        (
-            AgentNotFound,
-            RunNotFound,
-            ToolCallNotFound,
-            ToolCallAlreadyDecided,
-            WrongToolCallKind,
-            AmbiguousToolCall,
-            InvalidResumeData,
-            IdempotencyKeyReused,
-            Forbidden,
-            QuestionNotPending,
-            DecideThroughSupervisor,
-        ),
-    ):
+    if isinstance(user_error, DecisionError):
         return user_error
     raise _unexpected(error, "DecisionResult") from error
 

@@ -374,6 +374,10 @@ class MongoSnapshotStore:
         except DuplicateKeyError as exc:
             await self._delete_history(snapshot["historyId"])
             raise DuplicateRunError(f"run {snapshot['_id']!r} is already stored") from exc
+        except Exception:  # refused (e.g. DocumentTooLarge): leave no history behind
+            with suppress(Exception):
+                await self._delete_history(snapshot["historyId"])
+            raise
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk insert (data generator): all histories (inline size only), then all snapshots."""

@@ -3,7 +3,8 @@
 The prompt is JSON text: ``{"hold": X}`` makes the model call ``hold(value=X)``, a tool that needs
 approval (``X`` is listed as the call's ``args.value``); ``{"ask": {"payload": Y, "schema": Z}}``
 makes it call ``ask``, which ``suspend()``-s with ``Y`` as ``suspendPayload`` and ``Z`` as
-``resumeSchema`` and returns the resume data. Both keys may be given: the run then waits for both
+``resumeSchema`` and returns the resume data; ``{"big": N}`` calls ``ask`` with a payload of ``N``
+characters (a snapshot a store may refuse as too large). The keys may be given: the run then waits for both
 calls. Once every call returned, the run completes with the output ``{"held": X, "answered": D}``
 (only the keys of the calls made), so resume data and approved arguments come back unchanged in
 the outcome and in the ``completed`` event.
@@ -40,6 +41,8 @@ def _script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         parts.append(ToolCallPart("hold", {"value": case["hold"]}))
     if "ask" in case:
         parts.append(ToolCallPart("ask", {"payload": case["ask"].get("payload"), "schema": case["ask"].get("schema")}))
+    if "big" in case:
+        parts.append(ToolCallPart("ask", {"payload": "x" * case["big"]}))
     return ModelResponse(parts=parts)
 
 

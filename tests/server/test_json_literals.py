@@ -110,3 +110,25 @@ async def test_variables_anywhere_in_a_json_literal(
     answer = body["data"]["resumeRun"]
     assert answer["status"] == "COMPLETED", answer
     assert answer["output"] == {"answered": expected}
+
+
+async def test_an_enum_variable_inside_a_json_literal_is_its_name(gql: GraphQLClient) -> None:
+    run_id = await _asking_run(gql)
+
+    body = await gql.execute(_resume(JSON_ECHO, run_id, "$s: RunStatus", "{status: [$s]}"), s="FAILED")
+
+    assert "errors" not in body, body
+    assert body["data"]["resumeRun"]["output"] == {"answered": {"status": ["FAILED"]}}
+
+
+@pytest.mark.parametrize("literal", ["{x: 1e400}", "[-1e999]", "{x: " + "9" * 5000 + "}"])
+async def test_a_number_json_cannot_hold_is_a_request_error(gql: GraphQLClient, literal: str) -> None:
+    run_id = await _asking_run(gql)
+
+    body = await gql.execute(_resume(JSON_ECHO, run_id, "$n: String", f"{{a: $n, b: {literal}}}"))
+
+    assert "data" not in body or body["data"] is None
+    assert len(body["errors"]) == 1
+    assert "Unexpected error" not in body["errors"][0]["message"]
+    assert "JSON" in body["errors"][0]["message"], body["errors"]
+    assert (await gql.suspended_run(JSON_ECHO, run_id)) is not None

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from pymongo.errors import DocumentTooLarge
 
 from storage import (
     DecisionDocument,
@@ -268,6 +269,26 @@ async def test_mongo_stores_json_as_text_and_still_reads_documents_written_befor
         replayed = await store.reserve_idempotency_key("old-key", "fp", T0)
         assert replayed is not None
         assert replayed["result"] == {"outcome": {"output": 1}}
+    finally:
+        await store.drop_all()
+        await store.close()
+
+
+@pytest.mark.mongo
+async def test_a_snapshot_mongo_refuses_leaves_no_history_behind(mongodb_uri: str) -> None:
+    store = MongoSnapshotStore(mongodb_uri)
+    await store.open()
+    try:
+        # given a snapshot over MongoDB's 16 MB document limit
+        doc = snapshot(agent_id="json-agent", calls=[call("c1", payload="x" * (17 * 1024 * 1024))])
+
+        # when it is inserted, the store refuses it
+        with pytest.raises(DocumentTooLarge):
+            await store.insert(doc, b"[]")
+
+        # then neither the run nor its history is stored
+        assert await store.get("json-agent", doc["_id"]) is None
+        assert await store.database["run_histories"].count_documents({}) == 0
     finally:
         await store.drop_all()
         await store.close()

@@ -23,7 +23,7 @@ from .federation import FederationSchema
 from .metrics import OperationMetrics
 from .mutations import Mutation
 from .queries import Query
-from .scalars import DateTime
+from .scalars import JSON, JSON_SCALAR, DateTime
 from .subscriptions import Subscription
 from .types import SuspendedRun
 
@@ -84,7 +84,7 @@ def build_schema(
         "subscription": Subscription,
         "types": [SuspendedRun, Agent, *USER_ERROR_TYPES],
         "config": StrawberryConfig(
-            scalar_map={datetime: DateTime},
+            scalar_map={datetime: DateTime, JSON: JSON_SCALAR},
             batching_config={"max_operations": max_batch} if max_batch > 0 else None,
         ),
     }

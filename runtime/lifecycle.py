@@ -20,8 +20,10 @@ from pydantic_ai.models import Model
 from storage import (
     SCHEMA_VERSION,
     DecisionDocument,
+    DuplicateRunError,
     SnapshotDocument,
     SnapshotStore,
+    StoreUnavailableError,
     to_bson_precision,
     utcnow,
 )
@@ -169,13 +171,17 @@ class RunManager:
 
         Returns:
             ``completed`` with the output (nothing stored), ``suspended`` with the stored run,
-            or ``failed`` with the error (nothing stored).
+            or ``failed`` with the error (nothing stored): the agent failed, or the store
+            refused the suspended run (e.g. a snapshot over MongoDB's 16 MB document limit);
+            either way the event log gets a ``failed`` event after ``started``.
 
         Raises:
             ForbiddenError: ``resource_id`` is missing or not one of the ``Principal``'s
                 resources (checked first; nothing is written).
             AgentNotFoundError: No agent ``agent_id``.
             IdempotencyKeyReusedError: ``idempotency_key`` was used for another request.
+            StoreUnavailableError: The store could not be reached.
+            DuplicateRunError: ``run_id`` is already stored.
         """
         principal, caller = _split(principal)
         if caller is not None:
@@ -237,7 +243,12 @@ class RunManager:
             "schemaVersion": SCHEMA_VERSION,
             "historyId": uuid.uuid4().hex,
         }
-        await self._store.insert(doc, ran.history)
+        try:
+            await self._store.insert(doc, ran.history)
+        except (StoreUnavailableError, DuplicateRunError):
+            raise
+        except Exception as exc:  # the store refused the run (e.g. over its document size): it failed
+            return await self._journal.failed(scope, exc, run=None)
         return await self._journal.suspended(scope, doc)
 
     # -- decide ----------------------------------------------------------------------------------

@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
-SCHEMA_VERSION = 1
-"""Version of the snapshot document layout written by this code."""
+SCHEMA_VERSION = 2
+"""Version of the snapshot document layout written by this code: 2 since tool- and client-defined
+JSON is stored as text (``storage.stored_json``); version 1 documents are still read."""
 
 RunStatus = Literal["suspended", "resuming"]
 """Stored status: ``suspended`` while waiting (or after a failed continuation), ``resuming`` under a claim."""

@@ -53,6 +53,16 @@ from .documents import (
     ToolCallDocument,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
+from .stored_json import (
+    DECISION_FIELDS,
+    EVENT_FIELDS,
+    IDEMPOTENCY_FIELDS,
+    decode,
+    decode_snapshot,
+    encode,
+    encode_snapshot,
+    encode_tool_call,
+)
 
 Document = dict[str, Any]
 
@@ -135,6 +145,19 @@ def check_reachable(uri: str, timeout: float) -> None:
         raise StoreUnavailableError(str((exc.details or {}).get("errmsg") or f"error {exc.code}")) from exc
     except ConfigurationError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _snapshot(doc: Document | None) -> SnapshotDocument | None:
+    """A stored snapshot as read: its tool- and client-defined JSON decoded (``stored_json``)."""
+    return None if doc is None else cast(SnapshotDocument, decode_snapshot(doc))
+
+
+def _snapshots(docs: list[Document]) -> list[SnapshotDocument]:
+    return [cast(SnapshotDocument, decode_snapshot(doc)) for doc in docs]
+
+
+def _events(docs: list[Document]) -> list[EventDocument]:
+    return [cast(EventDocument, decode(doc, EVENT_FIELDS)) for doc in docs]
 
 
 def _keyset(key: SortKey, op: str) -> Document:
@@ -262,14 +285,14 @@ class MongoSnapshotStore:
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
         async with _reachable():
             doc = await self._runs.find_one({"_id": run_id, "agentId": agent_id})
-        return cast(SnapshotDocument | None, doc)
+        return _snapshot(doc)
 
     async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
         if not run_ids:
             return []
         async with _reachable():
             docs = await self._runs.find({"_id": {"$in": list(dict.fromkeys(run_ids))}}).to_list()
-        return cast(list[SnapshotDocument], docs)
+        return _snapshots(docs)
 
     async def list_runs(
         self,
@@ -299,7 +322,7 @@ class MongoSnapshotStore:
             docs = await cursor.to_list()
         if from_end:
             docs.reverse()
-        return cast(list[SnapshotDocument], docs)
+        return _snapshots(docs)
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
         async with _reachable():
@@ -347,10 +370,14 @@ class MongoSnapshotStore:
         await self._write_history(snapshot["historyId"], snapshot["_id"], history)
         try:
             async with _reachable():
-                await self._runs.insert_one(cast(Document, dict(snapshot)))
+                await self._runs.insert_one(encode_snapshot(snapshot))
         except DuplicateKeyError as exc:
             await self._delete_history(snapshot["historyId"])
             raise DuplicateRunError(f"run {snapshot['_id']!r} is already stored") from exc
+        except Exception:  # refused (e.g. DocumentTooLarge): leave no history behind
+            with suppress(Exception):
+                await self._delete_history(snapshot["historyId"])
+            raise
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk insert (data generator): all histories (inline size only), then all snapshots."""
@@ -360,14 +387,14 @@ class MongoSnapshotStore:
         try:
             async with _reachable():
                 await self._histories.insert_many(histories, ordered=False)
-                await self._runs.insert_many([cast(Document, dict(s)) for s, _ in snapshots], ordered=False)
+                await self._runs.insert_many([encode_snapshot(s) for s, _ in snapshots], ordered=False)
         except BulkWriteError as exc:
             raise DuplicateRunError(f"bulk insert failed: {exc.details.get('writeErrors', [])[:1]}") from exc
 
     async def _update(self, run_id: str, query: Document, update: Document) -> SnapshotDocument | None:
         async with _reachable(), self._lock(run_id):
             doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
-        return cast(SnapshotDocument | None, doc)
+        return _snapshot(doc)
 
     async def record_decision(
         self,
@@ -390,7 +417,7 @@ class MongoSnapshotStore:
                 f"{path}.decision": None,
             },
             {
-                "$set": {f"{path}.decision": dict(decision), "updatedAt": now},
+                "$set": {f"{path}.decision": encode(decision, DECISION_FIELDS), "updatedAt": now},
                 "$inc": {"pendingCount": -1, "version": 1},
             },
         )
@@ -435,7 +462,7 @@ class MongoSnapshotStore:
         now: datetime,
     ) -> SnapshotDocument | None:
         changes: Document = {
-            "toolCalls": [dict(c) for c in tool_calls],
+            "toolCalls": [encode_tool_call(c) for c in tool_calls],
             "pendingCount": sum(1 for c in tool_calls if c["decision"] is None),
             "status": "suspended",
             "claim": None,
@@ -507,12 +534,12 @@ class MongoSnapshotStore:
             docs = (
                 await self._runs.find(query).sort([("updatedAt", ASCENDING), ("_id", ASCENDING)]).limit(limit).to_list()
             )
-        return cast(list[SnapshotDocument], docs)
+        return _snapshots(docs)
 
     # -- audit log -----------------------------------------------------------------------------
     async def append_event(self, event: EventDocument) -> None:
         async with _reachable():
-            await self._events.insert_one(cast(Document, dict(event)))
+            await self._events.insert_one(encode(event, EVENT_FIELDS))
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])
@@ -525,7 +552,7 @@ class MongoSnapshotStore:
             query["resourceId"] = {"$in": sorted(resource_ids)}
         async with _reachable():
             docs = await self._events.find(query).sort([("at", ASCENDING), ("_id", ASCENDING)]).to_list()
-        return cast(list[EventDocument], docs)
+        return _events(docs)
 
     async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
         if limit < 1:
@@ -535,7 +562,7 @@ class MongoSnapshotStore:
             query["_id"] = {"$gt": after_event_id}
         async with _reachable():
             docs = await self._events.find(query).sort([("_id", ASCENDING)]).limit(limit).to_list()
-        return cast(list[EventDocument], docs)
+        return _events(docs)
 
     # -- idempotency ---------------------------------------------------------------------------
     async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
@@ -548,17 +575,17 @@ class MongoSnapshotStore:
             async with _reachable():
                 existing = await self._keys.find_one({"_id": key_id})
             if existing is not None:
-                return cast(IdempotencyDocument, existing)
+                return cast(IdempotencyDocument, decode(existing, IDEMPOTENCY_FIELDS))
             return await self.reserve_idempotency_key(key_id, fingerprint, now)
         return None
 
     async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:
         async with _reachable():
-            await self._keys.update_one({"_id": key_id}, {"$set": {"result": result}})
+            await self._keys.update_one({"_id": key_id}, {"$set": encode({"result": result}, IDEMPOTENCY_FIELDS)})
 
     async def release_idempotency_key(self, key_id: str) -> None:
         async with _reachable():
-            await self._keys.delete_one({"_id": key_id, "result": None})
+            await self._keys.delete_one({"_id": key_id, "result": None, "resultJson": None})
 
     # -- administration ------------------------------------------------------------------------
     async def drop_all(self) -> None:

@@ -29,10 +29,10 @@ Tables:
   (``NewerSchemaError``); an insert of a newer document raises it.
 
 Client- and tool-defined values (``args``, ``suspendPayload``, ``resumeSchema``, ``resumeData``,
-event ``data``, idempotency results) are stored as JSON text written and read by Python's
-``json`` module, so any key (``$x``, ``a.b``), any nesting and integers beyond 64 bits come back
-unchanged. Datetimes come back timezone-aware UTC at millisecond precision (``to_bson_precision``),
-as from the other stores.
+event ``data``, idempotency results) are stored as JSON text written and read by
+``stored_json`` (Python's ``json`` module), so any key (``$x``, ``a.b``), any nesting and integers
+beyond 64 bits come back unchanged. Datetimes come back timezone-aware UTC at millisecond
+precision (``to_bson_precision``), as from the other stores.
 
 Durability: WAL journal with ``synchronous=FULL`` (the default; ``NORMAL`` may be chosen). With
 FULL, a write whose call returned was fsynced: neither a crash of the process nor a power loss or
@@ -55,7 +55,6 @@ below half of it, or subscribers could miss events that became visible late: the
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -66,6 +65,7 @@ from typing import Any, Literal, cast
 
 import aiosqlite
 
+from . import stored_json
 from ._query import normalized_filter, to_bson_precision
 from .documents import (
     SCHEMA_VERSION,
@@ -182,9 +182,9 @@ def _datetime(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
-def _dumps(value: Any) -> str:
-    """JSON text of a stored value; Python's ``json`` keeps big integers and any key as they are."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_dumps = stored_json.dumps
+"""JSON text of a stored value (``stored_json``: any key, big integers, lone surrogates kept)."""
+_loads = stored_json.loads
 
 
 def _calls_text(calls: Sequence[ToolCallDocument]) -> str:
@@ -199,7 +199,7 @@ def _calls_text(calls: Sequence[ToolCallDocument]) -> str:
 
 
 def _calls(text: str) -> list[ToolCallDocument]:
-    calls = json.loads(text)
+    calls = _loads(text)
     for call in calls:
         decision = call["decision"]
         if decision is not None:
@@ -214,7 +214,7 @@ def _error_text(error: RunErrorDocument | None) -> str | None:
 def _error(text: str | None) -> RunErrorDocument | None:
     if text is None:
         return None
-    error = json.loads(text)
+    error = _loads(text)
     error["at"] = _datetime(error["at"])
     return cast(RunErrorDocument, error)
 
@@ -288,7 +288,7 @@ def _event(row: Row) -> EventDocument:
         "type": row[6],
         "at": _datetime(row[7]),
         "by": row[8],
-        "data": json.loads(row[9]),
+        "data": _loads(row[9]),
     }
     if row[5] & _HAS_THREAD:
         event["threadId"] = row[3]
@@ -849,7 +849,7 @@ class SQLiteSnapshotStore:
         return {
             "_id": row[0],
             "fingerprint": row[1],
-            "result": None if row[2] is None else json.loads(row[2]),
+            "result": None if row[2] is None else _loads(row[2]),
             "createdAt": _datetime(row[3]),
         }
 

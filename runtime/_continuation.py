@@ -18,7 +18,7 @@ from pydantic_ai import ModelMessagesTypeAdapter, capture_run_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from storage import RunErrorDocument, SnapshotDocument, SnapshotStore
+from storage import RunErrorDocument, SnapshotDocument, SnapshotStore, StoreUnavailableError
 
 from ._claims import claim_expiry, renewing_claim
 from ._deferred import deferred_tool_results, results_applied, tool_call_documents
@@ -107,18 +107,33 @@ class Continuation:
             if not await self.store.delete_claimed(agent_id, run_id, by=me):
                 return _claim_lost(scope)
             return await self.journal.completed(scope, ran.output)
-        replaced = await self.store.replace_claimed(
-            agent_id,
-            run_id,
-            by=me,
-            tool_calls=tool_call_documents(ran.requests, ran.messages, previous=claimed["toolCalls"]),
-            history=ran.history,
-            history_id=uuid.uuid4().hex,
-            now=self.now(),
-        )
+        try:
+            replaced = await self.store.replace_claimed(
+                agent_id,
+                run_id,
+                by=me,
+                tool_calls=tool_call_documents(ran.requests, ran.messages, previous=claimed["toolCalls"]),
+                history=ran.history,
+                history_id=uuid.uuid4().hex,
+                now=self.now(),
+            )
+        except StoreUnavailableError:
+            raise
+        except Exception as exc:  # the store refused the run's new state (e.g. over its document size)
+            return await self._refused(scope, exc)
         if replaced is None:
             return _claim_lost(scope)
         return await self.journal.suspended(scope, replaced)
+
+    async def _refused(self, scope: RunScope, exc: Exception) -> RunOutcome:
+        """The store refused to hold the run as it suspended again: the run fails, keeping its
+        decisions and its last stored history (its decided tools may run again on ``retry``),
+        with ``lastError`` and a ``failed`` event."""
+        error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}
+        released = await self.store.release_claim(
+            scope.agent_id, scope.run_id, by=self.instance_id, error=error, now=self.now()
+        )
+        return await self.journal.failed(scope, exc, run=released, tools_ran=False)
 
 
 def _claim_lost(scope: RunScope) -> RunOutcome:

@@ -4,7 +4,8 @@ The prompt is JSON text: ``{"hold": X}`` makes the model call ``hold(value=X)``,
 approval (``X`` is listed as the call's ``args.value``); ``{"ask": {"payload": Y, "schema": Z}}``
 makes it call ``ask``, which ``suspend()``-s with ``Y`` as ``suspendPayload`` and ``Z`` as
 ``resumeSchema`` and returns the resume data; ``{"big": N}`` calls ``ask`` with a payload of ``N``
-characters (a snapshot a store may refuse as too large). The keys may be given: the run then waits for both
+characters (a snapshot a store may refuse as too large), and ``{"big_later": N}`` calls ``ask_twice``,
+whose second question (asked after the first is answered) has such a payload. The keys may be given: the run then waits for both
 calls. Once every call returned, the run completes with the output ``{"held": X, "answered": D}``
 (only the keys of the calls made), so resume data and approved arguments come back unchanged in
 the outcome and in the ``completed`` event.
@@ -27,7 +28,7 @@ from runtime.demo._script import latest_prompt, latest_returns
 from runtime.suspension import suspend
 
 JSON_ECHO = "json-echo"
-_KEYS = {"hold": "held", "ask": "answered"}
+_KEYS = {"hold": "held", "ask": "answered", "ask_twice": "answered"}
 
 
 def _script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -43,6 +44,8 @@ def _script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         parts.append(ToolCallPart("ask", {"payload": case["ask"].get("payload"), "schema": case["ask"].get("schema")}))
     if "big" in case:
         parts.append(ToolCallPart("ask", {"payload": "x" * case["big"]}))
+    if "big_later" in case:
+        parts.append(ToolCallPart("ask_twice", {"size": case["big_later"]}))
     return ModelResponse(parts=parts)
 
 
@@ -64,6 +67,13 @@ def hold(value: Any) -> Any:
 def ask(ctx: RunContext[None], payload: Any = None, schema: dict[str, Any] | None = None) -> Any:
     """Suspend with ``payload`` until resumed with data matching ``schema``; return the data."""
     return suspend(ctx, payload, resume_schema=schema)
+
+
+@json_echo.tool
+def ask_twice(ctx: RunContext[None], size: int) -> Any:
+    """Ask a small question, then one whose payload has ``size`` characters; return both answers."""
+    first = suspend(ctx, "first question")
+    return [first, suspend(ctx, "x" * size)]
 
 
 AGENTS: dict[str, Agent[None, Any]] = {**DEMO_AGENTS, JSON_ECHO: json_echo}

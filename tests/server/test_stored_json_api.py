@@ -97,3 +97,27 @@ async def test_a_run_the_store_cannot_hold_fails_with_a_reason_and_a_failed_even
     events = await gql.run_events(JSON_ECHO, outcome["runId"])
     assert [e["type"] for e in events] == ["started", "failed"]
     assert events[1]["data"]["type"] == "DocumentTooLarge"
+
+
+@pytest.mark.mongo
+@pytest.mark.parametrize("settings", ["mongo"], indirect=True)
+async def test_a_run_the_store_cannot_hold_after_a_resume_fails_with_a_reason_and_stays_listed(
+    gql: GraphQLClient,
+) -> None:
+    # given a run waiting on a small first question whose next question is over 16 MB
+    started = await gql.start_run(JSON_ECHO, json.dumps({"big_later": 17 * 1024 * 1024}))
+    assert started["status"] == "SUSPENDED", started
+
+    # when the first question is answered (the tool then asks the second one)
+    outcome = await gql.resume(JSON_ECHO, started["runId"], "first answer")
+
+    # then the run failed with the store's reason, stays listed with its decision and lastError,
+    # and the log says so
+    assert outcome["status"] == "FAILED", outcome
+    assert "DocumentTooLarge" in outcome["error"]
+    listed = await gql.suspended_run(JSON_ECHO, started["runId"])
+    assert listed is not None
+    assert listed["toolCalls"][0]["decision"]["kind"] == "RESUMED"
+    events = await gql.run_events(JSON_ECHO, started["runId"])
+    assert [e["type"] for e in events][-1] == "failed"
+    assert events[-1]["data"]["type"] == "DocumentTooLarge"

@@ -5,10 +5,10 @@ approval (``X`` is listed as the call's ``args.value``); ``{"ask": {"payload": Y
 makes it call ``ask``, which ``suspend()``-s with ``Y`` as ``suspendPayload`` and ``Z`` as
 ``resumeSchema`` and returns the resume data; ``{"big": N}`` calls ``ask`` with a payload of ``N``
 characters (a snapshot a store may refuse as too large), and ``{"big_later": N}`` calls ``ask_twice``,
-whose second question (asked after the first is answered) has such a payload. The keys may be given: the run then waits for both
-calls. Once every call returned, the run completes with the output ``{"held": X, "answered": D}``
-(only the keys of the calls made), so resume data and approved arguments come back unchanged in
-the outcome and in the ``completed`` event.
+whose second question (asked after the first is answered) has such a payload. The keys may be
+given: the run then waits for both calls. Once every call returned, the run completes with the
+output ``{"held": X, "answered": D}`` (only the keys of the calls made), so resume data and
+approved arguments come back unchanged in the outcome and in the ``completed`` event.
 
 ``RUNSGATE_AGENTS=tests._json_agent:AGENTS`` (with the demo agents).
 """

@@ -80,9 +80,10 @@ class ToolApprovalRule:
     Attributes:
         tool: The tool name (``toolName`` of the call).
         scope: The extra scope required, e.g. ``refunds:approve``.
-        argument: Name of a top-level argument of the call; with ``above``, the rule applies
-            only when that argument is a number greater than ``above``, or is not a number
-            (an unexpected value never skips the rule).
+        argument: Name of a top-level argument of the call; with ``above``, the rule is
+            skipped only when that argument is a number (not a boolean) at most ``above``. A
+            rule that cannot be evaluated applies: the arguments are not an object, or the
+            argument is missing, null, or not a number (an unexpected value never skips it).
         above: The limit for ``argument``.
     """
 
@@ -98,11 +99,9 @@ class ToolApprovalRule:
         if self.argument is None or self.above is None:
             return True
         value = args.get(self.argument) if isinstance(args, Mapping) else None
-        if value is None:
-            return False
         if isinstance(value, bool) or not isinstance(value, int | float):
-            return True
-        return value > self.above
+            return True  # missing, null, not a number, or args not an object: fail closed
+        return not value <= self.above  # NaN is not at most the limit
 
 
 def missing_approval_scope(

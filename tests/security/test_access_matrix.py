@@ -235,7 +235,7 @@ def test_each_principal_decides_exactly_the_runs_of_its_resources(
     assert answer["status"] == "COMPLETED"
     assert admin_view(server, run) is None
     events = data(server.url, ADMIN, EVENTS, agentId=run.agent_id, runId=run.run_id)["runEvents"]
-    assert {"type": "decision", "by": key.name} in events
+    assert {"type": "decision", "by": f"key:{key.name}"} in events
 
 
 @pytest.mark.parametrize("resource", RESOURCES, ids=lambda r: str(r))
@@ -307,7 +307,7 @@ def test_the_websocket_carries_the_principal_of_its_token(server: Server) -> Non
 
     assert result["data"]["approveToolCall"]["status"] == "COMPLETED", result
     events = data(server.url, ADMIN, EVENTS, agentId=REFUND, runId=run.run_id)["runEvents"]
-    assert {"type": "decision", "by": DECIDER.name} in events
+    assert {"type": "decision", "by": f"key:{DECIDER.name}"} in events
 
 
 @pytest.mark.parametrize(

@@ -18,21 +18,33 @@ and rewrites the page's URLs, so the explorer works with no internet access. The
 from __future__ import annotations
 
 import json
+import logging
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
+from graphql import GraphQLError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import MissingQueryError
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.parse_content_type import parse_content_type
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET
 
 from resolvers import Context
+
+logger = logging.getLogger("runsgate.graphql")
+
+SUBSCRIPTIONS_OVER_WEBSOCKET = (
+    "Subscriptions are served over WebSocket (the graphql-transport-ws protocol on /graphql), not over HTTP."
+)
+"""The request error answering a subscription sent as an HTTP request (GET or POST)."""
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 """The GraphQL over HTTP spec's own media type for responses."""
@@ -149,6 +161,46 @@ class GraphQLView(GraphQL[Context, None]):
             response.pop("data", None)
             request.state.graphql_request_error = True
         return response
+
+    async def execute_single(
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        sub_response: Any,
+        context: Context,
+        root_value: None,
+        request_data: GraphQLRequestData,
+    ) -> ExecutionResult:
+        """Strawberry's ``execute_single`` without subscriptions: HTTP serves queries and
+        mutations only, and a subscription is a request error (``SUBSCRIPTIONS_OVER_WEBSOCKET``,
+        no ``data``; 400 for clients of the GraphQL over HTTP media type) logged as one INFO
+        line, where Strawberry would execute it and fail with a masked fault.
+
+        Raises:
+            HTTPException: 400 as Strawberry's (no operation to run, GET of a mutation, no query).
+        """
+        allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
+        if not self.allow_queries_via_get and request_adapter.method == "GET":
+            allowed -= {OperationType.QUERY}
+        try:
+            return await self.schema.execute(
+                request_data.query,
+                root_value=root_value,
+                variable_values=request_data.variables,
+                context_value=context,
+                operation_name=request_data.operation_name,
+                allowed_operation_types=allowed,
+                operation_extensions=request_data.extensions,
+            )
+        except CannotGetOperationTypeError as e:
+            raise HTTPException(400, e.as_http_error_reason()) from e
+        except InvalidOperationTypeError as e:
+            if e.operation_type is OperationType.SUBSCRIPTION:
+                logger.info("subscription refused over HTTP %s", request_adapter.method)
+                return ExecutionResult(data=None, errors=[GraphQLError(SUBSCRIPTIONS_OVER_WEBSOCKET)])
+            raise HTTPException(400, e.as_http_error_reason(request_adapter.method)) from e
+        except MissingQueryError as e:
+            raise HTTPException(400, "No GraphQL query found in the request") from e
 
     async def run(
         self,

@@ -21,7 +21,7 @@ from storage import EventDocument, StoreUnavailableError
 
 from .access import CanReadEvents
 from .agents import require_agent
-from .context import Info
+from .context import Info, fresh_loaders
 from .errors import QueryArgumentError
 from .types import RunEvent
 from .visibility import can_see_event
@@ -110,6 +110,7 @@ class Subscription:
         )
         try:
             async for event in stream:
+                fresh_loaders()  # each event's fields read the store as it is now
                 yield RunEvent.from_document(event)
         except EventFeedOverflowError as exc:
             raise SubscriptionEndedError(str(exc), code="SUBSCRIPTION_OVERFLOW") from exc

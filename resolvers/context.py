@@ -63,6 +63,8 @@ class Context:
         max_page_size: Cap on ``first``/``last``/``perPage`` and the default page size.
         max_resume_data_bytes: Cap on ``resumeData`` serialized as JSON (UTF-8 bytes).
         max_resume_data_depth: Cap on the nesting depth of ``resumeData`` (arrays and objects).
+        max_prompt_bytes: Cap on a ``startRun`` ``prompt`` (UTF-8 bytes).
+        max_reason_bytes: Cap on a ``declineToolCall`` ``reason`` (UTF-8 bytes).
         loaders: Fresh DataLoaders for this operation, restricted to the principal's
             resources (per HTTP request, per WebSocket operation: ``begin_operation``).
         events: The process's event feed (subscriptions); ``None`` where none runs.
@@ -77,6 +79,8 @@ class Context:
     max_page_size: int = 100
     max_resume_data_bytes: int = 64 * 1024
     max_resume_data_depth: int = 32
+    max_prompt_bytes: int = 32 * 1024
+    max_reason_bytes: int = 4 * 1024
     request: Any = None
     response: Any = None
     events: EventFeed | None = None

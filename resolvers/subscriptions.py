@@ -107,6 +107,7 @@ class Subscription:
             str(agent_id),
             after_event_id=None if after_event_id is None else str(after_event_id),
             accept=lambda event: wanted.matches(event) and can_see_event(context, event),
+            resource_ids=context.principal.resources,  # a replay reads only what it may see
         )
         try:
             async for event in stream:

@@ -170,7 +170,6 @@ class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
         expires_at = self.context.principal.expires_at
         if self.connection_acknowledged and expires_at is not None and self._expiry is None:
             self._expiry = asyncio.create_task(self._close_at(expires_at))
-            self._expiry.add_done_callback(self._task_done)
 
     async def _close_at(self, expires_at: datetime) -> None:
         await asyncio.sleep(max((expires_at - datetime.now(UTC)).total_seconds(), 0.0))

@@ -362,8 +362,17 @@ async def test_a_jwks_key_published_without_alg_verifies_only_its_own_kind_of_al
         {"sub": 12},
         {"sub": ["alice"]},
     ],
-    ids=["scope-int", "scope-null", "scope-true", "scp-string", "scp-list-int", "resources-int",
-         "resources-list-null", "sub-int", "sub-list"],
+    ids=[
+        "scope-int",
+        "scope-null",
+        "scope-true",
+        "scp-string",
+        "scp-list-int",
+        "resources-int",
+        "resources-list-null",
+        "sub-int",
+        "sub-list",
+    ],
 )
 async def test_a_signed_token_with_claims_of_the_wrong_type_gets_401(
     claims: dict[str, Any], caplog: pytest.LogCaptureFixture

@@ -5,6 +5,7 @@ It lives here, not in ``server/``, so that arrows point one way (server -> resol
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,37 @@ from runtime import ANONYMOUS, AgentRegistry, EventFeed, Principal, RunManager
 from storage import SnapshotStore
 
 from .loaders import Loaders
+
+
+class _OperationLoaders:
+    """The DataLoaders of one operation on a context that outlives it (a WebSocket's)."""
+
+    __slots__ = ("context", "loaders")
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.loaders: Loaders | None = None
+
+
+_OPERATION: ContextVar[_OperationLoaders | None] = ContextVar("runsgate_operation_loaders", default=None)
+"""The running operation's loaders; set in the operation's task, so its resolvers (tasks it
+spawns) share them, and concurrent operations of one connection never do."""
+
+
+def begin_operation(context: Context) -> None:
+    """Start an operation on ``context`` in the current task: its DataLoaders (``Context.loaders``)
+    are fresh, made when first used. The WebSocket handler calls it for each operation, since a
+    socket's ``Context`` lives as long as the connection and a cache must not outlive the
+    operation that filled it."""
+    _OPERATION.set(_OperationLoaders(context))
+
+
+def fresh_loaders() -> None:
+    """Forget the current operation's DataLoaders (a subscription, before each event it yields),
+    so that every event is resolved from the store as it is now."""
+    current = _OPERATION.get()
+    if current is not None:
+        current.loaders = None
 
 
 @dataclass(kw_only=True)
@@ -31,7 +63,10 @@ class Context:
         max_page_size: Cap on ``first``/``last``/``perPage`` and the default page size.
         max_resume_data_bytes: Cap on ``resumeData`` serialized as JSON (UTF-8 bytes).
         max_resume_data_depth: Cap on the nesting depth of ``resumeData`` (arrays and objects).
-        loaders: Fresh DataLoaders for this request, restricted to the principal's resources.
+        max_prompt_bytes: Cap on a ``startRun`` ``prompt`` (UTF-8 bytes).
+        max_reason_bytes: Cap on a ``declineToolCall`` ``reason`` (UTF-8 bytes).
+        loaders: Fresh DataLoaders for this operation, restricted to the principal's
+            resources (per HTTP request, per WebSocket operation: ``begin_operation``).
         events: The process's event feed (subscriptions); ``None`` where none runs.
         request: The underlying Starlette request or WebSocket, when there is one.
         connection_params: The WebSocket ``connection_init`` payload (Strawberry sets it).
@@ -44,6 +79,8 @@ class Context:
     max_page_size: int = 100
     max_resume_data_bytes: int = 64 * 1024
     max_resume_data_depth: int = 32
+    max_prompt_bytes: int = 32 * 1024
+    max_reason_bytes: int = 4 * 1024
     request: Any = None
     response: Any = None
     events: EventFeed | None = None
@@ -52,7 +89,12 @@ class Context:
 
     @property
     def loaders(self) -> Loaders:
-        """This request's DataLoaders, made when first used (a page of runs uses none)."""
+        """This operation's DataLoaders, made when first used (a page of runs uses none)."""
+        current = _OPERATION.get()
+        if current is not None and current.context is self:
+            if current.loaders is None:
+                current.loaders = Loaders(self.store, resource_ids=self.principal.resources)
+            return current.loaders
         if self._loaders is None:
             self._loaders = Loaders(self.store, resource_ids=self.principal.resources)
         return self._loaders
@@ -64,3 +106,5 @@ class Context:
 
 
 Info = _Info[Context, None]
+
+__all__ = ["Context", "Info", "begin_operation", "fresh_loaders"]

@@ -1,4 +1,5 @@
-"""Input limits checked by resolvers: the size and nesting of ``resumeData``.
+"""Input limits checked by resolvers: the size and nesting of ``resumeData``, the size of a
+``startRun`` prompt and of a decline reason.
 
 Limits on the request as a whole (body size, query depth, tokens, aliases, batching) are
 set by ``server/`` around the schema; these need the parsed argument.
@@ -53,4 +54,17 @@ def check_resume_data(info: Info, value: Any, *, argument: str = "input.resumeDa
         )
 
 
-__all__ = ["check_resume_data", "json_depth"]
+def check_text_size(value: str | None, limit: int, *, argument: str) -> None:
+    """Reject a text argument longer than ``limit`` UTF-8 bytes, before anything is read or written.
+
+    Raises:
+        QueryArgumentError: ``BAD_USER_INPUT`` naming ``argument`` and the limit.
+    """
+    if value is None or len(value) * 4 <= limit:  # a character is at most 4 bytes
+        return
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise QueryArgumentError(f"`{argument}` is {size} bytes; at most {limit} are accepted", argument=argument)
+
+
+__all__ = ["check_resume_data", "check_text_size", "json_depth"]

@@ -21,7 +21,7 @@ from storage import EventDocument, StoreUnavailableError
 
 from .access import CanReadEvents
 from .agents import require_agent
-from .context import Info
+from .context import Info, fresh_loaders
 from .errors import QueryArgumentError
 from .types import RunEvent
 from .visibility import can_see_event
@@ -107,9 +107,11 @@ class Subscription:
             str(agent_id),
             after_event_id=None if after_event_id is None else str(after_event_id),
             accept=lambda event: wanted.matches(event) and can_see_event(context, event),
+            resource_ids=context.principal.resources,  # a replay reads only what it may see
         )
         try:
             async for event in stream:
+                fresh_loaders()  # each event's fields read the store as it is now
                 yield RunEvent.from_document(event)
         except EventFeedOverflowError as exc:
             raise SubscriptionEndedError(str(exc), code="SUBSCRIPTION_OVERFLOW") from exc

@@ -13,17 +13,30 @@ Scopes (SECURITY.md):
 
 A principal may be limited to some ``resourceId``s: it then sees and decides only runs of
 those resources, and every other run is reported exactly as a run that does not exist.
+
+Identities (``Principal.identity``, SECURITY.md "Identities"): one string per decider, recorded
+as ``decidedBy`` and as the ``by`` of events, and owning idempotency keys. ``key:<name>`` for an
+API key, ``jwt:<sub>`` for a JWT (``jwt:<iss>|<sub>`` when an issuer is configured, with ``%``
+and ``|`` of the issuer percent-encoded, so the first ``|`` ends it), ``anonymous`` when
+authentication is off, and runsgate's own deciders by their plain names (``system``, the
+instance id of a sweeper, later ``expiry`` and ``policy:<rule>``). Kinds never collide: an API
+key named ``admin`` (``key:admin``) and a JWT with ``sub: admin`` (``jwt:admin``) are different
+principals.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
 from storage import SnapshotDocument
 
 from .errors import ForbiddenError, RunNotFoundError
+
+CredentialKind = Literal["key", "jwt"]
+"""The kind of credential a principal authenticated with: an API key or a JWT."""
 
 READ = "runs:read"
 DECIDE = "runs:decide"
@@ -37,15 +50,36 @@ class Principal:
     """The caller of one request.
 
     Attributes:
-        name: Recorded as ``decidedBy`` and in the audit log (API key name, or JWT ``sub``).
+        name: The API key's name or the JWT's ``sub``; for a principal made in code
+            (``credential`` ``None``), already its identity.
         scopes: Granted scopes.
         resources: The ``resourceId``s whose runs it may see and decide; ``None`` for every
             run (also runs without a ``resourceId``). An empty set sees no run.
+        credential: The kind of credential it came from; ``None`` for ``ANONYMOUS`` and
+            principals made in code.
+        issuer: The JWT's ``iss`` when an issuer is configured (part of the identity).
+        expires_at: When the credential expires (a JWT's ``exp``, UTC); ``None``: never. A
+            WebSocket authenticated with it is closed (4403) at that instant.
     """
 
     name: str
     scopes: frozenset[str]
     resources: frozenset[str] | None = None
+    credential: CredentialKind | None = None
+    issuer: str | None = None
+    expires_at: datetime | None = None
+
+    @property
+    def identity(self) -> str:
+        """Who this is, in the one format of every decider (module docstring): ``key:<name>``,
+        ``jwt:<sub>``, ``jwt:<iss>|<sub>``, or ``name`` itself for a principal made in code."""
+        if self.credential == "key":
+            return f"key:{self.name}"
+        if self.credential == "jwt":
+            if self.issuer is None:
+                return f"jwt:{self.name}"
+            return "jwt:" + self.issuer.replace("%", "%25").replace("|", "%7C") + "|" + self.name
+        return self.name
 
     def has_scope(self, scope: str) -> bool:
         """Whether ``scope`` was granted."""
@@ -80,9 +114,10 @@ class ToolApprovalRule:
     Attributes:
         tool: The tool name (``toolName`` of the call).
         scope: The extra scope required, e.g. ``refunds:approve``.
-        argument: Name of a top-level argument of the call; with ``above``, the rule applies
-            only when that argument is a number greater than ``above``, or is not a number
-            (an unexpected value never skips the rule).
+        argument: Name of a top-level argument of the call; with ``above``, the rule is
+            skipped only when that argument is a number (not a boolean) at most ``above``. A
+            rule that cannot be evaluated applies: the arguments are not an object, or the
+            argument is missing, null, or not a number (an unexpected value never skips it).
         above: The limit for ``argument``.
     """
 
@@ -98,11 +133,9 @@ class ToolApprovalRule:
         if self.argument is None or self.above is None:
             return True
         value = args.get(self.argument) if isinstance(args, Mapping) else None
-        if value is None:
-            return False
         if isinstance(value, bool) or not isinstance(value, int | float):
-            return True
-        return value > self.above
+            return True  # missing, null, not a number, or args not an object: fail closed
+        return not value <= self.above  # NaN is not at most the limit
 
 
 def missing_approval_scope(
@@ -167,6 +200,7 @@ __all__ = [
     "READ",
     "START",
     "UNAUTHENTICATED",
+    "CredentialKind",
     "Principal",
     "ToolApprovalRule",
     "can_see_run",

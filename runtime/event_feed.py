@@ -125,6 +125,7 @@ class EventFeed:
         *,
         after_event_id: str | None = None,
         accept: EventPredicate = lambda _: True,
+        resource_ids: frozenset[str] | None = None,
     ) -> AsyncGenerator[EventDocument, None]:
         """Yield ``agent_id``'s events as they are appended, on any instance, forever.
 
@@ -136,6 +137,8 @@ class EventFeed:
             agent_id: Whose log to follow.
             after_event_id: Resume after this event id (exclusive).
             accept: Only events for which this returns true are yielded.
+            resource_ids: The subscriber's resources (``Principal.resources``): the events after
+                ``after_event_id`` are read from the store of these resources only.
 
         Raises:
             EventFeedOverflowError: The subscriber fell ``max_queued`` events behind.
@@ -153,7 +156,7 @@ class EventFeed:
             seen: set[str] = set()
             after = after_event_id
             while after is not None:
-                page = await self._store.list_events_after(agent_id, after, self._page_size)
+                page = await self._store.list_events_after(agent_id, after, self._page_size, resource_ids=resource_ids)
                 for event in page:
                     if event["_id"] > read_before:
                         seen.add(event["_id"])  # the poller may deliver it too

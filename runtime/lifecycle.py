@@ -10,6 +10,7 @@ the event log.
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -48,7 +49,8 @@ Caller = Principal | str | None
 """Who asks for a start or a decision (the ``principal`` argument of ``RunManager``'s methods).
 
 A ``Principal`` (an API caller, authenticated by ``server/``) is held to its resources and to
-the per-tool approval rules; its ``name`` is recorded (``decidedBy``, the audit log). A plain
+the per-tool approval rules; its ``identity`` is recorded (``decidedBy``, the audit log) and
+owns the idempotency keys it sends. A plain
 name is recorded without checks: an internal caller, such as ``delegate()`` forwarding a
 decision already made (and checked) on the supervisor's call, or the seed. ``None``: nobody.
 """
@@ -57,8 +59,14 @@ decision already made (and checked) on the supervisor's call, or the seed. ``Non
 def _split(caller: Caller) -> tuple[str | None, Principal | None]:
     """The name to record, and the principal to check (``None``: an internal caller)."""
     if isinstance(caller, Principal):
-        return caller.name, caller
+        return caller.identity, caller
     return caller, None
+
+
+def _owned(operation: str, owner: str | None) -> str:
+    """``operation`` scoped to the identity ``owner``: an idempotency key belongs to one
+    identity (JSON-quoted, so no identity and key can spell another's)."""
+    return operation if owner is None else f"{operation}@{json.dumps(owner)}"
 
 
 class RunManager:
@@ -197,7 +205,11 @@ class RunManager:
         scope_args = {"thread_id": thread_id, "resource_id": resource_id, "principal": principal}
         action = functools.partial(self._start, agent_id, prompt, run_id, parent_run_id, scope_args)
         return await self._idempotency.run(
-            agent_id=agent_id, operation="startRun", key=idempotency_key, arguments=arguments, action=action
+            agent_id=agent_id,
+            operation=_owned("startRun", principal),
+            key=idempotency_key,
+            arguments=arguments,
+            action=action,
         )
 
     async def _start(
@@ -382,6 +394,12 @@ class RunManager:
         doc = await self._store.get(agent_id, run_id)
         if doc is not None:
             self._check(caller, doc, request)
+        elif caller is not None and caller.resources is not None and request.idempotency_key is not None:
+            # A replay of a finished run: re-checked against what the caller may see now (its
+            # events are stored by resource), so a replay never shows a run now hidden.
+            events = await self._store.list_events_of_runs(agent_id, [run_id], resource_ids=caller.resources)
+            if not events:
+                raise RunNotFoundError(agent_id, run_id)
         arguments = {
             "runId": run_id,
             "toolCallId": request.tool_call_id,
@@ -392,7 +410,7 @@ class RunManager:
         }
         return await self._idempotency.run(
             agent_id=agent_id,
-            operation=operation,
+            operation=_owned(operation, request.principal),
             key=request.idempotency_key,
             arguments=arguments,
             action=functools.partial(self._decide, agent_id, run_id, request, caller, doc),

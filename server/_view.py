@@ -13,6 +13,7 @@ valid one the connection is closed with 4403 and no operation runs (Strawberry c
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any, cast
 
@@ -27,6 +28,9 @@ from resolvers import Context
 from runtime import UNAUTHENTICATED, Principal
 
 from .auth import AuthenticationError, Authenticator
+from .logs import has_credential_parameter
+
+logger = logging.getLogger("runsgate.auth")
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -66,6 +70,10 @@ class AuthenticatedView:
     authenticator: Authenticator
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        parameter = has_credential_parameter(scope.get("query_string", b"").decode("latin-1"))
+        if parameter is not None:
+            await _credential_in_query(scope, receive, send, parameter)
+            return
         if scope["type"] == "http" and not _executes_nothing(scope):
             request = Request(scope, receive)
             try:
@@ -105,6 +113,22 @@ class AuthenticatedView:
             reason = "nested too deeply" if isinstance(exc, RecursionError) else "not strict JSON"
             raise json.JSONDecodeError(f"request JSON is {reason}", "", 0) from None
         return value
+
+
+async def _credential_in_query(scope: Scope, receive: Receive, send: Send, parameter: str) -> None:
+    """Refuse a request carrying a credential in its query string (``server.logs.CREDENTIAL_PARAMETERS``):
+    400 naming the parameter, or a WebSocket upgrade refused (403), before anything runs."""
+    logger.info("request refused: credential in the query string parameter %r", parameter)
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 4400, "reason": ""})
+        return
+    message = (
+        f"the query string parameter {parameter!r} looks like a credential: send credentials only in the "
+        "Authorization header (or a WebSocket's connection_init), never in a URL"
+    )
+    await JSONResponse({"errors": [{"message": message, "extensions": {"code": "BAD_REQUEST"}}]}, status_code=400)(
+        scope, receive, send
+    )
 
 
 def _executes_nothing(scope: Scope) -> bool:

@@ -119,6 +119,8 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             max_page_size=settings.max_page_size,
             max_resume_data_bytes=settings.max_resume_data_bytes,
             max_resume_data_depth=settings.max_resume_data_depth,
+            max_prompt_bytes=settings.max_prompt_bytes,
+            max_reason_bytes=settings.max_reason_bytes,
             request=request,
             response=response,
             events=state.events,

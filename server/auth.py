@@ -20,6 +20,7 @@ import logging
 import re
 import secrets
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import jwt
@@ -165,7 +166,23 @@ class JwtVerifier:
                 allowed = frozenset(resources)
             else:
                 raise _wrong_claim(f'`{self._resources_claim}` must be a list of strings or "*"')
-        return Principal(name=subject, scopes=frozenset(scopes), resources=allowed)
+        return Principal(
+            name=subject,
+            scopes=frozenset(scopes),
+            resources=allowed,
+            credential="jwt",
+            issuer=self._issuer,
+            expires_at=_instant(claims["exp"]),
+        )
+
+
+def _instant(exp: Any) -> datetime:
+    """A verified ``exp`` (seconds since the epoch; PyJWT checked it is a number) as a UTC
+    datetime; one beyond ``datetime``'s range is the latest it holds."""
+    try:
+        return datetime.fromtimestamp(exp, UTC)
+    except (OverflowError, OSError, ValueError, TypeError):
+        return datetime.max.replace(tzinfo=UTC)
 
 
 def _wrong_claim(message: str) -> AuthenticationError:
@@ -197,6 +214,7 @@ class Authenticator:
                 name=key.name,
                 scopes=frozenset(key.scopes),
                 resources=None if key.resources == "*" else frozenset(key.resources),
+                credential="key",
             )
             for key in settings.api_keys
         }

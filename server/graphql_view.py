@@ -17,22 +17,40 @@ and rewrites the page's URLs, so the explorer works with no internet access. The
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 from contextvars import ContextVar
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
+from graphql import GraphQLError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import MissingQueryError
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.parse_content_type import parse_content_type
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler, Operation
 from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET
 
-from resolvers import Context
+from resolvers import Context, begin_operation
+
+logger = logging.getLogger("runsgate.graphql")
+
+SUBSCRIPTIONS_OVER_WEBSOCKET = (
+    "Subscriptions are served over WebSocket (the graphql-transport-ws protocol on /graphql), not over HTTP."
+)
+"""The request error answering a subscription sent as an HTTP request (GET or POST)."""
+CREDENTIALS_EXPIRED = "Forbidden: credentials expired"
+"""The reason of the 4403 that closes a WebSocket when its credential expires."""
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 """The GraphQL over HTTP spec's own media type for responses."""
@@ -135,9 +153,55 @@ def offline_graphiql_html(html: str, root_path: str = "") -> str:
     return html.replace(GRAPHIQL_CDN, f"{root_path}{GRAPHIQL_ASSETS_PATH}/")
 
 
+class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
+    """Strawberry's ``graphql-transport-ws`` handler, held to the lifetime of its credential and
+    with fresh DataLoaders for each operation (the socket's ``Context`` lives as long as the
+    connection; its caches must not).
+
+    A credential that expires (a JWT's ``exp``, ``Principal.expires_at``) closes the socket
+    with 4403 at that instant, which ends every operation still running (subscriptions
+    included); an operation that arrives after it is refused the same way.
+    """
+
+    _expiry: asyncio.Task[None] | None = None
+
+    async def handle_connection_init(self, message: Any) -> None:
+        await super().handle_connection_init(message)
+        expires_at = self.context.principal.expires_at
+        if self.connection_acknowledged and expires_at is not None and self._expiry is None:
+            self._expiry = asyncio.create_task(self._close_at(expires_at))
+
+    async def _close_at(self, expires_at: datetime) -> None:
+        await asyncio.sleep(max((expires_at - datetime.now(UTC)).total_seconds(), 0.0))
+        await self._close_expired()
+
+    async def _close_expired(self) -> None:
+        logger.info("WebSocket closed: its credential expired")
+        with contextlib.suppress(Exception):  # the socket may be closing already
+            await self.websocket.close(code=4403, reason=CREDENTIALS_EXPIRED)
+
+    async def handle_subscribe(self, message: Any) -> None:
+        expires_at = self.context.principal.expires_at
+        if expires_at is not None and expires_at <= datetime.now(UTC):
+            await self._close_expired()
+            return
+        await super().handle_subscribe(message)
+
+    async def run_operation(self, operation: Operation[Context, None]) -> None:
+        begin_operation(self.context)  # in the operation's own task
+        await super().run_operation(operation)
+
+    async def shutdown(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+        await super().shutdown()
+
+
 class GraphQLView(GraphQL[Context, None]):
     """Strawberry's ASGI view with the spec's response media type, an offline GraphiQL, and a
     shorter path for prepared queries (``run_prepared``)."""
+
+    graphql_transport_ws_handler_class = TransportWsHandler
 
     prepared_requests: int = 0
     """Requests served by ``run_prepared`` (tests and benchmarks read it)."""
@@ -149,6 +213,46 @@ class GraphQLView(GraphQL[Context, None]):
             response.pop("data", None)
             request.state.graphql_request_error = True
         return response
+
+    async def execute_single(
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        sub_response: Any,
+        context: Context,
+        root_value: None,
+        request_data: GraphQLRequestData,
+    ) -> ExecutionResult:
+        """Strawberry's ``execute_single`` without subscriptions: HTTP serves queries and
+        mutations only, and a subscription is a request error (``SUBSCRIPTIONS_OVER_WEBSOCKET``,
+        no ``data``; 400 for clients of the GraphQL over HTTP media type) logged as one INFO
+        line, where Strawberry would execute it and fail with a masked fault.
+
+        Raises:
+            HTTPException: 400 as Strawberry's (no operation to run, GET of a mutation, no query).
+        """
+        allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
+        if not self.allow_queries_via_get and request_adapter.method == "GET":
+            allowed -= {OperationType.QUERY}
+        try:
+            return await self.schema.execute(
+                request_data.query,
+                root_value=root_value,
+                variable_values=request_data.variables,
+                context_value=context,
+                operation_name=request_data.operation_name,
+                allowed_operation_types=allowed,
+                operation_extensions=request_data.extensions,
+            )
+        except CannotGetOperationTypeError as e:
+            raise HTTPException(400, e.as_http_error_reason()) from e
+        except InvalidOperationTypeError as e:
+            if e.operation_type is OperationType.SUBSCRIPTION:
+                logger.info("subscription refused over HTTP %s", request_adapter.method)
+                return ExecutionResult(data=None, errors=[GraphQLError(SUBSCRIPTIONS_OVER_WEBSOCKET)])
+            raise HTTPException(400, e.as_http_error_reason(request_adapter.method)) from e
+        except MissingQueryError as e:
+            raise HTTPException(400, "No GraphQL query found in the request") from e
 
     async def run(
         self,

@@ -10,13 +10,21 @@ A JSON line is one object: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``me
 ``request_id``, then the record's extras (``logger.info("...", extra={...})``) and
 ``exc_info`` (the formatted traceback) when there is one. uvicorn's access lines also get
 ``client``, ``method``, ``path`` (with the query string) and ``status`` (an int) as fields.
+
+Untrusted text never forges a line: a credential sent as a query parameter
+(``CREDENTIAL_PARAMETERS``, refused by the server) is written as ``REDACTED`` in access lines,
+and in the ``text`` format control characters of a message (a newline in an operation name or
+a ``kid``) are written escaped (``\\n``, ``\\x1b``); a traceback keeps its lines. JSON lines
+escape them by construction.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import Literal
+from urllib.parse import parse_qsl, urlencode
 
 from asgi_correlation_id import CorrelationIdFilter
 from pythonjsonlogger.core import RESERVED_ATTRS
@@ -33,14 +41,58 @@ _NOT_EXTRAS = [*RESERVED_ATTRS, "taskName", "color_message"]
 """Record attributes that are not extras: the standard ones, and uvicorn's coloured copy of the message."""
 
 
+CREDENTIAL_PARAMETERS = frozenset(
+    {"access_token", "id_token", "token", "api_key", "apikey", "api-key", "authorization", "auth", "jwt", "bearer"}
+)
+"""Query parameters that carry a credential (compared lowercased): refused by the server
+(credentials travel only in the ``Authorization`` header or ``connection_init``), and never logged."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def has_credential_parameter(query_string: str) -> str | None:
+    """The first parameter of ``query_string`` (undecoded) named in ``CREDENTIAL_PARAMETERS``, or None."""
+    for name, _ in parse_qsl(query_string, keep_blank_values=True):
+        if name.lower() in CREDENTIAL_PARAMETERS:
+            return name
+    return None
+
+
+def redact_path(path: str) -> str:
+    """``path`` with the value of every credential parameter of its query string replaced by ``REDACTED``."""
+    base, sep, query = path.partition("?")
+    if not sep or has_credential_parameter(query) is None:
+        return path
+    pairs = parse_qsl(query, keep_blank_values=True)
+    return base + "?" + urlencode([(k, "REDACTED" if k.lower() in CREDENTIAL_PARAMETERS else v) for k, v in pairs])
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters (newlines included) written as Python escapes."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 class AccessFields(logging.Filter):
-    """Give uvicorn's access records their parts as fields: ``client``, ``method``, ``path``, ``status``."""
+    """Give uvicorn's access records their parts as fields: ``client``, ``method``, ``path``,
+    ``status``; a credential in the path's query string is ``REDACTED``."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == "uvicorn.access" and isinstance(record.args, tuple) and len(record.args) == 5:
-            client, method, path, _, status = record.args
+            client, method, path, version, status = record.args
+            if isinstance(path, str):
+                path = redact_path(path)
+                record.args = (client, method, path, version, status)
             record.client, record.method, record.path, record.status = client, method, path, status
         return True
+
+
+class EscapingFormatter(logging.Formatter):
+    """``logging.Formatter`` whose messages have their control characters escaped (one record, one line
+    before its traceback)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
 
 
 def resolve_format(log_format: LogFormat, stream: object = None) -> Literal["json", "text"]:
@@ -60,7 +112,7 @@ def make_formatter(log_format: Literal["json", "text"]) -> logging.Formatter:
             reserved_attrs=_NOT_EXTRAS,
             timestamp="time",
         )
-    return logging.Formatter(TEXT_FORMAT)
+    return EscapingFormatter(TEXT_FORMAT)
 
 
 def configure_logging(level: str, log_format: LogFormat) -> None:

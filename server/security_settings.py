@@ -77,6 +77,10 @@ class SecuritySettings(BaseSettings):
     """Largest ``resumeData`` as compact JSON, in bytes."""
     max_resume_data_depth: Annotated[int, Field(ge=1, le=200)] = 32
     """Deepest nesting of arrays and objects in ``resumeData``."""
+    max_prompt_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 32 * 1024
+    """Longest ``startRun`` ``prompt``, in UTF-8 bytes."""
+    max_reason_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 4 * 1024
+    """Longest ``declineToolCall`` ``reason``, in UTF-8 bytes."""
     max_ws_operations: Annotated[int, Field(ge=1, le=10_000)] = 20
     """Operations (subscriptions, queries, mutations) in flight at once on one WebSocket."""
 

@@ -323,13 +323,17 @@ class MemorySnapshotStore:
         ]
         return _copy(sorted(events, key=lambda e: (e["at"], e["_id"])))
 
-    async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
+    async def list_events_after(
+        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         events = self._agent_events.get(agent_id)
         if events is None:
             return []
         found = events.irange_key(min_key=after_event_id, inclusive=(False, True)) if after_event_id else iter(events)
+        if resource_ids is not None:
+            found = (e for e in found if e.get("resourceId") in resource_ids)
         return [_copy(e) for e in itertools.islice(found, limit)]
 
     # -- idempotency ---------------------------------------------------------------------------

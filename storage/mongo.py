@@ -554,12 +554,16 @@ class MongoSnapshotStore:
             docs = await self._events.find(query).sort([("at", ASCENDING), ("_id", ASCENDING)]).to_list()
         return _events(docs)
 
-    async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
+    async def list_events_after(
+        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         query: Document = {"agentId": agent_id}
         if after_event_id is not None:
             query["_id"] = {"$gt": after_event_id}
+        if resource_ids is not None:
+            query["resourceId"] = {"$in": sorted(resource_ids)}
         async with _reachable():
             docs = await self._events.find(query).sort([("_id", ASCENDING)]).limit(limit).to_list()
         return _events(docs)

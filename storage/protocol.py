@@ -234,7 +234,9 @@ class SnapshotStore(Protocol):
         """
         ...
 
-    async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
+    async def list_events_after(
+        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
         """Events of ``agent_id`` whose ``_id`` sorts strictly after ``after_event_id``, in ``_id`` order.
 
         Event ids are time-ordered strings (``EventDocument._id``), so this is a keyset walk of the
@@ -245,6 +247,8 @@ class SnapshotStore(Protocol):
             agent_id: Only this agent's events.
             after_event_id: Exclusive lower bound on ``_id`` (compared as strings), or ``None``.
             limit: At most this many events; ask again after the last one for more.
+            resource_ids: Access restriction as ``RunFilter.resource_ids``: only events whose
+                ``resourceId`` is one of these (a subscriber's replay reads only what it may see).
 
         Raises:
             ValueError: ``limit`` is below 1.

@@ -820,7 +820,9 @@ class SQLiteSnapshotStore:
         rows = await self._read(sql + " ORDER BY at, event_id", params)
         return [_event(row) for row in rows]
 
-    async def list_events_after(self, agent_id: str, after_event_id: str | None, limit: int) -> list[EventDocument]:
+    async def list_events_after(
+        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         sql = f"SELECT {_EVENT_COLUMNS} FROM run_events WHERE agent_id = ?"
@@ -828,6 +830,10 @@ class SQLiteSnapshotStore:
         if after_event_id is not None:
             sql += " AND event_id > ?"
             params.append(after_event_id)
+        if resource_ids is not None:
+            allowed = sorted(resource_ids)
+            sql += f" AND resource_id IN ({_marks(len(allowed))})" if allowed else " AND 0"
+            params += allowed
         rows = await self._read(sql + " ORDER BY event_id LIMIT ?", [*params, limit])
         return [_event(row) for row in rows]
 

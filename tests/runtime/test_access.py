@@ -217,3 +217,20 @@ async def test_resuming_is_held_to_the_rules_of_the_calls_waiting_for_data(
     answerer = Principal(name="dan", scopes=ALL_SCOPES | {"weather:answer"}, resources=frozenset({"tenant-a"}))
     outcome = await manager.resume("weather-agent", started.run_id, None, {"name": "Paris"}, principal=answerer)
     assert outcome.status == "completed"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{}, {"amount": None}, {"amount": "150"}, {"amount": True}, {"amount": float("nan")}, None, [150], "amount=5"],
+    ids=["missing", "null", "string", "boolean", "nan", "args-null", "args-list", "args-string"],
+)
+def test_a_rule_that_cannot_be_evaluated_applies(args: object) -> None:
+    # a rule on an argument the call does not carry as a number denies rather than skips
+    assert RULES[0].applies("issue_refund", args)
+
+
+def test_a_rule_is_skipped_only_for_a_number_at_most_its_limit() -> None:
+    assert not RULES[0].applies("issue_refund", {"amount": 40})
+    assert not RULES[0].applies("issue_refund", {"amount": -3.5})
+    assert RULES[0].applies("issue_refund", {"amount": 40.01})
+    assert not RULES[0].applies("lookup_order", {})

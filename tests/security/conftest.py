@@ -1,6 +1,7 @@
 """Real runsgate processes with authentication on, for the security tests.
 
-Each server is ``python -m server serve`` on 127.0.0.1 with the API keys below, the demo
+Each server is ``python -m server serve`` on 127.0.0.1 with the API keys below, an HS256 JWT
+secret (``JWT_SECRET``), the demo
 agents and a per-tool rule: approving ``issue_refund`` with an ``amount`` above 40 needs
 ``refunds:approve`` (the demo refund is 49.90). The MongoDB-backed one uses a fresh database
 that the tests also read directly, to check that rejected requests wrote nothing.
@@ -30,6 +31,9 @@ DECIDER = TestKey(
 STARTER = TestKey("starter", "rg_starter_gggggggggggggggggggggggggggggggggggg", ("runs:start",))
 PRINCIPALS = [ADMIN, ALICE, BOB, CAROL, READER, DECIDER, STARTER]
 
+JWT_SECRET = "matrix-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+"""HS256 secret of the secured servers: the matrix also runs with JWTs (expired ones included)."""
+
 TOOL_RULES = json.dumps([{"tool": "issue_refund", "scope": "refunds:approve", "argument": "amount", "above": 40}])
 
 
@@ -48,6 +52,7 @@ def secured_env(mongodb_uri: str | None, **extra: str) -> dict[str, str]:
         "RUNSGATE_AUTH": "on",
         "RUNSGATE_API_KEYS": api_keys_json(*PRINCIPALS),
         "RUNSGATE_TOOL_RULES": TOOL_RULES,
+        "RUNSGATE_JWT_SECRET": JWT_SECRET,
         "RUNSGATE_GRAPHIQL": "false",
         **extra,
     }

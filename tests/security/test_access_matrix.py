@@ -1,6 +1,7 @@
 """Who sees and decides what: every principal x every operation x runs of every resource.
 
-Over HTTP and WebSocket against real secured servers (memory store and MongoDB). A run of a
+Over HTTP and WebSocket against real secured servers (memory store and MongoDB), with the
+``/metrics`` counters, idempotent replays and expired credentials included. A run of a
 resource the principal may not use must look exactly like a run that does not exist: absent
 from lists, not counted, null from ``suspendedRun`` / ``node`` / ``_entities``, no events,
 and ``RunNotFound`` (same message as for an unknown id) from every mutation, with nothing
@@ -10,15 +11,18 @@ changed. A missing scope is a ``FORBIDDEN`` GraphQL error, with nothing changed.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+import jwt
 import pytest
 
 from .._auth import TestKey
-from .._graphql import WsClosed, body, data, ws_execute
-from .conftest import ADMIN, ALICE, BOB, DECIDER, PRINCIPALS, READER, STARTER, Server
+from .._graphql import WsClosed, body, data, ws_connect, ws_execute
+from .conftest import ADMIN, ALICE, BOB, DECIDER, JWT_SECRET, PRINCIPALS, READER, STARTER, Server
 
 REFUND = "refund-agent"
 WEATHER = "weather-agent"
@@ -181,10 +185,25 @@ def decide(server: Server, key: TestKey, operation: str, run: Run) -> dict[str, 
     return body(server.url, key, RETRY, input=ids)
 
 
-def not_found_like_unknown(server: Server, key: TestKey, operation: str, run: Run, result: dict[str, Any]) -> None:
-    """``result`` is ``RunNotFound`` and reads exactly as the answer for an unknown run id."""
+def not_found_metric(server: Server, operation: str) -> float:
+    """``runsgate_decisions_total{kind=<operation>, outcome="run_not_found"}`` now."""
+    wanted = f'runsgate_decisions_total{{kind="{operation}",outcome="run_not_found"}} '
+    for line in httpx.get(f"{server.url}/metrics").text.splitlines():
+        if line.startswith(wanted):
+            return float(line[len(wanted) :])
+    return 0.0
+
+
+def not_found_like_unknown(
+    server: Server, key: TestKey, operation: str, run: Run, result: dict[str, Any], counted: float | None = None
+) -> None:
+    """``result`` is ``RunNotFound`` and reads exactly as the answer for an unknown run id; with
+    ``counted`` (the metric's delta for ``result``), ``/metrics`` counted both alike."""
     unknown = Run(run.agent_id, uuid.uuid4().hex, "", run.tool_call_id, run.resource)
+    metric_before = not_found_metric(server, operation)
     reference = decide(server, key, operation, unknown)
+    if counted is not None and operation != "retry":  # retry is not a decision (no counter)
+        assert counted == not_found_metric(server, operation) - metric_before == 1
     answer = next(iter(result["data"].values()))
     expected = next(iter(reference["data"].values()))
     assert answer["__typename"] == expected["__typename"] == "RunNotFound", (answer, expected)
@@ -204,9 +223,11 @@ def test_each_principal_decides_exactly_the_runs_of_its_resources(
     # given a fresh run of that resource (a weather run for resume)
     run = start(server, WEATHER if operation == "resume" else REFUND, resource, f"decide-{uuid.uuid4().hex[:8]}")
     before = admin_view(server, run)
+    metric_before = not_found_metric(server, operation)
 
     # when the principal decides it
     result = decide(server, key, operation, run)
+    counted = not_found_metric(server, operation) - metric_before
 
     if "runs:decide" not in key.scopes:
         # then a missing scope is refused and nothing changes
@@ -214,8 +235,8 @@ def test_each_principal_decides_exactly_the_runs_of_its_resources(
         assert admin_view(server, run) == before
         return
     if not may_use(key, resource):
-        # then another resource's run is reported as missing, and nothing changes
-        not_found_like_unknown(server, key, operation, run, result)
+        # then another resource's run is reported as missing (answer and /metrics), and nothing changes
+        not_found_like_unknown(server, key, operation, run, result, counted)
         assert admin_view(server, run) == before
         return
     answer = next(iter(result["data"].values()))
@@ -235,7 +256,7 @@ def test_each_principal_decides_exactly_the_runs_of_its_resources(
     assert answer["status"] == "COMPLETED"
     assert admin_view(server, run) is None
     events = data(server.url, ADMIN, EVENTS, agentId=run.agent_id, runId=run.run_id)["runEvents"]
-    assert {"type": "decision", "by": key.name} in events
+    assert {"type": "decision", "by": f"key:{key.name}"} in events
 
 
 @pytest.mark.parametrize("resource", RESOURCES, ids=lambda r: str(r))
@@ -307,7 +328,7 @@ def test_the_websocket_carries_the_principal_of_its_token(server: Server) -> Non
 
     assert result["data"]["approveToolCall"]["status"] == "COMPLETED", result
     events = data(server.url, ADMIN, EVENTS, agentId=REFUND, runId=run.run_id)["runEvents"]
-    assert {"type": "decision", "by": DECIDER.name} in events
+    assert {"type": "decision", "by": f"key:{DECIDER.name}"} in events
 
 
 @pytest.mark.parametrize(
@@ -368,3 +389,72 @@ def test_a_websocket_message_with_a_lone_surrogate_is_refused_as_bad_json(server
         )
 
     assert closed.value.code == 4400
+
+
+# -- idempotent replays -----------------------------------------------------------------------------
+DECIDERS = [key for key in PRINCIPALS if "runs:decide" in key.scopes]
+
+
+@pytest.mark.parametrize("resource", RESOURCES, ids=lambda r: str(r))
+@pytest.mark.parametrize("key", DECIDERS, ids=lambda k: k.name)
+def test_an_idempotency_key_replays_only_for_its_own_principal(
+    server: Server, key: TestKey, resource: str | None
+) -> None:
+    # given a run the admin declined with an idempotency key (the run completed)
+    idem = f"k-{uuid.uuid4().hex[:8]}"
+    run = start(server, REFUND, resource, f"replay-{uuid.uuid4().hex[:8]}")
+    fields = {"agentId": REFUND, "runId": run.run_id, "toolCallId": run.tool_call_id, "reason": "no"}
+    first = data(server.url, ADMIN, DECLINE, input={**fields, "idempotencyKey": idem})["declineToolCall"]
+    assert first["__typename"] == "RunOutcome", first
+
+    # when the principal sends the same request with the same key
+    again = data(server.url, key, DECLINE, input={**fields, "idempotencyKey": idem})["declineToolCall"]
+    mine = data(server.url, ADMIN, DECLINE, input={**fields, "idempotencyKey": idem})["declineToolCall"]
+
+    # then the admin's key is not the principal's: neither a replay nor "key reused", but the
+    # answer to its own request (the run is gone), while the admin itself gets its replay
+    if key == ADMIN:
+        assert again == first
+    else:
+        assert again["__typename"] == "RunNotFound", again
+    assert mine == first
+
+
+# -- expired credentials ------------------------------------------------------------------------------
+def expired_token(**claims: Any) -> str:
+    token: str = jwt.encode(
+        {"sub": "late", "scope": "runs:read runs:decide runs:start", "resources": "*", "exp": 1, **claims},
+        JWT_SECRET,
+        algorithm="HS256",
+    )
+    return token
+
+
+@pytest.mark.parametrize("document", [LIST, APPROVE, START], ids=["read", "decide", "start"])
+def test_an_expired_jwt_is_refused_over_http_and_websocket(server: Server, document: str) -> None:
+    token = expired_token()
+    variables: dict[str, Any] = {"agentId": REFUND} if document == LIST else {"input": {}}
+
+    response = httpx.post(
+        f"{server.url}/graphql",
+        json={"query": document, "variables": variables},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 401, response.text
+    with pytest.raises(WsClosed) as closed:
+        asyncio.run(ws_execute(server.url, document, variables, init_payload={"Authorization": f"Bearer {token}"}))
+    assert closed.value.code == 4403
+
+
+def test_a_jwt_that_expires_on_an_open_socket_closes_it(server: Server) -> None:
+    token = expired_token(exp=int(time.time()) + 2)
+
+    async def scenario() -> None:
+        async with ws_connect(server.url, init_payload={"Authorization": f"Bearer {token}"}) as ws:
+            await asyncio.sleep(3)
+            await ws.subscribe(LIST, {"agentId": REFUND})
+            await ws.receive()
+
+    with pytest.raises(WsClosed) as closed:
+        asyncio.run(scenario())
+    assert closed.value.code == 4403

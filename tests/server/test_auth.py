@@ -131,7 +131,7 @@ async def test_an_api_key_is_the_principal_that_decides() -> None:
             )
         ).json()
 
-    assert events["data"]["runEvents"][0] == {"type": "started", "by": ADMIN.name}
+    assert events["data"]["runEvents"][0] == {"type": "started", "by": f"key:{ADMIN.name}"}
 
 
 # -- JWT --------------------------------------------------------------------------------------

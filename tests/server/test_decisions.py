@@ -116,7 +116,7 @@ async def test_a_run_with_two_calls_waits_until_both_are_decided(gql: GraphQLCli
         <= datetime.fromisoformat(decision["decidedAt"])
         <= after
     )
-    assert decision["decidedBy"] == ADMIN.name  # the authenticated principal's name
+    assert decision["decidedBy"] == f"key:{ADMIN.name}"  # the API key's identity
     assert decision["reason"] is None
     assert pending["toolCallId"] == calls[1]["toolCallId"]
     assert pending["decision"] is None

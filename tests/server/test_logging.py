@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ import pytest
 from asgi_correlation_id import correlation_id
 from pymongo import MongoClient
 
-from server.logs import make_formatter, resolve_format
+from server.logs import AccessFields, make_formatter, resolve_format
 from server.request_id import is_sane
 
 from .._graphql import AGENTS, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, post
@@ -204,3 +205,33 @@ def test_auto_format_is_text_on_a_terminal_and_json_otherwise() -> None:
     assert resolve_format("auto", io.StringIO()) == "json"
     assert resolve_format("json", _Terminal()) == "json"
     assert resolve_format("text", io.StringIO()) == "text"
+
+
+def test_text_lines_escape_control_characters_in_messages_and_keep_tracebacks() -> None:
+    formatter = make_formatter("text")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord(
+            "runsgate", logging.INFO, __file__, 1, "op %s", ("Q\nFORGED 1 INFO x",), sys.exc_info()
+        )
+    record.correlation_id = "-"
+    line = formatter.format(record)
+    first, *rest = line.splitlines()
+    assert first.endswith("op Q\\nFORGED 1 INFO x")
+    assert rest[0] == "Traceback (most recent call last):"
+
+
+def test_access_lines_redact_a_credential_in_the_query_string() -> None:
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "GET", "/graphql?query=%7B%7D&access_token=secret-value", "1.1", 400),
+        None,
+    )
+    AccessFields().filter(record)
+    assert "secret-value" not in record.getMessage()
+    assert "access_token=REDACTED" in record.getMessage()

@@ -609,6 +609,20 @@ async def test_events_after_bound_is_exclusive_and_need_not_exist(store: Snapsho
     assert await store.list_events_after("weather-agent", None, 10) == []
 
 
+async def test_events_after_restricted_to_resources_read_only_their_events(store: SnapshotStore) -> None:
+    # a subscriber's replay: its page is full of its own events, others' are never read
+    for n, resource in enumerate(["r1", "r2", None, "r1", "r2", "r3", "r1"]):
+        await store.append_event({**feed_event(f"00{n}"), "resourceId": resource})
+
+    mine = await store.list_events_after("refund-agent", None, 2, resource_ids=frozenset({"r1"}))
+    rest = await store.list_events_after("refund-agent", mine[-1]["_id"], 10, resource_ids=frozenset({"r1", "r3"}))
+    none = await store.list_events_after("refund-agent", None, 10, resource_ids=frozenset())
+
+    assert [e["_id"] for e in mine] == ["000", "003"]
+    assert [e["_id"] for e in rest] == ["005", "006"]
+    assert none == []
+
+
 async def test_events_after_rejects_a_limit_below_one(store: SnapshotStore) -> None:
     await store.append_event(feed_event("001"))
 

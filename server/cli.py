@@ -64,6 +64,13 @@ def _serve(host: str | None, port: int | None, store: str | None = None) -> int:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    from runtime.registry import load_registry
+
+    try:  # before uvicorn, whose failed lifespan would log a traceback and exit with status 3
+        load_registry(settings.agents)
+    except ValueError as exc:
+        print(f"runsgate: invalid configuration: RUNSGATE_AGENTS: {exc}", file=sys.stderr)
+        return 2
     from .app import create_app, store_problem
 
     problem = store_problem(settings)

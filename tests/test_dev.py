@@ -172,3 +172,27 @@ def test_serve_on_a_public_host_without_credentials_asks_for_one() -> None:
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("runsgate: invalid configuration: RUNSGATE_AUTH is on but no credential is configured")
+
+
+@pytest.mark.parametrize(
+    ("args", "skips"),
+    [
+        (["-m", "not process"], True),
+        (["-q", "-m", "not process and not mongo", "tests/server"], True),
+        (["-mnot process"], True),
+        ([], False),
+        (["-q", "tests/test_dev.py"], False),
+        (["-m", "process"], False),
+        (["-m", "not process", "-m", "mongo"], False),
+    ],
+)
+def test_test_installs_node_and_chromium_unless_the_process_tests_are_deselected(args: list[str], skips: bool) -> None:
+    # ./dev test skips the Node and Chromium installs when selects_not_process "$@" holds
+    function = subprocess.run(
+        ["sed", "-n", "/^selects_not_process() {/,/^}/p", DEV], capture_output=True, text=True, check=True
+    ).stdout
+    assert function.strip().endswith("}")
+    script = f'{function}\nif selects_not_process "$@"; then echo skip; else echo install; fi'
+    result = subprocess.run(["bash", "-c", script, "dev", *args], capture_output=True, text=True, timeout=30)
+    assert result.stdout.strip() == ("skip" if skips else "install"), result.stderr
+    assert 'if ! selects_not_process "$@"; then' in Path(DEV).read_text()

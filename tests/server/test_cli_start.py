@@ -72,6 +72,11 @@ AGENT_MODULES = {
         'from pydantic_ai import Agent\nAGENTS = [Agent("openai:gpt-4o-mini", name="chat")]\n',
         "Please install the `openai` package",
     ),
+    "openai-not-installed, the extra to install": (
+        "openai_agents:AGENTS",
+        'from pydantic_ai import Agent\nAGENTS = [Agent("openai:gpt-4o-mini", name="chat")]\n',
+        "(runsgate's `openai` extra installs it; see docs/configuration.md)",
+    ),
 }
 """Case -> (RUNSGATE_AGENTS, source of the module in a folder on PYTHONPATH or None, part of the line)."""
 
@@ -82,7 +87,7 @@ def test_an_agent_module_that_cannot_be_imported_is_one_line_naming_the_variable
     tmp_path: Path, case: str
 ) -> None:
     agents, source, expected = AGENT_MODULES[case]
-    if case == "openai-not-installed" and importlib.util.find_spec("openai") is not None:
+    if case.startswith("openai-not-installed") and importlib.util.find_spec("openai") is not None:
         pytest.skip("the openai package is installed here")
     if source is not None:
         (tmp_path / f"{agents.partition(':')[0]}.py").write_text(source)

@@ -1,4 +1,5 @@
-"""``uv run python -m bench``: run the benchmarks, print the table, write ``bench/RESULTS.md``.
+"""``./dev bench`` (``python -m bench`` in the project's environment): run the benchmarks, print the
+table, write ``bench/RESULTS.md``.
 
 Options: ``--memory 10000,100000,1000000`` and ``--mongo 10000,100000`` (sizes; empty to skip),
 ``--seconds 10`` (wrk time per scenario), ``--rounds 5`` (interleaved rounds; each row is its median
@@ -142,9 +143,10 @@ def write_report(
     report = [
         "# runsgate benchmark results",
         "",
-        f"Command: `uv run python -m bench --memory {shlex.quote(args.memory)} --mongo {shlex.quote(args.mongo)} "
+        f"Command: `./dev bench --memory {shlex.quote(args.memory)} --mongo {shlex.quote(args.mongo)} "
         f"--seconds {args.seconds:g} --rounds {args.rounds} "
-        f"--connections {args.connections}` (`./dev bench`). Each row: wrk, {args.connections} connections, "
+        f"--connections {args.connections}` (`python -m bench` in the project's environment). "
+        f"Each row: wrk, {args.connections} connections, "
         f"1 thread, against a real `python -m server serve` process; page size {PAGE_SIZE}; the scenarios take "
         f"turns in {settings.rounds} rounds of {settings.round_seconds} s, and each row is its median round; "
         "each ratio below is the median of that ratio within each round.",

@@ -1,4 +1,4 @@
-"""Where a page's CPU time goes: ``uv run python -m bench.breakdown [runs]``.
+"""Where a page's CPU time goes: ``./dev run python -m bench.breakdown [runs]``.
 
 Calls the app as ASGI in process (``bench.inprocess.call``) with requests that each add one part
 of the benchmark's page: ``{ __typename }`` (Strawberry's per-request work alone), the page's root

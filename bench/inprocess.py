@@ -1,4 +1,4 @@
-"""CPU milliseconds per request, in process: ``uv run python -m bench.inprocess [runs] [requests]``.
+"""CPU milliseconds per request, in process: ``./dev run python -m bench.inprocess [runs] [requests]``.
 
 Calls the real Starlette app as ASGI, with no socket, no HTTP client and no load generator, so
 the figure is the CPU time (``time.process_time``) that the server's own code spends on one

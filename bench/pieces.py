@@ -1,4 +1,4 @@
-"""What each piece of the fast path earns: ``uv run python -m bench.pieces [runs] [requests] [rounds]``.
+"""What each piece of the fast path earns: ``./dev run python -m bench.pieces [runs] [requests] [rounds]``.
 
 Calls the app as ASGI in process, as ``bench.inprocess`` does, with the benchmark's first page
 (``bench.queries.PAGE``, 20 runs) and an ``Accept`` header as a GraphQL-over-HTTP client sends

@@ -5,7 +5,7 @@ Starts FerretDB and two runsgate processes on one database, subscribes on instan
 for each run, measures the seconds from sending ``startRun`` to receiving the run's ``started``
 and ``suspended`` events on A. Prints the median and maximum per poll interval.
 
-    uv run --no-sync python -m bench.subscription_latency [--runs 20] [--intervals 1,0.2]
+    ./dev run python -m bench.subscription_latency [--runs 20] [--intervals 1,0.2]
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import strawberry
 
+from runtime import AgentNotFoundError
+
 from .access import CanRead
 from .context import Info
 from .errors import QueryArgumentError
@@ -25,9 +27,8 @@ def require_agent(info: Info, agent_id: str) -> None:
     """
     agents = info.context.agents
     if agent_id not in agents:
-        known = agents.ids()
-        listed = f"; known agents: {', '.join(known)}" if known else ""
-        raise QueryArgumentError(f"no agent with id {agent_id!r}{listed}", argument="agentId", code="AGENT_NOT_FOUND")
+        message = AgentNotFoundError(agent_id, agents.ids()).message  # the mutations' wording
+        raise QueryArgumentError(message, argument="agentId", code="AGENT_NOT_FOUND")
 
 
 @strawberry.federation.type(keys=["id"], description="A registered agent.")

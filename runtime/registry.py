@@ -100,17 +100,22 @@ def load_registry(import_path: str) -> AgentRegistry:
     an iterable of agents whose ``name`` is their id.
 
     Raises:
-        ValueError: The path is malformed, the module cannot be imported, the attribute is
-            missing or of the wrong shape, an agent has no name, or ids repeat; the message
-            names ``import_path``.
+        ValueError: The path is malformed, the module does not exist or its import raises (e.g.
+            pydantic-ai's ``ImportError`` naming the package to install for a model's provider),
+            the attribute is missing or of the wrong shape, an agent has no name, or ids repeat;
+            the message names ``import_path`` and is one line.
     """
     module_name, sep, attribute = import_path.partition(":")
     if not sep or not module_name or not attribute or ":" in attribute:
         raise ValueError(f"agent registry path {import_path!r} must look like 'package.module:attribute'")
     try:
         target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"agent registry path {import_path!r}: cannot import {module_name!r}: {exc}") from exc
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise ValueError(f"agent registry path {import_path!r}: cannot import {module_name!r}: {exc}") from exc
+        raise _import_failed(import_path, module_name, exc) from exc
+    except Exception as exc:  # the module's own code failed (an agent of a provider not installed, ...)
+        raise _import_failed(import_path, module_name, exc) from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
@@ -127,6 +132,11 @@ def load_registry(import_path: str) -> AgentRegistry:
         return AgentRegistry.from_agents(target)
     except ValueError as exc:
         raise ValueError(f"agent registry path {import_path!r}: {exc}") from exc
+
+
+def _import_failed(import_path: str, module_name: str, exc: Exception) -> ValueError:
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return ValueError(f"agent registry path {import_path!r}: importing {module_name!r} failed: {reason}")
 
 
 __all__ = ["AgentRegistry", "AnyAgent", "load_registry"]

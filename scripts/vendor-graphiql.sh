@@ -2,13 +2,13 @@
 # Copy the GraphiQL page's browser assets into server/static/graphiql/, so /graphql works offline.
 #
 # Strawberry's GraphiQL page loads React, GraphiQL and its explorer plugin from unpkg.com. runsgate
-# serves the very same files itself (server/graphiql.py rewrites the page's URLs), fetched here
+# serves the very same files itself (server/graphql_view.py rewrites the page's URLs), fetched here
 # from the npm registry with `npm pack` at the versions the page names. The page's
 # `integrity` (SRI sha384) attributes are kept, so the browser checks each file; so does
 # tests/server/test_graphiql_assets.py. Run it again after upgrading strawberry-graphql.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-html="$(uv run --frozen --no-sync python -c 'from strawberry.http.ides import get_graphql_ide_html; print(get_graphql_ide_html("graphiql"))')"
+html="$(./dev run python -c 'from strawberry.http.ides import get_graphql_ide_html; print(get_graphql_ide_html("graphiql"))')"
 dest=server/static/graphiql
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -64,6 +64,13 @@ def _serve(host: str | None, port: int | None, store: str | None = None) -> int:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    from runtime.registry import load_registry
+
+    try:  # before uvicorn, whose failed lifespan would log a traceback and exit with status 3
+        load_registry(settings.agents)
+    except ValueError as exc:
+        print(f"runsgate: invalid configuration: RUNSGATE_AGENTS: {exc}{_extra_hint(exc)}", file=sys.stderr)
+        return 2
     from .app import create_app, store_problem
 
     problem = store_problem(settings)
@@ -99,6 +106,24 @@ def _serve(host: str | None, port: int | None, store: str | None = None) -> int:
         ws_max_size=settings.max_body_bytes,  # a WebSocket message is held to the body limit too
     )
     return 0
+
+
+def _extra_hint(exc: BaseException) -> str:
+    """`` (runsgate's `openai` extra installs it; ...)`` when a module missing in ``exc``'s causes
+    (pydantic-ai raises ``ImportError`` from the ``ModuleNotFoundError``) is one of runsgate's extras."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        extras = set(metadata("runsgate").get_all("Provides-Extra") or [])
+    except PackageNotFoundError:
+        return ""
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, ModuleNotFoundError) and cause.name and cause.name.partition(".")[0] in extras:
+            extra = cause.name.partition(".")[0]
+            return f" (runsgate's `{extra}` extra installs it; see docs/configuration.md)"
+        cause = cause.__cause__
+    return ""
 
 
 def _new_key(name: str, scopes: str, resources: str) -> int:

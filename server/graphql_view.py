@@ -144,8 +144,9 @@ def is_request_error(result: ExecutionResult) -> bool:
 
 
 def offline_graphiql_html(html: str, root_path: str = "") -> str:
-    """Strawberry's GraphiQL page with its CDN URLs pointing at runsgate's own copies, opening
-    with ``GRAPHIQL_EXAMPLE_QUERY`` (the page's ``EXAMPLE_QUERY`` constant)."""
+    """Strawberry's GraphiQL page with its CDN URLs pointing at runsgate's own copies, titled
+    "runsgate GraphiQL", opening with ``GRAPHIQL_EXAMPLE_QUERY`` (the page's ``EXAMPLE_QUERY`` constant)."""
+    html = html.replace("<title>Strawberry GraphiQL</title>", "<title>runsgate GraphiQL</title>", 1)
     start = html.find("const EXAMPLE_QUERY = `")
     end = html.find("`;", start)
     if start >= 0 and end >= 0:

@@ -1,10 +1,12 @@
-"""The ``./dev`` commands a newcomer runs first: help, ``run`` and ``ferretdb``."""
+"""The ``./dev`` commands a newcomer runs first: help, ``run``, ``serve``'s authentication choice and
+``ferretdb``."""
 
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from ._servers import ROOT, ferretdb_binary, free_port, stop_process, wait_for_p
 from .conftest import IN_CI
 
 DEV = str(ROOT / "dev")
+AUTH_OFF = str(ROOT / "scripts" / "dev-auth-off.py")
+"""What ``./dev serve ARGS`` runs to decide whether to turn authentication off (exit status 0: off)."""
 BARE_PATH = "/usr/local/bin:/usr/bin:/bin"
 """A fresh shell's PATH: without ``~/.local/bin``, where ``./dev`` installs uv."""
 
@@ -84,3 +88,111 @@ def test_ferretdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_pat
     assert proc.returncode == 0, output.read_text()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def _turns_auth_off(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> bool:
+    """Whether ``./dev serve ARGS`` would turn authentication off, run in ``tmp_path`` with ``.env``
+    holding ``dotenv`` and exactly ``variables`` as the ``RUNSGATE_*`` environment."""
+    if dotenv is not None:
+        (tmp_path / ".env").write_text(dotenv)
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RUNSGATE_")} | variables
+    result = subprocess.run(
+        [sys.executable, AUTH_OFF, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode in (0, 1), result.stderr
+    return result.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "dotenv",
+    [
+        "RUNSGATE_API_KEYS='[]'\n",
+        'export RUNSGATE_API_KEYS=\'[{"name": "alice"}]\'\n',
+        'RUNSGATE_API_KEYS = [{"name": "alice"}]\n',
+        "  RUNSGATE_JWT_SECRET=abc\n",
+        "# local\nrunsgate_jwt_jwks_url=https://issuer.example/jwks.json\n",
+        'RUNSGATE_AUTH="on"\n',
+    ],
+)
+def test_serve_leaves_authentication_on_when_dotenv_configures_it_in_any_form_the_settings_read(
+    tmp_path: Path, dotenv: str
+) -> None:
+    assert not _turns_auth_off(tmp_path, dotenv)
+
+
+@pytest.mark.parametrize("variable", ["RUNSGATE_AUTH", "RUNSGATE_API_KEYS", "RUNSGATE_JWT_SECRET"])
+def test_serve_leaves_authentication_on_when_the_environment_configures_it(tmp_path: Path, variable: str) -> None:
+    assert not _turns_auth_off(tmp_path, None, **{variable: "x"})
+
+
+@pytest.mark.parametrize(
+    ("dotenv", "args", "variables"),
+    [
+        (None, (), {}),
+        ("# RUNSGATE_API_KEYS=[]\nRUNSGATE_PORT=4001\n", ("--port", "4001"), {}),
+        (None, ("--host", "::1"), {}),
+        (None, ("--host=localhost",), {"RUNSGATE_HOST": "0.0.0.0"}),
+        ("RUNSGATE_HOST=127.0.0.2\n", (), {}),
+    ],
+)
+def test_serve_turns_authentication_off_on_loopback_when_nothing_configures_it(
+    tmp_path: Path, dotenv: str | None, args: tuple[str, ...], variables: dict[str, str]
+) -> None:
+    assert _turns_auth_off(tmp_path, dotenv, *args, **variables)
+
+
+@pytest.mark.parametrize(
+    ("dotenv", "args", "variables"),
+    [
+        (None, ("--host", "0.0.0.0"), {}),
+        (None, ("--host=192.0.2.7",), {}),
+        (None, (), {"RUNSGATE_HOST": "0.0.0.0"}),
+        ("RUNSGATE_HOST=::\n", (), {}),
+    ],
+)
+def test_serve_leaves_authentication_on_for_a_host_that_is_not_loopback(
+    tmp_path: Path, dotenv: str | None, args: tuple[str, ...], variables: dict[str, str]
+) -> None:
+    assert not _turns_auth_off(tmp_path, dotenv, *args, **variables)
+
+
+@pytest.mark.process
+def test_serve_on_a_public_host_without_credentials_asks_for_one() -> None:
+    if (ROOT / ".env").exists():
+        pytest.skip("this clone has a .env, which configures what this test leaves unset")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSGATE_") and k != "MONGODB_URI"}
+    result = subprocess.run(
+        [DEV, "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env | {"PATH": BARE_PATH},
+    )
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("runsgate: invalid configuration: RUNSGATE_AUTH is on but no credential is configured")
+
+
+@pytest.mark.parametrize(
+    ("args", "skips"),
+    [
+        (["-m", "not process"], True),
+        (["-q", "-m", "not process and not mongo", "tests/server"], True),
+        (["-mnot process"], True),
+        ([], False),
+        (["-q", "tests/test_dev.py"], False),
+        (["-m", "process"], False),
+        (["-m", "not process", "-m", "mongo"], False),
+    ],
+)
+def test_test_installs_node_and_chromium_unless_the_process_tests_are_deselected(args: list[str], skips: bool) -> None:
+    # ./dev test skips the Node and Chromium installs when selects_not_process "$@" holds
+    function = subprocess.run(
+        ["sed", "-n", "/^selects_not_process() {/,/^}/p", DEV], capture_output=True, text=True, check=True
+    ).stdout
+    assert function.strip().endswith("}")
+    script = f'{function}\nif selects_not_process "$@"; then echo skip; else echo install; fi'
+    result = subprocess.run(["bash", "-c", script, "dev", *args], capture_output=True, text=True, timeout=30)
+    assert result.stdout.strip() == ("skip" if skips else "install"), result.stderr
+    assert 'if ! selects_not_process "$@"; then' in Path(DEV).read_text()

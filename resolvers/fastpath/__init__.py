@@ -25,13 +25,13 @@ so every request takes Strawberry's standard path (nothing fails per request).
 
 Checking a new Strawberry or graphql-core version:
 
-1. raise the upper bound in ``pyproject.toml`` and run ``uv lock --upgrade-package
-   strawberry-graphql`` (or ``graphql-core``), then ``uv sync``;
-2. start any app, or run ``python -c "from resolvers.fastpath import internals;
+1. raise the upper bound in ``pyproject.toml`` and run ``./dev run uv lock --upgrade-package
+   strawberry-graphql`` (or ``graphql-core``); the next ``./dev`` command installs it;
+2. start any app, or run ``./dev run python -c "from resolvers.fastpath import internals;
    print(internals.missing())"``: an empty list means every private name is there;
 3. run the differential tests, which send every query document of the test suite and generated
    ones to a compiled app and a standard app and compare the responses byte for byte:
-   ``pytest tests/server/test_compiled_differential.py tests/resolvers/test_compiled_fallbacks.py
+   ``./dev run pytest tests/server/test_compiled_differential.py tests/resolvers/test_compiled_fallbacks.py
    tests/server/test_prepared_operations.py tests/resolvers/test_root_plan.py
    tests/resolvers/test_fastpath_seam.py``;
 4. if ``internals.missing()`` names something, adapt ``internals`` (and only it), or keep the

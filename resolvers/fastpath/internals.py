@@ -3,7 +3,7 @@
 The fast path (``resolvers.fastpath``) reaches into a few private names of Strawberry's schema,
 execution context and HTTP view, which a new version of Strawberry may rename or change without
 notice. They are all accessed here, through the functions below, and nowhere else in runsgate
-(``tests/resolvers/test_private_names.py`` reads every module's syntax tree to keep it so).
+(``tests/resolvers/test_fastpath_seam.py`` reads every module's syntax tree to keep it so).
 
 ``missing()`` checks every one of them against the installed versions; ``resolvers.fastpath.install``
 calls it once when a schema is built and, if anything is missing or changed, logs one WARNING and

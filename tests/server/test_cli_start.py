@@ -1,8 +1,11 @@
-"""``runsgate serve`` against a store it cannot reach: one line naming the host, exit status 3."""
+"""``runsgate serve`` against a store it cannot reach (one line naming the host, exit status 3) or with
+agents it cannot import (one line naming ``RUNSGATE_AGENTS``, exit status 2)."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +58,50 @@ def test_a_uri_pymongo_refuses_is_a_configuration_error_with_exit_status_2() -> 
 )
 def test_the_store_address_names_the_hosts_and_never_the_credentials(uri: str, address: str) -> None:
     assert store_address(uri) == address
+
+
+AGENT_MODULES = {
+    "missing": ("nope.mod:AGENTS", None, "cannot import 'nope.mod': No module named 'nope'"),
+    "failing-inside": (
+        "broken_agents:AGENTS",
+        "import not_an_installed_package\n",
+        "importing 'broken_agents' failed: ModuleNotFoundError: No module named 'not_an_installed_package'",
+    ),
+    "openai-not-installed": (
+        "openai_agents:AGENTS",
+        'from pydantic_ai import Agent\nAGENTS = [Agent("openai:gpt-4o-mini", name="chat")]\n',
+        "Please install the `openai` package",
+    ),
+    "openai-not-installed, the extra to install": (
+        "openai_agents:AGENTS",
+        'from pydantic_ai import Agent\nAGENTS = [Agent("openai:gpt-4o-mini", name="chat")]\n',
+        "(runsgate's `openai` extra installs it; see docs/configuration.md)",
+    ),
+}
+"""Case -> (RUNSGATE_AGENTS, source of the module in a folder on PYTHONPATH or None, part of the line)."""
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("case", list(AGENT_MODULES))
+def test_an_agent_module_that_cannot_be_imported_is_one_line_naming_the_variable_and_exit_status_2(
+    tmp_path: Path, case: str
+) -> None:
+    agents, source, expected = AGENT_MODULES[case]
+    if case.startswith("openai-not-installed") and importlib.util.find_spec("openai") is not None:
+        pytest.skip("the openai package is installed here")
+    if source is not None:
+        (tmp_path / f"{agents.partition(':')[0]}.py").write_text(source)
+    result = subprocess.run(
+        [*SERVE, "--port", str(free_port())],
+        cwd=ROOT,
+        env=server_env(RUNSGATE_AGENTS=agents, RUNSGATE_AUTH="off", PYTHONPATH=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"runsgate: invalid configuration: RUNSGATE_AGENTS: agent registry path '{agents}': "), line
+    assert expected in line
+    assert "Uvicorn running" not in result.stdout + result.stderr

@@ -79,3 +79,11 @@ async def test_graphiql_opens_with_a_runsgate_example_query_that_runs(http: http
     body = response.json()
     assert "errors" not in body, body
     assert body["data"]["suspendedRuns"]["totalCount"] == 0
+
+
+async def test_the_graphiql_page_is_titled_runsgate(http: httpx.AsyncClient) -> None:
+    # when a browser opens /graphql
+    page = (await http.get("/graphql", headers={"accept": "text/html"})).text
+
+    # then its title names runsgate, not Strawberry
+    assert re.findall(r"<title>([^<]*)</title>", page) == ["runsgate GraphiQL"]

@@ -369,7 +369,9 @@ async def test_listing_an_unknown_agent_is_agent_not_found(gql: GraphQLClient) -
     assert code == "AGENT_NOT_FOUND"
     assert named == "agentId"
     # and the message lists the agents the caller may use
-    assert message == "no agent with id 'nope'; known agents: refund-agent, support-supervisor, weather-agent"
+    assert message == (
+        "No agent is registered with id 'nope'; known agents: refund-agent, support-supervisor, weather-agent."
+    )
 
 
 async def test_a_from_date_after_the_to_date_is_bad_user_input(
@@ -412,7 +414,9 @@ async def test_suspended_run_of_an_unknown_agent_is_agent_not_found(gql: GraphQL
     assert data == {"suspendedRun": None}
     code, named, message = _argument_error(errors)
     assert (code, named) == ("AGENT_NOT_FOUND", "agentId")
-    assert message == "no agent with id 'nope'; known agents: refund-agent, support-supervisor, weather-agent"
+    assert message == (
+        "No agent is registered with id 'nope'; known agents: refund-agent, support-supervisor, weather-agent."
+    )
 
 
 # -- Relay cursors ---------------------------------------------------------------------------------

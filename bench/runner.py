@@ -2,7 +2,7 @@
 
 For each store and size N it starts ``python -m server serve`` (uvicorn, the full HTTP stack)
 with ``RUNSGATE_BENCH_ENDPOINTS=true``; the memory store is filled at start by
-``RUNSGATE_SEED_RUNS=N``, a MongoDB one beforehand by ``runsgate seed``. Every scenario first
+``RUNSGATE_SEED_RUNS=N``, a SQLite or MongoDB one beforehand by ``runsgate seed``. Every scenario first
 checks one answer (20 runs, no errors; the raw endpoint's JSON equal to GraphQL's), then runs
 ``wrk`` for a fixed time with a fixed number of connections. The server's peak RSS is read from
 ``/proc/<pid>/status`` (``VmHWM``) after its last scenario.
@@ -89,10 +89,12 @@ def _env(**variables: str) -> dict[str, str]:
 
 
 @contextmanager
-def runsgate_server(log: Path, timeout: float, **variables: str) -> Iterator[tuple[str, int]]:
-    """A ``python -m server serve`` process; yields its base URL and pid, stops it afterwards."""
+def runsgate_server(log: Path, timeout: float, *, workers: int = 1, **variables: str) -> Iterator[tuple[str, int]]:
+    """A ``python -m server serve`` process (``--workers``); yields its base URL and pid, stops it afterwards."""
     port = free_port()
     command = [sys.executable, "-m", "server", "serve", "--port", str(port)]
+    if workers != 1:
+        command += ["--workers", str(workers)]
     with listening_process(command, port, log, env=_env(**variables), timeout=timeout, stop_timeout=30) as proc:
         yield f"http://127.0.0.1:{port}", proc.pid
 
@@ -119,10 +121,11 @@ def _gql(client: httpx.Client, query: str, **variables: Any) -> dict[str, Any]:
     return data
 
 
-def bodies(client: httpx.Client, runs: int) -> dict[str, tuple[str, str]]:
-    """Scenario -> (path, body), each checked once: a full page, raw JSON equal to GraphQL's."""
+def bodies(client: httpx.Client, runs: int, *, base: str = "") -> dict[str, tuple[str, str]]:
+    """Scenario -> (path, body), each checked once: a full page, raw JSON equal to GraphQL's
+    (``base``: the server's URL when ``client`` has none)."""
     deep = max(0, (runs * 9 // 10) // PAGE_SIZE)
-    before_deep = _post(client, "/graphql", page_body(page={"page": max(0, deep - 1), "perPage": PAGE_SIZE}))
+    before_deep = _post(client, base + "/graphql", page_body(page={"page": max(0, deep - 1), "perPage": PAGE_SIZE}))
     cursor = before_deep["data"]["suspendedRuns"]["pageInfo"]["endCursor"]
     first, thread = page_body(first=PAGE_SIZE), page_body(first=PAGE_SIZE, filter={"threadId": "thread-7"})
     chosen = {
@@ -133,7 +136,7 @@ def bodies(client: httpx.Client, runs: int) -> dict[str, tuple[str, str]]:
         "graphql 90% cursor": ("/graphql", page_body(first=PAGE_SIZE, after=cursor)),
         "graphql 90% page": ("/graphql", page_body(page={"page": deep, "perPage": PAGE_SIZE})),
     }
-    answers = {name: _post(client, path, body) for name, (path, body) in chosen.items()}
+    answers = {name: _post(client, base + path, body) for name, (path, body) in chosen.items()}
     for name, answer in answers.items():
         edges = answer["data"]["suspendedRuns"]["edges"]
         if runs >= PAGE_SIZE * 10 and "thread" not in name and len(edges) != PAGE_SIZE:
@@ -248,21 +251,82 @@ def bench_memory(runs: int, settings: Settings, logs: Path, *, with_wrk: bool = 
     return result
 
 
-def bench_mongo(uri: str, runs: int, settings: Settings, logs: Path) -> SizeResult:
-    """A MongoDB database seeded by ``runsgate seed`` (``uri`` names a fresh database)."""
-    result = SizeResult(store="ferretdb", runs=runs)
+def seed(settings: Settings, runs: int, **variables: str) -> float:
+    """``runsgate seed --runs N`` into the store the variables name; returns the seconds it took."""
     began = time.monotonic()
     seeded = subprocess.run(
         [sys.executable, "-m", "server", "seed", "--runs", str(runs), "--threads", str(settings.seed_threads)],
         cwd=ROOT,
-        env=_env(MONGODB_URI=uri),
+        env=_env(**variables),
         capture_output=True,
         text=True,
         check=False,
     )
     if seeded.returncode != 0:
         raise RuntimeError(f"runsgate seed failed: {seeded.stderr[-3000:]}")
-    result.seed_seconds = time.monotonic() - began
+    return time.monotonic() - began
+
+
+def bench_sqlite(path: Path, runs: int, settings: Settings, logs: Path) -> SizeResult:
+    """A new SQLite file at ``path`` seeded by ``runsgate seed``, served by one process, measured with wrk."""
+    result = SizeResult(store="sqlite", runs=runs)
+    store = f"sqlite:///{path}"
+    result.seed_seconds = seed(settings, runs, RUNSGATE_STORE=store)
+    began = time.monotonic()
+    with runsgate_server(logs / f"sqlite-{runs}.log", settings.start_timeout, RUNSGATE_STORE=store) as (url, pid):
+        result.start_seconds = time.monotonic() - began
+        measure(url, pid, result, settings)
+    return result
+
+
+@dataclass(kw_only=True)
+class WorkersResult:
+    """First-page throughput of ``--workers 2`` against one worker, on one SQLite file."""
+
+    runs: int
+    one: list[LoadResult] = field(default_factory=list)
+    """One worker, each round."""
+    two: list[LoadResult] = field(default_factory=list)
+    """Two workers, each round."""
+
+    @property
+    def ratio(self) -> float:
+        """Median of (two workers' req/s / one worker's req/s) within each round."""
+        return statistics.median(
+            b.requests_per_second / a.requests_per_second for a, b in zip(self.one, self.two, strict=True)
+        )
+
+
+def bench_workers(path: Path, runs: int, settings: Settings, logs: Path) -> WorkersResult:
+    """``runsgate serve`` with one and with two workers on the same seeded SQLite file (``path``,
+    already seeded with ``runs`` runs), both running; wrk loads the first page of each in turn, one
+    round at a time (each after one unrecorded second)."""
+    result = WorkersResult(runs=runs)
+    store = f"sqlite:///{path}"
+    with (
+        runsgate_server(logs / "sqlite-workers-1.log", settings.start_timeout, RUNSGATE_STORE=store) as (one, _),
+        runsgate_server(logs / "sqlite-workers-2.log", settings.start_timeout, workers=2, RUNSGATE_STORE=store) as (
+            two,
+            _,
+        ),
+    ):
+        with httpx.Client(timeout=60) as client:
+            for url in (one, two):
+                body = bodies(client, runs, base=url)["graphql first"][1]
+        for url in (one, two):
+            run_wrk(url + "/graphql", body, seconds=1, connections=settings.connections)
+        for _ in range(settings.rounds):
+            for url, loads in ((one, result.one), (two, result.two)):
+                loads.append(
+                    run_wrk(url + "/graphql", body, seconds=settings.round_seconds, connections=settings.connections)
+                )
+    return result
+
+
+def bench_mongo(uri: str, runs: int, settings: Settings, logs: Path) -> SizeResult:
+    """A MongoDB database seeded by ``runsgate seed`` (``uri`` names a fresh database)."""
+    result = SizeResult(store="ferretdb", runs=runs)
+    result.seed_seconds = seed(settings, runs, MONGODB_URI=uri)
     began = time.monotonic()
     with runsgate_server(logs / f"mongo-{runs}.log", settings.start_timeout, MONGODB_URI=uri) as (url, pid):
         result.start_seconds = time.monotonic() - began
@@ -270,4 +334,15 @@ def bench_mongo(uri: str, runs: int, settings: Settings, logs: Path) -> SizeResu
     return result
 
 
-__all__ = ["SCENARIOS", "Settings", "SizeResult", "bench_memory", "bench_mongo", "measure", "runsgate_server"]
+__all__ = [
+    "SCENARIOS",
+    "Settings",
+    "SizeResult",
+    "WorkersResult",
+    "bench_memory",
+    "bench_mongo",
+    "bench_sqlite",
+    "bench_workers",
+    "measure",
+    "runsgate_server",
+]

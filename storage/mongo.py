@@ -219,6 +219,10 @@ class MongoSnapshotStore:
         return self.database["idempotency_keys"]
 
     @property
+    def _meta(self) -> AsyncCollection[Document]:
+        return self.database["runsgate_meta"]
+
+    @property
     def _large_histories(self) -> AsyncGridFSBucket:
         return AsyncGridFSBucket(self.database, bucket_name="run_histories_large")
 
@@ -241,13 +245,31 @@ class MongoSnapshotStore:
                 [("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at"
             )
             await self._events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
-            newer = await self._runs.find_one(
-                {"schemaVersion": {"$gt": SCHEMA_VERSION}}, {"schemaVersion": 1}, sort=[("schemaVersion", DESCENDING)]
-            )
-        if newer is not None:
-            found = int(newer["schemaVersion"])
+            found = await self._stored_schema_version()
+        if found > SCHEMA_VERSION:
             await self.close()
             raise NewerSchemaError(found, SCHEMA_VERSION)
+
+    async def _stored_schema_version(self) -> int:
+        """The store's schema version: one read of the ``runsgate_meta`` document ``schema``.
+
+        A database written before that document existed has none: its snapshots are looked at
+        once (through the ``schema_version`` index) and the document is written, so later starts
+        read it alone, whatever the number of stored runs.
+        """
+        meta = await self._meta.find_one({"_id": "schema"})
+        if meta is not None:
+            return int(meta["version"])
+        newer = await self._runs.find_one(
+            {"schemaVersion": {"$gt": SCHEMA_VERSION}}, {"schemaVersion": 1}, sort=[("schemaVersion", DESCENDING)]
+        )
+        found = SCHEMA_VERSION if newer is None else int(newer["schemaVersion"])
+        await self._raise_schema_version(found)
+        return found
+
+    async def _raise_schema_version(self, version: int) -> None:
+        """Record that the store holds documents of ``version`` (the stored version only grows)."""
+        await self._meta.update_one({"_id": "schema"}, {"$max": {"version": version}}, upsert=True)
 
     async def close(self) -> None:
         if self._client is not None:
@@ -344,6 +366,9 @@ class MongoSnapshotStore:
                     await self._large_histories.delete(history_id)
 
     async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+        if snapshot["schemaVersion"] > SCHEMA_VERSION:  # an older runsgate's next open() must refuse the store
+            async with _reachable():
+                await self._raise_schema_version(snapshot["schemaVersion"])
         await self._write_history(snapshot["historyId"], snapshot["_id"], history)
         try:
             async with _reachable():
@@ -357,8 +382,11 @@ class MongoSnapshotStore:
         if not snapshots:
             return
         histories = [{"_id": s["historyId"], "runId": s["_id"], "data": zlib.compress(h, 6)} for s, h in snapshots]
+        newest = max(s["schemaVersion"] for s, _ in snapshots)
         try:
             async with _reachable():
+                if newest > SCHEMA_VERSION:  # first, so an older runsgate refuses the store even if this fails
+                    await self._raise_schema_version(newest)
                 await self._histories.insert_many(histories, ordered=False)
                 await self._runs.insert_many([cast(Document, dict(s)) for s, _ in snapshots], ordered=False)
         except BulkWriteError as exc:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from storage import EventType, SnapshotDocument, SnapshotStore
+from storage import EventLog, EventType, SnapshotDocument
 
 from ._json import jsonable
 from ._scope import RunScope
@@ -34,11 +34,11 @@ class Journal:
     """Appends events to the store's log and builds the matching ``RunOutcome``.
 
     Args:
-        store: Holds the log (collection ``run_events``).
+        store: The event log (collection or table ``run_events``).
         now: Aware UTC now at millisecond precision.
     """
 
-    def __init__(self, store: SnapshotStore, now: Callable[[], datetime]) -> None:
+    def __init__(self, store: EventLog, now: Callable[[], datetime]) -> None:
         self._store = store
         self._now = now
 

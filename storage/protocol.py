@@ -1,4 +1,13 @@
-"""The ``SnapshotStore`` protocol: where suspended runs live (docs/storage.md "Stores").
+"""The store protocols: where suspended runs live (docs/storage.md "Stores").
+
+The store is split by aggregate, so each part of the runtime depends only on what it uses:
+
+- ``RunStore``: suspended runs (snapshots) and their message histories;
+- ``EventLog``: the append-only audit log (``run_events``), source of subscriptions;
+- ``IdempotencyKeys``: remembered answers of requests sent with an idempotency key;
+- ``SnapshotStore``: all three, plus opening, closing and pinging the store. Each store
+  (``MemorySnapshotStore``, ``SQLiteSnapshotStore``, ``MongoSnapshotStore``) is one class
+  implementing it, so the parts share one connection and one unit of work.
 
 Every method is scoped by ``agent_id`` where a run is named, so one agent never reads or
 changes another agent's run (listing is per agent, as Mastra's). Every write that changes a
@@ -75,20 +84,11 @@ class NewerSchemaError(Exception):
         self.known = known
 
 
-class SnapshotStore(Protocol):
-    """Storage of suspended-run snapshots, their histories, the event log and idempotency keys."""
+class RunStore(Protocol):
+    """Suspended runs (snapshots) and their message histories: reads and conditional writes by key.
 
-    # -- lifecycle -------------------------------------------------------------------------
-    async def open(self) -> None:
-        """Connect and prepare (indexes). Raises ``StoreUnavailableError``, or ``NewerSchemaError``
-        when stored snapshots carry a ``schemaVersion`` above ``SCHEMA_VERSION``."""
-        """Connect and create indexes. Raises ``StoreUnavailableError``."""
-
-    async def close(self) -> None:
-        """Release connections."""
-
-    async def ping(self) -> None:
-        """Raise ``StoreUnavailableError`` unless the store answers now (``/readyz``)."""
+    Every method may raise ``StoreUnavailableError`` (nothing may be assumed written).
+    """
 
     # -- reading -----------------------------------------------------------------------------
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
@@ -215,7 +215,12 @@ class SnapshotStore(Protocol):
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk-insert new runs (data generator). Raises ``DuplicateRunError``."""
 
-    # -- audit log ---------------------------------------------------------------------------
+
+class EventLog(Protocol):
+    """The append-only audit log of runs (collection or table ``run_events``), kept after a run is
+    deleted; the source of the ``suspendedRunEvents`` subscription. Every method may raise
+    ``StoreUnavailableError``."""
+
     async def append_event(self, event: EventDocument) -> None:
         """Append to the event log (collection ``run_events``); never updated or deleted."""
 
@@ -251,7 +256,12 @@ class SnapshotStore(Protocol):
         """
         ...
 
-    # -- idempotency -------------------------------------------------------------------------
+
+
+class IdempotencyKeys(Protocol):
+    """Answers remembered for idempotency keys (``key_id`` = ``{agentId}:{operation}:{key}``).
+    Every method may raise ``StoreUnavailableError``."""
+
     async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         """Insert the key; return ``None`` when it was new, else the existing document."""
 
@@ -262,10 +272,35 @@ class SnapshotStore(Protocol):
         """Forget a reserved key whose request failed unexpectedly, so it can be retried."""
 
 
+class SnapshotStore(RunStore, EventLog, IdempotencyKeys, Protocol):
+    """A whole store: runs and histories, the event log and idempotency keys, in one place.
+
+    The runtime's components take only the part they use (``Journal`` the ``EventLog``,
+    ``IdempotencyGuard`` the ``IdempotencyKeys``, ...); the server opens and closes the whole.
+    """
+
+    async def open(self) -> None:
+        """Connect and prepare (tables, indexes), then read the stored schema version.
+
+        Raises:
+            StoreUnavailableError: The store cannot be reached, opened or written.
+            NewerSchemaError: The store holds documents of a ``schemaVersion`` above ``SCHEMA_VERSION``.
+        """
+
+    async def close(self) -> None:
+        """Release connections."""
+
+    async def ping(self) -> None:
+        """Raise ``StoreUnavailableError`` unless the store answers now (``/readyz``)."""
+
+
 __all__ = [
     "DuplicateRunError",
+    "EventLog",
+    "IdempotencyKeys",
     "NewerSchemaError",
     "RunFilter",
+    "RunStore",
     "SnapshotStore",
     "SortKey",
     "StoreUnavailableError",

@@ -93,6 +93,7 @@ class Continuation:
         except Exception as exc:
             error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}
             kept = results_applied(captured, call_ids)
+            failure = self.journal.failed_event(scope, exc, tools_ran=kept)
             released = await self.store.release_claim(
                 agent_id,
                 run_id,
@@ -101,24 +102,29 @@ class Continuation:
                 now=self.now(),
                 history=ModelMessagesTypeAdapter.dump_json(captured) if kept else None,
                 history_id=uuid.uuid4().hex if kept else None,
+                event=failure,
             )
-            return await self.journal.failed(scope, exc, run=released, tools_ran=kept)
+            return await self.journal.failed(scope, exc, run=released, tools_ran=kept, event=failure)
         if isinstance(ran, Finished):
-            if not await self.store.delete_claimed(agent_id, run_id, by=me):
+            completion = self.journal.completed_event(scope, ran.output)
+            if not await self.store.delete_claimed(agent_id, run_id, by=me, event=completion):
                 return _claim_lost(scope)
-            return await self.journal.completed(scope, ran.output)
+            return await self.journal.completed(scope, ran.output, event=completion)
+        calls = tool_call_documents(ran.requests, ran.messages)
+        suspension = self.journal.suspended_event(scope, calls)
         replaced = await self.store.replace_claimed(
             agent_id,
             run_id,
             by=me,
-            tool_calls=tool_call_documents(ran.requests, ran.messages),
+            tool_calls=calls,
             history=ran.history,
             history_id=uuid.uuid4().hex,
             now=self.now(),
+            event=suspension,
         )
         if replaced is None:
             return _claim_lost(scope)
-        return await self.journal.suspended(scope, replaced)
+        return await self.journal.suspended(scope, replaced, event=suspension)
 
 
 def _claim_lost(scope: RunScope) -> RunOutcome:

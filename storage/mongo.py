@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from datetime import datetime
 from typing import Any, cast
@@ -185,6 +185,8 @@ class MongoSnapshotStore:
         self._inline_history_limit = inline_history_limit
         self._client: AsyncMongoClient[Document] | None = None
         self._locks = RunWriteLocks(lambda: self.database["run_write_locks"])
+        self.before_event: Callable[[], Awaitable[None]] | None = None
+        """Test-only: awaited between a run's state change and the event written after it."""
 
     def _lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
         """Exclusive right to write the run's snapshot, across processes (see ``_run_lock``)."""
@@ -365,7 +367,7 @@ class MongoSnapshotStore:
                 with suppress(NoFile):
                     await self._large_histories.delete(history_id)
 
-    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
         if snapshot["schemaVersion"] > SCHEMA_VERSION:  # an older runsgate's next open() must refuse the store
             async with _reachable():
                 await self._raise_schema_version(snapshot["schemaVersion"])
@@ -376,6 +378,7 @@ class MongoSnapshotStore:
         except DuplicateKeyError as exc:
             await self._delete_history(snapshot["historyId"])
             raise DuplicateRunError(f"run {snapshot['_id']!r} is already stored") from exc
+        await self._append_after(event)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk insert (data generator): all histories (inline size only), then all snapshots."""
@@ -397,6 +400,25 @@ class MongoSnapshotStore:
             doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
         return cast(SnapshotDocument | None, doc)
 
+    async def _update_then_append(
+        self, event: EventDocument | None, run_id: str, query: Document, update: Document
+    ) -> SnapshotDocument | None:
+        """``_update``, then ``event`` appended when it matched (``_append_after``)."""
+        doc = await self._update(run_id, query, update)
+        if doc is not None:
+            await self._append_after(event)
+        return doc
+
+    async def _append_after(self, event: EventDocument | None) -> None:
+        """Append the event of a state change just written (MongoDB-wire servers without
+        transactions: a crash between the two loses the event, docs/storage.md "One unit of work").
+        ``before_event`` runs first (tests inject a crash there)."""
+        if event is None:
+            return
+        if self.before_event is not None:
+            await self.before_event()
+        await self.append_event(event)
+
     async def record_decision(
         self,
         agent_id: str,
@@ -406,9 +428,11 @@ class MongoSnapshotStore:
         tool_call_id: str,
         decision: DecisionDocument,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         path = f"toolCalls.{index}"
-        return await self._update(
+        return await self._update_then_append(
+            event,
             run_id,
             {
                 "_id": run_id,
@@ -461,6 +485,7 @@ class MongoSnapshotStore:
         history: bytes,
         history_id: str,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         changes: Document = {
             "toolCalls": [dict(c) for c in tool_calls],
@@ -471,7 +496,10 @@ class MongoSnapshotStore:
             "suspendedAt": now,
             "updatedAt": now,
         }
-        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
+        doc = await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
+        if doc is not None:
+            await self._append_after(event)
+        return doc
 
     async def _update_claimed_with_history(
         self, agent_id: str, run_id: str, by: str, changes: Document, history: bytes, history_id: str
@@ -495,11 +523,12 @@ class MongoSnapshotStore:
         await self._delete_history(current["historyId"] if doc is not None else history_id)
         return doc
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
         async with _reachable(), self._lock(run_id):
             doc = await self._runs.find_one_and_delete(self._held(agent_id, run_id, by))
         if doc is None:
             return False
+        await self._append_after(event)
         await self._delete_history(doc["historyId"])
         return True
 
@@ -513,15 +542,19 @@ class MongoSnapshotStore:
         now: datetime,
         history: bytes | None = None,
         history_id: str | None = None,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         changes: Document = {"status": "suspended", "claim": None, "lastError": dict(error), "updatedAt": now}
         if history is None:
-            return await self._update(
-                run_id, self._held(agent_id, run_id, by), {"$set": changes, "$inc": {"version": 1}}
+            return await self._update_then_append(
+                event, run_id, self._held(agent_id, run_id, by), {"$set": changes, "$inc": {"version": 1}}
             )
         if history_id is None:
             raise ValueError("a new history needs a new history_id")
-        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
+        doc = await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
+        if doc is not None:
+            await self._append_after(event)
+        return doc
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
         query: Document = {

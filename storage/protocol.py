@@ -9,6 +9,12 @@ The store is split by aggregate, so each part of the runtime depends only on wha
   (``MemorySnapshotStore``, ``SQLiteSnapshotStore``, ``MongoSnapshotStore``) is one class
   implementing it, so the parts share one connection and one unit of work.
 
+One unit of work: a write that changes a run takes the event that records the change
+(``event=``), and the store writes the two together, so a crash can never keep one without the
+other: in the same transaction on SQLite, in the same critical section in memory. On MongoDB
+(without multi-document transactions) the event goes after the change, as its own insert
+(docs/storage.md "One unit of work" says what a crash between the two can lose there).
+
 Every method is scoped by ``agent_id`` where a run is named, so one agent never reads or
 changes another agent's run (listing is per agent, as Mastra's). Every write that changes a
 snapshot is one single-document atomic update conditioned on the state it expects, so
@@ -128,8 +134,9 @@ class RunStore(Protocol):
         """The run's message history (pydantic-ai JSON bytes), or ``None`` if the run is gone."""
 
     # -- writing -----------------------------------------------------------------------------
-    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
-        """Store a new suspended run. Raises ``DuplicateRunError``."""
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
+        """Store a new suspended run, and ``event`` (its ``suspended`` event) with it as one unit
+        of work (module docstring). Raises ``DuplicateRunError`` (nothing written)."""
 
     async def record_decision(
         self,
@@ -140,12 +147,14 @@ class RunStore(Protocol):
         tool_call_id: str,
         decision: DecisionDocument,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
 
         One conditional update: the run exists, belongs to ``agent_id``, has status
         ``suspended``, and ``toolCalls[index]`` has ``tool_call_id`` and no decision. Returns the
-        updated run, or ``None`` when any condition failed (nothing was written).
+        updated run, or ``None`` when any condition failed (nothing was written, ``event``
+        neither). ``event`` (the ``decision`` event) is written with the update as one unit of work.
         """
 
     async def claim(
@@ -171,8 +180,10 @@ class RunStore(Protocol):
         history: bytes,
         history_id: str,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
-        """The claimed run suspended again: store its new pending calls and history.
+        """The claimed run suspended again: store its new pending calls and history, and ``event``
+        (its ``suspended`` event) with them as one unit of work.
 
         ``history_id`` must be new: the history is written under it before the snapshot points
         to it, so a lost claim never overwrites the history another instance relies on.
@@ -181,8 +192,11 @@ class RunStore(Protocol):
         ``lastError`` are cleared. Returns the new document, or ``None`` if the claim was lost.
         """
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
-        """The claimed run finished: delete its snapshot and history, only while ``by`` holds the claim."""
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+        """The claimed run finished: delete its snapshot and history, only while ``by`` holds the
+        claim, and write ``event`` (its ``completed`` event) as one unit of work with the deletion:
+        the run is never gone without its ``completed`` event. ``False`` (nothing written) if the
+        claim was lost."""
 
     async def release_claim(
         self,
@@ -194,8 +208,10 @@ class RunStore(Protocol):
         now: datetime,
         history: bytes | None = None,
         history_id: str | None = None,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
-        """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set.
+        """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set, and
+        ``event`` (its ``failed`` event) written with that change as one unit of work.
 
         With ``history`` (and a new ``history_id``), the run's history is replaced first, as in
         ``replace_claimed``: the continuation got as far as running the decided tools, and their
@@ -255,7 +271,6 @@ class EventLog(Protocol):
             ValueError: ``limit`` is below 1.
         """
         ...
-
 
 
 class IdempotencyKeys(Protocol):

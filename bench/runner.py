@@ -191,6 +191,7 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
         if with_wrk:  # without it, the first scenario measured was 10-25% slower than the same work later
             for name in SCENARIOS:
                 run_wrk(url + chosen[name][0], chosen[name][1], seconds=1, connections=settings.connections)
+                drain(client)
             rounds: dict[str, list[LoadResult]] = {name: [] for name in SCENARIOS}
             for _ in range(settings.rounds):
                 for name in SCENARIOS:
@@ -203,6 +204,7 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
                             connections=settings.connections,
                         )
                     )
+                    drain(client)
             result.rounds = rounds
             for name in SCENARIOS:
                 result.loads[name] = median_round(rounds[name])
@@ -216,6 +218,12 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
     result.peak_rss_mb = peak_rss_mb(pid)
 
 
+def drain(client: httpx.Client) -> None:
+    """Wait until the server has answered what wrk left queued (``/readyz`` reads the store
+    behind the pending requests), so a slow scenario's backlog is not measured in the next one."""
+    client.get("/readyz")
+
+
 def paired_ratio(result: SizeResult, numerator: str, denominator: str, figure: Callable[[LoadResult], float]) -> float:
     """``figure(numerator) / figure(denominator)``: with rounds, the median of the ratios within
     each round (the two scenarios ran seconds apart, so the machine's drift cancels out); else
@@ -223,7 +231,10 @@ def paired_ratio(result: SizeResult, numerator: str, denominator: str, figure: C
     pairs = list(zip(result.rounds.get(numerator, []), result.rounds.get(denominator, []), strict=True))
     if not pairs:
         return figure(result.loads[numerator]) / figure(result.loads[denominator])
-    return statistics.median(figure(a) / figure(b) for a, b in pairs)
+    measured = [(a, b) for a, b in pairs if a.requests and b.requests]  # a round that completed nothing has no figure
+    if not measured:
+        return float("nan")
+    return statistics.median(figure(a) / figure(b) for a, b in measured)
 
 
 def median_round(loads: list[LoadResult]) -> LoadResult:
@@ -315,6 +326,7 @@ def bench_workers(path: Path, runs: int, settings: Settings, logs: Path) -> Work
                 body = bodies(client, runs, base=url)["graphql first"][1]
         for url in (one, two):
             run_wrk(url + "/graphql", body, seconds=1, connections=settings.connections)
+            httpx.get(url + "/readyz", timeout=60)
         for _ in range(settings.rounds):
             for url, loads in ((one, result.one), (two, result.two)):
                 loads.append(

@@ -324,6 +324,10 @@ class MemorySnapshotStore:
             by_agent = self._agent_events[event["agentId"]] = SortedKeyList(key=_event_id)
         by_agent.add(stored)
 
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Nothing is ever pending: a change and its event are written at once."""
+        return 0
+
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])
 

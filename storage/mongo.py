@@ -96,6 +96,10 @@ async def _reachable() -> AsyncIterator[None]:
         raise StoreUnavailableError(f"MongoDB is unreachable: {type(exc).__name__}") from exc
 
 
+_NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}
+"""Runs whose ``completed`` event is pending finished: never claimed or taken over again."""
+
+
 def store_address(uri: str) -> str:
     """The hosts a MongoDB URI names, as ``host:port`` (comma-separated; 27017 when a
     ``mongodb://`` host has no port), without the credentials, database or options."""
@@ -243,6 +247,7 @@ class MongoSnapshotStore:
                 await self._runs.create_index(keys, name=name)
             await self._runs.create_index([("pendingCount", ASCENDING), ("updatedAt", ASCENDING)], name="stalled")
             await self._runs.create_index([("schemaVersion", DESCENDING)], name="schema_version")
+            await self._runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
             await self._events.create_index(
                 [("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at"
             )
@@ -372,13 +377,17 @@ class MongoSnapshotStore:
             async with _reachable():
                 await self._raise_schema_version(snapshot["schemaVersion"])
         await self._write_history(snapshot["historyId"], snapshot["_id"], history)
+        stored = cast(Document, dict(snapshot))
+        if event is not None:  # recorded inside the snapshot first, then appended (_settle)
+            stored["pendingEvents"] = [dict(event)]
         try:
             async with _reachable():
-                await self._runs.insert_one(cast(Document, dict(snapshot)))
+                await self._runs.insert_one(stored)
         except DuplicateKeyError as exc:
             await self._delete_history(snapshot["historyId"])
             raise DuplicateRunError(f"run {snapshot['_id']!r} is already stored") from exc
-        await self._append_after(event)
+        if event is not None:
+            await self._settle(stored)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk insert (data generator): all histories (inline size only), then all snapshots."""
@@ -403,21 +412,65 @@ class MongoSnapshotStore:
     async def _update_then_append(
         self, event: EventDocument | None, run_id: str, query: Document, update: Document
     ) -> SnapshotDocument | None:
-        """``_update``, then ``event`` appended when it matched (``_append_after``)."""
+        """``_update`` with ``event`` recorded inside the snapshot (``pendingEvents``) by the same
+        single-document write, then appended to ``run_events`` (``_settle``)."""
+        if event is not None:
+            update = {**update, "$push": {"pendingEvents": dict(event)}}
         doc = await self._update(run_id, query, update)
-        if doc is not None:
-            await self._append_after(event)
+        if doc is not None and event is not None:
+            await self._settle(cast(Document, doc))
         return doc
 
-    async def _append_after(self, event: EventDocument | None) -> None:
-        """Append the event of a state change just written (MongoDB-wire servers without
-        transactions: a crash between the two loses the event, docs/storage.md "One unit of work").
-        ``before_event`` runs first (tests inject a crash there)."""
-        if event is None:
-            return
+    async def _settle(self, doc: Document) -> None:
+        """Append every event pending in the snapshot ``doc`` (as just written) to ``run_events``,
+        ignoring the ones already there (same ``_id``), then clear ``pendingEvents`` unless the
+        run was written again since (that writer settles them). ``doc`` is returned without the
+        field. ``before_event`` runs first (tests inject a crash there)."""
+        pending = doc.pop("pendingEvents", None) or []
         if self.before_event is not None:
             await self.before_event()
-        await self.append_event(event)
+        await self._append_each(pending)
+        async with _reachable(), self._lock(doc["_id"]):
+            await self._runs.update_one(
+                {"_id": doc["_id"], "version": doc["version"]}, {"$unset": {"pendingEvents": ""}}
+            )
+
+    async def _append_each(self, events: Sequence[Document]) -> None:
+        for event in events:
+            try:
+                async with _reachable():
+                    await self._events.insert_one(event)
+            except DuplicateKeyError:
+                pass  # appended before (by the writer, or by an earlier recovery)
+
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Append the events left inside snapshots by a process that died between a write and its
+        append (``pendingEvents`` older than ``before``), and finish what they record: a run
+        whose ``completed`` event was pending is deleted with its history. Returns how many
+        snapshots were completed (``pending_events`` index)."""
+        async with _reachable():
+            docs = (
+                await self._runs.find(
+                    {"pendingEvents.at": {"$lt": before}}, {"pendingEvents": 1, "historyId": 1, "version": 1}
+                )
+                .limit(limit)
+                .to_list()
+            )
+        for doc in docs:
+            events = doc["pendingEvents"]
+            await self._append_each(events)
+            completed = [e["_id"] for e in events if e["type"] == "completed"]
+            async with _reachable(), self._lock(doc["_id"]):
+                if completed:
+                    gone = await self._runs.find_one_and_delete({"_id": doc["_id"], "pendingEvents._id": completed[0]})
+                else:
+                    gone = None
+                    await self._runs.update_one(
+                        {"_id": doc["_id"], "version": doc["version"]}, {"$unset": {"pendingEvents": ""}}
+                    )
+            if gone is not None:
+                await self._delete_history(gone["historyId"])
+        return len(docs)
 
     async def record_decision(
         self,
@@ -459,6 +512,7 @@ class MongoSnapshotStore:
                     {"status": "suspended", "pendingCount": 0},
                     {"status": "resuming", "claim.until": {"$lt": now}},
                 ],
+                **_NOT_FINISHED,
             },
             {
                 "$set": {"status": "resuming", "claim": {"by": by, "until": until}, "updatedAt": now},
@@ -496,13 +550,17 @@ class MongoSnapshotStore:
             "suspendedAt": now,
             "updatedAt": now,
         }
-        doc = await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
-        if doc is not None:
-            await self._append_after(event)
-        return doc
+        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
 
     async def _update_claimed_with_history(
-        self, agent_id: str, run_id: str, by: str, changes: Document, history: bytes, history_id: str
+        self,
+        agent_id: str,
+        run_id: str,
+        by: str,
+        changes: Document,
+        history: bytes,
+        history_id: str,
+        event: EventDocument | None,
     ) -> SnapshotDocument | None:
         """Set ``changes`` and point the snapshot to a new history, only while ``by`` holds the claim.
 
@@ -515,7 +573,8 @@ class MongoSnapshotStore:
         if current is None:
             return None
         await self._write_history(history_id, run_id, history)
-        doc = await self._update(
+        doc = await self._update_then_append(
+            event,
             run_id,
             self._held(agent_id, run_id, by),
             {"$set": {**changes, "historyId": history_id}, "$inc": {"version": 1}},
@@ -524,11 +583,23 @@ class MongoSnapshotStore:
         return doc
 
     async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+        """With ``event``: recorded inside the snapshot first (still under the claim), appended,
+        then the snapshot deleted. A process dying in between leaves a snapshot that is never
+        claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
+        appending the event."""
+        held = self._held(agent_id, run_id, by)
+        if event is not None:
+            marked = await self._update(run_id, held, {"$push": {"pendingEvents": dict(event)}})
+            if marked is None:
+                return False
+            pending = cast(Document, marked).get("pendingEvents") or []
+            if self.before_event is not None:
+                await self.before_event()
+            await self._append_each(pending)
         async with _reachable(), self._lock(run_id):
-            doc = await self._runs.find_one_and_delete(self._held(agent_id, run_id, by))
+            doc = await self._runs.find_one_and_delete(held)
         if doc is None:
             return False
-        await self._append_after(event)
         await self._delete_history(doc["historyId"])
         return True
 
@@ -551,10 +622,7 @@ class MongoSnapshotStore:
             )
         if history_id is None:
             raise ValueError("a new history needs a new history_id")
-        doc = await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
-        if doc is not None:
-            await self._append_after(event)
-        return doc
+        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
         query: Document = {
@@ -563,6 +631,7 @@ class MongoSnapshotStore:
                 {"status": "resuming", "claim.until": {"$lt": now}},
                 {"status": "suspended", "lastError": None, "updatedAt": {"$lt": idle_before}},
             ],
+            **_NOT_FINISHED,
         }
         async with _reachable():
             docs = (

@@ -11,9 +11,10 @@ The store is split by aggregate, so each part of the runtime depends only on wha
 
 One unit of work: a write that changes a run takes the event that records the change
 (``event=``), and the store writes the two together, so a crash can never keep one without the
-other: in the same transaction on SQLite, in the same critical section in memory. On MongoDB
-(without multi-document transactions) the event goes after the change, as its own insert
-(docs/storage.md "One unit of work" says what a crash between the two can lose there).
+other: in the same transaction on SQLite, in the same step of the event loop in memory. On
+MongoDB-wire servers (no multi-document transactions on FerretDB)
+the event is recorded inside the snapshot's own update first, then appended to the log, and the
+sweeper completes an append a dead process left undone (``complete_pending_events``).
 
 Every method is scoped by ``agent_id`` where a run is named, so one agent never reads or
 changes another agent's run (listing is per agent, as Mastra's). Every write that changes a
@@ -269,6 +270,17 @@ class EventLog(Protocol):
 
         Raises:
             ValueError: ``limit`` is below 1.
+        """
+        ...
+
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Finish the units of work a dead process left half done: append the events recorded
+        inside snapshots (at or before ``before``) but not yet in the log, and finish what they
+        record (a run whose ``completed`` event was pending is deleted). Only MongoDB-wire stores
+        ever have any (SQLite and memory write both at once); the sweeper calls it.
+
+        Returns:
+            How many snapshots were completed (at most ``limit``).
         """
         ...
 

@@ -834,6 +834,10 @@ class SQLiteSnapshotStore:
         async with self._transaction() as conn:
             await conn.execute(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({_marks(10)})", row)
 
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Nothing is ever pending: a change and its event are written at once."""
+        return 0
+
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 
 from runtime import AgentRegistry, RunManager, StalledRunSweeper
-from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore
+from storage import MemorySnapshotStore, SnapshotStore
 
 from .test_sweeper import FLAKY, _decided, _later
 
@@ -34,11 +34,9 @@ def _crash_once(store: SnapshotStore) -> None:
 
 
 @pytest.fixture
-def durable(store: SnapshotStore, request: pytest.FixtureRequest) -> SnapshotStore:
+def durable(store: SnapshotStore) -> SnapshotStore:
     if isinstance(store, MemorySnapshotStore):
         pytest.skip("the memory store writes a change and its event in one step: nothing can come between")
-    if isinstance(store, MongoSnapshotStore):
-        request.applymarker(pytest.mark.xfail(reason="MongoDB appends the event after the change", strict=True))
     return store
 
 

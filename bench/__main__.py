@@ -142,8 +142,9 @@ def ratios(results: list[SizeResult]) -> list[str]:
     are medians of the ratios within each round (``bench.runner.paired_ratio``)."""
     lines = [
         "| store | runs | GraphQL/raw first | GraphQL/raw thread | 90% cursor p50 / first p50 "
-        "| 90% page p50 / first p50 | approve->completed p50 ms | server peak RSS MiB | start s | seed s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| 90% page p50 / first p50 | approve->completed p50 ms | server peak RSS MiB | start s | store open s "
+        "| seed s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         lines.append(
@@ -151,7 +152,8 @@ def ratios(results: list[SizeResult]) -> list[str]:
             f"| {paired_ratio(r, 'graphql thread', 'raw thread', _rps):.2f} "
             f"| {paired_ratio(r, 'graphql 90% cursor', 'graphql first', _p50):.2f} "
             f"| {paired_ratio(r, 'graphql 90% page', 'graphql first', _p50):.2f} "
-            f"| {r.round_trip_ms or 0:.1f} | {r.peak_rss_mb or 0:,.0f} | {r.start_seconds:.0f} | {r.seed_seconds:.0f} |"
+            f"| {r.round_trip_ms or 0:.1f} | {r.peak_rss_mb or 0:,.0f} | {r.start_seconds:.1f} "
+            f"| {'' if r.store_open_seconds is None else f'{r.store_open_seconds:.2f}'} | {r.seed_seconds:.0f} |"
         )
     return lines
 

@@ -10,6 +10,7 @@ checks one answer (20 runs, no errors; the raw endpoint's JSON equal to GraphQL'
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import statistics
@@ -24,9 +25,10 @@ from typing import Any
 
 import httpx
 
+from storage import RunFilter, SQLiteSnapshotStore
 from tests._servers import ROOT, free_port, listening_process
 
-from .queries import APPROVE, PAGE_SIZE, START_REFUND, page_body
+from .queries import AGENT, APPROVE, PAGE_SIZE, START_REFUND, page_body
 from .wrk import LoadResult, run_wrk
 
 
@@ -74,6 +76,9 @@ class SizeResult:
     peak_rss_mb: float | None = None
     seed_seconds: float = 0.0
     start_seconds: float = 0.0
+    """From starting ``runsgate serve`` to its port accepting connections (Python's imports included)."""
+    store_open_seconds: float | None = None
+    """The store's own part of a start: opening it and reading the first page, in this process."""
 
 
 SCENARIOS = ["graphql first", "raw first", "graphql thread", "raw thread", "graphql 90% cursor", "graphql 90% page"]
@@ -283,11 +288,24 @@ def bench_sqlite(path: Path, runs: int, settings: Settings, logs: Path) -> SizeR
     result = SizeResult(store="sqlite", runs=runs)
     store = f"sqlite:///{path}"
     result.seed_seconds = seed(settings, runs, RUNSGATE_STORE=store)
+    result.store_open_seconds = asyncio.run(_open_seconds(path))
     began = time.monotonic()
     with runsgate_server(logs / f"sqlite-{runs}.log", settings.start_timeout, RUNSGATE_STORE=store) as (url, pid):
         result.start_seconds = time.monotonic() - began
         measure(url, pid, result, settings)
     return result
+
+
+async def _open_seconds(path: Path) -> float:
+    """Seconds to open the SQLite store at ``path`` (as a server's lifespan does) and read its first page."""
+    began = time.monotonic()
+    store = SQLiteSnapshotStore(path)
+    await store.open()
+    try:
+        await store.list_runs(AGENT, RunFilter(), limit=PAGE_SIZE)
+    finally:
+        await store.close()
+    return time.monotonic() - began
 
 
 @dataclass(kw_only=True)

@@ -23,6 +23,8 @@ Tables:
   listing never reads it. Blobs up to SQLite's 1 GB limit.
 - ``run_events``: the append-only audit log, ``event_id`` the primary key; indexed by
   ``(agent_id, run_id, at, event_id)`` and, for the event feed's keyset walk, ``(agent_id, event_id)``.
+  An event passed with a state change (``event=``) is inserted in that change's transaction: one
+  unit of work, nothing pending after a crash (``complete_pending_events`` has nothing to do).
 - ``idempotency_keys``: remembered answers of mutations sent with an idempotency key.
 - ``runsgate_meta``: ``schema_version``, the highest ``schemaVersion`` of the documents in the
   file. ``open()`` reads this one row (no scan) and refuses a file of a newer version

@@ -164,7 +164,7 @@ class JwtVerifier:
             elif isinstance(resources, list) and all(isinstance(r, str) for r in resources):
                 allowed = frozenset(resources)
             else:
-                raise _wrong_claim(f'`{self._resources_claim}` must be a list of strings or "*"')
+                raise _wrong_claim(f"`{self._resources_claim}` must be a list of strings or \"*\"")
         return Principal(name=subject, scopes=frozenset(scopes), resources=allowed)
 
 

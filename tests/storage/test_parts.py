@@ -90,12 +90,12 @@ async def test_the_journal_and_the_feed_need_only_the_event_log_and_the_guard_on
     # the journal appends through the event log alone, and the feed reads it
     outcome = await Journal(events, lambda: now).completed(scope, "done")
     feed = EventFeed(events, poll_interval=0.05, lookback=1.0)
+    stream = feed.subscribe("refund-agent", after_event_id="0")
     try:
-        stream = feed.subscribe("refund-agent", after_event_id="0")
         read = [await anext(stream)]
-        await stream.aclose()
     finally:
-        await feed.close()
+        await feed.close()  # stops and awaits the poller first (a poll is never cut off mid-query)
+        await stream.aclose()
 
     # the guard answers a repeated key from the keys alone
     guard = IdempotencyGuard(keys, lambda: now, in_flight_wait=0.1)

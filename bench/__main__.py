@@ -1,10 +1,13 @@
 """``./dev bench`` (``python -m bench`` in the project's environment): run the benchmarks, print the
 table, write ``bench/RESULTS.md``.
 
-Options: ``--memory 10000,100000,1000000`` and ``--mongo 10000,100000`` (sizes; empty to skip),
+Options: ``--memory 10000,100000,1000000``, ``--sqlite 10000,100000,1000000`` and ``--mongo 10000,100000``
+(sizes; empty to skip), ``--workers-runs 10000`` (runs in the SQLite file on which ``--workers 2`` is
+compared with one worker; 0 to skip),
 ``--seconds 10`` (wrk time per scenario), ``--rounds 5`` (interleaved rounds; each row is its median
 round), ``--connections 10``, ``--out bench/RESULTS.md`` (``-`` to write nothing).
-MongoDB is ``MONGODB_URI`` when set (a fresh database per size), else a FerretDB started here.
+MongoDB is ``MONGODB_URI`` when set (a fresh database per size), else a FerretDB started here. Each
+SQLite size gets a new file in a temporary folder, seeded by ``runsgate seed --store sqlite:///...``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import dataclasses
 import os
 import platform
 import shlex
+import sqlite3
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -24,11 +28,22 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from storage import MongoSnapshotStore, RunFilter
+from storage import MongoSnapshotStore, RunFilter, SQLiteSnapshotStore
 from tests._servers import ferretdb, with_database
 
 from .queries import AGENT, PAGE_SIZE
-from .runner import SCENARIOS, Settings, SizeResult, bench_memory, bench_mongo, paired_ratio
+from .runner import (
+    SCENARIOS,
+    Settings,
+    SizeResult,
+    WorkersResult,
+    bench_memory,
+    bench_mongo,
+    bench_sqlite,
+    bench_workers,
+    paired_ratio,
+    seed,
+)
 from .wrk import LoadResult, ensure_wrk
 
 
@@ -86,6 +101,18 @@ async def explain(uri: str) -> dict[str, Any]:
     return {"server": f"{server} (wire version {build.get('version')})", "queryPlanner": plan.get("queryPlanner")}
 
 
+async def explain_sqlite(path: Path) -> dict[str, Any]:
+    """SQLite's plan for the first page and the first page of a thread (``SQLiteSnapshotStore.explain_listing``)."""
+    store = SQLiteSnapshotStore(path)
+    await store.open()
+    try:
+        first = await store.explain_listing(AGENT, RunFilter(), PAGE_SIZE)
+        thread = await store.explain_listing(AGENT, RunFilter(thread_id="thread-7"), PAGE_SIZE)
+    finally:
+        await store.close()
+    return {"server": f"SQLite {sqlite3.sqlite_version}", "first page": first, "thread page": thread}
+
+
 def table(results: list[SizeResult]) -> list[str]:
     """The markdown table of every scenario."""
     lines = [
@@ -116,8 +143,9 @@ def ratios(results: list[SizeResult]) -> list[str]:
     are medians of the ratios within each round (``bench.runner.paired_ratio``)."""
     lines = [
         "| store | runs | GraphQL/raw first | GraphQL/raw thread | 90% cursor p50 / first p50 "
-        "| 90% page p50 / first p50 | approve->completed p50 ms | server peak RSS MiB | start s | seed s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| 90% page p50 / first p50 | approve->completed p50 ms | server peak RSS MiB | start s | store open s "
+        "| seed s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         lines.append(
@@ -125,9 +153,44 @@ def ratios(results: list[SizeResult]) -> list[str]:
             f"| {paired_ratio(r, 'graphql thread', 'raw thread', _rps):.2f} "
             f"| {paired_ratio(r, 'graphql 90% cursor', 'graphql first', _p50):.2f} "
             f"| {paired_ratio(r, 'graphql 90% page', 'graphql first', _p50):.2f} "
-            f"| {r.round_trip_ms or 0:.1f} | {r.peak_rss_mb or 0:,.0f} | {r.start_seconds:.0f} | {r.seed_seconds:.0f} |"
+            f"| {r.round_trip_ms or 0:.1f} | {r.peak_rss_mb or 0:,.0f} | {r.start_seconds:.1f} "
+            f"| {'' if r.store_open_seconds is None else f'{r.store_open_seconds:.2f}'} | {r.seed_seconds:.0f} |"
         )
     return lines
+
+
+def growth(results: list[SizeResult]) -> list[str]:
+    """For each store measured at several sizes: each page's p50 and the approve round trip at the
+    largest size divided by those at the smallest (separate server processes, minutes apart: not
+    paired, so the machine's drift is in these ratios)."""
+    lines: list[str] = []
+    for store in dict.fromkeys(r.store for r in results):
+        sized = sorted((r for r in results if r.store == store), key=lambda r: r.runs)
+        if len(sized) < 2:
+            continue
+        small, large = sized[0], sized[-1]
+        parts = [
+            f"{name} p50 {large.loads[name].p50_ms / small.loads[name].p50_ms:.2f}"
+            for name in ("graphql first", "graphql thread", "graphql 90% cursor")
+            if name in small.loads and name in large.loads
+        ]
+        if small.round_trip_ms and large.round_trip_ms:
+            parts.append(f"approve->completed p50 {large.round_trip_ms / small.round_trip_ms:.2f}")
+        lines.append(f"- {store}, {large.runs:,} runs / {small.runs:,} runs: " + ", ".join(parts))
+    return lines
+
+
+def workers_lines(workers: list[WorkersResult]) -> list[str]:
+    """One line per ``--workers 2`` comparison."""
+    return [
+        f"- sqlite, {w.runs:,} runs, graphql first: --workers 2 / one worker req/s = {w.ratio:.2f} (median of "
+        f"{len(w.one)} paired rounds; one worker "
+        + ", ".join(f"{load.requests_per_second:,.0f}" for load in w.one)
+        + "; two workers "
+        + ", ".join(f"{load.requests_per_second:,.0f}" for load in w.two)
+        + ")"
+        for w in workers
+    ]
 
 
 def write_report(
@@ -138,12 +201,14 @@ def write_report(
     plans: list[dict[str, Any]],
     *,
     final: bool,
+    workers: list[WorkersResult] | None = None,
 ) -> None:
     """Print (when ``final``) and write the report; called after every size, so a long run keeps what it measured."""
     report = [
         "# runsgate benchmark results",
         "",
-        f"Command: `./dev bench --memory {shlex.quote(args.memory)} --mongo {shlex.quote(args.mongo)} "
+        f"Command: `./dev bench --memory {shlex.quote(args.memory)} --sqlite {shlex.quote(args.sqlite)} "
+        f"--workers-runs {args.workers_runs} --mongo {shlex.quote(args.mongo)} "
         f"--seconds {args.seconds:g} --rounds {args.rounds} "
         f"--connections {args.connections}` (`python -m bench` in the project's environment). "
         f"Each row: wrk, {args.connections} connections, "
@@ -162,10 +227,16 @@ def write_report(
                 "almost none.",
                 "",
             ]
-            if any(result.store != "memory" for result in results)
+            if any(result.store == "ferretdb" for result in results)
             else []
         ),
         *ratios(results),
+        "",
+        "Growth from the smallest to the largest size (p50 at the largest / p50 at the smallest):",
+        "",
+        *growth(results),
+        "",
+        *workers_lines(workers or []),
         "",
         *(f"- query plan at {p['runs']:,} runs: {p}" for p in plans),
     ]
@@ -183,6 +254,10 @@ def write_report(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--memory", default="10000,100000,1000000", help="memory-store sizes, comma-separated")
+    parser.add_argument("--sqlite", default="10000,100000,1000000", help="SQLite sizes, comma-separated")
+    parser.add_argument(
+        "--workers-runs", type=int, default=10000, help="runs of the SQLite file for --workers 2 (0: skip)"
+    )
     parser.add_argument("--mongo", default="10000,100000", help="MongoDB/FerretDB sizes, comma-separated")
     parser.add_argument("--seconds", type=float, default=10.0, help="wrk time per scenario, split into rounds")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; each row is its median round")
@@ -205,11 +280,22 @@ def main(argv: list[str] | None = None) -> int:
     about = machine()
     results: list[SizeResult] = []
     plans: list[dict[str, Any]] = []
+    workers: list[WorkersResult] = []
     with tempfile.TemporaryDirectory(prefix="runsgate-bench-logs-") as folder:
         logs = Path(folder)
         for runs in _sizes(args.memory):
             results.append(bench_memory(runs, settings, logs))
             write_report(args, settings, about, results, plans, final=False)
+        for runs in _sizes(args.sqlite):
+            results.append(bench_sqlite(logs / f"sqlite-{runs}.db", runs, settings, logs))
+            plans.append({"runs": runs, **asyncio.run(explain_sqlite(logs / f"sqlite-{runs}.db"))})
+            (logs / f"sqlite-{runs}.db").unlink()
+            write_report(args, settings, about, results, plans, final=False)
+        if args.workers_runs > 0:
+            path = logs / "sqlite-workers.db"
+            seed(settings, args.workers_runs, RUNSGATE_STORE=f"sqlite:///{path}")
+            workers.append(bench_workers(path, args.workers_runs, settings, logs))
+            write_report(args, settings, about, results, plans, final=False, workers=workers)
         mongo_sizes = _sizes(args.mongo)
         if mongo_sizes:
             with mongodb() as base:
@@ -218,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(bench_mongo(uri, runs, mongo_settings, logs))
                     plans.append({"runs": runs, **asyncio.run(explain(uri))})
                     asyncio.run(_drop(uri))
-                    write_report(args, settings, about, results, plans, final=False)
-    write_report(args, settings, about, results, plans, final=True)
+                    write_report(args, settings, about, results, plans, final=False, workers=workers)
+    write_report(args, settings, about, results, plans, final=True, workers=workers)
     return 0
 
 

@@ -2,7 +2,7 @@
 
 For each store and size N it starts ``python -m server serve`` (uvicorn, the full HTTP stack)
 with ``RUNSGATE_BENCH_ENDPOINTS=true``; the memory store is filled at start by
-``RUNSGATE_SEED_RUNS=N``, a MongoDB one beforehand by ``runsgate seed``. Every scenario first
+``RUNSGATE_SEED_RUNS=N``, a SQLite or MongoDB one beforehand by ``runsgate seed``. Every scenario first
 checks one answer (20 runs, no errors; the raw endpoint's JSON equal to GraphQL's), then runs
 ``wrk`` for a fixed time with a fixed number of connections. The server's peak RSS is read from
 ``/proc/<pid>/status`` (``VmHWM``) after its last scenario.
@@ -10,6 +10,7 @@ checks one answer (20 runs, no errors; the raw endpoint's JSON equal to GraphQL'
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import statistics
@@ -24,9 +25,10 @@ from typing import Any
 
 import httpx
 
+from storage import RunFilter, SQLiteSnapshotStore
 from tests._servers import ROOT, free_port, listening_process
 
-from .queries import APPROVE, PAGE_SIZE, START_REFUND, page_body
+from .queries import AGENT, APPROVE, PAGE_SIZE, START_REFUND, page_body
 from .wrk import LoadResult, run_wrk
 
 
@@ -74,6 +76,9 @@ class SizeResult:
     peak_rss_mb: float | None = None
     seed_seconds: float = 0.0
     start_seconds: float = 0.0
+    """From starting ``runsgate serve`` to its port accepting connections (Python's imports included)."""
+    store_open_seconds: float | None = None
+    """The store's own part of a start: opening it and reading the first page, in this process."""
 
 
 SCENARIOS = ["graphql first", "raw first", "graphql thread", "raw thread", "graphql 90% cursor", "graphql 90% page"]
@@ -89,10 +94,12 @@ def _env(**variables: str) -> dict[str, str]:
 
 
 @contextmanager
-def runsgate_server(log: Path, timeout: float, **variables: str) -> Iterator[tuple[str, int]]:
-    """A ``python -m server serve`` process; yields its base URL and pid, stops it afterwards."""
+def runsgate_server(log: Path, timeout: float, *, workers: int = 1, **variables: str) -> Iterator[tuple[str, int]]:
+    """A ``python -m server serve`` process (``--workers``); yields its base URL and pid, stops it afterwards."""
     port = free_port()
     command = [sys.executable, "-m", "server", "serve", "--port", str(port)]
+    if workers != 1:
+        command += ["--workers", str(workers)]
     with listening_process(command, port, log, env=_env(**variables), timeout=timeout, stop_timeout=30) as proc:
         yield f"http://127.0.0.1:{port}", proc.pid
 
@@ -119,10 +126,11 @@ def _gql(client: httpx.Client, query: str, **variables: Any) -> dict[str, Any]:
     return data
 
 
-def bodies(client: httpx.Client, runs: int) -> dict[str, tuple[str, str]]:
-    """Scenario -> (path, body), each checked once: a full page, raw JSON equal to GraphQL's."""
+def bodies(client: httpx.Client, runs: int, *, base: str = "") -> dict[str, tuple[str, str]]:
+    """Scenario -> (path, body), each checked once: a full page, raw JSON equal to GraphQL's
+    (``base``: the server's URL when ``client`` has none)."""
     deep = max(0, (runs * 9 // 10) // PAGE_SIZE)
-    before_deep = _post(client, "/graphql", page_body(page={"page": max(0, deep - 1), "perPage": PAGE_SIZE}))
+    before_deep = _post(client, base + "/graphql", page_body(page={"page": max(0, deep - 1), "perPage": PAGE_SIZE}))
     cursor = before_deep["data"]["suspendedRuns"]["pageInfo"]["endCursor"]
     first, thread = page_body(first=PAGE_SIZE), page_body(first=PAGE_SIZE, filter={"threadId": "thread-7"})
     chosen = {
@@ -133,7 +141,7 @@ def bodies(client: httpx.Client, runs: int) -> dict[str, tuple[str, str]]:
         "graphql 90% cursor": ("/graphql", page_body(first=PAGE_SIZE, after=cursor)),
         "graphql 90% page": ("/graphql", page_body(page={"page": deep, "perPage": PAGE_SIZE})),
     }
-    answers = {name: _post(client, path, body) for name, (path, body) in chosen.items()}
+    answers = {name: _post(client, base + path, body) for name, (path, body) in chosen.items()}
     for name, answer in answers.items():
         edges = answer["data"]["suspendedRuns"]["edges"]
         if runs >= PAGE_SIZE * 10 and "thread" not in name and len(edges) != PAGE_SIZE:
@@ -188,6 +196,7 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
         if with_wrk:  # without it, the first scenario measured was 10-25% slower than the same work later
             for name in SCENARIOS:
                 run_wrk(url + chosen[name][0], chosen[name][1], seconds=1, connections=settings.connections)
+                drain(client)
             rounds: dict[str, list[LoadResult]] = {name: [] for name in SCENARIOS}
             for _ in range(settings.rounds):
                 for name in SCENARIOS:
@@ -200,6 +209,7 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
                             connections=settings.connections,
                         )
                     )
+                    drain(client)
             result.rounds = rounds
             for name in SCENARIOS:
                 result.loads[name] = median_round(rounds[name])
@@ -213,6 +223,12 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
     result.peak_rss_mb = peak_rss_mb(pid)
 
 
+def drain(client: httpx.Client) -> None:
+    """Wait until the server has answered what wrk left queued (``/readyz`` reads the store
+    behind the pending requests), so a slow scenario's backlog is not measured in the next one."""
+    client.get("/readyz")
+
+
 def paired_ratio(result: SizeResult, numerator: str, denominator: str, figure: Callable[[LoadResult], float]) -> float:
     """``figure(numerator) / figure(denominator)``: with rounds, the median of the ratios within
     each round (the two scenarios ran seconds apart, so the machine's drift cancels out); else
@@ -220,7 +236,10 @@ def paired_ratio(result: SizeResult, numerator: str, denominator: str, figure: C
     pairs = list(zip(result.rounds.get(numerator, []), result.rounds.get(denominator, []), strict=True))
     if not pairs:
         return figure(result.loads[numerator]) / figure(result.loads[denominator])
-    return statistics.median(figure(a) / figure(b) for a, b in pairs)
+    measured = [(a, b) for a, b in pairs if a.requests and b.requests]  # a round that completed nothing has no figure
+    if not measured:
+        return float("nan")
+    return statistics.median(figure(a) / figure(b) for a, b in measured)
 
 
 def median_round(loads: list[LoadResult]) -> LoadResult:
@@ -248,21 +267,96 @@ def bench_memory(runs: int, settings: Settings, logs: Path, *, with_wrk: bool = 
     return result
 
 
-def bench_mongo(uri: str, runs: int, settings: Settings, logs: Path) -> SizeResult:
-    """A MongoDB database seeded by ``runsgate seed`` (``uri`` names a fresh database)."""
-    result = SizeResult(store="ferretdb", runs=runs)
+def seed(settings: Settings, runs: int, **variables: str) -> float:
+    """``runsgate seed --runs N`` into the store the variables name; returns the seconds it took."""
     began = time.monotonic()
     seeded = subprocess.run(
         [sys.executable, "-m", "server", "seed", "--runs", str(runs), "--threads", str(settings.seed_threads)],
         cwd=ROOT,
-        env=_env(MONGODB_URI=uri),
+        env=_env(**variables),
         capture_output=True,
         text=True,
         check=False,
     )
     if seeded.returncode != 0:
         raise RuntimeError(f"runsgate seed failed: {seeded.stderr[-3000:]}")
-    result.seed_seconds = time.monotonic() - began
+    return time.monotonic() - began
+
+
+def bench_sqlite(path: Path, runs: int, settings: Settings, logs: Path) -> SizeResult:
+    """A new SQLite file at ``path`` seeded by ``runsgate seed``, served by one process, measured with wrk."""
+    result = SizeResult(store="sqlite", runs=runs)
+    store = f"sqlite:///{path}"
+    result.seed_seconds = seed(settings, runs, RUNSGATE_STORE=store)
+    result.store_open_seconds = asyncio.run(_open_seconds(path))
+    began = time.monotonic()
+    with runsgate_server(logs / f"sqlite-{runs}.log", settings.start_timeout, RUNSGATE_STORE=store) as (url, pid):
+        result.start_seconds = time.monotonic() - began
+        measure(url, pid, result, settings)
+    return result
+
+
+async def _open_seconds(path: Path) -> float:
+    """Seconds to open the SQLite store at ``path`` (as a server's lifespan does) and read its first page."""
+    began = time.monotonic()
+    store = SQLiteSnapshotStore(path)
+    await store.open()
+    try:
+        await store.list_runs(AGENT, RunFilter(), limit=PAGE_SIZE)
+    finally:
+        await store.close()
+    return time.monotonic() - began
+
+
+@dataclass(kw_only=True)
+class WorkersResult:
+    """First-page throughput of ``--workers 2`` against one worker, on one SQLite file."""
+
+    runs: int
+    one: list[LoadResult] = field(default_factory=list)
+    """One worker, each round."""
+    two: list[LoadResult] = field(default_factory=list)
+    """Two workers, each round."""
+
+    @property
+    def ratio(self) -> float:
+        """Median of (two workers' req/s / one worker's req/s) within each round."""
+        return statistics.median(
+            b.requests_per_second / a.requests_per_second for a, b in zip(self.one, self.two, strict=True)
+        )
+
+
+def bench_workers(path: Path, runs: int, settings: Settings, logs: Path) -> WorkersResult:
+    """``runsgate serve`` with one and with two workers on the same seeded SQLite file (``path``,
+    already seeded with ``runs`` runs), both running; wrk loads the first page of each in turn, one
+    round at a time (each after one unrecorded second)."""
+    result = WorkersResult(runs=runs)
+    store = f"sqlite:///{path}"
+    with (
+        runsgate_server(logs / "sqlite-workers-1.log", settings.start_timeout, RUNSGATE_STORE=store) as (one, _),
+        runsgate_server(logs / "sqlite-workers-2.log", settings.start_timeout, workers=2, RUNSGATE_STORE=store) as (
+            two,
+            _,
+        ),
+    ):
+        with httpx.Client(timeout=60) as client:
+            for url in (one, two):
+                body = bodies(client, runs, base=url)["graphql first"][1]
+        for url in (one, two):
+            run_wrk(url + "/graphql", body, seconds=1, connections=settings.connections)
+            httpx.get(url + "/readyz", timeout=60)
+        for _ in range(settings.rounds):
+            for url, loads in ((one, result.one), (two, result.two)):
+                loads.append(
+                    run_wrk(url + "/graphql", body, seconds=settings.round_seconds, connections=settings.connections)
+                )
+    return result
+
+
+def bench_mongo(uri: str, runs: int, settings: Settings, logs: Path) -> SizeResult:
+    """A MongoDB database seeded by ``runsgate seed`` (``uri`` names a fresh database)."""
+    result = SizeResult(store="ferretdb", runs=runs)
+    result.seed_seconds = seed(settings, runs, MONGODB_URI=uri)
     began = time.monotonic()
     with runsgate_server(logs / f"mongo-{runs}.log", settings.start_timeout, MONGODB_URI=uri) as (url, pid):
         result.start_seconds = time.monotonic() - began
@@ -270,4 +364,15 @@ def bench_mongo(uri: str, runs: int, settings: Settings, logs: Path) -> SizeResu
     return result
 
 
-__all__ = ["SCENARIOS", "Settings", "SizeResult", "bench_memory", "bench_mongo", "measure", "runsgate_server"]
+__all__ = [
+    "SCENARIOS",
+    "Settings",
+    "SizeResult",
+    "WorkersResult",
+    "bench_memory",
+    "bench_mongo",
+    "bench_sqlite",
+    "bench_workers",
+    "measure",
+    "runsgate_server",
+]

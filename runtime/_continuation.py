@@ -93,6 +93,7 @@ class Continuation:
         except Exception as exc:
             error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}
             kept = results_applied(captured, call_ids)
+            failure = self.journal.failed_event(scope, exc, tools_ran=kept)
             released = await self.store.release_claim(
                 agent_id,
                 run_id,
@@ -101,21 +102,26 @@ class Continuation:
                 now=self.now(),
                 history=ModelMessagesTypeAdapter.dump_json(captured) if kept else None,
                 history_id=uuid.uuid4().hex if kept else None,
+                event=failure,
             )
-            return await self.journal.failed(scope, exc, run=released, tools_ran=kept)
+            return await self.journal.failed(scope, exc, run=released, tools_ran=kept, event=failure)
         if isinstance(ran, Finished):
-            if not await self.store.delete_claimed(agent_id, run_id, by=me):
+            completion = self.journal.completed_event(scope, ran.output)
+            if not await self.store.delete_claimed(agent_id, run_id, by=me, event=completion):
                 return _claim_lost(scope)
-            return await self.journal.completed(scope, ran.output)
+            return await self.journal.completed(scope, ran.output, event=completion)
+        calls = tool_call_documents(ran.requests, ran.messages, previous=claimed["toolCalls"])
+        suspension = self.journal.suspended_event(scope, calls)
         try:
             replaced = await self.store.replace_claimed(
                 agent_id,
                 run_id,
                 by=me,
-                tool_calls=tool_call_documents(ran.requests, ran.messages, previous=claimed["toolCalls"]),
+                tool_calls=calls,
                 history=ran.history,
                 history_id=uuid.uuid4().hex,
                 now=self.now(),
+                event=suspension,
             )
         except StoreUnavailableError:
             raise
@@ -123,17 +129,18 @@ class Continuation:
             return await self._refused(scope, exc)
         if replaced is None:
             return _claim_lost(scope)
-        return await self.journal.suspended(scope, replaced)
+        return await self.journal.suspended(scope, replaced, event=suspension)
 
     async def _refused(self, scope: RunScope, exc: Exception) -> RunOutcome:
         """The store refused to hold the run as it suspended again: the run fails, keeping its
         decisions and its last stored history (its decided tools may run again on ``retry``),
         with ``lastError`` and a ``failed`` event."""
         error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}
+        failure = self.journal.failed_event(scope, exc)
         released = await self.store.release_claim(
-            scope.agent_id, scope.run_id, by=self.instance_id, error=error, now=self.now()
+            scope.agent_id, scope.run_id, by=self.instance_id, error=error, now=self.now(), event=failure
         )
-        return await self.journal.failed(scope, exc, run=released, tools_ran=False)
+        return await self.journal.failed(scope, exc, run=released, event=failure)
 
 
 def _claim_lost(scope: RunScope) -> RunOutcome:

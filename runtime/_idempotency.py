@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from storage import IdempotencyDocument, SnapshotStore
+from storage import IdempotencyDocument, IdempotencyKeys
 
 from ._json import fingerprint
 from .errors import IdempotencyKeyReusedError, RunsgateError
@@ -29,7 +29,7 @@ class IdempotencyGuard:
     """Runs operations at most once per idempotency key.
 
     Args:
-        store: Where keys are reserved.
+        store: Where keys are reserved (the store's ``IdempotencyKeys`` part).
         clock: Aware UTC now.
         in_flight_wait: Seconds to wait, polling, for a first request with the same key that
             is still running, before answering ``IdempotencyKeyReusedError(in_flight=True)``.
@@ -38,7 +38,7 @@ class IdempotencyGuard:
 
     def __init__(
         self,
-        store: SnapshotStore,
+        store: IdempotencyKeys,
         clock: Callable[[], datetime],
         *,
         in_flight_wait: float,

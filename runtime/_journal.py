@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from storage import EventType, SnapshotDocument, SnapshotStore
+from storage import EventDocument, EventLog, EventType, SnapshotDocument, ToolCallDocument
 
 from ._json import jsonable
 from ._scope import RunScope
@@ -31,16 +31,43 @@ def event_id_floor(epoch_ns: int) -> str:
 
 
 class Journal:
-    """Appends events to the store's log and builds the matching ``RunOutcome``.
+    """Builds events and the matching ``RunOutcome``; appends the events that record no state change.
+
+    An event that records a state change (``suspended``, ``decision``, ``completed``, ``failed``)
+    is built here (``*_event``) and written by the store together with that change
+    (``RunStore`` methods' ``event=``: one unit of work, docs/storage.md).
 
     Args:
-        store: Holds the log (collection ``run_events``).
+        store: The event log (collection or table ``run_events``).
         now: Aware UTC now at millisecond precision.
     """
 
-    def __init__(self, store: SnapshotStore, now: Callable[[], datetime]) -> None:
+    def __init__(self, store: EventLog, now: Callable[[], datetime]) -> None:
         self._store = store
         self._now = now
+
+    def new_event(
+        self,
+        scope: RunScope,
+        event_type: EventType,
+        *,
+        by: str | None,
+        data: dict[str, Any],
+        at: datetime | None = None,
+    ) -> EventDocument:
+        """One event of the run in ``scope``, not yet written; ``data`` is made JSON-safe. Its id
+        is made now (``event_id``), before any wait for the store."""
+        return {
+            "_id": event_id(),
+            "runId": scope.run_id,
+            "agentId": scope.agent_id,
+            "threadId": scope.thread_id,
+            "resourceId": scope.resource_id,
+            "type": event_type,
+            "at": at or self._now(),
+            "by": by,
+            "data": jsonable(data),
+        }
 
     async def event(
         self,
@@ -51,49 +78,64 @@ class Journal:
         data: dict[str, Any],
         at: datetime | None = None,
     ) -> None:
-        """Append one event of the run in ``scope``; ``data`` is made JSON-safe."""
-        await self._store.append_event(
-            {
-                "_id": event_id(),
-                "runId": scope.run_id,
-                "agentId": scope.agent_id,
-                "threadId": scope.thread_id,
-                "resourceId": scope.resource_id,
-                "type": event_type,
-                "at": at or self._now(),
-                "by": by,
-                "data": jsonable(data),
-            }
-        )
+        """Append one event of the run in ``scope`` that records no state change of its own
+        (``started``, ``resumed``, ``takeover``); ``data`` is made JSON-safe."""
+        await self._store.append_event(self.new_event(scope, event_type, by=by, data=data, at=at))
 
-    async def completed(self, scope: RunScope, output: Any) -> RunOutcome:
-        """Event ``completed`` (its data keeps the output, read by ``delegate()``)."""
-        await self.event(scope, "completed", by=scope.principal, data={"output": output})
+    def completed_event(self, scope: RunScope, output: Any) -> EventDocument:
+        """The ``completed`` event (its data keeps the output, read by ``delegate()``), to write
+        with the run's deletion (``RunStore.delete_claimed(event=...)``)."""
+        return self.new_event(scope, "completed", by=scope.principal, data={"output": output})
+
+    async def completed(self, scope: RunScope, output: Any, *, event: EventDocument | None = None) -> RunOutcome:
+        """The ``completed`` outcome. ``event``: the ``completed_event`` the store already wrote
+        with the state change; without it (a run that finished without being stored) one is
+        appended now."""
+        if event is None:
+            await self._store.append_event(self.completed_event(scope, output))
         return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="completed", output=output)
 
-    async def suspended(self, scope: RunScope, doc: SnapshotDocument) -> RunOutcome:
-        """Event ``suspended`` listing the pending tool call ids."""
-        calls = [c["toolCallId"] for c in doc["toolCalls"] if c["decision"] is None]
-        await self.event(scope, "suspended", by=scope.principal, data={"toolCallIds": calls})
+    def suspended_event(self, scope: RunScope, calls: Sequence[ToolCallDocument]) -> EventDocument:
+        """The ``suspended`` event listing the pending tool call ids of ``calls``, to write with
+        the snapshot (``RunStore.insert`` / ``replace_claimed``, ``event=...``)."""
+        pending = [c["toolCallId"] for c in calls if c["decision"] is None]
+        return self.new_event(scope, "suspended", by=scope.principal, data={"toolCallIds": pending})
+
+    async def suspended(
+        self, scope: RunScope, doc: SnapshotDocument, *, event: EventDocument | None = None
+    ) -> RunOutcome:
+        """The ``suspended`` outcome; ``event`` as in ``completed`` (appended now when ``None``)."""
+        if event is None:
+            await self._store.append_event(self.suspended_event(scope, doc["toolCalls"]))
         return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="suspended", run=doc)
 
-    async def failed(
-        self, scope: RunScope, exc: Exception, *, run: SnapshotDocument | None, tools_ran: bool = False
-    ) -> RunOutcome:
-        """Event ``failed``; the outcome's error is ``"Type: message"``.
-
-        ``tools_ran``: the decided tools ran and their results are kept (a retry does not run
-        them again); recorded in the event's data as ``toolsRan``.
-        """
-        logger.warning("run %s of agent %s failed", scope.run_id, scope.agent_id, exc_info=exc)
+    def failed_event(self, scope: RunScope, exc: Exception, *, tools_ran: bool = False) -> EventDocument:
+        """The ``failed`` event, ``data`` ``{type, message}`` and ``toolsRan`` when ``tools_ran``:
+        the decided tools ran and their results are kept (a retry does not run them again)."""
         data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
         if tools_ran:
             data["toolsRan"] = True
-        await self.event(scope, "failed", by=scope.principal, data=data)
+        return self.new_event(scope, "failed", by=scope.principal, data=data)
+
+    async def failed(
+        self,
+        scope: RunScope,
+        exc: Exception,
+        *,
+        run: SnapshotDocument | None,
+        tools_ran: bool = False,
+        event: EventDocument | None = None,
+    ) -> RunOutcome:
+        """The ``failed`` outcome (logged); its error is ``"Type: message"``. ``event`` as in
+        ``completed`` (a ``failed_event`` appended now when ``None``)."""
+        logger.warning("run %s of agent %s failed", scope.run_id, scope.agent_id, exc_info=exc)
+        if event is None:
+            event = self.failed_event(scope, exc, tools_ran=tools_ran)
+            await self._store.append_event(event)
         return RunOutcome(
             run_id=scope.run_id,
             agent_id=scope.agent_id,
             status="failed",
-            error=f"{data['type']}: {data['message']}",
+            error=f"{event['data']['type']}: {event['data']['message']}",
             run=run,
         )

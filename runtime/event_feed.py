@@ -4,7 +4,7 @@
 Every instance appends to the same log (collection ``run_events``), so following the log shows
 each instance the events of every instance. FerretDB 1.24 has no change streams, so the feed
 polls: one poller per agent in this process, shared by all its subscribers (fan-out), reads
-``SnapshotStore.list_events_after`` every ``poll_interval`` seconds.
+``EventLog.list_events_after`` every ``poll_interval`` seconds.
 
 Event ids are time-ordered (``{UTC nanoseconds}-{random}``, made by the instance that wrote the
 event), but an event becomes visible to readers a little after its id was made (the insert's
@@ -25,7 +25,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import cast
 
-from storage import EventDocument, SnapshotStore, StoreUnavailableError
+from storage import EventDocument, EventLog, StoreUnavailableError
 
 from ._journal import event_id_floor
 
@@ -84,7 +84,7 @@ class EventFeed:
     """Per-process fan-out of each agent's event log to its subscribers.
 
     Args:
-        store: The store holding the log.
+        store: The event log (the store's ``EventLog`` part).
         poll_interval: Seconds between two reads of an agent's log while it has subscribers.
         lookback: Seconds of ids each read goes back to catch events that became visible late.
         page_size: Events per store query (a poll reads pages until a short one).
@@ -95,7 +95,7 @@ class EventFeed:
 
     def __init__(
         self,
-        store: SnapshotStore,
+        store: EventLog,
         *,
         poll_interval: float = 1.0,
         lookback: float = 5.0,

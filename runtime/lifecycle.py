@@ -255,13 +255,14 @@ class RunManager:
             "schemaVersion": SCHEMA_VERSION,
             "historyId": uuid.uuid4().hex,
         }
+        event = self._journal.suspended_event(scope, calls)
         try:
-            await self._store.insert(doc, ran.history)
+            await self._store.insert(doc, ran.history, event=event)
         except (StoreUnavailableError, DuplicateRunError):
             raise
         except Exception as exc:  # the store refused the run (e.g. over its document size): it failed
             return await self._journal.failed(scope, exc, run=None)
-        return await self._journal.suspended(scope, doc)
+        return await self._journal.suspended(scope, doc, event=event)
 
     # -- decide ----------------------------------------------------------------------------------
     async def approve(
@@ -450,28 +451,27 @@ class RunManager:
                 "resumeData": request.resume_data,
                 "idempotencyKey": request.idempotency_key,
             }
+            event = self._journal.new_event(  # written with the decision, one unit of work
+                _scope_of(self, doc, request.principal),
+                "decision",
+                by=request.principal or "anonymous",
+                at=now,
+                data={
+                    "toolCallId": call["toolCallId"],
+                    "questionId": question_id(call),
+                    "toolName": call["toolName"],
+                    "kind": request.kind,
+                    "reason": request.reason,
+                    "argsFingerprint": fingerprint(call["args"]),
+                },
+            )
             updated = await self._store.record_decision(
-                agent_id, run_id, index=index, tool_call_id=call["toolCallId"], decision=decision, now=now
+                agent_id, run_id, index=index, tool_call_id=call["toolCallId"], decision=decision, now=now, event=event
             )
             if updated is not None:
                 break
         else:
             raise RunNotReadyError(run_id, f"Run {run_id!r} kept changing while recording the decision; try again.")
-        scope = _scope_of(self, updated, request.principal)
-        await self._journal.event(
-            scope,
-            "decision",
-            by=request.principal or "anonymous",
-            at=now,
-            data={
-                "toolCallId": call["toolCallId"],
-                "questionId": question_id(call),
-                "toolName": call["toolName"],
-                "kind": request.kind,
-                "reason": request.reason,
-                "argsFingerprint": fingerprint(call["args"]),
-            },
-        )
         if updated["pendingCount"] > 0:
             return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=updated)
         return await self._continuation.run(updated, request.principal)

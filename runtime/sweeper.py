@@ -59,9 +59,13 @@ class StalledRunSweeper:
         self._active: dict[str, asyncio.Task[RunOutcome | None]] = {}
 
     async def find(self) -> list[SnapshotDocument]:
-        """The stalled runs now, least recently updated first. Raises ``StoreUnavailableError``."""
+        """The stalled runs now, least recently updated first, after completing the events a dead
+        process left inside snapshots older than the grace period (``complete_pending_events``).
+        Raises ``StoreUnavailableError``."""
         now = self._manager.now()
-        return await self._manager.store.list_stalled_runs(
+        store = self._manager.store
+        await store.complete_pending_events(before=now - timedelta(seconds=self._idle_grace), limit=self._batch)
+        return await store.list_stalled_runs(
             now=now, idle_before=now - timedelta(seconds=self._idle_grace), limit=self._batch
         )
 

@@ -13,6 +13,7 @@ import asyncio
 import gc
 import json
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -236,6 +237,18 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # the request id first, so that even a 413 carries one
         middleware=[request_id_middleware(), Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
     )
+
+
+def worker_app() -> Starlette:
+    """The app of one ``runsgate serve --workers N`` process (uvicorn's factory), from the environment
+    ``server.cli`` prepared; its instance id is the command's, suffixed with this process's id.
+
+    Raises:
+        ConfigError: As ``create_app``.
+    """
+    settings = load_settings()
+    parent = os.environ.get("RUNSGATE_WORKER_OF", settings.instance_id)
+    return create_app(settings.model_copy(update={"instance_id": f"{parent}-w{os.getpid()}"}))
 
 
 async def _seed_at_start(store: SnapshotStore, settings: Settings) -> None:

@@ -1,10 +1,11 @@
-"""Command line: ``runsgate serve --host --port`` and ``runsgate seed --runs N --agents A --threads T``
-(also ``python -m server``)."""
+"""Command line: ``runsgate serve --host --port --store --workers`` and ``runsgate seed --runs N
+--agents A --threads T`` (also ``python -m server``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import uvicorn
@@ -24,6 +25,13 @@ def main(argv: list[str] | None = None) -> int:
         "--store",
         help="store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db or mongodb://... "
         "(default RUNSGATE_STORE, else MONGODB_URI, else memory://)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes sharing the port (default 1); more than one needs a store they can share "
+        "(SQLite or MongoDB), never the memory store",
     )
     key = commands.add_parser("new-key", help="print a new API key and its RUNSGATE_API_KEYS entry")
     key.add_argument("--name", required=True, help="who holds the key (recorded as decidedBy)")
@@ -46,7 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     seed.add_argument("--reset", action="store_true", help="delete every stored run, event and key of the store first")
     args = parser.parse_args(argv)
     if args.command in (None, "serve"):
-        return _serve(getattr(args, "host", None), getattr(args, "port", None), getattr(args, "store", None))
+        return _serve(
+            getattr(args, "host", None),
+            getattr(args, "port", None),
+            getattr(args, "store", None),
+            getattr(args, "workers", 1),
+        )
     if args.command == "new-key":
         return _new_key(args.name, args.scopes, args.resources)
     if args.command == "seed":
@@ -57,11 +70,26 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _serve(host: str | None, port: int | None, store: str | None = None) -> int:
+WORKERS_ENV = "RUNSGATE_WORKER_OF"
+"""Set in the environment of ``--workers`` processes (to the command's instance id) by ``_serve``."""
+
+
+def _serve(host: str | None, port: int | None, store: str | None = None, workers: int = 1) -> int:
     try:
         settings = load_settings(**({"store": store} if store else {}))
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
+        return 2
+    if workers < 1:
+        print(f"runsgate: --workers must be at least 1, got {workers}", file=sys.stderr)
+        return 2
+    if workers > 1 and settings.sqlite_path is None and not settings.mongodb_uri:
+        print(
+            f"runsgate: --workers {workers} needs a store the processes can share: the memory store lives inside "
+            "one process, so each worker would see other runs. Use --store sqlite:///runsgate.db (one host) or "
+            "a MongoDB URI, or one worker",
+            file=sys.stderr,
+        )
         return 2
     configure_logging(settings.log_level, settings.log_format)
     from runtime.registry import load_registry
@@ -97,6 +125,25 @@ def _serve(host: str | None, port: int | None, store: str | None = None) -> int:
         except ValueError as exc:
             print(f"runsgate: invalid configuration: MONGODB_URI: {exc}", file=sys.stderr)
             return 2
+    if workers > 1:
+        # Each worker is a new process that builds its own app from the environment (uvicorn's
+        # factory by import string), so the command line's options are passed on there; each
+        # runs its own lifespan (store connection, sweeper, event feed) and gets its own instance
+        # id, so claims held by one worker are never taken as held by another.
+        os.environ.update(
+            {"RUNSGATE_STORE": settings.store_url, "RUNSGATE_HOST": settings.host, WORKERS_ENV: settings.instance_id}
+        )
+        uvicorn.run(
+            "server.app:worker_app",
+            factory=True,
+            workers=workers,
+            host=settings.host,
+            port=settings.port if port is None else port,
+            log_level=settings.log_level.lower(),
+            log_config=None,
+            ws_max_size=settings.max_body_bytes,
+        )
+        return 0
     uvicorn.run(
         app,
         host=settings.host,

@@ -130,8 +130,9 @@ class MemorySnapshotStore:
         return self._histories.get(doc["historyId"]) if doc is not None else None
 
     # -- writing -------------------------------------------------------------------------------
-    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
         await self.insert_many([(snapshot, history)])
+        self._append(event)  # insert_many never awaits: the same step of the event loop
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         ids = [s["_id"] for s, _ in snapshots]
@@ -175,6 +176,7 @@ class MemorySnapshotStore:
         tool_call_id: str,
         decision: DecisionDocument,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         doc = self._owned(agent_id, run_id)
         if doc is None or doc["status"] != "suspended" or not 0 <= index < len(doc["toolCalls"]):
@@ -185,6 +187,7 @@ class MemorySnapshotStore:
         call["decision"] = _copy(decision)
         doc["pendingCount"] -= 1
         self._touch(doc, now)
+        self._append(event)
         return _copy(doc)
 
     async def claim(
@@ -225,6 +228,7 @@ class MemorySnapshotStore:
         history: bytes,
         history_id: str,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
@@ -237,9 +241,10 @@ class MemorySnapshotStore:
         doc["lastError"] = None
         doc["suspendedAt"] = now
         self._touch(doc, now)
+        self._append(event)
         return _copy(doc)
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
             return False
@@ -247,6 +252,7 @@ class MemorySnapshotStore:
         self._decided.discard(run_id)
         self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
+        self._append(event)
         return True
 
     async def release_claim(
@@ -259,6 +265,7 @@ class MemorySnapshotStore:
         now: datetime,
         history: bytes | None = None,
         history_id: str | None = None,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
@@ -271,6 +278,7 @@ class MemorySnapshotStore:
         doc["claim"] = None
         doc["lastError"] = _copy(error)
         self._touch(doc, now)
+        self._append(event)
         return _copy(doc)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
@@ -302,12 +310,23 @@ class MemorySnapshotStore:
 
     # -- audit log -----------------------------------------------------------------------------
     async def append_event(self, event: EventDocument) -> None:
+        self._append(event)
+
+    def _append(self, event: EventDocument | None) -> None:
+        """Append ``event`` (nothing for ``None``) without awaiting: after a state change, in the
+        same step of the event loop, so the two form one unit of work."""
+        if event is None:
+            return
         stored = _copy(event)
         self._events.setdefault((event["agentId"], event["runId"]), []).append(stored)
         by_agent = self._agent_events.get(event["agentId"])
         if by_agent is None:
             by_agent = self._agent_events[event["agentId"]] = SortedKeyList(key=_event_id)
         by_agent.add(stored)
+
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Nothing is ever pending: a change and its event are written at once."""
+        return 0
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

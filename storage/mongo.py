@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from datetime import datetime
 from typing import Any, cast
@@ -104,6 +104,10 @@ async def _reachable() -> AsyncIterator[None]:
         yield
     except ConnectionFailure as exc:
         raise StoreUnavailableError(f"MongoDB is unreachable: {type(exc).__name__}") from exc
+
+
+_NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}
+"""Runs whose ``completed`` event is pending finished: never claimed or taken over again."""
 
 
 def store_address(uri: str) -> str:
@@ -208,6 +212,8 @@ class MongoSnapshotStore:
         self._inline_history_limit = inline_history_limit
         self._client: AsyncMongoClient[Document] | None = None
         self._locks = RunWriteLocks(lambda: self.database["run_write_locks"])
+        self.before_event: Callable[[], Awaitable[None]] | None = None
+        """Test-only: awaited between a run's state change and the event written after it."""
 
     def _lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
         """Exclusive right to write the run's snapshot, across processes (see ``_run_lock``)."""
@@ -242,6 +248,10 @@ class MongoSnapshotStore:
         return self.database["idempotency_keys"]
 
     @property
+    def _meta(self) -> AsyncCollection[Document]:
+        return self.database["runsgate_meta"]
+
+    @property
     def _large_histories(self) -> AsyncGridFSBucket:
         return AsyncGridFSBucket(self.database, bucket_name="run_histories_large")
 
@@ -260,17 +270,36 @@ class MongoSnapshotStore:
                 await self._runs.create_index(keys, name=name)
             await self._runs.create_index([("pendingCount", ASCENDING), ("updatedAt", ASCENDING)], name="stalled")
             await self._runs.create_index([("schemaVersion", DESCENDING)], name="schema_version")
+            await self._runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
             await self._events.create_index(
                 [("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at"
             )
             await self._events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
-            newer = await self._runs.find_one(
-                {"schemaVersion": {"$gt": SCHEMA_VERSION}}, {"schemaVersion": 1}, sort=[("schemaVersion", DESCENDING)]
-            )
-        if newer is not None:
-            found = int(newer["schemaVersion"])
+            found = await self._stored_schema_version()
+        if found > SCHEMA_VERSION:
             await self.close()
             raise NewerSchemaError(found, SCHEMA_VERSION)
+
+    async def _stored_schema_version(self) -> int:
+        """The store's schema version: one read of the ``runsgate_meta`` document ``schema``.
+
+        A database written before that document existed has none: its snapshots are looked at
+        once (through the ``schema_version`` index) and the document is written, so later starts
+        read it alone, whatever the number of stored runs.
+        """
+        meta = await self._meta.find_one({"_id": "schema"})
+        if meta is not None:
+            return int(meta["version"])
+        newer = await self._runs.find_one(
+            {"schemaVersion": {"$gt": SCHEMA_VERSION}}, {"schemaVersion": 1}, sort=[("schemaVersion", DESCENDING)]
+        )
+        found = SCHEMA_VERSION if newer is None else int(newer["schemaVersion"])
+        await self._raise_schema_version(found)
+        return found
+
+    async def _raise_schema_version(self, version: int) -> None:
+        """Record that the store holds documents of ``version`` (the stored version only grows)."""
+        await self._meta.update_one({"_id": "schema"}, {"$max": {"version": version}}, upsert=True)
 
     async def close(self) -> None:
         if self._client is not None:
@@ -366,11 +395,17 @@ class MongoSnapshotStore:
                 with suppress(NoFile):
                     await self._large_histories.delete(history_id)
 
-    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
+        if snapshot["schemaVersion"] > SCHEMA_VERSION:  # an older runsgate's next open() must refuse the store
+            async with _reachable():
+                await self._raise_schema_version(snapshot["schemaVersion"])
         await self._write_history(snapshot["historyId"], snapshot["_id"], history)
+        stored = encode_snapshot(snapshot)
+        if event is not None:  # recorded inside the snapshot first, then appended (_settle)
+            stored["pendingEvents"] = [encode(event, EVENT_FIELDS)]
         try:
             async with _reachable():
-                await self._runs.insert_one(encode_snapshot(snapshot))
+                await self._runs.insert_one(stored)
         except DuplicateKeyError as exc:
             await self._delete_history(snapshot["historyId"])
             raise DuplicateRunError(f"run {snapshot['_id']!r} is already stored") from exc
@@ -378,14 +413,19 @@ class MongoSnapshotStore:
             with suppress(Exception):
                 await self._delete_history(snapshot["historyId"])
             raise
+        if event is not None:
+            await self._settle(stored)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk insert (data generator): all histories (inline size only), then all snapshots."""
         if not snapshots:
             return
         histories = [{"_id": s["historyId"], "runId": s["_id"], "data": zlib.compress(h, 6)} for s, h in snapshots]
+        newest = max(s["schemaVersion"] for s, _ in snapshots)
         try:
             async with _reachable():
+                if newest > SCHEMA_VERSION:  # first, so an older runsgate refuses the store even if this fails
+                    await self._raise_schema_version(newest)
                 await self._histories.insert_many(histories, ordered=False)
                 await self._runs.insert_many([encode_snapshot(s) for s, _ in snapshots], ordered=False)
         except BulkWriteError as exc:
@@ -396,6 +436,69 @@ class MongoSnapshotStore:
             doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
         return _snapshot(doc)
 
+    async def _update_then_append(
+        self, event: EventDocument | None, run_id: str, query: Document, update: Document
+    ) -> SnapshotDocument | None:
+        """``_update`` with ``event`` recorded inside the snapshot (``pendingEvents``) by the same
+        single-document write, then appended to ``run_events`` (``_settle``)."""
+        if event is not None:
+            update = {**update, "$push": {"pendingEvents": encode(event, EVENT_FIELDS)}}
+        doc = await self._update(run_id, query, update)
+        if doc is not None and event is not None:
+            await self._settle(cast(Document, doc))
+        return doc
+
+    async def _settle(self, doc: Document) -> None:
+        """Append every event pending in the snapshot ``doc`` (as just written) to ``run_events``,
+        ignoring the ones already there (same ``_id``), then clear ``pendingEvents`` unless the
+        run was written again since (that writer settles them). ``doc`` is returned without the
+        field. ``before_event`` runs first (tests inject a crash there)."""
+        pending = doc.pop("pendingEvents", None) or []
+        if self.before_event is not None:
+            await self.before_event()
+        await self._append_each(pending)
+        async with _reachable(), self._lock(doc["_id"]):
+            await self._runs.update_one(
+                {"_id": doc["_id"], "version": doc["version"]}, {"$unset": {"pendingEvents": ""}}
+            )
+
+    async def _append_each(self, events: Sequence[Document]) -> None:
+        for event in events:
+            try:
+                async with _reachable():
+                    await self._events.insert_one(event)
+            except DuplicateKeyError:
+                pass  # appended before (by the writer, or by an earlier recovery)
+
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Append the events left inside snapshots by a process that died between a write and its
+        append (``pendingEvents`` older than ``before``), and finish what they record: a run
+        whose ``completed`` event was pending is deleted with its history. Returns how many
+        snapshots were completed (``pending_events`` index)."""
+        async with _reachable():
+            docs = (
+                await self._runs.find(
+                    {"pendingEvents.at": {"$lt": before}}, {"pendingEvents": 1, "historyId": 1, "version": 1}
+                )
+                .limit(limit)
+                .to_list()
+            )
+        for doc in docs:
+            events = doc["pendingEvents"]
+            await self._append_each(events)
+            completed = [e["_id"] for e in events if e["type"] == "completed"]
+            async with _reachable(), self._lock(doc["_id"]):
+                if completed:
+                    gone = await self._runs.find_one_and_delete({"_id": doc["_id"], "pendingEvents._id": completed[0]})
+                else:
+                    gone = None
+                    await self._runs.update_one(
+                        {"_id": doc["_id"], "version": doc["version"]}, {"$unset": {"pendingEvents": ""}}
+                    )
+            if gone is not None:
+                await self._delete_history(gone["historyId"])
+        return len(docs)
+
     async def record_decision(
         self,
         agent_id: str,
@@ -405,9 +508,11 @@ class MongoSnapshotStore:
         tool_call_id: str,
         decision: DecisionDocument,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         path = f"toolCalls.{index}"
-        return await self._update(
+        return await self._update_then_append(
+            event,
             run_id,
             {
                 "_id": run_id,
@@ -434,6 +539,7 @@ class MongoSnapshotStore:
                     {"status": "suspended", "pendingCount": 0},
                     {"status": "resuming", "claim.until": {"$lt": now}},
                 ],
+                **_NOT_FINISHED,
             },
             {
                 "$set": {"status": "resuming", "claim": {"by": by, "until": until}, "updatedAt": now},
@@ -460,6 +566,7 @@ class MongoSnapshotStore:
         history: bytes,
         history_id: str,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         changes: Document = {
             "toolCalls": [encode_tool_call(c) for c in tool_calls],
@@ -470,10 +577,17 @@ class MongoSnapshotStore:
             "suspendedAt": now,
             "updatedAt": now,
         }
-        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
+        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
 
     async def _update_claimed_with_history(
-        self, agent_id: str, run_id: str, by: str, changes: Document, history: bytes, history_id: str
+        self,
+        agent_id: str,
+        run_id: str,
+        by: str,
+        changes: Document,
+        history: bytes,
+        history_id: str,
+        event: EventDocument | None,
     ) -> SnapshotDocument | None:
         """Set ``changes`` and point the snapshot to a new history, only while ``by`` holds the claim.
 
@@ -486,7 +600,8 @@ class MongoSnapshotStore:
         if current is None:
             return None
         await self._write_history(history_id, run_id, history)
-        doc = await self._update(
+        doc = await self._update_then_append(
+            event,
             run_id,
             self._held(agent_id, run_id, by),
             {"$set": {**changes, "historyId": history_id}, "$inc": {"version": 1}},
@@ -494,9 +609,22 @@ class MongoSnapshotStore:
         await self._delete_history(current["historyId"] if doc is not None else history_id)
         return doc
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+        """With ``event``: recorded inside the snapshot first (still under the claim), appended,
+        then the snapshot deleted. A process dying in between leaves a snapshot that is never
+        claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
+        appending the event."""
+        held = self._held(agent_id, run_id, by)
+        if event is not None:
+            marked = await self._update(run_id, held, {"$push": {"pendingEvents": encode(event, EVENT_FIELDS)}})
+            if marked is None:
+                return False
+            pending = cast(Document, marked).get("pendingEvents") or []
+            if self.before_event is not None:
+                await self.before_event()
+            await self._append_each(pending)
         async with _reachable(), self._lock(run_id):
-            doc = await self._runs.find_one_and_delete(self._held(agent_id, run_id, by))
+            doc = await self._runs.find_one_and_delete(held)
         if doc is None:
             return False
         await self._delete_history(doc["historyId"])
@@ -512,15 +640,16 @@ class MongoSnapshotStore:
         now: datetime,
         history: bytes | None = None,
         history_id: str | None = None,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         changes: Document = {"status": "suspended", "claim": None, "lastError": dict(error), "updatedAt": now}
         if history is None:
-            return await self._update(
-                run_id, self._held(agent_id, run_id, by), {"$set": changes, "$inc": {"version": 1}}
+            return await self._update_then_append(
+                event, run_id, self._held(agent_id, run_id, by), {"$set": changes, "$inc": {"version": 1}}
             )
         if history_id is None:
             raise ValueError("a new history needs a new history_id")
-        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id)
+        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
         query: Document = {
@@ -529,6 +658,7 @@ class MongoSnapshotStore:
                 {"status": "resuming", "claim.until": {"$lt": now}},
                 {"status": "suspended", "lastError": None, "updatedAt": {"$lt": idle_before}},
             ],
+            **_NOT_FINISHED,
         }
         async with _reachable():
             docs = (

@@ -1,4 +1,20 @@
-"""The ``SnapshotStore`` protocol: where suspended runs live (docs/storage.md "Stores").
+"""The store protocols: where suspended runs live (docs/storage.md "Stores").
+
+The store is split by aggregate, so each part of the runtime depends only on what it uses:
+
+- ``RunStore``: suspended runs (snapshots) and their message histories;
+- ``EventLog``: the append-only audit log (``run_events``), source of subscriptions;
+- ``IdempotencyKeys``: remembered answers of requests sent with an idempotency key;
+- ``SnapshotStore``: all three, plus opening, closing and pinging the store. Each store
+  (``MemorySnapshotStore``, ``SQLiteSnapshotStore``, ``MongoSnapshotStore``) is one class
+  implementing it, so the parts share one connection and one unit of work.
+
+One unit of work: a write that changes a run takes the event that records the change
+(``event=``), and the store writes the two together, so a crash can never keep one without the
+other: in the same transaction on SQLite, in the same step of the event loop in memory. On
+MongoDB-wire servers (no multi-document transactions on FerretDB)
+the event is recorded inside the snapshot's own update first, then appended to the log, and the
+sweeper completes an append a dead process left undone (``complete_pending_events``).
 
 Every method is scoped by ``agent_id`` where a run is named, so one agent never reads or
 changes another agent's run (listing is per agent, as Mastra's). Every write that changes a
@@ -75,20 +91,11 @@ class NewerSchemaError(Exception):
         self.known = known
 
 
-class SnapshotStore(Protocol):
-    """Storage of suspended-run snapshots, their histories, the event log and idempotency keys."""
+class RunStore(Protocol):
+    """Suspended runs (snapshots) and their message histories: reads and conditional writes by key.
 
-    # -- lifecycle -------------------------------------------------------------------------
-    async def open(self) -> None:
-        """Connect and prepare (indexes). Raises ``StoreUnavailableError``, or ``NewerSchemaError``
-        when stored snapshots carry a ``schemaVersion`` above ``SCHEMA_VERSION``."""
-        """Connect and create indexes. Raises ``StoreUnavailableError``."""
-
-    async def close(self) -> None:
-        """Release connections."""
-
-    async def ping(self) -> None:
-        """Raise ``StoreUnavailableError`` unless the store answers now (``/readyz``)."""
+    Every method may raise ``StoreUnavailableError`` (nothing may be assumed written).
+    """
 
     # -- reading -----------------------------------------------------------------------------
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
@@ -128,8 +135,9 @@ class SnapshotStore(Protocol):
         """The run's message history (pydantic-ai JSON bytes), or ``None`` if the run is gone."""
 
     # -- writing -----------------------------------------------------------------------------
-    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
-        """Store a new suspended run. Raises ``DuplicateRunError``."""
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
+        """Store a new suspended run, and ``event`` (its ``suspended`` event) with it as one unit
+        of work (module docstring). Raises ``DuplicateRunError`` (nothing written)."""
 
     async def record_decision(
         self,
@@ -140,12 +148,14 @@ class SnapshotStore(Protocol):
         tool_call_id: str,
         decision: DecisionDocument,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
 
         One conditional update: the run exists, belongs to ``agent_id``, has status
         ``suspended``, and ``toolCalls[index]`` has ``tool_call_id`` and no decision. Returns the
-        updated run, or ``None`` when any condition failed (nothing was written).
+        updated run, or ``None`` when any condition failed (nothing was written, ``event``
+        neither). ``event`` (the ``decision`` event) is written with the update as one unit of work.
         """
 
     async def claim(
@@ -171,8 +181,10 @@ class SnapshotStore(Protocol):
         history: bytes,
         history_id: str,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
-        """The claimed run suspended again: store its new pending calls and history.
+        """The claimed run suspended again: store its new pending calls and history, and ``event``
+        (its ``suspended`` event) with them as one unit of work.
 
         ``history_id`` must be new: the history is written under it before the snapshot points
         to it, so a lost claim never overwrites the history another instance relies on.
@@ -181,8 +193,11 @@ class SnapshotStore(Protocol):
         ``lastError`` are cleared. Returns the new document, or ``None`` if the claim was lost.
         """
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
-        """The claimed run finished: delete its snapshot and history, only while ``by`` holds the claim."""
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+        """The claimed run finished: delete its snapshot and history, only while ``by`` holds the
+        claim, and write ``event`` (its ``completed`` event) as one unit of work with the deletion:
+        the run is never gone without its ``completed`` event. ``False`` (nothing written) if the
+        claim was lost."""
 
     async def release_claim(
         self,
@@ -194,8 +209,10 @@ class SnapshotStore(Protocol):
         now: datetime,
         history: bytes | None = None,
         history_id: str | None = None,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
-        """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set.
+        """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set, and
+        ``event`` (its ``failed`` event) written with that change as one unit of work.
 
         With ``history`` (and a new ``history_id``), the run's history is replaced first, as in
         ``replace_claimed``: the continuation got as far as running the decided tools, and their
@@ -215,7 +232,12 @@ class SnapshotStore(Protocol):
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk-insert new runs (data generator). Raises ``DuplicateRunError``."""
 
-    # -- audit log ---------------------------------------------------------------------------
+
+class EventLog(Protocol):
+    """The append-only audit log of runs (collection or table ``run_events``), kept after a run is
+    deleted; the source of the ``suspendedRunEvents`` subscription. Every method may raise
+    ``StoreUnavailableError``."""
+
     async def append_event(self, event: EventDocument) -> None:
         """Append to the event log (collection ``run_events``); never updated or deleted."""
 
@@ -255,7 +277,22 @@ class SnapshotStore(Protocol):
         """
         ...
 
-    # -- idempotency -------------------------------------------------------------------------
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Finish the units of work a dead process left half done: append the events recorded
+        inside snapshots (at or before ``before``) but not yet in the log, and finish what they
+        record (a run whose ``completed`` event was pending is deleted). Only MongoDB-wire stores
+        ever have any (SQLite and memory write both at once); the sweeper calls it.
+
+        Returns:
+            How many snapshots were completed (at most ``limit``).
+        """
+        ...
+
+
+class IdempotencyKeys(Protocol):
+    """Answers remembered for idempotency keys (``key_id`` = ``{agentId}:{operation}:{key}``).
+    Every method may raise ``StoreUnavailableError``."""
+
     async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
         """Insert the key; return ``None`` when it was new, else the existing document."""
 
@@ -266,10 +303,35 @@ class SnapshotStore(Protocol):
         """Forget a reserved key whose request failed unexpectedly, so it can be retried."""
 
 
+class SnapshotStore(RunStore, EventLog, IdempotencyKeys, Protocol):
+    """A whole store: runs and histories, the event log and idempotency keys, in one place.
+
+    The runtime's components take only the part they use (``Journal`` the ``EventLog``,
+    ``IdempotencyGuard`` the ``IdempotencyKeys``, ...); the server opens and closes the whole.
+    """
+
+    async def open(self) -> None:
+        """Connect and prepare (tables, indexes), then read the stored schema version.
+
+        Raises:
+            StoreUnavailableError: The store cannot be reached, opened or written.
+            NewerSchemaError: The store holds documents of a ``schemaVersion`` above ``SCHEMA_VERSION``.
+        """
+
+    async def close(self) -> None:
+        """Release connections."""
+
+    async def ping(self) -> None:
+        """Raise ``StoreUnavailableError`` unless the store answers now (``/readyz``)."""
+
+
 __all__ = [
     "DuplicateRunError",
+    "EventLog",
+    "IdempotencyKeys",
     "NewerSchemaError",
     "RunFilter",
+    "RunStore",
     "SnapshotStore",
     "SortKey",
     "StoreUnavailableError",

@@ -23,6 +23,8 @@ Tables:
   listing never reads it. Blobs up to SQLite's 1 GB limit.
 - ``run_events``: the append-only audit log, ``event_id`` the primary key; indexed by
   ``(agent_id, run_id, at, event_id)`` and, for the event feed's keyset walk, ``(agent_id, event_id)``.
+  An event passed with a state change (``event=``) is inserted in that change's transaction: one
+  unit of work, nothing pending after a crash (``complete_pending_events`` has nothing to do).
 - ``idempotency_keys``: remembered answers of mutations sent with an idempotency key.
 - ``runsgate_meta``: ``schema_version``, the highest ``schemaVersion`` of the documents in the
   file. ``open()`` reads this one row (no scan) and refuses a file of a newer version
@@ -57,7 +59,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import zlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -370,6 +372,8 @@ class SQLiteSnapshotStore:
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
+        self.before_event: Callable[[], Awaitable[None]] | None = None
+        """Test-only: awaited between a run's state change and the event written with it."""
 
     @property
     def path(self) -> Path:
@@ -602,8 +606,8 @@ class SQLiteSnapshotStore:
             return await asyncio.to_thread(zlib.compress, history, 6)
         return zlib.compress(history, 6)
 
-    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
-        await self.insert_many([(snapshot, history)])
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
+        await self._insert([(snapshot, history)], event)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Insert new runs and their histories in one transaction (all or none). A snapshot of a
@@ -614,6 +618,9 @@ class SQLiteSnapshotStore:
             DuplicateRunError: A run id is already stored or repeated (nothing inserted).
             StoreUnavailableError: The database failed (nothing inserted).
         """
+        await self._insert(snapshots, None)
+
+    async def _insert(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]], event: EventDocument | None) -> None:
         if not snapshots:
             return
         newest = max(s["schemaVersion"] for s, _ in snapshots)
@@ -625,6 +632,7 @@ class SQLiteSnapshotStore:
                     "INSERT INTO run_histories (history_id, run_id, data) VALUES (?, ?, ?)", histories
                 )
                 await conn.executemany(_INSERT_RUN, runs)
+                await self._append_in(conn, event)
                 if newest > SCHEMA_VERSION:  # the file now holds a newer document: an older runsgate must refuse it
                     await conn.execute(
                         "UPDATE runsgate_meta SET value = ? "
@@ -635,10 +643,24 @@ class SQLiteSnapshotStore:
             ids = [s["_id"] for s, _ in snapshots]
             raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}") from exc
 
-    async def _update_returning(self, sql: str, params: Sequence[Any]) -> SnapshotDocument | None:
+    async def _update_returning(
+        self, sql: str, params: Sequence[Any], event: EventDocument | None = None
+    ) -> SnapshotDocument | None:
+        """One conditional ``UPDATE``, and ``event`` appended in the same transaction when it matched."""
         async with self._transaction() as conn:
             rows = list(await conn.execute_fetchall(f"{sql} RETURNING {_COLUMNS}", params))
+            if rows:
+                await self._append_in(conn, event)
         return _snapshot(rows[0]) if rows else None
+
+    async def _append_in(self, conn: aiosqlite.Connection, event: EventDocument | None) -> None:
+        """Append ``event`` inside the caller's transaction, after its state change (one unit of
+        work: both are committed or neither). ``before_event`` runs first (tests inject a crash there)."""
+        if event is None:
+            return
+        if self.before_event is not None:
+            await self.before_event()
+        await conn.execute(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({_marks(10)})", _event_row(event))
 
     async def record_decision(
         self,
@@ -649,6 +671,7 @@ class SQLiteSnapshotStore:
         tool_call_id: str,
         decision: DecisionDocument,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         async with self._transaction() as conn:
             rows = list(
@@ -673,6 +696,7 @@ class SQLiteSnapshotStore:
                     (_calls_text(calls), _ms(now), run_id),
                 )
             )
+            await self._append_in(conn, event)
         return _snapshot(updated[0])
 
     async def claim(
@@ -705,6 +729,7 @@ class SQLiteSnapshotStore:
         history: bytes,
         history_id: str,
         now: datetime,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         pending = sum(1 for c in tool_calls if c["decision"] is None)
         return await self._update_claimed_with_history(
@@ -716,6 +741,7 @@ class SQLiteSnapshotStore:
             (_calls_text(tool_calls), pending, _ms(now), _ms(now)),
             history,
             history_id,
+            event,
         )
 
     async def _update_claimed_with_history(
@@ -727,9 +753,11 @@ class SQLiteSnapshotStore:
         params: Sequence[Any],
         history: bytes,
         history_id: str,
+        event: EventDocument | None,
     ) -> SnapshotDocument | None:
         """Set ``assignments`` and point the snapshot to a new history in one transaction, only
-        while ``by`` holds the claim; the old history is deleted in the same transaction."""
+        while ``by`` holds the claim; the old history is deleted, and ``event`` appended, in the
+        same transaction."""
         compressed = await self._compress(history)
         async with self._transaction() as conn:
             current = list(
@@ -751,9 +779,10 @@ class SQLiteSnapshotStore:
                 )
             )
             await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (current[0][0],))
+            await self._append_in(conn, event)
         return _snapshot(rows[0])
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str) -> bool:
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
         async with self._transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
@@ -762,6 +791,7 @@ class SQLiteSnapshotStore:
             )
             if rows:
                 await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (rows[0][0],))
+                await self._append_in(conn, event)
         return bool(rows)
 
     async def release_claim(
@@ -774,6 +804,7 @@ class SQLiteSnapshotStore:
         now: datetime,
         history: bytes | None = None,
         history_id: str | None = None,
+        event: EventDocument | None = None,
     ) -> SnapshotDocument | None:
         assignments = "status = 'suspended', claim_by = NULL, claim_until = NULL, last_error = ?, updated_at = ?"
         params = (_error_text(error), _ms(now))
@@ -781,10 +812,13 @@ class SQLiteSnapshotStore:
             return await self._update_returning(
                 f"UPDATE run_snapshots SET {assignments}, version = version + 1 WHERE {_HELD}",
                 (*params, run_id, agent_id, by),
+                event,
             )
         if history_id is None:
             raise ValueError("a new history needs a new history_id")
-        return await self._update_claimed_with_history(agent_id, run_id, by, assignments, params, history, history_id)
+        return await self._update_claimed_with_history(
+            agent_id, run_id, by, assignments, params, history, history_id, event
+        )
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
         rows = await self._read(
@@ -801,6 +835,10 @@ class SQLiteSnapshotStore:
         row = _event_row(event)
         async with self._transaction() as conn:
             await conn.execute(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({_marks(10)})", row)
+
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Nothing is ever pending: a change and its event are written at once."""
+        return 0
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

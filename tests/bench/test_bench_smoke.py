@@ -1,7 +1,8 @@
 """The benchmark machinery at a tiny size, so it cannot rot (no timing is asserted).
 
 It starts real ``python -m server serve`` processes as ``python -m bench`` does: one on the
-memory store seeded at start, one on MongoDB seeded by ``runsgate seed``. Before measuring,
+memory store seeded at start, one on a SQLite file and one on MongoDB seeded by ``runsgate
+seed``, and one and two workers on that SQLite file. Before measuring,
 ``bench.runner.bodies`` checks that each scenario answers a page without errors, that
 ``/bench/raw-page`` answers exactly the JSON of ``/graphql``, and that the 90% cursor page equals
 the 90% ``page``/``perPage`` page. wrk is used when installed (``./dev bench`` installs it);
@@ -16,8 +17,18 @@ from pathlib import Path
 import pytest
 from pydantic_ai import models
 
-from bench.__main__ import ratios, table
-from bench.runner import SCENARIOS, Settings, SizeResult, bench_memory, bench_mongo, median_round, paired_ratio
+from bench.__main__ import ratios, table, workers_lines
+from bench.runner import (
+    SCENARIOS,
+    Settings,
+    SizeResult,
+    bench_memory,
+    bench_mongo,
+    bench_sqlite,
+    bench_workers,
+    median_round,
+    paired_ratio,
+)
 from bench.wrk import LoadResult, parse
 
 models.ALLOW_MODEL_REQUESTS = False
@@ -105,3 +116,21 @@ def test_mongo_bench_at_a_tiny_size(tmp_path: Path, mongodb_uri: str) -> None:
     assert set(result.loads) == set(SCENARIOS)
     assert all(load.requests == 2 for load in result.loads.values())
     assert result.round_trip_ms is not None
+
+
+@pytest.mark.process
+@pytest.mark.skipif(
+    shutil.which("wrk") is None, reason="the SQLite rows are measured with wrk (./dev bench installs it)"
+)
+def test_sqlite_bench_and_workers_at_a_tiny_size(tmp_path: Path) -> None:
+    result = bench_sqlite(tmp_path / "bench.db", 60, SETTINGS, tmp_path)
+
+    assert set(result.loads) == set(SCENARIOS)
+    assert all(load.requests > 0 and load.errors == 0 for load in result.loads.values())
+    assert result.store_open_seconds is not None
+    assert "| sqlite | 60 | graphql first |" in "\n".join(table([result]))
+
+    workers = bench_workers(tmp_path / "bench.db", 60, SETTINGS, tmp_path)
+    assert len(workers.one) == len(workers.two) == SETTINGS.rounds
+    assert workers.ratio > 0
+    assert "--workers 2 / one worker" in workers_lines([workers])[0]

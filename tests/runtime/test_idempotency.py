@@ -14,7 +14,7 @@ from runtime import (
     ToolCallNotFoundError,
 )
 from runtime.demo import LEDGER
-from storage import MemorySnapshotStore, RunFilter, SnapshotDocument, StoreUnavailableError
+from storage import EventDocument, MemorySnapshotStore, RunFilter, SnapshotDocument, StoreUnavailableError
 
 from . import agents
 
@@ -125,11 +125,11 @@ class _FailingInsertStore(MemorySnapshotStore):
 
     fail_next_insert = True
 
-    async def insert(self, snapshot: SnapshotDocument, history: bytes) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
         if self.fail_next_insert:
             self.fail_next_insert = False
             raise StoreUnavailableError("connection refused")
-        await super().insert(snapshot, history)
+        await super().insert(snapshot, history, event=event)
 
 
 async def test_an_unexpected_failure_releases_the_key_for_a_retry(registry: AgentRegistry) -> None:

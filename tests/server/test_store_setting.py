@@ -18,7 +18,8 @@ from server.security_settings import ApiKeyConfig
 from storage import SCHEMA_VERSION, MemorySnapshotStore, MongoSnapshotStore, SQLiteSnapshotStore
 
 from .._auth import ADMIN
-from .._graphql import APPROVE, REFUND, REFUND_PROMPT, GraphQLClient
+from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient, data
+from .._servers import SERVE, runsgate_servers
 from ._cli import serve_with_only
 
 
@@ -215,3 +216,54 @@ async def test_a_decision_while_another_process_holds_the_lock_is_store_unavaila
             assert done["status"] == "COMPLETED", done
     finally:
         blocker.close()
+
+
+def test_serve_workers_on_the_memory_store_is_refused_with_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status = serve_with_only(monkeypatch, tmp_path, {}, "--workers", "2")
+
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.startswith("runsgate: --workers 2 needs a store the processes can share: the memory store")
+    assert "Traceback" not in err
+
+
+def test_serve_workers_below_one_is_refused_with_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status = serve_with_only(monkeypatch, tmp_path, {}, "--store", "sqlite:///./runsgate.db", "--workers", "0")
+
+    assert status == 2
+    assert "--workers must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "runsgate.db").exists()
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@pytest.mark.process
+def test_serve_with_two_workers_on_one_sqlite_file_serves_runs_from_both(tmp_path: Path) -> None:
+    path = tmp_path / "runsgate.db"
+    logs = [tmp_path / "runsgate.log"]
+    with runsgate_servers(logs, [*SERVE, "--workers", "2"], RUNSGATE_STORE=f"sqlite:///{path}") as servers:
+        (server,) = servers
+        # then the command runs two worker processes (besides uvicorn's supervisor)
+        workers = [pid for pid in _children(server.process.pid) if "spawn_main" in _command_line(pid)]
+        assert len(workers) == 2, [_command_line(pid) for pid in _children(server.process.pid)]
+
+        url = server.url
+        run = data(url, None, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["startRun"]["run"]
+        # a run started through one worker is listed the same by whichever answers
+        for _ in range(20):
+            listed = data(url, None, SUSPENDED_RUNS, agentId=REFUND)["suspendedRuns"]["edges"]
+            assert [edge["node"] for edge in listed] == [run]
+        call_id = run["toolCalls"][0]["toolCallId"]
+        outcome = data(url, None, APPROVE, input={"agentId": REFUND, "runId": run["runId"], "toolCallId": call_id})
+        assert outcome["approveToolCall"]["status"] == "COMPLETED", outcome
+        assert data(url, None, SUSPENDED_RUNS, agentId=REFUND)["suspendedRuns"]["edges"] == []
+
+
+def _command_line(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

@@ -1,0 +1,113 @@
+"""One unit of work: a run's state change and the event that records it are never separated.
+
+A crash is injected between the two steps of a write through the stores' test-only
+``before_event`` hook (a ``BaseException``, as a process dying there: nothing after it runs). On
+SQLite the two are one transaction, so the crash takes the state change back as well, and the
+run is continued again later; on MongoDB the event is recorded inside the snapshot's own update
+first, and the sweeper completes its append. In both cases, once the sweeper has recovered, the
+run is gone and its log holds exactly one ``completed`` event. The memory store writes both in
+one step of the event loop: nothing can come between them (no hook).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from runtime import AgentRegistry, RunManager, StalledRunSweeper
+from storage import MemorySnapshotStore, SnapshotStore
+
+from .test_sweeper import FLAKY, _decided, _later
+
+
+class _Crash(BaseException):
+    """The process dying between the two steps."""
+
+
+def _crash_once(store: SnapshotStore) -> None:
+    async def crash() -> None:
+        store.before_event = None  # type: ignore[attr-defined]
+        raise _Crash
+
+    store.before_event = crash  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def durable(store: SnapshotStore) -> SnapshotStore:
+    if isinstance(store, MemorySnapshotStore):
+        pytest.skip("the memory store writes a change and its event in one step: nothing can come between")
+    return store
+
+
+async def test_a_crash_between_finishing_a_run_and_its_completed_event_loses_neither(
+    durable: SnapshotStore, registry: AgentRegistry
+) -> None:
+    manager = RunManager(durable, registry, instance_id="instance-a", claim_ttl=30)
+    run_id, _ = await _decided(manager)
+
+    # when instance-a continues the run to its end and dies between deleting it and its event
+    _crash_once(durable)
+    with pytest.raises(_Crash):
+        await StalledRunSweeper(_later(manager, "instance-a", 61), interval=1).sweep_once()
+
+    # then, once another instance's sweeper ran after the claim expired
+    outcomes = await StalledRunSweeper(_later(manager, "instance-b", 200), interval=1).sweep_once()
+
+    # the run is gone and its log holds exactly one completed event
+    assert await durable.get(FLAKY, run_id) is None
+    events = await durable.list_events(FLAKY, run_id)
+    assert [e["type"] for e in events].count("completed") == 1, [e["type"] for e in events]
+    assert [o.status for o in outcomes] in ([], ["completed"])
+
+
+async def test_a_crash_between_a_decision_and_its_event_loses_neither(
+    durable: SnapshotStore, registry: AgentRegistry
+) -> None:
+    manager = RunManager(durable, registry, instance_id="instance-a", claim_ttl=30)
+    started = await manager.start_run(FLAKY, "ship a book")
+    assert started.run is not None
+    call_id = started.run["toolCalls"][0]["toolCallId"]
+
+    # when the process dies between recording the approval and its decision event
+    _crash_once(durable)
+    with pytest.raises(_Crash):
+        await manager.approve(FLAKY, started.run_id, call_id)
+    await StalledRunSweeper(_later(manager, "instance-b", 200), interval=1).sweep_once()
+
+    # then either both are there or neither: a decision recorded has its event
+    stored = await durable.get(FLAKY, started.run_id)
+    events = [e["type"] for e in await durable.list_events(FLAKY, started.run_id)]
+    decided = stored is None or stored["toolCalls"][0]["decision"] is not None
+    assert decided == ("decision" in events), (stored, events)
+
+
+async def test_a_change_whose_condition_failed_writes_no_event(store: SnapshotStore, registry: AgentRegistry) -> None:
+    manager = RunManager(store, registry, instance_id="instance-a")
+    run_id, _ = await _decided(manager)
+    now = manager.now()
+    assert await store.claim(FLAKY, run_id, by="instance-a", until=now + timedelta(seconds=30), now=now)
+    journal_event = {
+        "_id": "00000000000000000001-000000000000",
+        "runId": run_id,
+        "agentId": FLAKY,
+        "type": "completed",
+        "at": now,
+        "by": None,
+        "data": {"output": "x"},
+    }
+
+    # when another instance, which holds no claim, tries to finish the run
+    deleted = await store.delete_claimed(FLAKY, run_id, by="instance-z", event=journal_event)  # type: ignore[arg-type]
+
+    # then neither the deletion nor the event was written
+    assert deleted is False
+    assert await store.get(FLAKY, run_id) is not None
+    assert "completed" not in [e["type"] for e in await store.list_events(FLAKY, run_id)]
+
+    # and with the claim, both are
+    assert await store.delete_claimed(FLAKY, run_id, by="instance-a", event=journal_event)  # type: ignore[arg-type]
+    assert await store.get(FLAKY, run_id) is None
+    assert [e["_id"] for e in await store.list_events(FLAKY, run_id) if e["type"] == "completed"] == [
+        journal_event["_id"]
+    ]

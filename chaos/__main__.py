@@ -31,6 +31,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--fault-every", type=float, default=6.0, help="mean seconds between faults (0: none)")
     parser.add_argument("--claim-ttl", type=float, default=2.0, help="RUNSGATE_CLAIM_TTL of the instances")
     parser.add_argument("--sweep-interval", type=float, default=0.5, help="RUNSGATE_SWEEP_INTERVAL")
+    parser.add_argument("--run-seconds", type=float, default=60.0, help="max seconds one run is driven")
     parser.add_argument("--drain", type=float, default=60.0, help="max seconds to wait for stalled runs")
     parser.add_argument("--workdir", type=Path, default=None, help="logs, ledger, store, report.json")
     parser.add_argument("--broken-claim", action="store_true", help="break the claim's compare-and-set (checker test)")
@@ -71,7 +72,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     )
     await cluster.start()
     try:
-        driver = Driver([i.url for i in cluster.instances], seed=args.seed, concurrency=args.concurrency)
+        driver = Driver(
+            [i.url for i in cluster.instances],
+            seed=args.seed,
+            concurrency=args.concurrency,
+            run_seconds=args.run_seconds,
+        )
         faults = Faults(cluster, schedule(args.seed, args.store, args.claim_ttl, args.fault_every))
         stop = asyncio.Event()
         injecting = asyncio.create_task(faults.run(stop)) if args.fault_every > 0 else None

@@ -136,7 +136,8 @@ class Driver:
                 continue
             answer: dict[str, Any] = data
             return answer
-        self.gave_up.append({"runId": run_id, "op": op, "variables": variables, "note": note})
+        if attempts > 1:  # a one-shot probe (an impatient retry) may go unanswered
+            self.gave_up.append({"runId": run_id, "op": op, "variables": variables, "note": note})
         return None
 
     async def read_run(self, rng: random.Random, agent: str, run_id: str) -> tuple[bool, dict[str, Any] | None]:

@@ -127,6 +127,7 @@ class Checker:
         of its claim by the instance that resumes."""
         holder: str | None = None
         taker: str | None = None
+        superseded: set[str] = set()  # instances whose claim another took over
         for event in self.events.get(run_id, []):
             kind, data = event["type"], event["data"] or {}
             if kind == "takeover":
@@ -137,13 +138,20 @@ class Checker:
                         "double continuation",
                         f"takeover {event['id']} took {previous}'s claim, held by {holder}",
                     )
+                if previous:
+                    superseded.add(previous)
                 taker = event["by"]
             elif kind == "resumed":
                 me = data.get("instanceId")
                 if holder is not None and taker != me:
-                    self.flag(
-                        run_id, "double continuation", f"{me} resumed ({event['id']}) while {holder} held the run"
-                    )
+                    if me in superseded:
+                        self.flag(
+                            run_id,
+                            "stale resumed",
+                            f"{me} logged resumed ({event['id']}) after its claim was taken over by {holder}",
+                        )
+                        continue
+                    self.flag(run_id, "double continuation", f"{me} resumed ({event['id']}) while {holder} held it")
                 holder, taker = me, None
             elif kind in ("suspended", "completed", "failed"):
                 holder, taker = None, None

@@ -23,14 +23,15 @@ KNOWN = {
     "two decisions": "a duplicate resumeRun naming an answered questionId is recorded on the call's next question",
     "lost": "a SIGKILL between deleting a finished run's snapshot and logging `completed` loses the outcome",
     "request never answered": "an idempotency key whose request died stays reserved: every retry is refused",
+    "stale resumed": "an instance paused between its claim and its `resumed` event logs it after a takeover",
 }
 SEED = 7
 
 
 async def _chaos(tmp_path: Path, *extra: str) -> dict[str, Any]:
     args = [
-        "--seconds", "25", "--seed", str(SEED), "--concurrency", "4", "--fault-every", "3",
-        "--run-seconds", "30", "--drain", "30", "--workdir", str(tmp_path), *extra,
+        "--seconds", "20", "--seed", str(SEED), "--concurrency", "4", "--fault-every", "3",
+        "--run-seconds", "15", "--drain", "20", "--workdir", str(tmp_path), *extra,
     ]  # fmt: skip
     return await main(parse(args))
 

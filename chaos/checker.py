@@ -98,7 +98,9 @@ class Checker:
             self.flag(run_id, "lost", "the run has no events")
         if final is None:
             self.outcomes["COMPLETED"] += 1
-            if "completed" not in types:
+            if types and types[-1] == "failed" and "suspended" not in types:
+                self.flag(run_id, "failed, not stored", f"FAILED at its start, yet nothing is stored to retry: {types}")
+            elif "completed" not in types:
                 self.flag(run_id, "lost", f"the snapshot is gone but no completed event was logged: {types}")
             if run_id in listing:
                 self.flag(run_id, "listing", "listed after its snapshot was gone")

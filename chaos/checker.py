@@ -157,6 +157,14 @@ class Checker:
                 holder, taker = me, None
             elif kind in ("suspended", "completed", "failed"):
                 holder, taker = None, None
+            elif kind == "decision" and holder is not None:
+                # a decision is recorded only on a suspended run: the continuation ended unlogged
+                self.flag(
+                    run_id,
+                    "missing event",
+                    f"{holder}'s continuation logged no suspended/completed/failed before decision {event['id']}",
+                )
+                holder, taker = None, None
 
     def check_decisions(self, run_id: str) -> None:
         acked: list[tuple[str, str]] = []

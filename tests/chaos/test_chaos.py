@@ -24,6 +24,7 @@ KNOWN = {
     "lost": "a SIGKILL between deleting a finished run's snapshot and logging `completed` loses the outcome",
     "request never answered": "an idempotency key whose request died stays reserved: every retry is refused",
     "failed, not stored": "a start whose snapshot write fails (SQLite busy) answers FAILED, but nothing is stored",
+    "missing event": "a SIGKILL between rewriting a continued run's snapshot and logging `suspended` loses the event",
     "stale resumed": "an instance paused between its claim and its `resumed` event logs it after a takeover",
 }
 SEED = 7

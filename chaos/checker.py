@@ -130,8 +130,11 @@ class Checker:
         holder: str | None = None
         taker: str | None = None
         superseded: set[str] = set()  # instances whose claim another took over
+        last: str | None = None
+        decided: set[str | None] = set()
         for event in self.events.get(run_id, []):
             kind, data = event["type"], event["data"] or {}
+            previous_kind, last = last, kind
             if kind == "takeover":
                 previous = (data.get("previousClaim") or {}).get("by")
                 if holder is not None and previous != holder:
@@ -145,6 +148,9 @@ class Checker:
                 taker = event["by"]
             elif kind == "resumed":
                 me = data.get("instanceId")
+                if previous_kind == "suspended":  # nothing was decided since: a late event of a lost claim
+                    self.flag(run_id, "stale resumed", f"{me} logged resumed ({event['id']}) right after suspended")
+                    continue
                 if holder is not None and taker != me:
                     if me in superseded:
                         self.flag(
@@ -157,14 +163,16 @@ class Checker:
                 holder, taker = me, None
             elif kind in ("suspended", "completed", "failed"):
                 holder, taker = None, None
-            elif kind == "decision" and holder is not None:
-                # a decision is recorded only on a suspended run: the continuation ended unlogged
+            elif kind == "decision" and holder is not None and data.get("toolCallId") in decided:
+                # the call was decided before, so it suspended again: the continuation ended unlogged
                 self.flag(
                     run_id,
                     "missing event",
                     f"{holder}'s continuation logged no suspended/completed/failed before decision {event['id']}",
                 )
                 holder, taker = None, None
+            if kind == "decision":
+                decided.add(data.get("toolCallId"))
 
     def check_decisions(self, run_id: str) -> None:
         acked: list[tuple[str, str]] = []

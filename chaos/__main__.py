@@ -1,0 +1,136 @@
+"""``python -m chaos`` (``./dev chaos``): a soak and chaos run of runsgate; see docs/chaos.md.
+
+Exit status 0 when the checker found no violation, 1 when it found some, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .checker import Checker
+from .cluster import Cluster, Faults, schedule
+from .driver import Driver
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
+    parser.add_argument("--store", choices=["sqlite", "ferretdb"], default="sqlite")
+    parser.add_argument("--instances", type=int, default=3)
+    amount = parser.add_mutually_exclusive_group()
+    amount.add_argument("--runs", type=int, default=None, help="runs to start (default 2000)")
+    amount.add_argument("--seconds", type=float, default=None, help="start runs for this long instead")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=8, help="runs driven at once")
+    parser.add_argument("--fault-every", type=float, default=6.0, help="mean seconds between faults (0: none)")
+    parser.add_argument("--claim-ttl", type=float, default=2.0, help="RUNSGATE_CLAIM_TTL of the instances")
+    parser.add_argument("--sweep-interval", type=float, default=0.5, help="RUNSGATE_SWEEP_INTERVAL")
+    parser.add_argument("--run-seconds", type=float, default=60.0, help="max seconds one run is driven")
+    parser.add_argument("--drain", type=float, default=60.0, help="max seconds to wait for stalled runs")
+    parser.add_argument("--workdir", type=Path, default=None, help="logs, ledger, store, report.json")
+    parser.add_argument("--broken-claim", action="store_true", help="break the claim's compare-and-set (checker test)")
+    args = parser.parse_args(argv)
+    if args.runs is None and args.seconds is None:
+        args.runs = 2000
+    return args
+
+
+async def drain(cluster: Cluster, driver: Driver, seconds: float) -> None:
+    """Wait until no run is RESUMING or decided-but-unclaimed (the sweepers take those over)."""
+    deadline = time.monotonic() + seconds
+    from .checker import _client
+
+    checker = Checker(driver, cluster.ledger)
+    async with _client(driver):
+        while time.monotonic() < deadline:
+            busy = 0
+            for agent in set(driver.runs.values()):
+                for node in (await checker.listed(agent)).values():
+                    decided = all(c["decision"] is not None for c in node["toolCalls"])
+                    if node["status"] == "RESUMING" or (decided and node["lastError"] is None):
+                        busy += 1
+            if not busy:
+                return
+            await asyncio.sleep(1.0)
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="runsgate-chaos-"))
+    cluster = Cluster(
+        workdir,
+        store=args.store,
+        size=args.instances,
+        claim_ttl=args.claim_ttl,
+        sweep_interval=args.sweep_interval,
+        broken_claim=args.broken_claim,
+    )
+    await cluster.start()
+    try:
+        driver = Driver(
+            [i.url for i in cluster.instances],
+            seed=args.seed,
+            concurrency=args.concurrency,
+            run_seconds=args.run_seconds,
+        )
+        faults = Faults(cluster, schedule(args.seed, args.store, args.claim_ttl, args.fault_every))
+        stop = asyncio.Event()
+        injecting = asyncio.create_task(faults.run(stop)) if args.fault_every > 0 else None
+        await driver.run(args.runs, args.seconds)
+        stop.set()
+        if injecting is not None:
+            await injecting
+        await drain(cluster, driver, args.drain)
+        checker = Checker(driver, cluster.ledger)
+        await checker.check()
+        report = checker.report()
+        report.update(
+            store=args.store,
+            seed=args.seed,
+            instances=args.instances,
+            claimTtl=args.claim_ttl,
+            faults=dict(faults.injected),
+            faultLog=faults.log,
+            workdir=str(workdir),
+            brokenClaim=args.broken_claim,
+        )
+        (workdir / "report.json").write_text(json.dumps(report, indent=1, default=str))
+        (workdir / "history.json").write_text(json.dumps(driver.history, default=str))
+        return report
+    finally:
+        cluster.stop()
+
+
+def summary(report: dict[str, Any]) -> str:
+    keys = [
+        "store",
+        "seed",
+        "runs",
+        "outcomes",
+        "requests",
+        "decisionsAcknowledged",
+        "effects",
+        "faults",
+        "seconds",
+        "runsPerSecond",
+        "decisionsPerSecond",
+        "violationCount",
+        "violationsByRule",
+        "workdir",
+    ]
+    return "\n".join(f"{key}: {report[key]}" for key in keys)
+
+
+def run(argv: list[str]) -> int:
+    report = asyncio.run(main(parse(argv)))
+    print(summary(report))
+    return 1 if report["violationCount"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))

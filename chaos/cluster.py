@@ -1,0 +1,271 @@
+"""The processes of a chaos run: N runsgate instances on one store, and the faults done to them.
+
+A ``Cluster`` starts ``python -m server serve`` N times on fixed loopback ports (so a restarted
+instance answers at the same URL), on one SQLite file or one FerretDB database, with the chaos
+agents, a short claim TTL and a fast sweeper. ``Faults`` draws a schedule from a seed and applies
+it: SIGKILL (restart after a delay), SIGSTOP/SIGCONT longer than the claim TTL, the store stopped
+and restarted (FerretDB) or its file held under ``BEGIN IMMEDIATE`` by another connection (SQLite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Instance:
+    index: int
+    port: int
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@dataclass
+class Cluster:
+    """N runsgate processes sharing one store. ``store`` is ``sqlite`` or ``ferretdb``."""
+
+    workdir: Path
+    store: str = "sqlite"
+    size: int = 3
+    claim_ttl: float = 2.0
+    sweep_interval: float = 0.5
+    broken_claim: bool = False
+    instances: list[Instance] = field(default_factory=list)
+    ferretdb: subprocess.Popen[bytes] | None = None
+    ferretdb_port: int = 0
+
+    @property
+    def ledger(self) -> Path:
+        return self.workdir / "ledger.jsonl"
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.workdir / "runsgate.db"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNSGATE_", "OTEL_", "CHAOS_"))}
+        env.pop("MONGODB_URI", None)
+        env.update(
+            RUNSGATE_AGENTS="chaos.agents:AGENTS",
+            RUNSGATE_AUTH="off",
+            RUNSGATE_LOG_LEVEL="WARNING",
+            RUNSGATE_GRAPHIQL="false",
+            RUNSGATE_CLAIM_TTL=str(self.claim_ttl),
+            RUNSGATE_SWEEP_INTERVAL=str(self.sweep_interval),
+            CHAOS_LEDGER=str(self.ledger),
+        )
+        if self.broken_claim:
+            env["CHAOS_BREAK_CLAIM"] = "1"
+        if self.store == "sqlite":
+            env["RUNSGATE_STORE"] = f"sqlite:///{self.sqlite_path}"
+        else:
+            env["MONGODB_URI"] = f"mongodb://127.0.0.1:{self.ferretdb_port}/chaos"
+        return env
+
+    async def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.ledger.touch()
+        if self.store == "ferretdb":
+            self.ferretdb_port = free_port()
+            await self.start_store()
+        self.instances = [Instance(i, free_port(), self.workdir / f"instance-{i}.log") for i in range(self.size)]
+        for instance in self.instances:
+            self._spawn(instance)
+        for instance in self.instances:
+            await self.wait_healthy(instance)
+
+    def _spawn(self, instance: Instance) -> None:
+        with open(instance.log, "ab") as out:
+            instance.process = subprocess.Popen(
+                [sys.executable, "-m", "server", "serve", "--port", str(instance.port)],
+                cwd=ROOT,
+                env=self.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def wait_healthy(self, instance: Instance, within: float = 60.0) -> None:
+        deadline = time.monotonic() + within
+        async with httpx.AsyncClient(timeout=2) as client:
+            while time.monotonic() < deadline:
+                if instance.process is not None and instance.process.poll() is not None:
+                    raise RuntimeError(f"instance {instance.index} exited: {instance.log.read_text()[-2000:]}")
+                try:
+                    if (await client.get(f"{instance.url}/healthz")).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise RuntimeError(f"instance {instance.index} not healthy in {within} s")
+
+    async def restart(self, instance: Instance) -> None:
+        self._spawn(instance)
+        await self.wait_healthy(instance)
+
+    async def start_store(self) -> None:
+        self._spawn_ferretdb()
+        deadline = time.monotonic() + 30
+        while not _listening(self.ferretdb_port):
+            if time.monotonic() > deadline or (self.ferretdb is not None and self.ferretdb.poll() is not None):
+                raise RuntimeError("FerretDB did not start")
+            await asyncio.sleep(0.1)
+
+    def _spawn_ferretdb(self) -> None:
+        binary = os.environ.get("FERRETDB_BIN")
+        if not binary:
+            raise RuntimeError("--store ferretdb needs FERRETDB_BIN (scripts/install-ferretdb.sh prints it)")
+        data = self.workdir / "ferretdb"
+        data.mkdir(exist_ok=True)
+        with open(self.workdir / "ferretdb.log", "ab") as out:
+            self.ferretdb = subprocess.Popen(
+                [
+                    binary,
+                    "--handler=sqlite",
+                    f"--sqlite-url=file:{data}/",
+                    f"--state-dir={data}",
+                    f"--listen-addr=127.0.0.1:{self.ferretdb_port}",
+                    "--debug-addr=-",
+                    "--telemetry=disable",
+                    "--log-level=error",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop_store(self) -> None:
+        if self.ferretdb is not None and self.ferretdb.poll() is None:
+            self.ferretdb.send_signal(signal.SIGKILL)
+            self.ferretdb.wait()
+
+    def stop(self) -> None:
+        for instance in self.instances:
+            proc = instance.process
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        for instance in self.instances:
+            proc = instance.process
+            if proc is not None:
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        if self.ferretdb is not None and self.ferretdb.poll() is None:
+            self.ferretdb.terminate()
+            self.ferretdb.wait(timeout=15)
+
+
+@dataclass(frozen=True)
+class Fault:
+    after: float
+    """Seconds after the previous fault ended."""
+    kind: str
+    """``kill``, ``pause``, ``store`` (FerretDB stopped) or ``lock`` (SQLite file locked)."""
+    target: int
+    """Instance index (kill, pause)."""
+    duration: float
+    """Seconds down, paused, stopped or locked."""
+
+
+def schedule(seed: int, store: str, claim_ttl: float, every: float, count: int = 10_000) -> list[Fault]:
+    """The fault schedule of ``seed``: the same seed gives the same faults in the same order."""
+    rng = random.Random(seed)
+    kinds = ["kill", "pause", "store" if store == "ferretdb" else "lock"]
+    faults = []
+    for i in range(count):
+        kind = kinds[i % 3] if rng.random() < 0.7 else rng.choice(kinds)
+        duration = {
+            "kill": rng.uniform(0.2, 3.0),
+            "pause": rng.uniform(1.5 * claim_ttl, 3.0 * claim_ttl),
+            "store": rng.uniform(0.5, 3.0),
+            "lock": rng.uniform(0.5, 3.0),
+        }[kind]
+        faults.append(Fault(rng.uniform(0.5, 1.5) * every, kind, rng.randrange(1_000_000), round(duration, 3)))
+    return faults
+
+
+class Faults:
+    """Applies a schedule to a cluster until ``stop`` is set; counts what it injected by kind."""
+
+    def __init__(self, cluster: Cluster, faults: list[Fault]) -> None:
+        self.cluster = cluster
+        self.faults = faults
+        self.injected: Counter[str] = Counter()
+        self.log: list[dict[str, object]] = []
+
+    async def run(self, stop: asyncio.Event) -> None:
+        for fault in self.faults:
+            try:
+                await asyncio.wait_for(stop.wait(), fault.after)
+                return
+            except TimeoutError:
+                pass
+            started = time.time()
+            await self.apply(fault)
+            self.injected[fault.kind] += 1
+            self.log.append({"at": started, "kind": fault.kind, "target": fault.target, "duration": fault.duration})
+
+    async def apply(self, fault: Fault) -> None:
+        cluster = self.cluster
+        instance = cluster.instances[fault.target % len(cluster.instances)]
+        proc = instance.process
+        if fault.kind == "kill" and proc is not None:
+            proc.send_signal(signal.SIGKILL)
+            await asyncio.to_thread(proc.wait)
+            await asyncio.sleep(fault.duration)
+            await cluster.restart(instance)
+        elif fault.kind == "pause" and proc is not None:
+            proc.send_signal(signal.SIGSTOP)
+            await asyncio.sleep(fault.duration)
+            proc.send_signal(signal.SIGCONT)
+        elif fault.kind == "store":
+            cluster.stop_store()
+            await asyncio.sleep(fault.duration)
+            await cluster.start_store()
+        elif fault.kind == "lock":
+            await asyncio.to_thread(_hold_lock, cluster.sqlite_path, fault.duration)
+
+
+def _hold_lock(path: Path, seconds: float) -> None:
+    """Hold the SQLite file's write lock (``BEGIN IMMEDIATE``) for ``seconds`` from another connection."""
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        time.sleep(seconds)
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()

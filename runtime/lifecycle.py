@@ -466,7 +466,14 @@ class RunManager:
                 },
             )
             updated = await self._store.record_decision(
-                agent_id, run_id, index=index, tool_call_id=call["toolCallId"], decision=decision, now=now, event=event
+                agent_id,
+                run_id,
+                index=index,
+                tool_call_id=call["toolCallId"],
+                question_id=call.get("questionId"),
+                decision=decision,
+                now=now,
+                event=event,
             )
             if updated is not None:
                 break

@@ -174,6 +174,7 @@ class MemorySnapshotStore:
         *,
         index: int,
         tool_call_id: str,
+        question_id: str | None = None,
         decision: DecisionDocument,
         now: datetime,
         event: EventDocument | None = None,
@@ -182,7 +183,7 @@ class MemorySnapshotStore:
         if doc is None or doc["status"] != "suspended" or not 0 <= index < len(doc["toolCalls"]):
             return None
         call = doc["toolCalls"][index]
-        if call["toolCallId"] != tool_call_id or call["decision"] is not None:
+        if call["toolCallId"] != tool_call_id or call.get("questionId") != question_id or call["decision"] is not None:
             return None
         call["decision"] = _copy(decision)
         doc["pendingCount"] -= 1

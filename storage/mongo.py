@@ -506,6 +506,7 @@ class MongoSnapshotStore:
         *,
         index: int,
         tool_call_id: str,
+        question_id: str | None = None,
         decision: DecisionDocument,
         now: datetime,
         event: EventDocument | None = None,
@@ -519,6 +520,7 @@ class MongoSnapshotStore:
                 "agentId": agent_id,
                 "status": "suspended",
                 f"{path}.toolCallId": tool_call_id,
+                f"{path}.questionId": question_id,  # None also matches a call without the field
                 f"{path}.decision": None,
             },
             {

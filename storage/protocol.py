@@ -146,6 +146,7 @@ class RunStore(Protocol):
         *,
         index: int,
         tool_call_id: str,
+        question_id: str | None = None,
         decision: DecisionDocument,
         now: datetime,
         event: EventDocument | None = None,
@@ -153,7 +154,10 @@ class RunStore(Protocol):
         """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
 
         One conditional update: the run exists, belongs to ``agent_id``, has status
-        ``suspended``, and ``toolCalls[index]`` has ``tool_call_id`` and no decision. Returns the
+        ``suspended``, and ``toolCalls[index]`` has ``tool_call_id``, the ``questionId``
+        ``question_id`` (``None``: it has none, as in documents written before questions had ids)
+        and no decision, so a decision read for a question the call no longer waits on is never
+        recorded on the next one. Returns the
         updated run, or ``None`` when any condition failed (nothing was written, ``event``
         neither). ``event`` (the ``decision`` event) is written with the update as one unit of work.
         """

@@ -669,6 +669,7 @@ class SQLiteSnapshotStore:
         *,
         index: int,
         tool_call_id: str,
+        question_id: str | None = None,
         decision: DecisionDocument,
         now: datetime,
         event: EventDocument | None = None,
@@ -686,7 +687,11 @@ class SQLiteSnapshotStore:
             if not 0 <= index < len(calls):
                 return None
             call = calls[index]
-            if call["toolCallId"] != tool_call_id or call["decision"] is not None:
+            if (
+                call["toolCallId"] != tool_call_id
+                or call.get("questionId") != question_id
+                or call["decision"] is not None
+            ):
                 return None
             call["decision"] = decision
             updated = list(

@@ -26,6 +26,7 @@ async def _decided(manager: RunManager) -> tuple[str, str]:
         started.run_id,
         index=0,
         tool_call_id=call_id,
+        question_id=started.run["toolCalls"][0]["questionId"],
         decision={
             "kind": "approved",
             "decidedAt": now,

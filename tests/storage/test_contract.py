@@ -177,6 +177,26 @@ async def test_skip_limit_and_keyset_bounds(store: SnapshotStore) -> None:
     assert [d["_id"] for d in between] == ["r5", "r4", "r3"]
 
 
+async def test_record_decision_answers_only_the_question_it_was_read_for(store: SnapshotStore) -> None:
+    # given a call that already waits on its next question (q2): the tool asked again after an answer
+    asked = tool_call("c1", approval=False)
+    asked["questionId"] = "q2"
+    await store.insert(snapshot("run", calls=[asked]), b"[]")
+
+    # when a late decision read for the earlier question (q1) is recorded
+    late = await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", question_id="q1", decision=decision("resumed"), now=T0
+    )
+    current = await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", question_id="q2", decision=decision("resumed"), now=T0
+    )
+
+    # then it is refused, and the question that waits gets its own answer
+    assert late is None
+    assert current is not None
+    assert current["toolCalls"][0]["decision"] == decision("resumed")
+
+
 async def test_record_decision_is_conditional_and_counts_down(store: SnapshotStore) -> None:
     await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
 

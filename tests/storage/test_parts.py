@@ -8,6 +8,7 @@ runtime's components accept the part they use and nothing more.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -92,10 +93,14 @@ async def test_the_journal_and_the_feed_need_only_the_event_log_and_the_guard_on
     feed = EventFeed(events, poll_interval=0.05, lookback=1.0)
     stream = feed.subscribe("refund-agent", after_event_id="0")
     try:
-        read = [await anext(stream)]
+        # bounded, and in a task of its own as a server's subscription is (awaited in the test's
+        # own task, the mongo case hung in about one run in three)
+        read = [await asyncio.wait_for(anext(stream), 10)]
     finally:
-        await feed.close()  # stops and awaits the poller first (a poll is never cut off mid-query)
-        await stream.aclose()
+        await asyncio.wait_for(
+            feed.close(), 10
+        )  # stops and awaits the poller first (a poll is never cut off mid-query)
+        await asyncio.wait_for(stream.aclose(), 10)
 
     # the guard answers a repeated key from the keys alone
     guard = IdempotencyGuard(keys, lambda: now, in_flight_wait=0.1)

@@ -91,7 +91,7 @@ GRAPHIQL_EXAMPLE_QUERY = """# runsgate: agent runs waiting for a human decision.
 # Run this query with Ctrl-Enter (or the play button): the refund agent's
 # suspended runs, newest first, with the tool calls that wait for approval.
 # Then decide one with the approveToolCall or declineToolCall mutation.
-query SuspendedRuns {
+{
   suspendedRuns(agentId: "refund-agent", first: 10) {
     totalCount
     nodes {

@@ -26,8 +26,9 @@ from .queries import PAGE_SIZE, page_body
 ROUNDS = 10
 
 
-async def call(app: ASGIApp, path: str, body: bytes) -> bytes:
-    """POST ``body`` to ``path`` as one ASGI HTTP request; the response body (status must be 200)."""
+async def call(app: ASGIApp, path: str, body: bytes, *, accept: bytes | None = None) -> bytes:
+    """POST ``body`` to ``path`` as one ASGI HTTP request, with an ``Accept`` header when given;
+    the response body (status must be 200)."""
     scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -38,7 +39,11 @@ async def call(app: ASGIApp, path: str, body: bytes) -> bytes:
         "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
-        "headers": [(b"host", b"bench"), (b"content-type", b"application/json")],
+        "headers": [
+            (b"host", b"bench"),
+            (b"content-type", b"application/json"),
+            *([(b"accept", accept)] if accept is not None else []),
+        ],
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 80),
     }

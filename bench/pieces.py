@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.types import Message
 
 from server.app import create_app
 from server.config import Settings
 
+from . import inprocess
 from .queries import PAGE_SIZE, page_body
 
 ACCEPT = b"application/graphql-response+json, application/json;q=0.9"
@@ -135,38 +135,8 @@ def patched(patches: list[Patch]) -> Iterator[None]:
 
 
 async def call(app: Starlette, path: str, body: bytes) -> None:
-    """POST ``body`` to ``path`` as one ASGI request with ``ACCEPT`` (status must be 200)."""
-    scope: dict[str, Any] = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"bench"), (b"content-type", b"application/json"), (b"accept", ACCEPT)],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
-    sent = False
-    status: list[int] = []
-
-    async def receive() -> Message:
-        nonlocal sent
-        if sent:
-            await asyncio.Event().wait()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            status.append(message["status"])
-
-    await app(scope, receive, send)
-    if status != [200]:
-        raise RuntimeError(f"{path} answered {status}")
+    """POST ``body`` to ``path`` with ``ACCEPT`` (``bench.inprocess.call``; status must be 200)."""
+    await inprocess.call(app, path, body, accept=ACCEPT)
 
 
 @dataclass

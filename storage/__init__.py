@@ -17,6 +17,8 @@ from .documents import (
     RunStatus,
     SnapshotDocument,
     ToolCallDocument,
+    WebhookDeliveryDocument,
+    WebhookDeliveryStatus,
 )
 from .memory import MemorySnapshotStore
 from .mongo import MongoSnapshotStore
@@ -30,6 +32,7 @@ from .protocol import (
     SnapshotStore,
     SortKey,
     StoreUnavailableError,
+    WebhookDeliveries,
     sort_key,
 )
 from .sqlite import SQLiteSnapshotStore
@@ -58,6 +61,9 @@ __all__ = [
     "SortKey",
     "StoreUnavailableError",
     "ToolCallDocument",
+    "WebhookDeliveries",
+    "WebhookDeliveryDocument",
+    "WebhookDeliveryStatus",
     "sort_key",
     "to_bson_precision",
     "utcnow",

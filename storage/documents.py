@@ -135,6 +135,52 @@ class IdempotencyDocument(TypedDict):
     createdAt: datetime
 
 
+WebhookDeliveryStatus = Literal["pending", "delivered", "failed"]
+"""``pending`` until the receiver answered 2xx (``delivered``) or the retry time ran out (``failed``)."""
+
+
+class WebhookLeaseDocument(TypedDict):
+    by: str
+    """Id of the instance sending the delivery now."""
+    until: datetime
+    """UTC expiry; after it another instance may send the delivery (its sender died)."""
+
+
+class WebhookDeliveryDocument(TypedDict):
+    """One webhook message for one endpoint (collection or table ``webhook_deliveries``),
+    derived from one event of the log (docs/webhooks.md)."""
+
+    _id: str
+    """``{eventId}.{endpointId}``: the ``webhook-id`` header, the same on every retry; sorts in
+    the order of the events (newest first in listings)."""
+    endpointId: str
+    """Short hash of the endpoint's URL (``runtime.webhooks.endpoint_id``)."""
+    eventId: str
+    agentId: str
+    runId: str
+    resourceId: str | None
+    """The run's resource: who may list the delivery (``webhookDeliveries``)."""
+    type: str
+    """The webhook event type, e.g. ``run.suspended``."""
+    body: str
+    """The JSON body sent on every attempt, unchanged."""
+    status: WebhookDeliveryStatus
+    attempts: int
+    """Attempts made so far (answered or not)."""
+    createdAt: datetime
+    """UTC; retries stop ``RUNSGATE_WEBHOOK_RETRY_FOR`` seconds after it."""
+    nextAttemptAt: datetime
+    """UTC; a pending delivery is not sent before it."""
+    lastAttemptAt: datetime | None
+    lastStatusCode: int | None
+    """HTTP status of the last answer; ``None`` when there was none (timeout, refused)."""
+    lastError: str | None
+    """Why the last attempt failed (never the secret)."""
+    finishedAt: datetime | None
+    """UTC; when it was delivered or given up."""
+    lease: WebhookLeaseDocument | None
+
+
 __all__ = [
     "SCHEMA_VERSION",
     "ClaimDocument",
@@ -147,4 +193,7 @@ __all__ = [
     "RunStatus",
     "SnapshotDocument",
     "ToolCallDocument",
+    "WebhookDeliveryDocument",
+    "WebhookDeliveryStatus",
+    "WebhookLeaseDocument",
 ]

@@ -31,6 +31,8 @@ from .documents import (
     RunErrorDocument,
     SnapshotDocument,
     ToolCallDocument,
+    WebhookDeliveryDocument,
+    WebhookDeliveryStatus,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey
 
@@ -72,6 +74,8 @@ class MemorySnapshotStore:
         self._agent_events: dict[str, SortedKeyList] = {}
         """agentId -> its events sorted by ``_id`` (creation order), for ``list_events_after``."""
         self._keys: dict[str, IdempotencyDocument] = {}
+        self._webhook_cursors: dict[str, str] = {}
+        self._deliveries: dict[str, WebhookDeliveryDocument] = {}
         self._decided: set[str] = set()
         """Ids of runs whose every call is decided (``pendingCount == 0``): what the sweeper reads
         (``list_stalled_runs``), so it never scans the waiting runs (MongoDB: index ``stalled``)."""
@@ -370,6 +374,84 @@ class MemorySnapshotStore:
 
     async def release_idempotency_key(self, key_id: str) -> None:
         self._keys.pop(key_id, None)
+
+    # -- webhook deliveries --------------------------------------------------------------------
+    async def webhook_cursor(self, cursor_id: str) -> str | None:
+        return self._webhook_cursors.get(cursor_id)
+
+    async def advance_webhook_cursor(self, cursor_id: str, event_id: str) -> None:
+        current = self._webhook_cursors.get(cursor_id)
+        if current is None or event_id > current:
+            self._webhook_cursors[cursor_id] = event_id
+
+    async def add_webhook_deliveries(self, deliveries: Sequence[WebhookDeliveryDocument]) -> int:
+        added = 0
+        for delivery in deliveries:
+            if delivery["_id"] not in self._deliveries:
+                self._deliveries[delivery["_id"]] = _copy(delivery)
+                added += 1
+        return added
+
+    async def claim_webhook_deliveries(
+        self, *, by: str, until: datetime, now: datetime, limit: int
+    ) -> list[WebhookDeliveryDocument]:
+        due = sorted(
+            (
+                d
+                for d in self._deliveries.values()
+                if d["status"] == "pending"
+                and d["nextAttemptAt"] <= now
+                and (d["lease"] is None or d["lease"]["until"] < now)
+            ),
+            key=lambda d: (d["nextAttemptAt"], d["_id"]),
+        )[:limit]
+        for delivery in due:
+            delivery["lease"] = {"by": by, "until": until}
+        return [_copy(d) for d in due]
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        by: str,
+        status: WebhookDeliveryStatus,
+        at: datetime,
+        next_attempt_at: datetime,
+        status_code: int | None,
+        error: str | None,
+    ) -> bool:
+        delivery = self._deliveries.get(delivery_id)
+        if delivery is None or delivery["status"] != "pending":
+            return False
+        lease = delivery["lease"]
+        if lease is None or lease["by"] != by:
+            return False
+        delivery["status"] = status
+        delivery["attempts"] += 1
+        delivery["lastAttemptAt"] = at
+        delivery["nextAttemptAt"] = next_attempt_at
+        delivery["lastStatusCode"] = status_code
+        delivery["lastError"] = error
+        delivery["finishedAt"] = None if status == "pending" else at
+        delivery["lease"] = None
+        return True
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookDeliveryStatus | None,
+        resource_ids: frozenset[str] | None,
+        limit: int,
+        after: str | None = None,
+    ) -> list[WebhookDeliveryDocument]:
+        found = (
+            d
+            for _, d in sorted(self._deliveries.items(), reverse=True)
+            if (after is None or d["_id"] < after)
+            and (status is None or d["status"] == status)
+            and (resource_ids is None or d["resourceId"] in resource_ids)
+        )
+        return [_copy(d) for d in itertools.islice(found, limit)]
 
 
 __all__ = ["MemorySnapshotStore"]

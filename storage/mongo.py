@@ -12,7 +12,10 @@ app's lifespan) and closed by ``close()``. The database is the one named in the 
   limit work (PyMongo ``AsyncGridFSBucket``).
 - ``run_events``: the append-only audit log.
 - ``idempotency_keys``: remembered answers of mutations sent with an idempotency key.
-- ``run_write_locks``: short leases that make one process at a time write a run (``_run_lock``).
+- ``run_write_locks``: short leases that make one process at a time write a run (``_run_lock``),
+  or a webhook delivery or cursor (ids prefixed ``webhook:`` and ``webhook-cursor:``).
+- ``webhook_deliveries`` and ``webhook_cursors``: webhook messages derived from the event log and
+  the cursors of that derivation (``WebhookDeliveries``).
 
 Every write to a snapshot is a single-document conditional update (no transactions), made
 while holding the run's lease, because FerretDB does not apply conditional updates atomically.
@@ -51,6 +54,8 @@ from .documents import (
     RunErrorDocument,
     SnapshotDocument,
     ToolCallDocument,
+    WebhookDeliveryDocument,
+    WebhookDeliveryStatus,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
 from .stored_json import (
@@ -248,6 +253,14 @@ class MongoSnapshotStore:
         return self.database["idempotency_keys"]
 
     @property
+    def _deliveries(self) -> AsyncCollection[Document]:
+        return self.database["webhook_deliveries"]
+
+    @property
+    def _cursors(self) -> AsyncCollection[Document]:
+        return self.database["webhook_cursors"]
+
+    @property
     def _meta(self) -> AsyncCollection[Document]:
         return self.database["runsgate_meta"]
 
@@ -275,6 +288,10 @@ class MongoSnapshotStore:
                 [("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at"
             )
             await self._events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
+            await self._deliveries.create_index(
+                [("status", ASCENDING), ("nextAttemptAt", ASCENDING)], name="deliveries_due"
+            )
+            await self._deliveries.create_index([("status", ASCENDING), ("_id", DESCENDING)], name="deliveries_order")
             found = await self._stored_schema_version()
         if found > SCHEMA_VERSION:
             await self.close()
@@ -723,6 +740,110 @@ class MongoSnapshotStore:
         async with _reachable():
             await self._keys.delete_one({"_id": key_id, "result": None, "resultJson": None})
 
+    # -- webhook deliveries --------------------------------------------------------------------
+    async def webhook_cursor(self, cursor_id: str) -> str | None:
+        async with _reachable():
+            doc = await self._cursors.find_one({"_id": cursor_id})
+        return None if doc is None else str(doc["eventId"])
+
+    async def advance_webhook_cursor(self, cursor_id: str, event_id: str) -> None:
+        """Under the cursor's write lease (``_run_lock``), so two instances never move it back."""
+        async with _reachable(), self._lock(f"webhook-cursor:{cursor_id}"):
+            result = await self._cursors.update_one(
+                {"_id": cursor_id, "eventId": {"$lt": event_id}}, {"$set": {"eventId": event_id}}
+            )
+            if result.matched_count == 0:
+                with suppress(DuplicateKeyError):
+                    await self._cursors.insert_one({"_id": cursor_id, "eventId": event_id})
+
+    async def add_webhook_deliveries(self, deliveries: Sequence[WebhookDeliveryDocument]) -> int:
+        added = 0
+        async with _reachable():
+            for delivery in deliveries:
+                try:
+                    await self._deliveries.insert_one(dict(delivery))
+                except DuplicateKeyError:
+                    continue
+                added += 1
+        return added
+
+    async def claim_webhook_deliveries(
+        self, *, by: str, until: datetime, now: datetime, limit: int
+    ) -> list[WebhookDeliveryDocument]:
+        """Each candidate is leased by one conditional update under its write lease (``_run_lock``:
+        FerretDB does not apply conditional updates atomically)."""
+        due: Document = {
+            "status": "pending",
+            "nextAttemptAt": {"$lte": now},
+            "$or": [{"lease": None}, {"lease.until": {"$lt": now}}],
+        }
+        async with _reachable():
+            candidates = (
+                await self._deliveries.find(due, {"_id": 1})
+                .sort([("nextAttemptAt", ASCENDING), ("_id", ASCENDING)])
+                .limit(limit)
+                .to_list()
+            )
+            claimed: list[WebhookDeliveryDocument] = []
+            for candidate in candidates:
+                async with self._lock(f"webhook:{candidate['_id']}"):
+                    doc = await self._deliveries.find_one_and_update(
+                        {"_id": candidate["_id"], **due},
+                        {"$set": {"lease": {"by": by, "until": until}}},
+                        return_document=ReturnDocument.AFTER,
+                    )
+                if doc is not None:
+                    claimed.append(cast(WebhookDeliveryDocument, doc))
+        return claimed
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        by: str,
+        status: WebhookDeliveryStatus,
+        at: datetime,
+        next_attempt_at: datetime,
+        status_code: int | None,
+        error: str | None,
+    ) -> bool:
+        async with _reachable(), self._lock(f"webhook:{delivery_id}"):
+            result = await self._deliveries.update_one(
+                {"_id": delivery_id, "status": "pending", "lease.by": by},
+                {
+                    "$set": {
+                        "status": status,
+                        "lastAttemptAt": at,
+                        "nextAttemptAt": next_attempt_at,
+                        "lastStatusCode": status_code,
+                        "lastError": error,
+                        "finishedAt": None if status == "pending" else at,
+                        "lease": None,
+                    },
+                    "$inc": {"attempts": 1},
+                },
+            )
+        return result.modified_count == 1
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookDeliveryStatus | None,
+        resource_ids: frozenset[str] | None,
+        limit: int,
+        after: str | None = None,
+    ) -> list[WebhookDeliveryDocument]:
+        query: Document = {}
+        if status is not None:
+            query["status"] = status
+        if after is not None:
+            query["_id"] = {"$lt": after}
+        if resource_ids is not None:
+            query["resourceId"] = {"$in": sorted(resource_ids)}
+        async with _reachable():
+            docs = await self._deliveries.find(query).sort([("_id", DESCENDING)]).limit(limit).to_list()
+        return [cast(WebhookDeliveryDocument, doc) for doc in docs]
+
     # -- administration ------------------------------------------------------------------------
     async def drop_all(self) -> None:
         """Drop every runsgate collection of the database (tests and ``runsgate seed --reset``)."""
@@ -733,6 +854,8 @@ class MongoSnapshotStore:
                 "run_events",
                 "idempotency_keys",
                 "run_write_locks",
+                "webhook_deliveries",
+                "webhook_cursors",
                 "run_histories_large.files",
                 "run_histories_large.chunks",
             ):

@@ -5,7 +5,9 @@ The store is split by aggregate, so each part of the runtime depends only on wha
 - ``RunStore``: suspended runs (snapshots) and their message histories;
 - ``EventLog``: the append-only audit log (``run_events``), source of subscriptions;
 - ``IdempotencyKeys``: remembered answers of requests sent with an idempotency key;
-- ``SnapshotStore``: all three, plus opening, closing and pinging the store. Each store
+- ``WebhookDeliveries``: webhook messages derived from the event log, and the cursors of that
+  derivation (docs/webhooks.md);
+- ``SnapshotStore``: all four, plus opening, closing and pinging the store. Each store
   (``MemorySnapshotStore``, ``SQLiteSnapshotStore``, ``MongoSnapshotStore``) is one class
   implementing it, so the parts share one connection and one unit of work.
 
@@ -36,6 +38,8 @@ from .documents import (
     RunErrorDocument,
     SnapshotDocument,
     ToolCallDocument,
+    WebhookDeliveryDocument,
+    WebhookDeliveryStatus,
 )
 
 
@@ -307,8 +311,82 @@ class IdempotencyKeys(Protocol):
         """Forget a reserved key whose request failed unexpectedly, so it can be retried."""
 
 
-class SnapshotStore(RunStore, EventLog, IdempotencyKeys, Protocol):
-    """A whole store: runs and histories, the event log and idempotency keys, in one place.
+class WebhookDeliveries(Protocol):
+    """Webhook deliveries (``webhook_deliveries``) and the per-endpoint cursors over the event log
+    they are derived from (``webhook_cursors``); docs/webhooks.md "Delivery guarantees".
+
+    A delivery is never written on the decision path: the dispatcher reads the event log after a
+    cursor and adds the deliveries it derives (``add_webhook_deliveries``, insert-if-absent by id,
+    so reading an event twice adds it once), then advances the cursor. Sending is guarded by a
+    lease, as continuing a run is by a claim: ``claim_webhook_deliveries`` hands each due delivery
+    to one instance at a time, and another takes it over once the lease expired. Every method may
+    raise ``StoreUnavailableError``.
+    """
+
+    async def webhook_cursor(self, cursor_id: str) -> str | None:
+        """The event id up to which ``cursor_id`` (``{endpointId}:{agentId}``) read the log, or ``None``."""
+
+    async def advance_webhook_cursor(self, cursor_id: str, event_id: str) -> None:
+        """Move the cursor to ``event_id`` if that is after where it stands (never backwards;
+        created when missing)."""
+
+    async def add_webhook_deliveries(self, deliveries: Sequence[WebhookDeliveryDocument]) -> int:
+        """Insert the deliveries whose ``_id`` is not stored yet (the others are left as they are).
+
+        Returns:
+            How many were new.
+        """
+        ...
+
+    async def claim_webhook_deliveries(
+        self, *, by: str, until: datetime, now: datetime, limit: int
+    ) -> list[WebhookDeliveryDocument]:
+        """Lease up to ``limit`` due deliveries to ``by`` until ``until``: those ``pending`` whose
+        ``nextAttemptAt`` is at or before ``now`` and that nobody holds (no lease, or one that
+        expired before ``now``). Each is leased by one conditional write, so two instances never
+        both get one. Oldest ``nextAttemptAt`` first; returns the leased documents."""
+        ...
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        by: str,
+        status: WebhookDeliveryStatus,
+        at: datetime,
+        next_attempt_at: datetime,
+        status_code: int | None,
+        error: str | None,
+    ) -> bool:
+        """Record one attempt of a delivery ``by`` holds: ``attempts`` + 1, ``lastAttemptAt`` ``at``,
+        the answer's ``status_code`` and ``error``, the new ``status`` (``finishedAt`` ``at`` unless
+        ``pending``) and ``next_attempt_at``; the lease is released. ``False`` (nothing written)
+        when ``by`` no longer holds it or it is no longer pending."""
+        ...
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookDeliveryStatus | None,
+        resource_ids: frozenset[str] | None,
+        limit: int,
+        after: str | None = None,
+    ) -> list[WebhookDeliveryDocument]:
+        """Deliveries newest first (``_id`` descending), for ``webhookDeliveries``.
+
+        Args:
+            status: Only deliveries in this status; ``None`` for all.
+            resource_ids: Access restriction as ``RunFilter.resource_ids``: only deliveries about
+                runs of these resources (``None``: no restriction).
+            limit: At most this many.
+            after: Only deliveries whose ``_id`` sorts strictly before this one (the next page).
+        """
+        ...
+
+
+class SnapshotStore(RunStore, EventLog, IdempotencyKeys, WebhookDeliveries, Protocol):
+    """A whole store: runs and histories, the event log, idempotency keys and webhook deliveries,
+    in one place.
 
     The runtime's components take only the part they use (``Journal`` the ``EventLog``,
     ``IdempotencyGuard`` the ``IdempotencyKeys``, ...); the server opens and closes the whole.
@@ -339,5 +417,6 @@ __all__ = [
     "SnapshotStore",
     "SortKey",
     "StoreUnavailableError",
+    "WebhookDeliveries",
     "sort_key",
 ]

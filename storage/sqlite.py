@@ -26,6 +26,9 @@ Tables:
   An event passed with a state change (``event=``) is inserted in that change's transaction: one
   unit of work, nothing pending after a crash (``complete_pending_events`` has nothing to do).
 - ``idempotency_keys``: remembered answers of mutations sent with an idempotency key.
+- ``webhook_deliveries`` and ``webhook_cursors``: webhook messages derived from the event log and
+  the cursors of that derivation (``WebhookDeliveries``); indexed by ``(status, next_attempt_at)``
+  for the senders' claims and ``(status, delivery_id)`` for listings.
 - ``runsgate_meta``: ``schema_version``, the highest ``schemaVersion`` of the documents in the
   file. ``open()`` reads this one row (no scan) and refuses a file of a newer version
   (``NewerSchemaError``); an insert of a newer document raises it.
@@ -78,6 +81,8 @@ from .documents import (
     RunErrorDocument,
     SnapshotDocument,
     ToolCallDocument,
+    WebhookDeliveryDocument,
+    WebhookDeliveryStatus,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
 
@@ -150,6 +155,32 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     result TEXT,
     created_at INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS webhook_cursors (
+    cursor_id TEXT PRIMARY KEY,
+    event_id TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    delivery_id TEXT PRIMARY KEY,
+    endpoint_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    resource_id TEXT,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    next_attempt_at INTEGER NOT NULL,
+    last_attempt_at INTEGER,
+    last_status_code INTEGER,
+    last_error TEXT,
+    finished_at INTEGER,
+    lease_by TEXT,
+    lease_until INTEGER
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS deliveries_due ON webhook_deliveries (status, next_attempt_at);
+CREATE INDEX IF NOT EXISTS deliveries_status_order ON webhook_deliveries (status, delivery_id);
 """
 
 LISTING_INDEXES = (
@@ -160,7 +191,15 @@ LISTING_INDEXES = (
 )
 """The listing indexes, one per filter combination (``explain_listing`` shows which one a page uses)."""
 
-_TABLE_NAMES = ("runsgate_meta", "run_snapshots", "run_histories", "run_events", "idempotency_keys")
+_TABLE_NAMES = (
+    "runsgate_meta",
+    "run_snapshots",
+    "run_histories",
+    "run_events",
+    "idempotency_keys",
+    "webhook_cursors",
+    "webhook_deliveries",
+)
 
 _COLUMNS = (
     "run_id, agent_id, thread_id, resource_id, parent_run_id, status, created_at, suspended_at, updated_at, "
@@ -173,6 +212,11 @@ _HAS_THREAD, _HAS_RESOURCE = 1, 2
 _HELD = "run_id = ? AND agent_id = ? AND status = 'resuming' AND claim_by = ?"
 
 Row = sqlite3.Row | tuple[Any, ...]
+
+_DELIVERY_COLUMNS = (
+    "delivery_id, endpoint_id, event_id, agent_id, run_id, resource_id, type, body, status, attempts, "
+    "created_at, next_attempt_at, last_attempt_at, last_status_code, last_error, finished_at, lease_by, lease_until"
+)
 
 
 def _ms(value: datetime) -> int:
@@ -297,6 +341,60 @@ def _event(row: Row) -> EventDocument:
     if row[5] & _HAS_RESOURCE:
         event["resourceId"] = row[4]
     return event
+
+
+def _optional_ms(value: datetime | None) -> int | None:
+    return None if value is None else _ms(value)
+
+
+def _optional_datetime(ms: int | None) -> datetime | None:
+    return None if ms is None else _datetime(ms)
+
+
+def _delivery_row(doc: WebhookDeliveryDocument) -> tuple[Any, ...]:
+    lease = doc["lease"]
+    return (
+        doc["_id"],
+        doc["endpointId"],
+        doc["eventId"],
+        doc["agentId"],
+        doc["runId"],
+        doc["resourceId"],
+        doc["type"],
+        doc["body"],
+        doc["status"],
+        doc["attempts"],
+        _ms(doc["createdAt"]),
+        _ms(doc["nextAttemptAt"]),
+        _optional_ms(doc["lastAttemptAt"]),
+        doc["lastStatusCode"],
+        doc["lastError"],
+        _optional_ms(doc["finishedAt"]),
+        None if lease is None else lease["by"],
+        None if lease is None else _ms(lease["until"]),
+    )
+
+
+def _delivery(row: Row) -> WebhookDeliveryDocument:
+    return {
+        "_id": row[0],
+        "endpointId": row[1],
+        "eventId": row[2],
+        "agentId": row[3],
+        "runId": row[4],
+        "resourceId": row[5],
+        "type": row[6],
+        "body": row[7],
+        "status": row[8],
+        "attempts": row[9],
+        "createdAt": _datetime(row[10]),
+        "nextAttemptAt": _datetime(row[11]),
+        "lastAttemptAt": _optional_datetime(row[12]),
+        "lastStatusCode": row[13],
+        "lastError": row[14],
+        "finishedAt": _optional_datetime(row[15]),
+        "lease": None if row[16] is None else {"by": row[16], "until": _datetime(row[17])},
+    }
 
 
 def _marks(count: int) -> str:
@@ -911,12 +1009,122 @@ class SQLiteSnapshotStore:
         async with self._transaction() as conn:
             await conn.execute("DELETE FROM idempotency_keys WHERE key_id = ? AND result IS NULL", (key_id,))
 
+    # -- webhook deliveries --------------------------------------------------------------------
+    async def webhook_cursor(self, cursor_id: str) -> str | None:
+        rows = await self._read("SELECT event_id FROM webhook_cursors WHERE cursor_id = ?", (cursor_id,))
+        return str(rows[0][0]) if rows else None
+
+    async def advance_webhook_cursor(self, cursor_id: str, event_id: str) -> None:
+        async with self._transaction() as conn:
+            await conn.execute(
+                "INSERT INTO webhook_cursors (cursor_id, event_id) VALUES (?, ?) "
+                "ON CONFLICT (cursor_id) DO UPDATE SET event_id = excluded.event_id "
+                "WHERE excluded.event_id > webhook_cursors.event_id",
+                (cursor_id, event_id),
+            )
+
+    async def add_webhook_deliveries(self, deliveries: Sequence[WebhookDeliveryDocument]) -> int:
+        if not deliveries:
+            return 0
+        async with self._transaction() as conn:
+            added = 0
+            for delivery in deliveries:
+                cursor = await conn.execute(
+                    f"INSERT OR IGNORE INTO webhook_deliveries ({_DELIVERY_COLUMNS}) VALUES ({_marks(18)})",
+                    _delivery_row(delivery),
+                )
+                added += max(cursor.rowcount, 0)
+        return added
+
+    async def claim_webhook_deliveries(
+        self, *, by: str, until: datetime, now: datetime, limit: int
+    ) -> list[WebhookDeliveryDocument]:
+        async with self._transaction() as conn:  # BEGIN IMMEDIATE: the select and the lease are one step
+            rows = list(
+                await conn.execute_fetchall(
+                    "UPDATE webhook_deliveries SET lease_by = ?, lease_until = ? WHERE delivery_id IN ("
+                    "SELECT delivery_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? "
+                    "AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at, delivery_id LIMIT ?) "
+                    f"RETURNING {_DELIVERY_COLUMNS}",
+                    (by, _ms(until), _ms(now), _ms(now), limit),
+                )
+            )
+        docs = [_delivery(row) for row in rows]
+        docs.sort(key=lambda d: (d["nextAttemptAt"], d["_id"]))
+        return docs
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        by: str,
+        status: WebhookDeliveryStatus,
+        at: datetime,
+        next_attempt_at: datetime,
+        status_code: int | None,
+        error: str | None,
+    ) -> bool:
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, last_attempt_at = ?, "
+                    "next_attempt_at = ?, last_status_code = ?, last_error = ?, finished_at = ?, "
+                    "lease_by = NULL, lease_until = NULL "
+                    "WHERE delivery_id = ? AND status = 'pending' AND lease_by = ? RETURNING delivery_id",
+                    (
+                        status,
+                        _ms(at),
+                        _ms(next_attempt_at),
+                        status_code,
+                        error,
+                        None if status == "pending" else _ms(at),
+                        delivery_id,
+                        by,
+                    ),
+                )
+            )
+        return bool(rows)
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookDeliveryStatus | None,
+        resource_ids: frozenset[str] | None,
+        limit: int,
+        after: str | None = None,
+    ) -> list[WebhookDeliveryDocument]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        if after is not None:
+            clauses.append("delivery_id < ?")
+            params.append(after)
+        if resource_ids is not None:
+            allowed = sorted(resource_ids)
+            clauses.append(f"resource_id IN ({_marks(len(allowed))})" if allowed else "0")
+            params += allowed
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        rows = await self._read(
+            f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries {where}ORDER BY delivery_id DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [_delivery(row) for row in rows]
+
     # -- administration ------------------------------------------------------------------------
     async def drop_all(self) -> None:
-        """Delete every run, history, event and idempotency key (tests and ``runsgate seed --reset``);
-        the tables and the schema version stay."""
+        """Delete every run, history, event, idempotency key and webhook delivery (tests and
+        ``runsgate seed --reset``); the tables and the schema version stay."""
         async with self._transaction() as conn:
-            for table in ("run_snapshots", "run_histories", "run_events", "idempotency_keys"):
+            for table in (
+                "run_snapshots",
+                "run_histories",
+                "run_events",
+                "idempotency_keys",
+                "webhook_cursors",
+                "webhook_deliveries",
+            ):
                 await conn.execute(f"DELETE FROM {table}")
 
 

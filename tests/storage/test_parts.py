@@ -1,5 +1,5 @@
-"""The store protocol split by aggregate (``storage/protocol.py``): ``RunStore``, ``EventLog`` and
-``IdempotencyKeys``, whose union with opening and closing is ``SnapshotStore``.
+"""The store protocol split by aggregate (``storage/protocol.py``): ``RunStore``, ``EventLog``,
+``IdempotencyKeys`` and ``WebhookDeliveries``, whose union with opening and closing is ``SnapshotStore``.
 
 Each store is one class implementing every part with the parts' own signatures (mypy checks the
 assignments below structurally; the test compares the signatures at run time too), and the
@@ -29,9 +29,10 @@ from storage import (
     RunStore,
     SnapshotStore,
     SQLiteSnapshotStore,
+    WebhookDeliveries,
 )
 
-PARTS: tuple[type, ...] = (RunStore, EventLog, IdempotencyKeys)
+PARTS: tuple[type, ...] = (RunStore, EventLog, IdempotencyKeys, WebhookDeliveries)
 STORES: tuple[type, ...] = (MemorySnapshotStore, SQLiteSnapshotStore, MongoSnapshotStore)
 
 

@@ -5,7 +5,7 @@ The principal comes from ``Context.principal`` (``server/`` authenticated it). T
 
 - a root field needs its scope, declared where the field is defined with
   ``permission_classes=[CanRead]`` (or ``CanReadEvents`` on a subscription, ``CanDecide``,
-  ``CanStart``); without it the answer is a GraphQL error ``FORBIDDEN`` (``AccessDenied``) and
+  ``CanStart``, ``CanReadWebhooks``); without it the answer is a GraphQL error ``FORBIDDEN`` (``AccessDenied``) and
   the resolver never runs;
 - a run outside the principal's resources is reported exactly as a missing run: absent from
   lists and counts (``restricted``: inside the store query), ``null`` from ``suspendedRun``
@@ -24,7 +24,7 @@ from typing import Any, ClassVar, NoReturn
 from graphql import GraphQLError
 from strawberry.permission import BasePermission
 
-from runtime import DECIDE, READ, START, can_see_run
+from runtime import DECIDE, READ, START, WEBHOOKS_READ, can_see_run
 from storage import RunFilter, SnapshotDocument
 
 from .context import Info
@@ -90,6 +90,12 @@ class CanStart(_ScopePermission):
     scope = START
 
 
+class CanReadWebhooks(_ScopePermission):
+    """``webhooks:read``: list webhook deliveries (only those about runs of the principal's resources)."""
+
+    scope = WEBHOOKS_READ
+
+
 def restricted(info: Info, run_filter: RunFilter) -> RunFilter:
     """``run_filter`` limited to the principal's resources (inside the store query)."""
     resources = info.context.principal.resources
@@ -103,4 +109,13 @@ def visible(info: Info, doc: SnapshotDocument | None) -> SnapshotDocument | None
     return doc
 
 
-__all__ = ["AccessDenied", "CanDecide", "CanRead", "CanReadEvents", "CanStart", "restricted", "visible"]
+__all__ = [
+    "AccessDenied",
+    "CanDecide",
+    "CanRead",
+    "CanReadEvents",
+    "CanReadWebhooks",
+    "CanStart",
+    "restricted",
+    "visible",
+]

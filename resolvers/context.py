@@ -70,6 +70,8 @@ class Context:
         events: The process's event feed (subscriptions); ``None`` where none runs.
         request: The underlying Starlette request or WebSocket, when there is one.
         connection_params: The WebSocket ``connection_init`` payload (Strawberry sets it).
+        webhook_endpoints: The configured webhook receivers, endpoint id -> URL
+            (``webhookDeliveries`` shows them without their query strings).
     """
 
     store: SnapshotStore
@@ -85,6 +87,7 @@ class Context:
     response: Any = None
     events: EventFeed | None = None
     connection_params: Any = None
+    webhook_endpoints: dict[str, str] = field(default_factory=dict)
     _loaders: Loaders | None = field(default=None, init=False, repr=False)
 
     @property

@@ -1,4 +1,5 @@
-"""Query fields: ``suspendedRuns``, ``suspendedRun``, ``agents`` (and ``node`` from Relay)."""
+"""Query fields: ``suspendedRuns``, ``suspendedRun``, ``agents``, ``runEvents``,
+``webhookDeliveries`` (and ``node`` from Relay)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import strawberry
 from strawberry import relay
 from strawberry.relay import GlobalIDValueError
 
-from .access import CanRead, visible
+from .access import CanRead, CanReadWebhooks, visible
 from .agents import Agent, FilterArg, require_agent
 from .context import Info
 from .errors import QueryArgumentError
 from .inputs import PageInput
 from .pagination import suspended_runs_connection
 from .types import RunEvent, SuspendedRun, SuspendedRunConnection
+from .webhooks import WebhookDeliveryConnection, WebhookDeliveryStatus, webhook_deliveries_connection
 
 
 @strawberry.type
@@ -78,3 +80,16 @@ class Query:
         require_agent(info, str(agent_id))
         docs = await info.context.loaders.events_by_run.load((str(agent_id), str(run_id)))
         return [RunEvent.from_document(d) for d in docs]
+
+    @strawberry.field(
+        description="Webhook deliveries about runs the caller may see, newest event first (docs/webhooks.md).",
+        permission_classes=[CanReadWebhooks],
+    )
+    async def webhook_deliveries(
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        status: WebhookDeliveryStatus | None = None,
+    ) -> WebhookDeliveryConnection:
+        return await webhook_deliveries_connection(info, first=first, after=after, status=status)

@@ -10,6 +10,7 @@ from .access import (
     READ,
     START,
     UNAUTHENTICATED,
+    WEBHOOKS_READ,
     Principal,
     ToolApprovalRule,
     can_see_run,
@@ -39,6 +40,7 @@ from .outcome import OutcomeStatus, RunOutcome
 from .registry import AgentRegistry, AnyAgent, load_registry
 from .suspension import suspend
 from .sweeper import StalledRunSweeper
+from .webhooks import WEBHOOK_EVENTS, RetryPolicy, WebhookDispatcher, WebhookEndpoint
 
 __all__ = [
     "ALL_SCOPES",
@@ -47,6 +49,8 @@ __all__ = [
     "READ",
     "START",
     "UNAUTHENTICATED",
+    "WEBHOOKS_READ",
+    "WEBHOOK_EVENTS",
     "AgentNotFoundError",
     "AgentRegistry",
     "AmbiguousToolCallError",
@@ -66,6 +70,7 @@ __all__ = [
     "Principal",
     "QuestionNotPendingError",
     "ResumeDataProblem",
+    "RetryPolicy",
     "RunManager",
     "RunNotFoundError",
     "RunNotReadyError",
@@ -75,6 +80,8 @@ __all__ = [
     "ToolApprovalRule",
     "ToolCallAlreadyDecidedError",
     "ToolCallNotFoundError",
+    "WebhookDispatcher",
+    "WebhookEndpoint",
     "WrongToolCallKindError",
     "can_see_run",
     "delegate",

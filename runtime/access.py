@@ -9,7 +9,8 @@ write see the same snapshot.
 Scopes (SECURITY.md):
 - ``runs:read``: list and read suspended runs and their audit trail;
 - ``runs:decide``: approve, decline, resume and retry runs;
-- ``runs:start``: start runs.
+- ``runs:start``: start runs;
+- ``webhooks:read``: list webhook deliveries (``webhookDeliveries``) about runs of its resources.
 
 A principal may be limited to some ``resourceId``s: it then sees and decides only runs of
 those resources, and every other run is reported exactly as a run that does not exist.
@@ -41,7 +42,8 @@ CredentialKind = Literal["key", "jwt"]
 READ = "runs:read"
 DECIDE = "runs:decide"
 START = "runs:start"
-ALL_SCOPES = frozenset({READ, DECIDE, START})
+WEBHOOKS_READ = "webhooks:read"
+ALL_SCOPES = frozenset({READ, DECIDE, START, WEBHOOKS_READ})
 """Every scope runsgate itself checks (a per-tool rule may name more, e.g. ``refunds:approve``)."""
 
 

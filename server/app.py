@@ -4,7 +4,8 @@ The lifespan owns the resources: it opens the store named by ``RUNSGATE_STORE`` 
 store, a SQLite file, or one ``AsyncMongoClient`` per process; it refuses a store holding a newer
 ``schemaVersion``), loads the agents,
 builds the ``RunManager`` and starts the ``StalledRunSweeper`` (unless
-``RUNSGATE_SWEEP_INTERVAL=0``); requests get them through ``app.state``.
+``RUNSGATE_SWEEP_INTERVAL=0``) and, when ``RUNSGATE_WEBHOOKS`` names receivers, the
+``WebhookDispatcher``; requests get them through ``app.state``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from starlette.websockets import WebSocket
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from resolvers import Context, build_schema
-from runtime import EventFeed, RunManager, StalledRunSweeper, ToolApprovalRule, load_registry
+from runtime import EventFeed, RunManager, StalledRunSweeper, ToolApprovalRule, WebhookDispatcher, load_registry
 from storage import (
     MemorySnapshotStore,
     MongoSnapshotStore,
@@ -46,7 +47,7 @@ from .auth import Authenticator
 from .config import ConfigError, Settings, load_settings
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
 from .limits import BodySizeLimit, graphql_extensions
-from .metrics import metrics
+from .metrics import count_webhook_attempt, metrics
 from .request_id import request_id_middleware
 from .security_settings import security_problems
 from .tracing import start_tracing
@@ -125,6 +126,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             request=request,
             response=response,
             events=state.events,
+            webhook_endpoints=state.webhook_endpoints,
         )
 
 
@@ -167,6 +169,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await _seed_at_start(store, settings)
         app.state.settings = settings
         app.state.store = store
+        app.state.webhook_endpoints = {w.to_endpoint().id: w.url for w in settings.webhooks}
         app.state.runs = RunManager(
             store,
             agents,
@@ -194,12 +197,33 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if settings.sweep_interval > 0:
             sweeper = StalledRunSweeper(app.state.runs, interval=settings.sweep_interval)
             sweeping = asyncio.create_task(sweeper.run_forever(), name="runsgate-sweeper")
+        dispatcher = dispatching = None
+        if settings.webhooks:
+            dispatcher = WebhookDispatcher(
+                store,
+                agent_ids=agents.ids(),
+                endpoints=[webhook.to_endpoint() for webhook in settings.webhooks],
+                instance_id=settings.instance_id,
+                public_url=settings.inbox_base_url,
+                poll_interval=settings.webhook_poll_interval,
+                lookback=settings.subscription_lookback,
+                retry=settings.retry_policy,
+                connect_timeout=settings.webhook_connect_timeout,
+                read_timeout=settings.webhook_read_timeout,
+                on_attempt=count_webhook_attempt,
+            )
+            dispatching = asyncio.create_task(dispatcher.run_forever(), name="runsgate-webhooks")
+            logger.info("webhooks: %d receiver(s)", len(settings.webhooks))
         try:
             yield
         finally:
             if sweeping is not None:
                 sweeping.cancel()
                 await asyncio.wait([sweeping])
+            if dispatcher is not None and dispatching is not None:
+                dispatching.cancel()
+                await asyncio.wait([dispatching])
+                await dispatcher.close()
             await app.state.events.close()
             await store.close()
             tracing.shutdown()

@@ -22,6 +22,7 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 from pydantic_settings import SettingsConfigDict, SettingsError
 
 from .security_settings import SecuritySettings
+from .webhook_settings import WebhookSettings
 
 MEMORY_STORE = "memory://"
 SQLITE_PREFIX = "sqlite:///"
@@ -31,9 +32,9 @@ class ConfigError(Exception):
     """Invalid configuration; the message names each offending environment variable."""
 
 
-class Settings(SecuritySettings):
+class Settings(SecuritySettings, WebhookSettings):
     """runsgate's configuration (docs/configuration.md lists the same table; the security
-    settings come from ``SecuritySettings``)."""
+    settings come from ``SecuritySettings``, the webhook settings from ``WebhookSettings``)."""
 
     model_config = SettingsConfigDict(env_prefix="RUNSGATE_", env_file=".env", extra="ignore")
 
@@ -115,6 +116,11 @@ class Settings(SecuritySettings):
             return "otlp" if self.otlp_traces_endpoint else None
         return None if self.tracing == "off" else self.tracing
 
+    @property
+    def inbox_base_url(self) -> str:
+        """Base URL of inbox links: ``public_url``, else ``http://{host}:{port}``."""
+        return self.public_url or f"http://{self.host}:{self.port}"
+
     @field_validator("mongodb_uri")
     @classmethod
     def _mongodb_scheme(cls, value: str | None) -> str | None:
@@ -191,5 +197,7 @@ def load_settings(**overrides: object) -> Settings:
                 continue
             field = str(error["loc"][0])
             variable = "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
+            if field == "webhooks" and len(error["loc"]) > 1:  # which receiver, which key (never its value)
+                variable += f"[{error['loc'][1]}]" + "".join(f".{part}" for part in error["loc"][2:])
             problems.append(f"{variable}: {error['msg']}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

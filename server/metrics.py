@@ -7,6 +7,14 @@ process and Python collectors, each scrape measures the store:
   input (what ``suspendedRuns`` lists, ``totalCount`` with no filter), counted when scraped.
 - ``runsgate_store_up``: 1 when those counts succeeded, 0 when the store did not answer.
 
+Webhooks (docs/webhooks.md "Metrics"), counted by this instance as it sends:
+
+- ``runsgate_webhook_attempts_total{result}``: attempts by how they ended: ``delivered`` (2xx),
+  ``http_error`` (another status), ``redirect`` (3xx, never followed), ``timeout``,
+  ``network_error`` (refused, reset, or the endpoint was removed from the configuration).
+- ``runsgate_webhook_deliveries_total{outcome}``: what each attempt made of its delivery:
+  ``delivered``, ``retrying`` (a retry is scheduled) or ``failed`` (given up).
+
 Cost of a scrape: one ``count_runs`` per registered agent (a fixed set, from
 ``RUNSGATE_AGENTS``), run concurrently. On MongoDB each is a count over the ``agentId`` prefix
 of the listing index (it reads index keys, not documents, and never histories), bounded in
@@ -19,11 +27,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Gauge, disable_created_metrics, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, disable_created_metrics, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 
 from runtime import AgentRegistry
+from runtime.webhooks import AttemptResult, DeliveryOutcome
 from storage import RunFilter, SnapshotStore, StoreUnavailableError
 
 logger = logging.getLogger("runsgate.metrics")
@@ -37,6 +46,24 @@ SUSPENDED_RUNS = Gauge(
     ["agent_id"],
 )
 STORE_UP = Gauge("runsgate_store_up", "1 when the store answered the last scrape's counts, else 0.")
+WEBHOOK_ATTEMPTS = Counter(
+    "runsgate_webhook_attempts", "Webhook delivery attempts made by this instance, by how they ended.", ["result"]
+)
+WEBHOOK_DELIVERIES = Counter(
+    "runsgate_webhook_deliveries",
+    "Webhook delivery attempts by what they made of the delivery: delivered, retrying or failed.",
+    ["outcome"],
+)
+for _result in ("delivered", "http_error", "redirect", "timeout", "network_error"):
+    WEBHOOK_ATTEMPTS.labels(_result)
+for _outcome in ("delivered", "retrying", "failed"):
+    WEBHOOK_DELIVERIES.labels(_outcome)
+
+
+def count_webhook_attempt(result: AttemptResult, outcome: DeliveryOutcome) -> None:
+    """Count one recorded webhook attempt (``WebhookDispatcher``'s ``on_attempt``)."""
+    WEBHOOK_ATTEMPTS.labels(result).inc()
+    WEBHOOK_DELIVERIES.labels(outcome).inc()
 
 
 async def measure_store(store: SnapshotStore, agents: AgentRegistry) -> None:

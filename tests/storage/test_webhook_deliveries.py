@@ -80,7 +80,8 @@ async def test_an_expired_lease_is_taken_over(store: SnapshotStore) -> None:
     await store.add_webhook_deliveries([_delivery("001")])
     now = utcnow()
     [held] = await store.claim_webhook_deliveries(by="dead", until=now + timedelta(seconds=1), now=now, limit=5)
-    assert held["lease"] is not None and held["lease"]["by"] == "dead"
+    assert held["lease"] is not None
+    assert held["lease"]["by"] == "dead"
 
     later = now + timedelta(seconds=2)
     [taken] = await store.claim_webhook_deliveries(by="alive", until=later + timedelta(seconds=30), now=later, limit=5)
@@ -93,7 +94,9 @@ async def test_an_expired_lease_is_taken_over(store: SnapshotStore) -> None:
         "001.e1", by="alive", status="delivered", at=later, next_attempt_at=later, status_code=200, error=None
     )
     [done] = await store.list_webhook_deliveries(status="delivered", resource_ids=None, limit=5)
-    assert done["attempts"] == 1 and done["lease"] is None and done["finishedAt"] == later
+    assert done["attempts"] == 1
+    assert done["lease"] is None
+    assert done["finishedAt"] == later
 
 
 async def test_a_retry_waits_for_its_time_and_a_failure_is_final(store: SnapshotStore) -> None:
@@ -139,4 +142,5 @@ async def test_listing_pages_newest_first_by_status_and_resources(store: Snapsho
     assert [d["_id"] for d in tenant_a] == ["004.e1", "001.e1"]
     assert await store.list_webhook_deliveries(status=None, resource_ids=frozenset(), limit=10) == []
     pending = await store.list_webhook_deliveries(status="pending", resource_ids=None, limit=10)
-    assert leased[0]["_id"] not in [d["_id"] for d in pending] and len(pending) == 3
+    assert leased[0]["_id"] not in [d["_id"] for d in pending]
+    assert len(pending) == 3

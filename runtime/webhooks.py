@@ -1,0 +1,491 @@
+"""Signed webhooks: messages derived from the event log, sent at least once (docs/webhooks.md).
+
+Nothing is written on the decision path. Each instance runs one ``WebhookDispatcher``, with two
+loops:
+
+- **scan**: for each configured endpoint and each agent it covers, read the event log after the
+  endpoint's stored cursor (``EventLog.list_events_after``), turn the events it wants into
+  deliveries (``WebhookDeliveries.add_webhook_deliveries``: insert-if-absent by delivery id, so an
+  event read twice, by this instance or another, is added once), then move the cursor, but only
+  up to events older than ``lookback`` seconds. Event ids are made before a store write waits for
+  its lock, so an event can become visible after one with a later id: the last ``lookback``
+  seconds are read again on every scan, as the subscription feed does
+  (``runtime.event_feed``), and a late event is still found.
+- **send**: lease the due deliveries (``claim_webhook_deliveries``, one instance at a time per
+  delivery; a lease whose instance died expires and another takes it over), POST each one
+  signed as the Standard Webhooks specification says (``standardwebhooks.Webhook.sign``; a new
+  ``webhook-timestamp`` and signature on every attempt, the same ``webhook-id``), and record the
+  attempt (``finish_webhook_attempt``): a 2xx answer delivers it; anything else (another status,
+  a redirect, which is never followed, a timeout, a refused connection) schedules a retry with
+  exponential backoff and jitter (``RetryPolicy``) until ``retry_for`` seconds after the delivery
+  was recorded, then marks it ``failed``.
+
+The payload is built when the delivery is recorded (within about one scan interval of the event)
+and sent unchanged on every attempt. Its ``pendingCalls`` are the run's undecided calls as
+stored at that moment (as ``suspendedRun`` lists them); a run that has finished by then has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+from urllib.parse import urlencode
+
+import httpx
+from standardwebhooks import Webhook
+
+from storage import (
+    EventDocument,
+    SnapshotDocument,
+    SnapshotStore,
+    StoreUnavailableError,
+    WebhookDeliveryDocument,
+    utcnow,
+)
+
+from ._journal import event_id_floor
+
+logger = logging.getLogger(__name__)
+
+WEBHOOK_EVENT_TYPES: dict[str, str] = {
+    "suspended": "run.suspended",
+    "decision": "run.decided",
+    "expired": "call.expired",
+    "completed": "run.completed",
+    "failed": "run.failed",
+}
+"""Audit-log event type -> webhook event type; other log events (``started``, ``resumed``,
+``takeover`` ...) send nothing."""
+
+WEBHOOK_EVENTS = frozenset(WEBHOOK_EVENT_TYPES.values())
+"""The event types an endpoint may ask for."""
+
+AttemptResult = Literal["delivered", "http_error", "redirect", "timeout", "network_error"]
+"""How one attempt ended (the ``result`` label of ``runsgate_webhook_attempts``)."""
+
+DeliveryOutcome = Literal["delivered", "retrying", "failed"]
+"""What became of the delivery after an attempt (the ``outcome`` label of ``runsgate_webhook_deliveries``)."""
+
+
+def endpoint_id(url: str) -> str:
+    """The stable id of an endpoint: the first 16 hex digits of the SHA-256 of its URL."""
+    return hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookEndpoint:
+    """One receiver of ``RUNSGATE_WEBHOOKS``.
+
+    Attributes:
+        url: Where deliveries are POSTed (http or https).
+        secret: ``whsec_`` + base64 of the signing key (checked at start; never logged).
+        events: Webhook event types it receives (``WEBHOOK_EVENTS``).
+        agent_ids: Only events of these agents; ``None`` for every registered agent.
+    """
+
+    url: str
+    secret: str = field(repr=False)
+    events: frozenset[str]
+    agent_ids: frozenset[str] | None = None
+
+    @property
+    def id(self) -> str:
+        """``endpoint_id(url)``."""
+        return endpoint_id(self.url)
+
+    @functools.cached_property
+    def signer(self) -> Webhook:
+        """The Standard Webhooks signer of ``secret``."""
+        return Webhook(self.secret)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """When failed attempts are retried (docs/webhooks.md "Retries").
+
+    Attributes:
+        retry_for: Seconds after a delivery was recorded during which it is retried; an attempt
+            that fails after that marks it ``failed``. The last retry is scheduled at that moment.
+        initial_delay: Seconds before the first retry (before jitter).
+        max_delay: Cap on the delay between two attempts, seconds (before jitter).
+    """
+
+    retry_for: float = 86_400.0
+    initial_delay: float = 5.0
+    max_delay: float = 3_600.0
+
+    def delay(self, attempts: int, rand: Callable[[], float] = random.random) -> float:
+        """Seconds to wait after the ``attempts``-th failed attempt: ``d = min(max_delay,
+        initial_delay * 2 ** (attempts - 1))``, then ``d / 2 + rand() * d / 2`` (equal jitter)."""
+        base = min(self.max_delay, self.initial_delay * 2.0 ** max(attempts - 1, 0))
+        return float(base / 2 + rand() * base / 2)
+
+
+def inbox_url(public_url: str, agent_id: str, run_id: str) -> str:
+    """``{public_url}/inbox?agentId=...&runId=...``: the run in the reviewer inbox."""
+    return f"{public_url.rstrip('/')}/inbox?{urlencode({'agentId': agent_id, 'runId': run_id})}"
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return _iso(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def pending_calls(doc: SnapshotDocument | None) -> list[dict[str, Any]]:
+    """The run's undecided calls, with the fields ``suspendedRun { toolCalls }`` lists."""
+    if doc is None:
+        return []
+    return [
+        {
+            "toolCallId": call["toolCallId"],
+            "toolName": call["toolName"],
+            "args": call["args"],
+            "requiresApproval": call["requiresApproval"],
+            "suspendPayload": call["suspendPayload"],
+            "resumeSchema": call["resumeSchema"],
+            "questionId": call.get("questionId", call["toolCallId"]),
+            "approvalMetadata": call.get("approvalMetadata"),
+        }
+        for call in doc["toolCalls"]
+        if call["decision"] is None
+    ]
+
+
+def payload(event: EventDocument, webhook_type: str, run: SnapshotDocument | None, public_url: str) -> dict[str, Any]:
+    """The JSON body of a delivery: ``{type, timestamp, data}`` as the Standard Webhooks
+    specification recommends (docs/webhooks.md "Payload")."""
+    thread_id = event.get("threadId", run["threadId"] if run is not None else None)
+    resource_id = event.get("resourceId", run["resourceId"] if run is not None else None)
+    return {
+        "type": webhook_type,
+        "timestamp": _iso(event["at"]),
+        "data": {
+            "eventId": event["_id"],
+            "agentId": event["agentId"],
+            "runId": event["runId"],
+            "threadId": thread_id,
+            "resourceId": resource_id,
+            "event": {"type": event["type"], "at": _iso(event["at"]), "by": event["by"], "data": event["data"]},
+            "pendingCalls": pending_calls(run),
+            "inboxUrl": inbox_url(public_url, event["agentId"], event["runId"]),
+        },
+    }
+
+
+class WebhookDispatcher:
+    """Derives deliveries from the event log and sends them (module docstring).
+
+    Args:
+        store: The shared store (event log, runs for the pending calls, webhook deliveries).
+        agent_ids: The registered agents; an endpoint without ``agent_ids`` covers them all.
+        endpoints: The configured receivers.
+        instance_id: This instance's id in delivery leases.
+        public_url: Base URL of the inbox links in payloads.
+        poll_interval: Seconds between two scans, and between two looks for due deliveries.
+        lookback: Seconds of event ids each scan reads again (``RUNSGATE_SUBSCRIPTION_LOOKBACK``).
+        retry: The retry schedule.
+        connect_timeout: Seconds to open a connection to a receiver.
+        read_timeout: Seconds to wait for each part of its answer.
+        max_active: Deliveries this instance sends at once.
+        on_attempt: Called after each recorded attempt with its ``AttemptResult`` and the
+            ``DeliveryOutcome`` (metrics).
+        transport: The httpx transport (tests); default: real connections.
+    """
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        *,
+        agent_ids: Iterable[str],
+        endpoints: Sequence[WebhookEndpoint],
+        instance_id: str,
+        public_url: str,
+        poll_interval: float = 1.0,
+        lookback: float = 5.0,
+        retry: RetryPolicy | None = None,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 10.0,
+        max_active: int = 16,
+        on_attempt: Callable[[AttemptResult, DeliveryOutcome], None] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be positive (seconds)")
+        self._store = store
+        self._agent_ids = tuple(agent_ids)
+        self._endpoints = {endpoint.id: endpoint for endpoint in endpoints}
+        self._instance_id = instance_id
+        self._public_url = public_url
+        self._poll_interval = poll_interval
+        self._lookback = timedelta(seconds=lookback)
+        self._retry = retry or RetryPolicy()
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._lease = timedelta(seconds=2 * (connect_timeout + 2 * read_timeout) + 10)
+        self._attempt_limit = connect_timeout + 2 * read_timeout + 5
+        self._max_active = max_active
+        self._on_attempt = on_attempt
+        self._client = httpx.AsyncClient(
+            follow_redirects=False, timeout=self._timeout, transport=transport, trust_env=False
+        )
+        self._known: dict[str, str] = {}
+        """Delivery id -> its event id, for deliveries this instance added after a cursor (not
+        rebuilt while the lookback reads their events again); pruned as cursors advance."""
+        self._active: dict[str, asyncio.Task[None]] = {}
+
+    def _covered(self, endpoint: WebhookEndpoint) -> list[str]:
+        if endpoint.agent_ids is None:
+            return list(self._agent_ids)
+        return [agent_id for agent_id in self._agent_ids if agent_id in endpoint.agent_ids]
+
+    # -- scan ------------------------------------------------------------------------------------
+    async def scan_once(self, *, page: int = 200) -> int:
+        """Read every endpoint's new events once and record their deliveries.
+
+        Returns:
+            How many deliveries were new.
+
+        Raises:
+            StoreUnavailableError: The store did not answer (nothing is lost: the cursor stays).
+        """
+        added = 0
+        for endpoint in self._endpoints.values():
+            for agent_id in self._covered(endpoint):
+                added += await self._scan(endpoint, agent_id, page)
+        return added
+
+    async def _scan(self, endpoint: WebhookEndpoint, agent_id: str, page: int) -> int:
+        cursor_id = f"{endpoint.id}:{agent_id}"
+        now = utcnow()
+        horizon = event_id_floor(int((now - self._lookback).timestamp() * 1_000_000) * 1000)
+        cursor = await self._store.webhook_cursor(cursor_id)
+        if cursor is None:  # a new endpoint starts with the events of the last lookback seconds
+            cursor = horizon
+            await self._store.advance_webhook_cursor(cursor_id, cursor)
+        settled = cursor
+        """The furthest event id read that is older than the horizon: the next cursor."""
+        added = 0
+        after = cursor
+        while True:
+            events = await self._store.list_events_after(agent_id, after, page)
+            if not events:
+                break
+            added += await self._record(endpoint, events, now)
+            for event in events:
+                if event["_id"] < horizon:
+                    settled = event["_id"]
+            after = events[-1]["_id"]
+            if len(events) < page:
+                break
+        if settled > cursor:
+            await self._store.advance_webhook_cursor(cursor_id, settled)
+            for delivery_id, event_id in list(self._known.items()):
+                if event_id <= settled and delivery_id.endswith(f".{endpoint.id}"):
+                    del self._known[delivery_id]
+        return added
+
+    async def _record(self, endpoint: WebhookEndpoint, events: list[EventDocument], now: datetime) -> int:
+        wanted = [
+            (event, WEBHOOK_EVENT_TYPES[event["type"]])
+            for event in events
+            if WEBHOOK_EVENT_TYPES.get(event["type"]) in endpoint.events
+            and f"{event['_id']}.{endpoint.id}" not in self._known
+        ]
+        if not wanted:
+            return 0
+        runs = {doc["_id"]: doc for doc in await self._store.get_many([event["runId"] for event, _ in wanted])}
+        deliveries: list[WebhookDeliveryDocument] = []
+        for event, webhook_type in wanted:
+            run = runs.get(event["runId"])
+            if run is not None and run["agentId"] != event["agentId"]:
+                run = None
+            body = json.dumps(payload(event, webhook_type, run, self._public_url), default=_json_default)
+            deliveries.append(
+                {
+                    "_id": f"{event['_id']}.{endpoint.id}",
+                    "endpointId": endpoint.id,
+                    "eventId": event["_id"],
+                    "agentId": event["agentId"],
+                    "runId": event["runId"],
+                    "resourceId": event.get("resourceId", run["resourceId"] if run is not None else None),
+                    "type": webhook_type,
+                    "body": body,
+                    "status": "pending",
+                    "attempts": 0,
+                    "createdAt": now,
+                    "nextAttemptAt": now,
+                    "lastAttemptAt": None,
+                    "lastStatusCode": None,
+                    "lastError": None,
+                    "finishedAt": None,
+                    "lease": None,
+                }
+            )
+        added = await self._store.add_webhook_deliveries(deliveries)
+        for delivery in deliveries:
+            self._known[delivery["_id"]] = delivery["eventId"]
+        return added
+
+    # -- send ------------------------------------------------------------------------------------
+    async def deliver_once(self) -> int:
+        """Lease the due deliveries (up to the free places of ``max_active``) and send each one,
+        waiting for them (tests, tools).
+
+        Returns:
+            How many were attempted.
+
+        Raises:
+            StoreUnavailableError: The store did not answer.
+        """
+        tasks = await self._start_due()
+        if tasks:
+            await asyncio.wait(tasks)
+        return len(tasks)
+
+    async def _start_due(self) -> list[asyncio.Task[None]]:
+        free = self._max_active - len(self._active)
+        if free <= 0:
+            return []
+        now = utcnow()
+        due = await self._store.claim_webhook_deliveries(
+            by=self._instance_id, until=now + self._lease, now=now, limit=free
+        )
+        tasks = []
+        for delivery in due:
+            task = asyncio.create_task(self._attempt(delivery), name=f"runsgate-webhook-{delivery['_id']}")
+            self._active[delivery["_id"]] = task
+            task.add_done_callback(functools.partial(self._done, delivery["_id"]))
+            tasks.append(task)
+        return tasks
+
+    def _done(self, delivery_id: str, _: asyncio.Task[None]) -> None:
+        self._active.pop(delivery_id, None)
+
+    async def _attempt(self, delivery: WebhookDeliveryDocument) -> None:
+        endpoint = self._endpoints.get(delivery["endpointId"])
+        result: AttemptResult
+        status_code: int | None
+        error: str | None
+        if endpoint is None:
+            result, status_code, error = "network_error", None, "the endpoint is no longer configured"
+        else:
+            result, status_code, error = await self._post(endpoint, delivery)
+        now = utcnow()
+        deadline = delivery["createdAt"] + timedelta(seconds=self._retry.retry_for)
+        if result == "delivered":
+            outcome: DeliveryOutcome = "delivered"
+            next_at = now
+        elif endpoint is None or now >= deadline:
+            outcome, next_at = "failed", now
+        else:
+            outcome = "retrying"
+            wait = timedelta(seconds=self._retry.delay(delivery["attempts"] + 1))
+            next_at = min(now + wait, deadline)
+        status = "pending" if outcome == "retrying" else outcome
+        try:
+            recorded = await self._store.finish_webhook_attempt(
+                delivery["_id"],
+                by=self._instance_id,
+                status=status,
+                at=now,
+                next_attempt_at=next_at,
+                status_code=status_code,
+                error=error,
+            )
+        except StoreUnavailableError as exc:
+            logger.warning("webhook delivery %s: its attempt could not be recorded: %s", delivery["_id"], exc)
+            return  # the lease expires and the delivery is sent again (at least once)
+        if not recorded:
+            logger.warning("webhook delivery %s: the lease was lost before the attempt was recorded", delivery["_id"])
+            return
+        if self._on_attempt is not None:
+            self._on_attempt(result, outcome)
+        log = logger.info if outcome != "failed" else logger.warning
+        log(
+            "webhook delivery %s (%s, run %s) attempt %d: %s%s",
+            delivery["_id"],
+            delivery["type"],
+            delivery["runId"],
+            delivery["attempts"] + 1,
+            outcome,
+            "" if error is None else f" ({error})",
+        )
+
+    async def _post(
+        self, endpoint: WebhookEndpoint, delivery: WebhookDeliveryDocument
+    ) -> tuple[AttemptResult, int | None, str | None]:
+        sent_at = datetime.now(UTC)
+        headers = {
+            "content-type": "application/json",
+            "user-agent": "runsgate-webhooks",
+            "webhook-id": delivery["_id"],
+            "webhook-timestamp": str(int(sent_at.timestamp())),
+            "webhook-signature": endpoint.signer.sign(delivery["_id"], sent_at, delivery["body"]),
+        }
+        try:
+            async with asyncio.timeout(self._attempt_limit):
+                response = await self._client.post(endpoint.url, content=delivery["body"].encode(), headers=headers)
+        except (httpx.TimeoutException, TimeoutError):
+            return "timeout", None, "no answer in time (connect or read timeout)"
+        except httpx.HTTPError as exc:
+            return "network_error", None, f"request failed: {type(exc).__name__}"
+        code = response.status_code
+        if 200 <= code < 300:
+            return "delivered", code, None
+        if 300 <= code < 400:
+            return "redirect", code, f"answered {code}: redirects are not followed"
+        return "http_error", code, f"answered {code}"
+
+    # -- loops -----------------------------------------------------------------------------------
+    async def run_forever(self) -> None:
+        """Scan and send every ``poll_interval`` seconds until cancelled; store errors are
+        logged, not raised. Cancelling also cancels the attempts in flight: their leases expire
+        and an instance sends them again."""
+        try:
+            while True:
+                try:
+                    await self.scan_once()
+                    await self._start_due()
+                except StoreUnavailableError as exc:
+                    logger.warning("webhooks: the store did not answer: %s", exc)
+                except Exception:
+                    logger.exception("webhooks: dispatching failed")
+                await asyncio.sleep(self._poll_interval)
+        finally:
+            for task in list(self._active.values()):
+                task.cancel()
+            if self._active:
+                await asyncio.wait(list(self._active.values()))
+
+    async def close(self) -> None:
+        """Close the HTTP client (after ``run_forever`` was cancelled)."""
+        with contextlib.suppress(Exception):
+            await self._client.aclose()
+
+
+__all__ = [
+    "WEBHOOK_EVENTS",
+    "WEBHOOK_EVENT_TYPES",
+    "AttemptResult",
+    "DeliveryOutcome",
+    "RetryPolicy",
+    "WebhookDispatcher",
+    "WebhookEndpoint",
+    "endpoint_id",
+    "inbox_url",
+    "payload",
+    "pending_calls",
+]

@@ -16,7 +16,7 @@ from ._servers import ferretdb, with_database
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 HERE = Path(__file__).resolve().parent
 
-PROCESS_FOLDERS = frozenset({"ecosystem", "examples", "instances", "security", "subscriptions"})
+PROCESS_FOLDERS = frozenset({"ecosystem", "examples", "instances", "security", "subscriptions", "webhooks"})
 """Folders of tests/ whose every test talks to processes it starts (or, as the security suite's
 coverage check, depends on the tests that do).
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import re
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -93,13 +94,18 @@ def _encode(delivery_id: str) -> str:
     return base64.urlsafe_b64encode(delivery_id.encode()).decode().rstrip("=")
 
 
+_DELIVERY_ID = re.compile(r"[0-9]+-[0-9a-f]+\.[0-9a-f]+")
+"""``{eventId}.{endpointId}``: what a cursor decodes to."""
+
+
 def _decode(cursor: str) -> str:
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        delivery_id = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True).decode()
     except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise QueryArgumentError(
-            "`after` is not a valid cursor; use a cursor returned by this API", argument="after"
-        ) from None
+        delivery_id = ""
+    if not _DELIVERY_ID.fullmatch(delivery_id):
+        raise QueryArgumentError("`after` is not a valid cursor; use a cursor returned by this API", argument="after")
+    return delivery_id
 
 
 def public_endpoint(url: str) -> str:

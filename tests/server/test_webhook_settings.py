@@ -1,0 +1,112 @@
+"""``RUNSGATE_WEBHOOKS`` and ``RUNSGATE_PUBLIC_URL`` are checked at start (docs/webhooks.md
+"Settings"): each problem is one line naming the receiver and key, exit status 2, and the
+secret never appears in the message."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.config import load_settings
+
+from ._cli import serve_with_only
+
+GOOD_SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
+"""A valid secret (32 bytes)."""
+
+
+def _hook(**fields: Any) -> dict[str, Any]:
+    return {"url": "https://hooks.example.com/runsgate", "secret": GOOD_SECRET, "events": ["run.suspended"], **fields}
+
+
+@pytest.mark.parametrize(
+    ("hooks", "expected", "secret"),
+    [
+        ([_hook(url="ftp://hooks.example.com/x")], "RUNSGATE_WEBHOOKS[0].url: Value error, must be an absolute", None),
+        ([_hook(url="/relative")], "RUNSGATE_WEBHOOKS[0].url: Value error, must be an absolute", None),
+        (
+            [_hook(url="https://user:pw-in-url@hooks.example.com/")],
+            "RUNSGATE_WEBHOOKS[0].url: Value error, must not carry credentials",
+            None,
+        ),
+        ([_hook(), _hook(url="https://b.example.com/", events=["run.exploded"])], "RUNSGATE_WEBHOOKS[1].events", None),
+        ([_hook(events=[])], "RUNSGATE_WEBHOOKS[0].events", None),
+        (
+            [_hook(secret="plain-secret-value-0123456789abcdef")],
+            "RUNSGATE_WEBHOOKS[0].secret: Value error, must start with whsec_",
+            "plain-secret-value-0123456789abcdef",
+        ),
+        (
+            [_hook(secret="whsec_" + base64.b64encode(b"short-key").decode())],
+            "RUNSGATE_WEBHOOKS[0].secret: Value error, must encode 24 to 64 bytes (it encodes 9)",
+            base64.b64encode(b"short-key").decode(),
+        ),
+        (
+            [_hook(secret="whsec_not*base64*at*all*0123456789abcdef")],
+            "RUNSGATE_WEBHOOKS[0].secret: Value error, must be whsec_ followed by standard base64",
+            "not*base64*at*all",
+        ),
+        ([_hook(), _hook()], "RUNSGATE_WEBHOOKS: Value error, each receiver's url must appear once", None),
+        (
+            [{"url": "https://a.example.com/", "events": ["run.failed"]}],
+            "RUNSGATE_WEBHOOKS[0].secret: Field required",
+            None,
+        ),
+    ],
+)
+def test_a_bad_receiver_stops_the_server_with_one_line_that_never_shows_the_secret(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    hooks: list[dict[str, Any]],
+    expected: str,
+    secret: str | None,
+) -> None:
+    status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off", "RUNSGATE_WEBHOOKS": json.dumps(hooks)})
+
+    out, err = capsys.readouterr()
+    assert status == 2
+    [line] = err.strip().splitlines()
+    assert line.startswith("runsgate: invalid configuration: "), line
+    assert expected in line
+    if secret is not None:
+        assert secret not in out + err
+    assert GOOD_SECRET.removeprefix("whsec_") not in out + err
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        ({"RUNSGATE_WEBHOOKS": "[{"}, "RUNSGATE_WEBHOOKS: not valid JSON"),
+        ({"RUNSGATE_PUBLIC_URL": "runs.example.com"}, "RUNSGATE_PUBLIC_URL: Value error, must be an absolute"),
+        ({"RUNSGATE_WEBHOOK_RETRY_FOR": "0"}, "RUNSGATE_WEBHOOK_RETRY_FOR: Input should be greater than 0"),
+    ],
+)
+def test_other_webhook_settings_are_checked_too(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    variables: dict[str, str],
+    expected: str,
+) -> None:
+    assert serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off", **variables}) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_a_valid_receiver_keeps_its_secret_out_of_the_settings_repr() -> None:
+    settings = load_settings(
+        webhooks=[_hook(agentIds=["refund-agent"])], public_url="https://runs.example.com/", auth=False
+    )
+
+    [hook] = settings.webhooks
+    endpoint = hook.to_endpoint()
+    assert endpoint.secret == GOOD_SECRET
+    assert endpoint.agent_ids == frozenset({"refund-agent"})
+    assert GOOD_SECRET not in repr(settings)
+    assert GOOD_SECRET not in repr(endpoint)
+    assert settings.inbox_base_url == "https://runs.example.com"
+    assert load_settings(auth=False, host="127.0.0.1", port=4100).inbox_base_url == "http://127.0.0.1:4100"

@@ -245,6 +245,10 @@ class WebhookDispatcher:
         """Delivery id -> its event id, for deliveries this instance added after a cursor (not
         rebuilt while the lookback reads their events again); pruned as cursors advance."""
         self._active: dict[str, asyncio.Task[None]] = {}
+        for endpoint in endpoints:
+            unknown = sorted((endpoint.agent_ids or frozenset()) - set(self._agent_ids))
+            if unknown:
+                logger.warning("webhooks: receiver %s names agents not registered here: %s", endpoint.id, unknown)
 
     def _covered(self, endpoint: WebhookEndpoint) -> list[str]:
         if endpoint.agent_ids is None:
@@ -456,13 +460,13 @@ class WebhookDispatcher:
         and an instance sends them again."""
         try:
             while True:
-                try:
-                    await self.scan_once()
-                    await self._start_due()
-                except StoreUnavailableError as exc:
-                    logger.warning("webhooks: the store did not answer: %s", exc)
-                except Exception:
-                    logger.exception("webhooks: dispatching failed")
+                for step in (self.scan_once, self._start_due):  # a failed scan does not hold up the retries
+                    try:
+                        await step()
+                    except StoreUnavailableError as exc:
+                        logger.warning("webhooks: the store did not answer: %s", exc)
+                    except Exception:
+                        logger.exception("webhooks: dispatching failed")
                 await asyncio.sleep(self._poll_interval)
         finally:
             for task in list(self._active.values()):

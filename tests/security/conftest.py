@@ -19,7 +19,9 @@ import pytest
 from .._auth import ALL, TestKey, api_keys_json
 from .._servers import runsgate_process, with_database
 
-ADMIN = TestKey("sec-admin", "rg_sec_admin_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", (*ALL, "refunds:approve"))
+ADMIN = TestKey(
+    "sec-admin", "rg_sec_admin_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", (*ALL, "refunds:approve", "webhooks:read")
+)
 ALICE = TestKey("alice", "rg_alice_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", (*ALL, "refunds:approve"), ("tenant-a",))
 BOB = TestKey("bob", "rg_bob_ccccccccccccccccccccccccccccccccccccccccc", (*ALL, "refunds:approve"), ("tenant-b",))
 CAROL = TestKey("carol", "rg_carol_dddddddddddddddddddddddddddddddddddddd", ALL, ("tenant-a",))

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.mongo
 
 SEED = 20261129
 MAX_EXAMPLES = 40
-"""Per root field; 12 root fields."""
+"""Per root field; 13 root fields."""
 TYPED_CODES = {"BAD_USER_INPUT", "AGENT_NOT_FOUND", "FORBIDDEN"}
 EXAMPLES: Counter[str] = Counter()
 """Examples sent, per root field (``Query.agents``, ``Mutation.startRun``, ...)."""
@@ -163,6 +163,7 @@ def test_every_root_field_was_exercised() -> None:
         "Query.runEvents",
         "Query.suspendedRun",
         "Query.suspendedRuns",
+        "Query.webhookDeliveries",
         "Mutation.approveToolCall",
         "Mutation.declineToolCall",
         "Mutation.resumeRun",

@@ -6,11 +6,12 @@ failure and never followed, and the retry schedule."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 
 import pytest
 
-from runtime import RetryPolicy, RunManager, WebhookDispatcher, WebhookEndpoint
+from runtime import WEBHOOK_EVENTS, RetryPolicy, RunManager, WebhookDispatcher, WebhookEndpoint
 from runtime._journal import event_id
 from storage import EventDocument, MemorySnapshotStore, utcnow
 from tests._receiver import always, fail_first, new_secret, receiving
@@ -154,6 +155,40 @@ async def test_retries_keep_the_id_and_give_up_after_the_retry_time(memory_store
     assert all(r.verified for r in receiver.received)
     assert failed["finishedAt"] is not None
     assert failed["finishedAt"] >= failed["createdAt"] + timedelta(seconds=1)
+
+
+async def test_log_event_types_map_to_webhook_types_and_the_secret_is_never_logged(
+    memory_store: MemorySnapshotStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    secret = new_secret()
+    with receiving(secret, fail_first(1)) as receiver:
+        dispatcher = _dispatcher(
+            memory_store,
+            receiver.url,
+            secret,
+            events=set(WEBHOOK_EVENTS),
+            retry=RetryPolicy(retry_for=30, initial_delay=0.05, max_delay=0.05),
+        )
+        await dispatcher.scan_once()
+        for log_type in ("started", "suspended", "decision", "approval", "expired", "resumed", "completed", "failed"):
+            await memory_store.append_event({**_event(event_id(), f"run-{log_type}"), "type": log_type})  # type: ignore[typeddict-item]
+        await dispatcher.scan_once()
+        for _ in range(3):
+            await dispatcher.deliver_once()
+            await asyncio.sleep(0.1)
+        await dispatcher.close()
+
+    sent = {r.payload["data"]["runId"]: r.payload["type"] for r in receiver.received}
+    assert sent == {
+        "run-suspended": "run.suspended",
+        "run-decision": "run.decided",
+        "run-expired": "call.expired",
+        "run-completed": "run.completed",
+        "run-failed": "run.failed",
+    }
+    assert "answered 500" in caplog.text  # the failed first attempts were logged
+    assert secret.removeprefix("whsec_") not in caplog.text
 
 
 @pytest.mark.parametrize("attempts", [1, 2, 3, 10, 30])

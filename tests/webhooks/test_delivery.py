@@ -4,7 +4,7 @@ real loopback receivers verifying every request with the ``standardwebhooks`` pa
 - each event arrives once per receiver across a crash and restart between suspension and delivery;
 - a receiver answering 500 twice then 200 gets the event three times, same id, freshly signed;
 - a receiver that never answers is given up on after ``RUNSGATE_WEBHOOK_RETRY_FOR``;
-- two instances on one file deliver each event once.
+- two instances on one store (a SQLite file, a MongoDB database) deliver each event once.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import asyncio
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from tests._graphql import REFUND, REFUND_PROMPT, GraphQLClient, data
 from tests._receiver import HANG, always, fail_first, new_secret, receiving
-from tests._servers import runsgate_servers
+from tests._servers import runsgate_servers, shared_store_env
 
 from ._setup import ALL_EVENTS, DELIVERIES, metric, wait_until, webhooks_env
 
@@ -138,9 +140,12 @@ async def test_a_receiver_that_never_answers_is_given_up_after_the_retry_time(tm
     assert timeouts == arrived
 
 
-async def test_two_instances_on_one_file_deliver_each_event_once(tmp_path: Path) -> None:
+async def test_two_instances_on_one_store_deliver_each_event_once(
+    request: pytest.FixtureRequest, shared_store_kind: str, tmp_path: Path
+) -> None:
+    """On one SQLite file, then on one MongoDB database (FerretDB)."""
     with receiving(new_secret()) as receiver:
-        env = webhooks_env((receiver, ALL_EVENTS), **_sqlite(tmp_path))
+        env = webhooks_env((receiver, ALL_EVENTS), **shared_store_env(request, shared_store_kind, tmp_path))
         with runsgate_servers([tmp_path / "a.log", tmp_path / "b.log"], **env) as servers:
             runs = []
             for n in range(6):

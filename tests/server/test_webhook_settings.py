@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from server.config import load_settings
+from server.logs import configure_logging
 
 from ._cli import serve_with_only
 
@@ -110,3 +112,17 @@ def test_a_valid_receiver_keeps_its_secret_out_of_the_settings_repr() -> None:
     assert GOOD_SECRET not in repr(endpoint)
     assert settings.inbox_base_url == "https://runs.example.com"
     assert load_settings(auth=False, host="127.0.0.1", port=4100).inbox_base_url == "http://127.0.0.1:4100"
+
+
+def test_request_urls_of_webhooks_stay_out_of_the_logs_unless_debugging() -> None:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        configure_logging("INFO", "text")
+        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        configure_logging("DEBUG", "text")
+        assert logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.getLogger("httpx").setLevel(logging.NOTSET)

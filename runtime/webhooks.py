@@ -386,7 +386,11 @@ class WebhookDispatcher:
         if endpoint is None:
             result, status_code, error = "network_error", None, "the endpoint is no longer configured"
         else:
-            result, status_code, error = await self._post(endpoint, delivery)
+            try:
+                result, status_code, error = await self._post(endpoint, delivery)
+            except asyncio.CancelledError:
+                await self._interrupted(delivery)
+                raise
         now = utcnow()
         deadline = delivery["createdAt"] + timedelta(seconds=self._retry.retry_for)
         if result == "delivered":
@@ -427,6 +431,22 @@ class WebhookDispatcher:
             outcome,
             "" if error is None else f" ({error})",
         )
+
+    async def _interrupted(self, delivery: WebhookDeliveryDocument) -> None:
+        """The instance is stopping in the middle of an attempt: record it as failed and due now,
+        releasing the lease, so another instance sends it at once rather than when the lease
+        expires (the receiver may have got it: at least once)."""
+        now = utcnow()
+        with contextlib.suppress(Exception):
+            await self._store.finish_webhook_attempt(
+                delivery["_id"],
+                by=self._instance_id,
+                status="pending",
+                at=now,
+                next_attempt_at=now,
+                status_code=None,
+                error="interrupted: the sending instance stopped",
+            )
 
     async def _post(
         self, endpoint: WebhookEndpoint, delivery: WebhookDeliveryDocument

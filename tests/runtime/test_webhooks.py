@@ -14,7 +14,7 @@ import pytest
 from runtime import WEBHOOK_EVENTS, RetryPolicy, RunManager, WebhookDispatcher, WebhookEndpoint
 from runtime._journal import event_id
 from storage import EventDocument, MemorySnapshotStore, utcnow
-from tests._receiver import always, fail_first, new_secret, receiving
+from tests._receiver import HANG, always, fail_first, new_secret, receiving
 
 AGENT = "refund-agent"
 
@@ -189,6 +189,30 @@ async def test_log_event_types_map_to_webhook_types_and_the_secret_is_never_logg
     }
     assert "answered 500" in caplog.text  # the failed first attempts were logged
     assert secret.removeprefix("whsec_") not in caplog.text
+
+
+async def test_an_attempt_interrupted_by_a_shutdown_releases_its_lease_and_is_due_at_once(
+    memory_store: MemorySnapshotStore,
+) -> None:
+    secret = new_secret()
+    with receiving(secret, always(HANG)) as receiver:
+        dispatcher = _dispatcher(memory_store, receiver.url, secret, poll_interval=0.05)
+        await dispatcher.scan_once()
+        await memory_store.append_event(_event(event_id(), "run-1"))
+        running = asyncio.create_task(dispatcher.run_forever())
+        # the attempt is in flight, unanswered
+        await asyncio.to_thread(receiver.wait_for, lambda r: len(r.received) == 1, 10)
+
+        running.cancel()  # as the server's lifespan does when it stops
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await dispatcher.close()
+
+    [stored] = await memory_store.list_webhook_deliveries(status="pending", resource_ids=None, limit=5)
+    assert stored["lease"] is None
+    assert stored["attempts"] == 1
+    assert stored["lastError"] == "interrupted: the sending instance stopped"
+    assert stored["nextAttemptAt"] <= utcnow()
 
 
 @pytest.mark.parametrize("attempts", [1, 2, 3, 10, 30])

@@ -6,17 +6,20 @@ Nothing here imports Strawberry, Starlette or pydantic-ai.
 
 from ._query import to_bson_precision, utcnow
 from .documents import (
+    EXPIRY_DECIDER,
     SCHEMA_VERSION,
     ClaimDocument,
     DecisionDocument,
     DecisionKind,
     EventDocument,
     EventType,
+    ExpiryAction,
     IdempotencyDocument,
     RunErrorDocument,
     RunStatus,
     SnapshotDocument,
     ToolCallDocument,
+    earliest_deadline,
 )
 from .memory import MemorySnapshotStore
 from .mongo import MongoSnapshotStore
@@ -35,6 +38,7 @@ from .protocol import (
 from .sqlite import SQLiteSnapshotStore
 
 __all__ = [
+    "EXPIRY_DECIDER",
     "SCHEMA_VERSION",
     "ClaimDocument",
     "DecisionDocument",
@@ -43,6 +47,7 @@ __all__ = [
     "EventDocument",
     "EventLog",
     "EventType",
+    "ExpiryAction",
     "IdempotencyDocument",
     "IdempotencyKeys",
     "MemorySnapshotStore",
@@ -58,6 +63,7 @@ __all__ = [
     "SortKey",
     "StoreUnavailableError",
     "ToolCallDocument",
+    "earliest_deadline",
     "sort_key",
     "to_bson_precision",
     "utcnow",

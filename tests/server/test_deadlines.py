@@ -24,7 +24,7 @@ from server.config import Settings
 from server.security_settings import ApiKeyConfig, ToolRuleConfig
 
 from .._auth import ADMIN
-from .._graphql import REFUND, REFUND_PROMPT, TWO_REFUNDS_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient, document
+from .._graphql import REFUND, REFUND_PROMPT, TWO_REFUNDS_PROMPT, WAIT, WEATHER, WEATHER_PROMPT, GraphQLClient, document
 
 DEADLINES = document(
     """
@@ -102,9 +102,10 @@ async def _run(gql: GraphQLClient, run_id: str) -> dict[str, Any] | None:
     return None
 
 
-async def _until_gone(gql: GraphQLClient, run_id: str, timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):
-        while await gql.suspended_run(REFUND, run_id) is not None:
+async def _until_gone(gql: GraphQLClient, run_id: str) -> None:
+    """Poll until the run is gone (the background sweeper finishes it; no event to await)."""
+    async with asyncio.timeout(WAIT):
+        while await gql.suspended_run(REFUND, run_id) is not None:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
 
 
@@ -230,7 +231,8 @@ async def test_an_expired_refund_is_declined_by_expiry_and_the_model_is_told_it_
     assert "expired" in decision["data"]["reason"]
     # the model read why: the demo quotes the tool result it got
     output = events[-1]["data"]["output"]
-    assert "not issued" in output and "approval request for this call expired" in output, output
+    assert "not issued" in output, output
+    assert "approval request for this call expired" in output, output
 
 
 async def test_on_expiry_approve_approves_only_where_the_rule_says_so(serve: AppFactory) -> None:
@@ -301,10 +303,12 @@ async def test_expiry_racing_fifty_approvals_has_exactly_one_winner_and_the_tool
         human_wins = [a for a in answers if a["__typename"] == "RunOutcome"]
         expiry_wins = [o for outcomes in swept for o in outcomes]
         if winner["by"] == "expiry":
-            assert human_wins == [] and len(expiry_wins) == 1
+            assert human_wins == []
+            assert len(expiry_wins) == 1
             assert LEDGER == []
         else:
-            assert len(human_wins) == 1 and expiry_wins == []
+            assert len(human_wins) == 1
+            assert expiry_wins == []
             assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
         losers = [a for a in answers if a["__typename"] != "RunOutcome"]
         assert {a["__typename"] for a in losers} <= {"ToolCallAlreadyDecided", "RunNotFound"}

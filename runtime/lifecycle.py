@@ -260,8 +260,10 @@ class RunManager:
             "lastError": None,
             "schemaVersion": SCHEMA_VERSION,
             "historyId": uuid.uuid4().hex,
-            "expiresAt": earliest_deadline(calls),
         }
+        deadline = earliest_deadline(calls)
+        if deadline is not None:
+            doc["expiresAt"] = deadline
         event = self._journal.suspended_event(scope, calls)
         try:
             await self._store.insert(doc, ran.history, event=event)

@@ -109,10 +109,10 @@ class SnapshotDocument(TypedDict):
     historyId: str
     """Key of the stored message history (never read by listing); a new id on every rewrite."""
     # deadlines (issue 18 part 2)
-    expiresAt: NotRequired[datetime | None]
-    """Earliest ``expiresAt`` of the calls still pending (UTC), ``None`` without one; the stores
-    derive it from ``toolCalls`` on every write (``earliest_deadline``) and index it. Absent in
-    documents written before it existed: read as ``None``."""
+    expiresAt: NotRequired[datetime]
+    """Earliest ``expiresAt`` of the calls still pending (UTC); absent when none has a deadline
+    (GraphQL: null). The stores derive it from ``toolCalls`` on every write (``earliest_deadline``)
+    and index it; documents written before it existed have none."""
 
 
 def earliest_deadline(calls: list[ToolCallDocument]) -> datetime | None:

@@ -350,8 +350,10 @@ class MemorySnapshotStore:
     def _set_deadline(self, doc: SnapshotDocument) -> None:
         """Set ``doc["expiresAt"]`` from its pending calls and re-index it (O(log n))."""
         self._drop_deadline(doc)
-        deadline = doc["expiresAt"] = earliest_deadline(doc["toolCalls"])
+        deadline = earliest_deadline(doc["toolCalls"])
+        doc.pop("expiresAt", None)
         if deadline is not None:
+            doc["expiresAt"] = deadline
             key = (deadline, doc["_id"])
             self._expiring.add(key)
             by_agent = self._expiring_by_agent.get(doc["agentId"])

@@ -159,12 +159,17 @@ def check_reachable(uri: str, timeout: float) -> None:
 
 
 def _snapshot(doc: Document | None) -> SnapshotDocument | None:
-    """A stored snapshot as read: its tool- and client-defined JSON decoded (``stored_json``)."""
-    return None if doc is None else cast(SnapshotDocument, decode_snapshot(doc))
+    """A stored snapshot as read: its tool- and client-defined JSON decoded (``stored_json``), and
+    ``expiresAt`` dropped when null (stored as null so the index and ``$lt`` see no deadline)."""
+    if doc is None:
+        return None
+    if doc.get("expiresAt", 0) is None:
+        del doc["expiresAt"]
+    return cast(SnapshotDocument, decode_snapshot(doc))
 
 
 def _snapshots(docs: list[Document]) -> list[SnapshotDocument]:
-    return [cast(SnapshotDocument, decode_snapshot(doc)) for doc in docs]
+    return [cast(SnapshotDocument, _snapshot(doc)) for doc in docs]
 
 
 def _events(docs: list[Document]) -> list[EventDocument]:

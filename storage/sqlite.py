@@ -263,7 +263,7 @@ def _run_row(doc: SnapshotDocument) -> tuple[Any, ...]:
 
 def _snapshot(row: Row) -> SnapshotDocument:
     claim: ClaimDocument | None = None if row[12] is None else {"by": row[12], "until": _datetime(row[13])}
-    return {
+    doc: SnapshotDocument = {
         "_id": row[0],
         "agentId": row[1],
         "threadId": row[2],
@@ -280,8 +280,10 @@ def _snapshot(row: Row) -> SnapshotDocument:
         "lastError": _error(row[14]),
         "schemaVersion": row[15],
         "historyId": row[16],
-        "expiresAt": None if row[17] is None else _datetime(row[17]),
     }
+    if row[17] is not None:
+        doc["expiresAt"] = _datetime(row[17])
+    return doc
 
 
 def _event_row(event: EventDocument) -> tuple[Any, ...]:

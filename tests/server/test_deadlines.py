@@ -341,3 +341,13 @@ async def test_a_human_decision_after_the_expiry_is_already_decided_naming_the_e
     assert [c["decision"] and c["decision"]["decidedBy"] for c in run["toolCalls"]] == [None, "expiry"]
     assert (await gql.approve(REFUND, started["runId"], small))["status"] == "COMPLETED"
     assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
+
+
+async def test_an_expires_before_without_an_offset_is_refused_naming_it(serve: AppFactory) -> None:
+    _, gql = await serve([{"tool": "issue_refund", "expiresAfter": LONG}])
+
+    data, errors = await gql.errors(DEADLINES, agentId=REFUND, filter={"expiresBefore": "2026-01-01T00:00:00"})
+
+    assert data is None
+    assert len(errors) == 1
+    assert "no UTC offset" in errors[0]["message"]

@@ -54,6 +54,15 @@ class ToolRuleConfig(BaseModel):
             raise ValueError(f"rule for tool {self.tool!r}: onExpiry needs expiresAfter (seconds, > 0)")
         return self
 
+    @model_validator(mode="after")
+    def _has_an_effect(self) -> ToolRuleConfig:
+        # Keys that only name or condition a rule; any other key given is an effect (scope,
+        # expiresAfter, and the effects other rule features add).
+        conditions = {"tool", "name", "agent_id", "argument", "above", "at_most", "on_expiry"}
+        if not self.model_fields_set - conditions:
+            raise ValueError(f"rule for tool {self.tool!r} has no effect: give it a scope or expiresAfter")
+        return self
+
 
 class SecuritySettings(BaseSettings):
     """Authentication, authorization and limits (docs/configuration.md, SECURITY.md)."""

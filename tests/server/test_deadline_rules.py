@@ -89,3 +89,9 @@ def test_the_demo_rules_give_a_pending_refund_a_day() -> None:
     deadline = deadline_for(rules, "refund-agent", "issue_refund", {"order_id": 1042, "amount": 49.9})
     assert deadline is not None
     assert (deadline.after.total_seconds(), deadline.on_expiry) == (86400, "decline")
+
+
+def test_a_rule_without_any_effect_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNSGATE_TOOL_RULES", json.dumps([{"tool": "issue_refund", "agentId": "refund-agent"}]))
+    with pytest.raises(ConfigError, match=r"RUNSGATE_TOOL_RULES: .*has no effect"):
+        load_settings()

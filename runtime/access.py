@@ -19,7 +19,7 @@ as ``decidedBy`` and as the ``by`` of events, and owning idempotency keys. ``key
 API key, ``jwt:<sub>`` for a JWT (``jwt:<iss>|<sub>`` when an issuer is configured, with ``%``
 and ``|`` of the issuer percent-encoded, so the first ``|`` ends it), ``anonymous`` when
 authentication is off, and runsgate's own deciders by their plain names (``system``, the
-instance id of a sweeper, later ``expiry`` and ``policy:<rule>``). Kinds never collide: an API
+instance id of a sweeper, ``expiry`` for a deadline's fallback, later ``policy:<rule>``). Kinds never collide: an API
 key named ``admin`` (``key:admin``) and a JWT with ``sub: admin`` (``jwt:admin``) are different
 principals.
 """

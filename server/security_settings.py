@@ -84,7 +84,7 @@ class SecuritySettings(BaseSettings):
     jwt_resources_claim: str = "resources"
     """Claim listing the ``resourceId``s of a JWT's subject (a list, or ``"*"``); absent: none."""
     tool_rules: list[ToolRuleConfig] = Field(default_factory=list)
-    """JSON list of ``{tool, scope, argument?, above?}``."""
+    """JSON list of ``{tool, scope?, argument?, above?, agentId?, expiresAfter?, onExpiry?}`` (``ToolRuleConfig``)."""
     introspection: bool = True
     """Answer introspection queries (GraphiQL needs them)."""
     max_query_depth: Annotated[int, Field(ge=1, le=100)] = 10

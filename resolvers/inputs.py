@@ -17,6 +17,12 @@ class SuspendedRunFilter:
     resource_id: str | None = None
     from_date: datetime | None = strawberry.field(default=None, description="Created on or after (RFC 3339).")
     to_date: datetime | None = strawberry.field(default=None, description="Created on or before (RFC 3339).")
+    # deadlines (issue 18 part 2)
+    expires_before: datetime | None = strawberry.field(
+        default=None,
+        description="Runs whose `expiresAt` (earliest deadline of a waiting call) is before it (RFC 3339); "
+        "runs without a deadline never match.",
+    )
 
     def to_run_filter(self) -> RunFilter:
         return RunFilter(
@@ -24,6 +30,7 @@ class SuspendedRunFilter:
             resource_id=self.resource_id,
             from_date=self.from_date,
             to_date=self.to_date,
+            expires_before=self.expires_before,
         )
 
 

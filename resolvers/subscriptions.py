@@ -41,6 +41,7 @@ class RunEventKind(enum.Enum):
     COMPLETED = "completed"
     FAILED = "failed"
     TAKEOVER = "takeover"
+    EXPIRED = "expired"
 
 
 @strawberry.input(description="Which run events to stream; every given field must match.")

@@ -89,6 +89,11 @@ class SuspendedToolCall:
     approval_metadata: JSON | None = strawberry.field(
         description="What the tool passed to `ApprovalRequired(metadata=...)`, for the reviewer (approvals)."
     )
+    # deadlines (issue 18 part 2)
+    expires_at: datetime | None = strawberry.field(
+        description="UTC deadline of the question, set by a tool rule's `expiresAfter`: after it the sweeper "
+        'records the rule\'s fallback (`decidedBy: "expiry"`). Null without a deadline.'
+    )
 
     @classmethod
     def from_document(cls, doc: ToolCallDocument) -> SuspendedToolCall:
@@ -105,6 +110,7 @@ class SuspendedToolCall:
                 "decision": None if decision is None else ToolCallDecision.from_document(decision),
                 "question_id": doc.get("questionId") or doc["toolCallId"],
                 "approval_metadata": doc.get("approvalMetadata"),
+                "expires_at": doc.get("expiresAt"),
             },
         )
 
@@ -121,7 +127,9 @@ class RunEvent:
     id: strawberry.ID = strawberry.field(
         description="Time-ordered; pass it as `afterEventId` to resume a subscription after this event."
     )
-    type: str = strawberry.field(description="started, suspended, decision, resumed, completed, failed or takeover.")
+    type: str = strawberry.field(
+        description="started, suspended, decision, resumed, completed, failed, takeover or expired."
+    )
     at: datetime = strawberry.field(description="UTC.")
     by: str | None = strawberry.field(description="The principal or instance that caused it.")
     data: JSON
@@ -155,6 +163,11 @@ class SuspendedRun(relay.Node):
     suspended_at: datetime = strawberry.field(description="UTC.")
     tool_calls: list[SuspendedToolCall]
     last_error: RunError | None = strawberry.field(description="Set when continuing the run failed.")
+    # deadlines (issue 18 part 2)
+    expires_at: datetime | None = strawberry.field(
+        description="UTC; the earliest `expiresAt` of the calls still waiting (null without one); the "
+        "`expiresBefore` filter applies to it."
+    )
 
     @classmethod
     def resolve_id(cls, root: SuspendedRun, *, info: Info) -> str:
@@ -178,6 +191,7 @@ class SuspendedRun(relay.Node):
                 "last_error": None
                 if error is None
                 else RunError(type=error["type"], message=error["message"], at=error["at"]),
+                "expires_at": doc.get("expiresAt"),
             },
         )
 

@@ -23,9 +23,11 @@ from storage import RunErrorDocument, SnapshotDocument, SnapshotStore, StoreUnav
 from ._claims import claim_expiry, renewing_claim
 from ._deferred import deferred_tool_results, results_applied, tool_call_documents
 from ._execution import Finished, run_agent
+from ._expiry import set_deadlines
 from ._journal import Journal
 from ._json import jsonable
 from ._scope import RunScope
+from .access import ToolApprovalRule
 from .outcome import RunOutcome
 from .registry import AgentRegistry
 
@@ -45,6 +47,8 @@ class Continuation:
     model: Model | str | None
     now: Callable[[], datetime]
     scope_of: Callable[[SnapshotDocument, str | None], RunScope]
+    tool_rules: tuple[ToolApprovalRule, ...] = ()
+    """The rules whose deadlines the calls of a run suspending again get (``set_deadlines``)."""
 
     async def run(self, doc: SnapshotDocument, principal: str | None, *, takeover: bool = False) -> RunOutcome:
         """Claim and continue ``doc``'s run on behalf of ``principal``.
@@ -111,6 +115,10 @@ class Continuation:
                 return _claim_lost(scope)
             return await self.journal.completed(scope, ran.output, event=completion)
         calls = tool_call_documents(ran.requests, ran.messages, previous=claimed["toolCalls"])
+        suspended_at = self.now()
+        set_deadlines(
+            calls, self.tool_rules, agent_id=agent_id, parent_run_id=claimed["parentRunId"], suspended_at=suspended_at
+        )
         suspension = self.journal.suspended_event(scope, calls)
         try:
             replaced = await self.store.replace_claimed(
@@ -120,7 +128,7 @@ class Continuation:
                 tool_calls=calls,
                 history=ran.history,
                 history_id=uuid.uuid4().hex,
-                now=self.now(),
+                now=suspended_at,
                 event=suspension,
             )
         except StoreUnavailableError:

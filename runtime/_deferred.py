@@ -17,7 +17,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from storage import ToolCallDocument
+from storage import EXPIRY_DECIDER, ToolCallDocument
 
 from . import _metadata
 from ._json import jsonable
@@ -169,7 +169,9 @@ def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResu
                 "suspendPayload": call["suspendPayload"],
             }
         elif decision["kind"] == "declined":
-            results.approvals[call_id] = ToolDenied(declined_message(decision["reason"]))
+            reason = decision["reason"]
+            expired = decision["decidedBy"] == EXPIRY_DECIDER and reason is not None  # the reason says why
+            results.approvals[call_id] = ToolDenied(reason if expired and reason else declined_message(reason))
             continue
         else:
             answers, approved = decided_so_far(call)

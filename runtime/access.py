@@ -20,7 +20,7 @@ as ``decidedBy`` and as the ``by`` of events, and owning idempotency keys. ``key
 API key, ``jwt:<sub>`` for a JWT (``jwt:<iss>|<sub>`` when an issuer is configured, with ``%``
 and ``|`` of the issuer percent-encoded, so the first ``|`` ends it), ``anonymous`` when
 authentication is off, and runsgate's own deciders by their plain names (``system``, the
-instance id of a sweeper, later ``expiry`` and ``policy:<rule>``). Kinds never collide: an API
+instance id of a sweeper, ``expiry`` for a deadline's fallback, later ``policy:<rule>``). Kinds never collide: an API
 key named ``admin`` (``key:admin``) and a JWT with ``sub: admin`` (``jwt:admin``) are different
 principals.
 """
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from storage import SnapshotDocument
+from storage import ExpiryAction, SnapshotDocument
 
 from .errors import ForbiddenError, RunNotFoundError
 
@@ -121,12 +121,22 @@ class ToolApprovalRule:
             rule that cannot be evaluated applies: the arguments are not an object, or the
             argument is missing, null, or not a number (an unexpected value never skips it).
         above: The limit for ``argument``.
+        agent_id: The rule covers calls of this agent's runs only; ``None``: every agent.
+        expires_after: Seconds a call the rule covers may wait for its approval; after it the
+            sweeper records ``on_expiry`` (``None``: no deadline).
+        on_expiry: ``decline`` (default), or ``approve``: approved only when the rule's
+            condition provably holds (``argument`` a number above ``above``, or no condition);
+            a call whose condition cannot be evaluated is declined on expiry (fail closed).
     """
 
     tool: str
-    scope: str
+    scope: str | None = None
     argument: str | None = None
     above: float | None = None
+    # deadlines (issue 18 part 2)
+    agent_id: str | None = None
+    expires_after: float | None = None
+    on_expiry: ExpiryAction = "decline"
 
     def applies(self, tool_name: str | None, args: Any) -> bool:
         """Whether approving a call of ``tool_name`` with ``args`` falls under this rule."""
@@ -139,13 +149,53 @@ class ToolApprovalRule:
             return True  # missing, null, not a number, or args not an object: fail closed
         return not value <= self.above  # NaN is not at most the limit
 
+    def provably_applies(self, tool_name: str | None, args: Any) -> bool:
+        """Whether the rule's condition is known to hold for ``args`` (permissive effects)."""
+        if tool_name != self.tool:
+            return False
+        if self.argument is None or self.above is None:
+            return True
+        value = args.get(self.argument) if isinstance(args, Mapping) else None
+        return not isinstance(value, bool) and isinstance(value, int | float) and value > self.above
+
+    def covers_agent(self, agent_id: str) -> bool:
+        """Whether the rule applies to runs of ``agent_id``."""
+        return self.agent_id is None or self.agent_id == agent_id
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The deadline a call gets when its run suspends (``deadline_for``)."""
+
+    after: timedelta
+    on_expiry: ExpiryAction
+
+
+def deadline_for(rules: Iterable[ToolApprovalRule], agent_id: str, tool_name: str | None, args: Any) -> Deadline | None:
+    """The deadline of an approval call of ``tool_name`` with ``args`` in a run of ``agent_id``.
+
+    Of the rules that cover it and set ``expires_after`` (a condition that cannot be evaluated
+    counts as met, as for scopes), the shortest wins. Its ``on_expiry`` ``approve`` stands only
+    when its condition provably holds, else the call is declined on expiry.
+    """
+    chosen: ToolApprovalRule | None = None
+    for rule in rules:
+        if rule.expires_after is None or not rule.covers_agent(agent_id) or not rule.applies(tool_name, args):
+            continue
+        if chosen is None or chosen.expires_after is None or rule.expires_after < chosen.expires_after:
+            chosen = rule
+    if chosen is None or chosen.expires_after is None:
+        return None
+    approve = chosen.on_expiry == "approve" and chosen.provably_applies(tool_name, args)
+    return Deadline(after=timedelta(seconds=chosen.expires_after), on_expiry="approve" if approve else "decline")
+
 
 def missing_approval_scope(
     principal: Principal, rules: Iterable[ToolApprovalRule], tool_name: str | None, args: Any
 ) -> str | None:
     """The first scope a matching rule requires that ``principal`` lacks, or ``None``."""
     for rule in rules:
-        if rule.applies(tool_name, args) and not principal.has_scope(rule.scope):
+        if rule.scope is not None and rule.applies(tool_name, args) and not principal.has_scope(rule.scope):
             return rule.scope
     return None
 
@@ -186,6 +236,7 @@ def check_decision(
         raise RunNotFoundError(doc["agentId"], doc["_id"])
     if not approving:
         return
+    rules = [rule for rule in rules if rule.covers_agent(doc["agentId"])]
     for call in doc["toolCalls"]:
         decided_here = call["toolCallId"] == tool_call_id if tool_call_id is not None else not call["requiresApproval"]
         if not decided_here:
@@ -203,10 +254,12 @@ __all__ = [
     "START",
     "UNAUTHENTICATED",
     "CredentialKind",
+    "Deadline",
     "Principal",
     "ToolApprovalRule",
     "can_see_run",
     "check_decision",
     "check_start",
+    "deadline_for",
     "missing_approval_scope",
 ]

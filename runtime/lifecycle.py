@@ -19,12 +19,14 @@ from typing import Any
 from pydantic_ai.models import Model
 
 from storage import (
+    EXPIRY_DECIDER,
     SCHEMA_VERSION,
     DecisionDocument,
     DuplicateRunError,
     SnapshotDocument,
     SnapshotStore,
     StoreUnavailableError,
+    earliest_deadline,
     to_bson_precision,
     utcnow,
 )
@@ -33,6 +35,7 @@ from ._continuation import Continuation
 from ._decisions import DecisionRequest, select_call, validate_resume_data
 from ._deferred import question_id, tool_call_documents
 from ._execution import Finished, run_agent
+from ._expiry import expired_calls, expiry_decision, set_deadlines
 from ._idempotency import IdempotencyGuard
 from ._journal import Journal
 from ._json import fingerprint, jsonable
@@ -84,7 +87,8 @@ class RunManager:
         in_flight_wait: Seconds a request waits for a first request with the same
             idempotency key that is still running.
         tool_rules: Extra scopes a ``Principal`` needs to approve or resume calls of given
-            tools (config ``RUNSGATE_TOOL_RULES``; ``runtime.access.ToolApprovalRule``).
+            tools, and the deadlines of their approvals (config ``RUNSGATE_TOOL_RULES``;
+            ``runtime.access.ToolApprovalRule``).
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class RunManager:
             model=model,
             now=self._now,
             scope_of=functools.partial(_scope_of, self),
+            tool_rules=self._tool_rules,
         )
 
     @property
@@ -237,6 +242,7 @@ class RunManager:
         if isinstance(ran, Finished):
             return await self._journal.completed(scope, ran.output)
         calls = tool_call_documents(ran.requests, ran.messages)
+        set_deadlines(calls, self._tool_rules, agent_id=agent_id, parent_run_id=parent_run_id, suspended_at=started)
         doc: SnapshotDocument = {
             "_id": scope.run_id,
             "agentId": agent_id,
@@ -255,6 +261,9 @@ class RunManager:
             "schemaVersion": SCHEMA_VERSION,
             "historyId": uuid.uuid4().hex,
         }
+        deadline = earliest_deadline(calls)
+        if deadline is not None:
+            doc["expiresAt"] = deadline
         event = self._journal.suspended_event(scope, calls)
         try:
             await self._store.insert(doc, ran.history, event=event)
@@ -528,6 +537,75 @@ class RunManager:
             AgentNotFoundError: The run's agent is not registered on this instance.
         """
         return await self._continuation.run(doc, None, takeover=True)
+
+    async def expire(self, doc: SnapshotDocument) -> RunOutcome | None:
+        """Apply the fallback of every call of ``doc`` whose deadline passed (found by
+        ``StalledRunSweeper`` through ``SnapshotStore.list_expired_runs``).
+
+        Each is recorded as a human decision is, by the store's conditional write on the call's
+        question (``record_decision``): ``decidedBy`` ``expiry``, the call's ``onExpiry``
+        (declined with a reason telling the model the request expired, or approved), an
+        ``expired`` event before the ``decision`` event, in one unit of work. A call decided
+        meanwhile (by a person, or another instance's sweeper) is left as it is: the first
+        recorded decision wins. When no call is left waiting, the run continues as after a
+        person's last decision.
+
+        Returns:
+            ``None`` when nothing was recorded, else ``suspended`` while other calls wait, or
+            the continuation's outcome.
+
+        Raises:
+            AgentNotFoundError: The run's agent is not registered on this instance.
+        """
+        agent_id, run_id = doc["agentId"], doc["_id"]
+        self._agents.get_agent(agent_id)
+        now = self._now()
+        scope = _scope_of(self, doc, EXPIRY_DECIDER)
+        updated: SnapshotDocument | None = None
+        for index, call in expired_calls(doc, now):
+            decision = expiry_decision(call, now)
+            details = {"toolCallId": call["toolCallId"], "questionId": question_id(call), "toolName": call["toolName"]}
+            expired = self._journal.new_event(
+                scope,
+                "expired",
+                by=EXPIRY_DECIDER,
+                at=now,
+                data={
+                    **details,
+                    "expiresAt": call["expiresAt"].isoformat(),
+                    "onExpiry": call.get("onExpiry", "decline"),
+                },
+            )
+            recorded = self._journal.new_event(
+                scope,
+                "decision",
+                by=EXPIRY_DECIDER,
+                at=now,
+                data={
+                    **details,
+                    "kind": decision["kind"],
+                    "reason": decision["reason"],
+                    "argsFingerprint": fingerprint(call["args"]),
+                },
+            )
+            written = await self._store.record_decision(
+                agent_id,
+                run_id,
+                index=index,
+                tool_call_id=call["toolCallId"],
+                question_id=call.get("questionId"),
+                decision=decision,
+                now=now,
+                event=recorded,
+                preceding_events=[expired],
+            )
+            if written is not None:
+                updated = written
+        if updated is None:
+            return None
+        if updated["pendingCount"] > 0:
+            return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=updated)
+        return await self._continuation.run(updated, EXPIRY_DECIDER)
 
 
 def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None) -> RunScope:

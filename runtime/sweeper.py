@@ -8,6 +8,10 @@ them. Two sweepers finding the same run race on the claim's compare-and-set; one
 
 Failed runs (``lastError`` set) are not retried automatically: a model or tool that fails the
 same way every time would loop. They wait for ``retryRun``.
+
+Each sweep also applies deadlines: it reads the runs with a call past its deadline
+(``list_expired_runs``, an index walk that never reads the runs whose deadlines lie ahead) and
+records each call's fallback (``RunManager.expire``), racing fairly with people deciding.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
+from typing import Any
 
 from storage import SnapshotDocument, StoreUnavailableError
 
@@ -69,12 +75,23 @@ class StalledRunSweeper:
             now=now, idle_before=now - timedelta(seconds=self._idle_grace), limit=self._batch
         )
 
-    def _start(self, docs: list[SnapshotDocument]) -> list[asyncio.Task[RunOutcome | None]]:
+    async def find_expired(self) -> list[SnapshotDocument]:
+        """The runs with a call whose deadline passed, earliest deadline first (at most ``batch``).
+        Raises ``StoreUnavailableError``."""
+        return await self._manager.store.list_expired_runs(now=self._manager.now(), limit=self._batch)
+
+    def _start(
+        self,
+        docs: list[SnapshotDocument],
+        work: Callable[[SnapshotDocument], Coroutine[Any, Any, RunOutcome | None]] | None = None,
+        kind: str = "takeover",
+    ) -> list[asyncio.Task[RunOutcome | None]]:
+        work = work or self._take_over
         started = []
         for doc in docs:
             if doc["_id"] in self._active or len(self._active) >= self._max_active:
                 continue
-            task = asyncio.create_task(self._take_over(doc), name=f"runsgate-takeover-{doc['_id']}")
+            task = asyncio.create_task(work(doc), name=f"runsgate-{kind}-{doc['_id']}")
             self._active[doc["_id"]] = task
             task.add_done_callback(functools.partial(self._done, doc["_id"]))
             started.append(task)
@@ -95,17 +112,33 @@ class StalledRunSweeper:
         logger.info("took over run %s of agent %s: %s", doc["_id"], doc["agentId"], outcome.status)
         return outcome
 
+    async def _expire(self, doc: SnapshotDocument) -> RunOutcome | None:
+        try:
+            return await self._manager.expire(doc)
+        except AgentNotFoundError:
+            logger.warning("expired run %s belongs to agent %s, not registered here", doc["_id"], doc["agentId"])
+            return None
+        except Exception:
+            logger.exception("applying the deadline of run %s failed", doc["_id"])
+            return None
+
+    def _start_all(
+        self, stalled: list[SnapshotDocument], expired: list[SnapshotDocument]
+    ) -> list[asyncio.Task[RunOutcome | None]]:
+        return self._start(stalled) + self._start(expired, self._expire, "expiry")
+
     async def sweep_once(self) -> list[RunOutcome]:
-        """One sweep, waiting until every run it took over is done (tests, tools).
+        """One sweep (stalled runs, then deadlines), waiting until every run it took over or
+        expired is done (tests, tools).
 
         Returns:
             The outcome of each run this call continued (``resuming`` when another instance
-            claimed it first).
+            claimed it first) or recorded a fallback on (``suspended`` while other calls wait).
 
         Raises:
             StoreUnavailableError: The store could not be asked.
         """
-        outcomes = await asyncio.gather(*self._start(await self.find()))
+        outcomes = await asyncio.gather(*self._start_all(await self.find(), await self.find_expired()))
         return [outcome for outcome in outcomes if outcome is not None]
 
     async def run_forever(self) -> None:
@@ -118,7 +151,7 @@ class StalledRunSweeper:
             while True:
                 await asyncio.sleep(self._interval)
                 try:
-                    self._start(await self.find())
+                    self._start_all(await self.find(), await self.find_expired())
                 except StoreUnavailableError as exc:
                     logger.warning("sweep skipped: %s", exc)
                 except Exception:

@@ -59,7 +59,7 @@ class Settings(SecuritySettings, WebhookSettings):
     """Seconds a claim on a continuing run lasts (renewed while it runs)."""
     sweep_interval: Annotated[float, Field(ge=0)] = 5.0
     """Seconds between two looks for stalled runs to take over (expired claims, decided runs
-    nobody continued); ``0`` turns the sweeper off on this instance."""
+    nobody continued) and for calls past their deadline; ``0`` turns the sweeper off on this instance."""
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     """This instance's id in claims and the audit log."""
     graphiql: bool = True

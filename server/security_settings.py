@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
 Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
@@ -30,13 +30,38 @@ class ApiKeyConfig(BaseModel):
 
 
 class ToolRuleConfig(BaseModel):
-    """One rule of ``RUNSGATE_TOOL_RULES``: approving ``tool`` needs ``scope`` too."""
+    """One rule of ``RUNSGATE_TOOL_RULES``: approving ``tool`` needs ``scope`` too; a call of it
+    waits at most ``expiresAfter`` seconds (docs/configuration.md "Tool rules")."""
+
+    model_config = ConfigDict(populate_by_name=True)
 
     tool: Annotated[str, Field(min_length=1)]
-    scope: Scope
+    scope: Scope | None = None
     argument: str | None = None
     """A top-level argument of the call; with ``above``, the rule applies when it is greater."""
     above: float | None = None
+    # deadlines (issue 18 part 2)
+    agent_id: Annotated[str, Field(min_length=1)] | None = Field(default=None, alias="agentId")
+    """The rule covers runs of this agent only (absent: every agent)."""
+    expires_after: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(default=None, alias="expiresAfter")
+    """Seconds a call may wait for its approval; then the sweeper applies ``onExpiry``."""
+    on_expiry: Literal["decline", "approve"] = Field(default="decline", alias="onExpiry")
+    """``decline`` (the default) or ``approve`` (only where the rule says so), after ``expiresAfter``."""
+
+    @model_validator(mode="after")
+    def _expiry_needs_deadline(self) -> ToolRuleConfig:
+        if "on_expiry" in self.model_fields_set and self.expires_after is None:
+            raise ValueError(f"rule for tool {self.tool!r}: onExpiry needs expiresAfter (seconds, > 0)")
+        return self
+
+    @model_validator(mode="after")
+    def _has_an_effect(self) -> ToolRuleConfig:
+        # Keys that only name or condition a rule; any other key given is an effect (scope,
+        # expiresAfter, and the effects other rule features add).
+        conditions = {"tool", "name", "agent_id", "argument", "above", "at_most", "on_expiry"}
+        if not self.model_fields_set - conditions:
+            raise ValueError(f"rule for tool {self.tool!r} has no effect: give it a scope or expiresAfter")
+        return self
 
 
 class SecuritySettings(BaseSettings):
@@ -59,7 +84,7 @@ class SecuritySettings(BaseSettings):
     jwt_resources_claim: str = "resources"
     """Claim listing the ``resourceId``s of a JWT's subject (a list, or ``"*"``); absent: none."""
     tool_rules: list[ToolRuleConfig] = Field(default_factory=list)
-    """JSON list of ``{tool, scope, argument?, above?}``."""
+    """JSON list of ``{tool, scope?, argument?, above?, agentId?, expiresAfter?, onExpiry?}`` (``ToolRuleConfig``)."""
     introspection: bool = True
     """Answer introspection queries (GraphiQL needs them)."""
     max_query_depth: Annotated[int, Field(ge=1, le=100)] = 10

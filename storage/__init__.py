@@ -6,12 +6,14 @@ Nothing here imports Strawberry, Starlette or pydantic-ai.
 
 from ._query import to_bson_precision, utcnow
 from .documents import (
+    EXPIRY_DECIDER,
     SCHEMA_VERSION,
     ClaimDocument,
     DecisionDocument,
     DecisionKind,
     EventDocument,
     EventType,
+    ExpiryAction,
     IdempotencyDocument,
     RunErrorDocument,
     RunStatus,
@@ -19,6 +21,7 @@ from .documents import (
     ToolCallDocument,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
+    earliest_deadline,
 )
 from .memory import MemorySnapshotStore
 from .mongo import MongoSnapshotStore
@@ -38,6 +41,7 @@ from .protocol import (
 from .sqlite import SQLiteSnapshotStore
 
 __all__ = [
+    "EXPIRY_DECIDER",
     "SCHEMA_VERSION",
     "ClaimDocument",
     "DecisionDocument",
@@ -46,6 +50,7 @@ __all__ = [
     "EventDocument",
     "EventLog",
     "EventType",
+    "ExpiryAction",
     "IdempotencyDocument",
     "IdempotencyKeys",
     "MemorySnapshotStore",
@@ -64,6 +69,7 @@ __all__ = [
     "WebhookDeliveries",
     "WebhookDeliveryDocument",
     "WebhookDeliveryStatus",
+    "earliest_deadline",
     "sort_key",
     "to_bson_precision",
     "utcnow",

@@ -185,4 +185,26 @@ class ListingIndex:
         )
 
 
-__all__ = ["ListingIndex"]
+def expiring_page(
+    docs: list[SnapshotDocument],
+    *,
+    limit: int | None,
+    skip: int,
+    after: SortKey | None,
+    before: SortKey | None,
+    from_end: bool,
+) -> list[Key]:
+    """One listing page, newest first, of the runs ``docs`` an ``expiresBefore`` filter matched
+    (read from the deadlines, so not in listing order): sorted, then cut as ``ListingIndex.page``
+    cuts a range. Costs O(m log m) for m matches, never more than the matching runs."""
+    keys = sorted(((doc["createdAt"], doc["_id"]) for doc in docs), reverse=True)
+    if after is not None:
+        keys = [k for k in keys if k < (after.created_at, after.run_id)]
+    if before is not None:
+        keys = [k for k in keys if k > (before.created_at, before.run_id)]
+    if from_end:
+        return keys if limit is None else keys[max(0, len(keys) - limit) :]
+    return keys[skip:] if limit is None else keys[skip : skip + limit]
+
+
+__all__ = ["ListingIndex", "expiring_page"]

@@ -39,6 +39,7 @@ def normalized_filter(run_filter: RunFilter) -> RunFilter:
         resource_id=run_filter.resource_id,
         from_date=None if run_filter.from_date is None else _ceil_ms(run_filter.from_date),
         to_date=None if run_filter.to_date is None else to_bson_precision(run_filter.to_date),
+        expires_before=None if run_filter.expires_before is None else _ceil_ms(run_filter.expires_before),
         resource_ids=allowed,
     )
 

@@ -19,6 +19,12 @@ RunStatus = Literal["suspended", "resuming"]
 
 DecisionKind = Literal["approved", "declined", "resumed"]
 
+ExpiryAction = Literal["decline", "approve"]
+"""What the sweeper records on a call still pending after its deadline (``ToolCallDocument.onExpiry``)."""
+
+EXPIRY_DECIDER = "expiry"
+"""The ``decidedBy`` of a decision the sweeper records after a call's deadline."""
+
 
 class DecisionDocument(TypedDict):
     """A decision recorded on one pending tool call."""
@@ -58,6 +64,12 @@ class ToolCallDocument(TypedDict):
     """True when this call was approved at an earlier decision point (absent: false)."""
     approvalMetadata: NotRequired[Any]
     """What the tool passed to ``ApprovalRequired(metadata=...)`` (approvals; absent: none)."""
+    # deadlines (issue 18 part 2)
+    expiresAt: NotRequired[datetime]
+    """UTC deadline of the question the call waits on (``suspendedAt`` + the rule's
+    ``expiresAfter``); absent: no deadline. The sweeper applies ``onExpiry`` after it."""
+    onExpiry: NotRequired[ExpiryAction]
+    """What the sweeper records after ``expiresAt`` (absent: ``decline``)."""
 
 
 class ClaimDocument(TypedDict):
@@ -96,9 +108,21 @@ class SnapshotDocument(TypedDict):
     schemaVersion: int
     historyId: str
     """Key of the stored message history (never read by listing); a new id on every rewrite."""
+    # deadlines (issue 18 part 2)
+    expiresAt: NotRequired[datetime]
+    """Earliest ``expiresAt`` of the calls still pending (UTC); absent when none has a deadline
+    (GraphQL: null). The stores derive it from ``toolCalls`` on every write (``earliest_deadline``)
+    and index it; documents written before it existed have none."""
 
 
-EventType = Literal["started", "suspended", "decision", "resumed", "completed", "failed", "takeover"]
+def earliest_deadline(calls: list[ToolCallDocument]) -> datetime | None:
+    """The earliest ``expiresAt`` of the calls in ``calls`` whose ``decision`` is still null
+    (``SnapshotDocument.expiresAt``), or ``None`` when none has a deadline."""
+    deadlines = [c["expiresAt"] for c in calls if c["decision"] is None and c.get("expiresAt") is not None]
+    return min(deadlines, default=None)
+
+
+EventType = Literal["started", "suspended", "decision", "resumed", "completed", "failed", "takeover", "expired"]
 
 
 class EventDocument(TypedDict):
@@ -182,12 +206,14 @@ class WebhookDeliveryDocument(TypedDict):
 
 
 __all__ = [
+    "EXPIRY_DECIDER",
     "SCHEMA_VERSION",
     "ClaimDocument",
     "DecisionDocument",
     "DecisionKind",
     "EventDocument",
     "EventType",
+    "ExpiryAction",
     "IdempotencyDocument",
     "RunErrorDocument",
     "RunStatus",
@@ -196,4 +222,5 @@ __all__ = [
     "WebhookDeliveryDocument",
     "WebhookDeliveryStatus",
     "WebhookLeaseDocument",
+    "earliest_deadline",
 ]

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sortedcontainers import SortedKeyList
+from sortedcontainers import SortedKeyList, SortedList
 
-from ._listing_index import ListingIndex
+from ._listing_index import ListingIndex, expiring_page
 from ._query import normalized_filter
 from .documents import (
     SCHEMA_VERSION,
@@ -33,6 +33,7 @@ from .documents import (
     ToolCallDocument,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
+    earliest_deadline,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey
 
@@ -79,6 +80,11 @@ class MemorySnapshotStore:
         self._decided: set[str] = set()
         """Ids of runs whose every call is decided (``pendingCount == 0``): what the sweeper reads
         (``list_stalled_runs``), so it never scans the waiting runs (MongoDB: index ``stalled``)."""
+        self._expiring = SortedList()
+        """``(expiresAt, runId)`` of every run with a deadline: the sweeper's expiry pass reads
+        only the expired front of it (``list_expired_runs``; SQLite and MongoDB: an index)."""
+        self._expiring_by_agent: dict[str, SortedList] = {}
+        """agentId -> ``(expiresAt, runId)`` of its runs with a deadline (the ``expiresBefore`` filter)."""
 
     async def open(self) -> None:
         """Nothing to connect; refuses snapshots of a newer schema (``NewerSchemaError``)."""
@@ -115,9 +121,20 @@ class MemorySnapshotStore:
         before: SortKey | None = None,
         from_end: bool = False,
     ) -> list[SnapshotDocument]:
+        normalized = normalized_filter(run_filter)
+        if normalized.expires_before is not None:
+            keys = expiring_page(
+                self._expiring_matches(agent_id, normalized),
+                limit=limit,
+                skip=skip,
+                after=after,
+                before=before,
+                from_end=from_end,
+            )
+            return [_copy(self._runs[run_id]) for _, run_id in keys]
         run_ids = self._listing.page(
             agent_id,
-            normalized_filter(run_filter),
+            normalized,
             limit=limit,
             skip=skip,
             after=after,
@@ -127,7 +144,30 @@ class MemorySnapshotStore:
         return [_copy(self._runs[run_id]) for run_id in run_ids]
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
-        return self._listing.count(agent_id, normalized_filter(run_filter))
+        normalized = normalized_filter(run_filter)
+        if normalized.expires_before is not None:
+            return len(self._expiring_matches(agent_id, normalized))
+        return self._listing.count(agent_id, normalized)
+
+    def _expiring_matches(self, agent_id: str, run_filter: RunFilter) -> list[SnapshotDocument]:
+        """The agent's runs expiring before ``run_filter.expires_before`` that pass its other
+        fields: a walk of the agent's deadlines up to the bound, so it costs O(log n + matches)."""
+        deadlines = self._expiring_by_agent.get(agent_id)
+        if deadlines is None or run_filter.expires_before is None:
+            return []
+        f = run_filter
+        found = []
+        for _, run_id in deadlines.irange(maximum=(f.expires_before,), inclusive=(True, False)):
+            doc = self._runs[run_id]
+            if (
+                (f.thread_id is None or doc["threadId"] == f.thread_id)
+                and (f.resource_id is None or doc["resourceId"] == f.resource_id)
+                and (f.resource_ids is None or doc["resourceId"] in f.resource_ids)
+                and (f.from_date is None or doc["createdAt"] >= f.from_date)
+                and (f.to_date is None or doc["createdAt"] <= f.to_date)
+            ):
+                found.append(doc)
+        return found
 
     async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
         doc = self._owned(agent_id, run_id)
@@ -148,6 +188,7 @@ class MemorySnapshotStore:
             self._histories[doc["historyId"]] = bytes(history)
             if doc["pendingCount"] == 0:
                 self._decided.add(doc["_id"])
+            self._set_deadline(doc)
         if len(docs) == 1:
             self._listing.add(docs[0])
         else:
@@ -169,6 +210,7 @@ class MemorySnapshotStore:
             self._histories[doc["historyId"]] = history
             if doc["pendingCount"] == 0:
                 self._decided.add(doc["_id"])
+            self._set_deadline(doc)
         self._listing.add_many([doc for doc, _ in snapshots])
 
     async def record_decision(
@@ -182,6 +224,7 @@ class MemorySnapshotStore:
         decision: DecisionDocument,
         now: datetime,
         event: EventDocument | None = None,
+        preceding_events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
         doc = self._owned(agent_id, run_id)
         if doc is None or doc["status"] != "suspended" or not 0 <= index < len(doc["toolCalls"]):
@@ -191,7 +234,10 @@ class MemorySnapshotStore:
             return None
         call["decision"] = _copy(decision)
         doc["pendingCount"] -= 1
+        self._set_deadline(doc)
         self._touch(doc, now)
+        for earlier in preceding_events:
+            self._append(earlier)
         self._append(event)
         return _copy(doc)
 
@@ -241,6 +287,7 @@ class MemorySnapshotStore:
         self._swap_history(doc, history, history_id)
         doc["toolCalls"] = _copy(tool_calls)
         doc["pendingCount"] = sum(1 for c in tool_calls if c["decision"] is None)
+        self._set_deadline(doc)
         doc["status"] = "suspended"
         doc["claim"] = None
         doc["lastError"] = None
@@ -255,6 +302,7 @@ class MemorySnapshotStore:
             return False
         del self._runs[run_id]
         self._decided.discard(run_id)
+        self._drop_deadline(doc)
         self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
         self._append(event)
@@ -298,6 +346,36 @@ class MemorySnapshotStore:
         ]
         stalled.sort(key=lambda doc: (doc["updatedAt"], doc["_id"]))
         return [_copy(doc) for doc in stalled[:limit]]
+
+    async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
+        found = self._expiring.irange(maximum=(now, chr(0x10FFFF)), inclusive=(True, True))
+        return [_copy(self._runs[run_id]) for _, run_id in itertools.islice(found, limit)]
+
+    def _set_deadline(self, doc: SnapshotDocument) -> None:
+        """Set ``doc["expiresAt"]`` from its pending calls and re-index it (O(log n))."""
+        self._drop_deadline(doc)
+        deadline = earliest_deadline(doc["toolCalls"])
+        doc.pop("expiresAt", None)
+        if deadline is not None:
+            doc["expiresAt"] = deadline
+            key = (deadline, doc["_id"])
+            self._expiring.add(key)
+            by_agent = self._expiring_by_agent.get(doc["agentId"])
+            if by_agent is None:
+                by_agent = self._expiring_by_agent[doc["agentId"]] = SortedList()
+            by_agent.add(key)
+
+    def _drop_deadline(self, doc: SnapshotDocument) -> None:
+        deadline = doc.get("expiresAt")
+        if deadline is None:
+            return
+        key = (deadline, doc["_id"])
+        self._expiring.discard(key)
+        by_agent = self._expiring_by_agent.get(doc["agentId"])
+        if by_agent is not None:
+            by_agent.discard(key)
+            if not by_agent:
+                del self._expiring_by_agent[doc["agentId"]]
 
     def _swap_history(self, doc: SnapshotDocument, history: bytes, history_id: str) -> None:
         """Point ``doc`` to ``history`` stored under the new ``history_id``; forget the old one."""

@@ -56,6 +56,7 @@ from .documents import (
     ToolCallDocument,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
+    earliest_deadline,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
 from .stored_json import (
@@ -97,6 +98,12 @@ page is an index walk whatever the number of stored runs (docs/storage.md "Colle
 
 EVENT_FEED_INDEX = [("agentId", ASCENDING), ("_id", ASCENDING)]
 """The event feed's keyset walk (``list_events_after``): an agent's events in ``_id`` (creation) order."""
+
+EXPIRY_ORDER = [("expiresAt", ASCENDING), ("_id", ASCENDING)]
+"""The sweeper's expiry pass walks index ``expiring`` (``list_expired_runs``), earliest deadline first."""
+
+AGENT_EXPIRING_INDEX = [("agentId", ASCENDING), ("expiresAt", ASCENDING)]
+"""The ``expiresBefore`` listing filter: an agent's runs by deadline."""
 
 LISTING_ORDER = [("createdAt", DESCENDING), ("_id", DESCENDING)]
 REVERSE_ORDER = [("createdAt", ASCENDING), ("_id", ASCENDING)]
@@ -157,12 +164,17 @@ def check_reachable(uri: str, timeout: float) -> None:
 
 
 def _snapshot(doc: Document | None) -> SnapshotDocument | None:
-    """A stored snapshot as read: its tool- and client-defined JSON decoded (``stored_json``)."""
-    return None if doc is None else cast(SnapshotDocument, decode_snapshot(doc))
+    """A stored snapshot as read: its tool- and client-defined JSON decoded (``stored_json``), and
+    ``expiresAt`` dropped when null (stored as null so the index and ``$lt`` see no deadline)."""
+    if doc is None:
+        return None
+    if doc.get("expiresAt", 0) is None:
+        del doc["expiresAt"]
+    return cast(SnapshotDocument, decode_snapshot(doc))
 
 
 def _snapshots(docs: list[Document]) -> list[SnapshotDocument]:
-    return [cast(SnapshotDocument, decode_snapshot(doc)) for doc in docs]
+    return [cast(SnapshotDocument, _snapshot(doc)) for doc in docs]
 
 
 def _events(docs: list[Document]) -> list[EventDocument]:
@@ -191,6 +203,8 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
         created["$lte"] = f.to_date
     if created:
         query["createdAt"] = created
+    if f.expires_before is not None:
+        query["expiresAt"] = {"$lt": f.expires_before}  # null (no deadline) never matches
     return query
 
 
@@ -283,6 +297,8 @@ class MongoSnapshotStore:
                 await self._runs.create_index(keys, name=name)
             await self._runs.create_index([("pendingCount", ASCENDING), ("updatedAt", ASCENDING)], name="stalled")
             await self._runs.create_index([("schemaVersion", DESCENDING)], name="schema_version")
+            await self._runs.create_index(EXPIRY_ORDER, name="expiring")
+            await self._runs.create_index(AGENT_EXPIRING_INDEX, name="agent_expiring")
             await self._runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
             await self._events.create_index(
                 [("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at"
@@ -418,6 +434,7 @@ class MongoSnapshotStore:
                 await self._raise_schema_version(snapshot["schemaVersion"])
         await self._write_history(snapshot["historyId"], snapshot["_id"], history)
         stored = encode_snapshot(snapshot)
+        stored["expiresAt"] = earliest_deadline(snapshot["toolCalls"])
         if event is not None:  # recorded inside the snapshot first, then appended (_settle)
             stored["pendingEvents"] = [encode(event, EVENT_FIELDS)]
         try:
@@ -444,24 +461,51 @@ class MongoSnapshotStore:
                 if newest > SCHEMA_VERSION:  # first, so an older runsgate refuses the store even if this fails
                     await self._raise_schema_version(newest)
                 await self._histories.insert_many(histories, ordered=False)
-                await self._runs.insert_many([encode_snapshot(s) for s, _ in snapshots], ordered=False)
+                await self._runs.insert_many(
+                    [{**encode_snapshot(s), "expiresAt": earliest_deadline(s["toolCalls"])} for s, _ in snapshots],
+                    ordered=False,
+                )
         except BulkWriteError as exc:
             raise DuplicateRunError(f"bulk insert failed: {exc.details.get('writeErrors', [])[:1]}") from exc
 
-    async def _update(self, run_id: str, query: Document, update: Document) -> SnapshotDocument | None:
+    async def _update(
+        self,
+        run_id: str,
+        query: Document,
+        update: Document,
+        derive: Callable[[Document], Document] | None = None,
+    ) -> SnapshotDocument | None:
+        """One conditional update under the run's lease. With ``derive``, the matching document is
+        read first (still under the lease) and ``derive(doc)`` adds to the update's ``$set``
+        (fields computed from the whole document, such as ``expiresAt``); the update is then
+        conditioned on the ``version`` read too."""
         async with _reachable(), self._lock(run_id):
+            if derive is not None:
+                current = await self._runs.find_one(query)
+                if current is None:
+                    return None
+                query = {**query, "version": current["version"]}
+                update = {**update, "$set": {**update.get("$set", {}), **derive(current)}}
             doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
         return _snapshot(doc)
 
     async def _update_then_append(
-        self, event: EventDocument | None, run_id: str, query: Document, update: Document
+        self,
+        event: EventDocument | None,
+        run_id: str,
+        query: Document,
+        update: Document,
+        derive: Callable[[Document], Document] | None = None,
+        preceding_events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
-        """``_update`` with ``event`` recorded inside the snapshot (``pendingEvents``) by the same
-        single-document write, then appended to ``run_events`` (``_settle``)."""
-        if event is not None:
-            update = {**update, "$push": {"pendingEvents": encode(event, EVENT_FIELDS)}}
-        doc = await self._update(run_id, query, update)
-        if doc is not None and event is not None:
+        """``_update`` with ``event`` (after ``preceding_events``) recorded inside the snapshot
+        (``pendingEvents``) by the same single-document write, then appended to ``run_events``
+        (``_settle``)."""
+        events = [*preceding_events, *([event] if event is not None else [])]
+        if events:
+            update = {**update, "$push": {"pendingEvents": {"$each": [encode(e, EVENT_FIELDS) for e in events]}}}
+        doc = await self._update(run_id, query, update, derive)
+        if doc is not None and events:
             await self._settle(cast(Document, doc))
         return doc
 
@@ -527,8 +571,15 @@ class MongoSnapshotStore:
         decision: DecisionDocument,
         now: datetime,
         event: EventDocument | None = None,
+        preceding_events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
         path = f"toolCalls.{index}"
+
+        def deadline_after(current: Document) -> Document:
+            calls = current["toolCalls"]
+            pending = [c for i, c in enumerate(calls) if i != index and c.get("decision") is None]
+            return {"expiresAt": min((c["expiresAt"] for c in pending if c.get("expiresAt")), default=None)}
+
         return await self._update_then_append(
             event,
             run_id,
@@ -544,6 +595,8 @@ class MongoSnapshotStore:
                 "$set": {f"{path}.decision": encode(decision, DECISION_FIELDS), "updatedAt": now},
                 "$inc": {"pendingCount": -1, "version": 1},
             },
+            deadline_after,
+            preceding_events,
         )
 
     async def claim(
@@ -595,6 +648,7 @@ class MongoSnapshotStore:
             "lastError": None,
             "suspendedAt": now,
             "updatedAt": now,
+            "expiresAt": earliest_deadline(tool_calls),
         }
         return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
 
@@ -684,6 +738,19 @@ class MongoSnapshotStore:
                 await self._runs.find(query).sort([("updatedAt", ASCENDING), ("_id", ASCENDING)]).limit(limit).to_list()
             )
         return _snapshots(docs)
+
+    async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
+        async with _reachable():
+            docs = await self._expired_cursor(now, limit).to_list()
+        return _snapshots(docs)
+
+    def _expired_cursor(self, now: datetime, limit: int) -> Any:
+        return self._runs.find({"expiresAt": {"$lte": now}}).sort(EXPIRY_ORDER).limit(limit)
+
+    async def explain_expired_runs(self, *, now: datetime, limit: int) -> Mapping[str, Any]:
+        """The server's query plan of ``list_expired_runs`` (index checks)."""
+        async with _reachable():
+            return cast(Mapping[str, Any], await self._expired_cursor(now, limit).explain())
 
     # -- audit log -----------------------------------------------------------------------------
     async def append_event(self, event: EventDocument) -> None:

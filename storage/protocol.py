@@ -53,6 +53,9 @@ class RunFilter:
     """UTC; runs created at or after it."""
     to_date: datetime | None = None
     """UTC; runs created at or before it."""
+    expires_before: datetime | None = None
+    """UTC; runs whose ``expiresAt`` (earliest deadline of a pending call) is before it; runs
+    without a deadline never match."""
     resource_ids: frozenset[str] | None = None
     """Access restriction, not a client's filter: only runs whose ``resourceId`` is one of these
     (runs without one never match); ``None`` for no restriction. Applied inside the query, so
@@ -154,6 +157,7 @@ class RunStore(Protocol):
         decision: DecisionDocument,
         now: datetime,
         event: EventDocument | None = None,
+        preceding_events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
         """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
 
@@ -163,7 +167,9 @@ class RunStore(Protocol):
         and no decision, so a decision read for a question the call no longer waits on is never
         recorded on the next one. Returns the
         updated run, or ``None`` when any condition failed (nothing was written, ``event``
-        neither). ``event`` (the ``decision`` event) is written with the update as one unit of work.
+        neither). ``event`` (the ``decision`` event) is written with the update as one unit of work,
+        after ``preceding_events`` (the sweeper's ``expired`` event), in that order. The run's
+        ``expiresAt`` becomes the earliest deadline of the calls still pending (``earliest_deadline``).
         """
 
     async def claim(
@@ -236,6 +242,12 @@ class RunStore(Protocol):
         ``idle_before`` (the deciding instance died before claiming). Failed runs
         (``lastError`` set) are left to ``retryRun``. At most ``limit``, least recently updated first.
         """
+
+    async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
+        """Runs, of any agent, with a pending call whose deadline is at or before ``now``: their
+        ``expiresAt`` is at or before it. Read through an index on ``expiresAt``, so the runs whose
+        deadlines lie ahead are never read. At most ``limit``, earliest deadline first."""
+        ...
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk-insert new runs (data generator). Raises ``DuplicateRunError``."""

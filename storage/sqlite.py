@@ -83,6 +83,7 @@ from .documents import (
     ToolCallDocument,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
+    earliest_deadline,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
 
@@ -118,7 +119,8 @@ CREATE TABLE IF NOT EXISTS run_snapshots (
     claim_until INTEGER,
     last_error TEXT,
     schema_version INTEGER NOT NULL,
-    history_id TEXT NOT NULL
+    history_id TEXT NOT NULL,
+    expires_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_agent_created
     ON run_snapshots (agent_id, created_at DESC, run_id DESC);
@@ -130,6 +132,10 @@ CREATE INDEX IF NOT EXISTS runs_agent_thread_resource_created
     ON run_snapshots (agent_id, thread_id, resource_id, created_at DESC, run_id DESC);
 CREATE INDEX IF NOT EXISTS runs_stalled
     ON run_snapshots (pending_count, updated_at, run_id);
+CREATE INDEX IF NOT EXISTS runs_expiring
+    ON run_snapshots (expires_at, run_id) WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_agent_expiring
+    ON run_snapshots (agent_id, expires_at) WHERE expires_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS run_histories (
     history_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,
@@ -203,9 +209,9 @@ _TABLE_NAMES = (
 
 _COLUMNS = (
     "run_id, agent_id, thread_id, resource_id, parent_run_id, status, created_at, suspended_at, updated_at, "
-    "tool_calls, pending_count, version, claim_by, claim_until, last_error, schema_version, history_id"
+    "tool_calls, pending_count, version, claim_by, claim_until, last_error, schema_version, history_id, expires_at"
 )
-_INSERT_RUN = f"INSERT INTO run_snapshots ({_COLUMNS}) VALUES ({', '.join('?' * 17)})"
+_INSERT_RUN = f"INSERT INTO run_snapshots ({_COLUMNS}) VALUES ({', '.join('?' * 18)})"
 _EVENT_COLUMNS = "event_id, agent_id, run_id, thread_id, resource_id, scope, type, at, by, data"
 _HAS_THREAD, _HAS_RESOURCE = 1, 2
 """Bits of ``run_events.scope``: which of the optional keys the stored event had."""
@@ -240,6 +246,8 @@ def _calls_text(calls: Sequence[ToolCallDocument]) -> str:
         encoded: dict[str, Any] = dict(call)
         if decision is not None:
             encoded["decision"] = {**decision, "decidedAt": _ms(decision["decidedAt"])}
+        if "expiresAt" in call:
+            encoded["expiresAt"] = _ms(call["expiresAt"])
         stored.append(encoded)
     return _dumps(stored)
 
@@ -250,7 +258,15 @@ def _calls(text: str) -> list[ToolCallDocument]:
         decision = call["decision"]
         if decision is not None:
             decision["decidedAt"] = _datetime(decision["decidedAt"])
+        if "expiresAt" in call:
+            call["expiresAt"] = _datetime(call["expiresAt"])
     return cast(list[ToolCallDocument], calls)
+
+
+def _deadline_ms(calls: list[ToolCallDocument]) -> int | None:
+    """``expires_at`` of a run with ``calls``: the earliest deadline of a pending call, in ms."""
+    deadline = earliest_deadline(calls)
+    return None if deadline is None else _ms(deadline)
 
 
 def _error_text(error: RunErrorDocument | None) -> str | None:
@@ -285,12 +301,13 @@ def _run_row(doc: SnapshotDocument) -> tuple[Any, ...]:
         _error_text(doc["lastError"]),
         doc["schemaVersion"],
         doc["historyId"],
+        _deadline_ms(doc["toolCalls"]),
     )
 
 
 def _snapshot(row: Row) -> SnapshotDocument:
     claim: ClaimDocument | None = None if row[12] is None else {"by": row[12], "until": _datetime(row[13])}
-    return {
+    doc: SnapshotDocument = {
         "_id": row[0],
         "agentId": row[1],
         "threadId": row[2],
@@ -308,6 +325,9 @@ def _snapshot(row: Row) -> SnapshotDocument:
         "schemaVersion": row[15],
         "historyId": row[16],
     }
+    if row[17] is not None:
+        doc["expiresAt"] = _datetime(row[17])
+    return doc
 
 
 def _event_row(event: EventDocument) -> tuple[Any, ...]:
@@ -423,6 +443,9 @@ def listing_where(agent_id: str, run_filter: RunFilter) -> tuple[str, list[Any]]
     if f.to_date is not None:
         clauses.append("created_at <= ?")
         params.append(_ms(f.to_date))
+    if f.expires_before is not None:
+        clauses.append("expires_at < ?")
+        params.append(_ms(f.expires_before))
     return " AND ".join(clauses), params
 
 
@@ -535,6 +558,7 @@ class SQLiteSnapshotStore:
             found = await self._stored_version(conn)
             if found is not None and found > SCHEMA_VERSION:
                 raise NewerSchemaError(found, SCHEMA_VERSION)
+            await self._add_missing_columns(conn)
             for statement in _TABLES.split(";"):
                 if statement.strip():
                     await conn.execute(statement)
@@ -548,6 +572,14 @@ class SQLiteSnapshotStore:
             raise
         # WAL outside the transaction (it cannot change inside one); it stays set in the file.
         await conn.execute_fetchall("PRAGMA journal_mode = WAL")
+
+    @staticmethod
+    async def _add_missing_columns(conn: aiosqlite.Connection) -> None:
+        """Add the columns newer than a file's ``run_snapshots`` table (``expires_at``), before
+        the indexes on them are created. Its runs were written without deadlines: ``NULL``."""
+        columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(run_snapshots)")}
+        if columns and "expires_at" not in columns:
+            await conn.execute("ALTER TABLE run_snapshots ADD COLUMN expires_at INTEGER")
 
     async def _stored_version(self, conn: aiosqlite.Connection) -> int | None:
         """The file's ``schema_version``, ``None`` for a new file; refuses a file of another program."""
@@ -771,6 +803,7 @@ class SQLiteSnapshotStore:
         decision: DecisionDocument,
         now: datetime,
         event: EventDocument | None = None,
+        preceding_events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
         async with self._transaction() as conn:
             rows = list(
@@ -795,10 +828,12 @@ class SQLiteSnapshotStore:
             updated = list(
                 await conn.execute_fetchall(
                     "UPDATE run_snapshots SET tool_calls = ?, pending_count = pending_count - 1, updated_at = ?, "
-                    f"version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
-                    (_calls_text(calls), _ms(now), run_id),
+                    f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
+                    (_calls_text(calls), _ms(now), _deadline_ms(calls), run_id),
                 )
             )
+            for earlier in preceding_events:
+                await self._append_in(conn, earlier)
             await self._append_in(conn, event)
         return _snapshot(updated[0])
 
@@ -840,8 +875,8 @@ class SQLiteSnapshotStore:
             run_id,
             by,
             "tool_calls = ?, pending_count = ?, status = 'suspended', claim_by = NULL, claim_until = NULL, "
-            "last_error = NULL, suspended_at = ?, updated_at = ?",
-            (_calls_text(tool_calls), pending, _ms(now), _ms(now)),
+            "last_error = NULL, suspended_at = ?, updated_at = ?, expires_at = ?",
+            (_calls_text(tool_calls), pending, _ms(now), _ms(now), _deadline_ms(tool_calls)),
             history,
             history_id,
             event,
@@ -932,6 +967,22 @@ class SQLiteSnapshotStore:
             (_ms(now), _ms(idle_before), limit),
         )
         return [_snapshot(row) for row in rows]
+
+    async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
+        rows = await self._read(
+            f"SELECT {_COLUMNS} FROM run_snapshots WHERE expires_at <= ? ORDER BY expires_at, run_id LIMIT ?",
+            (_ms(now), limit),
+        )
+        return [_snapshot(row) for row in rows]
+
+    async def explain_expired_runs(self, *, now: datetime, limit: int) -> list[str]:
+        """SQLite's query plan of ``list_expired_runs`` (``EXPLAIN QUERY PLAN``), one line per step."""
+        rows = await self._read(
+            f"EXPLAIN QUERY PLAN SELECT {_COLUMNS} FROM run_snapshots WHERE expires_at <= ? "
+            "ORDER BY expires_at, run_id LIMIT ?",
+            (_ms(now), limit),
+        )
+        return [str(row[3]) for row in rows]
 
     # -- audit log -----------------------------------------------------------------------------
     async def append_event(self, event: EventDocument) -> None:

@@ -17,11 +17,18 @@ AGENTS: dict[str, Agent[None, object]] = {
 }
 """Agent id -> demo agent."""
 
+TOOL_RULES: list[dict[str, object]] = [
+    {"tool": "issue_refund", "agentId": "refund-agent", "expiresAfter": 86400},
+]
+"""Per-tool rules of the demo agents, in ``RUNSGATE_TOOL_RULES``'s JSON shape
+(docs/configuration.md "Tool rules"): a pending refund expires after 24 hours (declined)."""
+
 __all__ = [
     "AGENTS",
     "CITY_QUESTION",
     "LEDGER",
     "ORDERS",
+    "TOOL_RULES",
     "City",
     "forecast",
     "refund_agent",

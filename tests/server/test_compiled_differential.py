@@ -73,6 +73,7 @@ from resolvers.metrics import COMPILED, COMPILED_FALLBACK
 from resolvers.schema import schema as runsgate_schema
 from server.app import create_app
 from server.config import Settings
+from server.security_settings import ToolRuleConfig
 from server.seed import SeedPlan, seed_store
 from storage import SnapshotDocument
 
@@ -108,7 +109,18 @@ class Pair:
 
 def _settings(uri: str, *, compiled: bool) -> Settings:
     return Settings(
-        mongodb_uri=uri, auth=False, sweep_interval=0, max_page_size=50, compiled_execution=compiled, introspection=True
+        mongodb_uri=uri,
+        auth=False,
+        sweep_interval=0,
+        max_page_size=50,
+        compiled_execution=compiled,
+        introspection=True,
+        # refunds above $100 get a deadline, so runs with and without expiresAt are listed
+        tool_rules=[
+            ToolRuleConfig.model_validate(
+                {"tool": "issue_refund", "argument": "amount", "above": 100, "expiresAfter": 86400}
+            )
+        ],
     )
 
 
@@ -380,6 +392,9 @@ def _pool(pair: Pair, name: str, type_name: str) -> list[Any]:
             {"fromDate": "2020-01-01T00:00:00Z", "toDate": "2099-01-01T00:00:00Z"},
             {"fromDate": "2099-01-01T00:00:00Z"},
             {"fromDate": "2099-01-01T00:00:00Z", "toDate": "2020-01-01T00:00:00Z"},
+            {"expiresBefore": "2099-01-01T00:00:00Z"},
+            {"expiresBefore": "2020-01-01T00:00:00Z"},
+            {"expiresBefore": "2099-01-01T00:00:00Z", "threadId": "t-api"},
         ],
         "page": [None, {"page": 0, "perPage": 5}, {"page": 2, "perPage": 3}, {"page": 0, "perPage": 0}],
         "representations": [

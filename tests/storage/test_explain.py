@@ -63,3 +63,21 @@ async def test_listing_plan_is_an_index_walk_without_sort(mongo: MongoSnapshotSt
     assert "IXSCAN" in winning
     assert "SORT" not in winning
     assert "COLLSCAN" not in winning
+
+
+async def test_the_expiry_pass_walks_the_deadline_index_without_sort(mongo: MongoSnapshotStore) -> None:
+    plan = await mongo.explain_expired_runs(now=datetime(2026, 1, 1, tzinfo=UTC), limit=50)
+
+    winning = list(stages(plan["queryPlanner"]["winningPlan"]))
+    assert "IXSCAN" in winning
+    assert "SORT" not in winning
+    assert "COLLSCAN" not in winning
+    assert "expiring" in str(plan["queryPlanner"]["winningPlan"])
+
+
+async def test_the_expires_before_filter_uses_an_index(mongo: MongoSnapshotStore) -> None:
+    plan = await mongo.explain_listing("refund-agent", RunFilter(expires_before=datetime(2026, 1, 1, tzinfo=UTC)), 20)
+
+    winning = list(stages(plan["queryPlanner"]["winningPlan"]))
+    assert "IXSCAN" in winning
+    assert "COLLSCAN" not in winning

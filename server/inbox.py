@@ -79,6 +79,7 @@ def inbox_html(root_path: str = "") -> str:
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>runsgate inbox</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="{base}/inbox.css" integrity="{hashes["inbox.css"]}">
 <script defer src="{base}/inbox.js" integrity="{hashes["inbox.js"]}"></script>
 </head>

@@ -192,6 +192,7 @@ function ResumeForm({ call, base, act, busy }) {
         showErrorList={false}
         noHtml5Validate
         focusOnFirstError
+        onError={() => {}} // shown next to the fields; rjsf would also log them to the console
         disabled={busy}
         uiSchema={{ 'ui:submitButtonOptions': { submitText: 'Resume run' } }}
         onSubmit={(event) => submit(event.formData)}
@@ -223,7 +224,7 @@ function Approvals({ call }) {
 function ToolCall({ run, call, features, act, busy, selected, onSelect, message }) {
   const base = domId('call', run.runId, call.toolCallId || call.questionId);
   return (
-    <section className="call" aria-labelledby={`${base}-h`}>
+    <div className="call" role="group" aria-labelledby={`${base}-h`}>
       <h4 id={`${base}-h`}>
         {call.toolName || 'tool call'} <span className="kind">{call.requiresApproval ? 'waits for approval' : 'waits for data'}</span>
       </h4>
@@ -247,7 +248,7 @@ function ToolCall({ run, call, features, act, busy, selected, onSelect, message 
       <p className="result" role="status">
         {message}
       </p>
-    </section>
+    </div>
   );
 }
 
@@ -702,13 +703,17 @@ function App() {
         <Filters agents={agents} features={features} filters={filters} onApply={setFilters} />
         <section className="activity" aria-labelledby="activity-h">
           <h2 id="activity-h">Activity</h2>
-          <ol role="log" aria-live="polite">
-            {activity.map((entry) => (
-              <li key={entry.id} className={entry.kind}>
-                <time dateTime={entry.at}>{when(entry.at)}</time> {entry.text}
-              </li>
-            ))}
-          </ol>
+          {/* focusable: it scrolls once it is long */}
+          <div className="log" role="log" aria-live="polite" aria-labelledby="activity-h" tabIndex={0}>
+            {activity.length === 0 && <p>Nothing yet.</p>}
+            <ol>
+              {activity.map((entry) => (
+                <li key={entry.id} className={entry.kind}>
+                  <time dateTime={entry.at}>{when(entry.at)}</time> {entry.text}
+                </li>
+              ))}
+            </ol>
+          </div>
         </section>
         {shown.map((agent) => (
           <AgentListing

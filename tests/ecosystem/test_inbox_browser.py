@@ -1,0 +1,162 @@
+"""The reviewer inbox in a real browser: headless Chromium (Debian's) decides runs on runsgate's /inbox.
+
+``inbox.mjs`` drives ``/usr/bin/chromium`` with playwright-core in a fresh profile, keyboard only:
+it opens ``/inbox``, starts runs through the GraphQL API and waits for them to appear live (no
+reload), approves one, declines one with a reason, and resumes the weather run through the form
+generated from its ``resumeSchema`` (submitting it empty first, for the field's error). Where the
+server's schema has issue 18's ``editedArgs`` and ``decideToolCalls`` it also edits then approves a
+call and approves two in bulk, as the page itself shows those only then. axe-core checks the page.
+This test then checks every outcome through the API. Screenshots are left in
+``tests/ecosystem/output/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from .._auth import ADMIN
+from .._servers import runsgate_process
+from ._node import OUTPUT, run_node_json
+from .test_graphiql_browser import chromium  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.usefixtures("node_tools")
+
+RUN_EVENTS = """
+query Events($agentId: ID!, $runId: ID!) { runEvents(agentId: $agentId, runId: $runId) { type by data } }
+"""
+UNAUTHORIZED = "401 (Unauthorized)"
+SUSPENDED = """
+query Waiting($agentId: ID!) { suspendedRuns(agentId: $agentId) { totalCount } }
+"""
+
+
+def _graphql(base_url: str, query: str, variables: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    response = httpx.post(f"{base_url}/graphql", json={"query": query, "variables": variables}, headers=headers)
+    body: dict[str, Any] = response.json()
+    assert "errors" not in body, body
+    data: dict[str, Any] = body["data"]
+    return data
+
+
+def _decision(base_url: str, agent_id: str, run_id: str, headers: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The run's one decision event's data, and the kinds of all its events."""
+    events = _graphql(base_url, RUN_EVENTS, {"agentId": agent_id, "runId": run_id}, headers)["runEvents"]
+    decisions = [event["data"] for event in events if event["type"] == "decision"]
+    assert len(decisions) == 1, events
+    return decisions[0], [event["type"] for event in events]
+
+
+def _drive_inbox(chromium_bin: str, base_url: str, prefix: str, api_key: str | None = None) -> dict[str, Any]:
+    OUTPUT.mkdir(exist_ok=True)
+    for old in OUTPUT.glob("inbox-*.png"):
+        old.unlink()
+    seen: dict[str, Any] = run_node_json(
+        "inbox.mjs",
+        base_url,
+        str(OUTPUT),
+        *([api_key] if api_key else []),
+        env={"CHROMIUM_BIN": chromium_bin},
+        timeout=300,
+    )
+    for path in seen["screenshots"]:
+        renamed = Path(path).with_name(f"{prefix}{Path(path).name}")
+        Path(path).replace(renamed)
+    return seen
+
+
+def _check_page(seen: dict[str, Any], base_url: str, console_errors: list[str] | None = None) -> None:
+    # every file came from runsgate itself, the page never reloaded, and ran without errors
+    origin = urlsplit(base_url).netloc
+    assert seen["requests"], "the page made no request"
+    assert [url for url in seen["requests"] if urlsplit(url).netloc != origin] == []
+    assert any(url.endswith("/static/inbox/inbox.js") for url in seen["requests"])
+    assert seen["pageErrors"] == []
+    assert seen["cspViolations"] == []
+    assert seen["consoleErrors"] == (console_errors or [])
+    assert seen["reloaded"] is False
+    # the runs started through the API appeared without a reload
+    for key in ("approve", "decline", "weather"):
+        assert seen["runs"][key] in seen["visibleAfterStart"]
+    # the empty form showed its error next to the field, and moved the focus there
+    assert seen["resumeError"]["text"] == "is required"
+    assert seen["resumeError"]["focused"] == seen["resumeError"]["inputId"]
+    # the page offers issue 18's actions exactly when the schema has them
+    assert (seen["featuresShown"]["editButtons"] > 0) == seen["features"]["editedArgs"]
+    assert (seen["featuresShown"]["bulkForms"] > 0) == seen["features"]["bulk"]
+    # axe-core: no serious or critical violation, in each state checked
+    assert len(seen["axe"]) == 3
+    for check in seen["axe"]:
+        bad = [v for v in check["violations"] if v["impact"] in ("serious", "critical")]
+        assert bad == [], f"{check['label']}: {json.dumps(bad, indent=1)}"
+
+
+def _check_outcomes(seen: dict[str, Any], base_url: str, headers: dict[str, str], by: str) -> None:
+    runs = seen["runs"]
+    approved, kinds = _decision(base_url, "refund-agent", runs["approve"], headers)
+    assert (approved["kind"], kinds[-1]) == ("approved", "completed")
+    declined, kinds = _decision(base_url, "refund-agent", runs["decline"], headers)
+    assert (declined["kind"], declined["reason"], kinds[-1]) == (
+        "declined",
+        "Order 1043 was already refunded by phone",
+        "completed",
+    )
+    resumed, kinds = _decision(base_url, "weather-agent", runs["weather"], headers)
+    assert (resumed["kind"], kinds[-1]) == ("resumed", "completed")
+    events = _graphql(base_url, RUN_EVENTS, {"agentId": "weather-agent", "runId": runs["weather"]}, headers)
+    completed = events["runEvents"][-1]["data"]["output"]
+    assert completed.startswith("The weather in Paris"), completed
+    for event in events["runEvents"]:
+        if event["type"] == "decision":
+            assert event["by"] == by
+    if seen["features"]["editedArgs"]:
+        edited, kinds = _decision(base_url, "refund-agent", runs["edited"], headers)
+        assert edited["kind"] == "approved"
+        assert kinds[-1] == "completed"
+        assert edited.get("editedArgs") == {"order_id": 1042, "amount": 10.5}, edited
+    if seen["features"]["bulk"]:
+        for run_id in runs["bulk"]:
+            bulk, kinds = _decision(base_url, "refund-agent", run_id, headers)
+            assert bulk["kind"] == "approved"
+            assert kinds[-1] == "completed"
+    # and nothing waits any more
+    for agent_id in ("refund-agent", "weather-agent"):
+        assert _graphql(base_url, SUSPENDED, {"agentId": agent_id}, headers)["suspendedRuns"]["totalCount"] == 0
+
+
+def test_a_reviewer_decides_runs_in_the_inbox_with_the_keyboard(chromium: str, tmp_path: Path) -> None:  # noqa: F811
+    with runsgate_process(tmp_path / "runsgate.log") as base_url:
+        # when a reviewer opens /inbox (authentication off: nothing to enter) and runs arrive
+        seen = _drive_inbox(chromium, base_url, "")
+
+        # then the page worked as a client of the API alone, and every decision was recorded
+        _check_page(seen, base_url)
+        _check_outcomes(seen, base_url, {}, "anonymous")
+    assert (OUTPUT / "inbox-runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_with_authentication_the_inbox_asks_once_for_a_key_and_keeps_it_for_the_tab(
+    chromium: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    keys = json.dumps([ADMIN.entry()])
+    with runsgate_process(tmp_path / "runsgate.log", RUNSGATE_AUTH="on", RUNSGATE_API_KEYS=keys) as base_url:
+        # given a page that needs no credential itself, but an API that does
+        assert httpx.get(f"{base_url}/inbox").status_code == 200
+        assert httpx.post(f"{base_url}/graphql", json={"query": "{ agents { id } }"}).status_code == 401
+
+        # when the reviewer enters an API key once and works as before
+        seen = _drive_inbox(chromium, base_url, "auth-", api_key=ADMIN.key)
+
+        # then the key stayed in this tab's sessionStorage only, and every request (the live
+        # WebSocket's included: the runs appeared live) carried it
+        assert seen["sessionStorage"] == {"runsgate-inbox-token": ADMIN.key}
+        assert seen["localStorage"] == {}
+        # (the one 401 is the page's first request, sent without a key, which made it ask for one)
+        _check_page(seen, base_url, [f"Failed to load resource: the server responded with a status of {UNAUTHORIZED}"])
+        _check_outcomes(seen, base_url, ADMIN.headers, f"key:{ADMIN.name}")

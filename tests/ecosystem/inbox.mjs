@@ -190,6 +190,34 @@ try {
   await shot('inbox-decided.png');
   await axe('after the decisions');
   out.activity = await page.locator('[role="log"] li').allInnerTexts();
+
+  // filters and cursor paging: three runs of one thread, two per page, newest first
+  out.runs.paged = [];
+  for (let i = 0; i < 3; i += 1) out.runs.paged.push(await start('refund-agent', 'Please refund order 1042', { threadId: 't-paged' }));
+  await start('refund-agent', 'Please refund order 1043', { threadId: 't-other' }).then((runId) => (out.runs.otherThread = runId));
+  await page.goto(`${baseUrl}/inbox?pageSize=2`, { waitUntil: 'load' }); // the tab keeps its key: no second prompt
+  await page.getByText('Live: new runs and decisions appear as they happen').waitFor();
+  await page.getByLabel('Agent', { exact: true }).selectOption('refund-agent');
+  await page.getByLabel('Thread', { exact: true }).focus();
+  await page.keyboard.type('t-paged');
+  await page.keyboard.press('Enter');
+  const shownRuns = () => page.locator('article h3 code').allInnerTexts();
+  const waitShown = async (expected) => {
+    await page.waitForFunction(
+      (ids) => JSON.stringify([...document.querySelectorAll('article h3 code')].map((e) => e.textContent)) === JSON.stringify(ids),
+      expected,
+    );
+    return shownRuns();
+  };
+  out.paging = { first: await waitShown([out.runs.paged[2], out.runs.paged[1]]) };
+  out.paging.headings = await page.getByRole('heading', { level: 2 }).allInnerTexts();
+  await shot('inbox-filtered-paged.png');
+  await tabTo(page.getByRole('button', { name: 'Older runs' }));
+  await page.keyboard.press('Enter');
+  out.paging.second = await waitShown([out.runs.paged[0]]);
+  await tabTo(page.getByRole('button', { name: 'Newer runs' }));
+  await page.keyboard.press('Enter');
+  out.paging.back = await waitShown([out.runs.paged[2], out.runs.paged[1]]);
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {
   process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);

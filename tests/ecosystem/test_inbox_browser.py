@@ -3,7 +3,8 @@
 ``inbox.mjs`` drives ``/usr/bin/chromium`` with playwright-core in a fresh profile, keyboard only:
 it opens ``/inbox``, starts runs through the GraphQL API and waits for them to appear live (no
 reload), approves one, declines one with a reason, and resumes the weather run through the form
-generated from its ``resumeSchema`` (submitting it empty first, for the field's error). Where the
+generated from its ``resumeSchema`` (submitting it empty first, for the field's error); then it
+filters by agent and thread and pages with the cursors, two runs per page. Where the
 server's schema has issue 18's ``editedArgs`` and ``decideToolCalls`` it also edits then approves a
 call and approves two in bulk, as the page itself shows those only then. axe-core checks the page.
 This test then checks every outcome through the API. Screenshots are left in
@@ -124,9 +125,18 @@ def _check_outcomes(seen: dict[str, Any], base_url: str, headers: dict[str, str]
             bulk, kinds = _decision(base_url, "refund-agent", run_id, headers)
             assert bulk["kind"] == "approved"
             assert kinds[-1] == "completed"
-    # and nothing waits any more
-    for agent_id in ("refund-agent", "weather-agent"):
-        assert _graphql(base_url, SUSPENDED, {"agentId": agent_id}, headers)["suspendedRuns"]["totalCount"] == 0
+    # and nothing waits any more, but the runs of the paging step
+    waiting = {"refund-agent": len(runs["paged"]) + 1, "weather-agent": 0}
+    for agent_id, count in waiting.items():
+        assert _graphql(base_url, SUSPENDED, {"agentId": agent_id}, headers)["suspendedRuns"]["totalCount"] == count
+    # the filters kept only the thread's runs, newest first, two per page, and the cursors paged
+    newest_first = runs["paged"][::-1]
+    assert seen["paging"] == {
+        "first": newest_first[:2],
+        "headings": ["Filters", "Activity", "refund-agent 3 waiting"],
+        "second": newest_first[2:],
+        "back": newest_first[:2],
+    }
 
 
 def test_a_reviewer_decides_runs_in_the_inbox_with_the_keyboard(chromium: str, tmp_path: Path) -> None:  # noqa: F811

@@ -7,7 +7,11 @@ import * as docs from './documents.js';
 import { cfworkerValidator } from './validator.js';
 import { AuthRequired, liveClient, request, storedToken, storeToken } from './api.js';
 
-const PAGE_SIZE = 10;
+/** Runs per page: `?pageSize=N` (1 to 100; the server's page-size cap still applies), else 10. */
+const PAGE_SIZE = (() => {
+  const asked = Number.parseInt(new URLSearchParams(window.location.search).get('pageSize') || '', 10);
+  return asked >= 1 && asked <= 100 ? asked : 10;
+})();
 const SOON_SECONDS = 3600;
 const EMPTY_FILTERS = { agentId: '', threadId: '', resourceId: '', fromDate: '', toDate: '', expiringSoon: false };
 
@@ -623,9 +627,12 @@ function App() {
     };
   }, [token, onAuth]);
 
+  // one socket, one subscription per agent shown (RUNSGATE_MAX_WS_OPERATIONS bounds them: filter
+  // by agent when there are more agents than that)
+  const watched = useMemo(() => (filters.agentId ? agents.filter((a) => a.id === filters.agentId) : agents), [agents, filters.agentId]);
   useEffect(() => {
-    if (phase !== 'ready' || agents.length === 0) return undefined;
-    const bumpAll = () => setRefresh((before) => Object.fromEntries(agents.map((a) => [a.id, (before[a.id] || 0) + 1])));
+    if (phase !== 'ready' || watched.length === 0) return undefined;
+    const bumpAll = () => setRefresh((before) => Object.fromEntries(watched.map((a) => [a.id, (before[a.id] || 0) + 1])));
     const client = liveClient(token, {
       onConnected: () => {
         setLive('live');
@@ -633,7 +640,7 @@ function App() {
       },
       onClosed: () => setLive('reconnecting'),
     });
-    const stops = agents.map((agent) =>
+    const stops = watched.map((agent) =>
       client.subscribe(
         { query: docs.RUN_EVENTS, variables: { agentId: agent.id } },
         {
@@ -654,7 +661,7 @@ function App() {
       stops.forEach((stop) => stop());
       client.dispose();
     };
-  }, [phase, agents, token, log]);
+  }, [phase, watched, token, log]);
 
   if (phase === 'token') {
     return (
@@ -677,7 +684,6 @@ function App() {
       </main>
     );
   }
-  const shown = filters.agentId ? agents.filter((a) => a.id === filters.agentId) : agents;
   return (
     <>
       <header>
@@ -715,7 +721,7 @@ function App() {
             </ol>
           </div>
         </section>
-        {shown.map((agent) => (
+        {watched.map((agent) => (
           <AgentListing
             key={`${agent.id}\u0000${JSON.stringify(filters)}`}
             agent={agent}

@@ -242,7 +242,7 @@ function ToolCall({ run, call, features, act, busy, selected, onSelect, message 
             <dd>{call.expiresAt ? <time dateTime={call.expiresAt}>{when(call.expiresAt)}</time> : 'none'}</dd>
           </>
         )}
-        {features.approvals && <Approvals call={call} />}
+        {features.approvals && call.requiresApproval && (call.approvalsRequired > 1 || call.approvals.length > 0) && <Approvals call={call} />}
       </dl>
       {call.requiresApproval ? (
         <ApprovalActions call={call} base={base} features={features} act={act} busy={busy} selected={selected} onSelect={onSelect} />

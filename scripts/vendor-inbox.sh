@@ -7,11 +7,12 @@
 # inbox.js and inbox.css. integrity.json records each file's SRI sha384, which server/inbox.py puts
 # in the page's `integrity` attributes (the browser checks each file) and
 # tests/server/test_inbox.py checks against the committed files. Run it again after changing the
-# sources or the pinned versions, and commit what it writes.
+# sources or the pinned versions, and commit what it writes. With a folder argument it writes
+# there instead (tests/ecosystem/test_inbox_bundle.py rebuilds into one and compares).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=scripts/inbox
-dest=server/static/inbox
+dest="${1:-server/static/inbox}"
 (cd "$src" && npm ci --no-audit --no-fund --silent)
 mkdir -p "$dest"
 rm -f "$dest"/*

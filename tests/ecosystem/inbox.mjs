@@ -3,7 +3,7 @@
 // Opens BASE_URL/inbox (signing in with API_KEY when given), starts runs through the GraphQL
 // API and waits for them to appear live, then decides them with the keyboard: approves one,
 // declines one with a reason, resumes the weather run through its generated form (an empty form
-// first, for the field error). When the server's schema has them (issue 18), it also edits and
+// first, for the field error), and sees a run decided elsewhere leave the listing. When the server's schema has them (issue 18), it also edits and
 // approves a call and approves two in bulk. axe-core checks the page twice. Prints JSON on stdout:
 // {runs, features, activity, requests, pageErrors, cspViolations, navigations, axe, resumeError, ...}
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -156,6 +156,21 @@ try {
   await page.keyboard.type('Paris');
   await page.keyboard.press('Enter');
   await activity(`Resume of ask_city on run ${out.runs.weather}: recorded`);
+
+  // a decision made elsewhere (through the API) reaches the page: the run leaves the listing
+  out.runs.elsewhere = await start('refund-agent', 'Please refund order 1042');
+  await run(out.runs.elsewhere).waitFor();
+  const waiting = await graphql(
+    'query One($runId: ID!) { suspendedRun(agentId: "refund-agent", runId: $runId) { toolCalls { toolCallId } } }',
+    { runId: out.runs.elsewhere },
+  );
+  const elsewhere = await graphql(
+    'mutation Decline($input: DeclineToolCallInput!) { declineToolCall(input: $input) { __typename } }',
+    { input: { agentId: 'refund-agent', runId: out.runs.elsewhere, toolCallId: waiting.suspendedRun.toolCalls[0].toolCallId, reason: 'decided elsewhere' } },
+  );
+  out.elsewhere = elsewhere.declineToolCall.__typename;
+  await activity(`Decision on run ${out.runs.elsewhere} by`);
+  await run(out.runs.elsewhere).waitFor({ state: 'detached' });
 
   // issue 18, once the schema has it: edit then approve, and a bulk approval
   if (out.features.editedArgs) {

@@ -3,7 +3,8 @@
 ``inbox.mjs`` drives ``/usr/bin/chromium`` with playwright-core in a fresh profile, keyboard only:
 it opens ``/inbox``, starts runs through the GraphQL API and waits for them to appear live (no
 reload), approves one, declines one with a reason, and resumes the weather run through the form
-generated from its ``resumeSchema`` (submitting it empty first, for the field's error); then it
+generated from its ``resumeSchema`` (submitting it empty first, for the field's error); it
+sees a run declined through the API (by someone else) leave the page without a reload; then it
 filters by agent and thread and pages with the cursors, two runs per page. Where the
 server's schema has issue 18's ``editedArgs`` and ``decideToolCalls`` it also edits then approves a
 call and approves two in bulk, as the page itself shows those only then. axe-core checks the page.
@@ -115,6 +116,8 @@ def _check_outcomes(seen: dict[str, Any], base_url: str, headers: dict[str, str]
     for event in events["runEvents"]:
         if event["type"] == "decision":
             assert event["by"] == by
+    elsewhere, kinds = _decision(base_url, "refund-agent", runs["elsewhere"], headers)
+    assert (seen["elsewhere"], elsewhere["reason"], kinds[-1]) == ("RunOutcome", "decided elsewhere", "completed")
     if seen["features"]["editedArgs"]:
         edited, kinds = _decision(base_url, "refund-agent", runs["edited"], headers)
         assert edited["kind"] == "approved"

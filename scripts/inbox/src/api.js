@@ -61,14 +61,18 @@ export async function request(token, query, variables = {}) {
   return body.data;
 }
 
-/** A graphql-ws client on /graphql; `onConnected` runs after each (re)connection. */
+/** The close code runsgate ends a socket with when its credential is refused or expires. */
+export const FORBIDDEN_CLOSE = 4403;
+
+/** A graphql-ws client on /graphql; `onConnected` runs after each (re)connection, `onClosed`
+ * with each close event. It reconnects after any close but FORBIDDEN_CLOSE. */
 export function liveClient(token, { onConnected, onClosed }) {
   const url = endpoint().replace(/^http/, 'ws');
   return createClient({
     url,
     lazy: false,
     retryAttempts: Infinity,
-    shouldRetry: () => true,
+    shouldRetry: (event) => !(event && event.code === FORBIDDEN_CLOSE),
     connectionParams: () => (token ? { Authorization: `Bearer ${token}` } : {}),
     on: { connected: () => onConnected && onConnected(), closed: (event) => onClosed && onClosed(event) },
   });

@@ -5,7 +5,7 @@ import { createRoot } from 'react-dom/client';
 import Form from '@rjsf/core';
 import * as docs from './documents.js';
 import { cfworkerValidator } from './validator.js';
-import { AuthRequired, liveClient, request, storedToken, storeToken } from './api.js';
+import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request, storedToken, storeToken } from './api.js';
 
 /** Runs per page: `?pageSize=N` (1 to 100; the server's page-size cap still applies), else 10. */
 const PAGE_SIZE = (() => {
@@ -638,7 +638,10 @@ function App() {
         setLive('live');
         bumpAll(); // what happened while not connected
       },
-      onClosed: () => setLive('reconnecting'),
+      onClosed: (event) => {
+        setLive('reconnecting');
+        if (event && event.code === FORBIDDEN_CLOSE) onAuth(new AuthRequired('the live connection was refused (an expired or revoked token?)', Boolean(token)));
+      },
     });
     const stops = watched.map((agent) =>
       client.subscribe(
@@ -661,7 +664,7 @@ function App() {
       stops.forEach((stop) => stop());
       client.dispose();
     };
-  }, [phase, watched, token, log]);
+  }, [phase, watched, token, log, onAuth]);
 
   if (phase === 'token') {
     return (

@@ -15,11 +15,13 @@ This test then checks every outcome through the API. Screenshots are left in
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import jwt
 import pytest
 
 from .._auth import ADMIN
@@ -173,3 +175,20 @@ def test_with_authentication_the_inbox_asks_once_for_a_key_and_keeps_it_for_the_
         # (the one 401 is the page's first request, sent without a key, which made it ask for one)
         _check_page(seen, base_url, [f"Failed to load resource: the server responded with a status of {UNAUTHORIZED}"])
         _check_outcomes(seen, base_url, ADMIN.headers, f"key:{ADMIN.name}")
+
+
+def test_when_its_token_expires_the_inbox_asks_for_a_new_one(chromium: str, tmp_path: Path) -> None:  # noqa: F811
+    # given a server that accepts JWTs, and a reviewer's token that expires in 30 seconds
+    secret = "inbox-test-secret-0123456789abcdef0123456789"
+    claims = {"sub": "alice", "scope": "runs:read runs:decide", "resources": "*", "exp": int(time.time()) + 30}
+    token = jwt.encode(claims, secret, algorithm="HS256")
+    with runsgate_process(tmp_path / "runsgate.log", RUNSGATE_AUTH="on", RUNSGATE_JWT_SECRET=secret) as base_url:
+        # when the reviewer signs in with it and keeps the page open
+        seen = run_node_json("inbox-expiry.mjs", base_url, token, env={"CHROMIUM_BIN": chromium}, timeout=120)
+
+    # then the server closes the live socket when the token expires (4403), and the page drops
+    # the token and asks for a new one rather than reconnecting with it
+    assert seen["live"] is True
+    assert "live connection was refused" in seen["message"], seen["message"]
+    assert seen["sessionStorage"] == {}
+    assert seen["pageErrors"] == []

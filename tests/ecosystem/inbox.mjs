@@ -73,7 +73,7 @@ try {
     if (frame === page.mainFrame()) out.navigations += 1;
   });
   const shot = async (name) => {
-    const path = join(outputDir, name);
+    const path = join(outputDir, `${process.env.SCREENSHOT_PREFIX || ''}${name}`);
     await page.screenshot({ path, fullPage: true });
     out.screenshots.push(path);
   };

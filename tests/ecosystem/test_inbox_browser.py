@@ -58,19 +58,16 @@ def _decision(base_url: str, agent_id: str, run_id: str, headers: dict[str, str]
 
 def _drive_inbox(chromium_bin: str, base_url: str, prefix: str, api_key: str | None = None) -> dict[str, Any]:
     OUTPUT.mkdir(exist_ok=True)
-    for old in OUTPUT.glob("inbox-*.png"):
+    for old in OUTPUT.glob(f"{prefix}inbox-*.png"):
         old.unlink()
     seen: dict[str, Any] = run_node_json(
         "inbox.mjs",
         base_url,
         str(OUTPUT),
         *([api_key] if api_key else []),
-        env={"CHROMIUM_BIN": chromium_bin},
+        env={"CHROMIUM_BIN": chromium_bin, "SCREENSHOT_PREFIX": prefix},
         timeout=300,
     )
-    for path in seen["screenshots"]:
-        renamed = Path(path).with_name(f"{prefix}{Path(path).name}")
-        Path(path).replace(renamed)
     return seen
 
 

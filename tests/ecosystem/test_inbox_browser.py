@@ -121,7 +121,9 @@ def _check_outcomes(seen: dict[str, Any], base_url: str, headers: dict[str, str]
         edited, kinds = _decision(base_url, "refund-agent", runs["edited"], headers)
         assert edited["kind"] == "approved"
         assert kinds[-1] == "completed"
-        assert edited.get("editedArgs") == {"order_id": 1042, "amount": 10.5}, edited
+        assert {"order_id": 1042, "amount": 10.5} in edited.values(), edited  # beside the original arguments
+        events = _graphql(base_url, RUN_EVENTS, {"agentId": "refund-agent", "runId": runs["edited"]}, headers)
+        assert "$10.50" in events["runEvents"][-1]["data"]["output"]  # the tool ran with the edited amount
     if seen["features"]["bulk"]:
         for run_id in runs["bulk"]:
             bulk, kinds = _decision(base_url, "refund-agent", run_id, headers)

@@ -191,3 +191,60 @@ def test_when_its_token_expires_the_inbox_asks_for_a_new_one(chromium: str, tmp_
     assert "live connection was refused" in seen["message"], seen["message"]
     assert seen["sessionStorage"] == {}
     assert seen["pageErrors"] == []
+
+
+def test_the_inbox_shows_each_typed_answer_and_the_reviewer_workflow_parts(chromium: str, tmp_path: Path) -> None:  # noqa: F811
+    """Answers today's server cannot give on demand, with the page's POST /graphql answered by
+    ``inbox-answers.mjs`` (the page, its files and its live socket are runsgate's): a schema with
+    issue 18's fields, ``InvalidToolArguments`` to an edit, a bulk result of which one item is
+    ``ToolCallAlreadyDecided`` by someone else, and ``InvalidResumeData`` from the server for data
+    the form accepted. The documents themselves are checked against the schema by
+    ``test_inbox_documents.py``; the real server's answers by the tests above."""
+    with runsgate_process(tmp_path / "runsgate.log") as base_url:
+        seen = run_node_json("inbox-answers.mjs", base_url, str(OUTPUT), env={"CHROMIUM_BIN": chromium})
+
+    # then the reviewer-workflow parts are shown: deadline, approvals so far, the expiring filter
+    shown = seen["shown"]
+    assert shown["deadline"] == "2026-12-01 23:00:00 UTC"
+    assert shown["approvals"] == "1 of 2\nkey:alice at 2026-11-30 22:01:00 UTC"
+    assert shown["expiringFilter"] == 1
+    # and an edit is checked for JSON syntax in the page, then sent as editedArgs, and the
+    # server's problems are shown under the editor
+    assert shown["syntaxProblem"].startswith("Not valid JSON")
+    assert "amount: Input should be less than or equal to 500" in shown["argumentsProblem"]
+    ids = {"agentId": "refund-agent"}
+    assert seen["sent"][0] == {
+        "operation": "InboxApprove",
+        "variables": {
+            "input": {**ids, "runId": "run-1", "toolCallId": "call-1", "editedArgs": {"order_id": 1042, "amount": 700}}
+        },
+    }
+    # and the two selected calls went in one decideToolCalls, each result reported on its own
+    assert shown["bulkHeading"] == "Bulk decision: 2 selected"
+    approve = {"kind": "APPROVED", "reason": None}
+    assert seen["sent"][1] == {
+        "operation": "InboxDecideMany",
+        "variables": {
+            "input": {
+                **ids,
+                "decisions": [
+                    {"runId": "run-1", "toolCallId": "call-1", **approve},
+                    {"runId": "run-2", "toolCallId": "call-2", **approve},
+                ],
+            }
+        },
+    }
+    activity = "\n".join(seen["activity"])
+    assert "Bulk approval of issue_refund on run run-1: recorded; the run is now SUSPENDED." in activity
+    assert (
+        "Bulk approval of issue_refund on run run-2: not recorded, the call was already declined by key:bob "
+        "at 2026-11-30 22:05:00 UTC." in activity
+    )
+    # and resume data refused by the server shows its problem under the field its path names
+    assert seen["sent"][2]["variables"]["input"]["resumeData"] == {"name": "Atlantis"}
+    assert seen["sent"][2]["variables"]["input"]["questionId"] == "q-w"
+    assert shown["resumeProblem"] == "No forecast for this city"
+    assert shown["resumeProblemField"].endswith("-data_name")
+    # with no page error, and no serious or critical axe-core violation in this state either
+    assert seen["pageErrors"] == []
+    assert [v for v in seen["axe"] if v["impact"] in ("serious", "critical")] == []

@@ -1,4 +1,4 @@
-"""The Starlette application: ``/graphql``, ``/healthz``, ``/readyz``, ``/metrics`` (docs/operations.md).
+"""The Starlette application: ``/graphql``, ``/inbox``, ``/healthz``, ``/readyz``, ``/metrics`` (docs/operations.md).
 
 The lifespan owns the resources: it opens the store named by ``RUNSGATE_STORE`` (the memory
 store, a SQLite file, or one ``AsyncMongoClient`` per process; it refuses a store holding a newer
@@ -46,6 +46,7 @@ from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
 from .config import ConfigError, Settings, load_settings
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
+from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .limits import BodySizeLimit, graphql_extensions
 from .metrics import count_webhook_attempt, metrics
 from .request_id import request_id_middleware
@@ -248,6 +249,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         WebSocketRoute("/graphql", graphql),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
+        Route("/inbox", inbox),
+        Mount(INBOX_ASSETS_PATH, StaticFiles(directory=INBOX_ASSETS_DIR)),
         *([Route("/metrics", metrics)] if settings.metrics else []),
         *([Mount(GRAPHIQL_ASSETS_PATH, StaticFiles(directory=GRAPHIQL_ASSETS_DIR))] if settings.graphiql else []),
     ]

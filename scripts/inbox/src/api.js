@@ -1,0 +1,79 @@
+// Transport: GraphQL over HTTP (POST /graphql) and graphql-transport-ws (the same path), both
+// carrying the tab's credential, if any, as runsgate expects it (server/_view.py):
+// `Authorization: Bearer <token>` on HTTP, and in the `connection_init` payload on the socket.
+import { createClient } from 'graphql-ws';
+
+const TOKEN_KEY = 'runsgate-inbox-token';
+
+/** The API key or token of this tab (sessionStorage: gone when the tab closes), or ''. */
+export function storedToken() {
+  try {
+    return window.sessionStorage.getItem(TOKEN_KEY) || '';
+  } catch {
+    return '';
+  }
+}
+
+export function storeToken(token) {
+  try {
+    if (token) window.sessionStorage.setItem(TOKEN_KEY, token);
+    else window.sessionStorage.removeItem(TOKEN_KEY);
+  } catch {
+    // storage disabled: the token lives as long as the page
+  }
+}
+
+/** The server refused the credential (or asked for one): HTTP 401. */
+export class AuthRequired extends Error {
+  constructor(message, tokenGiven) {
+    super(message);
+    this.tokenGiven = tokenGiven;
+  }
+}
+
+export class GraphQLRequestError extends Error {}
+
+function endpoint() {
+  return new URL('graphql', new URL('.', window.location.href)).href;
+}
+
+/** POST a document; resolves to `data`. Rejects with AuthRequired (401) or GraphQLRequestError. */
+export async function request(token, query, variables = {}) {
+  const headers = { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  let response;
+  try {
+    response = await fetch(endpoint(), { method: 'POST', headers, body: JSON.stringify({ query, variables }), credentials: 'omit' });
+  } catch (error) {
+    throw new GraphQLRequestError(`The server did not answer: ${error.message}`);
+  }
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    // not JSON: reported below
+  }
+  const firstError = body && body.errors && body.errors[0] && body.errors[0].message;
+  if (response.status === 401) throw new AuthRequired(firstError || 'Authentication required', Boolean(token));
+  if (!body || (body.errors && body.errors.length)) {
+    throw new GraphQLRequestError(firstError || `The server answered ${response.status}`);
+  }
+  return body.data;
+}
+
+/** The close code runsgate ends a socket with when its credential is refused or expires. */
+export const FORBIDDEN_CLOSE = 4403;
+
+/** A graphql-ws client on /graphql; `onConnected` runs after each (re)connection, `onClosed`
+ * with each close event. It reconnects after any close but FORBIDDEN_CLOSE. */
+export function liveClient(token, { onConnected, onClosed }) {
+  const url = endpoint().replace(/^http/, 'ws');
+  return createClient({
+    url,
+    lazy: false,
+    retryAttempts: Infinity,
+    shouldRetry: (event) => !(event && event.code === FORBIDDEN_CLOSE),
+    connectionParams: () => (token ? { Authorization: `Bearer ${token}` } : {}),
+    on: { connected: () => onConnected && onConnected(), closed: (event) => onClosed && onClosed(event) },
+  });
+}

@@ -1,0 +1,106 @@
+// Every GraphQL document the inbox sends, in one place. The inbox is a client of runsgate's
+// public API (schema.graphql) and nothing else.
+//
+// The reviewer-workflow fields (editedArgs, expiresAt, approvals, expiresBefore, decideToolCalls)
+// are asked for only when the server's schema offers them: FEATURES is sent once at load, and the
+// documents below are built from its answer (`features`), so the page works on a server without
+// them and shows them as soon as the server has them.
+
+/** One introspection query: which optional fields and types the server's schema has. */
+export const FEATURES = `query InboxFeatures {
+  approveInput: __type(name: "ApproveToolCallInput") { inputFields { name } }
+  toolCall: __type(name: "SuspendedToolCall") { fields { name } }
+  runFilter: __type(name: "SuspendedRunFilter") { inputFields { name } }
+  mutation: __type(name: "Mutation") { fields { name } }
+  invalidToolArguments: __type(name: "InvalidToolArguments") { name }
+}`;
+
+/** What the page may use, from FEATURES' data (null data: introspection off, nothing optional). */
+export function features(data) {
+  const names = (type, key) => new Set(((data && data[type] && data[type][key]) || []).map((f) => f.name));
+  const approve = names('approveInput', 'inputFields');
+  const call = names('toolCall', 'fields');
+  const filter = names('runFilter', 'inputFields');
+  const mutation = names('mutation', 'fields');
+  return {
+    editedArgs: approve.has('editedArgs'),
+    invalidToolArguments: Boolean(data && data.invalidToolArguments),
+    expiresAt: call.has('expiresAt'),
+    approvals: call.has('approvalsRequired') && call.has('approvals'),
+    expiresBefore: filter.has('expiresBefore'),
+    bulk: mutation.has('decideToolCalls'),
+  };
+}
+
+export const AGENTS = `query InboxAgents { agents { id name description } }`;
+
+/** The listing of one agent's suspended runs, newest first, one page (Relay cursors). */
+export function suspendedRunsQuery(f) {
+  const extra = [
+    f.expiresAt ? 'expiresAt' : '',
+    f.approvals ? 'approvalsRequired approvals { decidedBy decidedAt }' : '',
+  ].join(' ');
+  return `query InboxRuns($agentId: ID!, $filter: SuspendedRunFilter, $first: Int, $after: String, $last: Int, $before: String) {
+  suspendedRuns(agentId: $agentId, filter: $filter, first: $first, after: $after, last: $last, before: $before) {
+    totalCount
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+    nodes {
+      runId agentId threadId resourceId parentRunId createdAt suspendedAt
+      lastError { type message at }
+      toolCalls {
+        toolCallId toolName args requiresApproval suspendPayload resumeSchema questionId approvalMetadata
+        decision { kind decidedAt decidedBy reason }
+        ${extra}
+      }
+    }
+  }
+}`;
+}
+
+function decisionResult(f) {
+  const toolArgs = f.invalidToolArguments ? '... on InvalidToolArguments { toolArgumentProblems: problems { path message } }' : '';
+  return `fragment InboxDecisionResult on DecisionResult {
+  __typename
+  ... on RunOutcome { runId status error }
+  ... on UserError { code message }
+  ... on ToolCallAlreadyDecided { decision { kind decidedAt decidedBy reason } }
+  ... on InvalidResumeData { problems { path message } }
+  ... on Forbidden { requiredScope }
+  ... on WrongToolCallKind { expected }
+  ${toolArgs}
+}`;
+}
+
+export function approveMutation(f) {
+  return `mutation InboxApprove($input: ApproveToolCallInput!) {
+  approveToolCall(input: $input) { ...InboxDecisionResult }
+}
+${decisionResult(f)}`;
+}
+
+export function declineMutation(f) {
+  return `mutation InboxDecline($input: DeclineToolCallInput!) {
+  declineToolCall(input: $input) { ...InboxDecisionResult }
+}
+${decisionResult(f)}`;
+}
+
+export function resumeMutation(f) {
+  return `mutation InboxResume($input: ResumeRunInput!) {
+  resumeRun(input: $input) { ...InboxDecisionResult }
+}
+${decisionResult(f)}`;
+}
+
+/** Bulk decisions (issue 18's `decideToolCalls`); sent only when `features().bulk`. */
+export function decideManyMutation(f) {
+  return `mutation InboxDecideMany($input: DecideToolCallsInput!) {
+  decideToolCalls(input: $input) { results { ...InboxDecisionResult } }
+}
+${decisionResult(f)}`;
+}
+
+/** Live events of one agent's runs (graphql-transport-ws on /graphql). */
+export const RUN_EVENTS = `subscription InboxEvents($agentId: ID!) {
+  suspendedRunEvents(agentId: $agentId) { id type at by runId threadId resourceId data }
+}`;

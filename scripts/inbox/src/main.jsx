@@ -1,0 +1,744 @@
+// runsgate's reviewer inbox: the suspended runs the caller may see, and the decisions on them,
+// through runsgate's public GraphQL API only (documents.js). docs/inbox.md describes it.
+import React, { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { createRoot } from 'react-dom/client';
+import Form from '@rjsf/core';
+import * as docs from './documents.js';
+import { cfworkerValidator } from './validator.js';
+import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request, storedToken, storeToken } from './api.js';
+
+/** Runs per page: `?pageSize=N` (1 to 100; the server's page-size cap still applies), else 10. */
+const PAGE_SIZE = (() => {
+  const asked = Number.parseInt(new URLSearchParams(window.location.search).get('pageSize') || '', 10);
+  return asked >= 1 && asked <= 100 ? asked : 10;
+})();
+const SOON_SECONDS = 3600;
+const EMPTY_FILTERS = { agentId: '', threadId: '', resourceId: '', fromDate: '', toDate: '', expiringSoon: false };
+
+const json = (value) => JSON.stringify(value, null, 2);
+const domId = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
+const when = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '');
+
+/** One sentence for a `DecisionResult`. */
+export function describe(result, what) {
+  if (!result) return `${what}: no answer`;
+  switch (result.__typename) {
+    case 'RunOutcome':
+      return `${what}: recorded; the run is now ${result.status}${result.error ? ` (${result.error})` : ''}.`;
+    case 'ToolCallAlreadyDecided': {
+      const d = result.decision;
+      return `${what}: not recorded, the call was already ${d.kind.toLowerCase()} by ${d.decidedBy || 'someone'} at ${when(d.decidedAt)}.`;
+    }
+    case 'InvalidResumeData':
+      return `${what}: not recorded, the data does not fit the form (${result.problems.length} problem${result.problems.length === 1 ? '' : 's'}, shown next to the fields).`;
+    case 'InvalidToolArguments':
+      return `${what}: not recorded, the edited arguments are invalid: ${result.toolArgumentProblems.map((p) => `${p.path.join('.') || '(root)'}: ${p.message}`).join('; ')}`;
+    default:
+      return `${what}: not recorded, ${result.code}: ${result.message}`;
+  }
+}
+
+/** `[{path, message}]` (InvalidResumeData's problems) -> an rjsf ErrorSchema. */
+export function problemsToErrorSchema(problems) {
+  const schema = {};
+  for (const { path, message } of problems) {
+    let node = schema;
+    for (const part of path) node = node[part] = node[part] || {};
+    (node.__errors = node.__errors || []).push(message);
+  }
+  return schema;
+}
+
+function filterVariables(filters, features) {
+  const filter = {};
+  if (filters.threadId) filter.threadId = filters.threadId;
+  if (filters.resourceId) filter.resourceId = filters.resourceId;
+  if (filters.fromDate) filter.fromDate = new Date(filters.fromDate).toISOString();
+  if (filters.toDate) filter.toDate = new Date(filters.toDate).toISOString();
+  if (filters.expiringSoon && features.expiresBefore) filter.expiresBefore = new Date(Date.now() + SOON_SECONDS * 1000).toISOString();
+  return Object.keys(filter).length ? filter : null;
+}
+
+function JsonBlock({ label, value }) {
+  if (value === null || value === undefined) return null;
+  return (
+    <>
+      <dt>{label}</dt>
+      <dd>
+        <pre>{json(value)}</pre>
+      </dd>
+    </>
+  );
+}
+
+/** A JSON text field: checked for JSON syntax as typed (the API publishes no schema for tool arguments). */
+function JsonEditor({ id, label, initial, submitText, onSubmit, busy, serverProblem }) {
+  const [text, setText] = useState(initial);
+  const [problem, setProblem] = useState('');
+  const check = (value) => {
+    try {
+      const parsed = JSON.parse(value);
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return [null, 'Must be a JSON object.'];
+      return [parsed, ''];
+    } catch (error) {
+      return [null, `Not valid JSON: ${error.message}`];
+    }
+  };
+  const shown = problem || serverProblem || '';
+  return (
+    <form
+      className="json-editor"
+      noValidate
+      onSubmit={(event) => {
+        event.preventDefault();
+        const [value, error] = check(text);
+        setProblem(error);
+        if (!error) onSubmit(value);
+      }}
+    >
+      <label htmlFor={id}>{label}</label>
+      <textarea
+        id={id}
+        rows={Math.min(12, text.split('\n').length + 1)}
+        value={text}
+        spellCheck={false}
+        aria-invalid={shown ? 'true' : 'false'}
+        aria-describedby={`${id}-problem`}
+        onChange={(event) => {
+          setText(event.target.value);
+          setProblem(check(event.target.value)[1]);
+        }}
+      />
+      <p id={`${id}-problem`} className="field-error">
+        {shown}
+      </p>
+      <button type="submit" disabled={busy}>
+        {submitText}
+      </button>
+    </form>
+  );
+}
+
+function ApprovalActions({ call, base, features, act, busy, selected, onSelect }) {
+  const [editing, setEditing] = useState(false);
+  const [reason, setReason] = useState('');
+  const [argsProblem, setArgsProblem] = useState('');
+  return (
+    <div className="actions">
+      {features.bulk && (
+        <p className="select">
+          <input type="checkbox" id={`${base}-select`} checked={selected} onChange={(event) => onSelect(event.target.checked)} />
+          <label htmlFor={`${base}-select`}>Select {call.toolName} for a bulk decision</label>
+        </p>
+      )}
+      <div className="buttons">
+        <button type="button" className="approve" disabled={busy} onClick={() => act('approve', call)}>
+          Approve
+        </button>
+        {features.editedArgs && (
+          <button type="button" aria-expanded={editing} aria-controls={`${base}-edit`} onClick={() => setEditing(!editing)}>
+            Edit arguments
+          </button>
+        )}
+      </div>
+      {features.editedArgs && editing && (
+        <div id={`${base}-edit`}>
+          <JsonEditor
+            id={`${base}-args`}
+            label="Edited arguments (JSON)"
+            initial={json(call.args ?? {})}
+            submitText="Approve with edited arguments"
+            busy={busy}
+            serverProblem={argsProblem}
+            onSubmit={async (editedArgs) => {
+              const result = await act('approve', call, { editedArgs });
+              setArgsProblem(result && result.__typename === 'InvalidToolArguments' ? describe(result, 'Approval') : '');
+            }}
+          />
+        </div>
+      )}
+      <form
+        className="decline"
+        onSubmit={(event) => {
+          event.preventDefault();
+          act('decline', call, { reason: reason || null });
+        }}
+      >
+        <label htmlFor={`${base}-reason`}>Reason for declining (the model reads it)</label>
+        <input id={`${base}-reason`} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+        <button type="submit" className="decline" disabled={busy}>
+          Decline
+        </button>
+      </form>
+    </div>
+  );
+}
+
+function ResumeForm({ call, base, act, busy }) {
+  const [formData, setFormData] = useState(undefined);
+  const [extraErrors, setExtraErrors] = useState(undefined);
+  const submit = async (resumeData) => {
+    const result = await act('resume', call, { resumeData });
+    setExtraErrors(result && result.__typename === 'InvalidResumeData' ? problemsToErrorSchema(result.problems) : undefined);
+  };
+  if (!call.resumeSchema) {
+    return <JsonEditor id={`${base}-data`} label="Resume data (JSON)" initial="{}" submitText="Resume run" busy={busy} onSubmit={submit} />;
+  }
+  return (
+    <div className="resume">
+      <Form
+        schema={call.resumeSchema}
+        validator={cfworkerValidator}
+        idPrefix={`${base}-data`}
+        formData={formData}
+        onChange={(event) => setFormData(event.formData)}
+        extraErrors={extraErrors}
+        showErrorList={false}
+        noHtml5Validate
+        focusOnFirstError
+        onError={() => {}} // shown next to the fields; rjsf would also log them to the console
+        disabled={busy}
+        uiSchema={{ 'ui:submitButtonOptions': { submitText: 'Resume run' } }}
+        onSubmit={(event) => submit(event.formData)}
+      />
+    </div>
+  );
+}
+
+function Approvals({ call }) {
+  return (
+    <>
+      <dt>Approvals</dt>
+      <dd>
+        {call.approvals.length} of {call.approvalsRequired}
+        {call.approvals.length > 0 && (
+          <ul>
+            {call.approvals.map((a) => (
+              <li key={`${a.decidedBy}-${a.decidedAt}`}>
+                {a.decidedBy || 'anonymous'} at <time dateTime={a.decidedAt}>{when(a.decidedAt)}</time>
+              </li>
+            ))}
+          </ul>
+        )}
+      </dd>
+    </>
+  );
+}
+
+function ToolCall({ run, call, features, act, busy, selected, onSelect, message }) {
+  const base = domId('call', run.runId, call.toolCallId || call.questionId);
+  return (
+    <div className="call" role="group" aria-labelledby={`${base}-h`}>
+      <h4 id={`${base}-h`}>
+        {call.toolName || 'tool call'} <span className="kind">{call.requiresApproval ? 'waits for approval' : 'waits for data'}</span>
+      </h4>
+      <dl>
+        <JsonBlock label="Arguments" value={call.args} />
+        <JsonBlock label="Suspend payload" value={call.suspendPayload} />
+        <JsonBlock label="For the reviewer" value={call.approvalMetadata} />
+        {features.expiresAt && (
+          <>
+            <dt>Deadline</dt>
+            <dd>{call.expiresAt ? <time dateTime={call.expiresAt}>{when(call.expiresAt)}</time> : 'none'}</dd>
+          </>
+        )}
+        {features.approvals && call.requiresApproval && (call.approvalsRequired > 1 || call.approvals.length > 0) && <Approvals call={call} />}
+      </dl>
+      {call.requiresApproval ? (
+        <ApprovalActions call={call} base={base} features={features} act={act} busy={busy} selected={selected} onSelect={onSelect} />
+      ) : (
+        <ResumeForm call={call} base={base} act={act} busy={busy} />
+      )}
+      <p className="result" role="status">
+        {message}
+      </p>
+    </div>
+  );
+}
+
+function Run({ run, features, act, busy, selection, setSelected, messages }) {
+  const heading = domId('run', run.runId);
+  const pending = run.toolCalls.filter((call) => !call.decision);
+  const decided = run.toolCalls.filter((call) => call.decision);
+  return (
+    <article className="run" aria-labelledby={heading}>
+      <h3 id={heading}>
+        Run <code>{run.runId}</code>
+      </h3>
+      <dl className="meta">
+        <dt>Agent</dt>
+        <dd>{run.agentId}</dd>
+        {run.threadId && (
+          <>
+            <dt>Thread</dt>
+            <dd>{run.threadId}</dd>
+          </>
+        )}
+        {run.resourceId && (
+          <>
+            <dt>Resource</dt>
+            <dd>{run.resourceId}</dd>
+          </>
+        )}
+        <dt>Created</dt>
+        <dd>
+          <time dateTime={run.createdAt}>{when(run.createdAt)}</time>
+        </dd>
+        {run.lastError && (
+          <>
+            <dt>Last error</dt>
+            <dd>
+              {run.lastError.type}: {run.lastError.message}
+            </dd>
+          </>
+        )}
+      </dl>
+      {pending.map((call) => {
+        const key = `${run.runId}\u0000${call.toolCallId}`;
+        return (
+          <ToolCall
+            key={call.questionId}
+            run={run}
+            call={call}
+            features={features}
+            act={(kind, c, extra) => act(kind, run, c, extra)}
+            busy={busy}
+            selected={selection.has(key)}
+            onSelect={(on) => setSelected(key, on)}
+            message={messages[key] || ''}
+          />
+        );
+      })}
+      {decided.length > 0 && (
+        <ul className="decided" aria-label="Calls already decided in this run">
+          {decided.map((call) => (
+            <li key={call.questionId}>
+              {call.toolName}: {call.decision.kind.toLowerCase()} by {call.decision.decidedBy || 'someone'}
+              {call.decision.reason ? ` (${call.decision.reason})` : ''}
+            </li>
+          ))}
+        </ul>
+      )}
+    </article>
+  );
+}
+
+function BulkBar({ agent, count, busy, decide }) {
+  const [reason, setReason] = useState('');
+  const id = domId('bulk', agent.id);
+  return (
+    <form
+      className="bulk"
+      aria-labelledby={`${id}-h`}
+      onSubmit={(event) => {
+        event.preventDefault();
+        decide(event.nativeEvent.submitter && event.nativeEvent.submitter.value === 'DECLINED' ? 'DECLINED' : 'APPROVED', reason || null);
+      }}
+    >
+      <h3 id={`${id}-h`}>Bulk decision: {count} selected</h3>
+      <label htmlFor={`${id}-reason`}>Reason for declining the selected calls</label>
+      <input id={`${id}-reason`} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+      <button type="submit" name="kind" value="APPROVED" className="approve" disabled={busy || count === 0}>
+        Approve selected
+      </button>
+      <button type="submit" name="kind" value="DECLINED" className="decline" disabled={busy || count === 0}>
+        Decline selected
+      </button>
+    </form>
+  );
+}
+
+function AgentListing({ agent, features, filters, token, refresh, log, onAuth }) {
+  const [page, setPage] = useState({ first: PAGE_SIZE });
+  const [connection, setConnection] = useState(null);
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [selection, setSelection] = useState(() => new Map());
+  const [messages, setMessages] = useState({});
+  const query = useMemo(() => docs.suspendedRunsQuery(features), [features]);
+  const [reload, setReload] = useState(0);
+
+  useEffect(() => {
+    let current = true;
+    request(token, query, { agentId: agent.id, filter: filterVariables(filters, features), ...page })
+      .then((data) => {
+        if (!current) return;
+        setConnection(data.suspendedRuns);
+        setError('');
+        const open = new Set(data.suspendedRuns.nodes.flatMap((run) => run.toolCalls.filter((c) => !c.decision).map((c) => `${run.runId}\u0000${c.toolCallId}`)));
+        setSelection((before) => new Map([...before].filter(([key]) => open.has(key))));
+      })
+      .catch((e) => {
+        if (!current) return;
+        if (e instanceof AuthRequired) onAuth(e);
+        else setError(e.message);
+      });
+    return () => {
+      current = false;
+    };
+  }, [agent.id, query, filters, features, page, token, refresh, reload, onAuth]);
+
+  const act = useCallback(
+    async (kind, run, call, extra = {}) => {
+      const key = `${run.runId}\u0000${call.toolCallId}`;
+      const ids = { agentId: agent.id, runId: run.runId, toolCallId: call.toolCallId };
+      let document;
+      let input;
+      let what;
+      if (kind === 'approve') {
+        document = docs.approveMutation(features);
+        input = extra.editedArgs ? { ...ids, editedArgs: extra.editedArgs } : ids;
+        what = `${extra.editedArgs ? 'Approval with edited arguments' : 'Approval'} of ${call.toolName} on run ${run.runId}`;
+      } else if (kind === 'decline') {
+        document = docs.declineMutation(features);
+        input = { ...ids, reason: extra.reason };
+        what = `Decline of ${call.toolName} on run ${run.runId}`;
+      } else {
+        document = docs.resumeMutation(features);
+        input = { ...ids, questionId: call.questionId, resumeData: extra.resumeData };
+        what = `Resume of ${call.toolName} on run ${run.runId}`;
+      }
+      setBusy(true);
+      let result = null;
+      try {
+        const data = await request(token, document, { input });
+        result = Object.values(data)[0];
+        const text = describe(result, what);
+        setMessages((m) => ({ ...m, [key]: text }));
+        log(text, result.__typename === 'RunOutcome' ? 'ok' : 'problem');
+      } catch (e) {
+        if (e instanceof AuthRequired) onAuth(e);
+        else log(`${what}: failed, ${e.message}`, 'problem');
+      } finally {
+        setBusy(false);
+        if (!result || result.__typename !== 'InvalidResumeData') setReload((n) => n + 1);
+      }
+      return result;
+    },
+    [agent.id, features, token, log, onAuth],
+  );
+
+  const decide = async (kind, reason) => {
+    const items = [...selection.values()];
+    const decisions = items.map(({ runId, toolCallId }) => ({ runId, toolCallId, kind, reason: kind === 'DECLINED' ? reason : null }));
+    setBusy(true);
+    try {
+      const data = await request(token, docs.decideManyMutation(features), { input: { agentId: agent.id, decisions } });
+      data.decideToolCalls.results.forEach((result, i) => {
+        const item = items[i];
+        const what = `Bulk ${kind === 'APPROVED' ? 'approval' : 'decline'} of ${item.toolName} on run ${item.runId}`;
+        log(describe(result, what), result.__typename === 'RunOutcome' ? 'ok' : 'problem');
+      });
+      setSelection(new Map());
+    } catch (e) {
+      if (e instanceof AuthRequired) onAuth(e);
+      else log(`Bulk decision failed: ${e.message}`, 'problem');
+    } finally {
+      setBusy(false);
+      setReload((n) => n + 1);
+    }
+  };
+
+  const runs = connection ? connection.nodes : [];
+  const heading = domId('agent', agent.id);
+  const setSelected = (key, on) =>
+    setSelection((before) => {
+      const next = new Map(before);
+      if (on) {
+        const [runId, toolCallId] = key.split('\u0000');
+        const run = runs.find((r) => r.runId === runId);
+        const call = run && run.toolCalls.find((c) => c.toolCallId === toolCallId);
+        next.set(key, { runId, toolCallId, toolName: call ? call.toolName : 'call' });
+      } else next.delete(key);
+      return next;
+    });
+  return (
+    <section className="agent" aria-labelledby={heading}>
+      <h2 id={heading}>
+        {agent.name || agent.id} <span className="count">{connection ? `${connection.totalCount} waiting` : 'loading…'}</span>
+      </h2>
+      {agent.description && <p className="description">{agent.description}</p>}
+      {error && (
+        <p className="problem" role="alert">
+          {error}
+        </p>
+      )}
+      {features.bulk && runs.length > 0 && <BulkBar agent={agent} count={selection.size} busy={busy} decide={decide} />}
+      {connection && runs.length === 0 && <p>No suspended runs.</p>}
+      {runs.map((run) => (
+        <Run key={run.runId} run={run} features={features} act={act} busy={busy} selection={selection} setSelected={setSelected} messages={messages} />
+      ))}
+      {connection && (connection.pageInfo.hasNextPage || connection.pageInfo.hasPreviousPage) && (
+        <nav className="pager" aria-label={`Pages of ${agent.name || agent.id}`}>
+          <button type="button" disabled={!connection.pageInfo.hasPreviousPage} onClick={() => setPage({ last: PAGE_SIZE, before: connection.pageInfo.startCursor })}>
+            Newer runs
+          </button>
+          <button type="button" disabled={!connection.pageInfo.hasNextPage} onClick={() => setPage({ first: PAGE_SIZE, after: connection.pageInfo.endCursor })}>
+            Older runs
+          </button>
+        </nav>
+      )}
+    </section>
+  );
+}
+
+function Filters({ agents, features, filters, onApply }) {
+  const [draft, setDraft] = useState(filters);
+  const field = (name) => ({ id: `filter-${name}`, value: draft[name], onChange: (event) => setDraft({ ...draft, [name]: event.target.value }) });
+  return (
+    <form
+      className="filters"
+      aria-labelledby="filters-h"
+      onSubmit={(event) => {
+        event.preventDefault();
+        onApply(draft);
+      }}
+    >
+      <h2 id="filters-h">Filters</h2>
+      <div className="fields">
+        <p>
+          <label htmlFor="filter-agentId">Agent</label>
+          <select {...field('agentId')}>
+            <option value="">All agents</option>
+            {agents.map((agent) => (
+              <option key={agent.id} value={agent.id}>
+                {agent.name || agent.id}
+              </option>
+            ))}
+          </select>
+        </p>
+        <p>
+          <label htmlFor="filter-threadId">Thread</label>
+          <input type="text" {...field('threadId')} />
+        </p>
+        <p>
+          <label htmlFor="filter-resourceId">Resource</label>
+          <input type="text" {...field('resourceId')} />
+        </p>
+        <p>
+          <label htmlFor="filter-fromDate">Created from</label>
+          <input type="datetime-local" {...field('fromDate')} />
+        </p>
+        <p>
+          <label htmlFor="filter-toDate">Created until</label>
+          <input type="datetime-local" {...field('toDate')} />
+        </p>
+        {features.expiresBefore && (
+          <p className="check">
+            <input
+              type="checkbox"
+              id="filter-expiringSoon"
+              checked={draft.expiringSoon}
+              onChange={(event) => setDraft({ ...draft, expiringSoon: event.target.checked })}
+            />
+            <label htmlFor="filter-expiringSoon">Expiring within the hour</label>
+          </p>
+        )}
+      </div>
+      <button type="submit">Apply filters</button>
+      <button
+        type="button"
+        onClick={() => {
+          setDraft(EMPTY_FILTERS);
+          onApply(EMPTY_FILTERS);
+        }}
+      >
+        Clear
+      </button>
+    </form>
+  );
+}
+
+function TokenForm({ message, onSubmit }) {
+  const [value, setValue] = useState('');
+  return (
+    <main className="token">
+      <h1>runsgate inbox</h1>
+      <form
+        aria-labelledby="token-h"
+        onSubmit={(event) => {
+          event.preventDefault();
+          if (value.trim()) onSubmit(value.trim());
+        }}
+      >
+        <h2 id="token-h">Sign in</h2>
+        <p role="alert" className="problem">
+          {message}
+        </p>
+        <label htmlFor="token">API key or token</label>
+        <input id="token" type="password" autoComplete="off" value={value} onChange={(event) => setValue(event.target.value)} />
+        <button type="submit">Open the inbox</button>
+        <p className="hint">It is kept for this tab only (sessionStorage) and sent with every request to this server.</p>
+      </form>
+    </main>
+  );
+}
+
+function App() {
+  const [token, setToken] = useState(storedToken);
+  const [phase, setPhase] = useState('loading');
+  const [message, setMessage] = useState('');
+  const [features, setFeatures] = useState(null);
+  const [agents, setAgents] = useState([]);
+  const [filters, setFilters] = useState(EMPTY_FILTERS);
+  const [activity, setActivity] = useState([]);
+  const [live, setLive] = useState('connecting');
+  const [refresh, setRefresh] = useState({});
+  const counter = useRef(0);
+
+  const log = useCallback((text, kind = 'info') => {
+    counter.current += 1;
+    const entry = { id: counter.current, text, kind, at: new Date().toISOString() };
+    setActivity((before) => [entry, ...before].slice(0, 50));
+  }, []);
+
+  const onAuth = useCallback((error) => {
+    storeToken('');
+    setMessage(error.tokenGiven ? `The server refused this key or token: ${error.message}` : 'This server needs an API key or token.');
+    setPhase('token');
+  }, []);
+
+  useEffect(() => {
+    let current = true;
+    (async () => {
+      try {
+        let found = null;
+        try {
+          found = await request(token, docs.FEATURES);
+        } catch (e) {
+          if (e instanceof AuthRequired) throw e; // introspection off: no optional feature
+        }
+        const list = await request(token, docs.AGENTS);
+        if (!current) return;
+        setFeatures(docs.features(found));
+        setAgents(list.agents);
+        setPhase('ready');
+      } catch (e) {
+        if (!current) return;
+        if (e instanceof AuthRequired) onAuth(e);
+        else {
+          setMessage(e.message);
+          setPhase('error');
+        }
+      }
+    })();
+    return () => {
+      current = false;
+    };
+  }, [token, onAuth]);
+
+  // one socket, one subscription per agent shown (RUNSGATE_MAX_WS_OPERATIONS bounds them: filter
+  // by agent when there are more agents than that)
+  const watched = useMemo(() => (filters.agentId ? agents.filter((a) => a.id === filters.agentId) : agents), [agents, filters.agentId]);
+  useEffect(() => {
+    if (phase !== 'ready' || watched.length === 0) return undefined;
+    const bumpAll = () => setRefresh((before) => Object.fromEntries(watched.map((a) => [a.id, (before[a.id] || 0) + 1])));
+    const client = liveClient(token, {
+      onConnected: () => {
+        setLive('live');
+        bumpAll(); // what happened while not connected
+      },
+      onClosed: (event) => {
+        setLive('reconnecting');
+        if (event && event.code === FORBIDDEN_CLOSE) onAuth(new AuthRequired('the live connection was refused (an expired or revoked token?)', Boolean(token)));
+      },
+    });
+    const stops = watched.map((agent) =>
+      client.subscribe(
+        { query: docs.RUN_EVENTS, variables: { agentId: agent.id } },
+        {
+          next: ({ data }) => {
+            const event = data && data.suspendedRunEvents;
+            if (!event) return;
+            if (event.type === 'suspended') log(`New suspended run ${event.runId} (${agent.name || agent.id}).`);
+            else if (event.type === 'decision') log(`Decision on run ${event.runId} by ${event.by || 'someone'}.`);
+            else if (event.type === 'completed' || event.type === 'failed') log(`Run ${event.runId} ${event.type}.`);
+            setRefresh((before) => ({ ...before, [agent.id]: (before[agent.id] || 0) + 1 }));
+          },
+          error: (error) => log(`Live updates for ${agent.id} stopped: ${(error && error.message) || (error && error.reason) || 'closed'}`, 'problem'),
+          complete: () => {},
+        },
+      ),
+    );
+    return () => {
+      stops.forEach((stop) => stop());
+      client.dispose();
+    };
+  }, [phase, watched, token, log, onAuth]);
+
+  if (phase === 'token') {
+    return (
+      <TokenForm
+        message={message}
+        onSubmit={(value) => {
+          storeToken(value);
+          setMessage('');
+          setPhase('loading');
+          setToken(value);
+        }}
+      />
+    );
+  }
+  if (phase !== 'ready') {
+    return (
+      <main>
+        <h1>runsgate inbox</h1>
+        <p role="status">{phase === 'error' ? `The inbox could not load: ${message}` : 'Loading…'}</p>
+      </main>
+    );
+  }
+  return (
+    <>
+      <header>
+        <h1>runsgate inbox</h1>
+        <p className={`live ${live}`} role="status">
+          {live === 'live' ? 'Live: new runs and decisions appear as they happen' : 'Connecting for live updates…'}
+        </p>
+        {token && (
+          <button
+            type="button"
+            onClick={() => {
+              storeToken('');
+              setToken('');
+              setMessage('Signed out.');
+              setPhase('token');
+            }}
+          >
+            Forget my token
+          </button>
+        )}
+      </header>
+      <main>
+        <Filters agents={agents} features={features} filters={filters} onApply={setFilters} />
+        <section className="activity" aria-labelledby="activity-h">
+          <h2 id="activity-h">Activity</h2>
+          {/* focusable: it scrolls once it is long */}
+          <div className="log" role="log" aria-live="polite" aria-labelledby="activity-h" tabIndex={0}>
+            {activity.length === 0 && <p>Nothing yet.</p>}
+            <ol>
+              {activity.map((entry) => (
+                <li key={entry.id} className={entry.kind}>
+                  <time dateTime={entry.at}>{when(entry.at)}</time> {entry.text}
+                </li>
+              ))}
+            </ol>
+          </div>
+        </section>
+        {watched.map((agent) => (
+          <AgentListing
+            key={`${agent.id}\u0000${JSON.stringify(filters)}`}
+            agent={agent}
+            features={features}
+            filters={filters}
+            token={token}
+            refresh={refresh[agent.id] || 0}
+            log={log}
+            onAuth={onAuth}
+          />
+        ))}
+      </main>
+    </>
+  );
+}
+
+createRoot(document.getElementById('inbox')).render(<App />);

@@ -1,0 +1,107 @@
+"""The reviewer inbox: ``GET /inbox``, a page for the people who decide (docs/inbox.md).
+
+The page is a client of runsgate's public GraphQL API (``/graphql`` over HTTP, and its
+``graphql-transport-ws`` subscriptions): it holds nothing of its own and shows only what the API
+answers its caller. Its script and style sheet are built ahead of time by
+``scripts/vendor-inbox.sh`` into ``server/static/inbox`` (``INBOX_ASSETS_DIR``), served under
+``INBOX_ASSETS_PATH``, and named by the page with the SRI hashes of ``integrity.json``, so the
+browser checks each file; nothing is loaded from another origin and nothing is built at run time.
+
+The page is served with ``INBOX_CSP`` (``content_security_policy``): scripts, styles and
+connections from its own origin only (WebSockets to the same host), no inline script or style,
+no ``eval``. The page itself carries no data and needs no credential; the API calls it makes do.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+INBOX_ASSETS_DIR = Path(__file__).resolve().parent / "static" / "inbox"
+"""The built files (``inbox.js``, ``inbox.css``) and their hashes (``integrity.json``)."""
+INBOX_ASSETS_PATH = "/static/inbox"
+"""URL path the app serves ``INBOX_ASSETS_DIR`` under."""
+INBOX_FILES = ("inbox.css", "inbox.js")
+
+_HOST = re.compile(r"^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
+"""A ``Host`` header that may be written into the policy as is (a name or IP, and a port)."""
+
+
+@cache
+def integrity() -> dict[str, str]:
+    """``{file name: "sha384-<base64>"}`` of the built files, from ``integrity.json``.
+
+    Raises:
+        FileNotFoundError: The built files are missing (run ``scripts/vendor-inbox.sh``).
+    """
+    hashes: dict[str, str] = json.loads((INBOX_ASSETS_DIR / "integrity.json").read_text())
+    return hashes
+
+
+def content_security_policy(host: str | None) -> str:
+    """The page's Content-Security-Policy: everything from its own origin only.
+
+    ``connect-src`` names ``ws://`` and ``wss://`` of the request's host beside ``'self'`` (for
+    the subscription socket), when the ``Host`` header is a plain host and port; otherwise only
+    ``'self'`` (CSP Level 3 browsers let ``'self'`` match the same host's WebSocket too).
+    """
+    connect = "'self'"
+    if host and _HOST.match(host):
+        connect += f" ws://{host} wss://{host}"
+    return "; ".join(
+        (
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            f"connect-src {connect}",
+            "img-src 'self' data:",
+            "font-src 'self'",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        )
+    )
+
+
+def inbox_html(root_path: str = "") -> str:
+    """The page: an empty ``#inbox`` element, the style sheet and the script, with their hashes."""
+    hashes = integrity()
+    base = html.escape(f"{root_path}{INBOX_ASSETS_PATH}", quote=True)
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>runsgate inbox</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="{base}/inbox.css" integrity="{hashes["inbox.css"]}">
+<script defer src="{base}/inbox.js" integrity="{hashes["inbox.js"]}"></script>
+</head>
+<body>
+<div id="inbox"></div>
+<noscript><p>The runsgate inbox needs JavaScript; the GraphQL API at /graphql works without it.</p></noscript>
+</body>
+</html>
+"""
+
+
+async def inbox(request: Request) -> HTMLResponse:
+    """``GET /inbox``: the page, with ``content_security_policy`` and no caching of a stale page."""
+    return HTMLResponse(
+        inbox_html(request.scope.get("root_path", "")),
+        headers={
+            "content-security-policy": content_security_policy(request.headers.get("host")),
+            "x-content-type-options": "nosniff",
+            "referrer-policy": "no-referrer",
+            "cache-control": "no-cache",
+        },
+    )
+
+
+__all__ = ["INBOX_ASSETS_DIR", "INBOX_ASSETS_PATH", "content_security_policy", "inbox", "inbox_html", "integrity"]

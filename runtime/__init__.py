@@ -20,6 +20,7 @@ from .errors import (
     AgentNotFoundError,
     AmbiguousToolCallError,
     DecideThroughSupervisorError,
+    DuplicateApproverError,
     ErrorCode,
     ForbiddenError,
     IdempotencyKeyReusedError,
@@ -36,7 +37,8 @@ from .errors import (
 from .event_feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
 from .lifecycle import Caller, RunManager
 from .outcome import OutcomeStatus, RunOutcome
-from .registry import AgentRegistry, AnyAgent, load_registry
+from .policy import tool_rule_problems
+from .registry import AgentRegistry, AnyAgent, default_tool_rules, load_registry
 from .suspension import suspend
 from .sweeper import StalledRunSweeper
 
@@ -54,6 +56,7 @@ __all__ = [
     "Caller",
     "DecideThroughSupervisorError",
     "DelegationError",
+    "DuplicateApproverError",
     "ErrorCode",
     "EventFeed",
     "EventFeedClosedError",
@@ -77,9 +80,11 @@ __all__ = [
     "ToolCallNotFoundError",
     "WrongToolCallKindError",
     "can_see_run",
+    "default_tool_rules",
     "delegate",
     "load_registry",
     "missing_approval_scope",
     "sub_run_id",
     "suspend",
+    "tool_rule_problems",
 ]

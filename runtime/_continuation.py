@@ -4,6 +4,8 @@ One instance claims the run, feeds pydantic-ai the stored history plus the decis
 ``DeferredToolResults``, and renews the claim while the agent runs. Finished: the snapshot
 is deleted. Suspended again: it is rewritten with the new pending calls. Failed: the claim is
 released with ``lastError`` set and every decision kept, so ``retry`` can continue it later.
+Suspended again on calls an approval policy all approved (``runtime.policy``): it is stored
+with those decisions and continued again at once.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from pydantic_ai import ModelMessagesTypeAdapter, capture_run_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from storage import RunErrorDocument, SnapshotDocument, SnapshotStore, StoreUnavailableError
+from storage import (
+    EventDocument,
+    RunErrorDocument,
+    SnapshotDocument,
+    SnapshotStore,
+    StoreUnavailableError,
+    ToolCallDocument,
+)
 
 from ._claims import claim_expiry, renewing_claim
 from ._deferred import deferred_tool_results, results_applied, tool_call_documents
@@ -45,6 +54,10 @@ class Continuation:
     model: Model | str | None
     now: Callable[[], datetime]
     scope_of: Callable[[SnapshotDocument, str | None], RunScope]
+    suspension_events: Callable[[RunScope, list[ToolCallDocument]], tuple[EventDocument | None, list[EventDocument]]]
+    """Applies the approval policies to the calls of a run suspending again and returns its
+    ``suspended`` event (``None``: no call waits) and the policies' ``decision`` events
+    (``RunManager._suspension_events``)."""
 
     async def run(self, doc: SnapshotDocument, principal: str | None, *, takeover: bool = False) -> RunOutcome:
         """Claim and continue ``doc``'s run on behalf of ``principal``.
@@ -111,7 +124,7 @@ class Continuation:
                 return _claim_lost(scope)
             return await self.journal.completed(scope, ran.output, event=completion)
         calls = tool_call_documents(ran.requests, ran.messages, previous=claimed["toolCalls"])
-        suspension = self.journal.suspended_event(scope, calls)
+        suspension, decisions = self.suspension_events(scope, calls)
         try:
             replaced = await self.store.replace_claimed(
                 agent_id,
@@ -121,7 +134,7 @@ class Continuation:
                 history=ran.history,
                 history_id=uuid.uuid4().hex,
                 now=self.now(),
-                event=suspension,
+                event=[*([suspension] if suspension else []), *decisions],
             )
         except StoreUnavailableError:
             raise
@@ -129,6 +142,8 @@ class Continuation:
             return await self._refused(scope, exc)
         if replaced is None:
             return _claim_lost(scope)
+        if suspension is None:  # every new call was approved by a policy: continue again at once
+            return await self.run(replaced, principal)
         return await self.journal.suspended(scope, replaced, event=suspension)
 
     async def _refused(self, scope: RunScope, exc: Exception) -> RunOutcome:

@@ -19,7 +19,7 @@ as ``decidedBy`` and as the ``by`` of events, and owning idempotency keys. ``key
 API key, ``jwt:<sub>`` for a JWT (``jwt:<iss>|<sub>`` when an issuer is configured, with ``%``
 and ``|`` of the issuer percent-encoded, so the first ``|`` ends it), ``anonymous`` when
 authentication is off, and runsgate's own deciders by their plain names (``system``, the
-instance id of a sweeper, later ``expiry`` and ``policy:<rule>``). Kinds never collide: an API
+instance id of a sweeper, ``policy:<rule>`` for an automatic approval, later ``expiry``). Kinds never collide: an API
 key named ``admin`` (``key:admin``) and a JWT with ``sub: admin`` (``jwt:admin``) are different
 principals.
 """
@@ -109,25 +109,42 @@ def can_see_run(principal: Principal, resource_id: str | None) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolApprovalRule:
-    """Approving ``tool`` needs ``scope`` too, optionally only when an argument is above a limit.
+    """One per-tool rule (config ``RUNSGATE_TOOL_RULES``, docs/configuration.md "Tool rules").
+
+    Approving ``tool`` needs ``scope`` too, optionally only when an argument is above a limit;
+    and (policy) the call may be approved automatically, or need several approvers.
 
     Attributes:
         tool: The tool name (``toolName`` of the call).
-        scope: The extra scope required, e.g. ``refunds:approve``.
+        scope: The extra scope required, e.g. ``refunds:approve``; ``None``: none.
         argument: Name of a top-level argument of the call; with ``above``, the rule is
             skipped only when that argument is a number (not a boolean) at most ``above``. A
             rule that cannot be evaluated applies: the arguments are not an object, or the
             argument is missing, null, or not a number (an unexpected value never skips it).
         above: The limit for ``argument``.
+        name: The rule's name: an automatic approval is recorded as ``decidedBy``
+            ``policy:<name>``.
+        at_most: With ``argument``: ``auto_approve`` applies only when the argument is a
+            number (not a boolean) at most ``at_most``; any other value never auto-approves.
+        auto_approve: ``True``: approve a matching call automatically when ``argument`` is at
+            most ``at_most``; ``"always"``: approve every call of ``tool`` automatically.
+        approvals: Distinct principals needed to approve a matching call (two-person
+            approval); restricting, so it applies when ``above`` cannot be evaluated.
     """
 
     tool: str
-    scope: str
+    scope: str | None = None
     argument: str | None = None
     above: float | None = None
+    # policy (issue 18 parts 3 and 4): automatic approval, two-person approval
+    name: str | None = None
+    at_most: float | None = None
+    auto_approve: bool | Literal["always"] = False
+    approvals: int = 1
 
     def applies(self, tool_name: str | None, args: Any) -> bool:
-        """Whether approving a call of ``tool_name`` with ``args`` falls under this rule."""
+        """Whether approving a call of ``tool_name`` with ``args`` falls under this rule's
+        restricting effects (``scope``, ``approvals``): fail closed, see ``argument``."""
         if tool_name != self.tool:
             return False
         if self.argument is None or self.above is None:
@@ -137,13 +154,28 @@ class ToolApprovalRule:
             return True  # missing, null, not a number, or args not an object: fail closed
         return not value <= self.above  # NaN is not at most the limit
 
+    def approves(self, tool_name: str | None, args: Any) -> bool:
+        """Whether this rule approves a call of ``tool_name`` with ``args`` automatically: only
+        when it provably holds (``argument`` a number, not a boolean, at most ``at_most``; NaN,
+        a missing or non-number argument never approve)."""
+        if tool_name != self.tool or self.auto_approve is False:
+            return False
+        if self.auto_approve == "always":
+            return True
+        if self.argument is None or self.at_most is None:
+            return False
+        value = args.get(self.argument) if isinstance(args, Mapping) else None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        return value <= self.at_most
+
 
 def missing_approval_scope(
     principal: Principal, rules: Iterable[ToolApprovalRule], tool_name: str | None, args: Any
 ) -> str | None:
     """The first scope a matching rule requires that ``principal`` lacks, or ``None``."""
     for rule in rules:
-        if rule.applies(tool_name, args) and not principal.has_scope(rule.scope):
+        if rule.scope is not None and rule.applies(tool_name, args) and not principal.has_scope(rule.scope):
             return rule.scope
     return None
 

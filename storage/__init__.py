@@ -7,6 +7,7 @@ Nothing here imports Strawberry, Starlette or pydantic-ai.
 from ._query import to_bson_precision, utcnow
 from .documents import (
     SCHEMA_VERSION,
+    ApprovalDocument,
     ClaimDocument,
     DecisionDocument,
     DecisionKind,
@@ -30,12 +31,14 @@ from .protocol import (
     SnapshotStore,
     SortKey,
     StoreUnavailableError,
+    event_list,
     sort_key,
 )
 from .sqlite import SQLiteSnapshotStore
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ApprovalDocument",
     "ClaimDocument",
     "DecisionDocument",
     "DecisionKind",
@@ -58,6 +61,7 @@ __all__ = [
     "SortKey",
     "StoreUnavailableError",
     "ToolCallDocument",
+    "event_list",
     "sort_key",
     "to_bson_precision",
     "utcnow",

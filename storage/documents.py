@@ -34,6 +34,15 @@ class DecisionDocument(TypedDict):
     idempotencyKey: str | None
 
 
+class ApprovalDocument(TypedDict):
+    """One approval of a call that needs several (``ToolCallDocument.approvals``)."""
+
+    decidedBy: str | None
+    """The approving principal's identity."""
+    decidedAt: datetime
+    """UTC."""
+
+
 class ToolCallDocument(TypedDict):
     """One pending deferred tool call of a suspended run (GraphQL ``toolCalls``)."""
 
@@ -58,6 +67,12 @@ class ToolCallDocument(TypedDict):
     """True when this call was approved at an earlier decision point (absent: false)."""
     approvalMetadata: NotRequired[Any]
     """What the tool passed to ``ApprovalRequired(metadata=...)`` (approvals; absent: none)."""
+    # policy (issue 18 part 4): two-person approval
+    approvalsRequired: NotRequired[int]
+    """Distinct principals whose approval the call needs, set when it suspends (absent: 1)."""
+    approvals: NotRequired[list[ApprovalDocument]]
+    """The approvals recorded so far, in order, each principal once (absent: none); the decision
+    is recorded with the ``approvalsRequired``-th."""
 
 
 class ClaimDocument(TypedDict):
@@ -98,7 +113,7 @@ class SnapshotDocument(TypedDict):
     """Key of the stored message history (never read by listing); a new id on every rewrite."""
 
 
-EventType = Literal["started", "suspended", "decision", "resumed", "completed", "failed", "takeover"]
+EventType = Literal["started", "suspended", "decision", "resumed", "completed", "failed", "takeover", "approval"]
 
 
 class EventDocument(TypedDict):
@@ -137,6 +152,7 @@ class IdempotencyDocument(TypedDict):
 
 __all__ = [
     "SCHEMA_VERSION",
+    "ApprovalDocument",
     "ClaimDocument",
     "DecisionDocument",
     "DecisionKind",

@@ -45,6 +45,7 @@ from ._query import normalized_filter
 from ._run_lock import RunWriteLocks
 from .documents import (
     SCHEMA_VERSION,
+    ApprovalDocument,
     DecisionDocument,
     EventDocument,
     IdempotencyDocument,
@@ -52,7 +53,7 @@ from .documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
+from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError, event_list
 from .stored_json import (
     DECISION_FIELDS,
     EVENT_FIELDS,
@@ -395,14 +396,21 @@ class MongoSnapshotStore:
                 with suppress(NoFile):
                     await self._large_histories.delete(history_id)
 
-    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
+    async def insert(
+        self,
+        snapshot: SnapshotDocument,
+        history: bytes,
+        *,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> None:
+        events = event_list(event)
         if snapshot["schemaVersion"] > SCHEMA_VERSION:  # an older runsgate's next open() must refuse the store
             async with _reachable():
                 await self._raise_schema_version(snapshot["schemaVersion"])
         await self._write_history(snapshot["historyId"], snapshot["_id"], history)
         stored = encode_snapshot(snapshot)
-        if event is not None:  # recorded inside the snapshot first, then appended (_settle)
-            stored["pendingEvents"] = [encode(event, EVENT_FIELDS)]
+        if events:  # recorded inside the snapshot first, then appended (_settle)
+            stored["pendingEvents"] = [encode(one, EVENT_FIELDS) for one in events]
         try:
             async with _reachable():
                 await self._runs.insert_one(stored)
@@ -413,7 +421,7 @@ class MongoSnapshotStore:
             with suppress(Exception):
                 await self._delete_history(snapshot["historyId"])
             raise
-        if event is not None:
+        if events:
             await self._settle(stored)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
@@ -437,14 +445,17 @@ class MongoSnapshotStore:
         return _snapshot(doc)
 
     async def _update_then_append(
-        self, event: EventDocument | None, run_id: str, query: Document, update: Document
+        self, event: EventDocument | Sequence[EventDocument] | None, run_id: str, query: Document, update: Document
     ) -> SnapshotDocument | None:
-        """``_update`` with ``event`` recorded inside the snapshot (``pendingEvents``) by the same
-        single-document write, then appended to ``run_events`` (``_settle``)."""
-        if event is not None:
-            update = {**update, "$push": {"pendingEvents": encode(event, EVENT_FIELDS)}}
+        """``_update`` with ``event`` (one or several) recorded inside the snapshot
+        (``pendingEvents``) by the same single-document write, then appended to ``run_events``
+        (``_settle``)."""
+        events = event_list(event)
+        if events:
+            pushed = {"$each": [encode(one, EVENT_FIELDS) for one in events]}
+            update = {**update, "$push": {**update.get("$push", {}), "pendingEvents": pushed}}
         doc = await self._update(run_id, query, update)
-        if doc is not None and event is not None:
+        if doc is not None and events:
             await self._settle(cast(Document, doc))
         return doc
 
@@ -529,6 +540,48 @@ class MongoSnapshotStore:
             },
         )
 
+    async def record_approval(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        approval: ApprovalDocument,
+        approvals_before: int,
+        decision: DecisionDocument | None,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        path = f"toolCalls.{index}"
+        # exactly ``approvals_before`` approvals: the one at that position is missing (so is the
+        # whole list when there is none) and, unless none are expected, the one before it exists
+        count: Document = {f"{path}.approvals.{approvals_before}": {"$exists": False}}
+        if approvals_before > 0:
+            count[f"{path}.approvals.{approvals_before - 1}"] = {"$exists": True}
+        changes: Document = {"updatedAt": now}
+        if decision is not None:
+            changes[f"{path}.decision"] = encode(decision, DECISION_FIELDS)
+        return await self._update_then_append(
+            event,
+            run_id,
+            {
+                "_id": run_id,
+                "agentId": agent_id,
+                "status": "suspended",
+                f"{path}.toolCallId": tool_call_id,
+                f"{path}.questionId": question_id,  # None also matches a call without the field
+                f"{path}.decision": None,
+                **count,
+            },
+            {
+                "$set": changes,
+                "$push": {f"{path}.approvals": dict(approval)},
+                "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},
+            },
+        )
+
     async def claim(
         self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
     ) -> SnapshotDocument | None:
@@ -568,7 +621,7 @@ class MongoSnapshotStore:
         history: bytes,
         history_id: str,
         now: datetime,
-        event: EventDocument | None = None,
+        event: EventDocument | Sequence[EventDocument] | None = None,
     ) -> SnapshotDocument | None:
         changes: Document = {
             "toolCalls": [encode_tool_call(c) for c in tool_calls],
@@ -589,7 +642,7 @@ class MongoSnapshotStore:
         changes: Document,
         history: bytes,
         history_id: str,
-        event: EventDocument | None,
+        event: EventDocument | Sequence[EventDocument] | None,
     ) -> SnapshotDocument | None:
         """Set ``changes`` and point the snapshot to a new history, only while ``by`` holds the claim.
 

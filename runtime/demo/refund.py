@@ -2,8 +2,10 @@
 
 Prompt ``Please refund order 1042`` (or ``orders 1042 and 1043``): the agent looks each order
 up, then in one model turn asks to ``issue_refund`` each; every ``issue_refund`` call waits for
-an approval. Approved calls append to ``LEDGER``; declined ones never run, and the final
-answer quotes the reason the model received.
+an approval. Under the demo's default rules (``runtime.demo.TOOL_RULES``) a refund of at most
+$20 (order 1044) is approved automatically and one over $500 (order 1045) needs two approvers.
+Approved calls append to ``LEDGER``; declined ones never run, and the final answer quotes the
+reason the model received.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ ORDERS: dict[int, dict[str, Any]] = {
     1042: {"amount": 49.9, "currency": "USD", "item": "Espresso grinder"},
     1043: {"amount": 120.0, "currency": "USD", "item": "Pour-over kettle"},
     1044: {"amount": 15.5, "currency": "USD", "item": "Paper filters"},
+    1045: {"amount": 640.0, "currency": "USD", "item": "Espresso machine"},
 }
 """The fake order table ``lookup_order`` reads."""
 

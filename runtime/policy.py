@@ -2,16 +2,17 @@
 
 Both come from the per-tool rules (``runtime.access.ToolApprovalRule``, config
 ``RUNSGATE_TOOL_RULES``) and act when a run suspends (``apply_rules``), on every approval call
-the model made (a call ``delegate()`` shows on a supervisor's run was already subject to them in
-the sub-agent's own run, so it is left alone):
+the model made:
 
 - ``approvalsRequired``: the largest ``approvals`` of the rules that apply to the call (fail
   closed: a rule whose ``above`` cannot be evaluated applies), 1 without; stored on the call
-  when above 1.
+  when above 1. Also on a supervisor's call that stands for a sub-agent's (``delegated``): the
+  approvals are collected there, and the decision they make is forwarded to the sub-run.
 - automatic approval: the first rule that ``approves`` the call (its argument provably at most
   ``atMost``, or ``autoApprove: "always"``) decides it at once, ``decidedBy``
   ``policy:<name>``, unless a restricting effect (a ``scope``, or ``approvals`` above 1) of any
-  rule applies to the call: a person must then decide.
+  rule applies to the call: a person must then decide. Never on a ``delegated`` call: the
+  sub-agent's own run applied the policy already, and shows the supervisor only what waits.
 
 ``tool_rule_problems`` checks the rules against the registered agents' tools at start.
 """
@@ -74,11 +75,13 @@ def apply_rules(
     if not rules:
         return made
     for index, call in enumerate(calls):
-        if not call["requiresApproval"] or call.get("delegated") or call["decision"] is not None:
+        if not call["requiresApproval"] or call["decision"] is not None:
             continue
         required = approvals_required(rules, call["toolName"], call["args"])
         if required > 1:
             call["approvalsRequired"] = required
+            continue
+        if call.get("delegated"):
             continue
         rule = auto_approving_rule(rules, call["toolName"], call["args"])
         if rule is None:

@@ -65,7 +65,8 @@ refund_agent = Agent(
     FunctionModel(_refund_script, model_name="runsgate-demo-refund"),
     name="refund-agent",
     deps_type=type(None),
-    description="Refunds customer orders; every refund waits for a person's approval.",
+    description="Refunds customer orders; a refund waits for a person's approval (under the demo's default "
+    "rules: up to $20 approved automatically, over $500 by two people).",
     instructions=(
         "You refund customer orders. Look each order up with lookup_order, then call issue_refund "
         "once per order with its amount. If no order number is given, ask for one."

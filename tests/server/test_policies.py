@@ -24,7 +24,7 @@ from server.config import ConfigError, Settings
 from server.security_settings import ApiKeyConfig, ToolRuleConfig
 
 from .._auth import ADMIN, TestKey
-from .._graphql import REFUND, GraphQLClient, document
+from .._graphql import REFUND, SUPERVISOR, GraphQLClient, document
 from .._json_agent import JSON_ECHO
 
 ALICE = TestKey("alice", "rg_test_alice_0123456789abcdefghijklmnopqrstuvwxyz")
@@ -420,3 +420,31 @@ async def test_per_tool_scopes_still_apply_to_each_approver(store_kind: str, sql
 
         assert refused["__typename"] == "Forbidden"
         assert (await server.run(run_id))["toolCalls"][0]["approvals"] == []
+
+
+# -- through a supervisor ----------------------------------------------------------------------
+
+
+async def test_a_small_refund_through_the_supervisor_completes_at_start(demo: Server) -> None:
+    outcome = await demo.start(SUPERVISOR, "Please refund order 1044")
+
+    assert outcome["status"] == "COMPLETED", outcome
+    assert LEDGER == [{"orderId": 1044, "amount": 15.5}]
+
+
+async def test_a_large_refund_through_the_supervisor_needs_two_approvers_on_the_supervisors_call(
+    demo: Server,
+) -> None:
+    outcome = await demo.start(SUPERVISOR, "Please refund order 1045")
+    assert outcome["status"] == "SUSPENDED", outcome
+    (call,) = outcome["run"]["toolCalls"]
+    assert (call["toolName"], call["approvalsRequired"]) == ("issue_refund", 2)
+    run_id = outcome["runId"]
+
+    first = await demo.approve(ALICE, run_id, call["toolCallId"], agent_id=SUPERVISOR)
+    assert first["status"] == "SUSPENDED", first
+    assert LEDGER == []
+
+    second = await demo.approve(BOB, run_id, call["toolCallId"], agent_id=SUPERVISOR)
+    assert second["status"] == "COMPLETED", second
+    assert LEDGER == [{"orderId": 1045, "amount": 640.0}]

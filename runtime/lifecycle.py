@@ -285,6 +285,8 @@ class RunManager:
         made = apply_rules(calls, self._tool_rules, now)
         pending = any(call["decision"] is None for call in calls)
         suspension = self._journal.suspended_event(scope, calls) if pending else None
+        if suspension is not None:  # one moment: the decisions are listed after it by their later ids
+            suspension["at"] = now
         decisions = [
             self._journal.new_event(
                 scope,

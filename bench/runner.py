@@ -158,7 +158,7 @@ def round_trip_ms(client: httpx.Client, count: int) -> float:
     """Median milliseconds of ``approveToolCall`` on a fresh refund run, up to its COMPLETED answer."""
     timings = []
     for i in range(count):
-        started = _gql(client, START_REFUND, prompt=f"Please refund order {1042 + i % 3}")["startRun"]
+        started = _gql(client, START_REFUND, prompt=f"Please refund order {1042 + i % 2}")["startRun"]
         call = started["run"]["toolCalls"][0]["toolCallId"]
         begin = time.perf_counter()
         outcome = _gql(client, APPROVE, runId=started["runId"], toolCallId=call)["approveToolCall"]

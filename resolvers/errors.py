@@ -18,6 +18,7 @@ from runtime import (
     AgentNotFoundError,
     AmbiguousToolCallError,
     DecideThroughSupervisorError,
+    DuplicateApproverError,
     ErrorCode,
     ForbiddenError,
     IdempotencyKeyReusedError,
@@ -197,6 +198,14 @@ def to_user_error(error: RunsgateError) -> UserError:
                 run_id=strawberry.ID(error.run_id),
                 supervisor_run_id=strawberry.ID(error.supervisor_run_id),
             )
+        case DuplicateApproverError():
+            return DuplicateApprover(
+                code=code,
+                message=message,
+                run_id=strawberry.ID(error.run_id),
+                tool_call_id=strawberry.ID(error.tool_call_id),
+                approvals_required=error.approvals_required,
+            )
     raise TypeError(f"no GraphQL type for {type(error).__name__}")
 
 
@@ -206,6 +215,16 @@ class QueryArgumentError(GraphQLError):
     def __init__(self, message: str, *, argument: str, code: str = "BAD_USER_INPUT") -> None:
         extensions: dict[str, Any] = {"code": code, "argument": argument}
         super().__init__(message, extensions=extensions)
+
+
+@strawberry.type(
+    description="The caller already approved this call, which needs approvals by several distinct principals; "
+    "nothing was recorded."
+)
+class DuplicateApprover(UserError):
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    approvals_required: int = strawberry.field(description="Distinct principals the call needs.")
 
 
 USER_ERROR_TYPES = [
@@ -221,6 +240,7 @@ USER_ERROR_TYPES = [
     Forbidden,
     QuestionNotPending,
     DecideThroughSupervisor,
+    DuplicateApprover,
 ]
 
 

@@ -72,6 +72,23 @@ class ToolCallDecision:
         )
 
 
+@strawberry.type(description="One approval of a tool call that needs several (two-person approval).")
+class Approval:
+    decided_by: str | None = strawberry.field(description="The principal who approved.")
+    decided_at: datetime = strawberry.field(description="UTC.")
+
+
+def _approvals(doc: ToolCallDocument) -> list[Approval]:
+    """The call's approvals; a call needing one approval lists its approval decision, once made."""
+    stored = doc.get("approvals")
+    if stored:
+        return [Approval(decided_by=a["decidedBy"], decided_at=a["decidedAt"]) for a in stored]
+    decision = doc["decision"]
+    if doc.get("approvalsRequired", 1) <= 1 and decision is not None and decision["kind"] == "approved":
+        return [Approval(decided_by=decision["decidedBy"], decided_at=decision["decidedAt"])]
+    return []
+
+
 @strawberry.type(description="A tool call of a suspended run, waiting for an approval or for resume data.")
 class SuspendedToolCall:
     tool_call_id: strawberry.ID | None
@@ -94,6 +111,14 @@ class SuspendedToolCall:
         description="UTC deadline of the question, set by a tool rule's `expiresAfter`: after it the sweeper "
         'records the rule\'s fallback (`decidedBy: "expiry"`). Null without a deadline.'
     )
+    approvals_required: int = strawberry.field(
+        description="Distinct principals whose approval the call needs (a `RUNSGATE_TOOL_RULES` rule's "
+        "`approvals`); 1 for most calls. The call runs after the last one; one decline ends it."
+    )
+    approvals: list[Approval] = strawberry.field(
+        description="The approvals recorded so far, in order, one per principal (for a call needing one "
+        "approval, its approval decision once made)."
+    )
 
     @classmethod
     def from_document(cls, doc: ToolCallDocument) -> SuspendedToolCall:
@@ -111,6 +136,8 @@ class SuspendedToolCall:
                 "question_id": doc.get("questionId") or doc["toolCallId"],
                 "approval_metadata": doc.get("approvalMetadata"),
                 "expires_at": doc.get("expiresAt"),
+                "approvals_required": doc.get("approvalsRequired", 1),
+                "approvals": _approvals(doc),
             },
         )
 
@@ -128,7 +155,7 @@ class RunEvent:
         description="Time-ordered; pass it as `afterEventId` to resume a subscription after this event."
     )
     type: str = strawberry.field(
-        description="started, suspended, decision, resumed, completed, failed, takeover or expired."
+        description="started, suspended, decision, approval, resumed, completed, failed, takeover or expired."
     )
     at: datetime = strawberry.field(description="UTC.")
     by: str | None = strawberry.field(description="The principal or instance that caused it.")

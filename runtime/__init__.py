@@ -21,6 +21,7 @@ from .errors import (
     AgentNotFoundError,
     AmbiguousToolCallError,
     DecideThroughSupervisorError,
+    DuplicateApproverError,
     ErrorCode,
     ForbiddenError,
     IdempotencyKeyReusedError,
@@ -37,7 +38,8 @@ from .errors import (
 from .event_feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
 from .lifecycle import Caller, RunManager
 from .outcome import OutcomeStatus, RunOutcome
-from .registry import AgentRegistry, AnyAgent, load_registry
+from .policy import tool_rule_problems
+from .registry import AgentRegistry, AnyAgent, default_tool_rules, load_registry
 from .suspension import suspend
 from .sweeper import StalledRunSweeper
 from .webhooks import WEBHOOK_EVENTS, RetryPolicy, WebhookDispatcher, WebhookEndpoint
@@ -58,6 +60,7 @@ __all__ = [
     "Caller",
     "DecideThroughSupervisorError",
     "DelegationError",
+    "DuplicateApproverError",
     "ErrorCode",
     "EventFeed",
     "EventFeedClosedError",
@@ -84,9 +87,11 @@ __all__ = [
     "WebhookEndpoint",
     "WrongToolCallKindError",
     "can_see_run",
+    "default_tool_rules",
     "delegate",
     "load_registry",
     "missing_approval_scope",
     "sub_run_id",
     "suspend",
+    "tool_rule_problems",
 ]

@@ -4,6 +4,8 @@ One instance claims the run, feeds pydantic-ai the stored history plus the decis
 ``DeferredToolResults``, and renews the claim while the agent runs. Finished: the snapshot
 is deleted. Suspended again: it is rewritten with the new pending calls. Failed: the claim is
 released with ``lastError`` set and every decision kept, so ``retry`` can continue it later.
+Suspended again on calls an approval policy all approved (``runtime.policy``): it is stored
+with those decisions and continued again at once.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from pydantic_ai import ModelMessagesTypeAdapter, capture_run_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from storage import RunErrorDocument, SnapshotDocument, SnapshotStore, StoreUnavailableError
+from storage import (
+    EventDocument,
+    RunErrorDocument,
+    SnapshotDocument,
+    SnapshotStore,
+    StoreUnavailableError,
+    ToolCallDocument,
+)
 
 from ._claims import claim_expiry, renewing_claim
 from ._deferred import deferred_tool_results, results_applied, tool_call_documents
@@ -47,6 +56,10 @@ class Continuation:
     model: Model | str | None
     now: Callable[[], datetime]
     scope_of: Callable[[SnapshotDocument, str | None], RunScope]
+    suspension_events: Callable[[RunScope, list[ToolCallDocument]], tuple[EventDocument | None, list[EventDocument]]]
+    """Applies the approval policies to the calls of a run suspending again and returns its
+    ``suspended`` event (``None``: no call waits) and the policies' ``decision`` events
+    (``RunManager._suspension_events``)."""
     tool_rules: tuple[ToolApprovalRule, ...] = ()
     """The rules whose deadlines the calls of a run suspending again get (``set_deadlines``)."""
 
@@ -119,7 +132,7 @@ class Continuation:
         set_deadlines(
             calls, self.tool_rules, agent_id=agent_id, parent_run_id=claimed["parentRunId"], suspended_at=suspended_at
         )
-        suspension = self.journal.suspended_event(scope, calls)
+        suspension, decisions = self.suspension_events(scope, calls)
         try:
             replaced = await self.store.replace_claimed(
                 agent_id,
@@ -129,7 +142,7 @@ class Continuation:
                 history=ran.history,
                 history_id=uuid.uuid4().hex,
                 now=suspended_at,
-                event=suspension,
+                event=[*([suspension] if suspension else []), *decisions],
             )
         except StoreUnavailableError:
             raise
@@ -137,6 +150,8 @@ class Continuation:
             return await self._refused(scope, exc)
         if replaced is None:
             return _claim_lost(scope)
+        if suspension is None:  # every new call was approved by a policy: continue again at once
+            return await self.run(replaced, principal)
         return await self.journal.suspended(scope, replaced, event=suspension)
 
     async def _refused(self, scope: RunScope, exc: Exception) -> RunOutcome:

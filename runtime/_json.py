@@ -64,6 +64,8 @@ def snapshot_to_json(doc: SnapshotDocument) -> dict[str, Any]:
     for call, out in zip(doc["toolCalls"], data["toolCalls"], strict=True):
         if call["decision"] is not None:
             out["decision"] = decision_to_json(call["decision"])
+        if "approvals" in call:
+            out["approvals"] = [{**a, "decidedAt": _iso(a["decidedAt"])} for a in call["approvals"]]
     return data
 
 
@@ -77,7 +79,15 @@ def snapshot_from_json(data: dict[str, Any]) -> SnapshotDocument:
     if data.get("lastError") is not None:
         doc["lastError"] = {**data["lastError"], "at": _dt(data["lastError"]["at"])}
     doc["toolCalls"] = [
-        {**call, "decision": None if call["decision"] is None else decision_from_json(call["decision"])}
+        {
+            **call,
+            "decision": None if call["decision"] is None else decision_from_json(call["decision"]),
+            **(
+                {"approvals": [{**a, "decidedAt": _dt(a["decidedAt"])} for a in call["approvals"]]}
+                if "approvals" in call
+                else {}
+            ),
+        }
         for call in data["toolCalls"]
     ]
     return cast(SnapshotDocument, doc)

@@ -20,7 +20,8 @@ as ``decidedBy`` and as the ``by`` of events, and owning idempotency keys. ``key
 API key, ``jwt:<sub>`` for a JWT (``jwt:<iss>|<sub>`` when an issuer is configured, with ``%``
 and ``|`` of the issuer percent-encoded, so the first ``|`` ends it), ``anonymous`` when
 authentication is off, and runsgate's own deciders by their plain names (``system``, the
-instance id of a sweeper, ``expiry`` for a deadline's fallback, later ``policy:<rule>``). Kinds never collide: an API
+instance id of a sweeper, ``expiry`` for a deadline's fallback, ``policy:<rule>`` for an
+automatic approval). Kinds never collide: an API
 key named ``admin`` (``key:admin``) and a JWT with ``sub: admin`` (``jwt:admin``) are different
 principals.
 """
@@ -111,11 +112,14 @@ def can_see_run(principal: Principal, resource_id: str | None) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolApprovalRule:
-    """Approving ``tool`` needs ``scope`` too, optionally only when an argument is above a limit.
+    """One per-tool rule (config ``RUNSGATE_TOOL_RULES``, docs/configuration.md "Tool rules").
+
+    Approving ``tool`` needs ``scope`` too, optionally only when an argument is above a limit;
+    and (policy) the call may be approved automatically, or need several approvers.
 
     Attributes:
         tool: The tool name (``toolName`` of the call).
-        scope: The extra scope required, e.g. ``refunds:approve``.
+        scope: The extra scope required, e.g. ``refunds:approve``; ``None``: none.
         argument: Name of a top-level argument of the call; with ``above``, the rule is
             skipped only when that argument is a number (not a boolean) at most ``above``. A
             rule that cannot be evaluated applies: the arguments are not an object, or the
@@ -127,6 +131,14 @@ class ToolApprovalRule:
         on_expiry: ``decline`` (default), or ``approve``: approved only when the rule's
             condition provably holds (``argument`` a number above ``above``, or no condition);
             a call whose condition cannot be evaluated is declined on expiry (fail closed).
+        name: The rule's name: an automatic approval is recorded as ``decidedBy``
+            ``policy:<name>``.
+        at_most: With ``argument``: ``auto_approve`` applies only when the argument is a
+            number (not a boolean) at most ``at_most``; any other value never auto-approves.
+        auto_approve: ``True``: approve a matching call automatically when ``argument`` is at
+            most ``at_most``; ``"always"``: approve every call of ``tool`` automatically.
+        approvals: Distinct principals needed to approve a matching call (two-person
+            approval); restricting, so it applies when ``above`` cannot be evaluated.
     """
 
     tool: str
@@ -137,9 +149,15 @@ class ToolApprovalRule:
     agent_id: str | None = None
     expires_after: float | None = None
     on_expiry: ExpiryAction = "decline"
+    # policy (issue 18 parts 3 and 4): automatic approval, two-person approval
+    name: str | None = None
+    at_most: float | None = None
+    auto_approve: bool | Literal["always"] = False
+    approvals: int = 1
 
     def applies(self, tool_name: str | None, args: Any) -> bool:
-        """Whether approving a call of ``tool_name`` with ``args`` falls under this rule."""
+        """Whether approving a call of ``tool_name`` with ``args`` falls under this rule's
+        restricting effects (``scope``, ``approvals``): fail closed, see ``argument``."""
         if tool_name != self.tool:
             return False
         if self.argument is None or self.above is None:
@@ -161,6 +179,21 @@ class ToolApprovalRule:
     def covers_agent(self, agent_id: str) -> bool:
         """Whether the rule applies to runs of ``agent_id``."""
         return self.agent_id is None or self.agent_id == agent_id
+
+    def approves(self, tool_name: str | None, args: Any) -> bool:
+        """Whether this rule approves a call of ``tool_name`` with ``args`` automatically: only
+        when it provably holds (``argument`` a number, not a boolean, at most ``at_most``; NaN,
+        a missing or non-number argument never approve)."""
+        if tool_name != self.tool or self.auto_approve is False:
+            return False
+        if self.auto_approve == "always":
+            return True
+        if self.argument is None or self.at_most is None:
+            return False
+        value = args.get(self.argument) if isinstance(args, Mapping) else None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        return value <= self.at_most
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,9 @@ class ErrorCode(enum.Enum):
     """A resume names a question the run no longer waits on (a late or duplicate answer)."""
     DECIDE_THROUGH_SUPERVISOR = "DECIDE_THROUGH_SUPERVISOR"
     """A decision sent to a sub-agent's inner run, which is decided through its supervisor's run."""
+    # policy (issue 18 part 4): two-person approval
+    DUPLICATE_APPROVER = "DUPLICATE_APPROVER"
+    """The principal already approved a call that needs several distinct approvers."""
 
 
 class RunsgateError(Exception):
@@ -321,6 +324,31 @@ class DecideThroughSupervisorError(RunsgateError):
         return {"run_id": self.run_id, "supervisor_run_id": self.supervisor_run_id}
 
 
+class DuplicateApproverError(RunsgateError):
+    """The principal ``decided_by`` already approved this call, which needs ``approvals_required``
+    distinct principals (two-person approval); nothing was recorded."""
+
+    code = ErrorCode.DUPLICATE_APPROVER
+
+    def __init__(self, run_id: str, tool_call_id: str, decided_by: str | None, approvals_required: int) -> None:
+        super().__init__(
+            f"{decided_by or 'This caller'} already approved tool call {tool_call_id!r} of run {run_id!r}; it "
+            f"needs {approvals_required} approvals by distinct principals."
+        )
+        self.run_id = run_id
+        self.tool_call_id = tool_call_id
+        self.decided_by = decided_by
+        self.approvals_required = approvals_required
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "tool_call_id": self.tool_call_id,
+            "decided_by": self.decided_by,
+            "approvals_required": self.approvals_required,
+        }
+
+
 def _iso(value: datetime) -> str:
     """UTC ISO 8601 with milliseconds and ``Z``, as the ``DateTime`` scalar prints it."""
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -334,6 +362,7 @@ __all__ = [
     "AgentNotFoundError",
     "AmbiguousToolCallError",
     "DecideThroughSupervisorError",
+    "DuplicateApproverError",
     "ErrorCode",
     "ForbiddenError",
     "IdempotencyKeyReusedError",

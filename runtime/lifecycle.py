@@ -21,11 +21,14 @@ from pydantic_ai.models import Model
 from storage import (
     EXPIRY_DECIDER,
     SCHEMA_VERSION,
+    ApprovalDocument,
     DecisionDocument,
     DuplicateRunError,
+    EventDocument,
     SnapshotDocument,
     SnapshotStore,
     StoreUnavailableError,
+    ToolCallDocument,
     earliest_deadline,
     to_bson_precision,
     utcnow,
@@ -41,8 +44,9 @@ from ._journal import Journal
 from ._json import fingerprint, jsonable
 from ._scope import RunScope
 from .access import Principal, ToolApprovalRule, check_decision, check_start
-from .errors import RunNotFoundError, RunNotReadyError
+from .errors import DuplicateApproverError, RunNotFoundError, RunNotReadyError
 from .outcome import RunOutcome
+from .policy import apply_rules
 from .registry import AgentRegistry
 
 _DECISION_ATTEMPTS = 3
@@ -87,8 +91,9 @@ class RunManager:
         in_flight_wait: Seconds a request waits for a first request with the same
             idempotency key that is still running.
         tool_rules: Extra scopes a ``Principal`` needs to approve or resume calls of given
-            tools, and the deadlines of their approvals (config ``RUNSGATE_TOOL_RULES``;
-            ``runtime.access.ToolApprovalRule``).
+            tools, the deadlines of their approvals, automatic approvals and approvals by
+            several principals (config ``RUNSGATE_TOOL_RULES``; ``runtime.access.ToolApprovalRule``,
+            ``runtime.policy``).
     """
 
     def __init__(
@@ -121,6 +126,7 @@ class RunManager:
             model=model,
             now=self._now,
             scope_of=functools.partial(_scope_of, self),
+            suspension_events=self._suspension_events,
             tool_rules=self._tool_rules,
         )
 
@@ -243,6 +249,8 @@ class RunManager:
             return await self._journal.completed(scope, ran.output)
         calls = tool_call_documents(ran.requests, ran.messages)
         set_deadlines(calls, self._tool_rules, agent_id=agent_id, parent_run_id=parent_run_id, suspended_at=started)
+        suspension, decisions = self._suspension_events(scope, calls)
+        pending = sum(1 for call in calls if call["decision"] is None)
         doc: SnapshotDocument = {
             "_id": scope.run_id,
             "agentId": agent_id,
@@ -254,7 +262,7 @@ class RunManager:
             "suspendedAt": started,
             "updatedAt": started,
             "toolCalls": calls,
-            "pendingCount": len(calls),
+            "pendingCount": pending,
             "version": 1,
             "claim": None,
             "lastError": None,
@@ -264,14 +272,41 @@ class RunManager:
         deadline = earliest_deadline(calls)
         if deadline is not None:
             doc["expiresAt"] = deadline
-        event = self._journal.suspended_event(scope, calls)
         try:
-            await self._store.insert(doc, ran.history, event=event)
+            await self._store.insert(doc, ran.history, event=[*([suspension] if suspension else []), *decisions])
         except (StoreUnavailableError, DuplicateRunError):
             raise
         except Exception as exc:  # the store refused the run (e.g. over its document size): it failed
             return await self._journal.failed(scope, exc, run=None)
-        return await self._journal.suspended(scope, doc, event=event)
+        if suspension is None:  # every call was approved by a policy: continue at once
+            return await self._continuation.run(doc, scope.principal)
+        return await self._journal.suspended(scope, doc, event=suspension)
+
+    def _suspension_events(
+        self, scope: RunScope, calls: list[ToolCallDocument]
+    ) -> tuple[EventDocument | None, list[EventDocument]]:
+        """Apply the approval policies to the calls of a run that is suspending
+        (``runtime.policy.apply_rules``, in place), then build the events to write with the
+        snapshot: its ``suspended`` event (``None`` when no call is left waiting: the run is
+        continued at once) and one ``decision`` event per call a policy approved, ``by``
+        ``policy:<rule name>``."""
+        now = self._now()
+        made = apply_rules(calls, [r for r in self._tool_rules if r.covers_agent(scope.agent_id)], now)
+        pending = any(call["decision"] is None for call in calls)
+        suspension = self._journal.suspended_event(scope, calls) if pending else None
+        if suspension is not None:  # one moment: the decisions are listed after it by their later ids
+            suspension["at"] = now
+        decisions = [
+            self._journal.new_event(
+                scope,
+                "decision",
+                by=made_one.decided_by,
+                at=now,
+                data={**_decision_data(calls[made_one.index], "approved", None), "rule": made_one.rule.name},
+            )
+            for made_one in made
+        ]
+        return suspension, decisions
 
     # -- decide ----------------------------------------------------------------------------------
     async def approve(
@@ -460,30 +495,28 @@ class RunManager:
                 "resumeData": request.resume_data,
                 "idempotencyKey": request.idempotency_key,
             }
-            event = self._journal.new_event(  # written with the decision, one unit of work
-                _scope_of(self, doc, request.principal),
-                "decision",
-                by=request.principal or "anonymous",
-                at=now,
-                data={
-                    "toolCallId": call["toolCallId"],
-                    "questionId": question_id(call),
-                    "toolName": call["toolName"],
-                    "kind": request.kind,
-                    "reason": request.reason,
-                    "argsFingerprint": fingerprint(call["args"]),
-                },
-            )
-            updated = await self._store.record_decision(
-                agent_id,
-                run_id,
-                index=index,
-                tool_call_id=call["toolCallId"],
-                question_id=call.get("questionId"),
-                decision=decision,
-                now=now,
-                event=event,
-            )
+            scope = _scope_of(self, doc, request.principal)
+            required = call.get("approvalsRequired", 1)
+            if request.kind == "approved" and required > 1 and not request.through_supervisor:
+                updated = await self._record_approval(scope, doc, index, request, decision)
+            else:
+                event = self._journal.new_event(  # written with the decision, one unit of work
+                    scope,
+                    "decision",
+                    by=request.principal or "anonymous",
+                    at=now,
+                    data=_decision_data(call, request.kind, request.reason),
+                )
+                updated = await self._store.record_decision(
+                    agent_id,
+                    run_id,
+                    index=index,
+                    tool_call_id=call["toolCallId"],
+                    question_id=call.get("questionId"),
+                    decision=decision,
+                    now=now,
+                    event=event,
+                )
             if updated is not None:
                 break
         else:
@@ -491,6 +524,63 @@ class RunManager:
         if updated["pendingCount"] > 0:
             return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=updated)
         return await self._continuation.run(updated, request.principal)
+
+    async def _record_approval(
+        self,
+        scope: RunScope,
+        doc: SnapshotDocument,
+        index: int,
+        request: DecisionRequest,
+        decision: DecisionDocument,
+    ) -> SnapshotDocument | None:
+        """Record one approval of a call that needs several (two-person approval): with its
+        ``approval`` event, and, when it is the last one needed, with the decision and its event
+        too (one unit of work). ``None`` when the run changed since ``doc`` was read.
+
+        Raises:
+            DuplicateApproverError: ``request.principal`` approved this call already.
+        """
+        call = doc["toolCalls"][index]
+        required = call.get("approvalsRequired", 1)
+        approvals = call.get("approvals") or []
+        if any(approval["decidedBy"] == request.principal for approval in approvals):
+            raise DuplicateApproverError(doc["_id"], call["toolCallId"], request.principal, required)
+        approval: ApprovalDocument = {"decidedBy": request.principal, "decidedAt": decision["decidedAt"]}
+        last = len(approvals) + 1 >= required
+        approval_event = self._journal.new_event(
+            scope,
+            "approval",
+            by=request.principal or "anonymous",
+            at=decision["decidedAt"],
+            data={
+                **_decision_data(call, "approved", None),
+                "approvals": len(approvals) + 1,
+                "approvalsRequired": required,
+            },
+        )
+        events = [approval_event]
+        if last:
+            events.append(
+                self._journal.new_event(
+                    scope,
+                    "decision",
+                    by=request.principal or "anonymous",
+                    at=decision["decidedAt"],
+                    data=_decision_data(call, "approved", None),
+                )
+            )
+        return await self._store.record_approval(
+            doc["agentId"],
+            doc["_id"],
+            index=index,
+            tool_call_id=call["toolCallId"],
+            question_id=call.get("questionId"),
+            approval=approval,
+            approvals_before=len(approvals),
+            decision=decision if last else None,
+            now=decision["decidedAt"],
+            event=events,
+        )
 
     # -- continue --------------------------------------------------------------------------------
     async def retry(self, agent_id: str, run_id: str, *, principal: Caller = None) -> RunOutcome:
@@ -606,6 +696,18 @@ class RunManager:
         if updated["pendingCount"] > 0:
             return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=updated)
         return await self._continuation.run(updated, EXPIRY_DECIDER)
+
+
+def _decision_data(call: ToolCallDocument, kind: str, reason: str | None) -> dict[str, Any]:
+    """The ``data`` of a ``decision`` (or ``approval``) event on ``call``."""
+    return {
+        "toolCallId": call["toolCallId"],
+        "questionId": question_id(call),
+        "toolName": call["toolName"],
+        "kind": kind,
+        "reason": reason,
+        "argsFingerprint": fingerprint(call["args"]),
+    }
 
 
 def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None) -> RunScope:

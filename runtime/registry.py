@@ -134,9 +134,29 @@ def load_registry(import_path: str) -> AgentRegistry:
         raise ValueError(f"agent registry path {import_path!r}: {exc}") from exc
 
 
+def default_tool_rules(import_path: str) -> list[Any] | None:
+    """The default per-tool rules of the agents named by ``import_path`` (config
+    ``RUNSGATE_AGENTS``): the ``TOOL_RULES`` attribute of the registry's module (a list of rules
+    as in ``RUNSGATE_TOOL_RULES``, e.g. ``runtime.demo.TOOL_RULES``), or ``None`` when it has
+    none. Used only while ``RUNSGATE_TOOL_RULES`` is unset.
+
+    Raises:
+        ValueError: ``TOOL_RULES`` is not a list (the registry itself loads: ``load_registry``).
+    """
+    module_name = import_path.partition(":")[0]
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # load_registry reports it
+        raise ValueError(f"agent registry path {import_path!r}: cannot import {module_name!r}: {exc}") from exc
+    rules = getattr(module, "TOOL_RULES", None)
+    if rules is not None and not isinstance(rules, list):
+        raise ValueError(f"{module_name}.TOOL_RULES must be a list of tool rules, not {type(rules).__name__}")
+    return rules
+
+
 def _import_failed(import_path: str, module_name: str, exc: Exception) -> ValueError:
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())
     return ValueError(f"agent registry path {import_path!r}: importing {module_name!r} failed: {reason}")
 
 
-__all__ = ["AgentRegistry", "AnyAgent", "load_registry"]
+__all__ = ["AgentRegistry", "AnyAgent", "default_tool_rules", "load_registry"]

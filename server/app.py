@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 import orjson
+from pydantic import TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -31,7 +32,17 @@ from starlette.websockets import WebSocket
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from resolvers import Context, build_schema
-from runtime import EventFeed, RunManager, StalledRunSweeper, ToolApprovalRule, WebhookDispatcher, load_registry
+from runtime import (
+    AgentRegistry,
+    EventFeed,
+    RunManager,
+    StalledRunSweeper,
+    ToolApprovalRule,
+    WebhookDispatcher,
+    default_tool_rules,
+    load_registry,
+    tool_rule_problems,
+)
 from storage import (
     MemorySnapshotStore,
     MongoSnapshotStore,
@@ -50,7 +61,7 @@ from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .limits import BodySizeLimit, graphql_extensions
 from .metrics import count_webhook_attempt, metrics
 from .request_id import request_id_middleware
-from .security_settings import security_problems
+from .security_settings import ToolRuleConfig, security_problems
 from .tracing import start_tracing
 
 logger = logging.getLogger("runsgate")
@@ -145,6 +156,36 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
+def tool_rules(settings: Settings, agents: AgentRegistry) -> list[ToolApprovalRule]:
+    """The per-tool rules in force: ``RUNSGATE_TOOL_RULES`` when set (even to ``[]``), else the
+    agents' module's default rules (``TOOL_RULES`` beside the registry, e.g. the demo agents'),
+    else none; checked against the registered agents' tools (``runtime.tool_rule_problems``).
+
+    Raises:
+        ConfigError: A rule is invalid or names a tool or argument the agents do not have; the
+            message names ``RUNSGATE_TOOL_RULES`` (or the module whose ``TOOL_RULES`` it is).
+    """
+    configured: list[ToolRuleConfig] = settings.tool_rules
+    source = "RUNSGATE_TOOL_RULES"
+    if "tool_rules" not in settings.model_fields_set:
+        try:
+            defaults = default_tool_rules(settings.agents)
+        except ValueError as exc:
+            raise ConfigError(f"invalid configuration: RUNSGATE_AGENTS: {exc}") from None
+        if defaults is not None:
+            source = f"RUNSGATE_TOOL_RULES (unset: the default rules {settings.agents.partition(':')[0]}.TOOL_RULES)"
+            try:
+                configured = TypeAdapter(list[ToolRuleConfig]).validate_python(defaults)
+            except ValidationError as exc:
+                wrong = "; ".join(f"rule {e['loc'][0] if e['loc'] else '?'}: {e['msg']}" for e in exc.errors())
+                raise ConfigError(f"invalid configuration: {source}: {wrong}") from None
+    rules = [ToolApprovalRule(**rule.model_dump()) for rule in configured]
+    problems = tool_rule_problems(rules, agents)
+    if problems:
+        raise ConfigError(f"invalid configuration: {source}: " + "; ".join(problems))
+    return rules
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     """Build the app. Settings come from the environment unless given.
 
@@ -160,6 +201,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         agents = load_registry(settings.agents)
+        rules = tool_rules(settings, agents)  # refused before the store is opened
         store = make_store(settings)
         try:
             await store.open()
@@ -177,7 +219,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             instance_id=settings.instance_id,
             claim_ttl=settings.claim_ttl,
             model=settings.model,
-            tool_rules=[ToolApprovalRule(**rule.model_dump()) for rule in settings.tool_rules],
+            tool_rules=rules,
         )
         app.state.events = EventFeed(
             store, poll_interval=settings.subscription_poll_interval, lookback=settings.subscription_lookback

@@ -95,11 +95,17 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
     from runtime.registry import load_registry
 
     try:  # before uvicorn, whose failed lifespan would log a traceback and exit with status 3
-        load_registry(settings.agents)
+        agents = load_registry(settings.agents)
     except ValueError as exc:
         print(f"runsgate: invalid configuration: RUNSGATE_AGENTS: {exc}{_extra_hint(exc)}", file=sys.stderr)
         return 2
-    from .app import create_app, store_problem
+    from .app import create_app, store_problem, tool_rules
+
+    try:
+        tool_rules(settings, agents)
+    except ConfigError as exc:
+        print(f"runsgate: {exc}", file=sys.stderr)
+        return 2
 
     problem = store_problem(settings)
     if problem:  # exit status 3, as uvicorn's when a lifespan cannot start (a MongoDB store's case)

@@ -30,8 +30,9 @@ class ApiKeyConfig(BaseModel):
 
 
 class ToolRuleConfig(BaseModel):
-    """One rule of ``RUNSGATE_TOOL_RULES``: approving ``tool`` needs ``scope`` too; a call of it
-    waits at most ``expiresAfter`` seconds (docs/configuration.md "Tool rules")."""
+    """One rule of ``RUNSGATE_TOOL_RULES`` (docs/configuration.md "Tool rules"): approving
+    ``tool`` needs ``scope`` too; a call of it waits at most ``expiresAfter`` seconds; it is
+    approved automatically, or needs several approvers."""
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -54,13 +55,44 @@ class ToolRuleConfig(BaseModel):
             raise ValueError(f"rule for tool {self.tool!r}: onExpiry needs expiresAfter (seconds, > 0)")
         return self
 
+    # policy (issue 18 parts 3 and 4): automatic approval, two-person approval
+    name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")] | None = None
+    """The rule's name; an automatic approval is recorded as ``decidedBy`` ``policy:<name>``."""
+    at_most: float | None = Field(default=None, alias="atMost")
+    """With ``argument`` and ``autoApprove: true``: approve automatically when it is at most this."""
+    auto_approve: bool | Literal["always"] = Field(default=False, alias="autoApprove")
+    """``true``: approve automatically when ``argument`` is provably at most ``atMost``;
+    ``"always"``: every call of ``tool``."""
+    approvals: Annotated[int, Field(ge=1, le=100)] = 1
+    """Distinct principals needed to approve a matching call (fail closed, as ``scope``)."""
+
+    @model_validator(mode="after")
+    def _policy(self) -> ToolRuleConfig:
+        if self.auto_approve is not False and self.name is None:
+            raise ValueError(f"the autoApprove rule for {self.tool!r} needs a name (recorded as 'policy:<name>')")
+        if self.auto_approve is True and (self.argument is None or self.at_most is None):
+            raise ValueError(
+                f"the autoApprove rule {self.name!r} needs a condition (argument and atMost), or "
+                '"autoApprove": "always" to approve every call of the tool'
+            )
+        if self.auto_approve == "always" and self.at_most is not None:
+            raise ValueError(f'the rule {self.name!r} has "autoApprove": "always" and an atMost; give one')
+        if self.at_most is not None and self.auto_approve is False:
+            raise ValueError(f"the rule for {self.tool!r} has atMost without autoApprove (atMost limits it)")
+        if self.auto_approve is not False and self.approvals > 1:
+            raise ValueError(f"the rule {self.name!r} both approves automatically and needs {self.approvals} approvals")
+        return self
+
     @model_validator(mode="after")
     def _has_an_effect(self) -> ToolRuleConfig:
-        # Keys that only name or condition a rule; any other key given is an effect (scope,
+        # Checked after the other validators, whose messages are more precise. Keys that only
+        # name or condition a rule; any other key given is an effect (scope,
         # expiresAfter, and the effects other rule features add).
         conditions = {"tool", "name", "agent_id", "argument", "above", "at_most", "on_expiry"}
         if not self.model_fields_set - conditions:
-            raise ValueError(f"rule for tool {self.tool!r} has no effect: give it a scope or expiresAfter")
+            raise ValueError(
+                f"rule for tool {self.tool!r} has no effect: give it a scope, expiresAfter, autoApprove or approvals"
+            )
         return self
 
 
@@ -84,7 +116,9 @@ class SecuritySettings(BaseSettings):
     jwt_resources_claim: str = "resources"
     """Claim listing the ``resourceId``s of a JWT's subject (a list, or ``"*"``); absent: none."""
     tool_rules: list[ToolRuleConfig] = Field(default_factory=list)
-    """JSON list of ``{tool, scope?, argument?, above?, agentId?, expiresAfter?, onExpiry?}`` (``ToolRuleConfig``)."""
+    """JSON list of ``{tool, scope?, argument?, above?, agentId?, expiresAfter?, onExpiry?, name?, atMost?,
+    autoApprove?, approvals?}`` (``ToolRuleConfig``); unset: the default rules of the agents' module
+    (``TOOL_RULES`` beside the registry), if it has any."""
     introspection: bool = True
     """Answer introspection queries (GraphiQL needs them)."""
     max_query_depth: Annotated[int, Field(ge=1, le=100)] = 10

@@ -27,7 +27,7 @@ from storage import MemorySnapshotStore, SnapshotDocument, SnapshotStore, ToolCa
 TEMPLATE_PROMPTS: dict[str, list[str]] = {
     "refund-agent": [
         "Please refund order 1042",
-        "Please refund orders 1043 and 1044",
+        "Please refund orders 1042 and 1043",
         "Refund order 5512, the parcel never arrived",
         "I want my money back for order 7781",
     ],

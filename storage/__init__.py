@@ -8,6 +8,7 @@ from ._query import to_bson_precision, utcnow
 from .documents import (
     EXPIRY_DECIDER,
     SCHEMA_VERSION,
+    ApprovalDocument,
     ClaimDocument,
     DecisionDocument,
     DecisionKind,
@@ -36,6 +37,7 @@ from .protocol import (
     SortKey,
     StoreUnavailableError,
     WebhookDeliveries,
+    event_list,
     sort_key,
 )
 from .sqlite import SQLiteSnapshotStore
@@ -43,6 +45,7 @@ from .sqlite import SQLiteSnapshotStore
 __all__ = [
     "EXPIRY_DECIDER",
     "SCHEMA_VERSION",
+    "ApprovalDocument",
     "ClaimDocument",
     "DecisionDocument",
     "DecisionKind",
@@ -70,6 +73,7 @@ __all__ = [
     "WebhookDeliveryDocument",
     "WebhookDeliveryStatus",
     "earliest_deadline",
+    "event_list",
     "sort_key",
     "to_bson_precision",
     "utcnow",

@@ -40,6 +40,15 @@ class DecisionDocument(TypedDict):
     idempotencyKey: str | None
 
 
+class ApprovalDocument(TypedDict):
+    """One approval of a call that needs several (``ToolCallDocument.approvals``)."""
+
+    decidedBy: str | None
+    """The approving principal's identity."""
+    decidedAt: datetime
+    """UTC."""
+
+
 class ToolCallDocument(TypedDict):
     """One pending deferred tool call of a suspended run (GraphQL ``toolCalls``)."""
 
@@ -70,6 +79,12 @@ class ToolCallDocument(TypedDict):
     ``expiresAfter``); absent: no deadline. The sweeper applies ``onExpiry`` after it."""
     onExpiry: NotRequired[ExpiryAction]
     """What the sweeper records after ``expiresAt`` (absent: ``decline``)."""
+    # policy (issue 18 part 4): two-person approval
+    approvalsRequired: NotRequired[int]
+    """Distinct principals whose approval the call needs, set when it suspends (absent: 1)."""
+    approvals: NotRequired[list[ApprovalDocument]]
+    """The approvals recorded so far, in order, each principal once (absent: none); the decision
+    is recorded with the ``approvalsRequired``-th."""
 
 
 class ClaimDocument(TypedDict):
@@ -122,7 +137,9 @@ def earliest_deadline(calls: list[ToolCallDocument]) -> datetime | None:
     return min(deadlines, default=None)
 
 
-EventType = Literal["started", "suspended", "decision", "resumed", "completed", "failed", "takeover", "expired"]
+EventType = Literal[
+    "started", "suspended", "decision", "resumed", "completed", "failed", "takeover", "expired", "approval"
+]
 
 
 class EventDocument(TypedDict):
@@ -208,6 +225,7 @@ class WebhookDeliveryDocument(TypedDict):
 __all__ = [
     "EXPIRY_DECIDER",
     "SCHEMA_VERSION",
+    "ApprovalDocument",
     "ClaimDocument",
     "DecisionDocument",
     "DecisionKind",

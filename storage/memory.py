@@ -25,6 +25,7 @@ from ._listing_index import ListingIndex, expiring_page
 from ._query import normalized_filter
 from .documents import (
     SCHEMA_VERSION,
+    ApprovalDocument,
     DecisionDocument,
     EventDocument,
     IdempotencyDocument,
@@ -35,7 +36,7 @@ from .documents import (
     WebhookDeliveryStatus,
     earliest_deadline,
 )
-from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey
+from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, event_list
 
 _T = TypeVar("_T")
 _IMMUTABLE = (str, int, float, bool, bytes, datetime, type(None))
@@ -174,7 +175,13 @@ class MemorySnapshotStore:
         return self._histories.get(doc["historyId"]) if doc is not None else None
 
     # -- writing -------------------------------------------------------------------------------
-    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
+    async def insert(
+        self,
+        snapshot: SnapshotDocument,
+        history: bytes,
+        *,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> None:
         await self.insert_many([(snapshot, history)])
         self._append(event)  # insert_many never awaits: the same step of the event loop
 
@@ -241,6 +248,37 @@ class MemorySnapshotStore:
         self._append(event)
         return _copy(doc)
 
+    async def record_approval(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        approval: ApprovalDocument,
+        approvals_before: int,
+        decision: DecisionDocument | None,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        doc = self._owned(agent_id, run_id)
+        if doc is None or doc["status"] != "suspended" or not 0 <= index < len(doc["toolCalls"]):
+            return None
+        call = doc["toolCalls"][index]
+        if call["toolCallId"] != tool_call_id or call.get("questionId") != question_id or call["decision"] is not None:
+            return None
+        if len(call.get("approvals") or []) != approvals_before:
+            return None
+        call["approvals"] = [*(call.get("approvals") or []), _copy(approval)]
+        if decision is not None:
+            call["decision"] = _copy(decision)
+            doc["pendingCount"] -= 1
+            self._set_deadline(doc)
+        self._touch(doc, now)
+        self._append(event)
+        return _copy(doc)
+
     async def claim(
         self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
     ) -> SnapshotDocument | None:
@@ -279,7 +317,7 @@ class MemorySnapshotStore:
         history: bytes,
         history_id: str,
         now: datetime,
-        event: EventDocument | None = None,
+        event: EventDocument | Sequence[EventDocument] | None = None,
     ) -> SnapshotDocument | None:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
@@ -395,17 +433,16 @@ class MemorySnapshotStore:
     async def append_event(self, event: EventDocument) -> None:
         self._append(event)
 
-    def _append(self, event: EventDocument | None) -> None:
-        """Append ``event`` (nothing for ``None``) without awaiting: after a state change, in the
-        same step of the event loop, so the two form one unit of work."""
-        if event is None:
-            return
-        stored = _copy(event)
-        self._events.setdefault((event["agentId"], event["runId"]), []).append(stored)
-        by_agent = self._agent_events.get(event["agentId"])
-        if by_agent is None:
-            by_agent = self._agent_events[event["agentId"]] = SortedKeyList(key=_event_id)
-        by_agent.add(stored)
+    def _append(self, event: EventDocument | Sequence[EventDocument] | None) -> None:
+        """Append ``event`` (one, several in order, or nothing for ``None``) without awaiting:
+        after a state change, in the same step of the event loop, so the two form one unit of work."""
+        for one in event_list(event):
+            stored = _copy(one)
+            self._events.setdefault((one["agentId"], one["runId"]), []).append(stored)
+            by_agent = self._agent_events.get(one["agentId"])
+            if by_agent is None:
+                by_agent = self._agent_events[one["agentId"]] = SortedKeyList(key=_event_id)
+            by_agent.add(stored)
 
     async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
         """Nothing is ever pending: a change and its event are written at once."""

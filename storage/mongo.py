@@ -48,6 +48,7 @@ from ._query import normalized_filter
 from ._run_lock import RunWriteLocks
 from .documents import (
     SCHEMA_VERSION,
+    ApprovalDocument,
     DecisionDocument,
     EventDocument,
     IdempotencyDocument,
@@ -58,7 +59,7 @@ from .documents import (
     WebhookDeliveryStatus,
     earliest_deadline,
 )
-from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
+from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError, event_list
 from .stored_json import (
     DECISION_FIELDS,
     EVENT_FIELDS,
@@ -206,6 +207,17 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
     if f.expires_before is not None:
         query["expiresAt"] = {"$lt": f.expires_before}  # null (no deadline) never matches
     return query
+
+
+def _deadline_once_decided(index: int) -> Callable[[Document], Document]:
+    """The ``derive`` of a write deciding call ``index``: the run's ``expiresAt`` becomes the
+    earliest deadline of its other pending calls (``None``: none has one)."""
+
+    def derive(current: Document) -> Document:
+        pending = [c for i, c in enumerate(current["toolCalls"]) if i != index and c.get("decision") is None]
+        return {"expiresAt": min((c["expiresAt"] for c in pending if c.get("expiresAt")), default=None)}
+
+    return derive
 
 
 class MongoSnapshotStore:
@@ -428,15 +440,22 @@ class MongoSnapshotStore:
                 with suppress(NoFile):
                     await self._large_histories.delete(history_id)
 
-    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
+    async def insert(
+        self,
+        snapshot: SnapshotDocument,
+        history: bytes,
+        *,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> None:
+        events = event_list(event)
         if snapshot["schemaVersion"] > SCHEMA_VERSION:  # an older runsgate's next open() must refuse the store
             async with _reachable():
                 await self._raise_schema_version(snapshot["schemaVersion"])
         await self._write_history(snapshot["historyId"], snapshot["_id"], history)
         stored = encode_snapshot(snapshot)
         stored["expiresAt"] = earliest_deadline(snapshot["toolCalls"])
-        if event is not None:  # recorded inside the snapshot first, then appended (_settle)
-            stored["pendingEvents"] = [encode(event, EVENT_FIELDS)]
+        if events:  # recorded inside the snapshot first, then appended (_settle)
+            stored["pendingEvents"] = [encode(one, EVENT_FIELDS) for one in events]
         try:
             async with _reachable():
                 await self._runs.insert_one(stored)
@@ -447,7 +466,7 @@ class MongoSnapshotStore:
             with suppress(Exception):
                 await self._delete_history(snapshot["historyId"])
             raise
-        if event is not None:
+        if events:
             await self._settle(stored)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
@@ -491,19 +510,20 @@ class MongoSnapshotStore:
 
     async def _update_then_append(
         self,
-        event: EventDocument | None,
+        event: EventDocument | Sequence[EventDocument] | None,
         run_id: str,
         query: Document,
         update: Document,
         derive: Callable[[Document], Document] | None = None,
         preceding_events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
-        """``_update`` with ``event`` (after ``preceding_events``) recorded inside the snapshot
-        (``pendingEvents``) by the same single-document write, then appended to ``run_events``
-        (``_settle``)."""
-        events = [*preceding_events, *([event] if event is not None else [])]
+        """``_update`` with ``event`` (one or several, after ``preceding_events``) recorded inside
+        the snapshot (``pendingEvents``) by the same single-document write, then appended to
+        ``run_events`` (``_settle``)."""
+        events = [*preceding_events, *event_list(event)]
         if events:
-            update = {**update, "$push": {"pendingEvents": {"$each": [encode(e, EVENT_FIELDS) for e in events]}}}
+            pushed = {"$each": [encode(one, EVENT_FIELDS) for one in events]}
+            update = {**update, "$push": {**update.get("$push", {}), "pendingEvents": pushed}}
         doc = await self._update(run_id, query, update, derive)
         if doc is not None and events:
             await self._settle(cast(Document, doc))
@@ -574,12 +594,6 @@ class MongoSnapshotStore:
         preceding_events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
         path = f"toolCalls.{index}"
-
-        def deadline_after(current: Document) -> Document:
-            calls = current["toolCalls"]
-            pending = [c for i, c in enumerate(calls) if i != index and c.get("decision") is None]
-            return {"expiresAt": min((c["expiresAt"] for c in pending if c.get("expiresAt")), default=None)}
-
         return await self._update_then_append(
             event,
             run_id,
@@ -595,8 +609,51 @@ class MongoSnapshotStore:
                 "$set": {f"{path}.decision": encode(decision, DECISION_FIELDS), "updatedAt": now},
                 "$inc": {"pendingCount": -1, "version": 1},
             },
-            deadline_after,
+            _deadline_once_decided(index),
             preceding_events,
+        )
+
+    async def record_approval(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        approval: ApprovalDocument,
+        approvals_before: int,
+        decision: DecisionDocument | None,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        path = f"toolCalls.{index}"
+        # exactly ``approvals_before`` approvals: the one at that position is missing (so is the
+        # whole list when there is none) and, unless none are expected, the one before it exists
+        count: Document = {f"{path}.approvals.{approvals_before}": {"$exists": False}}
+        if approvals_before > 0:
+            count[f"{path}.approvals.{approvals_before - 1}"] = {"$exists": True}
+        changes: Document = {"updatedAt": now}
+        if decision is not None:
+            changes[f"{path}.decision"] = encode(decision, DECISION_FIELDS)
+        return await self._update_then_append(
+            event,
+            run_id,
+            {
+                "_id": run_id,
+                "agentId": agent_id,
+                "status": "suspended",
+                f"{path}.toolCallId": tool_call_id,
+                f"{path}.questionId": question_id,  # None also matches a call without the field
+                f"{path}.decision": None,
+                **count,
+            },
+            {
+                "$set": changes,
+                "$push": {f"{path}.approvals": dict(approval)},
+                "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},
+            },
+            None if decision is None else _deadline_once_decided(index),
         )
 
     async def claim(
@@ -638,7 +695,7 @@ class MongoSnapshotStore:
         history: bytes,
         history_id: str,
         now: datetime,
-        event: EventDocument | None = None,
+        event: EventDocument | Sequence[EventDocument] | None = None,
     ) -> SnapshotDocument | None:
         changes: Document = {
             "toolCalls": [encode_tool_call(c) for c in tool_calls],
@@ -660,7 +717,7 @@ class MongoSnapshotStore:
         changes: Document,
         history: bytes,
         history_id: str,
-        event: EventDocument | None,
+        event: EventDocument | Sequence[EventDocument] | None,
     ) -> SnapshotDocument | None:
         """Set ``changes`` and point the snapshot to a new history, only while ``by`` holds the claim.
 

@@ -12,7 +12,8 @@ The store is split by aggregate, so each part of the runtime depends only on wha
   implementing it, so the parts share one connection and one unit of work.
 
 One unit of work: a write that changes a run takes the event that records the change
-(``event=``), and the store writes the two together, so a crash can never keep one without the
+(``event=``; a list where one write records several, e.g. a suspension with the decisions an
+approval policy made on it), and the store writes them together, so a crash can never keep one without the
 other: in the same transaction on SQLite, in the same step of the event loop in memory. On
 MongoDB-wire servers (no multi-document transactions on FerretDB)
 the event is recorded inside the snapshot's own update first, then appended to the log, and the
@@ -32,6 +33,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .documents import (
+    ApprovalDocument,
     DecisionDocument,
     EventDocument,
     IdempotencyDocument,
@@ -98,6 +100,15 @@ class NewerSchemaError(Exception):
         self.known = known
 
 
+def event_list(event: EventDocument | Sequence[EventDocument] | None) -> list[EventDocument]:
+    """A write's ``event=`` (one event, several written in order, or none) as a list."""
+    if event is None:
+        return []
+    if isinstance(event, dict):
+        return [event]
+    return list(event)
+
+
 class RunStore(Protocol):
     """Suspended runs (snapshots) and their message histories: reads and conditional writes by key.
 
@@ -142,9 +153,16 @@ class RunStore(Protocol):
         """The run's message history (pydantic-ai JSON bytes), or ``None`` if the run is gone."""
 
     # -- writing -----------------------------------------------------------------------------
-    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
-        """Store a new suspended run, and ``event`` (its ``suspended`` event) with it as one unit
-        of work (module docstring). Raises ``DuplicateRunError`` (nothing written)."""
+    async def insert(
+        self,
+        snapshot: SnapshotDocument,
+        history: bytes,
+        *,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> None:
+        """Store a new suspended run, and ``event`` (its ``suspended`` event, and the ``decision``
+        events of calls an approval policy decided) with it as one unit of work (module
+        docstring). Raises ``DuplicateRunError`` (nothing written)."""
 
     async def record_decision(
         self,
@@ -172,6 +190,31 @@ class RunStore(Protocol):
         ``expiresAt`` becomes the earliest deadline of the calls still pending (``earliest_deadline``).
         """
 
+    async def record_approval(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        approval: ApprovalDocument,
+        approvals_before: int,
+        decision: DecisionDocument | None,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        """Append ``approval`` to ``toolCalls[index].approvals`` (two-person approval), and with
+        ``decision`` (the last approval needed) also set the call's decision.
+
+        One conditional update, on the conditions of ``record_decision`` plus: the call has
+        exactly ``approvals_before`` approvals (absent counts as none), so of two approvals read
+        on the same state only one is recorded, and each approval is recorded once. Without
+        ``decision`` ``pendingCount`` is unchanged; with it, it drops by one. Returns the updated
+        run, or ``None`` when any condition failed (nothing written). ``event`` (the ``approval``
+        event, then the ``decision`` event) is written with the update as one unit of work.
+        """
+
     async def claim(
         self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
     ) -> SnapshotDocument | None:
@@ -195,10 +238,11 @@ class RunStore(Protocol):
         history: bytes,
         history_id: str,
         now: datetime,
-        event: EventDocument | None = None,
+        event: EventDocument | Sequence[EventDocument] | None = None,
     ) -> SnapshotDocument | None:
         """The claimed run suspended again: store its new pending calls and history, and ``event``
-        (its ``suspended`` event) with them as one unit of work.
+        (its ``suspended`` event, and the ``decision`` events of calls an approval policy decided)
+        with them as one unit of work. ``pendingCount`` counts the calls without a decision.
 
         ``history_id`` must be new: the history is written under it before the snapshot points
         to it, so a lost claim never overwrites the history another instance relies on.
@@ -430,5 +474,6 @@ __all__ = [
     "SortKey",
     "StoreUnavailableError",
     "WebhookDeliveries",
+    "event_list",
     "sort_key",
 ]

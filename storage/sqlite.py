@@ -74,6 +74,7 @@ from . import stored_json
 from ._query import normalized_filter, to_bson_precision
 from .documents import (
     SCHEMA_VERSION,
+    ApprovalDocument,
     ClaimDocument,
     DecisionDocument,
     EventDocument,
@@ -85,7 +86,7 @@ from .documents import (
     WebhookDeliveryStatus,
     earliest_deadline,
 )
-from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError
+from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError, event_list
 
 DEFAULT_BUSY_TIMEOUT = 2.0
 """Seconds a write waits for the database's write lock (and, before that, for this process's
@@ -248,6 +249,8 @@ def _calls_text(calls: Sequence[ToolCallDocument]) -> str:
             encoded["decision"] = {**decision, "decidedAt": _ms(decision["decidedAt"])}
         if "expiresAt" in call:
             encoded["expiresAt"] = _ms(call["expiresAt"])
+        if "approvals" in call:
+            encoded["approvals"] = [{**a, "decidedAt": _ms(a["decidedAt"])} for a in call["approvals"]]
         stored.append(encoded)
     return _dumps(stored)
 
@@ -260,6 +263,8 @@ def _calls(text: str) -> list[ToolCallDocument]:
             decision["decidedAt"] = _datetime(decision["decidedAt"])
         if "expiresAt" in call:
             call["expiresAt"] = _datetime(call["expiresAt"])
+        for approval in call.get("approvals") or ():
+            approval["decidedAt"] = _datetime(approval["decidedAt"])
     return cast(list[ToolCallDocument], calls)
 
 
@@ -736,7 +741,13 @@ class SQLiteSnapshotStore:
             return await asyncio.to_thread(zlib.compress, history, 6)
         return zlib.compress(history, 6)
 
-    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
+    async def insert(
+        self,
+        snapshot: SnapshotDocument,
+        history: bytes,
+        *,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> None:
         await self._insert([(snapshot, history)], event)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
@@ -750,7 +761,11 @@ class SQLiteSnapshotStore:
         """
         await self._insert(snapshots, None)
 
-    async def _insert(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]], event: EventDocument | None) -> None:
+    async def _insert(
+        self,
+        snapshots: Sequence[tuple[SnapshotDocument, bytes]],
+        event: EventDocument | Sequence[EventDocument] | None,
+    ) -> None:
         if not snapshots:
             return
         newest = max(s["schemaVersion"] for s, _ in snapshots)
@@ -783,14 +798,19 @@ class SQLiteSnapshotStore:
                 await self._append_in(conn, event)
         return _snapshot(rows[0]) if rows else None
 
-    async def _append_in(self, conn: aiosqlite.Connection, event: EventDocument | None) -> None:
-        """Append ``event`` inside the caller's transaction, after its state change (one unit of
-        work: both are committed or neither). ``before_event`` runs first (tests inject a crash there)."""
-        if event is None:
+    async def _append_in(
+        self, conn: aiosqlite.Connection, event: EventDocument | Sequence[EventDocument] | None
+    ) -> None:
+        """Append ``event`` (one, several in order, or none) inside the caller's transaction, after
+        its state change (one unit of work: all are committed or none). ``before_event`` runs
+        first (tests inject a crash there)."""
+        events = event_list(event)
+        if not events:
             return
         if self.before_event is not None:
             await self.before_event()
-        await conn.execute(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({_marks(10)})", _event_row(event))
+        for one in events:
+            await conn.execute(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({_marks(10)})", _event_row(one))
 
     async def record_decision(
         self,
@@ -837,6 +857,53 @@ class SQLiteSnapshotStore:
             await self._append_in(conn, event)
         return _snapshot(updated[0])
 
+    async def record_approval(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        approval: ApprovalDocument,
+        approvals_before: int,
+        decision: DecisionDocument | None,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    "SELECT tool_calls FROM run_snapshots WHERE run_id = ? AND agent_id = ? AND status = 'suspended'",
+                    (run_id, agent_id),
+                )
+            )
+            if not rows:
+                return None
+            calls = _calls(rows[0][0])
+            if not 0 <= index < len(calls):
+                return None
+            call = calls[index]
+            if (
+                call["toolCallId"] != tool_call_id
+                or call.get("questionId") != question_id
+                or call["decision"] is not None
+                or len(call.get("approvals") or []) != approvals_before
+            ):
+                return None
+            call["approvals"] = [*(call.get("approvals") or []), approval]
+            if decision is not None:
+                call["decision"] = decision
+            updated = list(
+                await conn.execute_fetchall(
+                    "UPDATE run_snapshots SET tool_calls = ?, pending_count = pending_count - ?, updated_at = ?, "
+                    f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
+                    (_calls_text(calls), 0 if decision is None else 1, _ms(now), _deadline_ms(calls), run_id),
+                )
+            )
+            await self._append_in(conn, event)
+        return _snapshot(updated[0])
+
     async def claim(
         self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
     ) -> SnapshotDocument | None:
@@ -867,7 +934,7 @@ class SQLiteSnapshotStore:
         history: bytes,
         history_id: str,
         now: datetime,
-        event: EventDocument | None = None,
+        event: EventDocument | Sequence[EventDocument] | None = None,
     ) -> SnapshotDocument | None:
         pending = sum(1 for c in tool_calls if c["decision"] is None)
         return await self._update_claimed_with_history(
@@ -891,7 +958,7 @@ class SQLiteSnapshotStore:
         params: Sequence[Any],
         history: bytes,
         history_id: str,
-        event: EventDocument | None,
+        event: EventDocument | Sequence[EventDocument] | None,
     ) -> SnapshotDocument | None:
         """Set ``assignments`` and point the snapshot to a new history in one transaction, only
         while ``by`` holds the claim; the old history is deleted, and ``event`` appended, in the

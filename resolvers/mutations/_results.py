@@ -31,6 +31,7 @@ from ..errors import (
     AgentNotFound,
     AmbiguousToolCall,
     DecideThroughSupervisor,
+    DuplicateApprover,
     Forbidden,
     IdempotencyKeyReused,
     InvalidResumeData,
@@ -85,6 +86,7 @@ DecisionError = (
     | Forbidden
     | QuestionNotPending
     | DecideThroughSupervisor
+    | DuplicateApprover
 )
 RetryRunError = AgentNotFound | RunNotFound | RunNotReady | Forbidden
 

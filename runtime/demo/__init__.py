@@ -1,7 +1,8 @@
 """Demo agents that run offline with scripted ``FunctionModel``s (docs/writing-agents.md "Demo agents").
 
 ``RUNSGATE_AGENTS=runtime.demo:AGENTS``. Their tools are real functions, so setting
-``RUNSGATE_MODEL`` swaps the scripted model for a real one.
+``RUNSGATE_MODEL`` swaps the scripted model for a real one. ``TOOL_RULES`` are their default
+per-tool rules (``runtime.registry.default_tool_rules``).
 """
 
 from pydantic_ai import Agent
@@ -18,10 +19,14 @@ AGENTS: dict[str, Agent[None, object]] = {
 """Agent id -> demo agent."""
 
 TOOL_RULES: list[dict[str, object]] = [
+    {"name": "small-refunds", "tool": "issue_refund", "argument": "amount", "atMost": 20, "autoApprove": True},
+    {"name": "large-refunds", "tool": "issue_refund", "argument": "amount", "above": 500, "approvals": 2},
     {"tool": "issue_refund", "agentId": "refund-agent", "expiresAfter": 86400},
 ]
-"""Per-tool rules of the demo agents, in ``RUNSGATE_TOOL_RULES``'s JSON shape
-(docs/configuration.md "Tool rules"): a pending refund expires after 24 hours (declined)."""
+"""The demo agents' default per-tool rules, in force while ``RUNSGATE_TOOL_RULES`` is unset (a
+value of it, even ``[]``, replaces them; docs/writing-agents.md "Demo agents"): refunds up to $20
+are approved automatically, refunds over $500 need two approvers, and a pending refund expires
+after 24 hours (declined)."""
 
 __all__ = [
     "AGENTS",

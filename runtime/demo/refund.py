@@ -2,8 +2,10 @@
 
 Prompt ``Please refund order 1042`` (or ``orders 1042 and 1043``): the agent looks each order
 up, then in one model turn asks to ``issue_refund`` each; every ``issue_refund`` call waits for
-an approval. Approved calls append to ``LEDGER``; declined ones never run, and the final
-answer quotes the reason the model received.
+an approval. Under the demo's default rules (``runtime.demo.TOOL_RULES``) a refund of at most
+$20 (order 1044) is approved automatically and one over $500 (order 1045) needs two approvers.
+Approved calls append to ``LEDGER``; declined ones never run, and the final answer quotes the
+reason the model received.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ ORDERS: dict[int, dict[str, Any]] = {
     1042: {"amount": 49.9, "currency": "USD", "item": "Espresso grinder"},
     1043: {"amount": 120.0, "currency": "USD", "item": "Pour-over kettle"},
     1044: {"amount": 15.5, "currency": "USD", "item": "Paper filters"},
+    1045: {"amount": 640.0, "currency": "USD", "item": "Espresso machine"},
 }
 """The fake order table ``lookup_order`` reads."""
 
@@ -62,7 +65,8 @@ refund_agent = Agent(
     FunctionModel(_refund_script, model_name="runsgate-demo-refund"),
     name="refund-agent",
     deps_type=type(None),
-    description="Refunds customer orders; every refund waits for a person's approval.",
+    description="Refunds customer orders; a refund waits for a person's approval (under the demo's default "
+    "rules: up to $20 approved automatically, over $500 by two people).",
     instructions=(
         "You refund customer orders. Look each order up with lookup_order, then call issue_refund "
         "once per order with its amount. If no order number is given, ask for one."

@@ -26,8 +26,9 @@ from ._node import node_server, run_node_json
 
 pytestmark = pytest.mark.usefixtures("node_tools")
 
-ORDER_NUMBERS = (1042, 1043, 1044, 1045)
-"""The demo refund agent asks to refund the order number named in the prompt."""
+ORDER_NUMBERS = (1042, 1043, 1045, 1046)
+"""The demo refund agent asks to refund the order number named in the prompt (not 1044: the demo's
+default rules approve its $15.50 refund automatically, so its run would never wait)."""
 
 COUNTING_SERVER = [sys.executable, "-m", "tests.ecosystem._counting_server"]
 

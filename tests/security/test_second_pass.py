@@ -1,8 +1,10 @@
 """The second security pass (issue 15), over HTTP and WebSocket against a real secured server.
 
 One server on the memory store, with API keys, an HS256 JWT secret, batching on and per-tool
-rules that name arguments the demo calls do not have (``issue_refund``'s ``total``,
-``ask_city``'s ``days``): a rule that cannot be evaluated must deny.
+rules, two of which cannot be evaluated on the calls the tests make (``json-echo``'s ``hold``
+with a value that is not a number, and ``ask``, whose calls have no arguments: it suspends
+itself): a rule that cannot be evaluated must deny. (Rules naming an argument the tool does not
+have at all are refused at start, ``tests/server/test_policies.py``.)
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ TENANT_B = TestKey("tb", "rg_second_tb_ccccccccccccccccccccccccccccccccccccccc",
 SHARED = TestKey("shared", "rg_second_shared_dddddddddddddddddddddddddddddddddd", ALL)
 """An API key named like the JWT subject ``shared``: a different principal."""
 RULES = [
-    {"tool": "issue_refund", "scope": "refunds:approve", "argument": "total", "above": 100},
-    {"tool": "ask_city", "scope": "cities:answer", "argument": "days", "above": 3},
+    {"tool": "issue_refund", "scope": "refunds:approve", "argument": "amount", "above": 10},
+    {"tool": "hold", "scope": "refunds:approve", "argument": "value", "above": 100},
+    {"tool": "ask", "scope": "cities:answer", "argument": "payload", "above": 3},
 ]
 REFUND = "refund-agent"
 WEATHER = "weather-agent"
+JSON_ECHO = "json-echo"
 
 
 class Token:
@@ -60,6 +64,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         "RUNSGATE_API_KEYS": api_keys_json(ADMIN, TENANT_A, TENANT_B, SHARED),
         "RUNSGATE_JWT_SECRET": SECRET,
         "RUNSGATE_TOOL_RULES": json.dumps(RULES),
+        "RUNSGATE_AGENTS": "tests._json_agent:AGENTS",
         "RUNSGATE_GRAPHIQL": "false",
         "RUNSGATE_MAX_BATCH": "5",
         "RUNSGATE_LOG_LEVEL": "INFO",
@@ -94,21 +99,22 @@ def log_text(log: Path) -> str:
 # -- 4: a per-tool rule that cannot be evaluated denies -------------------------------------------
 def test_a_rule_whose_argument_is_missing_denies_the_approval(server: tuple[str, Path]) -> None:
     url, _ = server
-    run = start(url, ADMIN)
-    result = data(url, TENANT_A, APPROVE, input=approve_input(run))["approveToolCall"]
+    run = start(url, ADMIN, JSON_ECHO, prompt=json.dumps({"hold": "a lot"}))  # not a number
+    fields = {**approve_input(run), "agentId": JSON_ECHO}
+    result = data(url, TENANT_A, APPROVE, input=fields)["approveToolCall"]
     assert result == {
         "__typename": "Forbidden",
         "code": "FORBIDDEN",
         "message": result["message"],
         "requiredScope": "refunds:approve",
     }, result
-    assert data(url, ADMIN, APPROVE, input=approve_input(run))["approveToolCall"]["__typename"] == "RunOutcome"
+    assert data(url, ADMIN, APPROVE, input=fields)["approveToolCall"]["__typename"] == "RunOutcome"
 
 
 def test_a_rule_whose_argument_is_missing_denies_resuming_too(server: tuple[str, Path]) -> None:
     url, _ = server
-    run = start(url, ADMIN, WEATHER)
-    fields = {"agentId": WEATHER, "runId": run["runId"], "resumeData": {"name": "Paris"}}
+    run = start(url, ADMIN, JSON_ECHO, prompt=json.dumps({"ask": {"payload": "Which city?"}}))
+    fields = {"agentId": JSON_ECHO, "runId": run["runId"], "resumeData": {"name": "Paris"}}
     result = data(url, TENANT_A, RESUME, input=fields)["resumeRun"]
     assert result["__typename"] == "Forbidden", result
     assert result["requiredScope"] == "cities:answer"

@@ -1,5 +1,6 @@
 """``runsgate serve`` against a store it cannot reach (one line naming the host, exit status 3) or with
-agents it cannot import (one line naming ``RUNSGATE_AGENTS``, exit status 2)."""
+agents it cannot import or tool rules naming what no agent has (one line naming ``RUNSGATE_AGENTS`` or
+``RUNSGATE_TOOL_RULES``, exit status 2)."""
 
 from __future__ import annotations
 
@@ -104,4 +105,25 @@ def test_an_agent_module_that_cannot_be_imported_is_one_line_naming_the_variable
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"runsgate: invalid configuration: RUNSGATE_AGENTS: agent registry path '{agents}': "), line
     assert expected in line
+    assert "Uvicorn running" not in result.stdout + result.stderr
+
+
+@pytest.mark.process
+def test_a_tool_rule_naming_an_unknown_tool_is_one_line_naming_the_variable_and_exit_status_2() -> None:
+    rules = '[{"tool": "issue_refnud", "scope": "refunds:approve"}]'
+    result = subprocess.run(
+        [*SERVE, "--port", str(free_port())],
+        cwd=ROOT,
+        env=server_env(RUNSGATE_TOOL_RULES=rules, RUNSGATE_AUTH="off"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(
+        "runsgate: invalid configuration: RUNSGATE_TOOL_RULES: rule 1 ('issue_refnud') names tool"
+    ), line
+    assert "not a tool of any registered agent" in line
     assert "Uvicorn running" not in result.stdout + result.stderr

@@ -150,8 +150,10 @@ async def test_each_covered_call_gets_its_deadline_and_the_run_the_earliest_kept
 
 
 async def test_a_call_no_rule_covers_and_runs_of_other_agents_have_no_deadline(serve: AppFactory) -> None:
-    # given a deadline for the refund agent's refunds only
-    _, gql = await serve([{"tool": "issue_refund", "agentId": "support-supervisor", "expiresAfter": 60}])
+    # given a deadline for another tool of the refund agent only (a rule naming a tool its agent
+    # lacks is refused at start: tests/server/test_policies.py; which agents a rule covers:
+    # tests/server/test_deadline_rules.py)
+    _, gql = await serve([{"tool": "lookup_order", "agentId": "refund-agent", "expiresAfter": 60}])
 
     # when the refund agent suspends, and the weather agent too
     started = await gql.suspend(REFUND, REFUND_PROMPT)

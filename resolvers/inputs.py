@@ -44,12 +44,20 @@ class StartRunInput:
     )
 
 
+EDITED_ARGS_DESCRIPTION = (
+    "Arguments (an object) the tool runs with instead of the model's: checked by the tool's own argument "
+    "validator (`InvalidToolArguments` when they fail it), the per-tool rules are evaluated on them, and the "
+    "model's history shows them. Omitted or null: the model's arguments."
+)
+
+
 @strawberry.input
 class ApproveToolCallInput:
     agent_id: strawberry.ID
     run_id: strawberry.ID
     tool_call_id: strawberry.ID
     idempotency_key: str | None = None
+    edited_args: JSON | None = strawberry.field(default=None, description=EDITED_ARGS_DESCRIPTION)
 
 
 @strawberry.input

@@ -29,6 +29,7 @@ from storage import (
     utcnow,
 )
 
+from ._arguments import validate_edited_args
 from ._continuation import Continuation
 from ._decisions import DecisionRequest, select_call, validate_resume_data
 from ._deferred import question_id, tool_call_documents
@@ -274,10 +275,16 @@ class RunManager:
         principal: Caller = None,
         idempotency_key: str | None = None,
         through_supervisor: bool = False,
+        edited_args: Any = None,
     ) -> RunOutcome:
         """Approve a call waiting for approval; the tool runs when the run continues.
 
         Args:
+            edited_args: Arguments (a JSON object) the tool runs with instead of the model's;
+                ``None`` keeps the model's. Checked before anything is recorded by the tool's own
+                argument validator (``runtime._arguments``); the per-tool rules are evaluated on
+                them. The stored history's tool call is given them, so the model sees what ran,
+                and every later re-run of the call uses them.
             principal: Who decides (``Caller``); its name is recorded as ``decidedBy``. A
                 ``Principal`` is checked on the run as read for the decision
                 (``runtime.access.check_decision``): a run outside its resources is
@@ -297,11 +304,15 @@ class RunManager:
             ToolCallAlreadyDecidedError (with the winning decision), IdempotencyKeyReusedError.
             DecideThroughSupervisorError: The run is a sub-agent's inner run (``parentRunId``
                 set): it is decided through its supervisor's run only.
+            InvalidToolArgumentsError: ``edited_args`` fail the tool's validator (one problem per
+                error, with its path); nothing is recorded.
+            ForbiddenError: Also when a rule with ``allow_edits=False`` forbids the edit.
         """
         name, caller = _split(principal)
         request = DecisionRequest(
             kind="approved",
             tool_call_id=tool_call_id,
+            edited_args=None if edited_args is None else jsonable(edited_args),
             principal=name,
             idempotency_key=idempotency_key,
             through_supervisor=through_supervisor,
@@ -407,6 +418,7 @@ class RunManager:
             **({"questionId": request.question_id} if request.question_id is not None else {}),
             "reason": request.reason,
             "resumeData": request.resume_data,
+            **({"editedArgs": request.edited_args} if request.edited_args is not None else {}),
             "principal": request.principal,
         }
         return await self._idempotency.run(
@@ -418,9 +430,28 @@ class RunManager:
         )
 
     def _check(self, caller: Principal | None, doc: SnapshotDocument, request: DecisionRequest) -> None:
+        edited = request.edited_args
+        if edited is not None:
+            if caller is not None:  # a hidden run is reported missing before its tool's arguments are read
+                check_decision(caller, self._tool_rules, doc, request.tool_call_id, approving=False)
+            edited = self._validated_edit(doc, request)
         if caller is not None:
             approving = request.kind != "declined"
-            check_decision(caller, self._tool_rules, doc, request.tool_call_id, approving=approving)
+            check_decision(caller, self._tool_rules, doc, request.tool_call_id, approving=approving, edited_args=edited)
+
+    def _validated_edit(self, doc: SnapshotDocument, request: DecisionRequest) -> Any:
+        """``request.edited_args`` as the tool's validator reads them (what the tool will run with,
+        as JSON), which the per-tool rules are evaluated on; as sent when the call is not found
+        (``select_call`` then reports it).
+
+        Raises:
+            InvalidToolArgumentsError: They fail the validator.
+        """
+        call = next((c for c in doc["toolCalls"] if c["toolCallId"] == request.tool_call_id), None)
+        if call is None or not call["requiresApproval"]:
+            return request.edited_args
+        agent = self._agents.get_agent(doc["agentId"])
+        return jsonable(validate_edited_args(agent, call["toolName"], request.edited_args))
 
     async def _decide(
         self,
@@ -451,6 +482,10 @@ class RunManager:
                 "resumeData": request.resume_data,
                 "idempotencyKey": request.idempotency_key,
             }
+            edit: dict[str, Any] = {}
+            if request.edited_args is not None:
+                decision["editedArgs"] = request.edited_args
+                edit = {"originalArgs": call["args"], "editedArgs": request.edited_args}
             event = self._journal.new_event(  # written with the decision, one unit of work
                 _scope_of(self, doc, request.principal),
                 "decision",
@@ -463,6 +498,7 @@ class RunManager:
                     "kind": request.kind,
                     "reason": request.reason,
                     "argsFingerprint": fingerprint(call["args"]),
+                    **edit,
                 },
             )
             updated = await self._store.record_decision(

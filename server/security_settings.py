@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
 Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
@@ -29,14 +29,32 @@ class ApiKeyConfig(BaseModel):
     """The ``resourceId``s whose runs the key may see and decide, or ``"*"`` for every run."""
 
 
+_CONDITIONS = frozenset({"tool", "name", "agent_id", "argument", "above", "at_most"})
+"""Fields of a rule that say which calls it applies to; every other field is an effect."""
+
+
 class ToolRuleConfig(BaseModel):
-    """One rule of ``RUNSGATE_TOOL_RULES``: approving ``tool`` needs ``scope`` too."""
+    """One rule of ``RUNSGATE_TOOL_RULES`` (docs/configuration.md): effects on calls of ``tool``.
+
+    A rule needs at least one effect (a field besides those naming the calls it applies to).
+    """
 
     tool: Annotated[str, Field(min_length=1)]
-    scope: Scope
+    scope: Scope | None = None
+    """Approving (or resuming) needs this scope too."""
     argument: str | None = None
     """A top-level argument of the call; with ``above``, the rule applies when it is greater."""
     above: float | None = None
+
+    @model_validator(mode="after")
+    def _has_effect(self) -> ToolRuleConfig:
+        if not self.model_fields_set - _CONDITIONS:
+            raise ValueError(f"the rule for tool {self.tool!r} has no effect: give it a scope (or another effect)")
+        return self
+
+    # edit-then-approve (issue 18 part 1)
+    allow_edits: bool = Field(default=True, validation_alias="allowEdits")
+    """``false``: approving a call of ``tool`` with ``editedArgs`` is forbidden (when the rule applies)."""
 
 
 class SecuritySettings(BaseSettings):
@@ -59,7 +77,7 @@ class SecuritySettings(BaseSettings):
     jwt_resources_claim: str = "resources"
     """Claim listing the ``resourceId``s of a JWT's subject (a list, or ``"*"``); absent: none."""
     tool_rules: list[ToolRuleConfig] = Field(default_factory=list)
-    """JSON list of ``{tool, scope, argument?, above?}``."""
+    """JSON list of ``{tool, scope?, argument?, above?, allowEdits?}`` (at least one effect each)."""
     introspection: bool = True
     """Answer introspection queries (GraphiQL needs them)."""
     max_query_depth: Annotated[int, Field(ge=1, le=100)] = 10

@@ -32,6 +32,9 @@ class DecisionDocument(TypedDict):
     resumeData: Any
     """Resume data (``resumed`` only), already validated against the call's ``resumeSchema``."""
     idempotencyKey: str | None
+    editedArgs: NotRequired[Any]
+    """The arguments the approver replaced the model's with (``approved`` only; absent: none),
+    already validated by the tool's own argument validator; the tool runs with them."""
 
 
 class ToolCallDocument(TypedDict):
@@ -58,6 +61,9 @@ class ToolCallDocument(TypedDict):
     """True when this call was approved at an earlier decision point (absent: false)."""
     approvalMetadata: NotRequired[Any]
     """What the tool passed to ``ApprovalRequired(metadata=...)`` (approvals; absent: none)."""
+    editedArgs: NotRequired[Any]
+    """The arguments an earlier decision point of this call approved with edits (absent: none);
+    the call re-runs with them at every later decision point."""
 
 
 class ClaimDocument(TypedDict):

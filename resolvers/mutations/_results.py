@@ -34,6 +34,7 @@ from ..errors import (
     Forbidden,
     IdempotencyKeyReused,
     InvalidResumeData,
+    InvalidToolArguments,
     QuestionNotPending,
     RunNotFound,
     RunNotReady,
@@ -85,6 +86,7 @@ DecisionError = (
     | Forbidden
     | QuestionNotPending
     | DecideThroughSupervisor
+    | InvalidToolArguments
 )
 RetryRunError = AgentNotFound | RunNotFound | RunNotReady | Forbidden
 

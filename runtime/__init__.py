@@ -36,7 +36,7 @@ from .errors import (
     WrongToolCallKindError,
 )
 from .event_feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
-from .lifecycle import Caller, RunManager
+from .lifecycle import BulkDecision, Caller, RunManager
 from .outcome import OutcomeStatus, RunOutcome
 from .registry import AgentRegistry, AnyAgent, load_registry
 from .suspension import suspend
@@ -53,6 +53,7 @@ __all__ = [
     "AgentRegistry",
     "AmbiguousToolCallError",
     "AnyAgent",
+    "BulkDecision",
     "Caller",
     "DecideThroughSupervisorError",
     "DelegationError",

@@ -9,10 +9,13 @@ the event log.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import functools
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +24,9 @@ from pydantic_ai.models import Model
 from storage import (
     SCHEMA_VERSION,
     DecisionDocument,
+    DecisionKind,
     DuplicateRunError,
+    IdempotencyDocument,
     SnapshotDocument,
     SnapshotStore,
     StoreUnavailableError,
@@ -39,7 +44,7 @@ from ._journal import Journal
 from ._json import fingerprint, jsonable
 from ._scope import RunScope
 from .access import Principal, ToolApprovalRule, check_decision, check_start
-from .errors import RunNotFoundError, RunNotReadyError
+from .errors import RunNotFoundError, RunNotReadyError, RunsgateError
 from .outcome import RunOutcome
 from .registry import AgentRegistry
 
@@ -86,6 +91,8 @@ class RunManager:
             idempotency key that is still running.
         tool_rules: Extra scopes a ``Principal`` needs to approve or resume calls of given
             tools (config ``RUNSGATE_TOOL_RULES``; ``runtime.access.ToolApprovalRule``).
+        bulk_concurrency: Runs ``decide_many`` decides (and so continues) at once, over every
+            batch of this manager (config ``RUNSGATE_BULK_CONCURRENCY``).
     """
 
     def __init__(
@@ -99,8 +106,10 @@ class RunManager:
         clock: Callable[[], datetime] = utcnow,
         in_flight_wait: float = 2.0,
         tool_rules: Iterable[ToolApprovalRule] = (),
+        bulk_concurrency: int = 4,
     ) -> None:
         self._store = store
+        self._bulk_slots = asyncio.Semaphore(bulk_concurrency)
         self._tool_rules = tuple(tool_rules)
         self._agents = agents
         self._instance_id = instance_id
@@ -519,6 +528,94 @@ class RunManager:
             return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=updated)
         return await self._continuation.run(updated, request.principal)
 
+    # -- decide in bulk --------------------------------------------------------------------------
+    async def decide_many(
+        self,
+        agent_id: str,
+        decisions: Sequence[BulkDecision],
+        *,
+        principal: Caller = None,
+        idempotency_key: str | None = None,
+    ) -> list[RunOutcome | RunsgateError]:
+        """Record many decisions on calls of ``agent_id``'s runs (``decideToolCalls``).
+
+        Each decision is the one ``approve``, ``decline`` or ``resume`` would record, with the same
+        checks (a ``Principal`` is held to its resources and the per-tool rules, per item), and is
+        independent: one item's error does not stop the others. Items on one run are recorded in
+        their order, one after the other, so the item that decides a run's last pending call
+        continues it, once (the others answer ``suspended``); runs are decided concurrently, at most
+        ``bulk_concurrency`` at a time on this instance (every batch shares that bound), so a batch
+        never starts more continuations (model calls) at once.
+
+        Args:
+            decisions: At most the server's limit (``RUNSGATE_MAX_BULK_DECISIONS``, checked by
+                the caller).
+            idempotency_key: Repeating the batch with this key (and the same decisions) returns
+                the first answers, errors included, also after a restart with a persistent store.
+                Each item is recorded under a key derived from it (``<key>/<index>``), so a batch
+                repeated after it was interrupted records each decision still exactly once.
+
+        Returns:
+            One answer per decision, in their order: the ``RunOutcome`` of ``approve`` (or
+            ``decline``, ``resume``), or the domain error that item got (nothing recorded for it).
+
+        Raises:
+            IdempotencyKeyReusedError: ``idempotency_key`` was used for another batch, or its
+                first request still runs.
+        """
+        name, caller = _split(principal)
+        arguments = {"decisions": [dataclasses.asdict(item) for item in decisions], "principal": name}
+        return await self._idempotency.once(
+            agent_id=agent_id,
+            operation=_owned("decideToolCalls", name),
+            key=idempotency_key,
+            arguments=arguments,
+            action=functools.partial(self._decide_all, agent_id, decisions, name, caller, idempotency_key),
+            encode=_encode_answers,
+            decode=_decode_answers,
+        )
+
+    async def _decide_all(
+        self,
+        agent_id: str,
+        decisions: Sequence[BulkDecision],
+        name: str | None,
+        caller: Principal | None,
+        key: str | None,
+    ) -> list[RunOutcome | RunsgateError]:
+        answers: list[RunOutcome | RunsgateError | None] = [None] * len(decisions)
+        by_run: dict[str, list[int]] = {}
+        for index, item in enumerate(decisions):
+            by_run.setdefault(item.run_id, []).append(index)
+
+        async def decide_run(indexes: list[int]) -> None:
+            async with self._bulk_slots:
+                for index in indexes:
+                    item = decisions[index]
+                    request = DecisionRequest(
+                        kind=item.kind,
+                        tool_call_id=item.tool_call_id,
+                        reason=item.reason if item.kind == "declined" else None,
+                        resume_data=jsonable(item.resume_data) if item.kind == "resumed" else None,
+                        edited_args=jsonable(item.edited_args) if item.kind == "approved" else None,
+                        principal=name,
+                        idempotency_key=None if key is None else f"{key}/{index}",
+                    )
+                    try:
+                        answers[index] = await self._decide_once(
+                            agent_id, item.run_id, "decideToolCalls.item", request, caller
+                        )
+                    except RunsgateError as error:
+                        answers[index] = error
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for indexes in by_run.values():
+                    group.create_task(decide_run(indexes))
+        except BaseExceptionGroup as failed:  # an unexpected error (a store outage): the batch fails with it
+            raise failed.exceptions[0] from None
+        return [answer for answer in answers if answer is not None]
+
     # -- continue --------------------------------------------------------------------------------
     async def retry(self, agent_id: str, run_id: str, *, principal: Caller = None) -> RunOutcome:
         """Continue a run whose every call is decided, after a failure or a crash.
@@ -566,6 +663,42 @@ class RunManager:
         return await self._continuation.run(doc, None, takeover=True)
 
 
+@dataclass(frozen=True, kw_only=True)
+class BulkDecision:
+    """One item of ``RunManager.decide_many``: approve, decline or resume one call.
+
+    Attributes:
+        kind: ``approved``, ``declined`` or ``resumed``.
+        reason: Passed to the model (``declined`` only; ignored otherwise).
+        edited_args: Arguments the tool runs with instead of the model's (``approved`` only).
+        resume_data: The answer (``resumed`` only).
+    """
+
+    run_id: str
+    tool_call_id: str
+    kind: DecisionKind
+    reason: str | None = None
+    edited_args: Any = None
+    resume_data: Any = None
+
+
+def _encode_answers(answers: list[RunOutcome | RunsgateError]) -> dict[str, Any]:
+    return {
+        "answers": [
+            {"error": a.to_json()} if isinstance(a, RunsgateError) else {"outcome": a.to_json()} for a in answers
+        ]
+    }
+
+
+def _decode_answers(stored: IdempotencyDocument) -> list[RunOutcome | RunsgateError]:
+    result = stored["result"]
+    assert result is not None
+    return [
+        RunsgateError.from_json(a["error"]) if "error" in a else RunOutcome.from_json(a["outcome"])
+        for a in result["answers"]
+    ]
+
+
 def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None) -> RunScope:
     return RunScope(
         manager=manager,
@@ -577,4 +710,4 @@ def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None)
     )
 
 
-__all__ = ["Caller", "RunManager"]
+__all__ = ["BulkDecision", "Caller", "RunManager"]

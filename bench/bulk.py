@@ -71,14 +71,13 @@ def _bulk(client: httpx.Client, calls: list[tuple[str, str]]) -> float:
     return elapsed
 
 
-def measure(store: str, rounds: int, calls: int, **variables: str) -> dict[str, float]:
+def measure(store: str, rounds: int, calls: int) -> dict[str, float]:
     """Paired rounds on one server; median ms of each side and median ratio bulk / sequential."""
     sequential_ms, bulk_ms, ratios = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        if store == "sqlite":
-            variables = {"RUNSGATE_STORE": f"sqlite:///{Path(tmp) / 'bench.db'}", **variables}
+        url_of_store = f"sqlite:///{Path(tmp) / 'bench.db'}" if store == "sqlite" else "memory://"
         with (
-            runsgate_server(Path(tmp) / "server.log", 60, **variables) as (url, _pid),
+            runsgate_server(Path(tmp) / "server.log", 60, RUNSGATE_STORE=url_of_store) as (url, _pid),
             httpx.Client(base_url=url, timeout=120, headers={"content-type": "application/json"}) as client,
         ):
             _bulk(client, _pending(client, 5))  # warm-up: both paths imported and cached

@@ -106,7 +106,7 @@ class RunManager:
         clock: Callable[[], datetime] = utcnow,
         in_flight_wait: float = 2.0,
         tool_rules: Iterable[ToolApprovalRule] = (),
-        bulk_concurrency: int = 4,
+        bulk_concurrency: int = 8,
     ) -> None:
         self._store = store
         self._bulk_slots = asyncio.Semaphore(bulk_concurrency)

@@ -61,7 +61,7 @@ class Settings(SecuritySettings):
     nobody continued); ``0`` turns the sweeper off on this instance."""
     max_bulk_decisions: Annotated[int, Field(ge=1, le=10_000)] = 100
     """Most decisions in one ``decideToolCalls``; a longer list is refused, recording nothing."""
-    bulk_concurrency: Annotated[int, Field(ge=1, le=1000)] = 4
+    bulk_concurrency: Annotated[int, Field(ge=1, le=1000)] = 8
     """Runs one instance decides (and so continues: model calls) at once for ``decideToolCalls``,
     over every batch it serves."""
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")

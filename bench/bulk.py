@@ -1,4 +1,4 @@
-"""Bulk against one-by-one decisions over HTTP: ``./dev run python -m bench.bulk [rounds] [calls]``.
+"""Bulk against one-by-one decisions over HTTP: ``./dev run python -m bench.bulk [rounds] [calls] [concurrency]``.
 
 Against a real ``python -m server serve`` process, on the memory store and then on a SQLite file:
 each round starts ``2 * calls`` refund runs of the demo ``refund-agent`` (one call each, untimed),
@@ -7,7 +7,8 @@ then times ``calls`` ``approveToolCall`` requests sent one after another and one
 Every approval completes its run (the demo's scripted model answers at once), so both sides do
 the same work: record, continue, complete. The figure is the median, over the rounds, of each
 round's ratio bulk / sequential (paired rounds: a burst of load on the machine hits both sides of
-a round alike), with the median milliseconds of each side.
+a round alike), with the median milliseconds of each side. ``concurrency`` sets the server's
+``RUNSGATE_BULK_CONCURRENCY`` (its default when omitted).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from server.config import Settings
 
 from .runner import runsgate_server
 
@@ -71,13 +74,18 @@ def _bulk(client: httpx.Client, calls: list[tuple[str, str]]) -> float:
     return elapsed
 
 
-def measure(store: str, rounds: int, calls: int) -> dict[str, float]:
+def measure(store: str, rounds: int, calls: int, concurrency: int | None = None) -> dict[str, float]:
     """Paired rounds on one server; median ms of each side and median ratio bulk / sequential."""
     sequential_ms, bulk_ms, ratios = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         url_of_store = f"sqlite:///{Path(tmp) / 'bench.db'}" if store == "sqlite" else "memory://"
         with (
-            runsgate_server(Path(tmp) / "server.log", 60, RUNSGATE_STORE=url_of_store) as (url, _pid),
+            runsgate_server(
+                Path(tmp) / "server.log",
+                60,
+                RUNSGATE_STORE=url_of_store,
+                RUNSGATE_BULK_CONCURRENCY=str(concurrency or Settings().bulk_concurrency),
+            ) as (url, _pid),
             httpx.Client(base_url=url, timeout=120, headers={"content-type": "application/json"}) as client,
         ):
             _bulk(client, _pending(client, 5))  # warm-up: both paths imported and cached
@@ -104,11 +112,12 @@ def measure(store: str, rounds: int, calls: int) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     rounds = int(argv[0]) if argv else 7
     calls = int(argv[1]) if len(argv) > 1 else 100
+    concurrency = int(argv[2]) if len(argv) > 2 else None
     print(f"{calls} approvals: one decideToolCalls vs {calls} sequential approveToolCall, {rounds} paired rounds")
     print("| store | sequential (ms) | bulk (ms) | bulk / sequential (median of rounds) | worst round |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for store in ("memory", "sqlite"):
-        figures = measure(store, rounds, calls)
+        figures = measure(store, rounds, calls, concurrency)
         print(
             f"| {store} | {figures['sequential_ms']:.0f} | {figures['bulk_ms']:.0f} | "
             f"{figures['ratio']:.2f}x | {figures['ratio_max']:.2f}x |"

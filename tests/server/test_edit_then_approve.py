@@ -187,6 +187,9 @@ async def test_an_edit_is_reapplied_when_a_multi_question_tool_runs_again_and_th
         if isinstance(part, ToolCallPart) and part.tool_call_id == call_id
     ]
     assert [part.args_as_dict() for part in parts] == [{"version": "2.0"}]
+    # and the call, waiting on its question now, keeps the edit for its next run
+    waiting = await app.state.store.get("release-agent", run_id)
+    assert [call.get("editedArgs") for call in waiting["toolCalls"]] == [{"version": "2.0"}]
 
     # and when its question is answered, the tool runs again from its top with the edited version
     done = (

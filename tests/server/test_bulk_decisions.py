@@ -57,9 +57,11 @@ OTHER = TestKey("test-other", "rg_test_other_0123456789abcdefghijklmnopqrstuvwxy
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """At most 5 decisions per batch, two runs decided at once, and ``OTHER`` beside ``ADMIN``."""
+    """At most 5 decisions per batch, two runs decided at once, ``OTHER`` beside ``ADMIN``, and no
+    per-tool rule (no default rule of the demo either: every refund here waits for a decision)."""
     return settings.model_copy(
         update={
+            "tool_rules": [],
             "max_bulk_decisions": 5,
             "bulk_concurrency": 2,
             "api_keys": [*settings.api_keys, ApiKeyConfig.model_validate(OTHER.entry())],
@@ -246,7 +248,7 @@ def test_an_idempotent_batch_repeated_after_a_restart_replays_its_answers(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     log = tmp_path / "runsgate.log"
-    store = shared_store_env(request, "sqlite", tmp_path)
+    store = {**shared_store_env(request, "sqlite", tmp_path), "RUNSGATE_TOOL_RULES": "[]"}
     # given two refund runs on a SQLite file, approved in one batch with a key (and a missing call)
     with runsgate_process(log, **store) as first:
         started = [

@@ -3,7 +3,9 @@ table, write ``bench/RESULTS.md``.
 
 Options: ``--memory 10000,100000,1000000``, ``--sqlite 10000,100000,1000000`` and ``--mongo 10000,100000``
 (sizes; empty to skip), ``--workers-runs 10000`` (runs in the SQLite file on which ``--workers 2`` is
-compared with one worker; 0 to skip),
+compared with one worker; 0 to skip), ``--bulk-rounds 5`` (paired rounds of ``bench.bulk``, one
+``decideToolCalls`` of 100 approvals against 100 sequential ``approveToolCall``, on the memory store
+and SQLite; 0 to skip),
 ``--seconds 10`` (wrk time per scenario), ``--rounds 5`` (interleaved rounds; each row is its median
 round), ``--connections 10``, ``--out bench/RESULTS.md`` (``-`` to write nothing).
 MongoDB is ``MONGODB_URI`` when set (a fresh database per size), else a FerretDB started here. Each
@@ -31,6 +33,7 @@ from typing import Any
 from storage import MongoSnapshotStore, RunFilter, SQLiteSnapshotStore
 from tests._servers import ferretdb, with_database
 
+from .bulk import measure as bulk_measure
 from .queries import AGENT, PAGE_SIZE
 from .runner import (
     SCENARIOS,
@@ -193,6 +196,16 @@ def workers_lines(workers: list[WorkersResult]) -> list[str]:
     ]
 
 
+def bulk_lines(bulk: dict[str, dict[str, float]]) -> list[str]:
+    """One line per store of ``bench.bulk``: one ``decideToolCalls`` against sequential approvals."""
+    return [
+        f"- {store}, {figures['calls']:.0f} approvals: one decideToolCalls / {figures['calls']:.0f} sequential "
+        f"approveToolCall = {figures['ratio']:.2f} (median of {figures['rounds']:.0f} paired rounds, worst "
+        f"{figures['ratio_max']:.2f}; {figures['bulk_ms']:,.0f} against {figures['sequential_ms']:,.0f} ms)"
+        for store, figures in bulk.items()
+    ]
+
+
 def write_report(
     args: argparse.Namespace,
     settings: Settings,
@@ -202,13 +215,14 @@ def write_report(
     *,
     final: bool,
     workers: list[WorkersResult] | None = None,
+    bulk: dict[str, dict[str, float]] | None = None,
 ) -> None:
     """Print (when ``final``) and write the report; called after every size, so a long run keeps what it measured."""
     report = [
         "# runsgate benchmark results",
         "",
         f"Command: `./dev bench --memory {shlex.quote(args.memory)} --sqlite {shlex.quote(args.sqlite)} "
-        f"--workers-runs {args.workers_runs} --mongo {shlex.quote(args.mongo)} "
+        f"--workers-runs {args.workers_runs} --bulk-rounds {args.bulk_rounds} --mongo {shlex.quote(args.mongo)} "
         f"--seconds {args.seconds:g} --rounds {args.rounds} "
         f"--connections {args.connections}` (`python -m bench` in the project's environment). "
         f"Each row: wrk, {args.connections} connections, "
@@ -237,6 +251,7 @@ def write_report(
         *growth(results),
         "",
         *workers_lines(workers or []),
+        *bulk_lines(bulk or {}),
         "",
         *(f"- query plan at {p['runs']:,} runs: {p}" for p in plans),
     ]
@@ -265,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-trips", type=int, default=20, help="approve round trips per memory-store size")
     parser.add_argument("--mongo-round-trips", type=int, default=3, help="approve round trips per MongoDB size")
     parser.add_argument("--samples", type=int, default=3, help="sequential requests per MongoDB scenario")
+    parser.add_argument(
+        "--bulk-rounds", type=int, default=5, help="paired rounds of bench.bulk per store, memory and SQLite (0: skip)"
+    )
     parser.add_argument("--out", default=str(Path(__file__).parent / "RESULTS.md"), help="report file, - for none")
     args = parser.parse_args(argv)
     if args.rounds < 1:
@@ -281,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[SizeResult] = []
     plans: list[dict[str, Any]] = []
     workers: list[WorkersResult] = []
+    bulk: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="runsgate-bench-logs-") as folder:
         logs = Path(folder)
         for runs in _sizes(args.memory):
@@ -296,6 +315,10 @@ def main(argv: list[str] | None = None) -> int:
             seed(settings, args.workers_runs, RUNSGATE_STORE=f"sqlite:///{path}")
             workers.append(bench_workers(path, args.workers_runs, settings, logs))
             write_report(args, settings, about, results, plans, final=False, workers=workers)
+        if args.bulk_rounds > 0:
+            for store in ("memory", "sqlite"):
+                bulk[store] = {**bulk_measure(store, args.bulk_rounds, 100), "rounds": args.bulk_rounds, "calls": 100}
+            write_report(args, settings, about, results, plans, final=False, workers=workers, bulk=bulk)
         mongo_sizes = _sizes(args.mongo)
         if mongo_sizes:
             with mongodb() as base:
@@ -304,8 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(bench_mongo(uri, runs, mongo_settings, logs))
                     plans.append({"runs": runs, **asyncio.run(explain(uri))})
                     asyncio.run(_drop(uri))
-                    write_report(args, settings, about, results, plans, final=False, workers=workers)
-    write_report(args, settings, about, results, plans, final=True, workers=workers)
+                    write_report(args, settings, about, results, plans, final=False, workers=workers, bulk=bulk)
+    write_report(args, settings, about, results, plans, final=True, workers=workers, bulk=bulk)
     return 0
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README walk-through with curl: start a refund run, list the agent's suspended runs,
-# approve the pending tool call, and check that the run finished and is no longer listed.
+# approve the pending tool call with an edited amount, check that the run finished and is no
+# longer listed, then decide a run's two refunds in one bulk request (approve one, decline one).
 # JSON is written and read with python3's json module, so nothing else needs installing.
 #
 # Usage: bash examples/walkthrough.sh [GRAPHQL_URL]    # default http://127.0.0.1:4000/graphql
@@ -36,6 +37,9 @@ START_RUN='mutation StartRun($input: StartRunInput!) {
 SUSPENDED_RUNS='query SuspendedRuns($agentId: ID!, $filter: SuspendedRunFilter) {
   suspendedRuns(agentId: $agentId, filter: $filter) { totalCount nodes { runId toolCalls { toolCallId toolName } } }
 }'
+DECIDE='mutation Decide($input: DecideToolCallsInput!) {
+  decideToolCalls(input: $input) { results { __typename ... on RunOutcome { status output } ... on UserError { code message } } }
+}'
 APPROVE='mutation Approve($input: ApproveToolCallInput!) {
   approveToolCall(input: $input) {
     __typename
@@ -58,12 +62,25 @@ listed=$(graphql "$SUSPENDED_RUNS" "{\"agentId\": \"$AGENT\", \"filter\": {\"thr
 echo "$AGENT has $(get "$listed" suspendedRuns totalCount) suspended run(s) in thread t-1"
 if get "$listed" suspendedRuns nodes | grep -q "\"$run_id\""; then echo "listed: True"; else echo "listed: False"; fi
 
-# 3. approve the call: the tool runs and the run finishes
-approved=$(graphql "$APPROVE" \
-  "{\"input\": {\"agentId\": \"$AGENT\", \"runId\": \"$run_id\", \"toolCallId\": \"$tool_call_id\"}}")
+# 3. approve the call with an edited amount: the tool runs with it and the run finishes
+edited='{"order_id": 1042, "amount": 25}'
+approved=$(graphql "$APPROVE" "{\"input\": {\"agentId\": \"$AGENT\", \"runId\": \"$run_id\", \
+  \"toolCallId\": \"$tool_call_id\", \"editedArgs\": $edited}}")
 [ "$(get "$approved" approveToolCall __typename)" = RunOutcome ] || { echo "approveToolCall failed: $approved"; exit 1; }
-echo "approved: $(get "$approved" approveToolCall status) with output $(get "$approved" approveToolCall output)"
+echo "approved with $edited: $(get "$approved" approveToolCall status) with output $(get "$approved" approveToolCall output)"
 
 # 4. the finished run is gone from the listing
 after=$(graphql "$SUSPENDED_RUNS" "{\"agentId\": \"$AGENT\", \"filter\": {\"threadId\": \"t-1\"}}")
 if get "$after" suspendedRuns nodes | grep -q "\"$run_id\""; then echo "still listed: True"; else echo "still listed: False"; fi
+
+# 5. a run with two refunds: approve one and decline the other in one bulk request
+started=$(graphql "$START_RUN" \
+  "{\"input\": {\"agentId\": \"$AGENT\", \"prompt\": \"Please refund orders 1042 and 1043\", \"threadId\": \"t-2\"}}")
+run_id=$(get "$started" startRun runId)
+echo "started run $run_id with $(get "$started" startRun run toolCalls | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))') pending calls"
+decisions="[{\"runId\": \"$run_id\", \"toolCallId\": \"$(get "$started" startRun run toolCalls 0 toolCallId)\", \"kind\": \"APPROVED\"},
+  {\"runId\": \"$run_id\", \"toolCallId\": \"$(get "$started" startRun run toolCalls 1 toolCallId)\", \"kind\": \"DECLINED\",
+   \"reason\": \"Refunded by phone\"}]"
+decided=$(graphql "$DECIDE" "{\"input\": {\"agentId\": \"$AGENT\", \"decisions\": $decisions}}")
+echo "decided in bulk: $(get "$decided" decideToolCalls results 0 status), $(get "$decided" decideToolCalls results 1 status) \
+with output $(get "$decided" decideToolCalls results 1 output)"

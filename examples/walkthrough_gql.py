@@ -1,7 +1,8 @@
 """The README walk-through from Python, with the ``gql`` client (gql 4, httpx transport).
 
-Starts a refund run, lists the agent's suspended runs, approves the pending tool call and
-checks that the run finished and is no longer listed. Prints one line per step.
+Starts a refund run, lists the agent's suspended runs, approves the pending tool call with an
+edited amount, checks that the run finished and is no longer listed, then decides a run's two
+refunds in one bulk request (approve one, decline one). Prints one line per step.
 
 Usage:
     pip install 'gql[httpx]'
@@ -48,6 +49,14 @@ mutation Approve($input: ApproveToolCallInput!) {
 }
 """
 
+DECIDE = """
+mutation Decide($input: DecideToolCallsInput!) {
+  decideToolCalls(input: $input) {
+    results { __typename ... on RunOutcome { status output } ... on UserError { code message } }
+  }
+}
+"""
+
 
 def call(session: Any, document: str, **variables: Any) -> dict[str, Any]:
     """Run one operation; gql raises ``TransportQueryError`` when the answer has top-level errors."""
@@ -76,20 +85,36 @@ def main(url: str) -> int:
         print(f"{AGENT} has {listed['totalCount']} suspended run(s) in thread t-1")
         print(f"listed: {run_id in [run['runId'] for run in listed['nodes']]}")
 
-        # 3. approve the call: the tool runs and the run finishes
+        # 3. approve the call with an edited amount: the tool runs with it and the run finishes
+        edited = {"order_id": 1042, "amount": 25}
         approved = call(
             session,
             APPROVE,
-            input={"agentId": AGENT, "runId": run_id, "toolCallId": pending["toolCallId"]},
+            input={"agentId": AGENT, "runId": run_id, "toolCallId": pending["toolCallId"], "editedArgs": edited},
         )["approveToolCall"]
         if approved["__typename"] != "RunOutcome":
             print(f"approveToolCall failed: {approved}")
             return 1
-        print(f"approved: {approved['status']} with output {approved['output']}")
+        print(f"approved with {json.dumps(edited)}: {approved['status']} with output {approved['output']}")
 
         # 4. the finished run is gone from the listing
         after = call(session, SUSPENDED_RUNS, agentId=AGENT, filter={"threadId": "t-1"})["suspendedRuns"]
         print(f"still listed: {run_id in [run['runId'] for run in after['nodes']]}")
+
+        # 5. a run with two refunds: approve one and decline the other in one bulk request
+        started = call(
+            session,
+            START_RUN,
+            input={"agentId": AGENT, "prompt": "Please refund orders 1042 and 1043", "threadId": "t-2"},
+        )["startRun"]
+        run_id, calls = started["runId"], started["run"]["toolCalls"]
+        print(f"started run {run_id} with {len(calls)} pending calls")
+        decisions = [
+            {"runId": run_id, "toolCallId": calls[0]["toolCallId"], "kind": "APPROVED"},
+            {"runId": run_id, "toolCallId": calls[1]["toolCallId"], "kind": "DECLINED", "reason": "Refunded by phone"},
+        ]
+        results = call(session, DECIDE, input={"agentId": AGENT, "decisions": decisions})["decideToolCalls"]["results"]
+        print(f"decided in bulk: {results[0]['status']}, {results[1]['status']} with output {results[1]['output']}")
     return 0
 
 

@@ -65,6 +65,7 @@ class Context:
         max_resume_data_depth: Cap on the nesting depth of ``resumeData`` (arrays and objects).
         max_prompt_bytes: Cap on a ``startRun`` ``prompt`` (UTF-8 bytes).
         max_reason_bytes: Cap on a ``declineToolCall`` ``reason`` (UTF-8 bytes).
+        max_bulk_decisions: Most items of one ``decideToolCalls``.
         loaders: Fresh DataLoaders for this operation, restricted to the principal's
             resources (per HTTP request, per WebSocket operation: ``begin_operation``).
         events: The process's event feed (subscriptions); ``None`` where none runs.
@@ -83,6 +84,7 @@ class Context:
     max_resume_data_depth: int = 32
     max_prompt_bytes: int = 32 * 1024
     max_reason_bytes: int = 4 * 1024
+    max_bulk_decisions: int = 100
     request: Any = None
     response: Any = None
     events: EventFeed | None = None

@@ -23,6 +23,7 @@ from runtime import (
     ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidResumeDataError,
+    InvalidToolArgumentsError,
     QuestionNotPendingError,
     RunNotFoundError,
     RunNotReadyError,
@@ -90,6 +91,20 @@ class ResumeDataProblem:
 @strawberry.type
 class InvalidResumeData(UserError):
     problems: list[ResumeDataProblem]
+
+
+@strawberry.type(description="One problem of edited tool arguments.")
+class ToolArgumentProblem:
+    path: list[str] = strawberry.field(description="Path inside `editedArgs` (array indexes as strings).")
+    message: str
+
+
+@strawberry.type(
+    description="`editedArgs` fail the tool's own argument validator (the one pydantic-ai runs before "
+    "calling the tool); nothing was recorded."
+)
+class InvalidToolArguments(UserError):
+    problems: list[ToolArgumentProblem]
 
 
 @strawberry.type(description="The idempotency key was used with other arguments, or its first use still runs.")
@@ -177,6 +192,14 @@ def to_user_error(error: RunsgateError) -> UserError:
                 message=message,
                 problems=[ResumeDataProblem(path=[str(p) for p in x.path], message=x.message) for x in error.problems],
             )
+        case InvalidToolArgumentsError():
+            return InvalidToolArguments(
+                code=code,
+                message=message,
+                problems=[
+                    ToolArgumentProblem(path=[str(p) for p in x.path], message=x.message) for x in error.problems
+                ],
+            )
         case IdempotencyKeyReusedError():
             return IdempotencyKeyReused(code=code, message=message, idempotency_key=error.key)
         case RunNotReadyError():
@@ -241,6 +264,7 @@ USER_ERROR_TYPES = [
     QuestionNotPending,
     DecideThroughSupervisor,
     DuplicateApprover,
+    InvalidToolArguments,
 ]
 
 

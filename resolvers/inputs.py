@@ -9,6 +9,7 @@ import strawberry
 from storage import RunFilter
 
 from .scalars import JSON
+from .types import DecisionKind
 
 
 @strawberry.input(description="Which runs to list; both date bounds are inclusive and apply to `createdAt`.")
@@ -51,12 +52,20 @@ class StartRunInput:
     )
 
 
+EDITED_ARGS_DESCRIPTION = (
+    "Arguments (an object) the tool runs with instead of the model's: checked by the tool's own argument "
+    "validator (`InvalidToolArguments` when they fail it), the per-tool rules are evaluated on them, and the "
+    "model's history shows them. Omitted or null: the model's arguments."
+)
+
+
 @strawberry.input
 class ApproveToolCallInput:
     agent_id: strawberry.ID
     run_id: strawberry.ID
     tool_call_id: strawberry.ID
     idempotency_key: str | None = None
+    edited_args: JSON | None = strawberry.field(default=None, description=EDITED_ARGS_DESCRIPTION)
 
 
 @strawberry.input
@@ -88,3 +97,30 @@ class ResumeRunInput:
 class RetryRunInput:
     agent_id: strawberry.ID
     run_id: strawberry.ID
+
+
+@strawberry.input(
+    description="One decision of `decideToolCalls`: what `approveToolCall`, `declineToolCall` or "
+    "`resumeRun` would record on one call."
+)
+class ToolCallDecisionInput:
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    kind: DecisionKind = strawberry.field(description="APPROVED, DECLINED or RESUMED.")
+    reason: str | None = strawberry.field(default=None, description="DECLINED only: passed to the model.")
+    edited_args: JSON | None = strawberry.field(default=None, description="APPROVED only. " + EDITED_ARGS_DESCRIPTION)
+    resume_data: JSON | None = strawberry.field(
+        default=None, description="RESUMED only: validated against the call's `resumeSchema`."
+    )
+
+
+@strawberry.input(description="Decisions on calls of one agent's runs, each recorded independently.")
+class DecideToolCallsInput:
+    agent_id: strawberry.ID
+    decisions: list[ToolCallDecisionInput] = strawberry.field(
+        description="At most `RUNSGATE_MAX_BULK_DECISIONS` (100 by default); the answers come in this order."
+    )
+    idempotency_key: str | None = strawberry.field(
+        default=None,
+        description="Repeating the request with this key (and the same decisions) returns the first answers.",
+    )

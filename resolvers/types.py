@@ -61,6 +61,11 @@ class ToolCallDecision:
     decided_at: datetime = strawberry.field(description="UTC.")
     decided_by: str | None = strawberry.field(description="The principal who decided.")
     reason: str | None = strawberry.field(description="Decline reason, passed to the model.")
+    edited_args: JSON | None = strawberry.field(
+        default=None,
+        description="The arguments the approver replaced the model's with (approvals; null: not edited); "
+        "the tool ran with them and the model's history shows them.",
+    )
 
     @classmethod
     def from_document(cls, doc: DecisionDocument) -> ToolCallDecision:
@@ -69,6 +74,7 @@ class ToolCallDecision:
             decided_at=doc["decidedAt"],
             decided_by=doc["decidedBy"],
             reason=doc["reason"],
+            edited_args=doc.get("editedArgs"),
         )
 
 

@@ -26,17 +26,19 @@ from .errors import (
     ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidResumeDataError,
+    InvalidToolArgumentsError,
     QuestionNotPendingError,
     ResumeDataProblem,
     RunNotFoundError,
     RunNotReadyError,
     RunsgateError,
+    ToolArgumentProblem,
     ToolCallAlreadyDecidedError,
     ToolCallNotFoundError,
     WrongToolCallKindError,
 )
 from .event_feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
-from .lifecycle import Caller, RunManager
+from .lifecycle import BulkDecision, Caller, RunManager
 from .outcome import OutcomeStatus, RunOutcome
 from .policy import tool_rule_problems
 from .registry import AgentRegistry, AnyAgent, default_tool_rules, load_registry
@@ -57,6 +59,7 @@ __all__ = [
     "AgentRegistry",
     "AmbiguousToolCallError",
     "AnyAgent",
+    "BulkDecision",
     "Caller",
     "DecideThroughSupervisorError",
     "DelegationError",
@@ -69,6 +72,7 @@ __all__ = [
     "ForbiddenError",
     "IdempotencyKeyReusedError",
     "InvalidResumeDataError",
+    "InvalidToolArgumentsError",
     "OutcomeStatus",
     "Principal",
     "QuestionNotPendingError",
@@ -81,6 +85,7 @@ __all__ = [
     "RunsgateError",
     "StalledRunSweeper",
     "ToolApprovalRule",
+    "ToolArgumentProblem",
     "ToolCallAlreadyDecidedError",
     "ToolCallNotFoundError",
     "WebhookDispatcher",

@@ -1,11 +1,11 @@
 """Continuing a run whose every call is decided (docs/architecture.md "Continue").
 
-One instance claims the run, feeds pydantic-ai the stored history plus the decisions as
-``DeferredToolResults``, and renews the claim while the agent runs. Finished: the snapshot
-is deleted. Suspended again: it is rewritten with the new pending calls. Failed: the claim is
-released with ``lastError`` set and every decision kept, so ``retry`` can continue it later.
-Suspended again on calls an approval policy all approved (``runtime.policy``): it is stored
-with those decisions and continued again at once.
+One instance claims the run, feeds pydantic-ai the stored history (each tool call approved with
+edited arguments carrying them) plus the decisions as ``DeferredToolResults``, and renews the
+claim while the agent runs. Finished: the snapshot is deleted. Suspended again: it is rewritten
+with the new pending calls. Failed: the claim is released with ``lastError`` set and every
+decision kept, so ``retry`` can continue it later. Suspended again on calls an approval policy
+all approved (``runtime.policy``): it is stored with those decisions and continued again at once.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from storage import (
 )
 
 from ._claims import claim_expiry, renewing_claim
-from ._deferred import deferred_tool_results, results_applied, tool_call_documents
+from ._deferred import deferred_tool_results, results_applied, tool_call_documents, with_edited_args
 from ._execution import Finished, run_agent
 from ._expiry import set_deadlines
 from ._journal import Journal
@@ -102,7 +102,7 @@ class Continuation:
                 stored = await self.store.load_history(agent_id, run_id)
                 if stored is None:
                     raise LookupError(f"the message history of run {run_id!r} is missing")
-                history = ModelMessagesTypeAdapter.validate_json(stored)
+                history = with_edited_args(ModelMessagesTypeAdapter.validate_json(stored), claimed["toolCalls"])
                 already_ran = results_applied(history, call_ids)
                 results = None if already_ran else deferred_tool_results(claimed["toolCalls"])
                 with capture_run_messages() as captured:

@@ -33,6 +33,8 @@ class DecisionRequest:
     """The question the request answers (resume); ``None``: the one the call waits on now."""
     reason: str | None = None
     resume_data: Any = None
+    edited_args: Any = None
+    """The arguments an approval replaces the model's with (JSON object); ``None``: not edited."""
     principal: str | None = None
     idempotency_key: str | None = None
     through_supervisor: bool = False

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -52,8 +53,9 @@ def tool_call_documents(
     Args:
         previous: The calls of the run's last snapshot. A call deferred again under the same
             ``toolCallId`` (its tool re-ran and stopped at a later decision point) keeps what was
-            decided there: the answers given so far (``answers``, plus the last resume data) and
-            whether it was approved (``approved``).
+            decided there: the answers given so far (``answers``, plus the last resume data),
+            whether it was approved (``approved``) and the arguments it was approved with, when
+            edited (``editedArgs``).
     """
     order: dict[str, int] = {}
     for message in messages:
@@ -74,6 +76,9 @@ def tool_call_documents(
                 doc["answers"] = answers
             if approved:
                 doc["approved"] = True
+            edited = edited_so_far(before)
+            if edited is not None:
+                doc["editedArgs"] = edited
     return docs
 
 
@@ -88,6 +93,15 @@ def decided_so_far(call: ToolCallDocument) -> tuple[list[Any], bool]:
     if decision is not None and decision["kind"] == "approved":
         approved = True
     return answers, approved
+
+
+def edited_so_far(call: ToolCallDocument) -> Any:
+    """The arguments ``call`` was approved with by an edit (its own decision's ``editedArgs``, else
+    those of an earlier decision point); ``None`` when never edited."""
+    decision = call["decision"]
+    if decision is not None and decision.get("editedArgs") is not None:
+        return decision["editedArgs"]
+    return call.get("editedArgs")
 
 
 def _approval(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolCallDocument:
@@ -145,7 +159,9 @@ def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResu
     approved), ``answers`` (every resume data given to it, in order; ``suspend()`` returns them
     one per ``suspend()`` point), ``resumeData`` (the last one), ``decision`` and ``decidedBy``.
     runsgate's toolset wrapper (``runtime._decision_toolset``) then shows the tool
-    ``tool_call_approved`` = ``approved``, never the ``ToolApproved`` itself. Delegated calls
+    ``tool_call_approved`` = ``approved``, never the ``ToolApproved`` itself. A call approved
+    with edited arguments (now or at an earlier decision point, ``edited_so_far``) re-runs with
+    them: ``ToolApproved(override_args=...)``, which pydantic-ai validates again. Delegated calls
     are always re-run so ``delegate()`` forwards the decision (with the question it answers).
 
     Raises:
@@ -179,9 +195,37 @@ def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResu
             answer["answers"] = answers
             if decision["kind"] == "resumed":
                 answer["resumeData"] = decision["resumeData"]
+            edited = edited_so_far(call)
+            if edited is not None:
+                results.approvals[call_id] = ToolApproved(override_args=edited)
+                results.metadata[call_id] = _metadata.wrap(answer)
+                continue
         results.approvals[call_id] = ToolApproved()
         results.metadata[call_id] = _metadata.wrap(answer)
     return results
+
+
+def with_edited_args(messages: Sequence[ModelMessage], calls: Sequence[ToolCallDocument]) -> list[ModelMessage]:
+    """``messages`` with the ``ToolCallPart`` of each call approved with edited arguments
+    (``edited_so_far``) carrying them, so the model reads the arguments the tool ran with
+    (``ToolApproved.override_args`` changes only what runs). Other messages are kept as they are."""
+    edits = {call["toolCallId"]: edited for call in calls if (edited := edited_so_far(call)) is not None}
+    if not edits:
+        return list(messages)
+    edited_messages: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, ModelResponse) and any(
+            isinstance(part, ToolCallPart) and part.tool_call_id in edits for part in message.parts
+        ):
+            parts = [
+                dataclasses.replace(part, args=edits[part.tool_call_id])
+                if isinstance(part, ToolCallPart) and part.tool_call_id in edits
+                else part
+                for part in message.parts
+            ]
+            message = dataclasses.replace(message, parts=parts)
+        edited_messages.append(message)
+    return edited_messages
 
 
 def results_applied(messages: Sequence[ModelMessage], call_ids: Sequence[str]) -> bool:

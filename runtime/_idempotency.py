@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from storage import IdempotencyDocument, IdempotencyKeys
 
@@ -23,6 +23,8 @@ from .errors import IdempotencyKeyReusedError, RunsgateError
 from .outcome import RunOutcome
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class IdempotencyGuard:
@@ -68,6 +70,29 @@ class IdempotencyGuard:
                 request is still running.
             RunsgateError: The request's domain error (nothing was written, the key is free again).
         """
+        return await self.once(
+            agent_id=agent_id,
+            operation=operation,
+            key=key,
+            arguments=arguments,
+            action=action,
+            encode=lambda outcome: {"outcome": outcome.to_json()},
+            decode=_replay,
+        )
+
+    async def once(
+        self,
+        *,
+        agent_id: str,
+        operation: str,
+        key: str | None,
+        arguments: dict[str, Any],
+        action: Callable[[], Awaitable[_T]],
+        encode: Callable[[_T], dict[str, Any]],
+        decode: Callable[[IdempotencyDocument], _T],
+    ) -> _T:
+        """``run`` for any answer: ``encode`` gives the JSON stored as the key's ``result``,
+        ``decode`` the answer a repeat gets from the stored document. Raises as ``run``."""
         if key is None:
             return await action()
         key_id = f"{agent_id}:{operation}:{key}"
@@ -78,7 +103,7 @@ class IdempotencyGuard:
             if existing["fingerprint"] != expected:
                 raise IdempotencyKeyReusedError(key)
             if existing["result"] is not None:
-                return _replay(existing)
+                return decode(existing)
             if polls == self._polls:
                 raise IdempotencyKeyReusedError(key, in_flight=True)
             polls += 1
@@ -86,13 +111,13 @@ class IdempotencyGuard:
             # Re-reserving reads the key; if the first request released it, we now own it.
             existing = await self._store.reserve_idempotency_key(key_id, expected, self._clock())
         try:
-            outcome = await action()
+            answer = await action()
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._store.release_idempotency_key(key_id)
             raise
-        await self._store.complete_idempotency_key(key_id, {"outcome": outcome.to_json()})
-        return outcome
+        await self._store.complete_idempotency_key(key_id, encode(answer))
+        return answer
 
 
 def _replay(existing: IdempotencyDocument) -> RunOutcome:

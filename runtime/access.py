@@ -115,11 +115,13 @@ class ToolApprovalRule:
     """One per-tool rule (config ``RUNSGATE_TOOL_RULES``, docs/configuration.md "Tool rules").
 
     Approving ``tool`` needs ``scope`` too, optionally only when an argument is above a limit;
-    and (policy) the call may be approved automatically, or need several approvers.
+    a deadline with a fallback; the call may be approved automatically, need several
+    approvers, or be approved only with the model's arguments.
 
     Attributes:
         tool: The tool name (``toolName`` of the call).
-        scope: The extra scope required, e.g. ``refunds:approve``; ``None``: none.
+        scope: The extra scope approving (or resuming) a call needs, e.g. ``refunds:approve``;
+            ``None``: none.
         argument: Name of a top-level argument of the call; with ``above``, the rule is
             skipped only when that argument is a number (not a boolean) at most ``above``. A
             rule that cannot be evaluated applies: the arguments are not an object, or the
@@ -139,6 +141,8 @@ class ToolApprovalRule:
             most ``at_most``; ``"always"``: approve every call of ``tool`` automatically.
         approvals: Distinct principals needed to approve a matching call (two-person
             approval); restricting, so it applies when ``above`` cannot be evaluated.
+        allow_edits: ``False``: approving a call of ``tool`` with edited arguments is forbidden
+            when the rule applies to the model's arguments or to the edited ones.
     """
 
     tool: str
@@ -154,6 +158,8 @@ class ToolApprovalRule:
     at_most: float | None = None
     auto_approve: bool | Literal["always"] = False
     approvals: int = 1
+    # edit-then-approve (issue 18 part 1)
+    allow_edits: bool = True
 
     def applies(self, tool_name: str | None, args: Any) -> bool:
         """Whether approving a call of ``tool_name`` with ``args`` falls under this rule's
@@ -253,17 +259,22 @@ def check_decision(
     tool_call_id: str | None,
     *,
     approving: bool,
+    edited_args: Any = None,
 ) -> None:
     """May ``principal`` decide on the stored run ``doc``? Checked on the document the decision uses.
 
     A run outside the principal's resources is reported exactly as a missing one. Approving
     (``approving``: an approval or a resume) the call ``tool_call_id`` (``None``: the calls
     waiting for resume data) needs the scope of every rule that applies to its tool name and
-    arguments. Declining and retrying need no per-tool scope.
+    arguments, evaluated on ``edited_args`` when the approval edits them (not ``None``) (so a rule ``above 40``
+    forbids editing 10 into 100 without its scope); an edit is forbidden outright by a rule with
+    ``allow_edits=False`` that applies to either the model's or the edited arguments. Declining
+    and retrying need no per-tool scope.
 
     Raises:
         RunNotFoundError: The run is outside the principal's resources.
-        ForbiddenError: A per-tool rule needs a scope the principal lacks (``required_scope``).
+        ForbiddenError: A per-tool rule needs a scope the principal lacks (``required_scope``),
+            or forbids editing the call's arguments.
     """
     if not principal.may_use_resource(doc["resourceId"]):
         raise RunNotFoundError(doc["agentId"], doc["_id"])
@@ -274,7 +285,15 @@ def check_decision(
         decided_here = call["toolCallId"] == tool_call_id if tool_call_id is not None else not call["requiresApproval"]
         if not decided_here:
             continue
-        scope = missing_approval_scope(principal, rules, call["toolName"], call["args"])
+        edited = edited_args is not None
+        args = edited_args if edited else call["args"]
+        if edited:
+            for rule in rules:
+                if not rule.allow_edits and (
+                    rule.applies(call["toolName"], call["args"]) or rule.applies(call["toolName"], args)
+                ):
+                    raise ForbiddenError(f"the arguments of {call['toolName']!r} may not be edited")
+        scope = missing_approval_scope(principal, rules, call["toolName"], args)
         if scope is not None:
             raise ForbiddenError(f"approving {call['toolName']!r} needs the scope {scope!r}", required_scope=scope)
 

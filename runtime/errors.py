@@ -43,6 +43,8 @@ class ErrorCode(enum.Enum):
     # policy (issue 18 part 4): two-person approval
     DUPLICATE_APPROVER = "DUPLICATE_APPROVER"
     """The principal already approved a call that needs several distinct approvers."""
+    INVALID_TOOL_ARGUMENTS = "INVALID_TOOL_ARGUMENTS"
+    """An approval's ``editedArgs`` fail the tool's own argument validator."""
 
 
 class RunsgateError(Exception):
@@ -241,6 +243,37 @@ class InvalidResumeDataError(RunsgateError):
         return cls([ResumeDataProblem(path=list(p["path"]), message=p["message"]) for p in details["problems"]])
 
 
+@dataclass(frozen=True, kw_only=True)
+class ToolArgumentProblem:
+    """One way edited arguments fail the tool's argument validator."""
+
+    path: list[str | int]
+    """Location in the arguments (object keys and array indexes); empty for the top level."""
+    message: str
+
+
+class InvalidToolArgumentsError(RunsgateError):
+    """An approval's edited arguments fail the tool's own argument validator (pydantic, as
+    pydantic-ai validates a call's arguments before running the tool); nothing was recorded."""
+
+    code = ErrorCode.INVALID_TOOL_ARGUMENTS
+
+    def __init__(self, tool_name: str, problems: list[ToolArgumentProblem]) -> None:
+        listed = "; ".join(f"{_path(p.path)}: {p.message}" for p in problems)
+        super().__init__(f"The edited arguments are not valid for tool {tool_name!r}: {listed}")
+        self.tool_name = tool_name
+        self.problems = list(problems)
+
+    def details(self) -> dict[str, Any]:
+        problems = [{"path": p.path, "message": p.message} for p in self.problems]
+        return {"tool_name": self.tool_name, "problems": problems}
+
+    @classmethod
+    def _from_details(cls, details: dict[str, Any]) -> RunsgateError:
+        problems = [ToolArgumentProblem(path=list(p["path"]), message=p["message"]) for p in details["problems"]]
+        return cls(details["tool_name"], problems)
+
+
 class IdempotencyKeyReusedError(RunsgateError):
     """The idempotency key was used for another request, or its first request is still running."""
 
@@ -367,11 +400,13 @@ __all__ = [
     "ForbiddenError",
     "IdempotencyKeyReusedError",
     "InvalidResumeDataError",
+    "InvalidToolArgumentsError",
     "QuestionNotPendingError",
     "ResumeDataProblem",
     "RunNotFoundError",
     "RunNotReadyError",
     "RunsgateError",
+    "ToolArgumentProblem",
     "ToolCallAlreadyDecidedError",
     "ToolCallNotFoundError",
     "WrongToolCallKindError",

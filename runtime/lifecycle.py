@@ -9,10 +9,13 @@ the event log.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import functools
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,8 +26,10 @@ from storage import (
     SCHEMA_VERSION,
     ApprovalDocument,
     DecisionDocument,
+    DecisionKind,
     DuplicateRunError,
     EventDocument,
+    IdempotencyDocument,
     SnapshotDocument,
     SnapshotStore,
     StoreUnavailableError,
@@ -34,6 +39,7 @@ from storage import (
     utcnow,
 )
 
+from ._arguments import validate_edited_args
 from ._continuation import Continuation
 from ._decisions import DecisionRequest, select_call, validate_resume_data
 from ._deferred import question_id, tool_call_documents
@@ -44,9 +50,9 @@ from ._journal import Journal
 from ._json import fingerprint, jsonable
 from ._scope import RunScope
 from .access import Principal, ToolApprovalRule, check_decision, check_start
-from .errors import DuplicateApproverError, RunNotFoundError, RunNotReadyError
+from .errors import DuplicateApproverError, ForbiddenError, RunNotFoundError, RunNotReadyError, RunsgateError
 from .outcome import RunOutcome
-from .policy import apply_rules
+from .policy import apply_rules, approvals_required
 from .registry import AgentRegistry
 
 _DECISION_ATTEMPTS = 3
@@ -94,6 +100,8 @@ class RunManager:
             tools, the deadlines of their approvals, automatic approvals and approvals by
             several principals (config ``RUNSGATE_TOOL_RULES``; ``runtime.access.ToolApprovalRule``,
             ``runtime.policy``).
+        bulk_concurrency: Runs ``decide_many`` decides (and so continues) at once, over every
+            batch of this manager (config ``RUNSGATE_BULK_CONCURRENCY``).
     """
 
     def __init__(
@@ -107,8 +115,10 @@ class RunManager:
         clock: Callable[[], datetime] = utcnow,
         in_flight_wait: float = 2.0,
         tool_rules: Iterable[ToolApprovalRule] = (),
+        bulk_concurrency: int = 8,
     ) -> None:
         self._store = store
+        self._bulk_slots = asyncio.Semaphore(bulk_concurrency)
         self._tool_rules = tuple(tool_rules)
         self._agents = agents
         self._instance_id = instance_id
@@ -318,10 +328,16 @@ class RunManager:
         principal: Caller = None,
         idempotency_key: str | None = None,
         through_supervisor: bool = False,
+        edited_args: Any = None,
     ) -> RunOutcome:
         """Approve a call waiting for approval; the tool runs when the run continues.
 
         Args:
+            edited_args: Arguments (a JSON object) the tool runs with instead of the model's;
+                ``None`` keeps the model's. Checked before anything is recorded by the tool's own
+                argument validator (``runtime._arguments``); the per-tool rules are evaluated on
+                them. The stored history's tool call is given them, so the model sees what ran,
+                and every later re-run of the call uses them.
             principal: Who decides (``Caller``); its name is recorded as ``decidedBy``. A
                 ``Principal`` is checked on the run as read for the decision
                 (``runtime.access.check_decision``): a run outside its resources is
@@ -341,11 +357,15 @@ class RunManager:
             ToolCallAlreadyDecidedError (with the winning decision), IdempotencyKeyReusedError.
             DecideThroughSupervisorError: The run is a sub-agent's inner run (``parentRunId``
                 set): it is decided through its supervisor's run only.
+            InvalidToolArgumentsError: ``edited_args`` fail the tool's validator (one problem per
+                error, with its path); nothing is recorded.
+            ForbiddenError: Also when a rule with ``allow_edits=False`` forbids the edit.
         """
         name, caller = _split(principal)
         request = DecisionRequest(
             kind="approved",
             tool_call_id=tool_call_id,
+            edited_args=None if edited_args is None else jsonable(edited_args),
             principal=name,
             idempotency_key=idempotency_key,
             through_supervisor=through_supervisor,
@@ -451,6 +471,7 @@ class RunManager:
             **({"questionId": request.question_id} if request.question_id is not None else {}),
             "reason": request.reason,
             "resumeData": request.resume_data,
+            **({"editedArgs": request.edited_args} if request.edited_args is not None else {}),
             "principal": request.principal,
         }
         return await self._idempotency.run(
@@ -462,9 +483,28 @@ class RunManager:
         )
 
     def _check(self, caller: Principal | None, doc: SnapshotDocument, request: DecisionRequest) -> None:
+        edited = request.edited_args
+        if edited is not None:
+            if caller is not None:  # a hidden run is reported missing before its tool's arguments are read
+                check_decision(caller, self._tool_rules, doc, request.tool_call_id, approving=False)
+            edited = self._validated_edit(doc, request)
         if caller is not None:
             approving = request.kind != "declined"
-            check_decision(caller, self._tool_rules, doc, request.tool_call_id, approving=approving)
+            check_decision(caller, self._tool_rules, doc, request.tool_call_id, approving=approving, edited_args=edited)
+
+    def _validated_edit(self, doc: SnapshotDocument, request: DecisionRequest) -> Any:
+        """``request.edited_args`` as the tool's validator reads them (what the tool will run with,
+        as JSON), which the per-tool rules are evaluated on; as sent when the call is not found
+        (``select_call`` then reports it).
+
+        Raises:
+            InvalidToolArgumentsError: They fail the validator.
+        """
+        call = next((c for c in doc["toolCalls"] if c["toolCallId"] == request.tool_call_id), None)
+        if call is None or not call["requiresApproval"]:
+            return request.edited_args
+        agent = self._agents.get_agent(doc["agentId"])
+        return jsonable(validate_edited_args(agent, call["toolName"], request.edited_args))
 
     async def _decide(
         self,
@@ -497,6 +537,21 @@ class RunManager:
             }
             scope = _scope_of(self, doc, request.principal)
             required = call.get("approvalsRequired", 1)
+            edit: dict[str, Any] = {}
+            if request.edited_args is not None:
+                if required > 1:
+                    raise ForbiddenError(
+                        f"{call['toolName']!r} needs {required} approvals of the same arguments: "
+                        "approve it without editedArgs, or decline it"
+                    )
+                rules = [rule for rule in self._tool_rules if rule.covers_agent(agent_id)]
+                if approvals_required(rules, call["toolName"], request.edited_args) > required:
+                    raise ForbiddenError(
+                        f"{call['toolName']!r} with these editedArgs needs several approvals: approve the "
+                        "model's arguments, or decline it and let the agent ask again"
+                    )
+                decision["editedArgs"] = request.edited_args
+                edit = {"originalArgs": call["args"], "editedArgs": request.edited_args}
             if request.kind == "approved" and required > 1 and not request.through_supervisor:
                 updated = await self._record_approval(scope, doc, index, request, decision)
             else:
@@ -505,7 +560,7 @@ class RunManager:
                     "decision",
                     by=request.principal or "anonymous",
                     at=now,
-                    data=_decision_data(call, request.kind, request.reason),
+                    data={**_decision_data(call, request.kind, request.reason), **edit},
                 )
                 updated = await self._store.record_decision(
                     agent_id,
@@ -581,6 +636,94 @@ class RunManager:
             now=decision["decidedAt"],
             event=events,
         )
+
+    # -- decide in bulk --------------------------------------------------------------------------
+    async def decide_many(
+        self,
+        agent_id: str,
+        decisions: Sequence[BulkDecision],
+        *,
+        principal: Caller = None,
+        idempotency_key: str | None = None,
+    ) -> list[RunOutcome | RunsgateError]:
+        """Record many decisions on calls of ``agent_id``'s runs (``decideToolCalls``).
+
+        Each decision is the one ``approve``, ``decline`` or ``resume`` would record, with the same
+        checks (a ``Principal`` is held to its resources and the per-tool rules, per item), and is
+        independent: one item's error does not stop the others. Items on one run are recorded in
+        their order, one after the other, so the item that decides a run's last pending call
+        continues it, once (the others answer ``suspended``); runs are decided concurrently, at most
+        ``bulk_concurrency`` at a time on this instance (every batch shares that bound), so a batch
+        never starts more continuations (model calls) at once.
+
+        Args:
+            decisions: At most the server's limit (``RUNSGATE_MAX_BULK_DECISIONS``, checked by
+                the caller).
+            idempotency_key: Repeating the batch with this key (and the same decisions) returns
+                the first answers, errors included, also after a restart with a persistent store.
+                Each item is recorded under a key derived from it (``<key>/<index>``), so a batch
+                repeated after it was interrupted records each decision still exactly once.
+
+        Returns:
+            One answer per decision, in their order: the ``RunOutcome`` of ``approve`` (or
+            ``decline``, ``resume``), or the domain error that item got (nothing recorded for it).
+
+        Raises:
+            IdempotencyKeyReusedError: ``idempotency_key`` was used for another batch, or its
+                first request still runs.
+        """
+        name, caller = _split(principal)
+        arguments = {"decisions": [dataclasses.asdict(item) for item in decisions], "principal": name}
+        return await self._idempotency.once(
+            agent_id=agent_id,
+            operation=_owned("decideToolCalls", name),
+            key=idempotency_key,
+            arguments=arguments,
+            action=functools.partial(self._decide_all, agent_id, decisions, name, caller, idempotency_key),
+            encode=_encode_answers,
+            decode=_decode_answers,
+        )
+
+    async def _decide_all(
+        self,
+        agent_id: str,
+        decisions: Sequence[BulkDecision],
+        name: str | None,
+        caller: Principal | None,
+        key: str | None,
+    ) -> list[RunOutcome | RunsgateError]:
+        answers: list[RunOutcome | RunsgateError | None] = [None] * len(decisions)
+        by_run: dict[str, list[int]] = {}
+        for index, item in enumerate(decisions):
+            by_run.setdefault(item.run_id, []).append(index)
+
+        async def decide_run(indexes: list[int]) -> None:
+            async with self._bulk_slots:
+                for index in indexes:
+                    item = decisions[index]
+                    request = DecisionRequest(
+                        kind=item.kind,
+                        tool_call_id=item.tool_call_id,
+                        reason=item.reason if item.kind == "declined" else None,
+                        resume_data=jsonable(item.resume_data) if item.kind == "resumed" else None,
+                        edited_args=jsonable(item.edited_args) if item.kind == "approved" else None,
+                        principal=name,
+                        idempotency_key=None if key is None else f"{key}/{index}",
+                    )
+                    try:
+                        answers[index] = await self._decide_once(
+                            agent_id, item.run_id, "decideToolCalls.item", request, caller
+                        )
+                    except RunsgateError as error:
+                        answers[index] = error
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for indexes in by_run.values():
+                    group.create_task(decide_run(indexes))
+        except BaseExceptionGroup as failed:  # an unexpected error (a store outage): the batch fails with it
+            raise failed.exceptions[0] from None
+        return [answer for answer in answers if answer is not None]
 
     # -- continue --------------------------------------------------------------------------------
     async def retry(self, agent_id: str, run_id: str, *, principal: Caller = None) -> RunOutcome:
@@ -710,6 +853,42 @@ def _decision_data(call: ToolCallDocument, kind: str, reason: str | None) -> dic
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class BulkDecision:
+    """One item of ``RunManager.decide_many``: approve, decline or resume one call.
+
+    Attributes:
+        kind: ``approved``, ``declined`` or ``resumed``.
+        reason: Passed to the model (``declined`` only; ignored otherwise).
+        edited_args: Arguments the tool runs with instead of the model's (``approved`` only).
+        resume_data: The answer (``resumed`` only).
+    """
+
+    run_id: str
+    tool_call_id: str
+    kind: DecisionKind
+    reason: str | None = None
+    edited_args: Any = None
+    resume_data: Any = None
+
+
+def _encode_answers(answers: list[RunOutcome | RunsgateError]) -> dict[str, Any]:
+    return {
+        "answers": [
+            {"error": a.to_json()} if isinstance(a, RunsgateError) else {"outcome": a.to_json()} for a in answers
+        ]
+    }
+
+
+def _decode_answers(stored: IdempotencyDocument) -> list[RunOutcome | RunsgateError]:
+    result = stored["result"]
+    assert result is not None
+    return [
+        RunsgateError.from_json(a["error"]) if "error" in a else RunOutcome.from_json(a["outcome"])
+        for a in result["answers"]
+    ]
+
+
 def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None) -> RunScope:
     return RunScope(
         manager=manager,
@@ -721,4 +900,4 @@ def _scope_of(manager: RunManager, doc: SnapshotDocument, principal: str | None)
     )
 
 
-__all__ = ["Caller", "RunManager"]
+__all__ = ["BulkDecision", "Caller", "RunManager"]

@@ -135,6 +135,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             max_resume_data_depth=settings.max_resume_data_depth,
             max_prompt_bytes=settings.max_prompt_bytes,
             max_reason_bytes=settings.max_reason_bytes,
+            max_bulk_decisions=settings.max_bulk_decisions,
             request=request,
             response=response,
             events=state.events,
@@ -220,6 +221,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             claim_ttl=settings.claim_ttl,
             model=settings.model,
             tool_rules=rules,
+            bulk_concurrency=settings.bulk_concurrency,
         )
         app.state.events = EventFeed(
             store, poll_interval=settings.subscription_poll_interval, lookback=settings.subscription_lookback

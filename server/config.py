@@ -60,6 +60,11 @@ class Settings(SecuritySettings, WebhookSettings):
     sweep_interval: Annotated[float, Field(ge=0)] = 5.0
     """Seconds between two looks for stalled runs to take over (expired claims, decided runs
     nobody continued) and for calls past their deadline; ``0`` turns the sweeper off on this instance."""
+    max_bulk_decisions: Annotated[int, Field(ge=1, le=10_000)] = 100
+    """Most decisions in one ``decideToolCalls``; a longer list is refused, recording nothing."""
+    bulk_concurrency: Annotated[int, Field(ge=1, le=1000)] = 8
+    """Runs one instance decides (and so continues: model calls) at once for ``decideToolCalls``,
+    over every batch it serves."""
     instance_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     """This instance's id in claims and the audit log."""
     graphiql: bool = True

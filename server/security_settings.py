@@ -32,7 +32,7 @@ class ApiKeyConfig(BaseModel):
 class ToolRuleConfig(BaseModel):
     """One rule of ``RUNSGATE_TOOL_RULES`` (docs/configuration.md "Tool rules"): approving
     ``tool`` needs ``scope`` too; a call of it waits at most ``expiresAfter`` seconds; it is
-    approved automatically, or needs several approvers."""
+    approved automatically, needs several approvers, or may not be edited."""
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -65,6 +65,9 @@ class ToolRuleConfig(BaseModel):
     ``"always"``: every call of ``tool``."""
     approvals: Annotated[int, Field(ge=1, le=100)] = 1
     """Distinct principals needed to approve a matching call (fail closed, as ``scope``)."""
+    # edit-then-approve (issue 18 part 1)
+    allow_edits: bool = Field(default=True, alias="allowEdits")
+    """``false``: approving a call of ``tool`` with ``editedArgs`` is forbidden (when the rule applies)."""
 
     @model_validator(mode="after")
     def _policy(self) -> ToolRuleConfig:
@@ -91,7 +94,8 @@ class ToolRuleConfig(BaseModel):
         conditions = {"tool", "name", "agent_id", "argument", "above", "at_most", "on_expiry"}
         if not self.model_fields_set - conditions:
             raise ValueError(
-                f"rule for tool {self.tool!r} has no effect: give it a scope, expiresAfter, autoApprove or approvals"
+                f"rule for tool {self.tool!r} has no effect: give it a scope, expiresAfter, autoApprove, "
+                "approvals or allowEdits"
             )
         return self
 

@@ -38,6 +38,9 @@ class DecisionDocument(TypedDict):
     resumeData: Any
     """Resume data (``resumed`` only), already validated against the call's ``resumeSchema``."""
     idempotencyKey: str | None
+    editedArgs: NotRequired[Any]
+    """The arguments the approver replaced the model's with (``approved`` only; absent: none),
+    already validated by the tool's own argument validator; the tool runs with them."""
 
 
 class ApprovalDocument(TypedDict):
@@ -85,6 +88,9 @@ class ToolCallDocument(TypedDict):
     approvals: NotRequired[list[ApprovalDocument]]
     """The approvals recorded so far, in order, each principal once (absent: none); the decision
     is recorded with the ``approvalsRequired``-th."""
+    editedArgs: NotRequired[Any]
+    """The arguments an earlier decision point of this call approved with edits (absent: none);
+    the call re-runs with them at every later decision point."""
 
 
 class ClaimDocument(TypedDict):

@@ -6,7 +6,8 @@ an idempotency key) is one ``BEGIN IMMEDIATE`` transaction, which holds the file
 from its first read to its commit, so it is atomic across processes without the write leases
 MongoDB-wire servers need (``_run_lock``). The file must be on a local filesystem: WAL mode
 shares its index through memory-mapped ``-shm`` files, which network filesystems do not support,
-so processes on several hosts cannot share it (use MongoDB).
+so processes on several hosts cannot share it (use MongoDB). Writes of one process that queue
+while another runs share its transaction and its commit (group commit, ``_transaction``).
 
 Tables:
 
@@ -64,6 +65,7 @@ import sqlite3
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -470,6 +472,16 @@ def _available(path: Path) -> Iterator[None]:
         raise StoreUnavailableError(f"the SQLite database {path} failed: {exc}") from exc
 
 
+@dataclass(eq=False)
+class _CommitGroup:
+    """Writes sharing one ``BEGIN IMMEDIATE`` ... ``COMMIT`` (``SQLiteSnapshotStore._transaction``)."""
+
+    done: asyncio.Future[None]
+    """Resolved by the ``COMMIT``: ``None``, or the error every member gets."""
+    members: int = 0
+    """Writes whose body completed inside it (kept, each in its released savepoint)."""
+
+
 class SQLiteSnapshotStore:
     """``SnapshotStore`` in one SQLite file (created if missing).
 
@@ -498,6 +510,10 @@ class SQLiteSnapshotStore:
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
+        self._waiting = 0
+        """Writes of this process waiting for ``_write_lock`` (group commit: ``_transaction``)."""
+        self._group: _CommitGroup | None = None
+        """The open transaction writes join while others wait, until its ``COMMIT``."""
         self.before_event: Callable[[], Awaitable[None]] | None = None
         """Test-only: awaited between a run's state change and the event written with it."""
 
@@ -623,12 +639,20 @@ class SQLiteSnapshotStore:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """A ``BEGIN IMMEDIATE`` transaction on the writer connection: committed when the body
-        ends, rolled back when it raises. The wait for the connection and for the file's write
-        lock are each bounded by ``busy_timeout`` (then ``StoreUnavailableError``)."""
+        """One write, atomic and durable when the block returns: committed when the body ends,
+        rolled back when it raises. The wait for the connection and for the file's write lock
+        are each bounded by ``busy_timeout`` (then ``StoreUnavailableError``).
+
+        Group commit: writes of this process that queue for the writer connection while another
+        runs share its ``BEGIN IMMEDIATE`` transaction, each in a ``SAVEPOINT`` of its own (a body
+        that raises is rolled back to it alone), and one ``COMMIT`` (one fsync) makes them all
+        durable; none returns before that commit. A lone write commits at once, as before. A
+        failed commit fails every write of the group, none of which is then stored.
+        """
         conn = self._writer
         if conn is None:
             raise RuntimeError("SQLiteSnapshotStore.open() was not called")
+        self._waiting += 1
         try:
             async with asyncio.timeout(self._busy_timeout):
                 await self._write_lock.acquire()
@@ -636,21 +660,74 @@ class SQLiteSnapshotStore:
             raise StoreUnavailableError(
                 f"the SQLite database {self._path} stayed busy in this process for {self._busy_timeout} s"
             ) from None
+        finally:
+            self._waiting -= 1
+        group = self._group
         try:
             with _available(self._path):
                 try:
-                    await conn.execute("BEGIN IMMEDIATE")
+                    if group is None:
+                        await conn.execute("BEGIN IMMEDIATE")
+                        group = self._group = _CommitGroup(asyncio.get_running_loop().create_future())
+                    await conn.execute("SAVEPOINT runsgate_write")
                     yield conn
-                    await conn.execute("COMMIT")
+                    await conn.execute("RELEASE runsgate_write")
                 except BaseException:
                     # Unconditional: a cancelled await leaves its statement queued on the
-                    # connection's thread (a BEGIN may still succeed there); the ROLLBACK is queued
-                    # after it, so no transaction outlives this block. Without one it just fails.
+                    # connection's thread (a BEGIN may still succeed there); the rollback is queued
+                    # after it, so nothing of this write outlives this block. Without a
+                    # transaction it just fails.
                     with suppress(sqlite3.Error):
-                        await conn.execute("ROLLBACK")
+                        if group is None or group.members == 0:
+                            self._group = None
+                            await conn.execute("ROLLBACK")
+                        else:  # the group's earlier writes stay, to be committed by one of them
+                            await conn.execute("ROLLBACK TO runsgate_write")
+                            await conn.execute("RELEASE runsgate_write")
                     raise
+                group.members += 1
+                if self._waiting == 0:
+                    await self._commit(conn, group)
+                    return
         finally:
             self._write_lock.release()
+        # Others wait for the connection: they join this transaction, and this write is durable
+        # at the group's commit, made by the first of its writes to get the connection back
+        # (shielded: a cancelled request never leaves the group uncommitted).
+        await asyncio.shield(self._settle(conn, group))
+
+    async def _commit(self, conn: aiosqlite.Connection, group: _CommitGroup) -> None:
+        """``COMMIT`` the group (the writer lock held); its members learn the result from ``done``."""
+        self._group = None
+        try:
+            with _available(self._path):
+                await conn.execute("COMMIT")
+        except BaseException as exc:
+            with suppress(sqlite3.Error):
+                await conn.execute("ROLLBACK")
+            group.done.set_exception(exc)
+            group.done.exception()  # retrieved: a member that was cancelled never reads it
+            raise
+        group.done.set_result(None)
+
+    async def _settle(self, conn: aiosqlite.Connection, group: _CommitGroup) -> None:
+        """Wait until ``group`` is committed, committing it when the connection comes back first.
+
+        Raises:
+            StoreUnavailableError: The commit failed (nothing of the group was stored).
+        """
+        if not group.done.done():
+            self._waiting += 1
+            try:
+                await self._write_lock.acquire()
+            finally:
+                self._waiting -= 1
+            try:
+                if not group.done.done():
+                    await self._commit(conn, group)
+            finally:
+                self._write_lock.release()
+        await group.done
 
     # -- reading -------------------------------------------------------------------------------
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:

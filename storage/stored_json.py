@@ -1,7 +1,7 @@
 """The one encoding of tool- and client-defined JSON in stored documents (docs/storage.md "Stored JSON").
 
 Values that a model, a tool or a client defines (a tool call's ``args``, ``suspendPayload`` and
-``resumeSchema``; a decision's ``resumeData`` and ``reason``; an event's ``data``; an
+``resumeSchema``; a decision's ``resumeData``, ``reason`` and ``editedArgs``; an event's ``data``; an
 idempotency key's ``result``) may hold any key (``$ref``, ``a.b``, ``""``), any nesting and
 integers beyond 64 bits. BSON and MongoDB-wire servers refuse some of them (FerretDB refuses keys
 starting with ``$`` or holding ``.``, BSON has no integer beyond 64 bits), so they are never
@@ -30,9 +30,9 @@ from typing import Any
 SUFFIX = "Json"
 """A JSON-bearing field ``f`` is stored by MongoDB as JSON text under ``f + SUFFIX``."""
 
-TOOL_CALL_FIELDS = ("args", "suspendPayload", "resumeSchema", "answers", "approvalMetadata")
+TOOL_CALL_FIELDS = ("args", "suspendPayload", "resumeSchema", "answers", "approvalMetadata", "editedArgs")
 """JSON-bearing fields of a ``ToolCallDocument`` (its ``decision`` is encoded on its own)."""
-DECISION_FIELDS = ("resumeData", "reason")
+DECISION_FIELDS = ("resumeData", "reason", "editedArgs")
 """JSON-bearing fields of a ``DecisionDocument``."""
 EVENT_FIELDS = ("data",)
 """JSON-bearing fields of an ``EventDocument``."""

@@ -3,6 +3,7 @@
 import strawberry
 
 from .approve_tool_call import approve_tool_call
+from .decide_tool_calls import decide_tool_calls
 from .decline_tool_call import decline_tool_call
 from .resume_run import resume_run
 from .retry_run import retry_run
@@ -16,6 +17,7 @@ class Mutation:
     decline_tool_call = decline_tool_call
     resume_run = resume_run
     retry_run = retry_run
+    decide_tool_calls = decide_tool_calls
 
 
 __all__ = ["Mutation"]

@@ -35,6 +35,7 @@ from ..errors import (
     Forbidden,
     IdempotencyKeyReused,
     InvalidResumeData,
+    InvalidToolArguments,
     QuestionNotPending,
     RunNotFound,
     RunNotReady,
@@ -87,6 +88,7 @@ DecisionError = (
     | QuestionNotPending
     | DecideThroughSupervisor
     | DuplicateApprover
+    | InvalidToolArguments
 )
 RetryRunError = AgentNotFound | RunNotFound | RunNotReady | Forbidden
 
@@ -140,7 +142,12 @@ async def retry_result(call: Awaitable[DomainOutcome]) -> RunOutcome | RetryRunE
         raise _unexpected(error, "RetryRunResult") from error
 
 
-def _decision_error(error: RunsgateError) -> DecisionError:
+def decision_error(error: RunsgateError) -> DecisionError:
+    """The ``DecisionResult`` member of a decision's domain error.
+
+    Raises:
+        TypeError: A domain error outside ``DecisionResult`` (a bug).
+    """
     user_error = to_user_error(error)
     if isinstance(user_error, DecisionError):
         return user_error
@@ -185,7 +192,7 @@ class DecisionMutation(abc.ABC, Generic[InputT]):
         try:
             outcome = await counted_decision(cls.kind, cls.perform(context.runs, context.principal, input))
         except RunsgateError as error:
-            return _decision_error(error)
+            return decision_error(error)
         return RunOutcome.from_domain(outcome)
 
 
@@ -195,6 +202,7 @@ __all__ = [
     "RetryRunResult",
     "RunOutcome",
     "StartRunResult",
+    "decision_error",
     "retry_result",
     "start_result",
 ]

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from pydantic_ai import models
 
-from bench.__main__ import ratios, table, workers_lines
+from bench.__main__ import bulk_lines, ratios, table, workers_lines
+from bench.bulk import measure as bulk_measure
 from bench.runner import (
     SCENARIOS,
     Settings,
@@ -134,3 +135,15 @@ def test_sqlite_bench_and_workers_at_a_tiny_size(tmp_path: Path) -> None:
     assert len(workers.one) == len(workers.two) == SETTINGS.rounds
     assert workers.ratio > 0
     assert "--workers 2 / one worker" in workers_lines([workers])[0]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_bulk_bench_at_a_tiny_size(store: str) -> None:
+    figures = bulk_measure(store, 1, 3)
+
+    assert figures["sequential_ms"] > 0
+    assert figures["bulk_ms"] > 0
+    assert figures["ratio"] == figures["bulk_ms"] / figures["sequential_ms"]
+    (line,) = bulk_lines({store: {**figures, "rounds": 1, "calls": 3}})
+    assert line.startswith(f"- {store}, 3 approvals: one decideToolCalls / 3 sequential approveToolCall = ")

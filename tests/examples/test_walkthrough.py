@@ -1,8 +1,8 @@
 """The README's client examples, run against a real server process (memory store, demo agents).
 
 ``examples/walkthrough_gql.py`` (Python, gql) and ``examples/walkthrough.sh`` (curl, python3's
-json module) each start a refund run, list it, approve it and see it finished; both print the
-same lines.
+json module) each start a refund run, list it, approve it with an edited amount and see it
+finished, then decide a run's two refunds in one ``decideToolCalls``; both print the same lines.
 """
 
 from __future__ import annotations
@@ -21,8 +21,12 @@ EXPECTED = [
     r'waiting on issue_refund \{"order_id": 1042, "amount": 49\.9\}',
     r"refund-agent has 1 suspended run\(s\) in thread t-1",
     r"listed: True",
-    r"approved: COMPLETED with output Refund of \$49\.90 for order 1042 issued\.",
+    r'approved with \{"order_id": 1042, "amount": 25\}: '
+    r"COMPLETED with output Refund of \$25\.00 for order 1042 issued\.",
     r"still listed: False",
+    r"started run (?P<run>[0-9a-f]{32}) with 2 pending calls",
+    r"decided in bulk: SUSPENDED, COMPLETED with output Refund of \$49\.90 for order 1042 issued\. "
+    r"The refund for order 1043 was not issued: The user declined this tool call\. Reason: Refunded by phone",
 ]
 """The lines each example prints, in order."""
 
@@ -40,7 +44,9 @@ def graphql_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("client", list(COMMANDS))
-def test_the_walkthrough_example_starts_lists_approves_and_sees_the_run_finished(graphql_url: str, client: str) -> None:
+def test_the_walkthrough_example_starts_lists_approves_edited_and_decides_in_bulk(
+    graphql_url: str, client: str
+) -> None:
     # when the example runs against the server
     result = subprocess.run(
         [*COMMANDS[client], graphql_url], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False

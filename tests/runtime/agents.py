@@ -333,3 +333,8 @@ UNNAMED = [Agent(TestModel(), name="gamma"), Agent(TestModel())]
 DUPLICATES = [Agent(TestModel(), name="delta"), Agent(TestModel(), name="delta")]
 NOT_AGENTS = {"x": "not an agent"}
 NOT_A_COLLECTION = 42
+
+from runtime.demo import AGENTS as _DEMO_AGENTS  # noqa: E402
+
+WITH_DEMO_AGENTS: dict[str, Any] = {**_DEMO_AGENTS, **TEST_AGENTS}
+"""The demo agents and the test agents together (edit-then-approve and bulk tests over HTTP)."""

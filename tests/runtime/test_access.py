@@ -21,6 +21,7 @@ from runtime import (
     RunManager,
     RunNotFoundError,
     ToolApprovalRule,
+    missing_approval_scope,
 )
 from runtime.demo import LEDGER
 from storage import IdempotencyDocument, MemorySnapshotStore, RunFilter, SnapshotDocument
@@ -234,3 +235,8 @@ def test_a_rule_is_skipped_only_for_a_number_at_most_its_limit() -> None:
     assert not RULES[0].applies("issue_refund", {"amount": -3.5})
     assert RULES[0].applies("issue_refund", {"amount": 40.01})
     assert not RULES[0].applies("lookup_order", {})
+
+
+def test_a_rule_without_a_scope_needs_no_scope_to_approve() -> None:
+    rule = ToolApprovalRule(tool="issue_refund", allow_edits=False)
+    assert missing_approval_scope(Principal(name="p", scopes=frozenset()), [rule], "issue_refund", {}) is None

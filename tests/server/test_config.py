@@ -73,6 +73,12 @@ def test_serve_with_an_invalid_variable_exits_2_naming_it(
         ({"RUNSGATE_SUBSCRIPTION_LOOKBACK": "-1"}, ["RUNSGATE_SUBSCRIPTION_LOOKBACK"]),
         ({"RUNSGATE_WS_CONNECTION_INIT_TIMEOUT": "soon"}, ["RUNSGATE_WS_CONNECTION_INIT_TIMEOUT"]),
         ({"RUNSGATE_PORT": "abc", "MONGODB_URI": "http://x"}, ["RUNSGATE_PORT", "MONGODB_URI"]),
+        ({"RUNSGATE_MAX_BULK_DECISIONS": "0"}, ["RUNSGATE_MAX_BULK_DECISIONS"]),
+        ({"RUNSGATE_BULK_CONCURRENCY": "0"}, ["RUNSGATE_BULK_CONCURRENCY"]),
+        (
+            {"RUNSGATE_TOOL_RULES": '[{"tool": "issue_refund", "argument": "amount", "above": 5}]'},
+            ["RUNSGATE_TOOL_RULES"],
+        ),
     ],
 )
 def test_the_serve_command_names_every_invalid_variable(

@@ -453,3 +453,36 @@ async def test_a_large_refund_through_the_supervisor_needs_two_approvers_on_the_
     second = await demo.approve(BOB, run_id, call["toolCallId"], agent_id=SUPERVISOR)
     assert second["status"] == "COMPLETED", second
     assert LEDGER == [{"orderId": 1045, "amount": 640.0}]
+
+
+async def test_the_arguments_of_a_call_needing_two_approvals_cannot_be_edited(demo: Server) -> None:
+    run_id, call_id = await _large_refund(demo)
+    before = await demo.run(run_id)
+
+    edited = await demo.approve(ALICE, run_id, call_id, editedArgs={"order_id": 1045, "amount": 600})
+
+    assert edited["__typename"] == "Forbidden", edited
+    assert "approve it without editedArgs" in edited["message"]
+    assert await demo.run(run_id) == before
+    assert "approval" not in [e["type"] for e in await demo.events(run_id)]
+    assert LEDGER == []
+
+
+async def test_an_edit_that_would_need_two_approvals_is_forbidden(demo: Server) -> None:
+    # given a $120 refund, which needs one approval
+    outcome = await demo.start(REFUND, "Please refund order 1043")
+    assert outcome["status"] == "SUSPENDED", outcome
+    (call,) = outcome["run"]["toolCalls"]
+    assert call["approvalsRequired"] == 1
+    before = await demo.run(outcome["runId"])
+
+    # when it is approved with an amount above the two-approver limit
+    edited = await demo.approve(
+        ALICE, outcome["runId"], call["toolCallId"], editedArgs={"order_id": 1043, "amount": 700}
+    )
+
+    # then nothing is recorded: one approver cannot raise it past two-person approval
+    assert edited["__typename"] == "Forbidden", edited
+    assert "needs several approvals" in edited["message"]
+    assert await demo.run(outcome["runId"]) == before
+    assert LEDGER == []

@@ -325,3 +325,72 @@ async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_transactio
     finally:
         blocker.close()
         await store.close()
+
+
+async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_returns(sqlite_path: Path) -> None:
+    store = SQLiteSnapshotStore(sqlite_path)
+    await store.open()
+    statements: list[str] = []
+    writer = store._writer  # the store's own connection: its statements are what is counted
+    assert writer is not None
+    await writer.set_trace_callback(statements.append)
+    try:
+        # when 12 decisions on 12 runs are recorded at once
+        for i in range(12):
+            await store.insert(snapshot(f"run-{i}"), b"[]")
+        statements.clear()
+        decided = await asyncio.gather(
+            *(
+                store.record_decision(AGENT, f"run-{i}", index=0, tool_call_id="c1", decision=decision(), now=T0)
+                for i in range(12)
+            )
+        )
+
+        # then every one was recorded, with fewer commits (fsyncs) than writes
+        assert all(doc is not None for doc in decided)
+        commits = sum(1 for statement in statements if statement.strip().upper() == "COMMIT")
+        assert 1 <= commits < 12, statements
+    finally:
+        await store.close()
+
+    # and each is in the file, read by a fresh connection
+    reopened = SQLiteSnapshotStore(sqlite_path)
+    await reopened.open()
+    try:
+        for i in range(12):
+            stored = await reopened.get(AGENT, f"run-{i}")
+            assert stored is not None
+            assert stored["toolCalls"][0]["decision"] == decision()
+    finally:
+        await reopened.close()
+
+
+async def test_a_write_failing_inside_a_shared_commit_is_rolled_back_alone(sqlite: SQLiteSnapshotStore) -> None:
+    # given a stored run
+    await sqlite.insert(snapshot("taken"), b"[]")
+
+    # when new runs are inserted at once with one that reuses the stored id
+    results = await asyncio.gather(
+        *(sqlite.insert(snapshot(run_id), b"[]") for run_id in ("a", "b", "taken", "c", "d")),
+        return_exceptions=True,
+    )
+
+    # then only the duplicate failed, and the others are stored
+    assert [type(r).__name__ for r in results] == ["NoneType", "NoneType", "DuplicateRunError", "NoneType", "NoneType"]
+    listed = sorted(doc["_id"] for doc in await sqlite.list_runs(AGENT, RunFilter()))
+    assert listed == ["a", "b", "c", "d", "taken"]
+
+
+async def test_a_write_cancelled_while_its_group_commits_leaves_the_others_stored(sqlite: SQLiteSnapshotStore) -> None:
+    # when several inserts run at once and the first is cancelled as soon as it has started
+    tasks = [asyncio.create_task(sqlite.insert(snapshot(f"run-{i}"), b"[]")) for i in range(6)]
+    await asyncio.sleep(0)
+    tasks[0].cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+
+    # then the others are stored, and the store keeps writing
+    assert all(r is None for r in results[1:]), results
+    listed = {doc["_id"] for doc in await sqlite.list_runs(AGENT, RunFilter())}
+    assert {f"run-{i}" for i in range(1, 6)} <= listed
+    await sqlite.insert(snapshot("after"), b"[]")
+    assert await sqlite.get(AGENT, "after") is not None

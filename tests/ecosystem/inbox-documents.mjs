@@ -1,28 +1,11 @@
-// The inbox's GraphQL documents (scripts/inbox/src/documents.js) against two schemas:
+// The inbox's GraphQL documents (scripts/inbox/src/documents.js) against a schema:
 //   node inbox-documents.mjs SCHEMA_FILE
-// the given SDL (runsgate's schema.graphql) as it is, and the same with issue 18's additions
-// (ISSUE_18 below, with the names that issue fixes), since the page asks for those only when
-// the server's introspection shows them. For each schema: the features the page would detect
-// (FEATURES executed against it) and the validation errors of every document it would then
-// send. Prints JSON: {current: {features, errors}, issue18: {features, errors}}.
+// the given SDL (runsgate's schema.graphql): the features the page would detect (FEATURES
+// executed against it) and the validation errors of every document it would then send.
+// Prints JSON: {current: {features, documents, errors}}.
 import { readFileSync } from 'node:fs';
 import { buildSchema, graphqlSync, parse, validate } from 'graphql';
 import * as docs from '../../scripts/inbox/src/documents.js';
-
-const ISSUE_18 = `
-extend input ApproveToolCallInput { editedArgs: JSON }
-type Approval { decidedBy: String decidedAt: DateTime! }
-extend type SuspendedToolCall { expiresAt: DateTime approvalsRequired: Int! approvals: [Approval!]! }
-extend type SuspendedRun { expiresAt: DateTime }
-extend input SuspendedRunFilter { expiresBefore: DateTime }
-type ToolArgumentProblem { path: [String!]! message: String! }
-type InvalidToolArguments implements UserError { code: ErrorCode! message: String! problems: [ToolArgumentProblem!]! }
-extend union DecisionResult = InvalidToolArguments
-input ToolCallDecisionInput { runId: ID! toolCallId: ID! kind: DecisionKind! reason: String editedArgs: JSON resumeData: JSON }
-input DecideToolCallsInput { agentId: ID! decisions: [ToolCallDecisionInput!]! idempotencyKey: String }
-type DecideToolCallsResult { results: [DecisionResult!]! }
-extend type Mutation { decideToolCalls(input: DecideToolCallsInput!): DecideToolCallsResult! }
-`;
 
 const sdl = readFileSync(process.argv[2], 'utf8');
 
@@ -49,4 +32,4 @@ function check(source) {
   return { features: f, documents: Object.keys(documents), errors };
 }
 
-process.stdout.write(JSON.stringify({ current: check(sdl), issue18: check(sdl + ISSUE_18) }) + '\n');
+process.stdout.write(JSON.stringify({ current: check(sdl) }) + '\n');

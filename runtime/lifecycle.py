@@ -545,7 +545,8 @@ class RunManager:
                         "approve it without editedArgs, or decline it"
                     )
                 rules = [rule for rule in self._tool_rules if rule.covers_agent(agent_id)]
-                if approvals_required(rules, call["toolName"], request.edited_args) > required:
+                validated = self._validated_edit(doc, request)  # as the rules read them (_check)
+                if approvals_required(rules, call["toolName"], validated) > required:
                     raise ForbiddenError(
                         f"{call['toolName']!r} with these editedArgs needs several approvals: approve the "
                         "model's arguments, or decline it and let the agent ask again"

@@ -486,3 +486,19 @@ async def test_an_edit_that_would_need_two_approvals_is_forbidden(demo: Server) 
     assert "needs several approvals" in edited["message"]
     assert await demo.run(outcome["runId"]) == before
     assert LEDGER == []
+
+
+async def test_rules_read_an_edit_as_the_tools_validator_reads_it(demo: Server) -> None:
+    # given a $120 refund, which needs one approval
+    outcome = await demo.start(REFUND, "Please refund order 1043")
+    (call,) = outcome["run"]["toolCalls"]
+
+    # when the amount is edited to "25", which the tool's validator reads as the number 25
+    edited = await demo.approve(
+        ALICE, outcome["runId"], call["toolCallId"], editedArgs={"order_id": 1043, "amount": "25"}
+    )
+
+    # then it is below the two-approver limit, and the refund runs with it
+    assert edited["__typename"] == "RunOutcome", edited
+    assert edited["status"] == "COMPLETED"
+    assert LEDGER == [{"orderId": 1043, "amount": 25.0}]

@@ -245,10 +245,6 @@ class WebhookDispatcher:
         """Delivery id -> its event id, for deliveries this instance added after a cursor (not
         rebuilt while the lookback reads their events again); pruned as cursors advance."""
         self._active: dict[str, asyncio.Task[None]] = {}
-        for endpoint in endpoints:
-            unknown = sorted((endpoint.agent_ids or frozenset()) - set(self._agent_ids))
-            if unknown:
-                logger.warning("webhooks: receiver %s names agents not registered here: %s", endpoint.id, unknown)
 
     def _covered(self, endpoint: WebhookEndpoint) -> list[str]:
         if endpoint.agent_ids is None:

@@ -187,6 +187,21 @@ def tool_rules(settings: Settings, agents: AgentRegistry) -> list[ToolApprovalRu
     return rules
 
 
+def check_webhook_agents(settings: Settings, agents: AgentRegistry) -> None:
+    """Every ``agentIds`` of ``RUNSGATE_WEBHOOKS`` names a registered agent (a typo would leave a
+    receiver without the events it was meant to get).
+
+    Raises:
+        ConfigError: A receiver names an agent that is not registered.
+    """
+    for number, hook in enumerate(settings.webhooks):
+        unknown = sorted(set(hook.agentIds or ()) - set(agents.ids()))
+        if unknown:
+            raise ConfigError(
+                f"invalid configuration: RUNSGATE_WEBHOOKS[{number}].agentIds: not registered agents: {unknown}"
+            )
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     """Build the app. Settings come from the environment unless given.
 
@@ -203,6 +218,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         agents = load_registry(settings.agents)
         rules = tool_rules(settings, agents)  # refused before the store is opened
+        check_webhook_agents(settings, agents)
         store = make_store(settings)
         try:
             await store.open()

@@ -99,10 +99,11 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
     except ValueError as exc:
         print(f"runsgate: invalid configuration: RUNSGATE_AGENTS: {exc}{_extra_hint(exc)}", file=sys.stderr)
         return 2
-    from .app import create_app, store_problem, tool_rules
+    from .app import check_webhook_agents, create_app, store_problem, tool_rules
 
     try:
         tool_rules(settings, agents)
+        check_webhook_agents(settings, agents)
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
@@ -112,7 +113,9 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
         print(problem, file=sys.stderr)
         return 3
 
-    settings = settings.model_copy(update={"host": host or settings.host})
+    settings = settings.model_copy(
+        update={"host": host or settings.host, "port": settings.port if port is None else port}
+    )
     try:
         app = create_app(settings)
     except ConfigError as exc:
@@ -137,14 +140,19 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
         # runs its own lifespan (store connection, sweeper, event feed) and gets its own instance
         # id, so claims held by one worker are never taken as held by another.
         os.environ.update(
-            {"RUNSGATE_STORE": settings.store_url, "RUNSGATE_HOST": settings.host, WORKERS_ENV: settings.instance_id}
+            {
+                "RUNSGATE_STORE": settings.store_url,
+                "RUNSGATE_HOST": settings.host,
+                "RUNSGATE_PORT": str(settings.port),
+                WORKERS_ENV: settings.instance_id,
+            }
         )
         uvicorn.run(
             "server.app:worker_app",
             factory=True,
             workers=workers,
             host=settings.host,
-            port=settings.port if port is None else port,
+            port=settings.port,
             log_level=settings.log_level.lower(),
             log_config=None,
             ws_max_size=settings.max_body_bytes,
@@ -153,7 +161,7 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
     uvicorn.run(
         app,
         host=settings.host,
-        port=settings.port if port is None else port,
+        port=settings.port,
         log_level=settings.log_level.lower(),
         log_config=None,  # uvicorn's loggers propagate to ours (server.logs): one format, with request ids
         ws_max_size=settings.max_body_bytes,  # a WebSocket message is held to the body limit too

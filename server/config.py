@@ -202,7 +202,7 @@ def load_settings(**overrides: object) -> Settings:
                 continue
             field = str(error["loc"][0])
             variable = "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
-            if field == "webhooks" and len(error["loc"]) > 1:  # which receiver, which key (never its value)
+            if field in {"webhooks", "tool_rules"} and len(error["loc"]) > 1:  # which item, which key (never its value)
                 variable += f"[{error['loc'][1]}]" + "".join(f".{part}" for part in error["loc"][2:])
             problems.append(f"{variable}: {error['msg']}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

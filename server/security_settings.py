@@ -34,7 +34,8 @@ class ToolRuleConfig(BaseModel):
     ``tool`` needs ``scope`` too; a call of it waits at most ``expiresAfter`` seconds; it is
     approved automatically, needs several approvers, or may not be edited."""
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    """An unknown key (a misspelt ``aprovals``) is refused, never ignored: it could drop an effect."""
 
     tool: Annotated[str, Field(min_length=1)]
     scope: Scope | None = None

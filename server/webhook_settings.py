@@ -15,7 +15,7 @@ import binascii
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
 from runtime import WEBHOOK_EVENTS, RetryPolicy, WebhookEndpoint
@@ -36,6 +36,9 @@ def _check_url(value: str) -> str:
 
 class WebhookConfig(BaseModel):
     """One receiver of ``RUNSGATE_WEBHOOKS``."""
+
+    model_config = ConfigDict(extra="forbid")
+    """An unknown key (``agentID``) is refused, never ignored: it could widen what a receiver gets."""
 
     url: str
     """Where deliveries are POSTed: an http(s) URL, configured by the operator (never a client)."""

@@ -93,5 +93,13 @@ def test_the_demo_rules_give_a_pending_refund_a_day() -> None:
 
 def test_a_rule_without_any_effect_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RUNSGATE_TOOL_RULES", json.dumps([{"tool": "issue_refund", "agentId": "refund-agent"}]))
-    with pytest.raises(ConfigError, match=r"RUNSGATE_TOOL_RULES: .*has no effect"):
+    with pytest.raises(ConfigError, match=r"RUNSGATE_TOOL_RULES\[0\]: .*has no effect"):
+        load_settings()
+
+
+def test_a_misspelt_key_of_a_rule_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # "aprovals" would otherwise be dropped, leaving a rule without its two-person approval
+    rule = {"tool": "issue_refund", "expiresAfter": 60, "aprovals": 2}
+    monkeypatch.setenv("RUNSGATE_TOOL_RULES", json.dumps([rule]))
+    with pytest.raises(ConfigError, match=r"RUNSGATE_TOOL_RULES\[0\]\.aprovals: Extra inputs are not permitted"):
         load_settings()

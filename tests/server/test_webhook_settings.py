@@ -38,6 +38,16 @@ def _hook(**fields: Any) -> dict[str, Any]:
         ([_hook(), _hook(url="https://b.example.com/", events=["run.exploded"])], "RUNSGATE_WEBHOOKS[1].events", None),
         ([_hook(events=[])], "RUNSGATE_WEBHOOKS[0].events", None),
         (
+            [{**_hook(), "agentID": ["refund-agent"]}],
+            "RUNSGATE_WEBHOOKS[0].agentID: Extra inputs are not permitted",
+            None,
+        ),
+        (
+            [_hook(agentIds=["refund-agnet"])],
+            "RUNSGATE_WEBHOOKS[0].agentIds: not registered agents: ['refund-agnet']",
+            None,
+        ),
+        (
             [_hook(secret="plain-secret-value-0123456789abcdef")],
             "RUNSGATE_WEBHOOKS[0].secret: Value error, must start with whsec_",
             "plain-secret-value-0123456789abcdef",
@@ -126,3 +136,20 @@ def test_request_urls_of_webhooks_stay_out_of_the_logs_unless_debugging() -> Non
         root.handlers[:] = handlers
         root.setLevel(level)
         logging.getLogger("httpx").setLevel(logging.NOTSET)
+
+
+def test_the_inbox_links_of_runsgate_serve_name_the_port_given_on_its_command_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import server.app
+
+    served: dict[str, Any] = {}
+    built = server.app.create_app
+    monkeypatch.setattr("server.app.create_app", lambda settings: built(served.setdefault("settings", settings)))
+    monkeypatch.setattr("server.cli.uvicorn.run", lambda app, **options: served.update(options))
+
+    status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, "--port", "4100")
+
+    assert status == 0
+    assert served["port"] == 4100
+    assert served["settings"].inbox_base_url == "http://127.0.0.1:4100"

@@ -25,6 +25,7 @@ from storage import (
 )
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+MS = timedelta(milliseconds=1)
 
 
 def tool_call(call_id: str, *, approval: bool = True) -> ToolCallDocument:
@@ -522,6 +523,43 @@ async def test_idempotency_keys(store: SnapshotStore) -> None:
     assert third is not None
     assert third["result"] == {"status": "completed"}
     assert again is None
+
+
+async def test_an_idempotency_reservation_is_a_lease_another_request_takes_over_once_it_lapsed(
+    store: SnapshotStore,
+) -> None:
+    lease = timedelta(seconds=2)
+    first = await store.reserve_idempotency_key("k", "fp", T0, by="a", until=T0 + lease)
+
+    # while the lease runs (renewed once), a retry finds the request in flight
+    assert await store.renew_idempotency_key("k", by="a", until=T0 + 2 * lease)
+    in_flight = await store.reserve_idempotency_key("k", "fp", T0 + lease + MS, by="b", until=T0 + 3 * lease)
+    other_arguments = await store.reserve_idempotency_key("k", "fp2", T0 + 5 * lease, by="c", until=T0 + 6 * lease)
+
+    # once it lapsed, a retry with the same arguments takes the key over, and only one does
+    taken = await store.reserve_idempotency_key("k", "fp", T0 + 2 * lease + MS, by="b", until=T0 + 3 * lease)
+    lost = await store.reserve_idempotency_key("k", "fp", T0 + 2 * lease + MS, by="d", until=T0 + 3 * lease)
+
+    # and the first holder can no longer renew, complete or release it
+    assert not await store.renew_idempotency_key("k", by="a", until=T0 + 9 * lease)
+    await store.complete_idempotency_key("k", {"outcome": "from a"}, by="a")
+    await store.release_idempotency_key("k", by="a")
+    still_b = await store.reserve_idempotency_key("k", "fp", T0 + 2 * lease + 2 * MS, by="e", until=T0 + 3 * lease)
+    await store.complete_idempotency_key("k", {"outcome": "from b"}, by="b")
+    done = await store.reserve_idempotency_key("k", "fp", T0 + 9 * lease, by="f", until=T0 + 10 * lease)
+
+    assert first is None
+    assert in_flight is not None
+    assert (in_flight["result"], in_flight["reservedBy"]) == (None, "a")
+    assert other_arguments is not None
+    assert other_arguments["fingerprint"] == "fp"
+    assert taken is None
+    assert lost is not None
+    assert lost["reservedBy"] == "b"
+    assert still_b is not None
+    assert (still_b["result"], still_b["reservedBy"]) == (None, "b")
+    assert done is not None
+    assert done["result"] == {"outcome": "from b"}
 
 
 @pytest.mark.mongo

@@ -73,6 +73,7 @@ class _OnlyKeys:
 
     def __init__(self, store: SnapshotStore) -> None:
         self.reserve_idempotency_key = store.reserve_idempotency_key
+        self.renew_idempotency_key = store.renew_idempotency_key
         self.complete_idempotency_key = store.complete_idempotency_key
         self.release_idempotency_key = store.release_idempotency_key
 

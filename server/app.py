@@ -33,7 +33,6 @@ from resolvers import Context, build_schema
 from runtime import EventFeed, RunManager, StalledRunSweeper, ToolApprovalRule, load_registry
 from storage import (
     MemorySnapshotStore,
-    MongoSnapshotStore,
     NewerSchemaError,
     SnapshotStore,
     SQLiteSnapshotStore,
@@ -65,6 +64,8 @@ def make_store(settings: Settings) -> SnapshotStore:
         busy = min(DEFAULT_BUSY_TIMEOUT, settings.subscription_lookback / 2)
         return SQLiteSnapshotStore(settings.sqlite_path, busy_timeout=busy)
     if settings.mongodb_uri:
+        from storage.mongo import MongoSnapshotStore  # PyMongo is imported only for a MongoDB store
+
         return MongoSnapshotStore(settings.mongodb_uri, server_selection_timeout=settings.mongodb_timeout)
     return MemorySnapshotStore()
 

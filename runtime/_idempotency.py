@@ -19,6 +19,7 @@ from typing import Any
 
 from storage import IdempotencyDocument, IdempotencyKeys, to_bson_precision
 
+from ._cancel import stop_if_cancelled
 from ._json import fingerprint
 from .errors import IdempotencyKeyReusedError, RunsgateError
 from .outcome import RunOutcome
@@ -131,6 +132,8 @@ class IdempotencyGuard:
                 except Exception:
                     logger.warning("renewing idempotency key %s failed", key_id, exc_info=True)
                     continue
+                finally:
+                    stop_if_cancelled()  # the request's end awaits this task (runtime._cancel)
                 if not held:
                     logger.warning("idempotency key %s was taken over while its request ran", key_id)
                     return

@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from storage import SnapshotDocument, StoreUnavailableError
 
+from ._cancel import stop_if_cancelled
 from .errors import AgentNotFoundError
 from .lifecycle import RunManager
 from .outcome import RunOutcome
@@ -123,6 +124,7 @@ class StalledRunSweeper:
                     logger.warning("sweep skipped: %s", exc)
                 except Exception:
                     logger.exception("sweep failed")
+                stop_if_cancelled()  # the server's shutdown awaits this task (runtime._cancel)
         finally:
             for task in list(self._active.values()):
                 task.cancel()

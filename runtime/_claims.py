@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 
 from storage import SnapshotStore, to_bson_precision
 
+from ._cancel import stop_if_cancelled
+
 logger = logging.getLogger(__name__)
 
 
@@ -42,6 +44,8 @@ async def renewing_claim(
             except Exception:
                 logger.warning("renewing the claim on run %s failed", run_id, exc_info=True)
                 continue
+            finally:
+                stop_if_cancelled()  # the body's end awaits this task (runtime._cancel)
             if not held:
                 logger.warning("instance %s lost its claim on run %s", by, run_id)
                 return

@@ -87,15 +87,25 @@ class Continuation:
         if claimed is None:
             return RunOutcome(run_id=run_id, agent_id=agent_id, status="resuming")
         scope = self.scope_of(claimed, principal)
+        events = []
         if doc["status"] == "resuming" or takeover:
-            await self.journal.event(scope, "takeover", by=me, data={"previousClaim": jsonable(doc["claim"])})
+            events.append(
+                self.journal.new_event(scope, "takeover", by=me, data={"previousClaim": jsonable(doc["claim"])})
+            )
         decided = [
             {"toolCallId": c["toolCallId"], "kind": c["decision"]["kind"]}
             for c in claimed["toolCalls"]
             if c["decision"] is not None
         ]
         call_ids = [c["toolCallId"] for c in claimed["toolCalls"]]
-        await self.journal.event(scope, "resumed", by=principal, data={"instanceId": me, "decisions": decided})
+        events.append(
+            self.journal.new_event(scope, "resumed", by=principal, data={"instanceId": me, "decisions": decided})
+        )
+        # Logged only while the claim is still ours (one unit of work with its renewal): paused
+        # after the claim, this instance may have lost the run to another's takeover.
+        until = claim_expiry(self.now(), self.claim_ttl)
+        if not await self.store.renew_claim(agent_id, run_id, by=me, until=until, events=events):
+            return _claim_lost(scope)
         captured: list[ModelMessage] = []
         try:
             async with renewing_claim(self.store, agent_id, run_id, by=me, ttl=self.claim_ttl, clock=self.now):

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
-
 from storage import DecisionKind, SnapshotDocument, ToolCallDocument
 
 from ._deferred import question_id
@@ -105,6 +103,8 @@ def validate_resume_data(schema: dict[str, Any] | None, data: Any) -> None:
     """
     if schema is None:
         return
+    from jsonschema import Draft202012Validator  # imported on the first resume, not at start
+
     errors = sorted(Draft202012Validator(schema).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         raise InvalidResumeDataError(

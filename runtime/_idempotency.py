@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from datetime import datetime
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from storage import IdempotencyDocument, IdempotencyKeys
+from storage import IdempotencyDocument, IdempotencyKeys, to_bson_precision
 
+from ._cancel import stop_if_cancelled
 from ._json import fingerprint
 from .errors import IdempotencyKeyReusedError, RunsgateError
 from .outcome import RunOutcome
@@ -28,7 +30,16 @@ _T = TypeVar("_T")
 
 
 class IdempotencyGuard:
-    """Runs operations at most once per idempotency key.
+    """Runs operations at most once per idempotency key while their request lives.
+
+    A reservation is a lease held by one request (``{instance_id}:{uuid}``) until ``lease``
+    seconds ahead, renewed every ``lease / 3`` seconds while the operation runs, and released on
+    every failure (cancellation included). A request that died (its process killed) or could not
+    release its key (the store failed) leaves a reservation whose lease lapses; a retry with the
+    same arguments then takes the key over by the store's conditional write and runs the
+    operation. Never while the first request is alive: it keeps renewing. If the dead request
+    had already recorded a decision, the retry's decision is refused by the store's own
+    conditional write (``ToolCallAlreadyDecidedError``), so decisions stay exactly-once.
 
     Args:
         store: Where keys are reserved (the store's ``IdempotencyKeys`` part).
@@ -36,6 +47,8 @@ class IdempotencyGuard:
         in_flight_wait: Seconds to wait, polling, for a first request with the same key that
             is still running, before answering ``IdempotencyKeyReusedError(in_flight=True)``.
         polls: How many times to look during that wait.
+        owner: Prefix of the holder recorded in reservations (the instance id).
+        lease: Seconds a reservation lasts without renewal (the claim TTL).
     """
 
     def __init__(
@@ -45,11 +58,21 @@ class IdempotencyGuard:
         *,
         in_flight_wait: float,
         polls: int = 5,
+        owner: str = "runsgate",
+        lease: float = 60.0,
     ) -> None:
         self._store = store
         self._clock = clock
         self._interval = in_flight_wait / max(polls, 1)
         self._polls = polls
+        self._owner = owner
+        self._lease = lease
+
+    def _until(self) -> datetime:
+        return to_bson_precision(self._clock() + timedelta(seconds=self._lease))
+
+    async def _reserve(self, key_id: str, expected: str, by: str) -> IdempotencyDocument | None:
+        return await self._store.reserve_idempotency_key(key_id, expected, self._clock(), by=by, until=self._until())
 
     async def run(
         self,
@@ -67,7 +90,7 @@ class IdempotencyGuard:
 
         Raises:
             IdempotencyKeyReusedError: The key was used with other arguments, or its first
-                request is still running.
+                request is still running (its lease is renewed).
             RunsgateError: The request's domain error (nothing was written, the key is free again).
         """
         return await self.once(
@@ -97,7 +120,8 @@ class IdempotencyGuard:
             return await action()
         key_id = f"{agent_id}:{operation}:{key}"
         expected = fingerprint(arguments)
-        existing = await self._store.reserve_idempotency_key(key_id, expected, self._clock())
+        me = f"{self._owner}:{uuid.uuid4().hex}"
+        existing = await self._reserve(key_id, expected, me)
         polls = 0
         while existing is not None:
             if existing["fingerprint"] != expected:
@@ -108,16 +132,43 @@ class IdempotencyGuard:
                 raise IdempotencyKeyReusedError(key, in_flight=True)
             polls += 1
             await asyncio.sleep(self._interval)
-            # Re-reserving reads the key; if the first request released it, we now own it.
-            existing = await self._store.reserve_idempotency_key(key_id, expected, self._clock())
+            # Re-reserving reads the key; if the first request released it, or its lease lapsed,
+            # we now hold it.
+            existing = await self._reserve(key_id, expected, me)
         try:
-            answer = await action()
+            async with self._renewing(key_id, me):
+                answer = await action()
         except BaseException:
-            with contextlib.suppress(Exception):
-                await self._store.release_idempotency_key(key_id)
+            with contextlib.suppress(Exception):  # else its lease lapses and a retry takes it over
+                await self._store.release_idempotency_key(key_id, by=me)
             raise
-        await self._store.complete_idempotency_key(key_id, encode(answer))
+        await self._store.complete_idempotency_key(key_id, encode(answer), by=me)
         return answer
+
+    @contextlib.asynccontextmanager
+    async def _renewing(self, key_id: str, me: str) -> AsyncIterator[None]:
+        """Renew ``me``'s lease on the key every ``lease / 3`` seconds while the body runs."""
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self._lease / 3)
+                try:
+                    held = await self._store.renew_idempotency_key(key_id, by=me, until=self._until())
+                except Exception:
+                    logger.warning("renewing idempotency key %s failed", key_id, exc_info=True)
+                    continue
+                finally:
+                    stop_if_cancelled()  # the request's end awaits this task (runtime._cancel)
+                if not held:
+                    logger.warning("idempotency key %s was taken over while its request ran", key_id)
+                    return
+
+        task = asyncio.create_task(renew(), name=f"runsgate-idempotency-{key_id}")
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.wait([task])
 
 
 def _replay(existing: IdempotencyDocument) -> RunOutcome:

@@ -79,7 +79,8 @@ class Journal:
         at: datetime | None = None,
     ) -> None:
         """Append one event of the run in ``scope`` that records no state change of its own
-        (``started``, ``resumed``, ``takeover``); ``data`` is made JSON-safe."""
+        (``started``); ``data`` is made JSON-safe. A continuation's ``takeover`` and ``resumed`` are
+        ``new_event``s written with its claim's renewal (``RunStore.renew_claim(events=...)``)."""
         await self._store.append_event(self.new_event(scope, event_type, by=by, data=data, at=at))
 
     def completed_event(self, scope: RunScope, output: Any) -> EventDocument:

@@ -27,6 +27,7 @@ from typing import cast
 
 from storage import EventDocument, EventLog, StoreUnavailableError
 
+from ._cancel import stop_if_cancelled
 from ._journal import event_id_floor
 
 logger = logging.getLogger(__name__)
@@ -203,6 +204,7 @@ class EventFeed:
                 logger.warning("event feed of agent %s: %s; retrying", poller.agent_id, exc)
             except Exception:
                 logger.exception("event feed of agent %s failed to poll; retrying", poller.agent_id)
+            stop_if_cancelled()  # close() awaits this task: a swallowed cancel must still end it
             await asyncio.sleep(self._poll_interval)
 
     async def _poll(self, poller: _Poller) -> None:

@@ -95,7 +95,9 @@ class RunManager:
             ``"openai:gpt-4o-mini"``).
         clock: Returns aware UTC now; stored datetimes are truncated to milliseconds.
         in_flight_wait: Seconds a request waits for a first request with the same
-            idempotency key that is still running.
+            idempotency key that is still running. Its reservation of the key is a lease of
+            ``claim_ttl`` seconds, renewed while it runs: once a dead request's lease lapsed, a
+            retry takes the key over (``runtime._idempotency``).
         tool_rules: Extra scopes a ``Principal`` needs to approve or resume calls of given
             tools, the deadlines of their approvals, automatic approvals and approvals by
             several principals (config ``RUNSGATE_TOOL_RULES``; ``runtime.access.ToolApprovalRule``,
@@ -125,7 +127,9 @@ class RunManager:
         self._claim_ttl = claim_ttl
         self._model = model
         self._clock = clock
-        self._idempotency = IdempotencyGuard(store, self._now, in_flight_wait=in_flight_wait)
+        self._idempotency = IdempotencyGuard(
+            store, self._now, in_flight_wait=in_flight_wait, owner=instance_id, lease=claim_ttl
+        )
         self._journal = Journal(store, self._now)
         self._continuation = Continuation(
             store=store,
@@ -209,7 +213,8 @@ class RunManager:
                 resources (checked first; nothing is written).
             AgentNotFoundError: No agent ``agent_id``.
             IdempotencyKeyReusedError: ``idempotency_key`` was used for another request.
-            StoreUnavailableError: The store could not be reached.
+            StoreUnavailableError: The store could not be reached or written, here or inside
+                the run (a sub-run's start): nothing of the run is stored; repeat the start.
             DuplicateRunError: ``run_id`` is already stored.
         """
         principal, caller = _split(principal)
@@ -253,6 +258,11 @@ class RunManager:
         )
         try:
             ran = await run_agent(agent, scope, model=self._model, prompt=prompt)
+        except StoreUnavailableError:
+            # The store failed inside the run (a supervisor's delegate() could not store its
+            # sub-run): nothing of this run is stored, so FAILED would leave nothing to retry.
+            # The client gets STORE_UNAVAILABLE and repeats the start.
+            raise
         except Exception as exc:
             return await self._journal.failed(scope, exc, run=None)
         if isinstance(ran, Finished):

@@ -25,6 +25,7 @@ from typing import Any
 
 from storage import SnapshotDocument, StoreUnavailableError
 
+from ._cancel import stop_if_cancelled
 from .errors import AgentNotFoundError
 from .lifecycle import RunManager
 from .outcome import RunOutcome
@@ -156,6 +157,7 @@ class StalledRunSweeper:
                     logger.warning("sweep skipped: %s", exc)
                 except Exception:
                     logger.exception("sweep failed")
+                stop_if_cancelled()  # the server's shutdown awaits this task (runtime._cancel)
         finally:
             for task in list(self._active.values()):
                 task.cancel()

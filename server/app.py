@@ -45,7 +45,6 @@ from runtime import (
 )
 from storage import (
     MemorySnapshotStore,
-    MongoSnapshotStore,
     NewerSchemaError,
     SnapshotStore,
     SQLiteSnapshotStore,
@@ -78,6 +77,8 @@ def make_store(settings: Settings) -> SnapshotStore:
         busy = min(DEFAULT_BUSY_TIMEOUT, settings.subscription_lookback / 2)
         return SQLiteSnapshotStore(settings.sqlite_path, busy_timeout=busy)
     if settings.mongodb_uri:
+        from storage.mongo import MongoSnapshotStore  # PyMongo is imported only for a MongoDB store
+
         return MongoSnapshotStore(settings.mongodb_uri, server_selection_timeout=settings.mongodb_timeout)
     return MemorySnapshotStore()
 

@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import jwt
-
 from runtime import ANONYMOUS, Principal
 
 from .security_settings import SecuritySettings
@@ -77,6 +75,8 @@ class JwtVerifier:
         issuer: str | None = None,
         resources_claim: str = "resources",
     ) -> None:
+        import jwt  # PyJWT (and the cryptography it loads) only when tokens are accepted
+
         self._secret = secret
         self._jwks = None if jwks_url is None else jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=300, timeout=5)
         default = ["HS256"] if secret is not None else ["RS256", "ES256"]
@@ -100,6 +100,8 @@ class JwtVerifier:
                 verification, however malformed the token, is this error (a 401), logged as
                 one INFO line, except an unreachable JWKS (WARNING, the server's problem).
         """
+        import jwt
+
         try:
             if self._jwks is not None:
                 key: Any = await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)

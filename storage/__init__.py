@@ -4,6 +4,8 @@
 Nothing here imports Strawberry, Starlette or pydantic-ai.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._query import to_bson_precision, utcnow
 from .documents import (
     EXPIRY_DECIDER,
@@ -25,7 +27,6 @@ from .documents import (
     earliest_deadline,
 )
 from .memory import MemorySnapshotStore
-from .mongo import MongoSnapshotStore
 from .protocol import (
     DuplicateRunError,
     EventLog,
@@ -41,6 +42,20 @@ from .protocol import (
     sort_key,
 )
 from .sqlite import SQLiteSnapshotStore
+
+if TYPE_CHECKING:
+    from .mongo import MongoSnapshotStore
+
+
+def __getattr__(name: str) -> Any:
+    """``MongoSnapshotStore`` is imported on first use: PyMongo and GridFS take a good part of a
+    second to import, which a server on the memory or SQLite store never needs."""
+    if name == "MongoSnapshotStore":
+        from .mongo import MongoSnapshotStore
+
+        return MongoSnapshotStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EXPIRY_DECIDER",

@@ -180,6 +180,13 @@ class IdempotencyDocument(TypedDict):
     result: dict[str, Any] | None
     """The outcome, once known; ``None`` while the first request is still running."""
     createdAt: datetime
+    reservedBy: str | None
+    """The request holding the key while ``result`` is ``None`` (``{instanceId}:{uuid}``);
+    ``None`` in documents written before reservations were leases."""
+    reservedUntil: datetime | None
+    """UTC end of the holder's lease, renewed while its request runs; once it lapsed without a
+    ``result``, the holder is presumed dead and a retry with the same fingerprint takes the key
+    over. ``None``: no lease (held until completed or released)."""
 
 
 WebhookDeliveryStatus = Literal["pending", "delivered", "failed"]

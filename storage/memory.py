@@ -300,11 +300,15 @@ class MemorySnapshotStore:
             return None
         return doc
 
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+    async def renew_claim(
+        self, agent_id: str, run_id: str, *, by: str, until: datetime, events: Sequence[EventDocument] = ()
+    ) -> bool:
         doc = self._held(agent_id, run_id, by)
         if doc is None or doc["claim"] is None:
             return False
         doc["claim"]["until"] = until
+        for event in events:
+            self._append(event)
         return True
 
     async def replace_claimed(
@@ -476,19 +480,49 @@ class MemorySnapshotStore:
         return [_copy(e) for e in itertools.islice(found, limit)]
 
     # -- idempotency ---------------------------------------------------------------------------
-    async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
+    async def reserve_idempotency_key(
+        self,
+        key_id: str,
+        fingerprint: str,
+        now: datetime,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+    ) -> IdempotencyDocument | None:
         existing = self._keys.get(key_id)
-        if existing is not None:
+        if existing is not None and not _lapsed(existing, fingerprint, now):
             return _copy(existing)
-        self._keys[key_id] = {"_id": key_id, "fingerprint": fingerprint, "result": None, "createdAt": now}
+        self._keys[key_id] = {
+            "_id": key_id,
+            "fingerprint": fingerprint,
+            "result": None,
+            "createdAt": now if existing is None else existing["createdAt"],
+            "reservedBy": by,
+            "reservedUntil": until,
+        }
         return None
 
-    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:
-        if key_id in self._keys:
-            self._keys[key_id]["result"] = _copy(result)
+    def _reserved(self, key_id: str, by: str | None) -> IdempotencyDocument | None:
+        doc = self._keys.get(key_id)
+        if doc is None or doc["result"] is not None or (by is not None and doc.get("reservedBy") != by):
+            return None
+        return doc
 
-    async def release_idempotency_key(self, key_id: str) -> None:
-        self._keys.pop(key_id, None)
+    async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
+        doc = self._reserved(key_id, by)
+        if doc is None:
+            return False
+        doc["reservedUntil"] = until
+        return True
+
+    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
+        doc = self._reserved(key_id, by)
+        if doc is not None:
+            doc["result"] = _copy(result)
+
+    async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
+        if self._reserved(key_id, by) is not None:
+            del self._keys[key_id]
 
     # -- webhook deliveries --------------------------------------------------------------------
     async def webhook_cursor(self, cursor_id: str) -> str | None:
@@ -567,6 +601,12 @@ class MemorySnapshotStore:
             and (resource_ids is None or d["resourceId"] in resource_ids)
         )
         return [_copy(d) for d in itertools.islice(found, limit)]
+
+
+def _lapsed(doc: IdempotencyDocument, fingerprint: str, now: datetime) -> bool:
+    """A reservation without a result whose lease lapsed before ``now``, for the same arguments."""
+    until = doc.get("reservedUntil")
+    return doc["result"] is None and doc["fingerprint"] == fingerprint and until is not None and until < now
 
 
 __all__ = ["MemorySnapshotStore"]

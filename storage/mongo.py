@@ -123,6 +123,11 @@ _NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}
 """Runs whose ``completed`` event is pending finished: never claimed or taken over again."""
 
 
+def _key_lock(key_id: str) -> str:
+    """The write-lock name of an idempotency key (``_run_lock``; apart from every run id)."""
+    return f"idempotency-key:{key_id}"
+
+
 def store_address(uri: str) -> str:
     """The hosts a MongoDB URI names, as ``host:port`` (comma-separated; 27017 when a
     ``mongodb://`` host has no port), without the credentials, database or options."""
@@ -243,8 +248,9 @@ class MongoSnapshotStore:
         self._inline_history_limit = inline_history_limit
         self._client: AsyncMongoClient[Document] | None = None
         self._locks = RunWriteLocks(lambda: self.database["run_write_locks"])
-        self.before_event: Callable[[], Awaitable[None]] | None = None
-        """Test-only: awaited between a run's state change and the event written after it."""
+        self.before_event: Callable[[Sequence[Mapping[str, Any]]], Awaitable[None]] | None = None
+        """Test-only: awaited with the events about to be appended, between a run's state change
+        (which recorded them in ``pendingEvents``) and their append."""
 
     def _lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
         """Exclusive right to write the run's snapshot, across processes (see ``_run_lock``)."""
@@ -536,7 +542,7 @@ class MongoSnapshotStore:
         field. ``before_event`` runs first (tests inject a crash there)."""
         pending = doc.pop("pendingEvents", None) or []
         if self.before_event is not None:
-            await self.before_event()
+            await self.before_event(pending)
         await self._append_each(pending)
         async with _reachable(), self._lock(doc["_id"]):
             await self._runs.update_one(
@@ -680,9 +686,22 @@ class MongoSnapshotStore:
     def _held(agent_id: str, run_id: str, by: str) -> Document:
         return {"_id": run_id, "agentId": agent_id, "status": "resuming", "claim.by": by}
 
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+    async def renew_claim(
+        self, agent_id: str, run_id: str, *, by: str, until: datetime, events: Sequence[EventDocument] = ()
+    ) -> bool:
+        held = self._held(agent_id, run_id, by)
+        if events:  # recorded inside the snapshot by the renewal, then appended (``_settle``)
+            update: Document = {
+                "$set": {"claim.until": until},
+                "$push": {"pendingEvents": {"$each": [encode(e, EVENT_FIELDS) for e in events]}},
+                "$inc": {"version": 1},
+            }
+            doc = await self._update(run_id, held, update)
+            if doc is not None:
+                await self._settle(cast(Document, doc))
+            return doc is not None
         async with _reachable(), self._lock(run_id):
-            result = await self._runs.update_one(self._held(agent_id, run_id, by), {"$set": {"claim.until": until}})
+            result = await self._runs.update_one(held, {"$set": {"claim.until": until}})
         return result.matched_count == 1
 
     async def replace_claimed(
@@ -751,7 +770,7 @@ class MongoSnapshotStore:
                 return False
             pending = cast(Document, marked).get("pendingEvents") or []
             if self.before_event is not None:
-                await self.before_event()
+                await self.before_event(pending)
             await self._append_each(pending)
         async with _reachable(), self._lock(run_id):
             doc = await self._runs.find_one_and_delete(held)
@@ -842,27 +861,68 @@ class MongoSnapshotStore:
         return _events(docs)
 
     # -- idempotency ---------------------------------------------------------------------------
-    async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
+    async def reserve_idempotency_key(
+        self,
+        key_id: str,
+        fingerprint: str,
+        now: datetime,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+    ) -> IdempotencyDocument | None:
         try:
             async with _reachable():
                 await self._keys.insert_one(
-                    {"_id": key_id, "fingerprint": fingerprint, "result": None, "createdAt": now}
+                    {
+                        "_id": key_id,
+                        "fingerprint": fingerprint,
+                        "result": None,
+                        "createdAt": now,
+                        "reservedBy": by,
+                        "reservedUntil": until,
+                    }
                 )
         except DuplicateKeyError:
+            lapsed: Document = {
+                **self._held_key(key_id, None),
+                "fingerprint": fingerprint,
+                "reservedUntil": {"$lt": now},
+            }
+            async with _reachable(), self._lock(_key_lock(key_id)):
+                taken = await self._keys.update_one(lapsed, {"$set": {"reservedBy": by, "reservedUntil": until}})
+            if taken.matched_count == 1:
+                return None
             async with _reachable():
                 existing = await self._keys.find_one({"_id": key_id})
             if existing is not None:
+                existing.setdefault("reservedBy", None)
+                existing.setdefault("reservedUntil", None)
                 return cast(IdempotencyDocument, decode(existing, IDEMPOTENCY_FIELDS))
-            return await self.reserve_idempotency_key(key_id, fingerprint, now)
+            return await self.reserve_idempotency_key(key_id, fingerprint, now, by=by, until=until)
         return None
 
-    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:
-        async with _reachable():
-            await self._keys.update_one({"_id": key_id}, {"$set": encode({"result": result}, IDEMPOTENCY_FIELDS)})
+    @staticmethod
+    def _held_key(key_id: str, by: str | None) -> Document:
+        """The condition of a reservation still held (by ``by`` unless ``None``): no result yet."""
+        held: Document = {"_id": key_id, "result": None, "resultJson": None}
+        if by is not None:
+            held["reservedBy"] = by
+        return held
 
-    async def release_idempotency_key(self, key_id: str) -> None:
-        async with _reachable():
-            await self._keys.delete_one({"_id": key_id, "result": None, "resultJson": None})
+    async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
+        async with _reachable(), self._lock(_key_lock(key_id)):
+            result = await self._keys.update_one(self._held_key(key_id, by), {"$set": {"reservedUntil": until}})
+        return result.matched_count == 1
+
+    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
+        async with _reachable(), self._lock(_key_lock(key_id)):
+            await self._keys.update_one(
+                self._held_key(key_id, by), {"$set": encode({"result": result}, IDEMPOTENCY_FIELDS)}
+            )
+
+    async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
+        async with _reachable(), self._lock(_key_lock(key_id)):
+            await self._keys.delete_one(self._held_key(key_id, by))
 
     # -- webhook deliveries --------------------------------------------------------------------
     async def webhook_cursor(self, cursor_id: str) -> str | None:

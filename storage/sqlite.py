@@ -162,7 +162,9 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     key_id TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,
     result TEXT,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    reserved_by TEXT,
+    reserved_until INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS webhook_cursors (
     cursor_id TEXT PRIMARY KEY,
@@ -191,6 +193,9 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 CREATE INDEX IF NOT EXISTS deliveries_due ON webhook_deliveries (status, next_attempt_at);
 CREATE INDEX IF NOT EXISTS deliveries_status_order ON webhook_deliveries (status, delivery_id);
 """
+
+_LEASE_COLUMNS = {"reserved_by": "TEXT", "reserved_until": "INTEGER"}
+"""Columns of ``idempotency_keys`` added after its first version; ``open()`` adds them to older files."""
 
 LISTING_INDEXES = (
     "runs_agent_created",
@@ -514,7 +519,7 @@ class SQLiteSnapshotStore:
         """Writes of this process waiting for ``_write_lock`` (group commit: ``_transaction``)."""
         self._group: _CommitGroup | None = None
         """The open transaction writes join while others wait, until its ``COMMIT``."""
-        self.before_event: Callable[[], Awaitable[None]] | None = None
+        self.before_event: Callable[[Sequence[EventDocument]], Awaitable[None]] | None = None
         """Test-only: awaited between a run's state change and the event written with it."""
 
     @property
@@ -586,6 +591,10 @@ class SQLiteSnapshotStore:
             await conn.execute(
                 "INSERT OR IGNORE INTO runsgate_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )
+            columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(idempotency_keys)")}
+            for name, kind in _LEASE_COLUMNS.items():
+                if name not in columns:
+                    await conn.execute(f"ALTER TABLE idempotency_keys ADD COLUMN {name} {kind}")
             await conn.execute("COMMIT")
         except BaseException:
             with suppress(sqlite3.Error):  # unconditional, as in _transaction
@@ -885,7 +894,7 @@ class SQLiteSnapshotStore:
         if not events:
             return
         if self.before_event is not None:
-            await self.before_event()
+            await self.before_event(events)
         for one in events:
             await conn.execute(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({_marks(10)})", _event_row(one))
 
@@ -991,7 +1000,9 @@ class SQLiteSnapshotStore:
             (by, _ms(until), _ms(now), run_id, agent_id, _ms(now)),
         )
 
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+    async def renew_claim(
+        self, agent_id: str, run_id: str, *, by: str, until: datetime, events: Sequence[EventDocument] = ()
+    ) -> bool:
         async with self._transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
@@ -999,6 +1010,9 @@ class SQLiteSnapshotStore:
                     (_ms(until), run_id, agent_id, by),
                 )
             )
+            if rows:
+                for event in events:
+                    await self._append_in(conn, event)
         return bool(rows)
 
     async def replace_claimed(
@@ -1174,35 +1188,76 @@ class SQLiteSnapshotStore:
         return [_event(row) for row in rows]
 
     # -- idempotency ---------------------------------------------------------------------------
-    async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
+    async def reserve_idempotency_key(
+        self,
+        key_id: str,
+        fingerprint: str,
+        now: datetime,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+    ) -> IdempotencyDocument | None:
+        lease = None if until is None else _ms(until)
         async with self._transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
-                    "SELECT key_id, fingerprint, result, created_at FROM idempotency_keys WHERE key_id = ?", (key_id,)
+                    "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until "
+                    "FROM idempotency_keys WHERE key_id = ?",
+                    (key_id,),
                 )
             )
             if not rows:
                 await conn.execute(
-                    "INSERT INTO idempotency_keys (key_id, fingerprint, result, created_at) VALUES (?, ?, NULL, ?)",
-                    (key_id, fingerprint, _ms(now)),
+                    "INSERT INTO idempotency_keys (key_id, fingerprint, result, created_at, reserved_by, "
+                    "reserved_until) VALUES (?, ?, NULL, ?, ?, ?)",
+                    (key_id, fingerprint, _ms(now), by, lease),
                 )
                 return None
-        row = rows[0]
+            row = rows[0]
+            if row[2] is None and row[1] == fingerprint and row[5] is not None and row[5] < _ms(now):
+                # The holder's lease lapsed: take the key over (this transaction holds the write lock).
+                await conn.execute(
+                    "UPDATE idempotency_keys SET reserved_by = ?, reserved_until = ? WHERE key_id = ?",
+                    (by, lease, key_id),
+                )
+                return None
         return {
             "_id": row[0],
             "fingerprint": row[1],
             "result": None if row[2] is None else _loads(row[2]),
             "createdAt": _datetime(row[3]),
+            "reservedBy": row[4],
+            "reservedUntil": None if row[5] is None else _datetime(row[5]),
         }
 
-    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any]) -> None:
-        text = _dumps(result)
-        async with self._transaction() as conn:
-            await conn.execute("UPDATE idempotency_keys SET result = ? WHERE key_id = ?", (text, key_id))
+    @staticmethod
+    def _held_key(by: str | None) -> tuple[str, tuple[Any, ...]]:
+        """The condition of a reservation still held (by ``by`` unless ``None``)."""
+        if by is None:
+            return "key_id = ? AND result IS NULL", ()
+        return "key_id = ? AND result IS NULL AND reserved_by = ?", (by,)
 
-    async def release_idempotency_key(self, key_id: str) -> None:
+    async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
+        where, extra = self._held_key(by)
         async with self._transaction() as conn:
-            await conn.execute("DELETE FROM idempotency_keys WHERE key_id = ? AND result IS NULL", (key_id,))
+            rows = list(
+                await conn.execute_fetchall(
+                    f"UPDATE idempotency_keys SET reserved_until = ? WHERE {where} RETURNING key_id",
+                    (_ms(until), key_id, *extra),
+                )
+            )
+        return bool(rows)
+
+    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
+        text = _dumps(result)
+        where, extra = self._held_key(by)
+        async with self._transaction() as conn:
+            await conn.execute(f"UPDATE idempotency_keys SET result = ? WHERE {where}", (text, key_id, *extra))
+
+    async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
+        where, extra = self._held_key(by)
+        async with self._transaction() as conn:
+            await conn.execute(f"DELETE FROM idempotency_keys WHERE {where}", (key_id, *extra))
 
     # -- webhook deliveries --------------------------------------------------------------------
     async def webhook_cursor(self, cursor_id: str) -> str | None:

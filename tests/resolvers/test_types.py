@@ -11,7 +11,7 @@ import pytest
 from resolvers.types import RunStatus, SuspendedRun, SuspendedToolCall
 from storage import SnapshotDocument
 
-from ..storage.test_contract import decision, snapshot, tool_call
+from ..storage._contract import decision, snapshot, tool_call
 
 AT = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

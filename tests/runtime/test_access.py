@@ -48,9 +48,11 @@ class _CountingStore(MemorySnapshotStore):
         self.reads += 1
         return await super().get(agent_id, run_id)
 
-    async def reserve_idempotency_key(self, key_id: str, fingerprint: str, now: datetime) -> IdempotencyDocument | None:
+    async def reserve_idempotency_key(
+        self, key_id: str, fingerprint: str, now: datetime, *, by: str | None = None, until: datetime | None = None
+    ) -> IdempotencyDocument | None:
         self.reservations += 1
-        return await super().reserve_idempotency_key(key_id, fingerprint, now)
+        return await super().reserve_idempotency_key(key_id, fingerprint, now, by=by, until=until)
 
 
 @pytest.fixture

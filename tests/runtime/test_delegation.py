@@ -7,9 +7,9 @@ from pydantic_ai import RunContext
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
-from runtime import RunManager, delegate, sub_run_id
+from runtime import AgentRegistry, RunManager, delegate, sub_run_id
 from runtime.demo import CITY_QUESTION, LEDGER
-from storage import RunFilter
+from storage import EventDocument, MemorySnapshotStore, RunFilter, SnapshotDocument, StoreUnavailableError
 
 from . import agents
 
@@ -99,3 +99,29 @@ async def test_delegate_outside_a_run_manager_is_a_clear_error() -> None:
 
     with pytest.raises(RuntimeError, match="RunManager"):
         await delegate(ctx, "refund-agent", "hi")
+
+
+class _SubRunNotStored(MemorySnapshotStore):
+    """Fails the sub-run's ``insert`` as a SQLite file held locked for longer than the busy timeout."""
+
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: EventDocument | None = None) -> None:
+        if snapshot["agentId"] != DISPATCHER:
+            raise StoreUnavailableError("database is locked")
+        await super().insert(snapshot, history, event=event)
+
+
+async def test_a_start_whose_sub_run_could_not_be_stored_is_store_unavailable_not_failed(
+    registry: AgentRegistry,
+) -> None:
+    store = _SubRunNotStored()
+    manager = RunManager(store, registry, instance_id="instance-a")
+
+    # when the supervisor's delegate() cannot store the sub-run
+    with pytest.raises(StoreUnavailableError):
+        await manager.start_run(DISPATCHER, "flaky-agent: ship a book")
+
+    # then the client gets a retryable error, and nothing is stored or logged as failed
+    assert await store.count_runs(DISPATCHER, RunFilter()) == 0
+    assert await store.count_runs("flaky-agent", RunFilter()) == 0
+    events = await store.list_events_after(DISPATCHER, None, 100)
+    assert "failed" not in [e["type"] for e in events], events

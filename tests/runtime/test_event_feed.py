@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from runtime import EventFeed, EventFeedClosedError, EventFeedOverflowError
-from storage import EventDocument, SnapshotStore
+from storage import EventDocument, MemorySnapshotStore, SnapshotStore
 
 AGENT = "refund-agent"
 WAIT = 30.0
@@ -181,3 +181,47 @@ async def test_closing_the_feed_ends_every_subscription(store: SnapshotStore) ->
 def test_settings_out_of_range_are_refused(store: SnapshotStore) -> None:
     with pytest.raises(ValueError, match="poll_interval"):
         EventFeed(store, poll_interval=0)
+
+
+class _CancelSwallowingLog(MemorySnapshotStore):
+    """Reads the log as PyMongo's async driver opens a connection on Python 3.11: through
+    ``asyncio.wait_for``, which returns the result and drops the caller's ``CancelledError`` when
+    the cancel arrives as the awaited operation completes (CPython gh-86296). The poller is
+    cancelled at exactly that moment once (``cancel_poller``)."""
+
+    cancel_poller = False
+
+    async def list_events_after(
+        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
+        caller = asyncio.current_task()
+        assert caller is not None
+
+        async def read() -> list[EventDocument]:
+            found = await MemorySnapshotStore.list_events_after(
+                self, agent_id, after_event_id, limit, resource_ids=resource_ids
+            )
+            if self.cancel_poller and caller.get_name().startswith("runsgate-event-feed"):
+                self.cancel_poller = False
+                caller.cancel()  # lands while wait_for waits, with the read already done
+            return found
+
+        return await asyncio.wait_for(read(), timeout=30)
+
+
+async def test_a_poller_whose_cancel_was_swallowed_by_the_store_still_stops() -> None:
+    # given a subscriber, and a poller whose cancel the store's read swallows
+    store = _CancelSwallowingLog()
+    await store.open()
+    feed = EventFeed(store, poll_interval=0.01, lookback=1.0)
+    stream = feed.subscribe(AGENT)
+    reading = asyncio.create_task(anext(stream))
+    await registered(feed, {AGENT: 1})
+    [poller] = feed._pollers.values()
+    store.cancel_poller = True
+
+    # when / then: the poller ends, and closing the feed does not wait forever
+    await asyncio.wait_for(asyncio.wait([poller.task]), 5)  # type: ignore[list-item]
+    await asyncio.wait_for(feed.close(), 5)
+    with pytest.raises(EventFeedClosedError):
+        await reading

@@ -142,3 +142,44 @@ async def test_an_unexpected_failure_releases_the_key_for_a_retry(registry: Agen
 
     assert outcome.status == "suspended"
     assert await store.count_runs(REFUND, RunFilter()) == 1
+
+
+class _LockedStore(_FailingInsertStore):
+    """Fails the next ``insert`` and the release of its key, as a SQLite file held locked for
+    longer than the busy timeout: the request answers ``STORE_UNAVAILABLE`` and its key stays
+    reserved."""
+
+    async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
+        raise StoreUnavailableError("database is locked")
+
+
+async def test_a_key_whose_request_could_not_release_it_is_taken_over_after_its_lease(registry: AgentRegistry) -> None:
+    # given a start that failed and could not release its key (the store stayed locked)
+    store = _LockedStore()
+    manager = RunManager(store, registry, instance_id="instance-a", claim_ttl=0.2, in_flight_wait=2.0)
+    with pytest.raises(StoreUnavailableError):
+        await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="k-4")
+
+    # when the client retries with the same key
+    outcome = await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="k-4")
+
+    # then the retry waited for the dead request's lease to lapse, took the key over and ran once
+    assert outcome.status == "suspended"
+    assert await store.count_runs(REFUND, RunFilter()) == 1
+
+
+async def test_a_running_request_keeps_its_key_beyond_its_lease(manager: RunManager) -> None:
+    # given a first request that runs for several lease periods (the lease is the claim TTL)
+    agents.SWITCHES["delay"] = 0.6
+    first_instance = RunManager(manager.store, manager.agents, instance_id="instance-a", claim_ttl=0.15)
+    patient = RunManager(manager.store, manager.agents, instance_id="instance-b", claim_ttl=0.15, in_flight_wait=3.0)
+    first = asyncio.create_task(first_instance.start_run("slow-agent", "hello", idempotency_key="slow-2"))
+    await asyncio.sleep(0.05)
+
+    # when a retry arrives while it runs
+    again = await patient.start_run("slow-agent", "hello", idempotency_key="slow-2")
+
+    # then the retry never took the key over: it got the first answer, the run ran once
+    assert again == await first
+    started = [e for e in await manager.store.list_events("slow-agent", again.run_id) if e["type"] == "started"]
+    assert len(started) == 1

@@ -144,3 +144,37 @@ async def test_run_forever_sweeps_until_cancelled(manager: RunManager) -> None:
 def test_the_interval_must_be_positive(manager: RunManager) -> None:
     with pytest.raises(ValueError, match="interval"):
         StalledRunSweeper(manager, interval=0)
+
+
+async def test_an_instance_paused_after_its_claim_logs_no_resumed_once_another_took_the_run_over(
+    any_manager: RunManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given instance-a claims a decided run, then is paused before it logs `resumed`
+    store = any_manager.store
+    run_id, _ = await _decided(any_manager)
+    claimed, paused = asyncio.Event(), asyncio.Event()
+    original = store.claim
+
+    async def claim_then_pause(*args: object, **kwargs: object) -> object:
+        held = await original(*args, **kwargs)  # type: ignore[arg-type]
+        if kwargs["by"] == "instance-a":
+            claimed.set()
+            await paused.wait()
+        return held
+
+    monkeypatch.setattr(store, "claim", claim_then_pause)
+    instance_a = asyncio.create_task(any_manager.retry(FLAKY, run_id))
+    await claimed.wait()
+
+    # when its claim expires and instance-b takes the run over and finishes it, then a wakes up
+    outcomes = await StalledRunSweeper(_later(any_manager, "instance-b", 61), interval=1).sweep_once()
+    assert [o.status for o in outcomes] == ["completed"]
+    paused.set()
+    late = await instance_a
+
+    # then a wrote nothing: the only continuation in the log is b's, the tool ran once
+    assert late.status == "resuming"
+    events = await store.list_events(FLAKY, run_id)
+    resumed = [e["data"]["instanceId"] for e in events if e["type"] == "resumed"]
+    assert resumed == ["instance-b"], [(e["type"], e["by"]) for e in events]
+    assert agents.SHIPPED == ["book"]

@@ -11,7 +11,11 @@ one step of the event loop: nothing can come between them (no hook).
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -20,13 +24,15 @@ from storage import MemorySnapshotStore, SnapshotStore
 
 from .test_sweeper import FLAKY, _decided, _later
 
+GUESS = "guess-agent"
+
 
 class _Crash(BaseException):
     """The process dying between the two steps."""
 
 
 def _crash_once(store: SnapshotStore) -> None:
-    async def crash() -> None:
+    async def crash(events: Sequence[Mapping[str, Any]]) -> None:
         store.before_event = None  # type: ignore[attr-defined]
         raise _Crash
 
@@ -111,3 +117,43 @@ async def test_a_change_whose_condition_failed_writes_no_event(store: SnapshotSt
     assert [e["_id"] for e in await store.list_events(FLAKY, run_id) if e["type"] == "completed"] == [
         journal_event["_id"]
     ]
+
+
+def _crash_before(store: SnapshotStore, event_type: str) -> None:
+    """Crash once, just before an event of ``event_type`` is written with its state change."""
+
+    async def crash(events: Sequence[Mapping[str, Any]]) -> None:
+        if any(e["type"] == event_type for e in events):
+            store.before_event = None  # type: ignore[attr-defined]
+            raise _Crash
+
+    store.before_event = crash  # type: ignore[attr-defined]
+
+
+async def test_a_crash_between_suspending_a_continued_run_again_and_its_suspended_event_loses_neither(
+    durable: SnapshotStore, registry: AgentRegistry
+) -> None:
+    manager = RunManager(durable, registry, instance_id="instance-a", claim_ttl=0.2)
+    started = await manager.start_run(GUESS, "guess")
+    assert started.run is not None
+
+    # when instance-a continues the run after an odd answer, and dies between storing the next
+    # question and its suspended event
+    _crash_before(durable, "suspended")
+    with pytest.raises(_Crash):
+        await manager.resume(GUESS, started.run_id, None, 3)
+    await asyncio.sleep(0.3)  # its claim expires (one clock for all: the log is in time order)
+    await StalledRunSweeper(_later(manager, "instance-b", 0), interval=1).sweep_once()
+
+    # then the run waits on the next question, and the continuation's end is in the log before
+    # anything else happens to the run
+    stored = await durable.get(GUESS, started.run_id)
+    assert stored is not None
+    assert stored["status"] == "suspended"
+    assert stored["toolCalls"][0]["suspendPayload"] == {"question": "An even number?", "attempt": 1}
+    outcome = await manager.resume(GUESS, started.run_id, None, 4)
+    assert outcome.status == "completed"
+    types = [e["type"] for e in await durable.list_events(GUESS, started.run_id)]
+    for before, after in itertools.pairwise(types):
+        assert (before, after) not in {("resumed", "decision"), ("takeover", "decision")}, " ".join(types)
+    assert types.count("suspended") == 2, types

@@ -74,6 +74,7 @@ class _OnlyKeys:
 
     def __init__(self, store: SnapshotStore) -> None:
         self.reserve_idempotency_key = store.reserve_idempotency_key
+        self.renew_idempotency_key = store.renew_idempotency_key
         self.complete_idempotency_key = store.complete_idempotency_key
         self.release_idempotency_key = store.release_idempotency_key
 
@@ -94,14 +95,17 @@ async def test_the_journal_and_the_feed_need_only_the_event_log_and_the_guard_on
     feed = EventFeed(events, poll_interval=0.05, lookback=1.0)
     stream = feed.subscribe("refund-agent", after_event_id="0")
     try:
-        # bounded, and in a task of its own as a server's subscription is (awaited in the test's
-        # own task, the mongo case hung in about one run in three)
-        read = [await asyncio.wait_for(anext(stream), 10)]
+        # Awaited in the test's own task, bounded. This used to hang about one run in three on
+        # FerretDB: close() cancelled the poller while its query opened a second connection, and
+        # PyMongo awaits that through asyncio.wait_for, which on Python 3.11 drops a cancel that
+        # arrives as the connection completes, so the poller polled on and close() awaited it
+        # forever. The poller now stops on the cancel request itself (runtime._cancel).
+        async with asyncio.timeout(10):
+            read = [await anext(stream)]
+            await feed.close()  # stops and awaits the poller first (a poll is never cut off mid-query)
+            await stream.aclose()
     finally:
-        await asyncio.wait_for(
-            feed.close(), 10
-        )  # stops and awaits the poller first (a poll is never cut off mid-query)
-        await asyncio.wait_for(stream.aclose(), 10)
+        await feed.close()
 
     # the guard answers a repeated key from the keys alone
     guard = IdempotencyGuard(keys, lambda: now, in_flight_wait=0.1)

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from storage import RunFilter, SnapshotStore, sort_key
 
-from .test_contract import T0, snapshot
+from ._contract import T0, snapshot
 
 MINE = frozenset({"r-mine", "r-also-mine"})
 

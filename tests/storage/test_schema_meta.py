@@ -15,7 +15,7 @@ from pymongo import AsyncMongoClient
 
 from storage import SCHEMA_VERSION, MongoSnapshotStore, NewerSchemaError, SQLiteSnapshotStore
 
-from .test_contract import snapshot
+from ._contract import snapshot
 
 
 async def _database_docs(uri: str, collection: str) -> list[dict[str, object]]:

@@ -27,7 +27,7 @@ from storage import (
 )
 from storage.sqlite import LISTING_INDEXES
 
-from .test_contract import T0, decision, snapshot, tool_call
+from ._contract import T0, decision, snapshot, tool_call
 
 AGENT = "refund-agent"
 HUGE = 2**70 + 1

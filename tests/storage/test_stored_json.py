@@ -30,7 +30,7 @@ from storage import (
     ToolCallDocument,
 )
 
-from .test_contract import snapshot
+from ._contract import snapshot
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -1,83 +1,27 @@
-"""The ``SnapshotStore`` contract, run against the memory store, a SQLite file and a real MongoDB server."""
+"""The ``RunStore`` part of the store contract (snapshots, histories, decisions, claims, stalled runs),
+run against the memory store, a SQLite file and a real MongoDB server (the ``store`` fixture)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from storage import (
     SCHEMA_VERSION,
-    DecisionDocument,
     DuplicateRunError,
-    EventDocument,
     MongoSnapshotStore,
     NewerSchemaError,
     RunErrorDocument,
     RunFilter,
-    SnapshotDocument,
     SnapshotStore,
     SQLiteSnapshotStore,
-    ToolCallDocument,
     sort_key,
 )
 
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-
-def tool_call(call_id: str, *, approval: bool = True) -> ToolCallDocument:
-    return {
-        "toolCallId": call_id,
-        "toolName": "issue_refund" if approval else "ask_city",
-        "args": {"order_id": 1042, "amount": 25.5} if approval else None,
-        "requiresApproval": approval,
-        "suspendPayload": None if approval else {"question": "Which city?"},
-        "resumeSchema": None if approval else {"type": "object", "required": ["name"]},
-        "decision": None,
-    }
-
-
-def snapshot(
-    run_id: str | None = None,
-    *,
-    agent_id: str = "refund-agent",
-    created: datetime = T0,
-    thread: str | None = "t1",
-    resource: str | None = "r1",
-    calls: list[ToolCallDocument] | None = None,
-) -> SnapshotDocument:
-    calls = calls if calls is not None else [tool_call("c1")]
-    return {
-        "_id": run_id or uuid.uuid4().hex,
-        "agentId": agent_id,
-        "threadId": thread,
-        "resourceId": resource,
-        "parentRunId": None,
-        "status": "suspended",
-        "createdAt": created,
-        "suspendedAt": created,
-        "updatedAt": created,
-        "toolCalls": calls,
-        "pendingCount": len(calls),
-        "version": 1,
-        "claim": None,
-        "lastError": None,
-        "schemaVersion": SCHEMA_VERSION,
-        "historyId": uuid.uuid4().hex,
-    }
-
-
-def decision(kind: str = "approved") -> DecisionDocument:
-    return {
-        "kind": kind,  # type: ignore[typeddict-item]
-        "decidedAt": T0,
-        "decidedBy": "alice",
-        "reason": None,
-        "resumeData": None,
-        "idempotencyKey": None,
-    }
+from ._contract import T0, decision, snapshot, tool_call
 
 
 async def test_insert_get_and_history_roundtrip(store: SnapshotStore) -> None:
@@ -452,78 +396,6 @@ async def test_skip_limit_and_count_within_a_filtered_date_range_after_bulk_and_
     assert [d["_id"] for d in oldest] == ["r07", "r05"]
 
 
-async def test_events_are_per_run_and_oldest_first(store: SnapshotStore) -> None:
-    for i, kind in enumerate(["started", "suspended", "decision"]):
-        await store.append_event(
-            {
-                "_id": f"e{i}",
-                "runId": "run",
-                "agentId": "refund-agent",
-                "type": kind,  # type: ignore[typeddict-item]
-                "at": T0 + timedelta(seconds=i),
-                "by": "alice",
-                "data": {"i": i},
-            }
-        )
-    await store.append_event(
-        {
-            "_id": "other",
-            "runId": "run2",
-            "agentId": "refund-agent",
-            "type": "started",
-            "at": T0,
-            "by": None,
-            "data": {},
-        }
-    )
-
-    events = await store.list_events("refund-agent", "run")
-
-    assert [e["type"] for e in events] == ["started", "suspended", "decision"]
-    assert events[2]["data"] == {"i": 2}
-    assert await store.list_events("weather-agent", "run") == []
-
-
-async def test_events_of_several_runs_in_one_call(store: SnapshotStore) -> None:
-    for i, (run_id, agent_id) in enumerate([("r1", "refund-agent"), ("r2", "refund-agent"), ("r3", "weather-agent")]):
-        await store.append_event(
-            {"_id": f"e{i}", "runId": run_id, "agentId": agent_id, "type": "started", "at": T0, "by": None, "data": {}}
-        )
-    await store.append_event(
-        {
-            "_id": "e0-late",
-            "runId": "r1",
-            "agentId": "refund-agent",
-            "type": "suspended",
-            "at": T0,
-            "by": None,
-            "data": {},
-        }
-    )
-
-    events = await store.list_events_of_runs("refund-agent", ["r1", "r2", "r3"])
-
-    assert [(e["runId"], e["_id"]) for e in events] == [("r1", "e0"), ("r1", "e0-late"), ("r2", "e1")]
-
-
-async def test_idempotency_keys(store: SnapshotStore) -> None:
-    first = await store.reserve_idempotency_key("k", "fp1", T0)
-    second = await store.reserve_idempotency_key("k", "fp2", T0)
-    await store.complete_idempotency_key("k", {"status": "completed"})
-    third = await store.reserve_idempotency_key("k", "fp1", T0)
-    await store.reserve_idempotency_key("k2", "fp", T0)
-    await store.release_idempotency_key("k2")
-    again = await store.reserve_idempotency_key("k2", "fp", T0)
-
-    assert first is None
-    assert second is not None
-    assert second["fingerprint"] == "fp1"
-    assert second["result"] is None
-    assert third is not None
-    assert third["result"] == {"status": "completed"}
-    assert again is None
-
-
 @pytest.mark.mongo
 async def test_history_over_16_mb_is_stored_and_read_back(mongodb_uri: str) -> None:
     from storage import MongoSnapshotStore
@@ -548,7 +420,6 @@ async def test_two_clients_deciding_two_calls_of_one_run_at_once_keep_both(mongo
     FerretDB 1.24 does not apply conditional updates atomically; without the run write lease
     one decision was lost in about a third of the rounds.
     """
-    import asyncio
 
     from storage import MongoSnapshotStore
 
@@ -577,87 +448,3 @@ async def test_two_clients_deciding_two_calls_of_one_run_at_once_keep_both(mongo
         await first.drop_all()
         await first.close()
         await second.close()
-
-
-def feed_event(event_id: str, *, agent_id: str = "refund-agent", run_id: str = "run") -> EventDocument:
-    return {
-        "_id": event_id,
-        "runId": run_id,
-        "agentId": agent_id,
-        "threadId": "t1",
-        "resourceId": "r1",
-        "type": "started",
-        "at": T0,
-        "by": None,
-        "data": {},
-    }
-
-
-async def test_events_after_walk_the_agents_log_in_id_order(store: SnapshotStore) -> None:
-    # inserted out of order, with another agent's events in between and the same `at` everywhere
-    for event_id, agent_id in [("003", "refund-agent"), ("001", "refund-agent"), ("002", "weather-agent")]:
-        await store.append_event(feed_event(event_id, agent_id=agent_id, run_id=f"run-{event_id}"))
-    await store.append_event(feed_event("002-b"))
-    await store.append_event(feed_event("004"))
-
-    everything = await store.list_events_after("refund-agent", None, 10)
-    first_page = await store.list_events_after("refund-agent", None, 2)
-    second_page = await store.list_events_after("refund-agent", first_page[-1]["_id"], 2)
-    last_page = await store.list_events_after("refund-agent", second_page[-1]["_id"], 2)
-
-    assert [e["_id"] for e in everything] == ["001", "002-b", "003", "004"]
-    assert [e["_id"] for e in first_page] == ["001", "002-b"]
-    assert [e["_id"] for e in second_page] == ["003", "004"]
-    assert last_page == []
-    assert everything[0]["runId"] == "run-001"
-    assert everything[0]["resourceId"] == "r1"
-    assert everything[0]["threadId"] == "t1"
-
-
-async def test_events_after_bound_is_exclusive_and_need_not_exist(store: SnapshotStore) -> None:
-    for event_id in ["00000000000000000010-aa", "00000000000000000020-aa", "00000000000000000030-aa"]:
-        await store.append_event(feed_event(event_id))
-
-    from_existing = await store.list_events_after("refund-agent", "00000000000000000010-aa", 10)
-    # a bare time prefix sorts before every id of that nanosecond: the "now" cursor of a subscription
-    from_time = await store.list_events_after("refund-agent", "00000000000000000020", 10)
-    past_the_end = await store.list_events_after("refund-agent", "00000000000000000030-aa", 10)
-
-    assert [e["_id"] for e in from_existing] == ["00000000000000000020-aa", "00000000000000000030-aa"]
-    assert [e["_id"] for e in from_time] == ["00000000000000000020-aa", "00000000000000000030-aa"]
-    assert past_the_end == []
-    assert await store.list_events_after("weather-agent", None, 10) == []
-
-
-async def test_events_after_restricted_to_resources_read_only_their_events(store: SnapshotStore) -> None:
-    # a subscriber's replay: its page is full of its own events, others' are never read
-    for n, resource in enumerate(["r1", "r2", None, "r1", "r2", "r3", "r1"]):
-        await store.append_event({**feed_event(f"00{n}"), "resourceId": resource})
-
-    mine = await store.list_events_after("refund-agent", None, 2, resource_ids=frozenset({"r1"}))
-    rest = await store.list_events_after("refund-agent", mine[-1]["_id"], 10, resource_ids=frozenset({"r1", "r3"}))
-    none = await store.list_events_after("refund-agent", None, 10, resource_ids=frozenset())
-
-    assert [e["_id"] for e in mine] == ["000", "003"]
-    assert [e["_id"] for e in rest] == ["005", "006"]
-    assert none == []
-
-
-async def test_events_after_rejects_a_limit_below_one(store: SnapshotStore) -> None:
-    await store.append_event(feed_event("001"))
-
-    with pytest.raises(ValueError, match="limit"):
-        await store.list_events_after("refund-agent", None, 0)
-
-
-@pytest.mark.mongo
-async def test_mongo_has_an_index_in_event_feed_order(mongodb_uri: str) -> None:
-    mongo = MongoSnapshotStore(mongodb_uri)
-    await mongo.open()
-    try:
-        indexes = await mongo.database["run_events"].index_information()
-    finally:
-        await mongo.drop_all()
-        await mongo.close()
-
-    assert indexes["agent_event_order"]["key"] == [("agentId", 1), ("_id", 1)]

@@ -1,0 +1,139 @@
+"""The ``EventLog`` part of the store contract (the audit log and the event feed's keyset walk),
+run against the memory store, a SQLite file and a real MongoDB server (the ``store`` fixture)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from storage import (
+    MongoSnapshotStore,
+    SnapshotStore,
+)
+
+from ._contract import T0, feed_event
+
+
+async def test_events_are_per_run_and_oldest_first(store: SnapshotStore) -> None:
+    for i, kind in enumerate(["started", "suspended", "decision"]):
+        await store.append_event(
+            {
+                "_id": f"e{i}",
+                "runId": "run",
+                "agentId": "refund-agent",
+                "type": kind,  # type: ignore[typeddict-item]
+                "at": T0 + timedelta(seconds=i),
+                "by": "alice",
+                "data": {"i": i},
+            }
+        )
+    await store.append_event(
+        {
+            "_id": "other",
+            "runId": "run2",
+            "agentId": "refund-agent",
+            "type": "started",
+            "at": T0,
+            "by": None,
+            "data": {},
+        }
+    )
+
+    events = await store.list_events("refund-agent", "run")
+
+    assert [e["type"] for e in events] == ["started", "suspended", "decision"]
+    assert events[2]["data"] == {"i": 2}
+    assert await store.list_events("weather-agent", "run") == []
+
+
+async def test_events_of_several_runs_in_one_call(store: SnapshotStore) -> None:
+    for i, (run_id, agent_id) in enumerate([("r1", "refund-agent"), ("r2", "refund-agent"), ("r3", "weather-agent")]):
+        await store.append_event(
+            {"_id": f"e{i}", "runId": run_id, "agentId": agent_id, "type": "started", "at": T0, "by": None, "data": {}}
+        )
+    await store.append_event(
+        {
+            "_id": "e0-late",
+            "runId": "r1",
+            "agentId": "refund-agent",
+            "type": "suspended",
+            "at": T0,
+            "by": None,
+            "data": {},
+        }
+    )
+
+    events = await store.list_events_of_runs("refund-agent", ["r1", "r2", "r3"])
+
+    assert [(e["runId"], e["_id"]) for e in events] == [("r1", "e0"), ("r1", "e0-late"), ("r2", "e1")]
+
+
+async def test_events_after_walk_the_agents_log_in_id_order(store: SnapshotStore) -> None:
+    # inserted out of order, with another agent's events in between and the same `at` everywhere
+    for event_id, agent_id in [("003", "refund-agent"), ("001", "refund-agent"), ("002", "weather-agent")]:
+        await store.append_event(feed_event(event_id, agent_id=agent_id, run_id=f"run-{event_id}"))
+    await store.append_event(feed_event("002-b"))
+    await store.append_event(feed_event("004"))
+
+    everything = await store.list_events_after("refund-agent", None, 10)
+    first_page = await store.list_events_after("refund-agent", None, 2)
+    second_page = await store.list_events_after("refund-agent", first_page[-1]["_id"], 2)
+    last_page = await store.list_events_after("refund-agent", second_page[-1]["_id"], 2)
+
+    assert [e["_id"] for e in everything] == ["001", "002-b", "003", "004"]
+    assert [e["_id"] for e in first_page] == ["001", "002-b"]
+    assert [e["_id"] for e in second_page] == ["003", "004"]
+    assert last_page == []
+    assert everything[0]["runId"] == "run-001"
+    assert everything[0]["resourceId"] == "r1"
+    assert everything[0]["threadId"] == "t1"
+
+
+async def test_events_after_bound_is_exclusive_and_need_not_exist(store: SnapshotStore) -> None:
+    for event_id in ["00000000000000000010-aa", "00000000000000000020-aa", "00000000000000000030-aa"]:
+        await store.append_event(feed_event(event_id))
+
+    from_existing = await store.list_events_after("refund-agent", "00000000000000000010-aa", 10)
+    # a bare time prefix sorts before every id of that nanosecond: the "now" cursor of a subscription
+    from_time = await store.list_events_after("refund-agent", "00000000000000000020", 10)
+    past_the_end = await store.list_events_after("refund-agent", "00000000000000000030-aa", 10)
+
+    assert [e["_id"] for e in from_existing] == ["00000000000000000020-aa", "00000000000000000030-aa"]
+    assert [e["_id"] for e in from_time] == ["00000000000000000020-aa", "00000000000000000030-aa"]
+    assert past_the_end == []
+    assert await store.list_events_after("weather-agent", None, 10) == []
+
+
+async def test_events_after_restricted_to_resources_read_only_their_events(store: SnapshotStore) -> None:
+    # a subscriber's replay: its page is full of its own events, others' are never read
+    for n, resource in enumerate(["r1", "r2", None, "r1", "r2", "r3", "r1"]):
+        await store.append_event({**feed_event(f"00{n}"), "resourceId": resource})
+
+    mine = await store.list_events_after("refund-agent", None, 2, resource_ids=frozenset({"r1"}))
+    rest = await store.list_events_after("refund-agent", mine[-1]["_id"], 10, resource_ids=frozenset({"r1", "r3"}))
+    none = await store.list_events_after("refund-agent", None, 10, resource_ids=frozenset())
+
+    assert [e["_id"] for e in mine] == ["000", "003"]
+    assert [e["_id"] for e in rest] == ["005", "006"]
+    assert none == []
+
+
+async def test_events_after_rejects_a_limit_below_one(store: SnapshotStore) -> None:
+    await store.append_event(feed_event("001"))
+
+    with pytest.raises(ValueError, match="limit"):
+        await store.list_events_after("refund-agent", None, 0)
+
+
+@pytest.mark.mongo
+async def test_mongo_has_an_index_in_event_feed_order(mongodb_uri: str) -> None:
+    mongo = MongoSnapshotStore(mongodb_uri)
+    await mongo.open()
+    try:
+        indexes = await mongo.database["run_events"].index_information()
+    finally:
+        await mongo.drop_all()
+        await mongo.close()
+
+    assert indexes["agent_event_order"]["key"] == [("agentId", 1), ("_id", 1)]

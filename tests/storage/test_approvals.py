@@ -11,7 +11,7 @@ import pytest
 
 from storage import ApprovalDocument, EventDocument, MongoSnapshotStore, SnapshotStore
 
-from .test_contract import T0, decision, snapshot, tool_call
+from ._contract import T0, decision, snapshot, tool_call
 
 T1 = T0 + timedelta(seconds=1)
 

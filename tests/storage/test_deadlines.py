@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from storage import EventDocument, RunFilter, SnapshotStore, ToolCallDocument, sort_key
 
-from .test_contract import T0, decision, snapshot, tool_call
+from ._contract import T0, decision, snapshot, tool_call
 
 
 def deadline_call(call_id: str, minutes: int | None) -> ToolCallDocument:

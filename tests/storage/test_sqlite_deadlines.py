@@ -12,7 +12,7 @@ import pytest
 
 from storage import RunFilter, SQLiteSnapshotStore
 
-from .test_contract import T0, snapshot
+from ._contract import T0, snapshot
 from .test_deadlines import deadline_call
 
 

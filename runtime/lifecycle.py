@@ -679,21 +679,29 @@ class RunManager:
             One answer per decision, in their order: the ``RunOutcome`` of ``approve`` (or
             ``decline``, ``resume``), or the domain error that item got (nothing recorded for it).
 
+            When every item was refused, nothing was recorded and the key is released (a repeat
+            decides again), as for a single decision.
+
         Raises:
+            AgentNotFoundError: No agent ``agent_id`` (nothing is read or written).
             IdempotencyKeyReusedError: ``idempotency_key`` was used for another batch, or its
                 first request still runs.
         """
+        self._agents.get_agent(agent_id)  # an unknown agent: refused before the key is reserved
         name, caller = _split(principal)
         arguments = {"decisions": [dataclasses.asdict(item) for item in decisions], "principal": name}
-        return await self._idempotency.once(
-            agent_id=agent_id,
-            operation=_owned("decideToolCalls", name),
-            key=idempotency_key,
-            arguments=arguments,
-            action=functools.partial(self._decide_all, agent_id, decisions, name, caller, idempotency_key),
-            encode=_encode_answers,
-            decode=_decode_answers,
-        )
+        try:
+            return await self._idempotency.once(
+                agent_id=agent_id,
+                operation=_owned("decideToolCalls", name),
+                key=idempotency_key,
+                arguments=arguments,
+                action=functools.partial(self._decide_all, agent_id, decisions, name, caller, idempotency_key),
+                encode=_encode_answers,
+                decode=_decode_answers,
+            )
+        except _NothingRecorded as refused:  # the key was released: a refused request writes nothing
+            return refused.answers
 
     async def _decide_all(
         self,
@@ -734,7 +742,10 @@ class RunManager:
                     group.create_task(decide_run(indexes))
         except BaseExceptionGroup as failed:  # an unexpected error (a store outage): the batch fails with it
             raise failed.exceptions[0] from None
-        return [answer for answer in answers if answer is not None]
+        done = [answer for answer in answers if answer is not None]
+        if all(isinstance(answer, RunsgateError) for answer in done):
+            raise _NothingRecorded(done)
+        return done
 
     # -- continue --------------------------------------------------------------------------------
     async def retry(self, agent_id: str, run_id: str, *, principal: Caller = None) -> RunOutcome:
@@ -862,6 +873,15 @@ def _decision_data(call: ToolCallDocument, kind: str, reason: str | None) -> dic
         "reason": reason,
         "argsFingerprint": fingerprint(call["args"]),
     }
+
+
+class _NothingRecorded(Exception):
+    """Every item of a batch was refused: nothing was recorded, so its idempotency key is released
+    (as a single decision's is) and the answers are returned as they are."""
+
+    def __init__(self, answers: list[RunOutcome | RunsgateError]) -> None:
+        super().__init__("every decision of the batch was refused")
+        self.answers = answers
 
 
 @dataclass(frozen=True, kw_only=True)

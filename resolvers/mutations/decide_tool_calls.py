@@ -34,11 +34,13 @@ def check(info: Info, input: DecideToolCallsInput) -> None:
     """The whole batch's input checks, before anything is read or written.
 
     Raises:
-        QueryArgumentError: ``BAD_USER_INPUT``: more decisions than ``RUNSGATE_MAX_BULK_DECISIONS``,
+        QueryArgumentError: ``BAD_USER_INPUT``: no decision, or more than ``RUNSGATE_MAX_BULK_DECISIONS``,
             an item over a size limit (``reason``, ``editedArgs``, ``resumeData``), or an item
             giving a field its kind does not take (``reason`` is for DECLINED only...).
     """
     limit = info.context.max_bulk_decisions
+    if not input.decisions:
+        raise QueryArgumentError("`input.decisions` is empty: give at least one decision", argument="input.decisions")
     if len(input.decisions) > limit:
         raise QueryArgumentError(
             f"`input.decisions` has {len(input.decisions)} items; at most {limit} are accepted",

@@ -271,3 +271,24 @@ def test_an_idempotent_batch_repeated_after_a_restart_replays_its_answers(
         for run in started:
             events = _post(second, EVENTS, agentId=REFUND, runId=run["runId"])["runEvents"]
             assert [e["type"] for e in events].count("decision") == 1
+
+
+async def test_a_batch_whose_every_item_is_refused_records_nothing_not_even_its_key(gql: GraphQLClient) -> None:
+    # given a run of one refund, and a batch with a key whose only item names a missing call
+    run_id, (call_id,) = await _refund_run(gql)
+    refused = await _decide(gql, [_approve(run_id, "no-such-call")], idempotencyKey="batch-2")
+    assert [r["__typename"] for r in refused] == ["ToolCallNotFound"]
+
+    # when the key is used again for the corrected batch
+    corrected = await _decide(gql, [_approve(run_id, call_id)], idempotencyKey="batch-2")
+
+    # then the key was free (a refused request writes nothing): the approval is recorded
+    assert [(r["__typename"], r.get("status")) for r in corrected] == [("RunOutcome", "COMPLETED")]
+    assert LEDGER == [{"orderId": 1044, "amount": 15.5}]
+
+
+async def test_an_empty_batch_is_bad_input(gql: GraphQLClient) -> None:
+    answer = await gql.execute(DECIDE, input={"agentId": REFUND, "decisions": [], "idempotencyKey": "empty"})
+
+    (error,) = answer["errors"]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT", "argument": "input.decisions"}

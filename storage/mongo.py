@@ -350,7 +350,10 @@ class MongoSnapshotStore:
 
     async def _raise_schema_version(self, version: int) -> None:
         """Record that the store holds documents of ``version`` (the stored version only grows)."""
-        await self._meta.update_one({"_id": "schema"}, {"$max": {"version": version}}, upsert=True)
+        try:
+            await self._meta.update_one({"_id": "schema"}, {"$max": {"version": version}}, upsert=True)
+        except DuplicateKeyError:  # another process's upsert inserted it first (starts racing): update it
+            await self._meta.update_one({"_id": "schema"}, {"$max": {"version": version}})
 
     async def close(self) -> None:
         if self._client is not None:

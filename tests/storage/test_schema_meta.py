@@ -7,6 +7,7 @@ MongoDB database written before that document existed is still checked, once, an
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -109,3 +110,24 @@ async def test_sqlite_open_reads_the_version_row_not_the_snapshots(tmp_path: Pat
     # then the next start refuses it
     with pytest.raises(NewerSchemaError):
         await SQLiteSnapshotStore(path).open()
+
+
+@pytest.mark.mongo
+async def test_mongo_stores_opened_at_once_on_a_fresh_database_all_start(mongodb_uri: str) -> None:
+    # given several processes' stores starting together on a database without the document
+    # (FerretDB applies an upsert as a read then an insert, so two can race on the insert)
+    stores = [MongoSnapshotStore(mongodb_uri) for _ in range(6)]
+    try:
+        for _ in range(5):
+            # when they all record the schema version at once
+            await asyncio.gather(*(one.open() for one in stores))
+            await asyncio.gather(*(one._raise_schema_version(SCHEMA_VERSION) for one in stores))
+
+            # then none fails, and there is one document
+            assert await _database_docs(mongodb_uri, "runsgate_meta") == [{"_id": "schema", "version": SCHEMA_VERSION}]
+            await stores[0].database["runsgate_meta"].delete_many({})
+            for one in stores:
+                await one.close()
+    finally:
+        await stores[0].open()
+        await stores[0].drop_all()

@@ -280,7 +280,14 @@ class MemorySnapshotStore:
         return _copy(doc)
 
     async def claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
         doc = self._owned(agent_id, run_id)
         if doc is None:
@@ -292,6 +299,7 @@ class MemorySnapshotStore:
         doc["status"] = "resuming"
         doc["claim"] = {"by": by, "until": until}
         self._touch(doc, now)
+        self._append(events)
         return _copy(doc)
 
     def _held(self, agent_id: str, run_id: str, by: str) -> SnapshotDocument | None:
@@ -300,15 +308,11 @@ class MemorySnapshotStore:
             return None
         return doc
 
-    async def renew_claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, events: Sequence[EventDocument] = ()
-    ) -> bool:
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
         doc = self._held(agent_id, run_id, by)
         if doc is None or doc["claim"] is None:
             return False
         doc["claim"]["until"] = until
-        for event in events:
-            self._append(event)
         return True
 
     async def replace_claimed(

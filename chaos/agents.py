@@ -165,10 +165,12 @@ def _break_claims() -> None:
             until: datetime,
             now: datetime,
             events: Sequence[EventDocument] = (),
+            version: int | None = None,
             _o: Any = original,
         ) -> Any:
             await asyncio.sleep(0.2)
-            # "now" far ahead: every claim looks expired, so the compare never refuses a holder
+            # "now" far ahead: every claim looks expired, and the version is not compared, so the
+            # compare never refuses a holder
             return await _o(self, agent_id, run_id, by=by, until=until, now=now + timedelta(days=1), events=events)
 
         cls.claim = broken  # type: ignore[method-assign]

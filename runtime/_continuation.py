@@ -97,10 +97,17 @@ class Continuation:
             self.journal.new_event(scope, "resumed", by=principal, data={"instanceId": me, "decisions": decided})
         )
         # Written with the claim as one unit of work (only if it succeeds): every claim is in the
-        # log before anything else can happen to it, even if this instance stops right after.
+        # log before anything else can happen to it, even if this instance stops right after. The
+        # claim needs the run unchanged since ``doc`` was read, so the events describe what it took.
         now = self.now()
         claimed = await self.store.claim(
-            agent_id, run_id, by=me, until=claim_expiry(now, self.claim_ttl), now=now, events=events
+            agent_id,
+            run_id,
+            by=me,
+            until=claim_expiry(now, self.claim_ttl),
+            now=now,
+            events=events,
+            version=doc["version"],
         )
         if claimed is None:
             return RunOutcome(run_id=run_id, agent_id=agent_id, status="resuming")

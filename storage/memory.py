@@ -288,13 +288,14 @@ class MemorySnapshotStore:
         until: datetime,
         now: datetime,
         events: Sequence[EventDocument] = (),
+        version: int | None = None,
     ) -> SnapshotDocument | None:
         doc = self._owned(agent_id, run_id)
         if doc is None:
             return None
         ready = doc["status"] == "suspended" and doc["pendingCount"] == 0
         expired = doc["status"] == "resuming" and doc["claim"] is not None and doc["claim"]["until"] < now
-        if not (ready or expired):
+        if not (ready or expired) or (version is not None and doc["version"] != version):
             return None
         doc["status"] = "resuming"
         doc["claim"] = {"by": by, "until": until}

@@ -671,6 +671,7 @@ class MongoSnapshotStore:
         until: datetime,
         now: datetime,
         events: Sequence[EventDocument] = (),
+        version: int | None = None,
     ) -> SnapshotDocument | None:
         return await self._update_then_append(
             events,
@@ -683,6 +684,7 @@ class MongoSnapshotStore:
                     {"status": "resuming", "claim.until": {"$lt": now}},
                 ],
                 **_NOT_FINISHED,
+                **({} if version is None else {"version": version}),
             },
             {
                 "$set": {"status": "resuming", "claim": {"by": by, "until": until}, "updatedAt": now},

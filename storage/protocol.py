@@ -224,6 +224,7 @@ class RunStore(Protocol):
         until: datetime,
         now: datetime,
         events: Sequence[EventDocument] = (),
+        version: int | None = None,
     ) -> SnapshotDocument | None:
         """Take the claim to continue a run whose every call is decided.
 
@@ -231,7 +232,9 @@ class RunStore(Protocol):
         claim that expired before ``now`` (takeover). Sets status ``resuming`` and the claim.
         ``events`` (the continuation's ``takeover`` and ``resumed``, in order) are written with
         the claim as one unit of work, only when it succeeds: every claim is in the log before
-        anything else (a renewal, another instance's takeover of it) can happen to it.
+        anything else (a renewal, another instance's takeover of it) can happen to it. With
+        ``version``, the run must also still be at that ``version`` (the one the events were made
+        from: a takeover's ``previousClaim`` is then the claim it replaces).
         Returns the claimed run, or ``None`` (nothing written).
         """
 

@@ -1000,12 +1000,14 @@ class SQLiteSnapshotStore:
         until: datetime,
         now: datetime,
         events: Sequence[EventDocument] = (),
+        version: int | None = None,
     ) -> SnapshotDocument | None:
         return await self._update_returning(
             "UPDATE run_snapshots SET status = 'resuming', claim_by = ?, claim_until = ?, updated_at = ?, "
             "version = version + 1 WHERE run_id = ? AND agent_id = ? AND ("
-            "(status = 'suspended' AND pending_count = 0) OR (status = 'resuming' AND claim_until < ?))",
-            (by, _ms(until), _ms(now), run_id, agent_id, _ms(now)),
+            "(status = 'suspended' AND pending_count = 0) OR (status = 'resuming' AND claim_until < ?)) "
+            "AND (? IS NULL OR version = ?)",
+            (by, _ms(until), _ms(now), run_id, agent_id, _ms(now), version, version),
             events,
         )
 

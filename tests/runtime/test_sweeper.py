@@ -226,3 +226,25 @@ async def test_a_claim_whose_first_renewal_fails_is_in_the_log_before_the_next_t
         ("completed", None, None, None),
     ], continuation
     assert agents.SHIPPED == ["book"]
+
+
+async def test_a_takeover_read_before_another_claim_names_the_claim_it_replaces(any_manager: RunManager) -> None:
+    # given a sweeper read a decided run, then instance-dead claimed it and died
+    store = any_manager.store
+    run_id, _ = await _decided(any_manager)
+    read = await store.get(FLAKY, run_id)
+    assert read is not None
+    now = any_manager.now()
+    assert await store.claim(FLAKY, run_id, by="instance-dead", until=now + timedelta(seconds=30), now=now)
+
+    # when, after that claim expired, instance-b takes the run over from what it read, then sweeps
+    stale = await _later(any_manager, "instance-b", 61).take_over(read)
+    outcomes = await StalledRunSweeper(_later(any_manager, "instance-b", 62), interval=1).sweep_once()
+
+    # then the stale attempt claimed nothing, and the takeover names instance-dead's claim
+    assert stale.status == "resuming"
+    assert [o.status for o in outcomes] == ["completed"]
+    events = await store.list_events(FLAKY, run_id)
+    previous = [(e["data"]["previousClaim"] or {}).get("by") for e in events if e["type"] == "takeover"]
+    assert previous == ["instance-dead"], [(e["type"], e["by"], e["data"]) for e in events]
+    assert agents.SHIPPED == ["book"]

@@ -239,6 +239,27 @@ async def test_a_claim_writes_its_events_with_it_and_a_refused_claim_none(store:
     assert stored == won
 
 
+async def test_a_claim_at_a_version_the_run_has_left_is_refused_and_writes_no_event(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"[]")
+    read = await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    assert read is not None
+    first = await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
+    assert first is not None
+    later = T0 + timedelta(seconds=20)
+    takeover = {**feed_event("001-takeover"), "type": "takeover", "by": "i2", "data": {"previousClaim": None}}
+
+    # i2 read the run before i1 claimed it: its events would name no previous claim
+    stale = await store.claim(
+        "refund-agent", "run", by="i2", until=later, now=later, events=[takeover], version=read["version"]
+    )
+    current = await store.claim("refund-agent", "run", by="i2", until=later, now=later, version=first["version"])
+
+    assert stale is None
+    assert current is not None
+    assert current["claim"] == {"by": "i2", "until": later}
+    assert await store.list_events("refund-agent", "run") == []
+
+
 async def test_replace_claimed_stores_new_calls_and_history(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"old")
     await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)

@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,6 +36,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from runtime import delegate, suspend
 from runtime._scope import current_scope
 from runtime.demo._script import latest_prompt, latest_returns
+from storage import EventDocument
 
 LEDGER_ENV = "CHAOS_LEDGER"
 BREAK_CLAIM_ENV = "CHAOS_BREAK_CLAIM"
@@ -155,11 +157,21 @@ def _break_claims() -> None:
         original = cls.claim
 
         async def broken(
-            self: Any, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime, _o: Any = original
+            self: Any,
+            agent_id: str,
+            run_id: str,
+            *,
+            by: str,
+            until: datetime,
+            now: datetime,
+            events: Sequence[EventDocument] = (),
+            version: int | None = None,
+            _o: Any = original,
         ) -> Any:
             await asyncio.sleep(0.2)
-            # "now" far ahead: every claim looks expired, so the compare never refuses a holder
-            return await _o(self, agent_id, run_id, by=by, until=until, now=now + timedelta(days=1))
+            # "now" far ahead: every claim looks expired, and the version is not compared, so the
+            # compare never refuses a holder
+            return await _o(self, agent_id, run_id, by=by, until=until, now=now + timedelta(days=1), events=events)
 
         cls.claim = broken  # type: ignore[method-assign]
 

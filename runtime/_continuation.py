@@ -82,11 +82,7 @@ class Continuation:
         """
         agent_id, run_id, me = doc["agentId"], doc["_id"], self.instance_id
         agent = self.agents.get_agent(agent_id)
-        now = self.now()
-        claimed = await self.store.claim(agent_id, run_id, by=me, until=claim_expiry(now, self.claim_ttl), now=now)
-        if claimed is None:
-            return RunOutcome(run_id=run_id, agent_id=agent_id, status="resuming")
-        scope = self.scope_of(claimed, principal)
+        scope = self.scope_of(doc, principal)
         events = []
         if doc["status"] == "resuming" or takeover:
             events.append(
@@ -94,17 +90,31 @@ class Continuation:
             )
         decided = [
             {"toolCallId": c["toolCallId"], "kind": c["decision"]["kind"]}
-            for c in claimed["toolCalls"]
+            for c in doc["toolCalls"]
             if c["decision"] is not None
         ]
-        call_ids = [c["toolCallId"] for c in claimed["toolCalls"]]
         events.append(
             self.journal.new_event(scope, "resumed", by=principal, data={"instanceId": me, "decisions": decided})
         )
-        # Logged only while the claim is still ours (one unit of work with its renewal): paused
-        # after the claim, this instance may have lost the run to another's takeover.
-        until = claim_expiry(self.now(), self.claim_ttl)
-        if not await self.store.renew_claim(agent_id, run_id, by=me, until=until, events=events):
+        # Written with the claim as one unit of work (only if it succeeds): every claim is in the
+        # log before anything else can happen to it, even if this instance stops right after. The
+        # claim needs the run unchanged since ``doc`` was read, so the events describe what it took.
+        now = self.now()
+        claimed = await self.store.claim(
+            agent_id,
+            run_id,
+            by=me,
+            until=claim_expiry(now, self.claim_ttl),
+            now=now,
+            events=events,
+            version=doc["version"],
+        )
+        if claimed is None:
+            return RunOutcome(run_id=run_id, agent_id=agent_id, status="resuming")
+        call_ids = [c["toolCallId"] for c in claimed["toolCalls"]]
+        # Still ours? Paused after the claim, this instance may have lost the run to another's
+        # takeover: then it runs no tool.
+        if not await self.store.renew_claim(agent_id, run_id, by=me, until=claim_expiry(self.now(), self.claim_ttl)):
             return _claim_lost(scope)
         captured: list[ModelMessage] = []
         try:

@@ -80,7 +80,7 @@ class Journal:
     ) -> None:
         """Append one event of the run in ``scope`` that records no state change of its own
         (``started``); ``data`` is made JSON-safe. A continuation's ``takeover`` and ``resumed`` are
-        ``new_event``s written with its claim's renewal (``RunStore.renew_claim(events=...)``)."""
+        ``new_event``s written with its claim (``RunStore.claim(events=...)``)."""
         await self._store.append_event(self.new_event(scope, event_type, by=by, data=data, at=at))
 
     def completed_event(self, scope: RunScope, output: Any) -> EventDocument:

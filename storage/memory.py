@@ -280,18 +280,27 @@ class MemorySnapshotStore:
         return _copy(doc)
 
     async def claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        events: Sequence[EventDocument] = (),
+        version: int | None = None,
     ) -> SnapshotDocument | None:
         doc = self._owned(agent_id, run_id)
         if doc is None:
             return None
         ready = doc["status"] == "suspended" and doc["pendingCount"] == 0
         expired = doc["status"] == "resuming" and doc["claim"] is not None and doc["claim"]["until"] < now
-        if not (ready or expired):
+        if not (ready or expired) or (version is not None and doc["version"] != version):
             return None
         doc["status"] = "resuming"
         doc["claim"] = {"by": by, "until": until}
         self._touch(doc, now)
+        self._append(events)
         return _copy(doc)
 
     def _held(self, agent_id: str, run_id: str, by: str) -> SnapshotDocument | None:
@@ -300,15 +309,11 @@ class MemorySnapshotStore:
             return None
         return doc
 
-    async def renew_claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, events: Sequence[EventDocument] = ()
-    ) -> bool:
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
         doc = self._held(agent_id, run_id, by)
         if doc is None or doc["claim"] is None:
             return False
         doc["claim"]["until"] = until
-        for event in events:
-            self._append(event)
         return True
 
     async def replace_claimed(

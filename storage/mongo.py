@@ -666,9 +666,18 @@ class MongoSnapshotStore:
         )
 
     async def claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        events: Sequence[EventDocument] = (),
+        version: int | None = None,
     ) -> SnapshotDocument | None:
-        return await self._update(
+        return await self._update_then_append(
+            events,
             run_id,
             {
                 "_id": run_id,
@@ -678,6 +687,7 @@ class MongoSnapshotStore:
                     {"status": "resuming", "claim.until": {"$lt": now}},
                 ],
                 **_NOT_FINISHED,
+                **({} if version is None else {"version": version}),
             },
             {
                 "$set": {"status": "resuming", "claim": {"by": by, "until": until}, "updatedAt": now},
@@ -689,20 +699,8 @@ class MongoSnapshotStore:
     def _held(agent_id: str, run_id: str, by: str) -> Document:
         return {"_id": run_id, "agentId": agent_id, "status": "resuming", "claim.by": by}
 
-    async def renew_claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, events: Sequence[EventDocument] = ()
-    ) -> bool:
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
         held = self._held(agent_id, run_id, by)
-        if events:  # recorded inside the snapshot by the renewal, then appended (``_settle``)
-            update: Document = {
-                "$set": {"claim.until": until},
-                "$push": {"pendingEvents": {"$each": [encode(e, EVENT_FIELDS) for e in events]}},
-                "$inc": {"version": 1},
-            }
-            doc = await self._update(run_id, held, update)
-            if doc is not None:
-                await self._settle(cast(Document, doc))
-            return doc is not None
         async with _reachable(), self._lock(run_id):
             result = await self._runs.update_one(held, {"$set": {"claim.until": until}})
         return result.matched_count == 1

@@ -216,24 +216,30 @@ class RunStore(Protocol):
         """
 
     async def claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        events: Sequence[EventDocument] = (),
+        version: int | None = None,
     ) -> SnapshotDocument | None:
         """Take the claim to continue a run whose every call is decided.
 
         Succeeds when the run is ``suspended`` with ``pendingCount == 0``, or ``resuming`` with a
         claim that expired before ``now`` (takeover). Sets status ``resuming`` and the claim.
-        Returns the claimed run, or ``None``.
+        ``events`` (the continuation's ``takeover`` and ``resumed``, in order) are written with
+        the claim as one unit of work, only when it succeeds: every claim is in the log before
+        anything else (a renewal, another instance's takeover of it) can happen to it. With
+        ``version``, the run must also still be at that ``version`` (the one the events were made
+        from: a takeover's ``previousClaim`` is then the claim it replaces).
+        Returns the claimed run, or ``None`` (nothing written).
         """
 
-    async def renew_claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, events: Sequence[EventDocument] = ()
-    ) -> bool:
-        """Extend a claim still held by ``by``; ``False`` if it was lost (nothing written).
-
-        ``events`` (the continuation's ``takeover`` and ``resumed``) are written with the renewal
-        as one unit of work, so they are logged only while ``by`` holds the claim: an instance
-        paused after claiming never logs a continuation another instance took over.
-        """
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+        """Extend a claim still held by ``by``; ``False`` if it was lost (nothing written)."""
 
     async def replace_claimed(
         self,

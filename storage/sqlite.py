@@ -875,9 +875,10 @@ class SQLiteSnapshotStore:
             raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}") from exc
 
     async def _update_returning(
-        self, sql: str, params: Sequence[Any], event: EventDocument | None = None
+        self, sql: str, params: Sequence[Any], event: EventDocument | Sequence[EventDocument] | None = None
     ) -> SnapshotDocument | None:
-        """One conditional ``UPDATE``, and ``event`` appended in the same transaction when it matched."""
+        """One conditional ``UPDATE``, and ``event`` (one, several in order, or none) appended in
+        the same transaction when it matched."""
         async with self._transaction() as conn:
             rows = list(await conn.execute_fetchall(f"{sql} RETURNING {_COLUMNS}", params))
             if rows:
@@ -991,18 +992,26 @@ class SQLiteSnapshotStore:
         return _snapshot(updated[0])
 
     async def claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, now: datetime
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        events: Sequence[EventDocument] = (),
+        version: int | None = None,
     ) -> SnapshotDocument | None:
         return await self._update_returning(
             "UPDATE run_snapshots SET status = 'resuming', claim_by = ?, claim_until = ?, updated_at = ?, "
             "version = version + 1 WHERE run_id = ? AND agent_id = ? AND ("
-            "(status = 'suspended' AND pending_count = 0) OR (status = 'resuming' AND claim_until < ?))",
-            (by, _ms(until), _ms(now), run_id, agent_id, _ms(now)),
+            "(status = 'suspended' AND pending_count = 0) OR (status = 'resuming' AND claim_until < ?)) "
+            "AND (? IS NULL OR version = ?)",
+            (by, _ms(until), _ms(now), run_id, agent_id, _ms(now), version, version),
+            events,
         )
 
-    async def renew_claim(
-        self, agent_id: str, run_id: str, *, by: str, until: datetime, events: Sequence[EventDocument] = ()
-    ) -> bool:
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
         async with self._transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
@@ -1010,9 +1019,6 @@ class SQLiteSnapshotStore:
                     (_ms(until), run_id, agent_id, by),
                 )
             )
-            if rows:
-                for event in events:
-                    await self._append_in(conn, event)
         return bool(rows)
 
     async def replace_claimed(

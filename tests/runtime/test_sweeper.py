@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from runtime import AgentRegistry, RunManager, StalledRunSweeper
-from storage import SnapshotStore, utcnow
+from storage import SnapshotStore, StoreUnavailableError, utcnow
 
 from . import agents
 
@@ -146,10 +146,10 @@ def test_the_interval_must_be_positive(manager: RunManager) -> None:
         StalledRunSweeper(manager, interval=0)
 
 
-async def test_an_instance_paused_after_its_claim_logs_no_resumed_once_another_took_the_run_over(
+async def test_an_instance_paused_after_its_claim_runs_nothing_once_another_took_the_run_over(
     any_manager: RunManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # given instance-a claims a decided run, then is paused before it logs `resumed`
+    # given instance-a claims a decided run (its `resumed` is written with the claim), then is paused
     store = any_manager.store
     run_id, _ = await _decided(any_manager)
     claimed, paused = asyncio.Event(), asyncio.Event()
@@ -172,9 +172,79 @@ async def test_an_instance_paused_after_its_claim_logs_no_resumed_once_another_t
     paused.set()
     late = await instance_a
 
-    # then a wrote nothing: the only continuation in the log is b's, the tool ran once
+    # then a wrote nothing after its claim: the log shows a's claim, b's takeover of it and b's
+    # continuation, and the tool ran once
     assert late.status == "resuming"
     events = await store.list_events(FLAKY, run_id)
-    resumed = [e["data"]["instanceId"] for e in events if e["type"] == "resumed"]
-    assert resumed == ["instance-b"], [(e["type"], e["by"]) for e in events]
+    continuation = [
+        (e["type"], e["data"].get("instanceId") or e["by"])
+        for e in events
+        if e["type"] in ("takeover", "resumed", "completed")
+    ]
+    assert continuation == [
+        ("resumed", "instance-a"),
+        ("takeover", "instance-b"),
+        ("resumed", "instance-b"),
+        ("completed", None),
+    ], continuation
+    assert [e["data"]["previousClaim"]["by"] for e in events if e["type"] == "takeover"] == ["instance-a"]
+    assert agents.SHIPPED == ["book"]
+
+
+async def test_a_claim_whose_first_renewal_fails_is_in_the_log_before_the_next_takeover(
+    any_manager: RunManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given instance-a takes a decided run over, and the store fails its claim's first renewal
+    store = any_manager.store
+    run_id, _ = await _decided(any_manager)
+    original = store.renew_claim
+
+    async def down(*args: object, **kwargs: object) -> bool:
+        raise StoreUnavailableError("the store is down")
+
+    monkeypatch.setattr(store, "renew_claim", down)
+    assert await StalledRunSweeper(_later(any_manager, "instance-a", 61), interval=1).sweep_once() == []
+    assert agents.SHIPPED == []
+
+    # when the store is back, a's claim expires and instance-b takes the run over
+    monkeypatch.setattr(store, "renew_claim", original)
+    outcomes = await StalledRunSweeper(_later(any_manager, "instance-b", 200), interval=1).sweep_once()
+
+    # then the log shows a's claim before b's takeover names it
+    assert [o.status for o in outcomes] == ["completed"]
+    events = await store.list_events(FLAKY, run_id)
+    continuation = [
+        (e["type"], e["by"], (e["data"].get("previousClaim") or {}).get("by"), e["data"].get("instanceId"))
+        for e in events
+        if e["type"] in ("takeover", "resumed", "completed")
+    ]
+    assert continuation == [
+        ("takeover", "instance-a", None, None),
+        ("resumed", None, None, "instance-a"),
+        ("takeover", "instance-b", "instance-a", None),
+        ("resumed", None, None, "instance-b"),
+        ("completed", None, None, None),
+    ], continuation
+    assert agents.SHIPPED == ["book"]
+
+
+async def test_a_takeover_read_before_another_claim_names_the_claim_it_replaces(any_manager: RunManager) -> None:
+    # given a sweeper read a decided run, then instance-dead claimed it and died
+    store = any_manager.store
+    run_id, _ = await _decided(any_manager)
+    read = await store.get(FLAKY, run_id)
+    assert read is not None
+    now = any_manager.now()
+    assert await store.claim(FLAKY, run_id, by="instance-dead", until=now + timedelta(seconds=30), now=now)
+
+    # when, after that claim expired, instance-b takes the run over from what it read, then sweeps
+    stale = await _later(any_manager, "instance-b", 61).take_over(read)
+    outcomes = await StalledRunSweeper(_later(any_manager, "instance-b", 62), interval=1).sweep_once()
+
+    # then the stale attempt claimed nothing, and the takeover names instance-dead's claim
+    assert stale.status == "resuming"
+    assert [o.status for o in outcomes] == ["completed"]
+    events = await store.list_events(FLAKY, run_id)
+    previous = [(e["data"]["previousClaim"] or {}).get("by") for e in events if e["type"] == "takeover"]
+    assert previous == ["instance-dead"], [(e["type"], e["by"], e["data"]) for e in events]
     assert agents.SHIPPED == ["book"]

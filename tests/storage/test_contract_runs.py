@@ -21,7 +21,7 @@ from storage import (
     sort_key,
 )
 
-from ._contract import T0, decision, snapshot, tool_call
+from ._contract import T0, decision, feed_event, snapshot, tool_call
 
 
 async def test_insert_get_and_history_roundtrip(store: SnapshotStore) -> None:
@@ -211,6 +211,53 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
     assert stale_delete is False
     assert stale_renew is False
     assert await store.load_history("refund-agent", "run") == b"old"
+
+
+async def test_a_claim_writes_its_events_with_it_and_a_refused_claim_none(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"[]")
+    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    takeover = {**feed_event("001-takeover"), "type": "takeover", "by": "i1", "data": {"previousClaim": None}}
+    resumed = {**feed_event("002-resumed"), "type": "resumed", "by": "alice", "data": {"instanceId": "i1"}}
+    refused_event = {**feed_event("003-resumed"), "type": "resumed", "data": {"instanceId": "i2"}}
+
+    won = await store.claim(
+        "refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0, events=[takeover, resumed]
+    )
+    lost = await store.claim(
+        "refund-agent", "run", by="i2", until=T0 + timedelta(seconds=60), now=T0, events=[refused_event]
+    )
+
+    assert won is not None
+    assert won["claim"] == {"by": "i1", "until": T0 + timedelta(seconds=60)}
+    assert lost is None
+    logged = await store.list_events("refund-agent", "run")
+    assert [(e["_id"], e["type"], e["by"], e["data"]) for e in logged] == [
+        ("001-takeover", "takeover", "i1", {"previousClaim": None}),
+        ("002-resumed", "resumed", "alice", {"instanceId": "i1"}),
+    ]
+    stored = await store.get("refund-agent", "run")
+    assert stored == won
+
+
+async def test_a_claim_at_a_version_the_run_has_left_is_refused_and_writes_no_event(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"[]")
+    read = await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    assert read is not None
+    first = await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
+    assert first is not None
+    later = T0 + timedelta(seconds=20)
+    takeover = {**feed_event("001-takeover"), "type": "takeover", "by": "i2", "data": {"previousClaim": None}}
+
+    # i2 read the run before i1 claimed it: its events would name no previous claim
+    stale = await store.claim(
+        "refund-agent", "run", by="i2", until=later, now=later, events=[takeover], version=read["version"]
+    )
+    current = await store.claim("refund-agent", "run", by="i2", until=later, now=later, version=first["version"])
+
+    assert stale is None
+    assert current is not None
+    assert current["claim"] == {"by": "i2", "until": later}
+    assert await store.list_events("refund-agent", "run") == []
 
 
 async def test_replace_claimed_stores_new_calls_and_history(store: SnapshotStore) -> None:

@@ -180,7 +180,10 @@ async def suspended_runs_connection(
             has_previous = request.after is not None and await _exists(
                 info, agent_id, store_filter, before=docs, fallback=request.after
             )
-    edges = [SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d)) for d in docs]
+    schemas = info.context.agents.tool_schemas()
+    edges = [
+        SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d, schemas)) for d in docs
+    ]
 
     async def count_runs() -> int:
         return await store.count_runs(agent_id, store_filter)

@@ -65,7 +65,7 @@ class Query:
     async def suspended_run(self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID) -> SuspendedRun | None:
         require_agent(info, str(agent_id))
         doc = visible(info, await info.context.store.get(str(agent_id), str(run_id)))
-        return None if doc is None else SuspendedRun.from_document(doc)
+        return None if doc is None else SuspendedRun.from_document(doc, info.context.agents.tool_schemas())
 
     # No permission class: the agents are the same for every caller with a valid token.
     @strawberry.field(description="The registered agents, by id.")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -32,6 +32,9 @@ class DecisionKind(enum.Enum):
 
 
 _T = TypeVar("_T")
+
+ToolSchemas = Mapping[str, Mapping[str, dict[str, Any]] | None]
+"""Agent id -> tool name -> parameters JSON Schema (``AgentRegistry.tool_schemas``)."""
 
 
 def from_fields(cls: type[_T], fields: dict[str, Any]) -> _T:
@@ -125,10 +128,22 @@ class SuspendedToolCall:
         description="The approvals recorded so far, in order, one per principal (for a call needing one "
         "approval, its approval decision once made)."
     )
+    args_schema: JSON | None = strawberry.field(
+        description="JSON Schema of the tool's parameters as pydantic-ai publishes it, for an approval of a "
+        "function tool (null for a call waiting for resume data, a supervisor's delegated call, or a tool "
+        "that cannot be listed before its agent runs). Informative: the server still validates "
+        "`editedArgs` with the tool's own validator (`InvalidToolArguments`)."
+    )
 
     @classmethod
-    def from_document(cls, doc: ToolCallDocument) -> SuspendedToolCall:
+    def from_document(
+        cls, doc: ToolCallDocument, tools: Mapping[str, dict[str, Any]] | None = None
+    ) -> SuspendedToolCall:
+        """The call of ``doc``; ``tools`` (tool name -> parameters schema) are its agent's."""
         decision = doc["decision"]
+        schema = None
+        if tools is not None and doc["requiresApproval"] and not doc.get("delegated"):
+            schema = tools.get(doc["toolName"])
         return from_fields(
             cls,
             {
@@ -144,6 +159,7 @@ class SuspendedToolCall:
                 "expires_at": doc.get("expiresAt"),
                 "approvals_required": doc.get("approvalsRequired", 1),
                 "approvals": _approvals(doc),
+                "args_schema": schema,
             },
         )
 
@@ -207,8 +223,10 @@ class SuspendedRun(relay.Node):
         return str(root.run_id)
 
     @classmethod
-    def from_document(cls, doc: SnapshotDocument) -> SuspendedRun:
+    def from_document(cls, doc: SnapshotDocument, schemas: ToolSchemas | None = None) -> SuspendedRun:
+        """The run of ``doc``; ``schemas`` give its calls' ``argsSchema`` (absent: all null)."""
         error = doc["lastError"]
+        tools = None if schemas is None else schemas.get(doc["agentId"])
         return from_fields(
             cls,
             {
@@ -220,7 +238,7 @@ class SuspendedRun(relay.Node):
                 "parent_run_id": doc["parentRunId"],
                 "created_at": doc["createdAt"],
                 "suspended_at": doc["suspendedAt"],
-                "tool_calls": [SuspendedToolCall.from_document(c) for c in doc["toolCalls"]],
+                "tool_calls": [SuspendedToolCall.from_document(c, tools) for c in doc["toolCalls"]],
                 "last_error": None
                 if error is None
                 else RunError(type=error["type"], message=error["message"], at=error["at"]),
@@ -238,7 +256,8 @@ class SuspendedRun(relay.Node):
         cls, *, info: Info, node_ids: Iterable[str], required: bool = False
     ) -> list[SuspendedRun | None]:
         docs = [await info.context.loaders.run_by_id.load(node_id) for node_id in node_ids]
-        return [None if doc is None else cls.from_document(doc) for doc in docs]
+        schemas = info.context.agents.tool_schemas()
+        return [None if doc is None else cls.from_document(doc, schemas) for doc in docs]
 
     @classmethod
     async def resolve_reference(cls, info: Info, **representation: Any) -> SuspendedRun | None:
@@ -247,7 +266,7 @@ class SuspendedRun(relay.Node):
         if not info.context.principal.has_scope("runs:read"):
             return None
         doc = await info.context.loaders.run_by_id.load(str(representation["runId"]))
-        return None if doc is None else cls.from_document(doc)
+        return None if doc is None else cls.from_document(doc, info.context.agents.tool_schemas())
 
 
 @strawberry.type(description="Relay page info.")

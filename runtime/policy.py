@@ -24,12 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset
-
 from storage import DecisionDocument, ToolCallDocument
 
 from .access import ToolApprovalRule
-from .registry import AgentRegistry
+from .registry import AgentRegistry, tool_schemas
 
 POLICY_PREFIX = "policy:"
 """``decidedBy`` of an automatic approval: ``policy:<rule name>``."""
@@ -97,31 +95,6 @@ def apply_rules(
         call["decision"] = decision
         made.append(PolicyDecision(index, rule))
     return made
-
-
-def tool_schemas(agents: AgentRegistry) -> dict[str, dict[str, dict[str, Any]] | None]:
-    """Agent id -> tool name -> the tool's parameters JSON Schema, for the tools an agent
-    declares in function toolsets (``@agent.tool``, ``FunctionToolset``, also inside a
-    ``CombinedToolset``); ``None`` for an agent with any other toolset (an MCP server, a
-    dynamic or renaming toolset), whose tools are known only while it runs."""
-    found: dict[str, dict[str, dict[str, Any]] | None] = {}
-    for agent_id in agents.ids():
-        toolsets = getattr(agents[agent_id], "toolsets", None)
-        tools: dict[str, dict[str, Any]] | None = {}
-        pending: list[AbstractToolset[Any]] = list(toolsets) if toolsets is not None else []
-        if toolsets is None:
-            tools = None
-        while pending and tools is not None:
-            toolset = pending.pop()
-            if isinstance(toolset, FunctionToolset):
-                for name, tool in toolset.tools.items():
-                    tools[name] = tool.tool_def.parameters_json_schema
-            elif isinstance(toolset, CombinedToolset):
-                pending.extend(toolset.toolsets)
-            else:
-                tools = None
-        found[agent_id] = tools
-    return found
 
 
 def tool_rule_problems(rules: Sequence[ToolApprovalRule], agents: AgentRegistry) -> list[str]:

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset
 
 from .errors import AgentNotFoundError
 
@@ -32,6 +33,7 @@ class AgentRegistry(Mapping[str, AnyAgent]):
             if not isinstance(agent, AbstractAgent):
                 raise ValueError(f"agent {agent_id!r} is not a pydantic-ai Agent: {agent!r}")
         self._agents: Mapping[str, AnyAgent] = MappingProxyType(dict(agents))
+        self._tool_schemas: dict[str, dict[str, dict[str, Any]] | None] | None = None
 
     @classmethod
     def from_agents(cls, agents: Iterable[AnyAgent]) -> AgentRegistry:
@@ -70,6 +72,15 @@ class AgentRegistry(Mapping[str, AnyAgent]):
             return self._agents[agent_id]
         except KeyError:
             raise AgentNotFoundError(agent_id, self.ids()) from None
+
+    def tool_schemas(self) -> Mapping[str, Mapping[str, dict[str, Any]] | None]:
+        """Agent id -> tool name -> the tool's parameters JSON Schema (pydantic-ai's
+        ``parameters_json_schema``), ``None`` for an agent whose tools are known only while it
+        runs (``tool_schemas``); computed on the first call, then kept (the
+        registry is immutable). Do not change the returned schemas."""
+        if self._tool_schemas is None:
+            self._tool_schemas = tool_schemas(self)
+        return self._tool_schemas
 
     def ids(self) -> list[str]:
         """Registered agent ids, sorted."""
@@ -159,4 +170,29 @@ def _import_failed(import_path: str, module_name: str, exc: Exception) -> ValueE
     return ValueError(f"agent registry path {import_path!r}: importing {module_name!r} failed: {reason}")
 
 
-__all__ = ["AgentRegistry", "AnyAgent", "default_tool_rules", "load_registry"]
+def tool_schemas(agents: AgentRegistry) -> dict[str, dict[str, dict[str, Any]] | None]:
+    """Agent id -> tool name -> the tool's parameters JSON Schema, for the tools an agent
+    declares in function toolsets (``@agent.tool``, ``FunctionToolset``, also inside a
+    ``CombinedToolset``); ``None`` for an agent with any other toolset (an MCP server, a
+    dynamic or renaming toolset), whose tools are known only while it runs."""
+    found: dict[str, dict[str, dict[str, Any]] | None] = {}
+    for agent_id in agents.ids():
+        toolsets = getattr(agents[agent_id], "toolsets", None)
+        tools: dict[str, dict[str, Any]] | None = {}
+        pending: list[AbstractToolset[Any]] = list(toolsets) if toolsets is not None else []
+        if toolsets is None:
+            tools = None
+        while pending and tools is not None:
+            toolset = pending.pop()
+            if isinstance(toolset, FunctionToolset):
+                for name, tool in toolset.tools.items():
+                    tools[name] = tool.tool_def.parameters_json_schema
+            elif isinstance(toolset, CombinedToolset):
+                pending.extend(toolset.toolsets)
+            else:
+                tools = None
+        found[agent_id] = tools
+    return found
+
+
+__all__ = ["AgentRegistry", "AnyAgent", "default_tool_rules", "load_registry", "tool_schemas"]

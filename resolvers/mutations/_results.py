@@ -46,7 +46,7 @@ from ..errors import (
 )
 from ..metrics import DecisionKind, counted_decision
 from ..scalars import JSON
-from ..types import RunStatus, SuspendedRun
+from ..types import RunStatus, SuspendedRun, ToolSchemas
 
 
 @strawberry.type(description="What a run did after a mutation.")
@@ -63,14 +63,15 @@ class RunOutcome:
     run: SuspendedRun | None = strawberry.field(description="The stored run while it is SUSPENDED or FAILED.")
 
     @classmethod
-    def from_domain(cls, outcome: DomainOutcome) -> RunOutcome:
+    def from_domain(cls, outcome: DomainOutcome, schemas: ToolSchemas | None = None) -> RunOutcome:
+        """The outcome; ``schemas`` give its run's calls' ``argsSchema`` (absent: all null)."""
         return cls(
             run_id=strawberry.ID(outcome.run_id),
             agent_id=strawberry.ID(outcome.agent_id),
             status=RunStatus(outcome.status),
             output=outcome.output,
             error=outcome.error,
-            run=None if outcome.run is None else SuspendedRun.from_document(outcome.run),
+            run=None if outcome.run is None else SuspendedRun.from_document(outcome.run, schemas),
         )
 
 
@@ -112,14 +113,14 @@ def _unexpected(error: RunsgateError, union: str) -> TypeError:
     return TypeError(f"{type(error).__name__} is not a member of {union} (a bug: the runtime raised it)")
 
 
-async def start_result(call: Awaitable[DomainOutcome]) -> RunOutcome | StartRunError:
+async def start_result(call: Awaitable[DomainOutcome], schemas: ToolSchemas) -> RunOutcome | StartRunError:
     """Await a ``startRun`` runtime call; its domain error as data.
 
     Raises:
         TypeError: A domain error outside ``StartRunResult`` (a bug).
     """
     try:
-        return RunOutcome.from_domain(await call)
+        return RunOutcome.from_domain(await call, schemas)
     except RunsgateError as error:
         user_error = to_user_error(error)
         if isinstance(user_error, StartRunError):
@@ -127,14 +128,14 @@ async def start_result(call: Awaitable[DomainOutcome]) -> RunOutcome | StartRunE
         raise _unexpected(error, "StartRunResult") from error
 
 
-async def retry_result(call: Awaitable[DomainOutcome]) -> RunOutcome | RetryRunError:
+async def retry_result(call: Awaitable[DomainOutcome], schemas: ToolSchemas) -> RunOutcome | RetryRunError:
     """Await a ``retryRun`` runtime call; its domain error as data.
 
     Raises:
         TypeError: A domain error outside ``RetryRunResult`` (a bug).
     """
     try:
-        return RunOutcome.from_domain(await call)
+        return RunOutcome.from_domain(await call, schemas)
     except RunsgateError as error:
         user_error = to_user_error(error)
         if isinstance(user_error, RetryRunError):
@@ -193,7 +194,7 @@ class DecisionMutation(abc.ABC, Generic[InputT]):
             outcome = await counted_decision(cls.kind, cls.perform(context.runs, context.principal, input))
         except RunsgateError as error:
             return decision_error(error)
-        return RunOutcome.from_domain(outcome)
+        return RunOutcome.from_domain(outcome, context.agents.tool_schemas())
 
 
 __all__ = [

@@ -97,5 +97,5 @@ async def decide_tool_calls(info: Info, input: DecideToolCallsInput) -> DecideTo
             results.append(decision_error(answer))
         else:
             DECISIONS.labels(label, "recorded").inc()
-            results.append(RunOutcome.from_domain(answer))
+            results.append(RunOutcome.from_domain(answer, info.context.agents.tool_schemas()))
     return DecideToolCallsResult(results=results)

@@ -16,4 +16,7 @@ from ._results import RetryRunResult, retry_result
 )
 async def retry_run(info: Info, input: RetryRunInput) -> RetryRunResult:
     context = info.context
-    return await retry_result(context.runs.retry(str(input.agent_id), str(input.run_id), principal=context.principal))
+    return await retry_result(
+        context.runs.retry(str(input.agent_id), str(input.run_id), principal=context.principal),
+        context.agents.tool_schemas(),
+    )

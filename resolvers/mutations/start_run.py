@@ -23,5 +23,6 @@ async def start_run(info: Info, input: StartRunInput) -> StartRunResult:
             resource_id=input.resource_id,
             idempotency_key=input.idempotency_key,
             principal=context.principal,
-        )
+        ),
+        context.agents.tool_schemas(),
     )

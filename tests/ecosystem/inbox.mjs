@@ -42,10 +42,12 @@ async function start(agentId, prompt, extra = {}) {
 async function schemaFeatures() {
   const data = await graphql(`{
     approveInput: __type(name: "ApproveToolCallInput") { inputFields { name } }
+    toolCall: __type(name: "SuspendedToolCall") { fields { name } }
     mutation: __type(name: "Mutation") { fields { name } }
   }`);
   return {
     editedArgs: data.approveInput.inputFields.some((f) => f.name === 'editedArgs'),
+    argsSchema: data.toolCall.fields.some((f) => f.name === 'argsSchema'),
     bulk: data.mutation.fields.some((f) => f.name === 'decideToolCalls'),
   };
 }
@@ -62,6 +64,10 @@ try {
   const page = context.pages()[0] ?? (await context.newPage());
   page.setDefaultTimeout(TIMEOUT);
   page.on('request', (request) => out.requests.push(request.url()));
+  out.approvalsSent = 0; // POSTs of approveToolCall
+  page.on('request', (request) => {
+    if (request.method() === 'POST' && (request.postData() || '').includes('approveToolCall')) out.approvalsSent += 1;
+  });
   page.on('pageerror', (error) => out.pageErrors.push(String(error)));
   page.on('console', (message) => {
     if (message.type() !== 'error') return;
@@ -180,6 +186,23 @@ try {
     await tabTo(edited.getByRole('button', { name: 'Edit arguments' }));
     await page.keyboard.press('Enter');
     const editor = edited.getByLabel('Edited arguments (JSON)');
+    if (out.features.argsSchema) {
+      // an edit the tool's argsSchema refuses (no order_id, an amount that is no number): its
+      // problems are shown under the editor and nothing is sent
+      await editor.focus();
+      await page.keyboard.press('Control+A');
+      await page.keyboard.insertText('{"amount": "abc"}');
+      const sentBefore = out.approvalsSent;
+      await tabTo(edited.getByRole('button', { name: 'Approve with edited arguments' }));
+      await page.keyboard.press('Enter');
+      const problem = edited.locator('.field-error', { hasText: "tool's schema" });
+      await problem.waitFor();
+      out.schemaProblem = await problem.textContent();
+      out.schemaProblemInvalid = await editor.getAttribute('aria-invalid');
+      await shot('inbox-edit-schema-problem.png');
+      await page.waitForTimeout(500); // a request the page would send has left by now
+      out.approvalsSentWhileInvalid = out.approvalsSent - sentBefore;
+    }
     await editor.focus();
     await page.keyboard.press('Control+A');
     await page.keyboard.insertText('{"order_id": 1042, "amount": 10.5}');

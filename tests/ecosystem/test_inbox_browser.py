@@ -7,7 +7,8 @@ generated from its ``resumeSchema`` (submitting it empty first, for the field's 
 sees a run declined through the API (by someone else) leave the page without a reload; then it
 filters by agent and thread and pages with the cursors, two runs per page. Where the
 server's schema has issue 18's ``editedArgs`` and ``decideToolCalls`` it also edits then approves a
-call and approves two in bulk, as the page itself shows those only then. axe-core checks the page.
+call (first typing an edit its ``argsSchema`` refuses: the problems are shown and nothing is sent)
+and approves two in bulk, as the page itself shows those only then. axe-core checks the page.
 This test then checks every outcome through the API. Screenshots are left in
 ``tests/ecosystem/output/`` (git-ignored).
 """
@@ -118,6 +119,11 @@ def _check_outcomes(seen: dict[str, Any], base_url: str, headers: dict[str, str]
     elsewhere, kinds = _decision(base_url, "refund-agent", runs["elsewhere"], headers)
     assert (seen["elsewhere"], elsewhere["reason"], kinds[-1]) == ("RunOutcome", "decided elsewhere", "completed")
     if seen["features"]["editedArgs"]:
+        if seen["features"]["argsSchema"]:  # the invalid edit was refused in the page, against argsSchema
+            assert "order_id: is required" in seen["schemaProblem"], seen["schemaProblem"]
+            assert "amount: " in seen["schemaProblem"], seen["schemaProblem"]
+            assert seen["schemaProblemInvalid"] == "true"
+            assert seen["approvalsSentWhileInvalid"] == 0
         edited, kinds = _decision(base_url, "refund-agent", runs["edited"], headers)
         assert edited["kind"] == "approved"
         assert kinds[-1] == "completed"

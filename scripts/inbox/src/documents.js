@@ -1,7 +1,7 @@
 // Every GraphQL document the inbox sends, in one place. The inbox is a client of runsgate's
 // public API (schema.graphql) and nothing else.
 //
-// The reviewer-workflow fields (editedArgs, expiresAt, approvals, expiresBefore, decideToolCalls)
+// The reviewer-workflow fields (editedArgs, expiresAt, approvals, argsSchema, expiresBefore, decideToolCalls)
 // are asked for only when the server's schema offers them: FEATURES is sent once at load, and the
 // documents below are built from its answer (`features`), so the page works on a server without
 // them and shows them as soon as the server has them.
@@ -27,6 +27,7 @@ export function features(data) {
     invalidToolArguments: Boolean(data && data.invalidToolArguments),
     expiresAt: call.has('expiresAt'),
     approvals: call.has('approvalsRequired') && call.has('approvals'),
+    argsSchema: call.has('argsSchema'),
     expiresBefore: filter.has('expiresBefore'),
     bulk: mutation.has('decideToolCalls'),
   };
@@ -39,6 +40,7 @@ export function suspendedRunsQuery(f) {
   const extra = [
     f.expiresAt ? 'expiresAt' : '',
     f.approvals ? 'approvalsRequired approvals { decidedBy decidedAt }' : '',
+    f.argsSchema ? 'argsSchema' : '',
   ].join(' ');
   return `query InboxRuns($agentId: ID!, $filter: SuspendedRunFilter, $first: Int, $after: String, $last: Int, $before: String) {
   suspendedRuns(agentId: $agentId, filter: $filter, first: $first, after: $after, last: $last, before: $before) {

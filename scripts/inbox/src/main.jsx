@@ -4,7 +4,7 @@ import React, { useCallback, useEffect, useMemo, useRef, useState } from 'react'
 import { createRoot } from 'react-dom/client';
 import Form from '@rjsf/core';
 import * as docs from './documents.js';
-import { cfworkerValidator } from './validator.js';
+import { cfworkerValidator, schemaProblems } from './validator.js';
 import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request, storedToken, storeToken } from './api.js';
 
 /** Runs per page: `?pageSize=N` (1 to 100; the server's page-size cap still applies), else 10. */
@@ -71,14 +71,19 @@ function JsonBlock({ label, value }) {
   );
 }
 
-/** A JSON text field: checked for JSON syntax as typed (the API publishes no schema for tool arguments). */
-function JsonEditor({ id, label, initial, submitText, onSubmit, busy, serverProblem }) {
+/** A JSON text field: checked for JSON syntax as typed, and against `schema` (the tool's `argsSchema`)
+ * when there is one; nothing is submitted while it is invalid. */
+function JsonEditor({ id, label, initial, submitText, onSubmit, busy, serverProblem, schema }) {
   const [text, setText] = useState(initial);
   const [problem, setProblem] = useState('');
   const check = (value) => {
     try {
       const parsed = JSON.parse(value);
       if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return [null, 'Must be a JSON object.'];
+      const problems = schema ? schemaProblems(schema, parsed) : [];
+      if (problems.length) {
+        return [null, `Does not match the tool's schema: ${problems.map((p) => `${p.path.join('.') || '(root)'}: ${p.message}`).join('; ')}`];
+      }
       return [parsed, ''];
     } catch (error) {
       return [null, `Not valid JSON: ${error.message}`];
@@ -150,6 +155,7 @@ function ApprovalActions({ call, base, features, act, busy, selected, onSelect }
             submitText="Approve with edited arguments"
             busy={busy}
             serverProblem={argsProblem}
+            schema={call.argsSchema || null}
             onSubmit={async (editedArgs) => {
               const result = await act('approve', call, { editedArgs });
               setArgsProblem(result && result.__typename === 'InvalidToolArguments' ? describe(result, 'Approval') : '');

@@ -82,6 +82,26 @@ function toRjsfErrors(outputErrors) {
   return errors;
 }
 
+/** `value`'s problems against the JSON Schema `schema`, `[{path, message}]` as the server's
+ * InvalidToolArguments lists them (empty: valid). */
+export function schemaProblems(schema, value) {
+  const raw = cfworkerValidator.rawValidation(schema, value);
+  if (raw.validationError) return [{ path: [], message: `the schema cannot be used: ${raw.validationError.message || raw.validationError}` }];
+  const problems = [];
+  for (const error of raw.errors) {
+    if (WRAPPERS.has(error.keyword)) continue;
+    const path = pointerPath(error.instanceLocation);
+    let message = error.error.replace(/^Instance /, 'Value ');
+    const missing = error.keyword === 'required' && /"(.*)"/.exec(error.error);
+    if (missing) {
+      path.push(missing[1]);
+      message = 'is required';
+    }
+    problems.push({ path, message });
+  }
+  return problems;
+}
+
 export const cfworkerValidator = {
   rawValidation(schema, formData) {
     try {

@@ -131,3 +131,4 @@ async def test_mongo_stores_opened_at_once_on_a_fresh_database_all_start(mongodb
     finally:
         await stores[0].open()
         await stores[0].drop_all()
+        await stores[0].close()

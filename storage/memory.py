@@ -233,20 +233,12 @@ class MemorySnapshotStore:
         event: EventDocument | None = None,
         preceding_events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
-        doc = self._owned(agent_id, run_id)
-        if doc is None or doc["status"] != "suspended" or not 0 <= index < len(doc["toolCalls"]):
+        found = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
+        if found is None:
             return None
-        call = doc["toolCalls"][index]
-        if call["toolCallId"] != tool_call_id or call.get("questionId") != question_id or call["decision"] is not None:
-            return None
+        doc, call = found
         call["decision"] = _copy(decision)
-        doc["pendingCount"] -= 1
-        self._set_deadline(doc)
-        self._touch(doc, now)
-        for earlier in preceding_events:
-            self._append(earlier)
-        self._append(event)
-        return _copy(doc)
+        return self._record_decided(doc, now, [*preceding_events, *event_list(event)])
 
     async def record_approval(
         self,
@@ -262,21 +254,39 @@ class MemorySnapshotStore:
         now: datetime,
         event: EventDocument | Sequence[EventDocument] | None = None,
     ) -> SnapshotDocument | None:
+        found = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
+        if found is None or len(found[1].get("approvals") or []) != approvals_before:
+            return None
+        doc, call = found
+        call["approvals"] = [*(call.get("approvals") or []), _copy(approval)]
+        if decision is None:
+            self._touch(doc, now)
+            self._append(event)
+            return _copy(doc)
+        call["decision"] = _copy(decision)
+        return self._record_decided(doc, now, event_list(event))
+
+    def _pending_call(
+        self, agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None
+    ) -> tuple[SnapshotDocument, ToolCallDocument] | None:
+        """The suspended run and its call ``index``, when that call is still the undecided
+        ``tool_call_id`` waiting on ``question_id`` (the conditions of every decision's write)."""
         doc = self._owned(agent_id, run_id)
         if doc is None or doc["status"] != "suspended" or not 0 <= index < len(doc["toolCalls"]):
             return None
         call = doc["toolCalls"][index]
         if call["toolCallId"] != tool_call_id or call.get("questionId") != question_id or call["decision"] is not None:
             return None
-        if len(call.get("approvals") or []) != approvals_before:
-            return None
-        call["approvals"] = [*(call.get("approvals") or []), _copy(approval)]
-        if decision is not None:
-            call["decision"] = _copy(decision)
-            doc["pendingCount"] -= 1
-            self._set_deadline(doc)
+        return doc, call
+
+    def _record_decided(
+        self, doc: SnapshotDocument, now: datetime, events: Sequence[EventDocument]
+    ) -> SnapshotDocument:
+        """One more call of ``doc`` decided: its count, its deadline and ``events``."""
+        doc["pendingCount"] -= 1
+        self._set_deadline(doc)
         self._touch(doc, now)
-        self._append(event)
+        self._append(events)
         return _copy(doc)
 
     async def claim(

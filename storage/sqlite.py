@@ -913,36 +913,11 @@ class SQLiteSnapshotStore:
         preceding_events: Sequence[EventDocument] = (),
     ) -> SnapshotDocument | None:
         async with self._transaction() as conn:
-            rows = list(
-                await conn.execute_fetchall(
-                    "SELECT tool_calls FROM run_snapshots WHERE run_id = ? AND agent_id = ? AND status = 'suspended'",
-                    (run_id, agent_id),
-                )
-            )
-            if not rows:
+            calls = await self._pending_calls(conn, agent_id, run_id, index, tool_call_id, question_id)
+            if calls is None:
                 return None
-            calls = _calls(rows[0][0])
-            if not 0 <= index < len(calls):
-                return None
-            call = calls[index]
-            if (
-                call["toolCallId"] != tool_call_id
-                or call.get("questionId") != question_id
-                or call["decision"] is not None
-            ):
-                return None
-            call["decision"] = decision
-            updated = list(
-                await conn.execute_fetchall(
-                    "UPDATE run_snapshots SET tool_calls = ?, pending_count = pending_count - 1, updated_at = ?, "
-                    f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
-                    (_calls_text(calls), _ms(now), _deadline_ms(calls), run_id),
-                )
-            )
-            for earlier in preceding_events:
-                await self._append_in(conn, earlier)
-            await self._append_in(conn, event)
-        return _snapshot(updated[0])
+            calls[index]["decision"] = decision
+            return await self._write_calls(conn, run_id, calls, 1, now, [*preceding_events, *event_list(event)])
 
     async def record_approval(
         self,
@@ -959,36 +934,56 @@ class SQLiteSnapshotStore:
         event: EventDocument | Sequence[EventDocument] | None = None,
     ) -> SnapshotDocument | None:
         async with self._transaction() as conn:
-            rows = list(
-                await conn.execute_fetchall(
-                    "SELECT tool_calls FROM run_snapshots WHERE run_id = ? AND agent_id = ? AND status = 'suspended'",
-                    (run_id, agent_id),
-                )
-            )
-            if not rows:
-                return None
-            calls = _calls(rows[0][0])
-            if not 0 <= index < len(calls):
+            calls = await self._pending_calls(conn, agent_id, run_id, index, tool_call_id, question_id)
+            if calls is None or len(calls[index].get("approvals") or []) != approvals_before:
                 return None
             call = calls[index]
-            if (
-                call["toolCallId"] != tool_call_id
-                or call.get("questionId") != question_id
-                or call["decision"] is not None
-                or len(call.get("approvals") or []) != approvals_before
-            ):
-                return None
             call["approvals"] = [*(call.get("approvals") or []), approval]
             if decision is not None:
                 call["decision"] = decision
-            updated = list(
-                await conn.execute_fetchall(
-                    "UPDATE run_snapshots SET tool_calls = ?, pending_count = pending_count - ?, updated_at = ?, "
-                    f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
-                    (_calls_text(calls), 0 if decision is None else 1, _ms(now), _deadline_ms(calls), run_id),
-                )
+            return await self._write_calls(conn, run_id, calls, 0 if decision is None else 1, now, event_list(event))
+
+    @staticmethod
+    async def _pending_calls(
+        conn: aiosqlite.Connection, agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None
+    ) -> list[ToolCallDocument] | None:
+        """The calls of the suspended run, read in the caller's transaction, when call ``index`` is
+        still the undecided ``tool_call_id`` waiting on ``question_id`` (every decision's conditions)."""
+        rows = list(
+            await conn.execute_fetchall(
+                "SELECT tool_calls FROM run_snapshots WHERE run_id = ? AND agent_id = ? AND status = 'suspended'",
+                (run_id, agent_id),
             )
-            await self._append_in(conn, event)
+        )
+        if not rows:
+            return None
+        calls = _calls(rows[0][0])
+        if not 0 <= index < len(calls):
+            return None
+        call = calls[index]
+        if call["toolCallId"] != tool_call_id or call.get("questionId") != question_id or call["decision"] is not None:
+            return None
+        return calls
+
+    async def _write_calls(
+        self,
+        conn: aiosqlite.Connection,
+        run_id: str,
+        calls: list[ToolCallDocument],
+        decided: int,
+        now: datetime,
+        events: Sequence[EventDocument],
+    ) -> SnapshotDocument:
+        """Write the run's changed ``calls`` (``decided`` more of them decided: its pending count and
+        ``expires_at`` follow) and ``events``, in the caller's transaction."""
+        updated = list(
+            await conn.execute_fetchall(
+                "UPDATE run_snapshots SET tool_calls = ?, pending_count = pending_count - ?, updated_at = ?, "
+                f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
+                (_calls_text(calls), decided, _ms(now), _deadline_ms(calls), run_id),
+            )
+        )
+        await self._append_in(conn, events)
         return _snapshot(updated[0])
 
     async def claim(

@@ -37,7 +37,7 @@ def order_ids(prompt: str) -> list[int]:
     return list(dict.fromkeys(int(n) for n in re.findall(r"\b\d{3,}\b", prompt)))
 
 
-def _refund_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+async def _refund_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     returns = latest_returns(messages)
     results = [r for r in returns if r.tool_name == "issue_refund"]
     if results:
@@ -76,7 +76,7 @@ refund_agent = Agent(
 
 
 @refund_agent.tool_plain
-def lookup_order(order_id: int) -> dict[str, Any]:
+async def lookup_order(order_id: int) -> dict[str, Any]:
     """Look up an order: its amount (USD), currency and item."""
     known = ORDERS.get(order_id)
     if known is None:
@@ -85,7 +85,7 @@ def lookup_order(order_id: int) -> dict[str, Any]:
 
 
 @refund_agent.tool_plain(requires_approval=True)
-def issue_refund(order_id: int, amount: float) -> str:
+async def issue_refund(order_id: int, amount: float) -> str:
     """Refund ``amount`` (USD) for the order. Needs a person's approval."""
     LEDGER.append({"orderId": order_id, "amount": amount})
     return f"Refund of ${amount:.2f} for order {order_id} issued."

@@ -20,7 +20,7 @@ from ._script import latest_prompt, latest_returns
 REFUND_AGENT_ID = "refund-agent"
 
 
-def _supervisor_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+async def _supervisor_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     for ret in latest_returns(messages):
         if ret.tool_name == "ask_refund_agent":
             return ModelResponse(parts=[TextPart(f"The refund team says: {ret.content}")])

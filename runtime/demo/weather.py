@@ -38,7 +38,7 @@ def forecast(city: str) -> dict[str, Any]:
     return {"city": city, "temperatureC": 8 + seed % 20, "conditions": _CONDITIONS[seed % len(_CONDITIONS)]}
 
 
-def _weather_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+async def _weather_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     for ret in latest_returns(messages):
         if ret.tool_name in {"ask_city", "get_forecast"} and isinstance(ret.content, dict):
             f = ret.content
@@ -66,13 +66,13 @@ weather_agent = Agent(
 
 
 @weather_agent.tool
-def ask_city(ctx: RunContext[None]) -> dict[str, Any]:
+async def ask_city(ctx: RunContext[None]) -> dict[str, Any]:
     """Ask the user which city they want the weather for, then return that city's forecast."""
     city = suspend(ctx, {"question": CITY_QUESTION}, resume_schema=City)
     return forecast(city.name)
 
 
 @weather_agent.tool_plain
-def get_forecast(city: str) -> dict[str, Any]:
+async def get_forecast(city: str) -> dict[str, Any]:
     """The forecast for ``city``: temperature (°C) and conditions."""
     return forecast(city)

@@ -1,4 +1,5 @@
-"""Bulk against one-by-one decisions over HTTP: ``./dev run python -m bench.bulk [rounds] [calls] [concurrency]``.
+"""Bulk against one-by-one decisions over HTTP:
+``./dev run python -m bench.bulk [rounds] [calls] [concurrency] [latency_ms]``.
 
 Against a real ``python -m server serve`` process, on the memory store and then on a SQLite file:
 each round starts ``2 * calls`` refund runs of the demo ``refund-agent`` (one call each, untimed),
@@ -8,7 +9,10 @@ Every approval completes its run (the demo's scripted model answers at once), so
 the same work: record, continue, complete. The figure is the median, over the rounds, of each
 round's ratio bulk / sequential (paired rounds: a burst of load on the machine hits both sides of
 a round alike), with the median milliseconds of each side. ``concurrency`` sets the server's
-``RUNSGATE_BULK_CONCURRENCY`` (its default when omitted).
+``RUNSGATE_BULK_CONCURRENCY`` (its default when omitted or ``-``). ``latency_ms`` (default 0) serves
+``bench.agents``' ``refund-agent`` instead of the demo's: the same script and tools, with each
+model request taking that long, as a hosted model's does (every run then takes two requests to
+suspend and one to complete after its approval).
 """
 
 from __future__ import annotations
@@ -74,19 +78,22 @@ def _bulk(client: httpx.Client, calls: list[tuple[str, str]]) -> float:
     return elapsed
 
 
-def measure(store: str, rounds: int, calls: int, concurrency: int | None = None) -> dict[str, float]:
+def measure(
+    store: str, rounds: int, calls: int, concurrency: int | None = None, latency_ms: float = 0
+) -> dict[str, float]:
     """Paired rounds on one server; median ms of each side and median ratio bulk / sequential."""
+    environment = {
+        "RUNSGATE_STORE": "",
+        "RUNSGATE_TOOL_RULES": "[]",  # every refund waits for its decision, whatever its amount
+        "RUNSGATE_BULK_CONCURRENCY": str(concurrency or Settings().bulk_concurrency),
+    }
+    if latency_ms:
+        environment |= {"RUNSGATE_AGENTS": "bench.agents:AGENTS", "BENCH_MODEL_LATENCY": str(latency_ms / 1000)}
     sequential_ms, bulk_ms, ratios = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        url_of_store = f"sqlite:///{Path(tmp) / 'bench.db'}" if store == "sqlite" else "memory://"
+        environment["RUNSGATE_STORE"] = f"sqlite:///{Path(tmp) / 'bench.db'}" if store == "sqlite" else "memory://"
         with (
-            runsgate_server(
-                Path(tmp) / "server.log",
-                60,
-                RUNSGATE_STORE=url_of_store,
-                RUNSGATE_TOOL_RULES="[]",  # every refund waits for its decision, whatever its amount
-                RUNSGATE_BULK_CONCURRENCY=str(concurrency or Settings().bulk_concurrency),
-            ) as (url, _pid),
+            runsgate_server(Path(tmp) / "server.log", 60, workers=1, **environment) as (url, _pid),
             httpx.Client(base_url=url, timeout=120, headers={"content-type": "application/json"}) as client,
         ):
             _bulk(client, _pending(client, 5))  # warm-up: both paths imported and cached
@@ -113,12 +120,16 @@ def measure(store: str, rounds: int, calls: int, concurrency: int | None = None)
 def main(argv: list[str]) -> int:
     rounds = int(argv[0]) if argv else 7
     calls = int(argv[1]) if len(argv) > 1 else 100
-    concurrency = int(argv[2]) if len(argv) > 2 else None
-    print(f"{calls} approvals: one decideToolCalls vs {calls} sequential approveToolCall, {rounds} paired rounds")
+    concurrency = int(argv[2]) if len(argv) > 2 and argv[2] != "-" else None
+    latency_ms = float(argv[3]) if len(argv) > 3 else 0
+    model = f"a model answering in {latency_ms:g} ms" if latency_ms else "the demo's scripted model"
+    print(
+        f"{calls} approvals: one decideToolCalls vs {calls} sequential approveToolCall, {rounds} paired rounds, {model}"
+    )
     print("| store | sequential (ms) | bulk (ms) | bulk / sequential (median of rounds) | worst round |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for store in ("memory", "sqlite"):
-        figures = measure(store, rounds, calls, concurrency)
+        figures = measure(store, rounds, calls, concurrency, latency_ms)
         print(
             f"| {store} | {figures['sequential_ms']:.0f} | {figures['bulk_ms']:.0f} | "
             f"{figures['ratio']:.2f}x | {figures['ratio_max']:.2f}x |"

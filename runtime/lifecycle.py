@@ -467,8 +467,9 @@ class RunManager:
         # a run the caller may not decide on is refused here, having written nothing, and the
         # key's record (another principal's, or a replay) is never consulted for it.
         doc = await self._store.get(agent_id, run_id)
+        validated = None
         if doc is not None:
-            self._check(caller, doc, request)
+            validated = self._check(caller, doc, request)
         elif caller is not None and caller.resources is not None and request.idempotency_key is not None:
             # A replay of a finished run: re-checked against what the caller may see now (its
             # events are stored by resource), so a replay never shows a run now hidden.
@@ -489,10 +490,13 @@ class RunManager:
             operation=_owned(operation, request.principal),
             key=request.idempotency_key,
             arguments=arguments,
-            action=functools.partial(self._decide, agent_id, run_id, request, caller, doc),
+            action=functools.partial(self._decide, agent_id, run_id, request, caller, doc, validated),
         )
 
-    def _check(self, caller: Principal | None, doc: SnapshotDocument, request: DecisionRequest) -> None:
+    def _check(self, caller: Principal | None, doc: SnapshotDocument, request: DecisionRequest) -> Any:
+        """Check ``request`` on ``doc`` for ``caller`` (``runtime.access.check_decision``), with its
+        edited arguments checked by the tool's validator first; returns them as the validator
+        reads them (``_validated_edit``), ``None`` without an edit."""
         edited = request.edited_args
         if edited is not None:
             if caller is not None:  # a hidden run is reported missing before its tool's arguments are read
@@ -501,6 +505,7 @@ class RunManager:
         if caller is not None:
             approving = request.kind != "declined"
             check_decision(caller, self._tool_rules, doc, request.tool_call_id, approving=approving, edited_args=edited)
+        return edited
 
     def _validated_edit(self, doc: SnapshotDocument, request: DecisionRequest) -> Any:
         """``request.edited_args`` as the tool's validator reads them (what the tool will run with,
@@ -523,6 +528,7 @@ class RunManager:
         request: DecisionRequest,
         caller: Principal | None,
         read: SnapshotDocument | None,
+        validated: Any,
     ) -> RunOutcome:
         self._agents.get_agent(agent_id)
         for attempt in range(_DECISION_ATTEMPTS):
@@ -532,7 +538,7 @@ class RunManager:
             if doc is None:
                 raise RunNotFoundError(agent_id, run_id)
             if attempt > 0:
-                self._check(caller, doc, request)
+                validated = self._check(caller, doc, request)
             index, call = select_call(doc, request)
             if request.kind == "resumed":
                 validate_resume_data(call["resumeSchema"], request.resume_data)
@@ -555,7 +561,6 @@ class RunManager:
                         "approve it without editedArgs, or decline it"
                     )
                 rules = [rule for rule in self._tool_rules if rule.covers_agent(agent_id)]
-                validated = self._validated_edit(doc, request)  # as the rules read them (_check)
                 if approvals_required(rules, call["toolName"], validated) > required:
                     raise ForbiddenError(
                         f"{call['toolName']!r} with these editedArgs needs several approvals: approve the "

@@ -214,6 +214,20 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
     return query
 
 
+def _undecided(agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None) -> Document:
+    """The filter of a decision's (or an approval's) conditional update: the suspended run whose
+    call at ``index`` is ``tool_call_id``, still waiting on ``question_id``, with no decision."""
+    path = f"toolCalls.{index}"
+    return {
+        "_id": run_id,
+        "agentId": agent_id,
+        "status": "suspended",
+        f"{path}.toolCallId": tool_call_id,
+        f"{path}.questionId": question_id,  # None also matches a call without the field
+        f"{path}.decision": None,
+    }
+
+
 def _deadline_once_decided(index: int) -> Callable[[Document], Document]:
     """The ``derive`` of a write deciding call ``index``: the run's ``expiresAt`` becomes the
     earliest deadline of its other pending calls (``None``: none has one)."""
@@ -606,14 +620,7 @@ class MongoSnapshotStore:
         return await self._update_then_append(
             event,
             run_id,
-            {
-                "_id": run_id,
-                "agentId": agent_id,
-                "status": "suspended",
-                f"{path}.toolCallId": tool_call_id,
-                f"{path}.questionId": question_id,  # None also matches a call without the field
-                f"{path}.decision": None,
-            },
+            _undecided(agent_id, run_id, index, tool_call_id, question_id),
             {
                 "$set": {f"{path}.decision": encode(decision, DECISION_FIELDS), "updatedAt": now},
                 "$inc": {"pendingCount": -1, "version": 1},
@@ -648,15 +655,7 @@ class MongoSnapshotStore:
         return await self._update_then_append(
             event,
             run_id,
-            {
-                "_id": run_id,
-                "agentId": agent_id,
-                "status": "suspended",
-                f"{path}.toolCallId": tool_call_id,
-                f"{path}.questionId": question_id,  # None also matches a call without the field
-                f"{path}.decision": None,
-                **count,
-            },
+            {**_undecided(agent_id, run_id, index, tool_call_id, question_id), **count},
             {
                 "$set": changes,
                 "$push": {f"{path}.approvals": dict(approval)},

@@ -3,7 +3,8 @@
 pydantic-ai re-runs a deferred tool call only through ``ToolApproved``, which sets
 ``RunContext.tool_call_approved``. runsgate re-runs calls that were resumed as well as calls
 that were approved, so it installs ``DecisionToolset`` around every agent's tools, for each run
-(``DecisionCapability``, passed to ``Agent.run``): for a call re-run by runsgate it replaces the
+that re-runs such a call (``DecisionCapability``, passed to ``Agent.run`` when
+``needs_decision_context``): for a call re-run by runsgate it replaces the
 context's ``tool_call_approved`` with whether the call was really approved, and gives the call a
 fresh copy of its ``tool_call_metadata["runsgate"]`` in which ``suspend()`` counts its
 ``suspend()`` points (``asked``), so each point gets its own answer, in order.
@@ -17,6 +18,7 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
@@ -52,4 +54,23 @@ class DecisionCapability(AbstractCapability[Any]):
         return DecisionToolset(toolset)
 
 
-__all__ = ["DecisionCapability", "DecisionToolset", "decided_context"]
+def needs_decision_context(results: DeferredToolResults | None) -> bool:
+    """Whether a run continued with ``results`` needs ``DecisionCapability``: some call it re-runs
+    has answers to replay, or must not see itself approved (a resumed or delegated call).
+
+    A call only approved, with no answers, sees through pydantic-ai alone what the wrapper would
+    show it: ``tool_call_approved`` true (``ToolApproved``) and a ``suspend()`` that asks its
+    first question (without ``asked`` in its metadata, ``suspend()`` replays nothing). A run
+    without ``results`` re-runs no call. Leaving the capability out of such runs spares
+    pydantic-ai's per-hook capability work.
+    """
+    if results is None:
+        return False
+    for metadata in results.metadata.values():
+        ours = _metadata.section(metadata)
+        if ours is not None and "answers" in ours and (ours["answers"] or not ours.get("approved")):
+            return True
+    return False
+
+
+__all__ = ["DecisionCapability", "DecisionToolset", "decided_context", "needs_decision_context"]

@@ -10,7 +10,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
-from ._decision_toolset import DecisionCapability
+from ._decision_toolset import DecisionCapability, needs_decision_context
 from ._json import jsonable
 from ._scope import RunScope, entered
 from .registry import AnyAgent
@@ -47,8 +47,9 @@ async def run_agent(
     ``ModelMessagesTypeAdapter``) plus results.
 
     An agent whose ``output_type`` lacks ``DeferredToolRequests`` gets it added for the run, so
-    any registered agent can suspend. ``DecisionCapability`` is added to the run, so a tool
-    re-run after a decision sees only what was decided (``runtime._decision_toolset``).
+    any registered agent can suspend. ``DecisionCapability`` is added to a run that re-runs a
+    call with answers or one not approved, so a tool re-run after a decision sees only what was
+    decided (``runtime._decision_toolset``; ``needs_decision_context``).
     (pydantic-ai refuses a run-time ``output_type`` for an
     agent with output validators: such agents must list ``DeferredToolRequests`` themselves.)
 
@@ -56,6 +57,7 @@ async def run_agent(
         Exception: Whatever the model, a tool or pydantic-ai raised.
     """
     output_type = _output_type_with_deferred(agent)
+    capabilities = [DecisionCapability()] if needs_decision_context(results) else None
     with entered(scope):
         if output_type is None:
             result = await agent.run(
@@ -63,7 +65,7 @@ async def run_agent(
                 message_history=history,
                 deferred_tool_results=results,
                 model=model,
-                capabilities=[DecisionCapability()],
+                capabilities=capabilities,
             )
         else:
             result = await agent.run(
@@ -72,7 +74,7 @@ async def run_agent(
                 message_history=history,
                 deferred_tool_results=results,
                 model=model,
-                capabilities=[DecisionCapability()],
+                capabilities=capabilities,
             )
     output = result.output
     if isinstance(output, DeferredToolRequests):

@@ -22,6 +22,7 @@ from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
 from .federation import FederationSchema
 from .metrics import OperationMetrics
 from .mutations import Mutation
+from .operation_name import OperationNameRequired
 from .queries import Query
 from .scalars import JSON, JSON_SCALAR, DateTime
 from .subscriptions import Subscription
@@ -75,6 +76,7 @@ def build_schema(
         *extensions,
         partial(ParserCache, maxsize=CACHE_SIZE),
         partial(ValidationCache, maxsize=CACHE_SIZE),
+        OperationNameRequired,  # after ValidationCache, whose errors it adds to
         OperationMetrics,
         *extra_extensions,
     ]

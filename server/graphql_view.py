@@ -42,6 +42,7 @@ from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET
 
 from resolvers import Context, begin_operation
+from resolvers.operation_name import set_requested_operation_name
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -190,6 +191,7 @@ class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
 
     async def run_operation(self, operation: Operation[Context, None]) -> None:
         begin_operation(self.context)  # in the operation's own task
+        set_requested_operation_name(operation.operation_name)  # for OperationNameRequired
         await super().run_operation(operation)
 
     async def shutdown(self) -> None:
@@ -235,6 +237,7 @@ class GraphQLView(GraphQL[Context, None]):
         allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
         if not self.allow_queries_via_get and request_adapter.method == "GET":
             allowed -= {OperationType.QUERY}
+        set_requested_operation_name(request_data.operation_name)  # for OperationNameRequired
         try:
             return await self.schema.execute(
                 request_data.query,

@@ -40,7 +40,9 @@ request is executed again, resolvers included, by the standard path, before anyt
 
 ``resolvers.fastpath.install`` prepares operations only when every extension is one whose effect is covered
 here: the parser and validation caches, ``AddValidationRules`` (and ``DisableIntrospection``),
-``MaxTokensLimiter``, ``ErrorMasking`` and ``OperationMetrics``. Any other extension (the
+``MaxTokensLimiter``, ``ErrorMasking``, ``OperationMetrics`` and ``OperationNameRequired`` (a
+document of several operations sent without ``operationName`` fails validation, so it never
+executes and is never prepared under no name). Any other extension (the
 OpenTelemetry tracing extension) turns preparation off. ``RUNSGATE_COMPILED_EXECUTION=false``
 turns it off with compiled completion. ``tests/server/test_compiled_differential.py`` sends every
 document twice or more to a compiled app and a standard app and compares the responses byte
@@ -260,6 +262,7 @@ def covered_extensions() -> frozenset[type]:
 
     from ..errors import ErrorMasking
     from ..metrics import OperationMetrics
+    from ..operation_name import OperationNameRequired
 
     return frozenset(
         {
@@ -270,6 +273,7 @@ def covered_extensions() -> frozenset[type]:
             ValidationCache,
             ErrorMasking,
             OperationMetrics,
+            OperationNameRequired,
         }
     )
 

@@ -1,0 +1,58 @@
+"""A document of several operations needs ``operationName`` (GraphQL spec, "GetOperation").
+
+The spec: when a request gives no operation name and its document holds more than one
+operation, the request fails ("produce a query error requiring operationName"), and graphql-core's
+``execute`` says so. Strawberry, though, executes under ``ExecutionContext.operation_name``, which
+is the document's first operation's name when the request gave none, so graphql-core never sees
+the name missing and the first operation runs: ``mutation A {...} query B {...}`` sent without
+``operationName`` would run the mutation. ``OperationNameRequired`` restores the spec's request
+error before anything executes.
+
+The request's own ``operationName`` is known to the transport, not to a schema extension: the
+HTTP view and the WebSocket handler (``server.graphql_view``) set it with
+``set_requested_operation_name`` in the task that executes the operation. Where nothing set it
+(a direct ``Schema.execute``), the extension checks nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Final
+
+from graphql import GraphQLError, OperationDefinitionNode
+from strawberry.extensions import SchemaExtension
+
+MESSAGE: Final = "Must provide operation name if query contains multiple operations."
+"""graphql-core's own message for the case (``graphql.execution.execute``)."""
+
+_UNKNOWN: Final = object()
+_REQUESTED: ContextVar[object] = ContextVar("runsgate_requested_operation_name", default=_UNKNOWN)
+
+
+def set_requested_operation_name(name: str | None) -> None:
+    """Record the ``operationName`` the request being executed in this task gave (``None``: none)."""
+    _REQUESTED.set(name)
+
+
+class OperationNameRequired(SchemaExtension):
+    """Refuse, at validation, a document of more than one operation sent without
+    ``operationName``: a request error (no ``data``; 400 for clients of the GraphQL over HTTP
+    media type), with ``MESSAGE``, and nothing executed.
+
+    Runs after ``ValidationCache`` (which sets the validation errors), adding its error to theirs.
+    """
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        document = context.graphql_document
+        if (
+            document is not None
+            and _REQUESTED.get() is None
+            and sum(isinstance(definition, OperationDefinitionNode) for definition in document.definitions) > 1
+        ):
+            context.pre_execution_errors = [*(context.pre_execution_errors or []), GraphQLError(MESSAGE)]
+        yield
+
+
+__all__ = ["MESSAGE", "OperationNameRequired", "set_requested_operation_name"]

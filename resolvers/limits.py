@@ -1,5 +1,5 @@
 """Input limits checked by resolvers: the size and nesting of ``resumeData``, the size of a
-``startRun`` prompt and of a decline reason.
+``startRun`` prompt and of a decline reason, the length of an ``idempotencyKey``.
 
 Limits on the request as a whole (body size, query depth, tokens, aliases, batching) are
 set by ``server/`` around the schema; these need the parsed argument.
@@ -8,7 +8,7 @@ set by ``server/`` around the schema; these need the parsed argument.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from .context import Info
 from .errors import QueryArgumentError
@@ -67,4 +67,26 @@ def check_text_size(value: str | None, limit: int, *, argument: str) -> None:
         raise QueryArgumentError(f"`{argument}` is {size} bytes; at most {limit} are accepted", argument=argument)
 
 
-__all__ = ["check_resume_data", "check_text_size", "json_depth"]
+MAX_IDEMPOTENCY_KEY_LENGTH: Final = 255
+"""Characters of an ``idempotencyKey`` (Stripe's limit: room for a UUID with a prefix)."""
+
+
+def check_idempotency_key(key: str | None, *, argument: str = "input.idempotencyKey") -> None:
+    """Reject an empty ``idempotencyKey``, or one longer than ``MAX_IDEMPOTENCY_KEY_LENGTH``
+    characters, before anything is read or written (the key is stored with its answer).
+
+    Raises:
+        QueryArgumentError: ``BAD_USER_INPUT`` naming ``argument``.
+    """
+    if key is None:
+        return
+    if not key:
+        raise QueryArgumentError(f"`{argument}` is empty; send a unique key (a UUID) or none", argument=argument)
+    if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise QueryArgumentError(
+            f"`{argument}` is {len(key)} characters; at most {MAX_IDEMPOTENCY_KEY_LENGTH} are accepted",
+            argument=argument,
+        )
+
+
+__all__ = ["MAX_IDEMPOTENCY_KEY_LENGTH", "check_idempotency_key", "check_resume_data", "check_text_size", "json_depth"]

@@ -44,6 +44,7 @@ from ..errors import (
     WrongToolCallKind,
     to_user_error,
 )
+from ..limits import check_idempotency_key
 from ..metrics import DecisionKind, counted_decision
 from ..scalars import JSON
 from ..types import RunStatus, SuspendedRun, ToolSchemas
@@ -186,8 +187,10 @@ class DecisionMutation(abc.ABC, Generic[InputT]):
         """check -> perform (counted) -> errors as data.
 
         Raises:
-            QueryArgumentError: From ``check``; nothing was read or written.
+            QueryArgumentError: From ``check`` or an empty or overlong ``idempotencyKey``
+                (``check_idempotency_key``); nothing was read or written.
         """
+        check_idempotency_key(getattr(input, "idempotency_key", None))
         cls.check(info, input)
         context = info.context
         try:

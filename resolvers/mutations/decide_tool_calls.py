@@ -12,7 +12,7 @@ from ..access import CanDecide
 from ..context import Info
 from ..errors import QueryArgumentError
 from ..inputs import DecideToolCallsInput, ToolCallDecisionInput
-from ..limits import check_resume_data, check_text_size
+from ..limits import check_idempotency_key, check_resume_data, check_text_size
 from ..metrics import DECISIONS, DecisionKind, decision_outcome
 from ..types import DecisionKind as Kind
 from ._results import DecisionResult, RunOutcome, decision_error
@@ -34,10 +34,12 @@ def check(info: Info, input: DecideToolCallsInput) -> None:
     """The whole batch's input checks, before anything is read or written.
 
     Raises:
-        QueryArgumentError: ``BAD_USER_INPUT``: no decision, or more than ``RUNSGATE_MAX_BULK_DECISIONS``,
+        QueryArgumentError: ``BAD_USER_INPUT``: an empty or overlong ``idempotencyKey``, no
+            decision, or more than ``RUNSGATE_MAX_BULK_DECISIONS``,
             an item over a size limit (``reason``, ``editedArgs``, ``resumeData``), or an item
             giving a field its kind does not take (``reason`` is for DECLINED only...).
     """
+    check_idempotency_key(input.idempotency_key)
     limit = info.context.max_bulk_decisions
     if not input.decisions:
         raise QueryArgumentError("`input.decisions` is empty: give at least one decision", argument="input.decisions")

@@ -7,7 +7,7 @@ import strawberry
 from ..access import CanStart
 from ..context import Info
 from ..inputs import StartRunInput
-from ..limits import check_text_size
+from ..limits import check_idempotency_key, check_text_size
 from ._results import StartRunResult, start_result
 
 
@@ -15,6 +15,7 @@ from ._results import StartRunResult, start_result
 async def start_run(info: Info, input: StartRunInput) -> StartRunResult:
     context = info.context
     check_text_size(input.prompt, context.max_prompt_bytes, argument="input.prompt")
+    check_idempotency_key(input.idempotency_key)
     return await start_result(
         context.runs.start_run(
             str(input.agent_id),

@@ -11,8 +11,9 @@ reason the model received.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -85,7 +86,7 @@ async def lookup_order(order_id: int) -> dict[str, Any]:
 
 
 @refund_agent.tool_plain(requires_approval=True)
-async def issue_refund(order_id: int, amount: float) -> str:
-    """Refund ``amount`` (USD) for the order. Needs a person's approval."""
+async def issue_refund(order_id: int, amount: Annotated[float, Field(gt=0)]) -> str:
+    """Refund ``amount`` (USD, more than 0) for the order. Needs a person's approval."""
     LEDGER.append({"orderId": order_id, "amount": amount})
     return f"Refund of ${amount:.2f} for order {order_id} issued."

@@ -129,6 +129,14 @@ async def test_edited_arguments_failing_the_tools_validator_are_refused_with_the
     assert not_object["problems"] == [{"path": [], "message": "must be an object"}]
     await _unchanged(gql, run_id, calls)
 
+    # and so is a refund of a negative amount: the tool's own constraint (amount > 0)
+    negative = await _approve(
+        gql, "refund-agent", run_id, calls[0]["toolCallId"], editedArgs={"order_id": 1044, "amount": -3}
+    )
+    assert negative["__typename"] == "InvalidToolArguments", negative
+    assert negative["problems"] == [{"path": ["amount"], "message": "Input should be greater than 0"}]
+    await _unchanged(gql, run_id, calls)
+
 
 async def test_the_tool_runs_with_the_edited_arguments_shown_in_the_decision_and_its_event(gql: GraphQLClient) -> None:
     # given two refunds waiting for approval (orders 1044 at $15.50 and 1080 at $10)

@@ -231,8 +231,11 @@ class GraphQLView(GraphQL[Context, None]):
         no ``data``; 400 for clients of the GraphQL over HTTP media type) logged as one INFO
         line, where Strawberry would execute it and fail with a masked fault.
 
+        An ``operationName`` the document does not define, or a document without an operation,
+        is a request error too (``Unknown operation named 'X'.``, ``Must provide an operation.``).
+
         Raises:
-            HTTPException: 400 as Strawberry's (no operation to run, GET of a mutation, no query).
+            HTTPException: 400 as Strawberry's (GET of a mutation, no query).
         """
         allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
         if not self.allow_queries_via_get and request_adapter.method == "GET":
@@ -249,7 +252,12 @@ class GraphQLView(GraphQL[Context, None]):
                 operation_extensions=request_data.extensions,
             )
         except CannotGetOperationTypeError as e:
-            raise HTTPException(400, e.as_http_error_reason()) from e
+            # a request error of the document, answered as one (JSON; 400 only for clients of the
+            # GraphQL over HTTP media type) in graphql-core's words, where Strawberry answers a
+            # text/plain 400
+            missing = "Must provide an operation." if e.operation_name is None else None
+            message = missing or f"Unknown operation named '{e.operation_name}'."
+            return ExecutionResult(data=None, errors=[GraphQLError(message)])
         except InvalidOperationTypeError as e:
             if e.operation_type is OperationType.SUBSCRIPTION:
                 logger.info("subscription refused over HTTP %s", request_adapter.method)

@@ -98,3 +98,13 @@ async def test_over_websocket_too(tmp_path: Path) -> None:
         assert message["type"] == "error", message
         assert [error["message"] for error in message["payload"]] == [MESSAGE]
         assert data(url, None, COUNT) == {"suspendedRuns": {"totalCount": 0}}
+
+
+async def test_an_operation_name_the_document_lacks_is_a_request_error(http: httpx.AsyncClient) -> None:
+    body = {"query": TWO_QUERIES, "operationName": "C"}
+    response = await _post(http, body)
+    assert response.status_code == 200
+    assert response.json() == {"errors": [{"message": "Unknown operation named 'C'."}]}
+    spec_client = await _post(http, body, accept=GRAPHQL_RESPONSE)
+    assert spec_client.status_code == 400
+    assert spec_client.json() == {"errors": [{"message": "Unknown operation named 'C'."}]}

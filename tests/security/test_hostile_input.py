@@ -219,8 +219,13 @@ CASES = [
     Case("body-a-list", status(400), raw=b'[{"query": "{ agents { id } }"}]'),
     Case(
         "unknown-operation-name",
-        status(400),
+        request_error("Unknown operation named 'B'"),
         raw=b'{"query": "query A { agents { id } }", "operationName": "B"}',
+    ),
+    Case(
+        "two-operations-without-a-name",
+        request_error("Must provide operation name"),
+        raw=b'{"query": "query A { agents { id } } query B { agents { name } }"}',
     ),
     # -- huge and deeply nested JSON
     Case("body-2-mib", status(413), raw=b'{"query": "' + b" " * (2 << 20) + b'{ agents { id } }"}'),

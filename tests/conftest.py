@@ -103,3 +103,24 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
     finally:
         await mongo.drop_all()
         await mongo.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+async def two_clients(request: pytest.FixtureRequest) -> AsyncIterator[tuple[SnapshotStore, SnapshotStore]]:
+    """Two stores on one database, as two processes would have: two connections to one SQLite
+    file, then two clients of one fresh MongoDB database (dropped afterwards)."""
+    if request.param == "sqlite":
+        path = request.getfixturevalue("sqlite_path")
+        pair: tuple[SnapshotStore, SnapshotStore] = (SQLiteSnapshotStore(path), SQLiteSnapshotStore(path))
+    else:
+        uri = request.getfixturevalue("mongodb_uri")
+        pair = (MongoSnapshotStore(uri), MongoSnapshotStore(uri))
+    for client in pair:
+        await client.open()
+    try:
+        yield pair
+    finally:
+        if isinstance(pair[0], MongoSnapshotStore):
+            await pair[0].drop_all()
+        for client in pair:
+            await client.close()

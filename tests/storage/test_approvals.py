@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
-
-from storage import ApprovalDocument, EventDocument, MongoSnapshotStore, SnapshotStore
+from storage import ApprovalDocument, EventDocument, SnapshotStore
 
 from ._contract import T0, decision, snapshot, tool_call
 
@@ -172,53 +170,48 @@ async def test_a_suspension_is_written_with_several_events(store: SnapshotStore)
     assert [e["_id"] for e in await store.list_events("refund-agent", "run")] == ["001", "002", "003", "004"]
 
 
-@pytest.mark.mongo
-async def test_the_last_approval_racing_on_two_clients_is_recorded_once(mongodb_uri: str) -> None:
-    """Two stores (two clients, as two instances would have) record the second approval of the
-    same call at once, each having read one approval: exactly one is recorded, with the decision."""
-    first, second = MongoSnapshotStore(mongodb_uri), MongoSnapshotStore(mongodb_uri)
-    await first.open()
-    await second.open()
-    try:
-        for round_ in range(10):
-            run_id = f"race-{round_}"
-            await _two_person_run(first, run_id)
-            await first.record_approval(
-                "refund-agent",
-                run_id,
-                index=0,
-                tool_call_id="c1",
-                approval=approval("key:alice"),
-                approvals_before=0,
-                decision=None,
-                now=T0,
-            )
+async def test_the_last_approval_racing_on_two_clients_is_recorded_once(
+    two_clients: tuple[SnapshotStore, SnapshotStore],
+) -> None:
+    """Two stores on one database (two connections or clients, as two instances would have)
+    record the second approval of the same call at once, each having read one approval: exactly
+    one is recorded, with the decision."""
+    first, second = two_clients
+    for round_ in range(10):
+        run_id = f"race-{round_}"
+        await _two_person_run(first, run_id)
+        await first.record_approval(
+            "refund-agent",
+            run_id,
+            index=0,
+            tool_call_id="c1",
+            approval=approval("key:alice"),
+            approvals_before=0,
+            decision=None,
+            now=T0,
+        )
 
-            results = await asyncio.gather(
-                *(
-                    client.record_approval(
-                        "refund-agent",
-                        run_id,
-                        index=0,
-                        tool_call_id="c1",
-                        approval=approval(by),
-                        approvals_before=1,
-                        decision={**decision(), "decidedBy": by},
-                        now=T1,
-                        event=event(f"{round_}-{by}", run_id=run_id),
-                    )
-                    for client, by in [(first, "key:bob"), (second, "key:carol")]
+        results = await asyncio.gather(
+            *(
+                client.record_approval(
+                    "refund-agent",
+                    run_id,
+                    index=0,
+                    tool_call_id="c1",
+                    approval=approval(by),
+                    approvals_before=1,
+                    decision={**decision(), "decidedBy": by},
+                    now=T1,
+                    event=event(f"{round_}-{by}", run_id=run_id),
                 )
+                for client, by in [(first, "key:bob"), (second, "key:carol")]
             )
+        )
 
-            winners = [r for r in results if r is not None]
-            assert len(winners) == 1, round_
-            stored = await first.get("refund-agent", run_id)
-            assert stored == winners[0]
-            assert len(stored["toolCalls"][0]["approvals"]) == 2
-            assert stored["pendingCount"] == 1
-            assert len(await first.list_events("refund-agent", run_id)) == 1
-    finally:
-        await first.drop_all()
-        await first.close()
-        await second.close()
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1, round_
+        stored = await first.get("refund-agent", run_id)
+        assert stored == winners[0]
+        assert len(stored["toolCalls"][0]["approvals"]) == 2
+        assert stored["pendingCount"] == 1
+        assert len(await first.list_events("refund-agent", run_id)) == 1

@@ -460,38 +460,30 @@ async def test_history_over_16_mb_is_stored_and_read_back(mongodb_uri: str) -> N
         await mongo.close()
 
 
-@pytest.mark.mongo
-async def test_two_clients_deciding_two_calls_of_one_run_at_once_keep_both(mongodb_uri: str) -> None:
-    """Two stores (two clients, as two processes would have) race on different calls of one run.
+async def test_two_clients_deciding_two_calls_of_one_run_at_once_keep_both(
+    two_clients: tuple[SnapshotStore, SnapshotStore],
+) -> None:
+    """Two stores on one database (two connections or clients, as two processes would have)
+    race on different calls of one run: both decisions are kept.
 
     FerretDB 1.24 does not apply conditional updates atomically; without the run write lease
     one decision was lost in about a third of the rounds.
     """
+    first, second = two_clients
+    for round_ in range(10):
+        run_id = f"race-{round_}"
+        await first.insert(snapshot(run_id, calls=[tool_call("c1"), tool_call("c2")]), b"[]")
 
-    from storage import MongoSnapshotStore
+        results = await asyncio.gather(
+            first.record_decision("refund-agent", run_id, index=0, tool_call_id="c1", decision=decision(), now=T0),
+            second.record_decision(
+                "refund-agent", run_id, index=1, tool_call_id="c2", decision=decision("declined"), now=T0
+            ),
+        )
 
-    first, second = MongoSnapshotStore(mongodb_uri), MongoSnapshotStore(mongodb_uri)
-    await first.open()
-    await second.open()
-    try:
-        for round_ in range(10):
-            run_id = f"race-{round_}"
-            await first.insert(snapshot(run_id, calls=[tool_call("c1"), tool_call("c2")]), b"[]")
-
-            results = await asyncio.gather(
-                first.record_decision("refund-agent", run_id, index=0, tool_call_id="c1", decision=decision(), now=T0),
-                second.record_decision(
-                    "refund-agent", run_id, index=1, tool_call_id="c2", decision=decision("declined"), now=T0
-                ),
-            )
-
-            stored = await first.get("refund-agent", run_id)
-            assert all(r is not None for r in results)
-            assert stored is not None
-            assert [c["decision"] for c in stored["toolCalls"]] == [decision(), decision("declined")]
-            assert stored["pendingCount"] == 0
-            assert stored["version"] == 3
-    finally:
-        await first.drop_all()
-        await first.close()
-        await second.close()
+        stored = await second.get("refund-agent", run_id)
+        assert all(r is not None for r in results)
+        assert stored is not None
+        assert [c["decision"] for c in stored["toolCalls"]] == [decision(), decision("declined")]
+        assert stored["pendingCount"] == 0
+        assert stored["version"] == 3

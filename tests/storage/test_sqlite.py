@@ -267,33 +267,6 @@ async def test_a_full_disk_during_a_decision_records_nothing(sqlite: SQLiteSnaps
     assert await sqlite.list_runs(AGENT, RunFilter()) == [before]
 
 
-async def test_two_connections_deciding_two_calls_of_one_run_at_once_keep_both(sqlite_path: Path) -> None:
-    """Two stores on one file (two connections, as two processes would have) race on one run."""
-    first, second = SQLiteSnapshotStore(sqlite_path), SQLiteSnapshotStore(sqlite_path)
-    await first.open()
-    await second.open()
-    try:
-        for round_ in range(10):
-            run_id = f"race-{round_}"
-            await first.insert(snapshot(run_id, calls=[tool_call("c1"), tool_call("c2")]), b"[]")
-
-            results = await asyncio.gather(
-                first.record_decision(AGENT, run_id, index=0, tool_call_id="c1", decision=decision(), now=T0),
-                second.record_decision(
-                    AGENT, run_id, index=1, tool_call_id="c2", decision=decision("declined"), now=T0
-                ),
-            )
-
-            stored = await second.get(AGENT, run_id)
-            assert all(r is not None for r in results)
-            assert stored is not None
-            assert [c["decision"] for c in stored["toolCalls"]] == [decision(), decision("declined")]
-            assert (stored["pendingCount"], stored["version"]) == (0, 3)
-    finally:
-        await first.close()
-        await second.close()
-
-
 async def test_a_history_of_20_mb_is_stored_apart_and_read_back(sqlite: SQLiteSnapshotStore) -> None:
     history = bytes(range(256)) * (20 * 1024 * 1024 // 256)
     await sqlite.insert(snapshot("big"), history)

@@ -22,6 +22,7 @@ from server.security_settings import ApiKeyConfig
 
 from .._auth import ADMIN
 from .._graphql import GraphQLClient
+from ..runtime import agents
 
 models.ALLOW_MODEL_REQUESTS = False  # the demo agents' scripted FunctionModels only
 
@@ -32,6 +33,15 @@ def _empty_ledger() -> Iterator[None]:
     LEDGER.clear()
     yield
     LEDGER.clear()
+
+
+@pytest.fixture
+def clean_test_agents() -> Iterator[None]:
+    """The runtime tests' agents (``tests.runtime.agents``) keep process-wide records: a test
+    serving them starts and ends with them reset."""
+    agents.reset()
+    yield
+    agents.reset()
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])

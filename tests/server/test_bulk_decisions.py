@@ -23,7 +23,7 @@ from server.config import Settings
 from server.security_settings import ApiKeyConfig
 
 from .._auth import TestKey
-from .._graphql import REFUND, GraphQLClient
+from .._graphql import REFUND, GraphQLClient, data
 from .._servers import runsgate_process, shared_store_env
 
 DECIDE = """
@@ -234,15 +234,6 @@ async def test_a_repeated_batch_with_its_idempotency_key_replays_the_first_answe
     assert [(r["__typename"], r["code"]) for r in reused] == [("IdempotencyKeyReused", "IDEMPOTENCY_KEY_REUSED")]
 
 
-def _post(base_url: str, document: str, **variables: Any) -> dict[str, Any]:
-    response = httpx.post(f"{base_url}/graphql", json={"query": document, "variables": variables}, timeout=30)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    assert "errors" not in body, body
-    data: dict[str, Any] = body["data"]
-    return data
-
-
 @pytest.mark.process
 def test_an_idempotent_batch_repeated_after_a_restart_replays_its_answers(
     request: pytest.FixtureRequest, tmp_path: Path
@@ -252,24 +243,24 @@ def test_an_idempotent_batch_repeated_after_a_restart_replays_its_answers(
     # given two refund runs on a SQLite file, approved in one batch with a key (and a missing call)
     with runsgate_process(log, **store) as first:
         started = [
-            _post(first, START, input={"agentId": REFUND, "prompt": f"Please refund order {order}"})["startRun"]
+            data(first, None, START, input={"agentId": REFUND, "prompt": f"Please refund order {order}"})["startRun"]
             for order in (1080, 1081)
         ]
         decisions = [_approve(started[0]["runId"], "no-such-call")]
         decisions += [_approve(run["runId"], run["run"]["toolCalls"][0]["toolCallId"]) for run in started]
         batch = {"agentId": REFUND, "decisions": decisions, "idempotencyKey": "restart-batch"}
-        answered = _post(first, DECIDE, input=batch)["decideToolCalls"]["results"]
+        answered = data(first, None, DECIDE, input=batch)["decideToolCalls"]["results"]
         assert [r["__typename"] for r in answered] == ["ToolCallNotFound", "RunOutcome", "RunOutcome"]
         assert [r["status"] for r in answered[1:]] == ["COMPLETED", "COMPLETED"]
 
     # when the server restarts on the same file and the batch is sent again
     with runsgate_process(log, **store) as second:
-        replayed = _post(second, DECIDE, input=batch)["decideToolCalls"]["results"]
+        replayed = data(second, None, DECIDE, input=batch)["decideToolCalls"]["results"]
 
         # then the first answers come back, and each run was decided once
         assert replayed == answered
         for run in started:
-            events = _post(second, EVENTS, agentId=REFUND, runId=run["runId"])["runEvents"]
+            events = data(second, None, EVENTS, agentId=REFUND, runId=run["runId"])["runEvents"]
             assert [e["type"] for e in events].count("decision") == 1
 
 

@@ -67,11 +67,7 @@ query($agentId: ID!, $runId: ID!) {{
 EVENTS = "query($agentId: ID!, $runId: ID!) { runEvents(agentId: $agentId, runId: $runId) { type by data } }"
 
 
-@pytest.fixture(autouse=True)
-def _clean_agents() -> Any:
-    agents.reset()
-    yield
-    agents.reset()
+pytestmark = pytest.mark.usefixtures("clean_test_agents")
 
 
 @pytest.fixture

@@ -40,11 +40,7 @@ query($agentId: ID!) {{ suspendedRuns(agentId: $agentId) {{ nodes {{ runId toolC
 """
 
 
-@pytest.fixture(autouse=True)
-def _clean_agents() -> Any:
-    agents.reset()
-    yield
-    agents.reset()
+pytestmark = pytest.mark.usefixtures("clean_test_agents")
 
 
 @pytest.fixture

@@ -18,21 +18,12 @@ from starlette.applications import Starlette
 from server.app import create_app
 from server.config import Settings
 
-from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient
+from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient, data
 from .._servers import runsgate_process, shared_store_env
 
 
-def _graphql(base_url: str, document: str, **variables: Any) -> dict[str, Any]:
-    response = httpx.post(f"{base_url}/graphql", json={"query": document, "variables": variables}, timeout=30)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    assert "errors" not in body, body
-    data: dict[str, Any] = body["data"]
-    return data
-
-
 def _listed(base_url: str) -> list[dict[str, Any]]:
-    connection = _graphql(base_url, SUSPENDED_RUNS, agentId=REFUND)["suspendedRuns"]
+    connection = data(base_url, None, SUSPENDED_RUNS, agentId=REFUND)["suspendedRuns"]
     assert connection["totalCount"] == len(connection["edges"])
     return [edge["node"] for edge in connection["edges"]]
 
@@ -46,8 +37,8 @@ def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_proc
     store = shared_store_env(request, shared_store_kind, tmp_path)
     # given a refund run started through a runsgate process on a durable store
     with runsgate_process(log, **store) as first:
-        started = _graphql(
-            first, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT, "idempotencyKey": "start-1042"}
+        started = data(
+            first, None, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT, "idempotencyKey": "start-1042"}
         )["startRun"]
         assert started["__typename"] == "RunOutcome"
         assert started["status"] == "SUSPENDED"
@@ -60,8 +51,8 @@ def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_proc
         assert _listed(second) == [run]
 
         # when the start is repeated with the same idempotency key after the restart
-        replayed = _graphql(
-            second, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT, "idempotencyKey": "start-1042"}
+        replayed = data(
+            second, None, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT, "idempotencyKey": "start-1042"}
         )["startRun"]
 
         # then the first answer comes back and no second run was started
@@ -69,8 +60,9 @@ def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_proc
         assert _listed(second) == [run]
 
         # when it is approved through the new process
-        outcome = _graphql(
+        outcome = data(
             second,
+            None,
             APPROVE,
             input={"agentId": REFUND, "runId": run["runId"], "toolCallId": run["toolCalls"][0]["toolCallId"]},
         )["approveToolCall"]

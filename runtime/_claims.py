@@ -1,11 +1,12 @@
-"""Keeping a claim alive while an instance continues a run (docs/architecture.md "Claims")."""
+"""Keeping leases alive: a claim while an instance continues a run (docs/architecture.md "Claims"),
+an idempotency key while its request runs."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 
 from storage import SnapshotStore, to_bson_precision
@@ -21,7 +22,38 @@ def claim_expiry(now: datetime, ttl: float) -> datetime:
 
 
 @asynccontextmanager
-async def renewing_claim(
+async def renewing(renew: Callable[[], Awaitable[bool]], *, every: float, lease: str) -> AsyncIterator[None]:
+    """Keep a lease alive while the body runs: ``renew`` every ``every`` seconds, in a task of
+    its own (a run's claim, an idempotency key's reservation).
+
+    ``renew`` answering ``False`` (the lease was taken over) stops the renewals; the body's final
+    compare-and-set then fails. A store error is logged and retried at the next period. ``lease``
+    names the lease in the logs and the task's name.
+    """
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                held = await renew()
+            except Exception:
+                logger.warning("renewing %s failed", lease, exc_info=True)
+                continue
+            finally:
+                stop_if_cancelled()  # the body's end awaits this task (runtime._cancel)
+            if not held:
+                logger.warning("%s was taken over while held", lease)
+                return
+
+    task = asyncio.create_task(loop(), name=f"runsgate-renewing {lease}")
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.wait([task])
+
+
+def renewing_claim(
     store: SnapshotStore,
     agent_id: str,
     run_id: str,
@@ -29,30 +61,11 @@ async def renewing_claim(
     by: str,
     ttl: float,
     clock: Callable[[], datetime],
-) -> AsyncIterator[None]:
-    """Extend the claim ``by`` holds on the run every ``ttl / 3`` seconds while the body runs.
-
-    A lost claim (another instance took the run over) stops the renewal; the final write of
-    the body then fails its compare-and-set. Store errors are logged and retried next period.
-    """
-
-    async def renew() -> None:
-        while True:
-            await asyncio.sleep(ttl / 3)
-            try:
-                held = await store.renew_claim(agent_id, run_id, by=by, until=claim_expiry(clock(), ttl))
-            except Exception:
-                logger.warning("renewing the claim on run %s failed", run_id, exc_info=True)
-                continue
-            finally:
-                stop_if_cancelled()  # the body's end awaits this task (runtime._cancel)
-            if not held:
-                logger.warning("instance %s lost its claim on run %s", by, run_id)
-                return
-
-    task = asyncio.create_task(renew(), name=f"runsgate-claim-{run_id}")
-    try:
-        yield
-    finally:
-        task.cancel()
-        await asyncio.wait([task])
+) -> AbstractAsyncContextManager[None]:
+    """Extend the claim ``by`` holds on the run every ``ttl / 3`` seconds while the body runs
+    (``renewing``)."""
+    return renewing(
+        lambda: store.renew_claim(agent_id, run_id, by=by, until=claim_expiry(clock(), ttl)),
+        every=ttl / 3,
+        lease=f"the claim of {by} on run {run_id}",
+    )

@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from storage import IdempotencyDocument, IdempotencyKeys, to_bson_precision
 
-from ._cancel import stop_if_cancelled
+from ._claims import renewing
 from ._json import fingerprint
 from .errors import IdempotencyKeyReusedError, RunsgateError
 from .outcome import RunOutcome
-
-logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -145,30 +142,13 @@ class IdempotencyGuard:
         await self._store.complete_idempotency_key(key_id, encode(answer), by=me)
         return answer
 
-    @contextlib.asynccontextmanager
-    async def _renewing(self, key_id: str, me: str) -> AsyncIterator[None]:
+    def _renewing(self, key_id: str, me: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Renew ``me``'s lease on the key every ``lease / 3`` seconds while the body runs."""
-
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(self._lease / 3)
-                try:
-                    held = await self._store.renew_idempotency_key(key_id, by=me, until=self._until())
-                except Exception:
-                    logger.warning("renewing idempotency key %s failed", key_id, exc_info=True)
-                    continue
-                finally:
-                    stop_if_cancelled()  # the request's end awaits this task (runtime._cancel)
-                if not held:
-                    logger.warning("idempotency key %s was taken over while its request ran", key_id)
-                    return
-
-        task = asyncio.create_task(renew(), name=f"runsgate-idempotency-{key_id}")
-        try:
-            yield
-        finally:
-            task.cancel()
-            await asyncio.wait([task])
+        return renewing(
+            lambda: self._store.renew_idempotency_key(key_id, by=me, until=self._until()),
+            every=self._lease / 3,
+            lease=f"idempotency key {key_id}",
+        )
 
 
 def _replay(existing: IdempotencyDocument) -> RunOutcome:

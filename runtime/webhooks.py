@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import urlencode
 
-import httpx
+import httpx2
 from standardwebhooks import Webhook
 
 from storage import (
@@ -203,7 +203,7 @@ class WebhookDispatcher:
         max_active: Deliveries this instance sends at once.
         on_attempt: Called after each recorded attempt with its ``AttemptResult`` and the
             ``DeliveryOutcome`` (metrics).
-        transport: The httpx transport (tests); default: real connections.
+        transport: The httpx2 transport (tests); default: real connections.
     """
 
     def __init__(
@@ -221,7 +221,7 @@ class WebhookDispatcher:
         read_timeout: float = 10.0,
         max_active: int = 16,
         on_attempt: Callable[[AttemptResult, DeliveryOutcome], None] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError("poll_interval must be positive (seconds)")
@@ -233,12 +233,12 @@ class WebhookDispatcher:
         self._poll_interval = poll_interval
         self._lookback = timedelta(seconds=lookback)
         self._retry = retry or RetryPolicy()
-        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._timeout = httpx2.Timeout(read_timeout, connect=connect_timeout)
         self._lease = timedelta(seconds=2 * (connect_timeout + 2 * read_timeout) + 10)
         self._attempt_limit = connect_timeout + 2 * read_timeout + 5
         self._max_active = max_active
         self._on_attempt = on_attempt
-        self._client = httpx.AsyncClient(
+        self._client = httpx2.AsyncClient(
             follow_redirects=False, timeout=self._timeout, transport=transport, trust_env=False
         )
         self._known: dict[str, str] = {}
@@ -458,9 +458,9 @@ class WebhookDispatcher:
         try:
             async with asyncio.timeout(self._attempt_limit):
                 response = await self._client.post(endpoint.url, content=delivery["body"].encode(), headers=headers)
-        except (httpx.TimeoutException, TimeoutError):
+        except (httpx2.TimeoutException, TimeoutError):
             return "timeout", None, "no answer in time (connect or read timeout)"
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             return "network_error", None, f"request failed: {type(exc).__name__}"
         code = response.status_code
         if 200 <= code < 300:

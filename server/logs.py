@@ -118,7 +118,7 @@ def make_formatter(log_format: Literal["json", "text"]) -> logging.Formatter:
 def configure_logging(level: str, log_format: LogFormat) -> None:
     """Replace the root logger's handlers with one stderr handler in ``log_format``, at ``level``.
 
-    httpx, which sends webhooks, logs every request's URL at INFO; its logger is kept at WARNING
+    httpx2, which sends webhooks, logs every request's URL at INFO; its logger is kept at WARNING
     unless ``level`` is ``DEBUG``, so receivers' URLs (whose query strings may hold tokens) stay
     out of the logs (docs/webhooks.md).
 
@@ -136,4 +136,4 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    logging.getLogger("httpx").setLevel(logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.DEBUG if level.upper() == "DEBUG" else logging.WARNING)

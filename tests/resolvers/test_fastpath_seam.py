@@ -210,7 +210,6 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: runtime._scope imports runtime.lifecycle under TYPE_CHECKING")
 def test_resolvers_and_runtime_import_without_a_cycle() -> None:
     graph = import_graph("resolvers", "runtime")
     assert "resolvers.fastpath" in graph["resolvers.schema"]

@@ -107,24 +107,30 @@ class Served:
         return GraphQLClient(http)
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-async def serve(request: pytest.FixtureRequest) -> AsyncIterator[Serve]:
-    """``serve(**settings)``: ``create_app`` over the memory store, then a fresh SQLite file, then
-    MongoDB on a fresh database, its lifespan running until the test ends. ``keys``: the API keys
-    it knows (``ADMIN`` always); ``tool_rules``: rules as ``RUNSGATE_TOOL_RULES`` lists them; any
-    other keyword is a ``Settings`` field."""
-    kind = request.param
-    started: list[tuple[Starlette, Any]] = []
-    clients: list[httpx.AsyncClient] = []
+class Apps:
+    """Apps over one kind of store (``memory``, ``sqlite``, ``mongo``), closed together."""
+
+    def __init__(self, request: pytest.FixtureRequest, kind: str) -> None:
+        self._request = request
+        self._kind = kind
+        self._started: list[tuple[Starlette, Any]] = []
+        self._clients: list[httpx.AsyncClient] = []
 
     async def start(
-        *, keys: Sequence[TestKey] = (), tool_rules: Sequence[dict[str, Any]] | None = None, **fields: Any
+        self, *, keys: Sequence[TestKey] = (), tool_rules: Sequence[dict[str, Any]] | None = None, **fields: Any
     ) -> Served:
+        """``create_app`` with its lifespan running: over a fresh SQLite file or MongoDB database
+        unless ``fields`` name a store; ``keys`` are the API keys it knows (``ADMIN`` always),
+        ``tool_rules`` the rules as ``RUNSGATE_TOOL_RULES`` lists them; any other keyword is a
+        ``Settings`` field."""
         if tool_rules is not None:
             fields["tool_rules"] = [ToolRuleConfig.model_validate(rule) for rule in tool_rules]
+        if "store" not in fields and "mongodb_uri" not in fields:
+            if self._kind == "sqlite":
+                fields["store"] = f"sqlite:///{self._request.getfixturevalue('sqlite_path')}"
+            elif self._kind == "mongo":
+                fields["mongodb_uri"] = self._request.getfixturevalue("mongodb_uri")
         settings = Settings(
-            store=f"sqlite:///{request.getfixturevalue('sqlite_path')}" if kind == "sqlite" else None,
-            mongodb_uri=request.getfixturevalue("mongodb_uri") if kind == "mongo" else None,
             max_page_size=100,
             api_keys=[ApiKeyConfig.model_validate(key.entry()) for key in (ADMIN, *keys)],
             **{"agents": "runtime.demo:AGENTS", "sweep_interval": 0, **fields},
@@ -132,17 +138,26 @@ async def serve(request: pytest.FixtureRequest) -> AsyncIterator[Serve]:
         application = create_app(settings)
         lifespan = application.router.lifespan_context(application)
         await lifespan.__aenter__()
-        started.append((application, lifespan))
-        return Served(application, clients)
+        self._started.append((application, lifespan))
+        return Served(application, self._clients)
 
-    try:
-        yield start
-    finally:
-        for http in reversed(clients):
+    async def close(self) -> None:
+        for http in reversed(self._clients):
             await http.aclose()
-        for application, lifespan in reversed(started):
+        for application, lifespan in reversed(self._started):
             try:
-                if kind == "mongo":
+                if self._kind == "mongo":
                     await application.state.store.drop_all()
             finally:
                 await lifespan.__aexit__(None, None, None)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+async def serve(request: pytest.FixtureRequest) -> AsyncIterator[Serve]:
+    """``serve(**settings)`` (``Apps.start``): an app over the memory store, then a fresh SQLite
+    file, then MongoDB on a fresh database, its lifespan running until the test ends."""
+    apps = Apps(request, request.param)
+    try:
+        yield apps.start
+    finally:
+        await apps.close()

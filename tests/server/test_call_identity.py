@@ -46,10 +46,6 @@ async def _calls(gql: GraphQLClient, agent_id: str, run_id: str) -> list[dict[st
     return calls
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 24: results matched by the model's id: the plain call's return is taken for the approval's",
-)
 async def test_a_plain_call_and_an_approval_sharing_an_id_each_get_their_own_result(serve: Serve) -> None:
     # given a turn whose plain call and approval call both carry the model's id "dup"
     gql = (await serve(agents=AGENTS)).client()
@@ -66,10 +62,6 @@ async def test_a_plain_call_and_an_approval_sharing_an_id_each_get_their_own_res
     assert outcome["output"] == "note:noted plain | act:acted 7"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 24: editedArgs are carried forward by the model's id, so turn 2's call_0 runs with turn 1's edit",
-)
 async def test_ids_that_restart_each_turn_run_each_call_with_its_own_arguments(serve: Serve) -> None:
     # given turn 1's call_0, approved with edited arguments
     gql = (await serve(agents=AGENTS)).client()
@@ -90,12 +82,11 @@ async def test_ids_that_restart_each_turn_run_each_call_with_its_own_arguments(s
     assert done["output"] == "act:acted 5 | act:acted 2"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: no modelToolCallId field yet")
 async def test_the_model_keeps_its_own_ids_and_each_call_meets_its_own_return(serve: Serve) -> None:
     # given ids that restart each turn, approved through both turns
     gql = (await serve(agents=AGENTS)).client()
     run = await gql.suspend(RESTART_IDS, "go")
-    [first] = run["toolCalls"]
+    [first] = await _calls(gql, RESTART_IDS, run["runId"])
     assert first["modelToolCallId"] == "call_0"
     await gql.approve(RESTART_IDS, run["runId"], first["toolCallId"])
     [second] = await _calls(gql, RESTART_IDS, run["runId"])
@@ -106,7 +97,6 @@ async def test_the_model_keeps_its_own_ids_and_each_call_meets_its_own_return(se
     assert SEEN_IDS[-1] == ["call_0", "call_0", "call_0", "call_0"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: pydantic-ai refuses deferred calls sharing an id: the run fails")
 async def test_pending_calls_sharing_the_models_id_are_listed_apart(serve: Serve) -> None:
     gql = (await serve(agents=AGENTS)).client()
     run = await gql.suspend(TWINS, "go")
@@ -116,7 +106,6 @@ async def test_pending_calls_sharing_the_models_id_are_listed_apart(serve: Serve
     assert [c["args"] for c in calls] == [{"value": 1}, {"value": 2}]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: pydantic-ai refuses deferred calls sharing an id: the run fails")
 @pytest.mark.parametrize("kind", ["approve", "decline"])
 async def test_a_model_id_several_pending_calls_share_is_ambiguous_and_changes_nothing(serve: Serve, kind: str) -> None:
     # given two pending approvals the model gave the same id
@@ -140,7 +129,6 @@ async def test_a_model_id_several_pending_calls_share_is_ambiguous_and_changes_n
     assert sorted(value for _, args in RAN for value in args.values()) == [1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: pydantic-ai refuses function calls sharing an id: the run fails")
 async def test_a_resume_naming_a_model_id_several_pending_calls_share_is_ambiguous(serve: Serve) -> None:
     # given two calls waiting for data that the model gave the same id
     gql = (await serve(agents=AGENTS)).client()

@@ -65,9 +65,6 @@ async def _until_gone(gql: GraphQLClient, agent_id: str, run_id: str) -> None:
             await asyncio.sleep(0.05)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 24: the supervisor's call is held to the supervisor's rules, and has no requiredScopes"
-)
 async def test_a_supervisors_delegated_call_shows_what_the_sub_agents_rules_need(serve: Serve) -> None:
     # given scope and two-person rules for refund-agent's issue_refund
     served = await serve(keys=[PLAIN, ALICE, BOB], tool_rules=[SCOPED, TWO_ABOVE_500])
@@ -86,9 +83,6 @@ async def test_a_supervisors_delegated_call_shows_what_the_sub_agents_rules_need
     assert (inner_call["approvalsRequired"], inner_call["requiredScopes"]) == (2, ["refunds:approve"])
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 24: one approval without refunds:approve issues the $640 refund through the supervisor"
-)
 async def test_a_supervisors_delegated_call_is_held_to_the_sub_agents_scope(serve: Serve) -> None:
     # given a key without refunds:approve, and a supervisor waiting on a $640 refund
     served = await serve(keys=[PLAIN, ALICE, BOB], tool_rules=[SCOPED, TWO_ABOVE_500])
@@ -106,7 +100,6 @@ async def test_a_supervisors_delegated_call_is_held_to_the_sub_agents_scope(serv
     assert (after["decision"], after["approvals"]) == (None, [])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: a forwarded decision skips the sub-run's two-person approval")
 async def test_a_supervisors_delegated_call_needs_the_sub_agents_approvers(serve: Serve) -> None:
     # given a supervisor waiting on a $640 refund that refund-agent's rules give two approvers
     served = await serve(keys=[ALICE, BOB], tool_rules=[SCOPED, TWO_ABOVE_500])
@@ -127,7 +120,6 @@ async def test_a_supervisors_delegated_call_needs_the_sub_agents_approvers(serve
     assert LEDGER == [{"orderId": 1045, "amount": 640.0}]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: a delegated call gets no deadline from the sub-agent's rules")
 async def test_a_supervisors_delegated_call_gets_the_sub_agents_deadline(serve: Serve) -> None:
     # given refund-agent's refunds expire after a moment
     served = await serve(
@@ -146,7 +138,6 @@ async def test_a_supervisors_delegated_call_gets_the_sub_agents_deadline(serve: 
     assert [(e["by"], e["data"]["kind"]) for e in decisions] == [("expiry", "declined")]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: the refusal does not say whose tool it is")
 def test_a_rule_naming_the_supervisor_for_the_sub_agents_tool_is_refused_naming_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -158,7 +149,6 @@ def test_a_rule_naming_the_supervisor_for_the_sub_agents_tool_is_refused_naming_
     assert "refund-agent" in message, message  # whose tool it is, and so whose rules apply
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: onExpiry approve approves a call needing a scope or two approvers")
 @pytest.mark.parametrize("restricting", [SCOPED, TWO_ABOVE_500], ids=["scope", "two-approvers"])
 async def test_an_expiry_never_approves_what_a_person_alone_could_not(
     serve: Serve, restricting: dict[str, Any]

@@ -199,11 +199,11 @@ class DecisionGate:
         except RunsgateError:
             return None
         call = doc["toolCalls"][index]
-        rules = R.covering(self._rules, await self._owner(doc, call))
+        owner = await self._owner(doc, call)
+        rules = R.covering(self._rules, owner)
         tool = call["toolName"]
         edited = None
         if request.edited_args is not None and call["requiresApproval"]:
-            owner = await self._owner(doc, call)
             edited = jsonable(validate_edited_args(self._agents.get_agent(owner), tool, request.edited_args))
         args = call["args"] if edited is None else edited
         scopes = R.required_scopes(rules, tool, args) if request.kind != "declined" else []

@@ -100,7 +100,15 @@ def _approvals(doc: ToolCallDocument) -> list[Approval]:
 
 @strawberry.type(description="A tool call of a suspended run, waiting for an approval or for resume data.")
 class SuspendedToolCall:
-    tool_call_id: strawberry.ID | None
+    tool_call_id: strawberry.ID | None = strawberry.field(
+        description="The call's identity, unique for the run's whole life: runsgate's own, not the model's (see "
+        "`modelToolCallId`). Decisions name the call by it."
+    )
+    model_tool_call_id: strawberry.ID | None = strawberry.field(
+        description="The id the model gave the call, as its provider knows it. Models may reuse an id (within a turn, "
+        "or turn after turn): a decision naming it reaches the call only while no other pending call has it "
+        "(`AmbiguousToolCall` otherwise)."
+    )
     tool_name: str | None
     args: JSON | None = strawberry.field(description="The model's arguments (approval suspensions).")
     requires_approval: bool = strawberry.field(description="True when the call waits for approve/decline.")
@@ -122,7 +130,14 @@ class SuspendedToolCall:
     )
     approvals_required: int = strawberry.field(
         description="Distinct principals whose approval the call needs (a `RUNSGATE_TOOL_RULES` rule's "
-        "`approvals`); 1 for most calls. The call runs after the last one; one decline ends it."
+        "`approvals`); 1 for most calls. The call runs after the last one; one decline ends it. Set from the "
+        "rules of the agent whose tool it is, also on a supervisor's delegated call."
+    )
+    required_scopes: list[str] = strawberry.field(
+        description="The scopes beyond `runs:decide` that approving (or resuming) the call needs, from the "
+        "`RUNSGATE_TOOL_RULES` rules of the agent whose tool it is (also on a supervisor's delegated call), as "
+        "they applied to the model's arguments when it suspended; empty for most calls. Edited arguments are "
+        "checked again. Declining needs none."
     )
     approvals: list[Approval] = strawberry.field(
         description="The approvals recorded so far, in order, one per principal (for a call needing one "
@@ -148,6 +163,7 @@ class SuspendedToolCall:
             cls,
             {
                 "tool_call_id": doc["toolCallId"],
+                "model_tool_call_id": doc.get("modelToolCallId") or doc["toolCallId"],
                 "tool_name": doc["toolName"],
                 "args": doc["args"],
                 "requires_approval": doc["requiresApproval"],
@@ -158,6 +174,7 @@ class SuspendedToolCall:
                 "approval_metadata": doc.get("approvalMetadata"),
                 "expires_at": doc.get("expiresAt"),
                 "approvals_required": doc.get("approvalsRequired", 1),
+                "required_scopes": doc.get("requiredScopes") or [],
                 "approvals": _approvals(doc),
                 "args_schema": schema,
             },

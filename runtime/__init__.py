@@ -14,7 +14,6 @@ from .access import (
     Principal,
     ToolApprovalRule,
     can_see_run,
-    missing_approval_scope,
 )
 from .delegation import DelegationError, delegate, sub_run_id
 from .errors import (
@@ -40,8 +39,8 @@ from .errors import (
 from .event_feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
 from .lifecycle import BulkDecision, Caller, RunManager
 from .outcome import OutcomeStatus, RunOutcome
-from .policy import tool_rule_problems
 from .registry import AgentRegistry, AnyAgent, default_tool_rules, load_registry
+from .rules import missing_approval_scope, tool_rule_problems
 from .suspension import suspend
 from .sweeper import StalledRunSweeper
 from .webhooks import WEBHOOK_EVENTS, RetryPolicy, WebhookDispatcher, WebhookEndpoint

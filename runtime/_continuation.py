@@ -1,11 +1,12 @@
-"""Continuing a run whose every call is decided (docs/architecture.md "Continue").
+"""Continuing a run whose every call is decided: after the last decision, a retry, or a takeover
+(docs/architecture.md "Continue").
 
 One instance claims the run, feeds pydantic-ai the stored history (each tool call approved with
 edited arguments carrying them) plus the decisions as ``DeferredToolResults``, and renews the
 claim while the agent runs. Finished: the snapshot is deleted. Suspended again: it is rewritten
 with the new pending calls. Failed: the claim is released with ``lastError`` set and every
 decision kept, so ``retry`` can continue it later. Suspended again on calls an approval policy
-all approved (``runtime.policy``): it is stored with those decisions and continued again at once.
+all approved (``runtime.gate``): it is stored with those decisions and continued again at once.
 """
 
 from __future__ import annotations
@@ -21,22 +22,22 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from storage import (
-    EventDocument,
     RunErrorDocument,
     SnapshotDocument,
     SnapshotStore,
     StoreUnavailableError,
-    ToolCallDocument,
 )
 
 from ._claims import claim_expiry, renewing_claim
 from ._deferred import deferred_tool_results, results_applied, tool_call_documents, with_edited_args
 from ._execution import Finished, run_agent
-from ._expiry import set_deadlines
+from ._identity import identified_legacy
 from ._journal import Journal
 from ._json import jsonable
-from ._scope import RunScope
-from .access import ToolApprovalRule
+from ._scope import RunScope, SubRuns
+from .access import Principal
+from .errors import RunNotFoundError, RunNotReadyError
+from .gate import DecisionGate
 from .outcome import RunOutcome
 from .registry import AgentRegistry
 
@@ -50,18 +51,50 @@ class Continuation:
     store: SnapshotStore
     agents: AgentRegistry
     journal: Journal
+    gate: DecisionGate
+    """Prepares the calls of a run suspending again (``DecisionGate.suspending``)."""
+    runs: SubRuns
+    """What the runs' tools reach through their ``RunScope`` (``delegate()``)."""
     instance_id: str
     claim_ttl: float
     """Seconds."""
     model: Model | str | None
     now: Callable[[], datetime]
-    scope_of: Callable[[SnapshotDocument, str | None], RunScope]
-    suspension_events: Callable[[RunScope, list[ToolCallDocument]], tuple[EventDocument | None, list[EventDocument]]]
-    """Applies the approval policies to the calls of a run suspending again and returns its
-    ``suspended`` event (``None``: no call waits) and the policies' ``decision`` events
-    (``RunManager._suspension_events``)."""
-    tool_rules: tuple[ToolApprovalRule, ...] = ()
-    """The rules whose deadlines the calls of a run suspending again get (``set_deadlines``)."""
+
+    def scope(self, doc: SnapshotDocument, principal: str | None) -> RunScope:
+        """The scope ``doc``'s agent runs in, on behalf of ``principal``."""
+        return RunScope(
+            runs=self.runs,
+            agent_id=doc["agentId"],
+            run_id=doc["_id"],
+            thread_id=doc["threadId"],
+            resource_id=doc["resourceId"],
+            principal=principal,
+        )
+
+    async def retry(self, agent_id: str, run_id: str, principal: str | None, caller: Principal | None) -> RunOutcome:
+        """Continue a run whose every call is decided, after a failure or a crash (``RunManager.retry``).
+
+        Raises:
+            AgentNotFoundError, RunNotFoundError (also for a run outside ``caller``'s resources).
+            RunNotReadyError: Calls still wait for decisions, or another instance holds an
+                unexpired claim on the run.
+        """
+        self.agents.get_agent(agent_id)
+        doc = await self.store.get(agent_id, run_id)
+        if doc is None or (caller is not None and not caller.may_use_resource(doc["resourceId"])):
+            raise RunNotFoundError(agent_id, run_id)
+        if doc["pendingCount"] > 0:
+            raise RunNotReadyError(
+                run_id, f"Run {run_id!r} still has {doc['pendingCount']} tool call(s) waiting for a decision."
+            )
+        claim = doc["claim"]
+        if doc["status"] == "resuming" and claim is not None and claim["until"] >= self.now():
+            raise RunNotReadyError(
+                run_id,
+                f"Run {run_id!r} is being continued by another instance (claim until {claim['until']}).",
+            )
+        return await self.run(doc, principal)
 
     async def run(self, doc: SnapshotDocument, principal: str | None, *, takeover: bool = False) -> RunOutcome:
         """Claim and continue ``doc``'s run on behalf of ``principal``.
@@ -82,7 +115,7 @@ class Continuation:
         """
         agent_id, run_id, me = doc["agentId"], doc["_id"], self.instance_id
         agent = self.agents.get_agent(agent_id)
-        scope = self.scope_of(doc, principal)
+        scope = self.scope(doc, principal)
         events = []
         if doc["status"] == "resuming" or takeover:
             events.append(
@@ -122,9 +155,11 @@ class Continuation:
                 stored = await self.store.load_history(agent_id, run_id)
                 if stored is None:
                     raise LookupError(f"the message history of run {run_id!r} is missing")
-                history = with_edited_args(ModelMessagesTypeAdapter.validate_json(stored), claimed["toolCalls"])
+                history, calls = identified_legacy(ModelMessagesTypeAdapter.validate_json(stored), claimed)
+                call_ids = [c["toolCallId"] for c in calls]
+                history = with_edited_args(history, calls)
                 already_ran = results_applied(history, call_ids)
-                results = None if already_ran else deferred_tool_results(claimed["toolCalls"])
+                results = None if already_ran else deferred_tool_results(calls)
                 with capture_run_messages() as captured:
                     ran = await run_agent(agent, scope, model=self.model, history=history, results=results)
         except Exception as exc:
@@ -147,12 +182,11 @@ class Continuation:
             if not await self.store.delete_claimed(agent_id, run_id, by=me, event=completion):
                 return _claim_lost(scope)
             return await self.journal.completed(scope, ran.output, event=completion)
-        calls = tool_call_documents(ran.requests, ran.messages, previous=claimed["toolCalls"])
+        calls = tool_call_documents(ran.requests, ran.messages, previous=calls)
         suspended_at = self.now()
-        set_deadlines(
-            calls, self.tool_rules, agent_id=agent_id, parent_run_id=claimed["parentRunId"], suspended_at=suspended_at
+        suspension, decisions = self.gate.suspending(
+            scope, calls, parent_run_id=claimed["parentRunId"], suspended_at=suspended_at
         )
-        suspension, decisions = self.suspension_events(scope, calls)
         try:
             replaced = await self.store.replace_claimed(
                 agent_id,

@@ -1,4 +1,4 @@
-"""Checks made before a decision is recorded (docs/architecture.md "Decide"; docs/api.md "Errors")."""
+"""A decision request, and the call of a run it names (docs/api.md "Errors"; docs/architecture.md "Call identity")."""
 
 from __future__ import annotations
 
@@ -26,61 +26,75 @@ class DecisionRequest:
 
     kind: DecisionKind
     tool_call_id: str | None
-    """``None`` only for resume: the one call waiting for resume data."""
+    """The call's ``toolCallId`` (or the model's id, when one pending call has it); ``None`` only
+    for resume: the one call waiting for resume data."""
     question_id: str | None = None
     """The question the request answers (resume); ``None``: the one the call waits on now."""
     reason: str | None = None
     resume_data: Any = None
     edited_args: Any = None
     """The arguments an approval replaces the model's with (JSON object); ``None``: not edited."""
-    principal: str | None = None
     idempotency_key: str | None = None
-    through_supervisor: bool = False
-    """Forwarded by ``delegate()`` from the supervisor's call (the only way to decide a sub-run)."""
 
 
-def select_call(doc: SnapshotDocument, request: DecisionRequest) -> tuple[int, ToolCallDocument]:
-    """The index and document of the pending call ``request`` decides.
+def model_id(call: ToolCallDocument) -> str:
+    """The id the model gave ``call`` (``toolCallId`` in documents written before identities)."""
+    return call.get("modelToolCallId") or call["toolCallId"]
+
+
+def find_call(doc: SnapshotDocument, request: DecisionRequest) -> int:
+    """The index of the call of ``doc`` that ``request`` names, decided or not.
+
+    A ``toolCallId`` names the call with that identity; failing that, the one pending call whose
+    model id it is. A ``questionId`` names the call waiting on it.
 
     Raises:
-        DecideThroughSupervisorError: ``doc`` is a sub-run (``parentRunId`` set) and the request
-            does not come from its supervisor.
         QuestionNotPendingError: ``request.question_id`` names no call of the run (or not the
             call ``request.tool_call_id`` names): its question was answered and the call moved on.
         ToolCallNotFoundError: No such call (or, without an id, none waits for resume data).
-        AmbiguousToolCallError: Without an id, several calls wait for resume data.
-        WrongToolCallKindError: The call waits for the other kind of answer.
-        ToolCallAlreadyDecidedError: The call has a decision already (also when the question
-            named was answered and the run has not moved on yet).
+        AmbiguousToolCallError: Several pending calls have that identity (documents written
+            before identities) or model id, or, without an id, several wait for resume data.
     """
-    run_id, calls = doc["_id"], doc["toolCalls"]
-    parent = doc.get("parentRunId")
-    if parent is not None and not request.through_supervisor:
-        raise DecideThroughSupervisorError(run_id, parent)
+    run_id, calls, named = doc["_id"], doc["toolCalls"], request.tool_call_id
     if request.question_id is not None:
         asked = [
             i
             for i, call in enumerate(calls)
-            if question_id(call) == request.question_id and request.tool_call_id in (None, call["toolCallId"])
+            if question_id(call) == request.question_id and named in (None, call["toolCallId"], model_id(call))
         ]
         if not asked:
-            raise QuestionNotPendingError(run_id, request.tool_call_id, request.question_id)
-        index = asked[0]
-    elif request.tool_call_id is None:
-        index = _only_resume_call(run_id, calls)
-    else:
-        found = [i for i, call in enumerate(calls) if call["toolCallId"] == request.tool_call_id]
-        if not found:
-            raise ToolCallNotFoundError(run_id, request.tool_call_id)
-        index = found[0]
-    call = calls[index]
-    wants_approval = request.kind != "resumed"
-    if call["requiresApproval"] != wants_approval:
+            raise QuestionNotPendingError(run_id, named, request.question_id)
+        return asked[0]
+    if named is None:
+        return _only_resume_call(run_id, calls)
+    for key in (lambda c: c["toolCallId"], model_id):
+        found = [i for i, call in enumerate(calls) if key(call) == named]
+        pending = [i for i in found if calls[i]["decision"] is None]
+        if len(pending) > 1:
+            raise AmbiguousToolCallError(run_id, [calls[i]["toolCallId"] for i in pending], named)
+        if pending or found:
+            return (pending or found)[0]
+    raise ToolCallNotFoundError(run_id, named)
+
+
+def check_decidable(doc: SnapshotDocument, index: int, request: DecisionRequest, *, forwarded: bool) -> None:
+    """Whether the call at ``index`` takes ``request``'s kind of decision now.
+
+    Raises:
+        DecideThroughSupervisorError: ``doc`` is a sub-run (``parentRunId`` set) and the
+            decision is not ``forwarded`` from its supervisor.
+        WrongToolCallKindError: The call waits for the other kind of answer.
+        ToolCallAlreadyDecidedError: The call has a decision already.
+    """
+    parent = doc.get("parentRunId")
+    if parent is not None and not forwarded:
+        raise DecideThroughSupervisorError(doc["_id"], parent)
+    call = doc["toolCalls"][index]
+    if call["requiresApproval"] != (request.kind != "resumed"):
         expected: Literal["approval", "resume"] = "approval" if call["requiresApproval"] else "resume"
-        raise WrongToolCallKindError(run_id, call["toolCallId"], expected)
+        raise WrongToolCallKindError(doc["_id"], call["toolCallId"], expected)
     if call["decision"] is not None:
-        raise ToolCallAlreadyDecidedError(run_id, call["toolCallId"], call["decision"])
-    return index, call
+        raise ToolCallAlreadyDecidedError(doc["_id"], call["toolCallId"], call["decision"])
 
 
 def _only_resume_call(run_id: str, calls: list[ToolCallDocument]) -> int:
@@ -91,7 +105,7 @@ def _only_resume_call(run_id: str, calls: list[ToolCallDocument]) -> int:
     if pending:
         return pending[0]
     if len(resumable) == 1:
-        return resumable[0]  # decided already: select_call reports the winning decision
+        return resumable[0]  # decided already: check_decidable reports the winning decision
     raise ToolCallNotFoundError(run_id, None)
 
 

@@ -21,6 +21,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 from storage import EXPIRY_DECIDER, ToolCallDocument
 
 from . import _metadata
+from ._identity import model_tool_call_id
 from ._json import jsonable
 
 
@@ -107,6 +108,7 @@ def edited_so_far(call: ToolCallDocument) -> Any:
 def _approval(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolCallDocument:
     return {
         "toolCallId": part.tool_call_id,
+        "modelToolCallId": model_tool_call_id(part),
         "toolName": part.tool_name,
         "args": jsonable(part.args_as_dict()),
         "requiresApproval": True,
@@ -120,8 +122,10 @@ def _approval(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolCallDo
 def _deferred_call(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolCallDocument:
     ours = _metadata.section(metadata)
     if ours is not None and "delegated" in ours:
+        inner = ours["delegated"]
         delegated: ToolCallDocument = {
             "toolCallId": part.tool_call_id,
+            "modelToolCallId": model_tool_call_id(part),
             "toolName": ours["toolName"],
             "args": ours.get("args"),
             "requiresApproval": bool(ours.get("requiresApproval")),
@@ -129,9 +133,10 @@ def _deferred_call(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolC
             "resumeSchema": ours.get("resumeSchema"),
             "decision": None,
             "delegated": True,
+            "delegatedTo": {"agentId": inner["agentId"], "runId": inner["runId"], "toolCallId": inner["toolCallId"]},
             "approvalMetadata": ours.get("approvalMetadata"),
         }
-        inner_question = ours["delegated"].get("questionId")
+        inner_question = inner.get("questionId")
         if inner_question:
             delegated["questionId"] = inner_question  # the sub-run's question: one question, two places
         return delegated
@@ -141,6 +146,7 @@ def _deferred_call(part: ToolCallPart, metadata: dict[str, Any] | None) -> ToolC
         payload, schema = jsonable(metadata) if metadata else None, None
     return {
         "toolCallId": part.tool_call_id,
+        "modelToolCallId": model_tool_call_id(part),
         "toolName": part.tool_name,
         "args": None,
         "requiresApproval": False,
@@ -184,6 +190,11 @@ def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResu
                 "args": call["args"],
                 "suspendPayload": call["suspendPayload"],
             }
+            # what the supervisor's gate checked, for the sub-run's gate to check again (runtime.gate)
+            answer["scopes"] = decision.get("scopes") or []
+            answer["approvers"] = [a["decidedBy"] for a in call.get("approvals") or []] or [decision["decidedBy"]]
+            if decision.get("editedArgs") is not None:
+                answer["editedArgs"] = decision["editedArgs"]
         elif decision["kind"] == "declined":
             reason = decision["reason"]
             expired = decision["decidedBy"] == EXPIRY_DECIDER and reason is not None  # the reason says why
@@ -209,7 +220,11 @@ def with_edited_args(messages: Sequence[ModelMessage], calls: Sequence[ToolCallD
     """``messages`` with the ``ToolCallPart`` of each call approved with edited arguments
     (``edited_so_far``) carrying them, so the model reads the arguments the tool ran with
     (``ToolApproved.override_args`` changes only what runs). Other messages are kept as they are."""
-    edits = {call["toolCallId"]: edited for call in calls if (edited := edited_so_far(call)) is not None}
+    edits = {
+        call["toolCallId"]: edited
+        for call in calls
+        if not call.get("delegated") and (edited := edited_so_far(call)) is not None
+    }
     if not edits:
         return list(messages)
     edited_messages: list[ModelMessage] = []

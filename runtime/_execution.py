@@ -11,6 +11,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from ._decision_toolset import DecisionCapability, needs_decision_context
+from ._identity import CallIdentity
 from ._json import jsonable
 from ._scope import RunScope, entered
 from .registry import AnyAgent
@@ -47,7 +48,8 @@ async def run_agent(
     ``ModelMessagesTypeAdapter``) plus results.
 
     An agent whose ``output_type`` lacks ``DeferredToolRequests`` gets it added for the run, so
-    any registered agent can suspend. ``DecisionCapability`` is added to a run that re-runs a
+    any registered agent can suspend. ``CallIdentity`` gives every tool call the model makes an
+    identity of runsgate's own (``runtime._identity``). ``DecisionCapability`` is added to a run that re-runs a
     call with answers or one not approved, so a tool re-run after a decision sees only what was
     decided (``runtime._decision_toolset``; ``needs_decision_context``).
     (pydantic-ai refuses a run-time ``output_type`` for an
@@ -57,7 +59,9 @@ async def run_agent(
         Exception: Whatever the model, a tool or pydantic-ai raised.
     """
     output_type = _output_type_with_deferred(agent)
-    capabilities = [DecisionCapability()] if needs_decision_context(results) else None
+    capabilities: list[Any] = [CallIdentity()]
+    if needs_decision_context(results):
+        capabilities.append(DecisionCapability())
     with entered(scope):
         if output_type is None:
             result = await agent.run(

@@ -6,16 +6,53 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from storage import EventDocument, EventLog, EventType, SnapshotDocument, ToolCallDocument
 
 from ._json import jsonable
-from ._scope import RunScope
 from .outcome import RunOutcome
 
 logger = logging.getLogger(__name__)
+
+
+class RunRef(Protocol):
+    """The run an event is about (a ``RunScope``, or ``StoredRun``)."""
+
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def thread_id(self) -> str | None: ...
+    @property
+    def resource_id(self) -> str | None: ...
+    @property
+    def principal(self) -> str | None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredRun:
+    """A stored run as an event's subject."""
+
+    agent_id: str
+    run_id: str
+    thread_id: str | None
+    resource_id: str | None
+    principal: str | None = None
+
+
+def stored_run(doc: SnapshotDocument, principal: str | None = None) -> StoredRun:
+    """``doc`` as an event's subject, on behalf of ``principal``."""
+    return StoredRun(
+        agent_id=doc["agentId"],
+        run_id=doc["_id"],
+        thread_id=doc["threadId"],
+        resource_id=doc["resourceId"],
+        principal=principal,
+    )
 
 
 def event_id() -> str:
@@ -48,7 +85,7 @@ class Journal:
 
     def new_event(
         self,
-        scope: RunScope,
+        scope: RunRef,
         event_type: EventType,
         *,
         by: str | None,
@@ -71,7 +108,7 @@ class Journal:
 
     async def event(
         self,
-        scope: RunScope,
+        scope: RunRef,
         event_type: EventType,
         *,
         by: str | None,
@@ -83,12 +120,12 @@ class Journal:
         ``new_event``s written with its claim (``RunStore.claim(events=...)``)."""
         await self._store.append_event(self.new_event(scope, event_type, by=by, data=data, at=at))
 
-    def completed_event(self, scope: RunScope, output: Any) -> EventDocument:
+    def completed_event(self, scope: RunRef, output: Any) -> EventDocument:
         """The ``completed`` event (its data keeps the output, read by ``delegate()``), to write
         with the run's deletion (``RunStore.delete_claimed(event=...)``)."""
         return self.new_event(scope, "completed", by=scope.principal, data={"output": output})
 
-    async def completed(self, scope: RunScope, output: Any, *, event: EventDocument | None = None) -> RunOutcome:
+    async def completed(self, scope: RunRef, output: Any, *, event: EventDocument | None = None) -> RunOutcome:
         """The ``completed`` outcome. ``event``: the ``completed_event`` the store already wrote
         with the state change; without it (a run that finished without being stored) one is
         appended now."""
@@ -96,21 +133,21 @@ class Journal:
             await self._store.append_event(self.completed_event(scope, output))
         return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="completed", output=output)
 
-    def suspended_event(self, scope: RunScope, calls: Sequence[ToolCallDocument]) -> EventDocument:
+    def suspended_event(self, scope: RunRef, calls: Sequence[ToolCallDocument]) -> EventDocument:
         """The ``suspended`` event listing the pending tool call ids of ``calls``, to write with
         the snapshot (``RunStore.insert`` / ``replace_claimed``, ``event=...``)."""
         pending = [c["toolCallId"] for c in calls if c["decision"] is None]
         return self.new_event(scope, "suspended", by=scope.principal, data={"toolCallIds": pending})
 
     async def suspended(
-        self, scope: RunScope, doc: SnapshotDocument, *, event: EventDocument | None = None
+        self, scope: RunRef, doc: SnapshotDocument, *, event: EventDocument | None = None
     ) -> RunOutcome:
         """The ``suspended`` outcome; ``event`` as in ``completed`` (appended now when ``None``)."""
         if event is None:
             await self._store.append_event(self.suspended_event(scope, doc["toolCalls"]))
         return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="suspended", run=doc)
 
-    def failed_event(self, scope: RunScope, exc: Exception, *, tools_ran: bool = False) -> EventDocument:
+    def failed_event(self, scope: RunRef, exc: Exception, *, tools_ran: bool = False) -> EventDocument:
         """The ``failed`` event, ``data`` ``{type, message}`` and ``toolsRan`` when ``tools_ran``:
         the decided tools ran and their results are kept (a retry does not run them again)."""
         data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
@@ -120,7 +157,7 @@ class Journal:
 
     async def failed(
         self,
-        scope: RunScope,
+        scope: RunRef,
         exc: Exception,
         *,
         run: SnapshotDocument | None,

@@ -6,17 +6,41 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .lifecycle import RunManager
+from storage import SnapshotDocument
+
+from .outcome import RunOutcome
+
+
+class SubRuns(Protocol):
+    """What ``delegate()`` needs of the runtime running the supervisor (``RunManager``)."""
+
+    def check_agent(self, agent_id: str) -> None:
+        """Raises ``AgentNotFoundError`` when ``agent_id`` is not registered."""
+
+    async def get_run(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        """The stored run, or ``None``."""
+
+    async def finished_output(self, agent_id: str, run_id: str) -> tuple[Any] | None:
+        """``(output,)`` when the event log says the run completed, else ``None``."""
+
+    async def start_sub_run(self, agent_id: str, prompt: str, *, parent: RunScope, run_id: str) -> RunOutcome:
+        """Start the sub-run ``run_id`` of ``parent``'s run (same thread, resource and principal)."""
+
+    async def forward(self, inner: SnapshotDocument, index: int, answer: dict[str, Any]) -> RunOutcome:
+        """Record the supervisor's decision ``answer`` on the sub-run's call at ``index`` (through
+        the decision gate) and continue the sub-run once no call of it waits."""
+
+    async def continue_sub_run(self, agent_id: str, run_id: str, principal: str | None) -> RunOutcome:
+        """Continue a sub-run whose every call is decided (``RunManager.retry``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunScope:
-    """Which run of which manager the current agent call belongs to."""
+    """Which run of which runtime the current agent call belongs to."""
 
-    manager: RunManager
+    runs: SubRuns
     agent_id: str
     run_id: str
     thread_id: str | None

@@ -2,9 +2,9 @@
 
 Plain data, no HTTP or GraphQL: ``server/`` turns credentials into a ``Principal``;
 ``resolvers/`` declare the scope of each root field and apply the visibility rule to what they
-read; ``RunManager`` enforces the resource rule and the per-tool approval rules on every write
-(``check_start``, ``check_decision``), after its own read of the run, so the check and the
-write see the same snapshot.
+read; the runtime enforces the resource rule on every write (``check_start``; for decisions,
+``runtime.gate``), after its own read of the run, so the check and the write see the same
+snapshot. What the per-tool rules require is in ``runtime.rules``.
 
 Scopes (SECURITY.md):
 - ``runs:read``: list and read suspended runs and their audit trail;
@@ -28,14 +28,14 @@ principals.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
-from storage import ExpiryAction, SnapshotDocument
+from storage import ExpiryAction
 
-from .errors import ForbiddenError, RunNotFoundError
+from .errors import ForbiddenError
 
 CredentialKind = Literal["key", "jwt"]
 """The kind of credential a principal authenticated with: an API key or a JWT."""
@@ -202,43 +202,6 @@ class ToolApprovalRule:
         return value <= self.at_most
 
 
-@dataclass(frozen=True)
-class Deadline:
-    """The deadline a call gets when its run suspends (``deadline_for``)."""
-
-    after: timedelta
-    on_expiry: ExpiryAction
-
-
-def deadline_for(rules: Iterable[ToolApprovalRule], agent_id: str, tool_name: str | None, args: Any) -> Deadline | None:
-    """The deadline of an approval call of ``tool_name`` with ``args`` in a run of ``agent_id``.
-
-    Of the rules that cover it and set ``expires_after`` (a condition that cannot be evaluated
-    counts as met, as for scopes), the shortest wins. Its ``on_expiry`` ``approve`` stands only
-    when its condition provably holds, else the call is declined on expiry.
-    """
-    chosen: ToolApprovalRule | None = None
-    for rule in rules:
-        if rule.expires_after is None or not rule.covers_agent(agent_id) or not rule.applies(tool_name, args):
-            continue
-        if chosen is None or chosen.expires_after is None or rule.expires_after < chosen.expires_after:
-            chosen = rule
-    if chosen is None or chosen.expires_after is None:
-        return None
-    approve = chosen.on_expiry == "approve" and chosen.provably_applies(tool_name, args)
-    return Deadline(after=timedelta(seconds=chosen.expires_after), on_expiry="approve" if approve else "decline")
-
-
-def missing_approval_scope(
-    principal: Principal, rules: Iterable[ToolApprovalRule], tool_name: str | None, args: Any
-) -> str | None:
-    """The first scope a matching rule requires that ``principal`` lacks, or ``None``."""
-    for rule in rules:
-        if rule.scope is not None and rule.applies(tool_name, args) and not principal.has_scope(rule.scope):
-            return rule.scope
-    return None
-
-
 def check_start(principal: Principal, resource_id: str | None) -> None:
     """A principal limited to some resources starts runs of those resources only.
 
@@ -252,52 +215,6 @@ def check_start(principal: Principal, resource_id: str | None) -> None:
     raise ForbiddenError(f"resourceId {resource_id!r} is not one of the resources this caller may use")
 
 
-def check_decision(
-    principal: Principal,
-    rules: Iterable[ToolApprovalRule],
-    doc: SnapshotDocument,
-    tool_call_id: str | None,
-    *,
-    approving: bool,
-    edited_args: Any = None,
-) -> None:
-    """May ``principal`` decide on the stored run ``doc``? Checked on the document the decision uses.
-
-    A run outside the principal's resources is reported exactly as a missing one. Approving
-    (``approving``: an approval or a resume) the call ``tool_call_id`` (``None``: the calls
-    waiting for resume data) needs the scope of every rule that applies to its tool name and
-    arguments, evaluated on ``edited_args`` when the approval edits them (not ``None``) (so a rule ``above 40``
-    forbids editing 10 into 100 without its scope); an edit is forbidden outright by a rule with
-    ``allow_edits=False`` that applies to either the model's or the edited arguments. Declining
-    and retrying need no per-tool scope.
-
-    Raises:
-        RunNotFoundError: The run is outside the principal's resources.
-        ForbiddenError: A per-tool rule needs a scope the principal lacks (``required_scope``),
-            or forbids editing the call's arguments.
-    """
-    if not principal.may_use_resource(doc["resourceId"]):
-        raise RunNotFoundError(doc["agentId"], doc["_id"])
-    if not approving:
-        return
-    rules = [rule for rule in rules if rule.covers_agent(doc["agentId"])]
-    for call in doc["toolCalls"]:
-        decided_here = call["toolCallId"] == tool_call_id if tool_call_id is not None else not call["requiresApproval"]
-        if not decided_here:
-            continue
-        edited = edited_args is not None
-        args = edited_args if edited else call["args"]
-        if edited:
-            for rule in rules:
-                if not rule.allow_edits and (
-                    rule.applies(call["toolName"], call["args"]) or rule.applies(call["toolName"], args)
-                ):
-                    raise ForbiddenError(f"the arguments of {call['toolName']!r} may not be edited")
-        scope = missing_approval_scope(principal, rules, call["toolName"], args)
-        if scope is not None:
-            raise ForbiddenError(f"approving {call['toolName']!r} needs the scope {scope!r}", required_scope=scope)
-
-
 __all__ = [
     "ALL_SCOPES",
     "ANONYMOUS",
@@ -306,12 +223,8 @@ __all__ = [
     "START",
     "UNAUTHENTICATED",
     "CredentialKind",
-    "Deadline",
     "Principal",
     "ToolApprovalRule",
     "can_see_run",
-    "check_decision",
     "check_start",
-    "deadline_for",
-    "missing_approval_scope",
 ]

@@ -4,19 +4,19 @@ The sub-agent runs as its own run (``parentRunId`` = the supervisor's run, same 
 resource), listed only under the sub-agent. When it suspends, the supervisor's tool call
 suspends too and is listed under the supervisor with the sub-run's pending call on display
 (its tool name, args, ``requiresApproval``, payload and schema, approval metadata and its
-``questionId``; ``delegated=True``). The two are one decision seen from two places: the
-sub-run is decided only through the supervisor's call (a decision sent to the sub-run
-directly is refused with ``DecideThroughSupervisorError``), and that decision is forwarded to
-the sub-run's call with the same question id, so both record the same decision. When the
-sub-run finishes, its output is the tool's result, and both snapshots are gone.
+``questionId``; ``delegated=True``, ``delegatedTo``). The two are one decision seen from two
+places, bound by the sub-agent's rules in both: the sub-run is decided only through the
+supervisor's call (a decision sent to the sub-run directly is refused with
+``DecideThroughSupervisorError``), and that decision is forwarded to the sub-run's call with the
+same question id through the decision gate, so both record the same decision. When the sub-run
+finishes, its output is the tool's result, and both snapshots are gone.
 
-The sub-run's id is derived from the supervisor's run id and tool call id, so a re-called
-tool finds it again without any extra storage.
+The sub-run's id is derived from the supervisor's run id and its call's identity
+(``sub_run_id``), so a re-called tool finds it again without any extra storage.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -26,21 +26,14 @@ from storage import SnapshotDocument, ToolCallDocument
 
 from . import _metadata
 from ._deferred import question_id
+from ._identity import sub_run_id
 from ._json import canonical_json
-from ._scope import current_scope
-from .lifecycle import RunManager
+from ._scope import SubRuns, current_scope
 from .outcome import RunOutcome
-
-_NAMESPACE = uuid.UUID("6f0b2b8e-5d0c-4f57-9a53-2a1f1f3f7c11")
 
 
 class DelegationError(RuntimeError):
     """The sub-run failed or is out of reach; the supervisor's run fails and can be retried."""
-
-
-def sub_run_id(parent_run_id: str, tool_call_id: str) -> str:
-    """The id of the sub-run started by the parent's tool call ``tool_call_id``."""
-    return uuid.uuid5(_NAMESPACE, f"{parent_run_id}/{tool_call_id}").hex
 
 
 async def delegate(ctx: RunContext[Any], agent_id: str, prompt: str) -> Any:
@@ -63,68 +56,46 @@ async def delegate(ctx: RunContext[Any], agent_id: str, prompt: str) -> Any:
     Raises:
         CallDeferred: The sub-run waits for a decision; the supervisor's call is deferred and
             shows the sub-run's first pending call. The same decision on the supervisor's call
-            is forwarded to it.
+            is forwarded to it, through the sub-agent's rules.
         DelegationError: The sub-run failed, vanished or is being continued elsewhere.
         AgentNotFoundError: ``agent_id`` is not registered.
         RuntimeError: No ``RunManager`` runs the calling agent.
     """
     scope = current_scope()
-    manager = scope.manager
+    runs = scope.runs
     if ctx.tool_call_id is None:
         raise RuntimeError("delegate() must be called from inside a tool")
     run_id = sub_run_id(scope.run_id, ctx.tool_call_id)
     answer = _metadata.section(ctx.tool_call_metadata)
-    inner = await manager.store.get(agent_id, run_id)
+    inner = await runs.get_run(agent_id, run_id)
     if inner is not None:
-        outcome = await _answer(manager, inner, answer)
-    elif (finished := await _finished_output(manager, agent_id, run_id)) is not None:
+        outcome = await _answer(runs, inner, answer)
+    elif (finished := await runs.finished_output(agent_id, run_id)) is not None:
         return finished[0]
     elif answer is not None and "decision" in answer:
         raise DelegationError(f"sub-run {run_id!r} of agent {agent_id!r} is gone and left no output")
     else:
-        manager.agents.get_agent(agent_id)
-        outcome = await manager.start_run(
-            agent_id,
-            prompt,
-            thread_id=scope.thread_id,
-            resource_id=scope.resource_id,
-            principal=scope.principal,
-            parent_run_id=scope.run_id,
-            run_id=run_id,
-        )
+        runs.check_agent(agent_id)
+        outcome = await runs.start_sub_run(agent_id, prompt, parent=scope, run_id=run_id)
     return _settle(outcome)
 
 
-async def _answer(manager: RunManager, inner: SnapshotDocument, answer: dict[str, Any] | None) -> RunOutcome:
+async def _answer(runs: SubRuns, inner: SnapshotDocument, answer: dict[str, Any] | None) -> RunOutcome:
     """Forward the supervisor's decision to the sub-run call it was shown, or move the sub-run on."""
     agent_id, run_id = inner["agentId"], inner["_id"]
-    pending = [c for c in inner["toolCalls"] if c["decision"] is None]
+    calls = inner["toolCalls"]
+    pending = [i for i, c in enumerate(calls) if c["decision"] is None]
     if answer is not None and "decision" in answer:
         asked = answer.get("questionId")
-        target = next((c for c in pending if asked is not None and question_id(c) == asked), None)
+        target = next((i for i in pending if asked is not None and question_id(calls[i]) == asked), None)
         if target is None:  # a supervisor call stored before calls had question ids
-            target = next((c for c in pending if _same_call(c, answer.get("call"))), None)
+            target = next((i for i in pending if _same_call(calls[i], answer.get("call"))), None)
         if target is not None:
-            by, call_id = answer.get("decidedBy"), target["toolCallId"]
-            if answer["decision"] == "approved":
-                return await manager.approve(agent_id, run_id, call_id, principal=by, through_supervisor=True)
-            if answer["decision"] == "declined":
-                return await manager.decline(
-                    agent_id, run_id, call_id, reason=answer.get("reason"), principal=by, through_supervisor=True
-                )
-            return await manager.resume(
-                agent_id,
-                run_id,
-                call_id,
-                answer.get("resumeData"),
-                principal=by,
-                question_id=question_id(target),
-                through_supervisor=True,
-            )
+            return await runs.forward(inner, target, answer)
     if pending:
         # The decision was for a call the sub-run already moved past: ask about the next one.
         return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=inner)
-    return await manager.retry(agent_id, run_id, principal=answer.get("decidedBy") if answer else None)
+    return await runs.continue_sub_run(agent_id, run_id, answer.get("decidedBy") if answer else None)
 
 
 def _same_call(call: ToolCallDocument, shown: Any) -> bool:
@@ -133,14 +104,6 @@ def _same_call(call: ToolCallDocument, shown: Any) -> bool:
     return canonical_json([call["toolName"], call["args"], call["suspendPayload"]]) == canonical_json(
         [shown.get("toolName"), shown.get("args"), shown.get("suspendPayload")]
     )
-
-
-async def _finished_output(manager: RunManager, agent_id: str, run_id: str) -> tuple[Any] | None:
-    """``(output,)`` when the event log says the sub-run completed, else ``None``."""
-    for event in reversed(await manager.store.list_events(agent_id, run_id)):
-        if event["type"] == "completed":
-            return (event["data"].get("output"),)
-    return None
 
 
 def _settle(outcome: RunOutcome) -> Any:

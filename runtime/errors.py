@@ -200,20 +200,31 @@ class WrongToolCallKindError(RunsgateError):
 
 
 class AmbiguousToolCallError(RunsgateError):
-    """Resume without a ``toolCallId`` while several calls wait for resume data."""
+    """The request names several pending calls: a resume without a ``toolCallId`` while several
+    calls wait for resume data, or a ``toolCallId`` that is the model's id of several pending
+    calls (models repeat ids). ``tool_call_ids`` are their own ids; nothing was recorded."""
 
     code = ErrorCode.AMBIGUOUS_TOOL_CALL
 
-    def __init__(self, run_id: str, tool_call_ids: list[str]) -> None:
-        super().__init__(
-            f"Run {run_id!r} has {len(tool_call_ids)} tool calls waiting for resume data "
-            f"({', '.join(tool_call_ids)}); give a toolCallId."
-        )
+    def __init__(self, run_id: str, tool_call_ids: list[str], named: str | None = None) -> None:
+        if named is None:
+            message = (
+                f"Run {run_id!r} has {len(tool_call_ids)} tool calls waiting for resume data "
+                f"({', '.join(tool_call_ids)}); give a toolCallId."
+            )
+        else:
+            message = (
+                f"{named!r} is the model's id of {len(tool_call_ids)} pending tool calls of run {run_id!r}; "
+                f"name one by its toolCallId: {', '.join(tool_call_ids)}."
+            )
+        super().__init__(message)
         self.run_id = run_id
         self.tool_call_ids = list(tool_call_ids)
+        self.named = named
 
     def details(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "tool_call_ids": self.tool_call_ids}
+        named = {} if self.named is None else {"named": self.named}
+        return {"run_id": self.run_id, "tool_call_ids": self.tool_call_ids, **named}
 
 
 @dataclass(frozen=True, kw_only=True)

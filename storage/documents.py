@@ -10,9 +10,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
-SCHEMA_VERSION = 2
-"""Version of the snapshot document layout written by this code: 2 since tool- and client-defined
-JSON is stored as text (``storage.stored_json``); version 1 documents are still read."""
+SCHEMA_VERSION = 3
+"""Version of the snapshot document layout written by this code: 3 since each tool call's
+``toolCallId`` is runsgate's own identity (the model's id in ``modelToolCallId``, the stored
+history holding the identities); 2 since tool- and client-defined JSON is stored as text
+(``storage.stored_json``). Versions 1 and 2 are still read: there ``toolCallId`` is the model's
+id, also in the history."""
 
 RunStatus = Literal["suspended", "resuming"]
 """Stored status: ``suspended`` while waiting (or after a failed continuation), ``resuming`` under a claim."""
@@ -41,6 +44,9 @@ class DecisionDocument(TypedDict):
     editedArgs: NotRequired[Any]
     """The arguments the approver replaced the model's with (``approved`` only; absent: none),
     already validated by the tool's own argument validator; the tool runs with them."""
+    scopes: NotRequired[list[str]]
+    """The per-tool scopes the decision was checked to hold (those the rules required of it;
+    absent: none). A supervisor's decision forwarded to its sub-run carries them."""
 
 
 class ApprovalDocument(TypedDict):
@@ -52,10 +58,24 @@ class ApprovalDocument(TypedDict):
     """UTC."""
 
 
+class DelegationDocument(TypedDict):
+    """The sub-run call a supervisor's delegated call stands for (``ToolCallDocument.delegatedTo``)."""
+
+    agentId: str
+    """The sub-agent: its rules bind the call."""
+    runId: str
+    toolCallId: str
+
+
 class ToolCallDocument(TypedDict):
     """One pending deferred tool call of a suspended run (GraphQL ``toolCalls``)."""
 
     toolCallId: str
+    """The call's identity, unique for the run's whole life (schema version 3; before it, the
+    model's id)."""
+    modelToolCallId: NotRequired[str]
+    """The id the model gave the call, which need not be unique (absent before schema version 3:
+    ``toolCallId``)."""
     toolName: str
     args: Any
     """The model's arguments (approval suspensions); ``None`` for a tool that suspended itself."""
@@ -67,6 +87,11 @@ class ToolCallDocument(TypedDict):
     decision: DecisionDocument | None
     delegated: NotRequired[bool]
     """True when the call stands for a sub-agent's pending call (supervisor runs)."""
+    delegatedTo: NotRequired[DelegationDocument]
+    """The sub-run call it stands for (absent in documents written before schema version 3)."""
+    requiredScopes: NotRequired[list[str]]
+    """The per-tool scopes approving (or resuming) the call needs, set when it suspends from the
+    rules of the agent whose tool it is (absent: none)."""
     questionId: NotRequired[str]
     """Id of the question (decision point) the call waits on; new each time the same call
     suspends again. Absent in documents written before it existed: the ``toolCallId`` stands in."""
@@ -242,6 +267,7 @@ __all__ = [
     "ClaimDocument",
     "DecisionDocument",
     "DecisionKind",
+    "DelegationDocument",
     "EventDocument",
     "EventType",
     "ExpiryAction",

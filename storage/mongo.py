@@ -354,7 +354,10 @@ class MongoSnapshotStore:
         """
         meta = await self._meta.find_one({"_id": "schema"})
         if meta is not None:
-            return int(meta["version"])
+            found = int(meta["version"])
+            if found < SCHEMA_VERSION:  # the version only grows: once this one opened it, an older one refuses it
+                await self._raise_schema_version(SCHEMA_VERSION)
+            return found
         newer = await self._runs.find_one(
             {"schemaVersion": {"$gt": SCHEMA_VERSION}}, {"schemaVersion": 1}, sort=[("schemaVersion", DESCENDING)]
         )

@@ -31,8 +31,9 @@ Tables:
   the cursors of that derivation (``WebhookDeliveries``); indexed by ``(status, next_attempt_at)``
   for the senders' claims and ``(status, delivery_id)`` for listings.
 - ``runsgate_meta``: ``schema_version``, the highest ``schemaVersion`` of the documents in the
-  file. ``open()`` reads this one row (no scan) and refuses a file of a newer version
-  (``NewerSchemaError``); an insert of a newer document raises it.
+  file and of the runsgate versions that opened it. ``open()`` reads this one row (no scan),
+  refuses a file of a newer version (``NewerSchemaError``) and raises an older one to its own; an
+  insert of a newer document raises it.
 
 Client- and tool-defined values (``args``, ``suspendPayload``, ``resumeSchema``, ``resumeData``,
 event ``data``, idempotency results) are stored as JSON text written and read by
@@ -588,8 +589,11 @@ class SQLiteSnapshotStore:
             for statement in _TABLES.split(";"):
                 if statement.strip():
                     await conn.execute(statement)
+            # the file's version only grows: once this version opened it, an older runsgate refuses it
             await conn.execute(
-                "INSERT OR IGNORE INTO runsgate_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                "INSERT INTO runsgate_meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE "
+                "SET value = excluded.value WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)",
+                (str(SCHEMA_VERSION),),
             )
             columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(idempotency_keys)")}
             for name, kind in _LEASE_COLUMNS.items():

@@ -2,7 +2,8 @@
 
 - private names of Strawberry and graphql-core are used in one module only
   (``resolvers/fastpath/internals.py``), read from every module's syntax tree;
-- ``resolvers/`` and ``runtime/`` import each other without a cycle;
+- ``resolvers/`` and ``runtime/`` import each other without a cycle, counting imports under
+  ``TYPE_CHECKING``;
 - with ``RUNSGATE_COMPILED_EXECUTION=false`` the fast path is never imported;
 - when a private name is missing (a Strawberry upgrade), the app logs one WARNING at start and
   answers every request through Strawberry's standard path.
@@ -152,24 +153,15 @@ def test_the_reading_finds_private_names(tmp_path: Path) -> None:
 
 
 def _imports(path: Path, package_root: Path) -> set[str]:
-    """The runsgate modules a module imports (absolute names), at any level of its code, except
-    under ``if TYPE_CHECKING:``."""
+    """The runsgate modules a module imports (absolute names), at any level of its code, also under
+    ``if TYPE_CHECKING:`` (an import only the type checker follows still ties the two modules)."""
     module = ".".join(path.relative_to(package_root).with_suffix("").parts)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     if path.name == "__init__.py":
         package = module.rsplit(".", 1)[0] if module.endswith(".__init__") else module
     found = set()
     tree = ast.parse(path.read_bytes())
-    type_checking = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and ast.unparse(node.test) in {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
-        for statement in node.body
-        for inner in ast.walk(statement)
-    }
     for node in ast.walk(tree):
-        if id(node) in type_checking:
-            continue  # only for the type checker: not imported when the code runs
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package

@@ -9,7 +9,12 @@ continuation, and checks after every step:
   decline of it;
 - every listed pending call has a ``toolCallId`` and a ``questionId``;
 - the listing, the run as read (``suspendedRun``), the GraphQL view of it, the events and the
-  outcomes agree.
+  outcomes agree;
+- a tool runs only with the arguments of the call that was decided (issue 24): beside the mixed
+  run, runs of ``echo-agent`` (two approval calls under one model id, ``x``) and of
+  ``echo-supervisor`` (two delegated calls under one model id, each with its own sub-run) are
+  started, approved (with edited arguments or not), declined, and left to expire as time passes
+  (a rule gives ``echo`` calls a deadline, approved on expiry above 500).
 
 Bounded: derandomized, few examples and steps (well under 30 s).
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +31,25 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests
 
 from resolvers.types import SuspendedRun
 from runtime import (
     AgentRegistry,
+    AmbiguousToolCallError,
     InvalidResumeDataError,
     QuestionNotPendingError,
     RunManager,
     RunNotFoundError,
     RunNotReadyError,
     RunOutcome,
+    ToolApprovalRule,
     ToolCallAlreadyDecidedError,
     WrongToolCallKindError,
+    delegate,
 )
 from runtime.demo import AGENTS
 from storage import RunFilter, SnapshotDocument, SQLiteSnapshotStore, ToolCallDocument
@@ -47,6 +60,67 @@ MIXED = "mixed-agent"
 
 VALID_ANSWERS: dict[str, Any] = {"amount?": 7, "note?": "rent", "title?": "hello"}
 INVALID_ANSWERS: dict[str, Any] = {"amount?": "seven", "note?": 3, "title?": ["x"]}
+
+
+ECHOED: list[tuple[str, int]] = []
+"""Every run of the ``echo`` tool's body: ``(ctx.tool_call_id, value)``."""
+
+
+def _echo_script(tool: str) -> FunctionModel:
+    """A model that calls ``tool`` once per number of its prompt, every call under the id ``x``."""
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[TextPart("done")])
+        prompt = next(
+            p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)
+        )
+        values = [int(v) for v in str(prompt).split()]
+        return ModelResponse(parts=[ToolCallPart(tool, {"value": v}, tool_call_id="x") for v in values])
+
+    return FunctionModel(respond)
+
+
+def _echo_agent(name: str) -> Agent[None, Any]:
+    agent: Agent[None, Any] = Agent(_echo_script("echo"), name=name, output_type=[str, DeferredToolRequests])
+
+    @agent.tool(requires_approval=True)
+    async def echo(ctx: RunContext[None], value: int) -> str:
+        ECHOED.append((str(ctx.tool_call_id), value))
+        return f"echo {value}"
+
+    return agent
+
+
+echo_supervisor: Agent[None, Any] = Agent(
+    _echo_script("ask_echo"), name="echo-supervisor", output_type=[str, DeferredToolRequests]
+)
+
+
+@echo_supervisor.tool
+async def ask_echo(ctx: RunContext[None], value: int) -> Any:
+    return await delegate(ctx, "echo-one", str(value))
+
+
+ECHO_AGENTS = {
+    "echo-agent": _echo_agent("echo-agent"),
+    "echo-one": _echo_agent("echo-one"),
+    "echo-supervisor": echo_supervisor,
+}
+ECHO_RULES = [
+    ToolApprovalRule(tool="echo", expires_after=60),
+    ToolApprovalRule(tool="echo", argument="value", above=500, expires_after=60, on_expiry="approve"),
+]
+
+
+class Clock:
+    """The machine's clock: UTC now, moved by ``time_passes``."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
 
 
 WORLD = st.sampled_from(["as is", "as is", "restart", "model down", "model up"])
@@ -62,7 +136,14 @@ class DecisionMachine(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.path = Path(DIRECTORY[0]) / f"machine-{id(self)}-{len(STARTED)}.db"
         STARTED.append(self.path)
-        self.registry = AgentRegistry({**AGENTS, **agents.TEST_AGENTS})
+        ECHOED.clear()
+        self.clock = Clock()
+        self.registry = AgentRegistry({**AGENTS, **agents.TEST_AGENTS, **ECHO_AGENTS})
+        self.echo_runs: list[tuple[str, str]] = []
+        """(agent id, run id) of the echo runs started."""
+        self.allowed: dict[str, int] = {}
+        """Call identity -> the value its tool may run with (its approval's, edited or not)."""
+        self.values = iter(range(1, 10_000))
         self.store: SQLiteSnapshotStore | None = None
         self.manager = self._open()
         self.outcomes: list[RunOutcome] = []
@@ -83,7 +164,7 @@ class DecisionMachine(RuleBasedStateMachine):
         store = SQLiteSnapshotStore(self.path)
         self._run(store.open())
         self.store = store
-        return RunManager(store, self.registry, instance_id="machine")
+        return RunManager(store, self.registry, instance_id="machine", clock=self.clock, tool_rules=ECHO_RULES)
 
     def _doc(self) -> SnapshotDocument | None:
         doc: SnapshotDocument | None = self._run(self.manager.store.get(MIXED, self.run_id))
@@ -182,6 +263,78 @@ class DecisionMachine(RuleBasedStateMachine):
         with pytest.raises(refusals):
             self._run(self.manager.resume(MIXED, self.run_id, None, 1, question_id=stale[pick % len(stale)]))
         self._unchanged(before)
+
+    # -- reused ids, delegation, expiry (issue 24) -----------------------------------------------
+    def _echo_pending(self) -> list[tuple[str, str, ToolCallDocument]]:
+        found = []
+        for agent_id, run_id in self.echo_runs:
+            doc: SnapshotDocument | None = self._run(self.manager.store.get(agent_id, run_id))
+            if doc is not None and doc["lastError"] is None:
+                found += [(agent_id, run_id, c) for c in doc["toolCalls"] if c["decision"] is None]
+        return found
+
+    def _allow(self, call: ToolCallDocument, value: int) -> None:
+        """``call``'s tool may run with ``value``: for a delegated call, the sub-run's call."""
+        delegated = call.get("delegatedTo")
+        self.allowed[delegated["toolCallId"] if delegated else call["toolCallId"]] = value
+
+    @precondition(lambda self: len(self.echo_runs) < 4)
+    @rule(delegated=st.booleans(), large=st.booleans())
+    def start_echo_run(self, delegated: bool, large: bool) -> None:
+        base = 500 if large else 0
+        values = [base + next(self.values), base + next(self.values)]
+        agent_id = "echo-supervisor" if delegated else "echo-agent"
+        outcome = self._run(self.manager.start_run(agent_id, " ".join(map(str, values))))
+        assert outcome.status == "suspended", outcome
+        assert outcome.run is not None
+        calls = outcome.run["toolCalls"]
+        assert [c["modelToolCallId"] for c in calls] == ["x", "x"]
+        assert len({c["toolCallId"] for c in calls}) == 2
+        assert sorted(c["args"]["value"] for c in calls) == sorted(values)
+        self.echo_runs.append((agent_id, outcome.run_id))
+
+    @precondition(lambda self: bool(self._echo_pending()))
+    @rule(pick=st.integers(0, 7), how=st.sampled_from(["approve", "edit", "decline", "model id"]), world=WORLD)
+    def decide_echo(self, pick: int, how: str, world: str) -> None:
+        self._disturb(world)
+        pending = self._echo_pending()
+        if not pending:
+            return
+        agent_id, run_id, call = pending[pick % len(pending)]
+        before: SnapshotDocument | None = self._run(self.manager.store.get(agent_id, run_id))
+        if how == "decline":
+            self._run(self.manager.decline(agent_id, run_id, call["toolCallId"], reason="no"))
+        elif how == "model id":  # the id both calls of the turn share names neither
+            waiting = [c for a, r, c in pending if r == run_id]
+            if len(waiting) > 1:
+                with pytest.raises(AmbiguousToolCallError):
+                    self._run(self.manager.approve(agent_id, run_id, "x"))
+                assert self._run(self.manager.store.get(agent_id, run_id))["version"] == before["version"]  # type: ignore[index]
+        elif how == "edit":
+            value = call["args"]["value"] + 1000
+            self._allow(call, value)
+            self._run(self.manager.approve(agent_id, run_id, call["toolCallId"], edited_args={"value": value}))
+        else:
+            self._allow(call, call["args"]["value"])
+            self._run(self.manager.approve(agent_id, run_id, call["toolCallId"]))
+
+    @precondition(lambda self: bool(self._echo_pending()))
+    @rule()
+    def time_passes(self) -> None:
+        """A minute passes: the deadlines of the echo calls waiting now lapse, and a sweep applies them."""
+        for _, _, call in self._echo_pending():
+            if call.get("onExpiry") == "approve":
+                self._allow(call, call["args"]["value"])
+        self.clock.offset += timedelta(seconds=61)
+        for doc in self._run(self.manager.store.list_expired_runs(now=self.manager.now(), limit=100)):
+            self._run(self.manager.expire(doc))
+
+    @invariant()
+    def tools_run_only_with_the_arguments_decided(self) -> None:
+        for call_id, times in Counter(call_id for call_id, _ in ECHOED).items():
+            assert times == 1, (call_id, times)
+        for call_id, value in ECHOED:
+            assert self.allowed.get(call_id) == value, (call_id, value, self.allowed)
 
     def _disturb(self, world: str) -> None:
         """Before a step: a graceful restart (store and manager closed, new ones opened on the same

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from runtime import RunManager, lifecycle
+from runtime import RunManager, gate
 from runtime.demo import LEDGER
 
 
@@ -14,13 +14,13 @@ async def test_an_edited_approval_runs_the_tools_validator_once(
     manager: RunManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[Any] = []
-    validate = lifecycle.validate_edited_args
+    validate = gate.validate_edited_args
 
     def counting(agent: Any, tool_name: str, edited: Any) -> Any:
         seen.append(edited)
         return validate(agent, tool_name, edited)
 
-    monkeypatch.setattr(lifecycle, "validate_edited_args", counting)
+    monkeypatch.setattr(gate, "validate_edited_args", counting)
     started = await manager.start_run("refund-agent", "Please refund order 1042")
     assert started.run is not None
     call = started.run["toolCalls"][0]["toolCallId"]

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from runtime import ToolApprovalRule
-from runtime.access import deadline_for
+from runtime.rules import covering, deadline_for
 from server.config import ConfigError, load_settings
 
 
@@ -57,9 +57,9 @@ def test_approve_on_expiry_stands_only_where_the_condition_provably_holds() -> N
         ToolApprovalRule(tool="issue_refund", argument="amount", above=500, expires_after=60, on_expiry="approve"),
     ]
     # above the limit: approve; unknown amount: the deadline applies (fail closed) but declines
-    approve = deadline_for(rules, "refund-agent", "issue_refund", {"amount": 900})
-    unknown = deadline_for(rules, "refund-agent", "issue_refund", {"amount": "900"})
-    below = deadline_for(rules, "refund-agent", "issue_refund", {"amount": 20})
+    approve = deadline_for(covering(rules, "refund-agent"), "issue_refund", {"amount": 900})
+    unknown = deadline_for(covering(rules, "refund-agent"), "issue_refund", {"amount": "900"})
+    below = deadline_for(covering(rules, "refund-agent"), "issue_refund", {"amount": 20})
     assert approve is not None
     assert approve.on_expiry == "approve"
     assert unknown is not None
@@ -72,13 +72,13 @@ def test_the_shortest_covering_deadline_wins_and_agent_rules_cover_only_their_ag
         ToolApprovalRule(tool="issue_refund", expires_after=600, on_expiry="approve"),
         ToolApprovalRule(tool="issue_refund", agent_id="refund-agent", expires_after=60),
     ]
-    mine = deadline_for(rules, "refund-agent", "issue_refund", {"amount": 1})
-    other = deadline_for(rules, "other-agent", "issue_refund", {"amount": 1})
+    mine = deadline_for(covering(rules, "refund-agent"), "issue_refund", {"amount": 1})
+    other = deadline_for(covering(rules, "other-agent"), "issue_refund", {"amount": 1})
     assert mine is not None
     assert (mine.after.total_seconds(), mine.on_expiry) == (60, "decline")
     assert other is not None
     assert (other.after.total_seconds(), other.on_expiry) == (600, "approve")
-    assert deadline_for(rules, "refund-agent", "lookup_order", {}) is None
+    assert deadline_for(covering(rules, "refund-agent"), "lookup_order", {}) is None
 
 
 def test_the_demo_rules_give_a_pending_refund_a_day() -> None:
@@ -86,7 +86,7 @@ def test_the_demo_rules_give_a_pending_refund_a_day() -> None:
     from server.security_settings import ToolRuleConfig
 
     rules = [ToolApprovalRule(**ToolRuleConfig.model_validate(rule).model_dump()) for rule in TOOL_RULES]
-    deadline = deadline_for(rules, "refund-agent", "issue_refund", {"order_id": 1042, "amount": 49.9})
+    deadline = deadline_for(covering(rules, "refund-agent"), "issue_refund", {"order_id": 1042, "amount": 49.9})
     assert deadline is not None
     assert (deadline.after.total_seconds(), deadline.on_expiry) == (86400, "decline")
 

@@ -1,0 +1,261 @@
+"""Tool call identities of runsgate's own (docs/architecture.md "Call identity").
+
+A model's tool call ids are data, never identities: local models restart them each turn and some
+providers repeat one within a turn. ``CallIdentity``, a pydantic-ai capability on every run,
+gives each ``ToolCallPart`` of a model response a new id (``new_call_id``) before pydantic-ai
+reads the response, keeping the model's id in ``provider_details["runsgate"]``. pydantic-ai, the
+tools (``RunContext.tool_call_id``), the stored history and runsgate's documents see only these
+ids. Before each model request the model's ids are put back into the copy sent (the call parts
+and their returns alike), so a provider is sent only the ids it made, each call with its return.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models import ModelRequestContext
+
+from storage import SnapshotDocument, ToolCallDocument
+
+from . import _metadata
+
+
+def new_call_id(taken: Iterable[str] = ()) -> str:
+    """A new call identity (``c_`` and 24 hex digits, 96 random bits), none of ``taken``."""
+    used = set(taken)
+    while True:
+        candidate = f"c_{uuid.uuid4().hex[:24]}"
+        if candidate not in used:
+            return candidate
+
+
+_SUB_RUNS = uuid.UUID("6f0b2b8e-5d0c-4f57-9a53-2a1f1f3f7c11")
+
+
+def sub_run_id(parent_run_id: str, tool_call_id: str) -> str:
+    """The id of the sub-run that the parent run's call ``tool_call_id`` (its identity) starts
+    (``delegate()``): derived, so a re-run call finds its sub-run again without extra storage."""
+    return uuid.uuid5(_SUB_RUNS, f"{parent_run_id}/{tool_call_id}").hex
+
+
+def model_tool_call_id(part: ToolCallPart) -> str:
+    """The id the model gave ``part`` (its ``tool_call_id`` when runsgate never renamed it: a
+    history stored before identities, schema version 2)."""
+    ours = _metadata.section(part.provider_details)
+    if ours is not None and isinstance(ours.get("modelToolCallId"), str):
+        return str(ours["modelToolCallId"])
+    return part.tool_call_id
+
+
+def identified(response: ModelResponse, taken: Iterable[str]) -> ModelResponse:
+    """``response`` with each ``ToolCallPart`` given a new identity (none of ``taken``), the
+    model's id kept in its ``provider_details``."""
+    used = set(taken)
+    parts: list[Any] = []
+    for part in response.parts:
+        if isinstance(part, ToolCallPart):
+            identity = new_call_id(used)
+            used.add(identity)
+            details = {**(part.provider_details or {}), _metadata.KEY: {"modelToolCallId": part.tool_call_id}}
+            part = dataclasses.replace(part, tool_call_id=identity, provider_details=details)
+        parts.append(part)
+    return dataclasses.replace(response, parts=parts)
+
+
+def as_sent(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` as the model provider is sent them: each renamed call part and each of its
+    returns under the model's own id, runsgate's note removed from ``provider_details``."""
+    model_ids: dict[str, str] = {}
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, ToolCallPart) and (own := model_tool_call_id(part)) != part.tool_call_id:
+                    model_ids[part.tool_call_id] = own
+    if not model_ids:
+        return list(messages)
+    sent: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            message = dataclasses.replace(message, parts=[_call_as_sent(p, model_ids) for p in message.parts])
+        elif isinstance(message, ModelRequest):
+            message = dataclasses.replace(message, parts=[_return_as_sent(p, model_ids) for p in message.parts])
+        sent.append(message)
+    return sent
+
+
+def _call_as_sent(part: Any, model_ids: dict[str, str]) -> Any:
+    if not isinstance(part, ToolCallPart) or part.tool_call_id not in model_ids:
+        return part
+    details = {k: v for k, v in (part.provider_details or {}).items() if k != _metadata.KEY}
+    return dataclasses.replace(part, tool_call_id=model_ids[part.tool_call_id], provider_details=details or None)
+
+
+def _return_as_sent(part: Any, model_ids: dict[str, str]) -> Any:
+    if isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id in model_ids:
+        return dataclasses.replace(part, tool_call_id=model_ids[part.tool_call_id])
+    return part
+
+
+def identified_legacy(
+    messages: Sequence[ModelMessage], doc: SnapshotDocument
+) -> tuple[list[ModelMessage], list[ToolCallDocument]]:
+    """``messages`` (a run's stored history) and ``doc``'s calls, each call naming its own part.
+
+    A history written before identities (schema version 2) holds the model's ids, which may
+    repeat: then every part sharing an id gets an identity of its own (its returns too, matched
+    by tool name in order), and each stored call the identity of its part in the last response
+    (by id, then tool name). A history whose ids are unique and name every call is returned as it is.
+    """
+    calls = doc["toolCalls"]
+    positions = [
+        (m, j)
+        for m, message in enumerate(messages)
+        if isinstance(message, ModelResponse)
+        for j, part in enumerate(message.parts)
+        if isinstance(part, ToolCallPart)
+    ]
+    ids = [_part(messages, at).tool_call_id for at in positions]
+    repeated = {i for i, n in Counter(ids).items() if n > 1}
+    if not repeated and {c["toolCallId"] for c in calls} <= set(ids):
+        return list(messages), list(calls)
+    used, renamed = set(ids), dict[tuple[int, int], str]()
+    last = [at for at in positions if at[0] == positions[-1][0]] if positions else []
+    matched: list[ToolCallDocument] = []
+    for call in calls:
+        part_at = _match(messages, last, call, taken=renamed)
+        if part_at is None:
+            matched.append(call)
+            continue
+        part = _part(messages, part_at)
+        identity = part.tool_call_id if part.tool_call_id not in repeated else new_call_id(used)
+        used.add(identity)
+        renamed[part_at] = identity
+        matched.append({**call, "toolCallId": identity, "modelToolCallId": model_id_of(call, part)})
+    for at in positions:
+        if at not in renamed and _part(messages, at).tool_call_id in repeated:
+            renamed[at] = new_call_id(used)
+            used.add(renamed[at])
+    return _renamed(messages, renamed), matched
+
+
+def model_id_of(call: ToolCallDocument, part: ToolCallPart) -> str:
+    return call.get("modelToolCallId") or model_tool_call_id(part)
+
+
+def _part(messages: Sequence[ModelMessage], at: tuple[int, int]) -> ToolCallPart:
+    part = messages[at[0]].parts[at[1]]
+    assert isinstance(part, ToolCallPart)
+    return part
+
+
+def _match(
+    messages: Sequence[ModelMessage], last: list[tuple[int, int]], call: ToolCallDocument, *, taken: dict[Any, str]
+) -> tuple[int, int] | None:
+    """The part of the last response ``call`` stands for: its identity, else its model's id; of several, the
+    first of the call's tool name."""
+    free = [at for at in last if at not in taken]
+    for key in (lambda p: p.tool_call_id, model_tool_call_id):
+        found = [at for at in free if key(_part(messages, at)) == call["toolCallId"]]
+        if found:
+            return next((at for at in found if _part(messages, at).tool_name == call["toolName"]), found[0])
+    return None
+
+
+def _renamed(messages: Sequence[ModelMessage], renamed: dict[tuple[int, int], str]) -> list[ModelMessage]:
+    """``messages`` with the call parts at ``renamed``'s positions given their new identities (the
+    model's ids kept), and each one's returns, in the requests up to the next response, renamed too."""
+    out = list(messages)
+    pending: list[tuple[str, str, str]] = []  # (old id, tool name, new id) awaiting their returns
+    for m, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            pending = []
+            parts: list[Any] = []
+            for j, part in enumerate(message.parts):
+                new = renamed.get((m, j))
+                if isinstance(part, ToolCallPart) and new is not None and new != part.tool_call_id:
+                    pending.append((part.tool_call_id, part.tool_name, new))
+                    details = {
+                        **(part.provider_details or {}),
+                        _metadata.KEY: {"modelToolCallId": model_tool_call_id(part)},
+                    }
+                    part = dataclasses.replace(part, tool_call_id=new, provider_details=details)
+                parts.append(part)
+            out[m] = dataclasses.replace(message, parts=parts)
+        elif isinstance(message, ModelRequest) and pending:
+            request_parts: list[Any] = []
+            for request_part in message.parts:
+                if isinstance(request_part, ToolReturnPart | RetryPromptPart):
+                    hit = next(
+                        (
+                            r
+                            for r in pending
+                            if r[0] == request_part.tool_call_id and request_part.tool_name in (None, r[1])
+                        ),
+                        None,
+                    )
+                    if hit is not None:
+                        pending.remove(hit)
+                        request_part = dataclasses.replace(request_part, tool_call_id=hit[2])
+                request_parts.append(request_part)
+            out[m] = dataclasses.replace(message, parts=request_parts)
+    return out
+
+
+def call_ids(messages: Iterable[ModelMessage]) -> set[str]:
+    """Every tool call id in ``messages``."""
+    return {
+        part.tool_call_id
+        for message in messages
+        if isinstance(message, ModelResponse)
+        for part in message.parts
+        if isinstance(part, ToolCallPart)
+    }
+
+
+@dataclass
+class CallIdentity(AbstractCapability[Any]):
+    """Gives each tool call of a model response a new identity, and sends the model its own ids."""
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        if not any(isinstance(part, ToolCallPart) for part in response.parts):
+            return response
+        return identified(response, call_ids(ctx.messages))
+
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        sent = as_sent(request_context.messages)
+        if len(sent) == len(request_context.messages) and all(
+            a is b for a, b in zip(sent, request_context.messages, strict=True)
+        ):
+            return request_context
+        return dataclasses.replace(request_context, messages=sent)
+
+
+__all__ = [
+    "CallIdentity",
+    "as_sent",
+    "call_ids",
+    "identified",
+    "identified_legacy",
+    "model_tool_call_id",
+    "new_call_id",
+    "sub_run_id",
+]

@@ -1,0 +1,466 @@
+"""The decision gate: every decision on a tool call passes it (docs/architecture.md "The decision gate").
+
+A person's decision (single, or an item of ``decideToolCalls``), a policy's automatic approval,
+an expiry's fallback and a supervisor's decision forwarded to its sub-run all go through
+``DecisionGate``. It finds the call by its identity, applies every rule of the agent that owns
+the tool (``runtime.rules``: scope, edits, approvals, amounts, deadlines), and records the
+decision with its events through the store's one conditional write. It is the only place a
+``decision``, ``approval`` or ``expired`` event is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from storage import (
+    EXPIRY_DECIDER,
+    ApprovalDocument,
+    DecisionDocument,
+    EventDocument,
+    EventType,
+    SnapshotDocument,
+    SnapshotStore,
+    ToolCallDocument,
+)
+
+from . import rules as R
+from ._arguments import validate_edited_args
+from ._decisions import DecisionRequest, check_decidable, find_call, model_id, validate_resume_data
+from ._deferred import question_id
+from ._identity import sub_run_id
+from ._journal import Journal, RunRef, stored_run
+from ._json import fingerprint, jsonable
+from .access import Principal, ToolApprovalRule
+from .errors import DuplicateApproverError, ForbiddenError, RunNotFoundError, RunNotReadyError, RunsgateError
+from .registry import AgentRegistry
+
+POLICY_PREFIX = "policy:"
+"""``decidedBy`` of an automatic approval: ``policy:<rule name>``."""
+
+_ATTEMPTS = 3
+"""Conditional writes tried when the run changes between reading it and recording a decision."""
+
+DeciderKind = Literal["person", "policy", "expiry", "supervisor"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decider:
+    """Who makes a decision.
+
+    Attributes:
+        name: Recorded as ``decidedBy`` and as the events' ``by`` (``None``: anonymous).
+        principal: An API caller, held to its resources and to the per-tool scopes; ``None`` for
+            runsgate's own deciders and for trusted in-process callers (tests, the seed).
+        kind: ``person`` (an API caller or in-process code), ``policy``, ``expiry``, or
+            ``supervisor`` (a supervisor's recorded decision forwarded to its sub-run).
+        scopes: ``supervisor`` only: the scopes the supervisor's decision was checked to hold.
+        approvers: ``supervisor`` only: who approved the supervisor's call.
+    """
+
+    name: str | None
+    principal: Principal | None = None
+    kind: DeciderKind = "person"
+    scopes: frozenset[str] = frozenset()
+    approvers: tuple[str | None, ...] = ()
+
+    def holds(self, scope: str) -> bool:
+        """Whether this decider may make a decision that needs ``scope``."""
+        if self.kind == "supervisor":
+            return scope in self.scopes
+        if self.kind == "person":
+            return self.principal is None or self.principal.has_scope(scope)
+        return False  # a policy or an expiry holds no scope
+
+
+@dataclass(frozen=True, kw_only=True)
+class Allowed:
+    """What ``DecisionGate.allowed`` found on one read of the run."""
+
+    index: int
+    rules: tuple[ToolApprovalRule, ...]
+    """The rules of the call's owner."""
+    edited: Any
+    """The edited arguments as the tool's validator reads them (``None``: not edited)."""
+    scopes: list[str]
+    """The scopes the rules require of this decision (held by the decider)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checked:
+    """A request that passed the gate's checks on one read of the run."""
+
+    index: int
+    call: ToolCallDocument
+    edited: Any
+    """The edited arguments as the tool's validator reads them (``None``: not edited)."""
+    scopes: list[str]
+    """The scopes the rules require of this decision (checked held)."""
+
+
+class DecisionGate:
+    """Finds, checks and records decisions (module docstring).
+
+    Args:
+        store: Where runs and events live.
+        agents: The registered agents (their tools' validators).
+        rules: Every per-tool rule (``RUNSGATE_TOOL_RULES``).
+        journal: Builds the events.
+        now: Aware UTC now at millisecond precision.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: SnapshotStore,
+        agents: AgentRegistry,
+        rules: Sequence[ToolApprovalRule],
+        journal: Journal,
+        now: Callable[[], datetime],
+    ) -> None:
+        self._store = store
+        self._agents = agents
+        self._rules = tuple(rules)
+        self._journal = journal
+        self._now = now
+
+    @property
+    def rules(self) -> tuple[ToolApprovalRule, ...]:
+        """Every per-tool rule."""
+        return self._rules
+
+    # -- a run suspending ------------------------------------------------------------------------
+    def suspending(
+        self, run: RunRef, calls: list[ToolCallDocument], *, parent_run_id: str | None, suspended_at: datetime
+    ) -> tuple[EventDocument | None, list[EventDocument]]:
+        """Prepare the calls of a run that suspends (in place), from the rules of each call's owner:
+        ``requiredScopes``, ``approvalsRequired``, deadlines (not on a sub-run's calls: the
+        supervisor's call holds them), and the decisions of policies that approve a call.
+
+        Returns:
+            The run's ``suspended`` event (``None`` when no call is left waiting: it continues at
+            once) and one ``decision`` event per call a policy approved, to be written with the
+            snapshot in one unit of work.
+        """
+        approved: list[tuple[ToolCallDocument, str | None]] = []
+        for call in calls:
+            if call["decision"] is not None:
+                continue
+            rules = R.covering(self._rules, R.owner(run.agent_id, call))
+            tool, args = call["toolName"], call["args"]
+            if scopes := R.required_scopes(rules, tool, args):
+                call["requiredScopes"] = scopes
+            if not call["requiresApproval"]:
+                continue
+            required = R.approvals_required(rules, tool, args)
+            if required > 1:
+                call["approvalsRequired"] = required
+            deadline = R.deadline_for(rules, tool, args) if parent_run_id is None else None
+            if deadline is not None:
+                call["expiresAt"] = suspended_at + deadline.after
+                call["onExpiry"] = deadline.on_expiry
+            rule = None if call.get("delegated") else R.auto_approving_rule(rules, tool, args)
+            if rule is not None:
+                decider = Decider(name=f"{POLICY_PREFIX}{rule.name}", kind="policy")
+                call["decision"] = _decision(DecisionRequest(kind="approved", tool_call_id=None), decider, suspended_at)
+                approved.append((call, rule.name))
+        suspension = None
+        if any(call["decision"] is None for call in calls):  # built first: the decisions are listed after it
+            suspension = self._journal.suspended_event(run, calls)
+            suspension["at"] = suspended_at
+        made = []
+        for call, rule_name in approved:
+            decision = call["decision"]
+            assert decision is not None
+            made.append(self._decision_event(run, call, decision, rule=rule_name))
+        return suspension, made
+
+    # -- a decision on a stored run --------------------------------------------------------------
+    async def allowed(self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider) -> Allowed | None:
+        """Whether ``decider`` may decide on ``doc``'s call as ``request`` asks, checked on the run as
+        first read, before an idempotency key is looked at (a replay of a decision made is
+        answered, but never to a caller the rules refuse): the principal's resources, and the
+        scopes and edits the rules of the call's owner allow, on the edited arguments as the
+        tool's validator reads them. ``None`` when the request names no call of ``doc`` (``check``
+        reports it).
+
+        Raises:
+            RunNotFoundError: The run is outside the principal's resources.
+            InvalidToolArgumentsError: The edited arguments fail the tool's validator.
+            ForbiddenError: A rule needs a scope the decider lacks (``required_scope``), or
+                forbids the edit.
+        """
+        if decider.principal is not None and not decider.principal.may_use_resource(doc["resourceId"]):
+            raise RunNotFoundError(doc["agentId"], doc["_id"])
+        try:
+            index = find_call(doc, request)
+        except RunsgateError:
+            return None
+        call = doc["toolCalls"][index]
+        owner = await self._owner(doc, call)
+        rules = R.covering(self._rules, owner)
+        tool = call["toolName"]
+        edited = None
+        if request.edited_args is not None and call["requiresApproval"]:
+            edited = jsonable(validate_edited_args(self._agents.get_agent(owner), tool, request.edited_args))
+        args = call["args"] if edited is None else edited
+        scopes = R.required_scopes(rules, tool, args) if request.kind != "declined" else []
+        missing = next((scope for scope in scopes if not decider.holds(scope)), None)
+        if missing is not None:
+            raise ForbiddenError(f"approving {tool!r} needs the scope {missing!r}", required_scope=missing)
+        if edited is not None and R.edit_forbidden(rules, tool, call["args"], edited):
+            raise ForbiddenError(f"the arguments of {tool!r} may not be edited")
+        return Allowed(index=index, rules=rules, edited=edited, scopes=scopes)
+
+    async def check(
+        self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider, *, allowed: Allowed | None = None
+    ) -> Checked:
+        """Check ``request`` by ``decider`` on ``doc``, as read for the decision; nothing is written.
+        ``allowed``: ``self.allowed`` of the same read, when already made.
+
+        Raises:
+            The errors of ``allowed``, and:
+            QuestionNotPendingError, ToolCallNotFoundError, AmbiguousToolCallError: ``find_call``.
+            ForbiddenError: An edit of a call needing several approvals, or one that would need
+                more; a forwarded decision with fewer approvers than the call needs.
+            DecideThroughSupervisorError, WrongToolCallKindError, ToolCallAlreadyDecidedError:
+                ``check_decidable``.
+            InvalidResumeDataError: The resume data fails the call's ``resumeSchema``.
+        """
+        index = find_call(doc, request)
+        if allowed is None or allowed.index != index:
+            allowed = await self.allowed(doc, request, decider)
+            assert allowed is not None  # find_call found the call
+        call, rules, edited = doc["toolCalls"][index], allowed.rules, allowed.edited
+        tool, required = call["toolName"], call.get("approvalsRequired", 1)
+        if edited is not None and decider.kind != "supervisor":  # a forwarded edit was checked on the supervisor's call
+            if required > 1:
+                raise ForbiddenError(
+                    f"{tool!r} needs {required} approvals of the same arguments: approve it without editedArgs, "
+                    "or decline it"
+                )
+            if R.approvals_required(rules, tool, edited) > required:
+                raise ForbiddenError(
+                    f"{tool!r} with these editedArgs needs several approvals: approve the model's arguments, or "
+                    "decline it and let the agent ask again"
+                )
+        if decider.kind == "supervisor" and request.kind == "approved":
+            approvers = len(set(decider.approvers))
+            args = call["args"] if edited is None else edited
+            needed = max(required, R.approvals_required(rules, tool, args))
+            if approvers < needed:
+                raise ForbiddenError(
+                    f"{tool!r} needs {needed} approvals; the supervisor's call forwarded {approvers}: decline it "
+                    "and let the agent ask again"
+                )
+        check_decidable(doc, index, request, forwarded=decider.kind == "supervisor")
+        if request.kind == "resumed":
+            validate_resume_data(call["resumeSchema"], request.resume_data)
+        return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes)
+
+    async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
+        """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
+        schema version 3 (no ``delegatedTo``), the agent of the sub-run it waits on."""
+        if call.get("delegated") and "delegatedTo" not in call:
+            found = await self._store.get_many([sub_run_id(doc["_id"], call["toolCallId"])])
+            if found:
+                return found[0]["agentId"]
+        return R.owner(doc["agentId"], call)
+
+    async def decide(
+        self,
+        agent_id: str,
+        run_id: str,
+        request: DecisionRequest,
+        decider: Decider,
+        *,
+        read: SnapshotDocument | None = None,
+        allowed: Allowed | None = None,
+    ) -> SnapshotDocument:
+        """Check and record ``request`` by ``decider``: one conditional write with its events.
+
+        ``read`` (and ``allowed``, its first check) is the run as already read; after a conflicting
+        write the run is read and checked again, ``_ATTEMPTS`` times in all.
+
+        Returns:
+            The run as written.
+
+        Raises:
+            RunNotFoundError: The run is gone (or hidden from the principal).
+            RunNotReadyError: The run kept changing.
+            DuplicateApproverError: The principal approved this call already (two-person approval).
+            And the errors of ``check``.
+        """
+        for attempt in range(_ATTEMPTS):
+            doc = read if attempt == 0 and read is not None else await self._store.get(agent_id, run_id)
+            if doc is None:
+                raise RunNotFoundError(agent_id, run_id)
+            passed = await self.check(doc, request, decider, allowed=allowed if attempt == 0 else None)
+            updated = await self._record(doc, request, decider, passed)
+            if updated is not None:
+                return updated
+        raise RunNotReadyError(run_id, f"Run {run_id!r} kept changing while recording the decision; try again.")
+
+    async def _record(
+        self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider, checked: Checked
+    ) -> SnapshotDocument | None:
+        now, call, index = self._now(), checked.call, checked.index
+        edit = request.edited_args if checked.edited is not None else None
+        decision = _decision(request, decider, now, edited=edit, scopes=checked.scopes)
+        run = stored_run(doc, decider.name)
+        extra: dict[str, Any] = {}
+        if checked.edited is not None:
+            extra = {"originalArgs": call["args"], "editedArgs": edit}
+        if decider.kind == "supervisor" and decider.approvers:
+            extra["approvals"] = list(decider.approvers)
+        required = call.get("approvalsRequired", 1)
+        if request.kind == "approved" and decider.kind == "person" and required > 1:
+            return await self._record_approval(doc, run, checked, decision)
+        preceding = [self._expired_event(run, call, now)] if decider.kind == "expiry" else []  # ids in order
+        event = self._decision_event(run, call, decision, **extra)
+        return await self._store.record_decision(
+            doc["agentId"],
+            doc["_id"],
+            index=index,
+            tool_call_id=call["toolCallId"],
+            question_id=call.get("questionId"),
+            decision=decision,
+            now=now,
+            event=event,
+            preceding_events=preceding,
+        )
+
+    async def _record_approval(
+        self, doc: SnapshotDocument, run: RunRef, checked: Checked, decision: DecisionDocument
+    ) -> SnapshotDocument | None:
+        """One approval of a call that needs several, with its ``approval`` event, and the decision
+        with its event when it is the last one needed (one unit of work)."""
+        call, by = checked.call, decision["decidedBy"]
+        required, approvals = call.get("approvalsRequired", 1), call.get("approvals") or []
+        if any(approval["decidedBy"] == by for approval in approvals):
+            raise DuplicateApproverError(doc["_id"], call["toolCallId"], by, required)
+        approval: ApprovalDocument = {"decidedBy": by, "decidedAt": decision["decidedAt"]}
+        last = len(approvals) + 1 >= required
+        events = [
+            self._event(run, "approval", call, decision, approvals=len(approvals) + 1, approvalsRequired=required)
+        ]
+        if last:
+            events.append(self._decision_event(run, call, decision))
+        return await self._store.record_approval(
+            doc["agentId"],
+            doc["_id"],
+            index=checked.index,
+            tool_call_id=call["toolCallId"],
+            question_id=call.get("questionId"),
+            approval=approval,
+            approvals_before=len(approvals),
+            decision=decision if last else None,
+            now=decision["decidedAt"],
+            event=events,
+        )
+
+    # -- deadlines -------------------------------------------------------------------------------
+    async def expire(self, doc: SnapshotDocument) -> SnapshotDocument | None:
+        """Record the fallback of every call of ``doc`` whose deadline passed, ``decidedBy``
+        ``expiry``, as any decision is (``check``, then the conditional write on the call's
+        question, with an ``expired`` event before the ``decision`` event). An ``approve`` fallback
+        on a call whose rules need a scope or several approvers declines it instead. A call
+        decided meanwhile is left as it is. ``None`` when nothing was recorded, else the run as
+        last written."""
+        now, updated = self._now(), None
+        for call in doc["toolCalls"]:
+            if not _expired(call, now):
+                continue
+            current = updated or doc
+            rules = R.covering(self._rules, await self._owner(current, call))
+            fallback_approves = call.get("onExpiry") == "approve"
+            approve = fallback_approves and not R.restricted(rules, call["toolName"], call["args"])
+            request = DecisionRequest(
+                kind="approved" if approve else "declined",
+                tool_call_id=call["toolCallId"],
+                question_id=question_id(call),
+                reason=None if approve else _expiry_reason(call, restricted=fallback_approves),
+            )
+            decider = Decider(name=EXPIRY_DECIDER, kind="expiry")
+            try:
+                checked = await self.check(current, request, decider)
+            except RunsgateError:  # decided meanwhile, or the call moved on: the first decision wins
+                continue
+            written = await self._record(current, request, decider, checked)
+            if written is not None:
+                updated = written
+        return updated
+
+    # -- events ----------------------------------------------------------------------------------
+    def _event(
+        self, run: RunRef, kind: EventType, call: ToolCallDocument, decision: DecisionDocument, **data: Any
+    ) -> EventDocument:
+        details = {
+            "toolCallId": call["toolCallId"],
+            "modelToolCallId": model_id(call),
+            "questionId": question_id(call),
+            "toolName": call["toolName"],
+            "kind": decision["kind"],
+            "reason": decision["reason"],
+            "argsFingerprint": fingerprint(call["args"]),
+            **data,
+        }
+        return self._journal.new_event(
+            run, kind, by=decision["decidedBy"] or "anonymous", at=decision["decidedAt"], data=details
+        )
+
+    def _decision_event(
+        self, run: RunRef, call: ToolCallDocument, decision: DecisionDocument, **data: Any
+    ) -> EventDocument:
+        return self._event(run, "decision", call, decision, **data)
+
+    def _expired_event(self, run: RunRef, call: ToolCallDocument, now: datetime) -> EventDocument:
+        data = {
+            "toolCallId": call["toolCallId"],
+            "modelToolCallId": model_id(call),
+            "questionId": question_id(call),
+            "toolName": call["toolName"],
+            "expiresAt": call["expiresAt"].isoformat(),
+            "onExpiry": call.get("onExpiry", "decline"),
+        }
+        return self._journal.new_event(run, "expired", by=EXPIRY_DECIDER, at=now, data=data)
+
+
+def _decision(
+    request: DecisionRequest, decider: Decider, at: datetime, *, edited: Any = None, scopes: Sequence[str] = ()
+) -> DecisionDocument:
+    decision: DecisionDocument = {
+        "kind": request.kind,
+        "decidedAt": at,
+        "decidedBy": decider.name,
+        "reason": request.reason if request.kind == "declined" else None,
+        "resumeData": request.resume_data if request.kind == "resumed" else None,
+        "idempotencyKey": request.idempotency_key,
+    }
+    if edited is not None:
+        decision["editedArgs"] = edited
+    if scopes:
+        decision["scopes"] = list(scopes)
+    return decision
+
+
+def _expired(call: ToolCallDocument, now: datetime) -> bool:
+    return call["decision"] is None and call.get("expiresAt") is not None and call["expiresAt"] <= now
+
+
+def _expiry_reason(call: ToolCallDocument, *, restricted: bool) -> str:
+    """What the model reads for a call declined on expiry."""
+    why = (
+        " Its rules need a person with a scope or several approvers, which an expiry cannot stand in for."
+        if restricted
+        else ""
+    )
+    return (
+        f"The approval request for this call expired at {call['expiresAt'].isoformat()} without a decision, "
+        f"so the tool was not run.{why}"
+    )
+
+
+__all__ = ["POLICY_PREFIX", "Allowed", "Checked", "Decider", "DecisionGate"]

@@ -12,10 +12,9 @@ from datetime import datetime
 
 import strawberry
 
-from runtime import READ, can_see_run
+from runtime import can_see_run
 from runtime import conversation as domain
 
-from .access import AccessDenied
 from .argument_errors import QueryArgumentError
 from .context import Info
 
@@ -109,14 +108,14 @@ async def run_conversation(
 ) -> Conversation | None:
     """The conversation of a run the caller was given (``SuspendedRun.conversation``).
 
+    The field's permission class (``CanRead``) has checked ``runs:read`` already: a run in a
+    decision's outcome is shown to ``runs:decide`` alone, its conversation is not. A run of a
+    resource the caller may not use has none (``None``).
+
     Raises:
-        AccessDenied: The caller lacks ``runs:read`` (a run in a decision's outcome is shown to
-            ``runs:decide``; its conversation is not).
         QueryArgumentError: ``maxBytes`` outside 1 to ``MAX_BYTES_CAP``.
     """
     principal = info.context.principal
-    if not principal.has_scope(READ):
-        raise AccessDenied(READ)
     if not 1 <= max_bytes <= MAX_BYTES_CAP:
         raise QueryArgumentError(f"`maxBytes` must be between 1 and {MAX_BYTES_CAP}", argument="maxBytes")
     if not can_see_run(principal, resource_id):

@@ -12,6 +12,7 @@ from strawberry import relay
 
 from storage import DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
 
+from .access import CanRead
 from .context import Info
 from .conversation import DEFAULT_MAX_BYTES, Conversation, run_conversation
 from .scalars import JSON
@@ -256,7 +257,8 @@ class SuspendedRun(relay.Node):
         description="The conversation that led to the pending calls (prompts, the model's text and tool calls, "
         "the tools' results), from the stored history: at most `maxBytes` UTF-8 bytes of text (1 to 1048576), "
         "keeping its beginning and end and saying where it was cut. Read only when selected; needs `runs:read`. "
-        "Null once the run is gone."
+        "Null once the run is gone.",
+        permission_classes=[CanRead],
     )
     async def conversation(self, info: Info, max_bytes: int = DEFAULT_MAX_BYTES) -> Conversation | None:
         return await run_conversation(

@@ -61,3 +61,21 @@ def test_every_button_keeps_its_text_readable_at_rest_hovered_and_focused(seen: 
         if measured["ratio"] < MIN_CONTRAST
     ]
     assert low == [], "\n".join(low)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a supervisor's sub-run is listed under the sub-agent with Approve and Decline buttons, whose "
+    "every click fails with DECIDE_THROUGH_SUPERVISOR",
+)
+def test_a_supervisors_sub_run_is_shown_linked_to_its_supervisors_run_without_buttons(seen: dict[str, Any]) -> None:
+    runs = seen["runs"]
+    assert runs["subRun"], "the supervisor's refund has no sub-run under refund-agent"
+    sub = seen["subRun"]
+    # the sub-run offers nothing to press or fill in: its calls are decided on the supervisor's run
+    assert (sub["buttons"], sub["controls"]) == (0, 0), sub
+    assert runs["supervisor"] in sub["text"]
+    # and it links to the supervisor's run, which the link leads to (under support-supervisor)
+    assert {"href": f"#run-{runs['supervisor']}"} in [{"href": link["href"]} for link in sub["links"]], sub
+    assert sub["followed"]["hash"] == f"#run-{runs['supervisor']}"
+    assert sub["followed"]["target"]["agent"] == "agent-support-supervisor"

@@ -58,11 +58,6 @@ def test_every_button_keeps_its_text_readable_at_rest_hovered_and_focused(seen: 
     assert low == [], "\n".join(low)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a supervisor's sub-run is listed under the sub-agent with Approve and Decline buttons, whose "
-    "every click fails with DECIDE_THROUGH_SUPERVISOR",
-)
 def test_a_supervisors_sub_run_is_shown_linked_to_its_supervisors_run_without_buttons(seen: dict[str, Any]) -> None:
     runs = seen["runs"]
     assert runs["subRun"], "the supervisor's refund has no sub-run under refund-agent"

@@ -16,6 +16,10 @@ const SOON_SECONDS = 3600;
 const EMPTY_FILTERS = { agentId: '', threadId: '', resourceId: '', fromDate: '', toDate: '', expiringSoon: false };
 
 const json = (value) => JSON.stringify(value, null, 2);
+/** Whether a run's calls are decided on it: a supervisor's sub-run (`parentRunId`) is decided only
+ * through its supervisor's run (the API answers DECIDE_THROUGH_SUPERVISOR), so the page offers no
+ * action on it. */
+const decidedHere = (run) => !run.parentRunId;
 const domId = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
 const when = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '');
 
@@ -233,6 +237,14 @@ function Approvals({ call }) {
 
 function ToolCall({ run, call, features, act, busy, selected, onSelect, message }) {
   const base = domId('call', run.runId, call.toolCallId || call.questionId);
+  let actions = null; // none on a sub-run: its calls are decided on the supervisor's run
+  if (decidedHere(run)) {
+    actions = call.requiresApproval ? (
+      <ApprovalActions call={call} base={base} features={features} act={act} busy={busy} selected={selected} onSelect={onSelect} />
+    ) : (
+      <ResumeForm call={call} base={base} act={act} busy={busy} />
+    );
+  }
   return (
     <div className="call" role="group" aria-labelledby={`${base}-h`}>
       <h4 id={`${base}-h`}>
@@ -250,14 +262,12 @@ function ToolCall({ run, call, features, act, busy, selected, onSelect, message 
         )}
         {features.approvals && call.requiresApproval && (call.approvalsRequired > 1 || call.approvals.length > 0) && <Approvals call={call} />}
       </dl>
-      {call.requiresApproval ? (
-        <ApprovalActions call={call} base={base} features={features} act={act} busy={busy} selected={selected} onSelect={onSelect} />
-      ) : (
-        <ResumeForm call={call} base={base} act={act} busy={busy} />
+      {actions}
+      {actions && (
+        <p className="result" role="status">
+          {message}
+        </p>
       )}
-      <p className="result" role="status">
-        {message}
-      </p>
     </div>
   );
 }
@@ -299,6 +309,15 @@ function Run({ run, features, act, busy, selection, setSelected, messages }) {
           </>
         )}
       </dl>
+      {!decidedHere(run) && (
+        <p className="sub-run">
+          A sub-run of the supervisor&apos;s run{' '}
+          <a href={`#${domId('run', run.parentRunId)}`}>
+            <code>{run.parentRunId}</code>
+          </a>
+          : its calls are decided there, on the supervisor&apos;s call that stands for them.
+        </p>
+      )}
       {pending.map((call) => {
         const key = `${run.runId}\u0000${call.toolCallId}`;
         return (

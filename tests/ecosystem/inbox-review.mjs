@@ -171,13 +171,13 @@ try {
   const edit = refund.getByRole('button', { name: 'Edit arguments' });
   if (await edit.count()) await edit.click();
   await measure('listing');
+  await axe('listing with a supervisor, its sub-run, a data request and a refund, nothing selected');
   const box = refund.getByRole('checkbox', { name: /bulk decision/ });
   if (await box.count()) {
     await box.check();
     await measure('one call selected');
   }
   await page.screenshot({ path: join(outputDir, 'inbox-review.png'), fullPage: true });
-  await axe('listing with a supervisor, its sub-run, a data request and a refund');
 
   // each run's conversation, as shown
   out.conversations = {};

@@ -71,9 +71,6 @@ def test_a_supervisors_sub_run_is_shown_linked_to_its_supervisors_run_without_bu
     assert sub["followed"]["target"]["agent"] == "agent-support-supervisor"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the bulk approve/decline bar appears for an agent whose only call asks for data"
-)
 def test_the_bulk_bar_is_shown_only_for_an_agent_with_a_call_to_approve(seen: dict[str, Any]) -> None:
     bars = seen["bulkBars"]
     # an agent whose only call asks for data, or whose only run is a sub-run, has no bulk bar

@@ -20,6 +20,8 @@ const json = (value) => JSON.stringify(value, null, 2);
  * through its supervisor's run (the API answers DECIDE_THROUGH_SUPERVISOR), so the page offers no
  * action on it. */
 const decidedHere = (run) => !run.parentRunId;
+/** The calls of `run` that Approve and Decline (one by one or in bulk) apply to. */
+const approvalsWaiting = (run) => (decidedHere(run) ? run.toolCalls.filter((call) => !call.decision && call.requiresApproval) : []);
 const domId = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
 const when = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '');
 
@@ -488,7 +490,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth })
           {error}
         </p>
       )}
-      {features.bulk && runs.length > 0 && <BulkBar agent={agent} count={selection.size} busy={busy} decide={decide} />}
+      {features.bulk && runs.some((run) => approvalsWaiting(run).length > 0) && <BulkBar agent={agent} count={selection.size} busy={busy} decide={decide} />}
       {connection && runs.length === 0 && <p>No suspended runs.</p>}
       {runs.map((run) => (
         <Run key={run.runId} run={run} features={features} act={act} busy={busy} selection={selection} setSelected={setSelected} messages={messages} />

@@ -91,11 +91,10 @@ def _check_page(seen: dict[str, Any], base_url: str, console_errors: list[str] |
     # the page offers issue 18's actions exactly when the schema has them
     assert (seen["featuresShown"]["editButtons"] > 0) == seen["features"]["editedArgs"]
     assert (seen["featuresShown"]["bulkForms"] > 0) == seen["features"]["bulk"]
-    # axe-core: no serious or critical violation, in each state checked
+    # axe-core: no violation at all, in each state checked
     assert len(seen["axe"]) == 3
     for check in seen["axe"]:
-        bad = [v for v in check["violations"] if v["impact"] in ("serious", "critical")]
-        assert bad == [], f"{check['label']}: {json.dumps(bad, indent=1)}"
+        assert check["violations"] == [], f"{check['label']}: {json.dumps(check['violations'], indent=1)}"
 
 
 def _check_outcomes(seen: dict[str, Any], base_url: str, headers: dict[str, str], by: str) -> None:
@@ -226,7 +225,7 @@ def test_the_inbox_shows_each_typed_answer_and_the_reviewer_workflow_parts(chrom
         },
     }
     # and the two selected calls went in one decideToolCalls, each result reported on its own
-    assert shown["bulkHeading"] == "Bulk decision: 2 selected"
+    assert shown["bulkHeading"] == "Bulk decision on refund-agent: 2 selected"
     approve = {"kind": "APPROVED", "reason": None}
     assert seen["sent"][1] == {
         "operation": "InboxDecideMany",
@@ -251,6 +250,6 @@ def test_the_inbox_shows_each_typed_answer_and_the_reviewer_workflow_parts(chrom
     assert seen["sent"][2]["variables"]["input"]["questionId"] == "q-w"
     assert shown["resumeProblem"] == "No forecast for this city"
     assert shown["resumeProblemField"].endswith("-data_name")
-    # with no page error, and no serious or critical axe-core violation in this state either
+    # with no page error, and no axe-core violation in this state either
     assert seen["pageErrors"] == []
-    assert [v for v in seen["axe"] if v["impact"] in ("serious", "critical")] == []
+    assert seen["axe"] == []

@@ -79,10 +79,6 @@ def test_the_bulk_bar_is_shown_only_for_an_agent_with_a_call_to_approve(seen: di
     assert bars["withRefund"] == {"refund-agent": 2, "weather-agent": 0, "support-supervisor": 2}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the bulk forms of two agents share one accessible name, 'Bulk decision: 0 selected' (axe landmark-unique)",
-)
 def test_axe_finds_no_violation_in_the_listing(seen: dict[str, Any]) -> None:
     [check] = seen["axe"]
     assert check["violations"] == [], json.dumps(check["violations"], indent=1)

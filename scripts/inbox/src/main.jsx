@@ -362,7 +362,9 @@ function BulkBar({ agent, count, busy, decide }) {
         decide(event.nativeEvent.submitter && event.nativeEvent.submitter.value === 'DECLINED' ? 'DECLINED' : 'APPROVED', reason || null);
       }}
     >
-      <h3 id={`${id}-h`}>Bulk decision: {count} selected</h3>
+      <h3 id={`${id}-h`}>
+        Bulk decision on {agent.name || agent.id}: {count} selected
+      </h3>
       <label htmlFor={`${id}-reason`}>Reason for declining the selected calls</label>
       <input id={`${id}-reason`} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
       <button type="submit" name="kind" value="APPROVED" className="approve" disabled={busy || count === 0}>

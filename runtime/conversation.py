@@ -191,7 +191,8 @@ def within(messages: Sequence[ConversationMessage], max_bytes: int) -> Conversat
     All of them when they fit. Otherwise the beginning is kept (up to half of ``max_bytes``: the
     prompt), then the end (the messages just before the calls waiting) with what is left, then
     more of the beginning if room remains; the messages in between are left out (``cut``). A
-    first or last message too long for its share keeps the beginning of its text (``truncated``).
+    first or last message too long for its share keeps the beginning of its text (``truncated``);
+    a first message cut to half of ``max_bytes`` then gets the bytes nothing else used.
     """
     sizes = [m.size for m in messages]
     total = sum(sizes)
@@ -225,6 +226,10 @@ def within(messages: Sequence[ConversationMessage], max_bytes: int) -> Conversat
         head.append(messages[first])
         used += sizes[first]
         first += 1
+    if head[0].truncated and used < max_bytes:  # the first message's share, grown by what is left
+        shown = len(head[0].text.encode())
+        head[0] = _shortened(messages[0], shown + max_bytes - used)
+        used += len(head[0].text.encode()) - shown
     left_out = last + 1 - first
     cut = (
         None
@@ -235,7 +240,10 @@ def within(messages: Sequence[ConversationMessage], max_bytes: int) -> Conversat
 
 
 def _shortened(message: ConversationMessage, max_bytes: int) -> ConversationMessage:
-    """``message`` with the longest UTF-8 prefix of its text that fits ``max_bytes`` (whole characters)."""
+    """``message`` with the longest UTF-8 prefix of its text that fits ``max_bytes`` (whole characters);
+    ``message`` itself when it fits."""
+    if message.size <= max_bytes:
+        return message
     text = message.text.encode()[: max(max_bytes, 0)].decode("utf-8", errors="ignore")
     return replace(message, text=text, truncated=True)
 

@@ -168,6 +168,10 @@ def test_a_first_or_last_message_too_long_keeps_the_beginning_of_its_text_in_who
     assert conversation.cut is not None
     assert (conversation.cut.position, conversation.cut.messages, conversation.cut.size) == (1, 1, 6)
 
+    # and a long prompt cut to half the limit gets back what the rest of the conversation leaves
+    first, last = within([_message(0, "é" * 100), _message(1, "ab")], 100).messages
+    assert (first.text, first.truncated, last.text) == ("é" * 49, True, "ab")
+
     # and a single message over the limit gets all of it
     [alone] = within([_message(0, "x" * 100)], 30).messages
     assert (alone.text, alone.truncated) == ("x" * 30, True)

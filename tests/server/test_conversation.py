@@ -118,16 +118,15 @@ async def test_a_conversation_over_max_bytes_keeps_the_prompts_beginning_and_the
     run = (await gql.data(RUN, agentId=REFUND, runId=started["runId"], maxBytes=200))["suspendedRun"]
     conversation = run["conversation"]
 
-    # then the prompt keeps its beginning (half the bytes at most, whole characters), the refund
-    # call waiting is whole, and the lookup between them is left out where the cut says
+    # then the prompt keeps its beginning (in whole characters, with the bytes the rest leaves), the
+    # refund call waiting is whole, and the lookup between them is left out where the cut says
     first, *_, last = messages = conversation["messages"]
     assert (first["index"], first["kind"], first["truncated"]) == (0, "USER_PROMPT", True)
     assert prompt.startswith(first["text"])
-    assert len(first["text"].encode()) <= 100
     assert first["text"].startswith("Please refund order 1042. é")
     assert first["textBytes"] == len(prompt.encode())
     assert (last["index"], last["toolName"], last["truncated"]) == (3, "issue_refund", False)
-    assert sum(len(m["text"].encode()) for m in messages) <= 200
+    assert 199 <= sum(len(m["text"].encode()) for m in messages) <= 200  # a two-byte character may not fit
     assert conversation["truncated"] is True
     assert conversation["totalMessages"] == 4
     cut = conversation["cut"]

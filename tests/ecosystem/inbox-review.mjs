@@ -4,7 +4,8 @@
 // supervisor's refund (its sub-run is listed under refund-agent) and a weather run (a call that asks
 // for data), and records each agent's bulk bar; then starts a plain refund and records, for every
 // button on the page, the contrast of its text with its background at rest, hovered, focused, and
-// both; how the supervisor's sub-run is shown; each run's conversation; and axe-core's violations.
+// both; how the supervisor's sub-run is shown; each run's conversation (one of them cut to fit the
+// page's limit); and axe-core's violations, before a call is selected and with the cut conversation.
 // It records rather than stops on what it does not find, so each check is the test's.
 // Prints JSON: {runs, signIn, bulkBars, buttons, subRun, conversations, axe, pageErrors, cspViolations}.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -178,6 +179,12 @@ try {
     await measure('one call selected');
   }
   await page.screenshot({ path: join(outputDir, 'inbox-review.png'), fullPage: true });
+
+  // a refund asked for in a message longer than the page shows (20 KB): its conversation is cut
+  out.runs.long = await start('refund-agent', `Please refund order 1042, ${'the grinder arrived broken and '.repeat(640)}thanks.`);
+  await article(out.runs.long).waitFor();
+  await page.screenshot({ path: join(outputDir, 'inbox-review-conversations.png'), fullPage: true });
+  await axe('with a conversation cut to fit');
 
   // each run's conversation, as shown
   out.conversations = {};

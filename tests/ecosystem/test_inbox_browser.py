@@ -213,6 +213,19 @@ def test_the_inbox_shows_each_typed_answer_and_the_reviewer_workflow_parts(chrom
     assert shown["deadline"] == "2026-12-01 23:00:00 UTC"
     assert shown["approvals"] == "1 of 2\nkey:alice at 2026-11-30 22:01:00 UTC"
     assert shown["expiringFilter"] == 1
+    # and a conversation the server cut shows where: the prompt's text cut, then the messages left out
+    assert shown["conversations"] == 1  # the runs without one show none
+    assert [line for line in shown["conversation"].split("\n") if line.strip()] == [
+        "Conversation: 6 messages, 85 bytes of 8.8 KiB shown",
+        "User",
+        "Please refund order 1042, it arrived",
+        "[… cut here: 6.7 KiB in all]",
+        "[… 3 messages (2.0 KiB) left out here …]",
+        "Assistant",
+        "Checking the order.",
+        "Tool call issue_refund (waiting for a decision, below)",
+        '{"order_id":1042,"amount":600}',
+    ]
     # and an edit is checked for JSON syntax in the page, then sent as editedArgs, and the
     # server's problems are shown under the editor
     assert shown["syntaxProblem"].startswith("Not valid JSON")

@@ -26,6 +26,12 @@ MIN_CONTRAST = 4.5
 """WCAG 2 AA for text (1.4.3)."""
 
 
+def _lines(text: str | None) -> str:
+    """``text`` as shown (``innerText``), without the blank lines between paragraphs."""
+    assert text is not None, "no conversation shown"
+    return "\n".join(line for line in text.splitlines() if line.strip())
+
+
 @pytest.fixture(scope="module")
 def seen(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa: F811
     OUTPUT.mkdir(exist_ok=True)
@@ -80,5 +86,45 @@ def test_the_bulk_bar_is_shown_only_for_an_agent_with_a_call_to_approve(seen: di
 
 
 def test_axe_finds_no_violation_in_the_listing(seen: dict[str, Any]) -> None:
-    [check] = seen["axe"]
-    assert check["violations"] == [], json.dumps(check["violations"], indent=1)
+    # before a call is selected (two bulk forms), and with a conversation cut to fit
+    assert len(seen["axe"]) == 2
+    for check in seen["axe"]:
+        assert check["violations"] == [], f"{check['label']}: {json.dumps(check['violations'], indent=1)}"
+
+
+def test_each_run_shows_the_conversation_that_led_to_its_pending_calls(seen: dict[str, Any]) -> None:
+    shown = {run: _lines(text) for run, text in seen["conversations"].items()}
+    # the refund: the customer's words, the lookup and its result, and the refund call waiting below
+    refund = shown["refund"]
+    assert refund.startswith("Conversation: 4 messages\n"), refund
+    for text in (
+        "User\nPlease refund order 1042",
+        "Tool call lookup_order",
+        '{"order_id":1042}',
+        "Tool result lookup_order",
+    ):
+        assert text in refund, refund
+    assert 'Tool call issue_refund (waiting for a decision, below)\n{"order_id":1042,"amount":49.9}' in refund
+    # the supervisor's: the customer's words and its call to the refund agent, waiting
+    supervisor = shown["supervisor"]
+    assert "User\nPlease refund order 1043" in supervisor
+    assert "Tool call ask_refund_agent (waiting for a decision, below)" in supervisor
+    # the sub-run's: the supervisor's request, and its refund call, decided on the supervisor's run
+    sub = shown["subRun"]
+    assert "User\nPlease refund order 1043" in sub
+    assert "Tool call issue_refund (waiting, decided on the supervisor's run)\n" in sub
+    assert "waiting for a decision" not in sub
+    # the weather run's: the question it asks
+    assert "Tool call ask_city (waiting for a decision, below)" in shown["weather"]
+
+
+def test_a_conversation_longer_than_the_page_shows_says_where_it_was_cut(seen: dict[str, Any]) -> None:
+    long = _lines(seen["conversations"]["long"])
+    # the summary says it is shortened, and the prompt shows its beginning then a mark saying so
+    assert long.startswith("Conversation: 4 messages, 16.0 KiB of 19.5 KiB shown\n"), long[:200]
+    assert "User\nPlease refund order 1042, the grinder arrived broken and" in long
+    assert "thanks." not in long
+    assert "[… cut here: 19.4 KiB in all]" in long
+    # and the refund call waiting is still shown whole, after it
+    assert long.index("cut here") < long.index("Tool call issue_refund (waiting for a decision, below)")
+    assert long.rstrip().endswith('{"order_id":1042,"amount":49.9}')

@@ -217,6 +217,68 @@ function ResumeForm({ call, base, act, busy }) {
   );
 }
 
+const SPEAKERS = {
+  SYSTEM_PROMPT: 'System',
+  USER_PROMPT: 'User',
+  TEXT: 'Assistant',
+  THINKING: 'Assistant, thinking',
+  TOOL_CALL: 'Tool call',
+  TOOL_RESULT: 'Tool result',
+  RETRY: 'Retry feedback',
+};
+const size = (bytes) => (bytes < 1024 ? `${bytes} bytes` : `${(bytes / 1024).toFixed(1)} KiB`);
+
+/** One message of a conversation: who speaks, the tool it names, its text (arguments as JSON for a
+ * tool call), and where its text was cut; `waiting` is the note on a pending call's tool call, or ''. */
+function Message({ message, waiting }) {
+  const tool = message.toolName ? ` ${message.toolName}` : '';
+  const code = message.kind === 'TOOL_CALL' || message.kind === 'TOOL_RESULT';
+  return (
+    <li className={`message ${message.kind.toLowerCase().replace('_', '-')}`}>
+      <p className="speaker">
+        {SPEAKERS[message.kind] || message.kind}
+        {tool && <code>{tool}</code>}
+        {waiting && <span className="waiting"> ({waiting})</span>}
+      </p>
+      {code ? <pre>{message.text}</pre> : <p className="text">{message.text}</p>}
+      {message.truncated && <p className="cut-text">[… cut here: {size(message.textBytes)} in all]</p>}
+    </li>
+  );
+}
+
+/** The conversation that led to the run's pending calls (`SuspendedRun.conversation`), with the
+ * place where messages were left out to fit its limit. */
+function Conversation({ run, conversation }) {
+  const id = domId('conversation', run.runId);
+  const waiting = new Set(run.toolCalls.filter((call) => !call.decision).map((call) => call.toolCallId));
+  const note = decidedHere(run) ? 'waiting for a decision, below' : "waiting, decided on the supervisor's run";
+  const { cut } = conversation;
+  const encoder = new TextEncoder();
+  const shownBytes = conversation.messages.reduce((sum, message) => sum + encoder.encode(message.text).length, 0);
+  const items = [];
+  conversation.messages.forEach((message, i) => {
+    if (cut && i === cut.position) {
+      items.push(
+        <li key="cut" className="cut">
+          [… {cut.messages} message{cut.messages === 1 ? '' : 's'} ({size(cut.bytes)}) left out here …]
+        </li>,
+      );
+    }
+    items.push(<Message key={message.index} message={message} waiting={message.kind === 'TOOL_CALL' && waiting.has(message.toolCallId) ? note : ''} />);
+  });
+  return (
+    <details className="conversation" open data-conversation="">
+      <summary id={`${id}-h`}>
+        Conversation: {conversation.totalMessages} message{conversation.totalMessages === 1 ? '' : 's'}
+        {conversation.truncated ? `, ${size(shownBytes)} of ${size(conversation.totalBytes)} shown` : ''}
+      </summary>
+      <ol aria-labelledby={`${id}-h`} tabIndex={0}>
+        {items}
+      </ol>
+    </details>
+  );
+}
+
 function Approvals({ call }) {
   return (
     <>
@@ -311,6 +373,7 @@ function Run({ run, features, act, busy, selection, setSelected, messages }) {
           </>
         )}
       </dl>
+      {run.conversation && <Conversation run={run} conversation={run.conversation} />}
       {!decidedHere(run) && (
         <p className="sub-run">
           A sub-run of the supervisor&apos;s run{' '}

@@ -2,8 +2,8 @@
 
 The page (``scripts/inbox/src/documents.js``) asks for the reviewer-workflow fields
 (``editedArgs``, ``expiresAt``, ``approvalsRequired``/``approvals``, ``expiresBefore``,
-``decideToolCalls``) and the run's ``conversation`` only when its one introspection query finds them, so it also works against
-a server without them. ``inbox-documents.mjs`` runs that query with graphql-js against
+``decideToolCalls``) and the run's ``conversation`` only when its one introspection query finds
+them, so it also works against a server without them. ``inbox-documents.mjs`` runs that query with graphql-js against
 ``schema.graphql`` and validates every document the page would then send. The browser test
 (``test_inbox_browser.py``) sends them to a real server.
 """

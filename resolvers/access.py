@@ -6,7 +6,8 @@ The principal comes from ``Context.principal`` (``server/`` authenticated it). T
 - a root field needs its scope, declared where the field is defined with
   ``permission_classes=[CanRead]`` (or ``CanReadEvents`` on a subscription, ``CanDecide``,
   ``CanStart``, ``CanReadWebhooks``); without it the answer is a GraphQL error ``FORBIDDEN`` (``AccessDenied``) and
-  the resolver never runs;
+  the resolver never runs; so does ``SuspendedRun.conversation`` (``CanRead``), since the run
+  itself is also shown to ``runs:decide`` in a decision's outcome;
 - a run outside the principal's resources is reported exactly as a missing run: absent from
   lists and counts (``restricted``: inside the store query), ``null`` from ``suspendedRun``
   (``visible``), ``node`` and ``_entities`` (the request's loaders are restricted), no events;

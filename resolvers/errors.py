@@ -8,7 +8,6 @@ each mapped from a runtime domain error. Invalid query arguments are GraphQL err
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import strawberry
 from graphql import GraphQLError
@@ -34,6 +33,7 @@ from runtime import (
 )
 from storage import StoreUnavailableError
 
+from .argument_errors import QueryArgumentError as QueryArgumentError  # re-exported: raised by the resolvers
 from .types import ToolCallDecision
 
 ErrorCodeEnum = strawberry.enum(ErrorCode, name="ErrorCode", description="Code of a `UserError`.")
@@ -230,14 +230,6 @@ def to_user_error(error: RunsgateError) -> UserError:
                 approvals_required=error.approvals_required,
             )
     raise TypeError(f"no GraphQL type for {type(error).__name__}")
-
-
-class QueryArgumentError(GraphQLError):
-    """A rejected query argument: a GraphQL error with ``extensions.code`` and ``extensions.argument``."""
-
-    def __init__(self, message: str, *, argument: str, code: str = "BAD_USER_INPUT") -> None:
-        extensions: dict[str, Any] = {"code": code, "argument": argument}
-        super().__init__(message, extensions=extensions)
 
 
 @strawberry.type(

@@ -12,7 +12,9 @@ from strawberry import relay
 
 from storage import DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
 
+from .access import CanRead
 from .context import Info
+from .conversation import DEFAULT_MAX_BYTES, Conversation, run_conversation
 from .scalars import JSON
 
 
@@ -267,6 +269,22 @@ class SuspendedRun(relay.Node):
     async def events(self, info: Info) -> list[RunEvent]:
         docs = await info.context.loaders.events_by_run.load((str(self.agent_id), str(self.run_id)))
         return [RunEvent.from_document(d) for d in docs]
+
+    @strawberry.field(
+        description="The conversation that led to the pending calls (prompts, the model's text and tool calls, "
+        "the tools' results), from the stored history: at most `maxBytes` UTF-8 bytes of text (1 to 1048576), "
+        "keeping its beginning and end and saying where it was cut. Read only when selected; needs `runs:read`. "
+        "Null once the run is gone.",
+        permission_classes=[CanRead],
+    )
+    async def conversation(self, info: Info, max_bytes: int = DEFAULT_MAX_BYTES) -> Conversation | None:
+        return await run_conversation(
+            info,
+            agent_id=str(self.agent_id),
+            run_id=str(self.run_id),
+            resource_id=self.resource_id,
+            max_bytes=max_bytes,
+        )
 
     @classmethod
     async def resolve_nodes(  # type: ignore[override]

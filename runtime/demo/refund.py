@@ -16,10 +16,10 @@ from typing import Annotated, Any
 from pydantic import Field
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import DeferredToolRequests
 
-from ._script import latest_prompt, latest_returns, tool_calls
+from ._script import latest_prompt, latest_returns, scripted_model, tool_calls
 
 ORDERS: dict[int, dict[str, Any]] = {
     1042: {"amount": 49.9, "currency": "USD", "item": "Espresso grinder"},
@@ -63,7 +63,7 @@ async def _refund_script(messages: list[ModelMessage], info: AgentInfo) -> Model
 
 
 refund_agent = Agent(
-    FunctionModel(_refund_script, model_name="runsgate-demo-refund"),
+    scripted_model(_refund_script, model_name="runsgate-demo-refund"),
     name="refund-agent",
     deps_type=type(None),
     description="Refunds customer orders; a refund waits for a person's approval (under the demo's default "

@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import DeferredToolRequests
 
 from ..delegation import delegate
-from ._script import latest_prompt, latest_returns
+from ._script import latest_prompt, latest_returns, scripted_model
 
 REFUND_AGENT_ID = "refund-agent"
 
@@ -31,7 +31,7 @@ async def _supervisor_script(messages: list[ModelMessage], info: AgentInfo) -> M
 
 
 support_supervisor = Agent(
-    FunctionModel(_supervisor_script, model_name="runsgate-demo-supervisor"),
+    scripted_model(_supervisor_script, model_name="runsgate-demo-supervisor"),
     name="support-supervisor",
     deps_type=type(None),
     description="Customer support supervisor; hands refund requests to refund-agent.",

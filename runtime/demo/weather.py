@@ -14,11 +14,11 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import DeferredToolRequests
 
 from ..suspension import suspend
-from ._script import latest_prompt, latest_returns
+from ._script import latest_prompt, latest_returns, scripted_model
 
 CITY_QUESTION = "Which city do you want the weather for?"
 
@@ -53,7 +53,7 @@ async def _weather_script(messages: list[ModelMessage], info: AgentInfo) -> Mode
 
 
 weather_agent = Agent(
-    FunctionModel(_weather_script, model_name="runsgate-demo-weather"),
+    scripted_model(_weather_script, model_name="runsgate-demo-weather"),
     name="weather-agent",
     deps_type=type(None),
     description="Reports the weather; asks which city when the prompt does not say.",

@@ -3,7 +3,7 @@
 // runsgate's own).
 //   node inbox-answers.mjs BASE_URL OUTPUT_DIR
 // The schema offered has issue 18's fields (editedArgs, expiresAt, approvals, expiresBefore,
-// decideToolCalls); the answers are `InvalidToolArguments` to an edit, a bulk result with one
+// decideToolCalls) and SuspendedRun.conversation (one run's cut in its middle); the answers are `InvalidToolArguments` to an edit, a bulk result with one
 // `ToolCallAlreadyDecided` (someone else was first), and `InvalidResumeData` from the server to
 // data the form accepted. Prints JSON: {shown, sent, activity, axe, pageErrors}.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -19,6 +19,7 @@ const [baseUrl, outputDir] = process.argv.slice(2);
 const FEATURES = {
   approveInput: { inputFields: [{ name: 'agentId' }, { name: 'editedArgs' }] },
   toolCall: { fields: [{ name: 'expiresAt' }, { name: 'approvalsRequired' }, { name: 'approvals' }] },
+  run: { fields: [{ name: 'conversation' }] },
   runFilter: { inputFields: [{ name: 'expiresBefore' }] },
   mutation: { fields: [{ name: 'decideToolCalls' }] },
   invalidToolArguments: { name: 'InvalidToolArguments' },
@@ -33,15 +34,31 @@ const city = {
   resumeSchema: { title: 'City', type: 'object', properties: { name: { title: 'Name', type: 'string' } }, required: ['name'] },
   questionId: 'q-w', approvalMetadata: null, decision: null, expiresAt: null, approvalsRequired: 1, approvals: [],
 };
-const run = (runId, toolCalls) => ({
+const message = (index, kind, text, extra = {}) => ({
+  index, kind, text, textBytes: new TextEncoder().encode(text).length, truncated: false, toolName: null, toolCallId: null, ...extra,
+});
+// a conversation the server cut to fit: its prompt's end, and three messages of the middle, left out
+const CUT_CONVERSATION = {
+  totalMessages: 6, totalBytes: 9000, truncated: true, cut: { position: 1, messages: 3, bytes: 2048 },
+  messages: [
+    message(0, 'USER_PROMPT', 'Please refund order 1042, it arrived', { truncated: true, textBytes: 6900 }),
+    message(4, 'TEXT', 'Checking the order.'),
+    message(5, 'TOOL_CALL', '{"order_id":1042,"amount":600}', { toolName: 'issue_refund', toolCallId: 'call-1' }),
+  ],
+};
+const run = (runId, toolCalls, conversation = null) => ({
   runId, agentId: 'refund-agent', threadId: null, resourceId: null, parentRunId: null,
-  createdAt: '2026-11-30T22:00:00Z', suspendedAt: '2026-11-30T22:00:00Z', lastError: null, toolCalls,
+  createdAt: '2026-11-30T22:00:00Z', suspendedAt: '2026-11-30T22:00:00Z', lastError: null, toolCalls, conversation,
 });
 const RUNS = {
   suspendedRuns: {
     totalCount: 3,
     pageInfo: { hasNextPage: false, hasPreviousPage: false, startCursor: 'c1', endCursor: 'c3' },
-    nodes: [run('run-1', [refund(1, [{ decidedBy: 'key:alice', decidedAt: '2026-11-30T22:01:00Z' }])]), run('run-2', [refund(2, [])]), run('run-3', [city])],
+    nodes: [
+      run('run-1', [refund(1, [{ decidedBy: 'key:alice', decidedAt: '2026-11-30T22:01:00Z' }])], CUT_CONVERSATION),
+      run('run-2', [refund(2, [])]),
+      run('run-3', [city]),
+    ],
   },
 };
 
@@ -94,6 +111,8 @@ try {
   out.shown.deadline = await run1.locator('dt:text-is("Deadline") + dd').innerText();
   out.shown.approvals = await run1.locator('dt:text-is("Approvals") + dd').innerText();
   out.shown.expiringFilter = await page.getByLabel('Expiring within the hour').count();
+  out.shown.conversation = await run1.locator('[data-conversation]').innerText();
+  out.shown.conversations = await page.locator('[data-conversation]').count();
 
   // edit then approve: a syntax error is caught in the page, the server's problems are shown
   await run1.getByRole('button', { name: 'Edit arguments' }).focus();

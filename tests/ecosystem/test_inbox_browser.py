@@ -91,11 +91,10 @@ def _check_page(seen: dict[str, Any], base_url: str, console_errors: list[str] |
     # the page offers issue 18's actions exactly when the schema has them
     assert (seen["featuresShown"]["editButtons"] > 0) == seen["features"]["editedArgs"]
     assert (seen["featuresShown"]["bulkForms"] > 0) == seen["features"]["bulk"]
-    # axe-core: no serious or critical violation, in each state checked
+    # axe-core: no violation at all, in each state checked
     assert len(seen["axe"]) == 3
     for check in seen["axe"]:
-        bad = [v for v in check["violations"] if v["impact"] in ("serious", "critical")]
-        assert bad == [], f"{check['label']}: {json.dumps(bad, indent=1)}"
+        assert check["violations"] == [], f"{check['label']}: {json.dumps(check['violations'], indent=1)}"
 
 
 def _check_outcomes(seen: dict[str, Any], base_url: str, headers: dict[str, str], by: str) -> None:
@@ -214,6 +213,19 @@ def test_the_inbox_shows_each_typed_answer_and_the_reviewer_workflow_parts(chrom
     assert shown["deadline"] == "2026-12-01 23:00:00 UTC"
     assert shown["approvals"] == "1 of 2\nkey:alice at 2026-11-30 22:01:00 UTC"
     assert shown["expiringFilter"] == 1
+    # and a conversation the server cut shows where: the prompt's text cut, then the messages left out
+    assert shown["conversations"] == 1  # the runs without one show none
+    assert [line for line in shown["conversation"].split("\n") if line.strip()] == [
+        "Conversation: 6 messages, 85 bytes of 8.8 KiB shown",
+        "User",
+        "Please refund order 1042, it arrived",
+        "[… cut here: 6.7 KiB in all]",
+        "[… 3 messages (2.0 KiB) left out here …]",
+        "Assistant",
+        "Checking the order.",
+        "Tool call issue_refund (waiting for a decision, below)",
+        '{"order_id":1042,"amount":600}',
+    ]
     # and an edit is checked for JSON syntax in the page, then sent as editedArgs, and the
     # server's problems are shown under the editor
     assert shown["syntaxProblem"].startswith("Not valid JSON")
@@ -226,7 +238,7 @@ def test_the_inbox_shows_each_typed_answer_and_the_reviewer_workflow_parts(chrom
         },
     }
     # and the two selected calls went in one decideToolCalls, each result reported on its own
-    assert shown["bulkHeading"] == "Bulk decision: 2 selected"
+    assert shown["bulkHeading"] == "Bulk decision on refund-agent: 2 selected"
     approve = {"kind": "APPROVED", "reason": None}
     assert seen["sent"][1] == {
         "operation": "InboxDecideMany",
@@ -251,6 +263,6 @@ def test_the_inbox_shows_each_typed_answer_and_the_reviewer_workflow_parts(chrom
     assert seen["sent"][2]["variables"]["input"]["questionId"] == "q-w"
     assert shown["resumeProblem"] == "No forecast for this city"
     assert shown["resumeProblemField"].endswith("-data_name")
-    # with no page error, and no serious or critical axe-core violation in this state either
+    # with no page error, and no axe-core violation in this state either
     assert seen["pageErrors"] == []
-    assert [v for v in seen["axe"] if v["impact"] in ("serious", "critical")] == []
+    assert seen["axe"] == []

@@ -2,8 +2,8 @@
 
 The page (``scripts/inbox/src/documents.js``) asks for the reviewer-workflow fields
 (``editedArgs``, ``expiresAt``, ``approvalsRequired``/``approvals``, ``expiresBefore``,
-``decideToolCalls``) only when its one introspection query finds them, so it also works against
-a server without them. ``inbox-documents.mjs`` runs that query with graphql-js against
+``decideToolCalls``) and the run's ``conversation`` only when its one introspection query finds
+them, so it also works against a server without them. ``inbox-documents.mjs`` runs that query with graphql-js against
 ``schema.graphql`` and validates every document the page would then send. The browser test
 (``test_inbox_browser.py``) sends them to a real server.
 """
@@ -23,7 +23,7 @@ def test_every_inbox_document_validates_against_the_schema_with_every_reviewer_w
     seen = run_node_json("inbox-documents.mjs", str(ROOT / "schema.graphql"))
 
     # then the page detects each of the reviewer-workflow features (edited arguments, deadlines,
-    # approvals, bulk) and every document it would send is valid
+    # approvals, bulk) and the conversation, and every document it would send is valid
     assert all(seen["current"]["features"].values()), seen["current"]["features"]
     assert seen["current"]["errors"] == {}
     assert "decideMany" in seen["current"]["documents"]

@@ -2,14 +2,15 @@
 // public API (schema.graphql) and nothing else.
 //
 // The reviewer-workflow fields (editedArgs, expiresAt, approvals, argsSchema, expiresBefore, decideToolCalls)
-// are asked for only when the server's schema offers them: FEATURES is sent once at load, and the
-// documents below are built from its answer (`features`), so the page works on a server without
-// them and shows them as soon as the server has them.
+// and the run's conversation are asked for only when the server's schema offers them: FEATURES is
+// sent once at load, and the documents below are built from its answer (`features`), so the page
+// works on a server without them and shows them as soon as the server has them.
 
 /** One introspection query: which optional fields and types the server's schema has. */
 export const FEATURES = `query InboxFeatures {
   approveInput: __type(name: "ApproveToolCallInput") { inputFields { name } }
   toolCall: __type(name: "SuspendedToolCall") { fields { name } }
+  run: __type(name: "SuspendedRun") { fields { name } }
   runFilter: __type(name: "SuspendedRunFilter") { inputFields { name } }
   mutation: __type(name: "Mutation") { fields { name } }
   invalidToolArguments: __type(name: "InvalidToolArguments") { name }
@@ -20,6 +21,7 @@ export function features(data) {
   const names = (type, key) => new Set(((data && data[type] && data[type][key]) || []).map((f) => f.name));
   const approve = names('approveInput', 'inputFields');
   const call = names('toolCall', 'fields');
+  const run = names('run', 'fields');
   const filter = names('runFilter', 'inputFields');
   const mutation = names('mutation', 'fields');
   return {
@@ -30,10 +32,19 @@ export function features(data) {
     argsSchema: call.has('argsSchema'),
     expiresBefore: filter.has('expiresBefore'),
     bulk: mutation.has('decideToolCalls'),
+    conversation: run.has('conversation'),
   };
 }
 
+/** UTF-8 bytes of conversation text shown per run (SuspendedRun.conversation's `maxBytes`). */
+export const CONVERSATION_BYTES = 16 * 1024;
+
 export const AGENTS = `query InboxAgents { agents { id name description } }`;
+
+const conversationFields = `conversation(maxBytes: ${CONVERSATION_BYTES}) {
+        totalMessages totalBytes truncated cut { position messages bytes }
+        messages { index kind text textBytes truncated toolName toolCallId }
+      }`;
 
 /** The listing of one agent's suspended runs, newest first, one page (Relay cursors). */
 export function suspendedRunsQuery(f) {
@@ -49,6 +60,7 @@ export function suspendedRunsQuery(f) {
     nodes {
       runId agentId threadId resourceId parentRunId createdAt suspendedAt
       lastError { type message at }
+      ${f.conversation ? conversationFields : ''}
       toolCalls {
         toolCallId toolName args requiresApproval suspendPayload resumeSchema questionId approvalMetadata
         decision { kind decidedAt decidedBy reason }

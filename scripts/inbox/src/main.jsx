@@ -16,6 +16,12 @@ const SOON_SECONDS = 3600;
 const EMPTY_FILTERS = { agentId: '', threadId: '', resourceId: '', fromDate: '', toDate: '', expiringSoon: false };
 
 const json = (value) => JSON.stringify(value, null, 2);
+/** Whether a run's calls are decided on it: a supervisor's sub-run (`parentRunId`) is decided only
+ * through its supervisor's run (the API answers DECIDE_THROUGH_SUPERVISOR), so the page offers no
+ * action on it. */
+const decidedHere = (run) => !run.parentRunId;
+/** The calls of `run` that Approve and Decline (one by one or in bulk) apply to. */
+const approvalsWaiting = (run) => (decidedHere(run) ? run.toolCalls.filter((call) => !call.decision && call.requiresApproval) : []);
 const domId = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
 const when = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '');
 
@@ -211,6 +217,68 @@ function ResumeForm({ call, base, act, busy }) {
   );
 }
 
+const SPEAKERS = {
+  SYSTEM_PROMPT: 'System',
+  USER_PROMPT: 'User',
+  TEXT: 'Assistant',
+  THINKING: 'Assistant, thinking',
+  TOOL_CALL: 'Tool call',
+  TOOL_RESULT: 'Tool result',
+  RETRY: 'Retry feedback',
+};
+const size = (bytes) => (bytes < 1024 ? `${bytes} bytes` : `${(bytes / 1024).toFixed(1)} KiB`);
+
+/** One message of a conversation: who speaks, the tool it names, its text (arguments as JSON for a
+ * tool call), and where its text was cut; `waiting` is the note on a pending call's tool call, or ''. */
+function Message({ message, waiting }) {
+  const tool = message.toolName ? ` ${message.toolName}` : '';
+  const code = message.kind === 'TOOL_CALL' || message.kind === 'TOOL_RESULT';
+  return (
+    <li className={`message ${message.kind.toLowerCase().replace('_', '-')}`}>
+      <p className="speaker">
+        {SPEAKERS[message.kind] || message.kind}
+        {tool && <code>{tool}</code>}
+        {waiting && <span className="waiting"> ({waiting})</span>}
+      </p>
+      {code ? <pre>{message.text}</pre> : <p className="text">{message.text}</p>}
+      {message.truncated && <p className="cut-text">[… cut here: {size(message.textBytes)} in all]</p>}
+    </li>
+  );
+}
+
+/** The conversation that led to the run's pending calls (`SuspendedRun.conversation`), with the
+ * place where messages were left out to fit its limit. */
+function Conversation({ run, conversation }) {
+  const id = domId('conversation', run.runId);
+  const waiting = new Set(run.toolCalls.filter((call) => !call.decision).map((call) => call.toolCallId));
+  const note = decidedHere(run) ? 'waiting for a decision, below' : "waiting, decided on the supervisor's run";
+  const { cut } = conversation;
+  const encoder = new TextEncoder();
+  const shownBytes = conversation.messages.reduce((sum, message) => sum + encoder.encode(message.text).length, 0);
+  const items = [];
+  conversation.messages.forEach((message, i) => {
+    if (cut && i === cut.position) {
+      items.push(
+        <li key="cut" className="cut">
+          [… {cut.messages} message{cut.messages === 1 ? '' : 's'} ({size(cut.bytes)}) left out here …]
+        </li>,
+      );
+    }
+    items.push(<Message key={message.index} message={message} waiting={message.kind === 'TOOL_CALL' && waiting.has(message.toolCallId) ? note : ''} />);
+  });
+  return (
+    <details className="conversation" open data-conversation="">
+      <summary id={`${id}-h`}>
+        Conversation: {conversation.totalMessages} message{conversation.totalMessages === 1 ? '' : 's'}
+        {conversation.truncated ? `, ${size(shownBytes)} of ${size(conversation.totalBytes)} shown` : ''}
+      </summary>
+      <ol aria-labelledby={`${id}-h`} tabIndex={0}>
+        {items}
+      </ol>
+    </details>
+  );
+}
+
 function Approvals({ call }) {
   return (
     <>
@@ -233,6 +301,14 @@ function Approvals({ call }) {
 
 function ToolCall({ run, call, features, act, busy, selected, onSelect, message }) {
   const base = domId('call', run.runId, call.toolCallId || call.questionId);
+  let actions = null; // none on a sub-run: its calls are decided on the supervisor's run
+  if (decidedHere(run)) {
+    actions = call.requiresApproval ? (
+      <ApprovalActions call={call} base={base} features={features} act={act} busy={busy} selected={selected} onSelect={onSelect} />
+    ) : (
+      <ResumeForm call={call} base={base} act={act} busy={busy} />
+    );
+  }
   return (
     <div className="call" role="group" aria-labelledby={`${base}-h`}>
       <h4 id={`${base}-h`}>
@@ -250,14 +326,12 @@ function ToolCall({ run, call, features, act, busy, selected, onSelect, message 
         )}
         {features.approvals && call.requiresApproval && (call.approvalsRequired > 1 || call.approvals.length > 0) && <Approvals call={call} />}
       </dl>
-      {call.requiresApproval ? (
-        <ApprovalActions call={call} base={base} features={features} act={act} busy={busy} selected={selected} onSelect={onSelect} />
-      ) : (
-        <ResumeForm call={call} base={base} act={act} busy={busy} />
+      {actions}
+      {actions && (
+        <p className="result" role="status">
+          {message}
+        </p>
       )}
-      <p className="result" role="status">
-        {message}
-      </p>
     </div>
   );
 }
@@ -299,6 +373,16 @@ function Run({ run, features, act, busy, selection, setSelected, messages }) {
           </>
         )}
       </dl>
+      {run.conversation && <Conversation run={run} conversation={run.conversation} />}
+      {!decidedHere(run) && (
+        <p className="sub-run">
+          A sub-run of the supervisor&apos;s run{' '}
+          <a href={`#${domId('run', run.parentRunId)}`}>
+            <code>{run.parentRunId}</code>
+          </a>
+          : its calls are decided there, on the supervisor&apos;s call that stands for them.
+        </p>
+      )}
       {pending.map((call) => {
         const key = `${run.runId}\u0000${call.toolCallId}`;
         return (
@@ -341,7 +425,9 @@ function BulkBar({ agent, count, busy, decide }) {
         decide(event.nativeEvent.submitter && event.nativeEvent.submitter.value === 'DECLINED' ? 'DECLINED' : 'APPROVED', reason || null);
       }}
     >
-      <h3 id={`${id}-h`}>Bulk decision: {count} selected</h3>
+      <h3 id={`${id}-h`}>
+        Bulk decision on {agent.name || agent.id}: {count} selected
+      </h3>
       <label htmlFor={`${id}-reason`}>Reason for declining the selected calls</label>
       <input id={`${id}-reason`} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
       <button type="submit" name="kind" value="APPROVED" className="approve" disabled={busy || count === 0}>
@@ -469,7 +555,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth })
           {error}
         </p>
       )}
-      {features.bulk && runs.length > 0 && <BulkBar agent={agent} count={selection.size} busy={busy} decide={decide} />}
+      {features.bulk && runs.some((run) => approvalsWaiting(run).length > 0) && <BulkBar agent={agent} count={selection.size} busy={busy} decide={decide} />}
       {connection && runs.length === 0 && <p>No suspended runs.</p>}
       {runs.map((run) => (
         <Run key={run.runId} run={run} features={features} act={act} busy={busy} selection={selection} setSelected={setSelected} messages={messages} />

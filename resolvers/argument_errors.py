@@ -1,0 +1,19 @@
+"""``QueryArgumentError``, in a module of its own so that any resolver module can raise it
+(``resolvers.errors`` imports ``resolvers.types``, so the types cannot import from it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphql import GraphQLError
+
+
+class QueryArgumentError(GraphQLError):
+    """A rejected query argument: a GraphQL error with ``extensions.code`` and ``extensions.argument``."""
+
+    def __init__(self, message: str, *, argument: str, code: str = "BAD_USER_INPUT") -> None:
+        extensions: dict[str, Any] = {"code": code, "argument": argument}
+        super().__init__(message, extensions=extensions)
+
+
+__all__ = ["QueryArgumentError"]

@@ -1,0 +1,208 @@
+// What a reviewer sees in the inbox, measured in Debian's Chromium (playwright-core):
+//   node inbox-review.mjs BASE_URL OUTPUT_DIR API_KEY
+// Signs in with API_KEY (measuring the sign-in form's button first), starts through the API a
+// supervisor's refund (its sub-run is listed under refund-agent) and a weather run (a call that asks
+// for data), and records each agent's bulk bar; then starts a plain refund and records, for every
+// button on the page, the contrast of its text with its background at rest, hovered, focused, and
+// both; how the supervisor's sub-run is shown; each run's conversation (one of them cut to fit the
+// page's limit); and axe-core's violations, before a call is selected and with the cut conversation.
+// It records rather than stops on what it does not find, so each check is the test's.
+// Prints JSON: {runs, signIn, bulkBars, buttons, subRun, conversations, axe, pageErrors, cspViolations}.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const require = createRequire(import.meta.url);
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+const [baseUrl, outputDir, apiKey] = process.argv.slice(2);
+const TIMEOUT = 60_000;
+
+async function graphql(query, variables = {}) {
+  const response = await fetch(`${baseUrl}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await response.json();
+  if (body.errors) throw new Error(JSON.stringify(body.errors));
+  return body.data;
+}
+
+async function start(agentId, prompt) {
+  const data = await graphql(
+    'mutation S($input: StartRunInput!) { startRun(input: $input) { ... on RunOutcome { runId status } } }',
+    { input: { agentId, prompt } },
+  );
+  if (data.startRun.status !== 'SUSPENDED') throw new Error(`did not suspend: ${JSON.stringify(data)}`);
+  return data.startRun.runId;
+}
+
+// WCAG 2 contrast of an element's text with the background it is drawn on (ancestors' when its own
+// is transparent), in the element's current state
+function contrastOf(el) {
+  const parse = (value) => {
+    const m = /rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?\)/.exec(value);
+    return m ? [Number(m[1]), Number(m[2]), Number(m[3]), m[4] === undefined ? 1 : Number(m[4])] : [0, 0, 0, 1];
+  };
+  const over = (top, bottom) => [0, 1, 2].map((i) => top[i] * top[3] + bottom[i] * (1 - top[3])).concat(1);
+  let background = [255, 255, 255, 1];
+  const layers = [];
+  for (let node = el; node && node.nodeType === 1; node = node.parentElement) layers.push(parse(getComputedStyle(node).backgroundColor));
+  for (const layer of layers.reverse()) background = over(layer, background);
+  const text = over(parse(getComputedStyle(el).color), background);
+  const luminance = ([r, g, b]) => {
+    const [R, G, B] = [r, g, b].map((c) => {
+      const s = c / 255;
+      return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * R + 0.7152 * G + 0.0722 * B;
+  };
+  const [l1, l2] = [luminance(text), luminance(background)].sort((a, b) => b - a);
+  return { ratio: Math.round(((l1 + 0.05) / (l2 + 0.05)) * 100) / 100, color: getComputedStyle(el).color, background: `rgb(${background.slice(0, 3).map(Math.round).join(', ')})` };
+}
+
+const userDataDir = mkdtempSync(join(tmpdir(), 'runsgate-chromium-'));
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: process.env.CHROMIUM_BIN || '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1280, height: 1000 },
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const out = { runs: {}, buttons: [], pageErrors: [], cspViolations: [], axe: [] };
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(TIMEOUT);
+  page.on('pageerror', (error) => out.pageErrors.push(String(error)));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && /Content Security Policy/i.test(message.text())) out.cspViolations.push(message.text());
+  });
+  const rest = async () => {
+    await page.mouse.move(1, 1);
+    await page.evaluate(() => document.activeElement && document.activeElement.blur());
+  };
+  // every button's contrast in the four states; `where` names the page's state
+  const measure = async (where) => {
+    const buttons = page.locator('button');
+    for (let i = 0; i < (await buttons.count()); i += 1) {
+      const button = buttons.nth(i);
+      if (!(await button.isVisible())) continue;
+      await button.scrollIntoViewIfNeeded();
+      const label = (await button.innerText()).trim();
+      const disabled = await button.isDisabled();
+      await rest();
+      const states = { rest: await button.evaluate(contrastOf) };
+      await button.hover();
+      states.hover = await button.evaluate(contrastOf);
+      await rest();
+      await button.focus();
+      states.focus = await button.evaluate(contrastOf);
+      await button.hover();
+      states.hoverFocus = await button.evaluate(contrastOf);
+      await rest();
+      out.buttons.push({ where, label, disabled, states });
+    }
+  };
+  const axe = async (label) => {
+    if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE);
+    const violations = await page.evaluate(async () => {
+      const result = await window.axe.run(document, { resultTypes: ['violations'] });
+      return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
+    });
+    out.axe.push({ label, violations });
+  };
+  const section = (agentId) => page.locator(`section[aria-labelledby="agent-${agentId}"]`);
+  const article = (runId) => page.locator(`article[aria-labelledby="run-${runId}"]`);
+
+  // the sign-in form
+  await page.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await page.getByLabel('API key or token').waitFor();
+  await measure('sign-in');
+  await page.getByLabel('API key or token').focus();
+  await page.keyboard.type(apiKey);
+  await page.keyboard.press('Enter');
+  await page.getByText('Live: new runs and decisions appear as they happen').waitFor();
+
+  // a supervisor's refund (and its sub-run under refund-agent), and a call that asks for data
+  out.runs.supervisor = await start('support-supervisor', 'Please refund order 1043');
+  out.runs.weather = await start('weather-agent', "What's the weather like?");
+  const inner = await graphql('{ suspendedRuns(agentId: "refund-agent") { nodes { runId parentRunId } } }');
+  out.runs.subRun = (inner.suspendedRuns.nodes.find((n) => n.parentRunId === out.runs.supervisor) || {}).runId || null;
+  for (const runId of [out.runs.supervisor, out.runs.weather, out.runs.subRun]) if (runId) await article(runId).waitFor();
+  const bulkBars = async () => {
+    const bars = {};
+    for (const agentId of ['refund-agent', 'weather-agent', 'support-supervisor']) {
+      bars[agentId] = await section(agentId).getByRole('button', { name: /selected$/ }).count();
+    }
+    return bars;
+  };
+  out.bulkBars = { withoutRefund: await bulkBars() };
+  await page.screenshot({ path: join(outputDir, 'inbox-review-sub-run.png'), fullPage: true });
+
+  // how the sub-run is shown: its controls, its links, and where they lead
+  if (out.runs.subRun) {
+    const sub = article(out.runs.subRun);
+    out.subRun = {
+      buttons: await sub.getByRole('button').count(),
+      controls: await sub.locator('input, textarea, select').count(),
+      text: await sub.innerText(),
+      links: await sub.locator('a[href]').evaluateAll((links) => links.map((a) => ({ text: a.textContent, href: a.getAttribute('href') }))),
+      insideSupervisor: await article(out.runs.supervisor).locator(`[data-run-id="${out.runs.subRun}"]`).count(),
+    };
+    const link = sub.locator(`a[href="#run-${out.runs.supervisor}"]`);
+    if (await link.count()) {
+      await link.first().focus();
+      await page.keyboard.press('Enter');
+      out.subRun.followed = {
+        hash: await page.evaluate(() => window.location.hash),
+        target: await page.evaluate((id) => {
+          const el = document.getElementById(id);
+          return el ? { tag: el.tagName, text: el.textContent, agent: el.closest('section') && el.closest('section').getAttribute('aria-labelledby') } : null;
+        }, `run-${out.runs.supervisor}`),
+      };
+    }
+  }
+
+  // a plain refund: every kind of button is on the page (the editor open, the bulk buttons off, then on)
+  out.runs.refund = await start('refund-agent', 'Please refund order 1042');
+  const refund = article(out.runs.refund);
+  await refund.waitFor();
+  out.bulkBars.withRefund = await bulkBars();
+  const edit = refund.getByRole('button', { name: 'Edit arguments' });
+  if (await edit.count()) await edit.click();
+  await measure('listing');
+  await axe('listing with a supervisor, its sub-run, a data request and a refund, nothing selected');
+  const box = refund.getByRole('checkbox', { name: /bulk decision/ });
+  if (await box.count()) {
+    await box.check();
+    await measure('one call selected');
+  }
+  await page.screenshot({ path: join(outputDir, 'inbox-review.png'), fullPage: true });
+
+  // a refund asked for in a message longer than the page shows (20 KB): its conversation is cut
+  out.runs.long = await start('refund-agent', `Please refund order 1042, ${'the grinder arrived broken and '.repeat(640)}thanks.`);
+  await article(out.runs.long).waitFor();
+  await page.screenshot({ path: join(outputDir, 'inbox-review-conversations.png'), fullPage: true });
+  await axe('with a conversation cut to fit');
+
+  // each run's conversation, as shown
+  out.conversations = {};
+  for (const [key, runId] of Object.entries(out.runs)) {
+    if (!runId) continue;
+    const shown = article(runId).locator('[data-conversation]');
+    out.conversations[key] = (await shown.count()) ? await shown.first().innerText() : null;
+  }
+  process.stdout.write(JSON.stringify(out) + '\n');
+} catch (error) {
+  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
+  try {
+    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-review-failure.png'), fullPage: true });
+  } catch {
+    // no page to capture
+  }
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+}

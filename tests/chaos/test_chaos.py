@@ -17,6 +17,9 @@ import pytest
 from chaos.__main__ import main, parse
 from chaos.cluster import schedule
 
+from .._processes import scaled
+from .._servers import READY_WAIT
+
 pytestmark = pytest.mark.process
 
 KNOWN: dict[str, str] = {}
@@ -30,7 +33,7 @@ async def _chaos(tmp_path: Path, *extra: str) -> dict[str, Any]:
     # start, 10 s of workload, the fault in progress, the drain and the checks.
     args = [
         "--seconds", "10", "--seed", str(SEED), "--concurrency", "4", "--run-seconds", "8", "--drain", "10",
-        "--workdir", str(tmp_path), *extra,
+        "--workdir", str(tmp_path), "--ready-within", str(scaled(READY_WAIT)), *extra,
     ]  # fmt: skip
     return await main(parse(args))
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .. import _processes
+from .._processes import scaled
 from .._servers import ROOT, SERVE, server_env
 from ._cli import serve_with_only
 
@@ -22,7 +24,7 @@ PROCESS_CASES = {"RUNSGATE_PORT": "abc", "MONGODB_URI": "http://x"}
 def serve_results() -> dict[str, tuple[int, str, str]]:
     """``(exit status, stdout, stderr)`` of ``python -m server serve`` with each invalid variable."""
     procs = {
-        variable: subprocess.Popen(
+        variable: _processes.start(
             SERVE,
             cwd=ROOT,
             env=server_env(**{variable: value}),
@@ -33,13 +35,13 @@ def serve_results() -> dict[str, tuple[int, str, str]]:
         for variable, value in PROCESS_CASES.items()
     }
     results = {}
-    for variable, proc in procs.items():
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        results[variable] = (proc.returncode, out, err)
+    try:
+        for variable, proc in procs.items():
+            out, err = proc.communicate(timeout=scaled(60))
+            results[variable] = (proc.returncode, out, err)
+    finally:
+        for proc in procs.values():
+            _processes.stop(proc)
     return results
 
 
@@ -97,3 +99,4 @@ def test_the_serve_command_names_every_invalid_variable(
     for variable in named:
         assert variable in err
     assert "Uvicorn running" not in out + err
+

@@ -58,6 +58,7 @@ from .config import ConfigError, Settings, load_settings
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .limits import BodySizeLimit, graphql_extensions
+from .logs import configure_logging
 from .metrics import count_webhook_attempt, metrics
 from .request_id import request_id_middleware
 from .security_settings import ToolRuleConfig, security_problems
@@ -335,6 +336,7 @@ def worker_app() -> Starlette:
         ConfigError: As ``create_app``.
     """
     settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format)  # a spawned process starts with none
     parent = os.environ.get("RUNSGATE_WORKER_OF", settings.instance_id)
     return create_app(settings.model_copy(update={"instance_id": f"{parent}-w{os.getpid()}"}))
 

@@ -102,6 +102,10 @@ class Settings(SecuritySettings, WebhookSettings):
     validation and extension steps (off while tracing is on). Same responses, less CPU per
     request. ``false`` takes Strawberry's pipeline for every request and executes every field
     through graphql-core."""
+    worker_healthcheck_timeout: Annotated[float, Field(gt=0)] = 30.0
+    """``runsgate serve --workers N``: seconds a worker has to answer uvicorn's health check, at
+    start and then every half second, before uvicorn kills and replaces it (uvicorn's
+    ``timeout_worker_healthcheck``, 5 s by default, is too short for a loaded machine)."""
     bench_endpoints: bool = False
     """Mount ``POST /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 

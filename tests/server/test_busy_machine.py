@@ -47,7 +47,6 @@ def _ready_workers(log: Path) -> set[str]:
     return set(re.findall(r"runsgate ready: .*?instance=(\S+?)[\"\s]", log.read_text()))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 3: uvicorn's 5 s health check kills workers still importing")
 def test_two_workers_start_and_answer_under_load_and_none_is_killed(cpu_load: None, tmp_path: Path) -> None:
     log = tmp_path / "runsgate.log"
     started = time.monotonic()
@@ -74,9 +73,6 @@ def test_two_workers_start_and_answer_under_load_and_none_is_killed(cpu_load: No
         assert len(_ready_workers(log)) == 2, log_tail(log)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 25 item 4: the agents and the app are imported before the store is checked"
-)
 def test_an_unreachable_mongodb_fails_the_start_within_its_timeout_under_load(cpu_load: None, tmp_path: Path) -> None:
     # given a MongoDB URI nobody answers at, a 2 s timeout, and agents that take 60 s to import
     # (as the whole app does on a loaded machine)
@@ -100,7 +96,6 @@ def test_an_unreachable_mongodb_fails_the_start_within_its_timeout_under_load(cp
     assert took < timeout + scaled(20), took
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: a busy port exits 3 after 'runsgate ready'")
 @pytest.mark.parametrize(
     "options", [[], ["--workers", "2", "--store", "sqlite:///./runsgate.db"]], ids=["one-process", "two-workers"]
 )

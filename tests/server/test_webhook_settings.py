@@ -7,14 +7,17 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 
 from server.config import load_settings
 from server.logs import configure_logging
 
+from .._servers import free_port
 from ._cli import serve_with_only
 
 GOOD_SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
@@ -129,13 +132,13 @@ def test_request_urls_of_webhooks_stay_out_of_the_logs_unless_debugging() -> Non
     handlers, level = list(root.handlers), root.level
     try:
         configure_logging("INFO", "text")
-        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        assert not logging.getLogger("httpx2").isEnabledFor(logging.INFO)  # the client of runtime/webhooks.py
         configure_logging("DEBUG", "text")
-        assert logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        assert logging.getLogger("httpx2").isEnabledFor(logging.INFO)
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
-        logging.getLogger("httpx").setLevel(logging.NOTSET)
+        logging.getLogger("httpx2").setLevel(logging.NOTSET)
 
 
 def test_the_inbox_links_of_runsgate_serve_name_the_port_given_on_its_command_line(
@@ -146,10 +149,22 @@ def test_the_inbox_links_of_runsgate_serve_name_the_port_given_on_its_command_li
     served: dict[str, Any] = {}
     built = server.app.create_app
     monkeypatch.setattr("server.app.create_app", lambda settings: built(served.setdefault("settings", settings)))
-    monkeypatch.setattr("server.cli.uvicorn.run", lambda app, **options: served.update(options))
 
-    status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, "--port", "4100")
+    class Server:  # uvicorn's, serving nothing
+        started = True
+
+        def __init__(self, config: uvicorn.Config) -> None:
+            served.update(port=config.port, listening=None)
+
+        def run(self, sockets: list[socket.socket]) -> None:
+            served["listening"] = [sock.getsockname()[1] for sock in sockets]
+
+    monkeypatch.setattr("server.cli.uvicorn.Server", Server)
+    port = free_port()
+
+    status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, "--port", str(port))
 
     assert status == 0
-    assert served["port"] == 4100
-    assert served["settings"].inbox_base_url == "http://127.0.0.1:4100"
+    assert served["port"] == port
+    assert served["listening"] == [port]  # the socket runsgate bound before anything else
+    assert served["settings"].inbox_base_url == f"http://127.0.0.1:{port}"

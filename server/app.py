@@ -54,7 +54,7 @@ from storage.sqlite import DEFAULT_BUSY_TIMEOUT
 
 from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
-from .config import ConfigError, Settings, load_settings
+from .config import ConfigError, Settings, describe_error, load_settings
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .limits import BodySizeLimit, graphql_extensions
@@ -180,7 +180,7 @@ def tool_rules(settings: Settings, agents: AgentRegistry) -> list[ToolApprovalRu
             try:
                 configured = TypeAdapter(list[ToolRuleConfig]).validate_python(defaults)
             except ValidationError as exc:
-                wrong = "; ".join(f"rule {e['loc'][0] if e['loc'] else '?'}: {e['msg']}" for e in exc.errors())
+                wrong = "; ".join(describe_error(e, f"rule {e['loc'][0] if e['loc'] else '?'}") for e in exc.errors())
                 raise ConfigError(f"invalid configuration: {source}: {wrong}") from None
     rules = [ToolApprovalRule(**rule.model_dump()) for rule in configured]
     problems = tool_rule_problems(rules, agents)

@@ -111,7 +111,6 @@ def _refusal(
     return err
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: configuration errors carry pydantic's 'Value error,' prefix")
 @pytest.mark.parametrize(
     "variables",
     [
@@ -131,7 +130,6 @@ def test_configuration_errors_do_not_carry_pydantics_prefix(
     assert "Assertion failed" not in err
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: configuration errors do not show the refused value")
 @pytest.mark.parametrize(
     ("variables", "shown"),
     [
@@ -209,7 +207,6 @@ def test_configuration_errors_never_show_a_secret(
     assert "invalid configuration" in err or "cannot start" in err
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: an invalid --store is reported as RUNSGATE_STORE")
 @pytest.mark.parametrize(("option", "value"), [("--store", "sqlite://"), ("--port", "70000")])
 def test_an_invalid_command_line_option_is_named_as_the_option(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, option: str, value: str

@@ -20,7 +20,6 @@ def _after(marker: str) -> str:
     return README[README.index(marker) :]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: the README does not say what decideToolCalls returns")
 @pytest.mark.parametrize("settings", ["memory"], indirect=True)
 async def test_the_readmes_decide_tool_calls_example_answers_what_the_readme_says(gql: GraphQLClient) -> None:
     # given the README's bulk example: its run of two refunds, and its mutation
@@ -47,7 +46,6 @@ async def test_the_readmes_decide_tool_calls_example_answers_what_the_readme_say
     assert "in the order of `decisions`" in said
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: the MONGODB_URI row says it needs RUNSGATE_STORE")
 def test_the_readmes_mongodb_uri_row_agrees_with_the_deployment_example(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -65,8 +66,13 @@ _LOAD: _LoadWatch | None = None
 
 
 def pytest_sessionstart() -> None:
+    """Watch the load; and let SIGTERM and SIGHUP (a CI time-out, a closed terminal) end the session
+    as Ctrl-C does, so that the teardowns end every process group the tests started: those groups
+    are not pytest's own, so a signal to pytest's group no longer reaches them."""
     global _LOAD
     _LOAD = _LoadWatch()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
 
 
 def pytest_report_header() -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -126,3 +127,31 @@ def test_the_wait_scale_multiplies_the_readiness_waits(monkeypatch: pytest.Monke
         _processes.scaled(30)
     monkeypatch.delenv(_processes.WAIT_SCALE_VARIABLE)
     assert _processes.scaled(30) == 30
+
+
+@pytest.mark.process
+def test_sigterm_to_pytest_ends_the_groups_its_tests_started(tmp_path: Path) -> None:
+    # given a pytest session whose test started a process group and waits
+    (tmp_path / "test_waits.py").write_text(
+        "import subprocess, sys, time\n"
+        "from tests import _processes\n"
+        "def test_waits():\n"
+        f"    with _processes.started([sys.executable, '-c', {FAMILY!r}], stdout=subprocess.PIPE, text=True) as p:\n"
+        f"        open({str(tmp_path / 'pid')!r}, 'w').write(p.stdout.readline())\n"
+        "        time.sleep(600)\n"
+    )
+    pid_file = tmp_path / "pid"
+    command = [
+        *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest"),
+        *("--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), str(tmp_path / "test_waits.py")),
+    ]
+    with _processes.started(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as session:
+        deadline = time.monotonic() + _processes.scaled(60)
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        # when pytest alone gets SIGTERM
+        session.send_signal(signal.SIGTERM)
+        session.wait(timeout=_processes.scaled(60))
+    # then the test's process group ended with the session
+    assert _wait_dead(child)

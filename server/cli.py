@@ -179,11 +179,6 @@ def _serve_on(sock: socket.socket, settings: Settings, workers: int) -> int:
     if problem:  # exit status 3, as uvicorn's when a lifespan cannot start (a MongoDB store's case)
         print(problem, file=sys.stderr)
         return 3
-    try:
-        app = create_app(settings)
-    except ConfigError as exc:
-        print(f"runsgate: {exc}", file=sys.stderr)
-        return 2
     options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
@@ -215,6 +210,11 @@ def _serve_on(sock: socket.socket, settings: Settings, workers: int) -> int:
         )
         Multiprocess(config, sockets=[sock]).run()
         return 0
+    try:  # one process: build the app here (--workers: each worker builds its own, unchecked here twice)
+        app = create_app(settings)
+    except ConfigError as exc:
+        print(f"runsgate: {exc}", file=sys.stderr)
+        return 2
     server = uvicorn.Server(uvicorn.Config(app, **options))
     server.run(sockets=[sock])
     return 0 if server.started else 3  # 3: the lifespan could not start (as uvicorn.run)

@@ -152,10 +152,11 @@ def run(
     return result
 
 
-def kill_leftovers() -> list[str]:
-    """SIGKILL every group still alive (a test stopped before its cleanup); their commands."""
+def kill_leftovers(procs: Sequence[subprocess.Popen[Any]] | None = None) -> list[str]:
+    """SIGKILL every group still alive (a test stopped before its cleanup), or those of ``procs``
+    among them; their commands."""
     left = []
-    for proc in list(_GROUPS.values()):
+    for proc in list(_GROUPS.values()) if procs is None else [p for p in procs if p.pid in _GROUPS]:
         if proc.poll() is None:
             left.append(" ".join(map(str, proc.args)))
         kill(proc)

@@ -34,6 +34,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--run-seconds", type=float, default=60.0, help="max seconds one run is driven")
     parser.add_argument("--drain", type=float, default=60.0, help="max seconds to wait for stalled runs")
     parser.add_argument("--workdir", type=Path, default=None, help="logs, ledger, store, report.json")
+    parser.add_argument(
+        "--ready-within", type=float, default=90.0, help="seconds an instance gets to start (more on a loaded machine)"
+    )
     parser.add_argument("--broken-claim", action="store_true", help="break the claim's compare-and-set (checker test)")
     args = parser.parse_args(argv)
     if args.runs is None and args.seconds is None:
@@ -69,9 +72,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         claim_ttl=args.claim_ttl,
         sweep_interval=args.sweep_interval,
         broken_claim=args.broken_claim,
+        ready_within=args.ready_within,
     )
-    await cluster.start()
     try:
+        await cluster.start()  # inside: an instance that does not start must not leave the others running
         driver = Driver(
             [i.url for i in cluster.instances],
             seed=args.seed,

@@ -10,6 +10,7 @@ and restarted (FerretDB) or its file held under ``BEGIN IMMEDIATE`` by another c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -63,6 +64,8 @@ class Cluster:
     claim_ttl: float = 2.0
     sweep_interval: float = 0.5
     broken_claim: bool = False
+    ready_within: float = 90.0
+    """Seconds an instance gets to answer ``/healthz`` after it is started (more on a loaded machine)."""
     instances: list[Instance] = field(default_factory=list)
     ferretdb: subprocess.Popen[bytes] | None = None
     ferretdb_port: int = 0
@@ -115,9 +118,11 @@ class Cluster:
                 env=self.env(),
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, ended by stop()
             )
 
-    async def wait_healthy(self, instance: Instance, within: float = 60.0) -> None:
+    async def wait_healthy(self, instance: Instance) -> None:
+        within = self.ready_within
         deadline = time.monotonic() + within
         async with httpx.AsyncClient(timeout=2) as client:
             while time.monotonic() < deadline:
@@ -129,7 +134,7 @@ class Cluster:
                 except httpx.TransportError:
                     pass
                 await asyncio.sleep(0.1)
-        raise RuntimeError(f"instance {instance.index} not healthy in {within} s")
+        raise RuntimeError(f"instance {instance.index} not healthy in {within:g} s: {instance.log.read_text()[-2000:]}")
 
     async def restart(self, instance: Instance) -> None:
         self._spawn(instance)
@@ -137,7 +142,7 @@ class Cluster:
 
     async def start_store(self) -> None:
         self._spawn_ferretdb()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + self.ready_within
         while not _listening(self.ferretdb_port):
             if time.monotonic() > deadline or (self.ferretdb is not None and self.ferretdb.poll() is not None):
                 raise RuntimeError("FerretDB did not start")
@@ -163,6 +168,7 @@ class Cluster:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     def stop_store(self) -> None:
@@ -171,6 +177,17 @@ class Cluster:
             self.ferretdb.wait()
 
     def stop(self) -> None:
+        """End every instance and the store: SIGTERM, SIGKILL after 15 s, then SIGKILL to what is
+        left of each one's process group."""
+        try:
+            self._stop()
+        finally:
+            for proc in [*(i.process for i in self.instances), self.ferretdb]:
+                if proc is not None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+
+    def _stop(self) -> None:
         for instance in self.instances:
             proc = instance.process
             if proc is not None and proc.poll() is None:

@@ -54,10 +54,11 @@ from storage.sqlite import DEFAULT_BUSY_TIMEOUT
 
 from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
-from .config import ConfigError, Settings, load_settings
+from .config import ConfigError, Settings, describe_error, load_settings
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .limits import BodySizeLimit, graphql_extensions
+from .logs import configure_logging
 from .metrics import count_webhook_attempt, metrics
 from .request_id import request_id_middleware
 from .security_settings import ToolRuleConfig, security_problems
@@ -179,7 +180,7 @@ def tool_rules(settings: Settings, agents: AgentRegistry) -> list[ToolApprovalRu
             try:
                 configured = TypeAdapter(list[ToolRuleConfig]).validate_python(defaults)
             except ValidationError as exc:
-                wrong = "; ".join(f"rule {e['loc'][0] if e['loc'] else '?'}: {e['msg']}" for e in exc.errors())
+                wrong = "; ".join(describe_error(e, f"rule {e['loc'][0] if e['loc'] else '?'}") for e in exc.errors())
                 raise ConfigError(f"invalid configuration: {source}: {wrong}") from None
     rules = [ToolApprovalRule(**rule.model_dump()) for rule in configured]
     problems = tool_rule_problems(rules, agents)
@@ -335,6 +336,7 @@ def worker_app() -> Starlette:
         ConfigError: As ``create_app``.
     """
     settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format)  # a spawned process starts with none
     parent = os.environ.get("RUNSGATE_WORKER_OF", settings.instance_id)
     return create_app(settings.model_copy(update={"instance_id": f"{parent}-w{os.getpid()}"}))
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
-from . import _servers
+from . import _processes, _servers
 from ._servers import ferretdb, with_database
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -35,6 +37,60 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = Path(item.path)
         if path.is_relative_to(HERE) and path.relative_to(HERE).parts[0] in PROCESS_FOLDERS:
             item.add_marker(pytest.mark.process)
+
+
+class _LoadWatch:
+    """The 1-minute load average, read every 10 s while the session runs (docs/testing.md "A busy machine")."""
+
+    def __init__(self) -> None:
+        self.samples = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="load-average", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(10):
+            self.samples.append(os.getloadavg()[0])
+
+    def summary(self) -> str:
+        self._stop.set()
+        self.samples.append(os.getloadavg()[0])
+        mean = sum(self.samples) / len(self.samples)
+        return (
+            f"load average (1 min, {os.cpu_count()} cores): start {self.samples[0]:.2f}, "
+            f"mean {mean:.2f}, max {max(self.samples):.2f}, end {self.samples[-1]:.2f}"
+        )
+
+
+_LOAD: _LoadWatch | None = None
+
+
+def pytest_sessionstart() -> None:
+    """Watch the load; and let SIGTERM and SIGHUP (a CI time-out, a closed terminal) end the session
+    as Ctrl-C does, so that the teardowns end every process group the tests started: those groups
+    are not pytest's own, so a signal to pytest's group no longer reaches them."""
+    global _LOAD
+    _LOAD = _LoadWatch()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
+
+
+def pytest_report_header() -> list[str]:
+    """The machine's load and the wait scale, at the top of every run."""
+    one, five, fifteen = os.getloadavg()
+    return [
+        f"load average: {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cores); "
+        f"{_processes.WAIT_SCALE_VARIABLE}={_processes.wait_scale():g}"
+    ]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The load average over the run, beside the counts; and any process group a test left running."""
+    if _LOAD is not None:
+        terminalreporter.write_line(_LOAD.summary())
+    left = _processes.kill_leftovers()
+    if left:
+        terminalreporter.write_line(f"killed {len(left)} process group(s) left running by tests: {left}", red=True)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -17,6 +17,9 @@ import pytest
 from chaos.__main__ import main, parse
 from chaos.cluster import schedule
 
+from .._processes import scaled
+from .._servers import READY_WAIT
+
 pytestmark = pytest.mark.process
 
 KNOWN: dict[str, str] = {}
@@ -25,18 +28,20 @@ SEED = 266
 FAULT_EVERY = 1.5
 
 
-async def _chaos(tmp_path: Path, *extra: str) -> dict[str, Any]:
-    # About 30 s each on the 2-core development machine when it is not loaded: the instances'
-    # start, 10 s of workload, the fault in progress, the drain and the checks.
+async def _chaos(tmp_path: Path, runs: int, *extra: str) -> dict[str, Any]:
+    # A number of runs, not a number of seconds: a loaded machine gets through fewer runs in 10 s
+    # (12 instead of the 20 asserted, at load 10 on 2 cores), and fewer races to catch. About
+    # 30 s each on the 2-core development machine when it is not loaded: the instances' start,
+    # the workload, the fault in progress, the drain and the checks.
     args = [
-        "--seconds", "10", "--seed", str(SEED), "--concurrency", "4", "--run-seconds", "8", "--drain", "10",
-        "--workdir", str(tmp_path), *extra,
+        "--runs", str(runs), "--seed", str(SEED), "--concurrency", "4", "--run-seconds", "8", "--drain", "10",
+        "--workdir", str(tmp_path), "--ready-within", str(scaled(READY_WAIT)), *extra,
     ]  # fmt: skip
     return await main(parse(args))
 
 
 async def test_a_short_seeded_chaos_run_loses_nothing_and_does_nothing_twice(tmp_path: Path) -> None:
-    report = await _chaos(tmp_path, "--fault-every", str(FAULT_EVERY))
+    report = await _chaos(tmp_path, 30, "--fault-every", str(FAULT_EVERY))
 
     assert report["runs"] >= 20, report["runs"]
     assert sum(report["faults"].values()) >= 3, report["faults"]
@@ -48,7 +53,7 @@ async def test_a_short_seeded_chaos_run_loses_nothing_and_does_nothing_twice(tmp
 
 
 async def test_a_broken_claim_compare_and_set_is_reported(tmp_path: Path) -> None:
-    report = await _chaos(tmp_path, "--broken-claim", "--fault-every", "0")  # the races alone suffice
+    report = await _chaos(tmp_path, 60, "--broken-claim", "--fault-every", "0")  # the races alone suffice
 
     caught = {"double continuation", "effect repeated"} & set(report["violationsByRule"])
     assert caught, report["violationsByRule"]

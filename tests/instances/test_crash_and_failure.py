@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from tests._servers import (
     with_database,
 )
 
+from .. import _processes
 from .._graphql import DETAILED_RESULTS, GraphQLClient
 from ._runs import decide, listing, run_events, start_run, suspended_run, token
 from .agents import side_effect_lines
@@ -192,7 +192,7 @@ def test_the_server_refuses_to_start_on_a_newer_schema_version(mongodb_server: s
             {"_id": "from-the-future", "agentId": "refund-agent", "schemaVersion": SCHEMA_VERSION + 1}
         )
 
-    result = subprocess.run(
+    result = _processes.run(
         [*SERVE, "--port", str(free_port())],
         cwd=ROOT,
         env=server_env(MONGODB_URI=uri, RUNSGATE_LOG_LEVEL="INFO", RUNSGATE_AUTH="off"),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import logging
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from functools import cache
@@ -29,6 +28,7 @@ from resolvers.fastpath import internals
 from server.app import create_app
 from server.config import Settings
 
+from .. import _processes
 from .._graphql import graphql_schema, graphql_view
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -247,7 +247,7 @@ asyncio.run(main())
 def test_compiled_execution_off_never_imports_the_fast_path(compiled: str) -> None:
     environment = {name: value for name, value in os.environ.items() if name != "MONGODB_URI"}
     environment |= {"RUNSGATE_COMPILED_EXECUTION": compiled, "RUNSGATE_AUTH": "false", "RUNSGATE_SWEEP_INTERVAL": "0"}
-    done = subprocess.run(
+    done = _processes.run(
         [sys.executable, "-c", SUBPROCESS], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr

@@ -15,8 +15,10 @@ import pytest
 from runtime import EventFeed, EventFeedClosedError, EventFeedOverflowError
 from storage import EventDocument, MemorySnapshotStore, SnapshotStore
 
+from .._processes import scaled
+
 AGENT = "refund-agent"
-WAIT = 30.0
+WAIT = scaled(30.0)
 """Seconds to wait for an expected event before failing: a liveness bound, not a speed check."""
 
 

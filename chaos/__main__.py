@@ -29,6 +29,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=8, help="runs driven at once")
     parser.add_argument("--fault-every", type=float, default=6.0, help="mean seconds between faults (0: none)")
+    parser.add_argument(
+        "--faults", type=int, default=0, help="go on starting runs until this many faults were injected (default 0)"
+    )
     parser.add_argument("--claim-ttl", type=float, default=2.0, help="RUNSGATE_CLAIM_TTL of the instances")
     parser.add_argument("--sweep-interval", type=float, default=0.5, help="RUNSGATE_SWEEP_INTERVAL")
     parser.add_argument("--run-seconds", type=float, default=60.0, help="max seconds one run is driven")
@@ -85,7 +88,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         faults = Faults(cluster, schedule(args.seed, args.store, args.claim_ttl, args.fault_every))
         stop = asyncio.Event()
         injecting = asyncio.create_task(faults.run(stop)) if args.fault_every > 0 else None
-        await driver.run(args.runs, args.seconds)
+        # The workload lasts until its faults were injected: a quiet machine gets through its runs
+        # sooner, and would otherwise end before the schedule's later faults.
+        until = faults.reached(args.faults) if injecting is not None else None
+        if injecting is not None and until is not None:
+            injecting.add_done_callback(lambda _: until.set())  # a failed injector ends the wait too
+        await driver.run(args.runs, args.seconds, until=until)
         stop.set()
         if injecting is not None:
             await injecting

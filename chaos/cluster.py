@@ -243,6 +243,14 @@ class Faults:
         self.faults = faults
         self.injected: Counter[str] = Counter()
         self.log: list[dict[str, object]] = []
+        self._reached: dict[int, asyncio.Event] = {}
+
+    def reached(self, count: int) -> asyncio.Event:
+        """An event set once ``count`` faults were injected (at once for 0)."""
+        event = self._reached.setdefault(count, asyncio.Event())
+        if len(self.log) >= count:
+            event.set()
+        return event
 
     async def run(self, stop: asyncio.Event) -> None:
         for fault in self.faults:
@@ -255,6 +263,9 @@ class Faults:
             await self.apply(fault)
             self.injected[fault.kind] += 1
             self.log.append({"at": started, "kind": fault.kind, "target": fault.target, "duration": fault.duration})
+            for count, event in self._reached.items():
+                if len(self.log) >= count:
+                    event.set()
 
     async def apply(self, fault: Fault) -> None:
         cluster = self.cluster

@@ -1,0 +1,236 @@
+"""The third security pass (issue 26), over HTTP and WebSocket against real server processes.
+
+One secured server on a SQLite file (so a test can read what was stored, and write what an older
+runsgate might have stored), with the demo agents and ``json-echo`` (``tests/_json_agent.py``).
+Findings that need another configuration (authentication off, a webhook receiver) start their
+own server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from .._auth import ALL, TestKey, api_keys_json
+from .._graphql import GraphQLClient, WsClosed, data, post, ws_connect
+from .._receiver import new_secret, receiving
+from .._servers import runsgate_process, runsgate_servers
+from ..webhooks._setup import webhooks_env
+from .test_access_matrix import APPROVE, START
+
+ADMIN = TestKey(
+    "third-root", "rg_third_root_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", (*ALL, "refunds:approve", "webhooks:read")
+)
+REFUND = "refund-agent"
+JSON_ECHO = "json-echo"
+START_WITH_ERROR = START.replace("... on RunOutcome { runId status", "... on RunOutcome { runId status error")
+BIG = 2**70
+ONE = (
+    "query One($agentId: ID!, $runId: ID!) { suspendedRun(agentId: $agentId, runId: $runId) { runId status "
+    "threadId resourceId toolCalls { toolCallId args decision { kind } } } }"
+)
+
+
+@dataclass(frozen=True)
+class Secured:
+    url: str
+    database: Path
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    folder = tmp_path_factory.mktemp("third-pass")
+    database, log = folder / "runsgate.db", folder / "runsgate.log"
+    env = {
+        "RUNSGATE_AUTH": "on",
+        "RUNSGATE_API_KEYS": api_keys_json(ADMIN),
+        "RUNSGATE_AGENTS": "tests._json_agent:AGENTS",
+        "RUNSGATE_TOOL_RULES": "[]",
+        "RUNSGATE_STORE": f"sqlite:///{database}",
+        "RUNSGATE_LOG_LEVEL": "INFO",
+        "RUNSGATE_LOG_FORMAT": "text",
+    }
+    with runsgate_process(log, **env) as url:
+        yield Secured(url, database, log)
+
+
+def start(url: str, agent: str = REFUND, prompt: str = "Please refund order 1042", **fields: Any) -> dict[str, Any]:
+    """A run that must suspend; its stored run."""
+    given = {"agentId": agent, "prompt": prompt, "threadId": f"tp-{uuid.uuid4().hex[:8]}", **fields}
+    outcome: dict[str, Any] = data(url, ADMIN, START, input=given)["startRun"]
+    assert outcome["status"] == "SUSPENDED", outcome
+    return outcome["run"]  # type: ignore[no-any-return]
+
+
+def stored_rows(database: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table a request could write, per table (equal: nothing was written)."""
+    with sqlite3.connect(database) as connection:
+        tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {
+            table: sorted(map(tuple, connection.execute(f'SELECT * FROM "{table}"')), key=repr)
+            for table in tables
+            if table not in {"runsgate_meta", "run_write_locks", "webhook_cursors"}
+        }
+
+
+def strict_loads(text: str | bytes) -> Any:
+    """RFC 8259 JSON only: ``NaN``, ``Infinity`` and numbers beyond a double are refused."""
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not RFC 8259 JSON")
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(f"{text} does not fit a double")
+        return value
+
+    return json.loads(text, parse_constant=constant, parse_float=number)
+
+
+# -- 1: every JSON document entering or leaving runsgate is RFC 8259 JSON --------------------------
+FINDING_1 = "issue 26 finding 1: an overflowing exponent reads as inf"
+NOT_NUMBERS = [
+    *(
+        pytest.param(number, marks=pytest.mark.xfail(strict=True, reason=FINDING_1))
+        for number in ("1e999", "-1e999", "1E400")
+    ),
+    "NaN",
+    "Infinity",
+]
+"""Numbers no double holds, and the constants RFC 8259 has not."""
+
+
+@pytest.mark.parametrize("number", NOT_NUMBERS)
+def test_a_number_beyond_a_double_in_a_body_is_refused_and_nothing_is_decided(secured: Secured, number: str) -> None:
+    run = start(secured.url)
+    call = run["toolCalls"][0]["toolCallId"]
+    before = stored_rows(secured.database)
+    edited = f'{{"order_id": 1042, "amount": {number}}}'
+    raw = (
+        f'{{"query": {json.dumps(APPROVE)}, "variables": {{"input": {{"agentId": "{REFUND}", '
+        f'"runId": "{run["runId"]}", "toolCallId": "{call}", "editedArgs": {edited}}}}}}}'
+    )
+
+    response = httpx.post(
+        f"{secured.url}/graphql", content=raw, headers={**ADMIN.headers, "content-type": "application/json"}
+    )
+
+    assert response.status_code == 400, response.text
+    assert stored_rows(secured.database) == before
+    still = data(secured.url, ADMIN, ONE, agentId=REFUND, runId=run["runId"])["suspendedRun"]
+    assert still["toolCalls"][0]["decision"] is None
+
+
+@pytest.mark.parametrize("number", NOT_NUMBERS)
+def test_a_number_beyond_a_double_in_get_variables_is_refused(secured: Secured, number: str) -> None:
+    query = urlencode({"query": "query Agents($x: JSON) { agents { id } }", "variables": f'{{"x": {number}}}'})
+
+    response = httpx.get(f"{secured.url}/graphql?{query}", headers=ADMIN.headers)
+
+    assert response.status_code == 400, response.text
+
+
+@pytest.mark.parametrize("number", NOT_NUMBERS)
+def test_a_number_beyond_a_double_in_a_websocket_message_closes_it(secured: Secured, number: str) -> None:
+    message = (
+        '{"id": "1", "type": "subscribe", "payload": {"query": "query Agents($x: JSON) { agents { id } }", '
+        f'"variables": {{"x": {number}}}}}}}'
+    )
+
+    async def send() -> None:
+        async with ws_connect(secured.url, init_payload=ADMIN.headers) as ws:
+            await ws._socket.send(message)
+            await ws.receive()
+
+    with pytest.raises(WsClosed) as closed:
+        asyncio.run(send())
+
+    assert closed.value.code == 4400
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 finding 1: a store writes Infinity as text")
+def test_a_value_no_json_holds_is_never_stored_and_the_run_fails_saying_why(secured: Secured) -> None:
+    # json-echo's model reads its prompt with Python's json, which takes Infinity: the tool call's
+    # arguments hold a float no RFC 8259 document can carry
+    fields = {"agentId": JSON_ECHO, "prompt": '{"hold": Infinity}', "threadId": "tp-infinity"}
+
+    outcome = data(secured.url, ADMIN, START_WITH_ERROR, input=fields)["startRun"]
+
+    assert outcome["status"] == "FAILED", outcome
+    assert "JSON" in outcome["error"], outcome
+    with sqlite3.connect(secured.database) as connection:
+        texts = [
+            text
+            for query in (
+                "SELECT tool_calls FROM run_snapshots",
+                "SELECT data FROM run_events",
+                "SELECT result FROM idempotency_keys WHERE result IS NOT NULL",
+            )
+            for (text,) in connection.execute(query)
+        ]
+    for text in texts:
+        strict_loads(text)  # every stored document is RFC 8259 JSON
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 finding 1: a reply holding a value beyond a double is not JSON")
+def test_a_stored_infinity_written_before_is_read_and_shown_as_null(secured: Secured) -> None:
+    # with an integer beyond 64 bits beside it, which the reply's fast encoder (orjson) does not take
+    run = start(secured.url)
+    with sqlite3.connect(secured.database) as connection:  # as an older runsgate could have stored it
+        connection.execute(
+            "UPDATE run_snapshots SET tool_calls = "
+            "replace(replace(tool_calls, '\"amount\":49.9', '\"amount\":Infinity'), "
+            f"'\"order_id\":1042', '\"order_id\":{BIG}') WHERE run_id = ?",
+            (run["runId"],),
+        )
+
+    variables = {"agentId": REFUND, "runId": run["runId"]}
+    query = urlencode({"query": ONE, "variables": json.dumps(variables)})
+    for response in (
+        post(secured.url, ADMIN, ONE, **variables),
+        httpx.get(f"{secured.url}/graphql?{query}", headers=ADMIN.headers),
+    ):
+        assert response.status_code == 200, response.text
+        read = strict_loads(response.content)["data"]["suspendedRun"]
+        assert read["toolCalls"][0]["args"] == {"order_id": BIG, "amount": None}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 finding 1: a webhook body carries a bare Infinity")
+async def test_a_stored_infinity_written_before_reaches_a_webhook_receiver_as_null(tmp_path: Path) -> None:
+    store = {"RUNSGATE_STORE": f"sqlite:///{tmp_path / 'runsgate.db'}"}
+    with receiving(new_secret()) as receiver:
+        hooks = webhooks_env((receiver, ["run.suspended"]), **store)
+        # an instance that reads the event log only when it starts: it records nothing yet
+        with runsgate_servers([tmp_path / "a.log"], **{**hooks, "RUNSGATE_WEBHOOK_POLL_INTERVAL": "3600"}) as [a]:
+            await asyncio.sleep(1.0)  # its first scan stored the cursor
+            async with GraphQLClient.at(a.url) as client:
+                started = await client.data(START, input={"agentId": REFUND, "prompt": "Please refund order 1042"})
+            outcome = started["startRun"]
+            assert outcome["status"] == "SUSPENDED", outcome
+        with sqlite3.connect(tmp_path / "runsgate.db") as connection:  # as an older runsgate could have stored it
+            for table, column in (("run_snapshots", "tool_calls"), ("run_events", "data")):
+                connection.execute(
+                    f"UPDATE {table} SET {column} = replace({column}, '\"amount\":49.9', '\"amount\":Infinity')"
+                )
+
+        with runsgate_servers([tmp_path / "b.log"], **hooks):
+            receiver.wait_for(lambda r: len(r.received) >= 1)
+
+    [got] = receiver.received
+    assert got.verified
+    sent = strict_loads(got.body)
+    assert sent["data"]["runId"] == outcome["runId"]
+    assert sent["data"]["pendingCalls"][0]["args"] == {"order_id": 1042, "amount": None}

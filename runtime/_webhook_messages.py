@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from urllib.parse import urlencode
 
 from standardwebhooks import Webhook
 
-from storage import EventDocument, SnapshotDocument
+from storage import EventDocument, SnapshotDocument, strict_json
 
 WEBHOOK_EVENT_TYPES: dict[str, str] = {
     "suspended": "run.suspended",
@@ -152,8 +151,9 @@ def payload(event: EventDocument, webhook_type: str, run: SnapshotDocument | Non
 
 
 def delivery_body(event: EventDocument, webhook_type: str, run: SnapshotDocument | None, public_url: str) -> str:
-    """``payload`` as the JSON text every attempt of the delivery sends."""
-    return json.dumps(payload(event, webhook_type, run, public_url), default=_json_default)
+    """``payload`` as the JSON text every attempt of the delivery sends: RFC 8259 JSON, a float
+    that is not finite (only a document an older runsgate stored holds one) written ``null``."""
+    return strict_json.dumps_shown(payload(event, webhook_type, run, public_url), default=_json_default)
 
 
 __all__ = [

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -49,6 +48,7 @@ from storage import (
     SnapshotStore,
     SQLiteSnapshotStore,
     StoreUnavailableError,
+    strict_json,
 )
 from storage.sqlite import DEFAULT_BUSY_TIMEOUT
 
@@ -116,12 +116,14 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
 
         Returned as text: Strawberry sends bytes over a WebSocket as a binary frame, and
         ``graphql-transport-ws`` clients (graphql-ws) only read text frames. What orjson refuses
-        (an integer beyond 64 bits in a tool call's ``args``) goes through ``json.dumps``.
+        (an integer beyond 64 bits in a tool call's ``args``) goes through ``json``. Both write
+        RFC 8259 JSON: a float that is not finite (only a document an older runsgate stored can
+        hold one) is ``null`` (``storage.strict_json.dumps_shown``).
         """
         try:
             return orjson.dumps(data).decode()
         except TypeError:
-            return json.dumps(data)
+            return strict_json.dumps_shown(data)
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state

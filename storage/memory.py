@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
@@ -37,6 +38,7 @@ from .documents import (
     earliest_deadline,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, event_list
+from .strict_json import NotStrictJsonError
 
 _T = TypeVar("_T")
 _IMMUTABLE = (str, int, float, bool, bytes, datetime, type(None))
@@ -49,7 +51,12 @@ def _event_id(event: EventDocument) -> str:
 def _copy(value: _T) -> _T:
     """A deep copy of a stored document or value: dicts and lists are copied, immutable scalars
     (str, numbers, datetimes, None) shared, which costs less than ``copy.deepcopy`` on these
-    shapes; anything else falls back to it."""
+    shapes; anything else falls back to it.
+
+    Raises:
+        storage.strict_json.NotStrictJsonError: A float that is not finite, which the other stores
+            cannot hold either (RFC 8259 JSON).
+    """
     return cast(_T, _copy_any(value))
 
 
@@ -59,6 +66,8 @@ def _copy_any(value: Any) -> Any:
         return {k: _copy_any(v) for k, v in value.items()}
     if kind is list:
         return [_copy_any(v) for v in value]
+    if kind is float and not math.isfinite(value):
+        raise NotStrictJsonError("a float that is not finite (NaN, Infinity) has no JSON form")
     if isinstance(value, _IMMUTABLE):
         return value
     return copy.deepcopy(value)

@@ -223,3 +223,111 @@ async def test_a_stored_infinity_written_before_reaches_a_webhook_receiver_as_nu
     sent = strict_loads(got.body)
     assert sent["data"]["runId"] == outcome["runId"]
     assert sent["data"]["pendingCalls"][0]["args"] == {"order_id": 1042, "amount": None}
+
+
+# -- 2: with authentication off, only loopback host names are answered --------------------------
+REBIND = "rebind.evil.example:4304"
+FINDING_2 = "issue 26 finding 2: with authentication off, any Host is answered"
+LIST = 'query L { suspendedRuns(agentId: "refund-agent") { totalCount } }'
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server with authentication off (allowed: it listens on 127.0.0.1), a proxy's name allowed."""
+    log = tmp_path_factory.mktemp("auth-off") / "runsgate.log"
+    with runsgate_process(log, RUNSGATE_ALLOWED_HOSTS='["dev-proxy.internal"]', RUNSGATE_LOG_LEVEL="INFO") as url:
+        yield url
+
+
+def upgrade_status(url: str, host: str, origin: str | None = None) -> int:
+    """The HTTP status a WebSocket upgrade of ``/graphql`` gets with these ``Host`` and ``Origin``."""
+    import socket
+
+    port = int(url.rsplit(":", 1)[1])
+    request = (
+        "GET /graphql HTTP/1.1\r\n"
+        f"Host: {host}\r\n"
+        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        "Sec-WebSocket-Protocol: graphql-transport-ws\r\n"
+        + ("" if origin is None else f"Origin: {origin}\r\n")
+        + "\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        connection.sendall(request.encode())
+        status_line = connection.makefile("rb").readline().decode()
+    return int(status_line.split()[1])
+
+
+def started_runs(url: str) -> int:
+    count: int = data(url, None, LIST)["suspendedRuns"]["totalCount"]
+    return count
+
+
+@pytest.mark.xfail(strict=True, reason=FINDING_2)
+@pytest.mark.parametrize(
+    ("host", "origin"),
+    [(REBIND, f"http://{REBIND}"), (REBIND, None), ("localhost:4304", f"http://{REBIND}"), ("127.0.0.2", None)],
+    ids=["rebound", "rebound-no-origin", "cross-site-origin", "other-loopback-name"],
+)
+def test_a_request_for_another_host_is_refused_with_one_line_of_json(
+    open_server: str, host: str, origin: str | None
+) -> None:
+    before = started_runs(open_server)
+    headers = {"Host": host, **({} if origin is None else {"Origin": origin})}
+
+    response = httpx.post(
+        f"{open_server}/graphql",
+        json={"query": START, "variables": {"input": {"agentId": REFUND, "prompt": "Please refund order 1042"}}},
+        headers=headers,
+        timeout=30,
+    )
+
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.text.count("\n") == 0
+    [error] = response.json()["errors"]
+    assert error["extensions"]["code"] == "BAD_REQUEST"
+    assert "RUNSGATE_ALLOWED_HOSTS" in error["message"]
+    assert started_runs(open_server) == before
+    for path in ("/inbox", "/healthz", "/graphql"):
+        assert httpx.get(f"{open_server}{path}", headers=headers, timeout=30).status_code == 400, path
+
+
+@pytest.mark.parametrize(
+    ("host", "origin"),
+    [
+        pytest.param(REBIND, f"http://{REBIND}", marks=pytest.mark.xfail(strict=True, reason=FINDING_2)),
+        pytest.param(REBIND, None, marks=pytest.mark.xfail(strict=True, reason=FINDING_2)),
+        ("localhost:4304", "https://elsewhere.example"),  # Strawberry's own check of the Origin
+    ],
+    ids=["rebound", "rebound-no-origin", "cross-site-origin"],
+)
+def test_a_websocket_for_another_host_is_refused_at_the_handshake(
+    open_server: str, host: str, origin: str | None
+) -> None:
+    assert upgrade_status(open_server, host, origin) == 403
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost:4304", "127.0.0.1:4304", "[::1]:4304", "LOCALHOST", "127.0.0.1", "dev-proxy.internal:8080"]
+)
+def test_loopback_names_and_the_allowed_hosts_are_answered(open_server: str, host: str) -> None:
+    origin = f"http://{host}"
+
+    response = httpx.post(f"{open_server}/graphql", json={"query": LIST}, headers={"Host": host, "Origin": origin})
+
+    assert response.status_code == 200, response.text
+    assert upgrade_status(open_server, host, origin) == 101
+
+
+def test_with_authentication_on_every_host_is_answered(secured: Secured) -> None:
+    # a token is needed anyway: a page on another site has none
+    response = httpx.post(
+        f"{secured.url}/graphql",
+        json={"query": LIST},
+        headers={**ADMIN.headers, "Host": REBIND, "Origin": f"http://{REBIND}"},
+    )
+
+    assert response.status_code == 200, response.text
+    assert httpx.post(f"{secured.url}/graphql", json={"query": LIST}, headers={"Host": REBIND}).status_code == 401

@@ -56,6 +56,7 @@ from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
 from .config import ConfigError, Settings, load_settings
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
+from .hosts import LoopbackHostsOnly
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .limits import BodySizeLimit, graphql_extensions
 from .metrics import count_webhook_attempt, metrics
@@ -321,11 +322,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
         from .raw_page import raw_page
 
         routes.append(Route("/bench/raw-page", raw_page, methods=["POST"]))
+    hosts = [] if settings.auth else [Middleware(LoopbackHostsOnly, extra_names=settings.allowed_hosts)]
     return Starlette(
         routes=routes,
         lifespan=lifespan,
         # the request id first, so that even a 413 carries one
-        middleware=[request_id_middleware(), Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
+        middleware=[
+            request_id_middleware(),
+            *hosts,  # with authentication off, only this machine's names (DNS rebinding)
+            Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
+        ],
     )
 
 

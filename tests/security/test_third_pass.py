@@ -227,7 +227,6 @@ async def test_a_stored_infinity_written_before_reaches_a_webhook_receiver_as_nu
 
 # -- 2: with authentication off, only loopback host names are answered --------------------------
 REBIND = "rebind.evil.example:4304"
-FINDING_2 = "issue 26 finding 2: with authentication off, any Host is answered"
 LIST = 'query L { suspendedRuns(agentId: "refund-agent") { totalCount } }'
 
 
@@ -264,7 +263,6 @@ def started_runs(url: str) -> int:
     return count
 
 
-@pytest.mark.xfail(strict=True, reason=FINDING_2)
 @pytest.mark.parametrize(
     ("host", "origin"),
     [(REBIND, f"http://{REBIND}"), (REBIND, None), ("localhost:4304", f"http://{REBIND}"), ("127.0.0.2", None)],
@@ -297,8 +295,8 @@ def test_a_request_for_another_host_is_refused_with_one_line_of_json(
 @pytest.mark.parametrize(
     ("host", "origin"),
     [
-        pytest.param(REBIND, f"http://{REBIND}", marks=pytest.mark.xfail(strict=True, reason=FINDING_2)),
-        pytest.param(REBIND, None, marks=pytest.mark.xfail(strict=True, reason=FINDING_2)),
+        (REBIND, f"http://{REBIND}"),
+        (REBIND, None),
         ("localhost:4304", "https://elsewhere.example"),  # Strawberry's own check of the Origin
     ],
     ids=["rebound", "rebound-no-origin", "cross-site-origin"],

@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 
 from server.app import create_app
 from server.cli import main
-from server.config import ConfigError, Settings
+from server.config import ConfigError, Settings, load_settings
 from server.security_settings import ApiKeyConfig
 
 from .._auth import ADMIN, TestKey
@@ -40,7 +40,7 @@ async def running(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app: Starlette = create_app(settings)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as client,
     ):
         yield client
 
@@ -252,6 +252,33 @@ async def test_auth_off_on_loopback_serves_everyone_as_anonymous_with_a_warning(
 
     assert started["data"]["startRun"]["status"] == "SUSPENDED"
     assert any("authentication is OFF" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ("dev-proxy.internal, Other.Local", ["dev-proxy.internal", "other.local"]),
+        (
+            '["dev-proxy.internal", "::1", "[fe80::1]", "10.0.0.5"]',
+            ["dev-proxy.internal", "[::1]", "[fe80::1]", "10.0.0.5"],
+        ),
+        ("", []),
+    ],
+)
+def test_allowed_hosts_are_names_comma_separated_or_a_json_list(
+    monkeypatch: pytest.MonkeyPatch, value: str, names: list[str]
+) -> None:
+    monkeypatch.setenv("RUNSGATE_ALLOWED_HOSTS", value)
+
+    assert Settings(mongodb_uri=None).allowed_hosts == names
+
+
+@pytest.mark.parametrize("value", ["http://proxy.local", "proxy.local:8080", "proxy.local/path", "a b"])
+def test_an_allowed_host_that_is_not_a_name_is_a_config_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("RUNSGATE_ALLOWED_HOSTS", value)
+
+    with pytest.raises(ConfigError, match="RUNSGATE_ALLOWED_HOSTS"):
+        load_settings(mongodb_uri=None)
 
 
 def test_auth_on_without_any_credential_is_a_config_error() -> None:

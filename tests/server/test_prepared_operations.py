@@ -58,7 +58,7 @@ async def app() -> AsyncIterator[Starlette]:
 
 @pytest.fixture
 async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as client:
         client.headers["content-type"] = "application/json"
         # two suspended refund runs to list
         for _ in range(2):
@@ -300,7 +300,7 @@ async def test_parts_of_the_wrong_type_get_the_standard_answer(body: object, cap
         application = create_app(Settings(mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled))
         async with (
             application.router.lifespan_context(application),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://test") as client,
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client,
         ):
             with caplog.at_level(logging.INFO):
                 # the well-formed request first, so that its text is prepared, then the bad one 3 times
@@ -389,7 +389,7 @@ async def test_the_view_serves_prepared_requests_as_strawberry_does(
         application = create_app(Settings(mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled))
         async with (
             application.router.lifespan_context(application),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://test") as client,
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client,
         ):
             assert (
                 await client.post("/graphql", content=PAGE_BODY, headers={"content-type": "application/json"})

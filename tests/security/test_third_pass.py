@@ -329,3 +329,141 @@ def test_with_authentication_on_every_host_is_answered(secured: Secured) -> None
 
     assert response.status_code == 200, response.text
     assert httpx.post(f"{secured.url}/graphql", json={"query": LIST}, headers={"Host": REBIND}).status_code == 401
+
+
+# -- 3: the webhook sender reads at most a small prefix of the receiver's answer -----------------
+FINDING_3 = "issue 26 finding 3: the webhook sender reads the receiver's whole response"
+MIB = 1 << 20
+
+
+class AnsweringReceiver:
+    """A loopback HTTP receiver that reads each request and answers ``head`` then ``body_size``
+    bytes of body (``chunk`` at a time), or ``head`` and a first chunk then nothing (``hang``),
+    counting the body bytes the peer accepted before it closed the connection."""
+
+    def __init__(self, status: int, body_size: int, *, first: bytes = b"", hang: bool = False) -> None:
+        import socket
+        import threading
+
+        self.status, self.body_size, self.first, self.hang = status, body_size, first, hang
+        self.sent: list[int] = []
+        self.requests = 0
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/hooks/T0KEN-in-the-path?key=s3cret"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: Any) -> None:
+        with connection:
+            reader = connection.makefile("rb")
+            length = 0
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode("latin-1").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            reader.read(length)
+            self.requests += 1
+            head = (
+                f"HTTP/1.1 {self.status} Answer\r\nContent-Type: text/plain\r\nContent-Length: {self.body_size}\r\n\r\n"
+            )
+            sent = 0
+            try:
+                connection.sendall(head.encode() + self.first)
+                sent = len(self.first)
+                if self.hang:
+                    self._stop.wait(60)
+                    return
+                chunk = b"x" * (64 * 1024)
+                while sent < self.body_size and not self._stop.is_set():
+                    part = chunk[: self.body_size - sent]
+                    connection.sendall(part)
+                    sent += len(part)
+            except OSError:
+                pass  # the sender closed the connection
+            finally:
+                self.sent.append(sent)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+
+
+DELIVERIES = "query D { webhookDeliveries(first: 10) { nodes { status attempts lastStatusCode lastError endpoint } } }"
+
+
+def _deliveries(url: str) -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]] = data(url, None, DELIVERIES)["webhookDeliveries"]["nodes"]
+    return nodes
+
+
+def _hooks(receiver: AnsweringReceiver) -> dict[str, str]:
+    hooks = [{"url": receiver.url, "secret": new_secret(), "events": ["run.suspended"]}]
+    return {
+        "RUNSGATE_WEBHOOKS": json.dumps(hooks),
+        "RUNSGATE_WEBHOOK_POLL_INTERVAL": "0.2",
+        "RUNSGATE_SUBSCRIPTION_LOOKBACK": "1",
+        "RUNSGATE_WEBHOOK_BACKOFF": "30",
+        "RUNSGATE_WEBHOOK_CONNECT_TIMEOUT": "2",
+        "RUNSGATE_WEBHOOK_READ_TIMEOUT": "3",
+    }
+
+
+@pytest.mark.xfail(strict=True, reason=FINDING_3)
+async def test_a_receiver_answering_200_with_an_endless_body_has_its_delivery_delivered(tmp_path: Path) -> None:
+    # a 300 MiB body of which the receiver sends 4 KiB, then nothing: the answer is known from
+    # its status line, and nothing more of it is needed
+    receiver = AnsweringReceiver(200, 300 * MIB, first=b"ok" * 2048, hang=True)
+    try:
+        with runsgate_servers([tmp_path / "hooks.log"], **_hooks(receiver)) as [server]:
+            async with GraphQLClient.at(server.url) as client:
+                await client.data(START, input={"agentId": REFUND, "prompt": "Please refund order 1042"})
+            for _ in range(100):
+                nodes = await asyncio.to_thread(_deliveries, server.url)
+                if nodes and nodes[0]["attempts"] >= 1:
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        receiver.close()
+
+    [delivery] = nodes
+    assert (delivery["status"], delivery["attempts"], delivery["lastStatusCode"]) == ("DELIVERED", 1, 200), delivery
+
+
+@pytest.mark.xfail(strict=True, reason=FINDING_3)
+async def test_a_receiver_answering_500_with_a_huge_body_is_cut_after_a_short_prefix(tmp_path: Path) -> None:
+    receiver = AnsweringReceiver(500, 64 * MIB, first=b"receiver failed at /hooks/T0KEN-in-the-path?key=s3cret: ")
+    try:
+        with runsgate_servers([tmp_path / "hooks.log"], **_hooks(receiver)) as [server]:
+            async with GraphQLClient.at(server.url) as client:
+                await client.data(START, input={"agentId": REFUND, "prompt": "Please refund order 1042"})
+            for _ in range(300):
+                nodes = await asyncio.to_thread(_deliveries, server.url)
+                if nodes and nodes[0]["attempts"] >= 1 and receiver.sent:
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        receiver.close()
+
+    [delivery] = nodes
+    assert (delivery["status"], delivery["lastStatusCode"]) == ("PENDING", 500), delivery
+    # the delivery record keeps a short prefix of the answer, without the URL's secret parts
+    assert delivery["lastError"].startswith("answered 500: receiver failed at "), delivery
+    assert len(delivery["lastError"].encode()) <= 300, delivery
+    assert "T0KEN" not in delivery["lastError"], delivery
+    assert "s3cret" not in delivery["lastError"], delivery
+    # and the sender stopped reading: far less than the 64 MiB reached it (socket buffers only)
+    assert receiver.sent[0] < 32 * MIB, receiver.sent

@@ -32,7 +32,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import httpx2
 
@@ -45,6 +45,7 @@ from storage import (
 )
 
 from ._journal import event_id_floor
+from ._webhook_http import post_delivery
 from ._webhook_messages import (
     WEBHOOK_EVENT_TYPES,
     WEBHOOK_EVENTS,
@@ -259,7 +260,9 @@ class WebhookDispatcher:
             result, status_code, error = "network_error", None, "the endpoint is no longer configured"
         else:
             try:
-                result, status_code, error = await self._post(endpoint, delivery)
+                result, status_code, error = await post_delivery(
+                    self._client, endpoint, delivery, limit=self._attempt_limit
+                )
             except asyncio.CancelledError:
                 await self._interrupted(delivery)
                 raise
@@ -319,31 +322,6 @@ class WebhookDispatcher:
                 status_code=None,
                 error="interrupted: the sending instance stopped",
             )
-
-    async def _post(
-        self, endpoint: WebhookEndpoint, delivery: WebhookDeliveryDocument
-    ) -> tuple[AttemptResult, int | None, str | None]:
-        sent_at = datetime.now(UTC)
-        headers = {
-            "content-type": "application/json",
-            "user-agent": "runsgate-webhooks",
-            "webhook-id": delivery["_id"],
-            "webhook-timestamp": str(int(sent_at.timestamp())),
-            "webhook-signature": endpoint.signer.sign(delivery["_id"], sent_at, delivery["body"]),
-        }
-        try:
-            async with asyncio.timeout(self._attempt_limit):
-                response = await self._client.post(endpoint.url, content=delivery["body"].encode(), headers=headers)
-        except (httpx2.TimeoutException, TimeoutError):
-            return "timeout", None, "no answer in time (connect or read timeout)"
-        except httpx2.HTTPError as exc:
-            return "network_error", None, f"request failed: {type(exc).__name__}"
-        code = response.status_code
-        if 200 <= code < 300:
-            return "delivered", code, None
-        if 300 <= code < 400:
-            return "redirect", code, f"answered {code}: redirects are not followed"
-        return "http_error", code, f"answered {code}"
 
     # -- loops -----------------------------------------------------------------------------------
     async def run_forever(self) -> None:

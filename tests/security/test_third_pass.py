@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from .._auth import ALL, TestKey, api_keys_json
-from .._graphql import GraphQLClient, WsClosed, data, post, ws_connect
+from .._graphql import GraphQLClient, WsClosed, data, post, ws_connect, ws_execute
 from .._receiver import new_secret, receiving
 from .._servers import runsgate_process, runsgate_servers
 from ..webhooks._setup import webhooks_env
@@ -464,3 +464,126 @@ async def test_a_receiver_answering_500_with_a_huge_body_is_cut_after_a_short_pr
     assert "s3cret" not in delivery["lastError"], delivery
     # and the sender stopped reading: far less than the 64 MiB reached it (socket buffers only)
     assert receiver.sent[0] < 32 * MIB, receiver.sent
+
+
+# -- 4: every client string that is stored or echoed has a limit in bytes --------------------------
+FINDING_4 = "issue 26 finding 4: ids, names and filter values have no limit"
+_4 = pytest.mark.xfail(strict=True, reason=FINDING_4)
+E = "é"  # two bytes of UTF-8: the limits count bytes, not characters
+
+S = "mutation S($input: StartRunInput!) { startRun(input: $input) { __typename } }"
+A = "mutation A($input: ApproveToolCallInput!) { approveToolCall(input: $input) { __typename } }"
+D = "mutation D($input: DeclineToolCallInput!) { declineToolCall(input: $input) { __typename } }"
+R = "mutation R($input: ResumeRunInput!) { resumeRun(input: $input) { __typename } }"
+T = "mutation T($input: RetryRunInput!) { retryRun(input: $input) { __typename } }"
+B = "mutation B($input: DecideToolCallsInput!) { decideToolCalls(input: $input) { results { __typename } } }"
+LIST_ARGS = (
+    "query L($agentId: ID!, $filter: SuspendedRunFilter, $after: String, $before: String, $last: Int) "
+    "{ suspendedRuns(agentId: $agentId, filter: $filter, after: $after, before: $before, last: $last) "
+    "{ totalCount } }"
+)
+RUN_ARGS = "query O($agentId: ID!, $runId: ID!) { suspendedRun(agentId: $agentId, runId: $runId) { runId } }"
+EVENTS_ARGS = "query V($agentId: ID!, $runId: ID!) { runEvents(agentId: $agentId, runId: $runId) { id } }"
+NODE_ARGS = "query N($id: ID!) { node(id: $id) { id } }"
+HOOKS_ARGS = "query H($after: String) { webhookDeliveries(after: $after) { nodes { id } } }"
+ENTITIES_ARGS = "query X($reps: [_Any!]!) { _entities(representations: $reps) { ... on SuspendedRun { runId } } }"
+STREAM_ARGS = (
+    "subscription W($agentId: ID!, $filter: RunEventFilter, $afterEventId: ID) "
+    "{ suspendedRunEvents(agentId: $agentId, filter: $filter, afterEventId: $afterEventId) { id } }"
+)
+
+RUN = "0" * 32
+DECIDE = {"agentId": REFUND, "runId": RUN, "toolCallId": "call-1"}
+LONG_CASES = [
+    # (document, variables, the argument named in the error)
+    (S, {"input": {"agentId": REFUND, "prompt": "hi", "threadId": "t" * 900_000}}, "input.threadId"),
+    (S, {"input": {"agentId": REFUND, "prompt": "hi", "threadId": E * 129}}, "input.threadId"),
+    (S, {"input": {"agentId": REFUND, "prompt": "hi", "resourceId": "r" * 257}}, "input.resourceId"),
+    (S, {"input": {"agentId": "a" * 129, "prompt": "hi"}}, "input.agentId"),
+    (S, {"input": {"agentId": REFUND, "prompt": "hi", "idempotencyKey": E * 128}}, "input.idempotencyKey"),
+    (A, {"input": {**DECIDE, "runId": "r" * 129}}, "input.runId"),
+    (A, {"input": {**DECIDE, "toolCallId": "c" * 257}}, "input.toolCallId"),
+    (A, {"input": {**DECIDE, "idempotencyKey": "k" * 256}}, "input.idempotencyKey"),
+    (D, {"input": {**DECIDE, "agentId": E * 65}}, "input.agentId"),
+    (R, {"input": {**DECIDE, "resumeData": {}, "questionId": "q" * 257}}, "input.questionId"),
+    (T, {"input": {"agentId": REFUND, "runId": E * 65}}, "input.runId"),
+    (
+        B,
+        {"input": {"agentId": REFUND, "decisions": [{"runId": RUN, "toolCallId": "c" * 300, "kind": "APPROVED"}]}},
+        "input.decisions[0].toolCallId",
+    ),
+    (LIST_ARGS, {"agentId": "a" * 200}, "agentId"),
+    (LIST_ARGS, {"agentId": REFUND, "filter": {"threadId": "t" * 257}}, "filter.threadId"),
+    (LIST_ARGS, {"agentId": REFUND, "filter": {"resourceId": E * 200}}, "filter.resourceId"),
+    (LIST_ARGS, {"agentId": REFUND, "after": "c" * 513}, "after"),
+    (LIST_ARGS, {"agentId": REFUND, "before": "c" * 513, "last": 1}, "before"),
+    (RUN_ARGS, {"agentId": REFUND, "runId": "r" * 129}, "runId"),
+    (EVENTS_ARGS, {"agentId": REFUND, "runId": "r" * 5000}, "runId"),
+    (NODE_ARGS, {"id": "n" * 513}, "id"),
+    (HOOKS_ARGS, {"after": "c" * 513}, "after"),
+    (ENTITIES_ARGS, {"reps": [{"__typename": "SuspendedRun", "runId": "r" * 129}]}, "representations[0].runId"),
+]
+ALREADY_LIMITED = [
+    (S, {"input": {"agentId": REFUND, "prompt": "p" * 40_000}}, "input.prompt"),
+    (D, {"input": {**DECIDE, "reason": E * 3000}}, "input.reason"),
+]
+"""Strings that had a limit in bytes before (``RUNSGATE_MAX_PROMPT_BYTES``, ``RUNSGATE_MAX_REASON_BYTES``)."""
+
+
+def _refused_naming(errors: list[dict[str, Any]], argument: str) -> None:
+    [error] = errors
+    assert error["extensions"]["code"] == "BAD_USER_INPUT", error
+    assert error["extensions"]["argument"] == argument, error
+    assert "bytes" in error["message"], error
+    assert len(error["message"]) < 200, error  # the value is not echoed
+
+
+@pytest.mark.parametrize(
+    ("document", "variables", "argument"),
+    [*(pytest.param(*case, marks=_4) for case in LONG_CASES), *ALREADY_LIMITED],
+    ids=[f"{case[2]}-{i}" for i, case in enumerate([*LONG_CASES, *ALREADY_LIMITED])],
+)
+def test_a_string_over_its_limit_in_bytes_is_refused_before_anything_is_read_or_written(
+    secured: Secured, document: str, variables: dict[str, Any], argument: str
+) -> None:
+    before = stored_rows(secured.database)
+
+    response = post(secured.url, ADMIN, document, **variables)
+
+    assert response.status_code == 200, response.text
+    _refused_naming(response.json()["errors"], argument)
+    assert stored_rows(secured.database) == before
+
+
+@pytest.mark.parametrize(
+    ("variables", "argument"),
+    [
+        ({"agentId": REFUND, "filter": {"threadId": "t" * 257}}, "filter.threadId"),
+        ({"agentId": REFUND, "filter": {"runId": "r" * 129}}, "filter.runId"),
+        ({"agentId": REFUND, "afterEventId": "e" * 65}, "afterEventId"),
+        ({"agentId": "a" * 129}, "agentId"),
+    ],
+)
+@_4
+def test_a_subscription_argument_over_its_limit_is_refused(
+    secured: Secured, variables: dict[str, Any], argument: str
+) -> None:
+    result = asyncio.run(ws_execute(secured.url, STREAM_ARGS, variables, init_payload=ADMIN.headers))
+
+    _refused_naming(result["errors"], argument)
+
+
+def test_a_run_stored_with_longer_values_is_still_read(secured: Secured) -> None:
+    run = start(secured.url, resourceId="tenant-long")
+    long_thread, long_resource = "t" * 5000, "r" * 5000
+    with sqlite3.connect(secured.database) as connection:  # as an older runsgate could have stored it
+        connection.execute(
+            "UPDATE run_snapshots SET thread_id = ?, resource_id = ? WHERE run_id = ?",
+            (long_thread, long_resource, run["runId"]),
+        )
+
+    read = data(secured.url, ADMIN, ONE, agentId=REFUND, runId=run["runId"])["suspendedRun"]
+
+    assert (read["threadId"], read["resourceId"]) == (long_thread, long_resource)
+    listed = data(secured.url, ADMIN, 'query { suspendedRuns(agentId: "refund-agent") { nodes { runId } } }')
+    assert run["runId"] in [node["runId"] for node in listed["suspendedRuns"]["nodes"]]

@@ -20,6 +20,7 @@ from .access import AccessDenied
 from .agents import Agent
 from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
 from .federation import FederationSchema
+from .limits import install_input_limits
 from .metrics import OperationMetrics
 from .mutations import Mutation
 from .operation_name import OperationNameRequired
@@ -29,6 +30,8 @@ from .subscriptions import Subscription
 from .types import SuspendedRun
 
 logger = logging.getLogger("runsgate.graphql")
+
+install_input_limits([Query, Mutation, Subscription, Agent])  # every argument held to resolvers.limits
 
 CACHE_SIZE = 256
 """Documents kept by the parser cache and the validation cache (Strawberry's LRUs)."""

@@ -55,6 +55,7 @@ from storage.sqlite import DEFAULT_BUSY_TIMEOUT
 from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
 from .config import ConfigError, Settings, load_settings
+from .frames import NoFraming
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
 from .hosts import LoopbackHostsOnly
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
@@ -330,6 +331,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         middleware=[
             request_id_middleware(),
             *hosts,  # with authentication off, only this machine's names (DNS rebinding)
+            Middleware(NoFraming),  # no HTML page of runsgate may be framed
             Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
         ],
     )

@@ -103,7 +103,6 @@ def test_graphiql_runs_a_suspended_runs_query_in_chromium(chromium: str, tmp_pat
 GRAPHIQL_KEY = "rg_graphiql_browser_0123456789abcdefghijklmnopqrstuv"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 finding 5: GraphiQL keeps the bearer token in localStorage")
 def test_graphiql_keeps_the_bearer_token_only_in_the_page_never_in_storage(chromium: str, tmp_path: Path) -> None:
     from .._auth import TestKey, api_keys_json
 

@@ -587,12 +587,10 @@ def test_a_run_stored_with_longer_values_is_still_read(secured: Secured) -> None
 
 
 # -- 5: no credential persisted beyond the tab, no page framed ----------------------------------
-FINDING_5 = "issue 26 finding 5: GraphiQL persists headers and may be framed"
 HTML_PAGES = [("/graphql", {"accept": "text/html"}), ("/inbox", {})]
 
 
 @pytest.mark.parametrize(("path", "headers"), HTML_PAGES, ids=["graphiql", "inbox"])
-@pytest.mark.xfail(strict=True, reason=FINDING_5)
 def test_no_html_page_of_runsgate_may_be_framed(secured: Secured, path: str, headers: dict[str, str]) -> None:
     response = httpx.get(f"{secured.url}{path}", headers=headers)
 
@@ -603,7 +601,6 @@ def test_no_html_page_of_runsgate_may_be_framed(secured: Secured, path: str, hea
     assert "frame-ancestors 'none'" in [part.strip() for part in policy.split(";")], policy
 
 
-@pytest.mark.xfail(strict=True, reason=FINDING_5)
 def test_graphiql_persists_no_header_and_takes_none_from_its_url(secured: Secured) -> None:
     response = httpx.get(f"{secured.url}/graphql", headers={"accept": "text/html"})
 

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
@@ -77,7 +78,7 @@ class WebhookDispatcher:
         retry: The retry schedule.
         connect_timeout: Seconds to open a connection to a receiver.
         read_timeout: Seconds to wait for each part of its answer.
-        max_active: Deliveries this instance sends at once.
+        max_active: Deliveries this instance sends at once, shared among the receivers (``share``).
         on_attempt: Called after each recorded attempt with its ``AttemptResult`` and the
             ``DeliveryOutcome`` (metrics).
         transport: The httpx2 transport (tests); default: real connections.
@@ -232,14 +233,26 @@ class WebhookDispatcher:
             await asyncio.wait(tasks)
         return len(tasks)
 
+    @property
+    def share(self) -> int:
+        """Deliveries to one receiver this instance sends at once: ``max_active`` divided among the
+        receivers (rounded up), so one that hangs keeps the others' slots free."""
+        return max(1, -(-self._max_active // max(len(self._endpoints), 1)))
+
     async def _start_due(self) -> list[asyncio.Task[None]]:
-        free = self._max_active - len(self._active)
-        if free <= 0:
-            return []
         now = utcnow()
-        due = await self._store.claim_webhook_deliveries(
-            by=self._instance_id, until=now + self._lease, now=now, limit=free
-        )
+        sending = Counter(delivery_id.rpartition(".")[2] for delivery_id in self._active)
+        due: list[WebhookDeliveryDocument] = []
+        for receiver in self._endpoints:  # each receiver up to its share of the free slots
+            free = min(self._max_active - len(self._active) - len(due), self.share - sending[receiver])
+            if free > 0:
+                due += await self._store.claim_webhook_deliveries(
+                    by=self._instance_id, until=now + self._lease, now=now, limit=free, endpoint_id=receiver
+                )
+        if len(self._active) + len(due) < self._max_active:  # one of a receiver removed from the settings
+            due += await self._store.claim_webhook_deliveries(
+                by=self._instance_id, until=now + self._lease, now=now, limit=1, other_than=tuple(self._endpoints)
+            )
         tasks = []
         for delivery in due:
             task = asyncio.create_task(self._attempt(delivery), name=f"runsgate-webhook-{delivery['_id']}")

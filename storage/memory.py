@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -566,7 +566,14 @@ class MemorySnapshotStore:
         return added
 
     async def claim_webhook_deliveries(
-        self, *, by: str, until: datetime, now: datetime, limit: int
+        self,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        limit: int,
+        endpoint_id: str | None = None,
+        other_than: Collection[str] = (),
     ) -> list[WebhookDeliveryDocument]:
         due = sorted(
             (
@@ -575,6 +582,8 @@ class MemorySnapshotStore:
                 if d["status"] == "pending"
                 and d["nextAttemptAt"] <= now
                 and (d["lease"] is None or d["lease"]["until"] < now)
+                and (endpoint_id is None or d["endpointId"] == endpoint_id)
+                and d["endpointId"] not in other_than
             ),
             key=lambda d: (d["nextAttemptAt"], d["_id"]),
         )[:limit]

@@ -215,7 +215,6 @@ async def test_an_attempt_interrupted_by_a_shutdown_releases_its_lease_and_is_du
     assert stored["nextAttemptAt"] <= utcnow()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 neighbour: one receiver's deliveries can take every sending slot")
 async def test_a_receiver_that_hangs_takes_at_most_its_share_of_the_sending_slots(
     memory_store: MemorySnapshotStore,
 ) -> None:

@@ -45,6 +45,7 @@ from ._decisions import DecisionRequest, select_call, validate_resume_data
 from ._deferred import question_id, tool_call_documents
 from ._execution import Finished, run_agent
 from ._expiry import expired_calls, expiry_decision, set_deadlines
+from ._fair_slots import FairSlots
 from ._idempotency import IdempotencyGuard
 from ._journal import Journal
 from ._json import fingerprint, jsonable
@@ -120,7 +121,7 @@ class RunManager:
         bulk_concurrency: int = 8,
     ) -> None:
         self._store = store
-        self._bulk_slots = asyncio.Semaphore(bulk_concurrency)
+        self._bulk_slots = FairSlots(bulk_concurrency)  # shared fairly among the principals deciding
         self._tool_rules = tuple(tool_rules)
         self._agents = agents
         self._instance_id = instance_id
@@ -669,8 +670,9 @@ class RunManager:
         independent: one item's error does not stop the others. Items on one run are recorded in
         their order, one after the other, so the item that decides a run's last pending call
         continues it, once (the others answer ``suspended``); runs are decided concurrently, at most
-        ``bulk_concurrency`` at a time on this instance (every batch shares that bound), so a batch
-        never starts more continuations (model calls) at once.
+        ``bulk_concurrency`` at a time on this instance (every batch shares that bound, a freed slot
+        going to the principal deciding that holds the fewest: ``runtime._fair_slots``), so a batch
+        never starts more continuations (model calls) at once, nor keeps another principal's waiting.
 
         Args:
             decisions: At most the server's limit (``RUNSGATE_MAX_BULK_DECISIONS``, checked by
@@ -722,7 +724,7 @@ class RunManager:
             by_run.setdefault(item.run_id, []).append(index)
 
         async def decide_run(indexes: list[int]) -> None:
-            async with self._bulk_slots:
+            async with self._bulk_slots.slot(name):
                 for index in indexes:
                     item = decisions[index]
                     request = DecisionRequest(

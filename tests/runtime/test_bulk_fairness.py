@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from runtime import AgentRegistry, BulkDecision, RunManager, RunOutcome, RunsgateError
 from storage import MemorySnapshotStore
 
@@ -26,7 +24,6 @@ async def _suspended(manager: RunManager, count: int) -> list[BulkDecision]:
     return decisions
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 neighbour: one batch's runs take every bulk slot in turn")
 async def test_a_large_batch_does_not_queue_another_principals_batch_behind_all_its_runs(
     memory_store: MemorySnapshotStore, registry: AgentRegistry
 ) -> None:

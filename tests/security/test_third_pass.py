@@ -612,7 +612,6 @@ def test_graphiql_persists_no_header_and_takes_none_from_its_url(secured: Secure
 
 
 # -- neighbours: a shared budget one client can use up --------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 26 neighbour: a client's value is logged whole")
 def test_a_client_cannot_write_long_lines_into_the_servers_log(secured: Secured) -> None:
     # graphql-core quotes a literal of the wrong type in its error whole: 600 KB here, in a
     # request well under the body limit; the log (disk, shared by every client) gets a bounded line

@@ -6,6 +6,7 @@ serves its key set from a small HTTP server on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -180,12 +181,14 @@ async def test_an_invalid_jwt_gets_401(bad: Any) -> None:
 
 
 @contextmanager
-def jwks_server(keys: list[dict[str, Any]]) -> Iterator[str]:
-    """Serve ``{"keys": keys}`` on 127.0.0.1; yields its URL."""
+def jwks_server(keys: list[dict[str, Any]], hits: list[float] | None = None) -> Iterator[str]:
+    """Serve ``{"keys": keys}`` on 127.0.0.1; yields its URL. Each fetch's time goes to ``hits``."""
     document = json.dumps({"keys": keys}).encode()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if hits is not None:
+                hits.append(time.monotonic())
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(document)))
@@ -223,6 +226,25 @@ async def test_an_rs256_jwt_is_checked_against_the_jwks_url() -> None:
     assert accepted.status_code == 200
     assert accepted.json()["data"]["suspendedRuns"]["totalCount"] == 0
     assert [r.status_code for r in refused] == [401, 401, 401]
+
+
+async def test_tokens_naming_unknown_keys_make_runsgate_fetch_the_jwks_at_most_once_per_cooldown() -> None:
+    # a shared budget: each unknown `kid` would otherwise send one request to the identity
+    # provider and hold a worker thread while it waits
+    signer = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signer.public_key()))
+    hits: list[float] = []
+    with jwks_server([{**public, "kid": "k1", "use": "sig", "alg": "RS256"}], hits) as url:
+        async with running(Settings(mongodb_uri=None, jwt_jwks_url=url)) as client:
+            good = token({"sub": "ops", "scope": "runs:read", "resources": "*"}, signer, "RS256", kid="k1")
+            assert (await post(client, LIST, good)).status_code == 200
+            unknown = [token({"sub": "ops"}, signer, "RS256", kid=f"forged-{n}") for n in range(30)]
+            refused = await asyncio.gather(*(post(client, LIST, t) for t in unknown))
+            again = await post(client, LIST, good)
+
+    assert [r.status_code for r in refused] == [401] * 30
+    assert again.status_code == 200
+    assert len(hits) <= 2  # the first fetch, and at most one refresh within the 30 s cooldown
 
 
 async def test_an_unreachable_jwks_url_gets_401_not_a_server_error() -> None:

@@ -43,7 +43,7 @@ from storage import SQLiteSnapshotStore
 from storage.sqlite import _EVENT_COLUMNS, _event_row  # the store's own row layout, to seed quickly
 from tests._graphql import ws_connect
 from tests._receiver import new_secret
-from tests._servers import runsgate_servers
+from tests._servers import SERVE, free_port, listening_process, server_env
 
 MIB = 1 << 20
 START = "mutation S($input: StartRunInput!) { startRun(input: $input) { __typename ... on RunOutcome { status } } }"
@@ -53,6 +53,30 @@ REPLAY = (
     "{ id type runId at data } }"
 )
 FIRST_EVENT = "0" * 20 + "-" + "0" * 12
+
+
+@dataclass
+class Served:
+    url: str
+    pid: int
+
+
+@contextmanager
+def serve(log: Path, **variables: str) -> Iterator[Served]:
+    """``python -m server serve`` on a free loopback port (authentication off), given up to 3
+    minutes to listen: the machine may be busy, which these figures record but do not time."""
+    port = free_port()
+    env = server_env(RUNSGATE_LOG_LEVEL="WARNING", RUNSGATE_AUTH="off", **variables)
+    with listening_process([*SERVE, "--port", str(port)], port, log, env=env, timeout=180, marked=False) as process:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(1800):
+            try:
+                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        yield Served(url, process.pid)
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -138,16 +162,16 @@ def measure_receiver(response_mib: int, deliveries: int = 16) -> ReceiverResult:
     try:
         with (
             tempfile.TemporaryDirectory(prefix="runsgate-bench-") as folder,
-            runsgate_servers(
-                [Path(folder) / "runsgate.log"],
+            serve(
+                Path(folder) / "runsgate.log",
                 RUNSGATE_WEBHOOKS=json.dumps(hooks),
                 RUNSGATE_WEBHOOK_POLL_INTERVAL="0.2",
                 RUNSGATE_SUBSCRIPTION_LOOKBACK="1",
                 RUNSGATE_SWEEP_INTERVAL="0",
                 RUNSGATE_TOOL_RULES="[]",
-            ) as [server],
+            ) as server,
         ):
-            pid = server.process.pid
+            pid = server.pid
             with httpx.Client(base_url=server.url, timeout=120) as client:
                 client.post("/graphql", json={"query": DELIVERED})  # warm up: every module is loaded
                 before = memory_kib(pid)["VmRSS"]
@@ -238,10 +262,10 @@ def measure_replay(events: int, subscriptions: int = 5) -> ReplayResult:
     with tempfile.TemporaryDirectory(prefix="runsgate-bench-") as folder:
         database = Path(folder) / "runsgate.db"
         seed_events(database, events)
-        with runsgate_servers(
-            [Path(folder) / "runsgate.log"], RUNSGATE_STORE=f"sqlite:///{database}", RUNSGATE_SWEEP_INTERVAL="0"
-        ) as [server]:
-            pid = server.process.pid
+        with serve(
+            Path(folder) / "runsgate.log", RUNSGATE_STORE=f"sqlite:///{database}", RUNSGATE_SWEEP_INTERVAL="0"
+        ) as server:
+            pid = server.pid
             asyncio.run(_replay(server.url, 1, 1))  # warm up: a replay's first event
             before = memory_kib(pid)["VmRSS"]
             reset_peak(pid)

@@ -19,6 +19,7 @@ from strawberry.schema.config import StrawberryConfig
 from .access import AccessDenied
 from .agents import Agent
 from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
+from .executor import PerEventMemo
 from .federation import FederationSchema
 from .limits import install_input_limits
 from .metrics import OperationMetrics
@@ -97,7 +98,7 @@ def build_schema(
         from .fastpath import install  # the only import of the fast path
 
         return install(extensions=factories, mask_errors=masking().mask, **options)
-    return FederationSchema(extensions=factories, **options)
+    return FederationSchema(extensions=factories, execution_context_class=PerEventMemo, **options)
 
 
 schema = build_schema(compiled_execution=False)

@@ -29,9 +29,6 @@ EVENTS = 6000
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "standard"])
-@pytest.mark.xfail(
-    strict=True, reason="issue 26: graphql-core's per-event executors share one memo, one entry per event"
-)
 async def test_a_subscription_holds_nothing_per_event_it_sent(compiled: bool) -> None:
     store = MemorySnapshotStore()
     await store.open()

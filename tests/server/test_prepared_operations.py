@@ -448,3 +448,20 @@ async def test_a_root_plan_calls_the_resolver_once_even_when_it_fails(app: Starl
     assert answers[0] == answers[1]
     assert answers[0]["data"] is None
     assert answers[0]["errors"][0]["extensions"]["code"] == "STORE_UNAVAILABLE"
+
+
+async def test_the_document_caches_keep_at_most_their_number_of_documents(
+    app: Starlette, http: httpx.AsyncClient
+) -> None:
+    # the bound SECURITY.md lists for the caches a client fills with distinct documents: items
+    # (CACHE_SIZE of each), each a document of at most the token limit
+    from strawberry.extensions import ParserCache
+
+    parsed = ParserCache(maxsize=CACHE_SIZE).cached_parse_document
+    for number in range(CACHE_SIZE + 40):
+        response = await http.post("/graphql", json={"query": f"query Distinct{number} {{ agents {{ id }} }}"})
+        assert response.status_code == 200, response.text
+
+    assert len(_prepared(app)) <= CACHE_SIZE
+    assert parsed.cache_info().currsize <= CACHE_SIZE
+    assert _validated.cache_info().currsize <= CACHE_SIZE

@@ -31,6 +31,7 @@ from typing import Any, Final, NoReturn
 from strawberry.extensions import FieldExtension
 from strawberry.types.base import has_object_definition
 from strawberry.types.field import StrawberryField
+from strawberry.utils.await_maybe import await_maybe
 from strawberry.utils.str_converters import to_camel_case
 
 from .context import Context, Info
@@ -206,7 +207,7 @@ class InputLimits(FieldExtension):
                 return _refused(error)
             raise
         result = next_(source, info, **kwargs)
-        return result if inspect.isasyncgen(result) else await result
+        return result if inspect.isasyncgen(result) else await await_maybe(result)
 
 
 async def _refused(error: QueryArgumentError) -> AsyncGenerator[NoReturn, None]:

@@ -20,6 +20,7 @@ from storage import DecisionKind, IdempotencyDocument, SnapshotDocument, Snapsho
 from ._continuation import Continuation
 from ._decisions import DecisionRequest
 from ._deferred import question_id
+from ._fair_slots import FairSlots
 from ._idempotency import IdempotencyGuard
 from ._json import jsonable
 from .access import Principal
@@ -79,8 +80,9 @@ class Decisions:
     gate: DecisionGate
     continuation: Continuation
     idempotency: IdempotencyGuard
-    bulk_slots: asyncio.Semaphore
-    """Shared by every batch: runs ``decide_many`` decides (and so continues) at once."""
+    bulk_slots: FairSlots
+    """Shared by every batch: runs ``decide_many`` decides (and so continues) at once, a freed slot
+    going to the principal deciding that holds the fewest (``runtime._fair_slots``)."""
 
     async def once(
         self, agent_id: str, run_id: str, operation: str, request: DecisionRequest, caller: Caller
@@ -190,8 +192,10 @@ class Decisions:
         for index, item in enumerate(decisions):
             by_run.setdefault(item.run_id, []).append(index)
 
+        name, _ = split(caller)
+
         async def decide_run(indexes: list[int]) -> None:
-            async with self.bulk_slots:
+            async with self.bulk_slots.slot(name):
                 for index in indexes:
                     item = decisions[index]
                     request = DecisionRequest(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from datetime import datetime
 from typing import Any, cast
@@ -955,7 +955,14 @@ class MongoSnapshotStore:
         return added
 
     async def claim_webhook_deliveries(
-        self, *, by: str, until: datetime, now: datetime, limit: int
+        self,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        limit: int,
+        endpoint_id: str | None = None,
+        other_than: Collection[str] = (),
     ) -> list[WebhookDeliveryDocument]:
         """Each candidate is leased by one conditional update under its write lease (``_run_lock``:
         FerretDB does not apply conditional updates atomically)."""
@@ -964,6 +971,11 @@ class MongoSnapshotStore:
             "nextAttemptAt": {"$lte": now},
             "$or": [{"lease": None}, {"lease.until": {"$lt": now}}],
         }
+        if endpoint_id is not None or other_than:
+            due["endpointId"] = {
+                **({"$eq": endpoint_id} if endpoint_id is not None else {}),
+                **({"$nin": list(other_than)} if other_than else {}),
+            }
         async with _reachable():
             candidates = (
                 await self._deliveries.find(due, {"_id": 1})

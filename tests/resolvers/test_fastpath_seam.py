@@ -233,7 +233,7 @@ async def main():
     app = create_app()
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             for _ in range(2):
                 answer = await client.post("/graphql", json={"query": "{ agents { id } }"})
                 assert answer.status_code == 200, answer.text
@@ -283,7 +283,7 @@ async def test_a_missing_private_name_turns_the_fast_path_off(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as client,
     ):
         answers = [await client.post("/graphql", json={"query": QUERY}) for _ in range(2)]
 

@@ -184,7 +184,7 @@ async def test_the_memory_store_is_seeded_at_start() -> None:
     app = create_app(Settings(mongodb_uri=None, seed_runs=25, seed_threads=4, auth=False))
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,
     ):
         # when the refund agent's runs are listed over HTTP
         response = await http.post("/graphql", json={"query": LIST, "variables": {"agentId": "refund-agent"}})

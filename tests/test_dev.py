@@ -1,18 +1,21 @@
-"""The ``./dev`` commands a newcomer runs first: help, ``run``, ``serve``'s authentication choice and
-``ferretdb``."""
+"""The ``./dev`` commands a newcomer runs first: help, ``run``, ``serve``'s authentication choice,
+``ferretdb`` and ``documentdb``."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from pymongo import MongoClient
 
+from ._documentdb import ferretdb2_binary
 from ._servers import ROOT, ferretdb_binary, free_port, stop_process, wait_for_port
 from .conftest import IN_CI
 
@@ -27,7 +30,7 @@ BARE_PATH = "/usr/local/bin:/usr/bin:/bin"
 def test_help_lists_the_commands_and_exits_0(asking: str) -> None:
     result = subprocess.run([DEV, asking], capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 0, result.stderr
-    for command in ("serve", "run CMD", "ferretdb", "test", "schema", "bench"):
+    for command in ("serve", "run CMD", "ferretdb", "documentdb", "test", "schema", "bench"):
         assert f"./dev {command}" in result.stdout
 
 
@@ -88,6 +91,50 @@ def test_ferretdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_pat
     assert proc.returncode == 0, output.read_text()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+@pytest.mark.process
+@pytest.mark.mongo
+def test_documentdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_path: Path) -> None:
+    try:
+        binary = ferretdb2_binary()
+    except RuntimeError as exc:
+        if IN_CI:
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    port = free_port()
+    output = tmp_path / "dev.out"
+    data = Path(tempfile.mkdtemp(prefix="runsgate-dev-documentdb-"))  # pytest's own folders are closed to postgres
+    try:
+        for attempt in ("first start: initdb", "second start: the same data"):
+            with open(output, "wb") as out:
+                proc = subprocess.Popen(
+                    [DEV, "documentdb", "--port", str(port), "--data-dir", str(data)],
+                    env={**os.environ, "FERRETDB2_BIN": binary},
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            try:
+                wait_for_port(port, timeout=90, proc=proc)
+                deadline = time.monotonic() + 10  # printed once FerretDB listens
+                while (line := f"MONGODB_URI=mongodb://127.0.0.1:{port}/runsgate ./dev serve") not in (
+                    lines := output.read_text().splitlines()
+                ) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert line in lines, (attempt, lines)
+                with MongoClient(f"mongodb://127.0.0.1:{port}/runsgate", serverSelectionTimeoutMS=10_000) as client:
+                    if attempt.startswith("first"):
+                        client.runsgate.probe.insert_one({"_id": "dev-documentdb"})
+                    assert client.runsgate.probe.find_one({"_id": "dev-documentdb"}) == {"_id": "dev-documentdb"}
+            finally:
+                stop_process(proc, timeout=30)
+            # SIGTERM (as Ctrl-C) stopped FerretDB and PostgreSQL with it: nothing listens any more
+            assert proc.returncode == 0, output.read_text()
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            assert not (data / "postgres" / "postmaster.pid").exists(), attempt
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def _turns_auth_off(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> bool:

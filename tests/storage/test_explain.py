@@ -28,10 +28,14 @@ FILTERS = {
 
 
 @pytest.fixture
-async def mongo(mongodb_uri: str) -> AsyncIterator[MongoSnapshotStore]:
+async def mongo(mongodb_uri: str, request: pytest.FixtureRequest) -> AsyncIterator[MongoSnapshotStore]:
     store = MongoSnapshotStore(mongodb_uri)
     await store.open()
     build = await store.database.command("buildInfo")
+    if "ferretdb" in build:
+        request.applymarker(
+            pytest.mark.xfail(strict=True, reason="reads mongod's winningPlan; DocumentDB answers PostgreSQL plans")
+        )
     if "ferretdbVersion" in build:
         await store.drop_all()
         await store.close()

@@ -44,6 +44,7 @@ from pymongo.errors import (
     OperationFailure,
 )
 
+from ._mongo_conditions import no_value
 from ._query import normalized_filter
 from ._run_lock import RunWriteLocks
 from .documents import (
@@ -216,16 +217,14 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
 
 def _undecided(agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None) -> Document:
     """The filter of a decision's (or an approval's) conditional update: the suspended run whose
-    call at ``index`` is ``tool_call_id``, still waiting on ``question_id``, with no decision."""
+    call at ``index`` is ``tool_call_id``, still waiting on ``question_id`` (``None``: a call
+    without one, stored before calls had a ``questionId``), with no decision."""
     path = f"toolCalls.{index}"
-    return {
-        "_id": run_id,
-        "agentId": agent_id,
-        "status": "suspended",
-        f"{path}.toolCallId": tool_call_id,
-        f"{path}.questionId": question_id,  # None also matches a call without the field
-        f"{path}.decision": None,
-    }
+    query: Document = {"_id": run_id, "agentId": agent_id, "status": "suspended", f"{path}.toolCallId": tool_call_id}
+    if question_id is not None:
+        query[f"{path}.questionId"] = question_id
+        return {**query, **no_value(f"{path}.decision")}
+    return {**query, **no_value(f"{path}.decision", f"{path}.questionId")}
 
 
 def _deadline_once_decided(index: int) -> Callable[[Document], Document]:
@@ -240,7 +239,8 @@ def _deadline_once_decided(index: int) -> Callable[[Document], Document]:
 
 
 class MongoSnapshotStore:
-    """``SnapshotStore`` on a MongoDB wire-protocol server (MongoDB 6+ or FerretDB 1.24).
+    """``SnapshotStore`` on a MongoDB wire-protocol server (MongoDB 6+, FerretDB 2.5 on DocumentDB or
+    FerretDB 1.24; every condition means the same on each, ``_mongo_conditions``).
 
     Args:
         uri: A ``mongodb://`` URI; its path names the database (default ``runsgate``).
@@ -805,7 +805,7 @@ class MongoSnapshotStore:
             "pendingCount": 0,
             "$or": [
                 {"status": "resuming", "claim.until": {"$lt": now}},
-                {"status": "suspended", "lastError": None, "updatedAt": {"$lt": idle_before}},
+                {"status": "suspended", **no_value("lastError"), "updatedAt": {"$lt": idle_before}},
             ],
             **_NOT_FINISHED,
         }
@@ -904,7 +904,7 @@ class MongoSnapshotStore:
     @staticmethod
     def _held_key(key_id: str, by: str | None) -> Document:
         """The condition of a reservation still held (by ``by`` unless ``None``): no result yet."""
-        held: Document = {"_id": key_id, "result": None, "resultJson": None}
+        held: Document = {"_id": key_id, **no_value("result", "resultJson")}  # either form of the answer
         if by is not None:
             held["reservedBy"] = by
         return held
@@ -959,7 +959,7 @@ class MongoSnapshotStore:
         due: Document = {
             "status": "pending",
             "nextAttemptAt": {"$lte": now},
-            "$or": [{"lease": None}, {"lease.until": {"$lt": now}}],
+            "$or": [no_value("lease"), {"lease.until": {"$lt": now}}],
         }
         async with _reachable():
             candidates = (

@@ -172,16 +172,3 @@ async def two_clients(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Sna
     file, then two clients of one fresh MongoDB database (dropped afterwards)."""
     async with open_two_clients(request, request.param) as pair:
         yield pair
-
-
-NULL_MATCH = (
-    "DocumentDB matches {'toolCalls.<i>.<field>': None} whatever the field holds: storage/mongo.py's "
-    "conditions on a call compare with null, so a decided call is decided again (issue 28)"
-)
-
-
-def known_documentdb_fault(request: pytest.FixtureRequest, reason: str = NULL_MATCH) -> None:
-    """Mark the running test as a known fault (strict xfail) when its store is on DocumentDB."""
-    params = request.node.callspec.params
-    if "mongo" in (params.get("store"), params.get("settings")) and not os.environ.get("MONGODB_URI"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))

@@ -25,7 +25,6 @@ from server.security_settings import ApiKeyConfig
 from .._auth import TestKey
 from .._graphql import REFUND, GraphQLClient, data
 from .._servers import runsgate_process, shared_store_env
-from ..conftest import known_documentdb_fault
 
 DECIDE = """
 mutation($input: DecideToolCallsInput!) {
@@ -148,10 +147,7 @@ async def test_a_run_whose_calls_are_all_decided_by_the_batch_continues_once(gql
         assert (types["decision"], types["resumed"], types["completed"]) == (2, 1, 1)
 
 
-async def test_bulk_items_racing_single_decisions_decide_each_call_exactly_once(
-    gql: GraphQLClient, request: pytest.FixtureRequest
-) -> None:
-    known_documentdb_fault(request)
+async def test_bulk_items_racing_single_decisions_decide_each_call_exactly_once(gql: GraphQLClient) -> None:
     # given five runs of one refund each
     runs = [await _refund_run(gql, str(1080 + i)) for i in range(5)]
 

@@ -29,7 +29,6 @@ from .._graphql import (
     WEATHER_PROMPT,
     GraphQLClient,
 )
-from ..conftest import known_documentdb_fault
 
 UNKNOWN_RUN_ID = "f" * 32
 
@@ -368,10 +367,7 @@ async def test_deciding_for_an_unknown_agent_is_agent_not_found(
 RACE_ROUNDS = 6
 
 
-async def test_racing_decisions_on_one_call_have_exactly_one_winner(
-    gql: GraphQLClient, request: pytest.FixtureRequest
-) -> None:
-    known_documentdb_fault(request)
+async def test_racing_decisions_on_one_call_have_exactly_one_winner(gql: GraphQLClient) -> None:
     for _ in range(RACE_ROUNDS):
         # given a refund run waiting for approval, and no refund issued
         LEDGER.clear()

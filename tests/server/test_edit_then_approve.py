@@ -23,7 +23,6 @@ from server.security_settings import ApiKeyConfig, ToolRuleConfig
 
 from .._auth import ADMIN, TestKey
 from .._graphql import GraphQLClient
-from ..conftest import known_documentdb_fault
 from ..runtime import agents
 
 LARGE = TestKey(
@@ -249,8 +248,7 @@ async def test_a_rule_with_allow_edits_false_forbids_the_edit_but_not_the_plain_
     assert LEDGER == [{"orderId": 1044, "amount": 15.5}]
 
 
-async def test_an_edit_racing_a_decline_has_one_winner(gql: GraphQLClient, request: pytest.FixtureRequest) -> None:
-    known_documentdb_fault(request)
+async def test_an_edit_racing_a_decline_has_one_winner(gql: GraphQLClient) -> None:
     for _ in range(5):
         LEDGER.clear()
         # given a refund waiting for approval

@@ -7,11 +7,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
-
 from storage import ApprovalDocument, EventDocument, SnapshotStore
 
-from ..conftest import known_documentdb_fault
 from ._contract import T0, decision, snapshot, tool_call
 
 T1 = T0 + timedelta(seconds=1)
@@ -41,10 +38,7 @@ async def _two_person_run(store: SnapshotStore, run_id: str = "run") -> None:
     await store.insert(snapshot(run_id, calls=[call, tool_call("c2")]), b"[]")
 
 
-async def test_approvals_are_appended_only_on_the_count_they_were_read_with(
-    store: SnapshotStore, request: pytest.FixtureRequest
-) -> None:
-    known_documentdb_fault(request)
+async def test_approvals_are_appended_only_on_the_count_they_were_read_with(store: SnapshotStore) -> None:
     await _two_person_run(store)
 
     # the first approval: recorded with its event, the call still pending

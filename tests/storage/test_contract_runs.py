@@ -21,7 +21,6 @@ from storage import (
     sort_key,
 )
 
-from ..conftest import known_documentdb_fault
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
 
@@ -143,9 +142,8 @@ async def test_record_decision_answers_only_the_question_it_was_read_for(store: 
 
 
 async def test_a_decision_read_from_a_call_without_a_question_is_refused_once_the_call_waits_on_one(
-    store: SnapshotStore, request: pytest.FixtureRequest
+    store: SnapshotStore,
 ) -> None:
-    known_documentdb_fault(request)
     # given a run stored before calls had a questionId (a call without one answers question None)
     old = tool_call("c1", approval=False)
     await store.insert(snapshot("old", calls=[old]), b"[]")
@@ -171,10 +169,7 @@ async def test_a_decision_read_from_a_call_without_a_question_is_refused_once_th
     assert stored["toolCalls"][0]["decision"] is None
 
 
-async def test_record_decision_is_conditional_and_counts_down(
-    store: SnapshotStore, request: pytest.FixtureRequest
-) -> None:
-    known_documentdb_fault(request)
+async def test_record_decision_is_conditional_and_counts_down(store: SnapshotStore) -> None:
     await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
 
     first = await store.record_decision("refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0)

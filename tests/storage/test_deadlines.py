@@ -11,11 +11,8 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-import pytest
-
 from storage import EventDocument, RunFilter, SnapshotStore, ToolCallDocument, sort_key
 
-from ..conftest import known_documentdb_fault
 from ._contract import T0, decision, snapshot, tool_call
 
 
@@ -167,10 +164,7 @@ async def test_expires_before_filters_pages_and_counts(store: SnapshotStore) -> 
     assert await store.count_runs("other-agent", expiring) == 0
 
 
-async def test_the_expired_event_is_written_before_the_decision_event_in_one_unit(
-    store: SnapshotStore, request: pytest.FixtureRequest
-) -> None:
-    known_documentdb_fault(request)
+async def test_the_expired_event_is_written_before_the_decision_event_in_one_unit(store: SnapshotStore) -> None:
     # given a run with a call
     doc = snapshot(calls=[deadline_call("c", 1)])
     await store.insert(doc, b"[]")

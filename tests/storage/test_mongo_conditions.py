@@ -10,13 +10,13 @@ exactly once.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
 
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore
+from storage._mongo_conditions import no_value
 
 from ..conftest import open_store
 from ._contract import T0, decision, feed_event, snapshot, tool_call
@@ -33,8 +33,34 @@ async def mongo(request: pytest.FixtureRequest) -> AsyncIterator[MongoSnapshotSt
         yield store
 
 
-def _on_documentdb(request: pytest.FixtureRequest) -> bool:
-    return request.node.callspec.params.get("mongo") == "mongo" and not os.environ.get("MONGODB_URI")
+VALUES = {"null": None, "string": "s", "document": {"kind": "approved"}, "empty document": {}, "zero": 0}
+"""What a field may hold; ``missing`` is a document without it."""
+
+
+@pytest.mark.parametrize("path", ["a", "n.b", "arr.0.b"])
+async def test_no_value_matches_a_null_or_missing_field_only_on_every_path(
+    mongo: MongoSnapshotStore, path: str
+) -> None:
+    # given documents whose field at `path` (top level, nested, through an array index) holds each value
+    def holding(name: str) -> dict[str, object]:
+        if name == "missing":
+            return {"_id": name, "n": {}, "arr": [{}]}
+        value = VALUES[name]
+        return {"_id": name, "a": value, "n": {"b": value}, "arr": [{"b": value}]}
+
+    collection = mongo.database["probe"]
+    await collection.insert_many([holding(name) for name in [*VALUES, "missing"]])
+
+    # when they are queried with no_value(path), alone and within an $or branch
+    alone = {doc["_id"] async for doc in collection.find(no_value(path))}
+    branch = {
+        doc["_id"]
+        async for doc in collection.find({"$or": [{"_id": "zero"}, {"_id": {"$ne": "zero"}, **no_value(path)}]})
+    }
+
+    # then exactly the null and the missing field match, on both engines
+    assert alone == {"null", "missing"}
+    assert branch == {"null", "missing", "zero"}
 
 
 async def _every_conditional_write(store: SnapshotStore) -> None:
@@ -130,23 +156,14 @@ async def _every_conditional_write(store: SnapshotStore) -> None:
     await store.advance_webhook_cursor("w1:refund-agent", "e2")
 
 
-async def test_no_condition_of_the_store_compares_a_field_with_null(
-    mongo: MongoSnapshotStore, request: pytest.FixtureRequest
-) -> None:
-    request.applymarker(
-        pytest.mark.xfail(strict=True, reason="storage/mongo.py writes {path: None} for 'no value' (issue 28)")
-    )
+async def test_no_condition_of_the_store_compares_a_field_with_null(mongo: MongoSnapshotStore) -> None:
     with WATCH.recording() as found:
         await _every_conditional_write(mongo)
 
     assert found == []
 
 
-async def test_a_decision_stored_in_the_first_schema_still_refuses_a_second_decision(
-    mongo: MongoSnapshotStore, request: pytest.FixtureRequest
-) -> None:
-    if _on_documentdb(request):
-        request.applymarker(pytest.mark.xfail(strict=True, reason="DocumentDB matches {'toolCalls.0.decision': None}"))
+async def test_a_decision_stored_in_the_first_schema_still_refuses_a_second_decision(mongo: MongoSnapshotStore) -> None:
     # given a run of schema version 1: its decision holds its resume data as a value, not JSON text
     doc = snapshot("old", calls=[tool_call("c1", approval=False), tool_call("c2")])
     doc["schemaVersion"] = 1

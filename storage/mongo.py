@@ -111,13 +111,25 @@ LISTING_ORDER = [("createdAt", DESCENDING), ("_id", DESCENDING)]
 REVERSE_ORDER = [("createdAt", ASCENDING), ("_id", ASCENDING)]
 
 
+UNAVAILABLE_CODES = frozenset({1, 6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
+"""Server error codes that mean "not now" rather than "not this request": InternalError (1), which
+FerretDB 2 answers while it cannot reach its PostgreSQL, and those MongoDB's retryable-writes
+specification retries (network errors, shutdown, primary changes) that PyMongo does not already
+raise as a ``ConnectionFailure``."""
+
+
 @asynccontextmanager
 async def _reachable() -> AsyncIterator[None]:
-    """Turn connection failures into ``StoreUnavailableError`` (no internals leak upward)."""
+    """Turn connection failures, and server errors of ``UNAVAILABLE_CODES``, into
+    ``StoreUnavailableError`` (no internals leak upward)."""
     try:
         yield
     except ConnectionFailure as exc:
         raise StoreUnavailableError(f"MongoDB is unreachable: {type(exc).__name__}") from exc
+    except OperationFailure as exc:
+        if exc.code not in UNAVAILABLE_CODES:
+            raise
+        raise StoreUnavailableError(f"MongoDB could not serve the request now (error {exc.code})") from exc
 
 
 _NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}

@@ -35,17 +35,7 @@ def _until_ready(base_url: str, seconds: float) -> float:
 
 
 @pytest.mark.parametrize("down", ["ferretdb", "postgresql"])
-def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(
-    tmp_path: Path, down: str, request: pytest.FixtureRequest
-) -> None:
-    if down == "postgresql":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="FerretDB answers InternalError (code 1) while its PostgreSQL is down, "
-                "which runsgate masks as an unexpected error instead of STORE_UNAVAILABLE",
-            )
-        )
+def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_path: Path, down: str) -> None:
     with (
         documentdb() as database,
         runsgate_process(

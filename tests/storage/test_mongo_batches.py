@@ -71,10 +71,7 @@ async def mongo(request: pytest.FixtureRequest) -> AsyncIterator[MongoSnapshotSt
         yield store
 
 
-GET_MORE = pytest.mark.xfail(strict=True, reason="a read of more than 101 documents takes a getMore (issue 28)")
-
-
-@pytest.mark.parametrize("size", [20, pytest.param(101, marks=GET_MORE), pytest.param(250, marks=GET_MORE)])
+@pytest.mark.parametrize("size", [20, 101, 250])
 async def test_a_listing_page_is_one_find_without_get_more(mongo: MongoSnapshotStore, size: int) -> None:
     # when a page of `size` runs (and one more, as the API asks, to know whether another page follows)
     # is read from the start, after a cursor, and from the end
@@ -88,7 +85,6 @@ async def test_a_listing_page_is_one_find_without_get_more(mongo: MongoSnapshotS
     assert sent == ["find", "find", "find"]
 
 
-@GET_MORE
 async def test_the_other_limited_reads_are_one_find_each(mongo: MongoSnapshotStore) -> None:
     later = T0 + timedelta(days=1)
     with NAMES.recording() as sent:

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from .checker import Checker
-from .cluster import Cluster, Faults, schedule
+from .cluster import STORES, Cluster, Faults, schedule
 from .driver import Driver
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
-    parser.add_argument("--store", choices=["sqlite", "ferretdb"], default="sqlite")
+    parser.add_argument("--store", choices=STORES, default="sqlite")
     parser.add_argument("--instances", type=int, default=3)
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--runs", type=int, default=None, help="runs to start (default 2000)")

@@ -1,9 +1,11 @@
-"""Real servers for tests: FerretDB (or ``MONGODB_URI``) and runsgate itself under uvicorn.
+"""Real servers for tests: the MongoDB test servers (or ``MONGODB_URI``) and runsgate itself under uvicorn.
 
 Storage tests run against a real MongoDB wire-protocol server, never a mock. With
-``MONGODB_URI`` set, that server is used; otherwise FerretDB v1.24.2 (SQLite backend) is
-started on a free loopback port with its data in a temporary directory and stopped after the
-session. The binary comes from ``FERRETDB_BIN``, ``PATH`` or ``scripts/install-ferretdb.sh``.
+``MONGODB_URI`` set, that server is used; otherwise FerretDB v2.5.0 on PostgreSQL with
+DocumentDB (``tests/_documentdb.py``; ``FERRETDB2_BIN`` or ``scripts/install-documentdb.sh``)
+is started on free loopback ports with its data in a temporary directory and stopped after the
+session. The storage suites also run on FerretDB v1.24.2 (SQLite backend, ``ferretdb()``; the
+binary from ``FERRETDB_BIN``, ``PATH`` or ``scripts/install-ferretdb.sh``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pytest
 
-from . import _processes
+from . import _documentdb, _processes
 from ._processes import scaled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,8 +147,20 @@ def _runs(binary: str) -> bool:
 
 
 @contextmanager
+def documentdb() -> Iterator[str]:
+    """Start FerretDB 2 on PostgreSQL with DocumentDB on free loopback ports, in a temporary
+    folder; yield its base URI (no database).
+
+    Raises:
+        RuntimeError: It could not be built or started (the message says why).
+    """
+    with _documentdb.documentdb() as server:
+        yield server.uri
+
+
+@contextmanager
 def ferretdb() -> Iterator[str]:
-    """Start FerretDB on a free loopback port; yield its base URI (no database)."""
+    """Start FerretDB 1.24 on a free loopback port; yield its base URI (no database)."""
     with tempfile.TemporaryDirectory(prefix="runsgate-ferretdb-") as data, ferretdb_process(Path(data)) as uri:
         yield uri
 

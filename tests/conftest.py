@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
 from . import _processes, _servers
-from ._servers import ferretdb, with_database
+from ._servers import documentdb, ferretdb, with_database
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 HERE = Path(__file__).resolve().parent
@@ -101,7 +102,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def mongodb_server() -> Iterator[str]:
-    """Base URI of a real MongoDB wire-protocol server: ``MONGODB_URI`` or a FerretDB we start.
+    """Base URI of the MongoDB wire-protocol server of the MongoDB tests: ``MONGODB_URI``, or
+    FerretDB 2.5 on PostgreSQL with DocumentDB, started for the session.
 
     Under ``CI=true`` a missing server fails the run instead of skipping MongoDB tests.
     """
@@ -109,7 +111,7 @@ def mongodb_server() -> Iterator[str]:
         yield os.environ["MONGODB_URI"]
         return
     try:
-        with ferretdb() as uri:
+        with documentdb() as uri:
             yield uri
     except RuntimeError as exc:
         if IN_CI:
@@ -117,10 +119,40 @@ def mongodb_server() -> Iterator[str]:
         pytest.skip(f"no MongoDB server: {exc}")
 
 
+@pytest.fixture(scope="session")
+def ferretdb1_server() -> Iterator[str]:
+    """Base URI of FerretDB 1.24 (SQLite backend), started for the session: the second engine
+    of the storage suites (``STORE_KINDS``). Skipped when ``MONGODB_URI`` names the session's
+    one MongoDB server; failed rather than skipped under ``CI=true`` when it cannot start."""
+    if os.environ.get("MONGODB_URI"):
+        pytest.skip("MONGODB_URI names this session's MongoDB server")
+    try:
+        with ferretdb() as uri:
+            yield uri
+    except RuntimeError as exc:
+        if IN_CI:
+            pytest.fail(f"no FerretDB 1.24 for the tests: {exc}")
+        pytest.skip(f"no FerretDB 1.24: {exc}")
+
+
 @pytest.fixture
 def mongodb_uri(mongodb_server: str) -> str:
     """A URI naming a fresh database on the test server."""
     return with_database(mongodb_server)
+
+
+MONGO_SERVERS = {"mongo": "mongodb_server", "ferretdb1": "ferretdb1_server"}
+"""The store kinds on a MongoDB wire-protocol server, and the fixture of each one's server."""
+STORE_KINDS = ["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)]
+"""The stores most suites run against; ``mongo`` is ``mongodb_server``."""
+STORAGE_STORE_KINDS = [*STORE_KINDS, pytest.param("ferretdb1", marks=pytest.mark.mongo)]
+"""The stores of ``tests/storage`` (its ``conftest.py``): FerretDB 1.24 too, whose conditional
+writes must mean what they mean on DocumentDB and MongoDB."""
+
+
+def kind_uri(request: pytest.FixtureRequest, kind: str) -> str:
+    """A URI naming a fresh database on the server of store kind ``kind`` (``MONGO_SERVERS``)."""
+    return with_database(request.getfixturevalue(MONGO_SERVERS[kind]))
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
@@ -135,15 +167,16 @@ def sqlite_path(tmp_path: Path) -> Path:
     return tmp_path / "runsgate.db"
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
-    """Each store in turn: the contract suites run against all three."""
-    if request.param == "memory":
+@asynccontextmanager
+async def open_store(request: pytest.FixtureRequest, kind: str) -> AsyncIterator[SnapshotStore]:
+    """An open store of ``kind`` (``memory``, ``sqlite`` or a key of ``MONGO_SERVERS``), closed
+    afterwards (a MongoDB database dropped first)."""
+    if kind == "memory":
         memory = MemorySnapshotStore()
         await memory.open()
         yield memory
         return
-    if request.param == "sqlite":
+    if kind == "sqlite":
         sqlite = SQLiteSnapshotStore(request.getfixturevalue("sqlite_path"))
         await sqlite.open()
         try:
@@ -151,8 +184,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
         finally:
             await sqlite.close()
         return
-    uri = request.getfixturevalue("mongodb_uri")
-    mongo = MongoSnapshotStore(uri)
+    mongo = MongoSnapshotStore(kind_uri(request, kind))
     await mongo.open()
     try:
         yield mongo
@@ -161,15 +193,23 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
         await mongo.close()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-async def two_clients(request: pytest.FixtureRequest) -> AsyncIterator[tuple[SnapshotStore, SnapshotStore]]:
-    """Two stores on one database, as two processes would have: two connections to one SQLite
-    file, then two clients of one fresh MongoDB database (dropped afterwards)."""
-    if request.param == "sqlite":
+@pytest.fixture(params=STORE_KINDS)
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
+    """Each store in turn: the contract suites run against all three."""
+    async with open_store(request, request.param) as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def open_two_clients(
+    request: pytest.FixtureRequest, kind: str
+) -> AsyncIterator[tuple[SnapshotStore, SnapshotStore]]:
+    """Two open stores on one database of ``kind`` (``sqlite`` or a key of ``MONGO_SERVERS``)."""
+    if kind == "sqlite":
         path = request.getfixturevalue("sqlite_path")
         pair: tuple[SnapshotStore, SnapshotStore] = (SQLiteSnapshotStore(path), SQLiteSnapshotStore(path))
     else:
-        uri = request.getfixturevalue("mongodb_uri")
+        uri = kind_uri(request, kind)
         pair = (MongoSnapshotStore(uri), MongoSnapshotStore(uri))
     for client in pair:
         await client.open()
@@ -180,3 +220,11 @@ async def two_clients(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Sna
             await pair[0].drop_all()
         for client in pair:
             await client.close()
+
+
+@pytest.fixture(params=STORE_KINDS[1:])
+async def two_clients(request: pytest.FixtureRequest) -> AsyncIterator[tuple[SnapshotStore, SnapshotStore]]:
+    """Two stores on one database, as two processes would have: two connections to one SQLite
+    file, then two clients of one fresh MongoDB database (dropped afterwards)."""
+    async with open_two_clients(request, request.param) as pair:
+        yield pair

@@ -1,12 +1,14 @@
-"""The ``./dev`` commands a newcomer runs first: help, ``run``, ``serve``'s authentication choice and
-``ferretdb``."""
+"""The ``./dev`` commands a newcomer runs first: help, ``run``, ``serve``'s authentication choice,
+``ferretdb`` and ``documentdb``."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 from pymongo import MongoClient
 
 from . import _processes
+from ._documentdb import ferretdb2_binary
 from ._processes import scaled
 from ._servers import ROOT, ferretdb_binary, free_port, wait_for_port
 from .conftest import IN_CI
@@ -29,7 +32,7 @@ BARE_PATH = "/usr/local/bin:/usr/bin:/bin"
 def test_help_lists_the_commands_and_exits_0(asking: str) -> None:
     result = _processes.run([DEV, asking], capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 0, result.stderr
-    for command in ("serve", "run CMD", "ferretdb", "test", "schema", "bench"):
+    for command in ("serve", "run CMD", "ferretdb", "documentdb", "test", "schema", "bench"):
         assert f"./dev {command}" in result.stdout
 
 
@@ -94,6 +97,49 @@ def _serve_ferretdb_until_sigterm(proc: subprocess.Popen[bytes], port: int, outp
     finally:
         proc.terminate()  # the leader only: ./dev passes it on to FerretDB
         proc.wait(timeout=scaled(15))
+
+
+@pytest.mark.process
+@pytest.mark.mongo
+def test_documentdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_path: Path) -> None:
+    try:
+        binary = ferretdb2_binary()
+    except RuntimeError as exc:
+        if IN_CI:
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    port = free_port()
+    output = tmp_path / "dev.out"
+    data = Path(tempfile.mkdtemp(prefix="runsgate-dev-documentdb-"))  # pytest's own folders are closed to postgres
+    try:
+        for attempt in ("first start: initdb", "second start: the same data"):
+            with _processes.logged(
+                [DEV, "documentdb", "--port", str(port), "--data-dir", str(data)],
+                output,
+                grace=scaled(30),
+                env={**os.environ, "FERRETDB2_BIN": binary},
+            ) as proc:
+                wait_for_port(port, timeout=scaled(90), proc=proc)
+                deadline = time.monotonic() + scaled(10)  # printed once FerretDB listens
+                while (line := f"MONGODB_URI=mongodb://127.0.0.1:{port}/runsgate ./dev serve") not in (
+                    lines := output.read_text().splitlines()
+                ) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert line in lines, (attempt, lines)
+                with MongoClient(f"mongodb://127.0.0.1:{port}/runsgate", serverSelectionTimeoutMS=10_000) as client:
+                    if attempt.startswith("first"):
+                        client.runsgate.probe.insert_one({"_id": "dev-documentdb"})
+                    assert client.runsgate.probe.find_one({"_id": "dev-documentdb"}) == {"_id": "dev-documentdb"}
+                proc.terminate()  # the leader only, as Ctrl-C: ./dev passes it on to FerretDB and PostgreSQL
+                proc.wait(timeout=scaled(30))
+                # SIGTERM stopped FerretDB and PostgreSQL with it: nothing listens any more (before
+                # the block's end stops what is left of the group)
+                assert proc.returncode == 0, output.read_text()
+                with pytest.raises(ConnectionRefusedError):
+                    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            assert not (data / "postgres" / "postmaster.pid").exists(), attempt
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def _turns_auth_off(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> bool:

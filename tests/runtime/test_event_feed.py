@@ -150,14 +150,14 @@ async def test_the_accept_predicate_filters_events(store: SnapshotStore, feed: E
 
 
 async def test_a_subscriber_too_far_behind_is_dropped(store: SnapshotStore) -> None:
+    # five events already in the log, with ids a minute ahead (so after the subscriber's start):
+    # the first poll reads them all at once, however long each append took
+    sent = [make_id(time.time_ns() + 60_000_000_000 + i) for i in range(5)]
+    for event_id in sent:
+        await append(store, event_id)
     feed = EventFeed(store, poll_interval=0.05, max_queued=2)
     stream = feed.subscribe(AGENT)
     waiting = asyncio.ensure_future(next_id(stream))
-    await registered(feed, {AGENT: 1})
-    # the subscriber's generator is parked on its queue; five events arrive in one poll
-    sent = [make_id(time.time_ns() + i) for i in range(5)]
-    for event_id in sent:
-        await append(store, event_id)
 
     first = await waiting
     assert first == sent[0]

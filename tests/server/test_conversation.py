@@ -168,6 +168,34 @@ async def test_the_conversation_needs_runs_read_even_in_a_decisions_outcome(app:
     ]
 
 
+APPROVE_WITH_EVENTS = """
+mutation($input: ApproveToolCallInput!) {
+  approveToolCall(input: $input) { ... on RunOutcome { status run { runId events { type } } } }
+}"""
+
+
+@pytest.mark.xfail(strict=True, reason="SuspendedRun.events has no runs:read check: a decider reads the audit trail")
+async def test_the_audit_trail_needs_runs_read_even_in_a_decisions_outcome(app: Starlette, gql: GraphQLClient) -> None:
+    # given a run of two refunds, and a principal that may decide but not read
+    started = await _refund(gql, TWO_REFUNDS_PROMPT)
+    first = started["run"]["toolCalls"][0]["toolCallId"]
+
+    # when it approves one call and asks for the run's events in the outcome
+    async with _as(app, DECIDER) as http:
+        data, errors = await GraphQLClient(http).errors(
+            APPROVE_WITH_EVENTS, input={"agentId": REFUND, "runId": started["runId"], "toolCallId": first}
+        )
+
+    # then the events (who started and decided what) are refused; the list is not nullable, so the
+    # run is null in the outcome, whose status still says the approval was recorded
+    assert data == {"approveToolCall": {"status": "SUSPENDED", "run": None}}
+    assert [(e["extensions"], e["path"]) for e in errors] == [
+        ({"code": "FORBIDDEN", "requiredScope": "runs:read"}, ["approveToolCall", "run", "events"])
+    ]
+    run = (await gql.data(RUN, agentId=REFUND, runId=started["runId"]))["suspendedRun"]
+    assert run is not None  # the approval was recorded and the run still waits for the second call
+
+
 async def test_a_principal_reads_the_conversations_of_its_own_resources_only(
     app: Starlette, gql: GraphQLClient
 ) -> None:

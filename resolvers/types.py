@@ -265,7 +265,10 @@ class SuspendedRun(relay.Node):
             },
         )
 
-    @strawberry.field(description="The run's audit trail, oldest first.")
+    @strawberry.field(
+        description="The run's audit trail, oldest first; needs `runs:read` (also in a decision's outcome).",
+        permission_classes=[CanRead],
+    )
     async def events(self, info: Info) -> list[RunEvent]:
         docs = await info.context.loaders.events_by_run.load((str(self.agent_id), str(self.run_id)))
         return [RunEvent.from_document(d) for d in docs]

@@ -174,7 +174,6 @@ mutation($input: ApproveToolCallInput!) {
 }"""
 
 
-@pytest.mark.xfail(strict=True, reason="SuspendedRun.events has no runs:read check: a decider reads the audit trail")
 async def test_the_audit_trail_needs_runs_read_even_in_a_decisions_outcome(app: Starlette, gql: GraphQLClient) -> None:
     # given a run of two refunds, and a principal that may decide but not read
     started = await _refund(gql, TWO_REFUNDS_PROMPT)

@@ -144,11 +144,46 @@ def is_request_error(result: ExecutionResult) -> bool:
     return result.data is None and bool(result.errors) and all(error.path is None for error in result.errors or [])
 
 
+_GRAPHIQL_STORAGE = """const runsgateStorage = (() => {
+        // localStorage, except that no header is ever written: every "headers" field of a JSON
+        // value is stored as null, and the headers editor's own key is not stored at all
+        const drop = (value) =>
+          Array.isArray(value)
+            ? value.map(drop)
+            : value !== null && typeof value === "object"
+              ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, k === "headers" ? null : drop(v)]))
+              : value;
+        return {
+          getItem: (key) => localStorage.getItem(key),
+          setItem: (key, value) => {
+            if (key === "graphiql:headers") return;
+            let kept = value;
+            try {
+              kept = JSON.stringify(drop(JSON.parse(value)));
+            } catch (e) {}
+            localStorage.setItem(key, kept);
+          },
+          removeItem: (key) => localStorage.removeItem(key),
+          clear: () => localStorage.clear(),
+          key: (index) => localStorage.key(index),
+          get length() {
+            return localStorage.length;
+          },
+        };
+      })();
+
+"""
+"""A ``Storage`` for GraphiQL that never writes a header (``GRAPHIQL_CREDENTIAL_EDITS``)."""
+
+
 GRAPHIQL_CREDENTIAL_EDITS = (
     # GraphiQL writes the headers editor (where a person puts `Authorization: Bearer ...`) to
     # localStorage, on the origin every page of runsgate shares, and reads it back in every tab
     # and after a restart; with false it keeps them in the page only (also out of its saved tabs)
-    ("shouldPersistHeaders: true,", "shouldPersistHeaders: false,"),
+    ("shouldPersistHeaders: true,", "shouldPersistHeaders: false,\n          storage: runsgateStorage,"),
+    # GraphiQL's history (`graphiql:queries`, `graphiql:favorites`) saves each query with its
+    # headers whatever shouldPersistHeaders says: its storage keeps every `headers` field null
+    ("const root = ReactDOM.createRoot(", _GRAPHIQL_STORAGE + "      const root = ReactDOM.createRoot("),
     # Strawberry's page fills the headers editor from a `headers` URL parameter: a link could
     # carry a credential, or make the page send someone else's
     ("React.useState(parameters.headers)", "React.useState(undefined)"),

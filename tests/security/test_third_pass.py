@@ -609,6 +609,7 @@ def test_graphiql_persists_no_header_and_takes_none_from_its_url(secured: Secure
     assert "shouldPersistHeaders: false" in page
     assert "shouldPersistHeaders: true" not in page
     assert "parameters.headers" not in page  # ?headers=... in a link would preload a credential
+    assert "storage: runsgateStorage," in page  # its history would keep each query's headers
 
 
 # -- neighbours: a shared budget one client can use up --------------------------------------------

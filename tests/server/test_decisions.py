@@ -235,6 +235,38 @@ async def test_deciding_a_call_twice_is_already_decided_naming_the_winning_decis
     assert LEDGER == []
 
 
+@pytest.mark.xfail(strict=True, reason="a decision on a call of a finished run answers RunNotFound")
+@pytest.mark.parametrize("edited", [False, True])
+async def test_deciding_a_call_of_a_run_that_finished_is_already_decided_naming_its_decision(
+    gql: GraphQLClient, edited: bool
+) -> None:
+    # given a refund approved (with edited arguments, or not), so its run completed and is gone
+    run = await gql.suspend(REFUND, REFUND_PROMPT)
+    edit = {"editedArgs": {"order_id": 1042, "amount": 10.0}} if edited else {}
+    done = await gql.approve(REFUND, run["runId"], _call_id(run), **edit)
+    assert done["status"] == "COMPLETED", done
+    [event] = [e for e in await gql.run_events(REFUND, run["runId"]) if e["type"] == "decision"]
+
+    # when the same call is approved again, and declined, as a late or duplicate click would
+    again = await gql.approve(REFUND, run["runId"], _call_id(run))
+    declined = await gql.decline(REFUND, run["runId"], _call_id(run), reason="too late")
+
+    # then both say the call was decided, naming the decision its events recorded; nothing ran again
+    for result in (again, declined):
+        assert result["__typename"] == "ToolCallAlreadyDecided", result
+        assert (result["runId"], result["toolCallId"]) == (run["runId"], _call_id(run))
+        assert result["decision"] == {
+            "kind": "APPROVED",
+            "decidedAt": event["at"],
+            "decidedBy": event["by"],
+            "reason": None,
+        }
+    assert len(LEDGER) == 1
+    # and a call the run never had is still not found, as is the run for another agent
+    assert (await gql.approve(REFUND, run["runId"], "c_" + "0" * 24))["__typename"] == "RunNotFound"
+    assert (await gql.approve(WEATHER, run["runId"], _call_id(run)))["__typename"] == "RunNotFound"
+
+
 async def test_another_agents_run_is_not_found_exactly_like_a_run_that_does_not_exist(
     gql: GraphQLClient,
 ) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from storage import DecisionKind, SnapshotDocument, ToolCallDocument
+from storage import DecisionDocument, DecisionKind, EventDocument, SnapshotDocument, ToolCallDocument
 
 from ._deferred import question_id
 from .errors import (
@@ -40,6 +41,30 @@ class DecisionRequest:
 def model_id(call: ToolCallDocument) -> str:
     """The id the model gave ``call`` (``toolCallId`` in documents written before identities)."""
     return call.get("modelToolCallId") or call["toolCallId"]
+
+
+def decided_in_events(events: Sequence[EventDocument], request: DecisionRequest) -> DecisionDocument | None:
+    """The decision that ``events`` (a run's audit trail, oldest first) recorded on the call whose
+    identity ``request.tool_call_id`` is, as the run's document held it (``decidedBy`` as the event's
+    ``by``); ``None`` when they record none. For a run no longer stored: it finished."""
+    found = None
+    for event in events:
+        if event["type"] == "decision" and event["data"].get("toolCallId") == request.tool_call_id:
+            found = event
+    if found is None or request.tool_call_id is None:
+        return None
+    data = found["data"]
+    decision: DecisionDocument = {
+        "kind": data["kind"],
+        "decidedAt": found["at"],
+        "decidedBy": found["by"],
+        "reason": data.get("reason"),
+        "resumeData": None,  # not in the trail
+        "idempotencyKey": None,
+    }
+    if data.get("editedArgs") is not None:
+        decision["editedArgs"] = data["editedArgs"]
+    return decision
 
 
 def find_call(doc: SnapshotDocument, request: DecisionRequest) -> int:

@@ -28,13 +28,20 @@ from storage import (
 
 from . import rules as R
 from ._arguments import validate_edited_args
-from ._decisions import DecisionRequest, check_decidable, find_call, model_id, validate_resume_data
+from ._decisions import DecisionRequest, check_decidable, decided_in_events, find_call, model_id, validate_resume_data
 from ._deferred import question_id
 from ._identity import sub_run_id
 from ._journal import Journal, RunRef, stored_run
 from ._json import fingerprint, jsonable
 from .access import Principal, ToolApprovalRule
-from .errors import DuplicateApproverError, ForbiddenError, RunNotFoundError, RunNotReadyError, RunsgateError
+from .errors import (
+    DuplicateApproverError,
+    ForbiddenError,
+    RunNotFoundError,
+    RunNotReadyError,
+    RunsgateError,
+    ToolCallAlreadyDecidedError,
+)
 from .registry import AgentRegistry
 
 POLICY_PREFIX = "policy:"
@@ -289,6 +296,8 @@ class DecisionGate:
 
         Raises:
             RunNotFoundError: The run is gone (or hidden from the principal).
+            ToolCallAlreadyDecidedError: The run is gone, and its events (those the principal may
+                see) record the decision of the call the request names: the run finished.
             RunNotReadyError: The run kept changing.
             DuplicateApproverError: The principal approved this call already (two-person approval).
             And the errors of ``check``.
@@ -296,12 +305,22 @@ class DecisionGate:
         for attempt in range(_ATTEMPTS):
             doc = read if attempt == 0 and read is not None else await self._store.get(agent_id, run_id)
             if doc is None:
-                raise RunNotFoundError(agent_id, run_id)
+                raise await self._gone(agent_id, run_id, request, decider)
             passed = await self.check(doc, request, decider, allowed=allowed if attempt == 0 else None)
             updated = await self._record(doc, request, decider, passed)
             if updated is not None:
                 return updated
         raise RunNotReadyError(run_id, f"Run {run_id!r} kept changing while recording the decision; try again.")
+
+    async def _gone(self, agent_id: str, run_id: str, request: DecisionRequest, decider: Decider) -> RunsgateError:
+        """The answer to a decision on a run no longer stored: the call's decision if the events the
+        decider may see record it (a late or duplicate decision on a run that finished), else no run."""
+        resources = decider.principal.resources if decider.principal is not None else None
+        events = await self._store.list_events_of_runs(agent_id, [run_id], resource_ids=resources)
+        decision = decided_in_events(events, request)
+        if decision is None or request.tool_call_id is None:
+            return RunNotFoundError(agent_id, run_id)
+        return ToolCallAlreadyDecidedError(run_id, request.tool_call_id, decision)
 
     async def _record(
         self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider, checked: Checked

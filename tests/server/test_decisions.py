@@ -235,7 +235,6 @@ async def test_deciding_a_call_twice_is_already_decided_naming_the_winning_decis
     assert LEDGER == []
 
 
-@pytest.mark.xfail(strict=True, reason="a decision on a call of a finished run answers RunNotFound")
 @pytest.mark.parametrize("edited", [False, True])
 async def test_deciding_a_call_of_a_run_that_finished_is_already_decided_naming_its_decision(
     gql: GraphQLClient, edited: bool

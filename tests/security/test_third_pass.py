@@ -28,7 +28,7 @@ from .._graphql import GraphQLClient, WsClosed, data, post, ws_connect, ws_execu
 from .._receiver import new_secret, receiving
 from .._servers import runsgate_process, runsgate_servers
 from ..webhooks._setup import webhooks_env
-from .test_access_matrix import APPROVE, START
+from .test_access_matrix import APPROVE, DECLINE, START
 
 ADMIN = TestKey(
     "third-root", "rg_third_root_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", (*ALL, "refunds:approve", "webhooks:read")
@@ -197,6 +197,32 @@ def test_a_stored_infinity_written_before_is_read_and_shown_as_null(secured: Sec
         assert response.status_code == 200, response.text
         read = strict_loads(response.content)["data"]["suspendedRun"]
         assert read["toolCalls"][0]["args"] == {"order_id": BIG, "amount": None}
+
+
+@pytest.mark.xfail(strict=True, reason="deciding a run whose stored document holds Infinity is an Unexpected error")
+@pytest.mark.parametrize("mutation", ["approve", "decline"])
+def test_a_run_holding_a_stored_infinity_is_still_decided(secured: Secured, mutation: str) -> None:
+    # given a run whose call's arguments an older runsgate stored with Infinity in them
+    run = start(secured.url)
+    with sqlite3.connect(secured.database) as connection:
+        connection.execute(
+            "UPDATE run_snapshots SET tool_calls = replace(tool_calls, '\"amount\":49.9', '\"amount\":Infinity') "
+            "WHERE run_id = ?",
+            (run["runId"],),
+        )
+    call = {"agentId": REFUND, "runId": run["runId"], "toolCallId": run["toolCalls"][0]["toolCallId"]}
+
+    # when a person decides its call
+    document, given = (APPROVE, call) if mutation == "approve" else (DECLINE, {**call, "reason": "no"})
+    response = post(secured.url, ADMIN, document, input=given)
+
+    # then the decision is recorded and the run goes on, as for any run
+    assert response.status_code == 200, response.text
+    outcome = strict_loads(response.content)["data"]
+    assert "errors" not in strict_loads(response.content), response.text
+    [result] = outcome.values()
+    assert result["__typename"] == "RunOutcome", result
+    assert result["status"] == "COMPLETED", result
 
 
 async def test_a_stored_infinity_written_before_reaches_a_webhook_receiver_as_null(tmp_path: Path) -> None:

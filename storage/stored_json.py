@@ -19,7 +19,7 @@ The text is what Python's ``json`` writes (compact, UTF-8 kept), so it reads bac
 key, integers of any size, floats exactly (shortest repr). A string holding a lone UTF-16
 surrogate, which UTF-8 cannot encode, is written with ASCII escapes instead. It is RFC 8259 JSON
 (``storage.strict_json``): a float that is not finite is refused, never written as ``Infinity``;
-text an older runsgate wrote with ``Infinity`` in it is still read.
+text an older runsgate wrote with ``Infinity`` in it is still read, with ``None`` in its place.
 """
 
 from __future__ import annotations
@@ -62,9 +62,13 @@ def dumps(value: Any) -> str:
 
 
 def loads(text: str) -> Any:
-    """The value of JSON text written by ``dumps``, or by an older runsgate (which could write
-    ``Infinity``: read as a float, shown as ``null``)."""
-    return json.loads(text)
+    """The value of JSON text written by ``dumps``, or by an older runsgate, which could write
+    ``NaN`` and ``Infinity``: those are read as ``None`` (what the API always showed), so the
+    document can be written back, decided and continued like any other."""
+    value = json.loads(text)
+    if "NaN" in text or "Infinity" in text:  # only then can a float that is not finite be in it
+        return strict_json.finite(value)
+    return value
 
 
 def encode(doc: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
@@ -83,6 +87,8 @@ def decode(doc: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
         text = doc.pop(field + SUFFIX, None)
         if text is not None:
             doc[field] = loads(text)
+        elif field in doc:  # a value an older runsgate stored as BSON, which holds infinities
+            doc[field] = strict_json.finite(doc[field])
     return doc
 
 

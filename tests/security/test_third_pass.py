@@ -199,7 +199,6 @@ def test_a_stored_infinity_written_before_is_read_and_shown_as_null(secured: Sec
         assert read["toolCalls"][0]["args"] == {"order_id": BIG, "amount": None}
 
 
-@pytest.mark.xfail(strict=True, reason="deciding a run whose stored document holds Infinity is an Unexpected error")
 @pytest.mark.parametrize("mutation", ["approve", "decline"])
 def test_a_run_holding_a_stored_infinity_is_still_decided(secured: Secured, mutation: str) -> None:
     # given a run whose call's arguments an older runsgate stored with Infinity in them

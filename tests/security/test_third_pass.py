@@ -106,6 +106,7 @@ NOT_NUMBERS = ["1e999", "-1e999", "1E400", "NaN", "Infinity"]
 """Numbers no double holds, and the constants RFC 8259 has not."""
 
 
+@pytest.mark.xfail(strict=True, reason="the 400 says only 'Unable to parse request body as JSON'")
 @pytest.mark.parametrize("number", NOT_NUMBERS)
 def test_a_number_beyond_a_double_in_a_body_is_refused_and_nothing_is_decided(secured: Secured, number: str) -> None:
     run = start(secured.url)
@@ -122,11 +123,14 @@ def test_a_number_beyond_a_double_in_a_body_is_refused_and_nothing_is_decided(se
     )
 
     assert response.status_code == 400, response.text
+    assert response.text.startswith("Unable to parse request body as JSON: "), response.text
+    assert number.lstrip("-") in response.text and "RFC 8259" in response.text  # says why
     assert stored_rows(secured.database) == before
     still = data(secured.url, ADMIN, ONE, agentId=REFUND, runId=run["runId"])["suspendedRun"]
     assert still["toolCalls"][0]["decision"] is None
 
 
+@pytest.mark.xfail(strict=True, reason="the 400 of a GET says 'request body', and not why")
 @pytest.mark.parametrize("number", NOT_NUMBERS)
 def test_a_number_beyond_a_double_in_get_variables_is_refused(secured: Secured, number: str) -> None:
     query = urlencode({"query": "query Agents($x: JSON) { agents { id } }", "variables": f'{{"x": {number}}}'})
@@ -134,6 +138,8 @@ def test_a_number_beyond_a_double_in_get_variables_is_refused(secured: Secured, 
     response = httpx.get(f"{secured.url}/graphql?{query}", headers=ADMIN.headers)
 
     assert response.status_code == 400, response.text
+    assert response.text.startswith("Unable to parse a query parameter as JSON: "), response.text  # no body
+    assert number.lstrip("-") in response.text and "RFC 8259" in response.text
 
 
 @pytest.mark.parametrize("number", NOT_NUMBERS)

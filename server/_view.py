@@ -108,9 +108,28 @@ class AuthenticatedView:
             if escapes.search(data):  # type: ignore[arg-type]
                 json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate
         except (ValueError, RecursionError) as exc:
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else "not strict JSON"
-            raise json.JSONDecodeError(f"request JSON is {reason}", "", 0) from None
+            raise RefusedJson(_refusal(exc)) from None
         return value
+
+
+class RefusedJson(json.JSONDecodeError):
+    """``decode_json``'s refusal; ``reason`` says why in a few words (``None``: malformed text)."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(f"request JSON is not strict JSON: {reason or 'malformed'}", "", 0)
+        self.reason = reason
+
+
+def _refusal(exc: BaseException) -> str | None:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, strict_json.NotStrictJsonError):
+        return f"{exc} (RFC 8259 JSON has no NaN, Infinity or number beyond a double)"
+    if isinstance(exc, UnicodeEncodeError):
+        return "a string holds a lone UTF-16 surrogate"
+    if isinstance(exc, json.JSONDecodeError):
+        return None
+    return "a number has more digits than allowed" if "digits" in str(exc) else None
 
 
 async def _credential_in_query(scope: Scope, receive: Receive, send: Send, parameter: str) -> None:

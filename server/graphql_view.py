@@ -257,6 +257,16 @@ class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
         await super().shutdown()
 
 
+_PARSING: ContextVar[str] = ContextVar("runsgate_parsing", default="body")
+"""What ``GraphQLView.parse_json`` decodes in this task: the request body, or a query parameter."""
+
+
+def _unparsable(what: str, reason: str | None) -> str:
+    """Strawberry's 400 text for JSON it cannot parse, with the reason when runsgate refused it."""
+    text = "Unable to parse request body as JSON" if what == "body" else "Unable to parse a query parameter as JSON"
+    return text if reason is None else f"{text}: {reason}"
+
+
 class GraphQLView(GraphQL[Context, None]):
     """Strawberry's ASGI view with the spec's response media type, an offline GraphiQL, and a
     shorter path for prepared queries (``run_prepared``)."""
@@ -357,8 +367,18 @@ class GraphQLView(GraphQL[Context, None]):
                 known = (data, None, error)
             _DECODED.set(known)
         if known[2] is not None:
-            raise HTTPException(400, "Unable to parse request body as JSON") from known[2]
+            reason = getattr(known[2], "reason", None)
+            raise HTTPException(400, _unparsable(_PARSING.get(), reason)) from known[2]
         return known[1]
+
+    def parse_query_params(self, params: Any) -> dict[str, Any]:
+        """Strawberry's, with a 400 for a ``variables`` or ``extensions`` parameter that is not
+        JSON naming that parameter (not "request body")."""
+        token = _PARSING.set("query")
+        try:
+            return super().parse_query_params(params)
+        finally:
+            _PARSING.reset(token)
 
     async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> GraphQLRequestData | list[GraphQLRequestData]:
         """Strawberry's parsing, after checking the shape of a JSON body and of each batch item.

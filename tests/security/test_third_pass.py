@@ -123,7 +123,8 @@ def test_a_number_beyond_a_double_in_a_body_is_refused_and_nothing_is_decided(se
 
     assert response.status_code == 400, response.text
     assert response.text.startswith("Unable to parse request body as JSON: "), response.text
-    assert number.lstrip("-") in response.text and "RFC 8259" in response.text  # says why
+    assert number.lstrip("-") in response.text
+    assert "RFC 8259" in response.text
     assert stored_rows(secured.database) == before
     still = data(secured.url, ADMIN, ONE, agentId=REFUND, runId=run["runId"])["suspendedRun"]
     assert still["toolCalls"][0]["decision"] is None
@@ -137,7 +138,8 @@ def test_a_number_beyond_a_double_in_get_variables_is_refused(secured: Secured, 
 
     assert response.status_code == 400, response.text
     assert response.text.startswith("Unable to parse a query parameter as JSON: "), response.text  # no body
-    assert number.lstrip("-") in response.text and "RFC 8259" in response.text
+    assert number.lstrip("-") in response.text
+    assert "RFC 8259" in response.text
 
 
 @pytest.mark.parametrize("number", NOT_NUMBERS)

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import pytest
-
-from storage import SnapshotStore, utcnow
+from storage import RunUpdateBatchDocument, SnapshotStore, utcnow
 
 C1 = "01700000000000000001-aaaaaaaaaaaa"
 C2 = "01700000000000000002-bbbbbbbbbbbb"
@@ -21,7 +19,7 @@ C2 = "01700000000000000002-bbbbbbbbbbbb"
 
 def _batch(
     last: str, *, run_id: str = "run-1", agent_id: str = "refund-agent", at: datetime | None = None
-) -> dict[str, object]:
+) -> RunUpdateBatchDocument:
     return {
         "_id": last,
         "agentId": agent_id,
@@ -32,15 +30,14 @@ def _batch(
 
 
 async def _ids(store: SnapshotStore, after: str | None, *, limit: int = 100, run_id: str = "run-1") -> list[str]:
-    return [b["_id"] for b in await store.list_run_updates("refund-agent", run_id, after=after, limit=limit)]  # type: ignore[attr-defined]
+    return [b["_id"] for b in await store.list_run_updates("refund-agent", run_id, after=after, limit=limit)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: the stores keep no run updates yet")
 async def test_the_batches_of_a_run_are_listed_in_id_order_after_an_update_id(store: SnapshotStore) -> None:
     for last in (f"{C1}.00000003", f"{C2}.00000001", f"{C1}.00000007", f"{C1}.end", f"{C2}.end"):
-        await store.append_run_updates(_batch(last))  # type: ignore[attr-defined]
-    await store.append_run_updates(_batch(f"{C1}.00000002", run_id="run-2"))  # type: ignore[attr-defined]
-    await store.append_run_updates(_batch(f"{C1}.00000004", agent_id="other-agent"))  # type: ignore[attr-defined]
+        await store.append_run_updates(_batch(last))
+    await store.append_run_updates(_batch(f"{C1}.00000002", run_id="run-2"))
+    await store.append_run_updates(_batch(f"{C1}.00000004", agent_id="other-agent"))
 
     assert await _ids(store, None) == [f"{C1}.00000003", f"{C1}.00000007", f"{C1}.end", f"{C2}.00000001", f"{C2}.end"]
     # the batch ending at 7 holds the updates after 5: it is listed after 5
@@ -52,38 +49,35 @@ async def test_the_batches_of_a_run_are_listed_in_id_order_after_an_update_id(st
     assert await _ids(store, None, run_id="run-3") == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: the stores keep no run updates yet")
 async def test_a_batch_comes_back_as_written(store: SnapshotStore) -> None:
     written = _batch(f"{C1}.00000001")
 
-    await store.append_run_updates(written)  # type: ignore[attr-defined]
+    await store.append_run_updates(written)
 
-    (read,) = await store.list_run_updates("refund-agent", "run-1", after=None, limit=10)  # type: ignore[attr-defined]
+    (read,) = await store.list_run_updates("refund-agent", "run-1", after=None, limit=10)
     assert read == {**written, "at": read["at"]}
     assert abs(read["at"] - written["at"]) < timedelta(milliseconds=1)  # type: ignore[operator]
     assert read["at"].tzinfo is not None
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: the stores keep no run updates yet")
 async def test_pruning_deletes_the_batches_written_before_a_moment(store: SnapshotStore) -> None:
     now = utcnow()
-    await store.append_run_updates(_batch(f"{C2}.00000001", at=now - timedelta(hours=2)))  # type: ignore[attr-defined]
-    await store.append_run_updates(_batch(f"{C1}.00000001", run_id="run-2", at=now - timedelta(hours=1)))  # type: ignore[attr-defined]
-    await store.append_run_updates(_batch(f"{C1}.00000002", at=now))  # type: ignore[attr-defined]
+    await store.append_run_updates(_batch(f"{C2}.00000001", at=now - timedelta(hours=2)))
+    await store.append_run_updates(_batch(f"{C1}.00000001", run_id="run-2", at=now - timedelta(hours=1)))
+    await store.append_run_updates(_batch(f"{C1}.00000002", at=now))
 
-    pruned = await store.prune_run_updates(before=now - timedelta(minutes=30), limit=100)  # type: ignore[attr-defined]
+    pruned = await store.prune_run_updates(before=now - timedelta(minutes=30), limit=100)
 
     assert pruned == 2
     assert await _ids(store, None) == [f"{C1}.00000002"]
     assert await _ids(store, None, run_id="run-2") == []
-    assert await store.prune_run_updates(before=now - timedelta(minutes=30), limit=100) == 0  # type: ignore[attr-defined]
+    assert await store.prune_run_updates(before=now - timedelta(minutes=30), limit=100) == 0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: the stores keep no run updates yet")
 async def test_pruning_deletes_at_most_limit_batches(store: SnapshotStore) -> None:
     old = utcnow() - timedelta(hours=2)
     for seq in range(1, 6):
-        await store.append_run_updates(_batch(f"{C1}.{seq:08d}", at=old))  # type: ignore[attr-defined]
+        await store.append_run_updates(_batch(f"{C1}.{seq:08d}", at=old))
 
-    assert await store.prune_run_updates(before=utcnow(), limit=3) == 3  # type: ignore[attr-defined]
+    assert await store.prune_run_updates(before=utcnow(), limit=3) == 3
     assert len(await _ids(store, None)) == 2

@@ -146,7 +146,6 @@ def _kinds(updates: list[Any]) -> list[str]:
     return kinds
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: runs do not stream their updates yet")
 async def test_a_streamed_continuation_sends_text_deltas_its_tool_calls_and_its_outcome(instance: Instance) -> None:
     # given a refund run waiting for its approval, and a subscriber
     run_id, (call_id,) = await _suspended(instance.runs, REFUND, "Please refund order 1042")
@@ -179,7 +178,6 @@ async def test_a_streamed_continuation_sends_text_deltas_its_tool_calls_and_its_
     assert [e["_id"] for e in events if e["type"] == "resumed"] == [updates[0].continuation_id]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: runs do not stream their updates yet")
 async def test_a_model_that_cannot_stream_gives_the_tool_calls_and_the_outcome_without_deltas(
     instance: Instance,
 ) -> None:
@@ -197,7 +195,6 @@ async def test_a_model_that_cannot_stream_gives_the_tool_calls_and_the_outcome_w
     assert agents.SHIPPED == ["book"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: runs do not stream their updates yet")
 async def test_a_failed_continuation_ends_its_updates_with_the_failure(instance: Instance) -> None:
     run_id, (call_id,) = await _suspended(instance.runs, "flaky-agent", "ship a book")
     agents.SWITCHES["model_down"] = True
@@ -214,7 +211,6 @@ async def test_a_failed_continuation_ends_its_updates_with_the_failure(instance:
     assert updates[-1].run["lastError"]["message"] == "model is down"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: runs do not stream their updates yet")
 async def test_streamed_tool_call_updates_carry_call_identities_when_the_model_reuses_ids(
     instance: Instance,
 ) -> None:
@@ -247,7 +243,6 @@ def _approval(run_id: str, call_id: str) -> Any:
     return BulkDecision(run_id=run_id, tool_call_id=call_id, kind="approved")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: runs do not stream their updates yet")
 async def test_a_run_suspending_again_ends_the_updates_with_its_new_calls(instance: Instance) -> None:
     # given a model that restarts its ids each turn: call_0 in turn 1, call_0 again in turn 2
     run_id, (first,) = await _suspended(instance.runs, STREAMED_RESTART_IDS, "go")
@@ -268,7 +263,6 @@ async def test_a_run_suspending_again_ends_the_updates_with_its_new_calls(instan
     assert [c["toolCallId"] for c in suspended["toolCalls"] if c["decision"] is None] == [second]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: runs do not stream their updates yet")
 async def test_a_late_subscriber_first_gets_what_it_missed_and_after_resumes_after_an_update(
     instance: Instance,
 ) -> None:
@@ -298,7 +292,6 @@ async def test_a_late_subscriber_first_gets_what_it_missed_and_after_resumes_aft
     assert [u.id for u in await _collect(instance.subscribe(PACED, run_id))] == [u.id for u in everything]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: runs do not stream their updates yet")
 async def test_a_subscriber_on_another_instance_sees_the_continuation_with_its_deltas(
     tmp_path: Path, registry: AgentRegistry
 ) -> None:
@@ -328,7 +321,6 @@ async def test_a_subscriber_on_another_instance_sees_the_continuation_with_its_d
             await store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: runs do not stream their updates yet")
 async def test_a_subscriber_that_falls_behind_its_buffer_reads_the_rest_from_the_store(
     memory_store: MemorySnapshotStore, registry: AgentRegistry
 ) -> None:
@@ -355,7 +347,6 @@ async def test_a_subscriber_that_falls_behind_its_buffer_reads_the_rest_from_the
         await instance.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: runs do not stream their updates yet")
 async def test_a_run_outside_the_principals_resources_or_missing_is_not_found(instance: Instance) -> None:
     started = await instance.runs.start_run(REFUND, "Please refund order 1042", resource_id="tenant-a")
     restricted = Principal(name="bob", scopes=frozenset({"runs:read"}), resources=frozenset({"tenant-b"}))
@@ -365,7 +356,6 @@ async def test_a_run_outside_the_principals_resources_or_missing_is_not_found(in
             await anext(instance.subscribe(REFUND, run_id, principal=principal))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: decisions always wait for the outcome")
 async def test_a_recorded_decision_answers_resuming_and_the_run_then_completes(instance: Instance) -> None:
     run_id, (call_id,) = await _suspended(instance.runs, PACED, "pay")
 
@@ -385,7 +375,6 @@ async def test_a_recorded_decision_answers_resuming_and_the_run_then_completes(i
     assert PAID_OUT == [12]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: decisions always wait for the outcome")
 @pytest.mark.parametrize(("first", "then"), [("recorded", "outcome"), ("outcome", "recorded")])
 async def test_an_idempotent_replay_answers_what_the_first_request_answered_whatever_its_wait(
     instance: Instance, first: str, then: str
@@ -404,7 +393,6 @@ async def test_an_idempotent_replay_answers_what_the_first_request_answered_what
     assert agents.SHIPPED == ["book"] or first == "recorded"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: decisions always wait for the outcome")
 async def test_a_batch_of_recorded_decisions_answers_before_the_runs_continue(instance: Instance) -> None:
     runs = [await _suspended(instance.runs, PACED, "pay") for _ in range(3)]
 

@@ -1,15 +1,18 @@
 """``./dev bench`` (``python -m bench`` in the project's environment): run the benchmarks, print the
 table, write ``bench/RESULTS.md``.
 
-Options: ``--memory 10000,100000,1000000``, ``--sqlite 10000,100000,1000000`` and ``--mongo 10000,100000``
-(sizes; empty to skip), ``--workers-runs 10000`` (runs in the SQLite file on which ``--workers 2`` is
+Options: ``--memory 10000,100000,1000000``, ``--sqlite 10000,100000,1000000``, ``--documentdb 10000,100000``
+and ``--mongo ''`` (sizes; empty to skip), ``--workers-runs 10000`` (runs in the SQLite file on which ``--workers 2`` is
 compared with one worker; 0 to skip), ``--bulk-rounds 5`` (paired rounds of ``bench.bulk``, one
 ``decideToolCalls`` of 100 approvals against 100 sequential ``approveToolCall``, on the memory store
 and SQLite; 0 to skip),
 ``--seconds 10`` (wrk time per scenario), ``--rounds 5`` (interleaved rounds; each row is its median
 round), ``--connections 10``, ``--out bench/RESULTS.md`` (``-`` to write nothing).
-MongoDB is ``MONGODB_URI`` when set (a fresh database per size), else a FerretDB started here. Each
-SQLite size gets a new file in a temporary folder, seeded by ``runsgate seed --store sqlite:///...``.
+``--documentdb`` runs on FerretDB 2.5 with DocumentDB started here (``tests/_documentdb.py``),
+``--mongo`` on ``MONGODB_URI`` when set, else on FerretDB 1.24 started here; both with ``--samples``
+requests sent one after another instead of wrk (a page there takes up to seconds, longer than a
+wrk round). Each database is a fresh one per size, seeded by ``runsgate seed``; each SQLite size
+gets a new file in a temporary folder, seeded by ``runsgate seed --store sqlite:///...``.
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from storage import MongoSnapshotStore, RunFilter, SQLiteSnapshotStore
-from tests._servers import ferretdb, with_database
+from tests._servers import documentdb, ferretdb, with_database
 
 from .bulk import measure as bulk_measure
 from .queries import AGENT, PAGE_SIZE
 from .runner import (
     SCENARIOS,
+    PairedRoundTrips,
     Settings,
     SizeResult,
     WorkersResult,
@@ -45,6 +49,7 @@ from .runner import (
     bench_sqlite,
     bench_workers,
     paired_ratio,
+    paired_round_trips,
     seed,
 )
 from .wrk import LoadResult, ensure_wrk
@@ -92,16 +97,32 @@ def machine() -> dict[str, str]:
 
 
 async def explain(uri: str) -> dict[str, Any]:
-    """Summary of the server's plan for the first page (``MongoSnapshotStore.explain_listing``)."""
+    """Summary of the server's plan for the first page and a thread's page
+    (``MongoSnapshotStore.explain_listing``): DocumentDB's PostgreSQL plan nodes, or mongod's and
+    FerretDB 1.24's ``queryPlanner``."""
     store = MongoSnapshotStore(uri)
     await store.open()
     try:
-        plan = await store.explain_listing(AGENT, RunFilter(), PAGE_SIZE)
+        first = await store.explain_listing(AGENT, RunFilter(), PAGE_SIZE)
+        thread = await store.explain_listing(AGENT, RunFilter(thread_id="thread-7"), PAGE_SIZE)
         build = await store.database.command("buildInfo")
     finally:
         await store.close()
+    if "ferretdb" in build:  # FerretDB 2 on DocumentDB: PostgreSQL plans
+        return {
+            "server": f"FerretDB {build['ferretdb']['version']} on DocumentDB",
+            "first page": _pg_nodes(first["queryPlanner"]["Plan"]),
+            "thread page": _pg_nodes(thread["queryPlanner"]["Plan"]),
+        }
     server = f"FerretDB {build['ferretdbVersion']}" if "ferretdbVersion" in build else "MongoDB"
-    return {"server": f"{server} (wire version {build.get('version')})", "queryPlanner": plan.get("queryPlanner")}
+    return {"server": f"{server} (wire version {build.get('version')})", "queryPlanner": first.get("queryPlanner")}
+
+
+def _pg_nodes(node: dict[str, Any]) -> str:
+    """A PostgreSQL plan as ``Limit < Sort < Index Scan (agent_thread_resource_created)``."""
+    name = str(node["Node Type"]) + (f" ({node['Index Name']})" if "Index Name" in node else "")
+    children = [_pg_nodes(child) for child in node.get("Plans", [])]
+    return name + (" < " + " + ".join(children) if children else "")
 
 
 async def explain_sqlite(path: Path) -> dict[str, Any]:
@@ -196,6 +217,20 @@ def workers_lines(workers: list[WorkersResult]) -> list[str]:
     ]
 
 
+def paired_lines(paired: list[PairedRoundTrips]) -> list[str]:
+    """One line per store whose approve round trip was timed on its sizes in paired rounds."""
+    lines = []
+    for p in paired:
+        small, large = min(p.rounds), max(p.rounds)
+        each = "; ".join(f"{runs:,} runs " + ", ".join(f"{ms:.0f}" for ms in p.rounds[runs]) for runs in (large, small))
+        lines.append(
+            f"- {p.store}, approve->completed with both servers running, in {len(p.rounds[large])} paired rounds: "
+            f"{large:,} runs / {small:,} runs = {p.ratio:.2f} (median of the ratios within each round; each "
+            f"round's median ms: {each})"
+        )
+    return lines
+
+
 def bulk_lines(bulk: dict[str, dict[str, float]]) -> list[str]:
     """One line per store of ``bench.bulk``: one ``decideToolCalls`` against sequential approvals."""
     return [
@@ -216,13 +251,15 @@ def write_report(
     final: bool,
     workers: list[WorkersResult] | None = None,
     bulk: dict[str, dict[str, float]] | None = None,
+    paired: list[PairedRoundTrips] | None = None,
 ) -> None:
     """Print (when ``final``) and write the report; called after every size, so a long run keeps what it measured."""
     report = [
         "# runsgate benchmark results",
         "",
         f"Command: `./dev bench --memory {shlex.quote(args.memory)} --sqlite {shlex.quote(args.sqlite)} "
-        f"--workers-runs {args.workers_runs} --bulk-rounds {args.bulk_rounds} --mongo {shlex.quote(args.mongo)} "
+        f"--workers-runs {args.workers_runs} --bulk-rounds {args.bulk_rounds} "
+        f"--documentdb {shlex.quote(args.documentdb)} --mongo {shlex.quote(args.mongo)} "
         f"--seconds {args.seconds:g} --rounds {args.rounds} "
         f"--connections {args.connections}` (`python -m bench` in the project's environment). "
         f"Each row: wrk, {args.connections} connections, "
@@ -236,12 +273,12 @@ def write_report(
         "",
         *(
             [
-                f"FerretDB rows are {settings.sequential_samples} requests sent one after another (p99 column: "
-                "the slowest), not wrk: a page there takes seconds, so a fixed-duration wrk run would complete "
-                "almost none.",
+                f"MongoDB rows (documentdb, ferretdb) are {settings.sequential_samples} requests sent one after "
+                "another (p99 column: the slowest), not wrk: a page there takes up to seconds, so a "
+                "fixed-duration wrk round would complete almost none.",
                 "",
             ]
-            if any(result.store == "ferretdb" for result in results)
+            if any(result.store in ("documentdb", "ferretdb") for result in results)
             else []
         ),
         *ratios(results),
@@ -249,6 +286,7 @@ def write_report(
         "Growth from the smallest to the largest size (p50 at the largest / p50 at the smallest):",
         "",
         *growth(results),
+        *paired_lines(paired or []),
         "",
         *workers_lines(workers or []),
         *bulk_lines(bulk or {}),
@@ -273,7 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers-runs", type=int, default=10000, help="runs of the SQLite file for --workers 2 (0: skip)"
     )
-    parser.add_argument("--mongo", default="10000,100000", help="MongoDB/FerretDB sizes, comma-separated")
+    parser.add_argument(
+        "--documentdb", default="10000,100000", help="FerretDB 2.5 on DocumentDB sizes, comma-separated"
+    )
+    parser.add_argument("--mongo", default="", help="MONGODB_URI or FerretDB 1.24 sizes, comma-separated")
     parser.add_argument("--seconds", type=float, default=10.0, help="wrk time per scenario, split into rounds")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; each row is its median round")
     parser.add_argument("--connections", type=int, default=10, help="wrk connections")
@@ -300,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     plans: list[dict[str, Any]] = []
     workers: list[WorkersResult] = []
     bulk: dict[str, dict[str, float]] = {}
+    paired: list[PairedRoundTrips] = []
     with tempfile.TemporaryDirectory(prefix="runsgate-bench-logs-") as folder:
         logs = Path(folder)
         for runs in _sizes(args.memory):
@@ -319,6 +361,19 @@ def main(argv: list[str] | None = None) -> int:
             for store in ("memory", "sqlite"):
                 bulk[store] = {**bulk_measure(store, args.bulk_rounds, 100), "rounds": args.bulk_rounds, "calls": 100}
             write_report(args, settings, about, results, plans, final=False, workers=workers, bulk=bulk)
+        documentdb_sizes = _sizes(args.documentdb)
+        if documentdb_sizes:
+            with documentdb() as base:
+                uris: dict[int, str] = {}
+                for runs in documentdb_sizes:
+                    uris[runs] = with_database(base, f"runsgate_bench_{runs}")
+                    results.append(bench_mongo(uris[runs], runs, settings, logs, store="documentdb"))
+                    plans.append({"runs": runs, **asyncio.run(explain(uris[runs]))})
+                    write_report(args, settings, about, results, plans, final=False, workers=workers, bulk=bulk)
+                if len(uris) > 1:  # the approve target, paired: every size's server running at once
+                    paired.append(paired_round_trips("documentdb", uris, settings, logs))
+                for uri in uris.values():
+                    asyncio.run(_drop(uri))
         mongo_sizes = _sizes(args.mongo)
         if mongo_sizes:
             with mongodb() as base:
@@ -327,8 +382,10 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(bench_mongo(uri, runs, mongo_settings, logs))
                     plans.append({"runs": runs, **asyncio.run(explain(uri))})
                     asyncio.run(_drop(uri))
-                    write_report(args, settings, about, results, plans, final=False, workers=workers, bulk=bulk)
-    write_report(args, settings, about, results, plans, final=True, workers=workers, bulk=bulk)
+                    write_report(
+                        args, settings, about, results, plans, final=False, workers=workers, bulk=bulk, paired=paired
+                    )
+    write_report(args, settings, about, results, plans, final=True, workers=workers, bulk=bulk, paired=paired)
     return 0
 
 

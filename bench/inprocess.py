@@ -40,7 +40,7 @@ async def call(app: ASGIApp, path: str, body: bytes, *, accept: bytes | None = N
         "query_string": b"",
         "root_path": "",
         "headers": [
-            (b"host", b"bench"),
+            (b"host", b"localhost"),
             (b"content-type", b"application/json"),
             *([(b"accept", accept)] if accept is not None else []),
         ],

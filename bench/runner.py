@@ -11,6 +11,7 @@ checks one answer (20 runs, no errors; the raw endpoint's JSON equal to GraphQL'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -58,8 +59,9 @@ class Settings:
     start_timeout: float = 1800.0
     """Seconds a server may take to start (seeding 1M runs into memory happens at start)."""
     sequential_samples: int = 3
-    """Requests per scenario on FerretDB, sent one after another instead of with wrk: there a page
-    takes seconds (full scan, no sort pushdown), so wrk's fixed duration would count nothing."""
+    """Requests per scenario on MongoDB (DocumentDB, FerretDB 1.24), sent one after another instead
+    of with wrk: there a page takes up to seconds (a sort of every match; on FerretDB 1.24 a full
+    scan too), so wrk's fixed duration would count nothing."""
 
 
 @dataclass(kw_only=True)
@@ -353,14 +355,54 @@ def bench_workers(path: Path, runs: int, settings: Settings, logs: Path) -> Work
     return result
 
 
-def bench_mongo(uri: str, runs: int, settings: Settings, logs: Path) -> SizeResult:
-    """A MongoDB database seeded by ``runsgate seed`` (``uri`` names a fresh database)."""
-    result = SizeResult(store="ferretdb", runs=runs)
+def bench_mongo(
+    uri: str, runs: int, settings: Settings, logs: Path, *, store: str = "ferretdb", with_wrk: bool = False
+) -> SizeResult:
+    """A MongoDB database seeded by ``runsgate seed`` (``uri`` names a fresh database), its rows
+    labelled ``store`` (``ferretdb``, ``documentdb``); sequential samples unless ``with_wrk``."""
+    result = SizeResult(store=store, runs=runs)
     result.seed_seconds = seed(settings, runs, MONGODB_URI=uri)
     began = time.monotonic()
-    with runsgate_server(logs / f"mongo-{runs}.log", settings.start_timeout, MONGODB_URI=uri) as (url, pid):
+    with runsgate_server(logs / f"{store}-{runs}.log", settings.start_timeout, MONGODB_URI=uri) as (url, pid):
         result.start_seconds = time.monotonic() - began
-        measure(url, pid, result, settings, with_wrk=False)
+        measure(url, pid, result, settings, with_wrk=with_wrk)
+    return result
+
+
+@dataclass
+class PairedRoundTrips:
+    """approve -> completed on several sizes of one store, servers all running, in paired rounds."""
+
+    store: str
+    rounds: dict[int, list[float]] = field(default_factory=dict)
+    """Runs -> that size's median round trip in ms, each round."""
+
+    @property
+    def ratio(self) -> float:
+        """Median of (the largest size's round trip / the smallest's) within each round."""
+        small, large = min(self.rounds), max(self.rounds)
+        return statistics.median(b / a for a, b in zip(self.rounds[small], self.rounds[large], strict=True))
+
+
+def paired_round_trips(store: str, uris: dict[int, str], settings: Settings, logs: Path) -> PairedRoundTrips:
+    """One server per size (``uris``: runs -> its seeded database), all running; in each of
+    ``Settings.rounds`` rounds every size times ``max(3, round_trips // rounds)`` approvals in turn,
+    so the machine's drift falls on both sides of each ratio."""
+    result = PairedRoundTrips(store, {runs: [] for runs in uris})
+    per_round = max(3, settings.round_trips // settings.rounds)
+    with contextlib.ExitStack() as servers:
+        urls = {
+            runs: servers.enter_context(
+                runsgate_server(logs / f"{store}-{runs}-paired.log", settings.start_timeout, MONGODB_URI=uri)
+            )[0]
+            for runs, uri in uris.items()
+        }
+        clients = {runs: servers.enter_context(httpx.Client(base_url=url, timeout=1800)) for runs, url in urls.items()}
+        for client in clients.values():
+            round_trip_ms(client, 1)  # warm-up: imports, connections
+        for _ in range(settings.rounds):
+            for runs, client in clients.items():
+                result.rounds[runs].append(round_trip_ms(client, per_round))
     return result
 
 
@@ -374,5 +416,6 @@ __all__ = [
     "bench_sqlite",
     "bench_workers",
     "measure",
+    "paired_round_trips",
     "runsgate_server",
 ]

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from .checker import Checker
-from .cluster import Cluster, Faults, schedule
+from .cluster import STORES, Cluster, Faults, schedule
 from .driver import Driver
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
-    parser.add_argument("--store", choices=["sqlite", "ferretdb"], default="sqlite")
+    parser.add_argument("--store", choices=STORES, default="sqlite")
     parser.add_argument("--instances", type=int, default=3)
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--runs", type=int, default=None, help="runs to start (default 2000)")
@@ -29,11 +29,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=8, help="runs driven at once")
     parser.add_argument("--fault-every", type=float, default=6.0, help="mean seconds between faults (0: none)")
+    parser.add_argument(
+        "--faults", type=int, default=0, help="go on starting runs until this many faults were injected (default 0)"
+    )
     parser.add_argument("--claim-ttl", type=float, default=2.0, help="RUNSGATE_CLAIM_TTL of the instances")
     parser.add_argument("--sweep-interval", type=float, default=0.5, help="RUNSGATE_SWEEP_INTERVAL")
     parser.add_argument("--run-seconds", type=float, default=60.0, help="max seconds one run is driven")
     parser.add_argument("--drain", type=float, default=60.0, help="max seconds to wait for stalled runs")
     parser.add_argument("--workdir", type=Path, default=None, help="logs, ledger, store, report.json")
+    parser.add_argument(
+        "--ready-within", type=float, default=90.0, help="seconds an instance gets to start (more on a loaded machine)"
+    )
     parser.add_argument("--broken-claim", action="store_true", help="break the claim's compare-and-set (checker test)")
     args = parser.parse_args(argv)
     if args.runs is None and args.seconds is None:
@@ -69,9 +75,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         claim_ttl=args.claim_ttl,
         sweep_interval=args.sweep_interval,
         broken_claim=args.broken_claim,
+        ready_within=args.ready_within,
     )
-    await cluster.start()
     try:
+        await cluster.start()  # inside: an instance that does not start must not leave the others running
         driver = Driver(
             [i.url for i in cluster.instances],
             seed=args.seed,
@@ -81,7 +88,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         faults = Faults(cluster, schedule(args.seed, args.store, args.claim_ttl, args.fault_every))
         stop = asyncio.Event()
         injecting = asyncio.create_task(faults.run(stop)) if args.fault_every > 0 else None
-        await driver.run(args.runs, args.seconds)
+        # The workload lasts until its faults were injected: a quiet machine gets through its runs
+        # sooner, and would otherwise end before the schedule's later faults.
+        until = faults.reached(args.faults) if injecting is not None else None
+        if injecting is not None and until is not None:
+            injecting.add_done_callback(lambda _: until.set())  # a failed injector ends the wait too
+        await driver.run(args.runs, args.seconds, until=until)
         stop.set()
         if injecting is not None:
             await injecting

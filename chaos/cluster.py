@@ -1,22 +1,27 @@
 """The processes of a chaos run: N runsgate instances on one store, and the faults done to them.
 
 A ``Cluster`` starts ``python -m server serve`` N times on fixed loopback ports (so a restarted
-instance answers at the same URL), on one SQLite file or one FerretDB database, with the chaos
-agents, a short claim TTL and a fast sweeper. ``Faults`` draws a schedule from a seed and applies
-it: SIGKILL (restart after a delay), SIGSTOP/SIGCONT longer than the claim TTL, the store stopped
-and restarted (FerretDB) or its file held under ``BEGIN IMMEDIATE`` by another connection (SQLite).
+instance answers at the same URL), on one SQLite file or one MongoDB database (FerretDB 1.24, or
+FerretDB 2.5 on PostgreSQL with DocumentDB), with the chaos agents, a short claim TTL and a fast
+sweeper. ``Faults`` draws a schedule from a seed and applies it: SIGKILL (restart after a delay),
+SIGSTOP/SIGCONT longer than the claim TTL, the store stopped and restarted (FerretDB 1.24; for
+DocumentDB, PostgreSQL crashed or FerretDB killed, in turns) or its file held under ``BEGIN
+IMMEDIATE`` by another connection (SQLite).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,7 +29,12 @@ from pathlib import Path
 
 import httpx
 
+from tests._documentdb import DocumentDB
+
 ROOT = Path(__file__).resolve().parent.parent
+
+STORES = ("sqlite", "ferretdb", "documentdb")
+"""``--store``: a SQLite file, FerretDB 1.24 (SQLite backend), FerretDB 2.5 on DocumentDB."""
 
 
 def free_port() -> int:
@@ -55,7 +65,7 @@ class Instance:
 
 @dataclass
 class Cluster:
-    """N runsgate processes sharing one store. ``store`` is ``sqlite`` or ``ferretdb``."""
+    """N runsgate processes sharing one store. ``store`` is one of ``STORES``."""
 
     workdir: Path
     store: str = "sqlite"
@@ -63,9 +73,12 @@ class Cluster:
     claim_ttl: float = 2.0
     sweep_interval: float = 0.5
     broken_claim: bool = False
+    ready_within: float = 90.0
+    """Seconds an instance gets to answer ``/healthz`` after it is started (more on a loaded machine)."""
     instances: list[Instance] = field(default_factory=list)
     ferretdb: subprocess.Popen[bytes] | None = None
     ferretdb_port: int = 0
+    documentdb: DocumentDB | None = None
 
     @property
     def ledger(self) -> Path:
@@ -91,6 +104,8 @@ class Cluster:
             env["CHAOS_BREAK_CLAIM"] = "1"
         if self.store == "sqlite":
             env["RUNSGATE_STORE"] = f"sqlite:///{self.sqlite_path}"
+        elif self.documentdb is not None:
+            env["MONGODB_URI"] = f"{self.documentdb.uri}chaos"
         else:
             env["MONGODB_URI"] = f"mongodb://127.0.0.1:{self.ferretdb_port}/chaos"
         return env
@@ -101,6 +116,11 @@ class Cluster:
         if self.store == "ferretdb":
             self.ferretdb_port = free_port()
             await self.start_store()
+        elif self.store == "documentdb":
+            # in a folder of its own, which PostgreSQL's user can reach (pytest's are closed to it);
+            # its log is copied into the workdir at the end
+            self.documentdb = DocumentDB(Path(tempfile.mkdtemp(prefix="runsgate-chaos-documentdb-")))
+            await asyncio.to_thread(self.documentdb.start)
         self.instances = [Instance(i, free_port(), self.workdir / f"instance-{i}.log") for i in range(self.size)]
         for instance in self.instances:
             self._spawn(instance)
@@ -115,9 +135,11 @@ class Cluster:
                 env=self.env(),
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, ended by stop()
             )
 
-    async def wait_healthy(self, instance: Instance, within: float = 60.0) -> None:
+    async def wait_healthy(self, instance: Instance) -> None:
+        within = self.ready_within
         deadline = time.monotonic() + within
         async with httpx.AsyncClient(timeout=2) as client:
             while time.monotonic() < deadline:
@@ -129,15 +151,20 @@ class Cluster:
                 except httpx.TransportError:
                     pass
                 await asyncio.sleep(0.1)
-        raise RuntimeError(f"instance {instance.index} not healthy in {within} s")
+        raise RuntimeError(f"instance {instance.index} not healthy in {within:g} s: {instance.log.read_text()[-2000:]}")
 
     async def restart(self, instance: Instance) -> None:
         self._spawn(instance)
         await self.wait_healthy(instance)
 
-    async def start_store(self) -> None:
+    async def start_store(self, part: str = "ferretdb") -> None:
+        """Start the store again: FerretDB 1.24, or DocumentDB's ``part`` (``postgres``, ``ferretdb``)."""
+        if self.documentdb is not None:
+            start = self.documentdb.start_postgres if part == "postgres" else self.documentdb.start_ferretdb
+            await asyncio.to_thread(start)
+            return
         self._spawn_ferretdb()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + self.ready_within
         while not _listening(self.ferretdb_port):
             if time.monotonic() > deadline or (self.ferretdb is not None and self.ferretdb.poll() is not None):
                 raise RuntimeError("FerretDB did not start")
@@ -163,14 +190,34 @@ class Cluster:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
-    def stop_store(self) -> None:
+    def stop_store(self, part: str = "ferretdb") -> None:
+        """Crash the store: FerretDB killed (SIGKILL), or DocumentDB's PostgreSQL in an immediate
+        shutdown (SIGQUIT, recovered from its WAL at the next start) when ``part`` is ``postgres``."""
+        if self.documentdb is not None:
+            if part == "postgres":
+                self.documentdb.stop_postgres(crash=True)
+            else:
+                self.documentdb.stop_ferretdb(kill=True)
+            return
         if self.ferretdb is not None and self.ferretdb.poll() is None:
             self.ferretdb.send_signal(signal.SIGKILL)
             self.ferretdb.wait()
 
     def stop(self) -> None:
+        """End every instance and the store: SIGTERM, SIGKILL after 15 s, then SIGKILL to what is
+        left of each one's process group."""
+        try:
+            self._stop()
+        finally:
+            for proc in [*(i.process for i in self.instances), self.ferretdb]:
+                if proc is not None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+
+    def _stop(self) -> None:
         for instance in self.instances:
             proc = instance.process
             if proc is not None and proc.poll() is None:
@@ -187,6 +234,11 @@ class Cluster:
         if self.ferretdb is not None and self.ferretdb.poll() is None:
             self.ferretdb.terminate()
             self.ferretdb.wait(timeout=15)
+        if self.documentdb is not None:
+            self.documentdb.stop()
+            if self.documentdb.log.exists():
+                shutil.copyfile(self.documentdb.log, self.workdir / "documentdb.log")
+            shutil.rmtree(self.documentdb.data, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -194,24 +246,35 @@ class Fault:
     after: float
     """Seconds after the previous fault ended."""
     kind: str
-    """``kill``, ``pause``, ``store`` (FerretDB stopped) or ``lock`` (SQLite file locked)."""
+    """``kill``, ``pause``, ``store`` (FerretDB 1.24 stopped), ``postgres`` or ``ferretdb`` (DocumentDB's
+    PostgreSQL or FerretDB stopped) or ``lock`` (SQLite file locked)."""
     target: int
     """Instance index (kill, pause)."""
     duration: float
     """Seconds down, paused, stopped or locked."""
 
 
+FAULT_KINDS = {
+    "sqlite": ("kill", "pause", "lock"),
+    "ferretdb": ("kill", "pause", "store"),
+    "documentdb": ("kill", "pause", "postgres", "ferretdb"),
+}
+"""The kinds of fault each store's runs take turns with."""
+
+
 def schedule(seed: int, store: str, claim_ttl: float, every: float, count: int = 10_000) -> list[Fault]:
     """The fault schedule of ``seed``: the same seed gives the same faults in the same order."""
     rng = random.Random(seed)
-    kinds = ["kill", "pause", "store" if store == "ferretdb" else "lock"]
+    kinds = FAULT_KINDS[store]
     faults = []
     for i in range(count):
-        kind = kinds[i % 3] if rng.random() < 0.7 else rng.choice(kinds)
+        kind = kinds[i % len(kinds)] if rng.random() < 0.7 else rng.choice(kinds)
         duration = {
             "kill": rng.uniform(0.2, 3.0),
             "pause": rng.uniform(1.5 * claim_ttl, 3.0 * claim_ttl),
             "store": rng.uniform(0.5, 3.0),
+            "postgres": rng.uniform(0.5, 3.0),
+            "ferretdb": rng.uniform(0.5, 3.0),
             "lock": rng.uniform(0.5, 3.0),
         }[kind]
         faults.append(Fault(rng.uniform(0.5, 1.5) * every, kind, rng.randrange(1_000_000), round(duration, 3)))
@@ -226,6 +289,14 @@ class Faults:
         self.faults = faults
         self.injected: Counter[str] = Counter()
         self.log: list[dict[str, object]] = []
+        self._reached: dict[int, asyncio.Event] = {}
+
+    def reached(self, count: int) -> asyncio.Event:
+        """An event set once ``count`` faults were injected (at once for 0)."""
+        event = self._reached.setdefault(count, asyncio.Event())
+        if len(self.log) >= count:
+            event.set()
+        return event
 
     async def run(self, stop: asyncio.Event) -> None:
         for fault in self.faults:
@@ -238,6 +309,9 @@ class Faults:
             await self.apply(fault)
             self.injected[fault.kind] += 1
             self.log.append({"at": started, "kind": fault.kind, "target": fault.target, "duration": fault.duration})
+            for count, event in self._reached.items():
+                if len(self.log) >= count:
+                    event.set()
 
     async def apply(self, fault: Fault) -> None:
         cluster = self.cluster
@@ -252,10 +326,11 @@ class Faults:
             proc.send_signal(signal.SIGSTOP)
             await asyncio.sleep(fault.duration)
             proc.send_signal(signal.SIGCONT)
-        elif fault.kind == "store":
-            cluster.stop_store()
+        elif fault.kind in ("store", "postgres", "ferretdb"):
+            part = "postgres" if fault.kind == "postgres" else "ferretdb"
+            cluster.stop_store(part)
             await asyncio.sleep(fault.duration)
-            await cluster.start_store()
+            await cluster.start_store(part)
         elif fault.kind == "lock":
             await asyncio.to_thread(_hold_lock, cluster.sqlite_path, fault.duration)
 

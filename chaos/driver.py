@@ -9,6 +9,7 @@ answer under faults is not reproducible, and need not be.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 import uuid
@@ -62,27 +63,26 @@ class Driver:
     finished_at: float = 0.0
     _client: httpx.AsyncClient | None = None
 
-    async def run(self, count: int | None, seconds: float | None) -> None:
+    async def run(self, count: int | None, seconds: float | None, until: asyncio.Event | None = None) -> None:
+        """Drive ``count`` runs, or start runs for ``seconds``; either way go on starting runs
+        until ``until`` is set, if given."""
         self.started_at = time.monotonic()
         limits = httpx.Limits(max_connections=4 * self.concurrency)
         async with httpx.AsyncClient(timeout=self.timeout, limits=limits) as self._client:
-            queue: asyncio.Queue[int] = asyncio.Queue()
             deadline = None if seconds is None else self.started_at + seconds
+            numbers = itertools.count()
+
+            def more(n: int) -> bool:
+                if until is not None and not until.is_set():
+                    return True
+                if count is not None:
+                    return n < count
+                return deadline is not None and time.monotonic() <= deadline
 
             async def worker() -> None:
-                while True:
-                    try:
-                        n = queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        return
-                    if deadline is not None and time.monotonic() > deadline:
-                        return
+                while more(n := next(numbers)):
                     await self.drive(n)
-                    if count is None:
-                        queue.put_nowait(n + self.concurrency)
 
-            for n in range(count if count is not None else self.concurrency):
-                queue.put_nowait(n)
             await asyncio.gather(*(worker() for _ in range(self.concurrency)))
         self.finished_at = time.monotonic()
 

@@ -24,6 +24,7 @@ from strawberry.types import ExecutionContext, Info
 from storage import StoreUnavailableError
 
 from .errors import QueryArgumentError
+from .limits import check_value
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -39,7 +40,8 @@ class FederationSchema(strawberry.federation.Schema):
         """Check every representation, then resolve them (Strawberry's resolver).
 
         Raises:
-            QueryArgumentError: A representation is not ``{"__typename": <entity>, <key>: <id>}``.
+            QueryArgumentError: A representation is not ``{"__typename": <entity>, <key>: <id>}``,
+                or its key is over its limit in bytes (``resolvers.limits.INPUT_LIMITS``).
         """
         checked: list[Any] = []
         for index, representation in enumerate(representations):
@@ -56,7 +58,9 @@ class FederationSchema(strawberry.federation.Schema):
                     f"`{argument}` must hold exactly __typename and the key field {key!r} (a string)",
                     argument=argument,
                 )
-            checked.append({"__typename": type_name, key: str(representation[key])})  # type: ignore[index]
+            value = str(representation[key])  # type: ignore[index]
+            check_value(key, value, f"{argument}.{key}")
+            checked.append({"__typename": type_name, key: value})
         return super().entities_resolver(info, checked)
 
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:

@@ -40,6 +40,12 @@ _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]
 more lenient (other ISO 8601 forms, stray characters)."""
 
 
+def _shown(value: str) -> str:
+    """``value`` as an error message quotes it: at most 40 characters (a client's string is never
+    echoed whole)."""
+    return repr(value) if len(value) <= 40 else f"{value[:40]!r}..."
+
+
 def parse_datetime(value: Any) -> datetime:
     """Parse an RFC 3339 date-time that carries an offset; return it in UTC.
 
@@ -49,13 +55,13 @@ def parse_datetime(value: Any) -> datetime:
     if not isinstance(value, str):
         raise ValueError("DateTime must be an RFC 3339 string such as 2026-01-31T09:00:00Z")
     if not _RFC3339.fullmatch(value):
-        raise ValueError(f"DateTime {value!r} is not RFC 3339 (e.g. 2026-01-31T09:00:00Z)")
+        raise ValueError(f"DateTime {_shown(value)} is not RFC 3339 (e.g. 2026-01-31T09:00:00Z)")
     try:
         parsed = datetime.fromisoformat(value.upper())  # RFC 3339 allows t and z
     except ValueError:
-        raise ValueError(f"DateTime {value!r} is not RFC 3339 (e.g. 2026-01-31T09:00:00Z)") from None
+        raise ValueError(f"DateTime {_shown(value)} is not RFC 3339 (e.g. 2026-01-31T09:00:00Z)") from None
     if parsed.tzinfo is None:
-        raise ValueError(f"DateTime {value!r} has no UTC offset; add Z or +hh:mm")
+        raise ValueError(f"DateTime {_shown(value)} has no UTC offset; add Z or +hh:mm")
     return parsed.astimezone(UTC)
 
 

@@ -19,7 +19,9 @@ from strawberry.schema.config import StrawberryConfig
 from .access import AccessDenied
 from .agents import Agent
 from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
+from .executor import PerEventMemo
 from .federation import FederationSchema
+from .limits import install_input_limits
 from .metrics import OperationMetrics
 from .mutations import Mutation
 from .operation_name import OperationNameRequired
@@ -29,6 +31,8 @@ from .subscriptions import Subscription
 from .types import SuspendedRun
 
 logger = logging.getLogger("runsgate.graphql")
+
+install_input_limits([Query, Mutation, Subscription, Agent])  # every argument held to resolvers.limits
 
 CACHE_SIZE = 256
 """Documents kept by the parser cache and the validation cache (Strawberry's LRUs)."""
@@ -94,7 +98,7 @@ def build_schema(
         from .fastpath import install  # the only import of the fast path
 
         return install(extensions=factories, mask_errors=masking().mask, **options)
-    return FederationSchema(extensions=factories, **options)
+    return FederationSchema(extensions=factories, execution_context_class=PerEventMemo, **options)
 
 
 schema = build_schema(compiled_execution=False)

@@ -42,7 +42,10 @@ class WebhookDelivery:
     agent_id: strawberry.ID
     run_id: strawberry.ID
     resource_id: str | None
-    endpoint: str = strawberry.field(description="The receiver's scheme, host and path (no query string).")
+    endpoint: str = strawberry.field(
+        description="The receiver's scheme, host and port, then `/…` when its URL has a path or query string "
+        "(they may carry its token, and are not shown)."
+    )
     status: WebhookDeliveryStatus
     attempts: int = strawberry.field(description="Attempts made so far.")
     created_at: datetime = strawberry.field(description="UTC; when the delivery was recorded.")
@@ -109,9 +112,15 @@ def _decode(cursor: str) -> str:
 
 
 def public_endpoint(url: str) -> str:
-    """``url`` without its query string and fragment (they may carry a receiver's token)."""
+    """``url`` as principals with ``webhooks:read`` see it: its scheme, host and port, then ``/…``
+    when it has a path or a query string, which may carry the receiver's token (a Slack or
+    Discord webhook's path is one); never user information."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = f":{parts.port}" if parts.port is not None else ""
+    rest = "/…" if parts.path.strip("/") or parts.query else ""
+    return f"{parts.scheme}://{host}{port}{rest}"
 
 
 async def webhook_deliveries_connection(

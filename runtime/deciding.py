@@ -20,6 +20,7 @@ from storage import DecisionKind, IdempotencyDocument, SnapshotDocument, Snapsho
 from ._continuation import Continuation
 from ._decisions import DecisionRequest
 from ._deferred import question_id
+from ._fair_slots import FairSlots
 from ._idempotency import IdempotencyGuard
 from ._json import jsonable
 from ._queued import QueuedContinuations
@@ -87,8 +88,9 @@ class Decisions:
     gate: DecisionGate
     continuation: Continuation
     idempotency: IdempotencyGuard
-    bulk_slots: asyncio.Semaphore
-    """Shared by every batch: runs ``decide_many`` decides (and so continues) at once."""
+    bulk_slots: FairSlots
+    """Shared by every batch: runs ``decide_many`` decides (and so continues) at once, a freed slot
+    going to the principal deciding that holds the fewest (``runtime._fair_slots``)."""
     queued: QueuedContinuations
     """Where the continuations of ``recorded`` decisions run."""
 
@@ -222,8 +224,10 @@ class Decisions:
         for index, item in enumerate(decisions):
             by_run.setdefault(item.run_id, []).append(index)
 
+        name, _ = split(caller)
+
         async def decide_run(indexes: list[int]) -> None:
-            async with self.bulk_slots:
+            async with self.bulk_slots.slot(name):
                 for index in indexes:
                     item = decisions[index]
                     request = DecisionRequest(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
@@ -35,10 +36,14 @@ logger = logging.getLogger(__name__)
 EventPredicate = Callable[[EventDocument], bool]
 """Which events a subscriber wants (its filter and what it may see)."""
 
+MAX_QUEUED_BYTES = 8 << 20
+"""Bytes of events one subscriber may have waiting (8 MiB): with ``max_queued``, what a client that
+stops reading can make the server hold for it."""
+
 
 class EventFeedOverflowError(Exception):
-    """A subscriber fell more than ``max_queued`` events behind and was dropped; resume it with
-    ``after_event_id`` set to the last event it received."""
+    """A subscriber fell more than ``max_queued`` events, or ``max_queued_bytes`` of them, behind
+    and was dropped; resume it with ``after_event_id`` set to the last event it received."""
 
 
 class EventFeedClosedError(Exception):
@@ -49,24 +54,44 @@ _CLOSED = object()
 _OVERFLOW = object()
 
 
+def event_size(event: EventDocument) -> int:
+    """About how many bytes ``event`` holds: its ``data`` as compact JSON, plus its other fields."""
+    size = 256
+    for key in ("threadId", "resourceId", "runId", "by"):
+        value = event.get(key)
+        if isinstance(value, str):
+            size += len(value)
+    data = event.get("data")
+    if data:
+        size += len(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str))
+    return size
+
+
 @dataclass(eq=False)
 class _Subscriber:
     start: str
     """Only events whose id sorts after this."""
     accept: EventPredicate
     max_queued: int
-    queue: asyncio.Queue[EventDocument | object] = field(default_factory=asyncio.Queue)
+    max_queued_bytes: int
+    queue: asyncio.Queue[tuple[EventDocument, int] | object] = field(default_factory=asyncio.Queue)
+    queued_bytes: int = 0
+    """``event_size`` of the events waiting in ``queue``."""
     dropped: bool = False
 
-    def offer(self, event: EventDocument) -> bool:
-        """Queue the event if wanted; ``False`` when the subscriber is too far behind (dropped)."""
+    def offer(self, event: EventDocument, size: int) -> bool:
+        """Queue the event if wanted; ``False`` when the subscriber is too far behind (dropped):
+        ``max_queued`` events wait already, or this one would make more than ``max_queued_bytes``
+        wait (a single event is queued whatever its size)."""
         if event["_id"] <= self.start or not self.accept(event):
             return True
-        if self.queue.qsize() >= self.max_queued:
+        waiting = self.queue.qsize()
+        if waiting >= self.max_queued or (waiting and self.queued_bytes + size > self.max_queued_bytes):
             self.dropped = True
             self.queue.put_nowait(_OVERFLOW)
             return False
-        self.queue.put_nowait(event)
+        self.queued_bytes += size
+        self.queue.put_nowait((event, size))
         return True
 
 
@@ -91,6 +116,9 @@ class EventFeed:
         page_size: Events per store query (a poll reads pages until a short one).
         max_queued: Events a subscriber may have waiting before it is dropped
             (``EventFeedOverflowError``).
+        max_queued_bytes: Bytes of events (``event_size``) a subscriber may have waiting before
+            it is dropped: a subscriber that does not read (its client does not) holds at most
+            this much of the server's memory, however large the events.
         clock_ns: UTC nanoseconds since the epoch (the clock event ids are made from).
     """
 
@@ -102,15 +130,19 @@ class EventFeed:
         lookback: float = 5.0,
         page_size: int = 500,
         max_queued: int = 10_000,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
         clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
-        if poll_interval <= 0 or lookback < 0 or page_size < 1 or max_queued < 1:
-            raise ValueError("poll_interval must be > 0, lookback >= 0, page_size and max_queued >= 1")
+        if poll_interval <= 0 or lookback < 0 or page_size < 1 or max_queued < 1 or max_queued_bytes < 1:
+            raise ValueError(
+                "poll_interval must be > 0, lookback >= 0, page_size, max_queued and max_queued_bytes >= 1"
+            )
         self._store = store
         self._poll_interval = poll_interval
         self._lookback_ns = int(lookback * 1e9)
         self._page_size = page_size
         self._max_queued = max_queued
+        self._max_queued_bytes = max_queued_bytes
         self._clock_ns = clock_ns
         self._pollers: dict[str, _Poller] = {}
         self._closed = False
@@ -149,7 +181,9 @@ class EventFeed:
         if self._closed:
             raise EventFeedClosedError("the event feed is closed")
         start = after_event_id if after_event_id is not None else event_id_floor(self._clock_ns())
-        subscriber = _Subscriber(start=start, accept=accept, max_queued=self._max_queued)
+        subscriber = _Subscriber(
+            start=start, accept=accept, max_queued=self._max_queued, max_queued_bytes=self._max_queued_bytes
+        )
         poller = self._poller(agent_id)
         poller.subscribers.add(subscriber)
         read_before = poller.cursor
@@ -170,10 +204,11 @@ class EventFeed:
                     raise EventFeedClosedError("the event feed is closed")
                 if item is _OVERFLOW:
                     raise EventFeedOverflowError(
-                        f"more than {self._max_queued} events waited for this subscriber; "
-                        "resume after the last event received"
+                        f"more than {self._max_queued} events or {self._max_queued_bytes} bytes of events waited "
+                        "for this subscriber; resume after the last event received"
                     )
-                event = cast(EventDocument, item)
+                event, size = cast(tuple[EventDocument, int], item)
+                subscriber.queued_bytes -= size
                 if event["_id"] not in seen:
                     yield event
         finally:
@@ -217,9 +252,10 @@ class EventFeed:
                 if event["_id"] in poller.recent:
                     continue
                 poller.recent.add(event["_id"])
+                size = event_size(event) if poller.subscribers else 0
                 for subscriber in list(poller.subscribers):
                     try:
-                        kept = subscriber.offer(event)
+                        kept = subscriber.offer(event, size)
                     except Exception:
                         logger.exception("event feed of agent %s: a subscriber's filter failed", poller.agent_id)
                         continue
@@ -245,4 +281,11 @@ class EventFeed:
                     await poller.task
 
 
-__all__ = ["EventFeed", "EventFeedClosedError", "EventFeedOverflowError", "EventPredicate"]
+__all__ = [
+    "MAX_QUEUED_BYTES",
+    "EventFeed",
+    "EventFeedClosedError",
+    "EventFeedOverflowError",
+    "EventPredicate",
+    "event_size",
+]

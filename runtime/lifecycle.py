@@ -8,7 +8,6 @@ decision, a retry or a takeover (``runtime._continuation``). It is also what a s
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +20,7 @@ from storage import SnapshotDocument, SnapshotStore, to_bson_precision, utcnow
 
 from ._continuation import Continuation
 from ._decisions import DecisionRequest
+from ._fair_slots import FairSlots
 from ._idempotency import IdempotencyGuard
 from ._journal import Journal
 from ._json import jsonable
@@ -116,7 +116,7 @@ class RunManager:
             gate=self._gate,
             continuation=self._continuation,
             idempotency=self._idempotency,
-            bulk_slots=asyncio.Semaphore(bulk_concurrency),
+            bulk_slots=FairSlots(bulk_concurrency),  # shared fairly among the principals deciding
             queued=self._queued,
         )
 
@@ -368,7 +368,8 @@ class RunManager:
         same gate, and is independent: one item's error does not stop the others. Items on one run
         are recorded in their order, so the item that decides a run's last pending call continues
         it, once (the others answer ``suspended``); runs are decided concurrently, at most
-        ``bulk_concurrency`` at a time on this instance (every batch shares that bound).
+        ``bulk_concurrency`` at a time on this instance (every batch shares that bound, a freed
+        slot going to the principal deciding that holds the fewest: ``runtime._fair_slots``).
 
         Args:
             decisions: At most the server's limit (``RUNSGATE_MAX_BULK_DECISIONS``, checked by

@@ -30,22 +30,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
-import json
 import logging
-import random
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
-from urllib.parse import urlencode
+from datetime import datetime, timedelta
 
 import httpx2
-from standardwebhooks import Webhook
 
 from storage import (
     EventDocument,
-    SnapshotDocument,
     SnapshotStore,
     StoreUnavailableError,
     WebhookDeliveryDocument,
@@ -53,137 +46,22 @@ from storage import (
 )
 
 from ._journal import event_id_floor
+from ._webhook_http import post_delivery
+from ._webhook_messages import (
+    WEBHOOK_EVENT_TYPES,
+    WEBHOOK_EVENTS,
+    AttemptResult,
+    DeliveryOutcome,
+    RetryPolicy,
+    WebhookEndpoint,
+    delivery_body,
+    endpoint_id,
+    inbox_url,
+    payload,
+    pending_calls,
+)
 
 logger = logging.getLogger(__name__)
-
-WEBHOOK_EVENT_TYPES: dict[str, str] = {
-    "suspended": "run.suspended",
-    "decision": "run.decided",
-    "expired": "call.expired",
-    "completed": "run.completed",
-    "failed": "run.failed",
-}
-"""Audit-log event type -> webhook event type; other log events (``started``, ``resumed``,
-``takeover`` ...) send nothing."""
-
-WEBHOOK_EVENTS = frozenset(WEBHOOK_EVENT_TYPES.values())
-"""The event types an endpoint may ask for."""
-
-AttemptResult = Literal["delivered", "http_error", "redirect", "timeout", "network_error"]
-"""How one attempt ended (the ``result`` label of ``runsgate_webhook_attempts``)."""
-
-DeliveryOutcome = Literal["delivered", "retrying", "failed"]
-"""What became of the delivery after an attempt (the ``outcome`` label of ``runsgate_webhook_deliveries``)."""
-
-
-def endpoint_id(url: str) -> str:
-    """The stable id of an endpoint: the first 16 hex digits of the SHA-256 of its URL."""
-    return hashlib.sha256(url.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True, kw_only=True)
-class WebhookEndpoint:
-    """One receiver of ``RUNSGATE_WEBHOOKS``.
-
-    Attributes:
-        url: Where deliveries are POSTed (http or https).
-        secret: ``whsec_`` + base64 of the signing key (checked at start; never logged).
-        events: Webhook event types it receives (``WEBHOOK_EVENTS``).
-        agent_ids: Only events of these agents; ``None`` for every registered agent.
-    """
-
-    url: str
-    secret: str = field(repr=False)
-    events: frozenset[str]
-    agent_ids: frozenset[str] | None = None
-
-    @property
-    def id(self) -> str:
-        """``endpoint_id(url)``."""
-        return endpoint_id(self.url)
-
-    @functools.cached_property
-    def signer(self) -> Webhook:
-        """The Standard Webhooks signer of ``secret``."""
-        return Webhook(self.secret)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RetryPolicy:
-    """When failed attempts are retried (docs/webhooks.md "Retries").
-
-    Attributes:
-        retry_for: Seconds after a delivery was recorded during which it is retried; an attempt
-            that fails after that marks it ``failed``. The last retry is scheduled at that moment.
-        initial_delay: Seconds before the first retry (before jitter).
-        max_delay: Cap on the delay between two attempts, seconds (before jitter).
-    """
-
-    retry_for: float = 86_400.0
-    initial_delay: float = 5.0
-    max_delay: float = 3_600.0
-
-    def delay(self, attempts: int, rand: Callable[[], float] = random.random) -> float:
-        """Seconds to wait after the ``attempts``-th failed attempt: ``d = min(max_delay,
-        initial_delay * 2 ** (attempts - 1))``, then ``d / 2 + rand() * d / 2`` (equal jitter)."""
-        base = min(self.max_delay, self.initial_delay * 2.0 ** max(attempts - 1, 0))
-        return float(base / 2 + rand() * base / 2)
-
-
-def inbox_url(public_url: str, agent_id: str, run_id: str) -> str:
-    """``{public_url}/inbox?agentId=...&runId=...``: the run in the reviewer inbox."""
-    return f"{public_url.rstrip('/')}/inbox?{urlencode({'agentId': agent_id, 'runId': run_id})}"
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return _iso(value)
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
-
-
-def pending_calls(doc: SnapshotDocument | None) -> list[dict[str, Any]]:
-    """The run's undecided calls, with the fields ``suspendedRun { toolCalls }`` lists."""
-    if doc is None:
-        return []
-    return [
-        {
-            "toolCallId": call["toolCallId"],
-            "toolName": call["toolName"],
-            "args": call["args"],
-            "requiresApproval": call["requiresApproval"],
-            "suspendPayload": call["suspendPayload"],
-            "resumeSchema": call["resumeSchema"],
-            "questionId": call.get("questionId", call["toolCallId"]),
-            "approvalMetadata": call.get("approvalMetadata"),
-        }
-        for call in doc["toolCalls"]
-        if call["decision"] is None
-    ]
-
-
-def payload(event: EventDocument, webhook_type: str, run: SnapshotDocument | None, public_url: str) -> dict[str, Any]:
-    """The JSON body of a delivery: ``{type, timestamp, data}`` as the Standard Webhooks
-    specification recommends (docs/webhooks.md "Payload")."""
-    thread_id = event.get("threadId", run["threadId"] if run is not None else None)
-    resource_id = event.get("resourceId", run["resourceId"] if run is not None else None)
-    return {
-        "type": webhook_type,
-        "timestamp": _iso(event["at"]),
-        "data": {
-            "eventId": event["_id"],
-            "agentId": event["agentId"],
-            "runId": event["runId"],
-            "threadId": thread_id,
-            "resourceId": resource_id,
-            "event": {"type": event["type"], "at": _iso(event["at"]), "by": event["by"], "data": event["data"]},
-            "pendingCalls": pending_calls(run),
-            "inboxUrl": inbox_url(public_url, event["agentId"], event["runId"]),
-        },
-    }
 
 
 class WebhookDispatcher:
@@ -200,7 +78,7 @@ class WebhookDispatcher:
         retry: The retry schedule.
         connect_timeout: Seconds to open a connection to a receiver.
         read_timeout: Seconds to wait for each part of its answer.
-        max_active: Deliveries this instance sends at once.
+        max_active: Deliveries this instance sends at once, shared among the receivers (``share``).
         on_attempt: Called after each recorded attempt with its ``AttemptResult`` and the
             ``DeliveryOutcome`` (metrics).
         transport: The httpx2 transport (tests); default: real connections.
@@ -312,7 +190,7 @@ class WebhookDispatcher:
             run = runs.get(event["runId"])
             if run is not None and run["agentId"] != event["agentId"]:
                 run = None
-            body = json.dumps(payload(event, webhook_type, run, self._public_url), default=_json_default)
+            body = delivery_body(event, webhook_type, run, self._public_url)
             deliveries.append(
                 {
                     "_id": f"{event['_id']}.{endpoint.id}",
@@ -355,14 +233,26 @@ class WebhookDispatcher:
             await asyncio.wait(tasks)
         return len(tasks)
 
+    @property
+    def share(self) -> int:
+        """Deliveries to one receiver this instance sends at once: ``max_active`` divided among the
+        receivers (rounded up), so one that hangs keeps the others' slots free."""
+        return max(1, -(-self._max_active // max(len(self._endpoints), 1)))
+
     async def _start_due(self) -> list[asyncio.Task[None]]:
-        free = self._max_active - len(self._active)
-        if free <= 0:
-            return []
         now = utcnow()
-        due = await self._store.claim_webhook_deliveries(
-            by=self._instance_id, until=now + self._lease, now=now, limit=free
-        )
+        sending = Counter(delivery_id.rpartition(".")[2] for delivery_id in self._active)
+        due: list[WebhookDeliveryDocument] = []
+        for receiver in self._endpoints:  # each receiver up to its share of the free slots
+            free = min(self._max_active - len(self._active) - len(due), self.share - sending[receiver])
+            if free > 0:
+                due += await self._store.claim_webhook_deliveries(
+                    by=self._instance_id, until=now + self._lease, now=now, limit=free, endpoint_id=receiver
+                )
+        if len(self._active) + len(due) < self._max_active:  # one of a receiver removed from the settings
+            due += await self._store.claim_webhook_deliveries(
+                by=self._instance_id, until=now + self._lease, now=now, limit=1, other_than=tuple(self._endpoints)
+            )
         tasks = []
         for delivery in due:
             task = asyncio.create_task(self._attempt(delivery), name=f"runsgate-webhook-{delivery['_id']}")
@@ -383,7 +273,9 @@ class WebhookDispatcher:
             result, status_code, error = "network_error", None, "the endpoint is no longer configured"
         else:
             try:
-                result, status_code, error = await self._post(endpoint, delivery)
+                result, status_code, error = await post_delivery(
+                    self._client, endpoint, delivery, limit=self._attempt_limit
+                )
             except asyncio.CancelledError:
                 await self._interrupted(delivery)
                 raise
@@ -443,31 +335,6 @@ class WebhookDispatcher:
                 status_code=None,
                 error="interrupted: the sending instance stopped",
             )
-
-    async def _post(
-        self, endpoint: WebhookEndpoint, delivery: WebhookDeliveryDocument
-    ) -> tuple[AttemptResult, int | None, str | None]:
-        sent_at = datetime.now(UTC)
-        headers = {
-            "content-type": "application/json",
-            "user-agent": "runsgate-webhooks",
-            "webhook-id": delivery["_id"],
-            "webhook-timestamp": str(int(sent_at.timestamp())),
-            "webhook-signature": endpoint.signer.sign(delivery["_id"], sent_at, delivery["body"]),
-        }
-        try:
-            async with asyncio.timeout(self._attempt_limit):
-                response = await self._client.post(endpoint.url, content=delivery["body"].encode(), headers=headers)
-        except (httpx2.TimeoutException, TimeoutError):
-            return "timeout", None, "no answer in time (connect or read timeout)"
-        except httpx2.HTTPError as exc:
-            return "network_error", None, f"request failed: {type(exc).__name__}"
-        code = response.status_code
-        if 200 <= code < 300:
-            return "delivered", code, None
-        if 300 <= code < 400:
-            return "redirect", code, f"answered {code}: redirects are not followed"
-        return "http_error", code, f"answered {code}"
 
     # -- loops -----------------------------------------------------------------------------------
     async def run_forever(self) -> None:

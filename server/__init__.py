@@ -1,6 +1,7 @@
-"""HTTP/WebSocket serving: the Starlette app, config and CLI."""
+"""HTTP/WebSocket serving: the Starlette app (``server.app``), its settings (``server.config``)
+and the command line (``server.cli``).
 
-from .app import create_app
-from .config import ConfigError, Settings, load_settings
-
-__all__ = ["ConfigError", "Settings", "create_app", "load_settings"]
+Importing the package imports none of them: ``runsgate``'s entry point (``server.cli``) reads and
+checks the settings before the app and the agents are imported, and so does each
+``--workers`` process before it answers uvicorn's health check.
+"""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, cast
+from typing import cast
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -26,6 +26,7 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from resolvers import Context
 from runtime import UNAUTHENTICATED, Principal
+from storage import strict_json
 
 from .auth import AuthenticationError, Authenticator
 from .logs import has_credential_parameter
@@ -55,10 +56,6 @@ def unauthorized(error: AuthenticationError) -> JSONResponse:
         status_code=401,
         headers={"WWW-Authenticate": challenge},
     )
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 class AuthenticatedView:
@@ -100,12 +97,13 @@ class AuthenticatedView:
         """Strict JSON for request bodies, GET variables and WebSocket messages.
 
         Refused (``json.JSONDecodeError``, so HTTP answers 400 and a WebSocket closes with 4400):
-        malformed JSON, ``NaN``/``Infinity``, numbers longer than Python's int limit, nesting
-        deeper than the parser's recursion limit, and strings with a lone UTF-16 surrogate
-        (``"\\ud800"``), which no store could encode.
+        what is not RFC 8259 JSON (``storage.strict_json.loads``: malformed text, ``NaN``,
+        ``Infinity``, a number beyond a double such as ``1e999``), numbers longer than Python's
+        int limit, nesting deeper than the parser's recursion limit, and strings with a lone
+        UTF-16 surrogate (``"\\ud800"``), which no store could encode.
         """
         try:
-            value = json.loads(data, parse_constant=_reject_constant)
+            value = strict_json.loads(data)
             escapes = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
             if escapes.search(data):  # type: ignore[arg-type]
                 json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate

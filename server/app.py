@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -49,15 +48,19 @@ from storage import (
     SnapshotStore,
     SQLiteSnapshotStore,
     StoreUnavailableError,
+    strict_json,
 )
 from storage.sqlite import DEFAULT_BUSY_TIMEOUT
 
 from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
-from .config import ConfigError, Settings, load_settings
+from .config import ConfigError, Settings, describe_error, load_settings
+from .frames import NoFraming
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
+from .hosts import LoopbackHostsOnly
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .limits import BodySizeLimit, graphql_extensions
+from .logs import configure_logging
 from .metrics import count_webhook_attempt, metrics
 from .request_id import request_id_middleware
 from .security_settings import ToolRuleConfig, security_problems
@@ -116,12 +119,14 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
 
         Returned as text: Strawberry sends bytes over a WebSocket as a binary frame, and
         ``graphql-transport-ws`` clients (graphql-ws) only read text frames. What orjson refuses
-        (an integer beyond 64 bits in a tool call's ``args``) goes through ``json.dumps``.
+        (an integer beyond 64 bits in a tool call's ``args``) goes through ``json``. Both write
+        RFC 8259 JSON: a float that is not finite (only a document an older runsgate stored can
+        hold one) is ``null`` (``storage.strict_json.dumps_shown``).
         """
         try:
             return orjson.dumps(data).decode()
         except TypeError:
-            return json.dumps(data)
+            return strict_json.dumps_shown(data)
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state
@@ -179,7 +184,7 @@ def tool_rules(settings: Settings, agents: AgentRegistry) -> list[ToolApprovalRu
             try:
                 configured = TypeAdapter(list[ToolRuleConfig]).validate_python(defaults)
             except ValidationError as exc:
-                wrong = "; ".join(f"rule {e['loc'][0] if e['loc'] else '?'}: {e['msg']}" for e in exc.errors())
+                wrong = "; ".join(describe_error(e, f"rule {e['loc'][0] if e['loc'] else '?'}") for e in exc.errors())
                 raise ConfigError(f"invalid configuration: {source}: {wrong}") from None
     rules = [ToolApprovalRule(**rule.model_dump()) for rule in configured]
     problems = tool_rule_problems(rules, agents)
@@ -319,11 +324,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
         from .raw_page import raw_page
 
         routes.append(Route("/bench/raw-page", raw_page, methods=["POST"]))
+    hosts = [] if settings.auth else [Middleware(LoopbackHostsOnly, extra_names=settings.allowed_hosts)]
     return Starlette(
         routes=routes,
         lifespan=lifespan,
         # the request id first, so that even a 413 carries one
-        middleware=[request_id_middleware(), Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)],
+        middleware=[
+            request_id_middleware(),
+            *hosts,  # with authentication off, only this machine's names (DNS rebinding)
+            Middleware(NoFraming),  # no HTML page of runsgate may be framed
+            Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
+        ],
     )
 
 
@@ -335,6 +346,7 @@ def worker_app() -> Starlette:
         ConfigError: As ``create_app``.
     """
     settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format)  # a spawned process starts with none
     parent = os.environ.get("RUNSGATE_WORKER_OF", settings.instance_id)
     return create_app(settings.model_copy(update={"instance_id": f"{parent}-w{os.getpid()}"}))
 

@@ -32,6 +32,8 @@ logger = logging.getLogger("runsgate.auth")
 _TOKEN = re.compile(r"^[A-Za-z0-9\-._~+/]+=*$")
 """RFC 6750 ``b64token``: what a bearer token may contain."""
 MAX_TOKEN_LENGTH = 8192
+JWKS_COOLDOWN = 30.0
+"""Seconds between two fetches of the JWKS caused by tokens naming a key id it lacks (PyJWT's cooldown)."""
 
 
 class AuthenticationError(Exception):
@@ -78,7 +80,12 @@ class JwtVerifier:
         import jwt  # PyJWT (and the cryptography it loads) only when tokens are accepted
 
         self._secret = secret
-        self._jwks = None if jwks_url is None else jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=300, timeout=5)
+        self._jwks = (
+            None
+            if jwks_url is None
+            # an unknown `kid` refreshes the set at most once per cooldown (PyJWT holds a lock meanwhile)
+            else jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=300, timeout=5, cooldown_duration=JWKS_COOLDOWN)
+        )
         default = ["HS256"] if secret is not None else ["RS256", "ES256"]
         self._algorithms = [a for a in (algorithms or default) if a.lower() != "none"]
         self._audience = audience

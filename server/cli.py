@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import socket
 import sys
+from typing import Any
 
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
-from .config import ConfigError, load_settings
+from .config import ConfigError, Settings, load_settings
 from .logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (2 for invalid configuration, 3 when the store cannot start)."""
+    """Run the CLI; returns the exit status (2 for invalid configuration, 3 when the store cannot
+    start, 4 when the address cannot be bound)."""
     parser = argparse.ArgumentParser(prog="runsgate", description="GraphQL server for suspended agent runs.")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="start the GraphQL server")
@@ -73,10 +78,17 @@ def main(argv: list[str] | None = None) -> int:
 WORKERS_ENV = "RUNSGATE_WORKER_OF"
 """Set in the environment of ``--workers`` processes (to the command's instance id) by ``_serve``."""
 
+BIND_FAILED = 4
+"""Exit status when the address cannot be bound (in use, or not this host's)."""
+
 
 def _serve(host: str | None, port: int | None, store: str | None = None, workers: int = 1) -> int:
+    """``runsgate serve``: every check that can refuse the start runs before the app and the agents are
+    imported, quickest first: the settings (2), the address (4), a MongoDB store's reachability
+    (3); then the agents and the rules (2), a SQLite store (3), the app (2)."""
+    options = {name: value for name, value in (("host", host), ("port", port), ("store", store)) if value is not None}
     try:
-        settings = load_settings(**({"store": store} if store else {}))
+        settings = load_settings(**options)
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
@@ -91,7 +103,62 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
             file=sys.stderr,
         )
         return 2
+    from .security_settings import security_problems
+
+    problems = security_problems(settings, settings.host)
+    if problems:
+        print(f"runsgate: invalid configuration: {'; '.join(problems)}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, settings.log_format)
+    try:
+        sock = bind_socket(settings.host, settings.port)
+    except OSError as exc:
+        print(
+            f"runsgate cannot start: {_address(settings.host, settings.port)} cannot be bound ({exc.strerror or exc})",
+            file=sys.stderr,
+        )
+        return BIND_FAILED
+    with sock:
+        return _serve_on(sock, settings, workers)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (not listening yet), as uvicorn's own
+    ``Config.bind_socket`` makes it (``SO_REUSEADDR``, inheritable by ``--workers`` processes).
+
+    Raises:
+        OSError: The address is in use, or not one of this host's.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _serve_on(sock: socket.socket, settings: Settings, workers: int) -> int:
+    if settings.mongodb_uri:  # before the agents and the app are imported (seconds, more under load)
+        from storage.mongo import check_reachable, store_address
+        from storage.protocol import StoreUnavailableError
+
+        try:
+            check_reachable(settings.mongodb_uri, settings.mongodb_timeout)
+        except StoreUnavailableError as exc:
+            address = store_address(settings.mongodb_uri)
+            print(f"runsgate cannot start: the store at {address} is unreachable ({exc})", file=sys.stderr)
+            return 3  # as uvicorn's when a lifespan cannot start
+        except ValueError as exc:
+            print(f"runsgate: invalid configuration: MONGODB_URI: {exc}", file=sys.stderr)
+            return 2
     from runtime.registry import load_registry
 
     try:  # before uvicorn, whose failed lifespan would log a traceback and exit with status 3
@@ -112,33 +179,20 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
     if problem:  # exit status 3, as uvicorn's when a lifespan cannot start (a MongoDB store's case)
         print(problem, file=sys.stderr)
         return 3
-
-    settings = settings.model_copy(
-        update={"host": host or settings.host, "port": settings.port if port is None else port}
-    )
-    try:
-        app = create_app(settings)
-    except ConfigError as exc:
-        print(f"runsgate: {exc}", file=sys.stderr)
-        return 2
-    if settings.mongodb_uri:
-        from storage.mongo import check_reachable, store_address
-        from storage.protocol import StoreUnavailableError
-
-        try:
-            check_reachable(settings.mongodb_uri, settings.mongodb_timeout)
-        except StoreUnavailableError as exc:
-            address = store_address(settings.mongodb_uri)
-            print(f"runsgate cannot start: the store at {address} is unreachable ({exc})", file=sys.stderr)
-            return 3  # as uvicorn's when a lifespan cannot start
-        except ValueError as exc:
-            print(f"runsgate: invalid configuration: MONGODB_URI: {exc}", file=sys.stderr)
-            return 2
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level.lower(),
+        "log_config": None,  # uvicorn's loggers propagate to ours (server.logs): one format, with request ids
+        "ws_max_size": settings.max_body_bytes,  # a WebSocket message is held to the body limit too
+    }
     if workers > 1:
         # Each worker is a new process that builds its own app from the environment (uvicorn's
         # factory by import string), so the command line's options are passed on there; each
         # runs its own lifespan (store connection, sweeper, event feed) and gets its own instance
-        # id, so claims held by one worker are never taken as held by another.
+        # id, so claims held by one worker are never taken as held by another. A worker answers
+        # uvicorn's health check once its interpreter has started, before it imports the app
+        # (server/__init__.py imports nothing), and gets RUNSGATE_WORKER_HEALTHCHECK_TIMEOUT.
         os.environ.update(
             {
                 "RUNSGATE_STORE": settings.store_url,
@@ -147,26 +201,23 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
                 WORKERS_ENV: settings.instance_id,
             }
         )
-        uvicorn.run(
+        config = uvicorn.Config(
             "server.app:worker_app",
             factory=True,
             workers=workers,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
-            log_config=None,
-            ws_max_size=settings.max_body_bytes,
+            timeout_worker_healthcheck=math.ceil(settings.worker_healthcheck_timeout),
+            **options,
         )
+        Multiprocess(config, sockets=[sock]).run()
         return 0
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-        log_config=None,  # uvicorn's loggers propagate to ours (server.logs): one format, with request ids
-        ws_max_size=settings.max_body_bytes,  # a WebSocket message is held to the body limit too
-    )
-    return 0
+    try:  # one process: build the app here (--workers: each worker builds its own, unchecked here twice)
+        app = create_app(settings)
+    except ConfigError as exc:
+        print(f"runsgate: {exc}", file=sys.stderr)
+        return 2
+    server = uvicorn.Server(uvicorn.Config(app, **options))
+    server.run(sockets=[sock])
+    return 0 if server.started else 3  # 3: the lifespan could not start (as uvicorn.run)
 
 
 def _extra_hint(exc: BaseException) -> str:

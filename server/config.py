@@ -12,13 +12,16 @@ keeps working; set together with ``RUNSGATE_STORE``, both must name the same sto
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import uuid
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsConfigDict, SettingsError
 
 from .security_settings import SecuritySettings
@@ -102,6 +105,10 @@ class Settings(SecuritySettings, WebhookSettings):
     validation and extension steps (off while tracing is on). Same responses, less CPU per
     request. ``false`` takes Strawberry's pipeline for every request and executes every field
     through graphql-core."""
+    worker_healthcheck_timeout: Annotated[float, Field(gt=0)] = 30.0
+    """``runsgate serve --workers N``: seconds a worker has to answer uvicorn's health check, at
+    start and then every half second, before uvicorn kills and replaces it (uvicorn's
+    ``timeout_worker_healthcheck``, 5 s by default, is too short for a loaded machine)."""
     bench_endpoints: bool = False
     """Mount ``POST /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 
@@ -182,12 +189,41 @@ class Settings(SecuritySettings, WebhookSettings):
         return value
 
 
+SECRET_SETTINGS = frozenset({"jwt_secret", "api_keys", "webhooks"})
+"""Settings whose refused value a configuration error never shows: they hold a secret, key
+hashes, or webhook secrets. Any other value is shown, a URL's password masked (``_shown``)."""
+
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/?#@]*:)[^\s/?#@]*@", re.IGNORECASE)
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error shows it: quoted, with the password of any URL in it masked."""
+    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
+    return _URL_PASSWORD.sub(r"\g<head>***@", text)
+
+
+def describe_error(error: ErrorDetails, variable: str, *, secret: bool = False) -> str:
+    """One pydantic error as a line of a configuration error: ``VARIABLE: why (got VALUE)``.
+
+    ``variable`` names what the user set (``RUNSGATE_PORT``, ``--store``, ``RUNSGATE_TOOL_RULES[0].scope``);
+    the reason is pydantic's message without its ``Value error, `` prefix; the refused value is
+    left out when ``secret``.
+    """
+    message = error["msg"]
+    if error["type"] in {"value_error", "assertion_error"} and "error" in error.get("ctx", {}):
+        message = str(error["ctx"]["error"])
+    shown = "" if secret or "input" not in error else f" (got {_shown(error['input'])})"
+    return f"{variable}: {message}{shown}" if variable else message
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the settings from the environment; ``overrides`` (command-line options, by field
-    name) win over it and are validated the same way.
+    name: ``store`` is ``--store``) win over it and are validated the same way.
 
     Raises:
-        ConfigError: A variable is invalid; the message names it and says why.
+        ConfigError: A variable or option is invalid; the message names it (an override by its
+            option, ``--store``), says why and shows the refused value, except for
+            ``SECRET_SETTINGS`` and a URL's password.
     """
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
@@ -198,11 +234,16 @@ def load_settings(**overrides: object) -> Settings:
         problems = []
         for error in exc.errors():
             if not error["loc"]:  # a rule across several variables; its message names them
-                problems.append(error["msg"])
+                problems.append(describe_error(error, "", secret=True))
                 continue
             field = str(error["loc"][0])
-            variable = "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
-            if field in {"webhooks", "tool_rules"} and len(error["loc"]) > 1:  # which item, which key (never its value)
+            if field in overrides:
+                variable = "--" + field.replace("_", "-")
+            elif field in {"mongodb_uri", "MONGODB_URI"}:
+                variable = "MONGODB_URI"
+            else:
+                variable = f"RUNSGATE_{field.upper()}"
+            if len(error["loc"]) > 1:  # a list setting: which item, which key
                 variable += f"[{error['loc'][1]}]" + "".join(f".{part}" for part in error["loc"][2:])
-            problems.append(f"{variable}: {error['msg']}")
+            problems.append(describe_error(error, variable, secret=field in SECRET_SETTINGS))
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

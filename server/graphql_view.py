@@ -144,9 +144,31 @@ def is_request_error(result: ExecutionResult) -> bool:
     return result.data is None and bool(result.errors) and all(error.path is None for error in result.errors or [])
 
 
+GRAPHIQL_CREDENTIAL_EDITS = (
+    # GraphiQL writes the headers editor (where a person puts `Authorization: Bearer ...`) to
+    # localStorage, on the origin every page of runsgate shares, and reads it back in every tab
+    # and after a restart; with false it keeps them in the page only (also out of its saved tabs)
+    ("shouldPersistHeaders: true,", "shouldPersistHeaders: false,"),
+    # Strawberry's page fills the headers editor from a `headers` URL parameter: a link could
+    # carry a credential, or make the page send someone else's
+    ("React.useState(parameters.headers)", "React.useState(undefined)"),
+)
+"""Edits of Strawberry's GraphiQL page so that no credential outlives the tab (SECURITY.md)."""
+
+
 def offline_graphiql_html(html: str, root_path: str = "") -> str:
     """Strawberry's GraphiQL page with its CDN URLs pointing at runsgate's own copies, titled
-    "runsgate GraphiQL", opening with ``GRAPHIQL_EXAMPLE_QUERY`` (the page's ``EXAMPLE_QUERY`` constant)."""
+    "runsgate GraphiQL", opening with ``GRAPHIQL_EXAMPLE_QUERY`` (the page's ``EXAMPLE_QUERY``
+    constant), and keeping headers in the page only (``GRAPHIQL_CREDENTIAL_EDITS``).
+
+    Raises:
+        RuntimeError: Strawberry's page no longer has the code an edit of
+            ``GRAPHIQL_CREDENTIAL_EDITS`` changes (an upgrade: the page would keep credentials).
+    """
+    for old, new in GRAPHIQL_CREDENTIAL_EDITS:
+        if old not in html:
+            raise RuntimeError(f"Strawberry's GraphiQL page has no {old!r}: check that it keeps no credential")
+        html = html.replace(old, new)
     html = html.replace("<title>Strawberry GraphiQL</title>", "<title>runsgate GraphiQL</title>", 1)
     start = html.find("const EXAMPLE_QUERY = `")
     end = html.find("`;", start)

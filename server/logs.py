@@ -11,6 +11,11 @@ A JSON line is one object: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``me
 ``exc_info`` (the formatted traceback) when there is one. uvicorn's access lines also get
 ``client``, ``method``, ``path`` (with the query string) and ``status`` (an int) as fields.
 
+A line has a bounded size, whatever a client sends (the log's disk is shared by every client): a
+message longer than ``MAX_MESSAGE_CHARS`` is cut there (graphql-core quotes a client's literal of
+the wrong type whole in its error, which is logged), and so is an access line's ``path``
+(``BoundedMessages``).
+
 Untrusted text never forges a line: a credential sent as a query parameter
 (``CREDENTIAL_PARAMETERS``, refused by the server) is written as ``REDACTED`` in access lines,
 and in the ``text`` format control characters of a message (a newline in an operation name or
@@ -48,6 +53,28 @@ CREDENTIAL_PARAMETERS = frozenset(
 (credentials travel only in the ``Authorization`` header or ``connection_init``), and never logged."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+MAX_MESSAGE_CHARS = 4096
+"""Characters of a log message (and of an access line's path) kept; the rest is cut, saying how much."""
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text``, or its first ``limit`` characters and how many were cut."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters cut)"
+
+
+class BoundedMessages(logging.Filter):
+    """Cut every record's message (and an access record's ``path``) to ``MAX_MESSAGE_CHARS``; the
+    traceback of a fault is kept whole (it is the server's, not a client's)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if len(message) > MAX_MESSAGE_CHARS:
+            record.msg, record.args = bounded(message), None
+        path = getattr(record, "path", None)
+        if isinstance(path, str) and len(path) > MAX_MESSAGE_CHARS:
+            record.path = bounded(path)
+        return True
 
 
 def has_credential_parameter(query_string: str) -> str | None:
@@ -131,6 +158,7 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
     handler.setFormatter(make_formatter(chosen))
     handler.addFilter(CorrelationIdFilter(default_value="-" if chosen == "text" else None))
     handler.addFilter(AccessFields())
+    handler.addFilter(BoundedMessages())  # after AccessFields, which reads the access record's arguments
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -8,10 +8,13 @@ several settings and is called before the server starts.
 from __future__ import annotations
 
 import ipaddress
+import json
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings
+from pydantic_settings import BaseSettings, NoDecode
+
+from .hosts import allowed_name
 
 Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
@@ -106,6 +109,9 @@ class SecuritySettings(BaseSettings):
 
     auth: bool = True
     """Require a bearer token on ``/graphql``. May be off only on a loopback host."""
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """With ``auth`` off, host names answered besides ``localhost``, ``127.0.0.1`` and ``[::1]``
+    (``server.hosts``): comma-separated, or a JSON list."""
     api_keys: list[ApiKeyConfig] = Field(default_factory=list)
     """JSON list of ``{name, hash, scopes, resources}``."""
     jwt_secret: SecretStr | None = None
@@ -147,6 +153,16 @@ class SecuritySettings(BaseSettings):
     """Longest ``declineToolCall`` ``reason``, in UTF-8 bytes."""
     max_ws_operations: Annotated[int, Field(ge=1, le=10_000)] = 20
     """Operations (subscriptions, queries, mutations) in flight at once on one WebSocket."""
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else [n for n in text.split(",") if n.strip()]
+        if isinstance(value, list):
+            return [allowed_name(name) if isinstance(name, str) else name for name in value]
+        return value
 
     @field_validator("jwt_jwks_url")
     @classmethod

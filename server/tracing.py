@@ -14,11 +14,14 @@ in batches (``OTEL_BSP_*`` tune them) and flushed when the server stops. The res
 ``service.name`` = ``runsgate`` unless ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``
 say otherwise, and ``service.instance.id`` = ``RUNSGATE_INSTANCE_ID``. The exporter reads the
 other standard variables (``OTEL_EXPORTER_OTLP_HEADERS``, ``..._TIMEOUT``, ``..._COMPRESSION``).
+A span attribute keeps at most 4096 characters (``MAX_ATTRIBUTE_CHARS``; the standard
+``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` overrides it): the operation span holds the client's document.
 Needs the ``otel`` extra (``pip install 'runsgate[otel]'``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,7 +31,7 @@ from strawberry.extensions import SchemaExtension
 from .config import ConfigError, Settings
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
 
 @dataclass(kw_only=True)
@@ -46,6 +49,22 @@ class Tracing:
         """Export the spans still buffered and stop the exporter (no-op when tracing is off)."""
         if self.provider is not None:
             self.provider.shutdown()
+
+
+MAX_ATTRIBUTE_CHARS = 4096
+"""Characters of a span attribute kept unless the standard ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` or
+``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`` says otherwise: a span holds the operation's whole
+document and each field's arguments, and the exporter queues 2048 spans."""
+
+
+def span_limits() -> SpanLimits:
+    """OpenTelemetry's span limits, attributes cut at ``MAX_ATTRIBUTE_CHARS`` by default."""
+    from opentelemetry.sdk.trace import SpanLimits
+
+    configured = any(
+        os.environ.get(name) for name in ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+    )
+    return SpanLimits() if configured else SpanLimits(max_span_attribute_length=MAX_ATTRIBUTE_CHARS)
 
 
 def start_tracing(settings: Settings) -> Tracing:
@@ -82,6 +101,6 @@ def start_tracing(settings: Settings) -> Tracing:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter(endpoint=settings.otlp_traces_endpoint)
-    provider = TracerProvider(resource=resource)
+    provider = TracerProvider(resource=resource, span_limits=span_limits())
     provider.add_span_processor(BatchSpanProcessor(exporter))
     return Tracing(extensions=[partial(TracedOperations, tracer_provider=provider)], provider=provider)

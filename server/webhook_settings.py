@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
-from runtime import WEBHOOK_EVENTS, RetryPolicy, WebhookEndpoint
+if TYPE_CHECKING:  # runtime is imported when a receiver is configured: reading settings stays light
+    from runtime import RetryPolicy, WebhookEndpoint
 
 SECRET_PREFIX = "whsec_"
 MIN_SECRET_BYTES = 24
@@ -58,6 +59,8 @@ class WebhookConfig(BaseModel):
     @field_validator("events")
     @classmethod
     def _events(cls, value: list[str]) -> list[str]:
+        from runtime import WEBHOOK_EVENTS
+
         unknown = sorted(set(value) - WEBHOOK_EVENTS)
         if unknown:
             raise ValueError(f"unknown event type(s) {unknown}; known: {sorted(WEBHOOK_EVENTS)}")
@@ -84,6 +87,8 @@ class WebhookConfig(BaseModel):
 
     def to_endpoint(self) -> WebhookEndpoint:
         """The runtime's endpoint."""
+        from runtime import WebhookEndpoint
+
         return WebhookEndpoint(
             url=self.url,
             secret=self.secret.get_secret_value(),
@@ -129,6 +134,8 @@ class WebhookSettings(BaseSettings):
     @property
     def retry_policy(self) -> RetryPolicy:
         """The retry schedule of these settings."""
+        from runtime import RetryPolicy
+
         return RetryPolicy(
             retry_for=self.webhook_retry_for, initial_delay=self.webhook_backoff, max_delay=self.webhook_backoff_max
         )

@@ -1,6 +1,6 @@
 """Per-run write locks for ``MongoSnapshotStore``: one writer per run, across processes.
 
-MongoDB applies each conditional update atomically, but FerretDB 1.24, our test server and a
+MongoDB applies each conditional update atomically, but FerretDB 1.24, one of our test servers and a
 supported deployment, does not: it runs ``findAndModify``/``update`` as a query followed by a
 write of the whole document by ``_id`` (``internal/handler/msg_findandmodify.go``,
 ``internal/backends/sqlite/collection.go``). Two processes updating one run can both match

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Sequence
+import math
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -38,6 +39,7 @@ from .documents import (
     earliest_deadline,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, event_list
+from .strict_json import NotStrictJsonError
 
 _T = TypeVar("_T")
 _IMMUTABLE = (str, int, float, bool, bytes, datetime, type(None))
@@ -50,7 +52,12 @@ def _event_id(event: EventDocument) -> str:
 def _copy(value: _T) -> _T:
     """A deep copy of a stored document or value: dicts and lists are copied, immutable scalars
     (str, numbers, datetimes, None) shared, which costs less than ``copy.deepcopy`` on these
-    shapes; anything else falls back to it."""
+    shapes; anything else falls back to it.
+
+    Raises:
+        storage.strict_json.NotStrictJsonError: A float that is not finite, which the other stores
+            cannot hold either (RFC 8259 JSON).
+    """
     return cast(_T, _copy_any(value))
 
 
@@ -60,6 +67,8 @@ def _copy_any(value: Any) -> Any:
         return {k: _copy_any(v) for k, v in value.items()}
     if kind is list:
         return [_copy_any(v) for v in value]
+    if kind is float and not math.isfinite(value):
+        raise NotStrictJsonError("a float that is not finite (NaN, Infinity) has no JSON form")
     if isinstance(value, _IMMUTABLE):
         return value
     return copy.deepcopy(value)
@@ -562,7 +571,14 @@ class MemorySnapshotStore:
         return added
 
     async def claim_webhook_deliveries(
-        self, *, by: str, until: datetime, now: datetime, limit: int
+        self,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        limit: int,
+        endpoint_id: str | None = None,
+        other_than: Collection[str] = (),
     ) -> list[WebhookDeliveryDocument]:
         due = sorted(
             (
@@ -571,6 +587,8 @@ class MemorySnapshotStore:
                 if d["status"] == "pending"
                 and d["nextAttemptAt"] <= now
                 and (d["lease"] is None or d["lease"]["until"] < now)
+                and (endpoint_id is None or d["endpointId"] == endpoint_id)
+                and d["endpointId"] not in other_than
             ),
             key=lambda d: (d["nextAttemptAt"], d["_id"]),
         )[:limit]

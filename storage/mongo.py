@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from datetime import datetime
 from typing import Any, cast
@@ -37,6 +37,7 @@ from gridfs.asynchronous import AsyncGridFSBucket
 from gridfs.errors import NoFile
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.cursor import AsyncCursor
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import (
     BulkWriteError,
@@ -46,6 +47,7 @@ from pymongo.errors import (
     OperationFailure,
 )
 
+from ._mongo_conditions import no_value
 from ._query import normalized_filter
 from ._run_lock import RunWriteLocks
 from .documents import (
@@ -116,13 +118,25 @@ LISTING_ORDER = [("createdAt", DESCENDING), ("_id", DESCENDING)]
 REVERSE_ORDER = [("createdAt", ASCENDING), ("_id", ASCENDING)]
 
 
+UNAVAILABLE_CODES = frozenset({1, 6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
+"""Server error codes that mean "not now" rather than "not this request": InternalError (1), which
+FerretDB 2 answers while it cannot reach its PostgreSQL, and those MongoDB's retryable-writes
+specification retries (network errors, shutdown, primary changes) that PyMongo does not already
+raise as a ``ConnectionFailure``."""
+
+
 @asynccontextmanager
 async def _reachable() -> AsyncIterator[None]:
-    """Turn connection failures into ``StoreUnavailableError`` (no internals leak upward)."""
+    """Turn connection failures, and server errors of ``UNAVAILABLE_CODES``, into
+    ``StoreUnavailableError`` (no internals leak upward)."""
     try:
         yield
     except ConnectionFailure as exc:
         raise StoreUnavailableError(f"MongoDB is unreachable: {type(exc).__name__}") from exc
+    except OperationFailure as exc:
+        if exc.code not in UNAVAILABLE_CODES:
+            raise
+        raise StoreUnavailableError(f"MongoDB could not serve the request now (error {exc.code})") from exc
 
 
 _NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}
@@ -197,6 +211,13 @@ def _keyset(key: SortKey, op: str) -> Document:
     return {"$or": [{"createdAt": {op: key.created_at}}, {"createdAt": key.created_at, "_id": {op: key.run_id}}]}
 
 
+def _page(cursor: AsyncCursor[Document], limit: int) -> AsyncCursor[Document]:
+    """``cursor`` limited to ``limit`` documents, all in its first batch: one round trip, no
+    ``getMore`` (a first batch holds 101 documents unless told; a second costs about 30 ms more on
+    DocumentDB). Every read with a limit goes through here; a reply over 16 MB still splits."""
+    return cursor.limit(limit).batch_size(limit)
+
+
 def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
     """The MongoDB filter for a listing: equality fields first, then the inclusive date range."""
     f = normalized_filter(run_filter)
@@ -222,16 +243,14 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
 
 def _undecided(agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None) -> Document:
     """The filter of a decision's (or an approval's) conditional update: the suspended run whose
-    call at ``index`` is ``tool_call_id``, still waiting on ``question_id``, with no decision."""
+    call at ``index`` is ``tool_call_id``, still waiting on ``question_id`` (``None``: a call
+    without one, stored before calls had a ``questionId``), with no decision."""
     path = f"toolCalls.{index}"
-    return {
-        "_id": run_id,
-        "agentId": agent_id,
-        "status": "suspended",
-        f"{path}.toolCallId": tool_call_id,
-        f"{path}.questionId": question_id,  # None also matches a call without the field
-        f"{path}.decision": None,
-    }
+    query: Document = {"_id": run_id, "agentId": agent_id, "status": "suspended", f"{path}.toolCallId": tool_call_id}
+    if question_id is not None:
+        query[f"{path}.questionId"] = question_id
+        return {**query, **no_value(f"{path}.decision")}
+    return {**query, **no_value(f"{path}.decision", f"{path}.questionId")}
 
 
 def _deadline_once_decided(index: int) -> Callable[[Document], Document]:
@@ -246,7 +265,8 @@ def _deadline_once_decided(index: int) -> Callable[[Document], Document]:
 
 
 class MongoSnapshotStore:
-    """``SnapshotStore`` on a MongoDB wire-protocol server (MongoDB 6+ or FerretDB 1.24).
+    """``SnapshotStore`` on a MongoDB wire-protocol server (MongoDB 6+, FerretDB 2.5 on DocumentDB or
+    FerretDB 1.24; every condition means the same on each, ``_mongo_conditions``).
 
     Args:
         uri: A ``mongodb://`` URI; its path names the database (default ``runsgate``).
@@ -403,7 +423,8 @@ class MongoSnapshotStore:
         if not run_ids:
             return []
         async with _reachable():
-            docs = await self._runs.find({"_id": {"$in": list(dict.fromkeys(run_ids))}}).to_list()
+            ids = list(dict.fromkeys(run_ids))
+            docs = await _page(self._runs.find({"_id": {"$in": ids}}), len(ids)).to_list()
         return _snapshots(docs)
 
     async def list_runs(
@@ -429,7 +450,7 @@ class MongoSnapshotStore:
         if skip and not from_end:
             cursor = cursor.skip(skip)
         if limit is not None:
-            cursor = cursor.limit(limit)
+            cursor = _page(cursor, limit)
         async with _reachable():
             docs = await cursor.to_list()
         if from_end:
@@ -595,13 +616,8 @@ class MongoSnapshotStore:
         whose ``completed`` event was pending is deleted with its history. Returns how many
         snapshots were completed (``pending_events`` index)."""
         async with _reachable():
-            docs = (
-                await self._runs.find(
-                    {"pendingEvents.at": {"$lt": before}}, {"pendingEvents": 1, "historyId": 1, "version": 1}
-                )
-                .limit(limit)
-                .to_list()
-            )
+            fields = {"pendingEvents": 1, "historyId": 1, "version": 1}
+            docs = await _page(self._runs.find({"pendingEvents.at": {"$lt": before}}, fields), limit).to_list()
         for doc in docs:
             events = doc["pendingEvents"]
             await self._append_each(events)
@@ -820,14 +836,14 @@ class MongoSnapshotStore:
             "pendingCount": 0,
             "$or": [
                 {"status": "resuming", "claim.until": {"$lt": now}},
-                {"status": "suspended", "lastError": None, "updatedAt": {"$lt": idle_before}},
+                {"status": "suspended", **no_value("lastError"), "updatedAt": {"$lt": idle_before}},
             ],
             **_NOT_FINISHED,
         }
         async with _reachable():
-            docs = (
-                await self._runs.find(query).sort([("updatedAt", ASCENDING), ("_id", ASCENDING)]).limit(limit).to_list()
-            )
+            docs = await _page(
+                self._runs.find(query).sort([("updatedAt", ASCENDING), ("_id", ASCENDING)]), limit
+            ).to_list()
         return _snapshots(docs)
 
     async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
@@ -836,7 +852,7 @@ class MongoSnapshotStore:
         return _snapshots(docs)
 
     def _expired_cursor(self, now: datetime, limit: int) -> Any:
-        return self._runs.find({"expiresAt": {"$lte": now}}).sort(EXPIRY_ORDER).limit(limit)
+        return _page(self._runs.find({"expiresAt": {"$lte": now}}).sort(EXPIRY_ORDER), limit)
 
     async def explain_expired_runs(self, *, now: datetime, limit: int) -> Mapping[str, Any]:
         """The server's query plan of ``list_expired_runs`` (index checks)."""
@@ -872,7 +888,7 @@ class MongoSnapshotStore:
         if resource_ids is not None:
             query["resourceId"] = {"$in": sorted(resource_ids)}
         async with _reachable():
-            docs = await self._events.find(query).sort([("_id", ASCENDING)]).limit(limit).to_list()
+            docs = await _page(self._events.find(query).sort([("_id", ASCENDING)]), limit).to_list()
         return _events(docs)
 
     # -- idempotency ---------------------------------------------------------------------------
@@ -919,7 +935,7 @@ class MongoSnapshotStore:
     @staticmethod
     def _held_key(key_id: str, by: str | None) -> Document:
         """The condition of a reservation still held (by ``by`` unless ``None``): no result yet."""
-        held: Document = {"_id": key_id, "result": None, "resultJson": None}
+        held: Document = {"_id": key_id, **no_value("result", "resultJson")}  # either form of the answer
         if by is not None:
             held["reservedBy"] = by
         return held
@@ -967,22 +983,30 @@ class MongoSnapshotStore:
         return added
 
     async def claim_webhook_deliveries(
-        self, *, by: str, until: datetime, now: datetime, limit: int
+        self,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        limit: int,
+        endpoint_id: str | None = None,
+        other_than: Collection[str] = (),
     ) -> list[WebhookDeliveryDocument]:
         """Each candidate is leased by one conditional update under its write lease (``_run_lock``:
         FerretDB does not apply conditional updates atomically)."""
         due: Document = {
             "status": "pending",
             "nextAttemptAt": {"$lte": now},
-            "$or": [{"lease": None}, {"lease.until": {"$lt": now}}],
+            "$or": [no_value("lease"), {"lease.until": {"$lt": now}}],
         }
+        if endpoint_id is not None or other_than:
+            due["endpointId"] = {
+                **({"$eq": endpoint_id} if endpoint_id is not None else {}),
+                **({"$nin": list(other_than)} if other_than else {}),
+            }
         async with _reachable():
-            candidates = (
-                await self._deliveries.find(due, {"_id": 1})
-                .sort([("nextAttemptAt", ASCENDING), ("_id", ASCENDING)])
-                .limit(limit)
-                .to_list()
-            )
+            order = [("nextAttemptAt", ASCENDING), ("_id", ASCENDING)]
+            candidates = await _page(self._deliveries.find(due, {"_id": 1}).sort(order), limit).to_list()
             claimed: list[WebhookDeliveryDocument] = []
             for candidate in candidates:
                 async with self._lock(f"webhook:{candidate['_id']}"):
@@ -1040,7 +1064,7 @@ class MongoSnapshotStore:
         if resource_ids is not None:
             query["resourceId"] = {"$in": sorted(resource_ids)}
         async with _reachable():
-            docs = await self._deliveries.find(query).sort([("_id", DESCENDING)]).limit(limit).to_list()
+            docs = await _page(self._deliveries.find(query).sort([("_id", DESCENDING)]), limit).to_list()
         return [cast(WebhookDeliveryDocument, doc) for doc in docs]
 
     # -- run updates ---------------------------------------------------------------------------
@@ -1094,7 +1118,9 @@ class MongoSnapshotStore:
     async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> Mapping[str, Any]:
         """The server's query plan for a listing page (index checks, ``bench/``)."""
         async with _reachable():
-            return await self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER).limit(limit).explain()
+            return await _page(
+                self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER), limit
+            ).explain()
 
 
 __all__ = ["EVENT_FEED_INDEX", "LISTING_INDEXES", "MongoSnapshotStore", "listing_query"]

@@ -29,7 +29,7 @@ several server instances can share one store without transactions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -433,12 +433,20 @@ class WebhookDeliveries(Protocol):
         ...
 
     async def claim_webhook_deliveries(
-        self, *, by: str, until: datetime, now: datetime, limit: int
+        self,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        limit: int,
+        endpoint_id: str | None = None,
+        other_than: Collection[str] = (),
     ) -> list[WebhookDeliveryDocument]:
         """Lease up to ``limit`` due deliveries to ``by`` until ``until``: those ``pending`` whose
         ``nextAttemptAt`` is at or before ``now`` and that nobody holds (no lease, or one that
         expired before ``now``). Each is leased by one conditional write, so two instances never
-        both get one. Oldest ``nextAttemptAt`` first; returns the leased documents."""
+        both get one. Oldest ``nextAttemptAt`` first; returns the leased documents. With
+        ``endpoint_id``, only deliveries to that endpoint; none to an endpoint of ``other_than``."""
         ...
 
     async def finish_webhook_attempt(

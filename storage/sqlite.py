@@ -67,7 +67,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -1306,16 +1306,31 @@ class SQLiteSnapshotStore:
         return added
 
     async def claim_webhook_deliveries(
-        self, *, by: str, until: datetime, now: datetime, limit: int
+        self,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        limit: int,
+        endpoint_id: str | None = None,
+        other_than: Collection[str] = (),
     ) -> list[WebhookDeliveryDocument]:
+        which = ""
+        params: list[Any] = [by, _ms(until), _ms(now), _ms(now)]
+        if endpoint_id is not None:
+            which += " AND endpoint_id = ?"
+            params.append(endpoint_id)
+        if other_than:
+            which += f" AND endpoint_id NOT IN ({', '.join('?' * len(other_than))})"
+            params.extend(other_than)
         async with self._transaction() as conn:  # BEGIN IMMEDIATE: the select and the lease are one step
             rows = list(
                 await conn.execute_fetchall(
                     "UPDATE webhook_deliveries SET lease_by = ?, lease_until = ? WHERE delivery_id IN ("
                     "SELECT delivery_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? "
-                    "AND (lease_until IS NULL OR lease_until < ?) ORDER BY next_attempt_at, delivery_id LIMIT ?) "
-                    f"RETURNING {_DELIVERY_COLUMNS}",
-                    (by, _ms(until), _ms(now), _ms(now), limit),
+                    f"AND (lease_until IS NULL OR lease_until < ?){which} ORDER BY next_attempt_at, delivery_id "
+                    f"LIMIT ?) RETURNING {_DELIVERY_COLUMNS}",
+                    (*params, limit),
                 )
             )
         docs = [_delivery(row) for row in rows]

@@ -17,7 +17,9 @@ stored as BSON values:
 
 The text is what Python's ``json`` writes (compact, UTF-8 kept), so it reads back equal: any
 key, integers of any size, floats exactly (shortest repr). A string holding a lone UTF-16
-surrogate, which UTF-8 cannot encode, is written with ASCII escapes instead.
+surrogate, which UTF-8 cannot encode, is written with ASCII escapes instead. It is RFC 8259 JSON
+(``storage.strict_json``): a float that is not finite is refused, never written as ``Infinity``;
+text an older runsgate wrote with ``Infinity`` in it is still read.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from . import strict_json
 
 SUFFIX = "Json"
 """A JSON-bearing field ``f`` is stored by MongoDB as JSON text under ``f + SUFFIX``."""
@@ -48,16 +52,18 @@ def dumps(value: Any) -> str:
     Raises:
         TypeError: ``value`` is not JSON (plain ``dict``/``list``/``str``/``int``/``float``/
             ``bool``/``None``); callers convert first (``runtime._json.jsonable``).
+        storage.strict_json.NotStrictJsonError: ``value`` holds a float that is not finite.
         ValueError: ``value`` nests deeper than Python's recursion limit allows.
     """
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = strict_json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if not text.isascii() and _SURROGATE.search(text):
-        return json.dumps(value, separators=(",", ":"))
+        return strict_json.dumps(value, separators=(",", ":"))
     return text
 
 
 def loads(text: str) -> Any:
-    """The value of JSON text written by ``dumps``."""
+    """The value of JSON text written by ``dumps``, or by an older runsgate (which could write
+    ``Infinity``: read as a float, shown as ``null``)."""
     return json.loads(text)
 
 

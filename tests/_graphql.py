@@ -35,10 +35,11 @@ from resolvers.federation import FederationSchema
 from server.graphql_view import GraphQLView
 
 from ._auth import TestKey
+from ._processes import scaled
 
-WAIT = 30.0
+WAIT = scaled(30.0)
 """Seconds to wait for an answer (HTTP response, WebSocket message) before failing: a liveness
-bound, not a speed check."""
+bound, not a speed check (30 s times ``RUNSGATE_TEST_WAIT_SCALE``)."""
 
 REFUND = "refund-agent"
 WEATHER = "weather-agent"
@@ -323,7 +324,7 @@ async def run_event_ids(base_url: str, run_id: str, agent_id: str = REFUND) -> l
 
 
 # -- HTTP, sync -------------------------------------------------------------------------------
-_CLIENT = httpx.Client(timeout=60)
+_CLIENT = httpx.Client(timeout=scaled(60))
 """One keep-alive client for every synchronous request of the session (a new connection per
 call is slow)."""
 

@@ -17,6 +17,8 @@ from typing import Any
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from ._processes import scaled
+
 HANG = -1
 """A scripted answer: keep the connection open without answering (until the test ends)."""
 
@@ -99,7 +101,8 @@ class Receiver:
             return [r for r in self.received if r.payload["type"] == event_type]
 
     def wait_for(self, predicate: Callable[[Receiver], bool], timeout: float = 30.0) -> None:
-        """Poll until ``predicate(self)`` holds; ``AssertionError`` with what arrived after ``timeout`` s."""
+        """Poll until ``predicate(self)`` holds; ``AssertionError`` with what arrived after ``scaled(timeout)`` s."""
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate(self):

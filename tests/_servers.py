@@ -1,9 +1,11 @@
-"""Real servers for tests: FerretDB (or ``MONGODB_URI``) and runsgate itself under uvicorn.
+"""Real servers for tests: the MongoDB test servers (or ``MONGODB_URI``) and runsgate itself under uvicorn.
 
 Storage tests run against a real MongoDB wire-protocol server, never a mock. With
-``MONGODB_URI`` set, that server is used; otherwise FerretDB v1.24.2 (SQLite backend) is
-started on a free loopback port with its data in a temporary directory and stopped after the
-session. The binary comes from ``FERRETDB_BIN``, ``PATH`` or ``scripts/install-ferretdb.sh``.
+``MONGODB_URI`` set, that server is used; otherwise FerretDB v2.5.0 on PostgreSQL with
+DocumentDB (``tests/_documentdb.py``; ``FERRETDB2_BIN`` or ``scripts/install-documentdb.sh``)
+is started on free loopback ports with its data in a temporary directory and stopped after the
+session. The storage suites also run on FerretDB v1.24.2 (SQLite backend, ``ferretdb()``; the
+binary from ``FERRETDB_BIN``, ``PATH`` or ``scripts/install-ferretdb.sh``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
+
+from . import _documentdb, _processes
+from ._processes import scaled
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,8 +58,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + timeout
+READY_WAIT = 90.0
+"""Seconds a started server gets to listen and answer, before ``scaled`` (a runsgate process
+imports for seconds, tens of seconds on a loaded machine)."""
+
+
+def wait_for_port(port: int, timeout: float = READY_WAIT, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Return once 127.0.0.1:``port`` accepts connections, waiting at most ``scaled(timeout)``.
+
+    Raises:
+        RuntimeError: ``proc`` exited first.
+        TimeoutError: Nothing listened in time.
+    """
+    within = scaled(timeout)
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
@@ -63,18 +80,13 @@ def wait_for_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes
                 return
         except OSError:
             time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {within:g} s ({_processes.WAIT_SCALE_VARIABLE})")
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
-    """SIGTERM (a graceful shutdown), then SIGKILL after ``timeout`` seconds; no-op if it exited."""
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    """End ``proc``'s process group: SIGTERM (a graceful shutdown), then SIGKILL after ``timeout``
+    seconds; no-op if it exited (``tests._processes.stop``)."""
+    _processes.stop(proc, timeout)
 
 
 @contextmanager
@@ -85,30 +97,32 @@ def listening_process(
     *,
     cwd: Path = ROOT,
     env: dict[str, str] | None = None,
-    timeout: float = 30.0,
+    timeout: float = READY_WAIT,
     stop_timeout: float = 15.0,
     marked: bool = True,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``command`` (output appended to ``log``) until the block ends; yield it once ``port``
-    accepts connections on 127.0.0.1. The running test must carry the ``process`` marker unless
-    ``marked`` is False (FerretDB, started once per session).
+    """Run ``command`` (output appended to ``log``, in its own process group) until the block
+    ends; yield it once ``port`` accepts connections on 127.0.0.1. The running test must carry the
+    ``process`` marker unless ``marked`` is False (FerretDB, started once per session).
 
     Raises:
-        RuntimeError: The process exited, or did not listen within ``timeout`` seconds; the
-            message ends with the tail of ``log``.
+        RuntimeError: The process exited, or did not listen within ``scaled(timeout)`` seconds;
+            the message ends with the tail of ``log``.
     """
     if marked:
         require_process_marker(Path(command[0]).name)
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(list(command), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
+    with _processes.logged(command, log, grace=stop_timeout, cwd=cwd, env=env) as proc:
         try:
             wait_for_port(port, timeout=timeout, proc=proc)
         except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"{command[0]} did not start: {exc}\n{log.read_text()[-3000:]}") from exc
+            raise RuntimeError(f"{command[0]} did not start: {exc}\n{log_tail(log)}") from exc
         yield proc
-    finally:
-        stop_process(proc, stop_timeout)
+
+
+def log_tail(log: Path, size: int = 3000) -> str:
+    """The last ``size`` characters of ``log`` (a started process's output), or a note that it is empty."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return f"--- last {min(size, len(text))} characters of {log} ---\n{text[-size:]}" if text else f"({log} is empty)"
 
 
 def ferretdb_binary() -> str | None:
@@ -117,7 +131,7 @@ def ferretdb_binary() -> str | None:
         if candidate and _runs(candidate):
             return candidate
     script = ROOT / "scripts" / "install-ferretdb.sh"
-    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    result = _processes.run(["bash", str(script)], capture_output=True, text=True, timeout=1800)
     if result.returncode == 0 and result.stdout.strip():
         return result.stdout.strip().splitlines()[-1]
     sys.stderr.write(result.stderr)
@@ -127,14 +141,26 @@ def ferretdb_binary() -> str | None:
 def _runs(binary: str) -> bool:
     """A plain ``go install`` build of FerretDB 1.24 panics at start; accept only one that runs."""
     try:
-        return subprocess.run([binary, "--version"], capture_output=True, timeout=10, check=False).returncode == 0
-    except OSError:
+        return _processes.run([binary, "--version"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
         return False
 
 
 @contextmanager
+def documentdb() -> Iterator[str]:
+    """Start FerretDB 2 on PostgreSQL with DocumentDB on free loopback ports, in a temporary
+    folder; yield its base URI (no database).
+
+    Raises:
+        RuntimeError: It could not be built or started (the message says why).
+    """
+    with _documentdb.documentdb() as server:
+        yield server.uri
+
+
+@contextmanager
 def ferretdb() -> Iterator[str]:
-    """Start FerretDB on a free loopback port; yield its base URI (no database)."""
+    """Start FerretDB 1.24 on a free loopback port; yield its base URI (no database)."""
     with tempfile.TemporaryDirectory(prefix="runsgate-ferretdb-") as data, ferretdb_process(Path(data)) as uri:
         yield uri
 
@@ -206,8 +232,9 @@ def runsgate_servers(
 ) -> Iterator[list[RunsgateServer]]:
     """Start one ``python -m server serve`` (or ``command``) per log file, all at once (cwd: the repository).
 
-    Yields them once each answers ``/healthz``; terminates them (SIGTERM, uvicorn's graceful
-    shutdown, then SIGKILL after 15 s) when the block ends, unless already dead. ``variables``
+    Each runs in its own process group. Yields them once each answers ``/healthz`` (within
+    ``scaled(READY_WAIT)``; else AssertionError with the tail of its log); ends their groups
+    (SIGTERM, uvicorn's graceful shutdown, then SIGKILL after 15 s) when the block ends. ``variables``
     are the settings every process gets (``RUNSGATE_LOG_LEVEL`` defaults to ``WARNING``; ``RUNSGATE_AUTH``
     to ``off``, allowed since the processes listen on 127.0.0.1: tests of authentication pass
     ``RUNSGATE_AUTH="on"`` and ``RUNSGATE_API_KEYS``).
@@ -219,7 +246,7 @@ def runsgate_servers(
         for log in logs:
             port = free_port()
             with open(log, "ab") as out:
-                proc = subprocess.Popen(
+                proc = _processes.start(
                     [*command, "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
                 )
             started.append((proc, port, log))
@@ -227,14 +254,14 @@ def runsgate_servers(
         for proc, port, log in started:
             url = f"http://127.0.0.1:{port}"
             try:
-                wait_for_port(port, timeout=30, proc=proc)
+                wait_for_port(port, proc=proc)
                 _wait_healthy(url, proc)
             except (RuntimeError, TimeoutError) as exc:
-                raise AssertionError(f"runsgate did not start: {exc}\n{log.read_text()[-3000:]}") from exc
+                raise AssertionError(f"runsgate did not start: {exc}\n{log_tail(log)}") from exc
             servers.append(RunsgateServer(url, proc, log))
         yield servers
     finally:
-        for proc, _, _ in started:
+        for proc, _, _ in started:  # all at once: each takes up to a few seconds to shut down
             if proc.poll() is None:
                 proc.terminate()
         for proc, _, _ in started:
@@ -255,15 +282,16 @@ def runsgate_process(log: Path, command: Sequence[str] = SERVE, **variables: str
         yield urls[0]
 
 
-def _wait_healthy(base_url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+def _wait_healthy(base_url: str, proc: subprocess.Popen[bytes], timeout: float = READY_WAIT) -> None:
+    within = scaled(timeout)
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"exited with {proc.returncode}")
         try:
-            if httpx.get(f"{base_url}/healthz", timeout=2).status_code == 200:
+            if httpx.get(f"{base_url}/healthz", timeout=scaled(5)).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(0.05)
-    raise TimeoutError(f"{base_url}/healthz did not answer 200 in {timeout} s")
+    raise TimeoutError(f"{base_url}/healthz did not answer 200 in {within:g} s ({_processes.WAIT_SCALE_VARIABLE})")

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
-from . import _servers
-from ._servers import ferretdb, with_database
+from . import _processes, _servers
+from ._servers import documentdb, ferretdb, with_database
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 HERE = Path(__file__).resolve().parent
@@ -37,6 +40,60 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.process)
 
 
+class _LoadWatch:
+    """The 1-minute load average, read every 10 s while the session runs (docs/testing.md "A busy machine")."""
+
+    def __init__(self) -> None:
+        self.samples = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="load-average", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(10):
+            self.samples.append(os.getloadavg()[0])
+
+    def summary(self) -> str:
+        self._stop.set()
+        self.samples.append(os.getloadavg()[0])
+        mean = sum(self.samples) / len(self.samples)
+        return (
+            f"load average (1 min, {os.cpu_count()} cores): start {self.samples[0]:.2f}, "
+            f"mean {mean:.2f}, max {max(self.samples):.2f}, end {self.samples[-1]:.2f}"
+        )
+
+
+_LOAD: _LoadWatch | None = None
+
+
+def pytest_sessionstart() -> None:
+    """Watch the load; and let SIGTERM and SIGHUP (a CI time-out, a closed terminal) end the session
+    as Ctrl-C does, so that the teardowns end every process group the tests started: those groups
+    are not pytest's own, so a signal to pytest's group no longer reaches them."""
+    global _LOAD
+    _LOAD = _LoadWatch()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
+
+
+def pytest_report_header() -> list[str]:
+    """The machine's load and the wait scale, at the top of every run."""
+    one, five, fifteen = os.getloadavg()
+    return [
+        f"load average: {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cores); "
+        f"{_processes.WAIT_SCALE_VARIABLE}={_processes.wait_scale():g}"
+    ]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The load average over the run, beside the counts; and any process group a test left running."""
+    if _LOAD is not None:
+        terminalreporter.write_line(_LOAD.summary())
+    left = _processes.kill_leftovers()
+    if left:
+        terminalreporter.write_line(f"killed {len(left)} process group(s) left running by tests: {left}", red=True)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Let ``_servers.require_process_marker`` see the test whose fixtures are being set up."""
@@ -45,7 +102,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def mongodb_server() -> Iterator[str]:
-    """Base URI of a real MongoDB wire-protocol server: ``MONGODB_URI`` or a FerretDB we start.
+    """Base URI of the MongoDB wire-protocol server of the MongoDB tests: ``MONGODB_URI``, or
+    FerretDB 2.5 on PostgreSQL with DocumentDB, started for the session.
 
     Under ``CI=true`` a missing server fails the run instead of skipping MongoDB tests.
     """
@@ -53,7 +111,7 @@ def mongodb_server() -> Iterator[str]:
         yield os.environ["MONGODB_URI"]
         return
     try:
-        with ferretdb() as uri:
+        with documentdb() as uri:
             yield uri
     except RuntimeError as exc:
         if IN_CI:
@@ -61,10 +119,40 @@ def mongodb_server() -> Iterator[str]:
         pytest.skip(f"no MongoDB server: {exc}")
 
 
+@pytest.fixture(scope="session")
+def ferretdb1_server() -> Iterator[str]:
+    """Base URI of FerretDB 1.24 (SQLite backend), started for the session: the second engine
+    of the storage suites (``STORE_KINDS``). Skipped when ``MONGODB_URI`` names the session's
+    one MongoDB server; failed rather than skipped under ``CI=true`` when it cannot start."""
+    if os.environ.get("MONGODB_URI"):
+        pytest.skip("MONGODB_URI names this session's MongoDB server")
+    try:
+        with ferretdb() as uri:
+            yield uri
+    except RuntimeError as exc:
+        if IN_CI:
+            pytest.fail(f"no FerretDB 1.24 for the tests: {exc}")
+        pytest.skip(f"no FerretDB 1.24: {exc}")
+
+
 @pytest.fixture
 def mongodb_uri(mongodb_server: str) -> str:
     """A URI naming a fresh database on the test server."""
     return with_database(mongodb_server)
+
+
+MONGO_SERVERS = {"mongo": "mongodb_server", "ferretdb1": "ferretdb1_server"}
+"""The store kinds on a MongoDB wire-protocol server, and the fixture of each one's server."""
+STORE_KINDS = ["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)]
+"""The stores most suites run against; ``mongo`` is ``mongodb_server``."""
+STORAGE_STORE_KINDS = [*STORE_KINDS, pytest.param("ferretdb1", marks=pytest.mark.mongo)]
+"""The stores of ``tests/storage`` (its ``conftest.py``): FerretDB 1.24 too, whose conditional
+writes must mean what they mean on DocumentDB and MongoDB."""
+
+
+def kind_uri(request: pytest.FixtureRequest, kind: str) -> str:
+    """A URI naming a fresh database on the server of store kind ``kind`` (``MONGO_SERVERS``)."""
+    return with_database(request.getfixturevalue(MONGO_SERVERS[kind]))
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
@@ -79,15 +167,16 @@ def sqlite_path(tmp_path: Path) -> Path:
     return tmp_path / "runsgate.db"
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
-    """Each store in turn: the contract suites run against all three."""
-    if request.param == "memory":
+@asynccontextmanager
+async def open_store(request: pytest.FixtureRequest, kind: str) -> AsyncIterator[SnapshotStore]:
+    """An open store of ``kind`` (``memory``, ``sqlite`` or a key of ``MONGO_SERVERS``), closed
+    afterwards (a MongoDB database dropped first)."""
+    if kind == "memory":
         memory = MemorySnapshotStore()
         await memory.open()
         yield memory
         return
-    if request.param == "sqlite":
+    if kind == "sqlite":
         sqlite = SQLiteSnapshotStore(request.getfixturevalue("sqlite_path"))
         await sqlite.open()
         try:
@@ -95,8 +184,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
         finally:
             await sqlite.close()
         return
-    uri = request.getfixturevalue("mongodb_uri")
-    mongo = MongoSnapshotStore(uri)
+    mongo = MongoSnapshotStore(kind_uri(request, kind))
     await mongo.open()
     try:
         yield mongo
@@ -105,15 +193,23 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
         await mongo.close()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
-async def two_clients(request: pytest.FixtureRequest) -> AsyncIterator[tuple[SnapshotStore, SnapshotStore]]:
-    """Two stores on one database, as two processes would have: two connections to one SQLite
-    file, then two clients of one fresh MongoDB database (dropped afterwards)."""
-    if request.param == "sqlite":
+@pytest.fixture(params=STORE_KINDS)
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[SnapshotStore]:
+    """Each store in turn: the contract suites run against all three."""
+    async with open_store(request, request.param) as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def open_two_clients(
+    request: pytest.FixtureRequest, kind: str
+) -> AsyncIterator[tuple[SnapshotStore, SnapshotStore]]:
+    """Two open stores on one database of ``kind`` (``sqlite`` or a key of ``MONGO_SERVERS``)."""
+    if kind == "sqlite":
         path = request.getfixturevalue("sqlite_path")
         pair: tuple[SnapshotStore, SnapshotStore] = (SQLiteSnapshotStore(path), SQLiteSnapshotStore(path))
     else:
-        uri = request.getfixturevalue("mongodb_uri")
+        uri = kind_uri(request, kind)
         pair = (MongoSnapshotStore(uri), MongoSnapshotStore(uri))
     for client in pair:
         await client.open()
@@ -124,3 +220,11 @@ async def two_clients(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Sna
             await pair[0].drop_all()
         for client in pair:
             await client.close()
+
+
+@pytest.fixture(params=STORE_KINDS[1:])
+async def two_clients(request: pytest.FixtureRequest) -> AsyncIterator[tuple[SnapshotStore, SnapshotStore]]:
+    """Two stores on one database, as two processes would have: two connections to one SQLite
+    file, then two clients of one fresh MongoDB database (dropped afterwards)."""
+    async with open_two_clients(request, request.param) as pair:
+        yield pair

@@ -1,19 +1,24 @@
-"""The ``./dev`` commands a newcomer runs first: help, ``run``, ``serve``'s authentication choice and
-``ferretdb``."""
+"""The ``./dev`` commands a newcomer runs first: help, ``run``, ``serve``'s authentication choice,
+``ferretdb`` and ``documentdb``."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from pymongo import MongoClient
 
-from ._servers import ROOT, ferretdb_binary, free_port, stop_process, wait_for_port
+from . import _processes
+from ._documentdb import ferretdb2_binary
+from ._processes import scaled
+from ._servers import ROOT, ferretdb_binary, free_port, wait_for_port
 from .conftest import IN_CI
 
 DEV = str(ROOT / "dev")
@@ -25,14 +30,14 @@ BARE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 @pytest.mark.parametrize("asking", ["help", "-h", "--help"])
 def test_help_lists_the_commands_and_exits_0(asking: str) -> None:
-    result = subprocess.run([DEV, asking], capture_output=True, text=True, timeout=30, check=False)
+    result = _processes.run([DEV, asking], capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 0, result.stderr
-    for command in ("serve", "run CMD", "ferretdb", "test", "schema", "bench"):
+    for command in ("serve", "run CMD", "ferretdb", "documentdb", "test", "schema", "bench"):
         assert f"./dev {command}" in result.stdout
 
 
 def test_an_unknown_command_exits_2_naming_it() -> None:
-    result = subprocess.run([DEV, "sevre"], capture_output=True, text=True, timeout=30, check=False)
+    result = _processes.run([DEV, "sevre"], capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 2
     assert "unknown command: sevre" in result.stderr
     assert "./dev serve" in result.stderr
@@ -41,7 +46,7 @@ def test_an_unknown_command_exits_2_naming_it() -> None:
 @pytest.mark.process
 def test_run_runs_a_command_in_the_project_environment_without_uv_on_path() -> None:
     env = {**os.environ, "PATH": BARE_PATH}
-    result = subprocess.run(
+    result = _processes.run(
         [DEV, "run", "python", "-c", "import server, sys; print(sys.prefix)"],
         capture_output=True,
         text=True,
@@ -63,16 +68,23 @@ def test_ferretdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_pat
         pytest.skip("FerretDB could not be built")
     port = free_port()
     output = tmp_path / "dev.out"
-    with open(output, "wb") as out:
-        proc = subprocess.Popen(
-            [DEV, "ferretdb", "--port", str(port), "--data-dir", str(tmp_path / "data")],
-            env={**os.environ, "FERRETDB_BIN": binary},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    with _processes.logged(
+        [DEV, "ferretdb", "--port", str(port), "--data-dir", str(tmp_path / "data")],
+        output,
+        env={**os.environ, "FERRETDB_BIN": binary},
+    ) as proc:
+        _serve_ferretdb_until_sigterm(proc, port, output, tmp_path)
+        # and SIGTERM (as Ctrl-C) to ./dev alone stopped FerretDB with it: nothing listens any more
+        # (before the block's end stops what is left of the group)
+        assert proc.returncode == 0, output.read_text()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def _serve_ferretdb_until_sigterm(proc: subprocess.Popen[bytes], port: int, output: Path, tmp_path: Path) -> None:
     try:
-        wait_for_port(port, timeout=30, proc=proc)
-        deadline = time.monotonic() + 10  # printed once FerretDB listens
+        wait_for_port(port, proc=proc)
+        deadline = time.monotonic() + scaled(10)  # printed once FerretDB listens
         while (line := f"MONGODB_URI=mongodb://127.0.0.1:{port}/runsgate ./dev serve") not in (
             lines := output.read_text().splitlines()
         ) and time.monotonic() < deadline:
@@ -83,11 +95,51 @@ def test_ferretdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_pat
             assert client.runsgate.probe.find_one({"_id": "dev-ferretdb"}) == {"_id": "dev-ferretdb"}
         assert (tmp_path / "data" / "runsgate.sqlite").is_file()
     finally:
-        stop_process(proc)
-    # and SIGTERM (as Ctrl-C) stopped FerretDB with it: nothing listens any more
-    assert proc.returncode == 0, output.read_text()
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        proc.terminate()  # the leader only: ./dev passes it on to FerretDB
+        proc.wait(timeout=scaled(15))
+
+
+@pytest.mark.process
+@pytest.mark.mongo
+def test_documentdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_path: Path) -> None:
+    try:
+        binary = ferretdb2_binary()
+    except RuntimeError as exc:
+        if IN_CI:
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    port = free_port()
+    output = tmp_path / "dev.out"
+    data = Path(tempfile.mkdtemp(prefix="runsgate-dev-documentdb-"))  # pytest's own folders are closed to postgres
+    try:
+        for attempt in ("first start: initdb", "second start: the same data"):
+            with _processes.logged(
+                [DEV, "documentdb", "--port", str(port), "--data-dir", str(data)],
+                output,
+                grace=scaled(30),
+                env={**os.environ, "FERRETDB2_BIN": binary},
+            ) as proc:
+                wait_for_port(port, timeout=scaled(90), proc=proc)
+                deadline = time.monotonic() + scaled(10)  # printed once FerretDB listens
+                while (line := f"MONGODB_URI=mongodb://127.0.0.1:{port}/runsgate ./dev serve") not in (
+                    lines := output.read_text().splitlines()
+                ) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert line in lines, (attempt, lines)
+                with MongoClient(f"mongodb://127.0.0.1:{port}/runsgate", serverSelectionTimeoutMS=10_000) as client:
+                    if attempt.startswith("first"):
+                        client.runsgate.probe.insert_one({"_id": "dev-documentdb"})
+                    assert client.runsgate.probe.find_one({"_id": "dev-documentdb"}) == {"_id": "dev-documentdb"}
+                proc.terminate()  # the leader only, as Ctrl-C: ./dev passes it on to FerretDB and PostgreSQL
+                proc.wait(timeout=scaled(30))
+                # SIGTERM stopped FerretDB and PostgreSQL with it: nothing listens any more (before
+                # the block's end stops what is left of the group)
+                assert proc.returncode == 0, output.read_text()
+                with pytest.raises(ConnectionRefusedError):
+                    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            assert not (data / "postgres" / "postmaster.pid").exists(), attempt
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def _turns_auth_off(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> bool:
@@ -96,7 +148,7 @@ def _turns_auth_off(tmp_path: Path, dotenv: str | None, *args: str, **variables:
     if dotenv is not None:
         (tmp_path / ".env").write_text(dotenv)
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RUNSGATE_")} | variables
-    result = subprocess.run(
+    result = _processes.run(
         [sys.executable, AUTH_OFF, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
     assert result.returncode in (0, 1), result.stderr
@@ -161,7 +213,7 @@ def test_serve_on_a_public_host_without_credentials_asks_for_one() -> None:
     if (ROOT / ".env").exists():
         pytest.skip("this clone has a .env, which configures what this test leaves unset")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSGATE_") and k != "MONGODB_URI"}
-    result = subprocess.run(
+    result = _processes.run(
         [DEV, "serve", "--host", "0.0.0.0", "--port", str(free_port())],
         capture_output=True,
         text=True,
@@ -188,11 +240,11 @@ def test_serve_on_a_public_host_without_credentials_asks_for_one() -> None:
 )
 def test_test_installs_node_and_chromium_unless_the_process_tests_are_deselected(args: list[str], skips: bool) -> None:
     # ./dev test skips the Node and Chromium installs when selects_not_process "$@" holds
-    function = subprocess.run(
-        ["sed", "-n", "/^selects_not_process() {/,/^}/p", DEV], capture_output=True, text=True, check=True
+    function = _processes.run(
+        ["sed", "-n", "/^selects_not_process() {/,/^}/p", DEV], capture_output=True, text=True, check=True, timeout=30
     ).stdout
     assert function.strip().endswith("}")
     script = f'{function}\nif selects_not_process "$@"; then echo skip; else echo install; fi'
-    result = subprocess.run(["bash", "-c", script, "dev", *args], capture_output=True, text=True, timeout=30)
+    result = _processes.run(["bash", "-c", script, "dev", *args], capture_output=True, text=True, timeout=30)
     assert result.stdout.strip() == ("skip" if skips else "install"), result.stderr
     assert 'if ! selects_not_process "$@"; then' in Path(DEV).read_text()

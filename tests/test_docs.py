@@ -5,10 +5,11 @@ design document that lives outside the repository."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from . import _processes
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([ROOT / "README.md", ROOT / "SECURITY.md", ROOT / "bench" / "RESULTS.md", *(ROOT / "docs").glob("*.md")])
@@ -61,12 +62,13 @@ def test_every_relative_link_resolves(doc: Path) -> None:
 
 def test_no_file_names_the_outside_design_document() -> None:
     # given every file git tracks or would track
-    listed = subprocess.run(
+    listed = _processes.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
+        timeout=60,
     ).stdout.split("\n")
     # then none of them names the design document kept outside the repository
     naming = []

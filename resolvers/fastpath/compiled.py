@@ -75,10 +75,10 @@ from graphql import (
 from graphql.execution.collect_fields import FieldDetailsList
 from graphql.language import FieldNode, OperationDefinitionNode, VariableNode
 from graphql.pyutils import Path
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
 
+from ..executor import PerEventMemo
 from ..metrics import COMPILED, COMPILED_FALLBACK
 from .internals import is_basic_resolver
 
@@ -109,7 +109,7 @@ class _CompiledObject:
     """``complete_value`` for the non-null type: null falls back."""
 
 
-class CompiledExecutor(StrawberryGraphQLCoreExecutionContext):
+class CompiledExecutor(PerEventMemo):
     """graphql-core's executor, completing qualifying objects of query results directly.
 
     Pass it as ``execution_context_class`` to a Strawberry schema. Results are identical to

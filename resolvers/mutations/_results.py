@@ -2,8 +2,9 @@
 
 Each mutation is check -> perform -> errors as data (as Saleor's ``BaseMutation``):
 
-1. check: the field's permission class (``resolvers.access``) checked its scope, and
-   ``check`` rejects bad input with a GraphQL error before anything is read or written;
+1. check: the field's permission class (``resolvers.access``) checked its scope, every input
+   value was held to its limit in bytes (``resolvers.limits.InputLimits``), and ``check``
+   rejects other bad input with a GraphQL error, before anything is read or written;
 2. perform: one runtime call, given the caller's ``Principal``; the runtime reads the run
    once and, on that same document, refuses a hidden run (``RunNotFound``, as a missing one)
    and an unmet per-tool approval rule (``Forbidden``) before it writes anything;
@@ -44,7 +45,6 @@ from ..errors import (
     WrongToolCallKind,
     to_user_error,
 )
-from ..limits import check_idempotency_key
 from ..metrics import DecisionKind, counted_decision
 from ..scalars import JSON
 from ..types import RunStatus, SuspendedRun, ToolSchemas
@@ -184,13 +184,12 @@ class DecisionMutation(abc.ABC, Generic[InputT]):
 
     @classmethod
     async def mutate(cls, info: Info, input: InputT) -> RunOutcome | DecisionError:
-        """check -> perform (counted) -> errors as data.
+        """check -> perform (counted) -> errors as data (the input's sizes were checked before:
+        ``resolvers.limits.InputLimits``).
 
         Raises:
-            QueryArgumentError: From ``check`` or an empty or overlong ``idempotencyKey``
-                (``check_idempotency_key``); nothing was read or written.
+            QueryArgumentError: From ``check``; nothing was read or written.
         """
-        check_idempotency_key(getattr(input, "idempotency_key", None))
         cls.check(info, input)
         context = info.context
         try:

@@ -12,16 +12,11 @@ from runtime import RunOutcome as DomainOutcome
 from ..access import CanDecide
 from ..context import Info
 from ..inputs import ApproveToolCallInput
-from ..limits import check_resume_data
 from ._results import DecisionMutation, DecisionResult
 
 
 class ApproveToolCall(DecisionMutation[ApproveToolCallInput]):
     kind = "approve"
-
-    @classmethod
-    def check(cls, info: Info, input: ApproveToolCallInput) -> None:
-        check_resume_data(info, input.edited_args, argument="input.editedArgs")
 
     @classmethod
     def perform(cls, runs: RunManager, principal: Principal, input: ApproveToolCallInput) -> Awaitable[DomainOutcome]:

@@ -12,7 +12,6 @@ from ..access import CanDecide
 from ..context import Info
 from ..errors import QueryArgumentError
 from ..inputs import DecideToolCallsInput, ToolCallDecisionInput
-from ..limits import check_idempotency_key, check_resume_data, check_text_size
 from ..metrics import DECISIONS, DecisionKind, decision_outcome
 from ..types import DecisionKind as Kind
 from ._results import DecisionResult, RunOutcome, decision_error
@@ -31,15 +30,14 @@ class DecideToolCallsResult:
 
 
 def check(info: Info, input: DecideToolCallsInput) -> None:
-    """The whole batch's input checks, before anything is read or written.
+    """The whole batch's input checks, before anything is read or written (every value was held
+    to its limit in bytes before: ``resolvers.limits.InputLimits``).
 
     Raises:
-        QueryArgumentError: ``BAD_USER_INPUT``: an empty or overlong ``idempotencyKey``, no
-            decision, or more than ``RUNSGATE_MAX_BULK_DECISIONS``,
-            an item over a size limit (``reason``, ``editedArgs``, ``resumeData``), or an item
-            giving a field its kind does not take (``reason`` is for DECLINED only...).
+        QueryArgumentError: ``BAD_USER_INPUT``: no decision, or more than
+            ``RUNSGATE_MAX_BULK_DECISIONS``, or an item giving a field its kind does not take
+            (``reason`` is for DECLINED only...).
     """
-    check_idempotency_key(input.idempotency_key)
     limit = info.context.max_bulk_decisions
     if not input.decisions:
         raise QueryArgumentError("`input.decisions` is empty: give at least one decision", argument="input.decisions")
@@ -56,9 +54,6 @@ def check(info: Info, input: DecideToolCallsInput) -> None:
                 raise QueryArgumentError(
                     f"`{at}.{field}` is for {_ONLY_WITH[field].name} decisions only", argument=f"{at}.{field}"
                 )
-        check_text_size(item.reason, info.context.max_reason_bytes, argument=f"{at}.reason")
-        check_resume_data(info, item.edited_args, argument=f"{at}.editedArgs")
-        check_resume_data(info, item.resume_data, argument=f"{at}.resumeData")
 
 
 def _decision(item: ToolCallDecisionInput) -> BulkDecision:

@@ -12,16 +12,11 @@ from runtime import RunOutcome as DomainOutcome
 from ..access import CanDecide
 from ..context import Info
 from ..inputs import DeclineToolCallInput
-from ..limits import check_text_size
 from ._results import DecisionMutation, DecisionResult
 
 
 class DeclineToolCall(DecisionMutation[DeclineToolCallInput]):
     kind = "decline"
-
-    @classmethod
-    def check(cls, info: Info, input: DeclineToolCallInput) -> None:
-        check_text_size(input.reason, info.context.max_reason_bytes, argument="input.reason")
 
     @classmethod
     def perform(cls, runs: RunManager, principal: Principal, input: DeclineToolCallInput) -> Awaitable[DomainOutcome]:

@@ -12,16 +12,11 @@ from runtime import RunOutcome as DomainOutcome
 from ..access import CanDecide
 from ..context import Info
 from ..inputs import ResumeRunInput
-from ..limits import check_resume_data
 from ._results import DecisionMutation, DecisionResult
 
 
 class ResumeRun(DecisionMutation[ResumeRunInput]):
     kind = "resume"
-
-    @classmethod
-    def check(cls, info: Info, input: ResumeRunInput) -> None:
-        check_resume_data(info, input.resume_data)
 
     @classmethod
     def perform(cls, runs: RunManager, principal: Principal, input: ResumeRunInput) -> Awaitable[DomainOutcome]:

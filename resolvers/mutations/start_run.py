@@ -7,15 +7,12 @@ import strawberry
 from ..access import CanStart
 from ..context import Info
 from ..inputs import StartRunInput
-from ..limits import check_idempotency_key, check_text_size
 from ._results import StartRunResult, start_result
 
 
 @strawberry.mutation(description="Start a run of an agent; it is listed if it suspends.", permission_classes=[CanStart])
 async def start_run(info: Info, input: StartRunInput) -> StartRunResult:
-    context = info.context
-    check_text_size(input.prompt, context.max_prompt_bytes, argument="input.prompt")
-    check_idempotency_key(input.idempotency_key)
+    context = info.context  # the input was held to its limits (resolvers.limits.InputLimits)
     return await start_result(
         context.runs.start_run(
             str(input.agent_id),

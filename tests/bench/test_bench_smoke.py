@@ -147,3 +147,15 @@ def test_bulk_bench_at_a_tiny_size(store: str) -> None:
     assert figures["ratio"] == figures["bulk_ms"] / figures["sequential_ms"]
     (line,) = bulk_lines({store: {**figures, "rounds": 1, "calls": 3}})
     assert line.startswith(f"- {store}, 3 approvals: one decideToolCalls / 3 sequential approveToolCall = ")
+
+
+@pytest.mark.process
+def test_the_bounded_memory_benchmark_runs_at_a_tiny_size() -> None:
+    from bench.bounded_memory import measure_receiver, measure_replay
+
+    receiver = measure_receiver(1, deliveries=2)
+    replay = measure_replay(50, subscriptions=2)
+
+    assert receiver.deliveries == 2
+    assert receiver.rss_mib > 0
+    assert (replay.events, replay.received) == (50, 100)

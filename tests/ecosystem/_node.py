@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import _processes
 from .._servers import free_port, listening_process
 
 HERE = Path(__file__).resolve().parent
@@ -40,7 +40,7 @@ def missing_node_tools() -> str | None:
 
 def run_node_json(script: str, *args: str, timeout: float = 180, env: dict[str, str] | None = None) -> Any:
     """Run ``node SCRIPT ARGS`` to completion (``env`` added to the environment) and parse its JSON stdout."""
-    result = subprocess.run(
+    result = _processes.run(
         [node_binary() or "node", str(HERE / script), *args],
         cwd=HERE,
         capture_output=True,

@@ -98,3 +98,28 @@ def test_graphiql_runs_a_suspended_runs_query_in_chromium(chromium: str, tmp_pat
     assert any("/static/graphiql/graphiql@" in url for url in seen["requests"])
     # and the screenshot is a PNG
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+GRAPHIQL_KEY = "rg_graphiql_browser_0123456789abcdefghijklmnopqrstuv"
+
+
+def test_graphiql_keeps_the_bearer_token_only_in_the_page_never_in_storage(chromium: str, tmp_path: Path) -> None:
+    from .._auth import TestKey, api_keys_json
+
+    key = TestKey("graphiql-user", GRAPHIQL_KEY)
+    with runsgate_process(
+        tmp_path / "runsgate.log", RUNSGATE_AUTH="on", RUNSGATE_API_KEYS=api_keys_json(key)
+    ) as base_url:
+        # when a person writes their token in GraphiQL's headers editor and runs a query
+        seen = run_node_json(
+            "graphiql-headers.mjs", f"{base_url}/graphql", key.key, "{ agents { id } }", env={"CHROMIUM_BIN": chromium}
+        )
+
+    # then the query ran with it
+    assert {"id": "refund-agent"} in seen["result"]["data"]["agents"], seen["result"]
+    assert seen["pageErrors"] == []
+    # and the token is kept nowhere beyond the tab: not in localStorage (also after a reload),
+    # and a page opened later starts with no header
+    for stored in (seen["localStorage"], seen["localStorageAfterReload"]):
+        assert [name for name, value in stored.items() if GRAPHIQL_KEY in (value or "")] == [], stored
+    assert GRAPHIQL_KEY not in seen["headersAfterReload"]

@@ -26,6 +26,7 @@ import jwt
 import pytest
 
 from .._auth import ADMIN
+from .._processes import scaled
 from .._servers import runsgate_process
 from ._node import OUTPUT, run_node_json
 from .test_graphiql_browser import chromium  # noqa: F401  (the fixture)
@@ -182,13 +183,16 @@ def test_with_authentication_the_inbox_asks_once_for_a_key_and_keeps_it_for_the_
 
 
 def test_when_its_token_expires_the_inbox_asks_for_a_new_one(chromium: str, tmp_path: Path) -> None:  # noqa: F811
-    # given a server that accepts JWTs, and a reviewer's token that expires in 30 seconds
+    # given a server that accepts JWTs, and a reviewer's token that expires 45 seconds after the
+    # server is up (times the wait scale: on a loaded machine the server's start and Chromium's
+    # take tens of seconds, and a token made before them expired before the page signed in)
     secret = "inbox-test-secret-0123456789abcdef0123456789"
-    claims = {"sub": "alice", "scope": "runs:read runs:decide", "resources": "*", "exp": int(time.time()) + 30}
-    token = jwt.encode(claims, secret, algorithm="HS256")
     with runsgate_process(tmp_path / "runsgate.log", RUNSGATE_AUTH="on", RUNSGATE_JWT_SECRET=secret) as base_url:
+        expires = int(time.time() + scaled(45))
+        claims = {"sub": "alice", "scope": "runs:read runs:decide", "resources": "*", "exp": expires}
+        token = jwt.encode(claims, secret, algorithm="HS256")
         # when the reviewer signs in with it and keeps the page open
-        seen = run_node_json("inbox-expiry.mjs", base_url, token, env={"CHROMIUM_BIN": chromium}, timeout=120)
+        seen = run_node_json("inbox-expiry.mjs", base_url, token, env={"CHROMIUM_BIN": chromium}, timeout=150)
 
     # then the server closes the live socket when the token expires (4403), and the page drops
     # the token and asks for a new one rather than reconnecting with it

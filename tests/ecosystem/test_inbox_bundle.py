@@ -8,11 +8,11 @@ sources without a rebuild (or a rebuild without its hashes) fails here.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from .. import _processes
 from .._servers import ROOT
 
 pytestmark = pytest.mark.usefixtures("node_tools")
@@ -22,7 +22,7 @@ COMMITTED = ROOT / "server" / "static" / "inbox"
 
 def test_the_committed_inbox_files_are_the_build_of_its_sources(tmp_path: Path) -> None:
     # when the sources are built again
-    built = subprocess.run(
+    built = _processes.run(
         ["bash", str(ROOT / "scripts" / "vendor-inbox.sh"), str(tmp_path)],
         cwd=ROOT,
         capture_output=True,

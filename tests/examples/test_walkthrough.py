@@ -8,12 +8,12 @@ finished, then decide a run's two refunds in one ``decideToolCalls``; both print
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
+from .. import _processes
 from .._servers import ROOT, runsgate_process
 
 EXPECTED = [
@@ -48,7 +48,7 @@ def test_the_walkthrough_example_starts_lists_approves_edited_and_decides_in_bul
     graphql_url: str, client: str
 ) -> None:
     # when the example runs against the server
-    result = subprocess.run(
+    result = _processes.run(
         [*COMMANDS[client], graphql_url], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
     )
 
@@ -65,7 +65,7 @@ def test_the_curl_example_fails_when_the_server_answers_with_errors(graphql_url:
     wrong = graphql_url.removesuffix("/graphql") + "/nowhere"
 
     # when the curl example runs, then it stops with a non-zero status before printing a step
-    result = subprocess.run(
+    result = _processes.run(
         ["bash", "examples/walkthrough.sh", wrong], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode != 0

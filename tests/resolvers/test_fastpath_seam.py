@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import logging
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from functools import cache
@@ -29,6 +28,7 @@ from resolvers.fastpath import internals
 from server.app import create_app
 from server.config import Settings
 
+from .. import _processes
 from .._graphql import graphql_schema, graphql_view
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -233,7 +233,7 @@ async def main():
     app = create_app()
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             for _ in range(2):
                 answer = await client.post("/graphql", json={"query": "{ agents { id } }"})
                 assert answer.status_code == 200, answer.text
@@ -247,7 +247,7 @@ asyncio.run(main())
 def test_compiled_execution_off_never_imports_the_fast_path(compiled: str) -> None:
     environment = {name: value for name, value in os.environ.items() if name != "MONGODB_URI"}
     environment |= {"RUNSGATE_COMPILED_EXECUTION": compiled, "RUNSGATE_AUTH": "false", "RUNSGATE_SWEEP_INTERVAL": "0"}
-    done = subprocess.run(
+    done = _processes.run(
         [sys.executable, "-c", SUBPROCESS], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
@@ -283,7 +283,7 @@ async def test_a_missing_private_name_turns_the_fast_path_off(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as client,
     ):
         answers = [await client.post("/graphql", json={"query": QUERY}) for _ in range(2)]
 

@@ -15,8 +15,10 @@ import pytest
 from runtime import EventFeed, EventFeedClosedError, EventFeedOverflowError
 from storage import EventDocument, MemorySnapshotStore, SnapshotStore
 
+from .._processes import scaled
+
 AGENT = "refund-agent"
-WAIT = 30.0
+WAIT = scaled(30.0)
 """Seconds to wait for an expected event before failing: a liveness bound, not a speed check."""
 
 
@@ -24,7 +26,9 @@ def make_id(ns: int | None = None) -> str:
     return f"{time.time_ns() if ns is None else ns:020d}-{uuid.uuid4().hex[:12]}"
 
 
-async def append(store: SnapshotStore, event_id: str | None = None, *, agent_id: str = AGENT) -> str:
+async def append(
+    store: SnapshotStore, event_id: str | None = None, *, agent_id: str = AGENT, data: dict[str, object] | None = None
+) -> str:
     event: EventDocument = {
         "_id": event_id or make_id(),
         "runId": "run",
@@ -34,7 +38,7 @@ async def append(store: SnapshotStore, event_id: str | None = None, *, agent_id:
         "type": "started",
         "at": datetime.now(UTC),
         "by": None,
-        "data": {},
+        "data": data or {},
     }
     await store.append_event(event)
     return event["_id"]
@@ -146,14 +150,14 @@ async def test_the_accept_predicate_filters_events(store: SnapshotStore, feed: E
 
 
 async def test_a_subscriber_too_far_behind_is_dropped(store: SnapshotStore) -> None:
+    # five events already in the log, with ids a minute ahead (so after the subscriber's start):
+    # the first poll reads them all at once, however long each append took
+    sent = [make_id(time.time_ns() + 60_000_000_000 + i) for i in range(5)]
+    for event_id in sent:
+        await append(store, event_id)
     feed = EventFeed(store, poll_interval=0.05, max_queued=2)
     stream = feed.subscribe(AGENT)
     waiting = asyncio.ensure_future(next_id(stream))
-    await registered(feed, {AGENT: 1})
-    # the subscriber's generator is parked on its queue; five events arrive in one poll
-    sent = [make_id(time.time_ns() + i) for i in range(5)]
-    for event_id in sent:
-        await append(store, event_id)
 
     first = await waiting
     assert first == sent[0]
@@ -162,6 +166,39 @@ async def test_a_subscriber_too_far_behind_is_dropped(store: SnapshotStore) -> N
         await next_id(stream)
     assert feed.polled_agents == {}
     await feed.close()
+
+
+async def test_a_subscriber_behind_by_more_bytes_than_its_budget_is_dropped_however_few_the_events(
+    store: SnapshotStore,
+) -> None:
+    # the default budget (8 MiB of queued events), far fewer events than the count bound (10,000)
+    feed = EventFeed(store, poll_interval=0.05)
+    try:
+        stream = feed.subscribe(AGENT)
+        waiting = asyncio.ensure_future(next_id(stream))
+        await registered(feed, {AGENT: 1})
+        sent = [make_id(time.time_ns() + i) for i in range(12)]
+        for event_id in sent:  # 12 events of 1 MiB each arrive while the subscriber does not read
+            await append(store, event_id, data={"blob": "x" * (1 << 20)})
+        for _ in range(300):  # until the feed has read them all and let the subscriber go
+            if feed.polled_agents.get(AGENT) == 0:
+                break
+            await asyncio.sleep(0.1)
+
+        received, overflow = [await waiting], None
+        while len(received) < len(sent):
+            try:
+                received.append(await next_id(stream))
+            except EventFeedOverflowError as exc:
+                overflow = exc
+                break
+    finally:
+        await feed.close()
+
+    assert overflow is not None, f"{len(received)} events of 1 MiB waited without the subscriber being dropped"
+    assert "bytes" in str(overflow)
+    assert received == sent[: len(received)]
+    assert len(received) <= 9
 
 
 async def test_closing_the_feed_ends_every_subscription(store: SnapshotStore) -> None:

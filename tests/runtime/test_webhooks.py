@@ -215,6 +215,47 @@ async def test_an_attempt_interrupted_by_a_shutdown_releases_its_lease_and_is_du
     assert stored["nextAttemptAt"] <= utcnow()
 
 
+async def test_a_receiver_that_hangs_takes_at_most_its_share_of_the_sending_slots(
+    memory_store: MemorySnapshotStore,
+) -> None:
+    # given a hanging receiver with six deliveries due before one of another receiver's
+    secret = new_secret()
+    with receiving(secret, always(HANG)) as stuck, receiving(secret) as healthy:
+        endpoints = [
+            WebhookEndpoint(url=stuck.url, secret=secret, events=WEBHOOK_EVENTS, agent_ids=frozenset({AGENT})),
+            WebhookEndpoint(
+                url=healthy.url, secret=secret, events=WEBHOOK_EVENTS, agent_ids=frozenset({"weather-agent"})
+            ),
+        ]
+        dispatcher = WebhookDispatcher(
+            memory_store,
+            agent_ids=[AGENT, "weather-agent"],
+            endpoints=endpoints,
+            instance_id="instance-a",
+            public_url="https://runs.example.com/",
+            poll_interval=0.05,
+            read_timeout=30.0,
+            max_active=4,
+        )
+        await dispatcher.scan_once()
+        for number in range(6):
+            await memory_store.append_event(_event(event_id(), f"run-{number}"))
+        await memory_store.append_event(_event(event_id(), "weather-run", agent_id="weather-agent"))
+        await dispatcher.scan_once()
+
+        # when the dispatcher sends what is due
+        running = asyncio.create_task(dispatcher.run_forever())
+        try:
+            # then the other receiver is not kept waiting behind the one that hangs
+            await asyncio.to_thread(healthy.wait_for, lambda r: len(r.received) == 1, 10)
+            assert len(stuck.received) <= 2  # its share of the four slots
+        finally:
+            running.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await running
+            await dispatcher.close()
+
+
 @pytest.mark.parametrize("attempts", [1, 2, 3, 10, 30])
 def test_the_backoff_doubles_with_equal_jitter_up_to_the_cap(attempts: int) -> None:
     policy = RetryPolicy(initial_delay=5, max_delay=3600)
@@ -224,11 +265,11 @@ def test_the_backoff_doubles_with_equal_jitter_up_to_the_cap(attempts: int) -> N
     assert policy.delay(attempts, rand=lambda: 1.0) == base
 
 
-def _event(event_id_: str, run_id: str) -> EventDocument:
+def _event(event_id_: str, run_id: str, agent_id: str = AGENT) -> EventDocument:
     return {
         "_id": event_id_,
         "runId": run_id,
-        "agentId": AGENT,
+        "agentId": agent_id,
         "threadId": None,
         "resourceId": "tenant-a",
         "type": "suspended",

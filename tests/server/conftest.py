@@ -76,7 +76,7 @@ async def app(settings: Settings) -> AsyncIterator[Starlette]:
 async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client talking to the app in-process, authenticated as ``ADMIN``."""
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test", headers=ADMIN.headers
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost", headers=ADMIN.headers
     ) as client:
         yield client
 

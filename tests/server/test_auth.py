@@ -6,6 +6,7 @@ serves its key set from a small HTTP server on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -24,7 +25,7 @@ from starlette.applications import Starlette
 
 from server.app import create_app
 from server.cli import main
-from server.config import ConfigError, Settings
+from server.config import ConfigError, Settings, load_settings
 from server.security_settings import ApiKeyConfig
 
 from .._auth import ADMIN, TestKey
@@ -40,7 +41,7 @@ async def running(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app: Starlette = create_app(settings)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as client,
     ):
         yield client
 
@@ -180,12 +181,14 @@ async def test_an_invalid_jwt_gets_401(bad: Any) -> None:
 
 
 @contextmanager
-def jwks_server(keys: list[dict[str, Any]]) -> Iterator[str]:
-    """Serve ``{"keys": keys}`` on 127.0.0.1; yields its URL."""
+def jwks_server(keys: list[dict[str, Any]], hits: list[float] | None = None) -> Iterator[str]:
+    """Serve ``{"keys": keys}`` on 127.0.0.1; yields its URL. Each fetch's time goes to ``hits``."""
     document = json.dumps({"keys": keys}).encode()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if hits is not None:
+                hits.append(time.monotonic())
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(document)))
@@ -225,6 +228,25 @@ async def test_an_rs256_jwt_is_checked_against_the_jwks_url() -> None:
     assert [r.status_code for r in refused] == [401, 401, 401]
 
 
+async def test_tokens_naming_unknown_keys_make_runsgate_fetch_the_jwks_at_most_once_per_cooldown() -> None:
+    # a shared budget: each unknown `kid` would otherwise send one request to the identity
+    # provider and hold a worker thread while it waits
+    signer = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signer.public_key()))
+    hits: list[float] = []
+    with jwks_server([{**public, "kid": "k1", "use": "sig", "alg": "RS256"}], hits) as url:
+        async with running(Settings(mongodb_uri=None, jwt_jwks_url=url)) as client:
+            good = token({"sub": "ops", "scope": "runs:read", "resources": "*"}, signer, "RS256", kid="k1")
+            assert (await post(client, LIST, good)).status_code == 200
+            unknown = [token({"sub": "ops"}, signer, "RS256", kid=f"forged-{n}") for n in range(30)]
+            refused = await asyncio.gather(*(post(client, LIST, t) for t in unknown))
+            again = await post(client, LIST, good)
+
+    assert [r.status_code for r in refused] == [401] * 30
+    assert again.status_code == 200
+    assert len(hits) <= 2  # the first fetch, and at most one refresh within the 30 s cooldown
+
+
 async def test_an_unreachable_jwks_url_gets_401_not_a_server_error() -> None:
     with jwks_server([]) as url:
         pass  # stopped: nothing listens there any more
@@ -252,6 +274,33 @@ async def test_auth_off_on_loopback_serves_everyone_as_anonymous_with_a_warning(
 
     assert started["data"]["startRun"]["status"] == "SUSPENDED"
     assert any("authentication is OFF" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ("dev-proxy.internal, Other.Local", ["dev-proxy.internal", "other.local"]),
+        (
+            '["dev-proxy.internal", "::1", "[fe80::1]", "10.0.0.5"]',
+            ["dev-proxy.internal", "[::1]", "[fe80::1]", "10.0.0.5"],
+        ),
+        ("", []),
+    ],
+)
+def test_allowed_hosts_are_names_comma_separated_or_a_json_list(
+    monkeypatch: pytest.MonkeyPatch, value: str, names: list[str]
+) -> None:
+    monkeypatch.setenv("RUNSGATE_ALLOWED_HOSTS", value)
+
+    assert Settings(mongodb_uri=None).allowed_hosts == names
+
+
+@pytest.mark.parametrize("value", ["http://proxy.local", "proxy.local:8080", "proxy.local/path", "a b"])
+def test_an_allowed_host_that_is_not_a_name_is_a_config_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("RUNSGATE_ALLOWED_HOSTS", value)
+
+    with pytest.raises(ConfigError, match="RUNSGATE_ALLOWED_HOSTS"):
+        load_settings(mongodb_uri=None)
 
 
 def test_auth_on_without_any_credential_is_a_config_error() -> None:

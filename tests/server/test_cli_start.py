@@ -12,11 +12,12 @@ import pytest
 
 from storage.mongo import store_address
 
+from .. import _processes
 from .._servers import ROOT, SERVE, free_port, server_env
 
 
 def _serve(uri: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return _processes.run(
         [*SERVE, "--port", str(free_port())],
         cwd=ROOT,
         env=server_env(MONGODB_URI=uri, RUNSGATE_MONGODB_TIMEOUT="1", RUNSGATE_AUTH="off"),
@@ -92,7 +93,7 @@ def test_an_agent_module_that_cannot_be_imported_is_one_line_naming_the_variable
         pytest.skip("the openai package is installed here")
     if source is not None:
         (tmp_path / f"{agents.partition(':')[0]}.py").write_text(source)
-    result = subprocess.run(
+    result = _processes.run(
         [*SERVE, "--port", str(free_port())],
         cwd=ROOT,
         env=server_env(RUNSGATE_AGENTS=agents, RUNSGATE_AUTH="off", PYTHONPATH=str(tmp_path)),
@@ -111,7 +112,7 @@ def test_an_agent_module_that_cannot_be_imported_is_one_line_naming_the_variable
 @pytest.mark.process
 def test_a_tool_rule_naming_an_unknown_tool_is_one_line_naming_the_variable_and_exit_status_2() -> None:
     rules = '[{"tool": "issue_refnud", "scope": "refunds:approve"}]'
-    result = subprocess.run(
+    result = _processes.run(
         [*SERVE, "--port", str(free_port())],
         cwd=ROOT,
         env=server_env(RUNSGATE_TOOL_RULES=rules, RUNSGATE_AUTH="off"),

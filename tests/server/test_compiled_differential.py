@@ -129,7 +129,7 @@ async def pair(mongodb_server: str) -> AsyncIterator[Pair]:
     uri = with_database(mongodb_server)
     apps: list[Starlette] = [create_app(_settings(uri, compiled=True)), create_app(_settings(uri, compiled=False))]
     async with apps[0].router.lifespan_context(apps[0]), apps[1].router.lifespan_context(apps[1]):
-        clients = [httpx.AsyncClient(transport=httpx.ASGITransport(app=a), base_url="http://test") for a in apps]
+        clients = [httpx.AsyncClient(transport=httpx.ASGITransport(app=a), base_url="http://localhost") for a in apps]
         try:
             found = Pair(*clients, apps=(apps[0], apps[1]))
             await _fill(apps[0], GraphQLClient(clients[0]), found)

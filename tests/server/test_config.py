@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .. import _processes
+from .._processes import scaled
 from .._servers import ROOT, SERVE, server_env
 from ._cli import serve_with_only
 
@@ -22,7 +24,7 @@ PROCESS_CASES = {"RUNSGATE_PORT": "abc", "MONGODB_URI": "http://x"}
 def serve_results() -> dict[str, tuple[int, str, str]]:
     """``(exit status, stdout, stderr)`` of ``python -m server serve`` with each invalid variable."""
     procs = {
-        variable: subprocess.Popen(
+        variable: _processes.start(
             SERVE,
             cwd=ROOT,
             env=server_env(**{variable: value}),
@@ -33,13 +35,13 @@ def serve_results() -> dict[str, tuple[int, str, str]]:
         for variable, value in PROCESS_CASES.items()
     }
     results = {}
-    for variable, proc in procs.items():
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        results[variable] = (proc.returncode, out, err)
+    try:
+        for variable, proc in procs.items():
+            out, err = proc.communicate(timeout=scaled(60))
+            results[variable] = (proc.returncode, out, err)
+    finally:
+        for proc in procs.values():
+            _processes.stop(proc)
     return results
 
 
@@ -97,3 +99,120 @@ def test_the_serve_command_names_every_invalid_variable(
     for variable in named:
         assert variable in err
     assert "Uvicorn running" not in out + err
+
+
+def _refusal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str, **env: str
+) -> str:
+    """stderr of ``runsgate serve ARGS`` with exactly ``env``, which must refuse it with status 2."""
+    status = serve_with_only(monkeypatch, tmp_path, env, *args)
+    err = capsys.readouterr().err
+    assert status == 2, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"RUNSGATE_STORE": "postgres://db/x"},
+        {"MONGODB_URI": "http://x"},
+        {"RUNSGATE_AGENTS": "no-colon"},
+        {"RUNSGATE_WEBHOOKS": '[{"url": "ftp://x", "secret": "whsec_x", "events": ["run.suspended"]}]'},
+        {"RUNSGATE_TOOL_RULES": '[{"tool": "issue_refund", "onExpiry": "approve"}]'},
+    ],
+)
+def test_configuration_errors_do_not_carry_pydantics_prefix(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, variables: dict[str, str]
+) -> None:
+    err = _refusal(monkeypatch, capsys, tmp_path, **variables)
+    assert "invalid configuration: " in err
+    assert "Value error" not in err
+    assert "Assertion failed" not in err
+
+
+@pytest.mark.parametrize(
+    ("variables", "shown"),
+    [
+        (
+            {"RUNSGATE_PORT": "abc"},
+            "RUNSGATE_PORT: Input should be a valid integer, unable to parse string as an integer (got 'abc')",
+        ),
+        ({"RUNSGATE_LOG_FORMAT": "xml"}, "RUNSGATE_LOG_FORMAT: Input should be 'auto', 'json' or 'text' (got 'xml')"),
+        ({"RUNSGATE_STORE": "postgres://db/x"}, "(got 'postgres://db/x')"),
+        (
+            {"RUNSGATE_MAX_PAGE_SIZE": "0"},
+            "RUNSGATE_MAX_PAGE_SIZE: Input should be greater than or equal to 1 (got '0')",
+        ),
+        (
+            {"RUNSGATE_TOOL_RULES": '[{"tool": "issue_refund", "scope": "refunds:approve", "approvals": 0}]'},
+            "RUNSGATE_TOOL_RULES[0].approvals: Input should be greater than or equal to 1 (got 0)",
+        ),
+        # a MongoDB URL is shown without its password
+        ({"MONGODB_URI": "http://alice:hunter2@db:27017/x"}, "(got 'http://alice:***@db:27017/x')"),
+    ],
+)
+def test_configuration_errors_show_the_refused_value(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    variables: dict[str, str],
+    shown: str,
+) -> None:
+    err = _refusal(monkeypatch, capsys, tmp_path, **variables)
+    assert shown in err
+    assert "hunter2" not in err
+
+
+@pytest.mark.parametrize(
+    ("variables", "secret"),
+    [
+        ({"RUNSGATE_JWT_SECRET": "short-hunter2"}, "hunter2"),
+        (
+            {
+                "RUNSGATE_API_KEYS": '[{"name": "a", "hash": "sha256:hunter2", "scopes": ["runs:read"], '
+                '"resources": "*"}]'
+            },
+            "hunter2",
+        ),
+        ({"RUNSGATE_API_KEYS": "[not json hunter2"}, "hunter2"),
+        (
+            {
+                "RUNSGATE_WEBHOOKS": '[{"url": "https://hooks.example/x", "secret": "hunter2", '
+                '"events": ["run.suspended"]}]'
+            },
+            "hunter2",
+        ),
+        (
+            {
+                "RUNSGATE_WEBHOOKS": '[{"url": "https://hooks.example/x", "secret": "whsec_aHVudGVyMg==", '
+                '"events": ["nope"]}]'
+            },
+            "aHVudGVyMg",
+        ),
+        ({"MONGODB_URI": "mongodb://alice:hunter2@db:27017/x?appname=a&retryWrites=maybe"}, "hunter2"),
+        ({"RUNSGATE_STORE": "mongodb://alice:hunter2@db:27017/x", "MONGODB_URI": "mongodb://db/y"}, "hunter2"),
+    ],
+)
+def test_configuration_errors_never_show_a_secret(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    variables: dict[str, str],
+    secret: str,
+) -> None:
+    status = serve_with_only(monkeypatch, tmp_path, variables)
+    err = capsys.readouterr().err
+    assert status in (2, 3), err
+    assert secret not in err
+    assert "invalid configuration" in err or "cannot start" in err
+
+
+@pytest.mark.parametrize(("option", "value"), [("--store", "sqlite://"), ("--port", "70000")])
+def test_an_invalid_command_line_option_is_named_as_the_option(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, option: str, value: str
+) -> None:
+    err = _refusal(monkeypatch, capsys, tmp_path, option, value)
+    assert f"invalid configuration: {option}: " in err
+    assert f"(got '{value}')" in err or f"(got {value})" in err
+    assert "RUNSGATE_STORE" not in err
+    assert "RUNSGATE_PORT" not in err

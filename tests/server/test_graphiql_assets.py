@@ -51,7 +51,7 @@ async def test_no_graphiql_assets_are_served_when_graphiql_is_off() -> None:
     app: Starlette = create_app(Settings(mongodb_uri=None, graphiql=False, auth=False))
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,
     ):
         # when a browser asks for the page and a script
         page = await http.get("/graphql", headers={"accept": "text/html"})

@@ -89,7 +89,7 @@ async def test_with_graphiql_off_a_browser_get_does_not_get_the_explorer() -> No
     app = create_app(Settings(mongodb_uri=None, graphiql=False, auth=False))  # loopback: auth may be off
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,
     ):
         # when a browser opens /graphql
         response = await http.get("/graphql", headers={"Accept": "text/html"})

@@ -1,6 +1,6 @@
-"""An ``idempotencyKey`` is 1 to 255 characters (``resolvers.limits.check_idempotency_key``): an
-empty or longer one is ``BAD_USER_INPUT`` naming it, on every mutation that takes one, before
-anything is read or written. Found by a new user's trial: a 900,000-character key was stored."""
+"""An ``idempotencyKey`` is 1 to 255 bytes of UTF-8 (``resolvers.limits.INPUT_LIMITS``): an empty
+or longer one is ``BAD_USER_INPUT`` naming it, on every mutation that takes one, before anything
+is read or written. Found by a new user's trial: a 900,000-character key was stored."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ DECIDE = """mutation($input: DecideToolCallsInput!) { decideToolCalls(input: $in
 REFUND = "refund-agent"
 
 
-@pytest.mark.parametrize(("key", "problem"), [("", "is empty"), ("k" * 256, "is 256 characters")])
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [("", "is empty"), ("k" * 256, "is 256 bytes"), ("é" * 128, "is 256 bytes")],  # bytes, not characters
+)
 async def test_an_empty_or_overlong_key_is_refused_on_every_mutation_and_nothing_changes(
     gql: GraphQLClient, key: str, problem: str
 ) -> None:
@@ -53,6 +56,6 @@ async def test_an_empty_or_overlong_key_is_refused_on_every_mutation_and_nothing
     assert asking["toolCalls"][0]["decision"] is None
 
 
-async def test_a_key_of_255_characters_is_taken(gql: GraphQLClient) -> None:
+async def test_a_key_of_255_bytes_is_taken(gql: GraphQLClient) -> None:
     outcome = await gql.start_run(REFUND, "Please refund order 1044", idempotencyKey="k" * 255)
     assert outcome["status"] == "COMPLETED"

@@ -77,7 +77,7 @@ def test_the_committed_files_match_their_recorded_hashes() -> None:
 
 
 async def test_the_inbox_is_served_with_a_policy_that_allows_only_its_own_origin(http: httpx.AsyncClient) -> None:
-    # when a browser opens /inbox on host "test"
+    # when a browser opens /inbox on host "localhost"
     response = await http.get("/inbox")
 
     # then scripts, styles and connections may come from the page's origin only (and its
@@ -86,7 +86,7 @@ async def test_the_inbox_is_served_with_a_policy_that_allows_only_its_own_origin
     assert policy["default-src"] == ["'none'"]
     assert policy["script-src"] == ["'self'"]
     assert policy["style-src"] == ["'self'"]
-    assert policy["connect-src"] == ["'self'", "ws://test", "wss://test"]
+    assert policy["connect-src"] == ["'self'", "ws://localhost", "wss://localhost"]
     assert policy["frame-ancestors"] == ["'none'"]
     assert policy["base-uri"] == ["'none'"]
     assert "unsafe" not in response.headers["content-security-policy"]
@@ -113,7 +113,7 @@ async def test_the_page_needs_no_credential_but_the_api_it_calls_does() -> None:
     app = create_app(settings)
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as anonymous,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as anonymous,
     ):
         # when it opens the page and its script, then asks the API for the agents
         page = await anonymous.get("/inbox")

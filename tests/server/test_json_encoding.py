@@ -54,7 +54,7 @@ async def test_args_orjson_cannot_encode_are_still_answered() -> None:
     app = create_app(Settings(mongodb_uri=None, auth=False))  # loopback: auth may be off
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,
     ):
         await app.state.store.insert(snapshot("plain", {"order_id": 1042, "note": "café"}), b"[]")
         await app.state.store.insert(snapshot("huge", {"order_id": 2**70}), b"[]")

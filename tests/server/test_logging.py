@@ -25,7 +25,7 @@ from server.logs import AccessFields, make_formatter, resolve_format
 from server.request_id import is_sane
 
 from .._graphql import AGENTS, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, post
-from .._servers import ferretdb, runsgate_process, with_database
+from .._servers import documentdb, runsgate_process, with_database
 from ..conftest import IN_CI
 from ._process import log_records, sample, scrape, wait_for_records
 
@@ -104,12 +104,12 @@ def test_a_masked_error_and_a_store_outage_are_logged_with_the_request_id(tmp_pa
     # given a server on a MongoDB server holding one corrupt snapshot (no toolCalls, no threadId...)
     log = tmp_path / "runsgate.log"
     try:
-        database = ferretdb()
+        database = documentdb()
         base_uri = database.__enter__()
     except RuntimeError as exc:
         if IN_CI:
-            pytest.fail(f"no FerretDB: {exc}")
-        pytest.skip(f"no FerretDB: {exc}")
+            pytest.fail(f"no MongoDB test server: {exc}")
+        pytest.skip(f"no MongoDB test server: {exc}")
     stopped = False
     try:
         uri = with_database(base_uri)

@@ -36,7 +36,7 @@ async def http(request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClien
     )
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as client,
     ):
         yield client
 

@@ -58,7 +58,7 @@ async def app() -> AsyncIterator[Starlette]:
 
 @pytest.fixture
 async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as client:
         client.headers["content-type"] = "application/json"
         # two suspended refund runs to list
         for _ in range(2):
@@ -300,7 +300,7 @@ async def test_parts_of_the_wrong_type_get_the_standard_answer(body: object, cap
         application = create_app(Settings(mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled))
         async with (
             application.router.lifespan_context(application),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://test") as client,
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client,
         ):
             with caplog.at_level(logging.INFO):
                 # the well-formed request first, so that its text is prepared, then the bad one 3 times
@@ -389,7 +389,7 @@ async def test_the_view_serves_prepared_requests_as_strawberry_does(
         application = create_app(Settings(mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled))
         async with (
             application.router.lifespan_context(application),
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://test") as client,
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client,
         ):
             assert (
                 await client.post("/graphql", content=PAGE_BODY, headers={"content-type": "application/json"})
@@ -448,3 +448,20 @@ async def test_a_root_plan_calls_the_resolver_once_even_when_it_fails(app: Starl
     assert answers[0] == answers[1]
     assert answers[0]["data"] is None
     assert answers[0]["errors"][0]["extensions"]["code"] == "STORE_UNAVAILABLE"
+
+
+async def test_the_document_caches_keep_at_most_their_number_of_documents(
+    app: Starlette, http: httpx.AsyncClient
+) -> None:
+    # the bound SECURITY.md lists for the caches a client fills with distinct documents: items
+    # (CACHE_SIZE of each), each a document of at most the token limit
+    from strawberry.extensions import ParserCache
+
+    parsed = ParserCache(maxsize=CACHE_SIZE).cached_parse_document
+    for number in range(CACHE_SIZE + 40):
+        response = await http.post("/graphql", json={"query": f"query Distinct{number} {{ agents {{ id }} }}"})
+        assert response.status_code == 200, response.text
+
+    assert len(_prepared(app)) <= CACHE_SIZE
+    assert parsed.cache_info().currsize <= CACHE_SIZE
+    assert _validated.cache_info().currsize <= CACHE_SIZE

@@ -27,7 +27,7 @@ async def client(request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncCli
     app: Starlette = create_app(Settings(mongodb_uri=None, auth=False, max_batch=3, compiled_execution=request.param))
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,
     ):
         yield http
 

@@ -91,4 +91,4 @@ async def test_with_the_memory_store_a_restart_loses_the_suspended_runs() -> Non
 
 
 def _client(app: Starlette) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost")

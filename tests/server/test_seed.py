@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
@@ -22,6 +21,7 @@ from server.config import ConfigError, Settings, load_settings
 from server.seed import SeedPlan, seed_store
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
 
+from .. import _processes
 from .._servers import ROOT, server_env
 
 models.ALLOW_MODEL_REQUESTS = False
@@ -100,7 +100,7 @@ def test_a_bad_plan_is_refused_naming_the_field(plan: dict[str, int], named: str
 @pytest.mark.process
 def test_runsgate_seed_writes_into_mongodb_uri(mongodb_uri: str) -> None:
     # when the CLI seeds 30 runs into a fresh database
-    result = subprocess.run(
+    result = _processes.run(
         [sys.executable, "-m", "server", "seed", "--runs", "30", "--threads", "3"],
         cwd=ROOT,
         env=server_env(MONGODB_URI=mongodb_uri),
@@ -130,7 +130,7 @@ def test_runsgate_seed_writes_into_mongodb_uri(mongodb_uri: str) -> None:
 def test_runsgate_seed_writes_into_a_sqlite_file(tmp_path: Path) -> None:
     path = tmp_path / "seeded.db"
     # when the CLI seeds 30 runs into a new SQLite file named by --store
-    result = subprocess.run(
+    result = _processes.run(
         [sys.executable, "-m", "server", "seed", "--runs", "30", "--threads", "3", "--store", f"sqlite:///{path}"],
         cwd=ROOT,
         env=server_env(),
@@ -157,7 +157,7 @@ def test_runsgate_seed_writes_into_a_sqlite_file(tmp_path: Path) -> None:
 
 @pytest.mark.process
 def test_runsgate_seed_without_mongodb_uri_explains_the_memory_store() -> None:
-    result = subprocess.run(
+    result = _processes.run(
         [sys.executable, "-m", "server", "seed", "--runs", "3"],
         cwd=ROOT,
         env=server_env(),
@@ -184,7 +184,7 @@ async def test_the_memory_store_is_seeded_at_start() -> None:
     app = create_app(Settings(mongodb_uri=None, seed_runs=25, seed_threads=4, auth=False))
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,
     ):
         # when the refund agent's runs are listed over HTTP
         response = await http.post("/graphql", json={"query": LIST, "variables": {"agentId": "refund-agent"}})

@@ -1,24 +1,25 @@
 """A store that goes down and comes back (docs/guarantees.md).
 
-Real processes: FerretDB with its files in a test folder, and ``python -m server serve`` on it.
-FerretDB is stopped while runsgate runs: every field that needs the store gets a
-``STORE_UNAVAILABLE`` error, ``/readyz`` answers 503, ``/healthz`` still 200 and the process
-lives on. FerretDB is started again on the same folder and port: runsgate recovers by itself
-and the run stored before the outage is still there and can be approved.
+Real processes: FerretDB 2 on PostgreSQL with DocumentDB in a folder of its own, and ``python -m
+server serve`` on it. One of the two is stopped while runsgate runs: FerretDB (the MongoDB server
+runsgate connects to), or PostgreSQL behind a FerretDB that keeps answering. Every field that
+needs the store gets a ``STORE_UNAVAILABLE`` error, ``/readyz`` answers 503, ``/healthz`` still 200
+and the process lives on. The stopped server is started again on the same data and port:
+runsgate recovers by itself and the run stored before the outage is still there and can be approved.
 """
 
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 
+from .._documentdb import documentdb
 from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
 from .._graphql import body as response_body
-from .._servers import ferretdb_process, free_port, runsgate_process, with_database
+from .._servers import runsgate_process, with_database
 
 pytestmark = [pytest.mark.mongo, pytest.mark.process]
 
@@ -33,15 +34,14 @@ def _until_ready(base_url: str, seconds: float) -> float:
     raise AssertionError(f"/readyz not 200 within {seconds} s")
 
 
-def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_path: Path) -> None:
-    data, port = tmp_path / "ferretdb", free_port()
-    data.mkdir()
-    with ExitStack() as everything:
-        database = everything.enter_context(ExitStack())  # FerretDB's own lifetime, closed mid-test
-        uri = with_database(database.enter_context(ferretdb_process(data, port)))
-        server = everything.enter_context(
-            runsgate_process(tmp_path / "runsgate.log", MONGODB_URI=uri, RUNSGATE_MONGODB_TIMEOUT="1")
-        )
+@pytest.mark.parametrize("down", ["ferretdb", "postgresql"])
+def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_path: Path, down: str) -> None:
+    with (
+        documentdb() as database,
+        runsgate_process(
+            tmp_path / "runsgate.log", MONGODB_URI=with_database(database.uri), RUNSGATE_MONGODB_TIMEOUT="1"
+        ) as server,
+    ):
         # given a suspended run stored before the outage
         run = response_body(server, None, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["data"][
             "startRun"
@@ -51,7 +51,10 @@ def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_p
         assert "errors" not in response_body(server, None, SUSPENDED_RUNS, agentId=REFUND)
 
         # when the store goes down
-        database.close()
+        if down == "ferretdb":
+            database.stop_ferretdb()
+        else:
+            database.stop_postgres()
 
         # then reads and writes get a clear, typed error; nothing internal leaks
         listing = response_body(server, None, SUSPENDED_RUNS, agentId=REFUND)
@@ -69,8 +72,11 @@ def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_p
         assert ready.json()["status"] == "unavailable"
         assert httpx.get(f"{server}/healthz", timeout=10).status_code == 200
 
-        # when the store comes back on the same files and port
-        database.enter_context(ferretdb_process(data, port))
+        # when it comes back on the same data and port
+        if down == "ferretdb":
+            database.start_ferretdb()
+        else:
+            database.start_postgres()
 
         # then runsgate recovers without a restart, and the run is still there, undecided
         _until_ready(server, 60)
@@ -82,4 +88,3 @@ def test_a_store_outage_is_a_clear_error_and_the_server_recovers_by_itself(tmp_p
         )
         assert "errors" not in approved, approved
         assert approved["data"]["approveToolCall"]["status"] == "COMPLETED"
-        database.close()

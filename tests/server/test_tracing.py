@@ -142,3 +142,20 @@ async def test_tracing_is_turned_on_by_an_endpoint_or_the_setting_and_off_by_the
     app = create_app(Settings(**{**base, "tracing": "console"}, auth=False))
     async with app.router.lifespan_context(app):  # its end shuts the tracer provider down
         assert [extension for extension in _schema_extensions(app) if _is_tracing(extension)]
+
+
+def test_a_span_keeps_at_most_4096_characters_of_any_attribute() -> None:
+    # the operation span holds the client's whole document (Strawberry's "query" attribute), and
+    # the exporter's queue holds 2048 spans: with a 600 KB document in each, more than a gigabyte
+    base = {"otel_exporter_otlp_endpoint": None, "otel_exporter_otlp_traces_endpoint": None}
+    tracing = start_tracing(Settings(**{**base, "tracing": "console"}, auth=False, mongodb_uri=None))
+    assert tracing.provider is not None
+    try:
+        with tracing.provider.get_tracer("test").start_as_current_span("GraphQL Query: Long") as span:
+            span.set_attribute("query", "x" * 600_000)
+            kept = span.attributes["query"]  # type: ignore[attr-defined]
+    finally:
+        tracing.shutdown()
+
+    assert isinstance(kept, str)
+    assert len(kept) == 4096

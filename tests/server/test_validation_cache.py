@@ -27,7 +27,7 @@ async def test_the_same_document_is_validated_once() -> None:
     cache = ValidationCache(maxsize=CACHE_SIZE).cached_validate_document  # the LRU the schema's cache shares
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as client,
     ):
         first = await client.post("/graphql", json={"query": QUERY})
         before = cache.cache_info()

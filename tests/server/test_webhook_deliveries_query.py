@@ -1,7 +1,7 @@
 """``webhookDeliveries`` over HTTP (the app in-process, its dispatcher sending to a real loopback
 receiver): it needs ``webhooks:read``, shows only deliveries about runs of the principal's
 resources, pages newest first with opaque cursors, filters by status, and never shows the
-receiver's query string."""
+receiver's path or query string."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 
+from resolvers.webhooks import public_endpoint
 from server.app import create_app
 from server.config import Settings
 from server.security_settings import ApiKeyConfig
@@ -100,6 +102,29 @@ async def test_deliveries_need_the_scope_and_show_only_runs_of_the_principals_re
     assert first_page["pageInfo"]["hasNextPage"] is True
     assert second_page["pageInfo"]["hasNextPage"] is False
     assert pending == []
-    assert all(e["node"]["endpoint"] == receiver.url for e in everything)  # no query string
+    shown = receiver.url.rsplit("/", 1)[0] + "/…"
+    assert all(e["node"]["endpoint"] == shown for e in everything)  # no path, no query string
     assert bad_cursor["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     assert len(receiver.received) == 3
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        pytest.param(
+            "https://hooks.slack.example/services/T000/B000/XXXXsecretXXXX",
+            "https://hooks.slack.example/…",
+        ),
+        pytest.param(
+            "https://discord.example/api/webhooks/123/s3cret-token?wait=true",
+            "https://discord.example/…",
+        ),
+        pytest.param("http://127.0.0.1:8080/hooks?token=abc", "http://127.0.0.1:8080/…"),
+        ("https://receiver.example", "https://receiver.example"),
+        pytest.param("https://receiver.example/", "https://receiver.example"),
+    ],
+)
+def test_a_delivery_shows_its_receiver_by_scheme_host_and_port_only(url: str, shown: str) -> None:
+    # the path and the query string may carry the receiver's credential (a Slack or Discord
+    # webhook URL is one), and principals with webhooks:read are not the operator who set it
+    assert public_endpoint(url) == shown

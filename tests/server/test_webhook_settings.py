@@ -7,14 +7,17 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 
 from server.config import load_settings
 from server.logs import configure_logging
 
+from .._servers import free_port
 from ._cli import serve_with_only
 
 GOOD_SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
@@ -28,11 +31,11 @@ def _hook(**fields: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("hooks", "expected", "secret"),
     [
-        ([_hook(url="ftp://hooks.example.com/x")], "RUNSGATE_WEBHOOKS[0].url: Value error, must be an absolute", None),
-        ([_hook(url="/relative")], "RUNSGATE_WEBHOOKS[0].url: Value error, must be an absolute", None),
+        ([_hook(url="ftp://hooks.example.com/x")], "RUNSGATE_WEBHOOKS[0].url: must be an absolute", None),
+        ([_hook(url="/relative")], "RUNSGATE_WEBHOOKS[0].url: must be an absolute", None),
         (
             [_hook(url="https://user:pw-in-url@hooks.example.com/")],
-            "RUNSGATE_WEBHOOKS[0].url: Value error, must not carry credentials",
+            "RUNSGATE_WEBHOOKS[0].url: must not carry credentials",
             None,
         ),
         ([_hook(), _hook(url="https://b.example.com/", events=["run.exploded"])], "RUNSGATE_WEBHOOKS[1].events", None),
@@ -49,20 +52,20 @@ def _hook(**fields: Any) -> dict[str, Any]:
         ),
         (
             [_hook(secret="plain-secret-value-0123456789abcdef")],
-            "RUNSGATE_WEBHOOKS[0].secret: Value error, must start with whsec_",
+            "RUNSGATE_WEBHOOKS[0].secret: must start with whsec_",
             "plain-secret-value-0123456789abcdef",
         ),
         (
             [_hook(secret="whsec_" + base64.b64encode(b"short-key").decode())],
-            "RUNSGATE_WEBHOOKS[0].secret: Value error, must encode 24 to 64 bytes (it encodes 9)",
+            "RUNSGATE_WEBHOOKS[0].secret: must encode 24 to 64 bytes (it encodes 9)",
             base64.b64encode(b"short-key").decode(),
         ),
         (
             [_hook(secret="whsec_not*base64*at*all*0123456789abcdef")],
-            "RUNSGATE_WEBHOOKS[0].secret: Value error, must be whsec_ followed by standard base64",
+            "RUNSGATE_WEBHOOKS[0].secret: must be whsec_ followed by standard base64",
             "not*base64*at*all",
         ),
-        ([_hook(), _hook()], "RUNSGATE_WEBHOOKS: Value error, each receiver's url must appear once", None),
+        ([_hook(), _hook()], "RUNSGATE_WEBHOOKS: each receiver's url must appear once", None),
         (
             [{"url": "https://a.example.com/", "events": ["run.failed"]}],
             "RUNSGATE_WEBHOOKS[0].secret: Field required",
@@ -94,7 +97,7 @@ def test_a_bad_receiver_stops_the_server_with_one_line_that_never_shows_the_secr
     ("variables", "expected"),
     [
         ({"RUNSGATE_WEBHOOKS": "[{"}, "RUNSGATE_WEBHOOKS: not valid JSON"),
-        ({"RUNSGATE_PUBLIC_URL": "runs.example.com"}, "RUNSGATE_PUBLIC_URL: Value error, must be an absolute"),
+        ({"RUNSGATE_PUBLIC_URL": "runs.example.com"}, "RUNSGATE_PUBLIC_URL: must be an absolute"),
         ({"RUNSGATE_WEBHOOK_RETRY_FOR": "0"}, "RUNSGATE_WEBHOOK_RETRY_FOR: Input should be greater than 0"),
     ],
 )
@@ -129,7 +132,7 @@ def test_request_urls_of_webhooks_stay_out_of_the_logs_unless_debugging() -> Non
     handlers, level = list(root.handlers), root.level
     try:
         configure_logging("INFO", "text")
-        assert not logging.getLogger("httpx2").isEnabledFor(logging.INFO)
+        assert not logging.getLogger("httpx2").isEnabledFor(logging.INFO)  # the client of runtime/webhooks.py
         configure_logging("DEBUG", "text")
         assert logging.getLogger("httpx2").isEnabledFor(logging.INFO)
     finally:
@@ -146,10 +149,22 @@ def test_the_inbox_links_of_runsgate_serve_name_the_port_given_on_its_command_li
     served: dict[str, Any] = {}
     built = server.app.create_app
     monkeypatch.setattr("server.app.create_app", lambda settings: built(served.setdefault("settings", settings)))
-    monkeypatch.setattr("server.cli.uvicorn.run", lambda app, **options: served.update(options))
 
-    status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, "--port", "4100")
+    class Server:  # uvicorn's, serving nothing
+        started = True
+
+        def __init__(self, config: uvicorn.Config) -> None:
+            served.update(port=config.port, listening=None)
+
+        def run(self, sockets: list[socket.socket]) -> None:
+            served["listening"] = [sock.getsockname()[1] for sock in sockets]
+
+    monkeypatch.setattr("server.cli.uvicorn.Server", Server)
+    port = free_port()
+
+    status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, "--port", str(port))
 
     assert status == 0
-    assert served["port"] == 4100
-    assert served["settings"].inbox_base_url == "http://127.0.0.1:4100"
+    assert served["port"] == port
+    assert served["listening"] == [port]  # the socket runsgate bound before anything else
+    assert served["settings"].inbox_base_url == f"http://127.0.0.1:{port}"

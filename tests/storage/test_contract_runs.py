@@ -141,6 +141,34 @@ async def test_record_decision_answers_only_the_question_it_was_read_for(store: 
     assert current["toolCalls"][0]["decision"] == decision("resumed")
 
 
+async def test_a_decision_read_from_a_call_without_a_question_is_refused_once_the_call_waits_on_one(
+    store: SnapshotStore,
+) -> None:
+    # given a run stored before calls had a questionId (a call without one answers question None)
+    old = tool_call("c1", approval=False)
+    await store.insert(snapshot("old", calls=[old]), b"[]")
+    # and a run whose call waits on question q2 (the same call asked again since it was read)
+    asked = tool_call("c1", approval=False)
+    asked["questionId"] = "q2"
+    await store.insert(snapshot("asked", calls=[asked]), b"[]")
+
+    # when a decision read while the call had no question is recorded on each
+    on_old = await store.record_decision(
+        "refund-agent", "old", index=0, tool_call_id="c1", question_id=None, decision=decision("resumed"), now=T0
+    )
+    on_asked = await store.record_decision(
+        "refund-agent", "asked", index=0, tool_call_id="c1", question_id=None, decision=decision("resumed"), now=T0
+    )
+
+    # then the call without a question takes it, and the call waiting on q2 refuses it
+    assert on_old is not None
+    assert on_old["toolCalls"][0]["decision"] == decision("resumed")
+    assert on_asked is None
+    stored = await store.get("refund-agent", "asked")
+    assert stored is not None
+    assert stored["toolCalls"][0]["decision"] is None
+
+
 async def test_record_decision_is_conditional_and_counts_down(store: SnapshotStore) -> None:
     await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
 

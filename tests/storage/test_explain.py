@@ -1,19 +1,36 @@
-"""On a real MongoDB, every listing is an index walk in listing order, with no in-memory sort.
+"""Every query of the MongoDB store uses an index: each listing filter, the deadline read, the
+sweeper's reads, and every write by key (docs/storage.md "Query plans").
 
-Runs when ``MONGODB_URI`` points at a real mongod; skipped on FerretDB, whose 1.24 SQLite
-backend plans every listing as a full ``SCAN`` without sort pushdown (recorded in
-``bench/RESULTS.md``).
+The queries are the ones the store sends, recorded through PyMongo's command monitoring
+(``_sent``) and explained as sent: reads as they are, writes as a ``find`` with their condition
+(FerretDB 2.5 explains no update, findAndModify or delete). Two engines read plans:
+
+- FerretDB 2.5 on DocumentDB, the tests' MongoDB server, answers PostgreSQL plans (``Index Scan``,
+  ``Bitmap Index Scan`` naming the index, ``Seq Scan``, ``Sort``). There a listing page uses an index
+  holding every field it filters on by equality, then sorts the matches in a separate step:
+  DocumentDB 0.106 pushes a sort into its indexes only behind experimental settings
+  (``documentdb.enableIndexOrderbyPushdown``) that are off by default and that runsgate does not
+  recommend (docs/storage.md).
+- A real mongod (``MONGODB_URI``) answers ``winningPlan`` stages: a page there is a walk of one
+  listing index in listing order (no ``SORT``), but for ``expiresBefore``, a range on another field.
+
+FerretDB 1.24 plans every query as a full scan: skipped (bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from storage import MongoSnapshotStore, RunFilter
+from storage import MongoSnapshotStore, RunFilter, sort_key
+
+from ._contract import T0, snapshot, tool_call
+from ._sent import SENT, Sent
+from .test_mongo_conditions import _every_conditional_write
 
 pytestmark = pytest.mark.mongo
 
@@ -22,62 +39,219 @@ FILTERS = {
     "thread": RunFilter(thread_id="t1"),
     "resource": RunFilter(resource_id="r1"),
     "thread+resource": RunFilter(thread_id="t1", resource_id="r1"),
-    "dates": RunFilter(from_date=datetime(2026, 1, 1, tzinfo=UTC), to_date=datetime(2026, 2, 1, tzinfo=UTC)),
-    "thread+dates": RunFilter(thread_id="t1", from_date=datetime(2026, 1, 1, tzinfo=UTC)),
+    "dates": RunFilter(from_date=T0, to_date=T0 + timedelta(days=1)),
+    "thread+dates": RunFilter(thread_id="t1", from_date=T0),
+    "resource+dates": RunFilter(resource_id="r1", to_date=T0 + timedelta(days=1)),
+    "expires before": RunFilter(expires_before=T0 + timedelta(hours=1)),
+    "thread+expires before": RunFilter(thread_id="t1", expires_before=T0 + timedelta(hours=1)),
+    "restricted": RunFilter(resource_ids=frozenset({"r1", "r2"})),
+    "thread+restricted": RunFilter(thread_id="t1", resource_ids=frozenset({"r1"})),
 }
+"""Every listing filter combination the API can make (``SuspendedRunFilter`` and a principal's
+resources); dates are a range inside any of them."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the tests read of a plan, whichever engine made it."""
+
+    indexes: tuple[str, ...]
+    """The indexes the plan scans."""
+    full_scan: bool
+    """Whether it scans a whole collection (``Seq Scan``, ``COLLSCAN``)."""
+    sort: bool
+    """Whether it sorts in a step of its own (``Sort``, ``SORT``)."""
+
+
+def _documentdb_plan(plan: Mapping[str, Any]) -> Plan:
+    nodes = list(_walk(plan["queryPlanner"]["Plan"], "Plans"))
+    return Plan(
+        indexes=tuple(str(n["Index Name"]) for n in nodes if "Index Name" in n),
+        full_scan=any(n["Node Type"] == "Seq Scan" for n in nodes),
+        sort=any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes),
+    )
+
+
+def _mongod_plan(plan: Mapping[str, Any]) -> Plan:
+    planner = plan.get("queryPlanner") or plan["stages"][0]["$cursor"]["queryPlanner"]
+    stages = list(_walk(planner["winningPlan"], "inputStage", "inputStages", "queryPlan"))
+    return Plan(
+        indexes=tuple(str(s.get("indexName", "_id_")) for s in stages if s.get("stage") in _MONGOD_INDEX_STAGES),
+        full_scan=any(s.get("stage") == "COLLSCAN" for s in stages),
+        sort=any(s.get("stage") == "SORT" for s in stages),
+    )
+
+
+_MONGOD_INDEX_STAGES = {"IXSCAN", "IDHACK", "EXPRESS_IXSCAN", "EXPRESS_CLUSTERED_IXSCAN", "DISTINCT_SCAN"}
+
+
+def _walk(node: Any, *children: str) -> Iterator[Mapping[str, Any]]:
+    if isinstance(node, Mapping):
+        yield node
+        for key in children:
+            value = node.get(key)
+            for child in value if isinstance(value, list) else [value]:
+                yield from _walk(child, *children)
+
+
+@dataclass
+class Planner:
+    """The store on the session's MongoDB server, and how to read that server's plans."""
+
+    store: MongoSnapshotStore
+    engine: str
+    """``documentdb`` or ``mongod``."""
+    keys: dict[str, dict[str, tuple[str, ...]]]
+    """Per collection, each index's fields, by name."""
+
+    async def plans(self, sent: list[Sent]) -> list[tuple[Sent, Plan]]:
+        read = _documentdb_plan if self.engine == "documentdb" else _mongod_plan
+        explained = []
+        for one in sent:
+            command = dict(one.command)
+            if command.get("hint") is None:
+                command.pop("hint", None)
+            plan = await self.store.database.command("explain", command, verbosity="queryPlanner")
+            explained.append((one, read(plan)))
+        return explained
+
+    async def index_keys(self, collection: str) -> dict[str, tuple[str, ...]]:
+        if collection not in self.keys:
+            indexes = await (await self.store.database[collection].list_indexes()).to_list()
+            self.keys[collection] = {str(i["name"]): tuple(i["key"]) for i in indexes}
+        return self.keys[collection]
 
 
 @pytest.fixture
-async def mongo(mongodb_uri: str) -> AsyncIterator[MongoSnapshotStore]:
+async def planner(mongodb_uri: str) -> AsyncIterator[Planner]:
     store = MongoSnapshotStore(mongodb_uri)
     await store.open()
-    build = await store.database.command("buildInfo")
-    if "ferretdbVersion" in build:
-        await store.drop_all()
-        await store.close()
-        pytest.skip("FerretDB 1.24 plans listings as a full SCAN (no sort pushdown); needs MONGODB_URI to a mongod")
     try:
-        yield store
+        build = await store.database.command("buildInfo")
+        if "ferretdbVersion" in build:
+            pytest.skip("FerretDB 1.24 plans every query as a full scan (bench/RESULTS.md)")
+        engine = "documentdb" if "ferretdb" in build else "mongod"
+        # a few runs of two agents, threads, resources and deadlines: the plans are the same at any
+        # size (DocumentDB uses an index whenever one serves, documentdb.forceUseIndexIfAvailable)
+        runs = []
+        for i in range(60):
+            call = tool_call(f"c{i}")
+            call["expiresAt"] = T0 + timedelta(minutes=i)
+            doc = snapshot(
+                f"run-{i:03d}",
+                agent_id=("refund-agent", "weather-agent")[i % 2],
+                created=T0 + timedelta(seconds=i),
+                thread=f"t{i % 4}",
+                resource=f"r{i % 3}",
+                calls=[call],
+            )
+            runs.append((doc, b"[]"))
+        await store.insert_many(runs)
+        yield Planner(store, engine, {})
     finally:
         await store.drop_all()
         await store.close()
 
 
-def stages(plan: Any) -> Iterator[str]:
-    """Every ``stage`` name in a plan tree."""
-    if isinstance(plan, Mapping):
-        if "stage" in plan:
-            yield str(plan["stage"])
-        for value in plan.values():
-            yield from stages(value)
-    elif isinstance(plan, list):
-        for item in plan:
-            yield from stages(item)
-
-
 @pytest.mark.parametrize("name", list(FILTERS))
-async def test_listing_plan_is_an_index_walk_without_sort(mongo: MongoSnapshotStore, name: str) -> None:
-    plan = await mongo.explain_listing("refund-agent", FILTERS[name], 20)
+async def test_every_listing_filter_uses_an_index_holding_its_equality_fields(planner: Planner, name: str) -> None:
+    # when the store reads a first page, a cursor page, a page from the end, and the count
+    run_filter = FILTERS[name]
+    store = planner.store
+    with SENT.recording() as sent:
+        first = await store.list_runs("refund-agent", run_filter, limit=3)
+        bound = sort_key(first[-1]) if first else sort_key(snapshot("run-000"))
+        await store.list_runs("refund-agent", run_filter, limit=3, after=bound)
+        await store.list_runs("refund-agent", run_filter, limit=3, before=bound, from_end=True)
+        await store.count_runs("refund-agent", run_filter)
+    listings = [one for one in sent if one.collection == "run_snapshots"]
+    assert len(listings) == 4, sent
 
-    winning = list(stages(plan["queryPlanner"]["winningPlan"]))
-    assert "IXSCAN" in winning
-    assert "SORT" not in winning
-    assert "COLLSCAN" not in winning
+    # then each plan scans an index that holds every field the filter names by equality, or, with
+    # expiresBefore, the agent's deadlines (agent_expiring); never the whole collection
+    equal = {"agentId"}
+    equal |= {"threadId"} if run_filter.thread_id is not None else set()
+    equal |= {"resourceId"} if run_filter.resource_id is not None else set()
+    serving = [equal, *([{"agentId", "expiresAt"}] if run_filter.expires_before is not None else [])]
+    keys = await planner.index_keys("run_snapshots")
+    for one, plan in await planner.plans(listings):
+        assert not plan.full_scan, (one, plan)
+        assert plan.indexes, (one, plan)
+        assert any(fields <= set(keys[index]) for index in plan.indexes for fields in serving), (one, plan, keys)
+
+    # and a page (not the count) sorts in a step of its own on DocumentDB; on mongod it walks the
+    # listing index in order (with expiresBefore, a range on another field, it may sort)
+    pages = [plan for one, plan in await planner.plans(listings) if one.name == "find"]
+    assert len(pages) == 3, pages
+    if planner.engine == "documentdb":
+        assert all(plan.sort for plan in pages), pages
+    elif run_filter.expires_before is None:
+        assert not any(plan.sort for plan in pages), pages
 
 
-async def test_the_expiry_pass_walks_the_deadline_index_without_sort(mongo: MongoSnapshotStore) -> None:
-    plan = await mongo.explain_expired_runs(now=datetime(2026, 1, 1, tzinfo=UTC), limit=50)
+async def test_the_deadline_read_uses_a_deadline_index(planner: Planner) -> None:
+    with SENT.recording() as sent:
+        await planner.store.list_expired_runs(now=T0 + timedelta(minutes=10), limit=50)
 
-    winning = list(stages(plan["queryPlanner"]["winningPlan"]))
-    assert "IXSCAN" in winning
-    assert "SORT" not in winning
-    assert "COLLSCAN" not in winning
-    assert "expiring" in str(plan["queryPlanner"]["winningPlan"])
+    [(_, plan)] = await planner.plans(sent)
+    keys = await planner.index_keys("run_snapshots")
+    assert not plan.full_scan, plan
+    assert plan.indexes, plan
+    assert all("expiresAt" in keys[index] for index in plan.indexes), (plan, keys)
+    # mongod walks `expiring` in deadline order; DocumentDB finds the runs past their deadline
+    # through an index holding expiresAt (`expiring` or `agent_expiring`), then sorts them
+    if planner.engine == "mongod":
+        assert plan.indexes == ("expiring",), plan
+    assert plan.sort == (planner.engine == "documentdb"), plan
 
 
-async def test_the_expires_before_filter_uses_an_index(mongo: MongoSnapshotStore) -> None:
-    plan = await mongo.explain_listing("refund-agent", RunFilter(expires_before=datetime(2026, 1, 1, tzinfo=UTC)), 20)
+async def test_the_sweepers_reads_use_indexes(planner: Planner) -> None:
+    later = T0 + timedelta(hours=1)
+    with SENT.recording() as sent:
+        await planner.store.list_stalled_runs(now=later, idle_before=later, limit=50)
+        await planner.store.complete_pending_events(before=later, limit=50)
+        await planner.store.list_expired_runs(now=later, limit=50)
+        await planner.store.claim_webhook_deliveries(by="i1", until=later, now=later, limit=10)
+        await planner.store.list_events_after("refund-agent", None, 100)
+        await planner.store.list_events_of_runs("refund-agent", ["run-000", "run-002"])
 
-    winning = list(stages(plan["queryPlanner"]["winningPlan"]))
-    assert "IXSCAN" in winning
-    assert "COLLSCAN" not in winning
+    expected = {
+        "run_snapshots": {"pendingCount", "pendingEvents.at", "expiresAt"},
+        "webhook_deliveries": {"status"},
+        "run_events": {"agentId"},
+    }
+    explained = await planner.plans(sent)
+    assert {one.collection for one, _ in explained} == set(expected), sent
+    for one, plan in explained:
+        keys = await planner.index_keys(one.collection)
+        assert not plan.full_scan, (one, plan)
+        assert plan.indexes, (one, plan)
+        assert all(set(keys[index]) & expected[one.collection] for index in plan.indexes), (one, plan, keys)
+
+
+def _names_a_key(condition: Mapping[str, Any]) -> bool:
+    """Whether a condition names its document's ``_id`` (or a list of them)."""
+    key = condition.get("_id")
+    return isinstance(key, str) or (isinstance(key, Mapping) and set(key) == {"$in"})
+
+
+async def test_every_write_by_key_finds_its_document_through_the_id_index(planner: Planner) -> None:
+    # when the store makes each of its conditional writes (and the reads by key around them)
+    with SENT.recording() as sent:
+        await _every_conditional_write(planner.store)
+    by_key = [one for one in sent if _names_a_key(one.command.get("filter", {}))]
+    writes = [one for one in by_key if one.name in ("update", "delete", "findAndModify")]
+    assert {one.collection for one in writes} >= {
+        "run_snapshots",
+        "run_write_locks",
+        "idempotency_keys",
+        "webhook_deliveries",
+        "webhook_cursors",
+        "run_histories",
+    }, writes
+    assert all(_names_a_key(one.command["filter"]) for one in sent if one.name not in ("find", "aggregate")), sent
+
+    # then every one of them (writes, and reads naming an _id) finds its document through `_id`
+    for one, plan in await planner.plans(by_key):
+        assert plan.indexes == ("_id_",), (one, plan)
+        assert not plan.full_scan, (one, plan)

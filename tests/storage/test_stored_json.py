@@ -29,6 +29,7 @@ from storage import (
     SnapshotStore,
     ToolCallDocument,
 )
+from storage.strict_json import NotStrictJsonError
 
 from ._contract import snapshot
 
@@ -161,6 +162,22 @@ async def test_an_idempotency_result_is_stored(store: SnapshotStore) -> None:
 
     assert again is not None
     assert again["result"] == {"outcome": {"output": AWKWARD_ARGS}}
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")], ids=["inf", "-inf", "nan"])
+async def test_a_float_no_json_holds_is_refused_by_every_store_and_nothing_is_written(
+    store: SnapshotStore, value: float
+) -> None:
+    # RFC 8259 has no NaN or Infinity: a store writes neither (docs/storage.md "Stored JSON")
+    doc = snapshot(agent_id="json-agent", calls=[call("c1", args={"amount": value})])
+
+    with pytest.raises(NotStrictJsonError):
+        await store.insert(doc, b"[]")
+    with pytest.raises(NotStrictJsonError):
+        await store.append_event(event("r-inf", {"output": [value]}))
+
+    assert await store.get("json-agent", doc["_id"]) is None
+    assert await store.list_events("json-agent", "r-inf") == []
 
 
 # -- the property -------------------------------------------------------------------------------------

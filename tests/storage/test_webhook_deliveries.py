@@ -76,6 +76,20 @@ async def test_a_due_delivery_is_leased_to_one_instance_at_a_time(store: Snapsho
     assert again == []
 
 
+async def test_a_lease_can_be_asked_for_one_endpoint_or_for_all_but_some(store: SnapshotStore) -> None:
+    deliveries = [_delivery("001", endpoint="e1"), _delivery("002", endpoint="e2"), _delivery("003", endpoint="e3")]
+    await store.add_webhook_deliveries(deliveries)
+    now, until = utcnow(), utcnow() + timedelta(seconds=30)
+
+    only_e2 = await store.claim_webhook_deliveries(by="i", until=until, now=now, limit=10, endpoint_id="e2")
+    not_e1 = await store.claim_webhook_deliveries(by="i", until=until, now=now, limit=10, other_than=("e1", "e2"))
+    rest = await store.claim_webhook_deliveries(by="i", until=until, now=now, limit=10)
+
+    assert [d["_id"] for d in only_e2] == ["002.e2"]
+    assert [d["_id"] for d in not_e1] == ["003.e3"]
+    assert [d["_id"] for d in rest] == ["001.e1"]
+
+
 async def test_an_expired_lease_is_taken_over(store: SnapshotStore) -> None:
     await store.add_webhook_deliveries([_delivery("001")])
     now = utcnow()

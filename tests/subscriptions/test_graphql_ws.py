@@ -10,18 +10,19 @@ Each Node file runs with ``node --test``; its report is shown when it fails.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests._servers import runsgate_process, runsgate_processes, shared_store_env
 
+from .. import _processes
+
 HERE = Path(__file__).resolve().parent
 
 
 def run_node_tests(node: str, test_file: str, **env: str) -> None:
-    result = subprocess.run(
+    result = _processes.run(
         [node, "--test", "--test-reporter=spec", test_file],
         cwd=HERE,
         env={**os.environ, **env},

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from tests._processes import scaled
 from tests._receiver import Receiver
 
 ALL_EVENTS = ["run.suspended", "run.decided", "call.expired", "run.completed", "run.failed"]
@@ -46,7 +47,8 @@ def webhooks_env(*receivers: tuple[Receiver, list[str]], **more: str) -> dict[st
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """Poll ``check`` until it returns something truthy; that value."""
+    """Poll ``check`` until it returns something truthy, for at most ``scaled(timeout)`` s; that value."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Build FerretDB v2.5.0 and the PostgreSQL extensions it runs on (DocumentDB 0.106.0, pgvector
+# 0.8.0, pg_cron 1.6.3), once per machine, and print the FerretDB binary's path.
+#   RUNSGATE_VENDOR_DIR=DIR bash scripts/install-documentdb.sh
+# Used by ./dev test, ./dev documentdb, ./dev bench and ./dev chaos; tests/_documentdb.py starts
+# PostgreSQL and FerretDB from what it installs (docs/storage.md "FerretDB 2 on DocumentDB").
+#
+# - Debian packages: PostgreSQL 15 with its server headers, PostGIS and RUM (both required by
+#   DocumentDB), libbson, PCRE2 and Intel's decimal math library (scripts/apt-install.sh).
+# - The three extensions are built from their source archives, found in the folder named by
+#   RUNSGATE_VENDOR_DIR and checked against the SHA-256 below, and installed into the system's
+#   PostgreSQL 15 folders (root, or sudo). One already installed at the right version (its
+#   .control file's default_version, and its library) is not built again, and then needs no
+#   archive. Without an archive it needs, the script says which one, its checksum and where it is
+#   published, and exits 1.
+# - FerretDB v2.5.0, the release built for that DocumentDB tag, comes from the Go module proxy and
+#   is cached as ~/.cache/runsgate/bin/ferretdb-v2.5.0 (RUNSGATE_CACHE moves the cache).
+# Builds run at nice 10: about 10 minutes on 2 cores.
+set -euo pipefail
+scripts="$(cd "$(dirname "$0")" && pwd)"
+ferretdb_version=v2.5.0
+cache="${RUNSGATE_CACHE:-$HOME/.cache/runsgate}"
+bin="$cache/bin/ferretdb-$ferretdb_version"
+pg_major=15
+pg_config="/usr/lib/postgresql/$pg_major/bin/pg_config"
+packages=(
+  "postgresql-$pg_major" "postgresql-server-dev-$pg_major" "postgresql-$pg_major-rum" "postgresql-$pg_major-postgis-3"
+  libbson-dev libpcre2-dev libintelrdfpmath-dev libkrb5-dev libicu-dev pkg-config make gcc git
+)
+
+# name|archive|sha256|published at|extension control files and default_version they must have|libraries
+components=(
+  "pgvector|pgvector-0.8.0.tar.gz|f735d37c1f8a32a0c46f29db63860bdc1ed06a423d4280767afbd38f1fe58778|https://github.com/pgvector/pgvector/archive/refs/tags/v0.8.0.tar.gz|vector=0.8.0|vector.so"
+  "pg_cron|pg_cron-1.6.3.tar.gz|105b669241ea200f0e9a5ffbc2c4e8c33b0dfaba2b13e06cdb4621382b7995d5|https://github.com/citusdata/pg_cron/archive/refs/tags/v1.6.3.tar.gz|pg_cron=1.6|pg_cron.so"
+  "documentdb|documentdb-0.106.0-ferretdb-2.5.0.tar.gz|c06c5b2287ac9e439c9fbcfc1095c605d81975e1e6792aa83eb4c9f7008b7eff|https://github.com/FerretDB/documentdb/archive/refs/tags/v0.106.0-ferretdb-2.5.0.tar.gz|documentdb_core=0.106-0,documentdb=0.106-0|pg_documentdb_core.so,pg_documentdb.so"
+)
+
+say() { echo "install-documentdb: $*" >&2; }
+
+bash "$scripts/apt-install.sh" "${packages[@]}"
+[ -x "$pg_config" ] || { say "$pg_config is missing (postgresql-server-dev-$pg_major)"; exit 1; }
+sharedir="$("$pg_config" --sharedir)/extension"
+pkglibdir="$("$pg_config" --pkglibdir)"
+
+installed() { # whether every control file names its version and every library is there
+  local controls="$1" libraries="$2" pair name version library
+  for pair in ${controls//,/ }; do
+    name="${pair%%=*}" version="${pair#*=}"
+    grep -qx "default_version = '$version'" "$sharedir/$name.control" 2>/dev/null || return 1
+  done
+  for library in ${libraries//,/ }; do
+    [ -f "$pkglibdir/$library" ] || return 1
+  done
+}
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    say "installing into $pkglibdir and $sharedir needs root (or sudo)"
+    exit 1
+  fi
+}
+
+missing=()
+for component in "${components[@]}"; do
+  IFS='|' read -r name archive sha url controls libraries <<<"$component"
+  installed "$controls" "$libraries" || missing+=("$component")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  vendor="${RUNSGATE_VENDOR_DIR:-}"
+  absent=()
+  for component in "${missing[@]}"; do
+    IFS='|' read -r name archive sha url controls libraries <<<"$component"
+    if [ -z "$vendor" ] || ! [ -f "$vendor/$archive" ]; then
+      absent+=("$component")
+    elif ! echo "$sha  $vendor/$archive" | sha256sum --check --status; then
+      say "$vendor/$archive does not have the SHA-256 $sha"
+      exit 1
+    fi
+  done
+  if [ ${#absent[@]} -gt 0 ]; then
+    say "the PostgreSQL extensions below are not installed; building them needs their source archives"
+    say "in a folder named by RUNSGATE_VENDOR_DIR${vendor:+ (now $vendor)}:"
+    for component in "${absent[@]}"; do
+      IFS='|' read -r name archive sha url controls libraries <<<"$component"
+      say "  $archive  sha256 $sha"
+      say "    published at $url"
+    done
+    exit 1
+  fi
+fi
+
+work=$(mktemp -d)
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+pgxs=(PG_CONFIG="$pg_config" with_llvm=no) # no JIT bitcode: half the build time
+
+for component in "${missing[@]}"; do
+  IFS='|' read -r name archive sha url controls libraries <<<"$component"
+  say "building $name from $archive (a few minutes)"
+  tar -xzf "$vendor/$archive" -C "$work"
+  src="$work/${archive%.tar.gz}"
+  log="$work/$name.log"
+  if [ "$name" = documentdb ]; then
+    # DocumentDB's Makefiles ask pkg-config for `intelmathlib`, which Debian's libintelrdfpmath-dev
+    # ships as a static library without a .pc file.
+    bid="$(dpkg -L libintelrdfpmath-dev | grep '/libbidgcc000\.a$' | head -n 1)"
+    mkdir -p "$work/pkgconfig"
+    printf 'Name: intelmathlib\nDescription: Intel decimal floating-point math library\nVersion: 2.0\nLibs: %s\nCflags: -I/usr/include\n' \
+      "$bid" >"$work/pkgconfig/intelmathlib.pc"
+    export PKG_CONFIG_PATH="$work/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    # Built from an archive, not a git checkout, the version string would read `sha:unknown` (and
+    # FerretDB warn at every start): name the tag's commit, which the archive records.
+    commit="$(git get-tar-commit-id <"$vendor/$archive" 2>/dev/null || true)"
+    if [ -n "$commit" ]; then
+      for dir in pg_documentdb_core:documentdb_core pg_documentdb:documentdb; do
+        mkdir -p "$src/${dir%%:*}/build/include/metadata"
+        version="$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$src/${dir%%:*}/${dir#*:}.control")"
+        printf '// runsgate: the tag %s\n#define EXTENSION_VERSION_STR "%s"\n#define GIT_VERSION "HEAD sha:%s buildId:0"\n' \
+          "${archive%.tar.gz}" "${version/-/.}" "${commit:0:10}" >"$src/${dir%%:*}/build/include/metadata/documentdb_extension_version.h"
+      done
+    fi
+    # Debian 12's libbson (1.23) lacks BSON_SUBTYPE_SENSITIVE, the only change the sources need.
+    copt=(COPT="-DBSON_SUBTYPE_SENSITIVE=0x08 -Wno-error=switch")
+    if ! {
+      nice -n 10 make -C "$src/pg_documentdb_core" -j "$(nproc)" "${pgxs[@]}" "${copt[@]}" &&
+        nice -n 10 make -C "$src/pg_documentdb" -j "$(nproc)" "${pgxs[@]}" "${copt[@]}"
+    } >"$log" 2>&1; then
+      tail -n 40 "$log" >&2
+      say "building $name failed (the end of its log above)"
+      exit 1
+    fi
+    targets=("$src/pg_documentdb_core" "$src/pg_documentdb")
+  else
+    if ! nice -n 10 make -C "$src" -j "$(nproc)" "${pgxs[@]}" >"$log" 2>&1; then
+      tail -n 40 "$log" >&2
+      say "building $name failed (the end of its log above)"
+      exit 1
+    fi
+    targets=("$src")
+  fi
+  for target in "${targets[@]}"; do
+    if ! as_root make -C "$target" "${pgxs[@]}" install >>"$log" 2>&1; then
+      tail -n 40 "$log" >&2
+      say "installing $name failed (the end of its log above)"
+      exit 1
+    fi
+  done
+  installed "$controls" "$libraries" || { say "$name was installed but its version is not $controls"; exit 1; }
+  say "installed $name into $pkglibdir"
+done
+
+if [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1; then
+  echo "$bin"; exit 0
+fi
+command -v go >/dev/null || { say "Go is required to build FerretDB $ferretdb_version"; exit 1; }
+say "building FerretDB $ferretdb_version with Go (about 5 minutes)"
+cd "$work"
+src=$(go mod download -json "github.com/FerretDB/FerretDB/v2@$ferretdb_version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+cp -r "$src" "$work/ferretdb"
+chmod -R u+w "$work/ferretdb"
+# not part of the module (generated at release), as for v1: without it the binary panics at start
+echo "$ferretdb_version" >"$work/ferretdb/build/version/version.txt"
+# cmd/ferretdb/gomaxprocs.go is `//go:build !go1.25` (Go 1.25 sets GOMAXPROCS from the cgroup
+# itself), and nothing else defines setGOMAXPROCS: a no-op for newer Go.
+cat >"$work/ferretdb/cmd/ferretdb/gomaxprocs_go125.go" <<'EOF'
+//go:build go1.25
+
+package main
+
+import "log/slog"
+
+func setGOMAXPROCS(*slog.Logger) {}
+EOF
+mkdir -p "$cache/bin"
+(cd "$work/ferretdb" && nice -n 10 go build -o "$bin.tmp" ./cmd/ferretdb) >&2
+mv "$bin.tmp" "$bin"
+"$bin" --version >&2
+echo "$bin"

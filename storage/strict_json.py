@@ -1,0 +1,89 @@
+"""The one JSON rule of runsgate: RFC 8259 JSON, in and out (SECURITY.md "Limits and hostile input").
+
+Every JSON document a client sends (HTTP bodies, GET parameters, WebSocket messages) is read
+with ``loads``, and every one runsgate writes (stored documents, events, webhook bodies, the API's
+replies) with ``dumps`` or ``dumps_shown``. RFC 8259 has no ``NaN`` or ``Infinity``, and a number
+too large for a double (``1e999``) is one no receiver can read back: Python's ``json`` takes all
+three (the last as ``inf``), so neither function leaves it to ``json``'s defaults.
+
+A value no JSON holds comes only from Python code (a tool, a model's arguments parsed leniently):
+a store refuses it (``dumps`` raises), so such a run fails saying why rather than being stored in a
+form that changes when read back. A document an older runsgate stored with ``Infinity`` in it is
+still read (``storage.stored_json.loads`` keeps ``json``'s leniency); wherever it is shown (a reply,
+a webhook body) the value is ``null`` (``dumps_shown``, and orjson's own behaviour in replies).
+
+Lives in ``storage`` (the lowest layer) so that every layer shares it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+class NotStrictJsonError(ValueError):
+    """Text that is not RFC 8259 JSON, or a value no RFC 8259 document holds; the message says which."""
+
+
+def _constant(name: str) -> Any:
+    raise NotStrictJsonError(f"{name} is not a JSON number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotStrictJsonError(f"the number {text[:40]} is beyond a double's range")
+    return value
+
+
+def loads(data: str | bytes) -> Any:
+    """The value of RFC 8259 JSON text.
+
+    Raises:
+        NotStrictJsonError: ``NaN``, ``Infinity``, ``-Infinity`` or a number beyond a double
+            (``1e999``).
+        ValueError: Any other malformed text (``json.JSONDecodeError``), an integer over Python's
+            digit limit.
+        RecursionError: Nesting deeper than the parser's recursion limit.
+    """
+    return json.loads(data, parse_constant=_constant, parse_float=_float)
+
+
+def dumps(value: Any, **options: Any) -> str:
+    """``json.dumps(value, **options)`` that refuses ``NaN`` and infinities instead of writing them.
+
+    Raises:
+        NotStrictJsonError: ``value`` holds a float that is not finite.
+        TypeError: ``value`` holds something that is not JSON (and no ``default`` converts it).
+    """
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError as exc:
+        if "Out of range float values" not in str(exc):
+            raise
+        raise NotStrictJsonError("a float that is not finite (NaN, Infinity) has no JSON form") from None
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every float that is not finite replaced by ``None`` (lists and dicts copied
+    where they hold one; anything else is returned as it is)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
+
+
+def dumps_shown(value: Any, **options: Any) -> str:
+    """``dumps`` for a document being shown (a reply, a webhook body): a float that is not finite,
+    which only a document stored by an older runsgate can hold, is written ``null``."""
+    try:
+        return dumps(value, **options)
+    except NotStrictJsonError:
+        return dumps(finite(value), **options)
+
+
+__all__ = ["NotStrictJsonError", "dumps", "dumps_shown", "finite", "loads"]

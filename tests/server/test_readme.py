@@ -1,0 +1,70 @@
+"""The README says what really happens: its ``decideToolCalls`` example answers what the text
+after it says, and its ``MONGODB_URI`` row agrees with the Deployment example and the settings."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from server.config import ConfigError, load_settings
+
+from .._graphql import REFUND, GraphQLClient
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+
+
+def _after(marker: str) -> str:
+    """The README from the first line holding ``marker`` on."""
+    return README[README.index(marker) :]
+
+
+@pytest.mark.parametrize("settings", ["memory"], indirect=True)
+async def test_the_readmes_decide_tool_calls_example_answers_what_the_readme_says(gql: GraphQLClient) -> None:
+    # given the README's bulk example: its run of two refunds, and its mutation
+    section = _after("`decideToolCalls` decides many calls at once")
+    prompt = re.search(r'\(a run of two refunds: "([^"]+)"\)', section)
+    document = re.search(r"```graphql\n(.*?)```", section, re.DOTALL)
+    assert prompt, section[:600]
+    assert document, section[:600]
+    run = await gql.suspend(REFUND, prompt[1])
+    calls = [call["toolCallId"] for call in run["toolCalls"]]
+    assert len(calls) == 2, run
+
+    # when it is sent with that run's ids
+    text = document[1].replace("RUN_ID", run["runId"]).replace("CALL_1", calls[0]).replace("CALL_2", calls[1])
+    results = (await gql.data(text))["decideToolCalls"]["results"]
+
+    # then the answer is what the paragraph after the block says, result by result
+    said = section[document.end() : section.index("\n\n", document.end() + 1)]
+    statuses = re.findall(r"`status: (\w+)`", said)
+    output = re.search(r'`output: "([^`]+)"`', said)
+    assert statuses == [r["status"] for r in results], (said, results)
+    assert output is not None, said
+    assert results[-1]["output"] == output[1]
+    assert "in the order of `decisions`" in said
+
+
+def test_the_readmes_mongodb_uri_row_agrees_with_the_deployment_example(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    row = next(line for line in README.splitlines() if line.startswith("| `MONGODB_URI` |"))
+    example = re.search(r"^(MONGODB_URI=(\S+)) \./dev serve$", README, re.MULTILINE)
+    assert example is not None
+    monkeypatch.chdir(tmp_path)
+    for variable in ("RUNSGATE_STORE", "MONGODB_URI", "RUNSGATE_MONGODB_URI"):
+        monkeypatch.delenv(variable, raising=False)
+
+    # the Deployment example sets MONGODB_URI alone, and that names the MongoDB store
+    monkeypatch.setenv("MONGODB_URI", example[2])
+    assert load_settings().store_url == example[2]
+    # the row says so, and says what happens when RUNSGATE_STORE is set too
+    assert "alone" in row
+    assert "Set with `RUNSGATE_STORE`, both must" not in row
+    assert "the same store" in row
+    monkeypatch.setenv("RUNSGATE_STORE", example[2])
+    assert load_settings().store_url == example[2]
+    monkeypatch.setenv("RUNSGATE_STORE", "sqlite:///./runsgate.db")
+    with pytest.raises(ConfigError, match="name different stores"):
+        load_settings()

@@ -1,0 +1,137 @@
+"""runsgate as a user installs it: the sdist and the wheel built (``uv build``), the wheel installed
+into a clean virtualenv without the development dependencies, and ``runsgate serve`` from there
+on a SQLite file: a run started, listed and approved, then a graceful stop. The ``openai`` extra
+installs and imports too (docs/testing.md "The installed package").
+
+The virtualenv gets the dependency versions of ``uv.lock`` (``uv export --no-dev`` as
+constraints), so the check is the same on every machine and needs no new download once uv's
+cache has them; it runs outside the repository, so nothing is imported from the source tree.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from . import _processes
+from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, data
+from ._processes import scaled
+from ._servers import ROOT, free_port, log_tail, server_env, wait_for_port
+
+pytestmark = pytest.mark.process
+
+PRODUCT = ("storage", "runtime", "resolvers", "server")
+"""The wheel's packages (pyproject.toml ``[tool.hatch.build.targets.wheel]``)."""
+
+
+def _uv() -> str:
+    found = os.environ.get("UV") or shutil.which("uv") or str(Path.home() / ".local" / "bin" / "uv")
+    if not Path(found).exists():
+        pytest.fail("uv is not installed: ./dev installs it (the wheel check builds with `uv build`)")
+    return found
+
+
+def _ok(*command: str | Path, timeout: float = 600, **options: object) -> str:
+    result = _processes.run(list(map(str, command)), capture_output=True, text=True, timeout=timeout, **options)
+    assert result.returncode == 0, f"{' '.join(map(str, command))} exited {result.returncode}:\n{result.stderr[-4000:]}"
+    return str(result.stdout)
+
+
+def _clean_env(**variables: str) -> dict[str, str]:
+    """The test's environment without the project's virtualenv or Python path (nor runsgate settings)."""
+    env = server_env(**variables)
+    for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "UV_PROJECT_ENVIRONMENT"):
+        env.pop(name, None)
+    project_bin = str(ROOT / ".venv" / "bin")
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != project_bin)
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """``(virtualenv, wheel, constraints)``: the wheel built from the sdist, installed alone."""
+    work = tmp_path_factory.mktemp("wheel")
+    uv = _uv()
+    dist = work / "dist"
+    # uv build: the sdist first, then the wheel built from the unpacked sdist (so the sdist is complete)
+    _ok(uv, "build", "--sdist", "--wheel", "--out-dir", dist, "--no-progress", ROOT, cwd=work, env=_clean_env())
+    (wheel,) = dist.glob("runsgate-*.whl")
+    assert list(dist.glob("runsgate-*.tar.gz")), list(dist.iterdir())
+    constraints = work / "constraints.txt"
+    locked = _ok(
+        uv, "export", "--frozen", "--no-dev", "--all-extras", "--no-emit-project", "--no-hashes", "--no-header",
+        cwd=ROOT, env=_clean_env(),
+    )  # fmt: skip
+    constraints.write_text(locked)
+    venv = work / "venv"
+    _ok(uv, "venv", "--python", sys.executable, "--no-project", venv, cwd=work, env=_clean_env())
+    _ok(
+        uv, "pip", "install", "--python", venv / "bin" / "python", "--constraints", constraints, wheel,
+        cwd=work, env=_clean_env(),
+    )  # fmt: skip
+    return venv, wheel, constraints
+
+
+def test_the_wheel_holds_the_product_and_no_development_code(installed: tuple[Path, Path, Path]) -> None:
+    _, wheel, _ = installed
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/", 1)[0] for name in archive.namelist() if not name.startswith("runsgate-")}
+    assert tops == set(PRODUCT)
+
+
+def test_the_installed_wheel_has_no_development_dependency(installed: tuple[Path, Path, Path]) -> None:
+    venv, _, _ = installed
+    listed = _ok(_uv(), "pip", "list", "--python", venv / "bin" / "python", "--format", "freeze", env=_clean_env())
+    names = {line.split("==", 1)[0].lower() for line in listed.splitlines() if "==" in line}
+    assert "runsgate" in names
+    assert not names & {"pytest", "ruff", "mypy", "gql", "schemathesis", "hypothesis", "deptry"}, names
+
+
+def test_runsgate_serve_from_the_wheel_starts_lists_approves_and_stops(
+    installed: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    venv, _, _ = installed
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "runsgate.log"
+    command = [venv / "bin" / "runsgate", "serve", "--port", str(port), "--store", "sqlite:///./runsgate.db"]
+    # given the installed runsgate, started outside the repository on a SQLite file
+    with _processes.logged(command, log, cwd=tmp_path, env=_clean_env(RUNSGATE_AUTH="off")) as proc:
+        try:
+            wait_for_port(port, proc=proc)
+        except (RuntimeError, TimeoutError) as exc:
+            raise AssertionError(f"the installed runsgate did not start: {exc}\n{log_tail(log)}") from exc
+
+        # when a run is started, listed and approved over HTTP
+        run = data(url, None, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["startRun"]["run"]
+        listed = data(url, None, SUSPENDED_RUNS, agentId=REFUND)["suspendedRuns"]["edges"]
+        call = run["toolCalls"][0]["toolCallId"]
+        outcome = data(url, None, APPROVE, input={"agentId": REFUND, "runId": run["runId"], "toolCallId": call})
+
+        # then the run was listed, the approval completed it, and it is gone from the listing
+        assert [edge["node"]["runId"] for edge in listed] == [run["runId"]]
+        assert outcome["approveToolCall"]["status"] == "COMPLETED", outcome
+        assert data(url, None, SUSPENDED_RUNS, agentId=REFUND)["suspendedRuns"]["edges"] == []
+
+        # and SIGTERM stops it gracefully (uvicorn ends the process by the signal once it shut
+        # down), with no traceback
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=scaled(30)) in (0, -signal.SIGTERM), log_tail(log)
+    assert "Application shutdown complete." in log.read_text(), log_tail(log)
+    assert "Traceback" not in log.read_text(), log_tail(log)
+    assert (tmp_path / "runsgate.db").is_file()
+
+
+def test_the_openai_extra_installs_and_imports(installed: tuple[Path, Path, Path]) -> None:
+    venv, wheel, constraints = installed
+    python = venv / "bin" / "python"
+    extra = f"runsgate[openai] @ {wheel.as_uri()}"
+    _ok(_uv(), "pip", "install", "--python", python, "--constraints", constraints, extra, env=_clean_env())
+    script = "from pydantic_ai.models.openai import OpenAIChatModel; import server.cli; print(OpenAIChatModel.__name__)"
+    assert _ok(python, "-c", script, cwd=venv, env=_clean_env()).strip() == "OpenAIChatModel"

@@ -98,7 +98,6 @@ async def _until(predicate: Any, seconds: float, what: str) -> Any:
     return value
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: decisions always wait for the outcome")
 @pytest.mark.short_claims
 async def test_a_server_killed_after_answering_a_recorded_approval_leaves_the_run_to_the_other(
     pair: Pair, clients: tuple[GraphQLClient, GraphQLClient]

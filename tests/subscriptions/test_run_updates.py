@@ -69,7 +69,6 @@ async def _suspended(server: str) -> tuple[str, str]:
     return run["runId"], run["toolCalls"][0]["toolCallId"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: no runUpdates subscription, no waitFor")
 async def test_a_recorded_approval_answers_resuming_and_the_subscriber_sees_the_continuation(server: str) -> None:
     run_id, call_id = await _suspended(server)
     async with ws_connect(server) as ws, GraphQLClient.at(server) as client:
@@ -96,7 +95,6 @@ async def test_a_recorded_approval_answers_resuming_and_the_subscriber_sees_the_
     assert "".join(u["text"] for u in updates if u["kind"] == "TEXT") == updates[-1]["output"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: no runUpdates subscription, no waitFor")
 async def test_a_late_subscriber_gets_the_continuation_and_after_resumes_after_an_update(server: str) -> None:
     run_id, call_id = await _suspended(server)
     async with GraphQLClient.at(server) as client:
@@ -113,7 +111,6 @@ async def test_a_late_subscriber_gets_the_continuation_and_after_resumes_after_a
     assert [u["id"] for u in rest] == [u["id"] for u in everything[2:]]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: no runUpdates subscription, no waitFor")
 @pytest.mark.parametrize(
     ("variables", "code"),
     [
@@ -136,7 +133,6 @@ async def test_a_refused_subscription_is_one_error_with_its_code(
     assert complete == {"id": operation, "type": "complete"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: no runUpdates subscription, no waitFor")
 async def test_a_recorded_batch_answers_resuming_and_its_replay_answers_the_same(server: str) -> None:
     runs = [await _suspended(server) for _ in range(2)]
     key = uuid.uuid4().hex

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from storage import SnapshotDocument
+from storage import SnapshotDocument, strict_json
 
 UpdateKind = Literal["resumed", "text", "tool_call_started", "tool_call_ended", "suspended", "completed", "failed"]
 
@@ -152,8 +152,10 @@ def capped(update: RunUpdate) -> RunUpdate:
 
 
 def encode(updates: list[RunUpdate]) -> str:
-    """The JSON text a batch stores (``RunUpdateBatchDocument.updates``)."""
-    return json.dumps([u.to_json() for u in updates], ensure_ascii=False, separators=(",", ":"))
+    """The JSON text a batch stores (``RunUpdateBatchDocument.updates``): RFC 8259 JSON
+    (``storage.strict_json``), a float that is not finite (a tool's result) written ``null``, as
+    every reply shows it."""
+    return strict_json.dumps_shown([u.to_json() for u in updates], ensure_ascii=False, separators=(",", ":"))
 
 
 def decode(text: str, *, agent_id: str, run_id: str) -> list[RunUpdate]:

@@ -410,7 +410,6 @@ async def test_a_batch_of_recorded_decisions_answers_before_the_runs_continue(in
     await _until(finished)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: stored update batches were written with json's NaN")
 def test_a_stored_batch_is_rfc_8259_json_a_value_no_json_holds_written_null() -> None:
     run_updates = importlib.import_module("runtime.run_updates")
     update = run_updates.RunUpdate(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -427,3 +427,23 @@ def test_a_stored_batch_is_rfc_8259_json_a_value_no_json_holds_written_null() ->
     text = run_updates.encode([update])
 
     assert strict_json.loads(text)[0]["result"] == {"ratio": None, "paid": 12}
+
+
+async def test_the_sweeper_prunes_the_update_batches_older_than_the_retention(
+    memory_store: MemorySnapshotStore, registry: AgentRegistry
+) -> None:
+    sweeper_module = importlib.import_module("runtime.sweeper")
+    runs = RunManager(memory_store, registry, instance_id="instance-a")
+    now = runs.now()
+    for batch_id, age in (
+        ("00000000000000000001-000000000001.end", 7200),
+        ("00000000000000000002-000000000002.end", 0),
+    ):
+        await memory_store.append_run_updates(
+            {"_id": batch_id, "agentId": PACED, "runId": "r1", "at": now - timedelta(seconds=age), "updates": "[]"}
+        )
+
+    await sweeper_module.StalledRunSweeper(runs, interval=1.0, update_retention=3600.0).sweep_once()
+
+    kept = await memory_store.list_run_updates(PACED, "r1", after=None, limit=10)
+    assert [b["_id"] for b in kept] == ["00000000000000000002-000000000002.end"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from strawberry.types import Info as _Info
 
-from runtime import ANONYMOUS, AgentRegistry, EventFeed, Principal, RunManager
+from runtime import ANONYMOUS, AgentRegistry, EventFeed, Principal, RunManager, RunUpdateFeed
 from storage import SnapshotStore
 
 from .loaders import Loaders
@@ -69,6 +69,7 @@ class Context:
         loaders: Fresh DataLoaders for this operation, restricted to the principal's
             resources (per HTTP request, per WebSocket operation: ``begin_operation``).
         events: The process's event feed (subscriptions); ``None`` where none runs.
+        run_updates: The process's run update feed (``runUpdates``); ``None`` where none runs.
         request: The underlying Starlette request or WebSocket, when there is one.
         connection_params: The WebSocket ``connection_init`` payload (Strawberry sets it).
         webhook_endpoints: The configured webhook receivers, endpoint id -> URL
@@ -88,6 +89,7 @@ class Context:
     request: Any = None
     response: Any = None
     events: EventFeed | None = None
+    run_updates: RunUpdateFeed | None = None
     connection_params: Any = None
     webhook_endpoints: dict[str, str] = field(default_factory=dict)
     _loaders: Loaders | None = field(default=None, init=False, repr=False)

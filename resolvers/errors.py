@@ -36,6 +36,15 @@ from storage import StoreUnavailableError
 from .argument_errors import QueryArgumentError as QueryArgumentError  # re-exported: raised by the resolvers
 from .types import ToolCallDecision
 
+
+class SubscriptionEndedError(GraphQLError):
+    """A subscription's stream ended on the server's side; ``extensions.code`` says why. A client
+    may subscribe again after the last item it received (``afterEventId``, ``after``)."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message, extensions={"code": code})
+
+
 ErrorCodeEnum = strawberry.enum(ErrorCode, name="ErrorCode", description="Code of a `UserError`.")
 
 

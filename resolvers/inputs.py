@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime
 
 import strawberry
 
+from runtime import DecisionWait as Wait
 from storage import RunFilter
 
 from .scalars import JSON
@@ -52,6 +54,38 @@ class StartRunInput:
     )
 
 
+@strawberry.enum(description='When a decision answers (docs/api.md "Decisions that do not wait").')
+class DecisionWait(enum.Enum):
+    OUTCOME = strawberry.enum_value(
+        "outcome",
+        description="Once the run's continuation (if the decision triggered one) reached its outcome: "
+        "SUSPENDED again, COMPLETED or FAILED. The default.",
+    )
+    RECORDED = strawberry.enum_value(
+        "recorded",
+        description="Once the decision is stored and the run's continuation queued on this instance: "
+        "RESUMING; the result follows through `runUpdates`, `suspendedRun` and `runEvents`. A decision "
+        "that leaves calls waiting answers SUSPENDED either way.",
+    )
+
+    @property
+    def wait(self) -> Wait:
+        """The runtime's ``DecisionWait``."""
+        return "recorded" if self is DecisionWait.RECORDED else "outcome"
+
+
+WAIT_FOR_DESCRIPTION = (
+    "When to answer (`DecisionWait`). Not part of what an `idempotencyKey` fingerprints: a replay "
+    "answers what the first request answered, whatever its `waitFor`."
+)
+
+
+def wait_for_field() -> DecisionWait:
+    """The ``waitFor`` input field of a decision input."""
+    field: DecisionWait = strawberry.field(default=DecisionWait.OUTCOME, description=WAIT_FOR_DESCRIPTION)
+    return field
+
+
 EDITED_ARGS_DESCRIPTION = (
     "Arguments (an object) the tool runs with instead of the model's: checked by the tool's own argument "
     "validator (`InvalidToolArguments` when they fail it), the per-tool rules are evaluated on them, and the "
@@ -66,6 +100,7 @@ class ApproveToolCallInput:
     tool_call_id: strawberry.ID
     idempotency_key: str | None = None
     edited_args: JSON | None = strawberry.field(default=None, description=EDITED_ARGS_DESCRIPTION)
+    wait_for: DecisionWait = wait_for_field()
 
 
 @strawberry.input
@@ -75,6 +110,7 @@ class DeclineToolCallInput:
     tool_call_id: strawberry.ID
     reason: str | None = strawberry.field(default=None, description="Passed to the model.")
     idempotency_key: str | None = None
+    wait_for: DecisionWait = wait_for_field()
 
 
 @strawberry.input
@@ -91,6 +127,7 @@ class ResumeRunInput:
         description="The question answered (the call's `questionId`); when it no longer waits, the answer "
         "is refused with `QuestionNotPending`. Omitted: the question the call waits on now.",
     )
+    wait_for: DecisionWait = wait_for_field()
 
 
 @strawberry.input
@@ -123,4 +160,7 @@ class DecideToolCallsInput:
     idempotency_key: str | None = strawberry.field(
         default=None,
         description="Repeating the request with this key (and the same decisions) returns the first answers.",
+    )
+    wait_for: DecisionWait = strawberry.field(
+        default=DecisionWait.OUTCOME, description="For each decision, as `approveToolCall`'s. " + WAIT_FOR_DESCRIPTION
     )

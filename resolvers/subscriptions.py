@@ -1,4 +1,5 @@
-"""Subscription fields: ``suspendedRunEvents`` streams an agent's run events as they happen.
+"""Subscription fields: ``suspendedRunEvents`` streams an agent's run events as they happen;
+``runUpdates`` one run's progress (``resolvers.run_updates``).
 
 Served over WebSocket with the ``graphql-transport-ws`` protocol (docs/api.md "Subscriptions"). The events come
 from the event log through the process's ``runtime.EventFeed`` (one poller per agent, shared by
@@ -14,7 +15,6 @@ from collections.abc import AsyncGenerator
 from typing import Annotated
 
 import strawberry
-from graphql import GraphQLError
 
 from runtime import EventFeedClosedError, EventFeedOverflowError
 from storage import EventDocument, StoreUnavailableError
@@ -22,7 +22,8 @@ from storage import EventDocument, StoreUnavailableError
 from .access import CanReadEvents
 from .agents import require_agent
 from .context import Info, fresh_loaders
-from .errors import QueryArgumentError
+from .errors import QueryArgumentError, SubscriptionEndedError
+from .run_updates import RUN_UPDATES_DESCRIPTION, RunUpdate, run_updates
 from .types import RunEvent
 from .visibility import can_see_event
 
@@ -64,14 +65,6 @@ class RunEventFilter:
 
 
 EventFilterArg = Annotated[RunEventFilter | None, strawberry.argument(name="filter")]
-
-
-class SubscriptionEndedError(GraphQLError):
-    """The stream ended on the server's side; ``extensions.code`` says why, and the client may
-    subscribe again with ``afterEventId`` set to the last event it received."""
-
-    def __init__(self, message: str, *, code: str) -> None:
-        super().__init__(message, extensions={"code": code})
 
 
 def _checked(run_filter: RunEventFilter | None, after_event_id: strawberry.ID | None) -> RunEventFilter:
@@ -122,3 +115,14 @@ class Subscription:
             raise SubscriptionEndedError(str(exc), code="STORE_UNAVAILABLE") from exc
         finally:
             await stream.aclose()
+
+    @strawberry.subscription(description=RUN_UPDATES_DESCRIPTION, permission_classes=[CanReadEvents])
+    async def run_updates(
+        self, info: Info, agent_id: strawberry.ID, run_id: strawberry.ID, after: strawberry.ID | None = None
+    ) -> AsyncGenerator[RunUpdate, None]:
+        stream = run_updates(info, agent_id, run_id, after)
+        try:
+            async for update in stream:
+                yield update
+        finally:
+            await stream.aclose()  # at once, when the client stops the subscription

@@ -3,6 +3,7 @@
 Plain async Python over a ``storage.SnapshotStore``; knows nothing of GraphQL or HTTP.
 """
 
+from ._publishing import UpdateHub
 from .access import (
     ALL_SCOPES,
     ANONYMOUS,
@@ -37,12 +38,14 @@ from .errors import (
     WrongToolCallKindError,
 )
 from .event_feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
-from .lifecycle import BulkDecision, Caller, RunManager
+from .lifecycle import BulkDecision, Caller, DecisionWait, RunManager
 from .outcome import OutcomeStatus, RunOutcome
 from .registry import AgentRegistry, AnyAgent, default_tool_rules, load_registry
 from .rules import missing_approval_scope, tool_rule_problems
+from .run_updates import UPDATE_ID, RunUpdate, UpdateKind
 from .suspension import suspend
 from .sweeper import StalledRunSweeper
+from .update_feed import RunUpdateFeed
 from .webhooks import WEBHOOK_EVENTS, RetryPolicy, WebhookDispatcher, WebhookEndpoint
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "READ",
     "START",
     "UNAUTHENTICATED",
+    "UPDATE_ID",
     "WEBHOOKS_READ",
     "WEBHOOK_EVENTS",
     "AgentNotFoundError",
@@ -61,6 +65,7 @@ __all__ = [
     "BulkDecision",
     "Caller",
     "DecideThroughSupervisorError",
+    "DecisionWait",
     "DelegationError",
     "DuplicateApproverError",
     "ErrorCode",
@@ -81,12 +86,16 @@ __all__ = [
     "RunNotFoundError",
     "RunNotReadyError",
     "RunOutcome",
+    "RunUpdate",
+    "RunUpdateFeed",
     "RunsgateError",
     "StalledRunSweeper",
     "ToolApprovalRule",
     "ToolArgumentProblem",
     "ToolCallAlreadyDecidedError",
     "ToolCallNotFoundError",
+    "UpdateHub",
+    "UpdateKind",
     "WebhookDispatcher",
     "WebhookEndpoint",
     "WrongToolCallKindError",

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from pydantic_ai import ModelMessagesTypeAdapter, capture_run_messages
 from pydantic_ai.messages import ModelMessage
@@ -29,17 +30,19 @@ from storage import (
 )
 
 from ._claims import claim_expiry, renewing_claim
-from ._deferred import deferred_tool_results, results_applied, tool_call_documents, with_edited_args
+from ._deferred import deferred_tool_results, results_applied, settled, tool_call_documents, with_edited_args
 from ._execution import Finished, run_agent
 from ._identity import identified_legacy
 from ._journal import Journal
 from ._json import jsonable
+from ._publishing import UpdateHub, UpdatePublisher
 from ._scope import RunScope, SubRuns
 from .access import Principal
 from .errors import RunNotFoundError, RunNotReadyError
 from .gate import DecisionGate
 from .outcome import RunOutcome
 from .registry import AgentRegistry
+from .run_updates import UpdateKind
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +63,8 @@ class Continuation:
     """Seconds."""
     model: Model | str | None
     now: Callable[[], datetime]
+    updates: UpdateHub
+    """Where each claim's run of the agent publishes its updates."""
 
     def scope(self, doc: SnapshotDocument, principal: str | None) -> RunScope:
         """The scope ``doc``'s agent runs in, on behalf of ``principal``."""
@@ -104,7 +109,9 @@ class Continuation:
                 even when it was not ``resuming`` (its instance died before claiming it).
 
         If the decided tools ran and the agent then failed, the history with their results is
-        kept (``release_claim(history=...)``), so a retry does not run them again.
+        kept (``release_claim(history=...)``), so a retry does not run them again. Each claim's
+        run of the agent publishes its updates (``runtime._publishing``), its outcome once the
+        store holds it.
 
         Returns:
             ``resuming`` when the claim is held elsewhere (or lost midway), else ``completed``,
@@ -113,9 +120,32 @@ class Continuation:
         Raises:
             AgentNotFoundError: The run's agent is no longer registered.
         """
-        agent_id, run_id, me = doc["agentId"], doc["_id"], self.instance_id
-        agent = self.agents.get_agent(agent_id)
-        scope = self.scope(doc, principal)
+        while True:
+            scope = self.scope(doc, principal)
+            claimed = await self._claim(doc, scope, takeover=takeover)
+            if claimed is None:
+                return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="resuming")
+            doc, continuation_id = claimed
+            publisher = self.updates.publisher(scope.agent_id, scope.run_id, continuation_id)
+            try:
+                result = await self._continue(doc, scope, publisher)
+            except BaseException:
+                publisher.abort()
+                raise
+            if isinstance(result, RunOutcome):
+                kind, fields = _outcome_update(result)
+                await publisher.finish(kind, **fields)
+                return result
+            await publisher.finish()  # every new call was approved by a policy: continue again at once
+            doc, takeover = result, False
+
+    async def _claim(
+        self, doc: SnapshotDocument, scope: RunScope, *, takeover: bool
+    ) -> tuple[SnapshotDocument, str] | None:
+        """Claim the run as read in ``doc``, with its ``takeover`` and ``resumed`` events; the
+        claimed run and the continuation's id (its ``resumed`` event's), or ``None``."""
+        me = self.instance_id
+        self.agents.get_agent(scope.agent_id)
         events = []
         if doc["status"] == "resuming" or takeover:
             events.append(
@@ -127,23 +157,30 @@ class Continuation:
             if c["decision"] is not None
         ]
         events.append(
-            self.journal.new_event(scope, "resumed", by=principal, data={"instanceId": me, "decisions": decided})
+            self.journal.new_event(scope, "resumed", by=scope.principal, data={"instanceId": me, "decisions": decided})
         )
         # Written with the claim as one unit of work (only if it succeeds): every claim is in the
         # log before anything else can happen to it, even if this instance stops right after. The
         # claim needs the run unchanged since ``doc`` was read, so the events describe what it took.
         now = self.now()
         claimed = await self.store.claim(
-            agent_id,
-            run_id,
+            scope.agent_id,
+            scope.run_id,
             by=me,
             until=claim_expiry(now, self.claim_ttl),
             now=now,
             events=events,
             version=doc["version"],
         )
-        if claimed is None:
-            return RunOutcome(run_id=run_id, agent_id=agent_id, status="resuming")
+        return None if claimed is None else (claimed, events[-1]["_id"])
+
+    async def _continue(
+        self, claimed: SnapshotDocument, scope: RunScope, publisher: UpdatePublisher
+    ) -> RunOutcome | SnapshotDocument:
+        """Run the claimed run's agent to its next state: its outcome, or the run stored again
+        with every new call approved by a policy (to continue again)."""
+        agent_id, run_id, me = scope.agent_id, scope.run_id, self.instance_id
+        agent = self.agents.get_agent(agent_id)
         call_ids = [c["toolCallId"] for c in claimed["toolCalls"]]
         # Still ours? Paused after the claim, this instance may have lost the run to another's
         # takeover: then it runs no tool.
@@ -161,9 +198,12 @@ class Continuation:
                 already_ran = results_applied(history, call_ids)
                 results = None if already_ran else deferred_tool_results(calls)
                 with capture_run_messages() as captured:
-                    ran = await run_agent(agent, scope, model=self.model, history=history, results=results)
+                    ran = await run_agent(
+                        agent, scope, model=self.model, history=history, results=results, events=publisher.handle
+                    )
         except Exception as exc:
             error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}
+            captured = settled(captured)
             kept = results_applied(captured, call_ids)
             failure = self.journal.failed_event(scope, exc, tools_ran=kept)
             released = await self.store.release_claim(
@@ -204,8 +244,8 @@ class Continuation:
             return await self._refused(scope, exc)
         if replaced is None:
             return _claim_lost(scope)
-        if suspension is None:  # every new call was approved by a policy: continue again at once
-            return await self.run(replaced, principal)
+        if suspension is None:  # every new call was approved by a policy
+            return replaced
         return await self.journal.suspended(scope, replaced, event=suspension)
 
     async def _refused(self, scope: RunScope, exc: Exception) -> RunOutcome:
@@ -218,6 +258,17 @@ class Continuation:
             scope.agent_id, scope.run_id, by=self.instance_id, error=error, now=self.now(), event=failure
         )
         return await self.journal.failed(scope, exc, run=released, event=failure)
+
+
+def _outcome_update(outcome: RunOutcome) -> tuple[UpdateKind | None, dict[str, Any]]:
+    """The update ending a continuation whose outcome is ``outcome`` (none when its claim was lost)."""
+    if outcome.status == "completed":
+        return "completed", {"output": outcome.output}
+    if outcome.status == "suspended":
+        return "suspended", {"run": outcome.run}
+    if outcome.status == "failed":
+        return "failed", {"error": outcome.error, "run": outcome.run}
+    return None, {}
 
 
 def _claim_lost(scope: RunScope) -> RunOutcome:

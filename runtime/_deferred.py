@@ -243,6 +243,17 @@ def with_edited_args(messages: Sequence[ModelMessage], calls: Sequence[ToolCallD
     return edited_messages
 
 
+def settled(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` (captured from a run that failed) without the trailing responses the model
+    never finished: a streamed request that failed leaves its partial response, ``state``
+    ``interrupted`` (empty when the stream failed before its first part). A retry asks the model
+    again from the last request instead."""
+    kept = list(messages)
+    while kept and isinstance(kept[-1], ModelResponse) and kept[-1].state == "interrupted":
+        kept.pop()
+    return kept
+
+
 def results_applied(messages: Sequence[ModelMessage], call_ids: Sequence[str]) -> bool:
     """Whether ``messages`` already answer every call in ``call_ids`` in a complete last request.
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage
-from pydantic_ai.models import Model
+from pydantic_ai import RunContext
+from pydantic_ai.agent import EventStreamHandler
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from ._decision_toolset import DecisionCapability, needs_decision_context
@@ -43,9 +50,15 @@ async def run_agent(
     prompt: str | None = None,
     history: Sequence[ModelMessage] | None = None,
     results: DeferredToolResults | None = None,
+    events: EventStreamHandler[Any] | None = None,
 ) -> Finished | Deferred:
     """Run ``agent`` with ``scope`` current, from a prompt or from a stored history (parsed with
     ``ModelMessagesTypeAdapter``) plus results.
+
+    ``events`` (a continuation's ``UpdatePublisher.handle``) is pydantic-ai's
+    ``event_stream_handler`` for the run: it is given the model's streamed response and the tool
+    calls' events. A model that cannot stream (``can_stream``) is then asked for whole answers
+    (``WholeAnswers``), as without a handler: the handler sees its tool calls, and no text deltas.
 
     An agent whose ``output_type`` lacks ``DeferredToolRequests`` gets it added for the run, so
     any registered agent can suspend. ``CallIdentity`` gives every tool call the model makes an
@@ -62,6 +75,10 @@ async def run_agent(
     capabilities: list[Any] = [CallIdentity()]
     if needs_decision_context(results):
         capabilities.append(DecisionCapability())
+    if events is not None:
+        used = model if model is not None else agent.model
+        if isinstance(used, Model) and not can_stream(used):
+            model = WholeAnswers(used)
     with entered(scope):
         if output_type is None:
             result = await agent.run(
@@ -70,6 +87,7 @@ async def run_agent(
                 deferred_tool_results=results,
                 model=model,
                 capabilities=capabilities,
+                event_stream_handler=events,
             )
         else:
             result = await agent.run(
@@ -79,11 +97,42 @@ async def run_agent(
                 deferred_tool_results=results,
                 model=model,
                 capabilities=capabilities,
+                event_stream_handler=events,
             )
     output = result.output
     if isinstance(output, DeferredToolRequests):
         return Deferred(requests=output, messages=result.all_messages(), history=result.all_messages_json())
     return Finished(output=jsonable(output))
+
+
+def can_stream(model: Model) -> bool:
+    """Whether ``model`` answers a streamed request: it implements ``request_stream`` (as every
+    provider's model does; pydantic-ai's own check), a ``FunctionModel`` only with a
+    ``stream_function``, a wrapper or a fallback chain when all it wraps do."""
+    if isinstance(model, FunctionModel):
+        return model.stream_function is not None
+    if isinstance(model, WrapperModel):
+        return can_stream(model.wrapped)
+    if isinstance(model, FallbackModel):
+        return all(can_stream(m) for m in model.models)
+    return type(model).request_stream is not Model.request_stream
+
+
+class WholeAnswers(WrapperModel):
+    """A model that cannot stream, asked for a stream: it answers with its whole response
+    (``request``, as when nothing streams), handed over as an already-completed stream that
+    sends no delta events (pydantic-ai's ``CompletedStreamedResponse``)."""
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        response: ModelResponse = await self.wrapped.request(messages, model_settings, model_request_parameters)
+        yield CompletedStreamedResponse(response, model_request_parameters=model_request_parameters)
 
 
 def _output_type_with_deferred(agent: AnyAgent) -> list[Any] | None:

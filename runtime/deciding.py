@@ -13,7 +13,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from storage import DecisionKind, IdempotencyDocument, SnapshotDocument, SnapshotStore
 
@@ -23,6 +23,7 @@ from ._deferred import question_id
 from ._fair_slots import FairSlots
 from ._idempotency import IdempotencyGuard
 from ._json import jsonable
+from ._queued import QueuedContinuations
 from .access import Principal
 from .errors import RunNotFoundError, RunsgateError
 from .gate import Allowed, Decider, DecisionGate
@@ -37,6 +38,13 @@ the per-tool scopes; its ``identity`` is recorded (``decidedBy``, the audit log)
 idempotency keys it sends. A plain name is recorded without resource or scope checks: trusted
 in-process code (the seed, tests). ``None``: nobody. Every other rule applies to all of them.
 """
+
+
+DecisionWait = Literal["outcome", "recorded"]
+"""When a decision answers (``waitFor``): ``outcome``, once the run's continuation (if the decision
+triggered one) reached its outcome; ``recorded``, once the decision is recorded and the
+continuation queued (``resuming``; the result follows through the run's updates, the store and the
+event log). A decision that leaves calls waiting answers ``suspended`` either way."""
 
 
 def split(caller: Caller) -> tuple[str | None, Principal | None]:
@@ -83,15 +91,25 @@ class Decisions:
     bulk_slots: FairSlots
     """Shared by every batch: runs ``decide_many`` decides (and so continues) at once, a freed slot
     going to the principal deciding that holds the fewest (``runtime._fair_slots``)."""
+    queued: QueuedContinuations
+    """Where the continuations of ``recorded`` decisions run."""
 
     async def once(
-        self, agent_id: str, run_id: str, operation: str, request: DecisionRequest, caller: Caller
+        self,
+        agent_id: str,
+        run_id: str,
+        operation: str,
+        request: DecisionRequest,
+        caller: Caller,
+        wait: DecisionWait = "outcome",
     ) -> RunOutcome:
-        """One decision (``approveToolCall``, ``declineToolCall``, ``resumeRun``, a batch item).
+        """One decision (``approveToolCall``, ``declineToolCall``, ``resumeRun``, a batch item),
+        answering as ``wait`` says (``DecisionWait``).
 
         The run is read and checked before the idempotency key is looked at: a run the caller may
         not decide on is refused having written nothing, and the key's record (another
-        principal's, or a replay) is never consulted for it.
+        principal's, or a replay) is never consulted for it. ``wait`` is not part of what the key
+        fingerprints: a replay answers what the first request answered, whatever its ``wait``.
         """
         name, principal = split(caller)
         decider = Decider(name=name, principal=principal)
@@ -119,7 +137,7 @@ class Decisions:
             operation=owned(operation, name),
             key=request.idempotency_key,
             arguments=arguments,
-            action=functools.partial(self._decide, agent_id, run_id, request, decider, doc, allowed),
+            action=functools.partial(self._decide, agent_id, run_id, request, decider, doc, allowed, wait),
         )
 
     async def _decide(
@@ -130,14 +148,18 @@ class Decisions:
         decider: Decider,
         read: SnapshotDocument | None,
         allowed: Allowed | None,
+        wait: DecisionWait,
     ) -> RunOutcome:
         self.agents.get_agent(agent_id)
         updated = await self.gate.decide(agent_id, run_id, request, decider, read=read, allowed=allowed)
-        return await self._continued(updated, decider)
+        return await self._continued(updated, decider, wait)
 
-    async def _continued(self, updated: SnapshotDocument, decider: Decider) -> RunOutcome:
+    async def _continued(self, updated: SnapshotDocument, decider: Decider, wait: DecisionWait) -> RunOutcome:
         if updated["pendingCount"] > 0:
             return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="suspended", run=updated)
+        if wait == "recorded":
+            self.queued.queue(updated, decider.name)
+            return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="resuming")
         return await self.continuation.run(updated, decider.name)
 
     async def forward(self, inner: SnapshotDocument, index: int, answer: dict[str, Any]) -> RunOutcome:
@@ -162,12 +184,17 @@ class Decisions:
             approvers=tuple(answer.get("approvers") or (by,)),
         )
         updated = await self.gate.decide(inner["agentId"], inner["_id"], request, decider)
-        return await self._continued(updated, decider)
+        return await self._continued(updated, decider, "outcome")
 
     async def many(
-        self, agent_id: str, decisions: Sequence[BulkDecision], caller: Caller, idempotency_key: str | None
+        self,
+        agent_id: str,
+        decisions: Sequence[BulkDecision],
+        caller: Caller,
+        idempotency_key: str | None,
+        wait: DecisionWait = "outcome",
     ) -> list[RunOutcome | RunsgateError]:
-        """``RunManager.decide_many``."""
+        """``RunManager.decide_many``; ``wait`` applies to each item (not fingerprinted)."""
         self.agents.get_agent(agent_id)  # an unknown agent: refused before the key is reserved
         name, _ = split(caller)
         arguments = {"decisions": [dataclasses.asdict(item) for item in decisions], "principal": name}
@@ -177,7 +204,7 @@ class Decisions:
                 operation=owned("decideToolCalls", name),
                 key=idempotency_key,
                 arguments=arguments,
-                action=functools.partial(self._decide_all, agent_id, decisions, caller, idempotency_key),
+                action=functools.partial(self._decide_all, agent_id, decisions, caller, idempotency_key, wait),
                 encode=_encode_answers,
                 decode=_decode_answers,
             )
@@ -185,7 +212,12 @@ class Decisions:
             return refused.answers
 
     async def _decide_all(
-        self, agent_id: str, decisions: Sequence[BulkDecision], caller: Caller, key: str | None
+        self,
+        agent_id: str,
+        decisions: Sequence[BulkDecision],
+        caller: Caller,
+        key: str | None,
+        wait: DecisionWait,
     ) -> list[RunOutcome | RunsgateError]:
         answers: list[RunOutcome | RunsgateError | None] = [None] * len(decisions)
         by_run: dict[str, list[int]] = {}
@@ -207,7 +239,9 @@ class Decisions:
                         idempotency_key=None if key is None else f"{key}/{index}",
                     )
                     try:
-                        answers[index] = await self.once(agent_id, item.run_id, "decideToolCalls.item", request, caller)
+                        answers[index] = await self.once(
+                            agent_id, item.run_id, "decideToolCalls.item", request, caller, wait
+                        )
                     except RunsgateError as error:
                         answers[index] = error
 
@@ -249,4 +283,4 @@ def _decode_answers(stored: IdempotencyDocument) -> list[RunOutcome | RunsgateEr
     ]
 
 
-__all__ = ["BulkDecision", "Caller", "Decisions", "owned", "split"]
+__all__ = ["BulkDecision", "Caller", "DecisionWait", "Decisions", "owned", "split"]

@@ -24,9 +24,11 @@ from ._fair_slots import FairSlots
 from ._idempotency import IdempotencyGuard
 from ._journal import Journal
 from ._json import jsonable
+from ._publishing import UpdateHub
+from ._queued import QueuedContinuations
 from ._scope import RunScope
 from .access import ToolApprovalRule, check_start
-from .deciding import BulkDecision, Caller, Decisions, owned, split
+from .deciding import BulkDecision, Caller, Decisions, DecisionWait, owned, split
 from .errors import RunsgateError
 from .gate import DecisionGate
 from .outcome import RunOutcome
@@ -54,7 +56,10 @@ class RunManager:
             deadlines, automatic approvals, several approvers, edits. Those of the agent whose
             tool runs bind each call wherever it is decided (``runtime.gate``).
         bulk_concurrency: Runs ``decide_many`` decides (and so continues) at once, over every
-            batch of this manager (config ``RUNSGATE_BULK_CONCURRENCY``).
+            batch of this manager (config ``RUNSGATE_BULK_CONCURRENCY``); also the continuations
+            that ``recorded`` decisions queue, run at once.
+        update_interval: Seconds between two writes of a continuation's update batches to the
+            store while it runs (config ``RUNSGATE_RUN_UPDATES_INTERVAL``; ``runtime._publishing``).
     """
 
     def __init__(
@@ -69,6 +74,7 @@ class RunManager:
         in_flight_wait: float = 2.0,
         tool_rules: Iterable[ToolApprovalRule] = (),
         bulk_concurrency: int = 8,
+        update_interval: float = 0.1,
     ) -> None:
         self._store = store
         self._agents = agents
@@ -76,6 +82,7 @@ class RunManager:
         self._claim_ttl = claim_ttl
         self._clock = clock
         journal = Journal(store, self.now)
+        self._updates = UpdateHub(store, interval=update_interval, now=self.now)
         self._gate = DecisionGate(store=store, agents=agents, rules=tuple(tool_rules), journal=journal, now=self.now)
         self._idempotency = IdempotencyGuard(
             store, self.now, in_flight_wait=in_flight_wait, owner=instance_id, lease=claim_ttl
@@ -90,7 +97,9 @@ class RunManager:
             claim_ttl=claim_ttl,
             model=model,
             now=self.now,
+            updates=self._updates,
         )
+        self._queued = QueuedContinuations(self._continuation, limit=bulk_concurrency)
         self._starter = Starter(
             store=store,
             agents=agents,
@@ -108,6 +117,7 @@ class RunManager:
             continuation=self._continuation,
             idempotency=self._idempotency,
             bulk_slots=FairSlots(bulk_concurrency),  # shared fairly among the principals deciding
+            queued=self._queued,
         )
 
     @property
@@ -134,6 +144,16 @@ class RunManager:
     def claim_ttl(self) -> float:
         """Seconds a claim lasts."""
         return self._claim_ttl
+
+    @property
+    def updates(self) -> UpdateHub:
+        """This process's live run updates (``runtime._publishing``; ``RunUpdateFeed`` reads them)."""
+        return self._updates
+
+    async def close(self) -> None:
+        """Cancel the continuations ``recorded`` decisions queued here and wait for them; the sweeper
+        of any instance takes their runs over (docs/guarantees.md)."""
+        await self._queued.close()
 
     def now(self) -> datetime:
         """This manager's clock: aware UTC now at millisecond (BSON) precision."""
@@ -217,6 +237,7 @@ class RunManager:
         principal: Caller = None,
         idempotency_key: str | None = None,
         edited_args: Any = None,
+        wait_for: DecisionWait = "outcome",
     ) -> RunOutcome:
         """Approve a call waiting for approval; the tool runs when the run continues.
 
@@ -236,10 +257,13 @@ class RunManager:
                 resources is ``RunNotFoundError`` (before the idempotency key is looked at, so
                 nothing is written and nothing leaks), a call whose rules need a scope it lacks is
                 ``ForbiddenError``.
+            wait_for: ``outcome`` or ``recorded`` (``DecisionWait``; not part of the idempotency
+                fingerprint: a replay answers what the first request answered).
 
         Returns:
             ``suspended`` while other calls wait (or the run suspended again), else the
-            continuation's ``completed`` / ``failed`` / ``resuming``.
+            continuation's ``completed`` / ``failed`` / ``resuming``; ``resuming`` at once with
+            ``wait_for="recorded"`` (the continuation queued on this instance).
 
         Raises:
             AgentNotFoundError, RunNotFoundError, ForbiddenError, ToolCallNotFoundError,
@@ -259,7 +283,7 @@ class RunManager:
             edited_args=None if edited_args is None else jsonable(edited_args),
             idempotency_key=idempotency_key,
         )
-        return await self._decisions.once(agent_id, run_id, "approveToolCall", request, principal)
+        return await self._decisions.once(agent_id, run_id, "approveToolCall", request, principal, wait_for)
 
     async def decline(
         self,
@@ -270,6 +294,7 @@ class RunManager:
         reason: str | None = None,
         principal: Caller = None,
         idempotency_key: str | None = None,
+        wait_for: DecisionWait = "outcome",
     ) -> RunOutcome:
         """Decline a call waiting for approval; the tool never runs, the model reads ``reason``.
 
@@ -279,7 +304,7 @@ class RunManager:
         request = DecisionRequest(
             kind="declined", tool_call_id=tool_call_id, reason=reason, idempotency_key=idempotency_key
         )
-        return await self._decisions.once(agent_id, run_id, "declineToolCall", request, principal)
+        return await self._decisions.once(agent_id, run_id, "declineToolCall", request, principal, wait_for)
 
     async def resume(
         self,
@@ -291,6 +316,7 @@ class RunManager:
         principal: Caller = None,
         idempotency_key: str | None = None,
         question_id: str | None = None,
+        wait_for: DecisionWait = "outcome",
     ) -> RunOutcome:
         """Answer the question a call that ``suspend()``-ed waits on with ``resume_data``
         (Mastra's ``resumeStream()``). A resume never approves: a call that then needs an
@@ -325,7 +351,7 @@ class RunManager:
             resume_data=jsonable(resume_data),
             idempotency_key=idempotency_key,
         )
-        return await self._decisions.once(agent_id, run_id, "resumeRun", request, principal)
+        return await self._decisions.once(agent_id, run_id, "resumeRun", request, principal, wait_for)
 
     async def decide_many(
         self,
@@ -334,6 +360,7 @@ class RunManager:
         *,
         principal: Caller = None,
         idempotency_key: str | None = None,
+        wait_for: DecisionWait = "outcome",
     ) -> list[RunOutcome | RunsgateError]:
         """Record many decisions on calls of ``agent_id``'s runs (``decideToolCalls``).
 
@@ -351,6 +378,8 @@ class RunManager:
                 the first answers, errors included, also after a restart with a persistent store.
                 Each item is recorded under a key derived from it (``<key>/<index>``), so a batch
                 repeated after it was interrupted records each decision still exactly once.
+            wait_for: As ``approve``'s, for each item: with ``recorded`` the batch answers once
+                its decisions are recorded, and the runs continue in the background.
 
         Returns:
             One answer per decision, in their order: the ``RunOutcome`` or the domain error that
@@ -362,7 +391,7 @@ class RunManager:
             IdempotencyKeyReusedError: ``idempotency_key`` was used for another batch, or its
                 first request still runs.
         """
-        return await self._decisions.many(agent_id, decisions, principal, idempotency_key)
+        return await self._decisions.many(agent_id, decisions, principal, idempotency_key, wait_for)
 
     # -- continue --------------------------------------------------------------------------------
     async def retry(self, agent_id: str, run_id: str, *, principal: Caller = None) -> RunOutcome:
@@ -454,4 +483,4 @@ class RunManager:
         return await self._continuation.retry(agent_id, run_id, principal, None)
 
 
-__all__ = ["BulkDecision", "Caller", "RunManager"]
+__all__ = ["BulkDecision", "Caller", "DecisionWait", "RunManager"]

@@ -9,6 +9,10 @@ them. Two sweepers finding the same run race on the claim's compare-and-set; one
 Failed runs (``lastError`` set) are not retried automatically: a model or tool that fails the
 same way every time would loop. They wait for ``retryRun``.
 
+Each sweep also prunes the run update batches older than ``update_retention``
+(``prune_run_updates``, at most ``PRUNE_BATCH`` a sweep): ``runUpdates`` reads them only while a
+continuation runs or was just shown (docs/architecture.md "Run updates").
+
 Each sweep also applies deadlines: it reads the runs with a call past its deadline
 (``list_expired_runs``, an index walk that never reads the runs whose deadlines lie ahead) and
 records each call's fallback (``RunManager.expire``), racing fairly with people deciding.
@@ -32,6 +36,9 @@ from .outcome import RunOutcome
 
 logger = logging.getLogger(__name__)
 
+PRUNE_BATCH = 1000
+"""Run update batches one sweep prunes at most."""
+
 
 class StalledRunSweeper:
     """Finds stalled runs and continues them on this instance.
@@ -45,6 +52,8 @@ class StalledRunSweeper:
         batch: Runs looked at per sweep.
         max_active: Runs this instance continues at once for the sweeper; more wait for a
             later sweep.
+        update_retention: Seconds a run update batch is kept (config
+            ``RUNSGATE_RUN_UPDATES_RETENTION``); ``None``: never pruned here.
     """
 
     def __init__(
@@ -55,6 +64,7 @@ class StalledRunSweeper:
         idle_grace: float | None = None,
         batch: int = 50,
         max_active: int = 8,
+        update_retention: float | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive (seconds)")
@@ -63,6 +73,7 @@ class StalledRunSweeper:
         self._idle_grace = manager.claim_ttl if idle_grace is None else idle_grace
         self._batch = batch
         self._max_active = max_active
+        self._update_retention = update_retention
         self._active: dict[str, asyncio.Task[RunOutcome | None]] = {}
 
     async def find(self) -> list[SnapshotDocument]:
@@ -72,6 +83,8 @@ class StalledRunSweeper:
         now = self._manager.now()
         store = self._manager.store
         await store.complete_pending_events(before=now - timedelta(seconds=self._idle_grace), limit=self._batch)
+        if self._update_retention is not None:
+            await store.prune_run_updates(before=now - timedelta(seconds=self._update_retention), limit=PRUNE_BATCH)
         return await store.list_stalled_runs(
             now=now, idle_before=now - timedelta(seconds=self._idle_grace), limit=self._batch
         )

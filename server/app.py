@@ -35,6 +35,7 @@ from runtime import (
     AgentRegistry,
     EventFeed,
     RunManager,
+    RunUpdateFeed,
     StalledRunSweeper,
     ToolApprovalRule,
     WebhookDispatcher,
@@ -145,6 +146,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             request=request,
             response=response,
             events=state.events,
+            run_updates=state.run_updates,
             webhook_endpoints=state.webhook_endpoints,
         )
 
@@ -244,9 +246,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
             model=settings.model,
             tool_rules=rules,
             bulk_concurrency=settings.bulk_concurrency,
+            update_interval=settings.run_updates_interval,
         )
         app.state.events = EventFeed(
             store, poll_interval=settings.subscription_poll_interval, lookback=settings.subscription_lookback
+        )
+        app.state.run_updates = RunUpdateFeed(
+            app.state.runs,
+            app.state.events,
+            poll_interval=settings.run_updates_poll_interval,
+            max_buffer_bytes=settings.run_updates_max_buffer_bytes,
         )
         logger.info(
             "runsgate ready: store=%s agents=%s instance=%s",
@@ -262,7 +271,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             )
         sweeping = None
         if settings.sweep_interval > 0:
-            sweeper = StalledRunSweeper(app.state.runs, interval=settings.sweep_interval)
+            sweeper = StalledRunSweeper(
+                app.state.runs, interval=settings.sweep_interval, update_retention=settings.run_updates_retention
+            )
             sweeping = asyncio.create_task(sweeper.run_forever(), name="runsgate-sweeper")
         dispatcher = dispatching = None
         if settings.webhooks:
@@ -291,6 +302,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 dispatching.cancel()
                 await asyncio.wait([dispatching])
                 await dispatcher.close()
+            await app.state.runs.close()  # queued continuations: left to the sweepers
             await app.state.events.close()
             await store.close()
             tracing.shutdown()

@@ -78,6 +78,19 @@ class Settings(SecuritySettings, WebhookSettings):
     """Seconds between two reads of an agent's event log while it has subscribers (one poller per agent)."""
     subscription_lookback: Annotated[float, Field(ge=0)] = 5.0
     """Seconds of event ids each poll reads again, to deliver events that became visible late."""
+    run_updates_interval: Annotated[float, Field(gt=0, le=60)] = 0.1
+    """Seconds between two writes of a continuing run's update batches to the store (the first update
+    is written at once, the rest with the outcome): what ``runUpdates`` subscribers on other instances
+    read (docs/architecture.md "Run updates")."""
+    run_updates_poll_interval: Annotated[float, Field(gt=0, le=60)] = 0.25
+    """Seconds between two reads of a run's update batches by a ``runUpdates`` stream while its run
+    continues on another instance (one read per stream)."""
+    run_updates_max_buffer_bytes: Annotated[int, Field(ge=64 * 1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    """Bytes of updates one ``runUpdates`` stream holds waiting to be sent; a subscriber that falls
+    further behind reads the rest from the store as it reads."""
+    run_updates_retention: Annotated[float, Field(gt=0)] = 3600.0
+    """Seconds a run update batch stays in the store before the sweeper prunes it (needs
+    ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance)."""
     ws_connection_init_timeout: Annotated[float, Field(gt=0)] = 10.0
     """Seconds a WebSocket client has to send ``connection_init`` before it is closed with 4408."""
     log_format: Literal["auto", "json", "text"] = "auto"

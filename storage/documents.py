@@ -260,6 +260,21 @@ class WebhookDeliveryDocument(TypedDict):
     lease: WebhookLeaseDocument | None
 
 
+class RunUpdateBatchDocument(TypedDict):
+    """Updates of one continuation of a run, written together (collection or table ``run_updates``):
+    what ``runUpdates`` subscribers on other instances read (docs/architecture.md "Run updates")."""
+
+    _id: str
+    """The id of its last update, ``{continuationId}.{8-digit sequence}`` or ``{continuationId}.end``:
+    the batches holding updates after an update id are those whose ``_id`` sorts after it."""
+    agentId: str
+    runId: str
+    at: datetime
+    """UTC; when it was written (pruning reads it)."""
+    updates: str
+    """JSON text: the updates, in id order (``runtime.run_updates``); the store never reads it."""
+
+
 __all__ = [
     "EXPIRY_DECIDER",
     "SCHEMA_VERSION",
@@ -274,6 +289,7 @@ __all__ = [
     "IdempotencyDocument",
     "RunErrorDocument",
     "RunStatus",
+    "RunUpdateBatchDocument",
     "SnapshotDocument",
     "ToolCallDocument",
     "WebhookDeliveryDocument",

@@ -31,6 +31,7 @@ from .documents import (
     EventDocument,
     IdempotencyDocument,
     RunErrorDocument,
+    RunUpdateBatchDocument,
     SnapshotDocument,
     ToolCallDocument,
     WebhookDeliveryDocument,
@@ -95,6 +96,10 @@ class MemorySnapshotStore:
         only the expired front of it (``list_expired_runs``; SQLite and MongoDB: an index)."""
         self._expiring_by_agent: dict[str, SortedList] = {}
         """agentId -> ``(expiresAt, runId)`` of its runs with a deadline (the ``expiresBefore`` filter)."""
+        self._updates: dict[tuple[str, str], SortedKeyList] = {}
+        """(agentId, runId) -> the run's update batches sorted by ``_id``."""
+        self._updates_written = SortedList()
+        """``(at, agentId, runId, _id)`` of every update batch: what pruning reads, oldest first."""
 
     async def open(self) -> None:
         """Nothing to connect; refuses snapshots of a newer schema (``NewerSchemaError``)."""
@@ -634,6 +639,41 @@ class MemorySnapshotStore:
             and (resource_ids is None or d["resourceId"] in resource_ids)
         )
         return [_copy(d) for d in itertools.islice(found, limit)]
+
+    # -- run updates ---------------------------------------------------------------------------
+    async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
+        key = (batch["agentId"], batch["runId"])
+        batches = self._updates.get(key)
+        if batches is None:
+            batches = self._updates[key] = SortedKeyList(key=_batch_id)
+        batches.add(_copy(batch))
+        self._updates_written.add((batch["at"], batch["agentId"], batch["runId"], batch["_id"]))
+
+    async def list_run_updates(
+        self, agent_id: str, run_id: str, *, after: str | None, limit: int
+    ) -> list[RunUpdateBatchDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        batches = self._updates.get((agent_id, run_id))
+        if batches is None:
+            return []
+        found = batches.irange_key(min_key=after, inclusive=(False, True)) if after is not None else iter(batches)
+        return [_copy(b) for b in itertools.islice(found, limit)]
+
+    async def prune_run_updates(self, *, before: datetime, limit: int) -> int:
+        pruned = 0
+        while self._updates_written and pruned < limit and self._updates_written[0][0] < before:
+            _, agent_id, run_id, batch_id = self._updates_written.pop(0)
+            batches = self._updates[(agent_id, run_id)]
+            batches.remove(next(batches.irange_key(batch_id, batch_id)))
+            if not batches:
+                del self._updates[(agent_id, run_id)]
+            pruned += 1
+        return pruned
+
+
+def _batch_id(batch: RunUpdateBatchDocument) -> str:
+    return batch["_id"]
 
 
 def _lapsed(doc: IdempotencyDocument, fingerprint: str, now: datetime) -> bool:

@@ -16,6 +16,8 @@ app's lifespan) and closed by ``close()``. The database is the one named in the 
   or a webhook delivery or cursor (ids prefixed ``webhook:`` and ``webhook-cursor:``).
 - ``webhook_deliveries`` and ``webhook_cursors``: webhook messages derived from the event log and
   the cursors of that derivation (``WebhookDeliveries``).
+- ``run_updates``: batches of the progress of continuing runs (``RunUpdateLog``), indexed by
+  ``(agentId, runId, _id)`` for a run's listing and by ``at`` for pruning; each batch is one insert.
 
 Every write to a snapshot is a single-document conditional update (no transactions), made
 while holding the run's lease, because FerretDB does not apply conditional updates atomically.
@@ -55,6 +57,7 @@ from .documents import (
     EventDocument,
     IdempotencyDocument,
     RunErrorDocument,
+    RunUpdateBatchDocument,
     SnapshotDocument,
     ToolCallDocument,
     WebhookDeliveryDocument,
@@ -107,6 +110,9 @@ EXPIRY_ORDER = [("expiresAt", ASCENDING), ("_id", ASCENDING)]
 
 AGENT_EXPIRING_INDEX = [("agentId", ASCENDING), ("expiresAt", ASCENDING)]
 """The ``expiresBefore`` listing filter: an agent's runs by deadline."""
+
+RUN_UPDATES_INDEX = [("agentId", ASCENDING), ("runId", ASCENDING), ("_id", ASCENDING)]
+"""A run's update batches in ``_id`` order (``list_run_updates``)."""
 
 LISTING_ORDER = [("createdAt", DESCENDING), ("_id", DESCENDING)]
 REVERSE_ORDER = [("createdAt", ASCENDING), ("_id", ASCENDING)]
@@ -327,6 +333,10 @@ class MongoSnapshotStore:
         return self.database["webhook_cursors"]
 
     @property
+    def _updates(self) -> AsyncCollection[Document]:
+        return self.database["run_updates"]
+
+    @property
     def _meta(self) -> AsyncCollection[Document]:
         return self.database["runsgate_meta"]
 
@@ -360,6 +370,8 @@ class MongoSnapshotStore:
                 [("status", ASCENDING), ("nextAttemptAt", ASCENDING)], name="deliveries_due"
             )
             await self._deliveries.create_index([("status", ASCENDING), ("_id", DESCENDING)], name="deliveries_order")
+            await self._updates.create_index(RUN_UPDATES_INDEX, name="run_updates_order")
+            await self._updates.create_index([("at", ASCENDING)], name="run_updates_written")
             found = await self._stored_schema_version()
         if found > SCHEMA_VERSION:
             await self.close()
@@ -1055,6 +1067,36 @@ class MongoSnapshotStore:
             docs = await _page(self._deliveries.find(query).sort([("_id", DESCENDING)]), limit).to_list()
         return [cast(WebhookDeliveryDocument, doc) for doc in docs]
 
+    # -- run updates ---------------------------------------------------------------------------
+    async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
+        async with _reachable():
+            await self._updates.insert_one(dict(batch))
+
+    async def list_run_updates(
+        self, agent_id: str, run_id: str, *, after: str | None, limit: int
+    ) -> list[RunUpdateBatchDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        query: Document = {"agentId": agent_id, "runId": run_id}
+        if after is not None:
+            query["_id"] = {"$gt": after}
+        async with _reachable():
+            docs = await self._updates.find(query).sort(RUN_UPDATES_INDEX).limit(limit).to_list()
+        return [cast(RunUpdateBatchDocument, doc) for doc in docs]
+
+    async def prune_run_updates(self, *, before: datetime, limit: int) -> int:
+        async with _reachable():
+            old = (
+                await self._updates.find({"at": {"$lt": before}}, {"_id": 1})
+                .sort("at", ASCENDING)
+                .limit(limit)
+                .to_list()
+            )
+            if not old:
+                return 0
+            deleted = await self._updates.delete_many({"_id": {"$in": [doc["_id"] for doc in old]}})
+        return deleted.deleted_count
+
     # -- administration ------------------------------------------------------------------------
     async def drop_all(self) -> None:
         """Drop every runsgate collection of the database (tests and ``runsgate seed --reset``)."""
@@ -1067,6 +1109,7 @@ class MongoSnapshotStore:
                 "run_write_locks",
                 "webhook_deliveries",
                 "webhook_cursors",
+                "run_updates",
                 "run_histories_large.files",
                 "run_histories_large.chunks",
             ):

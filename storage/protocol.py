@@ -7,7 +7,9 @@ The store is split by aggregate, so each part of the runtime depends only on wha
 - ``IdempotencyKeys``: remembered answers of requests sent with an idempotency key;
 - ``WebhookDeliveries``: webhook messages derived from the event log, and the cursors of that
   derivation (docs/webhooks.md);
-- ``SnapshotStore``: all four, plus opening, closing and pinging the store. Each store
+- ``RunUpdateLog``: the progress of continuing runs (text deltas, tool calls), in batches kept for
+  a while, for ``runUpdates`` subscribers on other instances (docs/architecture.md "Run updates");
+- ``SnapshotStore``: all five, plus opening, closing and pinging the store. Each store
   (``MemorySnapshotStore``, ``SQLiteSnapshotStore``, ``MongoSnapshotStore``) is one class
   implementing it, so the parts share one connection and one unit of work.
 
@@ -38,6 +40,7 @@ from .documents import (
     EventDocument,
     IdempotencyDocument,
     RunErrorDocument,
+    RunUpdateBatchDocument,
     SnapshotDocument,
     ToolCallDocument,
     WebhookDeliveryDocument,
@@ -483,9 +486,39 @@ class WebhookDeliveries(Protocol):
         ...
 
 
-class SnapshotStore(RunStore, EventLog, IdempotencyKeys, WebhookDeliveries, Protocol):
-    """A whole store: runs and histories, the event log, idempotency keys and webhook deliveries,
-    in one place.
+class RunUpdateLog(Protocol):
+    """Batches of the updates of continuing runs (collection or table ``run_updates``), written by
+    the instance continuing a run and read by ``runUpdates`` subscribers on the others. Not an
+    audit trail: batches are pruned some time after they were written. Every method may raise
+    ``StoreUnavailableError``."""
+
+    async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
+        """Store one batch (its ``_id``, the id of its last update, is new)."""
+
+    async def list_run_updates(
+        self, agent_id: str, run_id: str, *, after: str | None, limit: int
+    ) -> list[RunUpdateBatchDocument]:
+        """The run's batches whose ``_id`` sorts strictly after ``after`` (``None``: all), in ``_id``
+        order, at most ``limit``: since a batch is named by its last update, these hold every
+        update after the update id ``after``.
+
+        Raises:
+            ValueError: ``limit`` is below 1.
+        """
+        ...
+
+    async def prune_run_updates(self, *, before: datetime, limit: int) -> int:
+        """Delete at most ``limit`` batches, of any run, written (``at``) before ``before`` (UTC).
+
+        Returns:
+            How many were deleted.
+        """
+        ...
+
+
+class SnapshotStore(RunStore, EventLog, IdempotencyKeys, WebhookDeliveries, RunUpdateLog, Protocol):
+    """A whole store: runs and histories, the event log, idempotency keys, webhook deliveries and
+    run updates, in one place.
 
     The runtime's components take only the part they use (``Journal`` the ``EventLog``,
     ``IdempotencyGuard`` the ``IdempotencyKeys``, ...); the server opens and closes the whole.
@@ -513,6 +546,7 @@ __all__ = [
     "NewerSchemaError",
     "RunFilter",
     "RunStore",
+    "RunUpdateLog",
     "SnapshotStore",
     "SortKey",
     "StoreUnavailableError",

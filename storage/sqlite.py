@@ -30,6 +30,9 @@ Tables:
 - ``webhook_deliveries`` and ``webhook_cursors``: webhook messages derived from the event log and
   the cursors of that derivation (``WebhookDeliveries``); indexed by ``(status, next_attempt_at)``
   for the senders' claims and ``(status, delivery_id)`` for listings.
+- ``run_updates``: batches of the progress of continuing runs (``RunUpdateLog``), keyed by
+  ``(agent_id, run_id, batch_id)`` (a run's batches are one range of it) and indexed by ``at`` for
+  pruning.
 - ``runsgate_meta``: ``schema_version``, the highest ``schemaVersion`` of the documents in the
   file and of the runsgate versions that opened it. ``open()`` reads this one row (no scan),
   refuses a file of a newer version (``NewerSchemaError``) and raises an older one to its own; an
@@ -83,6 +86,7 @@ from .documents import (
     EventDocument,
     IdempotencyDocument,
     RunErrorDocument,
+    RunUpdateBatchDocument,
     SnapshotDocument,
     ToolCallDocument,
     WebhookDeliveryDocument,
@@ -193,6 +197,15 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS deliveries_due ON webhook_deliveries (status, next_attempt_at);
 CREATE INDEX IF NOT EXISTS deliveries_status_order ON webhook_deliveries (status, delivery_id);
+CREATE TABLE IF NOT EXISTS run_updates (
+    agent_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    updates TEXT NOT NULL,
+    PRIMARY KEY (agent_id, run_id, batch_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS updates_written ON run_updates (at);
 """
 
 _LEASE_COLUMNS = {"reserved_by": "TEXT", "reserved_until": "INTEGER"}
@@ -214,6 +227,7 @@ _TABLE_NAMES = (
     "idempotency_keys",
     "webhook_cursors",
     "webhook_deliveries",
+    "run_updates",
 )
 
 _COLUMNS = (
@@ -1382,9 +1396,42 @@ class SQLiteSnapshotStore:
         )
         return [_delivery(row) for row in rows]
 
+    # -- run updates ---------------------------------------------------------------------------
+    async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
+        async with self._transaction() as conn:
+            await conn.execute(
+                "INSERT INTO run_updates (agent_id, run_id, batch_id, at, updates) VALUES (?, ?, ?, ?, ?)",
+                (batch["agentId"], batch["runId"], batch["_id"], _ms(batch["at"]), batch["updates"]),
+            )
+
+    async def list_run_updates(
+        self, agent_id: str, run_id: str, *, after: str | None, limit: int
+    ) -> list[RunUpdateBatchDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        sql = "SELECT batch_id, at, updates FROM run_updates WHERE agent_id = ? AND run_id = ?"
+        params: list[Any] = [agent_id, run_id]
+        if after is not None:
+            sql += " AND batch_id > ?"
+            params.append(after)
+        rows = await self._read(sql + " ORDER BY batch_id LIMIT ?", [*params, limit])
+        return [
+            {"_id": row[0], "agentId": agent_id, "runId": run_id, "at": _datetime(row[1]), "updates": row[2]}
+            for row in rows
+        ]
+
+    async def prune_run_updates(self, *, before: datetime, limit: int) -> int:
+        async with self._transaction() as conn:
+            cursor = await conn.execute(
+                "DELETE FROM run_updates WHERE (agent_id, run_id, batch_id) IN "
+                "(SELECT agent_id, run_id, batch_id FROM run_updates WHERE at < ? ORDER BY at LIMIT ?)",
+                (_ms(before), limit),
+            )
+            return max(cursor.rowcount, 0)
+
     # -- administration ------------------------------------------------------------------------
     async def drop_all(self) -> None:
-        """Delete every run, history, event, idempotency key and webhook delivery (tests and
+        """Delete every run, history, event, idempotency key, webhook delivery and run update (tests and
         ``runsgate seed --reset``); the tables and the schema version stay."""
         async with self._transaction() as conn:
             for table in (
@@ -1394,6 +1441,7 @@ class SQLiteSnapshotStore:
                 "idempotency_keys",
                 "webhook_cursors",
                 "webhook_deliveries",
+                "run_updates",
             ):
                 await conn.execute(f"DELETE FROM {table}")
 

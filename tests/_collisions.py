@@ -5,7 +5,8 @@
 - ``twins``: one turn, two approvals of ``act`` both with the id ``dup``;
 - ``twin-questions``: one turn, two calls of ``ask`` (each ``suspend()``-s for data) both with the id ``q``.
 
-``RAN`` records each tool body's run as ``(tool, arguments)``. The final answer lists every tool
+``streamed(agent_id)`` builds the same agent with a model that streams its answers (issue 29's run
+updates). ``RAN`` records each tool body's run as ``(tool, arguments)``. The final answer lists every tool
 result the model read, in order (``tool:result``), so a test sees what the model was told.
 """
 
@@ -27,6 +28,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from runtime import suspend
+from runtime.demo._script import Script, scripted_model
 
 RAN: list[tuple[str, dict[str, Any]]] = []
 """Every tool body run: ``(tool name, its arguments)``, in order."""
@@ -67,7 +69,7 @@ def _record_ids(messages: list[ModelMessage]) -> None:
     SEEN_IDS.append(ids)
 
 
-def _script(turns: list[list[ToolCallPart]]) -> FunctionModel:
+def _respond(turns: list[list[ToolCallPart]]) -> Script:
     async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         _record_ids(messages)
         turn = _turns(messages)
@@ -77,11 +79,12 @@ def _script(turns: list[list[ToolCallPart]]) -> FunctionModel:
             )
         return ModelResponse(parts=[TextPart(_read(messages))])
 
-    return FunctionModel(respond)
+    return respond
 
 
-def _agent(name: str, turns: list[list[ToolCallPart]]) -> Agent[None, Any]:
-    agent: Agent[None, Any] = Agent(_script(turns), name=name, output_type=[str, DeferredToolRequests])
+def _agent(name: str, turns: list[list[ToolCallPart]], *, stream: bool = False) -> Agent[None, Any]:
+    model = scripted_model(_respond(turns), model_name=name) if stream else FunctionModel(_respond(turns))
+    agent: Agent[None, Any] = Agent(model, name=name, output_type=[str, DeferredToolRequests])
 
     @agent.tool_plain
     async def note(text: str) -> str:
@@ -107,40 +110,37 @@ RESTART_IDS = "restart-ids"
 TWINS = "twins"
 TWIN_QUESTIONS = "twin-questions"
 
-AGENTS = {
-    DUP_TURN: _agent(
-        DUP_TURN,
+TURNS: dict[str, list[list[ToolCallPart]]] = {
+    DUP_TURN: [
         [
-            [
-                ToolCallPart("note", {"text": "plain"}, tool_call_id="dup"),
-                ToolCallPart("act", {"value": 7}, tool_call_id="dup"),
-            ]
-        ],
-    ),
-    RESTART_IDS: _agent(
-        RESTART_IDS,
+            ToolCallPart("note", {"text": "plain"}, tool_call_id="dup"),
+            ToolCallPart("act", {"value": 7}, tool_call_id="dup"),
+        ]
+    ],
+    RESTART_IDS: [
+        [ToolCallPart("act", {"value": 1}, tool_call_id="call_0")],
+        [ToolCallPart("act", {"value": 2}, tool_call_id="call_0")],
+    ],
+    TWINS: [
         [
-            [ToolCallPart("act", {"value": 1}, tool_call_id="call_0")],
-            [ToolCallPart("act", {"value": 2}, tool_call_id="call_0")],
-        ],
-    ),
-    TWINS: _agent(
-        TWINS,
+            ToolCallPart("act", {"value": 1}, tool_call_id="dup"),
+            ToolCallPart("act", {"value": 2}, tool_call_id="dup"),
+        ]
+    ],
+    TWIN_QUESTIONS: [
         [
-            [
-                ToolCallPart("act", {"value": 1}, tool_call_id="dup"),
-                ToolCallPart("act", {"value": 2}, tool_call_id="dup"),
-            ]
-        ],
-    ),
-    TWIN_QUESTIONS: _agent(
-        TWIN_QUESTIONS,
-        [
-            [
-                ToolCallPart("ask", {"topic": "a"}, tool_call_id="q"),
-                ToolCallPart("ask", {"topic": "b"}, tool_call_id="q"),
-            ]
-        ],
-    ),
+            ToolCallPart("ask", {"topic": "a"}, tool_call_id="q"),
+            ToolCallPart("ask", {"topic": "b"}, tool_call_id="q"),
+        ]
+    ],
 }
+"""Each agent's model turns: the tool calls it makes, with the ids it gives them."""
+
+AGENTS = {agent_id: _agent(agent_id, turns) for agent_id, turns in TURNS.items()}
 """The agents, by id (``RUNSGATE_AGENTS=tests._collisions:AGENTS``)."""
+
+
+def streamed(agent_id: str, name: str | None = None) -> Agent[None, Any]:
+    """The agent ``agent_id`` (named ``name``, default the same) with a model that streams its
+    answers: text and tool-call deltas, the calls still carrying the reused ids."""
+    return _agent(name or agent_id, TURNS[agent_id], stream=True)

@@ -57,7 +57,8 @@ class RunOutcome:
     status: RunStatus = strawberry.field(
         description="SUSPENDED: waiting (for other decisions, or suspended again); COMPLETED; "
         "FAILED (the run stays stored with its decisions and can be retried); "
-        "RESUMING (another instance is continuing it)."
+        "RESUMING (the run is continuing: on another instance, or on this one after a `waitFor: RECORDED` "
+        "decision; follow it with `runUpdates`, `suspendedRun` or `runEvents`)."
     )
     output: JSON | None = strawberry.field(description="The agent's final output, when COMPLETED.")
     error: str | None = strawberry.field(description="`Type: message`, when FAILED.")

@@ -27,6 +27,7 @@ class ApproveToolCall(DecisionMutation[ApproveToolCallInput]):
             principal=principal,
             idempotency_key=input.idempotency_key,
             edited_args=input.edited_args,
+            wait_for=input.wait_for.wait,
         )
 
 

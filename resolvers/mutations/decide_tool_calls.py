@@ -83,6 +83,7 @@ async def decide_tool_calls(info: Info, input: DecideToolCallsInput) -> DecideTo
             [_decision(item) for item in input.decisions],
             principal=context.principal,
             idempotency_key=input.idempotency_key,
+            wait_for=input.wait_for.wait,
         )
     except RunsgateError as error:  # the batch's key was reused: every item answers it, nothing recorded
         answers = [error] * len(input.decisions)

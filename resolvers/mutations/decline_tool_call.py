@@ -27,6 +27,7 @@ class DeclineToolCall(DecisionMutation[DeclineToolCallInput]):
             reason=input.reason,
             principal=principal,
             idempotency_key=input.idempotency_key,
+            wait_for=input.wait_for.wait,
         )
 
 

@@ -28,6 +28,7 @@ class ResumeRun(DecisionMutation[ResumeRunInput]):
             principal=principal,
             idempotency_key=input.idempotency_key,
             question_id=None if input.question_id is None else str(input.question_id),
+            wait_for=input.wait_for.wait,
         )
 
 

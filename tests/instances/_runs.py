@@ -41,11 +41,15 @@ async def decide(
     key: str | None = None,
     reason: str | None = None,
     agent: str = AGENT,
+    wait_for: str | None = None,
 ) -> dict[str, Any]:
-    """``approveToolCall`` (``kind`` "approve") or ``declineToolCall``: the union member returned."""
+    """``approveToolCall`` (``kind`` "approve") or ``declineToolCall``: the union member returned
+    (``wait_for``: the input's ``waitFor``, omitted when ``None``)."""
     inputs: dict[str, Any] = {"agentId": agent, "runId": run_id, "toolCallId": tool_call_id}
     if key is not None:
         inputs["idempotencyKey"] = key
+    if wait_for is not None:
+        inputs["waitFor"] = wait_for
     if kind == "approve":
         mutation = "approveToolCall"
     else:

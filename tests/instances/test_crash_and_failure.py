@@ -2,6 +2,8 @@
 
 - A server killed with SIGKILL in the middle of a slow tool: the other instance's sweeper
   takes the run over once the claim expires and finishes it; the decision is kept.
+- A server killed after it answered a ``waitFor: RECORDED`` approval (``RESUMING``) and before
+  the continuation it queued ended: the other instance's sweeper finishes the run.
 - A model that raises after the approved tool ran: the run stays listed with its decisions and
   ``lastError``; ``retryRun`` on the other instance completes it without running the tool again.
 - A newer ``schemaVersion`` in the store: the server refuses to start, saying why.
@@ -94,6 +96,43 @@ async def _until(predicate: Any, seconds: float, what: str) -> Any:
     except TimeoutError:
         raise AssertionError(f"not within {seconds} s: {what}") from None
     return value
+
+
+@pytest.mark.short_claims
+async def test_a_server_killed_after_answering_a_recorded_approval_leaves_the_run_to_the_other(
+    pair: Pair, clients: tuple[GraphQLClient, GraphQLClient]
+) -> None:
+    a, b = clients
+    tok = token()
+    started = await start_run(a, tok, calls=1, delay=SLOW_TOOL)
+    run_id, call_id = started["runId"], started["run"]["toolCalls"][0]["toolCallId"]
+
+    # given A answered a recorded approval, then ran the slow tool in the background
+    answered = await decide(a, "approve", run_id, call_id, wait_for="RECORDED")
+    assert (answered["__typename"], answered["status"]) == ("RunOutcome", "RESUMING"), answered
+
+    async def resuming() -> bool:
+        run = await suspended_run(b, run_id)
+        return run is not None and run["status"] == "RESUMING"
+
+    await _until(resuming, 10, "the run is claimed by A")
+    await asyncio.sleep(0.5)  # A is inside act's sleep
+
+    # when A dies before the continuation ends
+    pair.a.process.send_signal(signal.SIGKILL)
+    pair.a.process.wait(timeout=10)
+
+    # then B takes the run over and finishes it; the decision is kept
+    async def finished() -> list[dict[str, Any]] | None:
+        events = await run_events(b, run_id)
+        return events if events[-1]["type"] == "completed" else None
+
+    events = await _until(finished, CLAIM_TTL + SLOW_TOOL + 20, "B completes the run")
+    assert await suspended_run(b, run_id) is None
+    kinds = [e["type"] for e in events]
+    assert kinds == ["started", "suspended", "decision", "resumed", "takeover", "resumed", "completed"], kinds
+    assert (events[2]["data"]["toolCallId"], events[2]["data"]["kind"]) == (call_id, "approved")
+    assert [(row[1], row[2]) for row in pair.lines(tok)] == [(call_id, str(pair.b.process.pid))]
 
 
 @pytest.mark.short_claims

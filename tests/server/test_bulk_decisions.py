@@ -32,7 +32,7 @@ mutation($input: DecideToolCallsInput!) {
     results {
       __typename
       ... on UserError { code message }
-      ... on ToolCallAlreadyDecided { decision { kind decidedBy } }
+      ... on ToolCallAlreadyDecided { decision { kind decidedBy reason } }
       ... on InvalidToolArguments { problems { path } }
       ... on RunOutcome { runId status output }
     }
@@ -123,8 +123,10 @@ async def test_each_item_is_decided_on_its_own_and_the_answers_come_in_input_ord
     assert (results[1]["runId"], results[1]["status"]) == (single, "COMPLETED")
     assert "declined" in results[1]["output"]
     assert (results[4]["runId"], results[4]["status"]) == (double, "SUSPENDED")
-    assert [r["__typename"] for r in more] == ["RunOutcome", "RunNotFound"]
+    # and the single run's call, declined by the first batch and its run finished, is already decided
+    assert [r["__typename"] for r in more] == ["RunOutcome", "ToolCallAlreadyDecided"]
     assert more[0]["status"] == "COMPLETED"
+    assert (more[1]["decision"]["kind"], more[1]["decision"]["reason"]) == ("DECLINED", "duplicate")
     ledger = sorted(LEDGER, key=lambda entry: entry["orderId"])  # the two calls run concurrently
     assert ledger == [{"orderId": 1080, "amount": 10.0}, {"orderId": 1081, "amount": 11.0}]
 

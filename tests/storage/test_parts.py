@@ -1,5 +1,6 @@
 """The store protocol split by aggregate (``storage/protocol.py``): ``RunStore``, ``EventLog``,
-``IdempotencyKeys`` and ``WebhookDeliveries``, whose union with opening and closing is ``SnapshotStore``.
+``IdempotencyKeys``, ``WebhookDeliveries`` and ``RunUpdateLog``, whose union with opening and
+closing is ``SnapshotStore``.
 
 Each store is one class implementing every part with the parts' own signatures (mypy checks the
 assignments below structurally; the test compares the signatures at run time too), and the
@@ -27,12 +28,13 @@ from storage import (
     MemorySnapshotStore,
     MongoSnapshotStore,
     RunStore,
+    RunUpdateLog,
     SnapshotStore,
     SQLiteSnapshotStore,
     WebhookDeliveries,
 )
 
-PARTS: tuple[type, ...] = (RunStore, EventLog, IdempotencyKeys, WebhookDeliveries)
+PARTS: tuple[type, ...] = (RunStore, EventLog, IdempotencyKeys, WebhookDeliveries, RunUpdateLog)
 STORES: tuple[type, ...] = (MemorySnapshotStore, SQLiteSnapshotStore, MongoSnapshotStore)
 
 

@@ -1,0 +1,312 @@
+"""Publishing a continuation's updates (docs/architecture.md "Run updates").
+
+``UpdateHub`` is this process's switchboard: each continuation running here publishes through an
+``UpdatePublisher``, which hands every update at once to the subscribers of its run on this
+process (``Listener``s, bounded in bytes) and writes them to the store in batches, so that
+subscribers on other instances read them. Writes are coalesced: the first update is written at
+once, then at most one batch per ``interval`` seconds while the continuation runs, and the rest
+when it ends (the outcome included), without waiting for the interval.
+
+The publisher's ``handle`` is the ``event_stream_handler`` of the agent run: the model's text
+deltas and the tool calls' starts and ends come from pydantic-ai's own event stream. The tool
+call events are those of ``CallToolsNode``, made after ``CallIdentity`` renamed the response's
+calls (``after_model_request``), so they carry runsgate's identities; the model's own part events
+(``PartStartEvent`` of a ``ToolCallPart``, under the model's id) are not published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterable, Callable
+from datetime import datetime
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ToolCallPart,
+)
+
+from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument
+
+from ._json import jsonable
+from .run_updates import TEXT_CHARS, RunUpdate, UpdateKind, capped, encode, end_id, update_id
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH_BYTES = 256 * 1024
+"""Bytes of updates per stored batch at most (a batch holds at least one update)."""
+
+RunKey = tuple[str, str]
+"""``(agentId, runId)``."""
+
+
+class RunUpdatesOverflowError(Exception):
+    """A listener fell more than its buffer (bytes) behind: it receives no more live updates (its
+    stream reads the rest from the store)."""
+
+
+class Listener:
+    """What one subscriber on this process receives about one run: the run's live updates, at most
+    ``max_bytes`` of them waiting (``RunUpdate.size``; past that it is dropped, and
+    ``RunUpdatesOverflowError`` comes once what it holds was read), and the signals of its
+    stream (events, errors) given to ``signal``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._bytes = 0
+        self.overflowed = False
+
+    def offer(self, update: RunUpdate) -> None:
+        """Queue ``update``, unless that would hold more than ``max_bytes`` (then overflow)."""
+        if self.overflowed:
+            return
+        size = update.size
+        if self._bytes + size > self.max_bytes:
+            self.overflowed = True
+            self._queue.put_nowait(_OVERFLOW)
+            return
+        self._bytes += size
+        self._queue.put_nowait(update)
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the updates waiting in it now."""
+        return self._bytes
+
+    def signal(self, item: object) -> None:
+        """Queue something else for the stream (not counted against ``max_bytes``)."""
+        self._queue.put_nowait(item)
+
+    async def get_item(self) -> object:
+        """The next update or signal. Raises ``RunUpdatesOverflowError`` once the updates
+        buffered before the overflow were read."""
+        item = await self._queue.get()
+        if item is _OVERFLOW:
+            raise RunUpdatesOverflowError(f"more than {self.max_bytes} bytes of updates waited for this listener")
+        if isinstance(item, RunUpdate):
+            self._bytes -= item.size
+        return item
+
+
+_OVERFLOW = object()
+
+
+class UpdateHub:
+    """This process's live run updates (module docstring).
+
+    Args:
+        store: Where batches are written (the store's ``RunUpdateLog`` part).
+        interval: Seconds between two batch writes of one continuation while it runs.
+        now: Aware UTC now (an update's ``at``).
+    """
+
+    def __init__(self, store: RunUpdateLog, *, interval: float, now: Callable[[], datetime]) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive (seconds)")
+        self.store = store
+        self.interval = interval
+        self.now = now
+        self._listeners: dict[RunKey, set[Listener]] = {}
+        self._publishers: dict[RunKey, list[UpdatePublisher]] = {}
+
+    def listen(self, agent_id: str, run_id: str, *, max_bytes: int) -> Listener:
+        """Start receiving the run's updates published on this process: from now on, and those
+        its continuations here published before and have not stored yet."""
+        listener = Listener(max_bytes)
+        for publisher in self._publishers.get((agent_id, run_id), ()):
+            for update in publisher.unwritten:
+                listener.offer(update)
+        self._listeners.setdefault((agent_id, run_id), set()).add(listener)
+        return listener
+
+    def leave(self, agent_id: str, run_id: str, listener: Listener) -> None:
+        """Stop ``listener``."""
+        listeners = self._listeners.get((agent_id, run_id))
+        if listeners is not None:
+            listeners.discard(listener)
+            if not listeners:
+                del self._listeners[(agent_id, run_id)]
+
+    def is_local(self, agent_id: str, run_id: str) -> bool:
+        """Whether a continuation of the run is publishing on this process now."""
+        return (agent_id, run_id) in self._publishers
+
+    def publisher(self, agent_id: str, run_id: str, continuation_id: str) -> UpdatePublisher:
+        """A publisher for the continuation ``continuation_id`` (the id of its ``resumed`` event),
+        already started: its ``resumed`` update is sent."""
+        publisher = UpdatePublisher(self, agent_id=agent_id, run_id=run_id, continuation_id=continuation_id)
+        self._publishers.setdefault((agent_id, run_id), []).append(publisher)
+        publisher.publish("resumed")
+        return publisher
+
+    def deliver(self, update: RunUpdate) -> None:
+        """Hand ``update`` to the run's listeners on this process."""
+        for listener in list(self._listeners.get((update.agent_id, update.run_id), ())):
+            listener.offer(update)
+
+    def ended(self, publisher: UpdatePublisher) -> None:
+        """``publisher``'s continuation publishes no more."""
+        key = (publisher.agent_id, publisher.run_id)
+        publishers = self._publishers.get(key, [])
+        if publisher in publishers:
+            publishers.remove(publisher)
+        if not publishers:
+            self._publishers.pop(key, None)
+
+
+class UpdatePublisher:
+    """The updates of one continuation (module docstring); ``finish`` or ``abort`` it."""
+
+    def __init__(self, hub: UpdateHub, *, agent_id: str, run_id: str, continuation_id: str) -> None:
+        self._hub = hub
+        self.agent_id = agent_id
+        self.run_id = run_id
+        self.continuation_id = continuation_id
+        self._seq = 0
+        self._pending: list[RunUpdate] = []
+        self.unwritten: list[RunUpdate] = []
+        """Updates published and not stored yet (queued, or being written)."""
+        self._wake = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._done = False
+        self._task = asyncio.get_running_loop().create_task(
+            self._flush(), name=f"runsgate-updates-{run_id}-{continuation_id}"
+        )
+
+    def publish(self, kind: UpdateKind, *, run: SnapshotDocument | None = None, **fields: Any) -> None:
+        """Send one update now to this process's subscribers, and queue it for the store."""
+        if self._done:
+            return
+        if kind in ("suspended", "completed", "failed"):
+            ident = end_id(self.continuation_id)
+            self._done = True
+        else:
+            ident = update_id(self.continuation_id, self._seq)
+            self._seq += 1
+        update = capped(
+            RunUpdate(
+                id=ident,
+                agent_id=self.agent_id,
+                run_id=self.run_id,
+                continuation_id=self.continuation_id,
+                kind=kind,
+                at=self._hub.now(),
+                run=run,
+                **fields,
+            )
+        )
+        self._hub.deliver(update)
+        self._pending.append(update)
+        self.unwritten.append(update)
+        self._wake.set()
+
+    async def handle(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
+        """The agent run's ``event_stream_handler``: publish what the events say. Never raises for
+        an event it cannot read (logged), so an update never fails a run."""
+        async for event in stream:
+            try:
+                self._on(event)
+            except Exception:
+                logger.exception("run %s: an agent event could not be published", self.run_id)
+
+    def _on(self, event: AgentStreamEvent) -> None:
+        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+            self._text(event.part.content)
+        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+            self._text(event.delta.content_delta)
+        elif isinstance(event, FunctionToolCallEvent):
+            part = event.part
+            self.publish(
+                "tool_call_started", tool_call_id=part.tool_call_id, tool_name=part.tool_name, args=_args(part)
+            )
+        elif isinstance(event, FunctionToolResultEvent):
+            returned = event.part
+            if returned.outcome == "success":
+                ended: dict[str, Any] = {"result": jsonable(returned.content)}
+            else:
+                ended = {"error": returned.model_response_str()}
+            self.publish("tool_call_ended", tool_call_id=returned.tool_call_id, tool_name=returned.tool_name, **ended)
+
+    def _text(self, text: str) -> None:
+        for start in range(0, len(text), TEXT_CHARS):
+            self.publish("text", text=text[start : start + TEXT_CHARS])
+
+    async def finish(
+        self, kind: UpdateKind | None = None, *, run: SnapshotDocument | None = None, **fields: Any
+    ) -> None:
+        """End the continuation's updates with the outcome ``kind`` (``None``: none, e.g. its claim
+        was lost), written to the store with what is still queued, at once."""
+        if kind is not None:
+            self.publish(kind, run=run, **fields)
+        self._done = True
+        self._closing.set()
+        self._wake.set()
+        try:
+            await asyncio.shield(self._task)
+        finally:
+            self._hub.ended(self)
+
+    def abort(self) -> None:
+        """Stop without writing what is queued (the continuation was cancelled)."""
+        self._done = True
+        self._task.cancel()
+        self._hub.ended(self)
+
+    async def _flush(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch = _first_batch(self._pending)
+                del self._pending[: len(batch)]
+                await self._write(batch)
+                del self.unwritten[: len(batch)]
+            if self._closing.is_set():
+                return
+            with contextlib.suppress(TimeoutError):  # coalesce what comes in the next interval
+                async with asyncio.timeout(self._hub.interval):
+                    await self._closing.wait()
+
+    async def _write(self, batch: list[RunUpdate]) -> None:
+        document: RunUpdateBatchDocument = {
+            "_id": batch[-1].id,
+            "agentId": self.agent_id,
+            "runId": self.run_id,
+            "at": self._hub.now(),
+            "updates": encode(batch),
+        }
+        try:
+            await self._hub.store.append_run_updates(document)
+        except Exception:  # progress only: the outcome is in the event log too
+            logger.warning("run %s: %d update(s) could not be stored", self.run_id, len(batch), exc_info=True)
+
+
+def _first_batch(pending: list[RunUpdate]) -> list[RunUpdate]:
+    """The first updates of ``pending`` that fit in ``MAX_BATCH_BYTES`` (at least one)."""
+    size, count = 0, 0
+    for update in pending:
+        size += update.size
+        if count and size > MAX_BATCH_BYTES:
+            break
+        count += 1
+    return pending[:count]
+
+
+def _args(part: ToolCallPart) -> Any:
+    try:
+        return jsonable(part.args_as_dict())
+    except Exception:  # the model's arguments are not a JSON object: as it sent them
+        return part.args if isinstance(part.args, str) else jsonable(part.args)
+
+
+__all__ = ["Listener", "RunUpdatesOverflowError", "UpdateHub", "UpdatePublisher"]

@@ -1,0 +1,179 @@
+"""A continuing run's progress as updates (docs/architecture.md "Run updates").
+
+A continuation (one claim's run of the agent, begun by a ``resumed`` event) sends, in order: a
+``resumed`` update; the model's ``text`` deltas and each tool call as it starts
+(``tool_call_started``) and ends (``tool_call_ended``), from pydantic-ai's event stream; and, if it
+ends, its outcome: ``suspended`` (again), ``completed`` or ``failed``.
+
+Update ids name their continuation (the ``resumed`` event's id) and their place in it:
+``{continuationId}.{8-digit sequence}``, the outcome ``{continuationId}.end``. So they sort in the
+order a run's updates were sent, across continuations too, and a batch of updates is stored under
+the id of its last one (``storage.RunUpdateBatchDocument``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from storage import SnapshotDocument, strict_json
+
+UpdateKind = Literal["resumed", "text", "tool_call_started", "tool_call_ended", "suspended", "completed", "failed"]
+
+OUTCOME_KINDS: frozenset[str] = frozenset({"suspended", "completed", "failed"})
+"""The kinds that end a continuation (a continuation whose new calls a policy all approved ends
+without one: the next continuation's ``resumed`` follows)."""
+
+UPDATE_ID = re.compile(r"^\d{20}-[0-9a-f]{12}\.(\d{8}|end)$")
+"""Shape of an update id."""
+
+MAX_UPDATE_BYTES = 64 * 1024
+"""An update whose JSON is larger has its ``args``, ``result`` and ``output`` left out
+(``truncated``): the full values are in the event log (``completed``) and the run's history."""
+
+_ERROR_CHARS = 4096
+
+TEXT_CHARS = 4096
+"""Characters of text per ``text`` update at most (a longer delta is sent as several)."""
+
+
+def update_id(continuation_id: str, seq: int) -> str:
+    """The id of the ``seq``-th update (from 0, the ``resumed`` update) of a continuation."""
+    return f"{continuation_id}.{seq:08d}"
+
+
+def end_id(continuation_id: str) -> str:
+    """The id of a continuation's outcome update: after each of its other updates."""
+    return f"{continuation_id}.end"
+
+
+def before_next(continuation_id: str) -> str:
+    """A position after every update of ``continuation_id`` and before those of the next one."""
+    return f"{continuation_id}/"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunUpdate:
+    """One update of a continuing run (module docstring).
+
+    ``text``: a ``text`` delta. ``tool_call_id`` (runsgate's call identity), ``tool_name``: the
+    ``tool_call_*`` updates; ``args`` (a JSON value; the model's raw text when it is not JSON) for
+    ``tool_call_started``; ``result`` (JSON) or ``error`` (what the model is told: a validation
+    error or a ``ModelRetry``) for ``tool_call_ended``. ``output`` (JSON): ``completed``.
+    ``error`` (``"Type: message"``): ``failed``. ``run``: the stored run, for ``suspended`` and
+    ``failed`` (read when the update is sent; never stored with it). ``at``: UTC.
+    """
+
+    id: str
+    agent_id: str
+    run_id: str
+    continuation_id: str
+    kind: UpdateKind
+    at: datetime
+    text: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    args: Any = None
+    result: Any = None
+    error: str | None = None
+    output: Any = None
+    truncated: bool = False
+    """``args``, ``result`` or ``output`` were left out: the update was over ``MAX_UPDATE_BYTES``."""
+    run: SnapshotDocument | None = dataclasses.field(default=None, compare=False)
+
+    @property
+    def is_outcome(self) -> bool:
+        """Whether it ends its continuation."""
+        return self.kind in OUTCOME_KINDS
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (``run`` left out; fields without a value omitted)."""
+        data: dict[str, Any] = {
+            "id": self.id,
+            "continuationId": self.continuation_id,
+            "kind": self.kind,
+            "at": self.at.astimezone(UTC).isoformat(),
+        }
+        for key, value in (
+            ("text", self.text),
+            ("toolCallId", self.tool_call_id),
+            ("toolName", self.tool_name),
+            ("args", self.args),
+            ("result", self.result),
+            ("error", self.error),
+            ("output", self.output),
+        ):
+            if value is not None:
+                data[key] = value
+        if self.truncated:
+            data["truncated"] = True
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], *, agent_id: str, run_id: str) -> RunUpdate:
+        """Inverse of ``to_json``."""
+        return cls(
+            id=data["id"],
+            agent_id=agent_id,
+            run_id=run_id,
+            continuation_id=data["continuationId"],
+            kind=data["kind"],
+            at=datetime.fromisoformat(data["at"]).astimezone(UTC),
+            text=data.get("text"),
+            tool_call_id=data.get("toolCallId"),
+            tool_name=data.get("toolName"),
+            args=data.get("args"),
+            result=data.get("result"),
+            error=data.get("error"),
+            output=data.get("output"),
+            truncated=bool(data.get("truncated", False)),
+        )
+
+    @functools.cached_property
+    def size(self) -> int:
+        """Bytes of its stored JSON (what buffering it costs, roughly)."""
+        return len(encode([self]).encode())
+
+
+def capped(update: RunUpdate) -> RunUpdate:
+    """``update`` within ``MAX_UPDATE_BYTES``: its ``args``, ``result`` and ``output`` left out
+    (``truncated``) when it is larger, its ``error`` cut to 4,096 characters. (A ``text`` delta is
+    never cut: the publisher splits long text into deltas of ``TEXT_CHARS``.)"""
+    if update.error is not None and len(update.error) > _ERROR_CHARS:
+        update = dataclasses.replace(update, error=update.error[:_ERROR_CHARS] + "…")
+    if update.size <= MAX_UPDATE_BYTES:
+        return update
+    return dataclasses.replace(update, args=None, result=None, output=None, truncated=True)
+
+
+def encode(updates: list[RunUpdate]) -> str:
+    """The JSON text a batch stores (``RunUpdateBatchDocument.updates``): RFC 8259 JSON
+    (``storage.strict_json``), a float that is not finite (a tool's result) written ``null``, as
+    every reply shows it."""
+    return strict_json.dumps_shown([u.to_json() for u in updates], ensure_ascii=False, separators=(",", ":"))
+
+
+def decode(text: str, *, agent_id: str, run_id: str) -> list[RunUpdate]:
+    """Inverse of ``encode``."""
+    return [RunUpdate.from_json(item, agent_id=agent_id, run_id=run_id) for item in json.loads(text)]
+
+
+__all__ = [
+    "MAX_UPDATE_BYTES",
+    "OUTCOME_KINDS",
+    "TEXT_CHARS",
+    "UPDATE_ID",
+    "RunUpdate",
+    "UpdateKind",
+    "before_next",
+    "capped",
+    "decode",
+    "encode",
+    "end_id",
+    "update_id",
+]

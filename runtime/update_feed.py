@@ -1,0 +1,323 @@
+"""Following one run's updates, on any instance: what ``runUpdates`` streams (docs/architecture.md
+"Run updates").
+
+A subscriber gets, in id order and without repeats, the updates of the run's current
+continuation, from its beginning, then of the continuations that follow it, up to the first
+outcome (suspended again, completed, failed); then the stream ends. The updates come from three
+places:
+
+- this process's ``UpdateHub``, at once, when the continuation runs here;
+- the store's update batches (``RunUpdateLog``), read every ``poll_interval`` seconds while no
+  continuation of the run runs here: what another instance continues reaches this one so;
+- the event log (``resumed`` and the outcome events, written with the run's state changes, kept
+  for good), followed through the process's ``EventFeed``: so a continuation's beginning and end
+  are known even when its batches were pruned or never written (its instance died).
+
+Which continuation is current (no ``after``): the one in progress (the run is ``resuming``); the
+one queued (every call decided, not claimed yet); else the run's last one, shown from its
+beginning up to its outcome (the run waits for decisions, failed, or finished); a run never
+continued waits for its first. ``after`` (an update id) starts after that update instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any, cast
+
+from storage import EventDocument, SnapshotDocument
+
+from ._journal import event_id_floor
+from ._publishing import MAX_BATCH_BYTES, Listener, RunUpdatesOverflowError
+from .access import Principal
+from .errors import RunNotFoundError
+from .event_feed import EventFeed
+from .run_updates import RunUpdate, before_next, capped, decode, end_id, update_id
+
+if TYPE_CHECKING:
+    from .lifecycle import RunManager
+
+_WATCHED = frozenset({"resumed", "suspended", "completed", "failed"})
+"""The event types that begin and end continuations."""
+
+
+class RunUpdateFeed:
+    """``runUpdates``: one run's updates, from this process, the store and the event log.
+
+    Args:
+        runs: This process's ``RunManager`` (its store, agents and ``UpdateHub``).
+        events: This process's ``EventFeed`` (continuations' beginnings and outcomes).
+        poll_interval: Seconds between two reads of the run's update batches while no
+            continuation of it runs on this process.
+        max_buffer_bytes: Bytes of updates one stream may hold waiting to be sent: its live
+            updates, and one page of stored batches (at least one batch, up to
+            ``MAX_BATCH_BYTES``). A subscriber that falls further behind stops receiving live
+            updates and reads the rest from the store, a page at a time, as it reads.
+    """
+
+    def __init__(
+        self,
+        runs: RunManager,
+        events: EventFeed,
+        *,
+        poll_interval: float = 0.25,
+        max_buffer_bytes: int = 1024 * 1024,
+    ) -> None:
+        if poll_interval <= 0 or max_buffer_bytes < 1:
+            raise ValueError("poll_interval must be > 0 and max_buffer_bytes >= 1")
+        self._runs = runs
+        self._events = events
+        self._poll_interval = poll_interval
+        self._max_bytes = max_buffer_bytes
+        self._page = max(1, max_buffer_bytes // MAX_BATCH_BYTES)
+
+    async def subscribe(
+        self, agent_id: str, run_id: str, *, after: str | None = None, principal: Principal | None = None
+    ) -> AsyncGenerator[RunUpdate, None]:
+        """Yield the run's updates (module docstring), then end after the first outcome.
+
+        Args:
+            after: An update id (``run_updates.UPDATE_ID``): start after it.
+            principal: Who subscribes: a run outside its resources is ``RunNotFoundError``, as a
+                missing one (``None``: trusted in-process code).
+
+        Raises:
+            AgentNotFoundError: No agent ``agent_id``.
+            RunNotFoundError: No such run of the agent (stored, or in the event log), or one the
+                principal may not see.
+            EventFeedClosedError: The server is shutting down.
+            StoreUnavailableError: The store failed.
+        """
+        self._runs.agents.get_agent(agent_id)
+        hub, store = self._runs.updates, self._runs.store
+        listener = hub.listen(agent_id, run_id, max_bytes=self._max_bytes)
+        mark = event_id_floor(time.time_ns())
+        watcher: asyncio.Task[None] | None = None
+        try:
+            doc = await store.get(agent_id, run_id)
+            log = sorted(await store.list_events(agent_id, run_id), key=lambda e: e["_id"])
+            if not _visible(doc, log, principal):
+                raise RunNotFoundError(agent_id, run_id)
+            start = after if after is not None else _start(doc, log)
+            if start is None:  # finished without ever being continued: nothing to show
+                return
+            follow = _Follow(agent_id=agent_id, run_id=run_id, position=start)
+            logged = [u for u in _from_log(log, agent_id, run_id) if u.id > start]
+            replay = _merged(self._stored(agent_id, run_id, start), logged)
+            async for update in replay:
+                yield await self._completed(follow.take(update))
+                if update.is_outcome:
+                    return
+            if doc is None:  # the run is gone: nothing follows what the log and the store hold
+                return
+            watcher = asyncio.get_running_loop().create_task(
+                self._watch(agent_id, run_id, mark, listener, principal), name=f"runsgate-run-updates-{run_id}"
+            )
+            async for update in self._live(follow, listener):
+                yield await self._completed(update)
+                if update.is_outcome:
+                    return
+        finally:
+            hub.leave(agent_id, run_id, listener)
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+
+    async def _live(self, follow: _Follow, listener: Listener) -> AsyncIterator[RunUpdate]:
+        """The updates after ``follow.position``, as they come, up to the first outcome."""
+        hub = self._runs.updates
+        loop = asyncio.get_running_loop()
+        next_poll = loop.time()
+        detached = False  # fell behind its buffer: reads the store, even while the run continues here
+
+        def local() -> bool:
+            return not detached and hub.is_local(follow.agent_id, follow.run_id)
+
+        while True:
+            wait = None if local() else max(0.0, next_poll - loop.time())
+            item: Any = None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    try:
+                        item = await listener.get_item()
+                    except RunUpdatesOverflowError:
+                        detached = True
+            if isinstance(item, RunUpdate):
+                if follow.wants(item):
+                    yield follow.take(item)
+                    if item.is_outcome:
+                        return
+            elif isinstance(item, BaseException):
+                raise item
+            elif isinstance(item, dict):  # an event: a continuation began or ended
+                async for update in self._from_event(follow, cast(EventDocument, item)):
+                    yield update
+                    if update.is_outcome:
+                        return
+            if not local() and loop.time() >= next_poll:
+                async for update in self._stored(follow.agent_id, follow.run_id, follow.position):
+                    yield follow.take(update)
+                    if update.is_outcome:
+                        return
+                next_poll = loop.time() + self._poll_interval
+
+    async def _from_event(self, follow: _Follow, event: EventDocument) -> AsyncIterator[RunUpdate]:
+        """What ``event`` (``resumed`` or an outcome, from the event log) adds after ``follow``: an
+        outcome first brings the continuation's batches still unread, so none is left behind."""
+        if event["type"] == "resumed":
+            update = _resumed(event, follow.agent_id, follow.run_id)
+            if follow.wants(update):
+                yield follow.take(update)
+            return
+        current = follow.continuation
+        if current is None or event["_id"] < current:
+            return  # the outcome of a continuation this stream does not follow
+        async for update in self._stored(follow.agent_id, follow.run_id, follow.position):
+            yield follow.take(update)
+            if update.is_outcome:
+                return
+        update = _outcome(event, current, follow.agent_id, follow.run_id)
+        if follow.wants(update):
+            yield follow.take(update)
+
+    async def _watch(
+        self, agent_id: str, run_id: str, mark: str, listener: Listener, principal: Principal | None
+    ) -> None:
+        """Hand the run's ``resumed`` and outcome events after ``mark`` to ``listener``."""
+        stream = self._events.subscribe(
+            agent_id,
+            after_event_id=mark,
+            accept=lambda e: e["runId"] == run_id and e["type"] in _WATCHED,
+            resource_ids=None if principal is None else principal.resources,
+        )
+        try:
+            async for event in stream:
+                listener.signal(event)
+        except Exception as exc:  # the feed closed, fell behind or the store failed: the stream ends so
+            listener.signal(exc)
+        finally:
+            await stream.aclose()
+
+    async def _stored(self, agent_id: str, run_id: str, after: str) -> AsyncIterator[RunUpdate]:
+        """The stored updates after ``after``, in id order, a page of batches at a time."""
+        cursor: str | None = after
+        while cursor is not None:
+            page = await self._runs.store.list_run_updates(agent_id, run_id, after=cursor, limit=self._page)
+            for batch in page:
+                for update in decode(batch["updates"], agent_id=agent_id, run_id=run_id):
+                    if update.id > after:
+                        yield update
+            cursor = page[-1]["_id"] if len(page) == self._page else None
+
+    async def _completed(self, update: RunUpdate) -> RunUpdate:
+        """``update`` with the stored run, for ``suspended`` and ``failed`` (read now)."""
+        if update.kind in ("suspended", "failed") and update.run is None:
+            run = await self._runs.store.get(update.agent_id, update.run_id)
+            return dataclasses.replace(update, run=run)
+        return update
+
+
+@dataclasses.dataclass
+class _Follow:
+    """Where a stream stands: it sends only updates after ``position``, in order."""
+
+    agent_id: str
+    run_id: str
+    position: str
+    continuation: str | None = None
+    """The continuation of the last update sent."""
+
+    def wants(self, update: RunUpdate) -> bool:
+        return update.id > self.position
+
+    def take(self, update: RunUpdate) -> RunUpdate:
+        self.position = update.id
+        self.continuation = update.continuation_id
+        return update
+
+
+def _visible(doc: SnapshotDocument | None, log: list[EventDocument], principal: Principal | None) -> bool:
+    if doc is None and not log:
+        return False
+    if principal is None:
+        return True
+    if doc is not None:
+        return principal.may_use_resource(doc["resourceId"])
+    return any(principal.may_use_resource(e.get("resourceId")) for e in log)
+
+
+def _start(doc: SnapshotDocument | None, log: list[EventDocument]) -> str | None:
+    """Where a stream without ``after`` starts (module docstring); ``None``: nothing to show."""
+    last = max((e["_id"] for e in log if e["type"] == "resumed"), default=None)
+    if doc is None:
+        return last
+    if last is None:
+        return ""
+    if doc["status"] == "suspended" and doc["pendingCount"] == 0 and doc["lastError"] is None:
+        return before_next(last)  # queued: the next continuation
+    return last
+
+
+def _resumed(event: EventDocument, agent_id: str, run_id: str) -> RunUpdate:
+    return RunUpdate(
+        id=update_id(event["_id"], 0),
+        agent_id=agent_id,
+        run_id=run_id,
+        continuation_id=event["_id"],
+        kind="resumed",
+        at=event["at"],
+    )
+
+
+def _outcome(event: EventDocument, continuation: str, agent_id: str, run_id: str) -> RunUpdate:
+    data = event["data"]
+    fields: dict[str, Any] = {}
+    if event["type"] == "completed":
+        fields["output"] = data.get("output")
+    elif event["type"] == "failed":
+        fields["error"] = f"{data.get('type')}: {data.get('message')}"
+    return capped(
+        RunUpdate(
+            id=end_id(continuation),
+            agent_id=agent_id,
+            run_id=run_id,
+            continuation_id=continuation,
+            kind=event["type"],  # type: ignore[arg-type]
+            at=event["at"],
+            **fields,
+        )
+    )
+
+
+def _from_log(log: list[EventDocument], agent_id: str, run_id: str) -> list[RunUpdate]:
+    """The beginnings and outcomes of the run's continuations, from its events (in id order)."""
+    updates: list[RunUpdate] = []
+    current: str | None = None
+    for event in log:
+        if event["type"] == "resumed":
+            current = event["_id"]
+            updates.append(_resumed(event, agent_id, run_id))
+        elif event["type"] in _WATCHED and current is not None:
+            updates.append(_outcome(event, current, agent_id, run_id))
+            current = None
+    return updates
+
+
+async def _merged(stored: AsyncIterator[RunUpdate], logged: Iterable[RunUpdate]) -> AsyncIterator[RunUpdate]:
+    """``stored`` and ``logged`` (each in id order) in id order, the stored one of two with one id."""
+    pending = list(logged)
+    async for update in stored:
+        while pending and pending[0].id < update.id:
+            yield pending.pop(0)
+        if pending and pending[0].id == update.id:
+            pending.pop(0)
+        yield update
+    for update in pending:
+        yield update
+
+
+__all__ = ["RunUpdateFeed"]

@@ -163,7 +163,6 @@ def test_the_bounded_memory_benchmark_runs_at_a_tiny_size() -> None:
     assert (replay.events, replay.received) == (50, 100)
 
 
-@pytest.mark.xfail(strict=True, reason="the report's command line leaves out --samples and the round-trip counts")
 def test_the_report_names_every_option_it_was_measured_with(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
     options = ["--memory", "", "--sqlite", "", "--workers-runs", "0", "--bulk-rounds", "0", "--documentdb", ""]

@@ -11,6 +11,7 @@ otherwise the same scenarios are sent one after another.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from pydantic_ai import models
 
 from bench.__main__ import bulk_lines, ratios, table, workers_lines
+from bench.__main__ import main as bench_main
 from bench.bulk import measure as bulk_measure
 from bench.runner import (
     SCENARIOS,
@@ -159,3 +161,18 @@ def test_the_bounded_memory_benchmark_runs_at_a_tiny_size() -> None:
     assert receiver.deliveries == 2
     assert receiver.rss_mib > 0
     assert (replay.events, replay.received) == (50, 100)
+
+
+def test_the_report_names_every_option_it_was_measured_with(tmp_path: Path) -> None:
+    out = tmp_path / "RESULTS.md"
+    options = ["--memory", "", "--sqlite", "", "--workers-runs", "0", "--bulk-rounds", "0", "--documentdb", ""]
+    measured_with = ["--samples", "7", "--round-trips", "5", "--mongo-round-trips", "4", "--rounds", "2"]
+
+    assert bench_main([*options, *measured_with, "--out", str(out)]) == 0
+
+    command = next(line for line in out.read_text().splitlines() if line.startswith("Command: "))
+    recorded = shlex.split(command.split("`")[1])
+    assert recorded[:2] == ["./dev", "bench"]
+    for option, value in zip(measured_with[::2], measured_with[1::2], strict=True):
+        assert option in recorded
+        assert recorded[recorded.index(option) + 1] == value, option

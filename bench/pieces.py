@@ -27,11 +27,11 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 
 from . import inprocess
 from .queries import PAGE_SIZE, page_body
+from .serve import create_bench_app as create_app
 
 ACCEPT = b"application/graphql-response+json, application/json;q=0.9"
 """The ``Accept`` header of the requests (as graphql-http clients send it)."""
@@ -184,7 +184,7 @@ async def measure(
     pairs' ``1 - with / without``. The first rows compare the raw endpoint and the standard
     path with the full app the same way (last column: their CPU time / the full app's).
     """
-    settings = Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, bench_endpoints=True, auth=False)
+    settings = Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False)
     body = page_body(first=PAGE_SIZE).encode()
     full = {True: create_app(settings), False: create_app(settings.model_copy(update={"compiled_execution": False}))}
     baselines = {True: Scenario(full[True], "/graphql"), False: Scenario(full[False], "/graphql")}

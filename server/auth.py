@@ -25,7 +25,7 @@ from typing import Any
 
 from runtime import ANONYMOUS, Principal
 
-from .security_settings import SecuritySettings
+from .settings import SecuritySettings
 
 logger = logging.getLogger("runsgate.auth")
 

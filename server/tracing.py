@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from strawberry.extensions import SchemaExtension
 
-from .config import ConfigError, Settings
+from .settings import ConfigError, Settings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider

@@ -42,7 +42,7 @@ request whose schema extensions wrap resolvers (graphql-core middleware, such as
 OpenTelemetry extension's per-field spans), and every operation of a schema with ``@defer`` or
 ``@stream`` (incremental delivery).
 
-``RUNSGATE_COMPILED_EXECUTION=false`` turns it off (``server.config.Settings``).
+``RUNSGATE_COMPILED_EXECUTION=false`` turns it off (``server.settings.Settings``).
 ``tests/server/test_compiled_differential.py`` sends every query document of the test suite, and
 generated ones, to a compiled and a standard app and compares the responses byte for byte;
 ``tests/resolvers/test_compiled_fallbacks.py`` does the same with adversarial Python values.

@@ -26,7 +26,7 @@ from strawberry.asgi import GraphQL
 
 from resolvers.fastpath import internals
 from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 
 from .. import _processes
 from .._graphql import graphql_schema, graphql_view

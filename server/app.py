@@ -132,6 +132,10 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         connection_init_wait_timeout=timedelta(seconds=settings.ws_connection_init_timeout),
     )
     graphql.authenticator = Authenticator.from_settings(settings)
+    if settings.compiled_execution:  # else the fast path is never imported
+        from .prepared_http import PreparedRequests
+
+        graphql.prepared = PreparedRequests.of(schema)
     routes = [
         Route("/graphql", graphql, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", graphql),

@@ -24,7 +24,7 @@ import logging
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from graphql import GraphQLError
@@ -43,6 +43,9 @@ from strawberry.types.unset import UNSET
 
 from resolvers import Context, begin_operation
 from resolvers.operation_name import set_requested_operation_name
+
+if TYPE_CHECKING:
+    from .prepared_http import PreparedRequests
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -228,6 +231,9 @@ class GraphQLView(GraphQL[Context, None]):
 
     graphql_transport_ws_handler_class = TransportWsHandler
 
+    prepared: PreparedRequests | None = None
+    """The fast path's HTTP half (``server.prepared_http``), set by ``server.app.create_app``
+    when the schema has prepared operations; None: Strawberry's ``run`` serves every request."""
     prepared_requests: int = 0
     """Requests served by ``run_prepared`` (tests and benchmarks read it)."""
 
@@ -372,13 +378,12 @@ class GraphQLView(GraphQL[Context, None]):
             ) from None
 
     async def run_prepared(self, request: Request) -> Response | None:
-        """The fast path's response to a prepared query (``resolvers.fastpath.http``), when the
-        schema has one (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any
-        other request, which Strawberry's ``run`` then serves."""
-        serve = getattr(self.schema, "run_prepared", None)
-        if serve is None:
+        """The fast path's response to a prepared query (``prepared``), when the view has one
+        (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any other request,
+        which Strawberry's ``run`` then serves."""
+        if self.prepared is None:
             return None
-        response: Response | None = await serve(self, request)
+        response = await self.prepared.serve(self, request)
         if response is not None:
             self.prepared_requests += 1
         return response

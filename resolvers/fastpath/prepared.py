@@ -98,6 +98,7 @@ class PreparedOperations:
     Args:
         mask_errors: ``ErrorMasking``'s error processing (errors in, errors to answer out).
         maxsize: Entries kept.
+        root_plans: Plan the root field of each recorded query (``resolvers.fastpath.root_plan``).
 
     Attributes:
         executed: Requests executed as prepared operations (``resolvers.fastpath.schema.PreparedSchema.execute``).
@@ -105,9 +106,14 @@ class PreparedOperations:
     """
 
     def __init__(
-        self, mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]], maxsize: int = PREPARED_CACHE_SIZE
+        self,
+        mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]],
+        maxsize: int = PREPARED_CACHE_SIZE,
+        *,
+        root_plans: bool = True,
     ) -> None:
         self.mask_errors = mask_errors
+        self.root_plans = root_plans
         self._entries: LRUCache[tuple[str, str | None], PreparedOperation] = LRUCache(maxsize)
         self._lock = threading.Lock()  # Strawberry may run sync execution in threads
         self.executed = 0
@@ -137,7 +143,7 @@ class PreparedOperations:
         """Keep a query operation that reached execution (parsed, validated, allowed), asked
         for as ``operation_name`` and executed by Strawberry under ``executed_name``; with
         ``schema``, also its root plan (``resolvers.fastpath.root_plan.plan_root``)."""
-        root = None if schema is None else plan_root(schema, document, executed_name)
+        root = None if schema is None or not self.root_plans else plan_root(schema, document, executed_name)
         entry = PreparedOperation(document, executed_name, operation_metrics(document, executed_name), root)
         with self._lock:
             self._entries.setdefault((query, operation_name), entry)

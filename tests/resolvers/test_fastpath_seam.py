@@ -324,7 +324,6 @@ def http_imports(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 5: resolvers/fastpath/http.py serves HTTP requests")
 def test_resolvers_know_nothing_of_http() -> None:
     # the seam reads the names of Strawberry's ASGI view it needs (and only it, as every private name)
     uses = {str(path.relative_to(ROOT)): http_imports(path) for path in _modules("resolvers") if path != SEAM}

@@ -1,18 +1,9 @@
 """The ``/graphql`` view: Strawberry's ASGI view, speaking the GraphQL-over-HTTP spec and serving GraphiQL offline.
 
-Strawberry 0.341 answers every GraphQL request with ``application/json`` and status 200. The
-GraphQL over HTTP spec (https://graphql.github.io/graphql-over-http/draft/) adds the media type
-``application/graphql-response+json``: a client that accepts it gets it, and then a request
-error (the document does not parse or validate, or the variables do not coerce) is answered
-with status 400, since no execution took place. ``application/json`` stays the answer to
-clients that do not ask for it (no ``Accept``, ``*/*``), with status 200 as before. In both
-cases a request error's response has no ``data`` entry (GraphQL spec, "Response": ``data`` is
-absent when an error was raised before execution began).
-
-Strawberry's GraphiQL page loads its scripts from unpkg.com; runsgate serves the same files
-(``server/static/graphiql``, from ``scripts/vendor-graphiql.sh``) under ``GRAPHIQL_ASSETS_PATH``
-and rewrites the page's URLs, so the explorer works with no internet access. The page's
-``integrity`` hashes are kept, so the browser still checks every file.
+A client accepting ``application/graphql-response+json`` gets it, and a request error then gets
+400 (``application/json`` clients keep 200); a request error's response has no ``data``. The
+GraphiQL page loads runsgate's own copies of its files (``server/static/graphiql``), keeping
+their ``integrity`` hashes. Why: docs/api.md and docs/modules.md.
 """
 
 from __future__ import annotations

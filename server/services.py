@@ -2,7 +2,7 @@
 the sweeper and the webhook dispatcher, started and stopped together by ``Services``.
 
 Also the start-time checks the CLI makes before serving (``tool_rules``, ``check_webhook_agents``,
-``store_problem``) and ``make_store``. Order and reasons: docs/architecture.md "Process lifespan".
+``store_problem``) and ``make_store`` (docs/architecture.md "Module map").
 """
 
 from __future__ import annotations

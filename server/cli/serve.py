@@ -128,8 +128,7 @@ def _serve_on(
     except ValueError as exc:
         print(f"runsgate: invalid configuration: RUNSGATE_AGENTS: {exc}{_extra_hint(exc)}", file=sys.stderr)
         return 2
-    from ..app import create_app
-    from ..services import check_webhook_agents, store_problem, tool_rules
+    from ..services import check_webhook_agents, store_problem, tool_rules  # the app (Strawberry) is not needed yet
 
     try:
         tool_rules(settings, agents)
@@ -173,8 +172,12 @@ def _serve_on(
         )
         Multiprocess(config, sockets=[sock]).run()
         return 0
+    if app_factory is None:
+        from ..app import create_app
+
+        app_factory = create_app
     try:  # one process: build the app here (--workers: each worker builds its own, unchecked here twice)
-        app = (app_factory or create_app)(settings)
+        app = app_factory(settings)
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2

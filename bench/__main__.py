@@ -265,7 +265,7 @@ def write_report(
         f"--mongo-round-trips {args.mongo_round_trips} --samples {args.samples}` "
         "(`python -m bench` in the project's environment). "
         f"Each row: wrk, {args.connections} connections, "
-        f"1 thread, against a real `python -m server serve` process; page size {PAGE_SIZE}; the scenarios take "
+        f"1 thread, against a real `python -m bench.serve` process; page size {PAGE_SIZE}; the scenarios take "
         f"turns in {settings.rounds} rounds of {settings.round_seconds} s, and each row is its median round; "
         "each ratio below is the median of that ratio within each round.",
         "",

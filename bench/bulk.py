@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from server.config import Settings
+from server.settings import Settings
 
 from .runner import runsgate_server
 

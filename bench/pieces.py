@@ -3,7 +3,9 @@
 Calls the app as ASGI in process, as ``bench.inprocess`` does, with the benchmark's first page
 (``bench.queries.PAGE``, 20 runs) and an ``Accept`` header as a GraphQL-over-HTTP client sends
 it. One app has every piece; each other app is built, warmed up and measured with one piece
-turned off (a function or class attribute replaced only while that app runs). Pieces are
+turned off: the fast path's through ``resolvers.fastpath.install`` (``Pieces``), the view's
+prepared requests by leaving them out, the resolvers' own by replacing a function while that
+app runs. Pieces are
 compared in pairs with the full app, back to back (``measure``), over many short rounds, so a
 burst of load from other processes counts for both sides of a pair; the control row (a second
 full app) shows the method's own error. The function calls a request makes (exact, measured
@@ -17,6 +19,7 @@ execution, where they run for every request.
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 import sys
 import time
@@ -26,12 +29,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.routing import Route
 
-from server.app import create_app
-from server.config import Settings
+from resolvers import fastpath
+from resolvers.fastpath import EVERY_PIECE, Pieces
+from server.graphql_view import GraphQLView
+from server.settings import Settings
 
 from . import inprocess
 from .queries import PAGE_SIZE, page_body
+from .serve import create_bench_app as create_app
 
 ACCEPT = b"application/graphql-response+json, application/json;q=0.9"
 """The ``Accept`` header of the requests (as graphql-http clients send it)."""
@@ -45,44 +52,14 @@ class Piece:
     """A piece that can be turned off, and how."""
 
     name: str
-    patches: Callable[[], list[Patch]]
+    patches: Callable[[], list[Patch]] = list
+    """Attributes of ``resolvers.types`` replaced while its app runs."""
     compiled: bool = True
     """Compared on apps with compiled execution (else on apps without)."""
-
-
-def _compiled_completion() -> list[Patch]:
-    from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
-
-    from resolvers.fastpath.compiled import CompiledExecutor
-
-    return [
-        (
-            CompiledExecutor,
-            "collect_and_execute_subfields",
-            StrawberryGraphQLCoreExecutionContext.collect_and_execute_subfields,
-        )
-    ]
-
-
-def _prepared_operations() -> list[Patch]:
-    from resolvers.fastpath import prepared
-
-    return [(prepared, "all_covered", lambda factories: False)]
-
-
-def _root_plans() -> list[Patch]:
-    from resolvers.fastpath import prepared
-
-    return [(prepared, "plan_root", lambda *args, **kwargs: None)]
-
-
-def _run_prepared() -> list[Patch]:
-    from resolvers.fastpath.schema import PreparedSchema
-
-    async def standard(self: Any, view: Any, request: Any) -> None:
-        return None
-
-    return [(PreparedSchema, "run_prepared", standard)]
+    fastpath: Pieces = EVERY_PIECE
+    """The fast path's shortcuts its app is built with (``resolvers.fastpath.install``)."""
+    prepared_requests: bool = True
+    """The view serves prepared queries itself (``server.prepared_http``)."""
 
 
 def _from_fields() -> list[Patch]:
@@ -110,15 +87,27 @@ def _stored_enums() -> list[Patch]:
 
 
 PIECES = [
-    Piece("control: a second app with every piece (shows the method's own error)", list),
-    Piece("compiled completion (and the root plans, which need it)", _compiled_completion),
-    Piece("prepared operations (and root plans, run_prepared)", _prepared_operations),
-    Piece("root plans", _root_plans),
-    Piece("the view's run_prepared", _run_prepared),
+    Piece("control: a second app with every piece (shows the method's own error)"),
+    Piece("compiled completion (and the root plans, which need it)", fastpath=Pieces(compiled_completion=False)),
+    Piece("prepared operations (and root plans, prepared requests)", fastpath=Pieces(prepared_operations=False)),
+    Piece("root plans", fastpath=Pieces(root_plans=False)),
+    Piece("the view's prepared requests", prepared_requests=False),
     Piece("from_fields", _from_fields),
     Piece("stored value -> enum dicts", _stored_enums),
     Piece("from_fields, standard path", _from_fields, compiled=False),
 ]
+
+
+def build(settings: Settings, piece: Piece) -> Starlette:
+    """The app of ``piece``: built with its fast path shortcuts (``install``'s ``pieces``)."""
+    settings = settings.model_copy(update={"compiled_execution": piece.compiled})
+    with patched([(fastpath, "install", functools.partial(fastpath.install, pieces=piece.fastpath))]):
+        app = create_app(settings)
+    if not piece.prepared_requests:
+        graphql = next(route.endpoint for route in app.routes if isinstance(route, Route) and route.path == "/graphql")
+        assert isinstance(graphql, GraphQLView)
+        graphql.prepared = None
+    return app
 
 
 @contextmanager
@@ -184,7 +173,7 @@ async def measure(
     pairs' ``1 - with / without``. The first rows compare the raw endpoint and the standard
     path with the full app the same way (last column: their CPU time / the full app's).
     """
-    settings = Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, bench_endpoints=True, auth=False)
+    settings = Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False)
     body = page_body(first=PAGE_SIZE).encode()
     full = {True: create_app(settings), False: create_app(settings.model_copy(update={"compiled_execution": False}))}
     baselines = {True: Scenario(full[True], "/graphql"), False: Scenario(full[False], "/graphql")}
@@ -195,7 +184,7 @@ async def measure(
     for piece in PIECES:
         patches = piece.patches()
         with patched(patches):
-            app = create_app(settings.model_copy(update={"compiled_execution": piece.compiled}))
+            app = build(settings, piece)
         compared.append((piece.name, baselines[piece.compiled], Scenario(app, "/graphql", patches)))
     scenarios = [*baselines.values(), *(other for _, _, other in compared)]
     async with _lifespans([s.app for s in scenarios]):

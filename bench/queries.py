@@ -20,7 +20,7 @@ query Page($agentId: ID!, $first: Int, $after: String, $page: PageInput, $filter
 }
 """
 """A page of runs as a review UI asks for it: about a dozen fields per run, with its tool calls.
-``server/raw_page.py`` answers the same JSON for the same variables without GraphQL."""
+``bench/raw_page.py`` answers the same JSON for the same variables without GraphQL."""
 
 START_REFUND = """
 mutation Start($prompt: String!) {

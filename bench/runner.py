@@ -1,7 +1,7 @@
 """The benchmark: seed a store, start a real runsgate process, load it with ``wrk``, report.
 
-For each store and size N it starts ``python -m server serve`` (uvicorn, the full HTTP stack)
-with ``RUNSGATE_BENCH_ENDPOINTS=true``; the memory store is filled at start by
+For each store and size N it starts ``python -m bench.serve`` (``runsgate serve`` with the raw
+endpoint mounted: uvicorn, the full HTTP stack); the memory store is filled at start by
 ``RUNSGATE_SEED_RUNS=N``, a SQLite or MongoDB one beforehand by ``runsgate seed``. Every scenario first
 checks one answer (20 runs, no errors; the raw endpoint's JSON equal to GraphQL's), then runs
 ``wrk`` for a fixed time with a fixed number of connections. The server's peak RSS is read from
@@ -89,17 +89,15 @@ SCENARIOS = ["graphql first", "raw first", "graphql thread", "raw thread", "grap
 def _env(**variables: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSGATE_") and k != "MONGODB_URI"}
     # loopback only, so authentication may be off: the bench measures listing, not token checks
-    env.update(
-        {"RUNSGATE_LOG_LEVEL": "WARNING", "RUNSGATE_BENCH_ENDPOINTS": "true", "RUNSGATE_AUTH": "off", **variables}
-    )
+    env.update({"RUNSGATE_LOG_LEVEL": "WARNING", "RUNSGATE_AUTH": "off", **variables})
     return env
 
 
 @contextmanager
 def runsgate_server(log: Path, timeout: float, *, workers: int = 1, **variables: str) -> Iterator[tuple[str, int]]:
-    """A ``python -m server serve`` process (``--workers``); yields its base URL and pid, stops it afterwards."""
+    """A ``python -m bench.serve`` process (``--workers``); yields its base URL and pid, stops it afterwards."""
     port = free_port()
-    command = [sys.executable, "-m", "server", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "bench.serve", "--port", str(port)]
     if workers != 1:
         command += ["--workers", str(workers)]
     with listening_process(command, port, log, env=_env(**variables), timeout=timeout, stop_timeout=30) as proc:

@@ -1,19 +1,10 @@
 """Authorization at the GraphQL edge: the scope of each root field, and what a read may show.
 
-The principal comes from ``Context.principal`` (``server/`` authenticated it). The rules
-(SECURITY.md, ``runtime.access``):
-
-- a root field needs its scope, declared where the field is defined with
-  ``permission_classes=[CanRead]`` (or ``CanReadEvents`` on a subscription, ``CanDecide``,
-  ``CanStart``, ``CanReadWebhooks``); without it the answer is a GraphQL error ``FORBIDDEN`` (``AccessDenied``) and
-  the resolver never runs; so does ``SuspendedRun.conversation`` (``CanRead``), since the run
-  itself is also shown to ``runs:decide`` in a decision's outcome;
-- a run outside the principal's resources is reported exactly as a missing run: absent from
-  lists and counts (``restricted``: inside the store query), ``null`` from ``suspendedRun``
-  (``visible``), ``node`` and ``_entities`` (the request's loaders are restricted), no events;
-- writes are checked by the runtime, which receives the principal: a hidden run is
-  ``RunNotFound``, a per-tool approval rule it does not satisfy is ``Forbidden``, a start
-  outside its resources is ``Forbidden`` (``runtime.RunManager``).
+Permission classes (``CanRead``, ``CanReadEvents``, ``CanDecide``, ``CanStart``,
+``CanReadWebhooks``) declare each root field's scope (else ``FORBIDDEN``, the resolver never
+runs); a run outside the principal's resources is reported exactly as a missing one
+(``restricted``, ``visible``). Writes are checked by the runtime. The rules: SECURITY.md and
+docs/modules.md.
 """
 
 from __future__ import annotations

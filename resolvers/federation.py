@@ -1,13 +1,8 @@
 """The federation schema: ``_entities`` representations checked, client mistakes logged quietly.
 
-Strawberry's ``entities_resolver`` trusts each representation (``__typename`` present and
-known, key fields present): a malformed one raises ``KeyError`` or ``TypeError`` inside, which
-is masked as an unexpected fault. Here it is the client's mistake, reported as
-``BAD_USER_INPUT`` naming ``representations[i]``.
-
-Strawberry logs every error of a response at ERROR with its traceback, so any client could
-fill the logs with tracebacks of its own mistakes. Here those are one INFO line each;
-unexpected faults are logged at ERROR with their traceback where they are masked
+A malformed representation is the client's mistake, ``BAD_USER_INPUT`` naming
+``representations[i]`` (Strawberry would mask it as a fault); errors of a response that are
+client mistakes are one INFO line each, unexpected faults ERROR with their traceback
 (``resolvers.schema.should_mask_error``).
 """
 

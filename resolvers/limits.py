@@ -1,23 +1,10 @@
 """Limits on what a client sends, in bytes: one table for every argument and input field.
 
-Every string a client sends is stored or echoed somewhere (an id in an error, a ``threadId`` in
-the run and its events, a filter in a log line), so each has a limit in UTF-8 bytes, and each
-``JSON`` input a limit in bytes of compact JSON and in nesting. ``INPUT_LIMITS`` names them by
-their GraphQL name, whatever field or input type they appear in (``runId`` is 128 bytes in
-``approveToolCall``'s input, in ``suspendedRun``'s arguments and in a batch's items alike);
-SECURITY.md lists the same table.
-
-``InputLimits``, a field extension on every root field with arguments (and
-``Agent.suspendedRuns``), installed once by ``install_input_limits``, checks every value of the
-field's converted arguments, nested input objects and lists included, before the resolver runs:
-a value over its limit is a ``QueryArgumentError`` (``BAD_USER_INPUT``) naming its path
-(``input.decisions[3].toolCallId``) and the limit, without echoing the value, and nothing has
-been read or written. Federation's ``_entities`` takes its keys as ``_Any`` values, which
-``resolvers.federation`` checks with the same table (``check_value``). Values already stored with
-longer strings are still read: only what a client sends is held to the table.
-
-Limits on the request as a whole (body size, query depth, tokens, aliases, batching) are set by
-``server/`` around the schema.
+``INPUT_LIMITS`` names each limit by its GraphQL name (UTF-8 bytes of a string; bytes and depth
+of compact JSON), wherever it appears; SECURITY.md lists the same table. ``InputLimits``, a field
+extension installed by ``install_input_limits``, checks every argument before the resolver runs:
+over its limit is a ``QueryArgumentError`` (``BAD_USER_INPUT``) naming its path, without echoing
+the value. Details: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Prometheus metrics of the GraphQL layer: operations (count, latency, errors) and decisions.
 
-The metrics live in prometheus_client's default registry; ``server.metrics`` serves them on
-``/metrics``. Label values are bounded:
-
-- ``operation_name`` is the name of the operation executed, read from the parsed document
-  (never the raw ``operationName`` a client sends): ``anonymous`` for an unnamed operation,
-  ``unknown`` when the document did not parse or names no such operation, names longer than
-  ``MAX_NAME_LENGTH`` are cut, and once ``MAX_OPERATION_NAMES`` distinct names were seen by
-  this process every new one is counted as ``other``.
-- ``operation_type`` is ``query``, ``mutation``, ``subscription`` or ``unknown``.
-- ``kind`` is ``approve``, ``decline`` or ``resume``; ``outcome`` is ``recorded``,
-  ``conflict`` (``ToolCallAlreadyDecided``), the lower-case ``ErrorCode`` of any other
-  expected failure (``run_not_found`` ...), or ``unexpected_error``.
+In prometheus_client's default registry (``server.metrics`` serves them). Label values are
+bounded: ``operation_name`` is read from the parsed document (``anonymous``, ``unknown``, cut at
+``MAX_NAME_LENGTH``, ``other`` past ``MAX_OPERATION_NAMES``), ``operation_type``, ``kind`` and
+``outcome`` come from fixed sets (docs/modules.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """A document of several operations needs ``operationName`` (GraphQL spec, "GetOperation").
 
-The spec: when a request gives no operation name and its document holds more than one
-operation, the request fails ("produce a query error requiring operationName"), and graphql-core's
-``execute`` says so. Strawberry, though, executes under ``ExecutionContext.operation_name``, which
-is the document's first operation's name when the request gave none, so graphql-core never sees
-the name missing and the first operation runs: ``mutation A {...} query B {...}`` sent without
-``operationName`` would run the mutation. ``OperationNameRequired`` restores the spec's request
-error before anything executes.
-
-The request's own ``operationName`` is known to the transport, not to a schema extension: the
-HTTP view and the WebSocket handler (``server.graphql_view``) set it with
-``set_requested_operation_name`` in the task that executes the operation. Where nothing set it
-(a direct ``Schema.execute``), the extension checks nothing.
+``OperationNameRequired`` makes such a request without ``operationName`` a request error before
+anything executes (Strawberry would run the first operation). The transport sets the request's
+name with ``set_requested_operation_name`` in the task that executes it; where nothing set it,
+nothing is checked. Why: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Listing suspended runs: ``page``/``perPage`` (as Mastra's) and Relay cursors over one order.
 
-Order: ``createdAt`` descending, then ``runId`` descending (docs/api.md "Pagination"). Cursors are opaque
-(base64url of the sort-key values), so cursor pages are keyset walks: stable while runs are
-added and removed, and as cheap deep in the list as at its start. ``page`` is an
-offset (``skip``); its cost grows with the offset.
-
-Rules (docs/api.md "Pagination"):
-- ``page`` and ``first/after/last/before`` cannot be mixed; ``first`` and ``last`` neither.
-- ``page.page >= 0``; ``1 <= page.perPage <= max``; ``0 <= first/last <= max``.
-- No pagination argument: every match up to ``max`` (default 100) in one page, with
-  ``pageInfo.hasNextPage``/``endCursor`` to go on (Mastra returns every match; a production
-  API caps what one request may load).
-- A page past the end returns no runs and the true ``totalCount``.
+Order: ``createdAt`` descending, then ``runId`` descending. Cursors are opaque (base64url of the
+sort key), so cursor pages are keyset walks; ``page`` is an offset. The argument rules (no
+mixing, bounds, the default page of ``max``, a page past the end): docs/api.md "Pagination".
 """
 
 from __future__ import annotations

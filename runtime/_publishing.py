@@ -1,17 +1,9 @@
 """Publishing a continuation's updates (docs/architecture.md "Run updates").
 
-``UpdateHub`` is this process's switchboard: each continuation running here publishes through an
-``UpdatePublisher``, which hands every update at once to the subscribers of its run on this
-process (``Listener``s, bounded in bytes) and writes them to the store in batches, so that
-subscribers on other instances read them. Writes are coalesced: the first update is written at
-once, then at most one batch per ``interval`` seconds while the continuation runs, and the rest
-when it ends (the outcome included), without waiting for the interval.
-
-The publisher's ``handle`` is the ``event_stream_handler`` of the agent run: the model's text
-deltas and the tool calls' starts and ends come from pydantic-ai's own event stream. The tool
-call events are those of ``CallToolsNode``, made after ``CallIdentity`` renamed the response's
-calls (``after_model_request``), so they carry runsgate's identities; the model's own part events
-(``PartStartEvent`` of a ``ToolCallPart``, under the model's id) are not published.
+``UpdateHub`` is this process's switchboard; each continuation running here publishes through an
+``UpdatePublisher``, whose ``handle`` is the agent run's ``event_stream_handler``: every update goes
+at once to this process's subscribers (``Listener``s, bounded in bytes) and, coalesced into
+batches, to the store for other instances (docs/modules.md).
 """
 
 from __future__ import annotations

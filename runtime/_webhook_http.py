@@ -1,14 +1,8 @@
 """One webhook attempt over HTTP: the signed POST, and as little of the answer as it needs.
 
-The receiver controls its answer, and 16 deliveries run at once: a 200 with a 300 MiB body must
-cost no more than a 200 with none. The answer is streamed (``httpx2``'s ``stream``), its body
-read raw (``Accept-Encoding: identity`` asked, and no decoding, so a compressed body cannot
-expand), and only up to ``ANSWER_PREFIX_BYTES``: a 2xx or 3xx answer is known from its status
-line and nothing of its body is read; another answer's first bytes are kept for the delivery
-record (``lastError``: ``answered 500: <prefix>``, control characters escaped, and without the
-receiver URL's path segments and query values, which may carry its token and are not shown to
-those who read deliveries). Closing the response then closes the connection, so the rest is
-never received.
+The answer is streamed and its body read raw, up to ``ANSWER_PREFIX_BYTES`` and only when the
+status is not 2xx or 3xx; that prefix goes to the delivery's ``lastError``, without the receiver
+URL's path segments and query values. Why: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """Who may do what: principals, scopes, the run-visibility rule and per-tool approval rules.
 
-Plain data, no HTTP or GraphQL: ``server/`` turns credentials into a ``Principal``;
-``resolvers/`` declare the scope of each root field and apply the visibility rule to what they
-read; the runtime enforces the resource rule on every write (``check_start``; for decisions,
-``runtime.gate``), after its own read of the run, so the check and the write see the same
-snapshot. What the per-tool rules require is in ``runtime.rules``.
-
-Scopes (SECURITY.md):
-- ``runs:read``: list and read suspended runs and their audit trail;
-- ``runs:decide``: approve, decline, resume and retry runs;
-- ``runs:start``: start runs;
-- ``webhooks:read``: list webhook deliveries (``webhookDeliveries``) about runs of its resources.
-
-A principal may be limited to some ``resourceId``s: it then sees and decides only runs of
-those resources, and every other run is reported exactly as a run that does not exist.
-
-Identities (``Principal.identity``, SECURITY.md "Identities"): one string per decider, recorded
-as ``decidedBy`` and as the ``by`` of events, and owning idempotency keys. ``key:<name>`` for an
-API key, ``jwt:<sub>`` for a JWT (``jwt:<iss>|<sub>`` when an issuer is configured, with ``%``
-and ``|`` of the issuer percent-encoded, so the first ``|`` ends it), ``anonymous`` when
-authentication is off, and runsgate's own deciders by their plain names (``system``, the
-instance id of a sweeper, ``expiry`` for a deadline's fallback, ``policy:<rule>`` for an
-automatic approval). Kinds never collide: an API
-key named ``admin`` (``key:admin``) and a JWT with ``sub: admin`` (``jwt:admin``) are different
-principals.
+Plain data, no HTTP or GraphQL: ``server/`` turns credentials into a ``Principal``, ``resolvers/``
+apply the visibility rule to what they read, and the runtime checks the resource rule on every
+write (``check_start``; decisions in ``runtime.gate``). Scopes and identities (``key:<name>``,
+``jwt:<sub>``, ``policy:<rule>``...): SECURITY.md and docs/modules.md.
 """
 
 from __future__ import annotations

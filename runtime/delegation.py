@@ -1,18 +1,9 @@
 """``delegate()``: a supervisor's tool hands a request to a sub-agent (docs/writing-agents.md "Supervisors").
 
-The sub-agent runs as its own run (``parentRunId`` = the supervisor's run, same thread and
-resource), listed only under the sub-agent. When it suspends, the supervisor's tool call
-suspends too and is listed under the supervisor with the sub-run's pending call on display
-(its tool name, args, ``requiresApproval``, payload and schema, approval metadata and its
-``questionId``; ``delegated=True``, ``delegatedTo``). The two are one decision seen from two
-places, bound by the sub-agent's rules in both: the sub-run is decided only through the
-supervisor's call (a decision sent to the sub-run directly is refused with
-``DecideThroughSupervisorError``), and that decision is forwarded to the sub-run's call with the
-same question id through the decision gate, so both record the same decision. When the sub-run
-finishes, its output is the tool's result, and both snapshots are gone.
-
-The sub-run's id is derived from the supervisor's run id and its call's identity
-(``sub_run_id``), so a re-called tool finds it again without any extra storage.
+The sub-agent runs as its own run (``parentRunId``: the supervisor's), whose id is derived from
+the supervisor's run and call (``sub_run_id``). When it suspends, the supervisor's call suspends
+too, showing the sub-run's pending call; it is decided only through the supervisor's call, and
+the decision is forwarded through the decision gate. Details: docs/modules.md.
 """
 
 from __future__ import annotations

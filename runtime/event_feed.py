@@ -1,18 +1,9 @@
-"""The live feed of the event log: what subscriptions stream (docs/architecture.md
-"Events").
+"""The live feed of the event log: what subscriptions stream (docs/architecture.md "Events").
 
-Every instance appends to the same log (collection ``run_events``), so following the log shows
-each instance the events of every instance. FerretDB 1.24 has no change streams, so the feed
-polls: one poller per agent in this process, shared by all its subscribers (fan-out), reads
-``EventLog.list_events_after`` every ``poll_interval`` seconds.
-
-Event ids are time-ordered (``{UTC nanoseconds}-{random}``, made by the instance that wrote the
-event), but an event becomes visible to readers a little after its id was made (the insert's
-round trip), so an event with a smaller id may appear after one with a larger id from another
-instance. Each poll therefore re-reads the last ``lookback`` seconds of ids and skips the ones it
-already delivered: an event is delivered as long as it became visible within ``lookback`` seconds
-of the moment its id was made (clocks of the instances included). Delivery is at least once
-across reconnections (resume with ``after_event_id``), in ``_id`` order within one poll.
+``EventFeed`` polls ``EventLog.list_events_after`` every ``poll_interval`` seconds, one poller per
+agent in this process shared by its subscribers, and re-reads the last ``lookback`` seconds of
+ids on each poll, skipping those already delivered; delivery is at least once across
+reconnections (``after_event_id``). Why: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """A continuing run's progress as updates (docs/architecture.md "Run updates").
 
-A continuation (one claim's run of the agent, begun by a ``resumed`` event) sends, in order: a
-``resumed`` update; the model's ``text`` deltas and each tool call as it starts
-(``tool_call_started``) and ends (``tool_call_ended``), from pydantic-ai's event stream; and, if it
-ends, its outcome: ``suspended`` (again), ``completed`` or ``failed``.
-
-Update ids name their continuation (the ``resumed`` event's id) and their place in it:
-``{continuationId}.{8-digit sequence}``, the outcome ``{continuationId}.end``. So they sort in the
-order a run's updates were sent, across continuations too, and a batch of updates is stored under
-the id of its last one (``storage.RunUpdateBatchDocument``).
+A continuation sends ``resumed``, then the model's ``text`` deltas and its tool calls'
+``tool_call_started``/``tool_call_ended``, then its outcome (``suspended``, ``completed`` or
+``failed``). Update ids are ``{continuationId}.{8-digit sequence}`` (the outcome
+``{continuationId}.end``), so they sort in the order they were sent (docs/modules.md).
 """
 
 from __future__ import annotations

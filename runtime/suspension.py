@@ -1,23 +1,10 @@
 """``suspend()``: how a tool waits for outside data (docs/writing-agents.md; as Mastra's
 ``suspend()`` / ``resumeData``).
 
-A tool calls ``suspend(ctx, payload, resume_schema=...)``. The first time, it raises
-pydantic-ai's ``CallDeferred`` and the run is stored as suspended, listing ``payload`` as
-the call's ``suspendPayload``. When a client resumes the run with resume data, runsgate calls
-the same tool again with the same arguments, and this time ``suspend`` returns the resume
-data; a later ``suspend()`` in the same call asks the next question. The tool owns both halves
-of the exchange and decides what the model sees::
-
-    class City(BaseModel):
-        name: str
-
-    @agent.tool
-    def ask_city(ctx: RunContext[None]) -> str:
-        city = suspend(ctx, {"question": "Which city?"}, resume_schema=City)
-        return f"weather in {city.name}: sunny"
-
-Approvals need no helper: register the tool with ``requires_approval=True`` or raise
-pydantic-ai's ``ApprovalRequired``.
+``suspend(ctx, payload, resume_schema=...)`` raises pydantic-ai's ``CallDeferred`` the first time
+(the run is stored, listing ``payload`` as the call's ``suspendPayload``); when the run is
+resumed, the tool runs again with the same arguments and ``suspend`` returns the resume data.
+Approvals need no helper (``requires_approval=True`` or ``ApprovalRequired``).
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Taking over runs nobody is continuing (docs/architecture.md "The sweeper").
 
-An instance that dies while continuing a run leaves it ``resuming`` with a claim nobody
-renews; one that dies between recording the last decision and claiming leaves it
-``suspended`` with every call decided. Every instance runs a ``StalledRunSweeper``: every
-``interval`` seconds it asks the store for such runs (``list_stalled_runs``) and continues
-them. Two sweepers finding the same run race on the claim's compare-and-set; one wins.
-
-Failed runs (``lastError`` set) are not retried automatically: a model or tool that fails the
-same way every time would loop. They wait for ``retryRun``.
-
-Each sweep also prunes the run update batches older than ``update_retention``
-(``prune_run_updates``, at most ``PRUNE_BATCH`` a sweep): ``runUpdates`` reads them only while a
-continuation runs or was just shown (docs/architecture.md "Run updates").
-
-Each sweep also applies deadlines: it reads the runs with a call past its deadline
-(``list_expired_runs``, an index walk that never reads the runs whose deadlines lie ahead) and
-records each call's fallback (``RunManager.expire``), racing fairly with people deciding.
+``StalledRunSweeper`` runs on every instance: every ``interval`` seconds it continues the runs
+``list_stalled_runs`` finds (a claim nobody renews, or every call decided and nobody claimed),
+racing other sweepers on the claim, and applies deadlines (``list_expired_runs``,
+``RunManager.expire``). Each sweep also prunes old
+``runUpdates`` batches (``prune_run_updates``). Failed runs wait for ``retryRun``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
-"""Following one run's updates, on any instance: what ``runUpdates`` streams (docs/architecture.md
+"""Following one run's updates on any instance: what ``runUpdates`` streams (docs/architecture.md
 "Run updates").
 
-A subscriber gets, in id order and without repeats, the updates of the run's current
-continuation, from its beginning, then of the continuations that follow it, up to the first
-outcome (suspended again, completed, failed); then the stream ends. The updates come from three
-places:
-
-- this process's ``UpdateHub``, at once, when the continuation runs here;
-- the store's update batches (``RunUpdateLog``), read every ``poll_interval`` seconds while no
-  continuation of the run runs here: what another instance continues reaches this one so;
-- the event log (``resumed`` and the outcome events, written with the run's state changes, kept
-  for good), followed through the process's ``EventFeed``: so a continuation's beginning and end
-  are known even when its batches were pruned or never written (its instance died).
-
-Which continuation is current (no ``after``): the one in progress (the run is ``resuming``); the
-one queued (every call decided, not claimed yet); else the run's last one, shown from its
-beginning up to its outcome (the run waits for decisions, failed, or finished); a run never
-continued waits for its first. ``after`` (an update id) starts after that update instead.
+A subscriber gets the updates of the run's current continuation (or after ``after``), in id order
+and without repeats, up to the first outcome, from this process's ``UpdateHub``, the store's
+update batches (polled every ``poll_interval`` seconds) and the event log (docs/modules.md).
 """
 
 from __future__ import annotations

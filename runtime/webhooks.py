@@ -1,28 +1,10 @@
 """Signed webhooks: messages derived from the event log, sent at least once (docs/webhooks.md).
 
-Nothing is written on the decision path. Each instance runs one ``WebhookDispatcher``, with two
-loops:
-
-- **scan**: for each configured endpoint and each agent it covers, read the event log after the
-  endpoint's stored cursor (``EventLog.list_events_after``), turn the events it wants into
-  deliveries (``WebhookDeliveries.add_webhook_deliveries``: insert-if-absent by delivery id, so an
-  event read twice, by this instance or another, is added once), then move the cursor, but only
-  up to events older than ``lookback`` seconds. Event ids are made before a store write waits for
-  its lock, so an event can become visible after one with a later id: the last ``lookback``
-  seconds are read again on every scan, as the subscription feed does
-  (``runtime.event_feed``), and a late event is still found.
-- **send**: lease the due deliveries (``claim_webhook_deliveries``, one instance at a time per
-  delivery; a lease whose instance died expires and another takes it over), POST each one
-  signed as the Standard Webhooks specification says (``standardwebhooks.Webhook.sign``; a new
-  ``webhook-timestamp`` and signature on every attempt, the same ``webhook-id``), and record the
-  attempt (``finish_webhook_attempt``): a 2xx answer delivers it; anything else (another status,
-  a redirect, which is never followed, a timeout, a refused connection) schedules a retry with
-  exponential backoff and jitter (``RetryPolicy``) until ``retry_for`` seconds after the delivery
-  was recorded, then marks it ``failed``.
-
-The payload is built when the delivery is recorded (within about one scan interval of the event)
-and sent unchanged on every attempt. Its ``pendingCalls`` are the run's undecided calls as
-stored at that moment (as ``suspendedRun`` lists them); a run that has finished by then has none.
+Each instance runs one ``WebhookDispatcher``, with two loops: **scan** turns the events each
+endpoint wants into deliveries (insert-if-absent by id) and moves the endpoint's cursor; **send**
+leases due deliveries, POSTs each signed (Standard Webhooks) and records the attempt, retrying
+with backoff (``RetryPolicy``) until ``retry_for`` seconds. Nothing is written on the decision
+path. Details: docs/modules.md.
 """
 
 from __future__ import annotations

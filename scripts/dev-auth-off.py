@@ -4,11 +4,11 @@ Run by ``./dev serve`` in the project's folder, in the project's environment (py
 a dependency of pydantic-settings). Authentication stays as configured when the user decided
 it: ``RUNSGATE_AUTH`` or a credential (``RUNSGATE_API_KEYS``, ``RUNSGATE_JWT_SECRET``,
 ``RUNSGATE_JWT_JWKS_URL``) set in the environment or in ``.env``, read by python-dotenv's
-``dotenv_values`` as the settings loader (server/config.py) reads it, names compared without
+``dotenv_values`` as the settings loader (server/settings/core.py) reads it, names compared without
 case as pydantic-settings does (so ``export RUNSGATE_API_KEYS='[...]'`` and
 ``RUNSGATE_API_KEYS = [...]`` count). It also stays on when the host (``--host H``, else
 ``RUNSGATE_HOST``, else ``127.0.0.1``) is not loopback: the server then refuses to start without a
-credential, naming the variables to set. Loopback is server/security_settings.py's
+credential, naming the variables to set. Loopback is server/settings/security.py's
 ``is_loopback`` (not imported: importing the server package takes seconds).
 """
 

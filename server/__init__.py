@@ -1,4 +1,4 @@
-"""HTTP/WebSocket serving: the Starlette app (``server.app``), its settings (``server.config``)
+"""HTTP/WebSocket serving: the Starlette app (``server.app``), its settings (``server.settings``)
 and the command line (``server.cli``).
 
 Importing the package imports none of them: ``runsgate``'s entry point (``server.cli``) reads and

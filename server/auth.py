@@ -1,15 +1,9 @@
 """Authentication: bearer tokens -> ``runtime.Principal`` (SECURITY.md).
 
-Two kinds of token, both sent as ``Authorization: Bearer <token>``:
-
-- **API keys**: random strings handed out by an operator. Only their SHA-256 is configured
-  (``RUNSGATE_API_KEYS``), with a name, scopes and allowed resources. A key is high-entropy,
-  so one fast hash suffices (unlike a password); the lookup is by the hash, so the time it
-  takes reveals nothing about the key.
-- **JWTs** (PyJWT): HS256 with a shared secret, or RS256/ES256 with the keys of a JWKS URL.
-  ``sub`` is the principal's name, ``scope`` (space-separated) or ``scp`` (list) its
-  scopes, and the ``resources`` claim (configurable) its resources: a list, or ``"*"``
-  for every run; absent, the token sees no run. ``exp`` is required.
+Two kinds of ``Authorization: Bearer <token>``: API keys, configured by their SHA-256 with a
+name, scopes and resources (``RUNSGATE_API_KEYS``), and JWTs (PyJWT; HS256, or RS256/ES256 from
+a JWKS URL; ``sub``, ``scope``/``scp``, the resources claim, ``exp`` required). Details:
+docs/modules.md.
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from typing import Any
 
 from runtime import ANONYMOUS, Principal
 
-from .security_settings import SecuritySettings
+from .settings import SecuritySettings
 
 logger = logging.getLogger("runsgate.auth")
 

@@ -1,18 +1,9 @@
 """The ``/graphql`` view: Strawberry's ASGI view, speaking the GraphQL-over-HTTP spec and serving GraphiQL offline.
 
-Strawberry 0.341 answers every GraphQL request with ``application/json`` and status 200. The
-GraphQL over HTTP spec (https://graphql.github.io/graphql-over-http/draft/) adds the media type
-``application/graphql-response+json``: a client that accepts it gets it, and then a request
-error (the document does not parse or validate, or the variables do not coerce) is answered
-with status 400, since no execution took place. ``application/json`` stays the answer to
-clients that do not ask for it (no ``Accept``, ``*/*``), with status 200 as before. In both
-cases a request error's response has no ``data`` entry (GraphQL spec, "Response": ``data`` is
-absent when an error was raised before execution began).
-
-Strawberry's GraphiQL page loads its scripts from unpkg.com; runsgate serves the same files
-(``server/static/graphiql``, from ``scripts/vendor-graphiql.sh``) under ``GRAPHIQL_ASSETS_PATH``
-and rewrites the page's URLs, so the explorer works with no internet access. The page's
-``integrity`` hashes are kept, so the browser still checks every file.
+A client accepting ``application/graphql-response+json`` gets it, and a request error then gets
+400 (``application/json`` clients keep 200); a request error's response has no ``data``. The
+GraphiQL page loads runsgate's own copies of its files (``server/static/graphiql``), keeping
+their ``integrity`` hashes. Why: docs/api.md and docs/modules.md.
 """
 
 from __future__ import annotations
@@ -24,7 +15,7 @@ import logging
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from graphql import GraphQLError
@@ -43,6 +34,9 @@ from strawberry.types.unset import UNSET
 
 from resolvers import Context, begin_operation
 from resolvers.operation_name import set_requested_operation_name
+
+if TYPE_CHECKING:
+    from .prepared_http import PreparedRequests
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -273,6 +267,9 @@ class GraphQLView(GraphQL[Context, None]):
 
     graphql_transport_ws_handler_class = TransportWsHandler
 
+    prepared: PreparedRequests | None = None
+    """The fast path's HTTP half (``server.prepared_http``), set by ``server.app.create_app``
+    when the schema has prepared operations; None: Strawberry's ``run`` serves every request."""
     prepared_requests: int = 0
     """Requests served by ``run_prepared`` (tests and benchmarks read it)."""
 
@@ -427,13 +424,12 @@ class GraphQLView(GraphQL[Context, None]):
             ) from None
 
     async def run_prepared(self, request: Request) -> Response | None:
-        """The fast path's response to a prepared query (``resolvers.fastpath.http``), when the
-        schema has one (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any
-        other request, which Strawberry's ``run`` then serves."""
-        serve = getattr(self.schema, "run_prepared", None)
-        if serve is None:
+        """The fast path's response to a prepared query (``prepared``), when the view has one
+        (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any other request,
+        which Strawberry's ``run`` then serves."""
+        if self.prepared is None:
             return None
-        response: Response | None = await serve(self, request)
+        response = await self.prepared.serve(self, request)
         if response is not None:
             self.prepared_requests += 1
         return response

@@ -1,14 +1,8 @@
 """With authentication off, only this machine's own names are answered (SECURITY.md).
 
-``RUNSGATE_AUTH=off`` is allowed only on a loopback address, but a loopback server is still
-reachable from a browser: a page on ``rebind.evil.example`` whose DNS name is made to point at
-127.0.0.1 (DNS rebinding) sends its requests with ``Host: rebind.evil.example``, as the same
-origin, and would run them as ``anonymous``. ``LoopbackHostsOnly`` answers such a request before
-anything else sees it: the ``Host`` header must name ``localhost``, ``127.0.0.1`` or ``[::1]``
-(any port) or one of ``RUNSGATE_ALLOWED_HOSTS`` (a local proxy's name), and an ``Origin``
-header, when a browser sends one, the same. Anything else gets 400 with one line of JSON over
-HTTP, and a WebSocket handshake is refused (403). With authentication on, every host is
-answered: a page on another site has no token to send.
+``LoopbackHostsOnly``: the ``Host`` (and a browser's ``Origin``) must name ``localhost``,
+``127.0.0.1`` or ``[::1]`` (any port) or one of ``RUNSGATE_ALLOWED_HOSTS``; anything else gets a
+400 over HTTP, a refused WebSocket handshake (403). Why (DNS rebinding): docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The reviewer inbox: ``GET /inbox``, a page for the people who decide (docs/inbox.md).
 
-The page is a client of runsgate's public GraphQL API (``/graphql`` over HTTP, and its
-``graphql-transport-ws`` subscriptions): it holds nothing of its own and shows only what the API
-answers its caller. Its script and style sheet are built ahead of time by
-``scripts/vendor-inbox.sh`` into ``server/static/inbox`` (``INBOX_ASSETS_DIR``), served under
-``INBOX_ASSETS_PATH``, and named by the page with the SRI hashes of ``integrity.json``, so the
-browser checks each file; nothing is loaded from another origin and nothing is built at run time.
-
-The page is served with ``INBOX_CSP`` (``content_security_policy``): scripts, styles and
-connections from its own origin only (WebSockets to the same host), no inline script or style,
-no ``eval``. The page itself carries no data and needs no credential; the API calls it makes do.
+A client of the public GraphQL API holding nothing of its own; its prebuilt script and style
+sheet (``INBOX_ASSETS_DIR``, served under ``INBOX_ASSETS_PATH``) are named with SRI hashes, and
+the page is served with ``INBOX_CSP`` (same origin only, no inline code, no ``eval``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from strawberry.extensions import (
     query_depth_limiter,
 )
 
-from .security_settings import SecuritySettings
+from .settings import SecuritySettings
 
 
 class BodySizeLimit:

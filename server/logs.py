@@ -1,26 +1,9 @@
 """Log lines: JSON objects (python-json-logger) or text, each carrying the request id.
 
-``configure_logging`` installs one handler on the root logger, writing to stderr; uvicorn's
-loggers propagate to it (the CLI starts uvicorn with ``log_config=None``), so its access and
-error lines get the same format. The request id comes from ``asgi_correlation_id``'s context
-variable, set by ``server.request_id.request_id_middleware`` for each HTTP request and
-WebSocket; lines logged outside a request have ``request_id: null`` (JSON) or ``-`` (text).
-
-A JSON line is one object: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``,
-``request_id``, then the record's extras (``logger.info("...", extra={...})``) and
-``exc_info`` (the formatted traceback) when there is one. uvicorn's access lines also get
-``client``, ``method``, ``path`` (with the query string) and ``status`` (an int) as fields.
-
-A line has a bounded size, whatever a client sends (the log's disk is shared by every client): a
-message longer than ``MAX_MESSAGE_CHARS`` is cut there (graphql-core quotes a client's literal of
-the wrong type whole in its error, which is logged), and so is an access line's ``path``
-(``BoundedMessages``).
-
-Untrusted text never forges a line: a credential sent as a query parameter
-(``CREDENTIAL_PARAMETERS``, refused by the server) is written as ``REDACTED`` in access lines,
-and in the ``text`` format control characters of a message (a newline in an operation name or
-a ``kid``) are written escaped (``\\n``, ``\\x1b``); a traceback keeps its lines. JSON lines
-escape them by construction.
+``configure_logging`` installs one stderr handler on the root logger, which uvicorn's loggers
+reach too. A JSON line has ``time`` (UTC), ``level``, ``logger``, ``message``, ``request_id``,
+extras and ``exc_info``; a line is cut at ``MAX_MESSAGE_CHARS``, credentials in access lines are
+``REDACTED``, and text lines escape control characters. Details: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """``GET /metrics``: Prometheus metrics in the text exposition format (prometheus_client).
 
-Besides the GraphQL and decision metrics of ``resolvers.metrics`` and prometheus_client's
-process and Python collectors, each scrape measures the store:
-
-- ``runsgate_suspended_runs{agent_id}``: runs of each registered agent stored as waiting for
-  input (what ``suspendedRuns`` lists, ``totalCount`` with no filter), counted when scraped.
-- ``runsgate_store_up``: 1 when those counts succeeded, 0 when the store did not answer.
-
-Webhooks (docs/webhooks.md "Metrics"), counted by this instance as it sends:
-
-- ``runsgate_webhook_attempts_total{result}``: attempts by how they ended: ``delivered`` (2xx),
-  ``http_error`` (another status), ``redirect`` (3xx, never followed), ``timeout``,
-  ``network_error`` (refused, reset, or the endpoint was removed from the configuration).
-- ``runsgate_webhook_deliveries_total{outcome}``: what each attempt made of its delivery:
-  ``delivered``, ``retrying`` (a retry is scheduled) or ``failed`` (given up).
-
-Cost of a scrape: one ``count_runs`` per registered agent (a fixed set, from
-``RUNSGATE_AGENTS``), run concurrently. On MongoDB each is a count over the ``agentId`` prefix
-of the listing index (it reads index keys, not documents, and never histories), bounded in
-time by ``RUNSGATE_MONGODB_TIMEOUT``. No other label grows with the data: the agent ids are
-the registered ones, whatever the store holds.
+Besides ``resolvers.metrics`` and the process collectors: ``runsgate_suspended_runs{agent_id}``
+and ``runsgate_store_up``, measured at each scrape (one ``count_runs`` per registered agent), and
+the webhook counters ``runsgate_webhook_attempts_total{result}`` and
+``runsgate_webhook_deliveries_total{outcome}``. Label values and a scrape's cost: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """OpenTelemetry tracing of GraphQL operations, only when it is configured.
 
-When ``RUNSGATE_TRACING`` is ``auto`` (the default) tracing is on exactly when the standard
-``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; ``otlp``
-forces it on (OTLP over HTTP/protobuf, default endpoint ``http://localhost:4318/v1/traces``),
-``console`` prints spans to stdout, ``off`` disables it. When off, nothing of OpenTelemetry is
-imported and the schema has no tracing extension: no cost per request or per field.
-
-When on, the schema gets Strawberry's ``OpenTelemetryExtension`` with a tracer provider of
-its own (not the global one): one ``GraphQL Query: <operation name>`` span per operation
-(kind SERVER), with child spans for parsing, validation and each resolver. An incoming W3C
-``traceparent`` header makes the operation span a child of the caller's span. Spans are exported
-in batches (``OTEL_BSP_*`` tune them) and flushed when the server stops. The resource has
-``service.name`` = ``runsgate`` unless ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``
-say otherwise, and ``service.instance.id`` = ``RUNSGATE_INSTANCE_ID``. The exporter reads the
-other standard variables (``OTEL_EXPORTER_OTLP_HEADERS``, ``..._TIMEOUT``, ``..._COMPRESSION``).
-A span attribute keeps at most 4096 characters (``MAX_ATTRIBUTE_CHARS``; the standard
-``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` overrides it): the operation span holds the client's document.
-Needs the ``otel`` extra (``pip install 'runsgate[otel]'``).
+``RUNSGATE_TRACING``: ``auto`` (on when an ``OTEL_EXPORTER_OTLP_*ENDPOINT`` is set), ``otlp``,
+``console`` or ``off``; when off nothing of OpenTelemetry is imported. When on, the schema gets
+Strawberry's ``OpenTelemetryExtension`` with a provider of its own, flushed at shutdown
+(``Tracing.shutdown``). Needs the ``otel`` extra. Spans and variables: docs/modules.md.
 """
 
 from __future__ import annotations
@@ -28,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from strawberry.extensions import SchemaExtension
 
-from .config import ConfigError, Settings
+from .settings import ConfigError, Settings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider

@@ -1,21 +1,9 @@
-"""Per-run write locks for ``MongoSnapshotStore``: one writer per run, across processes.
+"""Per-run write leases for ``MongoSnapshotStore``: one writer per run, across processes.
 
-MongoDB applies each conditional update atomically, but FerretDB 1.24, one of our test servers and a
-supported deployment, does not: it runs ``findAndModify``/``update`` as a query followed by a
-write of the whole document by ``_id`` (``internal/handler/msg_findandmodify.go``,
-``internal/backends/sqlite/collection.go``). Two processes updating one run can both match
-their condition, and the later write erases the earlier one (a lost decision).
-
-What FerretDB does apply atomically is an insert against the unique ``_id`` index. So every
-write to a run's snapshot is done while holding a lease document ``{_id: runId, token,
-until}`` in the collection ``run_write_locks``: inserted to acquire, deleted to release. A
-process queues its own writers on an ``asyncio.Lock`` first, so only one of them polls the
-store. A lease whose holder died expires after ``lease`` seconds and is then removed by the
-next writer. On MongoDB the lock is redundant with the atomic conditional updates, and costs
-two round trips per write; one code path for both servers keeps it tested.
-
-Known limit: a holder that keeps a lease longer than ``lease`` seconds (a write stalled that
-long) may see it removed and taken by another process.
+A lease is a document ``{_id: runId, token, until}`` in ``run_write_locks``, inserted to acquire
+and deleted to release; a process queues its own writers on an ``asyncio.Lock`` first, and a
+lease whose holder died expires after ``lease`` seconds. Why (FerretDB's conditional updates
+are not atomic) and the known limit: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""``MemorySnapshotStore``: the embedded default store (docs/storage.md "Stores").
+"""``MemorySnapshotStore``: the embedded default store, lost when the process ends
+(docs/storage.md "Stores").
 
-Nothing to install; everything is lost when the process ends, as with Mastra's
-default in-memory storage. It keeps the same semantics as ``MongoSnapshotStore`` and passes
-the same contract tests. Each method runs without awaiting in between, so within one event
-loop every write is atomic, like a single-document update in MongoDB.
-
-Listing reads a sorted index of ``(createdAt, runId)`` per filter combination
-(``_listing_index``), so a page and a count cost O(log n + page) at any number of stored runs,
-as on MongoDB's indexes; it never scans or sorts all runs (a principal limited to k resources
-costs k lists: ``ListingIndex.page``).
+Same semantics and contract tests as the other stores; each method runs without awaiting in
+between, so every write is atomic within the event loop. Listing reads sorted per-filter indexes
+(``_listing_index``): O(log n + page) per page.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """``MongoSnapshotStore``: suspended runs in MongoDB through PyMongo's async API (docs/storage.md).
 
-One ``AsyncMongoClient`` per store, created in ``open()`` inside the running event loop (the
-app's lifespan) and closed by ``close()``. The database is the one named in the URI's path
-(default ``runsgate``). Collections:
-
-- ``run_snapshots``: one document per suspended run, ``_id`` = runId, no history inside, so
-  listing never reads histories.
-- ``run_histories``: the message history of each snapshot, zlib-compressed, under a fresh id
-  per write; a history whose compressed size exceeds ``inline_history_limit`` bytes goes to the
-  GridFS bucket ``run_histories_large`` instead, so histories over MongoDB's 16 MB document
-  limit work (PyMongo ``AsyncGridFSBucket``).
-- ``run_events``: the append-only audit log.
-- ``idempotency_keys``: remembered answers of mutations sent with an idempotency key.
-- ``run_write_locks``: short leases that make one process at a time write a run (``_run_lock``),
-  or a webhook delivery or cursor (ids prefixed ``webhook:`` and ``webhook-cursor:``).
-- ``webhook_deliveries`` and ``webhook_cursors``: webhook messages derived from the event log and
-  the cursors of that derivation (``WebhookDeliveries``).
-- ``run_updates``: batches of the progress of continuing runs (``RunUpdateLog``), indexed by
-  ``(agentId, runId, _id)`` for a run's listing and by ``at`` for pruning; each batch is one insert.
-
-Every write to a snapshot is a single-document conditional update (no transactions), made
-while holding the run's lease, because FerretDB does not apply conditional updates atomically.
+One ``AsyncMongoClient`` per store, made by ``open()`` in the running event loop and closed by
+``close()``; the database is the URI's path (default ``runsgate``). Collections: docs/storage.md
+"Collections and indexes". Every write to a snapshot is a single-document conditional update,
+made while holding the run's lease (``_run_lock``).
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
 """The store protocols: where suspended runs live (docs/storage.md "Stores").
 
-The store is split by aggregate, so each part of the runtime depends only on what it uses:
-
-- ``RunStore``: suspended runs (snapshots) and their message histories;
-- ``EventLog``: the append-only audit log (``run_events``), source of subscriptions;
-- ``IdempotencyKeys``: remembered answers of requests sent with an idempotency key;
-- ``WebhookDeliveries``: webhook messages derived from the event log, and the cursors of that
-  derivation (docs/webhooks.md);
-- ``RunUpdateLog``: the progress of continuing runs (text deltas, tool calls), in batches kept for
-  a while, for ``runUpdates`` subscribers on other instances (docs/architecture.md "Run updates");
-- ``SnapshotStore``: all five, plus opening, closing and pinging the store. Each store
-  (``MemorySnapshotStore``, ``SQLiteSnapshotStore``, ``MongoSnapshotStore``) is one class
-  implementing it, so the parts share one connection and one unit of work.
-
-One unit of work: a write that changes a run takes the event that records the change
-(``event=``; a list where one write records several, e.g. a suspension with the decisions an
-approval policy made on it), and the store writes them together, so a crash can never keep one without the
-other: in the same transaction on SQLite, in the same step of the event loop in memory. On
-MongoDB-wire servers (no multi-document transactions on FerretDB)
-the event is recorded inside the snapshot's own update first, then appended to the log, and the
-sweeper completes an append a dead process left undone (``complete_pending_events``).
-
-Every method is scoped by ``agent_id`` where a run is named, so one agent never reads or
-changes another agent's run (listing is per agent, as Mastra's). Every write that changes a
-snapshot is one single-document atomic update conditioned on the state it expects, so
-several server instances can share one store without transactions.
+``RunStore`` (snapshots and histories), ``EventLog`` (the audit log), ``IdempotencyKeys``,
+``WebhookDeliveries`` and ``RunUpdateLog`` (batches of ``runUpdates``), one per aggregate;
+``SnapshotStore`` is all five plus open, close and
+ping, implemented by one class per store. Every method naming a run is scoped by ``agent_id``;
+a write that changes a run takes the event recording it (``event=``), one unit of work
+(docs/modules.md).
 """
 
 from __future__ import annotations

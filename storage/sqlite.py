@@ -1,65 +1,10 @@
 """``SQLiteSnapshotStore``: suspended runs in one SQLite file, through ``aiosqlite``.
 
-Nothing to install, and runs survive restarts. Several ``runsgate serve`` processes on one host
-may share the file: every conditional write (a decision, a claim, its renewal, release or end,
-an idempotency key) is one ``BEGIN IMMEDIATE`` transaction, which holds the file's write lock
-from its first read to its commit, so it is atomic across processes without the write leases
-MongoDB-wire servers need (``_run_lock``). The file must be on a local filesystem: WAL mode
-shares its index through memory-mapped ``-shm`` files, which network filesystems do not support,
-so processes on several hosts cannot share it (use MongoDB). Writes of one process that queue
-while another runs share its transaction and its commit (group commit, ``_transaction``).
-
-Tables:
-
-- ``run_snapshots``: one row per suspended run, ``run_id`` the primary key. The fields that are
-  filtered or conditioned on are columns (datetimes as integer UTC milliseconds since the epoch);
-  ``toolCalls`` and ``lastError`` are JSON text. One index per listing filter combination
-  (``agent_id``; ``agent_id, thread_id``; ``agent_id, resource_id``; ``agent_id, thread_id,
-  resource_id``), each followed by ``created_at DESC, run_id DESC``, so a page is a walk of one
-  index in listing order (keyset bounds are row-value comparisons on the same columns). A count
-  (``totalCount``) walks the matching index range: its cost grows with the number of matching
-  runs, not with the number stored. A restriction to several resources (``RunFilter.resource_ids``)
-  walks the agent's index and filters.
-- ``run_histories``: each snapshot's message history, zlib-compressed, under a fresh id per write;
-  listing never reads it. Blobs up to SQLite's 1 GB limit.
-- ``run_events``: the append-only audit log, ``event_id`` the primary key; indexed by
-  ``(agent_id, run_id, at, event_id)`` and, for the event feed's keyset walk, ``(agent_id, event_id)``.
-  An event passed with a state change (``event=``) is inserted in that change's transaction: one
-  unit of work, nothing pending after a crash (``complete_pending_events`` has nothing to do).
-- ``idempotency_keys``: remembered answers of mutations sent with an idempotency key.
-- ``webhook_deliveries`` and ``webhook_cursors``: webhook messages derived from the event log and
-  the cursors of that derivation (``WebhookDeliveries``); indexed by ``(status, next_attempt_at)``
-  for the senders' claims and ``(status, delivery_id)`` for listings.
-- ``run_updates``: batches of the progress of continuing runs (``RunUpdateLog``), keyed by
-  ``(agent_id, run_id, batch_id)`` (a run's batches are one range of it) and indexed by ``at`` for
-  pruning.
-- ``runsgate_meta``: ``schema_version``, the highest ``schemaVersion`` of the documents in the
-  file and of the runsgate versions that opened it. ``open()`` reads this one row (no scan),
-  refuses a file of a newer version (``NewerSchemaError``) and raises an older one to its own; an
-  insert of a newer document raises it.
-
-Client- and tool-defined values (``args``, ``suspendPayload``, ``resumeSchema``, ``resumeData``,
-event ``data``, idempotency results) are stored as JSON text written and read by
-``stored_json`` (Python's ``json`` module), so any key (``$x``, ``a.b``), any nesting and integers
-beyond 64 bits come back unchanged. Datetimes come back timezone-aware UTC at millisecond
-precision (``to_bson_precision``), as from the other stores.
-
-Durability: WAL journal with ``synchronous=FULL`` (the default; ``NORMAL`` may be chosen). With
-FULL, a write whose call returned was fsynced: neither a crash of the process nor a power loss or
-OS crash can lose it. With NORMAL, a process crash loses nothing either, but a power loss or OS
-crash may lose the last transactions committed before it (never a part of one). In every case a
-transaction is all or nothing: a crash, a full disk (``SQLITE_FULL``) or an I/O error in the
-middle of a decision leaves the run as it was, and the caller gets ``StoreUnavailableError``.
-
-Waiting for the lock and the event feed: an event's id carries the time it was made
-(``runtime._journal.event_id``), just before ``append_event``. The append may first wait for this
-process's writer connection, then for the file's write lock held by another process; each wait
-is bounded by ``busy_timeout`` seconds, after which the write fails with
-``StoreUnavailableError`` (nothing written). An event therefore becomes visible at most about
-``2 * busy_timeout`` seconds after its id's time. The subscription feed re-reads the last
-``RUNSGATE_SUBSCRIPTION_LOOKBACK`` seconds (5 s) of ids on every poll, so ``busy_timeout`` must stay
-below half of it, or subscribers could miss events that became visible late: the server passes
-``min(2 s, lookback / 2)``.
+Several processes of one host may share the file: every conditional write is one ``BEGIN
+IMMEDIATE`` transaction, and writes that queue share a commit (``_transaction``). WAL journal,
+``synchronous=FULL`` by default; ``busy_timeout`` (seconds) bounds each wait for the lock, after
+which a write fails with ``StoreUnavailableError``. Tables, indexes, durability and the bound the
+event feed needs on ``busy_timeout``: docs/modules.md and docs/storage.md.
 """
 
 from __future__ import annotations

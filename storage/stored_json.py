@@ -1,25 +1,10 @@
 """The one encoding of tool- and client-defined JSON in stored documents (docs/storage.md "Stored JSON").
 
-Values that a model, a tool or a client defines (a tool call's ``args``, ``suspendPayload`` and
-``resumeSchema``; a decision's ``resumeData``, ``reason`` and ``editedArgs``; an event's ``data``; an
-idempotency key's ``result``) may hold any key (``$ref``, ``a.b``, ``""``), any nesting and
-integers beyond 64 bits. BSON and MongoDB-wire servers refuse some of them (FerretDB refuses keys
-starting with ``$`` or holding ``.``, BSON has no integer beyond 64 bits), so they are never
-stored as BSON values:
-
-- ``MongoSnapshotStore`` stores each of these fields as JSON text in a field of its own, named
-  ``<field>Json`` (``argsJson``, ``resumeDataJson``, ``dataJson``...); a document written before
-  has the value itself under ``<field>``, which is still read as it is (``decode``). The fields of
-  each document kind are listed once, below (``TOOL_CALL_FIELDS``...): a new JSON-bearing field
-  is added to its list.
-- ``SQLiteSnapshotStore`` stores whole columns as JSON text (``dumps``/``loads``).
-- ``MemorySnapshotStore`` keeps Python values (deep copies).
-
-The text is what Python's ``json`` writes (compact, UTF-8 kept), so it reads back equal: any
-key, integers of any size, floats exactly (shortest repr). A string holding a lone UTF-16
-surrogate, which UTF-8 cannot encode, is written with ASCII escapes instead. It is RFC 8259 JSON
-(``storage.strict_json``): a float that is not finite is refused, never written as ``Infinity``;
-text an older runsgate wrote with ``Infinity`` in it is still read, with ``None`` in its place.
+Such values (``args``, ``suspendPayload``, ``resumeData``, event ``data``...) may hold any key and
+integers beyond 64 bits, so they are stored as JSON text (``dumps``/``loads``): on MongoDB in a
+field ``<field>Json`` of its own (``encode``/``decode``; the fields of each document kind are
+listed below), on SQLite as whole columns; the memory store keeps Python values. Text an older runsgate wrote with
+``Infinity`` is read with ``None`` in its place. Details: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """The one JSON rule of runsgate: RFC 8259 JSON, in and out (SECURITY.md "Limits and hostile input").
 
-Every JSON document a client sends (HTTP bodies, GET parameters, WebSocket messages) is read
-with ``loads``, and every one runsgate writes (stored documents, events, webhook bodies, the API's
-replies) with ``dumps`` or ``dumps_shown``. RFC 8259 has no ``NaN`` or ``Infinity``, and a number
-too large for a double (``1e999``) is one no receiver can read back: Python's ``json`` takes all
-three (the last as ``inf``), so neither function leaves it to ``json``'s defaults.
-
-A value no JSON holds comes only from Python code (a tool, a model's arguments parsed leniently):
-a store refuses it (``dumps`` raises), so such a run fails saying why rather than being stored in a
-form that changes when read back. A document an older runsgate stored with ``Infinity`` in it is
-still read (``storage.stored_json.loads`` keeps ``json``'s leniency); wherever it is shown (a reply,
-a webhook body) the value is ``null`` (``dumps_shown``, and orjson's own behaviour in replies).
-
-Lives in ``storage`` (the lowest layer) so that every layer shares it.
+``loads`` reads every JSON document a client sends; ``dumps`` (raises on ``NaN``, ``Infinity``
+and numbers too large for a double) and ``dumps_shown`` (writes them as ``null``) write every one
+runsgate sends or stores. In ``storage``, the lowest layer, so that every layer shares it. Why
+each case: docs/modules.md.
 """
 
 from __future__ import annotations

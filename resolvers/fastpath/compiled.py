@@ -1,51 +1,11 @@
-"""Compiled completion of query results: objects whose selected fields are all plain attributes
-are serialized by a direct function instead of graphql-core's per-field execution (issue 6 §5).
+"""Compiled completion: objects whose selected fields are all plain attributes are serialized by
+generated code instead of graphql-core's per-field execution (docs/architecture.md "Fast path").
 
-graphql-core completes every field of a response the same way: ``execute_field`` builds a
-``GraphQLResolveInfo``, calls the field's resolver, checks the result for awaitables, then
-``complete_value`` dispatches on the field's type. A page of 20 runs has about 305 fields, and
-that machinery was about 80% of a page's CPU time (bench/RESULTS.md).
-
-``CompiledExecutor`` is Strawberry's graphql-core executor with one method changed:
-``collect_and_execute_subfields``, which graphql-core calls to complete an object value once its
-``is_type_of`` check passed. For a **query** operation, the object's selection is first
-collected by graphql-core's own ``collect_subfields`` (fragments, ``@skip``/``@include`` with this
-request's variables, field merging, response keys and their order, memoized per request). When
-every collected field is
-
-- ``__typename``, or
-- a Strawberry *basic* field (``StrawberryField.is_basic_field``: no resolver, no field
-  extension, hence no permission class; and no exception handler, so Strawberry resolves it with
-  its attribute-reading resolver, ``internals.is_basic_resolver``) with no arguments, whose type is a scalar, an
-  enum, an object type whose own selection qualifies, or a list or non-null of those (no
-  interface or union),
-
-the object is completed by generated code (``_Generator``): each field's value is read as
-Strawberry's basic resolver reads it and completed with the type's own ``coerce_output_value``
-(GraphQL spec, "Value Completion"). The output is the dict graphql-core would build: same keys,
-same order, same values. The generated code is kept across requests of the same document and
-the same values of the variables its directives read.
-
-Everything that would make graphql-core do anything else falls back to graphql-core for that
-whole object, which then runs again from its source value (basic fields only read attributes,
-so reading them twice changes nothing): a null or an exception value where the type is non-null,
-a value ``coerce_output_value`` rejects or raises on, an awaitable, a list that is not a ``list``,
-an object value whose ``is_type_of`` is not ``True``, or any exception while serializing; and an
-exception while compiling (graphql-core collects a nested selection only when it completes a
-value there, so only then may it raise). Errors, their messages, paths and null propagation
-therefore always come from graphql-core itself.
-
-Not compiled, so executed exactly as before: mutations and subscriptions (their results are
-small; a differential test cannot replay side effects), objects selecting any field with a
-resolver (``SuspendedRun.id``, ``events``, ``totalCount``, ``nodes``...), and every operation of a
-request whose schema extensions wrap resolvers (graphql-core middleware, such as the
-OpenTelemetry extension's per-field spans), and every operation of a schema with ``@defer`` or
-``@stream`` (incremental delivery).
-
-``RUNSGATE_COMPILED_EXECUTION=false`` turns it off (``server.config.Settings``).
-``tests/server/test_compiled_differential.py`` sends every query document of the test suite, and
-generated ones, to a compiled and a standard app and compares the responses byte for byte;
-``tests/resolvers/test_compiled_fallbacks.py`` does the same with adversarial Python values.
+``CompiledExecutor`` is Strawberry's executor with ``collect_and_execute_subfields`` changed: for
+a query, an object whose collected fields are ``__typename`` or basic fields of scalars, enums
+or such objects is completed by ``_Generator``'s code, giving graphql-core's dict; anything else
+falls back to graphql-core for that whole object. What qualifies, what falls back, and
+why: docs/modules.md.
 """
 
 from __future__ import annotations

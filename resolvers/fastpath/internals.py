@@ -1,32 +1,9 @@
 """Every private name of Strawberry and graphql-core that runsgate uses, in this one module.
 
-The fast path (``resolvers.fastpath``) reaches into a few private names of Strawberry's schema,
-execution context and HTTP view, which a new version of Strawberry may rename or change without
-notice. They are all accessed here, through the functions below, and nowhere else in runsgate
-(``tests/resolvers/test_fastpath_seam.py`` reads every module's syntax tree to keep it so).
-
-``missing()`` checks every one of them against the installed versions; ``resolvers.fastpath.install``
-calls it once when a schema is built and, if anything is missing or changed, logs one WARNING and
-builds the standard schema instead, so every request then takes Strawberry's standard path.
-
-The names, and what each is for:
-
-- ``Schema._schema``: the ``GraphQLSchema`` a Strawberry schema wraps (``graphql_schema``).
-- ``Schema._get_execute_function``: graphql-core's ``execute`` or its incremental variant, as
-  the schema's configuration chooses (``execute_function``).
-- ``BaseSchema._process_errors``: the schema's error processing (field suggestions removed,
-  then ``process_errors``), as the standard path runs it (``process_errors``).
-- ``strawberry.schema._graphql_core.execution_context_class_kwargs``: how Strawberry passes its
-  executor class to graphql-core (``executor_kwargs``).
-- ``ExecutionContext._provided_operation_name``: the ``operationName`` a request gave (the public
-  ``operation_name`` answers the document's only operation's name when it gave none).
-- ``strawberry.schema.schema._OperationContextAwareGraphQLResolveInfo``: the resolve info
-  Strawberry's executor gives resolvers (``resolve_info``); its 15 fields are checked by name.
-- The ``_is_default`` mark and the name ``_get_basic_result`` of the resolver Strawberry builds
-  for a field without a resolver of its own (``is_basic_resolver``).
-- ``AsyncBaseHTTPView._get_stream_transport_from_headers`` and ``_handle_errors``: a request
-  asking for a streamed response, and the view's error hook (``stream_transport``,
-  ``handle_errors``).
+They are reached only through the functions below (``tests/resolvers/test_fastpath_seam.py``
+keeps it so); ``missing()`` checks them against the installed versions, and
+``resolvers.fastpath.install`` builds the standard schema after one WARNING if one is missing.
+The names, and what each is for: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -1,52 +1,11 @@
 """Prepared operations: a query document that already parsed and validated is executed
-directly, without Strawberry's per-request extension pipeline (issue 6 §5).
+directly, without Strawberry's per-request extension pipeline (docs/architecture.md "Fast path").
 
-Strawberry's ``Schema.execute`` runs every request through the same steps: build an
-``ExecutionContext``, create one instance of each schema extension, enter and leave their
-``on_operation``/``on_parse``/``on_validate``/``on_execute`` hooks (24 context managers with
-runsgate's six extensions), look the document up in the parser and validation caches, execute,
-then gather the extensions' results. Skipping that took a page of 20 runs from 0.90 to 0.76 CPU
-ms, and ``{ __typename }`` from 0.23 to 0.14 (bench/RESULTS.md, "Prepared operations").
-
-The outcome of parsing and validating depends only on the query text and the schema's
-configuration (the limits of ``server/limits.py`` are parser options and validation rules), so
-it is the same for every request of the same text. ``PreparedOperations`` keeps, per query text
-and ``operationName``, the parsed document of each **query** operation that reached execution
-once through the standard pipeline (``RecordPreparedOperation``, an ``on_execute`` hook, which
-Strawberry runs only after parsing and validation passed). A later request with the same text
-and name is executed by ``execute_prepared``: graphql-core's ``execute`` with the schema's
-executor class (``CompiledExecutor``), then what runsgate's two other extensions do after
-execution, in the same order as the standard path:
-
-1. errors go through the schema's error processing (``internals.process_errors``;
-   ``FederationSchema.process_errors`` logs them);
-2. ``ErrorMasking.mask`` masks them (``resolvers.errors``);
-3. ``OperationMetrics``'s counters and latency histogram are updated (``resolvers.metrics``);
-4. the result is a Strawberry ``ExecutionResult`` with ``extensions={}``, as the standard path
-   gathers from extensions that report nothing.
-
-When the operation's selection is a single root field returning an object, ``execute_prepared``
-first tries its root plan (``resolvers.fastpath.root_plan``), which skips building graphql-core's executor
-and hands the request back to ``execute`` whenever it leaves the plain path.
-
-Variables are coerced, and every resolver runs, on each request, as before (once; twice when
-a root plan hands a request back after its resolver ran, ``resolvers.fastpath.root_plan``). Mutations
-and subscriptions are never prepared. These take the standard path, which answers them as
-before: a request whose operation type is not allowed (a query where a view allows only
-mutations), and one whose parts have the wrong types (a list as ``operationName``; over HTTP the
-view answers those with a 400 first, ``server.graphql_view.request_problem``). So does any
-unexpected exception raised by the fast path: it is logged with its traceback and the whole
-request is executed again, resolvers included, by the standard path, before anything was answered.
-
-``resolvers.fastpath.install`` prepares operations only when every extension is one whose effect is covered
-here: the parser and validation caches, ``AddValidationRules`` (and ``DisableIntrospection``),
-``MaxTokensLimiter``, ``ErrorMasking``, ``OperationMetrics`` and ``OperationNameRequired`` (a
-document of several operations sent without ``operationName`` fails validation, so it never
-executes and is never prepared under no name). Any other extension (the
-OpenTelemetry tracing extension) turns preparation off. ``RUNSGATE_COMPILED_EXECUTION=false``
-turns it off with compiled completion. ``tests/server/test_compiled_differential.py`` sends every
-document twice or more to a compiled app and a standard app and compares the responses byte
-for byte; ``tests/server/test_prepared_operations.py`` checks the cases above.
+``PreparedOperations`` keeps, per query text and ``operationName``, each query operation that
+reached execution once (``RecordPreparedOperation``); ``execute_prepared`` runs it again with the
+schema's executor, then the error processing, masking and metrics of the standard path, in its
+order (a root plan first, when it has one). Only when every extension is covered
+(``all_covered``). The steps and the cases left to Strawberry: docs/modules.md.
 """
 
 from __future__ import annotations
@@ -98,6 +57,7 @@ class PreparedOperations:
     Args:
         mask_errors: ``ErrorMasking``'s error processing (errors in, errors to answer out).
         maxsize: Entries kept.
+        root_plans: Plan the root field of each recorded query (``resolvers.fastpath.root_plan``).
 
     Attributes:
         executed: Requests executed as prepared operations (``resolvers.fastpath.schema.PreparedSchema.execute``).
@@ -105,9 +65,14 @@ class PreparedOperations:
     """
 
     def __init__(
-        self, mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]], maxsize: int = PREPARED_CACHE_SIZE
+        self,
+        mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]],
+        maxsize: int = PREPARED_CACHE_SIZE,
+        *,
+        root_plans: bool = True,
     ) -> None:
         self.mask_errors = mask_errors
+        self.root_plans = root_plans
         self._entries: LRUCache[tuple[str, str | None], PreparedOperation] = LRUCache(maxsize)
         self._lock = threading.Lock()  # Strawberry may run sync execution in threads
         self.executed = 0
@@ -137,7 +102,7 @@ class PreparedOperations:
         """Keep a query operation that reached execution (parsed, validated, allowed), asked
         for as ``operation_name`` and executed by Strawberry under ``executed_name``; with
         ``schema``, also its root plan (``resolvers.fastpath.root_plan.plan_root``)."""
-        root = None if schema is None else plan_root(schema, document, executed_name)
+        root = None if schema is None or not self.root_plans else plan_root(schema, document, executed_name)
         entry = PreparedOperation(document, executed_name, operation_metrics(document, executed_name), root)
         with self._lock:
             self._entries.setdefault((query, operation_name), entry)

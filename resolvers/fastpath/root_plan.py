@@ -1,47 +1,10 @@
 """Root plans: the one root field of a prepared query, resolved and completed without building
-graphql-core's executor (issue 6 §5).
+graphql-core's executor (docs/architecture.md "Fast path").
 
-A prepared query (``resolvers.fastpath.prepared``) still goes through graphql-core's ``execute``: it builds
-an executor (fragments, variables, error collection, incremental-delivery state), collects the
-root fields, then runs ``execute_field``, ``complete_awaitable_value``, ``complete_value`` and
-``complete_object_value`` before the compiled serializer (``resolvers.fastpath.compiled``) takes over. For a
-page of 20 runs that was about 0.1 of its 0.7 CPU ms (bench/RESULTS.md, "Root plans and
-prepared requests").
-
-``plan_root`` looks once at a prepared document. When its operation is a query whose selection
-is a single field of the query type, with no directive on the operation or the field, returning
-an object type (nullable or not), and the schema has no ``@defer``/``@stream``, the operation
-gets a ``RootPlan``. ``run_root_plan`` then does, for each request, what graphql-core does for
-that field, with graphql-core's own functions:
-
-1. coerce the variables (``get_variable_values``, the same limits as ``Executor.build``);
-2. coerce the field's arguments (``get_argument_values``);
-3. build the field's resolve info as Strawberry's executor does
-   (``resolvers.fastpath.internals.resolve_info``: the coerced variable dict, the operation's
-   extensions);
-4. call the field's resolver exactly as graphql-core calls it (``GraphQLField.resolve``, which
-   Strawberry built with the field's extensions wrapped around its own resolver, so argument
-   conversion, permission classes and other field extensions run as always) and await it;
-5. complete the value with the compiled serializer that graphql-core's path compiled for this
-   object type and these field nodes (``resolvers.fastpath.compiled.compiled_object``): the same object,
-   under the same key. It is looked up before step 2: a selection with no serializer (one
-   selecting a field with a resolver, such as ``id`` or ``totalCount``, or one not completed yet
-   under these ``@skip``/``@include`` values) is handed to graphql-core before its resolver runs.
-
-An exception raised by the resolver is answered as graphql-core answers it
-(``Executor.handle_field_error``): an error located at the field, and ``data`` null for a
-non-null field, ``{field: null}`` otherwise. Everything else that is not the plain path returns
-None, and ``execute_prepared`` runs graphql-core's ``execute`` for the request, which answers it
-as always. Before the resolver ran: variables or arguments that do not coerce, a selection with
-no serializer. After it ran, so that graphql-core calls the resolver a second time (queries only
-read, but the store is read twice): a value the serializer hands back to graphql-core (null for
-a non-null field, an exception or awaitable returned as a value, damaged data), and a resolver
-that asks its info for ``async_helpers``, which only an executor has (``NoExecutor`` is raised
-inside the resolver; a resolver catching every ``Exception`` around that access would hide it;
-runsgate's resolvers read only ``info.context``).
-
-``tests/server/test_compiled_differential.py`` compares every answer of the compiled app (root
-plans from the second request on) with a standard app's, byte for byte.
+``plan_root`` gives a ``RootPlan`` to a query whose selection is one field of the query type
+returning an object (no directives, no ``@defer``/``@stream``); ``run_root_plan`` does for each
+request what graphql-core does for that field, with graphql-core's own functions, and hands the
+request back whenever it leaves the plain path. The steps: docs/modules.md.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from ..federation import FederationSchema
-from .http import run_prepared
 from .prepared import PreparedOperations, execute_prepared, well_formed
 
 logger = logging.getLogger("runsgate.graphql")
@@ -68,13 +67,6 @@ class PreparedSchema(FederationSchema):
             allowed_operation_types=allowed_operation_types,
             operation_extensions=operation_extensions,
         )
-
-    async def run_prepared(self, view: Any, request: Any) -> Any:
-        """The response to an HTTP request of a prepared query, served by ``view`` without
-        Strawberry's request parsing, or None (``resolvers.fastpath.http.run_prepared``)."""
-        if self.prepared_operations is None:
-            return None
-        return await run_prepared(self.prepared_operations, view, request)
 
 
 __all__ = ["PreparedSchema"]

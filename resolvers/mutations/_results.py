@@ -1,19 +1,9 @@
 """``RunOutcome``, the result unions, and the one template every mutation follows.
 
-Each mutation is check -> perform -> errors as data (as Saleor's ``BaseMutation``):
-
-1. check: the field's permission class (``resolvers.access``) checked its scope, every input
-   value was held to its limit in bytes (``resolvers.limits.InputLimits``), and ``check``
-   rejects other bad input with a GraphQL error, before anything is read or written;
-2. perform: one runtime call, given the caller's ``Principal``; the runtime reads the run
-   once and, on that same document, refuses a hidden run (``RunNotFound``, as a missing one)
-   and an unmet per-tool approval rule (``Forbidden``) before it writes anything;
-3. errors as data: a domain error becomes the ``UserError`` type of the field's result union
-   (nothing was changed).
-
-``DecisionMutation`` is that template for ``approveToolCall``, ``declineToolCall`` and
-``resumeRun``; ``startRun`` and ``retryRun`` perform and convert with ``start_result`` and
-``retry_result``.
+Each mutation is check (scope, input limits, ``check``) -> perform (one runtime call with the
+caller's ``Principal``) -> errors as data (a domain error becomes the ``UserError`` type of the
+field's result union, nothing changed). ``DecisionMutation`` is that template for the decisions;
+``start_result`` and ``retry_result`` convert the others. Details: docs/modules.md.
 """
 
 from __future__ import annotations

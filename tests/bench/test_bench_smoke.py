@@ -1,6 +1,6 @@
 """The benchmark machinery at a tiny size, so it cannot rot (no timing is asserted).
 
-It starts real ``python -m server serve`` processes as ``python -m bench`` does: one on the
+It starts real ``python -m bench.serve`` processes as ``python -m bench`` does: one on the
 memory store seeded at start, one on a SQLite file and one on MongoDB seeded by ``runsgate
 seed``, and one and two workers on that SQLite file. Before measuring,
 ``bench.runner.bodies`` checks that each scenario answers a page without errors, that

@@ -18,7 +18,12 @@ async def test_every_piece_is_measured() -> None:
     for _name, with_it, without, _earned, calls_with, calls_without, _calls_earned in rows:
         assert min(with_it, without, calls_with, calls_without) > 0
     calls = {row[0]: (row[4], row[5]) for row in rows}
-    # the control changes nothing; turning compiled completion or root plans off adds calls
+    # the control changes nothing; turning a piece of the fast path off adds calls
     assert calls[PIECES[0].name][0] == calls[PIECES[0].name][1]
-    for name in ("compiled completion (and the root plans, which need it)", "root plans"):
+    for name in (
+        "compiled completion (and the root plans, which need it)",
+        "prepared operations (and root plans, prepared requests)",
+        "root plans",
+        "the view's prepared requests",
+    ):
         assert calls[name][1] > calls[name][0], name

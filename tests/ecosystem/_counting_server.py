@@ -25,8 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from server import app as server_app
-from server.config import Settings, load_settings
+from server.app import create_app
+from server.settings import Settings, load_settings
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotDocument, SnapshotStore
 
 GET_MANY_CALLS: list[list[str]] = []
@@ -76,8 +76,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     port = parser.parse_args().port
     monitoring.register(SnapshotFinds())  # every client created from now on reports its commands
-    server_app.make_store = make_store  # the lifespan opens a counting store
-    app = server_app.create_app(load_settings())
+    settings = load_settings()
+    app = create_app(settings, store=make_store(settings))  # the lifespan opens a counting store
     app.router.routes.append(Route("/test/store-reads", store_reads))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 

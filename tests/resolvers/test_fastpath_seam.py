@@ -26,7 +26,7 @@ from strawberry.asgi import GraphQL
 
 from resolvers.fastpath import internals
 from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 
 from .. import _processes
 from .._graphql import graphql_schema, graphql_view
@@ -303,3 +303,29 @@ async def test_a_missing_private_name_turns_the_fast_path_off(
 
 def test_every_private_name_is_there_in_the_pinned_versions() -> None:
     assert internals.missing() == []
+
+
+HTTP_MODULES = ("starlette", "cross_web", "strawberry.http", "strawberry.asgi", "httpx", "uvicorn")
+"""Libraries and modules of HTTP serving; ``resolvers/`` imports none (docs/architecture.md "Layers")."""
+
+
+def _is_http(module: str) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in HTTP_MODULES)
+
+
+def http_imports(path: Path) -> list[str]:
+    """The imports of ``HTTP_MODULES`` in a module, at any level of its code."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        found += [f"{path.name}:{node.lineno} {name}" for name in names if _is_http(name)]
+    return found
+
+
+def test_resolvers_know_nothing_of_http() -> None:
+    # the seam reads the names of Strawberry's ASGI view it needs (and only it, as every private name)
+    uses = {str(path.relative_to(ROOT)): http_imports(path) for path in _modules("resolvers") if path != SEAM}
+    assert {path: found for path, found in uses.items() if found} == {}
+    assert http_imports(ROOT / "server" / "graphql_view.py")  # the reading finds them

@@ -18,8 +18,7 @@ from starlette.applications import Starlette
 
 from runtime.demo import LEDGER
 from server.app import create_app
-from server.config import Settings
-from server.security_settings import ApiKeyConfig, ToolRuleConfig
+from server.settings import ApiKeyConfig, Settings, ToolRuleConfig
 
 from .._auth import ADMIN, TestKey
 from .._graphql import GraphQLClient

@@ -25,8 +25,7 @@ from starlette.applications import Starlette
 
 from server.app import create_app
 from server.cli import main
-from server.config import ConfigError, Settings, load_settings
-from server.security_settings import ApiKeyConfig
+from server.settings import ApiKeyConfig, ConfigError, Settings, load_settings
 
 from .._auth import ADMIN, TestKey
 from .._graphql import REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS

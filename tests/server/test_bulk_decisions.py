@@ -19,8 +19,7 @@ import httpx
 import pytest
 
 from runtime.demo import LEDGER
-from server.config import Settings
-from server.security_settings import ApiKeyConfig
+from server.settings import ApiKeyConfig, Settings
 
 from .._auth import TestKey
 from .._graphql import REFUND, GraphQLClient, data

@@ -71,10 +71,9 @@ from starlette.applications import Starlette
 
 from resolvers.metrics import COMPILED, COMPILED_FALLBACK
 from resolvers.schema import schema as runsgate_schema
+from runtime.seed import SeedPlan, seed_store
 from server.app import create_app
-from server.config import Settings
-from server.security_settings import ToolRuleConfig
-from server.seed import SeedPlan, seed_store
+from server.settings import Settings, ToolRuleConfig
 from storage import SnapshotDocument
 
 from .._graphql import REFUND, SUPERVISOR, TWO_REFUNDS_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient, graphql_schema

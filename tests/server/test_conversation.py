@@ -9,8 +9,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from server.config import Settings
-from server.security_settings import ApiKeyConfig
+from server.settings import ApiKeyConfig, Settings
 
 from .._auth import TestKey
 from .._graphql import REFUND, REFUND_PROMPT, SUPERVISOR, TWO_REFUNDS_PROMPT, GraphQLClient

@@ -9,7 +9,7 @@ import pytest
 
 from runtime import ToolApprovalRule
 from runtime.rules import covering, deadline_for
-from server.config import ConfigError, load_settings
+from server.settings import ConfigError, load_settings
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def test_the_shortest_covering_deadline_wins_and_agent_rules_cover_only_their_ag
 
 def test_the_demo_rules_give_a_pending_refund_a_day() -> None:
     from runtime.demo import TOOL_RULES
-    from server.security_settings import ToolRuleConfig
+    from server.settings import ToolRuleConfig
 
     rules = [ToolApprovalRule(**ToolRuleConfig.model_validate(rule).model_dump()) for rule in TOOL_RULES]
     deadline = deadline_for(covering(rules, "refund-agent"), "issue_refund", {"order_id": 1042, "amount": 49.9})

@@ -20,8 +20,7 @@ from starlette.applications import Starlette
 from runtime import StalledRunSweeper
 from runtime.demo import LEDGER
 from server.app import create_app
-from server.config import Settings
-from server.security_settings import ApiKeyConfig, ToolRuleConfig
+from server.settings import ApiKeyConfig, Settings, ToolRuleConfig
 
 from .._auth import ADMIN
 from .._graphql import REFUND, REFUND_PROMPT, TWO_REFUNDS_PROMPT, WAIT, WEATHER, WEATHER_PROMPT, GraphQLClient, document

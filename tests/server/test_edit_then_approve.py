@@ -18,8 +18,7 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart
 from starlette.applications import Starlette
 
 from runtime.demo import LEDGER
-from server.config import Settings
-from server.security_settings import ApiKeyConfig, ToolRuleConfig
+from server.settings import ApiKeyConfig, Settings, ToolRuleConfig
 
 from .._auth import ADMIN, TestKey
 from .._graphql import GraphQLClient

@@ -16,8 +16,8 @@ import pytest
 from starlette.applications import Starlette
 
 from server.app import create_app
-from server.config import Settings
 from server.graphql_view import GRAPHIQL_EXAMPLE_QUERY
+from server.settings import Settings
 
 ASSET = re.compile(r'(?:src|href)="(?P<url>[^"]+)"\s+integrity="sha384-(?P<sha384>[^"]+)"')
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from server.config import Settings
 from server.graphql_view import preferred_media_type
+from server.settings import Settings
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 
 from .._graphql import AGENTS, REFUND, REFUND_PROMPT, GraphQLClient
 

@@ -16,9 +16,8 @@ import httpx
 import pytest
 
 from server.app import create_app
-from server.config import Settings
 from server.inbox import INBOX_ASSETS_DIR, content_security_policy
-from server.security_settings import ApiKeyConfig
+from server.settings import ApiKeyConfig, Settings
 
 from .._auth import ADMIN
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import httpx
 
 from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 from storage import SCHEMA_VERSION, SnapshotDocument
 
 RUN = """

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from server.config import Settings
-from server.security_settings import ApiKeyConfig
+from server.settings import ApiKeyConfig, Settings
 
 from .._auth import ADMIN
 from .._graphql import WEATHER, WEATHER_PROMPT, GraphQLClient, document

@@ -12,8 +12,7 @@ import httpx
 import pytest
 
 from server.app import create_app
-from server.config import Settings
-from server.security_settings import ApiKeyConfig
+from server.settings import ApiKeyConfig, Settings
 
 from .._auth import ADMIN
 from .._graphql import REFUND, REFUND_PROMPT, RESUME, START_RUN, WEATHER, WEATHER_PROMPT, GraphQLClient

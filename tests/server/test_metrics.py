@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from resolvers import metrics as graphql_metrics
 from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 
 from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, TWO_REFUNDS_PROMPT, WEATHER, data, post
 from .._servers import runsgate_process

@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from resolvers.operation_name import MESSAGE
 from runtime.demo import LEDGER
 from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 from tests._graphql import data, ws_connect
 from tests._servers import runsgate_process
 

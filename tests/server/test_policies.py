@@ -20,8 +20,7 @@ from starlette.applications import Starlette
 
 from runtime.demo import LEDGER
 from server.app import create_app
-from server.config import ConfigError, Settings
-from server.security_settings import ApiKeyConfig, ToolRuleConfig
+from server.settings import ApiKeyConfig, ConfigError, Settings, ToolRuleConfig
 
 from .._auth import ADMIN, TestKey
 from .._graphql import REFUND, SUPERVISOR, GraphQLClient, document
@@ -287,7 +286,7 @@ async def test_a_rule_naming_an_unknown_tool_or_argument_is_refused_at_start(
 def test_an_incomplete_policy_rule_is_refused_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, rule: dict[str, Any], expected: str
 ) -> None:
-    from server.config import load_settings
+    from server.settings import load_settings
 
     monkeypatch.setenv("RUNSGATE_TOOL_RULES", json.dumps([rule]))
     with pytest.raises(ConfigError) as refused:

@@ -28,8 +28,8 @@ from resolvers.fastpath.prepared import PreparedOperation, PreparedOperations
 from resolvers.operation_name import MESSAGE
 from resolvers.schema import CACHE_SIZE, build_schema
 from server.app import create_app
-from server.config import Settings
 from server.limits import graphql_extensions
+from server.settings import Settings
 from storage import StoreUnavailableError
 
 from .._graphql import REFUND, REFUND_PROMPT, START_RUN, graphql_schema, graphql_view

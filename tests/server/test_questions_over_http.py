@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from server.config import Settings
+from server.settings import Settings
 
 from .._graphql import GraphQLClient
 from ..runtime import agents

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import ConfigError, load_settings
+from server.settings import ConfigError, load_settings
 
 from .._graphql import REFUND, GraphQLClient
 

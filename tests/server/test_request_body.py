@@ -17,7 +17,7 @@ import pytest
 from starlette.applications import Starlette
 
 from server.app import GraphQLApp, create_app
-from server.config import Settings
+from server.settings import Settings
 
 QUERY = "{ agents { id } }"
 

@@ -16,7 +16,7 @@ import pytest
 from starlette.applications import Starlette
 
 from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 
 from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient, data
 from .._servers import runsgate_process, shared_store_env

@@ -16,9 +16,9 @@ from pydantic_ai import models
 from runtime import RunManager
 from runtime.demo import AGENTS, LEDGER
 from runtime.registry import AgentRegistry
+from runtime.seed import SeedPlan, seed_store
 from server.app import create_app
-from server.config import ConfigError, Settings, load_settings
-from server.seed import SeedPlan, seed_store
+from server.settings import ConfigError, Settings, load_settings
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
 
 from .. import _processes

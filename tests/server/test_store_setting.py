@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.app import create_app, make_store
-from server.config import ConfigError, Settings, load_settings
-from server.security_settings import ApiKeyConfig
+from server.app import create_app
+from server.services import make_store
+from server.settings import ApiKeyConfig, ConfigError, Settings, load_settings
 from storage import SCHEMA_VERSION, MemorySnapshotStore, MongoSnapshotStore, SQLiteSnapshotStore
 
 from .._auth import ADMIN

@@ -25,7 +25,7 @@ from starlette.applications import Starlette
 from strawberry.extensions.tracing import OpenTelemetryExtension
 
 from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 from server.tracing import start_tracing
 
 from .._graphql import graphql_schema, post

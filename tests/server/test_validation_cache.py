@@ -16,7 +16,7 @@ from strawberry.extensions import ValidationCache
 
 from resolvers.schema import CACHE_SIZE
 from server.app import create_app
-from server.config import Settings
+from server.settings import Settings
 
 QUERY = '{ suspendedRuns(agentId: "refund-agent", first: 5) { totalCount nodes { runId status } } }'
 

@@ -16,9 +16,7 @@ from starlette.applications import Starlette
 
 from resolvers.webhooks import public_endpoint
 from server.app import create_app
-from server.config import Settings
-from server.security_settings import ApiKeyConfig
-from server.webhook_settings import WebhookConfig
+from server.settings import ApiKeyConfig, Settings, WebhookConfig
 from tests._auth import ALL, TestKey
 from tests._graphql import REFUND, REFUND_PROMPT, START_RUN
 from tests._receiver import new_secret, receiving

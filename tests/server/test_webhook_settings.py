@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import uvicorn
 
-from server.config import load_settings
 from server.logs import configure_logging
+from server.settings import load_settings
 
 from .._servers import free_port
 from ._cli import serve_with_only
@@ -159,7 +159,7 @@ def test_the_inbox_links_of_runsgate_serve_name_the_port_given_on_its_command_li
         def run(self, sockets: list[socket.socket]) -> None:
             served["listening"] = [sock.getsockname()[1] for sock in sockets]
 
-    monkeypatch.setattr("server.cli.uvicorn.Server", Server)
+    monkeypatch.setattr("server.cli.serve.uvicorn.Server", Server)
     port = free_port()
 
     status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, "--port", str(port))

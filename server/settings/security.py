@@ -1,6 +1,6 @@
 """Security settings (SECURITY.md): authentication, authorization rules and request limits.
 
-A mixin of ``server.config.Settings`` (same ``RUNSGATE_`` prefix, same ``.env``);
+A mixin of ``server.settings.Settings`` (same ``RUNSGATE_`` prefix, same ``.env``);
 docs/configuration.md lists every variable. ``check_security`` holds the rules that involve
 several settings and is called before the server starts.
 """
@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode
 
-from .hosts import allowed_name
+from ..hosts import allowed_name
 
 Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
 

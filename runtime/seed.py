@@ -1,15 +1,9 @@
 """The data generator behind ``runsgate seed`` and ``RUNSGATE_SEED_RUNS`` (docs/benchmarks.md "Test data").
 
-It really runs the demo agents (``runtime.demo``, scripted models, offline) a few times on a
-scratch memory store, to get real snapshot documents and message histories, then writes N
-clones of them into the target store with bulk inserts (``SnapshotStore.insert_many``). Each
-clone gets its own run id (32 hex digits shaped like ``startRun``'s uuid4 hex), history id, thread, resource and
-creation time; its tool calls, arguments, payloads and history are the template's, so a seeded
-run can really be approved, declined or resumed. Seeded runs have no audit events.
-
-Threads are ``thread-{k}`` (``k < threads``), resources ``customer-{k}`` (``k < resources``);
-creation times are spread uniformly over the ``days`` before now (UTC, milliseconds), and
-``suspendedAt`` follows ``createdAt`` by 1 to 30 s. The same ``seed`` gives the same runs.
+``seed_store`` runs the demo agents (scripted models, offline) on a scratch memory store, then
+bulk-inserts ``SeedPlan.runs`` clones of their snapshots and histories into the target store,
+each with its own run id, history id, thread, resource and creation time (UTC), so a seeded run
+can really be decided. The same ``seed`` gives the same runs; seeded runs have no events.
 """
 
 from __future__ import annotations

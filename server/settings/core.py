@@ -24,8 +24,8 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsConfigDict, SettingsError
 
-from .security_settings import SecuritySettings
-from .webhook_settings import WebhookSettings
+from .security import SecuritySettings
+from .webhooks import WebhookSettings
 
 MEMORY_STORE = "memory://"
 SQLITE_PREFIX = "sqlite:///"
@@ -106,7 +106,7 @@ class Settings(SecuritySettings, WebhookSettings):
     )
     """The standard OTLP traces URL, used as is (wins over ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
     seed_runs: Annotated[int, Field(ge=0)] = 0
-    """Memory store only: generate this many suspended runs at start (``server/seed.py``; benchmarks)."""
+    """Memory store only: generate this many suspended runs at start (``runtime/seed.py``; benchmarks)."""
     seed_agents: Annotated[int, Field(ge=1, le=2)] = 1
     """Memory store only: the seeded runs go to the first N of refund-agent, weather-agent."""
     seed_threads: Annotated[int, Field(ge=1)] = 100
@@ -122,8 +122,6 @@ class Settings(SecuritySettings, WebhookSettings):
     """``runsgate serve --workers N``: seconds a worker has to answer uvicorn's health check, at
     start and then every half second, before uvicorn kills and replaces it (uvicorn's
     ``timeout_worker_healthcheck``, 5 s by default, is too short for a loaded machine)."""
-    bench_endpoints: bool = False
-    """Mount ``POST /bench/raw-page``: a listing page without GraphQL, to measure its cost (``bench/``)."""
 
     @property
     def otlp_traces_endpoint(self) -> str | None:

@@ -10,10 +10,10 @@ import time
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from runtime.seed import SeedPlan, seed_store
 from storage import DuplicateRunError, MongoSnapshotStore, NewerSchemaError, SQLiteSnapshotStore, StoreUnavailableError
 
-from .config import ConfigError, Settings, load_settings
-from .seed import SeedPlan, seed_store
+from ..settings import ConfigError, Settings, load_settings
 
 
 def run_seed_command(args: argparse.Namespace) -> int:

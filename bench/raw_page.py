@@ -1,6 +1,6 @@
 """``POST /bench/raw-page``: the benchmark's listing page without GraphQL (docs/benchmarks.md).
 
-Mounted only when ``RUNSGATE_BENCH_ENDPOINTS=true``. It takes the same JSON body as the
+Mounted by the benchmark's own launcher (``bench.serve``), never by the product. It takes the same JSON body as the
 benchmark's GraphQL request (``bench/queries.py``: ``query`` is ignored; ``variables`` has
 ``agentId``, ``first``, ``after``, ``filter.threadId`` or ``page``), makes the same store calls
 as the ``suspendedRuns`` resolver, and answers the same JSON as ``/graphql`` does for

@@ -1,7 +1,7 @@
 """Webhook settings (docs/webhooks.md): the receivers, the public URL of inbox links, the retry
 schedule and timeouts.
 
-A mixin of ``server.config.Settings`` (same ``RUNSGATE_`` prefix, same ``.env``). Every receiver
+A mixin of ``server.settings.Settings`` (same ``RUNSGATE_`` prefix, same ``.env``). Every receiver
 is checked at start: an http(s) URL without credentials, known event types, and a secret of the
 form ``whsec_<base64>`` whose key is 24 to 64 bytes. Error messages name the receiver by its
 position and never quote the secret; the secret is kept as a ``SecretStr``, so it appears in no

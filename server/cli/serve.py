@@ -1,91 +1,47 @@
-"""Command line: ``runsgate serve --host --port --store --workers`` and ``runsgate seed --runs N
---agents A --threads T`` (also ``python -m server``)."""
+"""``runsgate serve``: every check that can refuse a start, then uvicorn (one process, or ``--workers N``)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import socket
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
-from .config import ConfigError, Settings, load_settings
-from .logs import configure_logging
+from ..logs import configure_logging
+from ..settings import ConfigError, Settings, load_settings
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (2 for invalid configuration, 3 when the store cannot
-    start, 4 when the address cannot be bound)."""
-    parser = argparse.ArgumentParser(prog="runsgate", description="GraphQL server for suspended agent runs.")
-    commands = parser.add_subparsers(dest="command")
-    serve = commands.add_parser("serve", help="start the GraphQL server")
-    serve.add_argument("--host", help="interface to listen on (default RUNSGATE_HOST or 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default RUNSGATE_PORT or 4000)")
-    serve.add_argument(
-        "--store",
-        help="store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db or mongodb://... "
-        "(default RUNSGATE_STORE, else MONGODB_URI, else memory://)",
-    )
-    serve.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="server processes sharing the port (default 1); more than one needs a store they can share "
-        "(SQLite or MongoDB), never the memory store",
-    )
-    key = commands.add_parser("new-key", help="print a new API key and its RUNSGATE_API_KEYS entry")
-    key.add_argument("--name", required=True, help="who holds the key (recorded as decidedBy)")
-    key.add_argument("--scopes", default="runs:read,runs:decide,runs:start", help="comma-separated scopes")
-    key.add_argument("--resources", default="*", help='comma-separated resourceIds, or "*" for every run')
-    seed = commands.add_parser(
-        "seed",
-        help="write N realistic suspended runs (clones of real demo runs) into the SQLite or MongoDB store",
-        description="Runs the demo agents to get real suspended runs, then bulk-writes N clones with new run ids, "
-        "threads, resources and creation times into the store named by --store, RUNSGATE_STORE or MONGODB_URI "
-        "(SQLite or MongoDB). For the memory store, start the server with RUNSGATE_SEED_RUNS=N instead.",
-    )
-    seed.add_argument("--store", help="store URL: sqlite:///path.db or mongodb://... (default RUNSGATE_STORE)")
-    seed.add_argument("--runs", type=int, required=True, help="number of runs to write")
-    seed.add_argument("--agents", type=int, default=1, help="runs go to the first A of refund-agent, weather-agent")
-    seed.add_argument("--threads", type=int, default=100, help="distinct thread ids (default 100)")
-    seed.add_argument("--resources", type=int, help="distinct resource ids (default threads/4)")
-    seed.add_argument("--days", type=float, default=30.0, help="spread creation times over this many days before now")
-    seed.add_argument("--seed", type=int, default=0, help="random seed (same seed: same run ids)")
-    seed.add_argument("--reset", action="store_true", help="delete every stored run, event and key of the store first")
-    args = parser.parse_args(argv)
-    if args.command in (None, "serve"):
-        return _serve(
-            getattr(args, "host", None),
-            getattr(args, "port", None),
-            getattr(args, "store", None),
-            getattr(args, "workers", 1),
-        )
-    if args.command == "new-key":
-        return _new_key(args.name, args.scopes, args.resources)
-    if args.command == "seed":
-        from .seed_command import run_seed_command
-
-        return run_seed_command(args)
-    parser.error(f"unknown command {args.command}")
-    return 2
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 
 WORKERS_ENV = "RUNSGATE_WORKER_OF"
-"""Set in the environment of ``--workers`` processes (to the command's instance id) by ``_serve``."""
+"""Set in the environment of ``--workers`` processes (to the command's instance id) by ``run_serve_command``."""
 
 BIND_FAILED = 4
 """Exit status when the address cannot be bound (in use, or not this host's)."""
 
 
-def _serve(host: str | None, port: int | None, store: str | None = None, workers: int = 1) -> int:
+def run_serve_command(
+    host: str | None,
+    port: int | None,
+    store: str | None = None,
+    workers: int = 1,
+    *,
+    app_factory: Callable[[Settings], Starlette] | None = None,
+    worker_app: str = "server.app:worker_app",
+) -> int:
     """``runsgate serve``: every check that can refuse the start runs before the app and the agents are
     imported, quickest first: the settings (2), the address (4), a MongoDB store's reachability
-    (3); then the agents and the rules (2), a SQLite store (3), the app (2)."""
+    (3); then the agents and the rules (2), a SQLite store (3), the app (2).
+
+    ``app_factory`` builds the app of one process (default ``server.app.create_app``), and
+    ``worker_app`` names the factory each ``--workers`` process imports (uvicorn's import string).
+    """
     options = {name: value for name, value in (("host", host), ("port", port), ("store", store)) if value is not None}
     try:
         settings = load_settings(**options)
@@ -103,7 +59,7 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
             file=sys.stderr,
         )
         return 2
-    from .security_settings import security_problems
+    from ..settings import security_problems
 
     problems = security_problems(settings, settings.host)
     if problems:
@@ -119,7 +75,7 @@ def _serve(host: str | None, port: int | None, store: str | None = None, workers
         )
         return BIND_FAILED
     with sock:
-        return _serve_on(sock, settings, workers)
+        return _serve_on(sock, settings, workers, app_factory, worker_app)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -145,7 +101,13 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _serve_on(sock: socket.socket, settings: Settings, workers: int) -> int:
+def _serve_on(
+    sock: socket.socket,
+    settings: Settings,
+    workers: int,
+    app_factory: Callable[[Settings], Starlette] | None,
+    worker_app: str,
+) -> int:
     if settings.mongodb_uri:  # before the agents and the app are imported (seconds, more under load)
         from storage.mongo import check_reachable, store_address
         from storage.protocol import StoreUnavailableError
@@ -166,7 +128,7 @@ def _serve_on(sock: socket.socket, settings: Settings, workers: int) -> int:
     except ValueError as exc:
         print(f"runsgate: invalid configuration: RUNSGATE_AGENTS: {exc}{_extra_hint(exc)}", file=sys.stderr)
         return 2
-    from .app import check_webhook_agents, create_app, store_problem, tool_rules
+    from ..services import check_webhook_agents, store_problem, tool_rules  # the app (Strawberry) is not needed yet
 
     try:
         tool_rules(settings, agents)
@@ -202,7 +164,7 @@ def _serve_on(sock: socket.socket, settings: Settings, workers: int) -> int:
             }
         )
         config = uvicorn.Config(
-            "server.app:worker_app",
+            worker_app,
             factory=True,
             workers=workers,
             timeout_worker_healthcheck=math.ceil(settings.worker_healthcheck_timeout),
@@ -210,8 +172,12 @@ def _serve_on(sock: socket.socket, settings: Settings, workers: int) -> int:
         )
         Multiprocess(config, sockets=[sock]).run()
         return 0
+    if app_factory is None:
+        from ..app import create_app
+
+        app_factory = create_app
     try:  # one process: build the app here (--workers: each worker builds its own, unchecked here twice)
-        app = create_app(settings)
+        app = app_factory(settings)
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
@@ -236,19 +202,3 @@ def _extra_hint(exc: BaseException) -> str:
             return f" (runsgate's `{extra}` extra installs it; see docs/configuration.md)"
         cause = cause.__cause__
     return ""
-
-
-def _new_key(name: str, scopes: str, resources: str) -> int:
-    """Print a fresh API key (shown once) and the JSON entry to add to ``RUNSGATE_API_KEYS``."""
-    from .auth import hash_api_key, new_api_key
-
-    key = new_api_key()
-    entry = {
-        "name": name,
-        "hash": hash_api_key(key),
-        "scopes": [s.strip() for s in scopes.split(",") if s.strip()],
-        "resources": "*" if resources.strip() == "*" else [r.strip() for r in resources.split(",") if r.strip()],
-    }
-    print(f"key (give it to {name}; it is not stored anywhere): {key}")
-    print(f"RUNSGATE_API_KEYS entry: {json.dumps(entry)}")
-    return 0

@@ -1,0 +1,22 @@
+"""runsgate's settings, read from the environment (``RUNSGATE_*``, docs/configuration.md): the
+whole (``core``: ``Settings``, ``load_settings``, ``ConfigError``) and its mixins, authentication
+and request limits (``security``) and webhook receivers (``webhooks``)."""
+
+from .core import SECRET_SETTINGS, ConfigError, Settings, describe_error, load_settings
+from .security import ApiKeyConfig, SecuritySettings, ToolRuleConfig, is_loopback, security_problems
+from .webhooks import WebhookConfig, WebhookSettings
+
+__all__ = [
+    "SECRET_SETTINGS",
+    "ApiKeyConfig",
+    "ConfigError",
+    "SecuritySettings",
+    "Settings",
+    "ToolRuleConfig",
+    "WebhookConfig",
+    "WebhookSettings",
+    "describe_error",
+    "is_loopback",
+    "load_settings",
+    "security_problems",
+]

@@ -9,6 +9,7 @@ filters on it; the sweeper records the rule's ``onExpiry`` (``decidedBy: "expiry
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -212,6 +213,7 @@ async def test_expires_before_lists_only_runs_expiring_before_it_with_paging_and
 # -- the sweeper's fallback -----------------------------------------------------------------------
 
 
+@pytest.mark.xfail(strict=True, reason="an expired event's expiresAt is Python's isoformat (+00:00, microseconds)")
 async def test_an_expired_refund_is_declined_by_expiry_and_the_model_is_told_it_expired(serve: AppFactory) -> None:
     # given refunds expire after a moment, the sweeper looking often
     _, gql = await serve([{"tool": "issue_refund", "expiresAfter": 0.2}], sweep_interval=0.05)
@@ -230,6 +232,9 @@ async def test_an_expired_refund_is_declined_by_expiry_and_the_model_is_told_it_
     assert expired["data"]["onExpiry"] == "decline"
     assert decision["data"]["kind"] == "declined"
     assert "expired" in decision["data"]["reason"]
+    # the deadline is written as the API writes a DateTime (UTC, milliseconds, Z), also in the reason
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", expired["data"]["expiresAt"]), expired["data"]
+    assert f"expired at {expired['data']['expiresAt']} " in decision["data"]["reason"]
     # the model read why: the demo quotes the tool result it got
     output = events[-1]["data"]["output"]
     assert "not issued" in output, output

@@ -36,6 +36,12 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def rfc3339(value: datetime) -> str:
+    """``value`` as the API writes a ``DateTime``: UTC, milliseconds, ``Z`` (``resolvers.scalars``);
+    for datetimes in event data and in texts a model or a person reads."""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _dt(value: str) -> datetime:
     return datetime.fromisoformat(value).astimezone(UTC)
 

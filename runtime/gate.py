@@ -32,7 +32,7 @@ from ._decisions import DecisionRequest, check_decidable, decided_in_events, fin
 from ._deferred import question_id
 from ._identity import sub_run_id
 from ._journal import Journal, RunRef, stored_run
-from ._json import fingerprint, jsonable
+from ._json import fingerprint, jsonable, rfc3339
 from .access import Principal, ToolApprovalRule
 from .errors import (
     DuplicateApproverError,
@@ -441,7 +441,7 @@ class DecisionGate:
             "modelToolCallId": model_id(call),
             "questionId": question_id(call),
             "toolName": call["toolName"],
-            "expiresAt": call["expiresAt"].isoformat(),
+            "expiresAt": rfc3339(call["expiresAt"]),
             "onExpiry": call.get("onExpiry", "decline"),
         }
         return self._journal.new_event(run, "expired", by=EXPIRY_DECIDER, at=now, data=data)
@@ -477,7 +477,7 @@ def _expiry_reason(call: ToolCallDocument, *, restricted: bool) -> str:
         else ""
     )
     return (
-        f"The approval request for this call expired at {call['expiresAt'].isoformat()} without a decision, "
+        f"The approval request for this call expired at {rfc3339(call['expiresAt'])} without a decision, "
         f"so the tool was not run.{why}"
     )
 

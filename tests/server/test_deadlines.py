@@ -213,7 +213,6 @@ async def test_expires_before_lists_only_runs_expiring_before_it_with_paging_and
 # -- the sweeper's fallback -----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="an expired event's expiresAt is Python's isoformat (+00:00, microseconds)")
 async def test_an_expired_refund_is_declined_by_expiry_and_the_model_is_told_it_expired(serve: AppFactory) -> None:
     # given refunds expire after a moment, the sweeper looking often
     _, gql = await serve([{"tool": "issue_refund", "expiresAfter": 0.2}], sweep_interval=0.05)

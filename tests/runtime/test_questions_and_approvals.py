@@ -18,7 +18,6 @@ from runtime import (
     InvalidResumeDataError,
     QuestionNotPendingError,
     RunManager,
-    RunNotFoundError,
     ToolCallAlreadyDecidedError,
     ToolCallNotFoundError,
     WrongToolCallKindError,
@@ -174,8 +173,10 @@ async def test_declining_after_the_question_is_final(any_manager: RunManager) ->
     assert done.status == "completed"
     assert agents.PAID == []
     assert "declined" in str(done.output)
-    with pytest.raises(RunNotFoundError):
+    # a late approval of the call of the finished run names the decline its events recorded
+    with pytest.raises(ToolCallAlreadyDecidedError) as late:
         await any_manager.approve(PAYMENT, started.run_id, call_id)
+    assert (late.value.decision["kind"], late.value.decision["reason"]) == ("declined", "too much")
     assert agents.PAID == []
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import RunManager, RunNotFoundError
+from runtime import RunManager, ToolCallAlreadyDecidedError
 from runtime.demo import LEDGER
 from storage import RunFilter
 
@@ -109,8 +109,10 @@ async def test_two_orders_continue_only_after_both_calls_are_decided(any_manager
     )
     assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
     assert await any_manager.store.get(AGENT, started.run_id) is None
-    with pytest.raises(RunNotFoundError):
+    with pytest.raises(ToolCallAlreadyDecidedError) as late:  # the run finished: its events name the decline
         await any_manager.approve(AGENT, started.run_id, second["toolCallId"])
+    assert late.value.decision["kind"] == "declined"
+    assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
 
 
 async def test_a_prompt_without_an_order_completes_and_stores_nothing(manager: RunManager) -> None:

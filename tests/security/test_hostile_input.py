@@ -277,9 +277,7 @@ CASES = [
         lambda t: {"agentId": "refund-agent", "runId": t.a_refund + "\u0000"},
     ),
     Case("run-id-emoji", answer("suspendedRun", None), ONE, lambda t: {"agentId": "refund-agent", "runId": "🙂\u202e"}),
-    Case(
-        "run-id-100k", answer("suspendedRun", None), ONE, lambda t: {"agentId": "refund-agent", "runId": "r" * 100_000}
-    ),
+    Case("run-id-100k", bad_user_input("runId"), ONE, lambda t: {"agentId": "refund-agent", "runId": "r" * 100_000}),
     Case(
         "run-id-lone-surrogate",
         status(400),

@@ -372,7 +372,9 @@ async def test_one_decline_after_an_approval_ends_it(demo: Server) -> None:
     assert "not issued" in declined["output"]
     assert LEDGER == []
     late = await demo.approve(CAROL, run_id, call_id)
-    assert late["__typename"] == "RunNotFound"
+    assert late["__typename"] == "ToolCallAlreadyDecided", late  # the run finished: its events name the decline
+    assert late["decision"]["kind"] == "DECLINED"
+    assert LEDGER == []
 
 
 async def test_an_approval_replayed_with_its_idempotency_key_returns_the_same_answer(demo: Server) -> None:

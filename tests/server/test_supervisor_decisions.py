@@ -156,6 +156,7 @@ async def test_outer_decided_first_reaches_the_inner_run_and_a_late_inner_decisi
     # and a late decision on the inner run, either way, changes nothing
     for late in (gql.approve, gql.decline):
         answer = await late(REFUND, inner["runId"], inner["toolCalls"][0]["toolCallId"])
-        assert answer["__typename"] == "RunNotFound"
+        assert answer["__typename"] == "ToolCallAlreadyDecided", answer  # the sub-run finished
+        assert answer["decision"]["kind"] == kind.upper()
     assert await _decisions(gql, REFUND, inner["runId"]) == [kind]
     assert refunds == LEDGER

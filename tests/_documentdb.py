@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from . import _processes
 from ._processes import scaled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +67,7 @@ def ferretdb2_binary() -> str:
     if binary and os.access(binary, os.X_OK):
         return binary
     script = ROOT / "scripts" / "install-documentdb.sh"
-    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    result = _processes.run(["bash", str(script)], timeout=3600, capture_output=True, text=True)  # a cold build
     if result.returncode == 0 and result.stdout.strip():
         return result.stdout.strip().splitlines()[-1]
     raise RuntimeError(f"scripts/install-documentdb.sh failed:\n{result.stderr.strip()}")
@@ -128,11 +129,11 @@ class DocumentDB:
             owner = pwd.getpwnam("postgres")
             os.chown(scratch, owner.pw_uid, owner.pw_gid)
         with open(self.log, "ab") as out:
-            result = subprocess.run(
+            result = _processes.run(
                 [str(POSTGRES_BIN / "initdb"), "-D", str(scratch), "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+                timeout=120,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                check=False,
                 **self._user(),  # type: ignore[call-overload]
             )
         if result.returncode != 0:
@@ -152,7 +153,7 @@ class DocumentDB:
         if not (self.cluster / "PG_VERSION").exists():
             self._initdb()
         with open(self.log, "ab") as out:
-            self.postgres = subprocess.Popen(
+            self.postgres = _processes.start(
                 [str(POSTGRES_BIN / "postgres"), "-D", str(self.cluster), "-p", str(self.postgres_port)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -171,11 +172,11 @@ class DocumentDB:
     def _psql(self, sql: str) -> int:
         command = [str(POSTGRES_BIN / "psql"), "-h", "127.0.0.1", "-p", str(self.postgres_port), "-U", "postgres"]
         with open(self.log, "ab") as out:
-            return subprocess.run(
+            return _processes.run(
                 [*command, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-qc", sql],
+                timeout=60,
                 stdout=subprocess.DEVNULL,
                 stderr=out,
-                check=False,
             ).returncode
 
     def stop_postgres(self, *, crash: bool = False, timeout: float = 30.0) -> None:
@@ -203,7 +204,7 @@ class DocumentDB:
             f"--log-level={self.log_level}",
         ]
         with open(self.log, "ab") as out:
-            self.ferretdb = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            self.ferretdb = _processes.start(command, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + scaled(timeout)  # more on a loaded machine
         while not _listening(self.port):
             if self.ferretdb.poll() is not None:
@@ -234,14 +235,14 @@ class DocumentDB:
 
 def _stop(proc: subprocess.Popen[bytes] | None, sig: signal.Signals, timeout: float) -> None:
     if proc is None or proc.poll() is not None:
+        if proc is not None:
+            _processes.kill(proc)  # its group: whatever it left behind
         return
     with suppress(ProcessLookupError):
         proc.send_signal(sig)
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=scaled(timeout))
+    _processes.kill(proc)  # the leader if it did not stop in time, and what is left of its group
 
 
 @contextmanager

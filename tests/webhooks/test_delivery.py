@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -101,7 +102,8 @@ async def test_a_receiver_failing_twice_gets_the_event_three_times_with_one_id_s
     assert node["id"] == one.webhook_id
     assert (node["runId"], node["eventType"], node["status"]) == (run["runId"], "run.suspended", "DELIVERED")
     assert (node["attempts"], node["lastStatusCode"], node["lastError"]) == (3, 200, None)
-    assert node["endpoint"] == receiver.url
+    shown = urlsplit(receiver.url)
+    assert node["endpoint"] == f"{shown.scheme}://{shown.netloc}/…"  # its path may carry a token (SECURITY.md)
     assert (delivered_total, retrying_total, http_errors) == (1, 2, 2)
 
 

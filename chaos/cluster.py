@@ -17,7 +17,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -29,26 +28,12 @@ from pathlib import Path
 
 import httpx
 
-from tests._documentdb import DocumentDB
+from tests._documentdb import DocumentDB, free_port, listening
 
 ROOT = Path(__file__).resolve().parent.parent
 
 STORES = ("sqlite", "ferretdb", "documentdb")
 """``--store``: a SQLite file, FerretDB 1.24 (SQLite backend), FerretDB 2.5 on DocumentDB."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 @dataclass
@@ -165,7 +150,7 @@ class Cluster:
             return
         self._spawn_ferretdb()
         deadline = time.monotonic() + self.ready_within
-        while not _listening(self.ferretdb_port):
+        while not listening(self.ferretdb_port):
             if time.monotonic() > deadline or (self.ferretdb is not None and self.ferretdb.poll() is not None):
                 raise RuntimeError("FerretDB did not start")
             await asyncio.sleep(0.1)

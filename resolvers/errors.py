@@ -7,7 +7,8 @@ each mapped from a runtime domain error. Invalid query arguments are GraphQL err
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import strawberry
 from graphql import GraphQLError
@@ -19,6 +20,8 @@ from runtime import (
     DecideThroughSupervisorError,
     DuplicateApproverError,
     ErrorCode,
+    EventFeedClosedError,
+    EventFeedOverflowError,
     ForbiddenError,
     IdempotencyKeyReusedError,
     InvalidResumeDataError,
@@ -43,6 +46,25 @@ class SubscriptionEndedError(GraphQLError):
 
     def __init__(self, message: str, *, code: str) -> None:
         super().__init__(message, extensions={"code": code})
+
+
+_STREAM_ENDINGS: tuple[tuple[type[Exception], str, str | None], ...] = (
+    (EventFeedOverflowError, "SUBSCRIPTION_OVERFLOW", None),
+    (EventFeedClosedError, "SHUTTING_DOWN", "the server is shutting down"),
+    (StoreUnavailableError, "STORE_UNAVAILABLE", None),
+    (RunNotFoundError, "RUN_NOT_FOUND", None),
+)
+"""Why a subscription's stream ends: the exception, its code, its message (``None``: the exception's)."""
+
+
+@contextmanager
+def stream_endings() -> Iterator[None]:
+    """Raise the ``SubscriptionEndedError`` of each way a subscription's stream ends (``_STREAM_ENDINGS``)."""
+    try:
+        yield
+    except tuple(kind for kind, _, _ in _STREAM_ENDINGS) as exc:
+        code, message = next((c, m) for kind, c, m in _STREAM_ENDINGS if isinstance(exc, kind))
+        raise SubscriptionEndedError(message or str(exc), code=code) from exc
 
 
 ErrorCodeEnum = strawberry.enum(ErrorCode, name="ErrorCode", description="Code of a `UserError`.")

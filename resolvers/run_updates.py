@@ -13,13 +13,12 @@ from datetime import datetime
 
 import strawberry
 
-from runtime import UPDATE_ID, EventFeedClosedError, RunNotFoundError
+from runtime import UPDATE_ID
 from runtime import RunUpdate as DomainUpdate
-from storage import StoreUnavailableError
 
 from .agents import require_agent
 from .context import Info, fresh_loaders
-from .errors import QueryArgumentError, SubscriptionEndedError
+from .errors import QueryArgumentError, SubscriptionEndedError, stream_endings
 from .scalars import JSON
 from .types import SuspendedRun
 
@@ -122,15 +121,10 @@ async def run_updates(
         principal=info.context.principal,
     )
     try:
-        async for update in stream:
-            fresh_loaders()
-            yield RunUpdate.from_domain(update, info)
-    except RunNotFoundError as exc:
-        raise SubscriptionEndedError(str(exc), code="RUN_NOT_FOUND") from exc
-    except EventFeedClosedError as exc:
-        raise SubscriptionEndedError("the server is shutting down", code="SHUTTING_DOWN") from exc
-    except StoreUnavailableError as exc:
-        raise SubscriptionEndedError(str(exc), code="STORE_UNAVAILABLE") from exc
+        with stream_endings():
+            async for update in stream:
+                fresh_loaders()
+                yield RunUpdate.from_domain(update, info)
     finally:
         await stream.aclose()
 

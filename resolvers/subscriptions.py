@@ -16,13 +16,12 @@ from typing import Annotated
 
 import strawberry
 
-from runtime import EventFeedClosedError, EventFeedOverflowError
-from storage import EventDocument, StoreUnavailableError
+from storage import EventDocument
 
 from .access import CanReadEvents
 from .agents import require_agent
 from .context import Info, fresh_loaders
-from .errors import QueryArgumentError, SubscriptionEndedError
+from .errors import QueryArgumentError, SubscriptionEndedError, stream_endings
 from .run_updates import RUN_UPDATES_DESCRIPTION, RunUpdate, run_updates
 from .types import RunEvent
 from .visibility import can_see_event
@@ -104,15 +103,10 @@ class Subscription:
             resource_ids=context.principal.resources,  # a replay reads only what it may see
         )
         try:
-            async for event in stream:
-                fresh_loaders()  # each event's fields read the store as it is now
-                yield RunEvent.from_document(event)
-        except EventFeedOverflowError as exc:
-            raise SubscriptionEndedError(str(exc), code="SUBSCRIPTION_OVERFLOW") from exc
-        except EventFeedClosedError as exc:
-            raise SubscriptionEndedError("the server is shutting down", code="SHUTTING_DOWN") from exc
-        except StoreUnavailableError as exc:
-            raise SubscriptionEndedError(str(exc), code="STORE_UNAVAILABLE") from exc
+            with stream_endings():
+                async for event in stream:
+                    fresh_loaders()  # each event's fields read the store as it is now
+                    yield RunEvent.from_document(event)
         finally:
             await stream.aclose()
 

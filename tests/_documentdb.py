@@ -43,12 +43,14 @@ SETTINGS = {
 
 
 def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _listening(port: int) -> bool:
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return True
@@ -206,7 +208,7 @@ class DocumentDB:
         with open(self.log, "ab") as out:
             self.ferretdb = _processes.start(command, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + scaled(timeout)  # more on a loaded machine
-        while not _listening(self.port):
+        while not listening(self.port):
             if self.ferretdb.poll() is not None:
                 raise self._fail(f"FerretDB exited with {self.ferretdb.returncode}")
             if time.monotonic() > deadline:

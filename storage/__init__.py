@@ -26,7 +26,6 @@ from .documents import (
     ToolCallDocument,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
-    earliest_deadline,
 )
 from .memory import MemorySnapshotStore
 from .protocol import (
@@ -44,6 +43,7 @@ from .protocol import (
     event_list,
     sort_key,
 )
+from .rules import earliest_deadline
 from .sqlite import SQLiteSnapshotStore
 
 if TYPE_CHECKING:

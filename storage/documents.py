@@ -161,13 +161,6 @@ class SnapshotDocument(TypedDict):
     and index it; documents written before it existed have none."""
 
 
-def earliest_deadline(calls: list[ToolCallDocument]) -> datetime | None:
-    """The earliest ``expiresAt`` of the calls in ``calls`` whose ``decision`` is still null
-    (``SnapshotDocument.expiresAt``), or ``None`` when none has a deadline."""
-    deadlines = [c["expiresAt"] for c in calls if c["decision"] is None and c.get("expiresAt") is not None]
-    return min(deadlines, default=None)
-
-
 EventType = Literal[
     "started", "suspended", "decision", "resumed", "completed", "failed", "takeover", "expired", "approval"
 ]
@@ -295,5 +288,4 @@ __all__ = [
     "WebhookDeliveryDocument",
     "WebhookDeliveryStatus",
     "WebhookLeaseDocument",
-    "earliest_deadline",
 ]

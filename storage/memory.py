@@ -31,9 +31,9 @@ from .documents import (
     ToolCallDocument,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
-    earliest_deadline,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, event_list
+from .rules import earliest_deadline
 from .strict_json import NotStrictJsonError
 
 _T = TypeVar("_T")

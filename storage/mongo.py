@@ -45,9 +45,9 @@ from .documents import (
     ToolCallDocument,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
-    earliest_deadline,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError, event_list
+from .rules import earliest_deadline
 from .stored_json import (
     DECISION_FIELDS,
     EVENT_FIELDS,

@@ -36,9 +36,9 @@ from .documents import (
     ToolCallDocument,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
-    earliest_deadline,
 )
 from .protocol import DuplicateRunError, NewerSchemaError, RunFilter, SortKey, StoreUnavailableError, event_list
+from .rules import earliest_deadline
 
 DEFAULT_BUSY_TIMEOUT = 2.0
 """Seconds a write waits for the database's write lock (and, before that, for this process's

@@ -1,0 +1,247 @@
+"""The conditions and derived values every store applies, each defined once (docs/storage.md
+"Rules, each once").
+
+A condition is a small tree (``Equals``, ``NoValue``, ``Before``, ``AtMost``, ``Length``,
+``AllOf``, ``AnyOf``) over a document's dotted paths (``"toolCalls.0.decision"``). ``matches``
+gives its meaning, which the memory store uses as is; the SQLite store translates it to SQL and
+the MongoDB store to a filter. No store owns this module, and it imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .documents import SnapshotDocument, ToolCallDocument, WebhookDeliveryStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Equals:
+    """``path`` holds ``value`` (never ``None``: a missing value is ``NoValue``)."""
+
+    path: str
+    value: str | int
+
+    def __post_init__(self) -> None:
+        if self.value is None:
+            raise ValueError(f"Equals({self.path!r}, None): a missing value is NoValue")
+
+
+@dataclass(frozen=True, slots=True)
+class NoValue:
+    """``path`` is missing or null."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Before:
+    """``path`` holds a datetime earlier than ``value`` (a missing or null one never is)."""
+
+    path: str
+    value: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AtMost:
+    """``path`` holds a datetime at or before ``value`` (a missing or null one never does)."""
+
+    path: str
+    value: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Length:
+    """The list at ``path`` has exactly ``count`` items (a missing or null list has none)."""
+
+    path: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class AllOf:
+    """Every one of ``conditions`` holds."""
+
+    conditions: tuple[Condition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    """At least one of ``conditions`` holds."""
+
+    conditions: tuple[Condition, ...]
+
+
+Condition = Equals | NoValue | Before | AtMost | Length | AllOf | AnyOf
+"""A condition on one stored document."""
+
+_MISSING = object()
+
+
+def value_at(doc: Mapping[str, Any], path: str) -> Any:
+    """The value at dotted ``path`` of ``doc`` (list items by number), ``None`` when missing."""
+    current: Any = doc
+    for part in path.split("."):
+        if isinstance(current, Mapping):
+            current = current.get(part, _MISSING)
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return None
+        if current is _MISSING:
+            return None
+    return current
+
+
+def matches(condition: Condition, doc: Mapping[str, Any]) -> bool:
+    """Whether ``doc`` meets ``condition``: the meaning every store's translation keeps."""
+    match condition:
+        case Equals(path, value):
+            found = value_at(doc, path)
+            return found is not None and type(found) is type(value) and found == value
+        case NoValue(path):
+            return value_at(doc, path) is None
+        case Before(path, value):
+            found = value_at(doc, path)
+            return isinstance(found, datetime) and found < value
+        case AtMost(path, value):
+            found = value_at(doc, path)
+            return isinstance(found, datetime) and found <= value
+        case Length(path, count):
+            found = value_at(doc, path)
+            return len(found or ()) == count
+        case AllOf(conditions):
+            return all(matches(c, doc) for c in conditions)
+        case AnyOf(conditions):
+            return any(matches(c, doc) for c in conditions)
+    raise TypeError(f"not a condition: {condition!r}")
+
+
+def all_of(*conditions: Condition) -> AllOf:
+    return AllOf(tuple(conditions))
+
+
+def any_of(*conditions: Condition) -> AnyOf:
+    return AnyOf(tuple(conditions))
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+def owned(agent_id: str, run_id: str) -> AllOf:
+    """The run ``run_id`` of agent ``agent_id``."""
+    return all_of(Equals("_id", run_id), Equals("agentId", agent_id))
+
+
+def call_undecided(index: int, tool_call_id: str, question_id: str | None) -> AllOf:
+    """Call ``index`` is still the undecided ``tool_call_id`` waiting on ``question_id``
+    (``None``: a call stored before calls had a ``questionId``)."""
+    path = f"toolCalls.{index}"
+    question: Condition = (
+        NoValue(f"{path}.questionId") if question_id is None else Equals(f"{path}.questionId", question_id)
+    )
+    return all_of(Equals(f"{path}.toolCallId", tool_call_id), question, NoValue(f"{path}.decision"))
+
+
+def pending_call(agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None) -> AllOf:
+    """The condition of every decision's write (``record_decision``, ``record_approval``): the
+    suspended run whose call ``index`` is still undecided (``call_undecided``)."""
+    return all_of(
+        owned(agent_id, run_id), Equals("status", "suspended"), call_undecided(index, tool_call_id, question_id)
+    )
+
+
+def approvals_counted(index: int, count: int) -> Length:
+    """Call ``index`` holds exactly ``count`` approvals (``record_approval``'s ``approvals_before``)."""
+    return Length(f"toolCalls.{index}.approvals", count)
+
+
+def lease_lapsed(now: datetime) -> AllOf:
+    """A resuming run whose claim ended before ``now``: another instance may take it over."""
+    return all_of(Equals("status", "resuming"), Before("claim.until", now))
+
+
+def claimable(now: datetime, version: int | None = None) -> Condition:
+    """A run ``claim`` may take: suspended with every call decided, or resuming under a lapsed
+    lease; with ``version``, only while the run is still at that version."""
+    ready = any_of(all_of(Equals("status", "suspended"), Equals("pendingCount", 0)), lease_lapsed(now))
+    return ready if version is None else all_of(ready, Equals("version", version))
+
+
+def held(agent_id: str, run_id: str, by: str) -> AllOf:
+    """The run while ``by`` holds its claim (every write of a continuation)."""
+    return all_of(owned(agent_id, run_id), Equals("status", "resuming"), Equals("claim.by", by))
+
+
+def stalled(now: datetime, idle_before: datetime) -> AllOf:
+    """A decided run nobody continues: under a lapsed lease, or suspended without an error and
+    untouched since ``idle_before`` (the sweeper's ``list_stalled_runs``)."""
+    idle = all_of(Equals("status", "suspended"), NoValue("lastError"), Before("updatedAt", idle_before))
+    return all_of(Equals("pendingCount", 0), any_of(lease_lapsed(now), idle))
+
+
+def expired(now: datetime) -> AtMost:
+    """A run whose earliest pending deadline is at or before ``now`` (``list_expired_runs``)."""
+    return AtMost("expiresAt", now)
+
+
+def pending_count(calls: Iterable[ToolCallDocument]) -> int:
+    """``SnapshotDocument.pendingCount`` of a run with ``calls``: those without a decision."""
+    return sum(1 for c in calls if c.get("decision") is None)
+
+
+def earliest_deadline(calls: Sequence[ToolCallDocument], *, deciding: int | None = None) -> datetime | None:
+    """``SnapshotDocument.expiresAt`` of a run with ``calls``: the earliest ``expiresAt`` of a
+    call without a decision, call ``deciding`` counted as decided; ``None`` when none has one."""
+    deadlines = [
+        c["expiresAt"]
+        for i, c in enumerate(calls)
+        if i != deciding and c.get("decision") is None and c.get("expiresAt") is not None
+    ]
+    return min(deadlines, default=None)
+
+
+def derived(doc: SnapshotDocument) -> dict[str, Any]:
+    """The fields of ``doc`` that follow from its calls (``pendingCount``, ``expiresAt``)."""
+    return {"pendingCount": pending_count(doc["toolCalls"]), "expiresAt": earliest_deadline(doc["toolCalls"])}
+
+
+# -- webhook deliveries ------------------------------------------------------------------------
+
+
+def finished_at(status: WebhookDeliveryStatus, at: datetime) -> datetime | None:
+    """``WebhookDeliveryDocument.finishedAt`` after an attempt at ``at`` (UTC) that left the
+    delivery ``status``: ``None`` while it is still pending, else ``at``."""
+    return None if status == "pending" else at
+
+
+__all__ = [
+    "AllOf",
+    "AnyOf",
+    "AtMost",
+    "Before",
+    "Condition",
+    "Equals",
+    "Length",
+    "NoValue",
+    "all_of",
+    "any_of",
+    "approvals_counted",
+    "call_undecided",
+    "claimable",
+    "derived",
+    "earliest_deadline",
+    "expired",
+    "finished_at",
+    "held",
+    "lease_lapsed",
+    "matches",
+    "owned",
+    "pending_call",
+    "pending_count",
+    "stalled",
+    "value_at",
+]

@@ -32,7 +32,7 @@ async def two_clients(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Sna
 @pytest.fixture(autouse=True)
 def _no_comparison_with_null() -> Iterator[None]:
     """Fails the test (at teardown) when any MongoDB client sent a condition comparing a field with
-    null during it: DocumentDB answers those differently (``storage/_mongo_conditions.py``)."""
+    null during it: DocumentDB answers those differently (``storage/mongo/conditions.py``)."""
     with WATCH.recording() as found:
         yield
-    assert found == [], f"conditions comparing with null (use storage._mongo_conditions.no_value): {found}"
+    assert found == [], f"conditions comparing with null (use storage.mongo.conditions.no_value): {found}"

@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore
-from storage._mongo_conditions import no_value
+from storage.mongo import no_value
 
 from ..conftest import open_store
 from ._contract import T0, decision, feed_event, snapshot, tool_call

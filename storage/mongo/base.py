@@ -1,0 +1,225 @@
+"""The core every part of ``MongoSnapshotStore`` builds on: the client and its collections,
+opening and closing, the write leases (``_run_lock``), message histories (inline or GridFS), and
+the conditional single-document update that records events inside the snapshot before
+appending them (docs/storage.md "One unit of work")."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, suppress
+from typing import Any, cast
+
+from gridfs.asynchronous import AsyncGridFSBucket
+from gridfs.errors import NoFile
+from pymongo import AsyncMongoClient, ReturnDocument
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from .._run_lock import RunWriteLocks
+from ..documents import SCHEMA_VERSION, EventDocument, SnapshotDocument
+from ..protocol import NewerSchemaError, event_list
+from ..stored_json import EVENT_FIELDS, encode
+from . import schema
+from .mapping import read_snapshot
+from .reachability import reachable
+
+Document = dict[str, Any]
+Derive = Callable[[Document], Document]
+"""Fields of an update computed from the whole matching document (``MongoStoreBase._update``)."""
+
+
+class MongoStoreBase:
+    """The client, collections, lifecycle, histories and conditional updates of ``MongoSnapshotStore``
+    (its arguments are documented there)."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        server_selection_timeout: float = 5.0,
+        inline_history_limit: int = 8 * 1024 * 1024,
+    ) -> None:
+        self._uri = uri
+        self._timeout_ms = int(server_selection_timeout * 1000)
+        self._inline_history_limit = inline_history_limit
+        self._client: AsyncMongoClient[Document] | None = None
+        self._locks = RunWriteLocks(lambda: self.database[schema.LOCKS])
+        self.before_event: Callable[[Sequence[Mapping[str, Any]]], Awaitable[None]] | None = None
+        """Test-only: awaited with the events about to be appended, between a run's state change
+        (which recorded them in ``pendingEvents``) and their append."""
+
+    def _lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
+        """Exclusive right to write the run's snapshot, across processes (see ``_run_lock``)."""
+        return self._locks.hold(run_id)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def uri(self) -> str:
+        """The ``mongodb://`` URI this store connects to."""
+        return self._uri
+
+    @property
+    def database(self) -> AsyncDatabase[Document]:
+        if self._client is None:
+            raise RuntimeError("MongoSnapshotStore.open() was not called")
+        return self._client.get_default_database(default="runsgate")
+
+    @property
+    def _runs(self) -> AsyncCollection[Document]:
+        return self.database[schema.RUNS]
+
+    @property
+    def _histories(self) -> AsyncCollection[Document]:
+        return self.database[schema.HISTORIES]
+
+    @property
+    def _events(self) -> AsyncCollection[Document]:
+        return self.database[schema.EVENTS]
+
+    @property
+    def _keys(self) -> AsyncCollection[Document]:
+        return self.database[schema.KEYS]
+
+    @property
+    def _deliveries(self) -> AsyncCollection[Document]:
+        return self.database[schema.DELIVERIES]
+
+    @property
+    def _cursors(self) -> AsyncCollection[Document]:
+        return self.database[schema.CURSORS]
+
+    @property
+    def _updates(self) -> AsyncCollection[Document]:
+        return self.database[schema.UPDATES]
+
+    @property
+    def _large_histories(self) -> AsyncGridFSBucket:
+        return AsyncGridFSBucket(self.database, bucket_name=schema.LARGE_HISTORIES)
+
+    async def open(self) -> None:
+        """Create the client and the indexes, then check the stored schema version.
+
+        Raises:
+            StoreUnavailableError: MongoDB cannot be reached.
+            NewerSchemaError: A snapshot has a ``schemaVersion`` above ``SCHEMA_VERSION``.
+        """
+        self._client = AsyncMongoClient(
+            self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate"
+        )
+        async with reachable():
+            await schema.create_indexes(self.database)
+            found = await schema.stored_schema_version(self.database)
+        if found > SCHEMA_VERSION:
+            await self.close()
+            raise NewerSchemaError(found, SCHEMA_VERSION)
+
+    async def _raise_schema_version(self, version: int) -> None:
+        """Record that the store holds documents of ``version`` (the stored version only grows)."""
+        await schema.raise_schema_version(self.database[schema.META], version)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def ping(self) -> None:
+        async with reachable():
+            await self.database.command("ping")
+
+    # -- histories -----------------------------------------------------------------------------
+    async def _read_history(self, history_id: str) -> bytes | None:
+        async with reachable():
+            doc = await self._histories.find_one({"_id": history_id})
+            if doc is None:
+                return None
+            if doc.get("gridfs"):
+                try:
+                    stream = await self._large_histories.open_download_stream(history_id)
+                except NoFile:
+                    return None
+                compressed = await stream.read()
+            else:
+                compressed = doc["data"]
+        return zlib.decompress(compressed)
+
+    async def _write_history(self, history_id: str, run_id: str, history: bytes) -> None:
+        compressed = zlib.compress(history, 6)
+        async with reachable():
+            if len(compressed) > self._inline_history_limit:
+                await self._large_histories.upload_from_stream_with_id(history_id, run_id, compressed)
+                await self._histories.insert_one({"_id": history_id, "runId": run_id, "gridfs": True})
+            else:
+                await self._histories.insert_one({"_id": history_id, "runId": run_id, "data": compressed})
+
+    async def _delete_history(self, history_id: str) -> None:
+        async with reachable():
+            doc = await self._histories.find_one_and_delete({"_id": history_id})
+            if doc is not None and doc.get("gridfs"):
+                with suppress(NoFile):
+                    await self._large_histories.delete(history_id)
+
+    # -- conditional updates -------------------------------------------------------------------
+    async def _update(
+        self, run_id: str, query: Document, update: Document, derive: Derive | None = None
+    ) -> SnapshotDocument | None:
+        """One conditional update under the run's lease. With ``derive``, the matching document is
+        read first (still under the lease) and ``derive(doc)`` adds to the update's ``$set``
+        (fields computed from the whole document, such as ``expiresAt``); the update is then
+        conditioned on the ``version`` read too."""
+        async with reachable(), self._lock(run_id):
+            if derive is not None:
+                current = await self._runs.find_one(query)
+                if current is None:
+                    return None
+                query = {**query, "version": current["version"]}
+                update = {**update, "$set": {**update.get("$set", {}), **derive(current)}}
+            doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
+        return read_snapshot(doc)
+
+    async def _update_then_append(
+        self,
+        event: EventDocument | Sequence[EventDocument] | None,
+        run_id: str,
+        query: Document,
+        update: Document,
+        derive: Derive | None = None,
+        preceding_events: Sequence[EventDocument] = (),
+    ) -> SnapshotDocument | None:
+        """``_update`` with ``event`` (one or several, after ``preceding_events``) recorded inside
+        the snapshot (``pendingEvents``) by the same single-document write, then appended to
+        ``run_events`` (``_settle``)."""
+        events = [*preceding_events, *event_list(event)]
+        if events:
+            pushed = {"$each": [encode(one, EVENT_FIELDS) for one in events]}
+            update = {**update, "$push": {**update.get("$push", {}), "pendingEvents": pushed}}
+        doc = await self._update(run_id, query, update, derive)
+        if doc is not None and events:
+            await self._settle(cast(Document, doc))
+        return doc
+
+    async def _settle(self, doc: Document) -> None:
+        """Append every event pending in the snapshot ``doc`` (as just written) to ``run_events``,
+        ignoring the ones already there (same ``_id``), then clear ``pendingEvents`` unless the
+        run was written again since (that writer settles them). ``doc`` is returned without the
+        field. ``before_event`` runs first (tests inject a crash there)."""
+        pending = doc.pop("pendingEvents", None) or []
+        if self.before_event is not None:
+            await self.before_event(pending)
+        await self._append_each(pending)
+        async with reachable(), self._lock(doc["_id"]):
+            await self._runs.update_one(
+                {"_id": doc["_id"], "version": doc["version"]}, {"$unset": {"pendingEvents": ""}}
+            )
+
+    async def _append_each(self, events: Sequence[Document]) -> None:
+        for event in events:
+            try:
+                async with reachable():
+                    await self._events.insert_one(event)
+            except DuplicateKeyError:
+                pass  # appended before (by the writer, or by an earlier recovery)
+
+
+__all__ = ["Derive", "MongoStoreBase"]

@@ -1,0 +1,140 @@
+"""Webhook deliveries of ``MongoSnapshotStore``: collections ``webhook_deliveries`` (one
+document per message, leased while an instance sends it) and ``webhook_cursors`` (how far the
+event log was read), each change under its write lease (``_run_lock``; ``WebhookDeliveries``)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from contextlib import suppress
+from datetime import datetime
+from typing import Any, cast
+
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from .. import rules
+from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
+from .base import MongoStoreBase
+from .conditions import no_value
+from .mapping import page
+from .reachability import reachable
+
+Document = dict[str, Any]
+
+
+class MongoWebhookDeliveries(MongoStoreBase):
+    """``WebhookDeliveries`` of ``MongoSnapshotStore``."""
+
+    async def webhook_cursor(self, cursor_id: str) -> str | None:
+        async with reachable():
+            doc = await self._cursors.find_one({"_id": cursor_id})
+        return None if doc is None else str(doc["eventId"])
+
+    async def advance_webhook_cursor(self, cursor_id: str, event_id: str) -> None:
+        """Under the cursor's write lease (``_run_lock``), so two instances never move it back."""
+        async with reachable(), self._lock(f"webhook-cursor:{cursor_id}"):
+            result = await self._cursors.update_one(
+                {"_id": cursor_id, "eventId": {"$lt": event_id}}, {"$set": {"eventId": event_id}}
+            )
+            if result.matched_count == 0:
+                with suppress(DuplicateKeyError):
+                    await self._cursors.insert_one({"_id": cursor_id, "eventId": event_id})
+
+    async def add_webhook_deliveries(self, deliveries: Sequence[WebhookDeliveryDocument]) -> int:
+        added = 0
+        async with reachable():
+            for delivery in deliveries:
+                try:
+                    await self._deliveries.insert_one(dict(delivery))
+                except DuplicateKeyError:
+                    continue
+                added += 1
+        return added
+
+    async def claim_webhook_deliveries(
+        self,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        limit: int,
+        endpoint_id: str | None = None,
+        other_than: Collection[str] = (),
+    ) -> list[WebhookDeliveryDocument]:
+        """Each candidate is leased by one conditional update under its write lease (``_run_lock``:
+        FerretDB does not apply conditional updates atomically)."""
+        due: Document = {
+            "status": "pending",
+            "nextAttemptAt": {"$lte": now},
+            "$or": [no_value("lease"), {"lease.until": {"$lt": now}}],
+        }
+        if endpoint_id is not None or other_than:
+            due["endpointId"] = {
+                **({"$eq": endpoint_id} if endpoint_id is not None else {}),
+                **({"$nin": list(other_than)} if other_than else {}),
+            }
+        async with reachable():
+            order = [("nextAttemptAt", ASCENDING), ("_id", ASCENDING)]
+            candidates = await page(self._deliveries.find(due, {"_id": 1}).sort(order), limit).to_list()
+            claimed: list[WebhookDeliveryDocument] = []
+            for candidate in candidates:
+                async with self._lock(f"webhook:{candidate['_id']}"):
+                    doc = await self._deliveries.find_one_and_update(
+                        {"_id": candidate["_id"], **due},
+                        {"$set": {"lease": {"by": by, "until": until}}},
+                        return_document=ReturnDocument.AFTER,
+                    )
+                if doc is not None:
+                    claimed.append(cast(WebhookDeliveryDocument, doc))
+        return claimed
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        by: str,
+        status: WebhookDeliveryStatus,
+        at: datetime,
+        next_attempt_at: datetime,
+        status_code: int | None,
+        error: str | None,
+    ) -> bool:
+        async with reachable(), self._lock(f"webhook:{delivery_id}"):
+            result = await self._deliveries.update_one(
+                {"_id": delivery_id, "status": "pending", "lease.by": by},
+                {
+                    "$set": {
+                        "status": status,
+                        "lastAttemptAt": at,
+                        "nextAttemptAt": next_attempt_at,
+                        "lastStatusCode": status_code,
+                        "lastError": error,
+                        "finishedAt": rules.finished_at(status, at),
+                        "lease": None,
+                    },
+                    "$inc": {"attempts": 1},
+                },
+            )
+        return result.modified_count == 1
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookDeliveryStatus | None,
+        resource_ids: frozenset[str] | None,
+        limit: int,
+        after: str | None = None,
+    ) -> list[WebhookDeliveryDocument]:
+        query: Document = {}
+        if status is not None:
+            query["status"] = status
+        if after is not None:
+            query["_id"] = {"$lt": after}
+        if resource_ids is not None:
+            query["resourceId"] = {"$in": sorted(resource_ids)}
+        async with reachable():
+            docs = await page(self._deliveries.find(query).sort([("_id", DESCENDING)]), limit).to_list()
+        return [cast(WebhookDeliveryDocument, doc) for doc in docs]
+
+
+__all__ = ["MongoWebhookDeliveries"]

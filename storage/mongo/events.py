@@ -1,0 +1,55 @@
+"""The audit log of ``MongoSnapshotStore``: collection ``run_events``, append-only, ``_id``
+time-ordered (``EventLog``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pymongo import ASCENDING
+
+from ..documents import EventDocument
+from ..stored_json import EVENT_FIELDS, encode
+from .base import MongoStoreBase
+from .mapping import page, read_events
+from .reachability import reachable
+
+Document = dict[str, Any]
+
+
+class MongoEvents(MongoStoreBase):
+    """``EventLog`` of ``MongoSnapshotStore``."""
+
+    async def append_event(self, event: EventDocument) -> None:
+        async with reachable():
+            await self._events.insert_one(encode(event, EVENT_FIELDS))
+
+    async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
+        return await self.list_events_of_runs(agent_id, [run_id])
+
+    async def list_events_of_runs(
+        self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
+        query: Document = {"agentId": agent_id, "runId": {"$in": list(dict.fromkeys(run_ids))}}
+        if resource_ids is not None:
+            query["resourceId"] = {"$in": sorted(resource_ids)}
+        async with reachable():
+            docs = await self._events.find(query).sort([("at", ASCENDING), ("_id", ASCENDING)]).to_list()
+        return read_events(docs)
+
+    async def list_events_after(
+        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        query: Document = {"agentId": agent_id}
+        if after_event_id is not None:
+            query["_id"] = {"$gt": after_event_id}
+        if resource_ids is not None:
+            query["resourceId"] = {"$in": sorted(resource_ids)}
+        async with reachable():
+            docs = await page(self._events.find(query).sort([("_id", ASCENDING)]), limit).to_list()
+        return read_events(docs)
+
+
+__all__ = ["MongoEvents"]

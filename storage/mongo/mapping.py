@@ -1,0 +1,86 @@
+"""Documents of the MongoDB store as stored and as read (``stored_json``), listing filters and
+pages: the mapping between ``storage.documents`` and what MongoDB holds (docs/storage.md)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from pymongo.asynchronous.cursor import AsyncCursor
+
+from .._query import normalized_filter
+from ..documents import EventDocument, SnapshotDocument
+from ..protocol import RunFilter, SortKey
+from ..rules import earliest_deadline
+from ..stored_json import EVENT_FIELDS, decode, decode_snapshot, encode_snapshot
+
+Document = dict[str, Any]
+
+
+def stored_snapshot(snapshot: SnapshotDocument) -> Document:
+    """``snapshot`` as stored: its JSON encoded (``stored_json``) and ``expiresAt`` set, null
+    when no pending call has a deadline (``rules.earliest_deadline``)."""
+    return {**encode_snapshot(snapshot), "expiresAt": earliest_deadline(snapshot["toolCalls"])}
+
+
+def read_snapshot(doc: Document | None) -> SnapshotDocument | None:
+    """A stored snapshot as read: its tool- and client-defined JSON decoded (``stored_json``), and
+    ``expiresAt`` dropped when null (stored as null so the index and ``$lt`` see no deadline)."""
+    if doc is None:
+        return None
+    if doc.get("expiresAt", 0) is None:
+        del doc["expiresAt"]
+    return cast(SnapshotDocument, decode_snapshot(doc))
+
+
+def read_snapshots(docs: list[Document]) -> list[SnapshotDocument]:
+    return [cast(SnapshotDocument, read_snapshot(doc)) for doc in docs]
+
+
+def read_events(docs: list[Document]) -> list[EventDocument]:
+    return [cast(EventDocument, decode(doc, EVENT_FIELDS)) for doc in docs]
+
+
+def keyset(key: SortKey, op: str) -> Document:
+    """Runs after (``$lt``) or before (``$gt``) ``key`` in listing order."""
+    return {"$or": [{"createdAt": {op: key.created_at}}, {"createdAt": key.created_at, "_id": {op: key.run_id}}]}
+
+
+def page(cursor: AsyncCursor[Document], limit: int) -> AsyncCursor[Document]:
+    """``cursor`` limited to ``limit`` documents, all in its first batch: one round trip, no
+    ``getMore`` (a first batch holds 101 documents unless told; a second costs about 30 ms more on
+    DocumentDB). Every read with a limit goes through here; a reply over 16 MB still splits."""
+    return cursor.limit(limit).batch_size(limit)
+
+
+def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
+    """The MongoDB filter for a listing: equality fields first, then the inclusive date range."""
+    f = normalized_filter(run_filter)
+    query: Document = {"agentId": agent_id}
+    if f.thread_id is not None:
+        query["threadId"] = f.thread_id
+    if f.resource_id is not None:
+        query["resourceId"] = f.resource_id
+    if f.resource_ids is not None:  # access restriction, inside the query so pages and counts respect it
+        allowed: Document = {"$in": sorted(f.resource_ids)}
+        query["resourceId"] = allowed if f.resource_id is None else {"$eq": f.resource_id, **allowed}
+    created: Document = {}
+    if f.from_date is not None:
+        created["$gte"] = f.from_date
+    if f.to_date is not None:
+        created["$lte"] = f.to_date
+    if created:
+        query["createdAt"] = created
+    if f.expires_before is not None:
+        query["expiresAt"] = {"$lt": f.expires_before}  # null (no deadline) never matches
+    return query
+
+
+__all__ = [
+    "keyset",
+    "listing_query",
+    "page",
+    "read_events",
+    "read_snapshot",
+    "read_snapshots",
+    "stored_snapshot",
+]

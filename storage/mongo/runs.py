@@ -1,0 +1,154 @@
+"""Runs of ``MongoSnapshotStore``: reading and listing snapshots, storing new ones with their
+history, and finishing what a dead process left in ``pendingEvents`` (``RunStore``)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from datetime import datetime
+from typing import Any
+
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from ..documents import SCHEMA_VERSION, EventDocument, SnapshotDocument
+from ..protocol import DuplicateRunError, RunFilter, SortKey, event_list
+from ..stored_json import EVENT_FIELDS, encode
+from .base import MongoStoreBase
+from .mapping import keyset, listing_query, page, read_snapshot, read_snapshots, stored_snapshot
+from .reachability import reachable
+from .schema import LISTING_ORDER, REVERSE_ORDER
+
+Document = dict[str, Any]
+
+
+class MongoRuns(MongoStoreBase):
+    """Reads, inserts and pending-event recovery of ``MongoSnapshotStore``."""
+
+    async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        async with reachable():
+            doc = await self._runs.find_one({"_id": run_id, "agentId": agent_id})
+        return read_snapshot(doc)
+
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        if not run_ids:
+            return []
+        async with reachable():
+            ids = list(dict.fromkeys(run_ids))
+            docs = await page(self._runs.find({"_id": {"$in": ids}}), len(ids)).to_list()
+        return read_snapshots(docs)
+
+    async def list_runs(
+        self,
+        agent_id: str,
+        run_filter: RunFilter,
+        *,
+        limit: int | None = None,
+        skip: int = 0,
+        after: SortKey | None = None,
+        before: SortKey | None = None,
+        from_end: bool = False,
+    ) -> list[SnapshotDocument]:
+        query = listing_query(agent_id, run_filter)
+        bounds = []
+        if after is not None:
+            bounds.append(keyset(after, "$lt"))
+        if before is not None:
+            bounds.append(keyset(before, "$gt"))
+        if bounds:
+            query["$and"] = bounds
+        cursor = self._runs.find(query).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
+        if skip and not from_end:
+            cursor = cursor.skip(skip)
+        if limit is not None:
+            cursor = page(cursor, limit)
+        async with reachable():
+            docs = await cursor.to_list()
+        if from_end:
+            docs.reverse()
+        return read_snapshots(docs)
+
+    async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
+        async with reachable():
+            return await self._runs.count_documents(listing_query(agent_id, run_filter))
+
+    async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> Mapping[str, Any]:
+        """The server's query plan for a listing page (index checks, ``bench/``)."""
+        async with reachable():
+            return await page(self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER), limit).explain()
+
+    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+        snapshot = await self.get(agent_id, run_id)
+        if snapshot is None:
+            return None
+        return await self._read_history(snapshot["historyId"])
+
+    async def insert(
+        self,
+        snapshot: SnapshotDocument,
+        history: bytes,
+        *,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> None:
+        events = event_list(event)
+        if snapshot["schemaVersion"] > SCHEMA_VERSION:  # an older runsgate's next open() must refuse the store
+            async with reachable():
+                await self._raise_schema_version(snapshot["schemaVersion"])
+        await self._write_history(snapshot["historyId"], snapshot["_id"], history)
+        stored = stored_snapshot(snapshot)
+        if events:  # recorded inside the snapshot first, then appended (_settle)
+            stored["pendingEvents"] = [encode(one, EVENT_FIELDS) for one in events]
+        try:
+            async with reachable():
+                await self._runs.insert_one(stored)
+        except DuplicateKeyError as exc:
+            await self._delete_history(snapshot["historyId"])
+            raise DuplicateRunError(f"run {snapshot['_id']!r} is already stored") from exc
+        except Exception:  # refused (e.g. DocumentTooLarge): leave no history behind
+            with suppress(Exception):
+                await self._delete_history(snapshot["historyId"])
+            raise
+        if events:
+            await self._settle(stored)
+
+    async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        """Bulk insert (data generator): all histories (inline size only), then all snapshots."""
+        if not snapshots:
+            return
+        histories = [{"_id": s["historyId"], "runId": s["_id"], "data": zlib.compress(h, 6)} for s, h in snapshots]
+        newest = max(s["schemaVersion"] for s, _ in snapshots)
+        try:
+            async with reachable():
+                if newest > SCHEMA_VERSION:  # first, so an older runsgate refuses the store even if this fails
+                    await self._raise_schema_version(newest)
+                await self._histories.insert_many(histories, ordered=False)
+                await self._runs.insert_many([stored_snapshot(s) for s, _ in snapshots], ordered=False)
+        except BulkWriteError as exc:
+            raise DuplicateRunError(f"bulk insert failed: {exc.details.get('writeErrors', [])[:1]}") from exc
+
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Append the events left inside snapshots by a process that died between a write and its
+        append (``pendingEvents`` older than ``before``), and finish what they record: a run
+        whose ``completed`` event was pending is deleted with its history. Returns how many
+        snapshots were completed (``pending_events`` index)."""
+        async with reachable():
+            fields = {"pendingEvents": 1, "historyId": 1, "version": 1}
+            docs = await page(self._runs.find({"pendingEvents.at": {"$lt": before}}, fields), limit).to_list()
+        for doc in docs:
+            events = doc["pendingEvents"]
+            await self._append_each(events)
+            completed = [e["_id"] for e in events if e["type"] == "completed"]
+            async with reachable(), self._lock(doc["_id"]):
+                if completed:
+                    gone = await self._runs.find_one_and_delete({"_id": doc["_id"], "pendingEvents._id": completed[0]})
+                else:
+                    gone = None
+                    await self._runs.update_one(
+                        {"_id": doc["_id"], "version": doc["version"]}, {"$unset": {"pendingEvents": ""}}
+                    )
+            if gone is not None:
+                await self._delete_history(gone["historyId"])
+        return len(docs)
+
+
+__all__ = ["MongoRuns"]

@@ -1,0 +1,144 @@
+"""The MongoDB store's collections, their indexes and its schema version (docs/storage.md
+"Collections and indexes", "Schema versions"): what ``MongoSnapshotStore.open()`` creates and
+checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from ..documents import SCHEMA_VERSION
+
+Document = dict[str, Any]
+
+RUNS = "run_snapshots"
+HISTORIES = "run_histories"
+LARGE_HISTORIES = "run_histories_large"
+"""The GridFS bucket of histories over the inline limit (collections ``.files`` and ``.chunks``)."""
+EVENTS = "run_events"
+KEYS = "idempotency_keys"
+LOCKS = "run_write_locks"
+DELIVERIES = "webhook_deliveries"
+CURSORS = "webhook_cursors"
+UPDATES = "run_updates"
+META = "runsgate_meta"
+
+COLLECTIONS = (
+    RUNS,
+    HISTORIES,
+    EVENTS,
+    KEYS,
+    LOCKS,
+    DELIVERIES,
+    CURSORS,
+    UPDATES,
+    f"{LARGE_HISTORIES}.files",
+    f"{LARGE_HISTORIES}.chunks",
+)
+"""Every collection of runs, their trail and their deliveries (``drop_all``; ``runsgate_meta`` stays)."""
+
+LISTING_INDEXES: list[tuple[str, list[tuple[str, int]]]] = [
+    ("agent_created", [("agentId", ASCENDING), ("createdAt", DESCENDING), ("_id", DESCENDING)]),
+    (
+        "agent_thread_created",
+        [("agentId", ASCENDING), ("threadId", ASCENDING), ("createdAt", DESCENDING), ("_id", DESCENDING)],
+    ),
+    (
+        "agent_resource_created",
+        [("agentId", ASCENDING), ("resourceId", ASCENDING), ("createdAt", DESCENDING), ("_id", DESCENDING)],
+    ),
+    (
+        "agent_thread_resource_created",
+        [
+            ("agentId", ASCENDING),
+            ("threadId", ASCENDING),
+            ("resourceId", ASCENDING),
+            ("createdAt", DESCENDING),
+            ("_id", DESCENDING),
+        ],
+    ),
+]
+"""One index per filter combination, each in listing order after its equality fields, so a
+page is an index walk whatever the number of stored runs (docs/storage.md "Collections and indexes")."""
+
+EVENT_FEED_INDEX = [("agentId", ASCENDING), ("_id", ASCENDING)]
+"""The event feed's keyset walk (``list_events_after``): an agent's events in ``_id`` (creation) order."""
+
+EXPIRY_ORDER = [("expiresAt", ASCENDING), ("_id", ASCENDING)]
+"""The sweeper's expiry pass walks index ``expiring`` (``list_expired_runs``), earliest deadline first."""
+
+AGENT_EXPIRING_INDEX = [("agentId", ASCENDING), ("expiresAt", ASCENDING)]
+"""The ``expiresBefore`` listing filter: an agent's runs by deadline."""
+
+RUN_UPDATES_INDEX = [("agentId", ASCENDING), ("runId", ASCENDING), ("_id", ASCENDING)]
+"""A run's update batches in ``_id`` order (``list_run_updates``)."""
+
+LISTING_ORDER = [("createdAt", DESCENDING), ("_id", DESCENDING)]
+REVERSE_ORDER = [("createdAt", ASCENDING), ("_id", ASCENDING)]
+
+
+async def create_indexes(database: AsyncDatabase[Document]) -> None:
+    """Create every index of docs/storage.md "Collections and indexes" (one that exists is kept)."""
+    runs, events = database[RUNS], database[EVENTS]
+    deliveries, updates = database[DELIVERIES], database[UPDATES]
+    for name, keys in LISTING_INDEXES:
+        await runs.create_index(keys, name=name)
+    await runs.create_index([("pendingCount", ASCENDING), ("updatedAt", ASCENDING)], name="stalled")
+    await runs.create_index([("schemaVersion", DESCENDING)], name="schema_version")
+    await runs.create_index(EXPIRY_ORDER, name="expiring")
+    await runs.create_index(AGENT_EXPIRING_INDEX, name="agent_expiring")
+    await runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
+    await events.create_index([("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at")
+    await events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
+    await deliveries.create_index([("status", ASCENDING), ("nextAttemptAt", ASCENDING)], name="deliveries_due")
+    await deliveries.create_index([("status", ASCENDING), ("_id", DESCENDING)], name="deliveries_order")
+    await updates.create_index(RUN_UPDATES_INDEX, name="run_updates_order")
+    await updates.create_index([("at", ASCENDING)], name="run_updates_written")
+
+
+async def stored_schema_version(database: AsyncDatabase[Document]) -> int:
+    """The store's schema version: one read of the ``runsgate_meta`` document ``schema``.
+
+    A database written before that document existed has none: its snapshots are looked at
+    once (through the ``schema_version`` index) and the document is written, so later starts
+    read it alone, whatever the number of stored runs.
+    """
+    meta = await database[META].find_one({"_id": "schema"})
+    if meta is not None:
+        found = int(meta["version"])
+        if found < SCHEMA_VERSION:  # the version only grows: once this one opened it, an older one refuses it
+            await raise_schema_version(database[META], SCHEMA_VERSION)
+        return found
+    newer = await database[RUNS].find_one(
+        {"schemaVersion": {"$gt": SCHEMA_VERSION}}, {"schemaVersion": 1}, sort=[("schemaVersion", DESCENDING)]
+    )
+    found = SCHEMA_VERSION if newer is None else int(newer["schemaVersion"])
+    await raise_schema_version(database[META], found)
+    return found
+
+
+async def raise_schema_version(meta: AsyncCollection[Document], version: int) -> None:
+    """Record in ``meta`` that the store holds documents of ``version`` (the stored version only grows)."""
+    try:
+        await meta.update_one({"_id": "schema"}, {"$max": {"version": version}}, upsert=True)
+    except DuplicateKeyError:  # another process's upsert inserted it first (starts racing): update it
+        await meta.update_one({"_id": "schema"}, {"$max": {"version": version}})
+
+
+__all__ = [
+    "AGENT_EXPIRING_INDEX",
+    "COLLECTIONS",
+    "EVENT_FEED_INDEX",
+    "EXPIRY_ORDER",
+    "LISTING_INDEXES",
+    "LISTING_ORDER",
+    "REVERSE_ORDER",
+    "RUN_UPDATES_INDEX",
+    "create_indexes",
+    "raise_schema_version",
+    "stored_schema_version",
+]

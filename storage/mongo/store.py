@@ -1,0 +1,44 @@
+"""``MongoSnapshotStore``: suspended runs in MongoDB through PyMongo's async API (docs/storage.md),
+composed of one part per protocol part (runs, their state changes, events, idempotency keys,
+webhook deliveries, run updates) on ``base.MongoStoreBase``.
+
+One ``AsyncMongoClient`` per store, made by ``open()`` in the running event loop and closed by
+``close()``; the database is the URI's path (default ``runsgate``). Collections: docs/storage.md
+"Collections and indexes". Every write to a snapshot is a single-document conditional update,
+made while holding the run's lease (``_run_lock``).
+"""
+
+from __future__ import annotations
+
+from .deliveries import MongoWebhookDeliveries
+from .events import MongoEvents
+from .idempotency import MongoIdempotencyKeys
+from .reachability import reachable
+from .run_updates import MongoRunUpdates
+from .runs import MongoRuns
+from .schema import COLLECTIONS
+from .transitions import MongoRunTransitions
+
+
+class MongoSnapshotStore(
+    MongoRuns, MongoRunTransitions, MongoEvents, MongoIdempotencyKeys, MongoWebhookDeliveries, MongoRunUpdates
+):
+    """``SnapshotStore`` on a MongoDB wire-protocol server (MongoDB 6+, FerretDB 2.5 on DocumentDB or
+    FerretDB 1.24; every condition means the same on each, ``conditions``).
+
+    Args:
+        uri: A ``mongodb://`` URI; its path names the database (default ``runsgate``).
+        server_selection_timeout: Seconds to wait for a reachable server before an operation
+            fails with ``StoreUnavailableError``.
+        inline_history_limit: Compressed histories up to this many bytes are stored in one
+            document; larger ones go to GridFS.
+    """
+
+    async def drop_all(self) -> None:
+        """Drop every runsgate collection of the database (tests and ``runsgate seed --reset``)."""
+        async with reachable():
+            for name in COLLECTIONS:
+                await self.database.drop_collection(name)
+
+
+__all__ = ["MongoSnapshotStore"]

@@ -1,0 +1,255 @@
+"""A run's state changes in ``MongoSnapshotStore``: decisions, approvals, claims and their end,
+and the sweeper's reads of stalled and expired runs (``RunStore``). Every condition is a
+``storage.rules`` rule, ``compiled`` to a filter; every write is one conditional update."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from pymongo import ASCENDING
+
+from .. import rules
+from ..documents import (
+    ApprovalDocument,
+    DecisionDocument,
+    EventDocument,
+    RunErrorDocument,
+    SnapshotDocument,
+    ToolCallDocument,
+)
+from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
+from .base import Derive, MongoStoreBase
+from .conditions import compiled, merged
+from .mapping import page, read_snapshots
+from .reachability import reachable
+from .schema import EXPIRY_ORDER
+
+Document = dict[str, Any]
+
+_NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}
+"""Runs whose ``completed`` event is pending finished: never claimed or taken over again (this
+store's own condition: only it records events inside the snapshot)."""
+
+
+def _deadline_once_decided(index: int) -> Derive:
+    """The ``derive`` of a write deciding call ``index``: the run's ``expiresAt`` becomes
+    ``rules.earliest_deadline`` with that call decided (``None``: no other pending call has one)."""
+
+    def derive(current: Document) -> Document:
+        return {"expiresAt": rules.earliest_deadline(current["toolCalls"], deciding=index)}
+
+    return derive
+
+
+class MongoRunTransitions(MongoStoreBase):
+    """Decisions, approvals, claims and the sweeper's reads of ``MongoSnapshotStore``."""
+
+    async def record_decision(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        decision: DecisionDocument,
+        now: datetime,
+        event: EventDocument | None = None,
+        preceding_events: Sequence[EventDocument] = (),
+    ) -> SnapshotDocument | None:
+        path = f"toolCalls.{index}"
+        return await self._update_then_append(
+            event,
+            run_id,
+            compiled(rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)),
+            {
+                "$set": {f"{path}.decision": encode(decision, DECISION_FIELDS), "updatedAt": now},
+                "$inc": {"pendingCount": -1, "version": 1},
+            },
+            _deadline_once_decided(index),
+            preceding_events,
+        )
+
+    async def record_approval(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        approval: ApprovalDocument,
+        approvals_before: int,
+        decision: DecisionDocument | None,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        path = f"toolCalls.{index}"
+        pending = rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)
+        changes: Document = {"updatedAt": now}
+        if decision is not None:
+            changes[f"{path}.decision"] = encode(decision, DECISION_FIELDS)
+        return await self._update_then_append(
+            event,
+            run_id,
+            compiled(rules.all_of(pending, rules.approvals_counted(index, approvals_before))),
+            {
+                "$set": changes,
+                "$push": {f"{path}.approvals": dict(approval)},
+                "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},
+            },
+            None if decision is None else _deadline_once_decided(index),
+        )
+
+    async def claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        events: Sequence[EventDocument] = (),
+        version: int | None = None,
+    ) -> SnapshotDocument | None:
+        claimable = rules.all_of(rules.owned(agent_id, run_id), rules.claimable(now, version))
+        return await self._update_then_append(
+            events,
+            run_id,
+            merged(compiled(claimable), _NOT_FINISHED),
+            {
+                "$set": {"status": "resuming", "claim": {"by": by, "until": until}, "updatedAt": now},
+                "$inc": {"version": 1},
+            },
+        )
+
+    @staticmethod
+    def _held(agent_id: str, run_id: str, by: str) -> Document:
+        return compiled(rules.held(agent_id, run_id, by))
+
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+        held = self._held(agent_id, run_id, by)
+        async with reachable(), self._lock(run_id):
+            result = await self._runs.update_one(held, {"$set": {"claim.until": until}})
+        return result.matched_count == 1
+
+    async def replace_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        tool_calls: list[ToolCallDocument],
+        history: bytes,
+        history_id: str,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        changes: Document = {
+            "toolCalls": [encode_tool_call(c) for c in tool_calls],
+            "pendingCount": rules.pending_count(tool_calls),
+            "status": "suspended",
+            "claim": None,
+            "lastError": None,
+            "suspendedAt": now,
+            "updatedAt": now,
+            "expiresAt": rules.earliest_deadline(tool_calls),
+        }
+        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
+
+    async def _update_claimed_with_history(
+        self,
+        agent_id: str,
+        run_id: str,
+        by: str,
+        changes: Document,
+        history: bytes,
+        history_id: str,
+        event: EventDocument | Sequence[EventDocument] | None,
+    ) -> SnapshotDocument | None:
+        """Set ``changes`` and point the snapshot to a new history, only while ``by`` holds the claim.
+
+        The history is written under its new id first, so a lost claim never overwrites the one
+        another instance relies on; then whichever history the snapshot no longer points to is
+        deleted (never the live one).
+        """
+        async with reachable():
+            current = await self._runs.find_one(self._held(agent_id, run_id, by), {"historyId": 1})
+        if current is None:
+            return None
+        await self._write_history(history_id, run_id, history)
+        doc = await self._update_then_append(
+            event,
+            run_id,
+            self._held(agent_id, run_id, by),
+            {"$set": {**changes, "historyId": history_id}, "$inc": {"version": 1}},
+        )
+        await self._delete_history(current["historyId"] if doc is not None else history_id)
+        return doc
+
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+        """With ``event``: recorded inside the snapshot first (still under the claim), appended,
+        then the snapshot deleted. A process dying in between leaves a snapshot that is never
+        claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
+        appending the event."""
+        held = self._held(agent_id, run_id, by)
+        if event is not None:
+            marked = await self._update(run_id, held, {"$push": {"pendingEvents": encode(event, EVENT_FIELDS)}})
+            if marked is None:
+                return False
+            pending = cast(Document, marked).get("pendingEvents") or []
+            if self.before_event is not None:
+                await self.before_event(pending)
+            await self._append_each(pending)
+        async with reachable(), self._lock(run_id):
+            doc = await self._runs.find_one_and_delete(held)
+        if doc is None:
+            return False
+        await self._delete_history(doc["historyId"])
+        return True
+
+    async def release_claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        error: RunErrorDocument,
+        now: datetime,
+        history: bytes | None = None,
+        history_id: str | None = None,
+        event: EventDocument | None = None,
+    ) -> SnapshotDocument | None:
+        changes: Document = {"status": "suspended", "claim": None, "lastError": dict(error), "updatedAt": now}
+        if history is None:
+            return await self._update_then_append(
+                event, run_id, self._held(agent_id, run_id, by), {"$set": changes, "$inc": {"version": 1}}
+            )
+        if history_id is None:
+            raise ValueError("a new history needs a new history_id")
+        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
+
+    async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
+        query = merged(compiled(rules.stalled(now, idle_before)), _NOT_FINISHED)
+        order = [("updatedAt", ASCENDING), ("_id", ASCENDING)]
+        async with reachable():
+            docs = await page(self._runs.find(query).sort(order), limit).to_list()
+        return read_snapshots(docs)
+
+    async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
+        async with reachable():
+            docs = await self._expired_cursor(now, limit).to_list()
+        return read_snapshots(docs)
+
+    def _expired_cursor(self, now: datetime, limit: int) -> Any:
+        return page(self._runs.find(compiled(rules.expired(now))).sort(EXPIRY_ORDER), limit)
+
+    async def explain_expired_runs(self, *, now: datetime, limit: int) -> Mapping[str, Any]:
+        """The server's query plan of ``list_expired_runs`` (index checks)."""
+        async with reachable():
+            return cast(Mapping[str, Any], await self._expired_cursor(now, limit).explain())
+
+
+__all__ = ["MongoRunTransitions"]

@@ -44,11 +44,13 @@ async function schemaFeatures() {
     approveInput: __type(name: "ApproveToolCallInput") { inputFields { name } }
     toolCall: __type(name: "SuspendedToolCall") { fields { name } }
     mutation: __type(name: "Mutation") { fields { name } }
+    subscription: __type(name: "Subscription") { fields { name } }
   }`);
   return {
     editedArgs: data.approveInput.inputFields.some((f) => f.name === 'editedArgs'),
     argsSchema: data.toolCall.fields.some((f) => f.name === 'argsSchema'),
     bulk: data.mutation.fields.some((f) => f.name === 'decideToolCalls'),
+    progress: data.approveInput.inputFields.some((f) => f.name === 'waitFor') && data.subscription.fields.some((f) => f.name === 'runUpdates'),
   };
 }
 
@@ -228,6 +230,7 @@ try {
   await shot('inbox-decided.png');
   await axe('after the decisions');
   out.activity = await page.locator('[role="log"] li').allInnerTexts();
+  out.progressCards = await page.locator('[data-progress]').evaluateAll((cards) => cards.map((card) => card.dataset.progress));
 
   // filters and cursor paging: three runs of one thread, two per page, newest first
   out.runs.paged = [];

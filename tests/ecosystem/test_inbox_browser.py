@@ -130,6 +130,13 @@ def _check_outcomes(seen: dict[str, Any], base_url: str, headers: dict[str, str]
         assert {"order_id": 1042, "amount": 10.5} in edited.values(), edited  # beside the original arguments
         events = _graphql(base_url, RUN_EVENTS, {"agentId": "refund-agent", "runId": runs["edited"]}, headers)
         assert "$10.50" in events["runEvents"][-1]["data"]["output"]  # the tool ran with the edited amount
+    # each run decided in the page got its progress card (tests/ecosystem/test_inbox_progress.py
+    # checks what they show), none decided elsewhere did
+    if seen["features"]["progress"]:
+        decided = {runs["approve"], runs["decline"], runs["weather"]}
+        decided |= {runs["edited"]} if seen["features"]["editedArgs"] else set()
+        decided |= set(runs["bulk"]) if seen["features"]["bulk"] else set()
+        assert sorted(seen["progressCards"]) == sorted(decided)
     if seen["features"]["bulk"]:
         for run_id in runs["bulk"]:
             bulk, kinds = _decision(base_url, "refund-agent", run_id, headers)

@@ -2,8 +2,9 @@
 
 The page (``scripts/inbox/src/documents.js``) asks for the reviewer-workflow fields
 (``editedArgs``, ``expiresAt``, ``approvalsRequired``/``approvals``, ``expiresBefore``,
-``decideToolCalls``) and the run's ``conversation`` only when its one introspection query finds
-them, so it also works against a server without them. ``inbox-documents.mjs`` runs that query with graphql-js against
+``decideToolCalls``), the run's ``conversation``, and a decision's ``waitFor`` with the
+``runUpdates`` subscription only when its one introspection query finds them, so it also works
+against a server without them. ``inbox-documents.mjs`` runs that query with graphql-js against
 ``schema.graphql`` and validates every document the page would then send. The browser test
 (``test_inbox_browser.py``) sends them to a real server.
 """
@@ -27,3 +28,5 @@ def test_every_inbox_document_validates_against_the_schema_with_every_reviewer_w
     assert all(seen["current"]["features"].values()), seen["current"]["features"]
     assert seen["current"]["errors"] == {}
     assert "decideMany" in seen["current"]["documents"]
+    # and so are the progress documents (a decision's runUpdates, the run read again)
+    assert {"RUN_UPDATES", "RUN_NOW"} <= set(seen["current"]["documents"])

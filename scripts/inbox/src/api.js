@@ -77,3 +77,17 @@ export function liveClient(token, { onConnected, onClosed }) {
     on: { connected: () => onConnected && onConnected(), closed: (event) => onClosed && onClosed(event) },
   });
 }
+
+/** A graphql-ws client on /graphql for the progress streams of decided runs: it connects with the
+ * first stream and closes after the last, and never reconnects (a stream cut short is reported to
+ * its sink's `error`, and the page reads the run again instead). */
+export function progressClient(token, { onClosed }) {
+  const url = endpoint().replace(/^http/, 'ws');
+  return createClient({
+    url,
+    lazy: true,
+    retryAttempts: 0,
+    connectionParams: () => (token ? { Authorization: `Bearer ${token}` } : {}),
+    on: { closed: (event) => onClosed && onClosed(event) },
+  });
+}

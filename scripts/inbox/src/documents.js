@@ -4,7 +4,8 @@
 // The reviewer-workflow fields (editedArgs, expiresAt, approvals, argsSchema, expiresBefore, decideToolCalls)
 // and the run's conversation are asked for only when the server's schema offers them: FEATURES is
 // sent once at load, and the documents below are built from its answer (`features`), so the page
-// works on a server without them and shows them as soon as the server has them.
+// works on a server without them and shows them as soon as the server has them. So are a
+// decision's `waitFor` and the `runUpdates` subscription, which the page's progress needs.
 
 /** One introspection query: which optional fields and types the server's schema has. */
 export const FEATURES = `query InboxFeatures {
@@ -14,6 +15,7 @@ export const FEATURES = `query InboxFeatures {
   runFilter: __type(name: "SuspendedRunFilter") { inputFields { name } }
   mutation: __type(name: "Mutation") { fields { name } }
   invalidToolArguments: __type(name: "InvalidToolArguments") { name }
+  subscription: __type(name: "Subscription") { fields { name } }
 }`;
 
 /** What the page may use, from FEATURES' data (null data: introspection off, nothing optional). */
@@ -24,6 +26,7 @@ export function features(data) {
   const run = names('run', 'fields');
   const filter = names('runFilter', 'inputFields');
   const mutation = names('mutation', 'fields');
+  const subscription = names('subscription', 'fields');
   return {
     editedArgs: approve.has('editedArgs'),
     invalidToolArguments: Boolean(data && data.invalidToolArguments),
@@ -33,6 +36,8 @@ export function features(data) {
     expiresBefore: filter.has('expiresBefore'),
     bulk: mutation.has('decideToolCalls'),
     conversation: run.has('conversation'),
+    // a decision answered once recorded (`waitFor: RECORDED`), then followed live (`runUpdates`)
+    progress: approve.has('waitFor') && subscription.has('runUpdates'),
   };
 }
 
@@ -117,4 +122,22 @@ ${decisionResult(f)}`;
 /** Live events of one agent's runs (graphql-transport-ws on /graphql). */
 export const RUN_EVENTS = `subscription InboxEvents($agentId: ID!) {
   suspendedRunEvents(agentId: $agentId) { id type at by runId threadId resourceId data }
+}`;
+
+const progressRun = 'runId status lastError { type message } toolCalls { toolCallId toolName requiresApproval decision { kind } }';
+
+/** The progress of one run after a decision (graphql-transport-ws on /graphql); sent only when
+ * `features().progress`. */
+export const RUN_UPDATES = `subscription InboxRunUpdates($agentId: ID!, $runId: ID!) {
+  runUpdates(agentId: $agentId, runId: $runId) {
+    id kind at text toolCallId toolName args result error output truncated
+    run { ${progressRun} }
+  }
+}`;
+
+/** The run as stored, and its events: what the page shows when its progress stream ended before
+ * the outcome (the server shutting down, the store unavailable, the socket closed). */
+export const RUN_NOW = `query InboxRunNow($agentId: ID!, $runId: ID!) {
+  suspendedRun(agentId: $agentId, runId: $runId) { ${progressRun} }
+  runEvents(agentId: $agentId, runId: $runId) { type at data }
 }`;

@@ -6,6 +6,7 @@ import Form from '@rjsf/core';
 import * as docs from './documents.js';
 import { cfworkerValidator, schemaProblems } from './validator.js';
 import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request, storedToken, storeToken } from './api.js';
+import { Progress, useProgress } from './progress.jsx';
 
 /** Runs per page: `?pageSize=N` (1 to 100; the server's page-size cap still applies), else 10. */
 const PAGE_SIZE = (() => {
@@ -30,6 +31,7 @@ export function describe(result, what) {
   if (!result) return `${what}: no answer`;
   switch (result.__typename) {
     case 'RunOutcome':
+      if (result.status === 'RESUMING') return `${what}: recorded, continuing… (its progress is shown under "Progress after decisions").`;
       return `${what}: recorded; the run is now ${result.status}${result.error ? ` (${result.error})` : ''}.`;
     case 'ToolCallAlreadyDecided': {
       const d = result.decision;
@@ -440,7 +442,7 @@ function BulkBar({ agent, count, busy, decide }) {
   );
 }
 
-function AgentListing({ agent, features, filters, token, refresh, log, onAuth }) {
+function AgentListing({ agent, features, filters, token, refresh, log, onAuth, follow }) {
   const [page, setPage] = useState({ first: PAGE_SIZE });
   const [connection, setConnection] = useState(null);
   const [error, setError] = useState('');
@@ -490,6 +492,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth })
         input = { ...ids, questionId: call.questionId, resumeData: extra.resumeData };
         what = `Resume of ${call.toolName} on run ${run.runId}`;
       }
+      if (features.progress) input.waitFor = 'RECORDED'; // answer once recorded; the progress follows
       setBusy(true);
       let result = null;
       try {
@@ -498,6 +501,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth })
         const text = describe(result, what);
         setMessages((m) => ({ ...m, [key]: text }));
         log(text, result.__typename === 'RunOutcome' ? 'ok' : 'problem');
+        if (features.progress && result.__typename === 'RunOutcome' && result.status === 'RESUMING') follow(agent.id, run.runId, what);
       } catch (e) {
         if (e instanceof AuthRequired) onAuth(e);
         else log(`${what}: failed, ${e.message}`, 'problem');
@@ -507,7 +511,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth })
       }
       return result;
     },
-    [agent.id, features, token, log, onAuth],
+    [agent.id, features, token, log, onAuth, follow],
   );
 
   const decide = async (kind, reason) => {
@@ -515,11 +519,13 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth })
     const decisions = items.map(({ runId, toolCallId }) => ({ runId, toolCallId, kind, reason: kind === 'DECLINED' ? reason : null }));
     setBusy(true);
     try {
-      const data = await request(token, docs.decideManyMutation(features), { input: { agentId: agent.id, decisions } });
+      const input = { agentId: agent.id, decisions, ...(features.progress ? { waitFor: 'RECORDED' } : {}) };
+      const data = await request(token, docs.decideManyMutation(features), { input });
       data.decideToolCalls.results.forEach((result, i) => {
         const item = items[i];
         const what = `Bulk ${kind === 'APPROVED' ? 'approval' : 'decline'} of ${item.toolName} on run ${item.runId}`;
         log(describe(result, what), result.__typename === 'RunOutcome' ? 'ok' : 'problem');
+        if (features.progress && result.__typename === 'RunOutcome' && result.status === 'RESUMING') follow(agent.id, item.runId, what);
       });
       setSelection(new Map());
     } catch (e) {
@@ -689,6 +695,8 @@ function App() {
     setMessage(error.tokenGiven ? `The server refused this key or token: ${error.message}` : 'This server needs an API key or token.');
     setPhase('token');
   }, []);
+  const progress = useProgress(token, onAuth);
+  const { sawEvent } = progress;
 
   useEffect(() => {
     let current = true;
@@ -745,6 +753,7 @@ function App() {
             if (event.type === 'suspended') log(`New suspended run ${event.runId} (${agent.name || agent.id}).`);
             else if (event.type === 'decision') log(`Decision on run ${event.runId} by ${event.by || 'someone'}.`);
             else if (event.type === 'completed' || event.type === 'failed') log(`Run ${event.runId} ${event.type}.`);
+            sawEvent(agent.id, event);
             setRefresh((before) => ({ ...before, [agent.id]: (before[agent.id] || 0) + 1 }));
           },
           error: (error) => log(`Live updates for ${agent.id} stopped: ${(error && error.message) || (error && error.reason) || 'closed'}`, 'problem'),
@@ -756,7 +765,7 @@ function App() {
       stops.forEach((stop) => stop());
       client.dispose();
     };
-  }, [phase, watched, token, log, onAuth]);
+  }, [phase, watched, token, log, onAuth, sawEvent]);
 
   if (phase === 'token') {
     return (
@@ -816,6 +825,7 @@ function App() {
             </ol>
           </div>
         </section>
+        <Progress cards={progress.cards} onDismiss={progress.dismiss} />
         {watched.map((agent) => (
           <AgentListing
             key={`${agent.id}\u0000${JSON.stringify(filters)}`}
@@ -826,6 +836,7 @@ function App() {
             refresh={refresh[agent.id] || 0}
             log={log}
             onAuth={onAuth}
+            follow={progress.follow}
           />
         ))}
       </main>

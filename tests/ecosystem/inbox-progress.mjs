@@ -1,0 +1,259 @@
+// What the inbox shows after a decision, in Debian's Chromium (playwright-core):
+//   node inbox-progress.mjs BASE_URL OUTPUT_DIR API_KEY
+// against a server whose refund-agent streams its answer slowly (tests/ecosystem/_paced_agents.py).
+// Signs in with API_KEY; the page's WebSockets pass through this script (playwright's
+// routeWebSocket), which records what the server sends on each runUpdates subscription. Then:
+// - approves a refund with the keyboard and records every state its progress card goes through
+//   (a MutationObserver in the page) and the model's text it shows, up to the outcome;
+// - declines another while this script ends its progress stream after the first TEXT update, as a
+//   server shutting down does (SHUTTING_DOWN in a `next`, then `complete`), and records what the
+//   card shows and the page's requests after it;
+// - approves two in bulk and waits for both outcomes;
+// and measures the text contrast of every element of the progress cards at rest, hovered,
+// focused and both, and runs axe-core with the cards shown. Records rather than stops on what it
+// does not find, so each check is the test's.
+// Prints JSON: {runs, approve, cut, bulk, contrast, axe, dismissed, pageErrors, cspViolations}.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const require = createRequire(import.meta.url);
+const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+const [baseUrl, outputDir, apiKey] = process.argv.slice(2);
+const TIMEOUT = 60_000;
+
+async function graphql(query, variables = {}) {
+  const response = await fetch(`${baseUrl}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await response.json();
+  if (body.errors) throw new Error(JSON.stringify(body.errors));
+  return body.data;
+}
+
+async function start(agentId, prompt) {
+  const data = await graphql(
+    'mutation S($input: StartRunInput!) { startRun(input: $input) { ... on RunOutcome { runId status } } }',
+    { input: { agentId, prompt } },
+  );
+  if (data.startRun.status !== 'SUSPENDED') throw new Error(`did not suspend: ${JSON.stringify(data)}`);
+  return data.startRun.runId;
+}
+
+// WCAG 2 contrast of an element's text with the background it is drawn on (as inbox-review.mjs)
+function contrastOf(el) {
+  const parse = (value) => {
+    const m = /rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?\)/.exec(value);
+    return m ? [Number(m[1]), Number(m[2]), Number(m[3]), m[4] === undefined ? 1 : Number(m[4])] : [0, 0, 0, 1];
+  };
+  const over = (top, bottom) => [0, 1, 2].map((i) => top[i] * top[3] + bottom[i] * (1 - top[3])).concat(1);
+  let background = [255, 255, 255, 1];
+  const layers = [];
+  for (let node = el; node && node.nodeType === 1; node = node.parentElement) layers.push(parse(getComputedStyle(node).backgroundColor));
+  for (const layer of layers.reverse()) background = over(layer, background);
+  const text = over(parse(getComputedStyle(el).color), background);
+  const luminance = ([r, g, b]) => {
+    const [R, G, B] = [r, g, b].map((c) => {
+      const s = c / 255;
+      return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * R + 0.7152 * G + 0.0722 * B;
+  };
+  const [l1, l2] = [luminance(text), luminance(background)].sort((a, b) => b - a);
+  return { ratio: Math.round(((l1 + 0.05) / (l2 + 0.05)) * 100) / 100, color: getComputedStyle(el).color, background: `rgb(${background.slice(0, 3).map(Math.round).join(', ')})` };
+}
+
+const userDataDir = mkdtempSync(join(tmpdir(), 'runsgate-chromium-'));
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: process.env.CHROMIUM_BIN || '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1280, height: 1000 },
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const out = { runs: {}, contrast: [], axe: [], pageErrors: [], cspViolations: [], consoleErrors: [], updates: {}, requests: [] };
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(TIMEOUT);
+  page.on('pageerror', (error) => out.pageErrors.push(String(error)));
+  page.on('console', (message) => {
+    if (message.type() !== 'error') return;
+    if (/Content Security Policy/i.test(message.text())) out.cspViolations.push(message.text());
+    else out.consoleErrors.push(message.text());
+  });
+  page.on('request', (req) => {
+    const body = req.postData();
+    const name = body && /"query":"(?:query|mutation|subscription) (\w+)/.exec(body);
+    if (name) out.requests.push({ at: Date.now(), operation: name[1], body });
+  });
+
+  // every socket of the page goes through here: the server's runUpdates messages are recorded by
+  // run, and `cut` (a run id) ends that run's stream after its first TEXT update
+  let cut = null;
+  await page.routeWebSocket(/\/graphql$/, (ws) => {
+    const server = ws.connectToServer();
+    const runOf = new Map(); // subscription id -> run id, for runUpdates
+    const dropped = new Set();
+    ws.onMessage((message) => {
+      try {
+        const parsed = JSON.parse(message);
+        if (parsed.type === 'subscribe' && /runUpdates/.test(parsed.payload.query)) runOf.set(parsed.id, parsed.payload.variables.runId);
+      } catch {
+        // not JSON: passed on as is
+      }
+      server.send(message);
+    });
+    server.onMessage((message) => {
+      let parsed = null;
+      try {
+        parsed = JSON.parse(message);
+      } catch {
+        // not JSON
+      }
+      const runId = parsed && runOf.get(parsed.id);
+      if (!runId) {
+        ws.send(message);
+        return;
+      }
+      if (dropped.has(parsed.id)) return;
+      const update = parsed.payload && parsed.payload.data && parsed.payload.data.runUpdates;
+      (out.updates[runId] = out.updates[runId] || []).push({ at: Date.now(), type: parsed.type, kind: update ? update.kind : null, text: update ? update.text : null });
+      ws.send(message);
+      if (runId === cut && update && update.kind === 'TEXT') {
+        dropped.add(parsed.id);
+        ws.send(JSON.stringify({ id: parsed.id, type: 'next', payload: { errors: [{ message: 'the server is shutting down', extensions: { code: 'SHUTTING_DOWN' } }] } }));
+        ws.send(JSON.stringify({ id: parsed.id, type: 'complete' }));
+      }
+    });
+  });
+
+  const article = (runId) => page.locator(`article[aria-labelledby="run-${runId}"]`);
+  const card = (runId) => page.locator(`[data-progress="${runId}"]`);
+  // every state a card goes through, each once, in order: as shown (innerText), and its streamed text
+  const watch = (runId) =>
+    page.evaluate((id) => {
+      window.__shown = window.__shown || {};
+      const shown = (window.__shown[id] = []);
+      const record = () => {
+        const el = document.querySelector(`[data-progress="${id}"]`);
+        if (!el) return;
+        const state = { card: el.innerText, text: [...el.querySelectorAll('li.text')].map((li) => li.textContent).join('') };
+        const last = shown[shown.length - 1];
+        if (!last || last.card !== state.card) shown.push(state);
+      };
+      new MutationObserver(record).observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+    }, runId);
+  const shownStates = (runId) => page.evaluate((id) => window.__shown[id], runId);
+  const rest = async () => {
+    await page.mouse.move(1, 1);
+    await page.evaluate(() => document.activeElement && document.activeElement.blur());
+  };
+  // the contrast of every element with text of its own in the cards, in the four states
+  const measure = async (where) => {
+    const elements = page.locator('section.progress *');
+    for (let i = 0; i < (await elements.count()); i += 1) {
+      const el = elements.nth(i);
+      const own = await el.evaluate((node) => [...node.childNodes].some((child) => child.nodeType === 3 && child.textContent.trim()));
+      if (!own || !(await el.isVisible())) continue;
+      await el.scrollIntoViewIfNeeded();
+      const label = (await el.innerText()).trim().slice(0, 60);
+      const tag = await el.evaluate((node) => `${node.tagName.toLowerCase()}${node.className ? `.${node.className}` : ''}`);
+      await rest();
+      const states = { rest: await el.evaluate(contrastOf) };
+      await el.hover();
+      states.hover = await el.evaluate(contrastOf);
+      await rest();
+      await el.focus();
+      states.focus = await el.evaluate(contrastOf);
+      await el.hover();
+      states.hoverFocus = await el.evaluate(contrastOf);
+      await rest();
+      out.contrast.push({ where, tag, label, states });
+    }
+  };
+  const axe = async (label) => {
+    if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE);
+    const violations = await page.evaluate(async () => {
+      const result = await window.axe.run(document, { resultTypes: ['violations'] });
+      return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
+    });
+    out.axe.push({ label, violations });
+  };
+
+  await page.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await page.getByLabel('API key or token').focus();
+  await page.keyboard.type(apiKey);
+  await page.keyboard.press('Enter');
+  await page.getByText('Live: new runs and decisions appear as they happen').waitFor();
+
+  // 1. an approval: "Recorded, continuing…", the deltas as they stream, then the outcome
+  out.runs.approve = await start('refund-agent', 'Please refund order 1042');
+  await article(out.runs.approve).waitFor();
+  await watch(out.runs.approve);
+  await article(out.runs.approve).getByRole('button', { name: 'Approve', exact: true }).focus();
+  const approvedAt = Date.now();
+  await page.keyboard.press('Enter');
+  await card(out.runs.approve).getByText('Completed.').waitFor();
+  const approveCard = card(out.runs.approve);
+  out.approve = {
+    shown: await shownStates(out.runs.approve),
+    final: await approveCard.innerText(),
+    live: await approveCard.locator('[aria-live]').evaluateAll((els) => els.map((e) => e.getAttribute('aria-live'))),
+    sent: out.requests.filter((r) => r.at >= approvedAt && r.operation === 'InboxApprove').map((r) => JSON.parse(r.body).variables.input),
+    activity: await page.locator('[role="log"] li').allInnerTexts(),
+  };
+  await page.screenshot({ path: join(outputDir, 'inbox-progress.png'), fullPage: true });
+
+  // 2. a decline whose stream ends early: a visible message, the run read again, then its outcome
+  out.runs.cut = await start('refund-agent', 'Please refund order 1043');
+  await article(out.runs.cut).waitFor();
+  await watch(out.runs.cut);
+  cut = out.runs.cut;
+  const cutAt = Date.now();
+  await article(out.runs.cut).getByLabel('Reason for declining (the model reads it)').focus();
+  await page.keyboard.type('Refunded by phone');
+  await page.keyboard.press('Enter');
+  await card(out.runs.cut).getByText('Live progress stopped (SHUTTING_DOWN').waitFor();
+  await card(out.runs.cut).getByText('Completed.').waitFor();
+  out.cut = {
+    shown: await shownStates(out.runs.cut),
+    final: await card(out.runs.cut).innerText(),
+    reads: out.requests.filter((r) => r.at >= cutAt && r.operation === 'InboxRunNow').map((r) => JSON.parse(r.body).variables),
+  };
+  await measure('after an approval and a stream cut short');
+  await axe('with a completed run and a stream cut short');
+  await page.screenshot({ path: join(outputDir, 'inbox-progress-cut.png'), fullPage: true });
+
+  // 3. two approvals in bulk: a card for each, each to its outcome
+  cut = null;
+  out.runs.bulk = [await start('refund-agent', 'Please refund order 1042'), await start('refund-agent', 'Please refund order 1042')];
+  for (const runId of out.runs.bulk) {
+    await article(runId).waitFor();
+    await article(runId).getByRole('checkbox', { name: /bulk decision/ }).check();
+  }
+  await page.getByRole('button', { name: 'Approve selected' }).first().click();
+  for (const runId of out.runs.bulk) await card(runId).getByText('Completed.').waitFor();
+  out.bulk = { finals: await Promise.all(out.runs.bulk.map((runId) => card(runId).innerText())) };
+  await axe('with four cards');
+
+  // a finished card can be dismissed
+  await card(out.runs.approve).getByRole('button', { name: 'Dismiss' }).focus();
+  await page.keyboard.press('Enter');
+  await card(out.runs.approve).waitFor({ state: 'detached' });
+  out.dismissed = (await card(out.runs.approve).count()) === 0;
+  process.stdout.write(JSON.stringify(out) + '\n');
+} catch (error) {
+  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
+  try {
+    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-progress-failure.png'), fullPage: true });
+  } catch {
+    // no page to capture
+  }
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+}

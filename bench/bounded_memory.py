@@ -40,7 +40,7 @@ from pathlib import Path
 import httpx
 
 from storage import SQLiteSnapshotStore
-from storage.sqlite import _EVENT_COLUMNS, _event_row  # the store's own row layout, to seed quickly
+from storage.sqlite.rows import _EVENT_COLUMNS, _event_row  # the store's own row layout, to seed quickly
 from tests._graphql import ws_connect
 from tests._receiver import new_secret
 from tests._servers import SERVE, free_port, listening_process, server_env

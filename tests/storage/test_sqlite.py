@@ -1,4 +1,4 @@
-"""What only the SQLite store has to show: its files, its locks, its faults (``storage/sqlite.py``).
+"""What only the SQLite store has to show: its files, its locks, its faults (``storage/sqlite/``).
 
 Every test works on a real SQLite file in its own ``tmp_path``; the lock and disk-full cases are
 made with a second real connection and SQLite's own page limit, not with mocks.
@@ -117,6 +117,12 @@ async def test_listing_walks_one_index_in_listing_order_for_each_filter(sqlite: 
 
         assert len(plan) == 1, plan  # one index search, no temporary B-tree to sort
         assert f"USING INDEX {index} " in plan[0], plan
+
+
+async def test_the_stalled_run_read_is_one_search_of_its_index_in_its_order(sqlite: SQLiteSnapshotStore) -> None:
+    plan = await sqlite.explain_stalled_runs(now=T0, idle_before=T0, limit=50)
+
+    assert plan == ["SEARCH run_snapshots USING INDEX runs_stalled (pending_count=?)"], plan  # no sort step
 
 
 async def test_a_file_of_a_newer_schema_version_is_refused_and_left_unchanged(

@@ -1,0 +1,158 @@
+"""The SQLite store's claims: taking a run (``rules.claimable``) and every write of its
+continuation while the claim is held (``rules.held``): renewal, rewrite, end and release, each
+one transaction with its events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from .. import rules
+from ..documents import EventDocument, RunErrorDocument, SnapshotDocument, ToolCallDocument
+from . import conditions
+from .connection import _Connection
+from .rows import _COLUMNS, _calls_text, _deadline_ms, _error_text, _ms, _snapshot
+
+
+def _held(agent_id: str, run_id: str, by: str) -> tuple[str, list[Any]]:
+    """The ``WHERE`` fragment of ``rules.held`` and its parameters."""
+    return conditions.where(rules.held(agent_id, run_id, by))
+
+
+class _Claims(_Connection):
+    """``RunStore``'s claims and the writes of a claimed run."""
+
+    async def claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        events: Sequence[EventDocument] = (),
+        version: int | None = None,
+    ) -> SnapshotDocument | None:
+        sql, params = conditions.where(rules.all_of(rules.owned(agent_id, run_id), rules.claimable(now, version)))
+        return await self._update_returning(
+            "UPDATE run_snapshots SET status = 'resuming', claim_by = ?, claim_until = ?, updated_at = ?, "
+            f"version = version + 1 WHERE {sql}",
+            (by, _ms(until), _ms(now), *params),
+            events,
+        )
+
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+        held, params = _held(agent_id, run_id, by)
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    f"UPDATE run_snapshots SET claim_until = ? WHERE {held} RETURNING run_id", (_ms(until), *params)
+                )
+            )
+        return bool(rows)
+
+    async def replace_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        tool_calls: list[ToolCallDocument],
+        history: bytes,
+        history_id: str,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        return await self._update_claimed_with_history(
+            agent_id,
+            run_id,
+            by,
+            "tool_calls = ?, pending_count = ?, status = 'suspended', claim_by = NULL, claim_until = NULL, "
+            "last_error = NULL, suspended_at = ?, updated_at = ?, expires_at = ?",
+            (
+                _calls_text(tool_calls),
+                rules.pending_count(tool_calls),
+                _ms(now),
+                _ms(now),
+                _deadline_ms(tool_calls),
+            ),
+            history,
+            history_id,
+            event,
+        )
+
+    async def _update_claimed_with_history(
+        self,
+        agent_id: str,
+        run_id: str,
+        by: str,
+        assignments: str,
+        params: Sequence[Any],
+        history: bytes,
+        history_id: str,
+        event: EventDocument | Sequence[EventDocument] | None,
+    ) -> SnapshotDocument | None:
+        """Set ``assignments`` and point the snapshot to a new history in one transaction, only
+        while ``by`` holds the claim; the old history is deleted, and ``event`` appended, in the
+        same transaction."""
+        compressed = await self._compress(history)
+        held, held_params = _held(agent_id, run_id, by)
+        async with self._transaction() as conn:
+            current = list(
+                await conn.execute_fetchall(f"SELECT history_id FROM run_snapshots WHERE {held}", held_params)
+            )
+            if not current:
+                return None
+            await conn.execute(
+                "INSERT INTO run_histories (history_id, run_id, data) VALUES (?, ?, ?)",
+                (history_id, run_id, compressed),
+            )
+            rows = list(
+                await conn.execute_fetchall(
+                    f"UPDATE run_snapshots SET {assignments}, history_id = ?, version = version + 1 "
+                    f"WHERE run_id = ? RETURNING {_COLUMNS}",
+                    (*params, history_id, run_id),
+                )
+            )
+            await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (current[0][0],))
+            await self._append_in(conn, event)
+        return _snapshot(rows[0])
+
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+        held, params = _held(agent_id, run_id, by)
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(f"DELETE FROM run_snapshots WHERE {held} RETURNING history_id", params)
+            )
+            if rows:
+                await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (rows[0][0],))
+                await self._append_in(conn, event)
+        return bool(rows)
+
+    async def release_claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        error: RunErrorDocument,
+        now: datetime,
+        history: bytes | None = None,
+        history_id: str | None = None,
+        event: EventDocument | None = None,
+    ) -> SnapshotDocument | None:
+        assignments = "status = 'suspended', claim_by = NULL, claim_until = NULL, last_error = ?, updated_at = ?"
+        params = (_error_text(error), _ms(now))
+        if history is None:
+            held, held_params = _held(agent_id, run_id, by)
+            return await self._update_returning(
+                f"UPDATE run_snapshots SET {assignments}, version = version + 1 WHERE {held}",
+                (*params, *held_params),
+                event,
+            )
+        if history_id is None:
+            raise ValueError("a new history needs a new history_id")
+        return await self._update_claimed_with_history(
+            agent_id, run_id, by, assignments, params, history, history_id, event
+        )

@@ -1,0 +1,104 @@
+"""The SQLite store's decisions (``record_decision``, ``record_approval``): the run's row and
+its calls read under ``rules.pending_call`` (and ``rules.approvals_counted``) in one transaction,
+then its calls, pending count and deadline rewritten with the events in the same one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import aiosqlite
+
+from .. import rules
+from ..documents import ApprovalDocument, DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
+from ..protocol import event_list
+from ..rules import Condition
+from . import conditions
+from .connection import _Connection
+from .rows import _COLUMNS, _calls, _calls_text, _deadline_ms, _ms, _snapshot
+
+
+class _Decisions(_Connection):
+    """``RunStore``'s decisions on a suspended run's calls."""
+
+    async def record_decision(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        decision: DecisionDocument,
+        now: datetime,
+        event: EventDocument | None = None,
+        preceding_events: Sequence[EventDocument] = (),
+    ) -> SnapshotDocument | None:
+        pending = rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)
+        async with self._transaction() as conn:
+            calls = await self._calls_where(conn, pending)
+            if calls is None:
+                return None
+            calls[index]["decision"] = decision
+            return await self._write_calls(conn, run_id, calls, now, [*preceding_events, *event_list(event)])
+
+    async def record_approval(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        approval: ApprovalDocument,
+        approvals_before: int,
+        decision: DecisionDocument | None,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        counted = rules.all_of(
+            rules.pending_call(agent_id, run_id, index, tool_call_id, question_id),
+            rules.approvals_counted(index, approvals_before),
+        )
+        async with self._transaction() as conn:
+            calls = await self._calls_where(conn, counted)
+            if calls is None:
+                return None
+            call = calls[index]
+            call["approvals"] = [*(call.get("approvals") or []), approval]
+            if decision is not None:
+                call["decision"] = decision
+            return await self._write_calls(conn, run_id, calls, now, event_list(event))
+
+    @staticmethod
+    async def _calls_where(conn: aiosqlite.Connection, condition: Condition) -> list[ToolCallDocument] | None:
+        """The calls of the run meeting ``condition``, read in the caller's transaction: its part
+        on columns in SQL, its part on ``toolCalls`` on the decoded calls (``conditions.split``);
+        ``None`` when no run meets it."""
+        on_columns, on_calls = conditions.split(condition)
+        sql, params = conditions.where(on_columns)
+        rows = list(await conn.execute_fetchall(f"SELECT tool_calls FROM run_snapshots WHERE {sql}", params))
+        if not rows:
+            return None
+        calls = _calls(rows[0][0])
+        return calls if conditions.calls_match(on_calls, calls) else None
+
+    async def _write_calls(
+        self,
+        conn: aiosqlite.Connection,
+        run_id: str,
+        calls: list[ToolCallDocument],
+        now: datetime,
+        events: Sequence[EventDocument],
+    ) -> SnapshotDocument:
+        """Write the run's changed ``calls``, their pending count (``rules.pending_count``) and
+        deadline (``rules.earliest_deadline``), and ``events``, in the caller's transaction."""
+        updated = list(
+            await conn.execute_fetchall(
+                "UPDATE run_snapshots SET tool_calls = ?, pending_count = ?, updated_at = ?, "
+                f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
+                (_calls_text(calls), rules.pending_count(calls), _ms(now), _deadline_ms(calls), run_id),
+            )
+        )
+        await self._append_in(conn, events)
+        return _snapshot(updated[0])

@@ -1,0 +1,86 @@
+"""The SQLite store's idempotency keys (``IdempotencyKeys``) in ``idempotency_keys``: a
+reservation with its lease, taken over once the lease lapsed, then its answer or its release."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..documents import IdempotencyDocument
+from .connection import _Connection
+from .rows import _datetime, _dumps, _loads, _ms
+
+
+def _held_key(by: str | None) -> tuple[str, tuple[Any, ...]]:
+    """The condition of a reservation still held (by ``by`` unless ``None``)."""
+    if by is None:
+        return "key_id = ? AND result IS NULL", ()
+    return "key_id = ? AND result IS NULL AND reserved_by = ?", (by,)
+
+
+class _IdempotencyKeys(_Connection):
+    """``IdempotencyKeys`` on ``idempotency_keys``."""
+
+    async def reserve_idempotency_key(
+        self,
+        key_id: str,
+        fingerprint: str,
+        now: datetime,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+    ) -> IdempotencyDocument | None:
+        lease = None if until is None else _ms(until)
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until "
+                    "FROM idempotency_keys WHERE key_id = ?",
+                    (key_id,),
+                )
+            )
+            if not rows:
+                await conn.execute(
+                    "INSERT INTO idempotency_keys (key_id, fingerprint, result, created_at, reserved_by, "
+                    "reserved_until) VALUES (?, ?, NULL, ?, ?, ?)",
+                    (key_id, fingerprint, _ms(now), by, lease),
+                )
+                return None
+            row = rows[0]
+            if row[2] is None and row[1] == fingerprint and row[5] is not None and row[5] < _ms(now):
+                # The holder's lease lapsed: take the key over (this transaction holds the write lock).
+                await conn.execute(
+                    "UPDATE idempotency_keys SET reserved_by = ?, reserved_until = ? WHERE key_id = ?",
+                    (by, lease, key_id),
+                )
+                return None
+        return {
+            "_id": row[0],
+            "fingerprint": row[1],
+            "result": None if row[2] is None else _loads(row[2]),
+            "createdAt": _datetime(row[3]),
+            "reservedBy": row[4],
+            "reservedUntil": None if row[5] is None else _datetime(row[5]),
+        }
+
+    async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
+        where, extra = _held_key(by)
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    f"UPDATE idempotency_keys SET reserved_until = ? WHERE {where} RETURNING key_id",
+                    (_ms(until), key_id, *extra),
+                )
+            )
+        return bool(rows)
+
+    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
+        text = _dumps(result)
+        where, extra = _held_key(by)
+        async with self._transaction() as conn:
+            await conn.execute(f"UPDATE idempotency_keys SET result = ? WHERE {where}", (text, key_id, *extra))
+
+    async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
+        where, extra = _held_key(by)
+        async with self._transaction() as conn:
+            await conn.execute(f"DELETE FROM idempotency_keys WHERE {where}", (key_id, *extra))

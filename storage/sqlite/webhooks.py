@@ -1,0 +1,135 @@
+"""The SQLite store's webhook deliveries (``WebhookDeliveries``): the cursors of the log's
+derivation in ``webhook_cursors``, and the deliveries in ``webhook_deliveries``, leased to one
+sender at a time and finished per attempt (``rules.finished_at``)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+from .. import rules
+from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
+from .connection import _Connection
+from .rows import _DELIVERY_COLUMNS, _delivery, _delivery_row, _marks, _ms, _optional_ms
+
+
+class _WebhookDeliveries(_Connection):
+    """``WebhookDeliveries`` on ``webhook_cursors`` and ``webhook_deliveries``."""
+
+    async def webhook_cursor(self, cursor_id: str) -> str | None:
+        rows = await self._read("SELECT event_id FROM webhook_cursors WHERE cursor_id = ?", (cursor_id,))
+        return str(rows[0][0]) if rows else None
+
+    async def advance_webhook_cursor(self, cursor_id: str, event_id: str) -> None:
+        async with self._transaction() as conn:
+            await conn.execute(
+                "INSERT INTO webhook_cursors (cursor_id, event_id) VALUES (?, ?) "
+                "ON CONFLICT (cursor_id) DO UPDATE SET event_id = excluded.event_id "
+                "WHERE excluded.event_id > webhook_cursors.event_id",
+                (cursor_id, event_id),
+            )
+
+    async def add_webhook_deliveries(self, deliveries: Sequence[WebhookDeliveryDocument]) -> int:
+        if not deliveries:
+            return 0
+        async with self._transaction() as conn:
+            added = 0
+            for delivery in deliveries:
+                cursor = await conn.execute(
+                    f"INSERT OR IGNORE INTO webhook_deliveries ({_DELIVERY_COLUMNS}) VALUES ({_marks(18)})",
+                    _delivery_row(delivery),
+                )
+                added += max(cursor.rowcount, 0)
+        return added
+
+    async def claim_webhook_deliveries(
+        self,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        limit: int,
+        endpoint_id: str | None = None,
+        other_than: Collection[str] = (),
+    ) -> list[WebhookDeliveryDocument]:
+        which = ""
+        params: list[Any] = [by, _ms(until), _ms(now), _ms(now)]
+        if endpoint_id is not None:
+            which += " AND endpoint_id = ?"
+            params.append(endpoint_id)
+        if other_than:
+            which += f" AND endpoint_id NOT IN ({', '.join('?' * len(other_than))})"
+            params.extend(other_than)
+        async with self._transaction() as conn:  # BEGIN IMMEDIATE: the select and the lease are one step
+            rows = list(
+                await conn.execute_fetchall(
+                    "UPDATE webhook_deliveries SET lease_by = ?, lease_until = ? WHERE delivery_id IN ("
+                    "SELECT delivery_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? "
+                    f"AND (lease_until IS NULL OR lease_until < ?){which} ORDER BY next_attempt_at, delivery_id "
+                    f"LIMIT ?) RETURNING {_DELIVERY_COLUMNS}",
+                    (*params, limit),
+                )
+            )
+        docs = [_delivery(row) for row in rows]
+        docs.sort(key=lambda d: (d["nextAttemptAt"], d["_id"]))
+        return docs
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        by: str,
+        status: WebhookDeliveryStatus,
+        at: datetime,
+        next_attempt_at: datetime,
+        status_code: int | None,
+        error: str | None,
+    ) -> bool:
+        async with self._transaction() as conn:
+            rows = list(
+                await conn.execute_fetchall(
+                    "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, last_attempt_at = ?, "
+                    "next_attempt_at = ?, last_status_code = ?, last_error = ?, finished_at = ?, "
+                    "lease_by = NULL, lease_until = NULL "
+                    "WHERE delivery_id = ? AND status = 'pending' AND lease_by = ? RETURNING delivery_id",
+                    (
+                        status,
+                        _ms(at),
+                        _ms(next_attempt_at),
+                        status_code,
+                        error,
+                        _optional_ms(rules.finished_at(status, at)),
+                        delivery_id,
+                        by,
+                    ),
+                )
+            )
+        return bool(rows)
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookDeliveryStatus | None,
+        resource_ids: frozenset[str] | None,
+        limit: int,
+        after: str | None = None,
+    ) -> list[WebhookDeliveryDocument]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        if after is not None:
+            clauses.append("delivery_id < ?")
+            params.append(after)
+        if resource_ids is not None:
+            allowed = sorted(resource_ids)
+            clauses.append(f"resource_id IN ({_marks(len(allowed))})" if allowed else "0")
+            params += allowed
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        rows = await self._read(
+            f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries {where}ORDER BY delivery_id DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [_delivery(row) for row in rows]

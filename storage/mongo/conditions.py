@@ -10,6 +10,7 @@ store sends for a comparison with null (``tests/storage/_null_conditions.py``).
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..rules import AllOf, AnyOf, AtMost, Before, Condition, Equals, Length, NoValue
@@ -58,7 +59,7 @@ def compiled(condition: Condition) -> Document:
         case NoValue(path):
             return no_value(path)
         case Before(path, value):
-            return {path: {"$lt": value}}
+            return {path: {"$lt": _ceil_ms(value)}}
         case AtMost(path, value):
             return {path: {"$lte": value}}
         case Length(path, count):
@@ -71,6 +72,13 @@ def compiled(condition: Condition) -> Document:
         case AnyOf(conditions):
             return {"$or": [compiled(one) for one in conditions]}
     raise TypeError(f"not a condition: {condition!r}")
+
+
+def _ceil_ms(value: datetime) -> datetime:
+    """``value`` rounded up to the millisecond. BSON dates are whole milliseconds and PyMongo drops
+    a bound's sub-millisecond part; a stored ``m`` is before ``value`` iff it is before this."""
+    extra = value.microsecond % 1000
+    return value if extra == 0 else value + timedelta(microseconds=1000 - extra)
 
 
 __all__ = ["HAS_VALUE", "compiled", "merged", "no_value"]

@@ -25,6 +25,9 @@ pytestmark = pytest.mark.mongo
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TIMES = st.sampled_from([T0 + timedelta(seconds=s) for s in (0, 1, 2)])
 """Three instants (whole milliseconds, as stored), so that bounds meet stored values exactly."""
+BOUNDS = st.sampled_from([T0 + timedelta(seconds=s, microseconds=us) for s in (0, 1, 2) for us in (-1, 0, 1)])
+"""Bounds of the conditions: the stored instants, and a microsecond either side of each (the
+stores keep whole milliseconds; a bound need not be one)."""
 
 
 def maybe_null(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -73,8 +76,8 @@ ARGUMENTS = st.fixed_dictionaries(
         "call": st.sampled_from(["c1", "c2"]),
         "question": maybe_null(st.sampled_from(["q1", "q2"])),
         "count": st.integers(0, 3),
-        "now": TIMES,
-        "idle_before": TIMES,
+        "now": BOUNDS,
+        "idle_before": BOUNDS,
         "version": maybe_null(st.integers(0, 2)),
     }
 )

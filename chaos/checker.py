@@ -232,7 +232,10 @@ class Checker:
     def check_gave_up(self) -> None:
         for entry in self.driver.gave_up:
             self.flag(
-                entry["runId"] or "-", "request never answered", f"{entry['op']} {entry['note']} {entry['variables']}"
+                entry["runId"] or "-",
+                "request never answered",
+                f"{entry['op']} {entry['note']} {entry['variables']}: {entry['attempts']} tries in "
+                f"{entry['seconds']} s, the last answered {entry['last']}",
             )
 
     def report(self) -> dict[str, Any]:

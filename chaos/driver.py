@@ -40,7 +40,8 @@ RUN = (
 EVENTS = "query($agentId: ID!, $runId: ID!) { runEvents(agentId: $agentId, runId: $runId) { id type at by data } }"
 LISTING = (
     "query($agentId: ID!, $after: String) { suspendedRuns(agentId: $agentId, first: 100, after: $after) { "
-    "edges { node { runId status lastError { type } toolCalls { toolCallId decision { kind } } } } "
+    "edges { node { runId status parentRunId createdAt lastError { type } "
+    "toolCalls { toolCallId decision { kind } } } } "
     "pageInfo { hasNextPage endCursor } } }"
 )
 ATTEMPTS = 12

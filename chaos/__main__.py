@@ -79,13 +79,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     )
     try:
         await cluster.start()  # inside: an instance that does not start must not leave the others running
+        faults = Faults(cluster, schedule(args.seed, args.store, args.claim_ttl, args.fault_every))
         driver = Driver(
             [i.url for i in cluster.instances],
             seed=args.seed,
             concurrency=args.concurrency,
             run_seconds=args.run_seconds,
+            store_calm=faults.store_calm if args.fault_every > 0 else None,
         )
-        faults = Faults(cluster, schedule(args.seed, args.store, args.claim_ttl, args.fault_every))
         stop = asyncio.Event()
         injecting = asyncio.create_task(faults.run(stop)) if args.fault_every > 0 else None
         # The workload lasts until its faults were injected: a quiet machine gets through its runs

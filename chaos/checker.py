@@ -16,7 +16,7 @@ from typing import Any
 
 from runtime.delegation import sub_run_id
 
-from .agents import APPROVE, SUPERVISOR
+from .agents import AGENTS, APPROVE, SUPERVISOR
 from .driver import EVENTS, LISTING, RUN, Driver
 
 ENDED = {"completed"}
@@ -73,7 +73,10 @@ class Checker:
         async with _client(driver):
             for run_id, agent in list(driver.runs.items()):
                 await self.read(agent, run_id)
-            listings = {agent: await self.listed(agent) for agent in set(driver.runs.values())}
+            listings = {agent: await self.listed(agent) for agent in sorted({*driver.runs.values(), *AGENTS})}
+            for agent, listing in listings.items():
+                for run_id in self.strays(listing):
+                    await self.read(agent, run_id)  # its events, for the report
             # the sub-runs of supervisors, found from the supervisor's decisions
             subs: dict[str, str] = {}
             for run_id, agent in driver.runs.items():
@@ -89,6 +92,8 @@ class Checker:
         for sub, parent in subs.items():
             self.check_chain(sub)
             self.check_effects(sub, parent)
+        for listing in listings.values():
+            self.check_strays(listing)
         self.check_gave_up()
 
     def check_run(self, run_id: str, agent: str, listing: dict[str, dict[str, Any]]) -> None:
@@ -123,6 +128,29 @@ class Checker:
         self.check_chain(run_id)
         self.check_decisions(run_id)
         self.check_effects(run_id, None)
+
+    def strays(self, listing: dict[str, dict[str, Any]]) -> list[str]:
+        """The listed runs that no start answered to the driver: neither a run it started nor a
+        sub-run of one (``parentRunId``)."""
+        known = self.driver.runs
+        return [
+            run_id
+            for run_id, node in listing.items()
+            if run_id not in known and (node.get("parentRunId") is None or node["parentRunId"] not in known)
+        ]
+
+    def check_strays(self, listing: dict[str, dict[str, Any]]) -> None:
+        """``stray run``: a stored run that no start answered (a start repeated after its run was
+        stored, which stored a second run; or a sub-run whose supervisor was never stored)."""
+        for run_id in self.strays(listing):
+            node = listing[run_id]
+            parent = node.get("parentRunId")
+            self.flag(
+                run_id,
+                "stray run",
+                f"{node['status']} since {node.get('createdAt')}, "
+                + (f"a sub-run of {parent}, which no start answered" if parent else "no start answered it"),
+            )
 
     def check_chain(self, run_id: str) -> None:
         """One continuation at a time: a ``resumed`` follows the end of the last one, or a takeover
@@ -232,7 +260,10 @@ class Checker:
     def check_gave_up(self) -> None:
         for entry in self.driver.gave_up:
             self.flag(
-                entry["runId"] or "-", "request never answered", f"{entry['op']} {entry['note']} {entry['variables']}"
+                entry["runId"] or "-",
+                "request never answered",
+                f"{entry['op']} {entry['note']} {entry['variables']}: {entry['attempts']} tries in "
+                f"{entry['seconds']} s, the last answered {entry['last']}",
             )
 
     def report(self) -> dict[str, Any]:

@@ -239,6 +239,9 @@ class Fault:
     """Seconds down, paused, stopped or locked."""
 
 
+STORE_KINDS = frozenset({"store", "postgres", "ferretdb", "lock"})
+"""The kinds of fault that make the store unavailable (``STORE_UNAVAILABLE``) while they last."""
+
 FAULT_KINDS = {
     "sqlite": ("kill", "pause", "lock"),
     "ferretdb": ("kill", "pause", "store"),
@@ -275,6 +278,13 @@ class Faults:
         self.injected: Counter[str] = Counter()
         self.log: list[dict[str, object]] = []
         self._reached: dict[int, asyncio.Event] = {}
+        self._store_down = False
+        self._store_up_at = float("-inf")
+
+    def store_calm(self) -> float:
+        """Seconds (monotonic) since the last store fault ended, its restart included; 0 while one
+        is in progress, infinite before the first."""
+        return 0.0 if self._store_down else time.monotonic() - self._store_up_at
 
     def reached(self, count: int) -> asyncio.Event:
         """An event set once ``count`` faults were injected (at once for 0)."""
@@ -291,7 +301,12 @@ class Faults:
             except TimeoutError:
                 pass
             started = time.time()
-            await self.apply(fault)
+            self._store_down = fault.kind in STORE_KINDS
+            try:
+                await self.apply(fault)
+            finally:
+                if self._store_down:
+                    self._store_down, self._store_up_at = False, time.monotonic()
             self.injected[fault.kind] += 1
             self.log.append({"at": started, "kind": fault.kind, "target": fault.target, "duration": fault.duration})
             for count, event in self._reached.items():

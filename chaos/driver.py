@@ -40,11 +40,17 @@ RUN = (
 EVENTS = "query($agentId: ID!, $runId: ID!) { runEvents(agentId: $agentId, runId: $runId) { id type at by data } }"
 LISTING = (
     "query($agentId: ID!, $after: String) { suspendedRuns(agentId: $agentId, first: 100, after: $after) { "
-    "edges { node { runId status lastError { type } toolCalls { toolCallId decision { kind } } } } "
+    "edges { node { runId status parentRunId createdAt lastError { type } "
+    "toolCalls { toolCallId decision { kind } } } } "
     "pageInfo { hasNextPage endCursor } } }"
 )
 ATTEMPTS = 12
-"""Tries of one request (same idempotency key) before the driver gives up on it."""
+"""Tries of one request (same idempotency key) at least, before the driver may give up on it."""
+QUIET = 15.0
+"""Seconds in a row that the store must have been up (no store fault in progress) while a request
+was retried, besides its ``ATTEMPTS`` tries, before the driver gives up on it."""
+GIVE_UP_AFTER = 300.0
+"""Seconds after its first try that a request is given up on, whatever the faults."""
 
 
 @dataclass
@@ -55,6 +61,13 @@ class Driver:
     run_seconds: float = 90.0
     """How long one run is driven before the driver leaves it as it is."""
     timeout: float = 10.0
+    backoff: float = 1.0
+    """Scale of the pauses between tries (a test shortens them)."""
+    store_calm: Callable[[], float] | None = None
+    """Seconds since the last store fault ended (0 while one is in progress), from the fault
+    injector (``Faults.store_calm``); None: no faults, the store counts as up all along."""
+    quiet: float = QUIET
+    give_up_after: float = GIVE_UP_AFTER
     history: list[dict[str, Any]] = field(default_factory=list)
     runs: dict[str, str] = field(default_factory=dict)
     """runId -> agentId of every run the driver started."""
@@ -101,9 +114,18 @@ class Driver:
         attempts: int = ATTEMPTS,
     ) -> dict[str, Any] | None:
         """Send until an answer comes (the same variables, hence the same idempotency key, each
-        time, from a random instance); None after ``attempts`` tries. Every try is in the history."""
+        time, from a random instance). Every try is in the history.
+
+        Without an answer (an HTTP error or timeout, a GraphQL error such as ``STORE_UNAVAILABLE``,
+        a key still in flight) it tries again. It gives up, returns None and records the request in
+        ``gave_up``, after at least ``attempts`` tries once the store has been up for ``quiet``
+        seconds in a row during them (``store_calm``), or ``give_up_after`` seconds after the
+        first try. ``attempts=1`` is a one-shot probe, never recorded."""
         assert self._client is not None
-        for attempt in range(attempts):
+        first = time.monotonic()
+        attempt = 0
+        last = ""
+        while True:
             url = rng.choice(self.urls)
             entry: dict[str, Any] = {
                 "t": time.time(),
@@ -116,29 +138,52 @@ class Driver:
             }
             self.history.append(entry)
             timeout = first_timeout if attempt == 0 and first_timeout else self.timeout
+            pause = min(0.1 * 2 ** min(attempt, 5), 2.0) * rng.uniform(0.5, 1.5)
             try:
                 response = await self._client.post(
                     f"{url}/graphql", json={"query": query, "variables": variables}, timeout=timeout
                 )
                 body = response.json()
             except (httpx.HTTPError, ValueError) as exc:
-                entry["error"] = f"{type(exc).__name__}: {exc}"
-                await asyncio.sleep(min(0.1 * 2**attempt, 2.0) * rng.uniform(0.5, 1.5))
-                continue
-            entry["status"], entry["response"] = response.status_code, body
-            data = body.get("data") if isinstance(body, dict) else None
-            if body.get("errors") or not data:
-                await asyncio.sleep(min(0.1 * 2**attempt, 2.0) * rng.uniform(0.5, 1.5))
-                continue
-            value = next(iter(data.values()))
-            if isinstance(value, dict) and value.get("code") == "IDEMPOTENCY_KEY_REUSED":
-                await asyncio.sleep(min(0.2 * 2**attempt, 2.0))
-                continue
-            answer: dict[str, Any] = data
-            return answer
+                entry["error"] = last = f"{type(exc).__name__}: {exc}"
+            else:
+                entry["status"], entry["response"] = response.status_code, body
+                data = body.get("data") if isinstance(body, dict) else None
+                value = next(iter(data.values())) if data else None
+                if body.get("errors") or not data:
+                    last = str(body.get("errors"))[:300]
+                elif isinstance(value, dict) and value.get("code") == "IDEMPOTENCY_KEY_REUSED":
+                    last, pause = "IDEMPOTENCY_KEY_REUSED", min(0.2 * 2 ** min(attempt, 4), 2.0)
+                else:
+                    answer: dict[str, Any] = data
+                    return answer
+            attempt += 1
+            if self._give_up(attempt, attempts, first):
+                break
+            await asyncio.sleep(pause * self.backoff)
         if attempts > 1:  # a one-shot probe (an impatient retry) may go unanswered
-            self.gave_up.append({"runId": run_id, "op": op, "variables": variables, "note": note})
+            self.gave_up.append(
+                {
+                    "runId": run_id,
+                    "op": op,
+                    "variables": variables,
+                    "note": note,
+                    "attempts": attempt,
+                    "seconds": round(time.monotonic() - first, 1),
+                    "last": last,
+                }
+            )
         return None
+
+    def _give_up(self, tries: int, attempts: int, first: float) -> bool:
+        """Whether a request unanswered after ``tries`` tries, the first at ``first``, ends."""
+        now = time.monotonic()
+        if tries < attempts:
+            return False
+        if attempts == 1 or now - first >= self.give_up_after:
+            return True
+        calm = float("inf") if self.store_calm is None else self.store_calm()
+        return min(calm, now - first) >= self.quiet
 
     async def read_run(self, rng: random.Random, agent: str, run_id: str) -> tuple[bool, dict[str, Any] | None]:
         data = await self.request(rng, "suspendedRun", RUN, {"agentId": agent, "runId": run_id}, run_id=run_id)

@@ -1,0 +1,34 @@
+"""``bench.approval_cost`` at a tiny size (no timing asserted): an approval's CPU time holds the
+model's run, and the profile paused during the model's run holds none of pydantic-ai's run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_ai import models
+
+from bench.approval_cost import _profiled, cpu_ms, fdatasync_ms
+
+models.ALLOW_MODEL_REQUESTS = False
+
+
+def _runs_agent(table: dict[tuple[str, int, str], object]) -> bool:
+    return any("pydantic_ai" in filename and name == "run" for filename, _, name in table)
+
+
+async def test_the_model_run_is_part_of_the_approval() -> None:
+    approval, model = await cpu_ms(approvals=3, rounds=1)
+    assert 0 < model < approval
+
+
+async def test_the_profile_without_the_model_has_no_agent_run() -> None:
+    full = await _profiled(3, without_model=False)
+    rest = await _profiled(3, without_model=True)
+    assert _runs_agent(full)
+    assert not _runs_agent(rest)
+    assert any(filename.endswith("approve_tool_call.py") for filename, _, _ in rest)
+
+
+def test_fdatasync_is_timed_in_the_folder(tmp_path: Path) -> None:
+    assert fdatasync_ms(tmp_path, samples=3) > 0
+    assert list(tmp_path.iterdir()) == []

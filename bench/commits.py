@@ -18,6 +18,7 @@ import functools
 import inspect
 import itertools
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -227,12 +228,18 @@ def _parse_strace(text: str) -> list[tuple[float, str]]:
 @contextmanager
 def fsync_trace(pids: list[int], out: Path) -> Iterator[Callable[[], list[tuple[float, str]]]]:
     """``strace -f -e trace=fsync,fdatasync`` attached to ``pids`` (with their threads and later
-    children) while the block runs; yields a function giving the fsyncs seen, after the block."""
+    children) while the block runs; yields a function giving the fsyncs seen, after the block.
+
+    Raises:
+        RuntimeError: strace exited at once (it could not attach).
+    """
     command = ["strace", "-f", "-qq", "-ttt", "-y", "-e", "trace=fsync,fdatasync", "-o", str(out)]
     for pid in pids:
         command += ["-p", str(pid)]
     tracer = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # attached by then (every thread of each pid)
+    if tracer.poll() is not None:  # it could not attach: counting nothing would read as no fsync
+        raise RuntimeError(f"strace exited with {tracer.returncode}: {shlex.join(command)}")
     seen: list[tuple[float, str]] = []
     try:
         yield lambda: seen
@@ -276,8 +283,9 @@ class Approval:
         return sum(s.reads for s in self.steps)
 
 
-def approve(client: Any, keyed: bool) -> tuple[str, str, dict[str, Any]]:
-    """Start a refund run (suspended) and return ``(runId, toolCallId, approve input)``."""
+def suspended_run(client: Any, keyed: bool) -> tuple[str, str, dict[str, Any]]:
+    """Start a refund run (suspended); its ``(runId, toolCallId, approveToolCall input)``, the input
+    with a fresh ``idempotencyKey`` when ``keyed``."""
     from .bulk import AGENT, START, _gql
 
     outcome = _gql(client, START, input={"agentId": AGENT, "prompt": "Please refund order 1042"})["startRun"]
@@ -296,7 +304,7 @@ def count(store: str, url: str, trace: Path, pids: list[int], keyed: bool, scrat
     from .bulk import APPROVE, _gql
 
     with httpx.Client(base_url=url, timeout=120, headers={"content-type": "application/json"}) as client:
-        _, _, request = approve(client, keyed)
+        _, _, request = suspended_run(client, keyed)
         time.sleep(0.3)  # what the start left behind (events, run updates) lands before the window
         with fsync_trace(pids, scratch / f"strace-{uuid.uuid4().hex}.txt") as seen:
             offset = trace.stat().st_size

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from pydantic_ai import models
 
-from bench.approval_cost import _profiled, cpu_ms, fdatasync_ms
+from bench.approval_cost import _profiled, cpu_ms, fdatasync_ms, targets
 
 models.ALLOW_MODEL_REQUESTS = False
 
@@ -32,3 +33,15 @@ async def test_the_profile_without_the_model_has_no_agent_run() -> None:
 def test_fdatasync_is_timed_in_the_folder(tmp_path: Path) -> None:
     assert fdatasync_ms(tmp_path, samples=3) > 0
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.process
+def test_the_targets_are_measured_in_paired_rounds() -> None:
+    lines = targets(rounds=2, per_round=2)
+    assert lines[0].startswith("- approve -> completed p50 over HTTP, 2 paired rounds of 2")
+    rounds = lines[0].split("): ")[1].split(", ")  # memory/SQLite ms, each round
+    assert len(rounds) == 2
+    assert all(float(m) > 0 and float(q) > 0 for m, q in (r.split("/") for r in rounds)), rounds
+    verdicts = [line for line in lines if line.startswith("- target ")]
+    assert len(verdicts) == 2
+    assert all(line.split(": ")[1].split(" (")[0] in ("met", "not met") for line in verdicts), verdicts

@@ -5,7 +5,7 @@ Options: ``--memory 10000,100000,1000000``, ``--sqlite 10000,100000,1000000``, `
 and ``--mongo ''`` (sizes; empty to skip), ``--workers-runs 10000`` (runs in the SQLite file on which ``--workers 2`` is
 compared with one worker; 0 to skip), ``--bulk-rounds 5`` (paired rounds of ``bench.bulk``, one
 ``decideToolCalls`` of 100 approvals against 100 sequential ``approveToolCall``, on the memory store
-and SQLite; 0 to skip),
+and SQLite; 0 to skip), ``--approval-rounds 5`` (``bench.approval_cost targets``; 0 to skip),
 ``--seconds 10`` (wrk time per scenario), ``--rounds 5`` (interleaved rounds; each row is its median
 round), ``--connections 10``, ``--out bench/RESULTS.md`` (``-`` to write nothing).
 ``--documentdb`` runs on FerretDB 2.5 with DocumentDB started here (``tests/_documentdb.py``),
@@ -36,6 +36,7 @@ from typing import Any
 from storage import MongoSnapshotStore, RunFilter, SQLiteSnapshotStore
 from tests._servers import documentdb, ferretdb, with_database
 
+from .approval_cost import targets as approval_targets
 from .bulk import measure as bulk_measure
 from .queries import AGENT, PAGE_SIZE
 from .runner import (
@@ -252,13 +253,14 @@ def write_report(
     workers: list[WorkersResult] | None = None,
     bulk: dict[str, dict[str, float]] | None = None,
     paired: list[PairedRoundTrips] | None = None,
+    targets: list[str] | None = None,
 ) -> None:
     """Print (when ``final``) and write the report; called after every size, so a long run keeps what it measured."""
     report = [
         "# runsgate benchmark results",
         "",
         f"Command: `./dev bench --memory {shlex.quote(args.memory)} --sqlite {shlex.quote(args.sqlite)} "
-        f"--workers-runs {args.workers_runs} --bulk-rounds {args.bulk_rounds} "
+        f"--workers-runs {args.workers_runs} --bulk-rounds {args.bulk_rounds} --approval-rounds {args.approval_rounds} "
         f"--documentdb {shlex.quote(args.documentdb)} --mongo {shlex.quote(args.mongo)} "
         f"--seconds {args.seconds:g} --rounds {args.rounds} "
         f"--connections {args.connections} --round-trips {args.round_trips} "
@@ -293,6 +295,11 @@ def write_report(
         *workers_lines(workers or []),
         *bulk_lines(bulk or {}),
         "",
+        *(
+            ["Issue 27's approval targets (`bench.approval_cost targets`, 20 approvals per round):", "", *targets, ""]
+            if targets
+            else []
+        ),
         *(f"- query plan at {p['runs']:,} runs: {p}" for p in plans),
     ]
     text = "\n".join(report) + "\n"
@@ -323,6 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-trips", type=int, default=20, help="approve round trips per memory-store size")
     parser.add_argument("--mongo-round-trips", type=int, default=3, help="approve round trips per MongoDB size")
     parser.add_argument("--samples", type=int, default=3, help="sequential requests per MongoDB scenario")
+    parser.add_argument(
+        "--approval-rounds",
+        type=int,
+        default=5,
+        help="paired rounds of bench.approval_cost targets, memory and SQLite approve -> completed (0: skip)",
+    )
     parser.add_argument(
         "--bulk-rounds", type=int, default=5, help="paired rounds of bench.bulk per store, memory and SQLite (0: skip)"
     )
@@ -387,7 +400,10 @@ def main(argv: list[str] | None = None) -> int:
                     write_report(
                         args, settings, about, results, plans, final=False, workers=workers, bulk=bulk, paired=paired
                     )
-    write_report(args, settings, about, results, plans, final=True, workers=workers, bulk=bulk, paired=paired)
+    targets = approval_targets(args.approval_rounds) if args.approval_rounds > 0 else None
+    write_report(
+        args, settings, about, results, plans, final=True, workers=workers, bulk=bulk, paired=paired, targets=targets
+    )
     return 0
 
 

@@ -166,6 +166,7 @@ def test_the_bounded_memory_benchmark_runs_at_a_tiny_size() -> None:
 def test_the_report_names_every_option_it_was_measured_with(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
     options = ["--memory", "", "--sqlite", "", "--workers-runs", "0", "--bulk-rounds", "0", "--documentdb", ""]
+    options += ["--approval-rounds", "0"]
     measured_with = ["--samples", "7", "--round-trips", "5", "--mongo-round-trips", "4", "--rounds", "2"]
 
     assert bench_main([*options, *measured_with, "--out", str(out)]) == 0

@@ -1,0 +1,438 @@
+"""Commits and fsyncs of one approval over HTTP: ``./dev run python -m bench.commits [--stores ...] [--approvals N]``.
+
+For each store (``memory``, ``sqlite``, ``documentdb``: FerretDB 2.5 on DocumentDB started here) it
+serves ``python -m bench.commits serve`` (``bench.serve`` with counters installed from outside the
+store: every store method call, every SQLite statement by ``set_trace_callback``, every MongoDB
+command by PyMongo command monitoring, into a trace file) and sends ``approveToolCall`` (→
+COMPLETED) on fresh refund runs, with and without an ``idempotencyKey``. ``strace -f -e
+trace=fsync,fdatasync`` is attached to the server (and to PostgreSQL's processes) for each approval.
+Each store call of the approval is one row: its SQL or MongoDB writes, commits, reads and fsyncs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import contextvars
+import functools
+import inspect
+import itertools
+import os
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+TRACE_ENV = "BENCH_TRACE_FILE"
+OUTSIDE = "(no store call open in its task)"
+"""Where a statement goes that its task ran outside any store call: a SQLite group commit's
+``COMMIT``, made by the shielded task that settles the group (``SQLiteSnapshotStore._transaction``)."""
+MONGO_WRITES = {"insert", "update", "delete", "findAndModify", "findandmodify", "commitTransaction"}
+
+# -- inside the server process ----------------------------------------------------------------------
+_depth: contextvars.ContextVar[int] = contextvars.ContextVar("bench_store_depth", default=0)
+
+
+def _logger(path: str) -> Callable[..., None]:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def log(*fields: str) -> None:
+        os.write(fd, ("\t".join([f"{time.time():.6f}", *fields]) + "\n").encode())
+
+    return log
+
+
+def _task() -> str:
+    import asyncio
+
+    with contextlib.suppress(RuntimeError):
+        return str(id(asyncio.current_task()))
+    return "-"
+
+
+def _wrapped(log: Callable[..., None], name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        depth = _depth.get()
+        token = _depth.set(depth + 1)
+        log("call", _task(), str(depth), name)
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            log("done", _task(), str(depth), name)
+            _depth.reset(token)
+
+    return call
+
+
+def install(path: str) -> None:
+    """Count into ``path``: each public coroutine method of the three stores (call and return, its
+    asyncio task and nesting depth); each SQLite statement twice, when a task queues it on an
+    aiosqlite connection (``Connection._execute`` wrapped) and when SQLite runs it (a trace
+    callback set by a wrapped ``sqlite3.connect``; connections numbered in opening order); each
+    MongoDB command started, with its task."""
+    import aiosqlite
+    from pymongo import monitoring
+
+    import storage
+
+    log = _logger(path)
+    names = [name for name in dir(storage.SnapshotStore) if not name.startswith("_")]
+    for cls in (storage.MemorySnapshotStore, storage.SQLiteSnapshotStore, storage.MongoSnapshotStore):
+        for name in names:
+            method = getattr(cls, name, None)
+            if method is not None and inspect.iscoroutinefunction(method):
+                setattr(cls, name, _wrapped(log, name, method))
+
+    numbers = itertools.count(1)
+    numbered: dict[int, str] = {}
+    connect = sqlite3.connect
+
+    def traced_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn: sqlite3.Connection = connect(*args, **kwargs)
+        number = numbered[id(conn)] = str(next(numbers))
+        conn.set_trace_callback(lambda sql: log("sql", number, " ".join(sql.split())[:160]))
+        return conn
+
+    sqlite3.connect = traced_connect  # type: ignore[assignment]  # aiosqlite looks it up on each connect
+    execute = cast(Callable[..., Awaitable[Any]], aiosqlite.Connection._execute)
+
+    async def queued(self: aiosqlite.Connection, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], str):
+            log("sqlq", _task(), numbered.get(id(self._conn), "?"), " ".join(args[0].split())[:160])
+        return await execute(self, fn, *args, **kwargs)
+
+    aiosqlite.Connection._execute = queued  # type: ignore[method-assign]
+
+    class Commands(monitoring.CommandListener):
+        def started(self, event: monitoring.CommandStartedEvent) -> None:
+            target = event.command.get(event.command_name)
+            log("mongo", _task(), event.command_name, target if isinstance(target, str) else "")
+
+        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+            pass
+
+        def failed(self, event: monitoring.CommandFailedEvent) -> None:
+            pass
+
+    monitoring.register(Commands())
+
+
+def serve(argv: list[str]) -> int:
+    """``bench.serve``'s main with the counters of ``install`` (file named by ``BENCH_TRACE_FILE``)."""
+    install(os.environ[TRACE_ENV])
+    from .serve import main
+
+    return main(argv)
+
+
+# -- the counting side ----------------------------------------------------------------------------------
+@dataclass
+class Step:
+    """One outermost store call of an approval (or what ran outside any)."""
+
+    name: str
+    start: float
+    end: float
+    writes: Counter[str] = field(default_factory=Counter)
+    commits: int = 0
+    reads: int = 0
+    fsyncs: Counter[str] = field(default_factory=Counter)
+
+
+def _sql_summary(step: Step, sql: str) -> None:
+    words = sql.split()
+    verb = words[0].upper() if words else ""
+    if verb == "COMMIT":
+        step.commits += 1
+    elif verb in ("SELECT", "WITH"):
+        step.reads += 1
+    elif verb in ("INSERT", "UPDATE", "DELETE", "REPLACE"):
+        upper = [w.upper() for w in words]
+        table = ""
+        for marker in ("INTO", "UPDATE", "FROM"):
+            if marker in upper[:4]:
+                table = words[upper.index(marker) + 1]
+                break
+        step.writes[f"{verb} {table}"] += 1
+
+
+def steps(trace_lines: list[str], fsync_lines: list[tuple[float, str]]) -> list[Step]:
+    """The approval's store calls (each task's outermost ones), in order of their start, from the
+    trace file's lines written during it. Each SQL statement or MongoDB command counts in the
+    call open in its task. Each fsync (``(time, file)``) goes to the call whose write ran last
+    before it: the last ``COMMIT`` SQLite ran (matched, per connection in order, to the task that
+    queued it) or the last MongoDB write command started. Whatever no call holds goes to a last
+    step, ``OUTSIDE``."""
+    found: list[Step] = []
+    outside = Step(OUTSIDE, 0, 0)
+    open_calls: dict[str, Step] = {}
+    queued_commits: dict[str, list[Step]] = {}
+    writes_run: list[tuple[float, Step]] = []
+    for line in trace_lines:
+        at, kind, *rest = line.rstrip("\n").split("\t")
+        if kind == "call" and rest[1] == "0":
+            open_calls[rest[0]] = Step(rest[2], float(at), float("inf"))
+            found.append(open_calls[rest[0]])
+        elif kind == "done" and rest[1] == "0" and rest[0] in open_calls:
+            open_calls.pop(rest[0]).end = float(at)
+        elif kind == "sqlq":
+            step = open_calls.get(rest[0], outside)
+            _sql_summary(step, rest[2])
+            if rest[2].split()[:1] == ["COMMIT"]:
+                queued_commits.setdefault(rest[1], []).append(step)
+        elif kind == "sql" and rest[1].split()[:1] == ["COMMIT"] and queued_commits.get(rest[0]):
+            writes_run.append((float(at), queued_commits[rest[0]].pop(0)))
+        elif kind == "mongo":
+            step = open_calls.get(rest[0], outside)
+            command, collection = rest[1], rest[2]
+            if command in MONGO_WRITES:
+                step.commits += 1
+                step.writes[f"{command} {collection}"] += 1
+                writes_run.append((float(at), step))
+            elif command in ("find", "aggregate", "count", "getMore", "distinct"):
+                step.reads += 1
+    for synced, path in fsync_lines:
+        before = [step for ran, step in writes_run if ran <= synced]
+        (before[-1] if before else outside).fsyncs[path] += 1
+    if outside.writes or outside.commits or outside.reads or outside.fsyncs:
+        found.append(outside)
+    return found
+
+
+def _parse_strace(text: str) -> list[tuple[float, str]]:
+    """``(epoch seconds, file)`` of each fsync/fdatasync in ``strace -f -ttt -y`` output."""
+    found = []
+    for line in text.splitlines():
+        if "fsync(" not in line and "fdatasync(" not in line:
+            continue
+        parts = line.split()
+        stamp = parts[1] if parts[0].isdigit() else parts[0]
+        call = line[line.index(stamp) + len(stamp) :].strip()
+        name = call.split("(")[0]
+        path = call[call.find("<") + 1 : call.find(">")] if "<" in call else "?"
+        found.append((float(stamp), f"{name} {'/'.join(Path(path).parts[-2:])}"))
+    return found
+
+
+@contextmanager
+def fsync_trace(pids: list[int], out: Path) -> Iterator[Callable[[], list[tuple[float, str]]]]:
+    """``strace -f -e trace=fsync,fdatasync`` attached to ``pids`` (with their threads and later
+    children) while the block runs; yields a function giving the fsyncs seen, after the block.
+
+    Raises:
+        RuntimeError: strace exited at once (it could not attach).
+    """
+    command = ["strace", "-f", "-qq", "-ttt", "-y", "-e", "trace=fsync,fdatasync", "-o", str(out)]
+    for pid in pids:
+        command += ["-p", str(pid)]
+    tracer = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached by then (every thread of each pid)
+    if tracer.poll() is not None:  # it could not attach: counting nothing would read as no fsync
+        raise RuntimeError(f"strace exited with {tracer.returncode}: {shlex.join(command)}")
+    seen: list[tuple[float, str]] = []
+    try:
+        yield lambda: seen
+    finally:
+        time.sleep(0.2)
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(timeout=30)
+        seen.extend(_parse_strace(out.read_text() if out.exists() else ""))
+
+
+def children(pid: int) -> list[int]:
+    """Every live process whose parent is ``pid`` (from ``/proc``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+@dataclass
+class Approval:
+    """What one approval did: its store calls (``steps``), totals."""
+
+    store: str
+    keyed: bool
+    steps: list[Step]
+
+    @property
+    def commits(self) -> int:
+        return sum(s.commits for s in self.steps)
+
+    @property
+    def fsyncs(self) -> int:
+        return sum(sum(s.fsyncs.values()) for s in self.steps)
+
+    @property
+    def reads(self) -> int:
+        return sum(s.reads for s in self.steps)
+
+
+def suspended_run(client: Any, keyed: bool) -> tuple[str, str, dict[str, Any]]:
+    """Start a refund run (suspended); its ``(runId, toolCallId, approveToolCall input)``, the input
+    with a fresh ``idempotencyKey`` when ``keyed``."""
+    from .bulk import AGENT, START, _gql
+
+    outcome = _gql(client, START, input={"agentId": AGENT, "prompt": "Please refund order 1042"})["startRun"]
+    assert outcome["status"] == "SUSPENDED", outcome
+    run_id, call_id = outcome["runId"], outcome["run"]["toolCalls"][0]["toolCallId"]
+    request = {"agentId": AGENT, "runId": run_id, "toolCallId": call_id}
+    if keyed:
+        request["idempotencyKey"] = uuid.uuid4().hex
+    return run_id, call_id, request
+
+
+def count(store: str, url: str, trace: Path, pids: list[int], keyed: bool, scratch: Path) -> Approval:
+    """One approval on a fresh run, with the trace file's lines and the fsyncs written during it."""
+    import httpx
+
+    from .bulk import APPROVE, _gql
+
+    with httpx.Client(base_url=url, timeout=120, headers={"content-type": "application/json"}) as client:
+        _, _, request = suspended_run(client, keyed)
+        time.sleep(0.3)  # what the start left behind (events, run updates) lands before the window
+        with fsync_trace(pids, scratch / f"strace-{uuid.uuid4().hex}.txt") as seen:
+            offset = trace.stat().st_size
+            answer = _gql(client, APPROVE, input=request)["approveToolCall"]
+            time.sleep(0.2)
+        assert answer["status"] == "COMPLETED", answer
+        with trace.open() as lines:
+            lines.seek(offset)
+            window = lines.readlines()
+    return Approval(store, keyed, steps(window, seen()))
+
+
+@contextmanager
+def counted_server(store: str, scratch: Path, mongodb_uri: str | None) -> Iterator[tuple[str, int, Path]]:
+    """A ``python -m bench.commits serve`` process on ``store``; yields its URL, pid and trace file."""
+    from tests._servers import free_port, listening_process
+
+    from .runner import _env
+
+    trace = scratch / f"trace-{store}.tsv"
+    trace.touch()
+    port = free_port()
+    variables = {TRACE_ENV: str(trace), "RUNSGATE_TOOL_RULES": "[]", "RUNSGATE_SWEEP_INTERVAL": "3600"}
+    if store == "sqlite":
+        variables["RUNSGATE_STORE"] = f"sqlite:///{scratch / 'bench.db'}"
+    elif store == "documentdb":
+        assert mongodb_uri is not None
+        variables["MONGODB_URI"] = mongodb_uri
+    else:
+        variables["RUNSGATE_STORE"] = "memory://"
+    command = [sys.executable, "-m", "bench.commits", "serve", "--port", str(port)]
+    with listening_process(command, port, scratch / f"{store}.log", env=_env(**variables), timeout=120) as proc:
+        yield f"http://127.0.0.1:{port}", proc.pid, trace
+
+
+def measure(
+    store: str, approvals: int, scratch: Path, mongodb_uri: str | None = None, postgres: int | None = None
+) -> list[Approval]:
+    """``approvals`` approvals without a key, then as many with one, after one of each unrecorded."""
+    with counted_server(store, scratch, mongodb_uri) as (url, pid, trace):
+        pids = [pid] + ([postgres, *children(postgres)] if postgres else [])
+        for keyed in (False, True):
+            count(store, url, trace, pids, keyed, scratch)  # warm-up: imports and caches of the path
+        return [count(store, url, trace, pids, keyed, scratch) for keyed in (False, True) for _ in range(approvals)]
+
+
+def _describe(counter: Counter[str]) -> str:
+    return ", ".join(f"{name} x{n}" if n > 1 else name for name, n in counter.items()) or "-"
+
+
+def lines(results: list[Approval]) -> list[str]:
+    """Markdown: a totals table (each store and key, the range over its approvals), then each
+    store's first approval of each kind, one row per store call."""
+    out = [
+        "| store | idempotency key | commits | fsyncs | reads | store calls |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    groups: dict[tuple[str, bool], list[Approval]] = {}
+    for result in results:
+        groups.setdefault((result.store, result.keyed), []).append(result)
+
+    def spread(values: list[int]) -> str:
+        return f"{min(values)}" if min(values) == max(values) else f"{min(values)}-{max(values)}"
+
+    for (store, keyed), group in groups.items():
+        out.append(
+            f"| {store} | {'yes' if keyed else 'no'} | {spread([a.commits for a in group])} | "
+            f"{spread([a.fsyncs for a in group])} | {spread([a.reads for a in group])} | "
+            f"{spread([len(a.steps) for a in group])} |"
+        )
+    for (store, keyed), group in groups.items():
+        out += [
+            "",
+            f"{store}, {'with' if keyed else 'without'} an idempotency key (first of {len(group)} approvals):",
+            "",
+            "| # | store call | writes | commits | reads | fsyncs |",
+            "| ---: | --- | --- | ---: | ---: | --- |",
+        ]
+        for number, step in enumerate(group[0].steps, 1):
+            out.append(
+                f"| {number} | `{step.name}` | {_describe(step.writes)} | {step.commits} | {step.reads} | "
+                f"{_describe(step.fsyncs)} |"
+            )
+    return out
+
+
+def ensure_strace() -> None:
+    """Install strace (``scripts/apt-install.sh``, as ``./dev bench`` installs wrk) when missing.
+
+    Raises:
+        RuntimeError: It is still missing (the script needs root and apt-get).
+    """
+    import shutil
+
+    from tests._servers import ROOT
+
+    if shutil.which("strace") is None:
+        subprocess.run(["bash", str(ROOT / "scripts" / "apt-install.sh"), "strace"], check=False)
+    if shutil.which("strace") is None:
+        raise RuntimeError("strace is needed to count fsyncs: apt-get install strace")
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["serve"]:
+        return serve(argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m bench.commits", description=__doc__)
+    parser.add_argument("--stores", default="memory,sqlite,documentdb")
+    parser.add_argument("--approvals", type=int, default=3, help="approvals counted per store and kind")
+    args = parser.parse_args(argv)
+    ensure_strace()
+    results: list[Approval] = []
+    with tempfile.TemporaryDirectory(prefix="bench-commits-") as tmp:
+        for store in args.stores.split(","):
+            scratch = Path(tmp) / store
+            scratch.mkdir()
+            if store == "documentdb":
+                from tests._documentdb import documentdb
+                from tests._servers import with_database
+
+                with documentdb() as server:
+                    assert server.postgres is not None
+                    uri = with_database(server.uri)
+                    results += measure(store, args.approvals, scratch, uri, server.postgres.pid)
+            else:
+                results += measure(store, args.approvals, scratch)
+    print("\n".join(lines(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,79 @@
+"""``bench.commits``: its reading of a trace (store calls by task, each fsync to the write that ran
+last before it) and a real count on a memory and a SQLite server (no timing is asserted)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.commits import OUTSIDE, _parse_strace, measure, steps
+
+TRACE = """\
+1.000\tcall\tA\t0\tget
+1.001\tsqlq\tA\t2\tSELECT document FROM run_snapshots WHERE run_id = ?
+1.002\tdone\tA\t0\tget
+1.010\tcall\tA\t0\trecord_decision
+1.011\tsqlq\tA\t1\tBEGIN IMMEDIATE
+1.012\tsqlq\tA\t1\tUPDATE run_snapshots SET document = ?
+1.013\tsqlq\tA\t1\tINSERT INTO run_events (event_id) VALUES (?)
+1.014\tsqlq\tA\t1\tCOMMIT
+1.015\tcall\tB\t0\trenew_claim
+1.016\tsqlq\tB\t1\tUPDATE run_snapshots SET claim_until = ?
+1.017\tsql\t1\tCOMMIT
+1.019\tdone\tA\t0\trecord_decision
+1.020\tdone\tB\t0\trenew_claim
+1.021\tsqlq\tC\t1\tCOMMIT
+1.022\tsql\t1\tCOMMIT
+"""
+
+
+def test_each_fsync_goes_to_the_write_whose_commit_ran_last_before_it() -> None:
+    found = steps(TRACE.splitlines(), [(1.018, "fdatasync x/bench.db-wal"), (1.023, "fdatasync x/bench.db-wal")])
+    assert [step.name for step in found] == ["get", "record_decision", "renew_claim", OUTSIDE]
+    get, decision, renewal, outside = found
+    assert (get.reads, get.commits, sum(get.fsyncs.values())) == (1, 0, 0)
+    assert dict(decision.writes) == {"UPDATE run_snapshots": 1, "INSERT run_events": 1}
+    assert (decision.commits, dict(decision.fsyncs)) == (1, {"fdatasync x/bench.db-wal": 1})
+    # task B's write joined a group whose COMMIT task C made: that commit and its fsync are C's
+    assert (dict(renewal.writes), renewal.commits, sum(renewal.fsyncs.values())) == ({"UPDATE run_snapshots": 1}, 0, 0)
+    assert (outside.commits, dict(outside.fsyncs)) == (1, {"fdatasync x/bench.db-wal": 1})
+
+
+def test_strace_lines_give_the_time_and_file_of_each_sync() -> None:
+    text = (
+        "4242 1700000000.123456 fdatasync(7</tmp/a/bench.db-wal>) = 0\n"
+        "4243 1700000000.223456 fsync(9</var/pg/pg_wal/0001>) = 0\n"
+        "4243 1700000000.323456 +++ exited with 0 +++\n"
+    )
+    assert _parse_strace(text) == [
+        (1700000000.123456, "fdatasync a/bench.db-wal"),
+        (1700000000.223456, "fsync pg_wal/0001"),
+    ]
+
+
+@pytest.mark.process
+@pytest.mark.skipif(
+    shutil.which("strace") is None, reason="strace counts the fsyncs (python -m bench.commits installs it)"
+)
+def test_an_approval_is_counted_on_memory_and_sqlite(tmp_path: Path) -> None:
+    for store in ("memory", "sqlite"):
+        (tmp_path / store).mkdir()
+        plain, keyed = measure(store, 1, tmp_path / store)
+        assert not plain.keyed
+        assert keyed.keyed
+        names = [step.name for step in keyed.steps]
+        for name in ("record_decision", "load_history", "reserve_idempotency_key", "complete_idempotency_key"):
+            assert name in names, names
+        assert "reserve_idempotency_key" not in [step.name for step in plain.steps]
+        if store == "memory":
+            assert (plain.commits, plain.fsyncs, keyed.commits, keyed.fsyncs) == (0, 0, 0, 0)
+        else:  # WAL, synchronous=FULL: each COMMIT syncs the WAL once, and nothing else is synced
+            for approval in (plain, keyed):
+                assert approval.commits >= 1
+                assert approval.fsyncs == approval.commits
+                synced = {name for step in approval.steps for name in step.fsyncs}
+                assert synced == {"fdatasync sqlite/bench.db-wal"}, synced
+            decision = next(step for step in plain.steps if step.name == "record_decision")
+            assert "UPDATE run_snapshots" in decision.writes

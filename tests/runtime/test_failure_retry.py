@@ -10,6 +10,7 @@ import pytest
 from runtime import AgentRegistry, RunManager, RunNotReadyError, ToolCallAlreadyDecidedError
 from storage import MemorySnapshotStore, SnapshotDocument, utcnow
 
+from .._processes import scaled
 from . import agents
 
 FLAKY = "flaky-agent"
@@ -186,16 +187,18 @@ async def test_retry_refuses_a_run_another_instance_is_continuing_then_takes_it_
 
 async def test_the_claim_is_renewed_while_the_agent_runs(manager: RunManager) -> None:
     # given a continuation that lasts longer than the claim's time to live
-    short = RunManager(manager.store, manager.agents, instance_id="instance-a", claim_ttl=0.15)
+    # (renewed every third of its TTL: a TTL of 1 s survives the event loop stalling 0.6 s)
+    lease = scaled(1.0)
+    short = RunManager(manager.store, manager.agents, instance_id="instance-a", claim_ttl=lease)
     started = await short.start_run("slow-agent", "deploy please")
     assert started.run is not None
-    agents.SWITCHES["delay"] = 0.4
+    agents.SWITCHES["delay"] = 2.7 * lease
     continuing = asyncio.create_task(
         short.approve("slow-agent", started.run_id, started.run["toolCalls"][0]["toolCallId"])
     )
 
     # when another instance tries to take the run over after the first expiry would have passed
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(2 * lease)
     other = RunManager(manager.store, manager.agents, instance_id="instance-b")
 
     # then the renewed claim keeps it away

@@ -16,6 +16,7 @@ from runtime import (
 from runtime.demo import LEDGER
 from storage import EventDocument, MemorySnapshotStore, RunFilter, SnapshotDocument, StoreUnavailableError
 
+from .._processes import scaled
 from . import agents
 
 REFUND = "refund-agent"
@@ -169,10 +170,14 @@ async def test_a_key_whose_request_could_not_release_it_is_taken_over_after_its_
 
 
 async def test_a_running_request_keeps_its_key_beyond_its_lease(manager: RunManager) -> None:
-    # given a first request that runs for several lease periods (the lease is the claim TTL)
-    agents.SWITCHES["delay"] = 0.6
-    first_instance = RunManager(manager.store, manager.agents, instance_id="instance-a", claim_ttl=0.15)
-    patient = RunManager(manager.store, manager.agents, instance_id="instance-b", claim_ttl=0.15, in_flight_wait=3.0)
+    # given a first request that runs for three lease periods (the lease is the claim TTL, renewed
+    # every third of it: a lease of 1 s survives the event loop stalling 0.6 s on a loaded machine)
+    lease = scaled(1.0)
+    agents.SWITCHES["delay"] = 3 * lease
+    first_instance = RunManager(manager.store, manager.agents, instance_id="instance-a", claim_ttl=lease)
+    patient = RunManager(
+        manager.store, manager.agents, instance_id="instance-b", claim_ttl=lease, in_flight_wait=6 * lease
+    )
     first = asyncio.create_task(first_instance.start_run("slow-agent", "hello", idempotency_key="slow-2"))
     await asyncio.sleep(0.05)
 

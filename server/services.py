@@ -28,7 +28,7 @@ from runtime import (
     load_registry,
     tool_rule_problems,
 )
-from storage import MemorySnapshotStore, NewerSchemaError, SnapshotStore, SQLiteSnapshotStore, StoreUnavailableError
+from storage import NewerSchemaError, SnapshotStore, StoreUnavailableError, store_from_url
 from storage.sqlite import DEFAULT_BUSY_TIMEOUT
 
 from .metrics import count_webhook_attempt
@@ -38,20 +38,18 @@ logger = logging.getLogger("runsgate")
 
 
 def make_store(settings: Settings) -> SnapshotStore:
-    """The store ``settings.store_url`` names: a SQLite file, MongoDB, or the in-memory store
-    (lost on restart).
+    """The store ``settings.store_url`` names, not opened (``storage.store_from_url``): a SQLite
+    file, MongoDB (waiting ``RUNSGATE_MONGODB_TIMEOUT`` seconds for a server), or the in-memory
+    store (lost on restart).
 
     A SQLite write waits for the database lock at most ``min(2 s, subscription_lookback / 2)``,
     so an event that waited is still within the subscription feed's lookback (``storage.sqlite``).
     """
-    if settings.sqlite_path is not None:
-        busy = min(DEFAULT_BUSY_TIMEOUT, settings.subscription_lookback / 2)
-        return SQLiteSnapshotStore(settings.sqlite_path, busy_timeout=busy)
-    if settings.mongodb_uri:
-        from storage.mongo import MongoSnapshotStore  # PyMongo is imported only for a MongoDB store
-
-        return MongoSnapshotStore(settings.mongodb_uri, server_selection_timeout=settings.mongodb_timeout)
-    return MemorySnapshotStore()
+    return store_from_url(
+        settings.store_url,
+        busy_timeout=min(DEFAULT_BUSY_TIMEOUT, settings.subscription_lookback / 2),
+        server_selection_timeout=settings.mongodb_timeout,
+    )
 
 
 def store_problem(settings: Settings) -> str | None:

@@ -1,5 +1,6 @@
-"""Storage of suspended-run snapshots (docs/storage.md): the protocol and its three stores
-(memory, SQLite, MongoDB).
+"""Storage of suspended-run snapshots (docs/storage.md): the protocol, its three stores (memory,
+SQLite, MongoDB), the conditions they apply (``rules``) and the registry making a store from its
+URL (``store_from_url``).
 
 Nothing here imports Strawberry, Starlette or pydantic-ai.
 """
@@ -43,6 +44,7 @@ from .protocol import (
     event_list,
     sort_key,
 )
+from .registry import UnknownStoreError, store_from_url
 from .rules import earliest_deadline
 from .sqlite import SQLiteSnapshotStore
 
@@ -90,12 +92,14 @@ __all__ = [
     "SortKey",
     "StoreUnavailableError",
     "ToolCallDocument",
+    "UnknownStoreError",
     "WebhookDeliveries",
     "WebhookDeliveryDocument",
     "WebhookDeliveryStatus",
     "earliest_deadline",
     "event_list",
     "sort_key",
+    "store_from_url",
     "to_bson_precision",
     "utcnow",
 ]

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
+from storage.registry import store_entry
+
 from ..logs import configure_logging
 from ..settings import ConfigError, Settings, load_settings
 
@@ -51,7 +53,7 @@ def run_serve_command(
     if workers < 1:
         print(f"runsgate: --workers must be at least 1, got {workers}", file=sys.stderr)
         return 2
-    if workers > 1 and settings.sqlite_path is None and not settings.mongodb_uri:
+    if workers > 1 and not store_entry(settings.store_url).shared:  # the memory store
         print(
             f"runsgate: --workers {workers} needs a store the processes can share: the memory store lives inside "
             "one process, so each worker would see other runs. Use --store sqlite:///runsgate.db (one host) or "

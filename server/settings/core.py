@@ -24,11 +24,10 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsConfigDict, SettingsError
 
+from storage import registry
+
 from .security import SecuritySettings
 from .webhooks import WebhookSettings
-
-MEMORY_STORE = "memory://"
-SQLITE_PREFIX = "sqlite:///"
 
 
 class ConfigError(Exception):
@@ -154,26 +153,24 @@ class Settings(SecuritySettings, WebhookSettings):
     @property
     def store_url(self) -> str:
         """The store in use: ``RUNSGATE_STORE``, else ``MONGODB_URI``, else ``memory://``."""
-        return self.store or self.mongodb_uri or MEMORY_STORE
+        return self.store or self.mongodb_uri or registry.MEMORY_URL
 
     @property
     def sqlite_path(self) -> Path | None:
-        """The SQLite database file when the store is ``sqlite:///...``, else ``None``."""
-        url = self.store_url
-        return Path(url.removeprefix(SQLITE_PREFIX)) if url.startswith(SQLITE_PREFIX) else None
+        """The SQLite database file when the store is ``sqlite:///...``, else ``None``
+        (``storage.registry.sqlite_path``)."""
+        return registry.sqlite_path(self.store_url)
 
     @field_validator("store")
     @classmethod
     def _store_url(cls, value: str | None) -> str | None:
         if not value:
             return None
-        if value.startswith(("mongodb://", "mongodb+srv://")) or value == MEMORY_STORE:
-            return value
-        if value.startswith(SQLITE_PREFIX) and value.removeprefix(SQLITE_PREFIX):
-            return value
-        raise ValueError(
-            "must be memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db or a mongodb:// URI"
-        )
+        try:
+            registry.store_entry(value)  # which stores exist, and their URLs
+        except registry.UnknownStoreError:
+            raise ValueError(f"must be {registry.accepted_urls()}") from None
+        return value
 
     @model_validator(mode="after")
     def _one_store(self) -> Settings:
@@ -184,7 +181,7 @@ class Settings(SecuritySettings, WebhookSettings):
             )
         if self.store and self.store.startswith("mongodb"):
             self.mongodb_uri = self.store
-        if self.seed_runs and self.store_url != MEMORY_STORE:
+        if self.seed_runs and self.store_url != registry.MEMORY_URL:
             raise ValueError(
                 "RUNSGATE_SEED_RUNS seeds the memory store only; for SQLite or MongoDB run "
                 "`runsgate seed --runs N` instead"

@@ -1,0 +1,13 @@
+"""``MemorySnapshotStore``: the embedded default store, lost when the process ends
+(docs/storage.md "Stores").
+
+Same semantics and contract tests as the other stores; each method runs without awaiting in
+between, so every write is atomic within the event loop. One module per part (``runs``,
+``events``, ``keys``, ``deliveries``, ``run_updates``), joined in ``store``; listing reads sorted
+per-filter indexes (``storage._listing_index``, ``deadlines``): O(log n + page) per page. Every condition comes
+from ``storage.rules``, applied by ``rules.matches``.
+"""
+
+from .store import MemorySnapshotStore
+
+__all__ = ["MemorySnapshotStore"]

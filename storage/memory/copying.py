@@ -1,0 +1,42 @@
+"""How the memory store copies documents in and out: dicts and lists copied, immutable scalars
+shared, a float that is not finite refused as the other stores refuse it."""
+
+from __future__ import annotations
+
+import copy
+import math
+from datetime import datetime
+from typing import Any, TypeVar, cast
+
+from ..strict_json import NotStrictJsonError
+
+_T = TypeVar("_T")
+_IMMUTABLE = (str, int, float, bool, bytes, datetime, type(None))
+
+
+def copied(value: _T) -> _T:
+    """A deep copy of a stored document or value: dicts and lists are copied, immutable scalars
+    (str, numbers, datetimes, None) shared, which costs less than ``copy.deepcopy`` on these
+    shapes; anything else falls back to it.
+
+    Raises:
+        storage.strict_json.NotStrictJsonError: A float that is not finite, which the other stores
+            cannot hold either (RFC 8259 JSON).
+    """
+    return cast(_T, _copy_any(value))
+
+
+def _copy_any(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy_any(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy_any(v) for v in value]
+    if kind is float and not math.isfinite(value):
+        raise NotStrictJsonError("a float that is not finite (NaN, Infinity) has no JSON form")
+    if isinstance(value, _IMMUTABLE):
+        return value
+    return copy.deepcopy(value)
+
+
+__all__ = ["copied"]

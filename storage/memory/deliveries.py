@@ -1,0 +1,110 @@
+"""The memory store's ``WebhookDeliveries``: deliveries by id and the cursors over the event log;
+``finishedAt`` follows ``storage.rules.finished_at``."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Sequence
+from datetime import datetime
+
+from .. import rules
+from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
+from .copying import copied
+
+
+class MemoryWebhookDeliveries:
+    """``WebhookDeliveries`` in process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._webhook_cursors: dict[str, str] = {}
+        self._deliveries: dict[str, WebhookDeliveryDocument] = {}
+
+    async def webhook_cursor(self, cursor_id: str) -> str | None:
+        return self._webhook_cursors.get(cursor_id)
+
+    async def advance_webhook_cursor(self, cursor_id: str, event_id: str) -> None:
+        current = self._webhook_cursors.get(cursor_id)
+        if current is None or event_id > current:
+            self._webhook_cursors[cursor_id] = event_id
+
+    async def add_webhook_deliveries(self, deliveries: Sequence[WebhookDeliveryDocument]) -> int:
+        added = 0
+        for delivery in deliveries:
+            if delivery["_id"] not in self._deliveries:
+                self._deliveries[delivery["_id"]] = copied(delivery)
+                added += 1
+        return added
+
+    async def claim_webhook_deliveries(
+        self,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        limit: int,
+        endpoint_id: str | None = None,
+        other_than: Collection[str] = (),
+    ) -> list[WebhookDeliveryDocument]:
+        due = sorted(
+            (
+                d
+                for d in self._deliveries.values()
+                if d["status"] == "pending"
+                and d["nextAttemptAt"] <= now
+                and (d["lease"] is None or d["lease"]["until"] < now)
+                and (endpoint_id is None or d["endpointId"] == endpoint_id)
+                and d["endpointId"] not in other_than
+            ),
+            key=lambda d: (d["nextAttemptAt"], d["_id"]),
+        )[:limit]
+        for delivery in due:
+            delivery["lease"] = {"by": by, "until": until}
+        return [copied(d) for d in due]
+
+    async def finish_webhook_attempt(
+        self,
+        delivery_id: str,
+        *,
+        by: str,
+        status: WebhookDeliveryStatus,
+        at: datetime,
+        next_attempt_at: datetime,
+        status_code: int | None,
+        error: str | None,
+    ) -> bool:
+        delivery = self._deliveries.get(delivery_id)
+        if delivery is None or delivery["status"] != "pending":
+            return False
+        lease = delivery["lease"]
+        if lease is None or lease["by"] != by:
+            return False
+        delivery["status"] = status
+        delivery["attempts"] += 1
+        delivery["lastAttemptAt"] = at
+        delivery["nextAttemptAt"] = next_attempt_at
+        delivery["lastStatusCode"] = status_code
+        delivery["lastError"] = error
+        delivery["finishedAt"] = rules.finished_at(status, at)
+        delivery["lease"] = None
+        return True
+
+    async def list_webhook_deliveries(
+        self,
+        *,
+        status: WebhookDeliveryStatus | None,
+        resource_ids: frozenset[str] | None,
+        limit: int,
+        after: str | None = None,
+    ) -> list[WebhookDeliveryDocument]:
+        found = (
+            d
+            for _, d in sorted(self._deliveries.items(), reverse=True)
+            if (after is None or d["_id"] < after)
+            and (status is None or d["status"] == status)
+            and (resource_ids is None or d["resourceId"] in resource_ids)
+        )
+        return [copied(d) for d in itertools.islice(found, limit)]
+
+
+__all__ = ["MemoryWebhookDeliveries"]

@@ -1,0 +1,77 @@
+"""The memory store's ``EventLog``: each run's events in append order, and each agent's sorted by
+``_id`` (creation order) for the subscription feed's keyset walk."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import datetime
+
+from sortedcontainers import SortedKeyList
+
+from ..documents import EventDocument
+from ..protocol import event_list
+from .copying import copied
+
+
+def _event_id(event: EventDocument) -> str:
+    return event["_id"]
+
+
+class MemoryEventLog:
+    """``EventLog`` in process; the other parts append a write's events with ``_append``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._events: dict[tuple[str, str], list[EventDocument]] = {}
+        """(agentId, runId) -> the run's events, in append order."""
+        self._agent_events: dict[str, SortedKeyList] = {}
+        """agentId -> its events sorted by ``_id`` (creation order), for ``list_events_after``."""
+
+    async def append_event(self, event: EventDocument) -> None:
+        self._append(event)
+
+    def _append(self, event: EventDocument | Sequence[EventDocument] | None) -> None:
+        """Append ``event`` (one, several in order, or nothing for ``None``) without awaiting:
+        after a state change, in the same step of the event loop, so the two form one unit of work."""
+        for one in event_list(event):
+            stored = copied(one)
+            self._events.setdefault((one["agentId"], one["runId"]), []).append(stored)
+            by_agent = self._agent_events.get(one["agentId"])
+            if by_agent is None:
+                by_agent = self._agent_events[one["agentId"]] = SortedKeyList(key=_event_id)
+            by_agent.add(stored)
+
+    async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
+        """Nothing is ever pending: a change and its event are written at once."""
+        return 0
+
+    async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
+        return await self.list_events_of_runs(agent_id, [run_id])
+
+    async def list_events_of_runs(
+        self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
+        events = [
+            e
+            for run_id in dict.fromkeys(run_ids)
+            for e in self._events.get((agent_id, run_id), [])
+            if resource_ids is None or e.get("resourceId") in resource_ids
+        ]
+        return copied(sorted(events, key=lambda e: (e["at"], e["_id"])))
+
+    async def list_events_after(
+        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+    ) -> list[EventDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        events = self._agent_events.get(agent_id)
+        if events is None:
+            return []
+        found = events.irange_key(min_key=after_event_id, inclusive=(False, True)) if after_event_id else iter(events)
+        if resource_ids is not None:
+            found = (e for e in found if e.get("resourceId") in resource_ids)
+        return [copied(e) for e in itertools.islice(found, limit)]
+
+
+__all__ = ["MemoryEventLog"]

@@ -1,0 +1,70 @@
+"""The memory store's ``IdempotencyKeys``: one document per key, reserved under a lease."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..documents import IdempotencyDocument
+from .copying import copied
+
+
+class MemoryIdempotencyKeys:
+    """``IdempotencyKeys`` in process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._keys: dict[str, IdempotencyDocument] = {}
+
+    async def reserve_idempotency_key(
+        self,
+        key_id: str,
+        fingerprint: str,
+        now: datetime,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+    ) -> IdempotencyDocument | None:
+        existing = self._keys.get(key_id)
+        if existing is not None and not _lapsed(existing, fingerprint, now):
+            return copied(existing)
+        self._keys[key_id] = {
+            "_id": key_id,
+            "fingerprint": fingerprint,
+            "result": None,
+            "createdAt": now if existing is None else existing["createdAt"],
+            "reservedBy": by,
+            "reservedUntil": until,
+        }
+        return None
+
+    def _reserved(self, key_id: str, by: str | None) -> IdempotencyDocument | None:
+        doc = self._keys.get(key_id)
+        if doc is None or doc["result"] is not None or (by is not None and doc.get("reservedBy") != by):
+            return None
+        return doc
+
+    async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
+        doc = self._reserved(key_id, by)
+        if doc is None:
+            return False
+        doc["reservedUntil"] = until
+        return True
+
+    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
+        doc = self._reserved(key_id, by)
+        if doc is not None:
+            doc["result"] = copied(result)
+
+    async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
+        if self._reserved(key_id, by) is not None:
+            del self._keys[key_id]
+
+
+def _lapsed(doc: IdempotencyDocument, fingerprint: str, now: datetime) -> bool:
+    """A reservation without a result whose lease lapsed before ``now``, for the same arguments."""
+    until = doc.get("reservedUntil")
+    return doc["result"] is None and doc["fingerprint"] == fingerprint and until is not None and until < now
+
+
+__all__ = ["MemoryIdempotencyKeys"]

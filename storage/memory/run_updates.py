@@ -1,0 +1,60 @@
+"""The memory store's ``RunUpdateLog``: each run's batches sorted by ``_id``, and every batch by
+when it was written, for pruning oldest first."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime
+
+from sortedcontainers import SortedKeyList, SortedList
+
+from ..documents import RunUpdateBatchDocument
+from .copying import copied
+
+
+def _batch_id(batch: RunUpdateBatchDocument) -> str:
+    return batch["_id"]
+
+
+class MemoryRunUpdateLog:
+    """``RunUpdateLog`` in process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._updates: dict[tuple[str, str], SortedKeyList] = {}
+        """(agentId, runId) -> the run's update batches sorted by ``_id``."""
+        self._updates_written = SortedList()
+        """``(at, agentId, runId, _id)`` of every update batch: what pruning reads, oldest first."""
+
+    async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
+        key = (batch["agentId"], batch["runId"])
+        batches = self._updates.get(key)
+        if batches is None:
+            batches = self._updates[key] = SortedKeyList(key=_batch_id)
+        batches.add(copied(batch))
+        self._updates_written.add((batch["at"], batch["agentId"], batch["runId"], batch["_id"]))
+
+    async def list_run_updates(
+        self, agent_id: str, run_id: str, *, after: str | None, limit: int
+    ) -> list[RunUpdateBatchDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        batches = self._updates.get((agent_id, run_id))
+        if batches is None:
+            return []
+        found = batches.irange_key(min_key=after, inclusive=(False, True)) if after is not None else iter(batches)
+        return [copied(b) for b in itertools.islice(found, limit)]
+
+    async def prune_run_updates(self, *, before: datetime, limit: int) -> int:
+        pruned = 0
+        while self._updates_written and pruned < limit and self._updates_written[0][0] < before:
+            _, agent_id, run_id, batch_id = self._updates_written.pop(0)
+            batches = self._updates[(agent_id, run_id)]
+            batches.remove(next(batches.irange_key(batch_id, batch_id)))
+            if not batches:
+                del self._updates[(agent_id, run_id)]
+            pruned += 1
+        return pruned
+
+
+__all__ = ["MemoryRunUpdateLog"]

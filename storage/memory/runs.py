@@ -1,0 +1,353 @@
+"""The memory store's ``RunStore``: runs and histories by id, listed through sorted indexes
+(``listing``, ``deadlines``), every condition of a write and of the sweeper's reads applied as
+``storage.rules`` defines it (``rules.matches``)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import datetime
+
+from .. import rules
+from .._listing_index import ListingIndex, expiring_page
+from .._query import normalized_filter
+from ..documents import (
+    ApprovalDocument,
+    DecisionDocument,
+    EventDocument,
+    RunErrorDocument,
+    SnapshotDocument,
+    ToolCallDocument,
+)
+from ..protocol import DuplicateRunError, RunFilter, SortKey, event_list
+from ..rules import matches
+from .copying import copied
+from .deadlines import DeadlineIndex
+from .events import MemoryEventLog
+
+
+class MemoryRunStore(MemoryEventLog):
+    """``RunStore`` in process, with the ``EventLog`` its writes append to in the same step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._runs: dict[str, SnapshotDocument] = {}
+        self._histories: dict[str, bytes] = {}
+        self._listing = ListingIndex()
+        self._deadlines = DeadlineIndex()
+        self._decided: set[str] = set()
+        """Ids of runs whose every call is decided (``pendingCount == 0``): what the sweeper reads
+        (``list_stalled_runs``), so it never scans the waiting runs (MongoDB: index ``stalled``)."""
+
+    # -- reading -------------------------------------------------------------------------------
+    def _owned(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        doc = self._runs.get(run_id)
+        return doc if doc is not None and matches(rules.owned(agent_id, run_id), doc) else None
+
+    async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        doc = self._owned(agent_id, run_id)
+        return copied(doc) if doc is not None else None
+
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        return [copied(self._runs[i]) for i in dict.fromkeys(run_ids) if i in self._runs]
+
+    async def list_runs(
+        self,
+        agent_id: str,
+        run_filter: RunFilter,
+        *,
+        limit: int | None = None,
+        skip: int = 0,
+        after: SortKey | None = None,
+        before: SortKey | None = None,
+        from_end: bool = False,
+    ) -> list[SnapshotDocument]:
+        normalized = normalized_filter(run_filter)
+        if normalized.expires_before is not None:
+            keys = expiring_page(
+                self._expiring_matches(agent_id, normalized),
+                limit=limit,
+                skip=skip,
+                after=after,
+                before=before,
+                from_end=from_end,
+            )
+            return [copied(self._runs[run_id]) for _, run_id in keys]
+        run_ids = self._listing.page(
+            agent_id,
+            normalized,
+            limit=limit,
+            skip=skip,
+            after=after,
+            before=before,
+            from_end=from_end,
+        )
+        return [copied(self._runs[run_id]) for run_id in run_ids]
+
+    async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
+        normalized = normalized_filter(run_filter)
+        if normalized.expires_before is not None:
+            return len(self._expiring_matches(agent_id, normalized))
+        return self._listing.count(agent_id, normalized)
+
+    def _expiring_matches(self, agent_id: str, run_filter: RunFilter) -> list[SnapshotDocument]:
+        """The agent's runs expiring before ``run_filter.expires_before`` that pass its other
+        fields: a walk of the agent's deadlines up to the bound, so it costs O(log n + matches)."""
+        f = run_filter
+        if f.expires_before is None:
+            return []
+        found = []
+        for run_id in self._deadlines.of_agent_before(agent_id, f.expires_before):
+            doc = self._runs[run_id]
+            if (
+                (f.thread_id is None or doc["threadId"] == f.thread_id)
+                and (f.resource_id is None or doc["resourceId"] == f.resource_id)
+                and (f.resource_ids is None or doc["resourceId"] in f.resource_ids)
+                and (f.from_date is None or doc["createdAt"] >= f.from_date)
+                and (f.to_date is None or doc["createdAt"] <= f.to_date)
+            ):
+                found.append(doc)
+        return found
+
+    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+        doc = self._owned(agent_id, run_id)
+        return self._histories.get(doc["historyId"]) if doc is not None else None
+
+    # -- writing -------------------------------------------------------------------------------
+    async def insert(
+        self,
+        snapshot: SnapshotDocument,
+        history: bytes,
+        *,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> None:
+        await self.insert_many([(snapshot, history)])
+        self._append(event)  # insert_many never awaits: the same step of the event loop
+
+    async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        self._refuse_duplicates(snapshots)
+        docs = [copied(snapshot) for snapshot, _ in snapshots]
+        for doc, (_, history) in zip(docs, snapshots, strict=True):
+            self._store(doc, bytes(history))
+        if len(docs) == 1:
+            self._listing.add(docs[0])
+        else:
+            self._listing.add_many(docs)
+
+    def adopt_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        """``insert_many`` without copying: the store takes the documents over (data generator).
+
+        For loading a million generated runs at start (``RUNSGATE_SEED_RUNS``): copying would
+        double the time. The caller must not touch the documents afterwards; nested values
+        (``args``, ``suspendPayload``, ``resumeSchema``) may be shared between documents, since the
+        store never changes them in place. Raises ``DuplicateRunError`` (nothing inserted).
+        """
+        self._refuse_duplicates(snapshots)
+        for doc, history in snapshots:
+            self._store(doc, history)
+        self._listing.add_many([doc for doc, _ in snapshots])
+
+    def _refuse_duplicates(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        ids = [s["_id"] for s, _ in snapshots]
+        if len(set(ids)) != len(ids) or any(i in self._runs for i in ids):
+            raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}")
+
+    def _store(self, doc: SnapshotDocument, history: bytes) -> None:
+        """Keep ``doc`` and its ``history``, indexed by deadline and decided state (not listed yet)."""
+        self._runs[doc["_id"]] = doc
+        self._histories[doc["historyId"]] = history
+        if doc["pendingCount"] == 0:
+            self._decided.add(doc["_id"])
+        self._deadlines.set_deadline(doc)
+
+    async def record_decision(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        decision: DecisionDocument,
+        now: datetime,
+        event: EventDocument | None = None,
+        preceding_events: Sequence[EventDocument] = (),
+    ) -> SnapshotDocument | None:
+        doc = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
+        if doc is None:
+            return None
+        doc["toolCalls"][index]["decision"] = copied(decision)
+        return self._record_decided(doc, now, [*preceding_events, *event_list(event)])
+
+    async def record_approval(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        approval: ApprovalDocument,
+        approvals_before: int,
+        decision: DecisionDocument | None,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        doc = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
+        if doc is None or not matches(rules.approvals_counted(index, approvals_before), doc):
+            return None
+        call = doc["toolCalls"][index]
+        call["approvals"] = [*(call.get("approvals") or []), copied(approval)]
+        if decision is None:
+            self._touch(doc, now)
+            self._append(event)
+            return copied(doc)
+        call["decision"] = copied(decision)
+        return self._record_decided(doc, now, event_list(event))
+
+    def _pending_call(
+        self, agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None
+    ) -> SnapshotDocument | None:
+        """The run, when it meets ``rules.pending_call``: suspended, its call ``index`` still the
+        undecided ``tool_call_id`` waiting on ``question_id`` (the condition of every decision)."""
+        doc = self._runs.get(run_id)
+        if doc is None or not matches(rules.pending_call(agent_id, run_id, index, tool_call_id, question_id), doc):
+            return None
+        return doc
+
+    def _record_decided(
+        self, doc: SnapshotDocument, now: datetime, events: Sequence[EventDocument]
+    ) -> SnapshotDocument:
+        """One more call of ``doc`` decided: its count and deadline (``rules.pending_count``,
+        ``rules.earliest_deadline``) and ``events``."""
+        doc["pendingCount"] = rules.pending_count(doc["toolCalls"])
+        self._deadlines.set_deadline(doc)
+        self._touch(doc, now)
+        self._append(events)
+        return copied(doc)
+
+    async def claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        events: Sequence[EventDocument] = (),
+        version: int | None = None,
+    ) -> SnapshotDocument | None:
+        doc = self._runs.get(run_id)
+        condition = rules.all_of(rules.owned(agent_id, run_id), rules.claimable(now, version))
+        if doc is None or not matches(condition, doc):
+            return None
+        doc["status"] = "resuming"
+        doc["claim"] = {"by": by, "until": until}
+        self._touch(doc, now)
+        self._append(events)
+        return copied(doc)
+
+    def _held(self, agent_id: str, run_id: str, by: str) -> SnapshotDocument | None:
+        """The run while ``by`` holds its claim (``rules.held``), else ``None``."""
+        doc = self._runs.get(run_id)
+        return doc if doc is not None and matches(rules.held(agent_id, run_id, by), doc) else None
+
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+        doc = self._held(agent_id, run_id, by)
+        if doc is None or doc["claim"] is None:
+            return False
+        doc["claim"]["until"] = until
+        return True
+
+    async def replace_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        tool_calls: list[ToolCallDocument],
+        history: bytes,
+        history_id: str,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        doc = self._held(agent_id, run_id, by)
+        if doc is None:
+            return None
+        self._swap_history(doc, history, history_id)
+        doc["toolCalls"] = copied(tool_calls)
+        doc["pendingCount"] = rules.pending_count(doc["toolCalls"])
+        self._deadlines.set_deadline(doc)
+        doc["status"] = "suspended"
+        doc["claim"] = None
+        doc["lastError"] = None
+        doc["suspendedAt"] = now
+        self._touch(doc, now)
+        self._append(event)
+        return copied(doc)
+
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+        doc = self._held(agent_id, run_id, by)
+        if doc is None:
+            return False
+        del self._runs[run_id]
+        self._decided.discard(run_id)
+        self._deadlines.drop(doc)
+        self._listing.remove(doc)
+        self._histories.pop(doc["historyId"], None)
+        self._append(event)
+        return True
+
+    async def release_claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        error: RunErrorDocument,
+        now: datetime,
+        history: bytes | None = None,
+        history_id: str | None = None,
+        event: EventDocument | None = None,
+    ) -> SnapshotDocument | None:
+        doc = self._held(agent_id, run_id, by)
+        if doc is None:
+            return None
+        if history is not None:
+            if history_id is None:
+                raise ValueError("a new history needs a new history_id")
+            self._swap_history(doc, history, history_id)
+        doc["status"] = "suspended"
+        doc["claim"] = None
+        doc["lastError"] = copied(error)
+        self._touch(doc, now)
+        self._append(event)
+        return copied(doc)
+
+    async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
+        condition = rules.stalled(now, idle_before)
+        stalled = [doc for doc in (self._runs[run_id] for run_id in self._decided) if matches(condition, doc)]
+        stalled.sort(key=lambda doc: (doc["updatedAt"], doc["_id"]))
+        return [copied(doc) for doc in stalled[:limit]]
+
+    async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
+        condition = rules.expired(now)
+        found = (doc for doc in map(self._runs.__getitem__, self._deadlines.due(now)) if matches(condition, doc))
+        return [copied(doc) for doc in itertools.islice(found, limit)]
+
+    def _swap_history(self, doc: SnapshotDocument, history: bytes, history_id: str) -> None:
+        """Point ``doc`` to ``history`` stored under the new ``history_id``; forget the old one."""
+        self._histories.pop(doc["historyId"], None)
+        self._histories[history_id] = bytes(history)
+        doc["historyId"] = history_id
+
+    def _touch(self, doc: SnapshotDocument, now: datetime) -> None:
+        doc["updatedAt"] = now
+        doc["version"] += 1
+        if doc["pendingCount"] == 0:
+            self._decided.add(doc["_id"])
+        else:
+            self._decided.discard(doc["_id"])
+
+
+__all__ = ["MemoryRunStore"]

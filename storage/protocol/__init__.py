@@ -1,0 +1,34 @@
+"""The store protocols: where suspended runs live (docs/storage.md "Stores").
+
+``RunStore`` (snapshots and histories), ``EventLog`` (the audit log), ``IdempotencyKeys``,
+``WebhookDeliveries`` and ``RunUpdateLog`` (batches of ``runUpdates``), one per aggregate and
+one module each; ``SnapshotStore`` is all five plus open, close and ping, implemented by one
+class per store. Every method naming a run is scoped by ``agent_id``; a write that changes a
+run takes the event recording it (``event=``), one unit of work (docs/modules.md). The errors
+are in ``errors``, the listing's filter and order in ``filters``.
+"""
+
+from .deliveries import WebhookDeliveries
+from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
+from .events import EventLog, event_list
+from .filters import RunFilter, SortKey, sort_key
+from .keys import IdempotencyKeys
+from .run_updates import RunUpdateLog
+from .runs import RunStore
+from .store import SnapshotStore
+
+__all__ = [
+    "DuplicateRunError",
+    "EventLog",
+    "IdempotencyKeys",
+    "NewerSchemaError",
+    "RunFilter",
+    "RunStore",
+    "RunUpdateLog",
+    "SnapshotStore",
+    "SortKey",
+    "StoreUnavailableError",
+    "WebhookDeliveries",
+    "event_list",
+    "sort_key",
+]

@@ -1,0 +1,222 @@
+"""``RunStore``: suspended runs (snapshots) and their message histories, read by key and written
+by conditional updates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from ..documents import (
+    ApprovalDocument,
+    DecisionDocument,
+    EventDocument,
+    RunErrorDocument,
+    SnapshotDocument,
+    ToolCallDocument,
+)
+from .filters import RunFilter, SortKey
+
+
+class RunStore(Protocol):
+    """Suspended runs (snapshots) and their message histories: reads and conditional writes by key.
+
+    Every method may raise ``StoreUnavailableError`` (nothing may be assumed written).
+    """
+
+    # -- reading -----------------------------------------------------------------------------
+    async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
+        """The run, or ``None`` when it does not exist or belongs to another agent."""
+
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        """Runs by id in one query, any agent, in no particular order; missing ids are skipped."""
+
+    async def list_runs(
+        self,
+        agent_id: str,
+        run_filter: RunFilter,
+        *,
+        limit: int | None = None,
+        skip: int = 0,
+        after: SortKey | None = None,
+        before: SortKey | None = None,
+        from_end: bool = False,
+    ) -> list[SnapshotDocument]:
+        """Runs of ``agent_id`` matching ``run_filter``, newest first, never reading histories.
+
+        Args:
+            limit: At most this many runs; ``None`` for all.
+            skip: Runs to skip first (``page * perPage``); not used with ``from_end``.
+            after: Only runs strictly after this key in listing order.
+            before: Only runs strictly before this key in listing order.
+            from_end: Take the ``limit`` runs closest to the end of the range (Relay ``last``);
+                the result is still newest first.
+        """
+        ...
+
+    async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
+        """Number of runs of ``agent_id`` matching ``run_filter`` (``totalCount``)."""
+        ...
+
+    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+        """The run's message history (pydantic-ai JSON bytes), or ``None`` if the run is gone."""
+
+    # -- writing -----------------------------------------------------------------------------
+    async def insert(
+        self,
+        snapshot: SnapshotDocument,
+        history: bytes,
+        *,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> None:
+        """Store a new suspended run, and ``event`` (its ``suspended`` event, and the ``decision``
+        events of calls an approval policy decided) with it as one unit of work (``storage.protocol``).
+        Raises ``DuplicateRunError`` (nothing written)."""
+
+    async def record_decision(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        decision: DecisionDocument,
+        now: datetime,
+        event: EventDocument | None = None,
+        preceding_events: Sequence[EventDocument] = (),
+    ) -> SnapshotDocument | None:
+        """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
+
+        One conditional update: the run exists, belongs to ``agent_id``, has status
+        ``suspended``, and ``toolCalls[index]`` has ``tool_call_id``, the ``questionId``
+        ``question_id`` (``None``: it has none, as in documents written before questions had ids)
+        and no decision, so a decision read for a question the call no longer waits on is never
+        recorded on the next one. Returns the
+        updated run, or ``None`` when any condition failed (nothing was written, ``event``
+        neither). ``event`` (the ``decision`` event) is written with the update as one unit of work,
+        after ``preceding_events`` (the sweeper's ``expired`` event), in that order. The run's
+        ``expiresAt`` becomes the earliest deadline of the calls still pending (``earliest_deadline``).
+        """
+
+    async def record_approval(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None = None,
+        approval: ApprovalDocument,
+        approvals_before: int,
+        decision: DecisionDocument | None,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        """Append ``approval`` to ``toolCalls[index].approvals`` (two-person approval), and with
+        ``decision`` (the last approval needed) also set the call's decision.
+
+        One conditional update, on the conditions of ``record_decision`` plus: the call has
+        exactly ``approvals_before`` approvals (absent counts as none), so of two approvals read
+        on the same state only one is recorded, and each approval is recorded once. Without
+        ``decision`` ``pendingCount`` is unchanged; with it, it drops by one. Returns the updated
+        run, or ``None`` when any condition failed (nothing written). ``event`` (the ``approval``
+        event, then the ``decision`` event) is written with the update as one unit of work.
+        """
+
+    async def claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        until: datetime,
+        now: datetime,
+        events: Sequence[EventDocument] = (),
+        version: int | None = None,
+    ) -> SnapshotDocument | None:
+        """Take the claim to continue a run whose every call is decided.
+
+        Succeeds when the run is ``suspended`` with ``pendingCount == 0``, or ``resuming`` with a
+        claim that expired before ``now`` (takeover). Sets status ``resuming`` and the claim.
+        ``events`` (the continuation's ``takeover`` and ``resumed``, in order) are written with
+        the claim as one unit of work, only when it succeeds: every claim is in the log before
+        anything else (a renewal, another instance's takeover of it) can happen to it. With
+        ``version``, the run must also still be at that ``version`` (the one the events were made
+        from: a takeover's ``previousClaim`` is then the claim it replaces).
+        Returns the claimed run, or ``None`` (nothing written).
+        """
+
+    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
+        """Extend a claim still held by ``by``; ``False`` if it was lost (nothing written)."""
+
+    async def replace_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        tool_calls: list[ToolCallDocument],
+        history: bytes,
+        history_id: str,
+        now: datetime,
+        event: EventDocument | Sequence[EventDocument] | None = None,
+    ) -> SnapshotDocument | None:
+        """The claimed run suspended again: store its new pending calls and history, and ``event``
+        (its ``suspended`` event, and the ``decision`` events of calls an approval policy decided)
+        with them as one unit of work. ``pendingCount`` counts the calls without a decision.
+
+        ``history_id`` must be new: the history is written under it before the snapshot points
+        to it, so a lost claim never overwrites the history another instance relies on.
+
+        Only while ``by`` holds the claim. Status returns to ``suspended``, the claim and
+        ``lastError`` are cleared. Returns the new document, or ``None`` if the claim was lost.
+        """
+
+    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+        """The claimed run finished: delete its snapshot and history, only while ``by`` holds the
+        claim, and write ``event`` (its ``completed`` event) as one unit of work with the deletion:
+        the run is never gone without its ``completed`` event. ``False`` (nothing written) if the
+        claim was lost."""
+
+    async def release_claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        error: RunErrorDocument,
+        now: datetime,
+        history: bytes | None = None,
+        history_id: str | None = None,
+        event: EventDocument | None = None,
+    ) -> SnapshotDocument | None:
+        """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set, and
+        ``event`` (its ``failed`` event) written with that change as one unit of work.
+
+        With ``history`` (and a new ``history_id``), the run's history is replaced first, as in
+        ``replace_claimed``: the continuation got as far as running the decided tools, and their
+        results must not be lost (so a retry does not run them again). Only while ``by`` holds
+        the claim; returns the new document, or ``None`` if the claim was lost.
+        """
+
+    async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
+        """Runs, of any agent, whose every call is decided but that nobody is continuing.
+
+        That is: ``resuming`` with a claim that expired before ``now`` (its instance died), or
+        ``suspended`` with ``pendingCount == 0``, no ``lastError`` and ``updatedAt`` before
+        ``idle_before`` (the deciding instance died before claiming). Failed runs
+        (``lastError`` set) are left to ``retryRun``. At most ``limit``, least recently updated first.
+        """
+
+    async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
+        """Runs, of any agent, with a pending call whose deadline is at or before ``now``: their
+        ``expiresAt`` is at or before it. Read through an index on ``expiresAt``, so the runs whose
+        deadlines lie ahead are never read. At most ``limit``, earliest deadline first."""
+        ...
+
+    async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
+        """Bulk-insert new runs (data generator). Raises ``DuplicateRunError``."""
+
+
+__all__ = ["RunStore"]

@@ -1,0 +1,167 @@
+"""The store registry: which store a URL names (docs/architecture.md "Adding a store").
+
+``STORES`` holds one entry per store: its URL schemes, how messages spell its URLs, whether
+several processes can share it, and the factory making it (not opened) from a URL.
+``store_from_url`` picks the entry by scheme; each factory imports its store's package only when
+called, so PyMongo is imported only when a MongoDB URL is made into a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .protocol import SnapshotStore
+
+MEMORY_URL = "memory://"
+"""The memory store's only URL (the default store)."""
+SQLITE_PREFIX = "sqlite:///"
+"""What a SQLite URL starts with; the path follows (SQLAlchemy's convention: ``sqlite:////abs``)."""
+
+
+class UnknownStoreError(ValueError):
+    """No store takes this URL: its scheme names none, or it is not in its store's form
+    (``sqlite:///`` without a path, ``memory://x``). The message names the accepted forms,
+    never the URL (it may hold a password)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoreOptions:
+    """What a store may be made with; each store takes those it has and ignores the others."""
+
+    busy_timeout: float | None = None
+    """SQLite: seconds a write waits for the database lock (``None``: its default)."""
+    server_selection_timeout: float | None = None
+    """MongoDB: seconds an operation waits for a reachable server (``None``: its default)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoreEntry:
+    """One store in the registry."""
+
+    name: str
+    schemes: tuple[str, ...]
+    """The URL schemes it answers (before ``://``)."""
+    forms: tuple[str, ...]
+    """Its URLs as messages spell them (``sqlite:///relative/path.db``)."""
+    shared: bool
+    """Whether several processes (``runsgate serve --workers N``) can share one store."""
+    accepts: Callable[[str], bool]
+    """Whether a URL of its scheme is in its form."""
+    create: Callable[[str, StoreOptions], SnapshotStore]
+    """The store the URL names, not opened."""
+
+
+def _memory(url: str, options: StoreOptions) -> SnapshotStore:
+    from .memory import MemorySnapshotStore
+
+    return MemorySnapshotStore()
+
+
+def _sqlite(url: str, options: StoreOptions) -> SnapshotStore:
+    from .sqlite import SQLiteSnapshotStore
+
+    path = url.removeprefix(SQLITE_PREFIX)
+    if options.busy_timeout is None:
+        return SQLiteSnapshotStore(path)
+    return SQLiteSnapshotStore(path, busy_timeout=options.busy_timeout)
+
+
+def _mongodb(url: str, options: StoreOptions) -> SnapshotStore:
+    from .mongo import MongoSnapshotStore  # PyMongo is imported here, and only here
+
+    if options.server_selection_timeout is None:
+        return MongoSnapshotStore(url)
+    return MongoSnapshotStore(url, server_selection_timeout=options.server_selection_timeout)
+
+
+STORES: tuple[StoreEntry, ...] = (
+    StoreEntry(
+        name="memory",
+        schemes=("memory",),
+        forms=(MEMORY_URL,),
+        shared=False,
+        accepts=lambda url: url == MEMORY_URL,
+        create=_memory,
+    ),
+    StoreEntry(
+        name="sqlite",
+        schemes=("sqlite",),
+        forms=("sqlite:///relative/path.db", "sqlite:////absolute/path.db"),
+        shared=True,
+        accepts=lambda url: url.startswith(SQLITE_PREFIX) and url != SQLITE_PREFIX,
+        create=_sqlite,
+    ),
+    StoreEntry(
+        name="mongodb",
+        schemes=("mongodb", "mongodb+srv"),
+        forms=("a mongodb:// URI",),
+        shared=True,
+        accepts=lambda url: True,  # PyMongo judges the rest when the store opens
+        create=_mongodb,
+    ),
+)
+"""Every store, one entry each: adding a store is its package and one entry here."""
+
+BY_SCHEME: Mapping[str, StoreEntry] = {scheme: entry for entry in STORES for scheme in entry.schemes}
+"""URL scheme -> the store answering it."""
+
+
+def accepted_urls() -> str:
+    """The accepted store URLs, as messages list them: ``memory://, ... or a mongodb:// URI``."""
+    forms = [form for entry in STORES for form in entry.forms]
+    return f"{', '.join(forms[:-1])} or {forms[-1]}"
+
+
+def store_entry(url: str) -> StoreEntry:
+    """The registry entry of the store ``url`` names.
+
+    Raises:
+        UnknownStoreError: No store takes ``url`` (unknown scheme, or not in its store's form).
+    """
+    scheme, separator, _ = url.partition("://")
+    entry = BY_SCHEME.get(scheme) if separator else None
+    if entry is None:
+        shown = f"the scheme {scheme!r}" if separator else "no scheme"
+        raise UnknownStoreError(f"no store takes a URL with {shown}: a store URL is {accepted_urls()}")
+    if not entry.accepts(url):
+        raise UnknownStoreError(f"not a {entry.name} store URL: a store URL is {accepted_urls()}")
+    return entry
+
+
+def store_from_url(
+    url: str, *, busy_timeout: float | None = None, server_selection_timeout: float | None = None
+) -> SnapshotStore:
+    """The store ``url`` names, not yet opened: a new ``MemorySnapshotStore`` each call for
+    ``memory://``, a ``SQLiteSnapshotStore`` for ``sqlite:///path``, a ``MongoSnapshotStore`` for
+    ``mongodb://`` and ``mongodb+srv://``. ``busy_timeout`` (SQLite) and ``server_selection_timeout``
+    (MongoDB) are in seconds; ``None`` keeps the store's default, and a store ignores the other's.
+
+    Raises:
+        UnknownStoreError: No store takes ``url``; the message names the accepted forms.
+    """
+    options = StoreOptions(busy_timeout=busy_timeout, server_selection_timeout=server_selection_timeout)
+    return store_entry(url).create(url, options)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a ``sqlite:///path`` URL (the path after the three slashes), else ``None``."""
+    return Path(url.removeprefix(SQLITE_PREFIX)) if url.startswith(SQLITE_PREFIX) and url != SQLITE_PREFIX else None
+
+
+__all__ = [
+    "BY_SCHEME",
+    "MEMORY_URL",
+    "SQLITE_PREFIX",
+    "STORES",
+    "StoreEntry",
+    "StoreOptions",
+    "UnknownStoreError",
+    "accepted_urls",
+    "sqlite_path",
+    "store_entry",
+    "store_from_url",
+]

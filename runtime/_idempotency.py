@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -19,7 +21,7 @@ from typing import Any, TypeVar
 from storage import IdempotencyDocument, IdempotencyKeys, to_bson_precision
 
 from ._claims import renewing
-from ._json import fingerprint
+from ._json import canonical_json, fingerprint
 from .errors import IdempotencyKeyReusedError, RunsgateError
 from .outcome import RunOutcome
 
@@ -149,6 +151,14 @@ class IdempotencyGuard:
             every=self._lease / 3,
             lease=f"idempotency key {key_id}",
         )
+
+
+def keyed_run_id(agent_id: str, operation: str, key: str, arguments: dict[str, Any]) -> str:
+    """The run id of the start ``(agent_id, operation, key)`` with ``arguments`` (as ``IdempotencyGuard.run``
+    scopes and fingerprints them): 32 hex digits of an HMAC-SHA256 keyed by ``key``, so every
+    repeat of the start names the same run and nobody without the key can name it."""
+    message = canonical_json([agent_id, operation, fingerprint(arguments)])
+    return hmac.new(key.encode(), message.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def _replay(existing: IdempotencyDocument) -> RunOutcome:

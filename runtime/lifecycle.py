@@ -21,7 +21,7 @@ from storage import SnapshotDocument, SnapshotStore, to_bson_precision, utcnow
 from ._continuation import Continuation
 from ._decisions import DecisionRequest
 from ._fair_slots import FairSlots
-from ._idempotency import IdempotencyGuard
+from ._idempotency import IdempotencyGuard, keyed_run_id
 from ._journal import Journal
 from ._json import jsonable
 from ._publishing import UpdateHub
@@ -179,11 +179,15 @@ class RunManager:
             prompt: The user prompt.
             thread_id: Memory thread the run belongs to (a listing filter).
             resource_id: Memory resource the run belongs to (a listing filter).
-            idempotency_key: Repeating the call with this key returns the first outcome.
+            idempotency_key: Repeating the call with this key returns the first outcome. Without
+                ``run_id``, the run's id is derived from the key (``keyed_run_id``): a repeat whose
+                key was never completed (the store failed) answers the run as stored, or its
+                logged ``completed`` / ``failed`` outcome, and runs the agent only if neither exists.
             principal: Who starts the run (``Caller``; its name goes to the audit log). A
                 ``Principal`` limited to some resources starts runs of those resources only.
             parent_run_id: The supervisor run this sub-run serves (``delegate()``).
-            run_id: The run's id; a fresh uuid4 hex by default. Must be unused.
+            run_id: The run's id; by default derived from ``idempotency_key``, else a fresh uuid4
+                hex. Must be unused.
 
         Returns:
             ``completed`` with the output (nothing stored), ``suspended`` with the stored run,
@@ -211,6 +215,12 @@ class RunManager:
             "runId": run_id,
             "principal": name,
         }
+        operation = owned("startRun", name)
+        # Under a key, the run's id is the key's own (``keyed_run_id``): a repeat finds its run.
+        keyed = idempotency_key is not None and run_id is None
+        if keyed:
+            assert idempotency_key is not None
+            run_id = keyed_run_id(agent_id, operation, idempotency_key, arguments)
         scope = RunScope(
             runs=self,
             agent_id=agent_id,
@@ -221,10 +231,10 @@ class RunManager:
         )
         return await self._idempotency.run(
             agent_id=agent_id,
-            operation=owned("startRun", name),
+            operation=operation,
             key=idempotency_key,
             arguments=arguments,
-            action=functools.partial(self._starter.start, scope, prompt, parent_run_id=parent_run_id),
+            action=functools.partial(self._starter.start, scope, prompt, parent_run_id=parent_run_id, keyed=keyed),
         )
 
     # -- decide ----------------------------------------------------------------------------------

@@ -41,8 +41,14 @@ class Starter:
     model: Model | str | None
     now: Callable[[], datetime]
 
-    async def start(self, scope: RunScope, prompt: str, *, parent_run_id: str | None) -> RunOutcome:
+    async def start(
+        self, scope: RunScope, prompt: str, *, parent_run_id: str | None, keyed: bool = False
+    ) -> RunOutcome:
         """Run ``scope``'s agent on ``prompt`` as the new run ``scope.run_id``.
+
+        ``keyed``: ``scope.run_id`` is derived from an idempotency key, so an earlier try of the
+        same start may have got further. Its answer is given instead (``answered``), looked up
+        before the agent runs and again when the insert finds the id taken.
 
         Returns:
             ``completed`` (nothing stored), ``suspended`` with the stored run, or ``failed``
@@ -55,6 +61,8 @@ class Starter:
             DuplicateRunError: ``scope.run_id`` is already stored.
         """
         agent = self.agents.get_agent(scope.agent_id)
+        if keyed and (earlier := await self.answered(scope)) is not None:
+            return earlier
         started = self.now()
         await self.journal.event(
             scope,
@@ -99,13 +107,48 @@ class Starter:
             doc["expiresAt"] = deadline
         try:
             await self.store.insert(doc, ran.history, event=[*([suspension] if suspension else []), *decisions])
-        except (StoreUnavailableError, DuplicateRunError):
+        except DuplicateRunError:
+            # Another try of this keyed start stored the run first (its lease lapsed while it ran).
+            if keyed and (earlier := await self.answered(scope)) is not None:
+                return earlier
+            raise
+        except StoreUnavailableError:
             raise
         except Exception as exc:  # the store refused the run (e.g. over its document size): it failed
             return await self.journal.failed(scope, exc, run=None)
         if suspension is None:  # every call was approved by a policy: continue at once
             return await self.continuation.run(doc, scope.principal)
         return await self.journal.suspended(scope, doc, event=suspension)
+
+    async def answered(self, scope: RunScope) -> RunOutcome | None:
+        """What an earlier try of the start ``scope`` left: the stored run's state (``suspended``
+        with it, ``resuming`` while claimed, ``failed`` with its ``lastError``), else the logged
+        ``completed`` output or ``failed`` error of a run no longer (or never) stored; ``None``
+        when it left neither (it stored nothing: the start runs). Raises StoreUnavailableError."""
+        doc = await self.store.get(scope.agent_id, scope.run_id)
+        if doc is not None:
+            return _state(doc)
+        for event in reversed(await self.store.list_events(scope.agent_id, scope.run_id)):
+            if event["type"] == "completed":
+                output = event["data"].get("output")
+                return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="completed", output=output)
+            if event["type"] == "failed":
+                error = f"{event['data'].get('type')}: {event['data'].get('message')}"
+                return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="failed", error=error)
+        return None
+
+
+def _state(doc: SnapshotDocument) -> RunOutcome:
+    """The outcome a stored run stands for now."""
+    run_id, agent_id = doc["_id"], doc["agentId"]
+    if doc["status"] == "resuming":
+        return RunOutcome(run_id=run_id, agent_id=agent_id, status="resuming")
+    error = doc.get("lastError")
+    if error is not None:
+        return RunOutcome(
+            run_id=run_id, agent_id=agent_id, status="failed", error=f"{error['type']}: {error['message']}", run=doc
+        )
+    return RunOutcome(run_id=run_id, agent_id=agent_id, status="suspended", run=doc)
 
 
 __all__ = ["Starter"]

@@ -189,17 +189,17 @@ class MongoStoreBase:
     ) -> SnapshotDocument | None:
         """``_update`` with ``event`` (one or several, after ``preceding_events``) recorded inside
         the snapshot (``pendingEvents``) by the same single-document write, then appended to
-        ``run_events`` (``_settle``)."""
+        ``run_events`` (``_settle_pending_events``)."""
         events = [*preceding_events, *event_list(event)]
         if events:
             pushed = {"$each": [encode(one, EVENT_FIELDS) for one in events]}
             update = {**update, "$push": {**update.get("$push", {}), "pendingEvents": pushed}}
         doc = await self._update(run_id, query, update, derive)
         if doc is not None and events:
-            await self._settle(cast(Document, doc))
+            await self._settle_pending_events(cast(Document, doc))
         return doc
 
-    async def _settle(self, doc: Document) -> None:
+    async def _settle_pending_events(self, doc: Document) -> None:
         """Append every event pending in the snapshot ``doc`` (as just written) to ``run_events``,
         ignoring the ones already there (same ``_id``), then clear ``pendingEvents`` unless the
         run was written again since (that writer settles them). ``doc`` is returned without the

@@ -96,7 +96,7 @@ class MongoRuns(MongoStoreBase):
                 await self._raise_schema_version(snapshot["schemaVersion"])
         await self._write_history(snapshot["historyId"], snapshot["_id"], history)
         stored = stored_snapshot(snapshot)
-        if events:  # recorded inside the snapshot first, then appended (_settle)
+        if events:  # recorded inside the snapshot first, then appended (_settle_pending_events)
             stored["pendingEvents"] = [encode(one, EVENT_FIELDS) for one in events]
         try:
             async with reachable():
@@ -109,7 +109,7 @@ class MongoRuns(MongoStoreBase):
                 await self._delete_history(snapshot["historyId"])
             raise
         if events:
-            await self._settle(stored)
+            await self._settle_pending_events(stored)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk insert (data generator): all histories (inline size only), then all snapshots."""

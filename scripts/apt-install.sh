@@ -6,12 +6,17 @@
 # upgrades another package only when a new one depends on a newer version of it; never
 # `apt-get upgrade`). apt's output goes to .runsgate/apt.log, shown only on failure.
 # Exits 0 at once when every package is installed; 1 when one is missing and we are not root
-# or apt-get failed.
+# or apt-get failed. Two at once (two ./dev test, say) take turns: the second waits for the first
+# (flock on ~/.cache/runsgate/apt.lock) and then installs only what is still missing; apt run
+# by anything else is waited for up to 10 minutes (DPkg::Lock::Timeout).
 set -euo pipefail
-missing=()
-for package in "$@"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
+missing_packages() {
+  missing=()
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+}
+missing_packages "$@"
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "apt-install: ${missing[*]} not installed, and installing needs root and apt-get" >&2
@@ -20,9 +25,15 @@ fi
 log_dir="$(cd "$(dirname "$0")/.." && pwd)/.runsgate"
 mkdir -p "$log_dir"
 log="$log_dir/apt.log"
+cache="${RUNSGATE_CACHE:-$HOME/.cache/runsgate}"
+mkdir -p "$cache"
+exec 8>"$cache/apt.lock"
+flock 8
+missing_packages "$@"
+[ ${#missing[@]} -eq 0 ] && exit 0
 if ! {
-  apt-get update -q &&
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --no-upgrade "${missing[@]}"
+  apt-get update -q -o DPkg::Lock::Timeout=600 &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends --no-upgrade "${missing[@]}"
 } >"$log" 2>&1; then
   cat "$log" >&2
   echo "apt-install: apt-get install ${missing[*]} failed (output above, also in $log)" >&2

@@ -15,7 +15,8 @@
 #   published, and exits 1.
 # - FerretDB v2.5.0, the release built for that DocumentDB tag, comes from the Go module proxy and
 #   is cached as ~/.cache/runsgate/bin/ferretdb-v2.5.0 (RUNSGATE_CACHE moves the cache).
-# Builds run at nice 10: about 10 minutes on 2 cores.
+# Builds run at nice 10: about 10 minutes on 2 cores. Two at once take turns (flock on the binary's
+# .lock file): the second finds what the first installed.
 set -euo pipefail
 scripts="$(cd "$(dirname "$0")" && pwd)"
 ferretdb_version=v2.5.0
@@ -36,6 +37,10 @@ components=(
 )
 
 say() { echo "install-documentdb: $*" >&2; }
+
+mkdir -p "$cache/bin"
+exec 9>"$bin.lock"
+flock 9
 
 bash "$scripts/apt-install.sh" "${packages[@]}"
 [ -x "$pg_config" ] || { say "$pg_config is missing (postgresql-server-dev-$pg_major)"; exit 1; }

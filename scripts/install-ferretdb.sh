@@ -5,11 +5,15 @@
 # `go install github.com/FerretDB/FerretDB/cmd/ferretdb@v1.24.2` builds a binary that panics at
 # start ("Invalid build/version/version.txt"), because that generated file is not part of the
 # module. So we take the same module from the proxy (`go mod download`), add version.txt, and
-# `go build` it.
+# `go build` it. Two at once take turns (flock on the binary's .lock file): the second finds the
+# first's binary.
 set -euo pipefail
 version=v1.24.2
 cache="${RUNSGATE_CACHE:-$HOME/.cache/runsgate}"
 bin="$cache/bin/ferretdb-$version"
+mkdir -p "$cache/bin"
+exec 9>"$bin.lock"
+flock 9
 if [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1; then
   echo "$bin"; exit 0
 fi

@@ -13,67 +13,13 @@
 // focused and both, and runs axe-core with the cards shown. Records rather than stops on what it
 // does not find, so each check is the test's.
 // Prints JSON: {runs, approve, cut, bulk, contrast, axe, dismissed, pageErrors, cspViolations}.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { AXE_SOURCE, api, contrastOf, launchChromium } from './_browser.mjs';
 
-const require = createRequire(import.meta.url);
-const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const [baseUrl, outputDir, apiKey] = process.argv.slice(2);
 const TIMEOUT = 60_000;
-
-async function graphql(query, variables = {}) {
-  const response = await fetch(`${baseUrl}/graphql`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
-    body: JSON.stringify({ query, variables }),
-  });
-  const body = await response.json();
-  if (body.errors) throw new Error(JSON.stringify(body.errors));
-  return body.data;
-}
-
-async function start(agentId, prompt) {
-  const data = await graphql(
-    'mutation S($input: StartRunInput!) { startRun(input: $input) { ... on RunOutcome { runId status } } }',
-    { input: { agentId, prompt } },
-  );
-  if (data.startRun.status !== 'SUSPENDED') throw new Error(`did not suspend: ${JSON.stringify(data)}`);
-  return data.startRun.runId;
-}
-
-// WCAG 2 contrast of an element's text with the background it is drawn on (as inbox-review.mjs)
-function contrastOf(el) {
-  const parse = (value) => {
-    const m = /rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?\)/.exec(value);
-    return m ? [Number(m[1]), Number(m[2]), Number(m[3]), m[4] === undefined ? 1 : Number(m[4])] : [0, 0, 0, 1];
-  };
-  const over = (top, bottom) => [0, 1, 2].map((i) => top[i] * top[3] + bottom[i] * (1 - top[3])).concat(1);
-  let background = [255, 255, 255, 1];
-  const layers = [];
-  for (let node = el; node && node.nodeType === 1; node = node.parentElement) layers.push(parse(getComputedStyle(node).backgroundColor));
-  for (const layer of layers.reverse()) background = over(layer, background);
-  const text = over(parse(getComputedStyle(el).color), background);
-  const luminance = ([r, g, b]) => {
-    const [R, G, B] = [r, g, b].map((c) => {
-      const s = c / 255;
-      return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
-    });
-    return 0.2126 * R + 0.7152 * G + 0.0722 * B;
-  };
-  const [l1, l2] = [luminance(text), luminance(background)].sort((a, b) => b - a);
-  return { ratio: Math.round(((l1 + 0.05) / (l2 + 0.05)) * 100) / 100, color: getComputedStyle(el).color, background: `rgb(${background.slice(0, 3).map(Math.round).join(', ')})` };
-}
-
-const userDataDir = mkdtempSync(join(tmpdir(), 'runsgate-chromium-'));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: process.env.CHROMIUM_BIN || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1280, height: 1000 },
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { graphql, start } = api(baseUrl, apiKey);
+const { context, close } = await launchChromium();
 const out = { runs: {}, contrast: [], axe: [], pageErrors: [], cspViolations: [], consoleErrors: [], updates: {}, requests: [] };
 try {
   const page = context.pages()[0] ?? (await context.newPage());
@@ -254,6 +200,5 @@ try {
   }
   process.exitCode = 1;
 } finally {
-  await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await close();
 }

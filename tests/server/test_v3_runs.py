@@ -10,23 +10,17 @@ approved, declined or answered, and runs to its end.
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bson import json_util
-from pymongo import AsyncMongoClient
 
 from runtime.demo import LEDGER
 
 from .._graphql import GraphQLClient, document
-from .conftest import Apps, Served
-
-DATA = Path(__file__).resolve().parent.parent / "data" / "v3"
-IDS: dict[str, dict[str, str]] = json.loads((DATA / "runs.json").read_text())
+from ._stored_data import served_over
+from .conftest import Served
 
 RUN = document(
     """
@@ -52,26 +46,8 @@ query List($agentId: ID!, $filter: SuspendedRunFilter) {
 @pytest.fixture(params=["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
 async def upgraded(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Served, dict[str, str]]]:
     """Today's server over a copy of the version-3 store, and the ids of its runs."""
-    kind = request.param
-    fields: dict[str, Any] = {"agents": "tests.runtime.agents:WITH_DEMO_AGENTS", "tool_rules": []}
-    if kind == "sqlite":
-        copy = tmp_path / "runs.db"
-        shutil.copy(DATA / "runs.db", copy)
-        fields["store"] = f"sqlite:///{copy}"
-    else:
-        uri = request.getfixturevalue("mongodb_uri")
-        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, tz_aware=True)
-        database = client.get_default_database()
-        for name, docs in json_util.loads((DATA / "mongo.json").read_text()).items():
-            if docs:
-                await database[name].insert_many(docs)
-        await client.close()
-        fields["mongodb_uri"] = uri
-    apps = Apps(request, kind)
-    try:
-        yield await apps.start(**fields), IDS[kind]
-    finally:
-        await apps.close()
+    async with served_over(request, tmp_path, "v3") as upgraded:
+        yield upgraded
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,8 @@
 ``UpdateHub`` is this process's switchboard; each continuation running here publishes through an
 ``UpdatePublisher``, whose ``handle`` is the agent run's ``event_stream_handler``: every update goes
 at once to this process's subscribers (``Listener``s, bounded in bytes) and, coalesced into
-batches, to the store for other instances (docs/modules.md).
+batches, to the store for other instances: the first update, the first text delta and the outcome
+at once, the rest at most once an interval (docs/modules.md).
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ class UpdateHub:
 
     Args:
         store: Where batches are written (the store's ``RunUpdateLog`` part).
-        interval: Seconds between two batch writes of one continuation while it runs.
+        interval: Seconds between two batch writes of one continuation while it runs (the
+            first update, the first ``text`` and the outcome do not wait for it).
         now: Aware UTC now (an update's ``at``).
     """
 
@@ -170,13 +172,18 @@ class UpdatePublisher:
         """Updates published and not stored yet (queued, or being written)."""
         self._wake = asyncio.Event()
         self._closing = asyncio.Event()
+        self._soon = asyncio.Event()
+        """Write what is queued without waiting for the interval: set by the first ``text`` and by ``finish``."""
+        self._texted = False
         self._done = False
         self._task = asyncio.get_running_loop().create_task(
             self._flush(), name=f"runsgate-updates-{run_id}-{continuation_id}"
         )
 
     def publish(self, kind: UpdateKind, *, run: SnapshotDocument | None = None, **fields: Any) -> None:
-        """Send one update now to this process's subscribers, and queue it for the store."""
+        """Send one update now to this process's subscribers, and queue it for the store: the
+        continuation's first update (``resumed``), its first ``text`` and its outcome are written at
+        once with what is queued before them, the others at most once per ``UpdateHub.interval``."""
         if self._done:
             return
         if kind in ("suspended", "completed", "failed"):
@@ -200,6 +207,9 @@ class UpdatePublisher:
         self._hub.deliver(update)
         self._pending.append(update)
         self.unwritten.append(update)
+        if kind == "text" and not self._texted:  # the first delta, which other instances wait for
+            self._texted = True
+            self._soon.set()
         self._wake.set()
 
     async def handle(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
@@ -242,6 +252,7 @@ class UpdatePublisher:
             self.publish(kind, run=run, **fields)
         self._done = True
         self._closing.set()
+        self._soon.set()
         self._wake.set()
         try:
             await asyncio.shield(self._task)
@@ -267,7 +278,8 @@ class UpdatePublisher:
                 return
             with contextlib.suppress(TimeoutError):  # coalesce what comes in the next interval
                 async with asyncio.timeout(self._hub.interval):
-                    await self._closing.wait()
+                    await self._soon.wait()
+            self._soon.clear()
 
     async def _write(self, batch: list[RunUpdate]) -> None:
         document: RunUpdateBatchDocument = {

@@ -322,6 +322,33 @@ async def test_a_subscriber_on_another_instance_sees_the_continuation_with_its_d
             await store.close()
 
 
+async def test_the_first_text_delta_is_stored_at_once_and_the_later_ones_with_the_outcome(
+    memory_store: MemorySnapshotStore, registry: AgentRegistry
+) -> None:
+    # given a manager that writes a continuation's updates to the store at most once an hour
+    run_updates = importlib.import_module("runtime.run_updates")
+    runs = RunManager(memory_store, registry, instance_id="instance-a", update_interval=3600.0)
+    try:
+        run_id, (call_id,) = await _suspended(runs, PACED, "pay")
+
+        # when its paced model streams the answer (a delta every 20 ms)
+        outcome = await runs.approve(PACED, run_id, call_id, principal="alice")
+    finally:
+        await runs.close()
+
+    # then the first delta was written without waiting for the interval, in a batch of its own
+    # write, and every later delta waited, to be written with the outcome
+    assert outcome.status == "completed"
+    batches = await memory_store.list_run_updates(PACED, run_id, after=None, limit=100)
+    stored = [run_updates.decode(b["updates"], agent_id=PACED, run_id=run_id) for b in batches]
+    texts = [u for batch in stored for u in batch if u.kind == "text"]
+    assert len(texts) > 1
+    assert len(stored) == 3, [[u.kind for u in batch] for batch in stored]
+    assert stored[0][0].kind == "resumed"
+    assert stored[1][-1].id == texts[0].id
+    assert [u.id for u in stored[2]] == [*(u.id for u in texts[1:]), run_updates.end_id(texts[0].continuation_id)]
+
+
 async def test_a_subscriber_that_falls_behind_its_buffer_reads_the_rest_from_the_store(
     memory_store: MemorySnapshotStore, registry: AgentRegistry
 ) -> None:

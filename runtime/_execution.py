@@ -72,7 +72,7 @@ async def run_agent(
         Exception: Whatever the model, a tool or pydantic-ai raised.
     """
     output_type = _output_type_with_deferred(agent)
-    capabilities: list[Any] = [CallIdentity()]
+    capabilities: list[Any] = [CallIdentity(run_id=scope.run_id)]
     if needs_decision_context(results):
         capabilities.append(DecisionCapability())
     if events is not None:

@@ -2,11 +2,11 @@
 
 A model's tool call ids are data, never identities: local models restart them each turn and some
 providers repeat one within a turn. ``CallIdentity``, a pydantic-ai capability on every run,
-gives each ``ToolCallPart`` of a model response a new id (``new_call_id``) before pydantic-ai
-reads the response, keeping the model's id in ``provider_details["runsgate"]``. pydantic-ai, the
-tools (``RunContext.tool_call_id``), the stored history and runsgate's documents see only these
-ids. Before each model request the model's ids are put back into the copy sent (the call parts
-and their returns alike), so a provider is sent only the ids it made, each call with its return.
+gives each ``ToolCallPart`` of a model response an id of runsgate's own before pydantic-ai reads
+the response (``derived_call_id`` of the run, the call's place and the call; ``new_call_id`` when
+that one is taken), keeping the model's id in ``provider_details["runsgate"]``. pydantic-ai, the
+tools, the stored history and runsgate's documents see only these ids. The copy sent to the model
+holds the model's own ids again (the call parts and their returns alike).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import dataclasses
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -33,6 +33,7 @@ from pydantic_ai.models import ModelRequestContext
 from storage import SnapshotDocument, ToolCallDocument
 
 from . import _metadata
+from ._json import canonical_json
 
 
 def new_call_id(taken: Iterable[str] = ()) -> str:
@@ -42,6 +43,31 @@ def new_call_id(taken: Iterable[str] = ()) -> str:
         candidate = f"c_{uuid.uuid4().hex[:24]}"
         if candidate not in used:
             return candidate
+
+
+_CALLS = uuid.UUID("0c5e7a3d-9b41-4c8e-8f2a-6d1b7e4a9c20")
+
+
+def derived_call_id(run_id: str, messages: Sequence[ModelMessage], response: ModelResponse, index: int) -> str:
+    """The identity the call part ``response.parts[index]`` of run ``run_id`` derives (``c_`` and
+    24 hex digits of a UUID 5), when ``messages`` is the history before ``response``: of the run,
+    the response's index in ``messages``, the last call identity there, the part's index, its tool
+    name and its arguments. The same history and the same answer of the model derive the same one."""
+    part = response.parts[index]
+    assert isinstance(part, ToolCallPart)
+    at = len(messages) - 1 if messages and messages[-1] is response else len(messages)
+    last = next(
+        (
+            p.tool_call_id
+            for m in reversed(messages[:at])
+            if isinstance(m, ModelResponse)
+            for p in reversed(m.parts)
+            if isinstance(p, ToolCallPart)
+        ),
+        None,
+    )
+    name = canonical_json([run_id, at, last, index, part.tool_name, part.args_as_dict()])
+    return f"c_{uuid.uuid5(_CALLS, name).hex[:24]}"
 
 
 _SUB_RUNS = uuid.UUID("6f0b2b8e-5d0c-4f57-9a53-2a1f1f3f7c11")
@@ -62,14 +88,24 @@ def model_tool_call_id(part: ToolCallPart) -> str:
     return part.tool_call_id
 
 
-def identified(response: ModelResponse, taken: Iterable[str]) -> ModelResponse:
-    """``response`` with each ``ToolCallPart`` given a new identity (none of ``taken``), the
-    model's id kept in its ``provider_details``."""
-    used = set(taken)
+def identified(
+    response: ModelResponse,
+    messages: Sequence[ModelMessage],
+    *,
+    run_id: str | None = None,
+    taken: Iterable[str] = (),
+) -> ModelResponse:
+    """``response`` with each ``ToolCallPart`` given an identity that neither ``messages`` (the
+    history before it) nor ``taken`` holds, the model's id kept in its ``provider_details``:
+    ``derived_call_id`` under ``run_id`` unless that one is taken, else (or without ``run_id``)
+    ``new_call_id``."""
+    used = call_ids(messages) | set(taken)
     parts: list[Any] = []
-    for part in response.parts:
+    for index, part in enumerate(response.parts):
         if isinstance(part, ToolCallPart):
-            identity = new_call_id(used)
+            identity = derived_call_id(run_id, messages, response, index) if run_id is not None else None
+            if identity is None or identity in used:
+                identity = new_call_id(used)
             used.add(identity)
             details = {**(part.provider_details or {}), _metadata.KEY: {"modelToolCallId": part.tool_call_id}}
             part = dataclasses.replace(part, tool_call_id=identity, provider_details=details)
@@ -229,14 +265,21 @@ def call_ids(messages: Iterable[ModelMessage]) -> set[str]:
 
 @dataclass
 class CallIdentity(AbstractCapability[Any]):
-    """Gives each tool call of a model response a new identity, and sends the model its own ids."""
+    """Gives each tool call of a model response an identity (``identified``: derived under
+    ``run_id``, the run's id, none it gave before), and sends the model its own ids."""
+
+    run_id: str | None = None
+    issued: set[str] = field(default_factory=set[str], repr=False)
+    """The identities given in this agent run: a history processor may drop them from view."""
 
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
         if not any(isinstance(part, ToolCallPart) for part in response.parts):
             return response
-        return identified(response, call_ids(ctx.messages))
+        response = identified(response, ctx.messages, run_id=self.run_id, taken=self.issued)
+        self.issued |= call_ids([response])
+        return response
 
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
@@ -253,6 +296,7 @@ __all__ = [
     "CallIdentity",
     "as_sent",
     "call_ids",
+    "derived_call_id",
     "identified",
     "identified_legacy",
     "model_tool_call_id",

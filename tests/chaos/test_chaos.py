@@ -4,8 +4,7 @@ then the same on SQLite with the claim's compare-and-set broken, which the check
 
 ``KNOWN`` lists the rules the checker still finds broken on the current code, each an open
 finding reported by the chaos run (docs/chaos.md "Findings"); a fix removes its entry, and any
-other rule failing fails the test. Open: ``stray run`` (a start repeated after a store outage can
-store a second run, or leave a sub-run of a supervisor never stored).
+other rule failing fails the test. None is open now.
 """
 
 from __future__ import annotations
@@ -23,9 +22,7 @@ from .._servers import READY_WAIT
 
 pytestmark = pytest.mark.process
 
-KNOWN: dict[str, str] = {
-    "stray run": "a start whose key was not completed (store down) runs again once its lease lapses: docs/chaos.md",
-}
+KNOWN: dict[str, str] = {}
 SEEDS = {"sqlite": 266, "documentdb": 152}
 """Each one's schedule injects one fault of each kind in the first 10 s: on SQLite a lock, a pause,
 then a kill; on DocumentDB FerretDB killed, a pause, PostgreSQL crashed, then a kill."""

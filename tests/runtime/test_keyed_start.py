@@ -141,11 +141,6 @@ def _fail_supervisor_insert_once(store: SnapshotStore, supervisor: str) -> None:
     store.insert = once  # type: ignore[method-assign]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a sub-run's id derives from its call's random identity, so a repeated supervisor start "
-    "stores a second sub-run (docs/chaos.md 'stray run')",
-)
 async def test_a_repeated_supervisor_start_finds_the_sub_run_its_first_try_stored(
     store: SnapshotStore, registry: AgentRegistry
 ) -> None:

@@ -171,7 +171,6 @@ class UpdatePublisher:
         self.unwritten: list[RunUpdate] = []
         """Updates published and not stored yet (queued, or being written)."""
         self._wake = asyncio.Event()
-        self._closing = asyncio.Event()
         self._soon = asyncio.Event()
         """Write what is queued without waiting for the interval: set by the first ``text`` and by ``finish``."""
         self._texted = False
@@ -251,7 +250,6 @@ class UpdatePublisher:
         if kind is not None:
             self.publish(kind, run=run, **fields)
         self._done = True
-        self._closing.set()
         self._soon.set()
         self._wake.set()
         try:
@@ -274,7 +272,7 @@ class UpdatePublisher:
                 del self._pending[: len(batch)]
                 await self._write(batch)
                 del self.unwritten[: len(batch)]
-            if self._closing.is_set():
+            if self._done:  # finished: what it queued is written
                 return
             with contextlib.suppress(TimeoutError):  # coalesce what comes in the next interval
                 async with asyncio.timeout(self._hub.interval):

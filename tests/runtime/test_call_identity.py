@@ -11,6 +11,19 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from runtime._identity import CallIdentity, call_ids, identified
 
 
+class _Recording(CallIdentity):
+    """``CallIdentity`` that appends each identity it gives to ``made``."""
+
+    def __init__(self, made: list[str], *, run_id: str) -> None:
+        super().__init__(run_id=run_id)
+        self.made = made
+
+    async def after_model_request(self, ctx, *, request_context, response):  # type: ignore[no-untyped-def]
+        response = await super().after_model_request(ctx, request_context=request_context, response=response)
+        self.made.extend(call_ids([response]))
+        return response
+
+
 def _answer(value: int, model_id: str = "call_0") -> ModelResponse:
     return ModelResponse(parts=[ToolCallPart("lookup", {"value": value}, tool_call_id=model_id)])
 
@@ -62,14 +75,8 @@ async def test_calls_a_history_processor_dropped_from_view_keep_identities_of_th
     def last_request_only(messages: list[ModelMessage]) -> list[ModelMessage]:
         return messages[-1:]
 
-    class Recording(CallIdentity):
-        async def after_model_request(self, ctx, *, request_context, response):  # type: ignore[no-untyped-def]
-            response = await super().after_model_request(ctx, request_context=request_context, response=response)
-            made.extend(call_ids([response]))
-            return response
-
     # when the run makes its four calls
-    result = await agent.run("go", capabilities=[ProcessHistory(last_request_only), Recording(run_id="run-1")])
+    result = await agent.run("go", capabilities=[ProcessHistory(last_request_only), _Recording(made, run_id="run-1")])
 
     # then each got an identity of its own
     assert result.output == "done"
@@ -105,13 +112,7 @@ async def test_a_continuation_whose_history_a_processor_cut_gives_none_of_the_id
     def last_two(messages: list[ModelMessage]) -> list[ModelMessage]:
         return messages[-2:]
 
-    class Recording(CallIdentity):
-        async def after_model_request(self, ctx, *, request_context, response):  # type: ignore[no-untyped-def]
-            response = await super().after_model_request(ctx, request_context=request_context, response=response)
-            made.extend(call_ids([response]))
-            return response
-
-    first = await agent.run("go", capabilities=[ProcessHistory(last_two), Recording(run_id="run-1")])
+    first = await agent.run("go", capabilities=[ProcessHistory(last_two), _Recording(made, run_id="run-1")])
     assert isinstance(first.output, DeferredToolRequests)
     [deferred] = first.output.approvals
 
@@ -120,7 +121,7 @@ async def test_a_continuation_whose_history_a_processor_cut_gives_none_of_the_id
     second = await agent.run(
         message_history=first.all_messages(),
         deferred_tool_results=results,
-        capabilities=[ProcessHistory(last_two), Recording(run_id="run-1")],
+        capabilities=[ProcessHistory(last_two), _Recording(made, run_id="run-1")],
     )
 
     # then each of its calls got an identity of its own

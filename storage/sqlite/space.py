@@ -21,6 +21,10 @@ INCREMENTAL = 2
 RESERVE_PAGES = 256
 """Free pages a file keeps for the next writes to reuse (1 MiB at SQLite's 4 KiB pages)."""
 
+MAX_PAGES_PER_COMMIT = 2048
+"""Pages one commit gives back at most (8 MiB at 4 KiB pages), so that a commit after a large
+delete holds the write lock briefly; the next commits give back the rest."""
+
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 """Bytes the ``-wal`` file is cut back to after a checkpoint (``PRAGMA journal_size_limit``)."""
 
@@ -57,13 +61,14 @@ async def convert(conn: aiosqlite.Connection) -> bool:
 
 async def give_back(conn: aiosqlite.Connection) -> int:
     """Inside the caller's write transaction: give the file's free pages beyond ``RESERVE_PAGES``
-    back (the file shrinks at the commit's checkpoint). Returns the pages given back.
+    back, at most ``MAX_PAGES_PER_COMMIT`` (the file shrinks at the next checkpoint). Returns the
+    pages given back.
 
     ``PRAGMA incremental_vacuum(N)`` frees one page per step of its statement, and Python's
     ``sqlite3`` takes one step of a statement that returns no columns; so it runs once per page.
     """
     free = await _pragma(conn, "freelist_count")
-    surplus = free - RESERVE_PAGES
+    surplus = min(free - RESERVE_PAGES, MAX_PAGES_PER_COMMIT)
     if surplus <= 0:
         return 0
     await conn.executemany("PRAGMA incremental_vacuum(1)", [()] * surplus)

@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from storage import SQLiteSnapshotStore
-from storage.sqlite.space import INCREMENTAL, RESERVE_PAGES
+from storage.sqlite.space import INCREMENTAL, MAX_PAGES_PER_COMMIT, RESERVE_PAGES
 
 from ._contract import T0, snapshot
 
@@ -97,6 +97,26 @@ async def test_the_size_follows_what_is_stored_while_runs_come_and_go(sqlite_pat
         bound = 1.2 * steady + RESERVE_PAGES * 4096
         assert max(sizes) <= bound, (steady, peak, sizes)
         assert len(traffic.live) == 30
+        assert _pragma(sqlite_path, "freelist_count") <= RESERVE_PAGES
+    finally:
+        await store.close()
+
+
+async def test_a_large_delete_is_given_back_over_the_next_commits_a_bounded_part_each(sqlite_path: Path) -> None:
+    store = SQLiteSnapshotStore(sqlite_path, synchronous="NORMAL")
+    await store.open()
+    try:
+        # given 400 runs of 32 KiB histories (over 3,000 pages), deleted by one transaction
+        await store.insert_many([(snapshot(f"run-{i}", calls=[]), _history(f"run-{i}")) for i in range(400)])
+        await store.drop_all()
+        # then that commit gave back at most MAX_PAGES_PER_COMMIT pages
+        free = _pragma(sqlite_path, "freelist_count")
+        assert free >= 400 * HISTORY_BYTES // 4096 - MAX_PAGES_PER_COMMIT - RESERVE_PAGES
+        # and the next commits give back the rest, down to the reserve
+        traffic = _Traffic(store)
+        for _ in range(3):
+            await traffic.come(1)
+            await traffic.go(1)
         assert _pragma(sqlite_path, "freelist_count") <= RESERVE_PAGES
     finally:
         await store.close()

@@ -1,5 +1,5 @@
 """The command line, ``runsgate`` (also ``python -m server``): ``serve`` (``server.cli.serve``),
-``seed`` (``server.cli.seed``) and ``new-key``."""
+``seed`` (``server.cli.seed``), ``backup`` (``server.cli.backup``) and ``new-key``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (2 for invalid configuration, 3 when the store cannot
-    start, 4 when the address cannot be bound)."""
+    """Run the CLI; returns the exit status (2 for invalid configuration or a refused backup, 3 when
+    the store cannot start, 4 when the address cannot be bound, 1 when a seed or backup failed)."""
     parser = argparse.ArgumentParser(prog="runsgate", description="GraphQL server for suspended agent runs.")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="start the GraphQL server")
@@ -46,6 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     seed.add_argument("--days", type=float, default=30.0, help="spread creation times over this many days before now")
     seed.add_argument("--seed", type=int, default=0, help="random seed (same seed: same run ids)")
     seed.add_argument("--reset", action="store_true", help="delete every stored run, event and key of the store first")
+    copy = commands.add_parser(
+        "backup",
+        help="copy a SQLite store to a file while servers use it",
+        description="Takes a consistent copy of the SQLite store (SQLite's online backup API, under one read "
+        "transaction) while servers read and write it: every write committed before the backup began is in the copy. "
+        "Exit status 2 when refused (not a SQLite store, an existing target without --force), 1 when the copy failed.",
+    )
+    copy.add_argument(
+        "--store", required=True, help="the store: sqlite:///relative/path.db or sqlite:////absolute/path.db"
+    )
+    copy.add_argument("--to", required=True, help="the file to write (refused if it exists, unless --force)")
+    copy.add_argument("--force", action="store_true", help="replace an existing target file")
     args = parser.parse_args(argv)
     if args.command in (None, "serve"):
         from .serve import run_serve_command
@@ -62,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         from .seed import run_seed_command
 
         return run_seed_command(args)
+    if args.command == "backup":
+        from .backup import run_backup_command
+
+        return run_backup_command(args.store, args.to, force=args.force)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -19,6 +19,7 @@ from ..documents import EventDocument, SnapshotDocument
 from ..protocol import StoreUnavailableError, event_list
 from .rows import _COLUMNS, _EVENT_COLUMNS, Row, _event_row, _marks, _snapshot
 from .schema import _available, _open_problem, _prepare, _probe
+from .space import JOURNAL_SIZE_LIMIT, before_tables, convert, give_back
 
 DEFAULT_BUSY_TIMEOUT = 2.0
 """Seconds a write waits for the database's write lock (and, before that, for this process's
@@ -61,6 +62,8 @@ class _Connection:
         """Writes of this process waiting for ``_write_lock`` (group commit: ``_transaction``)."""
         self._group: _CommitGroup | None = None
         """The open transaction writes join while others wait, until its ``COMMIT``."""
+        self._incremental = False
+        """Whether the file is ``auto_vacuum = INCREMENTAL``: each commit gives free pages back (``space``)."""
         self.before_event: Callable[[Sequence[EventDocument]], Awaitable[None]] | None = None
         """Test-only: awaited between a run's state change and the event written with it."""
 
@@ -79,13 +82,15 @@ class _Connection:
         conn = await aiosqlite.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
         try:
             await conn.execute_fetchall(f"PRAGMA synchronous = {self._synchronous}")
+            await conn.execute_fetchall(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
         except BaseException:
             await conn.close()
             raise
         return conn
 
     async def open(self) -> None:
-        """Open the file (created if missing), switch it to WAL, create the tables, check the version.
+        """Open the file (created if missing, ``auto_vacuum = INCREMENTAL``), switch it to WAL, create
+        the tables, check the version, convert a file made without ``auto_vacuum`` (``space.convert``).
 
         Raises:
             StoreUnavailableError: The file cannot be opened or written, is not a SQLite
@@ -99,7 +104,9 @@ class _Connection:
             await asyncio.to_thread(_probe, self._path)
             self._writer = await self._connect()
             with _available(self._path):
+                await before_tables(self._writer)
                 await _prepare(self._writer, self._path)
+                self._incremental = await convert(self._writer)
                 self._reader = await self._connect()
                 await self._reader.execute_fetchall("PRAGMA query_only = 1")
         except sqlite3.Error as exc:  # connect() itself: a missing directory, a directory as path
@@ -206,6 +213,8 @@ class _Connection:
         self._group = None
         try:
             with _available(self._path):
+                if self._incremental:
+                    await give_back(conn)
                 await conn.execute("COMMIT")
         except BaseException as exc:
             with suppress(sqlite3.Error):

@@ -1,0 +1,50 @@
+"""``runsgate backup``: a consistent copy of a SQLite store while servers use it
+(``storage.sqlite.backup``); a memory or MongoDB store is refused with what to use instead."""
+
+from __future__ import annotations
+
+import sys
+
+from storage.registry import UnknownStoreError, sqlite_path, store_entry
+
+REFUSED = 2
+"""Exit status of a backup not attempted: a store URL that is not SQLite, an existing target."""
+FAILED = 1
+"""Exit status of a copy that failed (nothing left behind)."""
+
+
+def run_backup_command(store: str, to: str, *, force: bool = False) -> int:
+    """Back the SQLite store ``store`` (a ``sqlite:///`` URL) up to the file ``to``; returns the
+    exit status: 0, ``REFUSED`` (2) or ``FAILED`` (1), with one line on stderr saying why."""
+    try:
+        name = store_entry(store).name
+    except UnknownStoreError as exc:
+        return _say(f"--store: {exc}", REFUSED)
+    if name == "memory":
+        return _say(
+            "the memory store lives inside the server process and is lost when it stops: there is nothing to back "
+            "up. Use a SQLite file (--store sqlite:///runsgate.db) to keep runs",
+            REFUSED,
+        )
+    path = sqlite_path(store)
+    if name != "sqlite" or path is None:
+        return _say(
+            "backup copies SQLite stores only: back a MongoDB store up with mongodump --oplog (a replica set) or "
+            'with your provider\'s snapshots (docs/operations.md "Backup and restore")',
+            REFUSED,
+        )
+    from storage.sqlite.backup import BackupFailedError, BackupRefusedError, backup
+
+    try:
+        result = backup(path, to, force=force)
+    except BackupRefusedError as exc:
+        return _say(str(exc), REFUSED)
+    except BackupFailedError as exc:
+        return _say(str(exc), FAILED)
+    print(f"backed up {path} to {result.target}: {result.size:,} bytes, {result.pages:,} pages in {result.steps} steps")
+    return 0
+
+
+def _say(line: str, status: int) -> int:
+    print(f"runsgate backup: {line}", file=sys.stderr)
+    return status

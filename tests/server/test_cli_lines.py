@@ -79,7 +79,6 @@ REFUSALS = {
 """Case -> (arguments, settings, the line's beginning)."""
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: not one line starting 'runsgate: invalid configuration:'")
 @pytest.mark.parametrize("case", list(REFUSALS))
 def test_every_refusal_with_status_2_is_one_line_saying_invalid_configuration(tmp_path: Path, case: str) -> None:
     args, variables, beginning = REFUSALS[case]
@@ -87,7 +86,6 @@ def test_every_refusal_with_status_2_is_one_line_saying_invalid_configuration(tm
     assert line.startswith(beginning), line
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: a setting that is not JSON does not show its value")
 def test_a_setting_that_is_not_json_shows_the_refused_value(tmp_path: Path) -> None:
     line = _refused(tmp_path, "serve", RUNSGATE_TOOL_RULES="[{tool")
     assert line.endswith("(got '[{tool')"), line
@@ -103,7 +101,6 @@ URI = "mongodb://alice:hunter2@127.0.0.1:1/runsgate?bogusOption=1"
 SHOWN = "(got 'mongodb://alice:***@127.0.0.1:1/runsgate?bogusOption=1')"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: PyMongo warns and the start fails with status 3")
 @pytest.mark.parametrize(
     ("args", "variables", "named"),
     [
@@ -121,7 +118,6 @@ def test_an_unknown_mongodb_uri_option_is_refused_naming_the_setting_as_given(
     assert line == f"{PREFIX}{named}: unknown option 'bogusOption' {SHOWN}", line
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: PyMongo warns, ignores the value and the start goes on")
 @pytest.mark.parametrize(
     ("query", "reason"),
     [
@@ -138,7 +134,6 @@ def test_a_mongodb_uri_option_pymongo_refuses_is_refused_with_pymongos_reason(
     assert line == f"{PREFIX}MONGODB_URI: {reason} (got '{uri.replace('hunter2', '***')}')", line
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: the option is checked only when the client connects")
 def test_an_unknown_option_of_an_srv_uri_is_refused_before_any_lookup(tmp_path: Path) -> None:
     uri = "mongodb+srv://alice:hunter2@cluster0.example.invalid/runsgate?bogusOption=1"
     started = time.monotonic()
@@ -161,7 +156,6 @@ STOPS = {
 """Case -> (options, signal, sent to the whole group as a terminal's Ctrl-C does, else to the command)."""
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 item 4: no listening line; a traceback on Ctrl-C; --workers exit 0")
 @pytest.mark.parametrize("case", list(STOPS))
 def test_serve_says_where_it_listens_and_ends_with_one_line_by_the_signal(tmp_path: Path, case: str) -> None:
     options, sig, to_group = STOPS[case]

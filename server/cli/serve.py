@@ -108,7 +108,7 @@ def _say_listening(sock: socket.socket) -> None:
     logger.info("runsgate listening on %s: GraphQL at %s/graphql, inbox at %s/inbox", url, url, url)
 
 
-class _Server(uvicorn.Server):
+class Server(uvicorn.Server):
     """uvicorn's server that says where it listens once it does, and records the signal that
     stopped it (``stopped``) instead of raising it again inside the event loop's runner (which
     printed a ``KeyboardInterrupt`` traceback for Ctrl-C)."""
@@ -256,7 +256,7 @@ def _serve_on(
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
-    server = _Server(uvicorn.Config(app, **options))
+    server = Server(uvicorn.Config(app, **options))
     server.run(sockets=[sock])
     if server.stopped:
         stopped_by(server.stopped)

@@ -110,8 +110,8 @@ def _say_listening(sock: socket.socket) -> None:
 
 class Server(uvicorn.Server):
     """uvicorn's server that says where it listens once it does, and records the signal that
-    stopped it (``stopped``) instead of raising it again inside the event loop's runner (which
-    printed a ``KeyboardInterrupt`` traceback for Ctrl-C)."""
+    stopped it (``stopped``) instead of raising it again inside the event loop's runner, where
+    Ctrl-C's ``KeyboardInterrupt`` would print a traceback; ``stopped_by`` raises it once it is done."""
 
     stopped: int | None = None
 

@@ -147,6 +147,49 @@ def store_from_url(
     return store_entry(url).create(url, options)
 
 
+def check_mongodb_uri(uri: str) -> None:
+    """Check a ``mongodb://`` or ``mongodb+srv://`` URI as PyMongo's client reads it, without
+    connecting and without DNS lookups: its options (each, with ``pymongo.uri_parser``'s
+    ``split_options`` and ``validate_options``, where the client would only warn and drop them),
+    then, for ``mongodb://``, the hosts, credentials and database (``parse_uri``).
+
+    Raises:
+        ValueError: PyMongo refuses it: ``unknown option 'bogusOption'``, an option's value, a
+            repeated option, ``Bad database name``. The message never holds the URI.
+    """
+    import warnings
+
+    from pymongo import uri_parser
+    from pymongo.errors import ConfigurationError
+
+    query = uri.partition("://")[2].partition("?")[2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # PyMongo warns of a repeated option, and keeps the last
+        try:
+            if query:
+                options = uri_parser.split_options(query, validate=False, normalize=False)
+                for key, value in options.items():
+                    try:
+                        uri_parser.validate_options({key: value}, warn=False)
+                    except ConfigurationError as exc:
+                        if str(exc).startswith("Unknown option"):
+                            raise ValueError(f"unknown option {_as_written(key, query)!r}") from None
+                        raise
+                uri_parser.split_options(query, validate=True, warn=False)  # the rules across options
+            if uri.startswith("mongodb://"):  # mongodb+srv:// would look its hosts up in DNS
+                uri_parser.parse_uri(uri, validate=True, warn=False)
+        except UserWarning as warning:
+            raise ValueError(str(warning)) from None
+        except (ConfigurationError, ValueError, TypeError) as exc:  # InvalidURI is a ConfigurationError
+            raise ValueError(str(exc)) from None
+
+
+def _as_written(key: str, query: str) -> str:
+    """``key`` as the query string spells it (PyMongo's options compare their names lowercased)."""
+    names = (pair.partition("=")[0] for pair in query.replace(";", "&").split("&"))
+    return next((name for name in names if name.lower() == key.lower()), key)
+
+
 def sqlite_path(url: str) -> Path | None:
     """The database file of a ``sqlite:///path`` URL (the path after the three slashes), else ``None``."""
     return Path(url.removeprefix(SQLITE_PREFIX)) if url.startswith(SQLITE_PREFIX) and url != SQLITE_PREFIX else None
@@ -161,6 +204,7 @@ __all__ = [
     "StoreOptions",
     "UnknownStoreError",
     "accepted_urls",
+    "check_mongodb_uri",
     "sqlite_path",
     "store_entry",
     "store_from_url",

@@ -5,12 +5,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import sys
+from typing import NoReturn
+
+INVALID = "runsgate: invalid configuration: "
+"""How every refusal with exit status 2 begins (one line on stderr)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line ``runsgate: invalid configuration: ...`` (exit
+    status 2), naming the option (``--port: invalid int value: 'abc'``); ``--help`` is unchanged."""
+
+    def error(self, message: str) -> NoReturn:
+        print(INVALID + re.sub(r"^argument ([^:]+): ", r"\1: ", message), file=sys.stderr)
+        raise SystemExit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (2 for invalid configuration or a refused backup, 3 when
     the store cannot start, 4 when the address cannot be bound, 1 when a seed or backup failed)."""
-    parser = argparse.ArgumentParser(prog="runsgate", description="GraphQL server for suspended agent runs.")
+    parser = _Parser(prog="runsgate", description="GraphQL server for suspended agent runs.")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="start the GraphQL server")
     serve.add_argument("--host", help="interface to listen on (default RUNSGATE_HOST or 127.0.0.1)")
@@ -98,4 +113,4 @@ def _new_key(name: str, scopes: str, resources: str) -> int:
     return 0
 
 
-__all__ = ["main"]
+__all__ = ["INVALID", "main"]

@@ -46,5 +46,9 @@ def run_backup_command(store: str, to: str, *, force: bool = False) -> int:
 
 
 def _say(line: str, status: int) -> int:
-    print(f"runsgate backup: {line}", file=sys.stderr)
+    """Print ``line``: a refusal as every exit-status-2 line begins (``server.cli.INVALID``), a failure
+    as ``runsgate backup: ...``; returns ``status``."""
+    from . import INVALID
+
+    print(f"{INVALID if status == REFUSED else 'runsgate backup: '}{line}", file=sys.stderr)
     return status

@@ -14,6 +14,7 @@ from runtime.seed import SeedPlan, seed_store
 from storage import DuplicateRunError, MongoSnapshotStore, NewerSchemaError, SQLiteSnapshotStore, StoreUnavailableError
 
 from ..settings import ConfigError, Settings, load_settings
+from . import INVALID
 
 
 def run_seed_command(args: argparse.Namespace) -> int:
@@ -22,6 +23,10 @@ def run_seed_command(args: argparse.Namespace) -> int:
     try:
         store_url = getattr(args, "store", None)
         settings = load_settings(**({"store": store_url} if store_url else {}))
+    except ConfigError as exc:
+        print(f"runsgate: {exc}", file=sys.stderr)
+        return 2
+    try:
         plan = SeedPlan(
             runs=args.runs,
             agents=args.agents,
@@ -30,12 +35,13 @@ def run_seed_command(args: argparse.Namespace) -> int:
             days=args.days,
             seed=args.seed,
         )
-    except (ConfigError, ValueError) as exc:
-        print(f"runsgate seed: {exc}", file=sys.stderr)
+    except ValueError as exc:  # "runs must be >= 0": the message begins with the option's name
+        option, _, why = str(exc).partition(" ")
+        print(f"{INVALID}--{option}: {why} (got {getattr(args, option, '?')})", file=sys.stderr)
         return 2
     if settings.sqlite_path is None and not settings.mongodb_uri:
         print(
-            "runsgate seed: the store is the memory store (neither RUNSGATE_STORE nor MONGODB_URI names a SQLite "
+            f"{INVALID}the store is the memory store (neither RUNSGATE_STORE nor MONGODB_URI names a SQLite "
             "or MongoDB store). The memory store lives inside the server process, so seed it at start instead: "
             "RUNSGATE_SEED_RUNS=N runsgate serve",
             file=sys.stderr,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
+import signal
 import socket
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import uvicorn
 from uvicorn.supervisors import Multiprocess
@@ -16,6 +20,7 @@ from storage.registry import store_entry
 
 from ..logs import configure_logging
 from ..settings import ConfigError, Settings, load_settings
+from . import INVALID
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -26,6 +31,8 @@ WORKERS_ENV = "RUNSGATE_WORKER_OF"
 
 BIND_FAILED = 4
 """Exit status when the address cannot be bound (in use, or not this host's)."""
+
+logger = logging.getLogger("runsgate")
 
 
 def run_serve_command(
@@ -51,11 +58,11 @@ def run_serve_command(
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
     if workers < 1:
-        print(f"runsgate: --workers must be at least 1, got {workers}", file=sys.stderr)
+        print(f"{INVALID}--workers: must be at least 1 (got {workers})", file=sys.stderr)
         return 2
     if workers > 1 and not store_entry(settings.store_url).shared:  # the memory store
         print(
-            f"runsgate: --workers {workers} needs a store the processes can share: the memory store lives inside "
+            f"{INVALID}--workers {workers} needs a store the processes can share: the memory store lives inside "
             "one process, so each worker would see other runs. Use --store sqlite:///runsgate.db (one host) or "
             "a MongoDB URI, or one worker",
             file=sys.stderr,
@@ -77,7 +84,68 @@ def run_serve_command(
         )
         return BIND_FAILED
     with sock:
-        return _serve_on(sock, settings, workers, app_factory, worker_app)
+        try:
+            return _serve_on(sock, settings, workers, app_factory, worker_app)
+        except KeyboardInterrupt:  # Ctrl-C before uvicorn handles it (importing the app, checking the store)
+            stopped_by(signal.SIGINT)
+
+
+def stopped_by(sig: int) -> NoReturn:
+    """Log ``runsgate stopped (SIGINT)`` (or the signal's name), then end the process by ``sig``
+    with its default action, so that a shell reports 128 + ``sig`` (130, 143), as uvicorn does."""
+    logger.info("runsgate stopped (%s)", signal.Signals(sig).name)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    signal.signal(sig, signal.SIG_DFL)
+    signal.raise_signal(sig)
+    raise SystemExit(128 + sig)  # not reached: the default action of SIGINT and SIGTERM ends the process
+
+
+def _say_listening(sock: socket.socket) -> None:
+    host, port = sock.getsockname()[:2]
+    url = f"http://{_address(host, port)}"
+    logger.info("runsgate listening on %s: GraphQL at %s/graphql, inbox at %s/inbox", url, url, url)
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server that says where it listens once it does, and records the signal that
+    stopped it (``stopped``) instead of raising it again inside the event loop's runner, where
+    Ctrl-C's ``KeyboardInterrupt`` would print a traceback; ``stopped_by`` raises it once it is done."""
+
+    stopped: int | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if sockets:
+            _say_listening(sockets[0])
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.stopped = self.stopped or sig
+        super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+class _Supervisor(Multiprocess):
+    """uvicorn's ``--workers`` supervisor, recording the signal that stopped it (``stopped``)."""
+
+    stopped: int | None = None
+
+    def handle_int(self) -> None:
+        self.stopped = self.stopped or signal.SIGINT
+        super().handle_int()
+
+    def handle_term(self) -> None:
+        self.stopped = self.stopped or signal.SIGTERM
+        super().handle_term()
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -172,7 +240,12 @@ def _serve_on(
             timeout_worker_healthcheck=math.ceil(settings.worker_healthcheck_timeout),
             **options,
         )
-        Multiprocess(config, sockets=[sock]).run()
+        supervisor = _Supervisor(config, sockets=[sock])
+        sock.listen(config.backlog)  # connections wait for the first worker; each worker listens on it too
+        _say_listening(sock)
+        supervisor.run()
+        if supervisor.stopped:
+            stopped_by(supervisor.stopped)
         return 0
     if app_factory is None:
         from ..app import create_app
@@ -183,8 +256,10 @@ def _serve_on(
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
-    server = uvicorn.Server(uvicorn.Config(app, **options))
+    server = Server(uvicorn.Config(app, **options))
     server.run(sockets=[sock])
+    if server.stopped:
+        stopped_by(server.stopped)
     return 0 if server.started else 3  # 3: the lifespan could not start (as uvicorn.run)
 
 

@@ -148,6 +148,8 @@ class Settings(SecuritySettings, WebhookSettings):
     def _mongodb_scheme(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("mongodb://", "mongodb+srv://")):
             raise ValueError("must start with mongodb:// or mongodb+srv://")
+        if value:
+            registry.check_mongodb_uri(value)
         return value or None
 
     @property
@@ -170,6 +172,8 @@ class Settings(SecuritySettings, WebhookSettings):
             registry.store_entry(value)  # which stores exist, and their URLs
         except registry.UnknownStoreError:
             raise ValueError(f"must be {registry.accepted_urls()}") from None
+        if value.startswith("mongodb"):
+            registry.check_mongodb_uri(value)
         return value
 
     @model_validator(mode="after")
@@ -237,7 +241,13 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**overrides)  # type: ignore[arg-type]
     except SettingsError as exc:  # a value that is not valid JSON for a list setting
         field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else "?"
-        raise ConfigError(f"invalid configuration: RUNSGATE_{field.upper()}: not valid JSON") from None
+        cause = exc.__cause__
+        shown = ""
+        if isinstance(cause, json.JSONDecodeError):
+            shown = f" ({cause})"
+            if field not in SECRET_SETTINGS:
+                shown += f" (got {_shown(cause.doc)})"
+        raise ConfigError(f"invalid configuration: RUNSGATE_{field.upper()}: not valid JSON{shown}") from None
     except ValidationError as exc:
         problems = []
         for error in exc.errors():

@@ -45,7 +45,9 @@ def test_an_unreachable_store_at_start_is_one_line_naming_the_host_and_exit_stat
 def test_a_uri_pymongo_refuses_is_a_configuration_error_with_exit_status_2() -> None:
     result = _serve("mongodb://alice:s3cret@127.0.0.1:1/bad$name")
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().splitlines() == ["runsgate: invalid configuration: MONGODB_URI: Bad database name"]
+    assert result.stderr.strip().splitlines() == [
+        "runsgate: invalid configuration: MONGODB_URI: Bad database name (got 'mongodb://alice:***@127.0.0.1:1/bad$name')"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from graphql import FieldNode, OperationDefinitionNode, parse
 
+from resolvers import schema
 from server.settings import ConfigError, load_settings
 
 from .._graphql import REFUND, GraphQLClient
@@ -68,3 +70,46 @@ def test_the_readmes_mongodb_uri_row_agrees_with_the_deployment_example(
     monkeypatch.setenv("RUNSGATE_STORE", "sqlite:///./runsgate.db")
     with pytest.raises(ConfigError, match="name different stores"):
         load_settings()
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _root_fields_used(script: Path) -> set[str]:
+    """The schema's root fields the GraphQL documents of ``script`` select (quoted in ``\"\"\"`` or ``'``)."""
+    quoted = r"(?:\"\"\"|')\s*((?:query|mutation|subscription)\b.*?)(?:\"\"\"|')"
+    documents = re.findall(quoted, script.read_text(), re.S)
+    assert documents, script
+    return {
+        selection.name.value
+        for text in documents
+        for operation in parse(text).definitions
+        if isinstance(operation, OperationDefinitionNode)
+        for selection in operation.selection_set.selections
+        if isinstance(selection, FieldNode)
+    }
+
+
+def _root_field_names() -> set[str]:
+    graphql = schema._schema  # Strawberry's graphql-core schema
+    roots = [graphql.query_type, graphql.mutation_type, graphql.subscription_type]
+    return {name for root in roots if root is not None for name in root.fields}
+
+
+def test_the_readme_says_which_root_fields_the_example_scripts_cover() -> None:
+    # given the README's paragraph on the two scripts
+    paragraph = _after("Two scripts run")[: _after("Two scripts run").index("```")]
+    parts = re.search(r"each calls (.*?); (.*?) are not in them", paragraph, re.S)
+    assert parts is not None, paragraph
+    roots = _root_field_names()
+    said = {name for name in re.findall(r"`(\w+)`", parts[1]) if name in roots}
+    not_in = {name for name in re.findall(r"`(\w+)`", parts[2]) if name in roots}
+
+    # then each script selects exactly the root fields it names, and none of those it says are missing
+    scripts = [EXAMPLES / "walkthrough_gql.py", EXAMPLES / "walkthrough.sh"]
+    for script in scripts:
+        assert script.name in README, script
+        assert _root_fields_used(script) == said, script
+        assert "editedArgs" in script.read_text(), script
+    assert not_in, paragraph
+    assert not (not_in & said), paragraph

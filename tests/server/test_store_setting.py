@@ -225,7 +225,9 @@ def test_serve_workers_on_the_memory_store_is_refused_with_exit_2(
 
     assert status == 2
     err = capsys.readouterr().err
-    assert err.startswith("runsgate: --workers 2 needs a store the processes can share: the memory store")
+    assert err.startswith(
+        "runsgate: invalid configuration: --workers 2 needs a store the processes can share: the memory store"
+    )
     assert "Traceback" not in err
 
 
@@ -235,7 +237,7 @@ def test_serve_workers_below_one_is_refused_with_exit_2(
     status = serve_with_only(monkeypatch, tmp_path, {}, "--store", "sqlite:///./runsgate.db", "--workers", "0")
 
     assert status == 2
-    assert "--workers must be at least 1, got 0" in capsys.readouterr().err
+    assert capsys.readouterr().err == "runsgate: invalid configuration: --workers: must be at least 1 (got 0)\n"
     assert not (tmp_path / "runsgate.db").exists()
 
 

@@ -150,8 +150,9 @@ def test_the_inbox_links_of_runsgate_serve_name_the_port_given_on_its_command_li
     built = server.app.create_app
     monkeypatch.setattr("server.app.create_app", lambda settings: built(served.setdefault("settings", settings)))
 
-    class Server:  # uvicorn's, serving nothing
+    class Server:  # runsgate's uvicorn server, serving nothing
         started = True
+        stopped = None
 
         def __init__(self, config: uvicorn.Config) -> None:
             served.update(port=config.port, listening=None)
@@ -159,7 +160,7 @@ def test_the_inbox_links_of_runsgate_serve_name_the_port_given_on_its_command_li
         def run(self, sockets: list[socket.socket]) -> None:
             served["listening"] = [sock.getsockname()[1] for sock in sockets]
 
-    monkeypatch.setattr("server.cli.serve.uvicorn.Server", Server)
+    monkeypatch.setattr("server.cli.serve.Server", Server)
     port = free_port()
 
     status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, "--port", str(port))

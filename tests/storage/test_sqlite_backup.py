@@ -160,7 +160,7 @@ def test_the_command_refuses_other_stores_with_what_to_use_instead(
     assert main(["backup", "--store", url, "--to", str(target)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith("runsgate backup: ")
+    assert err.startswith("runsgate: invalid configuration: ")
     assert says in err
     assert "secret" not in err
     assert not target.exists()

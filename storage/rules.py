@@ -209,6 +209,16 @@ def derived(doc: SnapshotDocument) -> dict[str, Any]:
     return {"pendingCount": pending_count(doc["toolCalls"]), "expiresAt": earliest_deadline(doc["toolCalls"])}
 
 
+# -- idempotency keys --------------------------------------------------------------------------
+
+
+def key_expired(before: datetime) -> Before:
+    """An idempotency key whose answer was stored (``finishedAt``) before ``before`` (UTC): the
+    sweeper deletes it (``delete_expired_idempotency_keys``). A key in flight has no ``finishedAt``,
+    so it never is."""
+    return Before("finishedAt", before)
+
+
 # -- webhook deliveries ------------------------------------------------------------------------
 
 
@@ -237,6 +247,7 @@ __all__ = [
     "expired",
     "finished_at",
     "held",
+    "key_expired",
     "lease_lapsed",
     "matches",
     "owned",

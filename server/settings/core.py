@@ -90,6 +90,10 @@ class Settings(SecuritySettings, WebhookSettings):
     run_updates_retention: Annotated[float, Field(gt=0)] = 3600.0
     """Seconds a run update batch stays in the store before the sweeper prunes it (needs
     ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance)."""
+    idempotency_key_retention: Annotated[float, Field(gt=0)] = 86400.0
+    """Seconds an idempotency key is kept after its answer was stored (Stripe's 24 hours) before the
+    sweeper deletes it; a request repeated later is a new request (docs/guarantees.md). Needs
+    ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance."""
     ws_connection_init_timeout: Annotated[float, Field(gt=0)] = 10.0
     """Seconds a WebSocket client has to send ``connection_init`` before it is closed with 4408."""
     log_format: Literal["auto", "json", "text"] = "auto"

@@ -4,7 +4,8 @@
 ``list_stalled_runs`` finds (a claim nobody renews, or every call decided and nobody claimed),
 racing other sweepers on the claim, and applies deadlines (``list_expired_runs``,
 ``RunManager.expire``). Each sweep also prunes old ``runUpdates`` batches (``prune_run_updates``)
-and expired idempotency keys (``delete_expired_idempotency_keys``). Failed runs wait for ``retryRun``.
+expired idempotency keys (``delete_expired_idempotency_keys``) and webhook deliveries done
+(``delete_expired_webhook_deliveries``). Failed runs wait for ``retryRun``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .outcome import RunOutcome
 logger = logging.getLogger(__name__)
 
 PRUNE_BATCH = 1000
-"""Run update batches, and idempotency keys, one sweep deletes at most (each)."""
+"""Run update batches, idempotency keys and webhook deliveries one sweep deletes at most (each)."""
 
 
 class StalledRunSweeper:
@@ -45,6 +46,8 @@ class StalledRunSweeper:
             ``RUNSGATE_RUN_UPDATES_RETENTION``); ``None``: never pruned here.
         key_retention: Seconds an idempotency key is kept after its answer (config
             ``RUNSGATE_IDEMPOTENCY_KEY_RETENTION``); ``None``: never deleted here.
+        delivery_retention: Seconds a delivered or failed webhook delivery is kept (config
+            ``RUNSGATE_WEBHOOK_DELIVERY_RETENTION``); ``None``: never deleted here.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class StalledRunSweeper:
         max_active: int = 8,
         update_retention: float | None = None,
         key_retention: float | None = None,
+        delivery_retention: float | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive (seconds)")
@@ -67,12 +71,14 @@ class StalledRunSweeper:
         self._max_active = max_active
         self._update_retention = update_retention
         self._key_retention = key_retention
+        self._delivery_retention = delivery_retention
         self._active: dict[str, asyncio.Task[RunOutcome | None]] = {}
 
     async def find(self) -> list[SnapshotDocument]:
         """The stalled runs now, least recently updated first, after completing the events a dead
         process left inside snapshots older than the grace period (``complete_pending_events``)
-        and deleting what outlived its retention (run updates, idempotency keys; a batch each).
+        and deleting what outlived its retention (run updates, idempotency keys, webhook
+        deliveries done; a batch each).
         Raises ``StoreUnavailableError``."""
         now = self._manager.now()
         store = self._manager.store
@@ -82,6 +88,9 @@ class StalledRunSweeper:
         if self._key_retention is not None:
             before = now - timedelta(seconds=self._key_retention)
             await store.delete_expired_idempotency_keys(before=before, limit=PRUNE_BATCH)
+        if self._delivery_retention is not None:
+            before = now - timedelta(seconds=self._delivery_retention)
+            await store.delete_expired_webhook_deliveries(before=before, limit=PRUNE_BATCH)
         return await store.list_stalled_runs(
             now=now, idle_before=now - timedelta(seconds=self._idle_grace), limit=self._batch
         )

@@ -228,6 +228,13 @@ def finished_at(status: WebhookDeliveryStatus, at: datetime) -> datetime | None:
     return None if status == "pending" else at
 
 
+def delivery_expired(before: datetime) -> Before:
+    """A webhook delivery done (delivered or failed, ``finishedAt``) before ``before`` (UTC): the
+    sweeper deletes it (``delete_expired_webhook_deliveries``). A pending one has no
+    ``finishedAt``, so it never is."""
+    return Before("finishedAt", before)
+
+
 __all__ = [
     "AllOf",
     "AnyOf",
@@ -242,6 +249,7 @@ __all__ = [
     "approvals_counted",
     "call_undecided",
     "claimable",
+    "delivery_expired",
     "derived",
     "earliest_deadline",
     "expired",

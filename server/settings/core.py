@@ -185,6 +185,11 @@ class Settings(SecuritySettings, WebhookSettings):
             )
         if self.store and self.store.startswith("mongodb"):
             self.mongodb_uri = self.store
+        if self.webhook_delivery_retention <= self.subscription_lookback:
+            raise ValueError(
+                "RUNSGATE_WEBHOOK_DELIVERY_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the webhook "
+                "dispatcher reads the events of that span again, and would send a deleted delivery once more"
+            )
         if self.seed_runs and self.store_url != registry.MEMORY_URL:
             raise ValueError(
                 "RUNSGATE_SEED_RUNS seeds the memory store only; for SQLite or MongoDB run "

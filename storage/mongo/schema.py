@@ -79,6 +79,10 @@ KEYS_FINISHED_INDEX = [("finishedAt", ASCENDING)]
 """Index ``keys_finished`` (sparse: a key in flight has no ``finishedAt``), the walk of
 ``delete_expired_idempotency_keys``, oldest answer first."""
 
+DELIVERIES_FINISHED_INDEX = [("finishedAt", ASCENDING)]
+"""Index ``deliveries_finished``, the walk of ``delete_expired_webhook_deliveries``, oldest first
+(a pending delivery's ``finishedAt`` is null: no bound matches it)."""
+
 BACKFILL_VERSION = 1
 """The backfills this runsgate applies (``runsgate_meta`` document ``backfill``): 1 = the
 ``finishedAt`` of idempotency keys answered before it."""
@@ -105,6 +109,7 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
     await deliveries.create_index([("status", ASCENDING), ("nextAttemptAt", ASCENDING)], name="deliveries_due")
     await deliveries.create_index([("status", ASCENDING), ("_id", DESCENDING)], name="deliveries_order")
+    await deliveries.create_index(DELIVERIES_FINISHED_INDEX, name="deliveries_finished")
     await database[KEYS].create_index(KEYS_FINISHED_INDEX, name="keys_finished", sparse=True)
     await updates.create_index(RUN_UPDATES_INDEX, name="run_updates_order")
     await updates.create_index([("at", ASCENDING)], name="run_updates_written")
@@ -159,6 +164,7 @@ __all__ = [
     "AGENT_EXPIRING_INDEX",
     "BACKFILL_VERSION",
     "COLLECTIONS",
+    "DELIVERIES_FINISHED_INDEX",
     "EVENT_FEED_INDEX",
     "EXPIRY_ORDER",
     "KEYS_FINISHED_INDEX",

@@ -109,6 +109,7 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS deliveries_due ON webhook_deliveries (status, next_attempt_at);
 CREATE INDEX IF NOT EXISTS deliveries_status_order ON webhook_deliveries (status, delivery_id);
+CREATE INDEX IF NOT EXISTS deliveries_finished ON webhook_deliveries (finished_at) WHERE finished_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS run_updates (
     agent_id TEXT NOT NULL,
     run_id TEXT NOT NULL,

@@ -127,3 +127,15 @@ async def test_a_mongodb_database_of_an_earlier_version_gets_its_answered_keys_a
         assert [doc["_id"] async for doc in keys.find({})] == ["in-flight"]
     finally:
         await store.close()
+
+
+async def test_the_sqlite_delivery_expiry_is_one_search_of_its_index(sqlite_path: Path) -> None:
+    store = SQLiteSnapshotStore(sqlite_path)
+    await store.open()
+    try:
+        plan = await store.explain_expired_webhook_deliveries(before=T0, limit=1000)
+    finally:
+        await store.close()
+
+    assert any("USING COVERING INDEX deliveries_finished (finished_at<?)" in step for step in plan), plan
+    assert not any("SCAN webhook_deliveries" in step or "TEMP B-TREE" in step for step in plan), plan

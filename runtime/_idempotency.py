@@ -141,7 +141,8 @@ class IdempotencyGuard:
             with contextlib.suppress(Exception):  # else its lease lapses and a retry takes it over
                 await self._store.release_idempotency_key(key_id, by=me)
             raise
-        await self._store.complete_idempotency_key(key_id, encode(answer), by=me)
+        finished = to_bson_precision(self._clock())
+        await self._store.complete_idempotency_key(key_id, encode(answer), by=me, now=finished)
         return answer
 
     def _renewing(self, key_id: str, me: str) -> contextlib.AbstractAsyncContextManager[None]:

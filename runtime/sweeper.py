@@ -3,8 +3,9 @@
 ``StalledRunSweeper`` runs on every instance: every ``interval`` seconds it continues the runs
 ``list_stalled_runs`` finds (a claim nobody renews, or every call decided and nobody claimed),
 racing other sweepers on the claim, and applies deadlines (``list_expired_runs``,
-``RunManager.expire``). Each sweep also prunes old
-``runUpdates`` batches (``prune_run_updates``). Failed runs wait for ``retryRun``.
+``RunManager.expire``). Each sweep also prunes old ``runUpdates`` batches (``prune_run_updates``)
+expired idempotency keys (``delete_expired_idempotency_keys``) and webhook deliveries done
+(``delete_expired_webhook_deliveries``). Failed runs wait for ``retryRun``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .outcome import RunOutcome
 logger = logging.getLogger(__name__)
 
 PRUNE_BATCH = 1000
-"""Run update batches one sweep prunes at most."""
+"""Run update batches, idempotency keys and webhook deliveries one sweep deletes at most (each)."""
 
 
 class StalledRunSweeper:
@@ -43,6 +44,10 @@ class StalledRunSweeper:
             later sweep.
         update_retention: Seconds a run update batch is kept (config
             ``RUNSGATE_RUN_UPDATES_RETENTION``); ``None``: never pruned here.
+        key_retention: Seconds an idempotency key is kept after its answer (config
+            ``RUNSGATE_IDEMPOTENCY_KEY_RETENTION``); ``None``: never deleted here.
+        delivery_retention: Seconds a delivered or failed webhook delivery is kept (config
+            ``RUNSGATE_WEBHOOK_DELIVERY_RETENTION``); ``None``: never deleted here.
     """
 
     def __init__(
@@ -54,6 +59,8 @@ class StalledRunSweeper:
         batch: int = 50,
         max_active: int = 8,
         update_retention: float | None = None,
+        key_retention: float | None = None,
+        delivery_retention: float | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive (seconds)")
@@ -63,17 +70,27 @@ class StalledRunSweeper:
         self._batch = batch
         self._max_active = max_active
         self._update_retention = update_retention
+        self._key_retention = key_retention
+        self._delivery_retention = delivery_retention
         self._active: dict[str, asyncio.Task[RunOutcome | None]] = {}
 
     async def find(self) -> list[SnapshotDocument]:
         """The stalled runs now, least recently updated first, after completing the events a dead
-        process left inside snapshots older than the grace period (``complete_pending_events``).
+        process left inside snapshots older than the grace period (``complete_pending_events``)
+        and deleting what outlived its retention (run updates, idempotency keys, webhook
+        deliveries done; a batch each).
         Raises ``StoreUnavailableError``."""
         now = self._manager.now()
         store = self._manager.store
         await store.complete_pending_events(before=now - timedelta(seconds=self._idle_grace), limit=self._batch)
         if self._update_retention is not None:
             await store.prune_run_updates(before=now - timedelta(seconds=self._update_retention), limit=PRUNE_BATCH)
+        if self._key_retention is not None:
+            before = now - timedelta(seconds=self._key_retention)
+            await store.delete_expired_idempotency_keys(before=before, limit=PRUNE_BATCH)
+        if self._delivery_retention is not None:
+            before = now - timedelta(seconds=self._delivery_retention)
+            await store.delete_expired_webhook_deliveries(before=before, limit=PRUNE_BATCH)
         return await store.list_stalled_runs(
             now=now, idle_before=now - timedelta(seconds=self._idle_grace), limit=self._batch
         )

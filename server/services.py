@@ -232,7 +232,11 @@ class Services:
             )
         if settings.sweep_interval > 0:
             sweeper = StalledRunSweeper(
-                self._runs, interval=settings.sweep_interval, update_retention=settings.run_updates_retention
+                self._runs,
+                interval=settings.sweep_interval,
+                update_retention=settings.run_updates_retention,
+                key_retention=settings.idempotency_key_retention,
+                delivery_retention=settings.webhook_delivery_retention,
             )
             self._tasks.append(asyncio.create_task(sweeper.run_forever(), name="runsgate-sweeper"))
         if settings.webhooks:

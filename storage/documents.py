@@ -205,6 +205,10 @@ class IdempotencyDocument(TypedDict):
     """UTC end of the holder's lease, renewed while its request runs; once it lapsed without a
     ``result``, the holder is presumed dead and a retry with the same fingerprint takes the key
     over. ``None``: no lease (held until completed or released)."""
+    finishedAt: NotRequired[datetime]
+    """UTC time the ``result`` was stored, absent while the request is in flight; keys stored
+    before it get the time their store was first opened by a version that has it (a backfill).
+    The sweeper deletes keys finished longer than ``RUNSGATE_IDEMPOTENCY_KEY_RETENTION`` ago."""
 
 
 WebhookDeliveryStatus = Literal["pending", "delivered", "failed"]

@@ -209,6 +209,16 @@ def derived(doc: SnapshotDocument) -> dict[str, Any]:
     return {"pendingCount": pending_count(doc["toolCalls"]), "expiresAt": earliest_deadline(doc["toolCalls"])}
 
 
+# -- idempotency keys --------------------------------------------------------------------------
+
+
+def key_expired(before: datetime) -> Before:
+    """An idempotency key whose answer was stored (``finishedAt``) before ``before`` (UTC): the
+    sweeper deletes it (``delete_expired_idempotency_keys``). A key in flight has no ``finishedAt``,
+    so it never is."""
+    return Before("finishedAt", before)
+
+
 # -- webhook deliveries ------------------------------------------------------------------------
 
 
@@ -216,6 +226,13 @@ def finished_at(status: WebhookDeliveryStatus, at: datetime) -> datetime | None:
     """``WebhookDeliveryDocument.finishedAt`` after an attempt at ``at`` (UTC) that left the
     delivery ``status``: ``None`` while it is still pending, else ``at``."""
     return None if status == "pending" else at
+
+
+def delivery_expired(before: datetime) -> Before:
+    """A webhook delivery done (delivered or failed, ``finishedAt``) before ``before`` (UTC): the
+    sweeper deletes it (``delete_expired_webhook_deliveries``). A pending one has no
+    ``finishedAt``, so it never is."""
+    return Before("finishedAt", before)
 
 
 __all__ = [
@@ -232,11 +249,13 @@ __all__ = [
     "approvals_counted",
     "call_undecided",
     "claimable",
+    "delivery_expired",
     "derived",
     "earliest_deadline",
     "expired",
     "finished_at",
     "held",
+    "key_expired",
     "lease_lapsed",
     "matches",
     "owned",

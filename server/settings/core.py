@@ -90,6 +90,10 @@ class Settings(SecuritySettings, WebhookSettings):
     run_updates_retention: Annotated[float, Field(gt=0)] = 3600.0
     """Seconds a run update batch stays in the store before the sweeper prunes it (needs
     ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance)."""
+    idempotency_key_retention: Annotated[float, Field(gt=0)] = 86400.0
+    """Seconds an idempotency key is kept after its answer was stored (Stripe's 24 hours) before the
+    sweeper deletes it; a request repeated later is a new request (docs/guarantees.md). Needs
+    ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance."""
     ws_connection_init_timeout: Annotated[float, Field(gt=0)] = 10.0
     """Seconds a WebSocket client has to send ``connection_init`` before it is closed with 4408."""
     log_format: Literal["auto", "json", "text"] = "auto"
@@ -185,6 +189,11 @@ class Settings(SecuritySettings, WebhookSettings):
             )
         if self.store and self.store.startswith("mongodb"):
             self.mongodb_uri = self.store
+        if self.webhook_delivery_retention <= self.subscription_lookback:
+            raise ValueError(
+                "RUNSGATE_WEBHOOK_DELIVERY_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the webhook "
+                "dispatcher reads the events of that span again, and would send a deleted delivery once more"
+            )
         if self.seed_runs and self.store_url != registry.MEMORY_URL:
             raise ValueError(
                 "RUNSGATE_SEED_RUNS seeds the memory store only; for SQLite or MongoDB run "

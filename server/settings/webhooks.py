@@ -117,6 +117,10 @@ class WebhookSettings(BaseSettings):
     """Seconds to wait for a receiver's answer (each read)."""
     webhook_poll_interval: Annotated[float, Field(gt=0)] = 1.0
     """Seconds between two reads of the event log for new deliveries (and looks for due ones)."""
+    webhook_delivery_retention: Annotated[float, Field(gt=0)] = 604_800.0
+    """Seconds a delivered or failed delivery is kept (7 days; ``webhookDeliveries`` lists it)
+    before the sweeper deletes it; a pending one is never deleted. Must exceed
+    ``RUNSGATE_SUBSCRIPTION_LOOKBACK``, the span of events the dispatcher reads again."""
 
     @field_validator("public_url")
     @classmethod

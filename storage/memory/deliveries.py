@@ -1,11 +1,14 @@
 """The memory store's ``WebhookDeliveries``: deliveries by id and the cursors over the event log;
-``finishedAt`` follows ``storage.rules.finished_at``."""
+``finishedAt`` follows ``storage.rules.finished_at``, and the deliveries done are sorted by it
+(the index ``rules.delivery_expired`` is applied through)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Collection, Sequence
 from datetime import datetime
+
+from sortedcontainers import SortedList
 
 from .. import rules
 from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
@@ -19,6 +22,8 @@ class MemoryWebhookDeliveries:
         super().__init__()
         self._webhook_cursors: dict[str, str] = {}
         self._deliveries: dict[str, WebhookDeliveryDocument] = {}
+        self._deliveries_finished = SortedList()
+        """``(finishedAt, _id)`` of every delivery done: what expiry reads, oldest first."""
 
     async def webhook_cursor(self, cursor_id: str) -> str | None:
         return self._webhook_cursors.get(cursor_id)
@@ -85,9 +90,27 @@ class MemoryWebhookDeliveries:
         delivery["nextAttemptAt"] = next_attempt_at
         delivery["lastStatusCode"] = status_code
         delivery["lastError"] = error
-        delivery["finishedAt"] = rules.finished_at(status, at)
+        delivery["finishedAt"] = finished = rules.finished_at(status, at)
         delivery["lease"] = None
+        if finished is not None:
+            self._deliveries_finished.add((finished, delivery_id))
         return True
+
+    async def delete_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> int:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        expired = rules.delivery_expired(before)
+        deleted = 0
+        while self._deliveries_finished and deleted < limit:
+            _, delivery_id = self._deliveries_finished[0]
+            delivery = self._deliveries.get(delivery_id)
+            if delivery is not None and not rules.matches(expired, delivery):
+                break  # the oldest delivery done left is not expired: none after it is
+            self._deliveries_finished.pop(0)
+            if delivery is not None:
+                del self._deliveries[delivery_id]
+                deleted += 1
+        return deleted
 
     async def list_webhook_deliveries(
         self,

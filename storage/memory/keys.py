@@ -1,10 +1,14 @@
-"""The memory store's ``IdempotencyKeys``: one document per key, reserved under a lease."""
+"""The memory store's ``IdempotencyKeys``: one document per key, reserved under a lease, and the
+answered keys sorted by ``finishedAt`` (the index ``rules.key_expired`` is applied through)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from sortedcontainers import SortedList
+
+from .. import rules
 from ..documents import IdempotencyDocument
 from .copying import copied
 
@@ -15,6 +19,8 @@ class MemoryIdempotencyKeys:
     def __init__(self) -> None:
         super().__init__()
         self._keys: dict[str, IdempotencyDocument] = {}
+        self._keys_finished = SortedList()
+        """``(finishedAt, _id)`` of every answered key: what expiry reads, oldest first."""
 
     async def reserve_idempotency_key(
         self,
@@ -51,14 +57,34 @@ class MemoryIdempotencyKeys:
         doc["reservedUntil"] = until
         return True
 
-    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
+    async def complete_idempotency_key(
+        self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
+    ) -> None:
         doc = self._reserved(key_id, by)
         if doc is not None:
             doc["result"] = copied(result)
+            doc["finishedAt"] = now
+            self._keys_finished.add((now, key_id))
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
         if self._reserved(key_id, by) is not None:
             del self._keys[key_id]
+
+    async def delete_expired_idempotency_keys(self, *, before: datetime, limit: int) -> int:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        expired = rules.key_expired(before)
+        deleted = 0
+        while self._keys_finished and deleted < limit:
+            finished, key_id = self._keys_finished[0]
+            doc = self._keys.get(key_id)
+            if doc is not None and doc.get("finishedAt") == finished and not rules.matches(expired, doc):
+                break  # the oldest answer left is not expired: none after it is
+            self._keys_finished.pop(0)
+            if doc is not None and doc.get("finishedAt") == finished:
+                del self._keys[key_id]
+                deleted += 1
+        return deleted
 
 
 def _lapsed(doc: IdempotencyDocument, fingerprint: str, now: datetime) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from gridfs.asynchronous import AsyncGridFSBucket
@@ -17,6 +18,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from .._query import to_bson_precision
 from .._run_lock import RunWriteLocks
 from ..documents import SCHEMA_VERSION, EventDocument, SnapshotDocument
 from ..protocol import NewerSchemaError, event_list
@@ -99,7 +101,8 @@ class MongoStoreBase:
         return AsyncGridFSBucket(self.database, bucket_name=schema.LARGE_HISTORIES)
 
     async def open(self) -> None:
-        """Create the client and the indexes, then check the stored schema version.
+        """Create the client and the indexes, check the stored schema version, then apply the
+        backfills (``schema.backfill``).
 
         Raises:
             StoreUnavailableError: MongoDB cannot be reached.
@@ -114,6 +117,8 @@ class MongoStoreBase:
         if found > SCHEMA_VERSION:
             await self.close()
             raise NewerSchemaError(found, SCHEMA_VERSION)
+        async with reachable():
+            await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)))
 
     async def _raise_schema_version(self, version: int) -> None:
         """Record that the store holds documents of ``version`` (the stored version only grows)."""

@@ -1,6 +1,7 @@
 """Webhook deliveries of ``MongoSnapshotStore``: collections ``webhook_deliveries`` (one
 document per message, leased while an instance sends it) and ``webhook_cursors`` (how far the
-event log was read), each change under its write lease (``_run_lock``; ``WebhookDeliveries``)."""
+event log was read), each change under its write lease (``_run_lock``; ``WebhookDeliveries``);
+deliveries done expire through index ``deliveries_finished`` (``rules.delivery_expired``)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from pymongo.errors import DuplicateKeyError
 from .. import rules
 from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
 from .base import MongoStoreBase
-from .conditions import no_value
+from .conditions import compiled, no_value
 from .mapping import page
 from .reachability import reachable
+from .schema import DELIVERIES_FINISHED_INDEX
 
 Document = dict[str, Any]
 
@@ -116,6 +118,21 @@ class MongoWebhookDeliveries(MongoStoreBase):
                 },
             )
         return result.modified_count == 1
+
+    async def delete_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> int:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        expired = compiled(rules.delivery_expired(before))
+        async with reachable():
+            found = (
+                await self._deliveries.find(expired, {"_id": 1}).sort(DELIVERIES_FINISHED_INDEX).limit(limit).to_list()
+            )
+            if not found:
+                return 0
+            # a delivery done is never written again, nor added again once its event is past the
+            # dispatcher's lookback (the retention is longer): no lease needed
+            gone = await self._deliveries.delete_many({**expired, "_id": {"$in": [doc["_id"] for doc in found]}})
+        return gone.deleted_count
 
     async def list_webhook_deliveries(
         self,

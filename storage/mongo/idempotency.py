@@ -1,6 +1,7 @@
 """Idempotency keys of ``MongoSnapshotStore``: collection ``idempotency_keys``, one document per
 key, each change under the key's write lease (``_run_lock``; ``IdempotencyKeys``). An answer
-stored as a document under ``result`` (before ``resultJson``) still counts as an answer."""
+stored as a document under ``result`` (before ``resultJson``) still counts as an answer. Answered
+keys expire through index ``keys_finished`` (``rules.key_expired``)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any, cast
 
 from pymongo.errors import DuplicateKeyError
 
+from .. import rules
 from ..documents import IdempotencyDocument
 from ..stored_json import IDEMPOTENCY_FIELDS, decode, encode
 from .base import MongoStoreBase
-from .conditions import no_value
+from .conditions import compiled, no_value
 from .reachability import reachable
+from .schema import KEYS_FINISHED_INDEX
 
 Document = dict[str, Any]
 
@@ -75,13 +78,31 @@ class MongoIdempotencyKeys(MongoStoreBase):
             result = await self._keys.update_one(_held_key(key_id, by), {"$set": {"reservedUntil": until}})
         return result.matched_count == 1
 
-    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
+    async def complete_idempotency_key(
+        self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
+    ) -> None:
+        answer = {**encode({"result": result}, IDEMPOTENCY_FIELDS), "finishedAt": now}
         async with reachable(), self._lock(_key_lock(key_id)):
-            await self._keys.update_one(_held_key(key_id, by), {"$set": encode({"result": result}, IDEMPOTENCY_FIELDS)})
+            await self._keys.update_one(_held_key(key_id, by), {"$set": answer})
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
         async with reachable(), self._lock(_key_lock(key_id)):
             await self._keys.delete_one(_held_key(key_id, by))
+
+    async def delete_expired_idempotency_keys(self, *, before: datetime, limit: int) -> int:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        expired = compiled(rules.key_expired(before))
+        async with reachable():
+            found = await self._keys.find(expired, {"_id": 1}).sort(KEYS_FINISHED_INDEX).limit(limit).to_list()
+        deleted = 0
+        for doc in found:
+            # under the key's lease: FerretDB 1.24 deletes by a query then a write, and a new
+            # reservation may take the id between the two
+            async with reachable(), self._lock(_key_lock(doc["_id"])):
+                gone = await self._keys.delete_one({**expired, "_id": doc["_id"]})
+            deleted += gone.deleted_count
+        return deleted
 
 
 __all__ = ["MongoIdempotencyKeys"]

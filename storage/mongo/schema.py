@@ -1,9 +1,10 @@
-"""The MongoDB store's collections, their indexes and its schema version (docs/storage.md
-"Collections and indexes", "Schema versions"): what ``MongoSnapshotStore.open()`` creates and
-checks."""
+"""The MongoDB store's collections, their indexes, its schema version and its backfills
+(docs/storage.md "Collections and indexes", "Schema versions"): what ``MongoSnapshotStore.open()``
+creates, checks and fills in."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
@@ -74,6 +75,18 @@ EXPIRY_ORDER = [("expiresAt", ASCENDING), ("_id", ASCENDING)]
 AGENT_EXPIRING_INDEX = [("agentId", ASCENDING), ("expiresAt", ASCENDING)]
 """The ``expiresBefore`` listing filter: an agent's runs by deadline."""
 
+KEYS_FINISHED_INDEX = [("finishedAt", ASCENDING)]
+"""Index ``keys_finished`` (sparse: a key in flight has no ``finishedAt``), the walk of
+``delete_expired_idempotency_keys``, oldest answer first."""
+
+DELIVERIES_FINISHED_INDEX = [("finishedAt", ASCENDING)]
+"""Index ``deliveries_finished``, the walk of ``delete_expired_webhook_deliveries``, oldest first
+(a pending delivery's ``finishedAt`` is null: no bound matches it)."""
+
+BACKFILL_VERSION = 1
+"""The backfills this runsgate applies (``runsgate_meta`` document ``backfill``): 1 = the
+``finishedAt`` of idempotency keys answered before it."""
+
 RUN_UPDATES_INDEX = [("agentId", ASCENDING), ("runId", ASCENDING), ("_id", ASCENDING)]
 """A run's update batches in ``_id`` order (``list_run_updates``)."""
 
@@ -96,6 +109,8 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
     await deliveries.create_index([("status", ASCENDING), ("nextAttemptAt", ASCENDING)], name="deliveries_due")
     await deliveries.create_index([("status", ASCENDING), ("_id", DESCENDING)], name="deliveries_order")
+    await deliveries.create_index(DELIVERIES_FINISHED_INDEX, name="deliveries_finished")
+    await database[KEYS].create_index(KEYS_FINISHED_INDEX, name="keys_finished", sparse=True)
     await updates.create_index(RUN_UPDATES_INDEX, name="run_updates_order")
     await updates.create_index([("at", ASCENDING)], name="run_updates_written")
 
@@ -129,15 +144,35 @@ async def raise_schema_version(meta: AsyncCollection[Document], version: int) ->
         await meta.update_one({"_id": "schema"}, {"$max": {"version": version}})
 
 
+async def backfill(database: AsyncDatabase[Document], now: datetime) -> None:
+    """Once per database (``runsgate_meta`` document ``backfill`` below ``BACKFILL_VERSION``):
+    give every answered idempotency key without a ``finishedAt`` the time ``now`` (UTC), so it
+    expires a retention period after this open, then record the version. Keys in flight stay
+    without one."""
+    meta = await database[META].find_one({"_id": "backfill"})
+    if meta is not None and int(meta["version"]) >= BACKFILL_VERSION:
+        return
+    answered = [{field: {"$exists": True, "$not": {"$type": "null"}}} for field in ("result", "resultJson")]
+    await database[KEYS].update_many({"finishedAt": {"$exists": False}, "$or": answered}, {"$set": {"finishedAt": now}})
+    try:
+        await database[META].update_one({"_id": "backfill"}, {"$max": {"version": BACKFILL_VERSION}}, upsert=True)
+    except DuplicateKeyError:  # another process's upsert inserted it first
+        await database[META].update_one({"_id": "backfill"}, {"$max": {"version": BACKFILL_VERSION}})
+
+
 __all__ = [
     "AGENT_EXPIRING_INDEX",
+    "BACKFILL_VERSION",
     "COLLECTIONS",
+    "DELIVERIES_FINISHED_INDEX",
     "EVENT_FEED_INDEX",
     "EXPIRY_ORDER",
+    "KEYS_FINISHED_INDEX",
     "LISTING_INDEXES",
     "LISTING_ORDER",
     "REVERSE_ORDER",
     "RUN_UPDATES_INDEX",
+    "backfill",
     "create_indexes",
     "raise_schema_version",
     "stored_schema_version",

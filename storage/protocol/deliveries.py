@@ -90,5 +90,17 @@ class WebhookDeliveries(Protocol):
         """
         ...
 
+    async def delete_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> int:
+        """Delete at most ``limit`` deliveries that meet ``rules.delivery_expired(before)`` (done
+        before ``before``, UTC), oldest first, through an index; never a pending one.
+
+        Returns:
+            How many were deleted.
+
+        Raises:
+            ValueError: ``limit`` is below 1.
+        """
+        ...
+
 
 __all__ = ["WebhookDeliveries"]

@@ -35,13 +35,28 @@ class IdempotencyKeys(Protocol):
         """Extend the lease of a reservation ``by`` still holds (no result yet); ``False`` if it
         was taken over or is gone."""
 
-    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
-        """Store the answer given for a reserved key, only while ``by`` holds it (``None``: whoever
-        does); a holder whose key was taken over writes nothing."""
+    async def complete_idempotency_key(
+        self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
+    ) -> None:
+        """Store the answer given for a reserved key and its ``finishedAt`` = ``now`` (UTC), only
+        while ``by`` holds it (``None``: whoever does); a holder whose key was taken over writes
+        nothing."""
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
         """Forget a reserved key whose request failed unexpectedly, so it can be retried; only
         while ``by`` holds it (``None``: whoever does), never once it has a result."""
+
+    async def delete_expired_idempotency_keys(self, *, before: datetime, limit: int) -> int:
+        """Delete at most ``limit`` keys that meet ``rules.key_expired(before)`` (answered before
+        ``before``, UTC), oldest answer first, through an index; never a key in flight.
+
+        Returns:
+            How many were deleted.
+
+        Raises:
+            ValueError: ``limit`` is below 1.
+        """
+        ...
 
 
 __all__ = ["IdempotencyKeys"]

@@ -56,48 +56,49 @@ _NEVER = "0"
 """The fragment of a condition no row meets (as ``matches`` says of a value of another type)."""
 
 
-def where(condition: Condition) -> tuple[str, list[Any]]:
+def where(condition: Condition, columns: dict[str, Column] = COLUMNS) -> tuple[str, list[Any]]:
     """The SQL fragment and parameters selecting exactly the rows whose document ``condition``
-    ``matches``: ``NoValue`` is ``IS NULL``; ``Equals`` holds only for a value of the column's
-    type; datetimes compare as their UTC milliseconds, a sub-millisecond bound rounded the way
-    that keeps the comparison exact (rows hold whole milliseconds).
+    ``matches``, on the table whose paths ``columns`` maps (default: ``run_snapshots``'s):
+    ``NoValue`` is ``IS NULL``; ``Equals`` holds only for a value of the column's type; datetimes
+    compare as their UTC milliseconds, a sub-millisecond bound rounded the way that keeps the
+    comparison exact (rows hold whole milliseconds).
 
     Raises:
         ValueError: ``condition`` names a path that is no column (``toolCalls...``: ``split``
             first), or a ``Length`` (no column holds a list).
     """
     params: list[Any] = []
-    return _fragment(condition, params), params
+    return _fragment(condition, params, columns), params
 
 
-def _fragment(condition: Condition, params: list[Any]) -> str:
+def _fragment(condition: Condition, params: list[Any], columns: dict[str, Column]) -> str:
     match condition:
         case Equals(path, value):
-            column = _column(path)
+            column = _column(path, columns)
             kind = column.kind
             if (kind == "text" and type(value) is str) or (kind == "int" and type(value) is int):
                 params.append(value)
                 return f"{column.name} = ?"
             return _NEVER
         case NoValue(path):
-            return f"{_column(path).name} IS NULL"
+            return f"{_column(path, columns).name} IS NULL"
         case Before(path, value):
-            return _compared(_column(path), "<", _ceil_ms(value), params)
+            return _compared(_column(path, columns), "<", _ceil_ms(value), params)
         case AtMost(path, value):
-            return _compared(_column(path), "<=", _ms(value), params)
+            return _compared(_column(path, columns), "<=", _ms(value), params)
         case Length(path, _):
             raise ValueError(f"no column holds the list {path!r}")
         case AllOf():
-            return _joined(list(_conjuncts(condition)), " AND ", "1", params)
+            return _joined(list(_conjuncts(condition)), " AND ", "1", params, columns)
         case AnyOf():
-            return _joined(list(_disjuncts(condition)), " OR ", _NEVER, params)
+            return _joined(list(_disjuncts(condition)), " OR ", _NEVER, params, columns)
     raise TypeError(f"not a condition: {condition!r}")
 
 
-def _column(path: str) -> Column:
-    column = COLUMNS.get(path)
+def _column(path: str, columns: dict[str, Column]) -> Column:
+    column = columns.get(path)
     if column is None:
-        raise ValueError(f"the document path {path!r} is no column of run_snapshots")
+        raise ValueError(f"the document path {path!r} is no column of the table")
     return column
 
 
@@ -115,10 +116,12 @@ def _ceil_ms(value: datetime) -> int:
     return ms + 1 if to_bson_precision(value) < value else ms
 
 
-def _joined(conditions: Sequence[Condition], operator: str, empty: str, params: list[Any]) -> str:
+def _joined(
+    conditions: Sequence[Condition], operator: str, empty: str, params: list[Any], columns: dict[str, Column]
+) -> str:
     if not conditions:
         return empty
-    parts = [_fragment(c, params) for c in conditions]
+    parts = [_fragment(c, params, columns) for c in conditions]
     return parts[0] if len(parts) == 1 else "(" + operator.join(parts) + ")"
 
 

@@ -1,14 +1,27 @@
 """The SQLite store's idempotency keys (``IdempotencyKeys``) in ``idempotency_keys``: a
-reservation with its lease, taken over once the lease lapsed, then its answer or its release."""
+reservation with its lease, taken over once the lease lapsed, then its answer (with
+``finished_at``) or its release; answered keys expire through index ``keys_finished``."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from .. import rules
 from ..documents import IdempotencyDocument
+from .conditions import Column, where
 from .connection import _Connection
 from .rows import _datetime, _dumps, _loads, _ms
+
+KEY_COLUMNS: dict[str, Column] = {
+    "_id": Column("key_id", "text"),
+    "fingerprint": Column("fingerprint", "text"),
+    "createdAt": Column("created_at", "ms"),
+    "reservedBy": Column("reserved_by", "text"),
+    "reservedUntil": Column("reserved_until", "ms"),
+    "finishedAt": Column("finished_at", "ms"),
+}
+"""The ``IdempotencyDocument`` paths that are columns of ``idempotency_keys`` (for ``conditions.where``)."""
 
 
 def _held_key(by: str | None) -> tuple[str, tuple[Any, ...]]:
@@ -34,7 +47,7 @@ class _IdempotencyKeys(_Connection):
         async with self._transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
-                    "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until "
+                    "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until, finished_at "
                     "FROM idempotency_keys WHERE key_id = ?",
                     (key_id,),
                 )
@@ -54,7 +67,7 @@ class _IdempotencyKeys(_Connection):
                     (by, lease, key_id),
                 )
                 return None
-        return {
+        found: IdempotencyDocument = {
             "_id": row[0],
             "fingerprint": row[1],
             "result": None if row[2] is None else _loads(row[2]),
@@ -62,25 +75,53 @@ class _IdempotencyKeys(_Connection):
             "reservedBy": row[4],
             "reservedUntil": None if row[5] is None else _datetime(row[5]),
         }
+        if row[6] is not None:
+            found["finishedAt"] = _datetime(row[6])
+        return found
 
     async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
-        where, extra = _held_key(by)
+        held, extra = _held_key(by)
         async with self._transaction() as conn:
             rows = list(
                 await conn.execute_fetchall(
-                    f"UPDATE idempotency_keys SET reserved_until = ? WHERE {where} RETURNING key_id",
+                    f"UPDATE idempotency_keys SET reserved_until = ? WHERE {held} RETURNING key_id",
                     (_ms(until), key_id, *extra),
                 )
             )
         return bool(rows)
 
-    async def complete_idempotency_key(self, key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
+    async def complete_idempotency_key(
+        self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
+    ) -> None:
         text = _dumps(result)
-        where, extra = _held_key(by)
+        held, extra = _held_key(by)
         async with self._transaction() as conn:
-            await conn.execute(f"UPDATE idempotency_keys SET result = ? WHERE {where}", (text, key_id, *extra))
+            await conn.execute(
+                f"UPDATE idempotency_keys SET result = ?, finished_at = ? WHERE {held}",
+                (text, _ms(now), key_id, *extra),
+            )
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
-        where, extra = _held_key(by)
+        held, extra = _held_key(by)
         async with self._transaction() as conn:
-            await conn.execute(f"DELETE FROM idempotency_keys WHERE {where}", (key_id, *extra))
+            await conn.execute(f"DELETE FROM idempotency_keys WHERE {held}", (key_id, *extra))
+
+    async def delete_expired_idempotency_keys(self, *, before: datetime, limit: int) -> int:
+        async with self._transaction() as conn:
+            cursor = await conn.execute(*self._expired_keys_sql(before, limit))
+            return max(cursor.rowcount, 0)
+
+    async def explain_expired_idempotency_keys(self, *, before: datetime, limit: int) -> list[str]:
+        """SQLite's query plan of ``delete_expired_idempotency_keys`` (``EXPLAIN QUERY PLAN``)."""
+        return await self._explain(*self._expired_keys_sql(before, limit))
+
+    @staticmethod
+    def _expired_keys_sql(before: datetime, limit: int) -> tuple[str, list[Any]]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        condition, params = where(rules.key_expired(before), KEY_COLUMNS)
+        sql = (
+            "DELETE FROM idempotency_keys WHERE key_id IN "
+            f"(SELECT key_id FROM idempotency_keys WHERE {condition} ORDER BY finished_at LIMIT ?)"
+        )
+        return sql, [*params, limit]

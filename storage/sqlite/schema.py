@@ -7,12 +7,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiosqlite
 
 from ..documents import SCHEMA_VERSION
 from ..protocol import NewerSchemaError, StoreUnavailableError
+from .backfill import backfill
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS runsgate_meta (
@@ -78,7 +80,8 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     result TEXT,
     created_at INTEGER NOT NULL,
     reserved_by TEXT,
-    reserved_until INTEGER
+    reserved_until INTEGER,
+    finished_at INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS webhook_cursors (
     cursor_id TEXT PRIMARY KEY,
@@ -106,6 +109,7 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS deliveries_due ON webhook_deliveries (status, next_attempt_at);
 CREATE INDEX IF NOT EXISTS deliveries_status_order ON webhook_deliveries (status, delivery_id);
+CREATE INDEX IF NOT EXISTS deliveries_finished ON webhook_deliveries (finished_at) WHERE finished_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS run_updates (
     agent_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
@@ -168,7 +172,8 @@ def _open_problem(path: Path, exc: sqlite3.Error) -> str:
 
 async def _prepare(conn: aiosqlite.Connection, path: Path) -> None:
     """Create the missing tables, indexes and columns of the file ``path`` in one transaction,
-    raise its ``schema_version`` to this runsgate's, and switch it to WAL.
+    raise its ``schema_version`` to this runsgate's, apply its backfills (``backfill``), and
+    switch it to WAL.
 
     Raises:
         NewerSchemaError: The file was written by a newer runsgate (left unchanged).
@@ -193,6 +198,7 @@ async def _prepare(conn: aiosqlite.Connection, path: Path) -> None:
         for name, kind in _LEASE_COLUMNS.items():
             if name not in columns:
                 await conn.execute(f"ALTER TABLE idempotency_keys ADD COLUMN {name} {kind}")
+        await backfill(conn, datetime.now(UTC))
         await conn.execute("COMMIT")
     except BaseException:
         with suppress(sqlite3.Error):  # unconditional, as in _transaction

@@ -1,6 +1,7 @@
 """The SQLite store's webhook deliveries (``WebhookDeliveries``): the cursors of the log's
 derivation in ``webhook_cursors``, and the deliveries in ``webhook_deliveries``, leased to one
-sender at a time and finished per attempt (``rules.finished_at``)."""
+sender at a time and finished per attempt (``rules.finished_at``), deleted once expired
+(``rules.delivery_expired``) through index ``deliveries_finished``."""
 
 from __future__ import annotations
 
@@ -10,8 +11,20 @@ from typing import Any
 
 from .. import rules
 from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
+from . import conditions
+from .conditions import Column
 from .connection import _Connection
 from .rows import _DELIVERY_COLUMNS, _delivery, _delivery_row, _marks, _ms, _optional_ms
+
+DELIVERY_COLUMNS: dict[str, Column] = {
+    "_id": Column("delivery_id", "text"),
+    "endpointId": Column("endpoint_id", "text"),
+    "status": Column("status", "text"),
+    "createdAt": Column("created_at", "ms"),
+    "nextAttemptAt": Column("next_attempt_at", "ms"),
+    "finishedAt": Column("finished_at", "ms"),
+}
+"""``WebhookDeliveryDocument`` paths that are columns of ``webhook_deliveries`` (for ``conditions.where``)."""
 
 
 class _WebhookDeliveries(_Connection):
@@ -106,6 +119,26 @@ class _WebhookDeliveries(_Connection):
                 )
             )
         return bool(rows)
+
+    async def delete_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> int:
+        async with self._transaction() as conn:
+            cursor = await conn.execute(*self._expired_deliveries_sql(before, limit))
+            return max(cursor.rowcount, 0)
+
+    async def explain_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> list[str]:
+        """SQLite's query plan of ``delete_expired_webhook_deliveries`` (``EXPLAIN QUERY PLAN``)."""
+        return await self._explain(*self._expired_deliveries_sql(before, limit))
+
+    @staticmethod
+    def _expired_deliveries_sql(before: datetime, limit: int) -> tuple[str, list[Any]]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        condition, params = conditions.where(rules.delivery_expired(before), DELIVERY_COLUMNS)
+        sql = (
+            "DELETE FROM webhook_deliveries WHERE delivery_id IN "
+            f"(SELECT delivery_id FROM webhook_deliveries WHERE {condition} ORDER BY finished_at LIMIT ?)"
+        )
+        return sql, [*params, limit]
 
     async def list_webhook_deliveries(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -18,12 +19,12 @@ def _fail_key_completion_once(store: SnapshotStore) -> None:
     complete = store.complete_idempotency_key
     failed = False
 
-    async def once(key_id: str, result: dict[str, Any], *, by: str | None = None) -> None:
+    async def once(key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime) -> None:
         nonlocal failed
         if not failed:
             failed = True
             raise StoreUnavailableError("connection refused")
-        await complete(key_id, result, by=by)
+        await complete(key_id, result, by=by, now=now)
 
     store.complete_idempotency_key = once  # type: ignore[method-assign]
 

@@ -99,6 +99,10 @@ def test_a_bad_receiver_stops_the_server_with_one_line_that_never_shows_the_secr
         ({"RUNSGATE_WEBHOOKS": "[{"}, "RUNSGATE_WEBHOOKS: not valid JSON"),
         ({"RUNSGATE_PUBLIC_URL": "runs.example.com"}, "RUNSGATE_PUBLIC_URL: must be an absolute"),
         ({"RUNSGATE_WEBHOOK_RETRY_FOR": "0"}, "RUNSGATE_WEBHOOK_RETRY_FOR: Input should be greater than 0"),
+        (
+            {"RUNSGATE_WEBHOOK_DELIVERY_RETENTION": "5", "RUNSGATE_SUBSCRIPTION_LOOKBACK": "5"},
+            "RUNSGATE_WEBHOOK_DELIVERY_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK",
+        ),
     ],
 )
 def test_other_webhook_settings_are_checked_too(

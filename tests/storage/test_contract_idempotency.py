@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from storage import (
     SnapshotStore,
 )
@@ -15,7 +17,7 @@ from ._contract import MS, T0
 async def test_idempotency_keys(store: SnapshotStore) -> None:
     first = await store.reserve_idempotency_key("k", "fp1", T0)
     second = await store.reserve_idempotency_key("k", "fp2", T0)
-    await store.complete_idempotency_key("k", {"status": "completed"})
+    await store.complete_idempotency_key("k", {"status": "completed"}, now=T0)
     third = await store.reserve_idempotency_key("k", "fp1", T0)
     await store.reserve_idempotency_key("k2", "fp", T0)
     await store.release_idempotency_key("k2")
@@ -47,10 +49,10 @@ async def test_an_idempotency_reservation_is_a_lease_another_request_takes_over_
 
     # and the first holder can no longer renew, complete or release it
     assert not await store.renew_idempotency_key("k", by="a", until=T0 + 9 * lease)
-    await store.complete_idempotency_key("k", {"outcome": "from a"}, by="a")
+    await store.complete_idempotency_key("k", {"outcome": "from a"}, by="a", now=T0 + 2 * lease)
     await store.release_idempotency_key("k", by="a")
     still_b = await store.reserve_idempotency_key("k", "fp", T0 + 2 * lease + 2 * MS, by="e", until=T0 + 3 * lease)
-    await store.complete_idempotency_key("k", {"outcome": "from b"}, by="b")
+    await store.complete_idempotency_key("k", {"outcome": "from b"}, by="b", now=T0 + 2 * lease + 2 * MS)
     done = await store.reserve_idempotency_key("k", "fp", T0 + 9 * lease, by="f", until=T0 + 10 * lease)
 
     assert first is None
@@ -65,3 +67,57 @@ async def test_an_idempotency_reservation_is_a_lease_another_request_takes_over_
     assert (still_b["result"], still_b["reservedBy"]) == (None, "b")
     assert done is not None
     assert done["result"] == {"outcome": "from b"}
+
+
+async def test_a_key_expires_a_retention_period_after_its_answer_and_never_while_in_flight(
+    store: SnapshotStore,
+) -> None:
+    # given a key answered at T0 + 1 s, one answered at T0 + 10 s, and one whose request is still
+    # in flight (its lease long lapsed: a dead request's key is still no answer)
+    second = timedelta(seconds=1)
+    await store.reserve_idempotency_key("answered", "fp", T0, by="a", until=T0 + second)
+    await store.complete_idempotency_key("answered", {"outcome": "first"}, by="a", now=T0 + second)
+    await store.reserve_idempotency_key("later", "fp", T0, by="b", until=T0 + second)
+    await store.complete_idempotency_key("later", {"outcome": "later"}, by="b", now=T0 + 10 * second)
+    await store.reserve_idempotency_key("in-flight", "fp", T0, by="c", until=T0 + second)
+
+    # then a repeat inside the period replays the answer, which carries when it was stored
+    replay = await store.reserve_idempotency_key("answered", "fp", T0 + 2 * second, by="d", until=T0)
+    assert replay is not None
+    assert (replay["result"], replay.get("finishedAt")) == ({"outcome": "first"}, T0 + second)
+    in_flight = await store.reserve_idempotency_key("in-flight", "fp", T0, by="d", until=T0)
+    assert in_flight is not None
+    assert "finishedAt" not in in_flight
+
+    # when the sweeper deletes keys answered before the bound: strictly before
+    assert await store.delete_expired_idempotency_keys(before=T0 + second, limit=10) == 0
+    assert await store.delete_expired_idempotency_keys(before=T0 + second + MS, limit=10) == 1
+
+    # then a repeat after it is a new request, and the others are kept
+    assert await store.reserve_idempotency_key("answered", "fp", T0 + 2 * second, by="e", until=T0 + 9 * second) is None
+    kept = await store.reserve_idempotency_key("later", "fp", T0 + 2 * second, by="e", until=T0)
+    assert kept is not None
+    assert kept["result"] == {"outcome": "later"}
+
+    # and however late the bound, a key in flight (or reserved again) is never deleted
+    assert await store.delete_expired_idempotency_keys(before=T0 + 10_000 * second, limit=10) == 1
+    assert await store.delete_expired_idempotency_keys(before=T0 + 10_000 * second, limit=10) == 0
+    for key_id in ("in-flight", "answered"):
+        still = await store.reserve_idempotency_key(key_id, "fp", T0, by="f", until=T0)
+        assert still is not None, key_id
+        assert still["result"] is None
+    assert await store.reserve_idempotency_key("later", "fp", T0 + 2 * second, by="f", until=T0) is None
+
+
+async def test_expired_keys_are_deleted_in_bounded_batches_oldest_answer_first(store: SnapshotStore) -> None:
+    for n in (3, 1, 4, 0, 2):  # answered out of insertion order
+        await store.reserve_idempotency_key(f"k{n}", "fp", T0)
+        await store.complete_idempotency_key(f"k{n}", {"n": n}, now=T0 + n * MS)
+
+    first = await store.delete_expired_idempotency_keys(before=T0 + timedelta(hours=1), limit=2)
+    left = [n for n in range(5) if await store.reserve_idempotency_key(f"k{n}", "fp", T0) is not None]
+
+    assert first == 2
+    assert left == [2, 3, 4]
+    with pytest.raises(ValueError, match="limit"):
+        await store.delete_expired_idempotency_keys(before=T0, limit=0)

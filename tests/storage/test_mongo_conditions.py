@@ -122,8 +122,8 @@ async def _every_conditional_write(store: SnapshotStore) -> None:
         await store.reserve_idempotency_key("k", "fp", T0, by=holder, until=T0 + timedelta(seconds=1))
         await store.reserve_idempotency_key("k", "fp", later, by=holder, until=later)  # lapsed: taken over
         await store.renew_idempotency_key("k", by=holder, until=later)
-    await store.complete_idempotency_key("k", {"ok": True}, by="b")
-    await store.complete_idempotency_key("k", {"ok": False}, by="b")
+    await store.complete_idempotency_key("k", {"ok": True}, by="b", now=later)
+    await store.complete_idempotency_key("k", {"ok": False}, by="b", now=later)
     await store.release_idempotency_key("k", by="b")
 
     delivery = {
@@ -198,7 +198,7 @@ async def test_a_key_answered_before_answers_were_json_text_stays_answered(mongo
     # when a retry comes after the reservation lapsed, and the old holder renews, completes, releases
     retry = await mongo.reserve_idempotency_key("k", "fp", T0 + timedelta(seconds=60), by="b", until=T0)
     renewed = await mongo.renew_idempotency_key("k", by="a", until=T0 + timedelta(seconds=60))
-    await mongo.complete_idempotency_key("k", {"status": "FAILED"}, by="a")
+    await mongo.complete_idempotency_key("k", {"status": "FAILED"}, by="a", now=T0)
     await mongo.release_idempotency_key("k", by="a")
 
     # then the key keeps its first answer: the retry gets it, and nothing else changed it

@@ -79,6 +79,7 @@ class _OnlyKeys:
         self.renew_idempotency_key = store.renew_idempotency_key
         self.complete_idempotency_key = store.complete_idempotency_key
         self.release_idempotency_key = store.release_idempotency_key
+        self.delete_expired_idempotency_keys = store.delete_expired_idempotency_keys
 
 
 async def test_the_journal_and_the_feed_need_only_the_event_log_and_the_guard_only_the_keys(

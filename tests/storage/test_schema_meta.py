@@ -18,11 +18,15 @@ from storage import SCHEMA_VERSION, MongoSnapshotStore, NewerSchemaError, SQLite
 
 from ._contract import snapshot
 
+BACKFILLED = {"_id": "backfill", "version": 1}
+"""The ``runsgate_meta`` document of the backfills an open applied (``storage/mongo/schema.py``)."""
+
 
 async def _database_docs(uri: str, collection: str) -> list[dict[str, object]]:
+    """Every document of ``collection``, in ``_id`` order."""
     client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
     try:
-        return [doc async for doc in client.get_default_database()[collection].find({})]
+        return [doc async for doc in client.get_default_database()[collection].find({}).sort("_id")]
     finally:
         await client.close()
 
@@ -32,7 +36,10 @@ async def test_mongo_open_writes_the_schema_document_and_reads_it_alone(mongodb_
     store = MongoSnapshotStore(mongodb_uri)
     await store.open()
     try:
-        assert await _database_docs(mongodb_uri, "runsgate_meta") == [{"_id": "schema", "version": SCHEMA_VERSION}]
+        assert await _database_docs(mongodb_uri, "runsgate_meta") == [
+            BACKFILLED,
+            {"_id": "schema", "version": SCHEMA_VERSION},
+        ]
 
         # when only the metadata document says the store is newer (no snapshot does)
         await store.database["runsgate_meta"].update_one({"_id": "schema"}, {"$set": {"version": SCHEMA_VERSION + 1}})
@@ -71,7 +78,10 @@ async def test_mongo_a_store_written_before_the_schema_document_is_checked_once(
         again = MongoSnapshotStore(mongodb_uri)
         await again.open()
         await again.close()
-        assert await _database_docs(mongodb_uri, "runsgate_meta") == [{"_id": "schema", "version": SCHEMA_VERSION}]
+        assert await _database_docs(mongodb_uri, "runsgate_meta") == [
+            BACKFILLED,
+            {"_id": "schema", "version": SCHEMA_VERSION},
+        ]
     finally:
         await store.drop_all()
         await store.database.drop_collection("runsgate_meta")
@@ -87,7 +97,10 @@ async def test_mongo_inserting_a_newer_snapshot_raises_the_stored_version(mongod
         newer["schemaVersion"] = SCHEMA_VERSION + 2
         await store.insert_many([(newer, b"h")])
 
-        assert await _database_docs(mongodb_uri, "runsgate_meta") == [{"_id": "schema", "version": SCHEMA_VERSION + 2}]
+        assert await _database_docs(mongodb_uri, "runsgate_meta") == [
+            BACKFILLED,
+            {"_id": "schema", "version": SCHEMA_VERSION + 2},
+        ]
     finally:
         await store.drop_all()
         await store.database.drop_collection("runsgate_meta")
@@ -123,8 +136,11 @@ async def test_mongo_stores_opened_at_once_on_a_fresh_database_all_start(mongodb
             await asyncio.gather(*(one.open() for one in stores))
             await asyncio.gather(*(one._raise_schema_version(SCHEMA_VERSION) for one in stores))
 
-            # then none fails, and there is one document
-            assert await _database_docs(mongodb_uri, "runsgate_meta") == [{"_id": "schema", "version": SCHEMA_VERSION}]
+            # then none fails, and there is one document of each
+            assert await _database_docs(mongodb_uri, "runsgate_meta") == [
+                BACKFILLED,
+                {"_id": "schema", "version": SCHEMA_VERSION},
+            ]
             await stores[0].database["runsgate_meta"].delete_many({})
             for one in stores:
                 await one.close()

@@ -78,7 +78,7 @@ async def test_any_key_nesting_and_integers_beyond_64_bits_round_trip(
     decided = await sqlite.record_decision(AGENT, "odd", index=0, tool_call_id="c1", decision=resumed, now=T0)
     await sqlite.append_event(event)
     assert await sqlite.reserve_idempotency_key("key", "fp", T0) is None
-    await sqlite.complete_idempotency_key("key", {"outcome": odd_json()})
+    await sqlite.complete_idempotency_key("key", {"outcome": odd_json()}, now=T0)
 
     # then everything comes back unchanged, also through a new connection to the file
     assert decided is not None
@@ -141,7 +141,10 @@ async def test_a_file_of_a_newer_schema_version_is_refused_and_left_unchanged(
     assert "upgrade runsgate" in str(refused.value)
     db = sqlite3.connect(sqlite_path)
     try:
-        assert db.execute("SELECT value FROM runsgate_meta").fetchall() == [(str(SCHEMA_VERSION + 1),)]
+        assert db.execute("SELECT key, value FROM runsgate_meta ORDER BY key").fetchall() == [
+            ("backfill", "1"),
+            ("schema_version", str(SCHEMA_VERSION + 1)),
+        ]
         assert db.execute("SELECT run_id FROM run_snapshots").fetchall() == [("kept",)]
     finally:
         db.close()

@@ -156,7 +156,7 @@ async def test_a_completed_events_output_is_stored(store: SnapshotStore) -> None
 
 async def test_an_idempotency_result_is_stored(store: SnapshotStore) -> None:
     assert await store.reserve_idempotency_key("json-agent:resumeRun:k", "fp", T0) is None
-    await store.complete_idempotency_key("json-agent:resumeRun:k", {"outcome": {"output": AWKWARD_ARGS}})
+    await store.complete_idempotency_key("json-agent:resumeRun:k", {"outcome": {"output": AWKWARD_ARGS}}, now=T0)
 
     again = await store.reserve_idempotency_key("json-agent:resumeRun:k", "fp", T0)
 
@@ -252,7 +252,7 @@ async def test_any_json_is_stored_and_read_back_unchanged(
     await store.append_event(stored_event)
     key = f"json-agent:resumeRun:{uuid.uuid4().hex}"
     await store.reserve_idempotency_key(key, "fp", T0)
-    await store.complete_idempotency_key(key, {"outcome": {"output": output}})
+    await store.complete_idempotency_key(key, {"outcome": {"output": output}}, now=T0)
 
     # then each place reads it back unchanged
     assert updated is not None

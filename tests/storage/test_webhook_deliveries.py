@@ -1,14 +1,16 @@
 """The ``WebhookDeliveries`` part on every store (memory, SQLite, FerretDB): cursors only move
 forward, a delivery is added once, a due delivery is leased to one instance at a time (and taken
 over once its lease expired), an attempt is recorded only by the lease holder, and listings are
-newest first, filtered by status and resources."""
+newest first, filtered by status and resources; deliveries done expire, pending ones never."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
 
-from storage import SnapshotStore, WebhookDeliveryDocument, utcnow
+import pytest
+
+from storage import SnapshotStore, WebhookDeliveryDocument, to_bson_precision, utcnow
 
 
 def _delivery(event_id: str, *, resource: str | None = "tenant-a", endpoint: str = "e1") -> WebhookDeliveryDocument:
@@ -158,3 +160,36 @@ async def test_listing_pages_newest_first_by_status_and_resources(store: Snapsho
     pending = await store.list_webhook_deliveries(status="pending", resource_ids=None, limit=10)
     assert leased[0]["_id"] not in [d["_id"] for d in pending]
     assert len(pending) == 3
+
+
+async def test_deliveries_done_expire_oldest_first_in_bounded_batches_and_pending_ones_never(
+    store: SnapshotStore,
+) -> None:
+    # given a delivery delivered, one failed a second later, and one still retrying (attempted first)
+    await store.add_webhook_deliveries([_delivery("001"), _delivery("002"), _delivery("003")])
+    now = to_bson_precision(utcnow())
+    second = timedelta(seconds=1)
+    await store.claim_webhook_deliveries(by="a", until=now + 30 * second, now=now, limit=5)
+    for delivery_id, status, at in [
+        ("003.e1", "pending", now - second),
+        ("002.e1", "failed", now + second),
+        ("001.e1", "delivered", now),
+    ]:
+        assert await store.finish_webhook_attempt(
+            delivery_id, by="a", status=status, at=at, next_attempt_at=now + 9 * second, status_code=500, error=None
+        )
+
+    # when the sweeper deletes deliveries done before a bound: strictly before, oldest first, a batch at a time
+    assert await store.delete_expired_webhook_deliveries(before=now, limit=10) == 0
+    first = await store.delete_expired_webhook_deliveries(before=now + 10_000 * second, limit=1)
+    after_first = [d["_id"] for d in await store.list_webhook_deliveries(status=None, resource_ids=None, limit=10)]
+    rest = await store.delete_expired_webhook_deliveries(before=now + 10_000 * second, limit=10)
+
+    # then the pending one is kept, however late the bound
+    assert (first, rest) == (1, 1)
+    assert after_first == ["003.e1", "002.e1"]
+    [kept] = await store.list_webhook_deliveries(status=None, resource_ids=None, limit=10)
+    assert (kept["_id"], kept["status"], kept["finishedAt"]) == ("003.e1", "pending", None)
+    assert await store.delete_expired_webhook_deliveries(before=now + 10_000 * second, limit=10) == 0
+    with pytest.raises(ValueError, match="limit"):
+        await store.delete_expired_webhook_deliveries(before=now, limit=0)

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from time import monotonic
 from typing import Any
 
 from pydantic_ai import ModelMessagesTypeAdapter, capture_run_messages
@@ -23,6 +24,8 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from storage import (
+    DecisionClaim,
+    DecisionDocument,
     RunErrorDocument,
     SnapshotDocument,
     SnapshotStore,
@@ -45,6 +48,15 @@ from .registry import AgentRegistry
 from .run_updates import UpdateKind
 
 logger = logging.getLogger(__name__)
+
+FRESH_FOR = 1 / 3
+"""A claim taken less than this fraction of its lease ago, by this instance's monotonic clock read
+before the claim's write, is not renewed before the run continues: no instance can take a run over
+before its lease lapses, and at least the rest of the lease is left."""
+
+Held = tuple[str, float]
+"""A claim this instance holds: the continuation's id (its ``resumed`` event's) and when it was
+taken (``monotonic()`` read before its write)."""
 
 
 @dataclass(kw_only=True)
@@ -101,12 +113,16 @@ class Continuation:
             )
         return await self.run(doc, principal)
 
-    async def run(self, doc: SnapshotDocument, principal: str | None, *, takeover: bool = False) -> RunOutcome:
+    async def run(
+        self, doc: SnapshotDocument, principal: str | None, *, takeover: bool = False, held: Held | None = None
+    ) -> RunOutcome:
         """Claim and continue ``doc``'s run on behalf of ``principal``.
 
         Args:
             takeover: The run was found stalled by the sweeper; a ``takeover`` event is logged
                 even when it was not ``resuming`` (its instance died before claiming it).
+            held: ``doc`` is already claimed by this instance, with its decision
+                (``DecisionClaims``): it is continued without claiming it again.
 
         If the decided tools ran and the agent then failed, the history with their results is
         kept (``release_claim(history=...)``), so a retry does not run them again. Each claim's
@@ -122,13 +138,16 @@ class Continuation:
         """
         while True:
             scope = self.scope(doc, principal)
-            claimed = await self._claim(doc, scope, takeover=takeover)
-            if claimed is None:
-                return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="resuming")
-            doc, continuation_id = claimed
+            if held is None:
+                claimed = await self._claim(doc, scope, takeover=takeover)
+                if claimed is None:
+                    return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="resuming")
+                doc, held = claimed
+            continuation_id, taken_at = held
+            held = None
             publisher = self.updates.publisher(scope.agent_id, scope.run_id, continuation_id)
             try:
-                result = await self._continue(doc, scope, publisher)
+                result = await self._continue(doc, scope, publisher, taken_at)
             except BaseException:
                 publisher.abort()
                 raise
@@ -141,9 +160,9 @@ class Continuation:
 
     async def _claim(
         self, doc: SnapshotDocument, scope: RunScope, *, takeover: bool
-    ) -> tuple[SnapshotDocument, str] | None:
+    ) -> tuple[SnapshotDocument, Held] | None:
         """Claim the run as read in ``doc``, with its ``takeover`` and ``resumed`` events; the
-        claimed run and the continuation's id (its ``resumed`` event's), or ``None``."""
+        claimed run and the claim, or ``None``."""
         me = self.instance_id
         self.agents.get_agent(scope.agent_id)
         events = []
@@ -162,7 +181,7 @@ class Continuation:
         # Written with the claim as one unit of work (only if it succeeds): every claim is in the
         # log before anything else can happen to it, even if this instance stops right after. The
         # claim needs the run unchanged since ``doc`` was read, so the events describe what it took.
-        now = self.now()
+        taken_at, now = monotonic(), self.now()
         claimed = await self.store.claim(
             scope.agent_id,
             scope.run_id,
@@ -172,19 +191,22 @@ class Continuation:
             events=events,
             version=doc["version"],
         )
-        return None if claimed is None else (claimed, events[-1]["_id"])
+        return None if claimed is None else (claimed, (events[-1]["_id"], taken_at))
 
     async def _continue(
-        self, claimed: SnapshotDocument, scope: RunScope, publisher: UpdatePublisher
+        self, claimed: SnapshotDocument, scope: RunScope, publisher: UpdatePublisher, taken_at: float
     ) -> RunOutcome | SnapshotDocument:
         """Run the claimed run's agent to its next state: its outcome, or the run stored again
-        with every new call approved by a policy (to continue again)."""
+        with every new call approved by a policy (to continue again). ``taken_at``: when the claim
+        was taken (``Held``)."""
         agent_id, run_id, me = scope.agent_id, scope.run_id, self.instance_id
         agent = self.agents.get_agent(agent_id)
         call_ids = [c["toolCallId"] for c in claimed["toolCalls"]]
-        # Still ours? Paused after the claim, this instance may have lost the run to another's
-        # takeover: then it runs no tool.
-        if not await self.store.renew_claim(agent_id, run_id, by=me, until=claim_expiry(self.now(), self.claim_ttl)):
+        # Still ours? Paused after the claim for part of its lease, this instance may have lost the
+        # run to another's takeover: then it runs no tool. A fresher claim cannot have been lost.
+        if monotonic() - taken_at >= self.claim_ttl * FRESH_FOR and not await self.store.renew_claim(
+            agent_id, run_id, by=me, until=claim_expiry(self.now(), self.claim_ttl)
+        ):
             return _claim_lost(scope)
         captured: list[ModelMessage] = []
         try:
@@ -258,6 +280,50 @@ class Continuation:
             scope.agent_id, scope.run_id, by=self.instance_id, error=error, now=self.now(), event=failure
         )
         return await self.journal.failed(scope, exc, run=released, event=failure)
+
+
+class DecisionClaims:
+    """The claim one decision takes with it when it decides its run's last pending call
+    (``DecisionGate.decide``'s ``claim``): ``Continuation._claim``'s, in the decision's write."""
+
+    def __init__(self, continuation: Continuation, principal: str | None) -> None:
+        self._continuation = continuation
+        self._principal = principal
+        self._made: tuple[DecisionClaim, float] | None = None
+
+    def __call__(self, doc: SnapshotDocument, index: int, decision: DecisionDocument) -> DecisionClaim | None:
+        """The claim of a decision on call ``index`` of ``doc`` (as read), with its ``resumed``
+        event; ``None`` when other calls of ``doc`` still wait."""
+        self._made = None
+        if doc["pendingCount"] != 1:
+            return None
+        owner = self._continuation
+        scope = owner.scope(doc, self._principal)
+        decisions = [decision if i == index else c["decision"] for i, c in enumerate(doc["toolCalls"])]
+        decided = [
+            {"toolCallId": c["toolCallId"], "kind": d["kind"]}
+            for c, d in zip(doc["toolCalls"], decisions, strict=True)
+            if d is not None
+        ]
+        resumed = owner.journal.new_event(
+            scope, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}
+        )
+        taken_at, now = monotonic(), owner.now()
+        claim = DecisionClaim(
+            by=owner.instance_id,
+            until=claim_expiry(now, owner.claim_ttl),
+            version=doc["version"],
+            events=[resumed],
+        )
+        self._made = (claim, taken_at)
+        return claim
+
+    def held(self, written: SnapshotDocument) -> Held | None:
+        """The claim, when the decision's write ``written`` took it (the run is ``resuming``)."""
+        if self._made is None or written["status"] != "resuming":
+            return None
+        claim, taken_at = self._made
+        return claim.events[-1]["_id"], taken_at
 
 
 def _outcome_update(outcome: RunOutcome) -> tuple[UpdateKind | None, dict[str, Any]]:

@@ -264,16 +264,22 @@ class UpdatePublisher:
         self._hub.ended(self)
 
     async def _flush(self) -> None:
+        """Write one batch per wake-up, then wait for the interval (or ``_soon``): what is
+        published while a batch is written waits for the next, unless the continuation finished,
+        whose remaining updates are written at once."""
         while True:
-            await self._wake.wait()
+            if not self._pending:
+                await self._wake.wait()
             self._wake.clear()
-            while self._pending:
+            if self._pending:
                 batch = _first_batch(self._pending)
                 del self._pending[: len(batch)]
                 await self._write(batch)
                 del self.unwritten[: len(batch)]
-            if self._done:  # finished: what it queued is written
-                return
+            if self._done:
+                if not self._pending:  # finished: what it queued is written
+                    return
+                continue
             with contextlib.suppress(TimeoutError):  # coalesce what comes in the next interval
                 async with asyncio.timeout(self._hub.interval):
                     await self._soon.wait()

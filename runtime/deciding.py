@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from storage import DecisionKind, IdempotencyDocument, SnapshotDocument, SnapshotStore
 
-from ._continuation import Continuation
+from ._continuation import Continuation, DecisionClaims
 from ._decisions import DecisionRequest
 from ._deferred import question_id
 from ._fair_slots import FairSlots
@@ -151,16 +151,21 @@ class Decisions:
         wait: DecisionWait,
     ) -> RunOutcome:
         self.agents.get_agent(agent_id)
-        updated = await self.gate.decide(agent_id, run_id, request, decider, read=read, allowed=allowed)
-        return await self._continued(updated, decider, wait)
+        # Continued here at once: the decision of the run's last call claims it in the same write.
+        claims = DecisionClaims(self.continuation, decider.name) if wait == "outcome" else None
+        updated = await self.gate.decide(agent_id, run_id, request, decider, read=read, allowed=allowed, claim=claims)
+        return await self._continued(updated, decider, wait, claims)
 
-    async def _continued(self, updated: SnapshotDocument, decider: Decider, wait: DecisionWait) -> RunOutcome:
+    async def _continued(
+        self, updated: SnapshotDocument, decider: Decider, wait: DecisionWait, claims: DecisionClaims | None = None
+    ) -> RunOutcome:
         if updated["pendingCount"] > 0:
             return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="suspended", run=updated)
         if wait == "recorded":
             self.queued.queue(updated, decider.name)
             return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="resuming")
-        return await self.continuation.run(updated, decider.name)
+        held = None if claims is None else claims.held(updated)
+        return await self.continuation.run(updated, decider.name, held=held)
 
     async def forward(self, inner: SnapshotDocument, index: int, answer: dict[str, Any]) -> RunOutcome:
         """Record a supervisor's decision ``answer`` (``runtime._deferred.deferred_tool_results``) on

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from storage import (
     EXPIRY_DECIDER,
     ApprovalDocument,
+    DecisionClaim,
     DecisionDocument,
     EventDocument,
     EventType,
@@ -105,6 +106,11 @@ class Checked:
     """The edited arguments as the tool's validator reads them (``None``: not edited)."""
     scopes: list[str]
     """The scopes the rules require of this decision (checked held)."""
+
+
+ClaimOffer = Callable[[SnapshotDocument, int, DecisionDocument], DecisionClaim | None]
+"""The claim a decision on call ``index`` of the run as read takes with it when it is the run's last
+(``RunStore.record_decision``'s ``claim``), given the decision; ``None``: no claim."""
 
 
 class DecisionGate:
@@ -285,11 +291,14 @@ class DecisionGate:
         *,
         read: SnapshotDocument | None = None,
         allowed: Allowed | None = None,
+        claim: ClaimOffer | None = None,
     ) -> SnapshotDocument:
         """Check and record ``request`` by ``decider``: one conditional write with its events.
 
         ``read`` (and ``allowed``, its first check) is the run as already read; after a conflicting
-        write the run is read and checked again, ``_ATTEMPTS`` times in all.
+        write the run is read and checked again, ``_ATTEMPTS`` times in all. ``claim``: the claim a
+        single decision (not one approval of several) takes with it when it decides the run's last
+        pending call (the returned run is then ``resuming``).
 
         Returns:
             The run as written.
@@ -307,7 +316,7 @@ class DecisionGate:
             if doc is None:
                 raise await self._gone(agent_id, run_id, request, decider)
             passed = await self.check(doc, request, decider, allowed=allowed if attempt == 0 else None)
-            updated = await self._record(doc, request, decider, passed)
+            updated = await self._record(doc, request, decider, passed, claim)
             if updated is not None:
                 return updated
         raise RunNotReadyError(run_id, f"Run {run_id!r} kept changing while recording the decision; try again.")
@@ -323,7 +332,12 @@ class DecisionGate:
         return ToolCallAlreadyDecidedError(run_id, request.tool_call_id, decision)
 
     async def _record(
-        self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider, checked: Checked
+        self,
+        doc: SnapshotDocument,
+        request: DecisionRequest,
+        decider: Decider,
+        checked: Checked,
+        claim: ClaimOffer | None = None,
     ) -> SnapshotDocument | None:
         now, call, index = self._now(), checked.call, checked.index
         edit = request.edited_args if checked.edited is not None else None
@@ -349,6 +363,7 @@ class DecisionGate:
             now=now,
             event=event,
             preceding_events=preceding,
+            claim=None if claim is None else claim(doc, index, decision),
         )
 
     async def _record_approval(

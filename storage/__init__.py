@@ -30,6 +30,7 @@ from .documents import (
 )
 from .memory import MemorySnapshotStore
 from .protocol import (
+    DecisionClaim,
     DuplicateRunError,
     EventLog,
     IdempotencyKeys,
@@ -67,6 +68,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ApprovalDocument",
     "ClaimDocument",
+    "DecisionClaim",
     "DecisionDocument",
     "DecisionKind",
     "DelegationDocument",

@@ -154,6 +154,12 @@ def pending_call(agent_id: str, run_id: str, index: int, tool_call_id: str, ques
     )
 
 
+def last_pending(version: int) -> AllOf:
+    """A run at ``version`` with one pending call: the one a decision's write decides, whose
+    ``claim`` (``record_decision``) then takes the run, as ``claimable`` would once it is decided."""
+    return all_of(Equals("pendingCount", 1), Equals("version", version))
+
+
 def approvals_counted(index: int, count: int) -> Length:
     """Call ``index`` holds exactly ``count`` approvals (``record_approval``'s ``approvals_before``)."""
     return Length(f"toolCalls.{index}.approvals", count)
@@ -256,6 +262,7 @@ __all__ = [
     "finished_at",
     "held",
     "key_expired",
+    "last_pending",
     "lease_lapsed",
     "matches",
     "owned",

@@ -19,7 +19,7 @@ from ..documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from ..protocol import DuplicateRunError, RunFilter, SortKey, event_list
+from ..protocol import DecisionClaim, DuplicateRunError, RunFilter, SortKey, event_list
 from ..rules import matches
 from .copying import copied
 from .deadlines import DeadlineIndex
@@ -172,12 +172,18 @@ class MemoryRunStore(MemoryEventLog):
         now: datetime,
         event: EventDocument | None = None,
         preceding_events: Sequence[EventDocument] = (),
+        claim: DecisionClaim | None = None,
     ) -> SnapshotDocument | None:
         doc = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
         if doc is None:
             return None
+        events = [*preceding_events, *event_list(event)]
+        if claim is not None and matches(rules.last_pending(claim.version), doc):
+            doc["status"] = "resuming"
+            doc["claim"] = {"by": claim.by, "until": claim.until}
+            events.extend(claim.events)
         doc["toolCalls"][index]["decision"] = copied(decision)
-        return self._record_decided(doc, now, [*preceding_events, *event_list(event)])
+        return self._record_decided(doc, now, events)
 
     async def record_approval(
         self,

@@ -167,12 +167,18 @@ class MongoStoreBase:
 
     # -- conditional updates -------------------------------------------------------------------
     async def _update(
-        self, run_id: str, query: Document, update: Document, derive: Derive | None = None
+        self,
+        run_id: str,
+        query: Document,
+        update: Document,
+        derive: Derive | None = None,
+        then_events: Callable[[Document], Sequence[EventDocument]] | None = None,
     ) -> SnapshotDocument | None:
         """One conditional update under the run's lease. With ``derive``, the matching document is
         read first (still under the lease) and ``derive(doc)`` adds to the update's ``$set``
         (fields computed from the whole document, such as ``expiresAt``); the update is then
-        conditioned on the ``version`` read too."""
+        conditioned on the ``version`` read too. ``then_events(doc)`` (with ``derive`` only): events
+        recorded inside the snapshot (``pendingEvents``) after those the update pushes already."""
         async with reachable(), self._lock(run_id):
             if derive is not None:
                 current = await self._runs.find_one(query)
@@ -180,6 +186,11 @@ class MongoStoreBase:
                     return None
                 query = {**query, "version": current["version"]}
                 update = {**update, "$set": {**update.get("$set", {}), **derive(current)}}
+                later = [] if then_events is None else [encode(one, EVENT_FIELDS) for one in then_events(current)]
+                if later:
+                    pushed = update.get("$push", {}).get("pendingEvents", {"$each": []})
+                    each = {"$each": [*pushed["$each"], *later]}
+                    update = {**update, "$push": {**update.get("$push", {}), "pendingEvents": each}}
             doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
         return read_snapshot(doc)
 
@@ -191,16 +202,18 @@ class MongoStoreBase:
         update: Document,
         derive: Derive | None = None,
         preceding_events: Sequence[EventDocument] = (),
+        *,
+        then_events: Callable[[Document], Sequence[EventDocument]] | None = None,
     ) -> SnapshotDocument | None:
-        """``_update`` with ``event`` (one or several, after ``preceding_events``) recorded inside
-        the snapshot (``pendingEvents``) by the same single-document write, then appended to
-        ``run_events`` (``_settle_pending_events``)."""
+        """``_update`` with ``event`` (one or several, after ``preceding_events``, before those of
+        ``then_events``) recorded inside the snapshot (``pendingEvents``) by the same
+        single-document write, then appended to ``run_events`` (``_settle_pending_events``)."""
         events = [*preceding_events, *event_list(event)]
         if events:
             pushed = {"$each": [encode(one, EVENT_FIELDS) for one in events]}
             update = {**update, "$push": {**update.get("$push", {}), "pendingEvents": pushed}}
-        doc = await self._update(run_id, query, update, derive)
-        if doc is not None and events:
+        doc = await self._update(run_id, query, update, derive, then_events)
+        if doc is not None and (events or (then_events is not None and cast(Document, doc).get("pendingEvents"))):
             await self._settle_pending_events(cast(Document, doc))
         return doc
 

@@ -4,7 +4,7 @@ and the sweeper's reads of stalled and expired runs (``RunStore``). Every condit
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -19,6 +19,7 @@ from ..documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
+from ..protocol import DecisionClaim
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive, MongoStoreBase
 from .conditions import compiled, merged
@@ -43,6 +44,27 @@ def _deadline_once_decided(index: int) -> Derive:
     return derive
 
 
+def _claimed_once_decided(deadline: Derive, claim: DecisionClaim) -> Derive:
+    """``deadline``, and the run claimed as ``claim`` says when it meets ``rules.last_pending``."""
+
+    def derive(current: Document) -> Document:
+        fields = deadline(current)
+        if rules.matches(rules.last_pending(claim.version), current):
+            fields.update({"status": "resuming", "claim": {"by": claim.by, "until": claim.until}})
+        return fields
+
+    return derive
+
+
+def _claim_events(claim: DecisionClaim) -> Callable[[Document], Sequence[EventDocument]]:
+    """The events written after the decision's: ``claim.events`` when the write claimed the run."""
+
+    def events(current: Document) -> Sequence[EventDocument]:
+        return claim.events if rules.matches(rules.last_pending(claim.version), current) else ()
+
+    return events
+
+
 class MongoRunTransitions(MongoStoreBase):
     """Decisions, approvals, claims and the sweeper's reads of ``MongoSnapshotStore``."""
 
@@ -58,8 +80,11 @@ class MongoRunTransitions(MongoStoreBase):
         now: datetime,
         event: EventDocument | None = None,
         preceding_events: Sequence[EventDocument] = (),
+        claim: DecisionClaim | None = None,
     ) -> SnapshotDocument | None:
         path = f"toolCalls.{index}"
+        deadline = _deadline_once_decided(index)
+        derive = deadline if claim is None else _claimed_once_decided(deadline, claim)
         return await self._update_then_append(
             event,
             run_id,
@@ -68,8 +93,9 @@ class MongoRunTransitions(MongoStoreBase):
                 "$set": {f"{path}.decision": encode(decision, DECISION_FIELDS), "updatedAt": now},
                 "$inc": {"pendingCount": -1, "version": 1},
             },
-            _deadline_once_decided(index),
+            derive,
             preceding_events,
+            then_events=None if claim is None else _claim_events(claim),
         )
 
     async def record_approval(

@@ -14,10 +14,11 @@ from .events import EventLog, event_list
 from .filters import RunFilter, SortKey, sort_key
 from .keys import IdempotencyKeys
 from .run_updates import RunUpdateLog
-from .runs import RunStore
+from .runs import DecisionClaim, RunStore
 from .store import SnapshotStore
 
 __all__ = [
+    "DecisionClaim",
     "DuplicateRunError",
     "EventLog",
     "IdempotencyKeys",

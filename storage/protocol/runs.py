@@ -4,6 +4,7 @@ by conditional updates."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -16,6 +17,25 @@ from ..documents import (
     ToolCallDocument,
 )
 from .filters import RunFilter, SortKey
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionClaim:
+    """The claim a decision takes with it when it decides the run's last pending call
+    (``RunStore.record_decision``'s ``claim``), as ``RunStore.claim`` would take it.
+
+    Attributes:
+        by: The instance that will continue the run.
+        until: When the claim lapses (UTC).
+        version: The run's ``version`` as read when ``events`` were made: the claim is taken only
+            if the run is still at it (``rules.last_pending``).
+        events: The continuation's events (its ``resumed``), written after the decision's.
+    """
+
+    by: str
+    until: datetime
+    version: int
+    events: Sequence[EventDocument] = ()
 
 
 class RunStore(Protocol):
@@ -85,6 +105,7 @@ class RunStore(Protocol):
         now: datetime,
         event: EventDocument | None = None,
         preceding_events: Sequence[EventDocument] = (),
+        claim: DecisionClaim | None = None,
     ) -> SnapshotDocument | None:
         """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
 
@@ -97,6 +118,12 @@ class RunStore(Protocol):
         neither). ``event`` (the ``decision`` event) is written with the update as one unit of work,
         after ``preceding_events`` (the sweeper's ``expired`` event), in that order. The run's
         ``expiresAt`` becomes the earliest deadline of the calls still pending (``earliest_deadline``).
+
+        With ``claim``, when the run also meets ``rules.last_pending(claim.version)`` (this call is
+        its last pending one, and the run is unchanged since the claim's events were made), the
+        same write claims it as ``claim`` does (status ``resuming``, ``claim.by`` until
+        ``claim.until``) and writes ``claim.events`` after the decision's. Otherwise the decision
+        alone is recorded, as without ``claim``; the returned run's status tells which.
         """
 
     async def record_approval(
@@ -219,4 +246,4 @@ class RunStore(Protocol):
         """Bulk-insert new runs (data generator). Raises ``DuplicateRunError``."""
 
 
-__all__ = ["RunStore"]
+__all__ = ["DecisionClaim", "RunStore"]

@@ -1,17 +1,19 @@
 """The SQLite store's decisions (``record_decision``, ``record_approval``): the run's row and
 its calls read under ``rules.pending_call`` (and ``rules.approvals_counted``) in one transaction,
-then its calls, pending count and deadline rewritten with the events in the same one."""
+then its calls, pending count and deadline rewritten with the events in the same one, with the
+claim a last decision takes (``rules.last_pending``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import aiosqlite
 
 from .. import rules
 from ..documents import ApprovalDocument, DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
-from ..protocol import event_list
+from ..protocol import DecisionClaim, event_list
 from ..rules import Condition
 from . import conditions
 from .connection import _Connection
@@ -33,14 +35,20 @@ class _Decisions(_Connection):
         now: datetime,
         event: EventDocument | None = None,
         preceding_events: Sequence[EventDocument] = (),
+        claim: DecisionClaim | None = None,
     ) -> SnapshotDocument | None:
         pending = rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)
+        events = [*preceding_events, *event_list(event)]
+        ready = None if claim is None else rules.last_pending(claim.version)
         async with self._transaction() as conn:
-            calls = await self._calls_where(conn, pending)
-            if calls is None:
+            found = await self._calls_where(conn, pending, also=ready)
+            if found is None:
                 return None
+            calls, claimed = found
             calls[index]["decision"] = decision
-            return await self._write_calls(conn, run_id, calls, now, [*preceding_events, *event_list(event)])
+            if claimed and claim is not None:
+                return await self._write_calls(conn, run_id, calls, now, [*events, *claim.events], claim=claim)
+            return await self._write_calls(conn, run_id, calls, now, events)
 
     async def record_approval(
         self,
@@ -61,9 +69,10 @@ class _Decisions(_Connection):
             rules.approvals_counted(index, approvals_before),
         )
         async with self._transaction() as conn:
-            calls = await self._calls_where(conn, counted)
-            if calls is None:
+            found = await self._calls_where(conn, counted)
+            if found is None:
                 return None
+            calls, _ = found
             call = calls[index]
             call["approvals"] = [*(call.get("approvals") or []), approval]
             if decision is not None:
@@ -71,17 +80,27 @@ class _Decisions(_Connection):
             return await self._write_calls(conn, run_id, calls, now, event_list(event))
 
     @staticmethod
-    async def _calls_where(conn: aiosqlite.Connection, condition: Condition) -> list[ToolCallDocument] | None:
+    async def _calls_where(
+        conn: aiosqlite.Connection, condition: Condition, *, also: Condition | None = None
+    ) -> tuple[list[ToolCallDocument], bool] | None:
         """The calls of the run meeting ``condition``, read in the caller's transaction: its part
         on columns in SQL, its part on ``toolCalls`` on the decoded calls (``conditions.split``);
-        ``None`` when no run meets it."""
+        ``None`` when no run meets it. Else the calls, and whether the run meets ``also`` too (a
+        condition on columns; ``False`` without it)."""
         on_columns, on_calls = conditions.split(condition)
         sql, params = conditions.where(on_columns)
-        rows = list(await conn.execute_fetchall(f"SELECT tool_calls FROM run_snapshots WHERE {sql}", params))
+        extra, extra_params = ("0", []) if also is None else conditions.where(also)
+        rows = list(
+            await conn.execute_fetchall(
+                f"SELECT tool_calls, {extra} FROM run_snapshots WHERE {sql}", (*extra_params, *params)
+            )
+        )
         if not rows:
             return None
         calls = _calls(rows[0][0])
-        return calls if conditions.calls_match(on_calls, calls) else None
+        if not conditions.calls_match(on_calls, calls):
+            return None
+        return calls, bool(rows[0][1])
 
     async def _write_calls(
         self,
@@ -90,14 +109,28 @@ class _Decisions(_Connection):
         calls: list[ToolCallDocument],
         now: datetime,
         events: Sequence[EventDocument],
+        *,
+        claim: DecisionClaim | None = None,
     ) -> SnapshotDocument:
         """Write the run's changed ``calls``, their pending count (``rules.pending_count``) and
-        deadline (``rules.earliest_deadline``), and ``events``, in the caller's transaction."""
+        deadline (``rules.earliest_deadline``), with ``claim`` its claim (status ``resuming``),
+        and ``events``, in the caller's transaction."""
+        claiming, claim_params = "", list[Any]()
+        if claim is not None:
+            claiming = "status = 'resuming', claim_by = ?, claim_until = ?, "
+            claim_params = [claim.by, _ms(claim.until)]
         updated = list(
             await conn.execute_fetchall(
-                "UPDATE run_snapshots SET tool_calls = ?, pending_count = ?, updated_at = ?, "
+                f"UPDATE run_snapshots SET {claiming}tool_calls = ?, pending_count = ?, updated_at = ?, "
                 f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
-                (_calls_text(calls), rules.pending_count(calls), _ms(now), _deadline_ms(calls), run_id),
+                (
+                    *claim_params,
+                    _calls_text(calls),
+                    rules.pending_count(calls),
+                    _ms(now),
+                    _deadline_ms(calls),
+                    run_id,
+                ),
             )
         )
         await self._append_in(conn, events)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -209,7 +210,11 @@ async def test_the_claim_is_renewed_while_the_agent_runs(manager: RunManager) ->
 
 
 class _ClaimedElsewhereStore(MemorySnapshotStore):
-    """Every claim fails, as when another instance claimed the run first."""
+    """Every claim fails, as when another instance claimed the run first; a decision claims
+    nothing, as when the run changed after it was read (``rules.last_pending``)."""
+
+    async def record_decision(self, *args: Any, **kwargs: Any) -> SnapshotDocument | None:
+        return await super().record_decision(*args, **{**kwargs, "claim": None})
 
     async def claim(self, *args: object, **kwargs: object) -> SnapshotDocument | None:
         return None

@@ -474,3 +474,34 @@ async def test_the_sweeper_prunes_the_update_batches_older_than_the_retention(
 
     kept = await memory_store.list_run_updates(PACED, "r1", after=None, limit=10)
     assert [b["_id"] for b in kept] == ["00000000000000000002-000000000002.end"]
+
+
+async def test_updates_published_while_a_batch_is_written_wait_for_the_interval_or_the_outcome(
+    memory_store: MemorySnapshotStore,
+) -> None:
+    # given a publisher writing at most once an hour to a store whose writes take 50 ms
+    run_updates = importlib.import_module("runtime.run_updates")
+    publishing = importlib.import_module("runtime._publishing")
+    original = memory_store.append_run_updates
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.05)
+        return await original(*args, **kwargs)
+
+    memory_store.append_run_updates = slow  # type: ignore[method-assign]
+    hub = publishing.UpdateHub(memory_store, interval=3600.0, now=lambda: datetime.now(UTC))
+    publisher = hub.publisher("agent", "run", "c-1")  # its `resumed` is written at once
+
+    # when a tool's start and end are published while `resumed` is being written, then it finishes
+    await asyncio.sleep(0.01)
+    publisher.publish("tool_call_started", tool_call_id="t1", tool_name="act", args={})
+    publisher.publish("tool_call_ended", tool_call_id="t1", tool_name="act", result=1)
+    await asyncio.sleep(0.1)
+    written_before_the_end = len(await memory_store.list_run_updates("agent", "run", after=None, limit=100))
+    await publisher.finish("completed", output="done")
+
+    # then they were not written right after `resumed`, but with the outcome, in one more batch
+    batches = await memory_store.list_run_updates("agent", "run", after=None, limit=100)
+    kinds = [[u.kind for u in run_updates.decode(b["updates"], agent_id="agent", run_id="run")] for b in batches]
+    assert written_before_the_end == 1
+    assert kinds == [["resumed"], ["tool_call_started", "tool_call_ended", "completed"]], kinds

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 
 import pytest
 
-from runtime import AgentRegistry, RunManager, StalledRunSweeper
+from runtime import AgentRegistry, RunManager, StalledRunSweeper, _continuation
 from storage import SnapshotStore, StoreUnavailableError, utcnow
 
 from . import agents
@@ -160,6 +161,8 @@ async def test_an_instance_paused_after_its_claim_runs_nothing_once_another_took
         if kwargs["by"] == "instance-a":
             claimed.set()
             await paused.wait()
+            # a's own clock saw the pause: longer than the claim's lease
+            monkeypatch.setattr(_continuation, "monotonic", lambda: time.monotonic() + 61)
         return held
 
     monkeypatch.setattr(store, "claim", claim_then_pause)
@@ -191,23 +194,64 @@ async def test_an_instance_paused_after_its_claim_runs_nothing_once_another_took
     assert agents.SHIPPED == ["book"]
 
 
+@pytest.mark.parametrize("aged", [0.0, 21.0])
+async def test_a_claim_is_renewed_before_the_tool_runs_only_once_a_third_of_its_lease_passed(
+    any_manager: RunManager, monkeypatch: pytest.MonkeyPatch, aged: float
+) -> None:
+    # given an approval whose claim (60 s) is `aged` seconds old, by this instance's clock, when
+    # the run continues
+    store = any_manager.store
+    started = await any_manager.start_run(FLAKY, "ship a book")
+    assert started.run is not None
+    renewals: list[str] = []
+    original_renew, original_decide = store.renew_claim, store.record_decision
+
+    async def renew(*args: object, **kwargs: object) -> bool:
+        renewals.append(f"renewed, tools run: {agents.SHIPPED}")
+        return await original_renew(*args, **kwargs)  # type: ignore[arg-type]
+
+    async def decide_then_age(*args: object, **kwargs: object) -> object:
+        written = await original_decide(*args, **kwargs)  # type: ignore[arg-type]
+        monkeypatch.setattr(_continuation, "monotonic", lambda: time.monotonic() + aged)
+        return written
+
+    monkeypatch.setattr(store, "renew_claim", renew)
+    monkeypatch.setattr(store, "record_decision", decide_then_age)
+
+    # when it is approved
+    outcome = await any_manager.approve(FLAKY, started.run_id, started.run["toolCalls"][0]["toolCallId"])
+
+    # then a fresh claim is not renewed (no write), an older one once, before any tool ran
+    assert outcome.status == "completed"
+    assert agents.SHIPPED == ["book"]
+    assert renewals == ([] if aged == 0 else ["renewed, tools run: []"])
+
+
 async def test_a_claim_whose_first_renewal_fails_is_in_the_log_before_the_next_takeover(
     any_manager: RunManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # given instance-a takes a decided run over, and the store fails its claim's first renewal
+    # given instance-a takes a decided run over, is paused after its claim for longer than a third
+    # of its lease (so it renews the claim before it runs anything), and the store fails that renewal
     store = any_manager.store
     run_id, _ = await _decided(any_manager)
-    original = store.renew_claim
+    original, original_claim = store.renew_claim, store.claim
 
     async def down(*args: object, **kwargs: object) -> bool:
         raise StoreUnavailableError("the store is down")
 
+    async def claim_then_pause(*args: object, **kwargs: object) -> object:
+        held = await original_claim(*args, **kwargs)  # type: ignore[arg-type]
+        monkeypatch.setattr(_continuation, "monotonic", lambda: time.monotonic() + 21)
+        return held
+
     monkeypatch.setattr(store, "renew_claim", down)
+    monkeypatch.setattr(store, "claim", claim_then_pause)
     assert await StalledRunSweeper(_later(any_manager, "instance-a", 61), interval=1).sweep_once() == []
     assert agents.SHIPPED == []
 
     # when the store is back, a's claim expires and instance-b takes the run over
     monkeypatch.setattr(store, "renew_claim", original)
+    monkeypatch.setattr(store, "claim", original_claim)
     outcomes = await StalledRunSweeper(_later(any_manager, "instance-b", 200), interval=1).sweep_once()
 
     # then the log shows a's claim before b's takeover names it

@@ -93,6 +93,7 @@ def every_rule(a: dict[str, Any]) -> dict[str, rules.Condition]:
         "approvals_counted": rules.approvals_counted(a["index"], a["count"]),
         "lease_lapsed": rules.lease_lapsed(a["now"]),
         "claimable": rules.claimable(a["now"], a["version"]),
+        "last_pending": rules.last_pending(a["count"]),
         "held": rules.held(a["agent"], a["run"], a["by"]),
         "stalled": rules.stalled(a["now"], a["idle_before"]),
         "expired": rules.expired(a["now"]),

@@ -92,6 +92,7 @@ def column_rules(draw: st.DrawFn, docs: list[SnapshotDocument]) -> Condition:
                 rules.lease_lapsed(now),
                 rules.claimable(now),
                 rules.claimable(now, version),
+                rules.last_pending(version or 1),
                 rules.all_of(rules.owned(agent, run), rules.claimable(now, version)),
                 rules.held(agent, run, by),
                 rules.stalled(now, idle_before),

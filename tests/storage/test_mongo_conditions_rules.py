@@ -62,9 +62,11 @@ RUNS = st.fixed_dictionaries(
         "lastError": maybe_null(st.just({"type": "RuntimeError", "message": "boom"})),
         "updatedAt": maybe_null(TIMES),
         "expiresAt": maybe_null(TIMES),
+        "finishedAt": maybe_null(TIMES),
     },
 )
-"""A run document as stored by any version: the fields the rules read, each possibly missing or null."""
+"""A run document as stored by any version: the fields the rules read, each possibly missing or null
+(``finishedAt`` is an idempotency key's or a webhook delivery's: the rules on it read one field)."""
 
 
 ARGUMENTS = st.fixed_dictionaries(
@@ -97,6 +99,8 @@ def every_rule(a: dict[str, Any]) -> dict[str, rules.Condition]:
         "held": rules.held(a["agent"], a["run"], a["by"]),
         "stalled": rules.stalled(a["now"], a["idle_before"]),
         "expired": rules.expired(a["now"]),
+        "key_expired": rules.key_expired(a["now"]),
+        "delivery_expired": rules.delivery_expired(a["now"]),
     }
 
 

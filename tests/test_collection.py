@@ -16,7 +16,6 @@ from ._servers import ROOT
 
 
 @pytest.mark.process
-@pytest.mark.xfail(strict=True, reason="the Schemathesis tests share one node id")
 def test_no_two_collected_tests_share_a_node_id() -> None:
     # given the whole suite, collected as ./dev test collects it
     result = _processes.run(

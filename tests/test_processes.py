@@ -159,7 +159,6 @@ def test_sigterm_to_pytest_ends_the_groups_its_tests_started(tmp_path: Path) -> 
 
 
 @pytest.mark.process
-@pytest.mark.xfail(strict=True, reason="the controller does not know its workers' groups yet")
 def test_the_groups_of_a_killed_xdist_worker_are_killed_when_the_session_ends(tmp_path: Path) -> None:
     # given a pytest-xdist session whose worker started a process group, then died before any
     # teardown or exit handler ran (as a worker that xdist kills, or that crashes)

@@ -68,9 +68,18 @@ _LOAD: _LoadWatch | None = None
 
 def pytest_configure(config: pytest.Config) -> None:
     """In the session's controller (not in a pytest-xdist worker), name the file where every
-    process of the session records the process groups it starts (``_processes.record_groups``)."""
+    process of the session records the process groups it starts (``_processes.record_groups``).
+
+    Raises:
+        pytest.UsageError: Workers are asked for with a distribution other than ``loadfile``.
+    """
     if not hasattr(config, "workerinput"):
         _processes.record_groups()
+    if (config.getoption("numprocesses", None) or 0) and config.getoption("dist", "no") != "loadfile":
+        raise pytest.UsageError(
+            f"the suite runs on pytest-xdist workers with --dist loadfile only, not --dist "
+            f'{config.getoption("dist")} (docs/testing.md "Parallel runs")'
+        )
 
 
 def pytest_sessionstart() -> None:

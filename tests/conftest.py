@@ -73,13 +73,13 @@ def pytest_configure(config: pytest.Config) -> None:
     Raises:
         pytest.UsageError: Workers are asked for with a distribution other than ``loadfile``.
     """
-    if not hasattr(config, "workerinput"):
-        _processes.record_groups()
     if (config.getoption("numprocesses", None) or 0) and config.getoption("dist", "no") != "loadfile":
         raise pytest.UsageError(
             f"the suite runs on pytest-xdist workers with --dist loadfile only, not --dist "
             f'{config.getoption("dist")} (docs/testing.md "Parallel runs")'
         )
+    if not hasattr(config, "workerinput"):
+        _processes.record_groups()
 
 
 def pytest_sessionstart() -> None:

@@ -172,13 +172,14 @@ def test_the_groups_of_a_killed_xdist_worker_are_killed_when_the_session_ends(tm
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     command = [
-        *(sys.executable, "-m", "pytest", "-n", "1", "--max-worker-restart", "0"),
+        *(sys.executable, "-m", "pytest", "-n", "1", "--dist", "loadfile", "--max-worker-restart", "0"),
         *("-p", "no:cacheprovider", "-p", "tests.conftest"),
         *("--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), str(tmp_path / "test_dies.py")),
     ]
     try:
         # when the session ends
         result = _processes.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert pid_file.exists(), result.stdout + result.stderr
         leader, child = map(int, pid_file.read_text().split())
         # then the controller killed the group the dead worker left, and named it
         assert "crashed" in result.stdout, result.stdout

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 
+from tests import _processes
 from tests._documentdb import DocumentDB, free_port, listening
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,6 +123,7 @@ class Cluster:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, ended by stop()
             )
+        _processes.track(instance.process)  # killed at the test session's end if stop() never ran
 
     async def wait_healthy(self, instance: Instance) -> None:
         within = self.ready_within
@@ -177,6 +179,7 @@ class Cluster:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        _processes.track(self.ferretdb)
 
     def stop_store(self, part: str = "ferretdb") -> None:
         """Crash the store: FerretDB killed (SIGKILL), or DocumentDB's PostgreSQL in an immediate
@@ -201,6 +204,7 @@ class Cluster:
                 if proc is not None:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(proc.pid, signal.SIGKILL)
+                    _processes.untrack(proc)
 
     def _stop(self) -> None:
         for instance in self.instances:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -42,11 +43,42 @@ SETTINGS = {
 """What DocumentDB needs in ``postgresql.conf``; every other setting is PostgreSQL's default."""
 
 
+WORKER_PORTS = (20000, 1000, 12)
+"""``(first, size, blocks)``: a pytest-xdist worker ``gwN`` (N below ``blocks``) takes its ports from
+block N of ``size`` ports from ``first``, below the kernel's ephemeral range (32768 and up), so two
+workers, or a worker and a client socket, never pick one port in the time between the pick and
+the bind (docs/testing.md "Parallel runs")."""
+_handed: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
+    """A TCP port free on 127.0.0.1 now: any (the kernel's choice), or in a pytest-xdist worker
+    one of its block (``WORKER_PORTS``), from a random start and never twice in one process
+    until the block is used up."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    first, size, blocks = WORKER_PORTS
+    if worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) < blocks:
+        block = range(first + int(worker[2:]) * size, first + (int(worker[2:]) + 1) * size)
+        if len(_handed.intersection(block)) >= size // 2:
+            _handed.difference_update(block)
+        start = random.randrange(size)
+        for offset in range(size):
+            port = block[(start + offset) % size]
+            if port not in _handed and _bindable(port):
+                _handed.add(port)
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def listening(port: int) -> bool:

@@ -6,7 +6,9 @@
   group on its timeout and on any exception (Ctrl-C included); ``started`` does at the end of
   its block, however the block ends.
 - Groups still alive when the session ends are killed (``kill_leftovers``, called by
-  ``tests/conftest.py`` and at exit), so a test stopped half-way leaves no server behind.
+  ``tests/conftest.py`` and at exit), so a test stopped half-way leaves no server behind. Under
+  pytest-xdist the controller also kills those of workers that died first: every process records
+  its groups in the file ``RUNSGATE_TEST_GROUPS`` names (``record_groups``, ``kill_recorded``).
 - ``scaled(seconds)``: every readiness wait of the suite is ``seconds`` times
   ``RUNSGATE_TEST_WAIT_SCALE`` (default 1; docs/testing.md "A busy machine").
 
@@ -16,15 +18,19 @@ No test calls ``subprocess`` or ``asyncio.create_subprocess_*`` itself (``tests/
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 WAIT_SCALE_VARIABLE = "RUNSGATE_TEST_WAIT_SCALE"
+GROUPS_VARIABLE = "RUNSGATE_TEST_GROUPS"
+"""Names the file where every process of a test session records the groups it starts and ends."""
 
 
 def wait_scale() -> float:
@@ -58,7 +64,87 @@ def start(command: Sequence[str | os.PathLike[str]], **options: Any) -> subproce
         raise TypeError("tests._processes.start puts every process in its own group itself")
     proc: subprocess.Popen[Any] = subprocess.Popen(list(command), start_new_session=True, **options)
     _GROUPS[proc.pid] = proc
+    track(proc)
     return proc
+
+
+def track(proc: subprocess.Popen[Any]) -> None:
+    """Record in ``RUNSGATE_TEST_GROUPS`` (when set) that ``proc`` leads a new process group, so
+    that the session's controller kills the group if nobody ends it (``kill_recorded``). For
+    groups started without ``start`` (the chaos harness's); ``untrack`` once it is ended."""
+    _record({"start": proc.pid, "since": _leader_since(proc.pid), "command": " ".join(map(str, proc.args))})
+
+
+def untrack(proc: subprocess.Popen[Any]) -> None:
+    """Record that ``proc``'s group was ended (``track``)."""
+    _record({"end": proc.pid})
+
+
+def _record(entry: dict[str, Any]) -> None:
+    path = os.environ.get(GROUPS_VARIABLE)
+    if not path:
+        return
+    line = (json.dumps(entry) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)  # one write to a file opened for appending: lines of processes never mix
+    finally:
+        os.close(fd)
+
+
+def _leader_since(pid: int) -> str | None:
+    """When process ``pid`` started (``/proc/PID/stat`` field 22, in clock ticks), or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+_RECORDING: Path | None = None
+"""The groups file this process made (``record_groups``): it alone kills what the file lists."""
+
+
+def record_groups() -> Path:
+    """Make a new groups file and name it in ``RUNSGATE_TEST_GROUPS``, for this process and the
+    ones it starts (pytest-xdist's workers); the file's path. Called by the session's controller."""
+    global _RECORDING
+    fd, name = tempfile.mkstemp(prefix="runsgate-test-groups-", suffix=".jsonl")
+    os.close(fd)
+    _RECORDING = Path(name)
+    os.environ[GROUPS_VARIABLE] = name
+    return _RECORDING
+
+
+def kill_recorded() -> list[str]:
+    """SIGKILL every group that the file of ``record_groups`` lists as started and not ended and
+    that is still alive (one of a pytest-xdist worker that died before its cleanup); their
+    commands. Removes the file; a no-op in a process that did not make one. A group id whose
+    leader is now another process (a reused pid) is left alone."""
+    global _RECORDING
+    if _RECORDING is None:
+        return []
+    path, _RECORDING = _RECORDING, None
+    started: dict[int, dict[str, Any]] = {}
+    with suppress(FileNotFoundError):
+        for line in path.read_text().splitlines():
+            entry = json.loads(line)
+            if "start" in entry:
+                started[entry["start"]] = entry
+            else:
+                started.pop(entry["end"], None)
+    path.unlink(missing_ok=True)
+    left = []
+    for pid, entry in started.items():
+        since = _leader_since(pid)
+        if since is not None and since != entry["since"]:
+            continue
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        left.append(entry["command"])
+    return left
 
 
 def stop(proc: subprocess.Popen[Any], grace: float = 15.0) -> None:
@@ -75,7 +161,7 @@ def stop(proc: subprocess.Popen[Any], grace: float = 15.0) -> None:
         _signal_group(proc, signal.SIGKILL)  # the leader's children, even when the leader exited
         with suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
-        _GROUPS.pop(proc.pid, None)
+        _forget(proc)
         _close_pipes(proc)
 
 
@@ -89,7 +175,12 @@ def kill(proc: subprocess.Popen[Any]) -> None:
     """SIGKILL ``proc``'s whole group at once and wait for the leader."""
     _signal_group(proc, signal.SIGKILL)
     proc.wait()
-    _GROUPS.pop(proc.pid, None)
+    _forget(proc)
+
+
+def _forget(proc: subprocess.Popen[Any]) -> None:
+    if _GROUPS.pop(proc.pid, None) is not None:
+        untrack(proc)
 
 
 def _signal_group(proc: subprocess.Popen[Any], sig: signal.Signals) -> None:
@@ -145,7 +236,7 @@ def run(
         raise
     finally:
         _signal_group(proc, signal.SIGKILL)
-        _GROUPS.pop(proc.pid, None)
+        _forget(proc)
     result: subprocess.CompletedProcess[Any] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     if check:
         result.check_returncode()
@@ -164,4 +255,5 @@ def kill_leftovers(procs: Sequence[subprocess.Popen[Any]] | None = None) -> list
     return left
 
 
-atexit.register(kill_leftovers)
+atexit.register(kill_recorded)
+atexit.register(kill_leftovers)  # first: atexit runs the last registered first

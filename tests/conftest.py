@@ -66,6 +66,22 @@ class _LoadWatch:
 _LOAD: _LoadWatch | None = None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """In the session's controller (not in a pytest-xdist worker), name the file where every
+    process of the session records the process groups it starts (``_processes.record_groups``).
+
+    Raises:
+        pytest.UsageError: Workers are asked for with a distribution other than ``loadfile``.
+    """
+    if (config.getoption("numprocesses", None) or 0) and config.getoption("dist", "no") != "loadfile":
+        raise pytest.UsageError(
+            f"the suite runs on pytest-xdist workers with --dist loadfile only, not --dist "
+            f'{config.getoption("dist")} (docs/testing.md "Parallel runs")'
+        )
+    if not hasattr(config, "workerinput"):
+        _processes.record_groups()
+
+
 def pytest_sessionstart() -> None:
     """Watch the load; and let SIGTERM and SIGHUP (a CI time-out, a closed terminal) end the session
     as Ctrl-C does, so that the teardowns end every process group the tests started: those groups
@@ -89,7 +105,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The load average over the run, beside the counts; and any process group a test left running."""
     if _LOAD is not None:
         terminalreporter.write_line(_LOAD.summary())
-    left = _processes.kill_leftovers()
+    left = _processes.kill_leftovers() + _processes.kill_recorded()  # the latter: those of dead workers
     if left:
         terminalreporter.write_line(f"killed {len(left)} process group(s) left running by tests: {left}", red=True)
 

@@ -248,3 +248,43 @@ def test_test_installs_node_and_chromium_unless_the_process_tests_are_deselected
     result = _processes.run(["bash", "-c", script, "dev", *args], capture_output=True, text=True, timeout=30)
     assert result.stdout.strip() == ("skip" if skips else "install"), result.stderr
     assert 'if ! selects_not_process "$@"; then' in Path(DEV).read_text()
+
+
+@pytest.mark.parametrize(
+    ("workers", "args", "expected"),
+    [
+        (None, [], ""),
+        ("0", ["-q"], ""),
+        ("3", ["-q", "tests/server"], "-n 3 --dist loadfile"),
+        ("auto", [], f"-n {len(os.sched_getaffinity(0)) + 1} --dist loadfile"),
+        ("3", ["-n", "2"], ""),
+        ("3", ["-n2"], ""),
+        ("3", ["--numprocesses=2"], ""),
+        ("3", ["-p", "no:xdist"], ""),
+    ],
+)
+def test_test_runs_on_the_workers_runsgate_test_workers_asks_for(
+    workers: str | None, args: list[str], expected: str
+) -> None:
+    # ./dev test passes worker_args' words to pytest before the user's own arguments
+    result = _worker_args(workers, args)
+    assert (result.returncode, result.stdout.strip()) == (0, expected), result.stderr
+    assert 'exec uv run --frozen --no-sync pytest "${workers[@]}" "$@"' in Path(DEV).read_text()
+
+
+def test_test_refuses_a_workers_setting_that_is_not_a_number() -> None:
+    result = _worker_args("three", [])
+    assert result.returncode == 2
+    assert "RUNSGATE_TEST_WORKERS must be a number of workers or auto, got 'three'" in result.stderr
+
+
+def _worker_args(workers: str | None, args: list[str]) -> subprocess.CompletedProcess[str]:
+    function = _processes.run(
+        ["sed", "-n", "/^worker_args() {/,/^}/p", DEV], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+    assert function.strip().endswith("}")
+    env = {k: v for k, v in os.environ.items() if k != "RUNSGATE_TEST_WORKERS"}
+    if workers is not None:
+        env["RUNSGATE_TEST_WORKERS"] = workers
+    script = f'set -eu\n{function}\nworker_args "$@"'
+    return _processes.run(["bash", "-c", script, "dev", *args], capture_output=True, text=True, timeout=30, env=env)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,37 @@ def test_sigterm_to_pytest_ends_the_groups_its_tests_started(tmp_path: Path) -> 
         session.wait(timeout=_processes.scaled(60))
     # then the test's process group ended with the session
     assert _wait_dead(child)
+
+
+@pytest.mark.process
+def test_the_groups_of_a_killed_xdist_worker_are_killed_when_the_session_ends(tmp_path: Path) -> None:
+    # given a pytest-xdist session whose worker started a process group, then died before any
+    # teardown or exit handler ran (as a worker that xdist kills, or that crashes)
+    pid_file = tmp_path / "pids"
+    (tmp_path / "test_dies.py").write_text(
+        "import os, signal, subprocess, sys\n"
+        "from tests import _processes\n"
+        "def test_dies():\n"
+        f"    p = _processes.start([sys.executable, '-c', {FAMILY!r}], stdout=subprocess.PIPE, text=True)\n"
+        f"    open({str(pid_file)!r}, 'w').write(f'{{p.pid}} {{p.stdout.readline()}}')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    command = [
+        *(sys.executable, "-m", "pytest", "-n", "1", "--dist", "loadfile", "--max-worker-restart", "0"),
+        *("-p", "no:cacheprovider", "-p", "tests.conftest"),
+        *("--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), str(tmp_path / "test_dies.py")),
+    ]
+    try:
+        # when the session ends
+        result = _processes.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert pid_file.exists(), result.stdout + result.stderr
+        leader, child = map(int, pid_file.read_text().split())
+        # then the controller killed the group the dead worker left, and named it
+        assert "crashed" in result.stdout, result.stdout
+        assert _wait_dead(child), result.stdout
+        assert not _alive(leader)
+        assert "killed 1 process group(s) left running by tests" in result.stdout, result.stdout
+    finally:
+        if pid_file.exists() and pid_file.read_text().strip():
+            with suppress(ProcessLookupError):
+                os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)

@@ -149,7 +149,8 @@ AGENTS = {APPROVE: approve_agent, ASK: ask_agent, SUPERVISOR: supervisor_agent}
 
 
 def _break_claims() -> None:
-    """Install the broken compare-and-set on both store classes (``CHAOS_BREAK_CLAIM=1`` only)."""
+    """Install the broken compare-and-set on both store classes, and make every claim go through it
+    (no claim with a decision), ``CHAOS_BREAK_CLAIM=1`` only."""
     from storage.mongo import MongoSnapshotStore
     from storage.sqlite import SQLiteSnapshotStore
 
@@ -174,6 +175,16 @@ def _break_claims() -> None:
             return await _o(self, agent_id, run_id, by=by, until=until, now=now + timedelta(days=1), events=events)
 
         cls.claim = broken  # type: ignore[method-assign]
+
+        decide = cls.record_decision
+
+        async def unclaimed(self: Any, *args: Any, _d: Any = decide, **kwargs: Any) -> Any:
+            # a last decision claims its run in the same write, which leaves the broken claim no race
+            # to lose: claim separately, through the broken compare-and-set, as without that write
+            kwargs.pop("claim", None)
+            return await _d(self, *args, **kwargs)
+
+        cls.record_decision = unclaimed  # type: ignore[method-assign]
 
 
 if os.environ.get(BREAK_CLAIM_ENV) == "1":

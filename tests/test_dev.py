@@ -253,7 +253,7 @@ def test_test_installs_node_and_chromium_unless_the_process_tests_are_deselected
 @pytest.mark.parametrize(
     ("workers", "args", "expected"),
     [
-        (None, [], ""),
+        (None, [], f"-n {len(os.sched_getaffinity(0)) + 1} --dist loadfile"),  # auto by default
         ("0", ["-q"], ""),
         ("3", ["-q", "tests/server"], "-n 3 --dist loadfile"),
         ("auto", [], f"-n {len(os.sched_getaffinity(0)) + 1} --dist loadfile"),

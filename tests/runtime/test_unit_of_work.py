@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from runtime import AgentRegistry, RunManager, StalledRunSweeper
-from storage import MemorySnapshotStore, SnapshotStore
+from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore
 
 from .test_sweeper import FLAKY, _decided, _later
 
@@ -65,6 +65,38 @@ async def test_a_crash_between_finishing_a_run_and_its_completed_event_loses_nei
     events = await durable.list_events(FLAKY, run_id)
     assert [e["type"] for e in events].count("completed") == 1, [e["type"] for e in events]
     assert [o.status for o in outcomes] in ([], ["completed"])
+
+
+async def test_a_run_whose_completion_is_recorded_reads_as_gone_until_its_event_is_appended(
+    durable: SnapshotStore, registry: AgentRegistry, request: pytest.FixtureRequest
+) -> None:
+    if isinstance(durable, MongoSnapshotStore):
+        request.applymarker(pytest.mark.xfail(strict=True, reason="a finished MongoDB snapshot still reads as stored"))
+    manager = RunManager(durable, registry, instance_id="instance-a", claim_ttl=30)
+    run_id, _ = await _decided(manager)
+
+    # when instance-a finishes the run and dies between recording its completion and appending it
+    async def crash_at_completion(events: Sequence[Mapping[str, Any]]) -> None:
+        if any(event["type"] == "completed" for event in events):
+            durable.before_event = None  # type: ignore[attr-defined]
+            raise _Crash
+
+    durable.before_event = crash_at_completion  # type: ignore[attr-defined]
+    with pytest.raises(_Crash):
+        await StalledRunSweeper(_later(manager, "instance-a", 61), interval=1).sweep_once()
+
+    # then the run reads as stored only while its completion is not recorded: SQLite took the
+    # whole write back (the run still resuming, no completed event); on MongoDB the completion is
+    # inside the snapshot, waiting for the sweeper, so the run is finished and reads as gone
+    stored = await durable.get(FLAKY, run_id)
+    many = await durable.get_many([run_id])
+    events = [e["type"] for e in await durable.list_events(FLAKY, run_id)]
+    assert "completed" not in events, events
+    if isinstance(durable, MongoSnapshotStore):
+        assert (stored, many) == (None, [])
+    else:
+        assert stored is not None and stored["status"] == "resuming"
+        assert [run["_id"] for run in many] == [run_id]
 
 
 async def test_a_crash_between_a_decision_and_its_event_loses_neither(

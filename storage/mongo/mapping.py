@@ -22,6 +22,12 @@ def stored_snapshot(snapshot: SnapshotDocument) -> Document:
     return {**encode_snapshot(snapshot), "expiresAt": earliest_deadline(snapshot["toolCalls"])}
 
 
+NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}
+"""Snapshots whose ``completed`` event is not pending: one that is belongs to a finished run, never
+read, claimed or taken over again, only completed by the sweeper (``complete_pending_events``;
+this store's own condition: only it records events inside the snapshot)."""
+
+
 def read_snapshot(doc: Document | None) -> SnapshotDocument | None:
     """A stored snapshot as read: its tool- and client-defined JSON decoded (``stored_json``), and
     ``expiresAt`` dropped when null (stored as null so the index and ``$lt`` see no deadline)."""

@@ -15,7 +15,7 @@ from ..documents import SCHEMA_VERSION, EventDocument, SnapshotDocument
 from ..protocol import DuplicateRunError, RunFilter, SortKey, event_list
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
-from .mapping import keyset, listing_query, page, read_snapshot, read_snapshots, stored_snapshot
+from .mapping import NOT_FINISHED, keyset, listing_query, page, read_snapshot, read_snapshots, stored_snapshot
 from .reachability import reachable
 from .schema import LISTING_ORDER, REVERSE_ORDER
 
@@ -27,7 +27,7 @@ class MongoRuns(MongoStoreBase):
 
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
         async with reachable():
-            doc = await self._runs.find_one({"_id": run_id, "agentId": agent_id})
+            doc = await self._runs.find_one({"_id": run_id, "agentId": agent_id, **NOT_FINISHED})
         return read_snapshot(doc)
 
     async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
@@ -35,7 +35,7 @@ class MongoRuns(MongoStoreBase):
             return []
         async with reachable():
             ids = list(dict.fromkeys(run_ids))
-            docs = await page(self._runs.find({"_id": {"$in": ids}}), len(ids)).to_list()
+            docs = await page(self._runs.find({"_id": {"$in": ids}, **NOT_FINISHED}), len(ids)).to_list()
         return read_snapshots(docs)
 
     async def list_runs(

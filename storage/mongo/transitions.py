@@ -23,15 +23,11 @@ from ..protocol import DecisionClaim
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive, MongoStoreBase
 from .conditions import compiled, merged
-from .mapping import page, read_snapshots
+from .mapping import NOT_FINISHED, page, read_snapshots
 from .reachability import reachable
 from .schema import EXPIRY_ORDER
 
 Document = dict[str, Any]
-
-_NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}
-"""Runs whose ``completed`` event is pending finished: never claimed or taken over again (this
-store's own condition: only it records events inside the snapshot)."""
 
 
 def _deadline_once_decided(index: int) -> Derive:
@@ -144,7 +140,7 @@ class MongoRunTransitions(MongoStoreBase):
         return await self._update_then_append(
             events,
             run_id,
-            merged(compiled(claimable), _NOT_FINISHED),
+            merged(compiled(claimable), NOT_FINISHED),
             {
                 "$set": {"status": "resuming", "claim": {"by": by, "until": until}, "updatedAt": now},
                 "$inc": {"version": 1},
@@ -258,7 +254,7 @@ class MongoRunTransitions(MongoStoreBase):
         return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
-        query = merged(compiled(rules.stalled(now, idle_before)), _NOT_FINISHED)
+        query = merged(compiled(rules.stalled(now, idle_before)), NOT_FINISHED)
         order = [("updatedAt", ASCENDING), ("_id", ASCENDING)]
         async with reachable():
             docs = await page(self._runs.find(query).sort(order), limit).to_list()

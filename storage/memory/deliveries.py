@@ -13,6 +13,7 @@ from sortedcontainers import SortedList
 from .. import rules
 from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
 from .copying import copied
+from .expiry import delete_expired
 
 
 class MemoryWebhookDeliveries:
@@ -97,20 +98,7 @@ class MemoryWebhookDeliveries:
         return True
 
     async def delete_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> int:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        expired = rules.delivery_expired(before)
-        deleted = 0
-        while self._deliveries_finished and deleted < limit:
-            _, delivery_id = self._deliveries_finished[0]
-            delivery = self._deliveries.get(delivery_id)
-            if delivery is not None and not rules.matches(expired, delivery):
-                break  # the oldest delivery done left is not expired: none after it is
-            self._deliveries_finished.pop(0)
-            if delivery is not None:
-                del self._deliveries[delivery_id]
-                deleted += 1
-        return deleted
+        return delete_expired(self._deliveries_finished, self._deliveries, rules.delivery_expired(before), limit)
 
     async def list_webhook_deliveries(
         self,

@@ -11,6 +11,7 @@ from sortedcontainers import SortedList
 from .. import rules
 from ..documents import IdempotencyDocument
 from .copying import copied
+from .expiry import delete_expired
 
 
 class MemoryIdempotencyKeys:
@@ -71,20 +72,7 @@ class MemoryIdempotencyKeys:
             del self._keys[key_id]
 
     async def delete_expired_idempotency_keys(self, *, before: datetime, limit: int) -> int:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        expired = rules.key_expired(before)
-        deleted = 0
-        while self._keys_finished and deleted < limit:
-            finished, key_id = self._keys_finished[0]
-            doc = self._keys.get(key_id)
-            if doc is not None and doc.get("finishedAt") == finished and not rules.matches(expired, doc):
-                break  # the oldest answer left is not expired: none after it is
-            self._keys_finished.pop(0)
-            if doc is not None and doc.get("finishedAt") == finished:
-                del self._keys[key_id]
-                deleted += 1
-        return deleted
+        return delete_expired(self._keys_finished, self._keys, rules.key_expired(before), limit)
 
 
 def _lapsed(doc: IdempotencyDocument, fingerprint: str, now: datetime) -> bool:

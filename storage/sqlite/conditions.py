@@ -71,6 +71,22 @@ def where(condition: Condition, columns: dict[str, Column] = COLUMNS) -> tuple[s
     return _fragment(condition, params, columns), params
 
 
+def oldest_expired(
+    table: str, key: str, condition: Condition, columns: dict[str, Column], limit: int
+) -> tuple[str, list[Any]]:
+    """A ``DELETE`` of ``table``'s rows (primary key ``key``) meeting ``condition`` on ``columns``,
+    the ``limit`` oldest by ``finished_at`` (its index), and its parameters.
+
+    Raises:
+        ValueError: ``limit`` below 1.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    sql, params = where(condition, columns)
+    inner = f"SELECT {key} FROM {table} WHERE {sql} ORDER BY finished_at LIMIT ?"
+    return f"DELETE FROM {table} WHERE {key} IN ({inner})", [*params, limit]
+
+
 def _fragment(condition: Condition, params: list[Any], columns: dict[str, Column]) -> str:
     match condition:
         case Equals(path, value):

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import rules
 from ..documents import IdempotencyDocument
-from .conditions import Column, where
+from .conditions import Column, oldest_expired
 from .connection import _Connection
 from .rows import _datetime, _dumps, _loads, _ms
 
@@ -117,11 +117,4 @@ class _IdempotencyKeys(_Connection):
 
     @staticmethod
     def _expired_keys_sql(before: datetime, limit: int) -> tuple[str, list[Any]]:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        condition, params = where(rules.key_expired(before), KEY_COLUMNS)
-        sql = (
-            "DELETE FROM idempotency_keys WHERE key_id IN "
-            f"(SELECT key_id FROM idempotency_keys WHERE {condition} ORDER BY finished_at LIMIT ?)"
-        )
-        return sql, [*params, limit]
+        return oldest_expired("idempotency_keys", "key_id", rules.key_expired(before), KEY_COLUMNS, limit)

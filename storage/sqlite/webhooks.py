@@ -131,14 +131,9 @@ class _WebhookDeliveries(_Connection):
 
     @staticmethod
     def _expired_deliveries_sql(before: datetime, limit: int) -> tuple[str, list[Any]]:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        condition, params = conditions.where(rules.delivery_expired(before), DELIVERY_COLUMNS)
-        sql = (
-            "DELETE FROM webhook_deliveries WHERE delivery_id IN "
-            f"(SELECT delivery_id FROM webhook_deliveries WHERE {condition} ORDER BY finished_at LIMIT ?)"
+        return conditions.oldest_expired(
+            "webhook_deliveries", "delivery_id", rules.delivery_expired(before), DELIVERY_COLUMNS, limit
         )
-        return sql, [*params, limit]
 
     async def list_webhook_deliveries(
         self,

@@ -4,55 +4,26 @@ a clock the test moves."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from runtime import AgentRegistry, RunManager, StalledRunSweeper
-from storage import SnapshotStore, WebhookDeliveryDocument, to_bson_precision, utcnow
+from storage import SnapshotStore, to_bson_precision, utcnow
+
+from ..storage.test_webhook_deliveries import _delivery
+from ._clock import MovedClock
 
 WEEK = 604_800.0
 """``RUNSGATE_WEBHOOK_DELIVERY_RETENTION``'s default, seconds."""
 
 
-class _Clock:
-    """Aware UTC now, ``ahead`` seconds after the real one."""
-
-    def __init__(self) -> None:
-        self.ahead = 0.0
-
-    def __call__(self) -> datetime:
-        return utcnow() + timedelta(seconds=self.ahead)
-
-
-def _delivery(event_id: str, now: datetime) -> WebhookDeliveryDocument:
-    return {
-        "_id": f"{event_id}.e1",
-        "endpointId": "e1",
-        "eventId": event_id,
-        "agentId": "refund-agent",
-        "runId": f"run-{event_id}",
-        "resourceId": None,
-        "type": "run.suspended",
-        "body": "{}",
-        "status": "pending",
-        "attempts": 0,
-        "createdAt": now,
-        "nextAttemptAt": now,
-        "lastAttemptAt": None,
-        "lastStatusCode": None,
-        "lastError": None,
-        "finishedAt": None,
-        "lease": None,
-    }
-
-
 async def test_a_delivery_done_is_kept_for_the_period_then_deleted_and_a_pending_one_stays(
     store: SnapshotStore, registry: AgentRegistry
 ) -> None:
-    clock = _Clock()
+    clock = MovedClock()
     manager = RunManager(store, registry, instance_id="instance-a", clock=clock)
     sweeper = StalledRunSweeper(manager, interval=5, delivery_retention=WEEK)
     now = to_bson_precision(utcnow())
-    await store.add_webhook_deliveries([_delivery("001", now), _delivery("002", now), _delivery("003", now)])
+    await store.add_webhook_deliveries([_delivery(event, resource=None, now=now) for event in ("001", "002", "003")])
     await store.claim_webhook_deliveries(by="a", until=now + timedelta(seconds=30), now=now, limit=5)
     for delivery_id, status in [("001.e1", "delivered"), ("002.e1", "failed"), ("003.e1", "pending")]:
         assert await store.finish_webhook_attempt(

@@ -4,33 +4,23 @@ after it is a new request. On every store, with a clock the test moves."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 import pytest
 
 from runtime import AgentRegistry, IdempotencyKeyReusedError, RunManager, StalledRunSweeper, ToolCallAlreadyDecidedError
 from runtime.demo import LEDGER
-from storage import RunFilter, SnapshotStore, utcnow
+from storage import RunFilter, SnapshotStore
+
+from ._clock import MovedClock
 
 REFUND = "refund-agent"
 DAY = 86400.0
 """``RUNSGATE_IDEMPOTENCY_KEY_RETENTION``'s default, seconds."""
 
 
-class _Clock:
-    """Aware UTC now, ``ahead`` seconds after the real one."""
-
-    def __init__(self) -> None:
-        self.ahead = 0.0
-
-    def __call__(self) -> datetime:
-        return utcnow() + timedelta(seconds=self.ahead)
-
-
 async def test_a_repeat_inside_the_period_answers_the_first_result_and_one_after_it_is_new(
     store: SnapshotStore, registry: AgentRegistry
 ) -> None:
-    clock = _Clock()
+    clock = MovedClock()
     manager = RunManager(store, registry, instance_id="instance-a", clock=clock)
     sweeper = StalledRunSweeper(manager, interval=5, key_retention=DAY)
     started = await manager.start_run(REFUND, "Please refund order 1042")
@@ -60,7 +50,7 @@ async def test_a_repeat_inside_the_period_answers_the_first_result_and_one_after
 async def test_a_start_key_reused_with_other_arguments_is_refused_inside_the_period_and_new_after_it(
     store: SnapshotStore, registry: AgentRegistry
 ) -> None:
-    clock = _Clock()
+    clock = MovedClock()
     manager = RunManager(store, registry, instance_id="instance-a", clock=clock)
     sweeper = StalledRunSweeper(manager, interval=5, key_retention=DAY)
     first = await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="s-1")

@@ -6,15 +6,18 @@ newest first, filtered by status and resources; deliveries done expire, pending 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
 from storage import SnapshotStore, WebhookDeliveryDocument, to_bson_precision, utcnow
 
 
-def _delivery(event_id: str, *, resource: str | None = "tenant-a", endpoint: str = "e1") -> WebhookDeliveryDocument:
-    now = utcnow()
+def _delivery(
+    event_id: str, *, resource: str | None = "tenant-a", endpoint: str = "e1", now: datetime | None = None
+) -> WebhookDeliveryDocument:
+    """A pending delivery of ``event_id`` to ``endpoint``, created at ``now`` (the real now by default)."""
+    now = now or utcnow()
     return {
         "_id": f"{event_id}.{endpoint}",
         "endpointId": endpoint,

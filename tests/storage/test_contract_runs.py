@@ -342,10 +342,8 @@ class _Crash(BaseException):
 
 
 async def test_a_run_whose_completion_is_recorded_is_neither_listed_nor_counted_once_get_reads_it_as_gone(
-    store: SnapshotStore, request: pytest.FixtureRequest
+    store: SnapshotStore,
 ) -> None:
-    if isinstance(store, MongoSnapshotStore):
-        request.applymarker(pytest.mark.xfail(strict=True, reason="MongoDB lists a finished snapshot"))
     # given two runs, one claimed and finished by a process that dies once its completion is
     # recorded (SQLite takes the whole write back; the memory store writes it in one step)
     await store.insert(snapshot("finished", created=T0 + timedelta(seconds=1)), b"h")

@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -282,9 +281,10 @@ def _stop(proc: subprocess.Popen[bytes] | None, sig: signal.Signals, timeout: fl
 @contextmanager
 def documentdb(data: Path | None = None, **options: object) -> Iterator[DocumentDB]:
     """A started ``DocumentDB``, stopped when the block ends; in a temporary folder (removed
-    afterwards) unless ``data`` names one (kept). ``options`` go to ``DocumentDB``."""
-    with tempfile.TemporaryDirectory(prefix="runsgate-documentdb-") as scratch:
-        server = DocumentDB(data or Path(scratch), **options)  # type: ignore[arg-type]
+    afterwards, or at the next session's start if this process dies: ``_processes.owned_folder``)
+    unless ``data`` names one (kept). ``options`` go to ``DocumentDB``."""
+    with _processes.owned_folder("runsgate-documentdb-") as scratch:  # removed at session start if we die
+        server = DocumentDB(data or scratch, **options)  # type: ignore[arg-type]
         server.start()
         try:
             yield server

@@ -64,6 +64,8 @@ class _LoadWatch:
 
 
 _LOAD: _LoadWatch | None = None
+_SWEPT: list[str] = []
+"""Temporary folders and groups files of dead sessions, ended and removed at this one's start."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
             f'{config.getoption("dist")} (docs/testing.md "Parallel runs")'
         )
     if not hasattr(config, "workerinput"):
+        _SWEPT.extend(_processes.sweep_leftovers())  # what a killed session left: its owner is dead
         _processes.record_groups()
 
 
@@ -93,12 +96,15 @@ def pytest_sessionstart() -> None:
 
 
 def pytest_report_header() -> list[str]:
-    """The machine's load and the wait scale, at the top of every run."""
+    """The machine's load and the wait scale, at the top of every run; what was swept."""
     one, five, fifteen = os.getloadavg()
-    return [
+    lines = [
         f"load average: {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cores); "
         f"{_processes.WAIT_SCALE_VARIABLE}={_processes.wait_scale():g}"
     ]
+    if _SWEPT:
+        lines.append(f"removed {len(_SWEPT)} leftover(s) of dead test sessions: {', '.join(_SWEPT)}")
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

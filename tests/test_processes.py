@@ -194,7 +194,6 @@ def test_the_groups_of_a_killed_xdist_worker_are_killed_when_the_session_ends(tm
 
 @pytest.mark.process
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
-@pytest.mark.xfail(strict=True, reason="a child outlives a pytest killed with SIGKILL")
 def test_a_pytest_killed_with_sigkill_leaves_no_process_it_started(tmp_path: Path) -> None:
     # given a pytest session whose test started a server-like process and waits
     pid_file = tmp_path / "pid"
@@ -235,7 +234,6 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-@pytest.mark.xfail(strict=True, reason="no owner files: leftovers of dead sessions stay")
 def test_a_leftover_folder_whose_owner_is_dead_is_removed_and_one_whose_owner_lives_is_kept(tmp_path: Path) -> None:
     # given two server folders as a session leaves them: one of a dead process, one of this one
     dead, live = tmp_path / "runsgate-documentdb-dead", tmp_path / "runsgate-ferretdb-live"
@@ -255,7 +253,6 @@ def test_a_leftover_folder_whose_owner_is_dead_is_removed_and_one_whose_owner_li
     assert (tmp_path / "runsgate-ferretdb-live.owner").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="no owner files: leftovers of dead sessions stay")
 def test_a_groups_file_whose_owner_is_dead_has_its_groups_killed(tmp_path: Path) -> None:
     # given a groups file of a dead session that lists a group still running
     groups = tmp_path / "runsgate-test-groups-dead.jsonl"

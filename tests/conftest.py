@@ -13,7 +13,7 @@ import pytest
 
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
-from . import _processes, _servers
+from . import _documentdb, _processes, _servers
 from ._servers import documentdb, ferretdb, with_database
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -83,6 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         _SWEPT.extend(_processes.sweep_leftovers())  # what a killed session left: its owner is dead
         _processes.record_groups()
+        _documentdb.take_port_slot()  # before the workers start: they inherit it
 
 
 def pytest_sessionstart() -> None:
@@ -102,6 +103,15 @@ def pytest_report_header() -> list[str]:
         f"load average: {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cores); "
         f"{_processes.WAIT_SCALE_VARIABLE}={_processes.wait_scale():g}"
     ]
+    slot = os.environ.get(_documentdb.SLOT_VARIABLE, "")
+    if slot.isdigit():
+        ports, size = _documentdb.slot_ports(int(slot)), _documentdb.WORKER_PORTS[1]
+        lines.append(
+            f"port slot {slot} ({_documentdb.SLOT_VARIABLE}): ports {ports.start}-{ports.stop - 1}, "
+            f"{size} per worker from {ports.start} + {size} x N for gwN"
+        )
+    else:
+        lines.append("no port slot: other sessions hold every slot, the kernel picks the ports")
     if _SWEPT:
         lines.append(f"removed {len(_SWEPT)} leftover(s) of dead test sessions: {', '.join(_SWEPT)}")
     return lines

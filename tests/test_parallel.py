@@ -15,7 +15,6 @@ from . import _documentdb, _processes, _servers
 from ._servers import ROOT
 
 
-@pytest.mark.xfail(strict=True, reason="no port slots: two sessions pick from the same blocks")
 def test_each_worker_picks_ports_of_its_own_block_in_its_slot_and_never_one_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -30,7 +29,6 @@ def test_each_worker_picks_ports_of_its_own_block_in_its_slot_and_never_one_twic
         assert all(port in _documentdb.slot_ports(1) for port in ports)
 
 
-@pytest.mark.xfail(strict=True, reason="no port slots: two sessions pick from the same blocks")
 def test_a_session_without_workers_picks_from_its_slots_first_block(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_documentdb.SLOT_VARIABLE, "2")
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
@@ -38,21 +36,18 @@ def test_a_session_without_workers_picks_from_its_slots_first_block(monkeypatch:
     assert first + 2 * workers * size <= _servers.free_port() < first + (2 * workers + 1) * size
 
 
-@pytest.mark.xfail(strict=True, reason="no port slots: two sessions pick from the same blocks")
 def test_without_a_slot_the_kernel_picks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(_documentdb.SLOT_VARIABLE, raising=False)
     first, size, workers, slots = _documentdb.WORKER_PORTS
     assert not first <= _servers.free_port() < first + size * workers * slots
 
 
-@pytest.mark.xfail(strict=True, reason="no port slots: two sessions pick from the same blocks")
 def test_the_slots_lie_below_the_ephemeral_ports_and_never_overlap() -> None:
     slots = [_documentdb.slot_ports(slot) for slot in range(_documentdb.WORKER_PORTS[3])]
     assert all(a.stop == b.start for a, b in itertools.pairwise(slots))
     assert slots[-1].stop <= 32768
 
 
-@pytest.mark.xfail(strict=True, reason="no port slots: two sessions pick from the same blocks")
 def test_each_lock_holder_gets_the_first_slot_nobody_holds(tmp_path: Path) -> None:
     # given slot 0 held, as by another session
     held = [_documentdb.lock_port_slot(str(tmp_path))]
@@ -79,7 +74,6 @@ def test_each_lock_holder_gets_the_first_slot_nobody_holds(tmp_path: Path) -> No
                 os.close(taken[1])
 
 
-@pytest.mark.xfail(strict=True, reason="no port slots: two sessions pick from the same blocks")
 @pytest.mark.process
 def test_a_second_session_takes_another_slot_and_its_workers_share_it(tmp_path: Path) -> None:
     # given this session's slot, and a second session on one pytest-xdist worker that records

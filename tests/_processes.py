@@ -323,7 +323,15 @@ def _owner_alive(owner: Path) -> bool:
         pid, since = int(entry["pid"]), entry["since"]
     except (OSError, ValueError, KeyError, TypeError):
         return False  # unreadable (its writer died half-way): nobody owns it
-    return since is not None and _leader_since(pid) == since
+    if since is None:  # written without /proc (not Linux): the pid alone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return _leader_since(pid) == since
 
 
 def _stop_postmaster(folder: Path) -> None:

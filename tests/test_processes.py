@@ -272,7 +272,6 @@ def test_a_groups_file_whose_owner_is_dead_has_its_groups_killed(tmp_path: Path)
         _processes.stop(proc)
 
 
-@pytest.mark.xfail(strict=True, reason="an owner file written without /proc reads as a dead owner")
 def test_an_owner_file_without_a_start_time_is_judged_by_its_pid(tmp_path: Path) -> None:
     # given owner files as a system without /proc writes them: a pid, no start time
     live, dead = tmp_path / "runsgate-ferretdb-live", tmp_path / "runsgate-ferretdb-dead"

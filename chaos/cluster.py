@@ -105,7 +105,10 @@ class Cluster:
         elif self.store == "documentdb":
             # in a folder of its own, which PostgreSQL's user can reach (pytest's are closed to it);
             # its log is copied into the workdir at the end
-            self.documentdb = DocumentDB(Path(tempfile.mkdtemp(prefix="runsgate-chaos-documentdb-")))
+            # its owner file lets a later test session remove it if this process dies first
+            data = Path(tempfile.mkdtemp(prefix="runsgate-chaos-documentdb-"))
+            _processes.own(data)
+            self.documentdb = DocumentDB(data)
             await asyncio.to_thread(self.documentdb.start)
         self.instances = [Instance(i, free_port(), self.workdir / f"instance-{i}.log") for i in range(self.size)]
         for instance in self.instances:
@@ -228,6 +231,7 @@ class Cluster:
             if self.documentdb.log.exists():
                 shutil.copyfile(self.documentdb.log, self.workdir / "documentdb.log")
             shutil.rmtree(self.documentdb.data, ignore_errors=True)
+            _processes.disown(self.documentdb.data)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ never for production.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import pwd
 import random
@@ -43,22 +44,76 @@ SETTINGS = {
 """What DocumentDB needs in ``postgresql.conf``; every other setting is PostgreSQL's default."""
 
 
-WORKER_PORTS = (20000, 1000, 12)
-"""``(first, size, blocks)``: a pytest-xdist worker ``gwN`` (N below ``blocks``) takes its ports from
-block N of ``size`` ports from ``first``, below the kernel's ephemeral range (32768 and up), so two
-workers, or a worker and a client socket, never pick one port in the time between the pick and
-the bind (docs/testing.md "Parallel runs")."""
+WORKER_PORTS = (20000, 250, 12, 4)
+"""``(first, block, workers, slots)``: the test ports, below the kernel's ephemeral range (32768 up).
+A test session holds one of ``slots`` port slots (``take_port_slot``); in slot S, worker ``gwN``
+(N below ``workers``; a session without workers: N = 0) takes ports from its block of ``block``
+ports at ``first + (S * workers + N) * block``. Two sessions, two workers, or a worker and a
+client socket never pick one port between the pick and the bind (docs/testing.md "Parallel runs")."""
+SLOT_VARIABLE = "RUNSGATE_TEST_PORT_SLOT"
+"""The session's port slot, set by its controller and inherited by its pytest-xdist workers."""
 _handed: set[int] = set()
+_slot_lock: int | None = None
+"""The open lock file of the slot this process took: its flock lasts as long as the process."""
+
+
+def lock_port_slot(folder: str | None = None) -> tuple[int, int] | None:
+    """``(slot, fd)``: the first port slot S whose lock file ``runsgate-test-ports-S.lock`` (in
+    ``folder``, the temporary folder by default) this call could flock, held while ``fd`` is
+    open; None when every slot is held."""
+    base = folder or tempfile.gettempdir()
+    for slot in range(WORKER_PORTS[3]):
+        fd = os.open(os.path.join(base, f"runsgate-test-ports-{slot}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return slot, fd
+    return None
+
+
+def take_port_slot() -> int | None:
+    """Hold the first free port slot for the rest of this process (``lock_port_slot``) and name
+    it in ``RUNSGATE_TEST_PORT_SLOT``, for the workers started after; None, with the variable
+    unset, when other sessions hold every slot (the kernel picks the ports then)."""
+    global _slot_lock
+    taken = lock_port_slot()
+    if taken is None:
+        os.environ.pop(SLOT_VARIABLE, None)
+        return None
+    if _slot_lock is not None:
+        os.close(_slot_lock)
+    slot, _slot_lock = taken
+    os.environ[SLOT_VARIABLE] = str(slot)
+    return slot
+
+
+def slot_ports(slot: int) -> range:
+    """Every port of slot ``slot``: its workers' blocks, in worker order (``WORKER_PORTS``)."""
+    first, size, workers, _ = WORKER_PORTS
+    return range(first + slot * workers * size, first + (slot + 1) * workers * size)
+
+
+def port_block() -> range | None:
+    """This process's ports (``WORKER_PORTS``): its slot's block for its worker, or None outside
+    a session holding a slot (and for a worker past ``workers``)."""
+    first, size, workers, slots = WORKER_PORTS
+    slot = os.environ.get(SLOT_VARIABLE, "")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    number = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else workers
+    if not slot.isdigit() or int(slot) >= slots or number >= workers:
+        return None
+    start = first + (int(slot) * workers + number) * size
+    return range(start, start + size)
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now: any (the kernel's choice), or in a pytest-xdist worker
-    one of its block (``WORKER_PORTS``), from a random start and never twice in one process
-    until the block is used up."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    first, size, blocks = WORKER_PORTS
-    if worker.startswith("gw") and worker[2:].isdigit() and int(worker[2:]) < blocks:
-        block = range(first + int(worker[2:]) * size, first + (int(worker[2:]) + 1) * size)
+    """A TCP port free on 127.0.0.1 now: one of this process's block (``port_block``), from a
+    random start and never twice in one process until the block is used up; else the kernel's."""
+    block = port_block()
+    if block is not None:
+        size = len(block)
         if len(_handed.intersection(block)) >= size // 2:
             _handed.difference_update(block)
         start = random.randrange(size)
@@ -282,9 +337,10 @@ def _stop(proc: subprocess.Popen[bytes] | None, sig: signal.Signals, timeout: fl
 @contextmanager
 def documentdb(data: Path | None = None, **options: object) -> Iterator[DocumentDB]:
     """A started ``DocumentDB``, stopped when the block ends; in a temporary folder (removed
-    afterwards) unless ``data`` names one (kept). ``options`` go to ``DocumentDB``."""
-    with tempfile.TemporaryDirectory(prefix="runsgate-documentdb-") as scratch:
-        server = DocumentDB(data or Path(scratch), **options)  # type: ignore[arg-type]
+    afterwards, or at the next session's start if this process dies: ``_processes.owned_folder``)
+    unless ``data`` names one (kept). ``options`` go to ``DocumentDB``."""
+    with _processes.owned_folder("runsgate-documentdb-") as scratch:  # removed at session start if we die
+        server = DocumentDB(data or scratch, **options)  # type: ignore[arg-type]
         server.start()
         try:
             yield server

@@ -1,28 +1,26 @@
 """Every process a test starts: in its own process group, ended with the group; waits scaled for load.
 
-- ``start`` (a ``subprocess.Popen``) and ``run`` (a ``subprocess.run``) put the process in a
-  new session, so whatever it starts in turn (uvicorn's workers, npm's node, Chromium) is in its
-  group. ``stop`` ends the group: SIGTERM, then SIGKILL after a grace period. ``run`` ends the
-  group on its timeout and on any exception (Ctrl-C included); ``started`` does at the end of
-  its block, however the block ends.
-- Groups still alive when the session ends are killed (``kill_leftovers``, called by
-  ``tests/conftest.py`` and at exit), so a test stopped half-way leaves no server behind. Under
-  pytest-xdist the controller also kills those of workers that died first: every process records
-  its groups in the file ``RUNSGATE_TEST_GROUPS`` names (``record_groups``, ``kill_recorded``).
-- ``scaled(seconds)``: every readiness wait of the suite is ``seconds`` times
-  ``RUNSGATE_TEST_WAIT_SCALE`` (default 1; docs/testing.md "A busy machine").
-
-No test calls ``subprocess`` or ``asyncio.create_subprocess_*`` itself (``tests/test_processes.py``).
+- ``start``/``run``/``started`` lead a new session; ``stop`` ends the group (SIGTERM, then SIGKILL).
+- On Linux a process started from the main thread dies with its starter (PR_SET_PDEATHSIG).
+- Groups alive at the session's end are killed (``kill_leftovers``); so are those a dead xdist
+  worker recorded in the ``RUNSGATE_TEST_GROUPS`` file (``record_groups``, ``kill_recorded``).
+- Server folders and the groups file have an owner file (``own``); at session start
+  ``sweep_leftovers`` ends and removes those of dead owners. ``scaled``: waits times
+  ``RUNSGATE_TEST_WAIT_SCALE``. No test calls ``subprocess`` itself (``tests/test_processes.py``).
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -58,11 +56,34 @@ _GROUPS: dict[int, subprocess.Popen[Any]] = {}
 """Process groups started and not yet ended, by group id (the leader's pid)."""
 
 
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, before its command: SIGKILL when the parent dies (the thread that forked it,
+    hence main-thread starts only), and now if it already did (between fork and prctl)."""
+    if _LIBC is not None and _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0 and os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def dies_with_parent() -> dict[str, Any]:
+    """``Popen`` options that make the child die with this process (``_die_with_parent``): on
+    Linux, from the main thread; none elsewhere (a pool thread's exit would kill the child)."""
+    if _LIBC is None or threading.current_thread() is not threading.main_thread():
+        return {}
+    parent = os.getpid()
+    return {"preexec_fn": lambda: _die_with_parent(parent)}
+
+
 def start(command: Sequence[str | os.PathLike[str]], **options: Any) -> subprocess.Popen[Any]:
-    """``subprocess.Popen(command, **options)`` as the leader of a new process group."""
+    """``subprocess.Popen(command, **options)`` as the leader of a new process group, dying with
+    this process (``dies_with_parent``)."""
     if "start_new_session" in options or "process_group" in options or "preexec_fn" in options:
         raise TypeError("tests._processes.start puts every process in its own group itself")
-    proc: subprocess.Popen[Any] = subprocess.Popen(list(command), start_new_session=True, **options)
+    proc: subprocess.Popen[Any] = subprocess.Popen(
+        list(command), start_new_session=True, **dies_with_parent(), **options
+    )
     _GROUPS[proc.pid] = proc
     track(proc)
     return proc
@@ -112,6 +133,7 @@ def record_groups() -> Path:
     fd, name = tempfile.mkstemp(prefix="runsgate-test-groups-", suffix=".jsonl")
     os.close(fd)
     _RECORDING = Path(name)
+    own(_RECORDING)
     os.environ[GROUPS_VARIABLE] = name
     return _RECORDING
 
@@ -125,6 +147,13 @@ def kill_recorded() -> list[str]:
     if _RECORDING is None:
         return []
     path, _RECORDING = _RECORDING, None
+    left = _kill_groups_of(path)
+    disown(path)
+    return left
+
+
+def _kill_groups_of(path: Path) -> list[str]:
+    """``kill_recorded`` for the groups file ``path``, which is removed."""
     started: dict[int, dict[str, Any]] = {}
     with suppress(FileNotFoundError):
         for line in path.read_text().splitlines():
@@ -253,6 +282,85 @@ def kill_leftovers(procs: Sequence[subprocess.Popen[Any]] | None = None) -> list
         kill(proc)
         _close_pipes(proc)
     return left
+
+
+OWNER_SUFFIX = ".owner"
+
+
+def _owner_file(path: Path) -> Path:
+    return path.with_name(path.name + OWNER_SUFFIX)
+
+
+def own(path: Path) -> Path:
+    """Write ``path``'s owner file (``NAME.owner`` beside it): this process's pid and start time,
+    so that ``sweep_leftovers`` leaves ``path`` alone while this process lives. Its path."""
+    owner = _owner_file(path)
+    owner.write_text(json.dumps({"pid": os.getpid(), "since": _leader_since(os.getpid())}))
+    return owner
+
+
+def disown(path: Path) -> None:
+    """Remove ``path``'s owner file, once ``path`` is removed (``own``)."""
+    _owner_file(path).unlink(missing_ok=True)
+
+
+@contextmanager
+def owned_folder(prefix: str) -> Iterator[Path]:
+    """A new temporary folder with an owner file (``own``), both removed when the block ends."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    own(folder)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        disown(folder)
+
+
+def _owner_alive(owner: Path) -> bool:
+    """Whether the process an owner file names still runs (same pid, same start time)."""
+    try:
+        entry = json.loads(owner.read_text())
+        pid, since = int(entry["pid"]), entry["since"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # unreadable (its writer died half-way): nobody owns it
+    if since is None:  # written without /proc (not Linux): the pid alone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return _leader_since(pid) == since
+
+
+def _stop_postmaster(folder: Path) -> None:
+    """SIGKILL the PostgreSQL server of a DocumentDB folder (``postgres/postmaster.pid``) if it
+    still runs from that folder."""
+    with suppress(OSError, ValueError, IndexError):
+        pid = int((folder / "postgres" / "postmaster.pid").read_text().split()[0])
+        if str(folder) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+            os.kill(pid, signal.SIGKILL)
+
+
+def sweep_leftovers(folder: Path | None = None) -> list[str]:
+    """End and remove what a dead owner left in ``folder`` (the temporary folder by default):
+    for each ``runsgate-*.owner`` whose process is gone, the groups it names still alive are
+    killed (a groups file) or its PostgreSQL killed and the folder removed. Their names."""
+    base = Path(folder or tempfile.gettempdir())
+    removed = []
+    for owner in sorted(base.glob(f"runsgate-*{OWNER_SUFFIX}")):
+        if _owner_alive(owner):
+            continue
+        target = owner.with_name(owner.name[: -len(OWNER_SUFFIX)])
+        if target.is_dir():
+            _stop_postmaster(target)
+            shutil.rmtree(target, ignore_errors=True)
+        elif target.exists():
+            _kill_groups_of(target)
+        owner.unlink(missing_ok=True)
+        removed.append(target.name)
+    return removed
 
 
 atexit.register(kill_recorded)

@@ -15,7 +15,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -160,7 +159,7 @@ def documentdb() -> Iterator[str]:
 @contextmanager
 def ferretdb() -> Iterator[str]:
     """Start FerretDB 1.24 on a free loopback port; yield its base URI (no database)."""
-    with tempfile.TemporaryDirectory(prefix="runsgate-ferretdb-") as data, ferretdb_process(Path(data)) as uri:
+    with _processes.owned_folder("runsgate-ferretdb-") as data, ferretdb_process(data) as uri:
         yield uri
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
-from . import _processes, _servers
+from . import _documentdb, _processes, _servers
 from ._servers import documentdb, ferretdb, with_database
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -64,6 +64,8 @@ class _LoadWatch:
 
 
 _LOAD: _LoadWatch | None = None
+_SWEPT: list[str] = []
+"""Temporary folders and groups files of dead sessions, ended and removed at this one's start."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,7 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
             f'{config.getoption("dist")} (docs/testing.md "Parallel runs")'
         )
     if not hasattr(config, "workerinput"):
+        _SWEPT.extend(_processes.sweep_leftovers())  # what a killed session left: its owner is dead
         _processes.record_groups()
+        _documentdb.take_port_slot()  # before the workers start: they inherit it
 
 
 def pytest_sessionstart() -> None:
@@ -93,12 +97,24 @@ def pytest_sessionstart() -> None:
 
 
 def pytest_report_header() -> list[str]:
-    """The machine's load and the wait scale, at the top of every run."""
+    """The machine's load and the wait scale, at the top of every run; what was swept."""
     one, five, fifteen = os.getloadavg()
-    return [
+    lines = [
         f"load average: {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cores); "
         f"{_processes.WAIT_SCALE_VARIABLE}={_processes.wait_scale():g}"
     ]
+    slot = os.environ.get(_documentdb.SLOT_VARIABLE, "")
+    if slot.isdigit():
+        ports, size = _documentdb.slot_ports(int(slot)), _documentdb.WORKER_PORTS[1]
+        lines.append(
+            f"port slot {slot} ({_documentdb.SLOT_VARIABLE}): ports {ports.start}-{ports.stop - 1}, "
+            f"{size} per worker from {ports.start} + {size} x N for gwN"
+        )
+    else:
+        lines.append("no port slot: other sessions hold every slot, the kernel picks the ports")
+    if _SWEPT:
+        lines.append(f"removed {len(_SWEPT)} leftover(s) of dead test sessions: {', '.join(_SWEPT)}")
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -190,3 +190,95 @@ def test_the_groups_of_a_killed_xdist_worker_are_killed_when_the_session_ends(tm
         if pid_file.exists() and pid_file.read_text().strip():
             with suppress(ProcessLookupError):
                 os.killpg(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+
+
+@pytest.mark.process
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_pytest_killed_with_sigkill_leaves_no_process_it_started(tmp_path: Path) -> None:
+    # given a pytest session whose test started a server-like process and waits
+    pid_file = tmp_path / "pid"
+    (tmp_path / "test_waits.py").write_text(
+        "import sys, time\n"
+        "from tests import _processes\n"
+        "def test_waits():\n"
+        "    p = _processes.start([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "    time.sleep(600)\n"
+    )
+    command = [
+        *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest"),
+        *("--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), str(tmp_path / "test_waits.py")),
+    ]
+    child = 0
+    try:
+        with _processes.started(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT) as session:
+            deadline = time.monotonic() + _processes.scaled(60)
+            while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            child = int(pid_file.read_text())
+            # when pytest alone is killed with SIGKILL: no teardown, no exit handler runs
+            os.kill(session.pid, signal.SIGKILL)
+            session.wait(timeout=_processes.scaled(30))
+            # then the process its test started died with it (its own group, not pytest's)
+            assert _wait_dead(child)
+    finally:
+        if child and _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited and been waited for."""
+    proc = _processes.start([sys.executable, "-c", "pass"])
+    proc.wait()
+    _processes.stop(proc)
+    return proc.pid
+
+
+def test_a_leftover_folder_whose_owner_is_dead_is_removed_and_one_whose_owner_lives_is_kept(tmp_path: Path) -> None:
+    # given two server folders as a session leaves them: one of a dead process, one of this one
+    dead, live = tmp_path / "runsgate-documentdb-dead", tmp_path / "runsgate-ferretdb-live"
+    for folder in (dead, live):
+        (folder / "data").mkdir(parents=True)
+    (tmp_path / "runsgate-documentdb-dead.owner").write_text(f'{{"pid": {_dead_pid()}, "since": "1"}}')
+    _processes.own(live)
+
+    # when a session starts
+    removed = _processes.sweep_leftovers(tmp_path)
+
+    # then only the dead owner's folder and owner file are gone
+    assert removed == [dead.name]
+    assert not dead.exists()
+    assert not (tmp_path / "runsgate-documentdb-dead.owner").exists()
+    assert (live / "data").is_dir()
+    assert (tmp_path / "runsgate-ferretdb-live.owner").exists()
+
+
+def test_a_groups_file_whose_owner_is_dead_has_its_groups_killed(tmp_path: Path) -> None:
+    # given a groups file of a dead session that lists a group still running
+    groups = tmp_path / "runsgate-test-groups-dead.jsonl"
+    proc = _processes.start([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        groups.write_text(f'{{"start": {proc.pid}, "since": "{_processes._leader_since(proc.pid)}", "command": "x"}}\n')
+        (tmp_path / f"{groups.name}.owner").write_text(f'{{"pid": {_dead_pid()}, "since": "1"}}')
+
+        # when a session starts
+        removed = _processes.sweep_leftovers(tmp_path)
+
+        # then the group is killed and the file removed
+        assert removed == [groups.name]
+        assert proc.wait(timeout=_processes.scaled(10)) == -signal.SIGKILL
+        assert not groups.exists()
+    finally:
+        _processes.stop(proc)
+
+
+def test_an_owner_file_without_a_start_time_is_judged_by_its_pid(tmp_path: Path) -> None:
+    # given owner files as a system without /proc writes them: a pid, no start time
+    live, dead = tmp_path / "runsgate-ferretdb-live", tmp_path / "runsgate-ferretdb-dead"
+    for folder, pid in ((live, os.getpid()), (dead, _dead_pid())):
+        folder.mkdir()
+        (tmp_path / f"{folder.name}.owner").write_text(f'{{"pid": {pid}, "since": null}}')
+
+    # when a session starts, then only the dead pid's folder is removed
+    assert _processes.sweep_leftovers(tmp_path) == [dead.name]
+    assert live.is_dir()

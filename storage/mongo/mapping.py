@@ -24,8 +24,9 @@ def stored_snapshot(snapshot: SnapshotDocument) -> Document:
 
 NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}
 """Snapshots whose ``completed`` event is not pending: one that is belongs to a finished run, never
-read, claimed or taken over again, only completed by the sweeper (``complete_pending_events``;
-this store's own condition: only it records events inside the snapshot)."""
+read, listed, counted, claimed or taken over again, only completed by the sweeper
+(``complete_pending_events``; this store's own condition: only it records events inside the
+snapshot, the other stores delete a finished run with its event)."""
 
 
 def read_snapshot(doc: Document | None) -> SnapshotDocument | None:
@@ -59,9 +60,10 @@ def page(cursor: AsyncCursor[Document], limit: int) -> AsyncCursor[Document]:
 
 
 def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
-    """The MongoDB filter for a listing: equality fields first, then the inclusive date range."""
+    """The MongoDB filter for a listing and its count: equality fields first, then the inclusive
+    date range; finished snapshots left out as ``get`` leaves them out (``NOT_FINISHED``)."""
     f = normalized_filter(run_filter)
-    query: Document = {"agentId": agent_id}
+    query: Document = {"agentId": agent_id, **NOT_FINISHED}
     if f.thread_id is not None:
         query["threadId"] = f.thread_id
     if f.resource_id is not None:

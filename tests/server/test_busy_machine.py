@@ -101,7 +101,7 @@ def test_an_unreachable_mongodb_fails_the_start_within_its_timeout_under_load(cp
 )
 def test_a_busy_port_exits_4_with_its_own_line_before_anything_says_ready(tmp_path: Path, options: list[str]) -> None:
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", free_port()))
         taken.listen()
         port = taken.getsockname()[1]
         # when runsgate is started on a port another process listens on

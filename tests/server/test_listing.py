@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+
+from storage import MongoSnapshotStore
 
 from .._graphql import (
     NODE,
@@ -140,6 +143,33 @@ async def test_node_of_a_run_that_finished_is_null(gql: GraphQLClient) -> None:
 
     # then there is no such node, and no error
     assert body == {"data": {"node": None}}
+
+
+async def test_a_run_whose_completion_is_recorded_is_neither_listed_nor_counted(
+    app: Starlette, gql: GraphQLClient
+) -> None:
+    # given two suspended refund runs, the newer one finished: on MongoDB its completion recorded
+    # inside the snapshot (a process died before appending the event and deleting the snapshot)
+    waiting, finished = await _refund_runs(gql, 2)
+    store = app.state.store
+    if isinstance(store, MongoSnapshotStore):
+        completed = {"_id": "0-completed", "runId": finished["runId"], "agentId": REFUND, "threadId": None}
+        completed |= {"resourceId": None, "type": "completed", "at": datetime.now(UTC), "by": None, "data": {}}
+        await store.database["run_snapshots"].update_one(
+            {"_id": finished["runId"]}, {"$push": {"pendingEvents": completed}}
+        )
+    else:
+        call_id = finished["toolCalls"][0]["toolCallId"]
+        assert (await gql.approve(REFUND, finished["runId"], call_id))["status"] == "COMPLETED"
+
+    # when the runs are read, listed and counted
+    read = await gql.suspended_run(REFUND, finished["runId"])
+    connection = await gql.suspended_runs(REFUND, first=10)
+
+    # then the finished run reads as gone and only the waiting one is listed and counted
+    assert read is None
+    assert [node["runId"] for node in connection["nodes"]] == [waiting["runId"]]
+    assert connection["totalCount"] == 1
 
 
 async def test_node_with_an_id_that_is_not_a_global_id_is_bad_user_input(gql: GraphQLClient) -> None:

@@ -337,6 +337,46 @@ async def test_delete_claimed_removes_the_run_and_its_history(store: SnapshotSto
     assert await store.count_runs("refund-agent", RunFilter()) == 0
 
 
+class _Crash(BaseException):
+    """The process dying between recording a run's completion and appending its event."""
+
+
+async def test_a_run_whose_completion_is_recorded_is_neither_listed_nor_counted_once_get_reads_it_as_gone(
+    store: SnapshotStore,
+) -> None:
+    # given two runs, one claimed and finished by a process that dies once its completion is
+    # recorded (SQLite takes the whole write back; the memory store writes it in one step)
+    await store.insert(snapshot("finished", created=T0 + timedelta(seconds=1)), b"h")
+    await store.insert(snapshot("waiting", created=T0), b"h")
+    await store.record_decision("refund-agent", "finished", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.claim("refund-agent", "finished", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    completed = {**feed_event("001-completed", run_id="finished"), "type": "completed"}
+    if hasattr(store, "before_event"):
+
+        async def crash(events: object) -> None:
+            store.before_event = None  # type: ignore[attr-defined]
+            raise _Crash
+
+        store.before_event = crash  # type: ignore[attr-defined]
+        with pytest.raises(_Crash):
+            await store.delete_claimed("refund-agent", "finished", by="i1", event=completed)
+    else:
+        await store.delete_claimed("refund-agent", "finished", by="i1", event=completed)
+
+    # when the runs are read one by one, together, listed and counted
+    readable = [run_id for run_id in ("finished", "waiting") if await store.get("refund-agent", run_id) is not None]
+    together = [doc["_id"] for doc in await store.get_many(["finished", "waiting"])]
+    listed = [doc["_id"] for doc in await store.list_runs("refund-agent", RunFilter())]
+    paged = [doc["_id"] for doc in await store.list_runs("refund-agent", RunFilter(), limit=1)]
+    counted = await store.count_runs("refund-agent", RunFilter())
+
+    # then every read agrees on which runs are stored
+    assert sorted(together) == readable
+    assert listed == readable
+    assert paged == readable[:1]
+    assert counted == len(readable)
+
+
 async def test_release_claim_keeps_decisions_and_records_the_error(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"h")
     await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)

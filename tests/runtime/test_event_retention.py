@@ -145,3 +145,30 @@ async def test_a_keyed_start_repeated_inside_the_period_answers_the_first_result
     assert again == first
     assert "completed" in [e["type"] for e in await store.list_events(REFUND, first.run_id)]
     assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
+
+
+async def test_a_run_that_finished_again_counts_from_its_last_finish(
+    store: SnapshotStore, registry: AgentRegistry
+) -> None:
+    # given a run that failed, then was retried half a period later and completed
+    clock = MovedClock()
+    manager = RunManager(store, registry, instance_id="instance-a", clock=clock)
+    started = await manager.start_run(FLAKY, "ship a book")
+    assert started.run is not None
+    agents.SWITCHES["model_down"] = True
+    call_id = started.run["toolCalls"][0]["toolCallId"]
+    assert (await manager.approve(FLAKY, started.run_id, call_id, principal="alice")).status == "failed"
+    clock.ahead = PERIOD / 2
+    agents.SWITCHES["model_down"] = False
+    assert (await manager.retry(FLAKY, started.run_id, principal="ops")).status == "completed"
+
+    # when the sweeper runs a period after the failure, the events stay (the completion is newer)
+    clock.ahead = PERIOD + 60
+    await _sweeper(manager).sweep_once()
+    types = [e["type"] for e in await store.list_events(FLAKY, started.run_id)]
+    assert {"failed", "completed"} <= set(types)
+
+    # and they go a period after the completion
+    clock.ahead = 1.5 * PERIOD + 60
+    await _sweeper(manager).sweep_once()
+    assert await store.list_events(FLAKY, started.run_id) == []

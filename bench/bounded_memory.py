@@ -40,7 +40,7 @@ from pathlib import Path
 import httpx
 
 from storage import SQLiteSnapshotStore
-from storage.sqlite.rows import _EVENT_COLUMNS, _event_row  # the store's own row layout, to seed quickly
+from storage.sqlite.rows import _INSERT_EVENT, _event_row  # the store's own row layout, to seed quickly
 from tests._graphql import ws_connect
 from tests._receiver import new_secret
 from tests._servers import SERVE, free_port, listening_process, server_env
@@ -230,7 +230,7 @@ def seed_events(path: Path, count: int, agent_id: str = "refund-agent") -> None:
             )
         )
     with sqlite3.connect(path) as connection:
-        connection.executemany(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 10)})", rows)
+        connection.executemany(_INSERT_EVENT, rows)
 
 
 @dataclass

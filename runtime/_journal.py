@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from storage import EventDocument, EventLog, EventType, SnapshotDocument, ToolCallDocument
+from storage import EventDocument, EventLog, EventType, SnapshotDocument, ToolCallDocument, rules
 
 from ._json import jsonable
 from .outcome import RunOutcome
@@ -93,8 +93,9 @@ class Journal:
         at: datetime | None = None,
     ) -> EventDocument:
         """One event of the run in ``scope``, not yet written; ``data`` is made JSON-safe. Its id
-        is made now (``event_id``), before any wait for the store."""
-        return {
+        is made now (``event_id``), before any wait for the store; a finishing event records its
+        ``retentionFrom`` (``rules.retention_from``)."""
+        event: EventDocument = {
             "_id": event_id(),
             "runId": scope.run_id,
             "agentId": scope.agent_id,
@@ -105,6 +106,10 @@ class Journal:
             "by": by,
             "data": jsonable(data),
         }
+        retention = rules.retention_from(event_type, event["at"])
+        if retention is not None:
+            event["retentionFrom"] = retention
+        return event
 
     async def event(
         self,

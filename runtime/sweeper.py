@@ -4,8 +4,9 @@
 ``list_stalled_runs`` finds (a claim nobody renews, or every call decided and nobody claimed),
 racing other sweepers on the claim, and applies deadlines (``list_expired_runs``,
 ``RunManager.expire``). Each sweep also prunes old ``runUpdates`` batches (``prune_run_updates``)
-expired idempotency keys (``delete_expired_idempotency_keys``) and webhook deliveries done
-(``delete_expired_webhook_deliveries``). Failed runs wait for ``retryRun``.
+expired idempotency keys (``delete_expired_idempotency_keys``), webhook deliveries done
+(``delete_expired_webhook_deliveries``) and the events of runs finished a retention period ago
+(``_event_retention``). Failed runs wait for ``retryRun``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from storage import SnapshotDocument, StoreUnavailableError
 
 from ._cancel import stop_if_cancelled
+from ._event_retention import sweep_event_retention
 from .errors import AgentNotFoundError
 from .lifecycle import RunManager
 from .outcome import RunOutcome
@@ -48,6 +50,8 @@ class StalledRunSweeper:
             ``RUNSGATE_IDEMPOTENCY_KEY_RETENTION``); ``None``: never deleted here.
         delivery_retention: Seconds a delivered or failed webhook delivery is kept (config
             ``RUNSGATE_WEBHOOK_DELIVERY_RETENTION``); ``None``: never deleted here.
+        event_retention: Seconds a finished run's events are kept (config
+            ``RUNSGATE_EVENT_RETENTION``); ``None``: never deleted here.
     """
 
     def __init__(
@@ -61,6 +65,7 @@ class StalledRunSweeper:
         update_retention: float | None = None,
         key_retention: float | None = None,
         delivery_retention: float | None = None,
+        event_retention: float | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive (seconds)")
@@ -72,13 +77,14 @@ class StalledRunSweeper:
         self._update_retention = update_retention
         self._key_retention = key_retention
         self._delivery_retention = delivery_retention
+        self._event_retention = event_retention
         self._active: dict[str, asyncio.Task[RunOutcome | None]] = {}
 
     async def find(self) -> list[SnapshotDocument]:
         """The stalled runs now, least recently updated first, after completing the events a dead
         process left inside snapshots older than the grace period (``complete_pending_events``)
         and deleting what outlived its retention (run updates, idempotency keys, webhook
-        deliveries done; a batch each).
+        deliveries done, finished runs' events; a batch each).
         Raises ``StoreUnavailableError``."""
         now = self._manager.now()
         store = self._manager.store
@@ -91,6 +97,8 @@ class StalledRunSweeper:
         if self._delivery_retention is not None:
             before = now - timedelta(seconds=self._delivery_retention)
             await store.delete_expired_webhook_deliveries(before=before, limit=PRUNE_BATCH)
+        if self._event_retention is not None:
+            await sweep_event_retention(store, now=now, retention=self._event_retention)
         return await store.list_stalled_runs(
             now=now, idle_before=now - timedelta(seconds=self._idle_grace), limit=self._batch
         )

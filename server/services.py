@@ -237,6 +237,7 @@ class Services:
                 update_retention=settings.run_updates_retention,
                 key_retention=settings.idempotency_key_retention,
                 delivery_retention=settings.webhook_delivery_retention,
+                event_retention=settings.event_retention,
             )
             self._tasks.append(asyncio.create_task(sweeper.run_forever(), name="runsgate-sweeper"))
         if settings.webhooks:

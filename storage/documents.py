@@ -186,6 +186,10 @@ class EventDocument(TypedDict):
     by: str | None
     """Principal or instance id that caused the event."""
     data: dict[str, Any]
+    retentionFrom: NotRequired[datetime]
+    """UTC, only in an event that finishes its run (``rules.FINISHING_EVENTS``): the run's events
+    may be deleted ``RUNSGATE_EVENT_RETENTION`` seconds after it (``rules.events_expired``); the
+    sweeper moves it later while the run or its supervisor's is still stored."""
 
 
 class IdempotencyDocument(TypedDict):

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .documents import SnapshotDocument, ToolCallDocument, WebhookDeliveryStatus
+    from .documents import EventType, SnapshotDocument, ToolCallDocument, WebhookDeliveryStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +241,27 @@ def delivery_expired(before: datetime) -> Before:
     return Before("finishedAt", before)
 
 
+# -- events of finished runs ------------------------------------------------------------------
+
+FINISHING_EVENTS: frozenset[str] = frozenset({"completed", "failed"})
+"""The event types that finish a run: each records ``retentionFrom``."""
+
+
+def retention_from(event_type: EventType, at: datetime) -> datetime | None:
+    """``EventDocument.retentionFrom`` of an event of ``event_type`` at ``at`` (UTC): ``at`` for a
+    finishing event (``FINISHING_EVENTS``), else ``None`` (the event records none)."""
+    return at if event_type in FINISHING_EVENTS else None
+
+
+def events_expired(before: datetime) -> Before:
+    """An event whose run finished (``retentionFrom``, UTC) before ``before``: the sweeper lists its
+    run (``list_expired_events``) and deletes the run's events unless the run or its supervisor's
+    is still stored. Events that do not finish a run have no ``retentionFrom``, so none is."""
+    return Before("retentionFrom", before)
+
+
 __all__ = [
+    "FINISHING_EVENTS",
     "AllOf",
     "AnyOf",
     "AtMost",
@@ -258,6 +278,7 @@ __all__ = [
     "delivery_expired",
     "derived",
     "earliest_deadline",
+    "events_expired",
     "expired",
     "finished_at",
     "held",
@@ -268,6 +289,7 @@ __all__ = [
     "owned",
     "pending_call",
     "pending_count",
+    "retention_from",
     "stalled",
     "value_at",
 ]

@@ -94,6 +94,11 @@ class Settings(SecuritySettings, WebhookSettings):
     """Seconds an idempotency key is kept after its answer was stored (Stripe's 24 hours) before the
     sweeper deletes it; a request repeated later is a new request (docs/guarantees.md). Needs
     ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance."""
+    event_retention: Annotated[float, Field(gt=0)] = 2_592_000.0
+    """Seconds a finished run's events are kept after its ``completed`` or ``failed`` event before
+    the sweeper deletes them, while neither the run nor its supervisor's is stored (docs/guarantees.md
+    "Events"); must be at least ``RUNSGATE_IDEMPOTENCY_KEY_RETENTION`` and exceed
+    ``RUNSGATE_SUBSCRIPTION_LOOKBACK``. Needs ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance."""
     ws_connection_init_timeout: Annotated[float, Field(gt=0)] = 10.0
     """Seconds a WebSocket client has to send ``connection_init`` before it is closed with 4408."""
     log_format: Literal["auto", "json", "text"] = "auto"
@@ -193,6 +198,16 @@ class Settings(SecuritySettings, WebhookSettings):
             raise ValueError(
                 "RUNSGATE_WEBHOOK_DELIVERY_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the webhook "
                 "dispatcher reads the events of that span again, and would send a deleted delivery once more"
+            )
+        if self.idempotency_key_retention > self.event_retention:
+            raise ValueError(
+                "RUNSGATE_IDEMPOTENCY_KEY_RETENTION must not exceed RUNSGATE_EVENT_RETENTION: a repeated "
+                "request answers from the run's events, which would be gone while its key is kept"
+            )
+        if self.event_retention <= self.subscription_lookback:
+            raise ValueError(
+                "RUNSGATE_EVENT_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the event feed reads "
+                "the events of that span again"
             )
         if self.seed_runs and self.store_url != registry.MEMORY_URL:
             raise ValueError(

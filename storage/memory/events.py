@@ -7,8 +7,9 @@ import itertools
 from collections.abc import Sequence
 from datetime import datetime
 
-from sortedcontainers import SortedKeyList
+from sortedcontainers import SortedKeyList, SortedList
 
+from .. import rules
 from ..documents import EventDocument
 from ..protocol import event_list
 from .copying import copied
@@ -27,6 +28,8 @@ class MemoryEventLog:
         """(agentId, runId) -> the run's events, in append order."""
         self._agent_events: dict[str, SortedKeyList] = {}
         """agentId -> its events sorted by ``_id`` (creation order), for ``list_events_after``."""
+        self._retention: SortedList = SortedList()
+        """``(retentionFrom, agentId, runId, _id)`` of each event with a ``retentionFrom``, oldest first."""
 
     async def append_event(self, event: EventDocument) -> None:
         self._append(event)
@@ -41,10 +44,43 @@ class MemoryEventLog:
             if by_agent is None:
                 by_agent = self._agent_events[one["agentId"]] = SortedKeyList(key=_event_id)
             by_agent.add(stored)
+            if "retentionFrom" in stored:
+                self._retention.add((stored["retentionFrom"], one["agentId"], one["runId"], one["_id"]))
 
     async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
         """Nothing is ever pending: a change and its event are written at once."""
         return 0
+
+    async def list_expired_events(self, *, before: datetime, limit: int) -> list[tuple[str, str]]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        expired = rules.events_expired(before)
+        runs: dict[tuple[str, str], None] = {}
+        for _, agent_id, run_id, event_id in self._retention:
+            event = next(e for e in self._events[(agent_id, run_id)] if e["_id"] == event_id)
+            if not rules.matches(expired, event):
+                break  # sorted by retentionFrom: no later one is expired either
+            runs[(agent_id, run_id)] = None
+            if len(runs) == limit:
+                break
+        return list(runs)
+
+    async def postpone_event_retention(self, agent_id: str, run_id: str, *, until: datetime) -> None:
+        for event in self._events.get((agent_id, run_id), []):
+            if "retentionFrom" in event:
+                self._retention.remove((event["retentionFrom"], agent_id, run_id, event["_id"]))
+                event["retentionFrom"] = until
+                self._retention.add((until, agent_id, run_id, event["_id"]))
+
+    async def delete_run_events(self, agent_id: str, run_id: str) -> int:
+        events = self._events.pop((agent_id, run_id), [])
+        by_agent = self._agent_events.get(agent_id)
+        for event in events:
+            if by_agent is not None:
+                by_agent.remove(event)
+            if "retentionFrom" in event:
+                self._retention.discard((event["retentionFrom"], agent_id, run_id, event["_id"]))
+        return len(events)
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

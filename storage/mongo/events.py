@@ -4,15 +4,19 @@ time-ordered (``EventLog``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING
 
+from .. import rules
 from ..documents import EventDocument
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
+from .conditions import compiled
 from .mapping import page, read_events
 from .reachability import reachable
+from .schema import EVENTS_RETENTION_INDEX
 
 Document = dict[str, Any]
 
@@ -23,6 +27,27 @@ class MongoEvents(MongoStoreBase):
     async def append_event(self, event: EventDocument) -> None:
         async with reachable():
             await self._events.insert_one(encode(event, EVENT_FIELDS))
+
+    async def list_expired_events(self, *, before: datetime, limit: int) -> list[tuple[str, str]]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        expired = compiled(rules.events_expired(before))
+        async with reachable():
+            found = await page(
+                self._events.find(expired, {"_id": 0, "agentId": 1, "runId": 1}).sort(EVENTS_RETENTION_INDEX), limit
+            ).to_list()
+        return list(dict.fromkeys((doc["agentId"], doc["runId"]) for doc in found))
+
+    async def postpone_event_retention(self, agent_id: str, run_id: str, *, until: datetime) -> None:
+        # each event is its own single-document update (no transaction on FerretDB or DocumentDB)
+        query = {"agentId": agent_id, "runId": run_id, "retentionFrom": {"$exists": True}}
+        async with reachable():
+            await self._events.update_many(query, {"$set": {"retentionFrom": until}})
+
+    async def delete_run_events(self, agent_id: str, run_id: str) -> int:
+        async with reachable():
+            deleted = await self._events.delete_many({"agentId": agent_id, "runId": run_id})
+        return deleted.deleted_count
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

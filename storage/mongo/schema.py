@@ -7,12 +7,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING
+from pymongo import ASCENDING, DESCENDING, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from ..documents import SCHEMA_VERSION
+from ..rules import FINISHING_EVENTS
 
 Document = dict[str, Any]
 
@@ -83,9 +84,17 @@ DELIVERIES_FINISHED_INDEX = [("finishedAt", ASCENDING)]
 """Index ``deliveries_finished``, the walk of ``delete_expired_webhook_deliveries``, oldest first
 (a pending delivery's ``finishedAt`` is null: no bound matches it)."""
 
-BACKFILL_VERSION = 1
+EVENTS_RETENTION_INDEX = [("retentionFrom", ASCENDING)]
+"""Index ``events_retention`` (sparse: only finishing events have ``retentionFrom``), the walk of
+``list_expired_events``, oldest first."""
+
+BACKFILL_VERSION = 2
 """The backfills this runsgate applies (``runsgate_meta`` document ``backfill``): 1 = the
-``finishedAt`` of idempotency keys answered before it."""
+``finishedAt`` of idempotency keys answered before it, 2 = the ``retentionFrom`` of finishing
+events written before it (``rules.retention_from``: their ``at``)."""
+
+BACKFILL_BATCH = 500
+"""Events one write of backfill 2 dates (one single-document update each)."""
 
 RUN_UPDATES_INDEX = [("agentId", ASCENDING), ("runId", ASCENDING), ("_id", ASCENDING)]
 """A run's update batches in ``_id`` order (``list_run_updates``)."""
@@ -107,6 +116,7 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
     await events.create_index([("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at")
     await events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
+    await events.create_index(EVENTS_RETENTION_INDEX, name="events_retention", sparse=True)
     await deliveries.create_index([("status", ASCENDING), ("nextAttemptAt", ASCENDING)], name="deliveries_due")
     await deliveries.create_index([("status", ASCENDING), ("_id", DESCENDING)], name="deliveries_order")
     await deliveries.create_index(DELIVERIES_FINISHED_INDEX, name="deliveries_finished")
@@ -147,17 +157,37 @@ async def raise_schema_version(meta: AsyncCollection[Document], version: int) ->
 async def backfill(database: AsyncDatabase[Document], now: datetime) -> None:
     """Once per database (``runsgate_meta`` document ``backfill`` below ``BACKFILL_VERSION``):
     give every answered idempotency key without a ``finishedAt`` the time ``now`` (UTC), so it
-    expires a retention period after this open, then record the version. Keys in flight stay
-    without one."""
+    expires a retention period after this open (keys in flight stay without one), and every
+    finishing event without a ``retentionFrom`` its ``at``; then record the version."""
     meta = await database[META].find_one({"_id": "backfill"})
-    if meta is not None and int(meta["version"]) >= BACKFILL_VERSION:
+    done = 0 if meta is None else int(meta["version"])
+    if done >= BACKFILL_VERSION:
         return
-    answered = [{field: {"$exists": True, "$not": {"$type": "null"}}} for field in ("result", "resultJson")]
-    await database[KEYS].update_many({"finishedAt": {"$exists": False}, "$or": answered}, {"$set": {"finishedAt": now}})
+    if done < 1:
+        answered = [{field: {"$exists": True, "$not": {"$type": "null"}}} for field in ("result", "resultJson")]
+        await database[KEYS].update_many(
+            {"finishedAt": {"$exists": False}, "$or": answered}, {"$set": {"finishedAt": now}}
+        )
+    await _date_finishing_events(database[EVENTS])
     try:
         await database[META].update_one({"_id": "backfill"}, {"$max": {"version": BACKFILL_VERSION}}, upsert=True)
     except DuplicateKeyError:  # another process's upsert inserted it first
         await database[META].update_one({"_id": "backfill"}, {"$max": {"version": BACKFILL_VERSION}})
+
+
+async def _date_finishing_events(events: AsyncCollection[Document]) -> None:
+    """Set ``retentionFrom`` = ``at`` on each finishing event without one, ``BACKFILL_BATCH`` a
+    write, each a single-document update (FerretDB 1.24 has no pipeline updates)."""
+    undated = {"type": {"$in": sorted(FINISHING_EVENTS)}, "retentionFrom": {"$exists": False}}
+    while True:
+        found = await events.find(undated, {"_id": 1, "at": 1}).limit(BACKFILL_BATCH).to_list()
+        if not found:
+            return
+        dated = [
+            UpdateOne({"_id": doc["_id"], "retentionFrom": {"$exists": False}}, {"$set": {"retentionFrom": doc["at"]}})
+            for doc in found
+        ]
+        await events.bulk_write(dated, ordered=False)
 
 
 __all__ = [
@@ -165,6 +195,7 @@ __all__ = [
     "BACKFILL_VERSION",
     "COLLECTIONS",
     "DELIVERIES_FINISHED_INDEX",
+    "EVENTS_RETENTION_INDEX",
     "EVENT_FEED_INDEX",
     "EXPIRY_ORDER",
     "KEYS_FINISHED_INDEX",

@@ -21,11 +21,12 @@ def event_list(event: EventDocument | Sequence[EventDocument] | None) -> list[Ev
 
 class EventLog(Protocol):
     """The append-only audit log of runs (collection or table ``run_events``), kept after a run is
-    deleted; the source of the ``suspendedRunEvents`` subscription. Every method may raise
-    ``StoreUnavailableError``."""
+    deleted until its retention passed (``delete_run_events``); the source of the
+    ``suspendedRunEvents`` subscription. Every method may raise ``StoreUnavailableError``."""
 
     async def append_event(self, event: EventDocument) -> None:
-        """Append to the event log (collection ``run_events``); never updated or deleted."""
+        """Append to the event log (collection ``run_events``); only its ``retentionFrom`` is ever
+        updated, and the run's events deleted together."""
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         """Events of one run, oldest first; kept after the snapshot is deleted."""
@@ -72,6 +73,24 @@ class EventLog(Protocol):
         Returns:
             How many snapshots were completed (at most ``limit``).
         """
+        ...
+
+    async def list_expired_events(self, *, before: datetime, limit: int) -> list[tuple[str, str]]:
+        """The runs with an event meeting ``rules.events_expired(before)`` (finished before
+        ``before``, UTC), as ``(agentId, runId)`` pairs, oldest ``retentionFrom`` first, at most
+        ``limit``, through an index whatever the size of the log.
+
+        Raises:
+            ValueError: ``limit`` is below 1.
+        """
+        ...
+
+    async def postpone_event_retention(self, agent_id: str, run_id: str, *, until: datetime) -> None:
+        """Set ``retentionFrom`` = ``until`` (UTC) on every event of the run that has one, so the
+        run is listed again once ``until`` is a retention period old (one write per event)."""
+
+    async def delete_run_events(self, agent_id: str, run_id: str) -> int:
+        """Delete every event of the run (the sweeper, once its retention passed); returns how many."""
         ...
 
 

@@ -8,17 +8,20 @@ from datetime import datetime
 
 import aiosqlite
 
-from .rows import _ms
+from ..rules import FINISHING_EVENTS
+from .rows import _marks, _ms
 
-BACKFILL_VERSION = 1
-"""The backfills this runsgate applies: 1 = ``idempotency_keys.finished_at`` of answered keys."""
+BACKFILL_VERSION = 2
+"""The backfills this runsgate applies: 1 = ``idempotency_keys.finished_at`` of answered keys,
+2 = ``run_events.retention_from`` of finishing events (``rules.retention_from``: their ``at``)."""
 
 
 async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
     """Inside ``open()``'s transaction, after the tables exist: add ``finished_at`` to an older
     ``idempotency_keys`` and its index ``keys_finished``; then, once per file, give every
     answered key without one ``finished_at`` = ``now`` (UTC), so it expires a retention period
-    after this open (never earlier than its answer allows), and record ``BACKFILL_VERSION``."""
+    after this open (never earlier than its answer allows), every finishing event without one
+    ``retention_from`` = its ``at``, and record ``BACKFILL_VERSION``."""
     columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(idempotency_keys)")}
     if "finished_at" not in columns:
         await conn.execute("ALTER TABLE idempotency_keys ADD COLUMN finished_at INTEGER")
@@ -26,11 +29,17 @@ async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
         "CREATE INDEX IF NOT EXISTS keys_finished ON idempotency_keys (finished_at) WHERE finished_at IS NOT NULL"
     )
     rows = list(await conn.execute_fetchall("SELECT value FROM runsgate_meta WHERE key = 'backfill'"))
-    if rows and int(rows[0][0]) >= BACKFILL_VERSION:
+    done = int(rows[0][0]) if rows else 0
+    if done >= BACKFILL_VERSION:
         return
-    await conn.execute(
-        "UPDATE idempotency_keys SET finished_at = ? WHERE result IS NOT NULL AND finished_at IS NULL", (_ms(now),)
-    )
+    if done < 1:
+        await conn.execute(
+            "UPDATE idempotency_keys SET finished_at = ? WHERE result IS NOT NULL AND finished_at IS NULL",
+            (_ms(now),),
+        )
+    finishing = sorted(FINISHING_EVENTS)
+    finished = f"retention_from IS NULL AND type IN ({_marks(len(finishing))})"
+    await conn.execute(f"UPDATE run_events SET retention_from = at WHERE {finished}", finishing)
     await conn.execute(
         "INSERT INTO runsgate_meta (key, value) VALUES ('backfill', ?) ON CONFLICT (key) DO UPDATE "
         "SET value = excluded.value WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)",

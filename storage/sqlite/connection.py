@@ -17,7 +17,7 @@ import aiosqlite
 
 from ..documents import EventDocument, SnapshotDocument
 from ..protocol import StoreUnavailableError, event_list
-from .rows import _COLUMNS, _EVENT_COLUMNS, Row, _event_row, _marks, _snapshot
+from .rows import _COLUMNS, _INSERT_EVENT, Row, _event_row, _snapshot
 from .schema import _available, _open_problem, _prepare, _probe
 from .space import JOURNAL_SIZE_LIMIT, before_tables, convert, give_back
 
@@ -272,4 +272,4 @@ class _Connection:
         if self.before_event is not None:
             await self.before_event(events)
         for one in events:
-            await conn.execute(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({_marks(10)})", _event_row(one))
+            await conn.execute(_INSERT_EVENT, _event_row(one))

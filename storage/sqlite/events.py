@@ -7,9 +7,21 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from .. import rules
 from ..documents import EventDocument
+from .conditions import Column, where
 from .connection import _Connection
-from .rows import _EVENT_COLUMNS, _event, _event_row, _marks
+from .rows import _EVENT_COLUMNS, _INSERT_EVENT, _event, _event_row, _marks, _ms
+
+EVENT_COLUMNS: dict[str, Column] = {
+    "_id": Column("event_id", "text"),
+    "agentId": Column("agent_id", "text"),
+    "runId": Column("run_id", "text"),
+    "type": Column("type", "text"),
+    "at": Column("at", "ms"),
+    "retentionFrom": Column("retention_from", "ms"),
+}
+"""The ``run_events`` columns the rules name (``rules.events_expired``), by document path."""
 
 
 class _Events(_Connection):
@@ -18,11 +30,42 @@ class _Events(_Connection):
     async def append_event(self, event: EventDocument) -> None:
         row = _event_row(event)
         async with self._transaction() as conn:
-            await conn.execute(f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({_marks(10)})", row)
+            await conn.execute(_INSERT_EVENT, row)
 
     async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
         """Nothing is ever pending: a change and its event are written at once."""
         return 0
+
+    async def list_expired_events(self, *, before: datetime, limit: int) -> list[tuple[str, str]]:
+        rows = await self._read(*self._expired_events_sql(before, limit))
+        return list(dict.fromkeys((row[0], row[1]) for row in rows))
+
+    async def explain_expired_events(self, *, before: datetime, limit: int) -> list[str]:
+        """SQLite's query plan of ``list_expired_events`` (``EXPLAIN QUERY PLAN``)."""
+        return await self._explain(*self._expired_events_sql(before, limit))
+
+    @staticmethod
+    def _expired_events_sql(before: datetime, limit: int) -> tuple[str, list[Any]]:
+        """The ``limit`` oldest expired events' runs through index ``events_retention`` (a run with
+        several finishing events may come twice: at most ``limit`` runs)."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        sql, params = where(rules.events_expired(before), EVENT_COLUMNS)
+        query = f"SELECT agent_id, run_id FROM run_events WHERE {sql} ORDER BY retention_from LIMIT ?"
+        return query, [*params, limit]
+
+    async def postpone_event_retention(self, agent_id: str, run_id: str, *, until: datetime) -> None:
+        async with self._transaction() as conn:
+            await conn.execute(
+                "UPDATE run_events SET retention_from = ? "
+                "WHERE agent_id = ? AND run_id = ? AND retention_from IS NOT NULL",
+                (_ms(until), agent_id, run_id),
+            )
+
+    async def delete_run_events(self, agent_id: str, run_id: str) -> int:
+        async with self._transaction() as conn:
+            cursor = await conn.execute("DELETE FROM run_events WHERE agent_id = ? AND run_id = ?", (agent_id, run_id))
+            return max(cursor.rowcount, 0)
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

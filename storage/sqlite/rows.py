@@ -31,7 +31,10 @@ _COLUMNS = (
 )
 """The columns of ``run_snapshots``, in the order ``_run_row`` writes and ``_snapshot`` reads."""
 _INSERT_RUN = f"INSERT INTO run_snapshots ({_COLUMNS}) VALUES ({', '.join('?' * 18)})"
-_EVENT_COLUMNS = "event_id, agent_id, run_id, thread_id, resource_id, scope, type, at, by, data"
+_EVENT_COLUMNS = "event_id, agent_id, run_id, thread_id, resource_id, scope, type, at, by, data, retention_from"
+"""The columns of ``run_events``, in the order ``_event_row`` writes and ``_event`` reads."""
+_INSERT_EVENT = f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 11)})"
+"""Every write of an event row (the store's and the benchmarks' seeds), ``_event_row``'s parameters."""
 _HAS_THREAD, _HAS_RESOURCE = 1, 2
 """Bits of ``run_events.scope``: which of the optional keys the stored event had."""
 _DELIVERY_COLUMNS = (
@@ -173,6 +176,7 @@ def _event_row(event: EventDocument) -> tuple[Any, ...]:
         _ms(event["at"]),
         event["by"],
         _dumps(event["data"]),
+        _optional_ms(event.get("retentionFrom")),
     )
 
 
@@ -190,6 +194,8 @@ def _event(row: Row) -> EventDocument:
         event["threadId"] = row[3]
     if row[5] & _HAS_RESOURCE:
         event["resourceId"] = row[4]
+    if row[10] is not None:
+        event["retentionFrom"] = _datetime(row[10])
     return event
 
 

@@ -70,10 +70,13 @@ CREATE TABLE IF NOT EXISTS run_events (
     type TEXT NOT NULL,
     at INTEGER NOT NULL,
     by TEXT,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    retention_from INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_agent_run_at ON run_events (agent_id, run_id, at, event_id);
 CREATE INDEX IF NOT EXISTS events_agent_order ON run_events (agent_id, event_id);
+CREATE INDEX IF NOT EXISTS events_retention
+    ON run_events (retention_from, agent_id, run_id) WHERE retention_from IS NOT NULL;
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     key_id TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -209,11 +212,15 @@ async def _prepare(conn: aiosqlite.Connection, path: Path) -> None:
 
 
 async def _add_missing_columns(conn: aiosqlite.Connection) -> None:
-    """Add the columns newer than a file's ``run_snapshots`` table (``expires_at``), before
-    the indexes on them are created. Its runs were written without deadlines: ``NULL``."""
+    """Add the columns newer than a file's tables before the indexes on them are created:
+    ``run_snapshots.expires_at`` (runs written without deadlines: ``NULL``) and
+    ``run_events.retention_from`` (filled by ``backfill``)."""
     columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(run_snapshots)")}
     if columns and "expires_at" not in columns:
         await conn.execute("ALTER TABLE run_snapshots ADD COLUMN expires_at INTEGER")
+    columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(run_events)")}
+    if columns and "retention_from" not in columns:
+        await conn.execute("ALTER TABLE run_events ADD COLUMN retention_from INTEGER")
 
 
 async def _stored_version(conn: aiosqlite.Connection, path: Path) -> int | None:

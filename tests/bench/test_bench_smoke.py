@@ -163,6 +163,25 @@ def test_the_bounded_memory_benchmark_runs_at_a_tiny_size() -> None:
     assert (replay.events, replay.received) == (50, 100)
 
 
+def test_the_event_retention_benchmark_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    import asyncio
+
+    from bench.event_retention import _count, measure, seed
+    from storage import utcnow
+
+    # 150 finished runs, 120 of them past the period: one pass deletes 100, the rest wait
+    now = utcnow()
+    path = tmp_path / "runs.db"
+    seed(path, 150, 120, now)
+    assert _count(path) == (150, 750)
+
+    ms, deleted = asyncio.run(measure(path, now))
+
+    assert deleted == 100
+    assert ms > 0
+    assert _count(path) == (50, 250)
+
+
 def test_the_report_names_every_option_it_was_measured_with(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
     options = ["--memory", "", "--sqlite", "", "--workers-runs", "0", "--bulk-rounds", "0", "--documentdb", ""]

@@ -63,10 +63,12 @@ RUNS = st.fixed_dictionaries(
         "updatedAt": maybe_null(TIMES),
         "expiresAt": maybe_null(TIMES),
         "finishedAt": maybe_null(TIMES),
+        "retentionFrom": maybe_null(TIMES),
     },
 )
 """A run document as stored by any version: the fields the rules read, each possibly missing or null
-(``finishedAt`` is an idempotency key's or a webhook delivery's: the rules on it read one field)."""
+(``finishedAt`` is an idempotency key's or a webhook delivery's, ``retentionFrom`` an event's: the
+rules on them read one field)."""
 
 
 ARGUMENTS = st.fixed_dictionaries(
@@ -101,6 +103,7 @@ def every_rule(a: dict[str, Any]) -> dict[str, rules.Condition]:
         "expired": rules.expired(a["now"]),
         "key_expired": rules.key_expired(a["now"]),
         "delivery_expired": rules.delivery_expired(a["now"]),
+        "events_expired": rules.events_expired(a["now"]),
     }
 
 

@@ -1,4 +1,5 @@
-"""Commits and fsyncs of one approval over HTTP: ``./dev run python -m bench.commits [--stores ...] [--approvals N]``.
+"""Commits and fsyncs of one approval over HTTP: ``./dev run python -m bench.commits [--stores ...]
+[--approvals N] [--update-interval S]``.
 
 For each store (``memory``, ``sqlite``, ``documentdb``: FerretDB 2.5 on DocumentDB started here) it
 serves ``python -m bench.commits serve`` (``bench.serve`` with counters installed from outside the
@@ -318,8 +319,11 @@ def count(store: str, url: str, trace: Path, pids: list[int], keyed: bool, scrat
 
 
 @contextmanager
-def counted_server(store: str, scratch: Path, mongodb_uri: str | None) -> Iterator[tuple[str, int, Path]]:
-    """A ``python -m bench.commits serve`` process on ``store``; yields its URL, pid and trace file."""
+def counted_server(
+    store: str, scratch: Path, mongodb_uri: str | None, update_interval: float | None = None
+) -> Iterator[tuple[str, int, Path]]:
+    """A ``python -m bench.commits serve`` process on ``store`` (``update_interval``: its
+    ``RUNSGATE_RUN_UPDATES_INTERVAL``, ``None`` the default); yields its URL, pid and trace file."""
     from tests._servers import free_port, listening_process
 
     from .runner import _env
@@ -328,6 +332,8 @@ def counted_server(store: str, scratch: Path, mongodb_uri: str | None) -> Iterat
     trace.touch()
     port = free_port()
     variables = {TRACE_ENV: str(trace), "RUNSGATE_TOOL_RULES": "[]", "RUNSGATE_SWEEP_INTERVAL": "3600"}
+    if update_interval is not None:
+        variables["RUNSGATE_RUN_UPDATES_INTERVAL"] = str(update_interval)
     if store == "sqlite":
         variables["RUNSGATE_STORE"] = f"sqlite:///{scratch / 'bench.db'}"
     elif store == "documentdb":
@@ -341,10 +347,15 @@ def counted_server(store: str, scratch: Path, mongodb_uri: str | None) -> Iterat
 
 
 def measure(
-    store: str, approvals: int, scratch: Path, mongodb_uri: str | None = None, postgres: int | None = None
+    store: str,
+    approvals: int,
+    scratch: Path,
+    mongodb_uri: str | None = None,
+    postgres: int | None = None,
+    update_interval: float | None = None,
 ) -> list[Approval]:
     """``approvals`` approvals without a key, then as many with one, after one of each unrecorded."""
-    with counted_server(store, scratch, mongodb_uri) as (url, pid, trace):
+    with counted_server(store, scratch, mongodb_uri, update_interval) as (url, pid, trace):
         pids = [pid] + ([postgres, *children(postgres)] if postgres else [])
         for keyed in (False, True):
             count(store, url, trace, pids, keyed, scratch)  # warm-up: imports and caches of the path
@@ -413,6 +424,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.commits", description=__doc__)
     parser.add_argument("--stores", default="memory,sqlite,documentdb")
     parser.add_argument("--approvals", type=int, default=3, help="approvals counted per store and kind")
+    parser.add_argument(
+        "--update-interval",
+        type=float,
+        default=None,
+        help="the servers' RUNSGATE_RUN_UPDATES_INTERVAL in seconds (default: the server's, 0.1); a long "
+        "one (at most 60) leaves out the batches a slow machine writes while the tool runs",
+    )
     args = parser.parse_args(argv)
     ensure_strace()
     results: list[Approval] = []
@@ -427,9 +445,9 @@ def main(argv: list[str]) -> int:
                 with documentdb() as server:
                     assert server.postgres is not None
                     uri = with_database(server.uri)
-                    results += measure(store, args.approvals, scratch, uri, server.postgres.pid)
+                    results += measure(store, args.approvals, scratch, uri, server.postgres.pid, args.update_interval)
             else:
-                results += measure(store, args.approvals, scratch)
+                results += measure(store, args.approvals, scratch, update_interval=args.update_interval)
     print("\n".join(lines(results)))
     return 0
 

@@ -167,12 +167,14 @@ def _break_claims() -> None:
             now: datetime,
             events: Sequence[EventDocument] = (),
             version: int | None = None,
+            updates: Sequence[Any] = (),
             _o: Any = original,
         ) -> Any:
             await asyncio.sleep(0.2)
             # "now" far ahead: every claim looks expired, and the version is not compared, so the
             # compare never refuses a holder
-            return await _o(self, agent_id, run_id, by=by, until=until, now=now + timedelta(days=1), events=events)
+            later = now + timedelta(days=1)
+            return await _o(self, agent_id, run_id, by=by, until=until, now=later, events=events, updates=updates)
 
         cls.claim = broken  # type: ignore[method-assign]
 

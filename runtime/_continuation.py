@@ -45,7 +45,7 @@ from .errors import RunNotFoundError, RunNotReadyError
 from .gate import DecisionGate
 from .outcome import RunOutcome
 from .registry import AgentRegistry
-from .run_updates import UpdateKind
+from .run_updates import RunUpdate, UpdateKind
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +54,10 @@ FRESH_FOR = 1 / 3
 before the claim's write, is not renewed before the run continues: no instance can take a run over
 before its lease lapses, and at least the rest of the lease is left."""
 
-Held = tuple[str, float]
-"""A claim this instance holds: the continuation's id (its ``resumed`` event's) and when it was
-taken (``monotonic()`` read before its write)."""
+Held = tuple[RunUpdate, float]
+"""A claim this instance holds: the continuation's ``resumed`` update, stored with the claim (its
+``continuation_id`` is the ``resumed`` event's id), and when it was taken (``monotonic()`` read
+before its write)."""
 
 
 @dataclass(kw_only=True)
@@ -143,9 +144,9 @@ class Continuation:
                 if claimed is None:
                     return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="resuming")
                 doc, held = claimed
-            continuation_id, taken_at = held
+            resumed, taken_at = held
             held = None
-            publisher = self.updates.publisher(scope.agent_id, scope.run_id, continuation_id)
+            publisher = self.updates.publisher(scope.agent_id, scope.run_id, resumed.continuation_id, resumed=resumed)
             try:
                 result = await self._continue(doc, scope, publisher, taken_at)
             except BaseException:
@@ -181,6 +182,7 @@ class Continuation:
         # Written with the claim as one unit of work (only if it succeeds): every claim is in the
         # log before anything else can happen to it, even if this instance stops right after. The
         # claim needs the run unchanged since ``doc`` was read, so the events describe what it took.
+        resumed, batch = self.updates.resumed(scope.agent_id, scope.run_id, events[-1]["_id"])
         taken_at, now = monotonic(), self.now()
         claimed = await self.store.claim(
             scope.agent_id,
@@ -190,8 +192,9 @@ class Continuation:
             now=now,
             events=events,
             version=doc["version"],
+            updates=[batch],
         )
-        return None if claimed is None else (claimed, (events[-1]["_id"], taken_at))
+        return None if claimed is None else (claimed, (resumed, taken_at))
 
     async def _continue(
         self, claimed: SnapshotDocument, scope: RunScope, publisher: UpdatePublisher, taken_at: float
@@ -241,7 +244,11 @@ class Continuation:
             return await self.journal.failed(scope, exc, run=released, tools_ran=kept, event=failure)
         if isinstance(ran, Finished):
             completion = self.journal.completed_event(scope, ran.output)
-            if not await self.store.delete_claimed(agent_id, run_id, by=me, event=completion):
+            # the updates still queued and the outcome's are written with the completion
+            updates = await publisher.closing("completed", output=ran.output)
+            deleted = await self.store.delete_claimed(agent_id, run_id, by=me, event=completion, updates=updates)
+            await publisher.closed(written=deleted)
+            if not deleted:
                 return _claim_lost(scope)
             return await self.journal.completed(scope, ran.output, event=completion)
         calls = tool_call_documents(ran.requests, ran.messages, previous=calls)
@@ -289,7 +296,7 @@ class DecisionClaims:
     def __init__(self, continuation: Continuation, principal: str | None) -> None:
         self._continuation = continuation
         self._principal = principal
-        self._made: tuple[DecisionClaim, float] | None = None
+        self._made: tuple[DecisionClaim, Held] | None = None
 
     def __call__(self, doc: SnapshotDocument, index: int, decision: DecisionDocument) -> DecisionClaim | None:
         """The claim of a decision on call ``index`` of ``doc`` (as read), with its ``resumed``
@@ -308,22 +315,23 @@ class DecisionClaims:
         resumed = owner.journal.new_event(
             scope, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}
         )
+        update, batch = owner.updates.resumed(scope.agent_id, scope.run_id, resumed["_id"])
         taken_at, now = monotonic(), owner.now()
         claim = DecisionClaim(
             by=owner.instance_id,
             until=claim_expiry(now, owner.claim_ttl),
             version=doc["version"],
             events=[resumed],
+            updates=[batch],
         )
-        self._made = (claim, taken_at)
+        self._made = (claim, (update, taken_at))
         return claim
 
     def held(self, written: SnapshotDocument) -> Held | None:
         """The claim, when the decision's write ``written`` took it (the run is ``resuming``)."""
         if self._made is None or written["status"] != "resuming":
             return None
-        claim, taken_at = self._made
-        return claim.events[-1]["_id"], taken_at
+        return self._made[1]
 
 
 def _outcome_update(outcome: RunOutcome) -> tuple[UpdateKind | None, dict[str, Any]]:

@@ -3,8 +3,9 @@
 ``UpdateHub`` is this process's switchboard; each continuation running here publishes through an
 ``UpdatePublisher``, whose ``handle`` is the agent run's ``event_stream_handler``: every update goes
 at once to this process's subscribers (``Listener``s, bounded in bytes) and, coalesced into
-batches, to the store for other instances: the first update, the first text delta and the outcome
-at once, the rest at most once an interval (docs/modules.md).
+batches, to the store for other instances: the first update with the claim, the first text delta
+and the outcome at once (a completion's in its store write), the rest at most once an interval
+(docs/modules.md).
 """
 
 from __future__ import annotations
@@ -135,12 +136,33 @@ class UpdateHub:
         """Whether a continuation of the run is publishing on this process now."""
         return (agent_id, run_id) in self._publishers
 
-    def publisher(self, agent_id: str, run_id: str, continuation_id: str) -> UpdatePublisher:
+    def resumed(self, agent_id: str, run_id: str, continuation_id: str) -> tuple[RunUpdate, RunUpdateBatchDocument]:
+        """The ``resumed`` update of the continuation ``continuation_id`` and its batch, to store
+        with the claim (``RunStore.claim``'s ``updates``) before ``publisher(resumed=...)``."""
+        update = RunUpdate(
+            id=update_id(continuation_id, 0),
+            agent_id=agent_id,
+            run_id=run_id,
+            continuation_id=continuation_id,
+            kind="resumed",
+            at=self.now(),
+        )
+        return update, _batch_document(self, agent_id, run_id, [update])
+
+    def publisher(
+        self, agent_id: str, run_id: str, continuation_id: str, *, resumed: RunUpdate | None = None
+    ) -> UpdatePublisher:
         """A publisher for the continuation ``continuation_id`` (the id of its ``resumed`` event),
-        already started: its ``resumed`` update is sent."""
-        publisher = UpdatePublisher(self, agent_id=agent_id, run_id=run_id, continuation_id=continuation_id)
+        already started: its ``resumed`` update is sent (``resumed``: the one ``resumed()`` made,
+        already stored with the claim, is only delivered here)."""
+        publisher = UpdatePublisher(
+            self, agent_id=agent_id, run_id=run_id, continuation_id=continuation_id, resumed=resumed
+        )
         self._publishers.setdefault((agent_id, run_id), []).append(publisher)
-        publisher.publish("resumed")
+        if resumed is None:
+            publisher.publish("resumed")
+        else:
+            self.deliver(resumed)
         return publisher
 
     def deliver(self, update: RunUpdate) -> None:
@@ -161,12 +183,16 @@ class UpdateHub:
 class UpdatePublisher:
     """The updates of one continuation (module docstring); ``finish`` or ``abort`` it."""
 
-    def __init__(self, hub: UpdateHub, *, agent_id: str, run_id: str, continuation_id: str) -> None:
+    def __init__(
+        self, hub: UpdateHub, *, agent_id: str, run_id: str, continuation_id: str, resumed: RunUpdate | None = None
+    ) -> None:
         self._hub = hub
         self.agent_id = agent_id
         self.run_id = run_id
         self.continuation_id = continuation_id
-        self._seq = 0
+        self._seq = 0 if resumed is None else 1
+        self._resumed_stored = resumed is not None
+        """The first update (``resumed``) was stored with the claim: the next ones wait for the interval."""
         self._pending: list[RunUpdate] = []
         self.unwritten: list[RunUpdate] = []
         """Updates published and not stored yet (queued, or being written)."""
@@ -175,23 +201,38 @@ class UpdatePublisher:
         """Write what is queued without waiting for the interval: set by the first ``text`` and by ``finish``."""
         self._texted = False
         self._done = False
+        self._closing = False
+        """``closing``: the batch writer stops; the store's final write takes what is queued."""
+        self._outcome: RunUpdate | None = None
         self._task = asyncio.get_running_loop().create_task(
             self._flush(), name=f"runsgate-updates-{run_id}-{continuation_id}"
         )
 
     def publish(self, kind: UpdateKind, *, run: SnapshotDocument | None = None, **fields: Any) -> None:
         """Send one update now to this process's subscribers, and queue it for the store: the
-        continuation's first update (``resumed``), its first ``text`` and its outcome are written at
-        once with what is queued before them, the others at most once per ``UpdateHub.interval``."""
+        continuation's first update (``resumed``, unless stored with the claim), its first ``text``
+        and its outcome are written at once with what is queued before them, the others at most
+        once per ``UpdateHub.interval``."""
         if self._done:
             return
+        update = self._new(kind, run, fields)
+        self._hub.deliver(update)
+        self._pending.append(update)
+        self.unwritten.append(update)
+        if kind == "text" and not self._texted:  # the first delta, which other instances wait for
+            self._texted = True
+            self._soon.set()
+        self._wake.set()
+
+    def _new(self, kind: UpdateKind, run: SnapshotDocument | None, fields: dict[str, Any]) -> RunUpdate:
+        """The next update of the continuation (its outcome, the last one, for an outcome ``kind``)."""
         if kind in ("suspended", "completed", "failed"):
             ident = end_id(self.continuation_id)
             self._done = True
         else:
             ident = update_id(self.continuation_id, self._seq)
             self._seq += 1
-        update = capped(
+        return capped(
             RunUpdate(
                 id=ident,
                 agent_id=self.agent_id,
@@ -203,13 +244,6 @@ class UpdatePublisher:
                 **fields,
             )
         )
-        self._hub.deliver(update)
-        self._pending.append(update)
-        self.unwritten.append(update)
-        if kind == "text" and not self._texted:  # the first delta, which other instances wait for
-            self._texted = True
-            self._soon.set()
-        self._wake.set()
 
     async def handle(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
         """The agent run's ``event_stream_handler``: publish what the events say. Never raises for
@@ -257,6 +291,34 @@ class UpdatePublisher:
         finally:
             self._hub.ended(self)
 
+    async def closing(self, kind: UpdateKind, **fields: Any) -> list[RunUpdateBatchDocument]:
+        """Stop the batch writer (after the batch it is writing) and return what is unwritten,
+        ending with the outcome ``kind``, as the batches of the store's final write (``RunStore``'s
+        ``updates``); then call ``closed``. The outcome reaches no subscriber before that."""
+        self._closing = True
+        self._soon.set()
+        self._wake.set()
+        await asyncio.shield(self._task)
+        self._outcome = self._new(kind, None, fields)
+        return [
+            _batch_document(self._hub, self.agent_id, self.run_id, batch)
+            for batch in _batches([*self._pending, self._outcome])
+        ]
+
+    async def closed(self, *, written: bool) -> None:
+        """The final write after ``closing`` ended. ``written``: it stored those batches (the
+        outcome is delivered now); else what was queued is written on its own, without the outcome."""
+        try:
+            if written and self._outcome is not None:
+                self._hub.deliver(self._outcome)
+            else:
+                for batch in _batches(self._pending):
+                    await self._write(batch)
+            self._pending.clear()
+            self.unwritten.clear()
+        finally:
+            self._hub.ended(self)
+
     def abort(self) -> None:
         """Stop without writing what is queued (the continuation was cancelled)."""
         self._done = True
@@ -267,10 +329,14 @@ class UpdatePublisher:
         """Write one batch per wake-up, then wait for the interval (or ``_soon``): what is
         published while a batch is written waits for the next, unless the continuation finished,
         whose remaining updates are written at once."""
+        if self._resumed_stored:
+            await self._pause()
         while True:
             if not self._pending:
                 await self._wake.wait()
             self._wake.clear()
+            if self._closing:
+                return
             if self._pending:
                 batch = _first_batch(self._pending)
                 del self._pending[: len(batch)]
@@ -280,23 +346,35 @@ class UpdatePublisher:
                 if not self._pending:  # finished: what it queued is written
                     return
                 continue
-            with contextlib.suppress(TimeoutError):  # coalesce what comes in the next interval
-                async with asyncio.timeout(self._hub.interval):
-                    await self._soon.wait()
-            self._soon.clear()
+            await self._pause()
+
+    async def _pause(self) -> None:
+        """Coalesce what comes in the next interval (or until ``_soon``)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._hub.interval):
+                await self._soon.wait()
+        self._soon.clear()
 
     async def _write(self, batch: list[RunUpdate]) -> None:
-        document: RunUpdateBatchDocument = {
-            "_id": batch[-1].id,
-            "agentId": self.agent_id,
-            "runId": self.run_id,
-            "at": self._hub.now(),
-            "updates": encode(batch),
-        }
+        document = _batch_document(self._hub, self.agent_id, self.run_id, batch)
         try:
             await self._hub.store.append_run_updates(document)
         except Exception:  # progress only: the outcome is in the event log too
             logger.warning("run %s: %d update(s) could not be stored", self.run_id, len(batch), exc_info=True)
+
+
+def _batch_document(hub: UpdateHub, agent_id: str, run_id: str, batch: list[RunUpdate]) -> RunUpdateBatchDocument:
+    return {"_id": batch[-1].id, "agentId": agent_id, "runId": run_id, "at": hub.now(), "updates": encode(batch)}
+
+
+def _batches(pending: list[RunUpdate]) -> list[list[RunUpdate]]:
+    """``pending`` cut into batches in order (``_first_batch``)."""
+    batches, rest = [], pending
+    while rest:
+        batch = _first_batch(rest)
+        batches.append(batch)
+        rest = rest[len(batch) :]
+    return batches
 
 
 def _first_batch(pending: list[RunUpdate]) -> list[RunUpdate]:

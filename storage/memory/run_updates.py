@@ -4,6 +4,7 @@ when it was written, for pruning oldest first."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from datetime import datetime
 
 from sortedcontainers import SortedKeyList, SortedList
@@ -27,6 +28,14 @@ class MemoryRunUpdateLog:
         """``(at, agentId, runId, _id)`` of every update batch: what pruning reads, oldest first."""
 
     async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
+        self._add_run_updates((batch,))
+
+    def _add_run_updates(self, updates: Sequence[RunUpdateBatchDocument]) -> None:
+        """Keep ``updates`` in the same step as the caller's change (``RunStore``'s ``updates``)."""
+        for batch in updates:
+            self._add_batch(batch)
+
+    def _add_batch(self, batch: RunUpdateBatchDocument) -> None:
         key = (batch["agentId"], batch["runId"])
         batches = self._updates.get(key)
         if batches is None:

@@ -16,6 +16,7 @@ from ..documents import (
     DecisionDocument,
     EventDocument,
     RunErrorDocument,
+    RunUpdateBatchDocument,
     SnapshotDocument,
     ToolCallDocument,
 )
@@ -24,10 +25,12 @@ from ..rules import matches
 from .copying import copied
 from .deadlines import DeadlineIndex
 from .events import MemoryEventLog
+from .run_updates import MemoryRunUpdateLog
 
 
-class MemoryRunStore(MemoryEventLog):
-    """``RunStore`` in process, with the ``EventLog`` its writes append to in the same step."""
+class MemoryRunStore(MemoryEventLog, MemoryRunUpdateLog):
+    """``RunStore`` in process, with the ``EventLog`` and ``RunUpdateLog`` its writes append to in
+    the same step."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -182,6 +185,7 @@ class MemoryRunStore(MemoryEventLog):
             doc["status"] = "resuming"
             doc["claim"] = {"by": claim.by, "until": claim.until}
             events.extend(claim.events)
+            self._add_run_updates(claim.updates)
         doc["toolCalls"][index]["decision"] = copied(decision)
         return self._record_decided(doc, now, events)
 
@@ -242,6 +246,7 @@ class MemoryRunStore(MemoryEventLog):
         now: datetime,
         events: Sequence[EventDocument] = (),
         version: int | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         doc = self._runs.get(run_id)
         condition = rules.all_of(rules.owned(agent_id, run_id), rules.claimable(now, version))
@@ -251,6 +256,7 @@ class MemoryRunStore(MemoryEventLog):
         doc["claim"] = {"by": by, "until": until}
         self._touch(doc, now)
         self._append(events)
+        self._add_run_updates(updates)
         return copied(doc)
 
     def _held(self, agent_id: str, run_id: str, by: str) -> SnapshotDocument | None:
@@ -276,6 +282,7 @@ class MemoryRunStore(MemoryEventLog):
         history_id: str,
         now: datetime,
         event: EventDocument | Sequence[EventDocument] | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
@@ -290,9 +297,18 @@ class MemoryRunStore(MemoryEventLog):
         doc["suspendedAt"] = now
         self._touch(doc, now)
         self._append(event)
+        self._add_run_updates(updates)
         return copied(doc)
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+    async def delete_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        event: EventDocument | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
+    ) -> bool:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
             return False
@@ -302,6 +318,7 @@ class MemoryRunStore(MemoryEventLog):
         self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
         self._append(event)
+        self._add_run_updates(updates)
         return True
 
     async def release_claim(
@@ -315,6 +332,7 @@ class MemoryRunStore(MemoryEventLog):
         history: bytes | None = None,
         history_id: str | None = None,
         event: EventDocument | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
@@ -328,6 +346,7 @@ class MemoryRunStore(MemoryEventLog):
         doc["lastError"] = copied(error)
         self._touch(doc, now)
         self._append(event)
+        self._add_run_updates(updates)
         return copied(doc)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:

@@ -5,6 +5,7 @@ appending them (docs/storage.md "One unit of work")."""
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
@@ -20,12 +21,14 @@ from pymongo.errors import DuplicateKeyError
 
 from .._query import to_bson_precision
 from .._run_lock import RunWriteLocks
-from ..documents import SCHEMA_VERSION, EventDocument, SnapshotDocument
+from ..documents import SCHEMA_VERSION, EventDocument, RunUpdateBatchDocument, SnapshotDocument
 from ..protocol import NewerSchemaError, event_list
 from ..stored_json import EVENT_FIELDS, encode
 from . import schema
 from .mapping import read_snapshot
 from .reachability import reachable
+
+logger = logging.getLogger(__name__)
 
 Document = dict[str, Any]
 Derive = Callable[[Document], Document]
@@ -238,6 +241,17 @@ class MongoStoreBase:
                     await self._events.insert_one(event)
             except DuplicateKeyError:
                 pass  # appended before (by the writer, or by an earlier recovery)
+
+    async def _updates_after(self, run_id: str, updates: Sequence[RunUpdateBatchDocument]) -> None:
+        """Insert run-update batches after the write they went with (``RunStore``'s ``updates``;
+        no transactions here): each one insert, a failure logged, never raised (progress only)."""
+        for batch in updates:
+            try:
+                async with reachable():
+                    await self._updates.insert_one(dict(batch))
+            except Exception:
+                logger.warning("run %s: an update batch could not be stored", run_id, exc_info=True)
+                return
 
 
 __all__ = ["Derive", "MongoStoreBase"]

@@ -16,6 +16,7 @@ from ..documents import (
     DecisionDocument,
     EventDocument,
     RunErrorDocument,
+    RunUpdateBatchDocument,
     SnapshotDocument,
     ToolCallDocument,
 )
@@ -81,7 +82,7 @@ class MongoRunTransitions(MongoStoreBase):
         path = f"toolCalls.{index}"
         deadline = _deadline_once_decided(index)
         derive = deadline if claim is None else _claimed_once_decided(deadline, claim)
-        return await self._update_then_append(
+        doc = await self._update_then_append(
             event,
             run_id,
             compiled(rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)),
@@ -93,6 +94,9 @@ class MongoRunTransitions(MongoStoreBase):
             preceding_events,
             then_events=None if claim is None else _claim_events(claim),
         )
+        if claim is not None and doc is not None and doc["status"] == "resuming":  # this write claimed it
+            await self._updates_after(run_id, claim.updates)
+        return doc
 
     async def record_approval(
         self,
@@ -135,9 +139,10 @@ class MongoRunTransitions(MongoStoreBase):
         now: datetime,
         events: Sequence[EventDocument] = (),
         version: int | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         claimable = rules.all_of(rules.owned(agent_id, run_id), rules.claimable(now, version))
-        return await self._update_then_append(
+        doc = await self._update_then_append(
             events,
             run_id,
             merged(compiled(claimable), NOT_FINISHED),
@@ -146,6 +151,9 @@ class MongoRunTransitions(MongoStoreBase):
                 "$inc": {"version": 1},
             },
         )
+        if doc is not None:
+            await self._updates_after(run_id, updates)
+        return doc
 
     @staticmethod
     def _held(agent_id: str, run_id: str, by: str) -> Document:
@@ -168,6 +176,7 @@ class MongoRunTransitions(MongoStoreBase):
         history_id: str,
         now: datetime,
         event: EventDocument | Sequence[EventDocument] | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         changes: Document = {
             "toolCalls": [encode_tool_call(c) for c in tool_calls],
@@ -179,7 +188,10 @@ class MongoRunTransitions(MongoStoreBase):
             "updatedAt": now,
             "expiresAt": rules.earliest_deadline(tool_calls),
         }
-        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
+        doc = await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
+        if doc is not None:
+            await self._updates_after(run_id, updates)
+        return doc
 
     async def _update_claimed_with_history(
         self,
@@ -211,7 +223,15 @@ class MongoRunTransitions(MongoStoreBase):
         await self._delete_history(current["historyId"] if doc is not None else history_id)
         return doc
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+    async def delete_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        event: EventDocument | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
+    ) -> bool:
         """With ``event``: recorded inside the snapshot first (still under the claim), appended,
         then the snapshot deleted. A process dying in between leaves a snapshot that is never
         claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
@@ -230,6 +250,7 @@ class MongoRunTransitions(MongoStoreBase):
         if doc is None:
             return False
         await self._delete_history(doc["historyId"])
+        await self._updates_after(run_id, updates)
         return True
 
     async def release_claim(
@@ -243,15 +264,20 @@ class MongoRunTransitions(MongoStoreBase):
         history: bytes | None = None,
         history_id: str | None = None,
         event: EventDocument | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         changes: Document = {"status": "suspended", "claim": None, "lastError": dict(error), "updatedAt": now}
         if history is None:
-            return await self._update_then_append(
+            doc = await self._update_then_append(
                 event, run_id, self._held(agent_id, run_id, by), {"$set": changes, "$inc": {"version": 1}}
             )
-        if history_id is None:
+        elif history_id is None:
             raise ValueError("a new history needs a new history_id")
-        return await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
+        else:
+            doc = await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
+        if doc is not None:
+            await self._updates_after(run_id, updates)
+        return doc
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
         query = merged(compiled(rules.stalled(now, idle_before)), NOT_FINISHED)

@@ -13,6 +13,7 @@ from ..documents import (
     DecisionDocument,
     EventDocument,
     RunErrorDocument,
+    RunUpdateBatchDocument,
     SnapshotDocument,
     ToolCallDocument,
 )
@@ -30,18 +31,27 @@ class DecisionClaim:
         version: The run's ``version`` as read when ``events`` were made: the claim is taken only
             if the run is still at it (``rules.last_pending``).
         events: The continuation's events (its ``resumed``), written after the decision's.
+        updates: The continuation's first run-update batches (its ``resumed`` update), written
+            with the claim as ``RunStore.claim``'s ``updates``.
     """
 
     by: str
     until: datetime
     version: int
     events: Sequence[EventDocument] = ()
+    updates: Sequence[RunUpdateBatchDocument] = ()
 
 
 class RunStore(Protocol):
     """Suspended runs (snapshots) and their message histories: reads and conditional writes by key.
 
     Every method may raise ``StoreUnavailableError`` (nothing may be assumed written).
+
+    Updates with a claim's writes: ``claim``, ``replace_claimed``, ``delete_claimed``,
+    ``release_claim`` (and ``record_decision``'s ``claim.updates``) take ``updates``, run-update
+    batches (``RunUpdateLog.append_run_updates``) written in order only when the write succeeds:
+    in its transaction where the store has them (memory, SQLite), else after it (MongoDB: each
+    batch one insert, a failure logged, as run updates are progress only).
     """
 
     # -- reading -----------------------------------------------------------------------------
@@ -161,6 +171,7 @@ class RunStore(Protocol):
         now: datetime,
         events: Sequence[EventDocument] = (),
         version: int | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         """Take the claim to continue a run whose every call is decided.
 
@@ -170,7 +181,8 @@ class RunStore(Protocol):
         the claim as one unit of work, only when it succeeds: every claim is in the log before
         anything else (a renewal, another instance's takeover of it) can happen to it. With
         ``version``, the run must also still be at that ``version`` (the one the events were made
-        from: a takeover's ``previousClaim`` is then the claim it replaces).
+        from: a takeover's ``previousClaim`` is then the claim it replaces). ``updates``: run-update
+        batches written only when it succeeds (``Updates with a claim's writes`` below).
         Returns the claimed run, or ``None`` (nothing written).
         """
 
@@ -188,6 +200,7 @@ class RunStore(Protocol):
         history_id: str,
         now: datetime,
         event: EventDocument | Sequence[EventDocument] | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         """The claimed run suspended again: store its new pending calls and history, and ``event``
         (its ``suspended`` event, and the ``decision`` events of calls an approval policy decided)
@@ -200,7 +213,15 @@ class RunStore(Protocol):
         ``lastError`` are cleared. Returns the new document, or ``None`` if the claim was lost.
         """
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+    async def delete_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        event: EventDocument | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
+    ) -> bool:
         """The claimed run finished: delete its snapshot and history, only while ``by`` holds the
         claim, and write ``event`` (its ``completed`` event) as one unit of work with the deletion:
         the run is never gone without its ``completed`` event. ``False`` (nothing written) if the
@@ -217,6 +238,7 @@ class RunStore(Protocol):
         history: bytes | None = None,
         history_id: str | None = None,
         event: EventDocument | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set, and
         ``event`` (its ``failed`` event) written with that change as one unit of work.

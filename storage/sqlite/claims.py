@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import rules
-from ..documents import EventDocument, RunErrorDocument, SnapshotDocument, ToolCallDocument
+from ..documents import EventDocument, RunErrorDocument, RunUpdateBatchDocument, SnapshotDocument, ToolCallDocument
 from . import conditions
 from .connection import _Connection
 from .rows import _COLUMNS, _calls_text, _deadline_ms, _error_text, _ms, _snapshot
@@ -33,6 +33,7 @@ class _Claims(_Connection):
         now: datetime,
         events: Sequence[EventDocument] = (),
         version: int | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         sql, params = conditions.where(rules.all_of(rules.owned(agent_id, run_id), rules.claimable(now, version)))
         return await self._update_returning(
@@ -40,6 +41,7 @@ class _Claims(_Connection):
             f"version = version + 1 WHERE {sql}",
             (by, _ms(until), _ms(now), *params),
             events,
+            updates,
         )
 
     async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
@@ -63,6 +65,7 @@ class _Claims(_Connection):
         history_id: str,
         now: datetime,
         event: EventDocument | Sequence[EventDocument] | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         return await self._update_claimed_with_history(
             agent_id,
@@ -80,6 +83,7 @@ class _Claims(_Connection):
             history,
             history_id,
             event,
+            updates,
         )
 
     async def _update_claimed_with_history(
@@ -92,10 +96,11 @@ class _Claims(_Connection):
         history: bytes,
         history_id: str,
         event: EventDocument | Sequence[EventDocument] | None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         """Set ``assignments`` and point the snapshot to a new history in one transaction, only
-        while ``by`` holds the claim; the old history is deleted, and ``event`` appended, in the
-        same transaction."""
+        while ``by`` holds the claim; the old history is deleted, and ``event`` and ``updates``
+        appended, in the same transaction."""
         compressed = await self._compress(history)
         held, held_params = _held(agent_id, run_id, by)
         async with self._transaction() as conn:
@@ -117,9 +122,18 @@ class _Claims(_Connection):
             )
             await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (current[0][0],))
             await self._append_in(conn, event)
+            await self._updates_in(conn, updates)
         return _snapshot(rows[0])
 
-    async def delete_claimed(self, agent_id: str, run_id: str, *, by: str, event: EventDocument | None = None) -> bool:
+    async def delete_claimed(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        by: str,
+        event: EventDocument | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
+    ) -> bool:
         held, params = _held(agent_id, run_id, by)
         async with self._transaction() as conn:
             rows = list(
@@ -128,6 +142,7 @@ class _Claims(_Connection):
             if rows:
                 await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (rows[0][0],))
                 await self._append_in(conn, event)
+                await self._updates_in(conn, updates)
         return bool(rows)
 
     async def release_claim(
@@ -141,6 +156,7 @@ class _Claims(_Connection):
         history: bytes | None = None,
         history_id: str | None = None,
         event: EventDocument | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
         assignments = "status = 'suspended', claim_by = NULL, claim_until = NULL, last_error = ?, updated_at = ?"
         params = (_error_text(error), _ms(now))
@@ -150,9 +166,10 @@ class _Claims(_Connection):
                 f"UPDATE run_snapshots SET {assignments}, version = version + 1 WHERE {held}",
                 (*params, *held_params),
                 event,
+                updates,
             )
         if history_id is None:
             raise ValueError("a new history needs a new history_id")
         return await self._update_claimed_with_history(
-            agent_id, run_id, by, assignments, params, history, history_id, event
+            agent_id, run_id, by, assignments, params, history, history_id, event, updates
         )

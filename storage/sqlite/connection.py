@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from ..documents import EventDocument, SnapshotDocument
+from ..documents import EventDocument, RunUpdateBatchDocument, SnapshotDocument
 from ..protocol import StoreUnavailableError, event_list
-from .rows import _COLUMNS, _INSERT_EVENT, Row, _event_row, _snapshot
+from .rows import _COLUMNS, _INSERT_EVENT, Row, _event_row, _ms, _snapshot
 from .schema import _available, _open_problem, _prepare, _probe
 from .space import JOURNAL_SIZE_LIMIT, before_tables, convert, give_back
 
@@ -250,15 +250,29 @@ class _Connection:
         return zlib.compress(history, 6)
 
     async def _update_returning(
-        self, sql: str, params: Sequence[Any], event: EventDocument | Sequence[EventDocument] | None = None
+        self,
+        sql: str,
+        params: Sequence[Any],
+        event: EventDocument | Sequence[EventDocument] | None = None,
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument | None:
-        """One conditional ``UPDATE``, and ``event`` (one, several in order, or none) appended in
-        the same transaction when it matched."""
+        """One conditional ``UPDATE``, and ``event`` (one, several in order, or none) and
+        ``updates`` appended in the same transaction when it matched."""
         async with self._transaction() as conn:
             rows = list(await conn.execute_fetchall(f"{sql} RETURNING {_COLUMNS}", params))
             if rows:
                 await self._append_in(conn, event)
+                await self._updates_in(conn, updates)
         return _snapshot(rows[0]) if rows else None
+
+    @staticmethod
+    async def _updates_in(conn: aiosqlite.Connection, updates: Sequence[RunUpdateBatchDocument]) -> None:
+        """Insert run-update batches inside the caller's transaction (``RunStore``'s ``updates``)."""
+        for batch in updates:
+            await conn.execute(
+                "INSERT INTO run_updates (agent_id, run_id, batch_id, at, updates) VALUES (?, ?, ?, ?, ?)",
+                (batch["agentId"], batch["runId"], batch["_id"], _ms(batch["at"]), batch["updates"]),
+            )
 
     async def _append_in(
         self, conn: aiosqlite.Connection, event: EventDocument | Sequence[EventDocument] | None

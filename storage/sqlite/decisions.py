@@ -47,7 +47,9 @@ class _Decisions(_Connection):
             calls, claimed = found
             calls[index]["decision"] = decision
             if claimed and claim is not None:
-                return await self._write_calls(conn, run_id, calls, now, [*events, *claim.events], claim=claim)
+                written = await self._write_calls(conn, run_id, calls, now, [*events, *claim.events], claim=claim)
+                await self._updates_in(conn, claim.updates)
+                return written
             return await self._write_calls(conn, run_id, calls, now, events)
 
     async def record_approval(

@@ -16,10 +16,7 @@ class _RunUpdates(_Connection):
 
     async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
         async with self._transaction() as conn:
-            await conn.execute(
-                "INSERT INTO run_updates (agent_id, run_id, batch_id, at, updates) VALUES (?, ?, ?, ?, ?)",
-                (batch["agentId"], batch["runId"], batch["_id"], _ms(batch["at"]), batch["updates"]),
-            )
+            await self._updates_in(conn, (batch,))
 
     async def list_run_updates(
         self, agent_id: str, run_id: str, *, after: str | None, limit: int

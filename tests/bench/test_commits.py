@@ -60,7 +60,8 @@ def test_strace_lines_give_the_time_and_file_of_each_sync() -> None:
 def test_an_approval_is_counted_on_memory_and_sqlite(tmp_path: Path) -> None:
     for store in ("memory", "sqlite"):
         (tmp_path / store).mkdir()
-        plain, keyed = measure(store, 1, tmp_path / store)
+        # a long update interval: no batch is written while the tool runs, however slow the machine
+        plain, keyed = measure(store, 1, tmp_path / store, update_interval=60)
         assert not plain.keyed
         assert keyed.keyed
         names = [step.name for step in keyed.steps]
@@ -77,3 +78,11 @@ def test_an_approval_is_counted_on_memory_and_sqlite(tmp_path: Path) -> None:
                 assert synced == {"fdatasync sqlite/bench.db-wal"}, synced
             decision = next(step for step in plain.steps if step.name == "record_decision")
             assert "UPDATE run_snapshots" in decision.writes
+            # the claim's resumed update is written with the decision, the last updates with the
+            # completion: the commits are the decision, the first text delta (written at once) and
+            # the completion, and with a key its reservation and its result
+            completion = next(step for step in plain.steps if step.name == "delete_claimed")
+            for step in (decision, completion):
+                assert step.writes["INSERT run_updates"] == 1, step.writes
+                assert step.commits == 1
+            assert (plain.commits, keyed.commits) == (3, 5), [(s.name, s.commits) for s in keyed.steps]

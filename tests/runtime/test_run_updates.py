@@ -505,3 +505,37 @@ async def test_updates_published_while_a_batch_is_written_wait_for_the_interval_
     kinds = [[u.kind for u in run_updates.decode(b["updates"], agent_id="agent", run_id="run")] for b in batches]
     assert written_before_the_end == 1
     assert kinds == [["resumed"], ["tool_call_started", "tool_call_ended", "completed"]], kinds
+
+
+class _LosesItsClaimAtTheEnd(MemorySnapshotStore):
+    """A memory store on which the completion finds its claim lost (another instance took over)."""
+
+    async def delete_claimed(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+
+async def test_a_completion_that_lost_its_claim_stores_its_queued_updates_without_the_outcome(
+    registry: AgentRegistry,
+) -> None:
+    # given a store whose completion write finds the claim taken over, and a long update interval
+    store = _LosesItsClaimAtTheEnd()
+    run_updates = importlib.import_module("runtime.run_updates")
+    runs = RunManager(store, registry, instance_id="instance-a", update_interval=3600.0)
+    try:
+        run_id, (call_id,) = await _suspended(runs, PACED, "pay")
+
+        # when the continuation finishes
+        outcome = await runs.approve(PACED, run_id, call_id, principal="alice")
+    finally:
+        await runs.close()
+
+    # then the run is left to the instance holding it, and what was queued is still stored,
+    # after the resumed update written with the claim, with no outcome of this continuation
+    assert outcome.status == "resuming"
+    batches = await store.list_run_updates(PACED, run_id, after=None, limit=100)
+    stored = [u for b in batches for u in run_updates.decode(b["updates"], agent_id=PACED, run_id=run_id)]
+    kinds = [u.kind for u in stored]
+    assert kinds[0] == "resumed"
+    assert "text" in kinds
+    assert not {"completed", "suspended", "failed"} & set(kinds), kinds
+    assert [u.id for u in stored] == sorted(u.id for u in stored)

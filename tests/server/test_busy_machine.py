@@ -1,5 +1,6 @@
-"""Starting ``runsgate serve`` on a busy machine: ``scripts/cpu-load.py`` keeps twice the core count
-of processes busy while the server starts (docs/testing.md "A busy machine").
+"""Starting ``runsgate serve`` on a busy machine: ``scripts/cpu-load.py`` tops the load up to twice
+the core count while the server starts; where other work loads the machine beyond that, the
+bounds grow in proportion (docs/testing.md "A busy machine").
 
 - ``--workers 2``: both workers start and answer, and uvicorn's supervisor kills neither
   (its worker health check waits ``RUNSGATE_WORKER_HEALTHCHECK_TIMEOUT``).
@@ -10,6 +11,7 @@ of processes busy while the server starts (docs/testing.md "A busy machine").
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -31,23 +33,40 @@ RUNSGATE = str(Path(sys.executable).with_name("runsgate"))
 """The installed ``runsgate`` entry point (a spawned worker re-imports it as its main module)."""
 
 
+TARGET_LOAD = 2 * (os.cpu_count() or 1)
+"""The load the targets name: twice the core count (issue 25)."""
+
+
 @pytest.fixture
-def cpu_load() -> Iterator[None]:
-    """Twice the core count of busy processes for the test's length (``scripts/cpu-load.py``)."""
+def cpu_load() -> Iterator[float]:
+    """Keep the machine at ``TARGET_LOAD`` for the test's length (``scripts/cpu-load.py``).
+
+    Yields the factor a bound of the target is multiplied by: 1 unless other work (the suite's
+    other workers, another session) already loads the machine beyond the target, in which case
+    the generator adds nothing and the bound grows by the excess (the same CPU share per process).
+    """
+    background = os.getloadavg()[0]
+    processes = max(0, TARGET_LOAD - round(background))
+    factor = max(1.0, background / TARGET_LOAD)
+    if processes == 0:
+        yield factor
+        return
     with _processes.started(
-        [sys.executable, str(ROOT / "scripts" / "cpu-load.py")], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(ROOT / "scripts" / "cpu-load.py"), "--processes", str(processes)],
+        stdout=subprocess.PIPE,
+        text=True,
     ) as load:
         assert load.stdout is not None
         assert load.stdout.readline().startswith("cpu-load:")
         time.sleep(2)  # the load is on before the server starts
-        yield
+        yield factor
 
 
 def _ready_workers(log: Path) -> set[str]:
     return set(re.findall(r"runsgate ready: .*?instance=(\S+?)[\"\s]", log.read_text()))
 
 
-def test_two_workers_start_and_answer_under_load_and_none_is_killed(cpu_load: None, tmp_path: Path) -> None:
+def test_two_workers_start_and_answer_under_load_and_none_is_killed(cpu_load: float, tmp_path: Path) -> None:
     log = tmp_path / "runsgate.log"
     started = time.monotonic()
     # when `runsgate serve --workers 2` starts while the machine is busy
@@ -58,8 +77,8 @@ def test_two_workers_start_and_answer_under_load_and_none_is_killed(cpu_load: No
         RUNSGATE_LOG_LEVEL="INFO",
         RUNSGATE_LOG_FORMAT="json",
     ) as (server,):
-        # then both workers are ready within 60 s of the start
-        deadline = started + scaled(60)
+        # then both workers are ready within 60 s of the start (at the target load)
+        deadline = started + scaled(60) * cpu_load
         while len(_ready_workers(log)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(_ready_workers(log)) == 2, log_tail(log)
@@ -73,7 +92,7 @@ def test_two_workers_start_and_answer_under_load_and_none_is_killed(cpu_load: No
         assert len(_ready_workers(log)) == 2, log_tail(log)
 
 
-def test_an_unreachable_mongodb_fails_the_start_within_its_timeout_under_load(cpu_load: None, tmp_path: Path) -> None:
+def test_an_unreachable_mongodb_fails_the_start_within_its_timeout_under_load(cpu_load: float, tmp_path: Path) -> None:
     # given a MongoDB URI nobody answers at, a 2 s timeout, and agents that take 60 s to import
     # (as the whole app does on a loaded machine)
     timeout = 2.0
@@ -93,7 +112,7 @@ def test_an_unreachable_mongodb_fails_the_start_within_its_timeout_under_load(cp
     assert result.returncode == 3, result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("runsgate cannot start: the store at 127.0.0.1:")
     assert "Traceback" not in result.stderr
-    assert took < timeout + scaled(20), took
+    assert took < timeout + scaled(20) * cpu_load, took
 
 
 @pytest.mark.parametrize(

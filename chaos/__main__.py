@@ -1,6 +1,7 @@
 """``python -m chaos`` (``./dev chaos``): a soak and chaos run of runsgate; see docs/chaos.md.
 
-Exit status 0 when the checker found no violation, 1 when it found some, 2 on a usage error.
+Exit status 0 when the checker found no violation, 1 when it found some (or its window outgrew
+``--retention``), 2 on a usage error, a window outside ``--retention`` among them.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import tempfile
 import time
@@ -16,7 +18,12 @@ from typing import Any
 
 from .checker import Checker
 from .cluster import STORES, Cluster, Faults, schedule
-from .driver import Driver
+from .driver import GIVE_UP_AFTER, Driver
+
+CHECK_ALLOWANCE = 120.0
+"""Seconds the checker's reads after the drain are allowed in the planned window."""
+DEFAULT_RETENTION = 86_400.0
+"""The shortest of the instances' retention defaults (``RUNSGATE_IDEMPOTENCY_KEY_RETENTION``)."""
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -41,10 +48,47 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--ready-within", type=float, default=90.0, help="seconds an instance gets to start (more on a loaded machine)"
     )
     parser.add_argument("--broken-claim", action="store_true", help="break the claim's compare-and-set (checker test)")
+    parser.add_argument(
+        "--retention",
+        type=float,
+        default=None,
+        help="every retention setting of the instances, seconds (events, keys, deliveries, run updates)",
+    )
     args = parser.parse_args(argv)
     if args.runs is None and args.seconds is None:
         args.runs = 2000
     return args
+
+
+def planned_window(args: argparse.Namespace) -> float:
+    """Seconds from the first run's start to the checker's last read, at most: the workload (each
+    run driven up to ``--run-seconds``; with ``--runs``, ceil(runs / concurrency) of them in a row;
+    with ``--faults``, until the schedule's faults were injected), the drain and ``CHECK_ALLOWANCE``.
+    At least ``GIVE_UP_AFTER``: the driver repeats a request with its idempotency key that long."""
+    if args.seconds is not None:
+        workload = args.seconds + args.run_seconds
+    else:
+        workload = math.ceil(args.runs / args.concurrency) * args.run_seconds
+    if args.faults and args.fault_every > 0:
+        faults = schedule(args.seed, args.store, args.claim_ttl, args.fault_every, args.faults)
+        workload = max(workload, sum(f.after + f.duration for f in faults) + args.run_seconds)
+    return max(float(workload + args.drain + CHECK_ALLOWANCE), GIVE_UP_AFTER)
+
+
+def window_refusal(args: argparse.Namespace) -> str | None:
+    """Why the run must not start (its planned window is not inside ``--retention``), or None."""
+    if args.retention is None:
+        return None
+    if args.retention <= 5.0:
+        return f"chaos: --retention {args.retention:g} must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK (5 s)"
+    window = planned_window(args)
+    if window >= args.retention:
+        return (
+            f"chaos: the checker's window, up to {window:g} s (workload, drain, checks; at least the driver's "
+            f"{GIVE_UP_AFTER:g} s of key replays), is not inside --retention {args.retention:g}: the instances "
+            "would delete events and keys it reads back; raise --retention or shorten the run (--seconds)"
+        )
+    return None
 
 
 async def drain(cluster: Cluster, driver: Driver, seconds: float) -> None:
@@ -67,6 +111,9 @@ async def drain(cluster: Cluster, driver: Driver, seconds: float) -> None:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
+    refusal = window_refusal(args)
+    if refusal is not None:
+        raise ValueError(refusal)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="runsgate-chaos-"))
     cluster = Cluster(
         workdir,
@@ -76,6 +123,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         sweep_interval=args.sweep_interval,
         broken_claim=args.broken_claim,
         ready_within=args.ready_within,
+        retention=args.retention,
     )
     try:
         await cluster.start()  # inside: an instance that does not start must not leave the others running
@@ -101,8 +149,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await drain(cluster, driver, args.drain)
         checker = Checker(driver, cluster.ledger)
         await checker.check()
+        window = time.monotonic() - driver.started_at
+        retention = args.retention if args.retention is not None else DEFAULT_RETENTION
         report = checker.report()
         report.update(
+            retention=retention,
+            retentionSet=args.retention is not None,
+            plannedWindow=planned_window(args),
+            windowSeconds=round(window, 1),
+            windowInsideRetention=window < retention,
             store=args.store,
             seed=args.seed,
             instances=args.instances,
@@ -134,15 +189,23 @@ def summary(report: dict[str, Any]) -> str:
         "decisionsPerSecond",
         "violationCount",
         "violationsByRule",
+        "retention",
+        "windowSeconds",
+        "windowInsideRetention",
         "workdir",
     ]
     return "\n".join(f"{key}: {report[key]}" for key in keys)
 
 
 def run(argv: list[str]) -> int:
-    report = asyncio.run(main(parse(argv)))
+    args = parse(argv)
+    refusal = window_refusal(args)
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return 2
+    report = asyncio.run(main(args))
     print(summary(report))
-    return 1 if report["violationCount"] else 0
+    return 1 if report["violationCount"] or not report["windowInsideRetention"] else 0
 
 
 if __name__ == "__main__":

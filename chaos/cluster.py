@@ -61,6 +61,8 @@ class Cluster:
     broken_claim: bool = False
     ready_within: float = 90.0
     """Seconds an instance gets to answer ``/healthz`` after it is started (more on a loaded machine)."""
+    retention: float | None = None
+    """Every retention setting of the instances (events, keys, deliveries, run updates); None: their defaults."""
     instances: list[Instance] = field(default_factory=list)
     ferretdb: subprocess.Popen[bytes] | None = None
     ferretdb_port: int = 0
@@ -88,6 +90,9 @@ class Cluster:
         )
         if self.broken_claim:
             env["CHAOS_BREAK_CLAIM"] = "1"
+        if self.retention is not None:
+            for name in ("EVENT", "IDEMPOTENCY_KEY", "WEBHOOK_DELIVERY", "RUN_UPDATES"):
+                env[f"RUNSGATE_{name}_RETENTION"] = str(self.retention)
         if self.store == "sqlite":
             env["RUNSGATE_STORE"] = f"sqlite:///{self.sqlite_path}"
         elif self.documentdb is not None:

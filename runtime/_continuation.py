@@ -35,6 +35,7 @@ from storage import (
 from ._claims import claim_expiry, renewing_claim
 from ._deferred import deferred_tool_results, results_applied, settled, tool_call_documents, with_edited_args
 from ._execution import Finished, run_agent
+from ._idempotency import HeldKey
 from ._identity import identified_legacy
 from ._journal import Journal
 from ._json import jsonable
@@ -115,7 +116,13 @@ class Continuation:
         return await self.run(doc, principal)
 
     async def run(
-        self, doc: SnapshotDocument, principal: str | None, *, takeover: bool = False, held: Held | None = None
+        self,
+        doc: SnapshotDocument,
+        principal: str | None,
+        *,
+        takeover: bool = False,
+        held: Held | None = None,
+        key: HeldKey | None = None,
     ) -> RunOutcome:
         """Claim and continue ``doc``'s run on behalf of ``principal``.
 
@@ -124,6 +131,8 @@ class Continuation:
                 even when it was not ``resuming`` (its instance died before claiming it).
             held: ``doc`` is already claimed by this instance, with its decision
                 (``DecisionClaims``): it is continued without claiming it again.
+            key: The idempotency key of the request continuing the run: a completion writes
+                its answer (the ``completed`` outcome) with the run's deletion.
 
         If the decided tools ran and the agent then failed, the history with their results is
         kept (``release_claim(history=...)``), so a retry does not run them again. Each claim's
@@ -148,7 +157,7 @@ class Continuation:
             held = None
             publisher = self.updates.publisher(scope.agent_id, scope.run_id, resumed.continuation_id, resumed=resumed)
             try:
-                result = await self._continue(doc, scope, publisher, taken_at)
+                result = await self._continue(doc, scope, publisher, taken_at, key)
             except BaseException:
                 publisher.abort()
                 raise
@@ -197,7 +206,12 @@ class Continuation:
         return None if claimed is None else (claimed, (resumed, taken_at))
 
     async def _continue(
-        self, claimed: SnapshotDocument, scope: RunScope, publisher: UpdatePublisher, taken_at: float
+        self,
+        claimed: SnapshotDocument,
+        scope: RunScope,
+        publisher: UpdatePublisher,
+        taken_at: float,
+        key: HeldKey | None = None,
     ) -> RunOutcome | SnapshotDocument:
         """Run the claimed run's agent to its next state: its outcome, or the run stored again
         with every new call approved by a policy (to continue again). ``taken_at``: when the claim
@@ -246,11 +260,17 @@ class Continuation:
             completion = self.journal.completed_event(scope, ran.output)
             # the updates still queued and the outcome's are written with the completion
             updates = await publisher.closing("completed", output=ran.output)
-            deleted = await self.store.delete_claimed(agent_id, run_id, by=me, event=completion, updates=updates)
+            outcome = self.journal.completed_outcome(scope, ran.output)
+            answer = None if key is None else key.answer(outcome)
+            deleted = await self.store.delete_claimed(
+                agent_id, run_id, by=me, event=completion, updates=updates, key=answer
+            )
             await publisher.closed(written=deleted)
             if not deleted:
                 return _claim_lost(scope)
-            return await self.journal.completed(scope, ran.output, event=completion)
+            if key is not None:
+                key.written()
+            return outcome
         calls = tool_call_documents(ran.requests, ran.messages, previous=calls)
         suspended_at = self.now()
         suspension, decisions = self.gate.suspending(

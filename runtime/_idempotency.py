@@ -16,9 +16,9 @@ import hmac
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from storage import IdempotencyDocument, IdempotencyKeys, to_bson_precision
+from storage import IdempotencyDocument, IdempotencyKeys, KeyAnswer, to_bson_precision
 
 from ._claims import renewing
 from ._json import canonical_json, fingerprint
@@ -26,6 +26,26 @@ from .errors import IdempotencyKeyReusedError, RunsgateError
 from .outcome import RunOutcome
 
 _T = TypeVar("_T")
+
+
+class HeldKey:
+    """The key a running request holds (``IdempotencyGuard.once`` gives it to its action): the
+    action may hand its answer to the write that finishes the run (``RunStore.delete_claimed``'s
+    ``key``), then the guard writes no answer of its own."""
+
+    def __init__(self, key_id: str, by: str, encode: Callable[[Any], dict[str, Any]], clock: Callable[[], datetime]):
+        self._key_id, self._by, self._encode, self._clock = key_id, by, encode, clock
+        self.answered = False
+        """Whether the store wrote the answer (``written``)."""
+
+    def answer(self, answer: Any) -> KeyAnswer:
+        """The key's answer ``answer`` as a store write takes it; pass it to one write only."""
+        now = to_bson_precision(self._clock())
+        return KeyAnswer(key_id=self._key_id, result=self._encode(answer), by=self._by, now=now)
+
+    def written(self) -> None:
+        """The write holding ``answer``'s result succeeded."""
+        self.answered = True
 
 
 class IdempotencyGuard:
@@ -80,9 +100,10 @@ class IdempotencyGuard:
         operation: str,
         key: str | None,
         arguments: dict[str, Any],
-        action: Callable[[], Awaitable[RunOutcome]],
+        action: Callable[[HeldKey | None], Awaitable[RunOutcome]],
     ) -> RunOutcome:
-        """``await action()`` once per ``(agent_id, operation, key)``; without a key, just run it.
+        """``await action(held)`` once per ``(agent_id, operation, key)``; without a key, just run
+        it (``held`` ``None``).
 
         Args:
             arguments: Everything that defines the request; its fingerprint must match on reuse.
@@ -109,14 +130,15 @@ class IdempotencyGuard:
         operation: str,
         key: str | None,
         arguments: dict[str, Any],
-        action: Callable[[], Awaitable[_T]],
+        action: Callable[[HeldKey | None], Awaitable[_T]],
         encode: Callable[[_T], dict[str, Any]],
         decode: Callable[[IdempotencyDocument], _T],
     ) -> _T:
         """``run`` for any answer: ``encode`` gives the JSON stored as the key's ``result``,
-        ``decode`` the answer a repeat gets from the stored document. Raises as ``run``."""
+        ``decode`` the answer a repeat gets from the stored document. Raises as ``run``. The
+        answer is written after ``action`` returns unless a store write took it (``HeldKey``)."""
         if key is None:
-            return await action()
+            return await action(None)
         key_id = f"{agent_id}:{operation}:{key}"
         expected = fingerprint(arguments)
         me = f"{self._owner}:{uuid.uuid4().hex}"
@@ -134,15 +156,17 @@ class IdempotencyGuard:
             # Re-reserving reads the key; if the first request released it, or its lease lapsed,
             # we now hold it.
             existing = await self._reserve(key_id, expected, me)
+        held = HeldKey(key_id, me, cast(Callable[[Any], dict[str, Any]], encode), self._clock)
         try:
             async with self._renewing(key_id, me):
-                answer = await action()
+                answer = await action(held)
         except BaseException:
             with contextlib.suppress(Exception):  # else its lease lapses and a retry takes it over
                 await self._store.release_idempotency_key(key_id, by=me)
             raise
-        finished = to_bson_precision(self._clock())
-        await self._store.complete_idempotency_key(key_id, encode(answer), by=me, now=finished)
+        if not held.answered:
+            finished = to_bson_precision(self._clock())
+            await self._store.complete_idempotency_key(key_id, encode(answer), by=me, now=finished)
         return answer
 
     def _renewing(self, key_id: str, me: str) -> contextlib.AbstractAsyncContextManager[None]:

@@ -136,6 +136,11 @@ class Journal:
         appended now."""
         if event is None:
             await self._store.append_event(self.completed_event(scope, output))
+        return self.completed_outcome(scope, output)
+
+    @staticmethod
+    def completed_outcome(scope: RunRef, output: Any) -> RunOutcome:
+        """The ``completed`` outcome of a run whose ``completed`` event is written."""
         return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="completed", output=output)
 
     def suspended_event(self, scope: RunRef, calls: Sequence[ToolCallDocument]) -> EventDocument:

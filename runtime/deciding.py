@@ -21,7 +21,7 @@ from ._continuation import Continuation, DecisionClaims
 from ._decisions import DecisionRequest
 from ._deferred import question_id
 from ._fair_slots import FairSlots
-from ._idempotency import IdempotencyGuard
+from ._idempotency import HeldKey, IdempotencyGuard
 from ._json import jsonable
 from ._queued import QueuedContinuations
 from .access import Principal
@@ -149,15 +149,21 @@ class Decisions:
         read: SnapshotDocument | None,
         allowed: Allowed | None,
         wait: DecisionWait,
+        key: HeldKey | None,
     ) -> RunOutcome:
         self.agents.get_agent(agent_id)
         # Continued here at once: the decision of the run's last call claims it in the same write.
         claims = DecisionClaims(self.continuation, decider.name) if wait == "outcome" else None
         updated = await self.gate.decide(agent_id, run_id, request, decider, read=read, allowed=allowed, claim=claims)
-        return await self._continued(updated, decider, wait, claims)
+        return await self._continued(updated, decider, wait, claims, key)
 
     async def _continued(
-        self, updated: SnapshotDocument, decider: Decider, wait: DecisionWait, claims: DecisionClaims | None = None
+        self,
+        updated: SnapshotDocument,
+        decider: Decider,
+        wait: DecisionWait,
+        claims: DecisionClaims | None = None,
+        key: HeldKey | None = None,
     ) -> RunOutcome:
         if updated["pendingCount"] > 0:
             return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="suspended", run=updated)
@@ -165,7 +171,7 @@ class Decisions:
             self.queued.queue(updated, decider.name)
             return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="resuming")
         held = None if claims is None else claims.held(updated)
-        return await self.continuation.run(updated, decider.name, held=held)
+        return await self.continuation.run(updated, decider.name, held=held, key=key)
 
     async def forward(self, inner: SnapshotDocument, index: int, answer: dict[str, Any]) -> RunOutcome:
         """Record a supervisor's decision ``answer`` (``runtime._deferred.deferred_tool_results``) on
@@ -209,7 +215,7 @@ class Decisions:
                 operation=owned("decideToolCalls", name),
                 key=idempotency_key,
                 arguments=arguments,
-                action=functools.partial(self._decide_all, agent_id, decisions, caller, idempotency_key, wait),
+                action=lambda _held: self._decide_all(agent_id, decisions, caller, idempotency_key, wait),
                 encode=_encode_answers,
                 decode=_decode_answers,
             )

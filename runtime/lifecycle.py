@@ -8,7 +8,6 @@ decision, a retry or a takeover (``runtime._continuation``). It is also what a s
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -234,7 +233,7 @@ class RunManager:
             operation=operation,
             key=idempotency_key,
             arguments=arguments,
-            action=functools.partial(self._starter.start, scope, prompt, parent_run_id=parent_run_id, keyed=keyed),
+            action=lambda _held: self._starter.start(scope, prompt, parent_run_id=parent_run_id, keyed=keyed),
         )
 
     # -- decide ----------------------------------------------------------------------------------

@@ -20,15 +20,16 @@ from ..documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from ..protocol import DecisionClaim, DuplicateRunError, RunFilter, SortKey, event_list
+from ..protocol import DecisionClaim, DuplicateRunError, KeyAnswer, RunFilter, SortKey, event_list
 from ..rules import matches
 from .copying import copied
 from .deadlines import DeadlineIndex
 from .events import MemoryEventLog
+from .keys import MemoryIdempotencyKeys
 from .run_updates import MemoryRunUpdateLog
 
 
-class MemoryRunStore(MemoryEventLog, MemoryRunUpdateLog):
+class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
     """``RunStore`` in process, with the ``EventLog`` and ``RunUpdateLog`` its writes append to in
     the same step."""
 
@@ -308,6 +309,7 @@ class MemoryRunStore(MemoryEventLog, MemoryRunUpdateLog):
         by: str,
         event: EventDocument | None = None,
         updates: Sequence[RunUpdateBatchDocument] = (),
+        key: KeyAnswer | None = None,
     ) -> bool:
         doc = self._held(agent_id, run_id, by)
         if doc is None:
@@ -319,6 +321,8 @@ class MemoryRunStore(MemoryEventLog, MemoryRunUpdateLog):
         self._histories.pop(doc["historyId"], None)
         self._append(event)
         self._add_run_updates(updates)
+        if key is not None:
+            self._complete_key(key.key_id, key.result, by=key.by, now=key.now)
         return True
 
     async def release_claim(

@@ -20,10 +20,11 @@ from ..documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from ..protocol import DecisionClaim
+from ..protocol import DecisionClaim, KeyAnswer
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
-from .base import Derive, MongoStoreBase
+from .base import Derive
 from .conditions import compiled, merged
+from .idempotency import MongoIdempotencyKeys
 from .mapping import NOT_FINISHED, page, read_snapshots
 from .reachability import reachable
 from .schema import EXPIRY_ORDER
@@ -62,7 +63,7 @@ def _claim_events(claim: DecisionClaim) -> Callable[[Document], Sequence[EventDo
     return events
 
 
-class MongoRunTransitions(MongoStoreBase):
+class MongoRunTransitions(MongoIdempotencyKeys):
     """Decisions, approvals, claims and the sweeper's reads of ``MongoSnapshotStore``."""
 
     async def record_decision(
@@ -231,11 +232,12 @@ class MongoRunTransitions(MongoStoreBase):
         by: str,
         event: EventDocument | None = None,
         updates: Sequence[RunUpdateBatchDocument] = (),
+        key: KeyAnswer | None = None,
     ) -> bool:
         """With ``event``: recorded inside the snapshot first (still under the claim), appended,
         then the snapshot deleted. A process dying in between leaves a snapshot that is never
         claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
-        appending the event."""
+        appending the event. ``key``'s answer is written after the deletion, a write of its own."""
         held = self._held(agent_id, run_id, by)
         if event is not None:
             marked = await self._update(run_id, held, {"$push": {"pendingEvents": encode(event, EVENT_FIELDS)}})
@@ -251,6 +253,8 @@ class MongoRunTransitions(MongoStoreBase):
             return False
         await self._delete_history(doc["historyId"])
         await self._updates_after(run_id, updates)
+        if key is not None:
+            await self.complete_idempotency_key(key.key_id, key.result, by=key.by, now=key.now)
         return True
 
     async def release_claim(

@@ -12,7 +12,7 @@ from .deliveries import WebhookDeliveries
 from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
 from .events import EventLog, event_list
 from .filters import RunFilter, SortKey, sort_key
-from .keys import IdempotencyKeys
+from .keys import IdempotencyKeys, KeyAnswer
 from .run_updates import RunUpdateLog
 from .runs import DecisionClaim, RunStore
 from .store import SnapshotStore
@@ -22,6 +22,7 @@ __all__ = [
     "DuplicateRunError",
     "EventLog",
     "IdempotencyKeys",
+    "KeyAnswer",
     "NewerSchemaError",
     "RunFilter",
     "RunStore",

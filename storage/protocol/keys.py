@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from ..documents import IdempotencyDocument
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeyAnswer:
+    """An idempotency key's answer written with a run's write (``RunStore.delete_claimed``'s
+    ``key``), as ``IdempotencyKeys.complete_idempotency_key(key_id, result, by=by, now=now)``."""
+
+    key_id: str
+    result: dict[str, Any]
+    by: str
+    now: datetime
 
 
 class IdempotencyKeys(Protocol):

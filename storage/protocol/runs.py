@@ -18,6 +18,7 @@ from ..documents import (
     ToolCallDocument,
 )
 from .filters import RunFilter, SortKey
+from .keys import KeyAnswer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,11 +222,14 @@ class RunStore(Protocol):
         by: str,
         event: EventDocument | None = None,
         updates: Sequence[RunUpdateBatchDocument] = (),
+        key: KeyAnswer | None = None,
     ) -> bool:
         """The claimed run finished: delete its snapshot and history, only while ``by`` holds the
         claim, and write ``event`` (its ``completed`` event) as one unit of work with the deletion:
         the run is never gone without its ``completed`` event. ``False`` (nothing written) if the
-        claim was lost."""
+        claim was lost. ``key``: the answer of the idempotency key whose request finished the run,
+        written only if the deletion is, in its transaction (SQLite; memory in the same step),
+        else right after it (MongoDB: a failure raises, the run being gone)."""
 
     async def release_claim(
         self,

@@ -10,8 +10,10 @@ from typing import Any
 
 from .. import rules
 from ..documents import EventDocument, RunErrorDocument, RunUpdateBatchDocument, SnapshotDocument, ToolCallDocument
+from ..protocol import KeyAnswer
 from . import conditions
 from .connection import _Connection
+from .idempotency import complete_key_in
 from .rows import _COLUMNS, _calls_text, _deadline_ms, _error_text, _ms, _snapshot
 
 
@@ -133,6 +135,7 @@ class _Claims(_Connection):
         by: str,
         event: EventDocument | None = None,
         updates: Sequence[RunUpdateBatchDocument] = (),
+        key: KeyAnswer | None = None,
     ) -> bool:
         held, params = _held(agent_id, run_id, by)
         async with self._transaction() as conn:
@@ -143,6 +146,8 @@ class _Claims(_Connection):
                 await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (rows[0][0],))
                 await self._append_in(conn, event)
                 await self._updates_in(conn, updates)
+                if key is not None:
+                    await complete_key_in(conn, key.key_id, key.result, by=key.by, now=key.now)
         return bool(rows)
 
     async def release_claim(

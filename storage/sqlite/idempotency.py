@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import aiosqlite
+
 from .. import rules
 from ..documents import IdempotencyDocument
 from .conditions import Column, oldest_expired
@@ -29,6 +31,17 @@ def _held_key(by: str | None) -> tuple[str, tuple[Any, ...]]:
     if by is None:
         return "key_id = ? AND result IS NULL", ()
     return "key_id = ? AND result IS NULL AND reserved_by = ?", (by,)
+
+
+async def complete_key_in(
+    conn: aiosqlite.Connection, key_id: str, result: dict[str, Any], *, by: str | None, now: datetime
+) -> None:
+    """``complete_idempotency_key`` inside the caller's transaction."""
+    held, extra = _held_key(by)
+    await conn.execute(
+        f"UPDATE idempotency_keys SET result = ?, finished_at = ? WHERE {held}",
+        (_dumps(result), _ms(now), key_id, *extra),
+    )
 
 
 class _IdempotencyKeys(_Connection):
@@ -93,13 +106,8 @@ class _IdempotencyKeys(_Connection):
     async def complete_idempotency_key(
         self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
     ) -> None:
-        text = _dumps(result)
-        held, extra = _held_key(by)
         async with self._transaction() as conn:
-            await conn.execute(
-                f"UPDATE idempotency_keys SET result = ?, finished_at = ? WHERE {held}",
-                (text, _ms(now), key_id, *extra),
-            )
+            await complete_key_in(conn, key_id, result, by=by, now=now)
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
         held, extra = _held_key(by)

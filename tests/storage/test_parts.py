@@ -17,7 +17,7 @@ from typing import cast
 
 import pytest
 
-from runtime._idempotency import IdempotencyGuard
+from runtime._idempotency import HeldKey, IdempotencyGuard
 from runtime._journal import Journal
 from runtime._scope import RunScope
 from runtime.event_feed import EventFeed
@@ -114,7 +114,8 @@ async def test_the_journal_and_the_feed_need_only_the_event_log_and_the_guard_on
     guard = IdempotencyGuard(keys, lambda: now, in_flight_wait=0.1)
     calls: list[int] = []
 
-    async def action() -> RunOutcome:
+    async def action(held: HeldKey | None) -> RunOutcome:
+        assert held is not None  # the key's answer is left to the guard: it writes it
         calls.append(1)
         return outcome
 

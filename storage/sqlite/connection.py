@@ -105,7 +105,7 @@ class _Connection:
             self._writer = await self._connect()
             with _available(self._path):
                 await before_tables(self._writer)
-                await _prepare(self._writer, self._path)
+                await _prepare(self._writer, self._path, self._busy_timeout)
                 self._incremental = await convert(self._writer)
                 self._reader = await self._connect()
                 await self._reader.execute_fetchall("PRAGMA query_only = 1")

@@ -4,7 +4,9 @@ program's or a newer runsgate's, add the columns an older file lacks, create wha
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -173,10 +175,10 @@ def _open_problem(path: Path, exc: sqlite3.Error) -> str:
     return f"cannot open or write the SQLite database {path}: {exc}"
 
 
-async def _prepare(conn: aiosqlite.Connection, path: Path) -> None:
+async def _prepare(conn: aiosqlite.Connection, path: Path, busy_timeout: float) -> None:
     """Create the missing tables, indexes and columns of the file ``path`` in one transaction,
     raise its ``schema_version`` to this runsgate's, apply its backfills (``backfill``), and
-    switch it to WAL.
+    switch it to WAL (``switch_to_wal``, waiting up to ``busy_timeout`` seconds).
 
     Raises:
         NewerSchemaError: The file was written by a newer runsgate (left unchanged).
@@ -208,7 +210,29 @@ async def _prepare(conn: aiosqlite.Connection, path: Path) -> None:
             await conn.execute("ROLLBACK")
         raise
     # WAL outside the transaction (it cannot change inside one); it stays set in the file.
-    await conn.execute_fetchall("PRAGMA journal_mode = WAL")
+    await switch_to_wal(conn, busy_timeout)
+
+
+async def switch_to_wal(conn: aiosqlite.Connection, busy_timeout: float) -> None:
+    """``PRAGMA journal_mode = WAL``, retried for up to ``busy_timeout`` seconds while another
+    connection holds the file's write lock: SQLite then fails the switch at once with
+    ``SQLITE_BUSY`` without calling its busy handler (two processes opening a new file at once).
+
+    Raises:
+        sqlite3.OperationalError: The lock was still held after ``busy_timeout``, or another failure.
+    """
+    deadline = time.monotonic() + busy_timeout
+    delay = 0.002
+    while True:
+        try:
+            await conn.execute_fetchall("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorname", "") in {"SQLITE_BUSY", "SQLITE_LOCKED"}
+            if not busy or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 async def _add_missing_columns(conn: aiosqlite.Connection) -> None:

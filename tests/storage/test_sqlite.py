@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 import pytest
 
 from runtime import EventFeed
@@ -26,6 +27,7 @@ from storage import (
     StoreUnavailableError,
 )
 from storage.sqlite import LISTING_INDEXES
+from storage.sqlite.schema import switch_to_wal
 
 from ._contract import T0, decision, snapshot, tool_call
 
@@ -222,6 +224,56 @@ async def test_a_decision_waiting_for_a_lock_held_by_another_process_fails_and_w
     finally:
         blocker.close()
         await store.close()
+
+
+async def _rollback_journal_file(path: Path) -> aiosqlite.Connection:
+    """A runsgate file switched back to SQLite's rollback journal, opened as ``open()`` opens it."""
+    store = SQLiteSnapshotStore(path)
+    await store.open()
+    await store.close()
+    plain = sqlite3.connect(path, isolation_level=None)
+    assert plain.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    plain.close()
+    return await aiosqlite.connect(path, timeout=5.0, isolation_level=None)
+
+
+async def test_the_switch_to_wal_waits_while_another_process_holds_the_write_lock(sqlite_path: Path) -> None:
+    # SQLite fails PRAGMA journal_mode at once, busy handler or not, while another connection
+    # holds the write lock: two servers opening one new file at once met it
+    conn = await _rollback_journal_file(sqlite_path)
+    blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        blocker.execute("INSERT INTO runsgate_meta (key, value) VALUES ('probe', 'x')")
+        asyncio.get_running_loop().call_later(0.4, blocker.execute, "COMMIT")
+
+        # when the file is switched to WAL while the lock is held for 0.4 s
+        started = time.monotonic()
+        await switch_to_wal(conn, busy_timeout=10.0)
+
+        # then the switch waited for the lock and the file is in WAL
+        assert time.monotonic() - started >= 0.3
+        assert (await conn.execute_fetchall("PRAGMA journal_mode"))[0][0] == "wal"
+    finally:
+        blocker.close()
+        await conn.close()
+
+
+async def test_the_switch_to_wal_gives_up_after_the_busy_timeout(sqlite_path: Path) -> None:
+    conn = await _rollback_journal_file(sqlite_path)
+    blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        blocker.execute("INSERT INTO runsgate_meta (key, value) VALUES ('probe', 'x')")
+        started = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            await switch_to_wal(conn, busy_timeout=0.3)
+        assert time.monotonic() - started >= 0.2
+        blocker.execute("ROLLBACK")
+        assert (await conn.execute_fetchall("PRAGMA journal_mode"))[0][0] == "delete"
+    finally:
+        blocker.close()
+        await conn.close()
 
 
 async def test_an_event_that_waited_for_the_lock_still_reaches_a_subscriber(sqlite_path: Path) -> None:

@@ -33,17 +33,20 @@ async def sweep_event_retention(store: SnapshotStore, *, now: datetime, retentio
             if isinstance(parent, str):
                 parents[key] = parent
     stored = {doc["_id"] for doc in await store.get_many([*(run for _, run in runs), *parents.values()])}
-    deleted = 0
+    postponed: dict[tuple[str, str], datetime] = {}
+    expired: list[tuple[str, str]] = []
     for agent_id, run_id in runs:
         latest = max(events.get((agent_id, run_id), [before]))
         if latest >= before:  # finished again since: counted from its last finish
-            await store.postpone_event_retention(agent_id, run_id, until=latest)
+            postponed[(agent_id, run_id)] = latest
         elif run_id in stored or parents.get((agent_id, run_id)) in stored:
-            await store.postpone_event_retention(agent_id, run_id, until=now)
+            postponed[(agent_id, run_id)] = now
         else:
-            await store.delete_run_events(agent_id, run_id)
-            deleted += 1
-    return deleted
+            expired.append((agent_id, run_id))
+    # one write each: the store's transaction (SQLite) or bulk write (MongoDB)
+    await store.postpone_event_retention(postponed)
+    await store.delete_run_events(expired)
+    return len(expired)
 
 
 __all__ = ["EVENT_BATCH", "sweep_event_retention"]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from sortedcontainers import SortedKeyList, SortedList
@@ -65,22 +65,26 @@ class MemoryEventLog:
                 break
         return list(runs)
 
-    async def postpone_event_retention(self, agent_id: str, run_id: str, *, until: datetime) -> None:
-        for event in self._events.get((agent_id, run_id), []):
-            if "retentionFrom" in event:
-                self._retention.remove((event["retentionFrom"], agent_id, run_id, event["_id"]))
-                event["retentionFrom"] = until
-                self._retention.add((until, agent_id, run_id, event["_id"]))
+    async def postpone_event_retention(self, until: Mapping[tuple[str, str], datetime]) -> None:
+        for (agent_id, run_id), date in until.items():
+            for event in self._events.get((agent_id, run_id), []):
+                if "retentionFrom" in event:
+                    self._retention.remove((event["retentionFrom"], agent_id, run_id, event["_id"]))
+                    event["retentionFrom"] = date
+                    self._retention.add((date, agent_id, run_id, event["_id"]))
 
-    async def delete_run_events(self, agent_id: str, run_id: str) -> int:
-        events = self._events.pop((agent_id, run_id), [])
-        by_agent = self._agent_events.get(agent_id)
-        for event in events:
-            if by_agent is not None:
-                by_agent.remove(event)
-            if "retentionFrom" in event:
-                self._retention.discard((event["retentionFrom"], agent_id, run_id, event["_id"]))
-        return len(events)
+    async def delete_run_events(self, runs: Sequence[tuple[str, str]]) -> int:
+        deleted = 0
+        for agent_id, run_id in dict.fromkeys(runs):
+            events = self._events.pop((agent_id, run_id), [])
+            by_agent = self._agent_events.get(agent_id)
+            for event in events:
+                if by_agent is not None:
+                    by_agent.remove(event)
+                if "retentionFrom" in event:
+                    self._retention.discard((event["retentionFrom"], agent_id, run_id, event["_id"]))
+            deleted += len(events)
+        return deleted
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

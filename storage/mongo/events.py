@@ -3,11 +3,11 @@ time-ordered (``EventLog``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from pymongo import ASCENDING
+from pymongo import ASCENDING, DeleteMany, UpdateMany
 
 from .. import rules
 from ..documents import EventDocument
@@ -38,16 +38,27 @@ class MongoEvents(MongoStoreBase):
             ).to_list()
         return list(dict.fromkeys((doc["agentId"], doc["runId"]) for doc in found))
 
-    async def postpone_event_retention(self, agent_id: str, run_id: str, *, until: datetime) -> None:
-        # each event is its own single-document update (no transaction on FerretDB or DocumentDB)
-        query = {"agentId": agent_id, "runId": run_id, "retentionFrom": {"$exists": True}}
-        async with reachable():
-            await self._events.update_many(query, {"$set": {"retentionFrom": until}})
+    async def postpone_event_retention(self, until: Mapping[tuple[str, str], datetime]) -> None:
+        # one bulk write; each event is its own single-document update (no transaction on
+        # FerretDB or DocumentDB), and a run left half postponed is postponed again by the next sweep
+        updates = [
+            UpdateMany(
+                {"agentId": agent_id, "runId": run_id, "retentionFrom": {"$exists": True}},
+                {"$set": {"retentionFrom": date}},
+            )
+            for (agent_id, run_id), date in until.items()
+        ]
+        if updates:
+            async with reachable():
+                await self._events.bulk_write(updates, ordered=False)
 
-    async def delete_run_events(self, agent_id: str, run_id: str) -> int:
+    async def delete_run_events(self, runs: Sequence[tuple[str, str]]) -> int:
+        deletes = [DeleteMany({"agentId": agent_id, "runId": run_id}) for agent_id, run_id in dict.fromkeys(runs)]
+        if not deletes:
+            return 0
         async with reachable():
-            deleted = await self._events.delete_many({"agentId": agent_id, "runId": run_id})
-        return deleted.deleted_count
+            result = await self._events.bulk_write(deletes, ordered=False)
+        return result.deleted_count
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

@@ -3,7 +3,7 @@ list."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -85,12 +85,15 @@ class EventLog(Protocol):
         """
         ...
 
-    async def postpone_event_retention(self, agent_id: str, run_id: str, *, until: datetime) -> None:
-        """Set ``retentionFrom`` = ``until`` (UTC) on every event of the run that has one, so the
-        run is listed again once ``until`` is a retention period old (one write per event)."""
+    async def postpone_event_retention(self, until: Mapping[tuple[str, str], datetime]) -> None:
+        """For each ``(agentId, runId)`` → date (UTC) of ``until``, set ``retentionFrom`` to that
+        date on every event of the run that has one, so the run is listed again once the date is a
+        retention period old. One transaction on SQLite, one round trip on MongoDB (each event
+        its own single-document update)."""
 
-    async def delete_run_events(self, agent_id: str, run_id: str) -> int:
-        """Delete every event of the run (the sweeper, once its retention passed); returns how many."""
+    async def delete_run_events(self, runs: Sequence[tuple[str, str]]) -> int:
+        """Delete every event of the ``(agentId, runId)`` runs (the sweeper, once their retention
+        passed): one transaction on SQLite, one round trip on MongoDB. Returns events deleted."""
         ...
 
 

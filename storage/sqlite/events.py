@@ -3,7 +3,7 @@ state change it records (``_Connection._append_in``), read per run or in id orde
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -54,18 +54,27 @@ class _Events(_Connection):
         query = f"SELECT agent_id, run_id FROM run_events WHERE {sql} ORDER BY retention_from LIMIT ?"
         return query, [*params, limit]
 
-    async def postpone_event_retention(self, agent_id: str, run_id: str, *, until: datetime) -> None:
+    async def postpone_event_retention(self, until: Mapping[tuple[str, str], datetime]) -> None:
+        if not until:
+            return
         async with self._transaction() as conn:
-            await conn.execute(
+            await conn.executemany(
                 "UPDATE run_events SET retention_from = ? "
                 "WHERE agent_id = ? AND run_id = ? AND retention_from IS NOT NULL",
-                (_ms(until), agent_id, run_id),
+                [(_ms(date), agent_id, run_id) for (agent_id, run_id), date in until.items()],
             )
 
-    async def delete_run_events(self, agent_id: str, run_id: str) -> int:
+    async def delete_run_events(self, runs: Sequence[tuple[str, str]]) -> int:
+        if not runs:
+            return 0
         async with self._transaction() as conn:
-            cursor = await conn.execute("DELETE FROM run_events WHERE agent_id = ? AND run_id = ?", (agent_id, run_id))
-            return max(cursor.rowcount, 0)
+            deleted = 0
+            for agent_id, run_id in dict.fromkeys(runs):
+                cursor = await conn.execute(
+                    "DELETE FROM run_events WHERE agent_id = ? AND run_id = ?", (agent_id, run_id)
+                )
+                deleted += max(cursor.rowcount, 0)
+            return deleted
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

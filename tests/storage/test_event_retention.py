@@ -1,7 +1,7 @@
 """The events of finished runs expire (docs/guarantees.md "Events"): on every store a finishing
 event's ``retentionFrom`` is kept as written, ``list_expired_events`` finds the runs finished
 before a bound through an index, ``postpone_event_retention`` moves them later and
-``delete_run_events`` deletes a run's events; files and databases written before get dates once."""
+``delete_run_events`` deletes runs' events, many runs a call; files and databases written before get dates once."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ async def test_expired_runs_are_listed_oldest_first_and_their_events_deleted(sto
     assert await store.list_expired_events(before=T0 - HOUR, limit=10) == []
 
     # and deleting one run's events leaves the other runs' alone
-    assert await store.delete_run_events("agent-a", "run-old") == 2
+    assert await store.delete_run_events([("agent-a", "run-old")]) == 2
     assert await store.list_events("agent-a", "run-old") == []
     assert await store.list_expired_events(before=before, limit=10) == [("agent-b", "run-older")]
     assert len(await store.list_events("agent-a", "run-new")) == 2
@@ -75,12 +75,37 @@ async def test_a_postponed_run_is_listed_again_only_after_its_new_date(store: Sn
     await _append_run(store, "run-a", T0)
     await store.append_event(_event("run-a", "failed", T0 - HOUR, 99))
 
-    await store.postpone_event_retention("agent-a", "run-a", until=T0 + 5 * HOUR)
+    await store.postpone_event_retention({("agent-a", "run-a"): T0 + 5 * HOUR})
 
     assert await store.list_expired_events(before=T0 + HOUR, limit=10) == []
     assert await store.list_expired_events(before=T0 + 6 * HOUR, limit=10) == [("agent-a", "run-a")]
     dates = [e.get("retentionFrom") for e in await store.list_events("agent-a", "run-a")]
     assert sorted(dates, key=lambda d: d is not None) == [None, T0 + 5 * HOUR, T0 + 5 * HOUR]
+
+
+async def test_one_call_postpones_or_deletes_many_runs_each_to_its_own_date(store: SnapshotStore) -> None:
+    # given four finished runs of two agents
+    for run_id, agent_id in [("run-a", "agent-a"), ("run-b", "agent-a"), ("run-c", "agent-b"), ("run-d", "agent-b")]:
+        await _append_run(store, run_id, T0, agent_id=agent_id)
+
+    # when one call postpones two of them to different dates and one call deletes the other two
+    await store.postpone_event_retention({("agent-a", "run-a"): T0 + 2 * HOUR, ("agent-b", "run-c"): T0 + 4 * HOUR})
+    assert await store.delete_run_events([("agent-a", "run-b"), ("agent-b", "run-d"), ("agent-b", "run-d")]) == 4
+
+    # then each postponed run is listed once its own date is old, and the deleted ones are gone
+    assert await store.list_expired_events(before=T0 + 3 * HOUR, limit=10) == [("agent-a", "run-a")]
+    assert await store.list_expired_events(before=T0 + 5 * HOUR, limit=10) == [
+        ("agent-a", "run-a"),
+        ("agent-b", "run-c"),
+    ]
+    assert await store.list_events("agent-a", "run-b") == []
+    assert await store.list_events("agent-b", "run-d") == []
+    assert [e.get("retentionFrom") for e in await store.list_events("agent-b", "run-c")] == [None, T0 + 4 * HOUR]
+
+    # and empty batches write nothing
+    await store.postpone_event_retention({})
+    assert await store.delete_run_events([]) == 0
+    assert len(await store.list_events("agent-a", "run-a")) == 2
 
 
 async def test_the_sqlite_expired_events_are_one_search_of_their_index(sqlite_path: Path) -> None:

@@ -5,8 +5,8 @@
 retention setting (events, idempotency keys, webhook deliveries, run updates) at ``--period``
 seconds and a short sweep interval; runs are started (refund, suspends) and approved over HTTP
 at ``--rate`` runs per second, each request with an idempotency key. At the end of each period:
-the store's size (SQLite: pages in use, and file + WAL bytes; DocumentDB: dbStats dataSize +
-indexSize), its record counts, and the p50 of the period's last quarter of requests. Targets:
+the store's size (SQLite: pages in use, and file + WAL bytes; DocumentDB: dbStats storageSize
++ indexSize, the pages on disk: its dataSize is PostgreSQL's row-count estimate), its record counts, and the p50 of the period's last quarter of requests. Targets:
 later periods' size and p50 at most ``TARGET`` times period 1's.
 """
 
@@ -86,7 +86,8 @@ def sqlite_size(path: Path) -> dict[str, Any]:
 
 
 def mongo_size(uri: str) -> dict[str, Any]:
-    """dbStats' dataSize + indexSize (and storageSize), each collection's document count."""
+    """dbStats' storageSize + indexSize (bytes of pages on disk; dataSize apart: DocumentDB
+    estimates it from PostgreSQL's row statistics), each collection's document count."""
     import pymongo
 
     client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(uri, serverSelectionTimeoutMS=30_000)
@@ -97,8 +98,8 @@ def mongo_size(uri: str) -> dict[str, Any]:
     finally:
         client.close()
     return {
-        "bytes": int(stats.get("dataSize", 0)) + int(stats.get("indexSize", 0)),
-        "storageBytes": int(stats.get("storageSize", 0)),
+        "bytes": int(stats.get("storageSize", 0)) + int(stats.get("indexSize", 0)),
+        "dataBytes": int(stats.get("dataSize", 0)),
         "counts": counts,
     }
 

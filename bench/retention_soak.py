@@ -6,8 +6,9 @@ retention setting (events, idempotency keys, webhook deliveries, run updates) at
 seconds and a short sweep interval; runs are started (refund, suspends) and approved over HTTP
 at ``--rate`` runs per second, each request with an idempotency key. At the end of each period:
 the store's size (SQLite: pages in use, and file + WAL bytes; DocumentDB: dbStats storageSize
-+ indexSize, the pages on disk: its dataSize is PostgreSQL's row-count estimate), its record counts, and the p50 of the period's last quarter of requests. Targets:
-later periods' size and p50 at most ``TARGET`` times period 1's.
++ indexSize, the pages on disk: its dataSize is PostgreSQL's row-count estimate), its record
+counts, and the p50 of the period's last quarter of requests. Targets: later periods' size and
+p50 at most ``TARGET`` times period 1's.
 """
 
 from __future__ import annotations

@@ -18,7 +18,14 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from storage import IdempotencyDocument, IdempotencyKeys, KeyAnswer, to_bson_precision
+from storage import (
+    IdempotencyDocument,
+    IdempotencyKeys,
+    IdempotencyKeyTakenError,
+    KeyAnswer,
+    KeyReservation,
+    to_bson_precision,
+)
 
 from ._claims import renewing
 from ._json import canonical_json, fingerprint
@@ -31,17 +38,61 @@ _T = TypeVar("_T")
 class HeldKey:
     """The key a running request holds (``IdempotencyGuard.once`` gives it to its action): the
     action may hand its answer to the write that finishes the run (``RunStore.delete_claimed``'s
-    ``key``), then the guard writes no answer of its own."""
+    ``key``), then the guard writes no answer of its own. A deferred key (``once(defer=True)``)
+    is not yet reserved: the action's first write reserves it (``reservation``, ``reserve``)."""
 
-    def __init__(self, key_id: str, by: str, encode: Callable[[Any], dict[str, Any]], clock: Callable[[], datetime]):
-        self._key_id, self._by, self._encode, self._clock = key_id, by, encode, clock
+    def __init__(
+        self,
+        key_id: str,
+        by: str,
+        encode: Callable[[Any], dict[str, Any]],
+        clock: Callable[[], datetime],
+        *,
+        fingerprint: str = "",
+        until: Callable[[], datetime] | None = None,
+        store: IdempotencyKeys | None = None,
+    ):
+        self.key_id, self.by, self._encode, self._clock = key_id, by, encode, clock
+        self._fingerprint, self._lease_until, self._store = fingerprint, until, store
         self.answered = False
         """Whether the store wrote the answer (``written``)."""
+        self.reserved = store is None
+        """Whether this request holds the key (always, unless deferred)."""
+
+    def reservation(self) -> KeyReservation | None:
+        """The reservation a decision's write takes (``RunStore.record_decision``'s ``key``), or
+        ``None`` when the key is held already; call ``taken`` once that write succeeded."""
+        if self.reserved or self._lease_until is None:
+            return None
+        now = to_bson_precision(self._clock())
+        return KeyReservation(
+            key_id=self.key_id, fingerprint=self._fingerprint, by=self.by, until=self._lease_until(), now=now
+        )
+
+    def taken(self) -> None:
+        """The write holding ``reservation`` succeeded: this request holds the key."""
+        self.reserved = True
+
+    async def reserve(self) -> None:
+        """Reserve a deferred key by its own write, before a write that cannot take it.
+
+        Raises:
+            IdempotencyKeyTakenError: Another request holds or answered the key.
+        """
+        reservation = self.reservation()
+        if reservation is None or self._store is None:
+            return
+        existing = await self._store.reserve_idempotency_key(
+            reservation.key_id, reservation.fingerprint, reservation.now, by=self.by, until=reservation.until
+        )
+        if existing is not None:
+            raise IdempotencyKeyTakenError(existing)
+        self.reserved = True
 
     def answer(self, answer: Any) -> KeyAnswer:
         """The key's answer ``answer`` as a store write takes it; pass it to one write only."""
         now = to_bson_precision(self._clock())
-        return KeyAnswer(key_id=self._key_id, result=self._encode(answer), by=self._by, now=now)
+        return KeyAnswer(key_id=self.key_id, result=self._encode(answer), by=self.by, now=now)
 
     def written(self) -> None:
         """The write holding ``answer``'s result succeeded."""
@@ -101,12 +152,16 @@ class IdempotencyGuard:
         key: str | None,
         arguments: dict[str, Any],
         action: Callable[[HeldKey | None], Awaitable[RunOutcome]],
+        defer: bool = False,
     ) -> RunOutcome:
         """``await action(held)`` once per ``(agent_id, operation, key)``; without a key, just run
         it (``held`` ``None``).
 
         Args:
             arguments: Everything that defines the request; its fingerprint must match on reuse.
+            defer: The action's first write reserves the key (``HeldKey.reservation``), where
+                the store can (``reserves_with_decisions``): one commit less. Else, and for
+                an action that fails before that write, the key is reserved by its own write.
 
         Raises:
             IdempotencyKeyReusedError: The key was used with other arguments, or its first
@@ -121,6 +176,7 @@ class IdempotencyGuard:
             action=action,
             encode=lambda outcome: {"outcome": outcome.to_json()},
             decode=_replay,
+            defer=defer,
         )
 
     async def once(
@@ -133,6 +189,7 @@ class IdempotencyGuard:
         action: Callable[[HeldKey | None], Awaitable[_T]],
         encode: Callable[[_T], dict[str, Any]],
         decode: Callable[[IdempotencyDocument], _T],
+        defer: bool = False,
     ) -> _T:
         """``run`` for any answer: ``encode`` gives the JSON stored as the key's ``result``,
         ``decode`` the answer a repeat gets from the stored document. Raises as ``run``. The
@@ -142,7 +199,24 @@ class IdempotencyGuard:
         key_id = f"{agent_id}:{operation}:{key}"
         expected = fingerprint(arguments)
         me = f"{self._owner}:{uuid.uuid4().hex}"
-        existing = await self._reserve(key_id, expected, me)
+        encoded = cast(Callable[[Any], dict[str, Any]], encode)
+        if defer and self._store.reserves_with_decisions:
+            held = HeldKey(key_id, me, encoded, self._clock, fingerprint=expected, until=self._until, store=self._store)
+            try:
+                return await self._act(held, action, encode)
+            except IdempotencyKeyTakenError as exc:
+                existing: IdempotencyDocument | None = exc.existing
+            except RunsgateError:
+                if held.reserved:  # released by _act
+                    raise
+                # refused before any write: the answer, unless another request holds the key
+                existing = await self._reserve(key_id, expected, me)
+                if existing is None:
+                    with contextlib.suppress(Exception):
+                        await self._store.release_idempotency_key(key_id, by=me)
+                    raise
+        else:
+            existing = await self._reserve(key_id, expected, me)
         polls = 0
         while existing is not None:
             if existing["fingerprint"] != expected:
@@ -156,26 +230,40 @@ class IdempotencyGuard:
             # Re-reserving reads the key; if the first request released it, or its lease lapsed,
             # we now hold it.
             existing = await self._reserve(key_id, expected, me)
-        held = HeldKey(key_id, me, cast(Callable[[Any], dict[str, Any]], encode), self._clock)
+        return await self._act(HeldKey(key_id, me, encoded, self._clock), action, encode)
+
+    async def _act(
+        self, held: HeldKey, action: Callable[[HeldKey | None], Awaitable[_T]], encode: Callable[[_T], dict[str, Any]]
+    ) -> _T:
+        """Run ``action`` holding ``held`` (renewed; released on any failure), then write its
+        answer unless a store write took it."""
         try:
-            async with self._renewing(key_id, me):
+            async with self._renewing(held):
                 answer = await action(held)
         except BaseException:
-            with contextlib.suppress(Exception):  # else its lease lapses and a retry takes it over
-                await self._store.release_idempotency_key(key_id, by=me)
+            if held.reserved:
+                with contextlib.suppress(Exception):  # else its lease lapses and a retry takes it over
+                    await self._store.release_idempotency_key(held.key_id, by=held.by)
             raise
         if not held.answered:
+            if not held.reserved:  # a deferred key the action wrote nothing with
+                try:
+                    await held.reserve()
+                except IdempotencyKeyTakenError:
+                    return answer
             finished = to_bson_precision(self._clock())
-            await self._store.complete_idempotency_key(key_id, encode(answer), by=me, now=finished)
+            await self._store.complete_idempotency_key(held.key_id, encode(answer), by=held.by, now=finished)
         return answer
 
-    def _renewing(self, key_id: str, me: str) -> contextlib.AbstractAsyncContextManager[None]:
-        """Renew ``me``'s lease on the key every ``lease / 3`` seconds while the body runs."""
-        return renewing(
-            lambda: self._store.renew_idempotency_key(key_id, by=me, until=self._until()),
-            every=self._lease / 3,
-            lease=f"idempotency key {key_id}",
-        )
+    def _renewing(self, held: HeldKey) -> contextlib.AbstractAsyncContextManager[None]:
+        """Renew ``held``'s lease every ``lease / 3`` seconds while the body runs (once reserved)."""
+
+        async def renew() -> bool:
+            if not held.reserved:
+                return True
+            return await self._store.renew_idempotency_key(held.key_id, by=held.by, until=self._until())
+
+        return renewing(renew, every=self._lease / 3, lease=f"idempotency key {held.key_id}")
 
 
 def keyed_run_id(agent_id: str, operation: str, key: str, arguments: dict[str, Any]) -> str:

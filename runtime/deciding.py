@@ -138,6 +138,7 @@ class Decisions:
             key=request.idempotency_key,
             arguments=arguments,
             action=functools.partial(self._decide, agent_id, run_id, request, decider, doc, allowed, wait),
+            defer=True,
         )
 
     async def _decide(
@@ -154,7 +155,9 @@ class Decisions:
         self.agents.get_agent(agent_id)
         # Continued here at once: the decision of the run's last call claims it in the same write.
         claims = DecisionClaims(self.continuation, decider.name) if wait == "outcome" else None
-        updated = await self.gate.decide(agent_id, run_id, request, decider, read=read, allowed=allowed, claim=claims)
+        updated = await self.gate.decide(
+            agent_id, run_id, request, decider, read=read, allowed=allowed, claim=claims, key=key
+        )
         return await self._continued(updated, decider, wait, claims, key)
 
     async def _continued(

@@ -31,6 +31,7 @@ from . import rules as R
 from ._arguments import validate_edited_args
 from ._decisions import DecisionRequest, check_decidable, decided_in_events, find_call, model_id, validate_resume_data
 from ._deferred import question_id
+from ._idempotency import HeldKey
 from ._identity import sub_run_id
 from ._journal import Journal, RunRef, stored_run
 from ._json import fingerprint, jsonable, rfc3339
@@ -292,13 +293,16 @@ class DecisionGate:
         read: SnapshotDocument | None = None,
         allowed: Allowed | None = None,
         claim: ClaimOffer | None = None,
+        key: HeldKey | None = None,
     ) -> SnapshotDocument:
         """Check and record ``request`` by ``decider``: one conditional write with its events.
 
         ``read`` (and ``allowed``, its first check) is the run as already read; after a conflicting
         write the run is read and checked again, ``_ATTEMPTS`` times in all. ``claim``: the claim a
         single decision (not one approval of several) takes with it when it decides the run's last
-        pending call (the returned run is then ``resuming``).
+        pending call (the returned run is then ``resuming``). ``key``: the request's idempotency
+        key; a deferred one is reserved by the decision's write, or by its own write just before
+        an approval of several.
 
         Returns:
             The run as written.
@@ -309,6 +313,7 @@ class DecisionGate:
                 see) record the decision of the call the request names: the run finished.
             RunNotReadyError: The run kept changing.
             DuplicateApproverError: The principal approved this call already (two-person approval).
+            IdempotencyKeyTakenError: ``key`` is held or answered by another request (nothing written).
             And the errors of ``check``.
         """
         for attempt in range(_ATTEMPTS):
@@ -316,7 +321,7 @@ class DecisionGate:
             if doc is None:
                 raise await self._gone(agent_id, run_id, request, decider)
             passed = await self.check(doc, request, decider, allowed=allowed if attempt == 0 else None)
-            updated = await self._record(doc, request, decider, passed, claim)
+            updated = await self._record(doc, request, decider, passed, claim, key)
             if updated is not None:
                 return updated
         raise RunNotReadyError(run_id, f"Run {run_id!r} kept changing while recording the decision; try again.")
@@ -338,6 +343,7 @@ class DecisionGate:
         decider: Decider,
         checked: Checked,
         claim: ClaimOffer | None = None,
+        key: HeldKey | None = None,
     ) -> SnapshotDocument | None:
         now, call, index = self._now(), checked.call, checked.index
         edit = request.edited_args if checked.edited is not None else None
@@ -350,10 +356,13 @@ class DecisionGate:
             extra["approvals"] = list(decider.approvers)
         required = call.get("approvalsRequired", 1)
         if request.kind == "approved" and decider.kind == "person" and required > 1:
+            if key is not None:
+                await key.reserve()
             return await self._record_approval(doc, run, checked, decision)
         preceding = [self._expired_event(run, call, now)] if decider.kind == "expiry" else []  # ids in order
         event = self._decision_event(run, call, decision, **extra)
-        return await self._store.record_decision(
+        reservation = None if key is None else key.reservation()
+        written = await self._store.record_decision(
             doc["agentId"],
             doc["_id"],
             index=index,
@@ -364,7 +373,11 @@ class DecisionGate:
             event=event,
             preceding_events=preceding,
             claim=None if claim is None else claim(doc, index, decision),
+            key=reservation,
         )
+        if written is not None and reservation is not None and key is not None:
+            key.taken()
+        return written
 
     async def _record_approval(
         self, doc: SnapshotDocument, run: RunRef, checked: Checked, decision: DecisionDocument

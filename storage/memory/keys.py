@@ -17,6 +17,8 @@ from .expiry import delete_expired
 class MemoryIdempotencyKeys:
     """``IdempotencyKeys`` in process."""
 
+    reserves_with_decisions = True
+
     def __init__(self) -> None:
         super().__init__()
         self._keys: dict[str, IdempotencyDocument] = {}

@@ -20,7 +20,16 @@ from ..documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from ..protocol import DecisionClaim, DuplicateRunError, KeyAnswer, RunFilter, SortKey, event_list
+from ..protocol import (
+    DecisionClaim,
+    DuplicateRunError,
+    IdempotencyKeyTakenError,
+    KeyAnswer,
+    KeyReservation,
+    RunFilter,
+    SortKey,
+    event_list,
+)
 from ..rules import matches
 from .copying import copied
 from .deadlines import DeadlineIndex
@@ -177,10 +186,15 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         event: EventDocument | None = None,
         preceding_events: Sequence[EventDocument] = (),
         claim: DecisionClaim | None = None,
+        key: KeyReservation | None = None,
     ) -> SnapshotDocument | None:
         doc = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
         if doc is None:
             return None
+        if key is not None:  # in the same step as the decision
+            taken = await self.reserve_idempotency_key(key.key_id, key.fingerprint, key.now, by=key.by, until=key.until)
+            if taken is not None:
+                raise IdempotencyKeyTakenError(taken)
         events = [*preceding_events, *event_list(event)]
         if claim is not None and matches(rules.last_pending(claim.version), doc):
             doc["status"] = "resuming"

@@ -37,6 +37,8 @@ def _held_key(key_id: str, by: str | None) -> Document:
 class MongoIdempotencyKeys(MongoStoreBase):
     """``IdempotencyKeys`` of ``MongoSnapshotStore``."""
 
+    reserves_with_decisions = False  # no multi-document transactions on FerretDB or DocumentDB
+
     async def reserve_idempotency_key(
         self,
         key_id: str,

@@ -20,7 +20,7 @@ from ..documents import (
     SnapshotDocument,
     ToolCallDocument,
 )
-from ..protocol import DecisionClaim, KeyAnswer
+from ..protocol import DecisionClaim, KeyAnswer, KeyReservation
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive
 from .conditions import compiled, merged
@@ -79,7 +79,12 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         event: EventDocument | None = None,
         preceding_events: Sequence[EventDocument] = (),
         claim: DecisionClaim | None = None,
+        key: KeyReservation | None = None,
     ) -> SnapshotDocument | None:
+        if key is not None:
+            raise ValueError(
+                "MongoSnapshotStore reserves idempotency keys by their own write (reserves_with_decisions)"
+            )
         path = f"toolCalls.{index}"
         deadline = _deadline_once_decided(index)
         derive = deadline if claim is None else _claimed_once_decided(deadline, claim)

@@ -12,7 +12,7 @@ from .deliveries import WebhookDeliveries
 from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
 from .events import EventLog, event_list
 from .filters import RunFilter, SortKey, sort_key
-from .keys import IdempotencyKeys, KeyAnswer
+from .keys import IdempotencyKeys, IdempotencyKeyTakenError, KeyAnswer, KeyReservation
 from .run_updates import RunUpdateLog
 from .runs import DecisionClaim, RunStore
 from .store import SnapshotStore
@@ -21,8 +21,10 @@ __all__ = [
     "DecisionClaim",
     "DuplicateRunError",
     "EventLog",
+    "IdempotencyKeyTakenError",
     "IdempotencyKeys",
     "KeyAnswer",
+    "KeyReservation",
     "NewerSchemaError",
     "RunFilter",
     "RunStore",

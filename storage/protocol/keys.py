@@ -20,9 +20,40 @@ class KeyAnswer:
     now: datetime
 
 
+@dataclass(frozen=True, kw_only=True)
+class KeyReservation:
+    """An idempotency key reserved by a decision's own write (``RunStore.record_decision``'s
+    ``key``), as ``IdempotencyKeys.reserve_idempotency_key(key_id, fingerprint, now, by=by,
+    until=until)`` would reserve it; UTC datetimes."""
+
+    key_id: str
+    fingerprint: str
+    by: str
+    until: datetime
+    now: datetime
+
+
+class IdempotencyKeyTakenError(Exception):
+    """A decision's write found its key (``KeyReservation``) held or answered by another request,
+    or fingerprinted with other arguments: nothing was written. ``existing`` is that key's
+    document, as ``reserve_idempotency_key`` returns it."""
+
+    def __init__(self, existing: IdempotencyDocument) -> None:
+        super().__init__(f"idempotency key {existing['_id']!r} is taken")
+        self.existing = existing
+
+
 class IdempotencyKeys(Protocol):
     """Answers remembered for idempotency keys (``key_id`` = ``{agentId}:{operation}:{key}``).
-    Every method may raise ``StoreUnavailableError``."""
+    Every method may raise ``StoreUnavailableError``.
+
+    ``reserves_with_decisions``: whether ``RunStore.record_decision`` takes a ``key`` and
+    reserves it in the decision's own write (SQLite: one transaction; memory: one step). MongoDB
+    has no multi-document transactions on every engine it runs on: there it is ``False``, and a
+    key is reserved by its own write first.
+    """
+
+    reserves_with_decisions: bool
 
     async def reserve_idempotency_key(
         self,

@@ -18,7 +18,7 @@ from ..documents import (
     ToolCallDocument,
 )
 from .filters import RunFilter, SortKey
-from .keys import KeyAnswer
+from .keys import KeyAnswer, KeyReservation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +117,7 @@ class RunStore(Protocol):
         event: EventDocument | None = None,
         preceding_events: Sequence[EventDocument] = (),
         claim: DecisionClaim | None = None,
+        key: KeyReservation | None = None,
     ) -> SnapshotDocument | None:
         """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
 
@@ -135,6 +136,12 @@ class RunStore(Protocol):
         same write claims it as ``claim`` does (status ``resuming``, ``claim.by`` until
         ``claim.until``) and writes ``claim.events`` after the decision's. Otherwise the decision
         alone is recorded, as without ``claim``; the returned run's status tells which.
+
+        With ``key`` (only where ``reserves_with_decisions``), the same write reserves the
+        idempotency key as ``reserve_idempotency_key`` would, once the run meets the conditions;
+        when the key is held or answered by another request it writes nothing and raises
+        ``IdempotencyKeyTakenError``. A run that fails the conditions returns ``None`` without
+        reserving the key.
         """
 
     async def record_approval(

@@ -13,10 +13,11 @@ import aiosqlite
 
 from .. import rules
 from ..documents import ApprovalDocument, DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
-from ..protocol import DecisionClaim, event_list
+from ..protocol import DecisionClaim, IdempotencyKeyTakenError, KeyReservation, event_list
 from ..rules import Condition
 from . import conditions
 from .connection import _Connection
+from .idempotency import reserve_key_in
 from .rows import _COLUMNS, _calls, _calls_text, _deadline_ms, _ms, _snapshot
 
 
@@ -36,6 +37,7 @@ class _Decisions(_Connection):
         event: EventDocument | None = None,
         preceding_events: Sequence[EventDocument] = (),
         claim: DecisionClaim | None = None,
+        key: KeyReservation | None = None,
     ) -> SnapshotDocument | None:
         pending = rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)
         events = [*preceding_events, *event_list(event)]
@@ -44,6 +46,10 @@ class _Decisions(_Connection):
             found = await self._calls_where(conn, pending, also=ready)
             if found is None:
                 return None
+            if key is not None:  # raising rolls this write back alone (``_transaction``)
+                taken = await reserve_key_in(conn, key.key_id, key.fingerprint, key.now, by=key.by, until=key.until)
+                if taken is not None:
+                    raise IdempotencyKeyTakenError(taken)
             calls, claimed = found
             calls[index]["decision"] = decision
             if claimed and claim is not None:

@@ -44,8 +44,61 @@ async def complete_key_in(
     )
 
 
+async def reserve_key_in(
+    conn: aiosqlite.Connection,
+    key_id: str,
+    fingerprint: str,
+    now: datetime,
+    *,
+    by: str | None,
+    until: datetime | None,
+) -> IdempotencyDocument | None:
+    """``reserve_idempotency_key`` inside the caller's transaction (which holds the write lock)."""
+    lease = None if until is None else _ms(until)
+    rows = list(
+        await conn.execute_fetchall(
+            "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until, finished_at "
+            "FROM idempotency_keys WHERE key_id = ?",
+            (key_id,),
+        )
+    )
+    if not rows:
+        await conn.execute(
+            "INSERT INTO idempotency_keys (key_id, fingerprint, result, created_at, reserved_by, "
+            "reserved_until) VALUES (?, ?, NULL, ?, ?, ?)",
+            (key_id, fingerprint, _ms(now), by, lease),
+        )
+        return None
+    row = rows[0]
+    if row[2] is None and row[1] == fingerprint and row[5] is not None and row[5] < _ms(now):
+        # The holder's lease lapsed: take the key over.
+        await conn.execute(
+            "UPDATE idempotency_keys SET reserved_by = ?, reserved_until = ? WHERE key_id = ?",
+            (by, lease, key_id),
+        )
+        return None
+    return _key_document(row)
+
+
+def _key_document(row: Any) -> IdempotencyDocument:
+    """The ``IdempotencyDocument`` of a row of ``reserve_key_in``'s ``SELECT``."""
+    found: IdempotencyDocument = {
+        "_id": row[0],
+        "fingerprint": row[1],
+        "result": None if row[2] is None else _loads(row[2]),
+        "createdAt": _datetime(row[3]),
+        "reservedBy": row[4],
+        "reservedUntil": None if row[5] is None else _datetime(row[5]),
+    }
+    if row[6] is not None:
+        found["finishedAt"] = _datetime(row[6])
+    return found
+
+
 class _IdempotencyKeys(_Connection):
     """``IdempotencyKeys`` on ``idempotency_keys``."""
+
+    reserves_with_decisions = True
 
     async def reserve_idempotency_key(
         self,
@@ -56,41 +109,8 @@ class _IdempotencyKeys(_Connection):
         by: str | None = None,
         until: datetime | None = None,
     ) -> IdempotencyDocument | None:
-        lease = None if until is None else _ms(until)
         async with self._transaction() as conn:
-            rows = list(
-                await conn.execute_fetchall(
-                    "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until, finished_at "
-                    "FROM idempotency_keys WHERE key_id = ?",
-                    (key_id,),
-                )
-            )
-            if not rows:
-                await conn.execute(
-                    "INSERT INTO idempotency_keys (key_id, fingerprint, result, created_at, reserved_by, "
-                    "reserved_until) VALUES (?, ?, NULL, ?, ?, ?)",
-                    (key_id, fingerprint, _ms(now), by, lease),
-                )
-                return None
-            row = rows[0]
-            if row[2] is None and row[1] == fingerprint and row[5] is not None and row[5] < _ms(now):
-                # The holder's lease lapsed: take the key over (this transaction holds the write lock).
-                await conn.execute(
-                    "UPDATE idempotency_keys SET reserved_by = ?, reserved_until = ? WHERE key_id = ?",
-                    (by, lease, key_id),
-                )
-                return None
-        found: IdempotencyDocument = {
-            "_id": row[0],
-            "fingerprint": row[1],
-            "result": None if row[2] is None else _loads(row[2]),
-            "createdAt": _datetime(row[3]),
-            "reservedBy": row[4],
-            "reservedUntil": None if row[5] is None else _datetime(row[5]),
-        }
-        if row[6] is not None:
-            found["finishedAt"] = _datetime(row[6])
-        return found
+            return await reserve_key_in(conn, key_id, fingerprint, now, by=by, until=until)
 
     async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
         held, extra = _held_key(by)

@@ -91,7 +91,7 @@ EVENTS_RETENTION_INDEX = [("retentionFrom", ASCENDING)]
 BACKFILL_VERSION = 2
 """The backfills this runsgate applies (``runsgate_meta`` document ``backfill``): 1 = the
 ``finishedAt`` of idempotency keys answered before it, 2 = the ``retentionFrom`` of finishing
-events written before it (``rules.retention_from``: their ``at``)."""
+events written before it (the time of the open)."""
 
 BACKFILL_BATCH = 500
 """Events one write of backfill 2 dates (one single-document update each)."""
@@ -158,7 +158,7 @@ async def backfill(database: AsyncDatabase[Document], now: datetime) -> None:
     """Once per database (``runsgate_meta`` document ``backfill`` below ``BACKFILL_VERSION``):
     give every answered idempotency key without a ``finishedAt`` the time ``now`` (UTC), so it
     expires a retention period after this open (keys in flight stay without one), and every
-    finishing event without a ``retentionFrom`` its ``at``; then record the version."""
+    finishing event without a ``retentionFrom`` the time ``now`` too; then record the version."""
     meta = await database[META].find_one({"_id": "backfill"})
     done = 0 if meta is None else int(meta["version"])
     if done >= BACKFILL_VERSION:
@@ -168,23 +168,23 @@ async def backfill(database: AsyncDatabase[Document], now: datetime) -> None:
         await database[KEYS].update_many(
             {"finishedAt": {"$exists": False}, "$or": answered}, {"$set": {"finishedAt": now}}
         )
-    await _date_finishing_events(database[EVENTS])
+    await _date_finishing_events(database[EVENTS], now)
     try:
         await database[META].update_one({"_id": "backfill"}, {"$max": {"version": BACKFILL_VERSION}}, upsert=True)
     except DuplicateKeyError:  # another process's upsert inserted it first
         await database[META].update_one({"_id": "backfill"}, {"$max": {"version": BACKFILL_VERSION}})
 
 
-async def _date_finishing_events(events: AsyncCollection[Document]) -> None:
-    """Set ``retentionFrom`` = ``at`` on each finishing event without one, ``BACKFILL_BATCH`` a
-    write, each a single-document update (FerretDB 1.24 has no pipeline updates)."""
+async def _date_finishing_events(events: AsyncCollection[Document], now: datetime) -> None:
+    """Set ``retentionFrom`` = ``now`` on each finishing event without one, ``BACKFILL_BATCH`` a
+    write, each a single-document update."""
     undated = {"type": {"$in": sorted(FINISHING_EVENTS)}, "retentionFrom": {"$exists": False}}
     while True:
         found = await events.find(undated, {"_id": 1, "at": 1}).limit(BACKFILL_BATCH).to_list()
         if not found:
             return
         dated = [
-            UpdateOne({"_id": doc["_id"], "retentionFrom": {"$exists": False}}, {"$set": {"retentionFrom": doc["at"]}})
+            UpdateOne({"_id": doc["_id"], "retentionFrom": {"$exists": False}}, {"$set": {"retentionFrom": now}})
             for doc in found
         ]
         await events.bulk_write(dated, ordered=False)

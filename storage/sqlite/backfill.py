@@ -13,7 +13,7 @@ from .rows import _marks, _ms
 
 BACKFILL_VERSION = 2
 """The backfills this runsgate applies: 1 = ``idempotency_keys.finished_at`` of answered keys,
-2 = ``run_events.retention_from`` of finishing events (``rules.retention_from``: their ``at``)."""
+2 = ``run_events.retention_from`` of finishing events (the time of the open)."""
 
 
 async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
@@ -21,7 +21,8 @@ async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
     ``idempotency_keys`` and its index ``keys_finished``; then, once per file, give every
     answered key without one ``finished_at`` = ``now`` (UTC), so it expires a retention period
     after this open (never earlier than its answer allows), every finishing event without one
-    ``retention_from`` = its ``at``, and record ``BACKFILL_VERSION``."""
+    ``retention_from`` = ``now`` too (a run that finished long before keeps its events a retention
+    period after the upgrade), and record ``BACKFILL_VERSION``."""
     columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(idempotency_keys)")}
     if "finished_at" not in columns:
         await conn.execute("ALTER TABLE idempotency_keys ADD COLUMN finished_at INTEGER")
@@ -39,7 +40,7 @@ async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
         )
     finishing = sorted(FINISHING_EVENTS)
     finished = f"retention_from IS NULL AND type IN ({_marks(len(finishing))})"
-    await conn.execute(f"UPDATE run_events SET retention_from = at WHERE {finished}", finishing)
+    await conn.execute(f"UPDATE run_events SET retention_from = ? WHERE {finished}", (_ms(now), *finishing))
     await conn.execute(
         "INSERT INTO runsgate_meta (key, value) VALUES ('backfill', ?) ON CONFLICT (key) DO UPDATE "
         "SET value = excluded.value WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)",

@@ -135,14 +135,18 @@ async def test_a_sqlite_file_of_an_earlier_version_gets_its_finished_runs_dates_
 
     # when this runsgate opens it
     store = SQLiteSnapshotStore(path)
+    opened = datetime.now(UTC).replace(microsecond=0)
     await store.open()
     try:
-        # then the finishing event is dated at its own time, and the run is found once it is old
+        # then the finishing event is dated at the open, not at its own time (1970): the run that
+        # finished long ago keeps its events a retention period after the upgrade
         events = await store.list_events("agent-a", "run-old")
-        finished = datetime(1970, 1, 1, 0, 0, 2, tzinfo=UTC)
-        assert [e.get("retentionFrom") for e in events] == [None, finished]
-        assert await store.list_expired_events(before=finished, limit=10) == []
-        assert await store.list_expired_events(before=finished + HOUR, limit=10) == [("agent-a", "run-old")]
+        dated = events[1].get("retentionFrom")
+        assert events[0].get("retentionFrom") is None
+        assert dated is not None
+        assert opened <= dated <= datetime.now(UTC)
+        assert await store.list_expired_events(before=opened, limit=10) == []
+        assert await store.list_expired_events(before=dated + HOUR, limit=10) == [("agent-a", "run-old")]
     finally:
         await store.close()
 
@@ -169,18 +173,23 @@ async def test_a_mongodb_database_of_an_earlier_version_gets_its_finished_runs_d
 
     # when this runsgate opens it
     store = MongoSnapshotStore(mongo.uri)
+    opened = datetime.now(UTC).replace(microsecond=0)
     await store.open()
     try:
-        # then each finishing event is dated at its own time, the others are not
+        # then each finishing event is dated at the open (not at its own time), the others are not
         stored = {doc["_id"]: doc async for doc in events.find({})}
         assert "retentionFrom" not in stored["00000000000000000001-a"]
-        assert stored["00000000000000000002-a"]["retentionFrom"] == T0
-        assert stored["00000000000000000003-a"]["retentionFrom"] == T0 + HOUR
+        dates = [
+            stored[i]["retentionFrom"].replace(tzinfo=UTC) for i in ("00000000000000000002-a", "00000000000000000003-a")
+        ]
+        assert dates[0] == dates[1]
+        assert opened <= dates[0] <= datetime.now(UTC)
         meta = [doc async for doc in store.database["runsgate_meta"].find({"_id": "backfill"})]
         assert meta == [{"_id": "backfill", "version": 2}]
-        assert await store.list_expired_events(before=T0 + 2 * HOUR, limit=10) == [
-            ("agent-a", "run-old"),
+        assert await store.list_expired_events(before=T0 + 2 * HOUR, limit=10) == []
+        assert sorted(await store.list_expired_events(before=dates[0] + HOUR, limit=10)) == [
             ("agent-a", "run-failed"),
+            ("agent-a", "run-old"),
         ]
     finally:
         await store.close()

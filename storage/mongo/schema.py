@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, UpdateOne
+from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
@@ -177,17 +177,16 @@ async def backfill(database: AsyncDatabase[Document], now: datetime) -> None:
 
 async def _date_finishing_events(events: AsyncCollection[Document], now: datetime) -> None:
     """Set ``retentionFrom`` = ``now`` on each finishing event without one, ``BACKFILL_BATCH`` a
-    write, each a single-document update."""
+    write (one ``update_many`` by ``_id``, each document its own single-document update)."""
     undated = {"type": {"$in": sorted(FINISHING_EVENTS)}, "retentionFrom": {"$exists": False}}
     while True:
-        found = await events.find(undated, {"_id": 1, "at": 1}).limit(BACKFILL_BATCH).to_list()
+        found = await events.find(undated, {"_id": 1}).limit(BACKFILL_BATCH).to_list()
         if not found:
             return
-        dated = [
-            UpdateOne({"_id": doc["_id"], "retentionFrom": {"$exists": False}}, {"$set": {"retentionFrom": now}})
-            for doc in found
-        ]
-        await events.bulk_write(dated, ordered=False)
+        ids = [doc["_id"] for doc in found]
+        await events.update_many(
+            {"_id": {"$in": ids}, "retentionFrom": {"$exists": False}}, {"$set": {"retentionFrom": now}}
+        )
 
 
 __all__ = [

@@ -68,13 +68,11 @@ class _Events(_Connection):
         if not runs:
             return 0
         async with self._transaction() as conn:
-            deleted = 0
-            for agent_id, run_id in dict.fromkeys(runs):
-                cursor = await conn.execute(
-                    "DELETE FROM run_events WHERE agent_id = ? AND run_id = ?", (agent_id, run_id)
-                )
-                deleted += max(cursor.rowcount, 0)
-            return deleted
+            # executemany's rowcount is the sum of its statements' deletions
+            cursor = await conn.executemany(
+                "DELETE FROM run_events WHERE agent_id = ? AND run_id = ?", list(dict.fromkeys(runs))
+            )
+            return max(cursor.rowcount, 0)
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

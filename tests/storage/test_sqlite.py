@@ -237,14 +237,20 @@ async def _rollback_journal_file(path: Path) -> aiosqlite.Connection:
     return await aiosqlite.connect(path, timeout=5.0, isolation_level=None)
 
 
+def _write_lock_held(path: Path) -> sqlite3.Connection:
+    """Another connection holding the file's write lock (a pending write): the caller ends it."""
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    blocker.execute("INSERT INTO runsgate_meta (key, value) VALUES ('probe', 'x')")
+    return blocker
+
+
 async def test_the_switch_to_wal_waits_while_another_process_holds_the_write_lock(sqlite_path: Path) -> None:
     # SQLite fails PRAGMA journal_mode at once, busy handler or not, while another connection
     # holds the write lock: two servers opening one new file at once met it
     conn = await _rollback_journal_file(sqlite_path)
-    blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+    blocker = _write_lock_held(sqlite_path)
     try:
-        blocker.execute("BEGIN IMMEDIATE")
-        blocker.execute("INSERT INTO runsgate_meta (key, value) VALUES ('probe', 'x')")
         asyncio.get_running_loop().call_later(0.4, blocker.execute, "COMMIT")
 
         # when the file is switched to WAL while the lock is held for 0.4 s
@@ -261,10 +267,8 @@ async def test_the_switch_to_wal_waits_while_another_process_holds_the_write_loc
 
 async def test_the_switch_to_wal_gives_up_after_the_busy_timeout(sqlite_path: Path) -> None:
     conn = await _rollback_journal_file(sqlite_path)
-    blocker = sqlite3.connect(sqlite_path, isolation_level=None)
+    blocker = _write_lock_held(sqlite_path)
     try:
-        blocker.execute("BEGIN IMMEDIATE")
-        blocker.execute("INSERT INTO runsgate_meta (key, value) VALUES ('probe', 'x')")
         started = time.monotonic()
         with pytest.raises(sqlite3.OperationalError, match="database is locked"):
             await switch_to_wal(conn, busy_timeout=0.3)

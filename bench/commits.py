@@ -36,12 +36,14 @@ from typing import Any, cast
 
 TRACE_ENV = "BENCH_TRACE_FILE"
 OUTSIDE = "(no store call open in its task)"
-"""Where a statement goes that its task ran outside any store call: a SQLite group commit's
-``COMMIT``, made by the shielded task that settles the group (``SQLiteSnapshotStore._transaction``)."""
+"""Where a statement or command goes that its task ran outside any store call."""
 MONGO_WRITES = {"insert", "update", "delete", "findAndModify", "findandmodify", "commitTransaction"}
 
 # -- inside the server process ----------------------------------------------------------------------
 _depth: contextvars.ContextVar[int] = contextvars.ContextVar("bench_store_depth", default=0)
+_call: contextvars.ContextVar[str] = contextvars.ContextVar("bench_store_call", default="-")
+"""The task of the outermost store call open; the SQLite writer runs each write's function in a
+copy of its caller's context (``storage/sqlite/writer.py``), so its statements carry it."""
 
 
 def _logger(path: str) -> Callable[..., None]:
@@ -66,11 +68,14 @@ def _wrapped(log: Callable[..., None], name: str, method: Callable[..., Any]) ->
     async def call(*args: Any, **kwargs: Any) -> Any:
         depth = _depth.get()
         token = _depth.set(depth + 1)
+        call_token = _call.set(_task()) if depth == 0 else None
         log("call", _task(), str(depth), name)
         try:
             return await method(*args, **kwargs)
         finally:
             log("done", _task(), str(depth), name)
+            if call_token is not None:
+                _call.reset(call_token)
             _depth.reset(token)
 
     return call
@@ -78,10 +83,11 @@ def _wrapped(log: Callable[..., None], name: str, method: Callable[..., Any]) ->
 
 def install(path: str) -> None:
     """Count into ``path``: each public coroutine method of the three stores (call and return, its
-    asyncio task and nesting depth); each SQLite statement twice, when a task queues it on an
-    aiosqlite connection (``Connection._execute`` wrapped) and when SQLite runs it (a trace
-    callback set by a wrapped ``sqlite3.connect``; connections numbered in opening order); each
-    MongoDB command started, with its task."""
+    asyncio task and nesting depth); each SQLite statement when SQLite runs it (a trace callback
+    set by a wrapped ``sqlite3.connect``; connections numbered in opening order), with the store
+    call whose write ran it on the writer's thread (``_call``), and each statement a task queues
+    on an aiosqlite connection (the reader: ``Connection._execute`` wrapped); each MongoDB command
+    started, with its task."""
     import aiosqlite
     from pymongo import monitoring
 
@@ -102,7 +108,7 @@ def install(path: str) -> None:
     def traced_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         conn: sqlite3.Connection = connect(*args, **kwargs)
         number = numbered[id(conn)] = str(next(numbers))
-        conn.set_trace_callback(lambda sql: log("sql", number, " ".join(sql.split())[:160]))
+        conn.set_trace_callback(lambda sql: log("sql", number, _call.get(), " ".join(sql.split())[:160]))
         return conn
 
     sqlite3.connect = traced_connect  # type: ignore[assignment]  # aiosqlite looks it up on each connect
@@ -178,7 +184,7 @@ def steps(trace_lines: list[str], fsync_lines: list[tuple[float, str]]) -> list[
     found: list[Step] = []
     outside = Step(OUTSIDE, 0, 0)
     open_calls: dict[str, Step] = {}
-    queued_commits: dict[str, list[Step]] = {}
+    last_write: dict[str, Step] = {}
     writes_run: list[tuple[float, Step]] = []
     for line in trace_lines:
         at, kind, *rest = line.rstrip("\n").split("\t")
@@ -187,13 +193,16 @@ def steps(trace_lines: list[str], fsync_lines: list[tuple[float, str]]) -> list[
             found.append(open_calls[rest[0]])
         elif kind == "done" and rest[1] == "0" and rest[0] in open_calls:
             open_calls.pop(rest[0]).end = float(at)
-        elif kind == "sqlq":
-            step = open_calls.get(rest[0], outside)
+        elif kind == "sqlq":  # a read queued on the reader (aiosqlite)
+            _sql_summary(open_calls.get(rest[0], outside), rest[2])
+        elif kind == "sql" and rest[1] != "-":  # a write's statement on the writer's thread
+            step = last_write[rest[0]] = open_calls.get(rest[1], outside)
             _sql_summary(step, rest[2])
-            if rest[2].split()[:1] == ["COMMIT"]:
-                queued_commits.setdefault(rest[1], []).append(step)
-        elif kind == "sql" and rest[1].split()[:1] == ["COMMIT"] and queued_commits.get(rest[0]):
-            writes_run.append((float(at), queued_commits[rest[0]].pop(0)))
+        elif kind == "sql" and rest[2].split()[:1] == ["COMMIT"]:
+            # the transaction's frame: its commit counts for the last write it ran
+            step = last_write.get(rest[0], outside)
+            step.commits += 1
+            writes_run.append((float(at), step))
         elif kind == "mongo":
             step = open_calls.get(rest[0], outside)
             command, collection = rest[1], rest[2]
@@ -320,7 +329,10 @@ def count(store: str, url: str, trace: Path, pids: list[int], keyed: bool, scrat
 
 @contextmanager
 def counted_server(
-    store: str, scratch: Path, mongodb_uri: str | None, update_interval: float | None = None
+    store: str,
+    scratch: Path,
+    mongodb_uri: str | None,
+    update_interval: float | None = None,
 ) -> Iterator[tuple[str, int, Path]]:
     """A ``python -m bench.commits serve`` process on ``store`` (``update_interval``: its
     ``RUNSGATE_RUN_UPDATES_INTERVAL``, ``None`` the default); yields its URL, pid and trace file."""
@@ -433,6 +445,7 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     ensure_strace()
+    timing = {"update_interval": args.update_interval}
     results: list[Approval] = []
     with tempfile.TemporaryDirectory(prefix="bench-commits-") as tmp:
         for store in args.stores.split(","):
@@ -445,9 +458,9 @@ def main(argv: list[str]) -> int:
                 with documentdb() as server:
                     assert server.postgres is not None
                     uri = with_database(server.uri)
-                    results += measure(store, args.approvals, scratch, uri, server.postgres.pid, args.update_interval)
+                    results += measure(store, args.approvals, scratch, uri, server.postgres.pid, **timing)
             else:
-                results += measure(store, args.approvals, scratch, update_interval=args.update_interval)
+                results += measure(store, args.approvals, scratch, **timing)
     print("\n".join(lines(results)))
     return 0
 

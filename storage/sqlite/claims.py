@@ -4,6 +4,7 @@ one transaction with its events."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -48,12 +49,8 @@ class _Claims(_Connection):
 
     async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
         held, params = _held(agent_id, run_id, by)
-        async with self._transaction() as conn:
-            rows = list(
-                await conn.execute_fetchall(
-                    f"UPDATE run_snapshots SET claim_until = ? WHERE {held} RETURNING run_id", (_ms(until), *params)
-                )
-            )
+        sql = f"UPDATE run_snapshots SET claim_until = ? WHERE {held} RETURNING run_id"
+        rows = await self._write(lambda db: db.execute(sql, (_ms(until), *params)).fetchall())
         return bool(rows)
 
     async def replace_claimed(
@@ -105,27 +102,26 @@ class _Claims(_Connection):
         appended, in the same transaction."""
         compressed = await self._compress(history)
         held, held_params = _held(agent_id, run_id, by)
-        async with self._transaction() as conn:
-            current = list(
-                await conn.execute_fetchall(f"SELECT history_id FROM run_snapshots WHERE {held}", held_params)
-            )
+
+        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
+            current = db.execute(f"SELECT history_id FROM run_snapshots WHERE {held}", held_params).fetchall()
             if not current:
                 return None
-            await conn.execute(
+            db.execute(
                 "INSERT INTO run_histories (history_id, run_id, data) VALUES (?, ?, ?)",
                 (history_id, run_id, compressed),
             )
-            rows = list(
-                await conn.execute_fetchall(
-                    f"UPDATE run_snapshots SET {assignments}, history_id = ?, version = version + 1 "
-                    f"WHERE run_id = ? RETURNING {_COLUMNS}",
-                    (*params, history_id, run_id),
-                )
-            )
-            await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (current[0][0],))
-            await self._append_in(conn, event)
-            await self._updates_in(conn, updates)
-        return _snapshot(rows[0])
+            rows = db.execute(
+                f"UPDATE run_snapshots SET {assignments}, history_id = ?, version = version + 1 "
+                f"WHERE run_id = ? RETURNING {_COLUMNS}",
+                (*params, history_id, run_id),
+            ).fetchall()
+            db.execute("DELETE FROM run_histories WHERE history_id = ?", (current[0][0],))
+            self._append_in(db, event)
+            self._updates_in(db, updates)
+            return _snapshot(rows[0])
+
+        return await self._write(write)
 
     async def delete_claimed(
         self,
@@ -138,17 +134,19 @@ class _Claims(_Connection):
         key: KeyAnswer | None = None,
     ) -> bool:
         held, params = _held(agent_id, run_id, by)
-        async with self._transaction() as conn:
-            rows = list(
-                await conn.execute_fetchall(f"DELETE FROM run_snapshots WHERE {held} RETURNING history_id", params)
-            )
-            if rows:
-                await conn.execute("DELETE FROM run_histories WHERE history_id = ?", (rows[0][0],))
-                await self._append_in(conn, event)
-                await self._updates_in(conn, updates)
-                if key is not None:
-                    await complete_key_in(conn, key.key_id, key.result, by=key.by, now=key.now)
-        return bool(rows)
+
+        def write(db: sqlite3.Connection) -> bool:
+            rows = db.execute(f"DELETE FROM run_snapshots WHERE {held} RETURNING history_id", params).fetchall()
+            if not rows:
+                return False
+            db.execute("DELETE FROM run_histories WHERE history_id = ?", (rows[0][0],))
+            self._append_in(db, event)
+            self._updates_in(db, updates)
+            if key is not None:
+                complete_key_in(db, key.key_id, key.result, by=key.by, now=key.now)
+            return True
+
+        return await self._write(write)
 
     async def release_claim(
         self,

@@ -5,11 +5,10 @@ claim a last decision takes (``rules.last_pending``)."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-
-import aiosqlite
 
 from .. import rules
 from ..documents import ApprovalDocument, DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
@@ -42,21 +41,24 @@ class _Decisions(_Connection):
         pending = rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)
         events = [*preceding_events, *event_list(event)]
         ready = None if claim is None else rules.last_pending(claim.version)
-        async with self._transaction() as conn:
-            found = await self._calls_where(conn, pending, also=ready)
+
+        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
+            found = self._calls_where(db, pending, also=ready)
             if found is None:
                 return None
-            if key is not None:  # raising rolls this write back alone (``_transaction``)
-                taken = await reserve_key_in(conn, key.key_id, key.fingerprint, key.now, by=key.by, until=key.until)
+            if key is not None:  # raising rolls this write back alone (``_write``)
+                taken = reserve_key_in(db, key.key_id, key.fingerprint, key.now, by=key.by, until=key.until)
                 if taken is not None:
                     raise IdempotencyKeyTakenError(taken)
             calls, claimed = found
             calls[index]["decision"] = decision
             if claimed and claim is not None:
-                written = await self._write_calls(conn, run_id, calls, now, [*events, *claim.events], claim=claim)
-                await self._updates_in(conn, claim.updates)
+                written = self._write_calls(db, run_id, calls, now, [*events, *claim.events], claim=claim)
+                self._updates_in(db, claim.updates)
                 return written
-            return await self._write_calls(conn, run_id, calls, now, events)
+            return self._write_calls(db, run_id, calls, now, events)
+
+        return await self._write(write)
 
     async def record_approval(
         self,
@@ -76,8 +78,9 @@ class _Decisions(_Connection):
             rules.pending_call(agent_id, run_id, index, tool_call_id, question_id),
             rules.approvals_counted(index, approvals_before),
         )
-        async with self._transaction() as conn:
-            found = await self._calls_where(conn, counted)
+
+        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
+            found = self._calls_where(db, counted)
             if found is None:
                 return None
             calls, _ = found
@@ -85,11 +88,13 @@ class _Decisions(_Connection):
             call["approvals"] = [*(call.get("approvals") or []), approval]
             if decision is not None:
                 call["decision"] = decision
-            return await self._write_calls(conn, run_id, calls, now, event_list(event))
+            return self._write_calls(db, run_id, calls, now, event_list(event))
+
+        return await self._write(write)
 
     @staticmethod
-    async def _calls_where(
-        conn: aiosqlite.Connection, condition: Condition, *, also: Condition | None = None
+    def _calls_where(
+        db: sqlite3.Connection, condition: Condition, *, also: Condition | None = None
     ) -> tuple[list[ToolCallDocument], bool] | None:
         """The calls of the run meeting ``condition``, read in the caller's transaction: its part
         on columns in SQL, its part on ``toolCalls`` on the decoded calls (``conditions.split``);
@@ -98,11 +103,9 @@ class _Decisions(_Connection):
         on_columns, on_calls = conditions.split(condition)
         sql, params = conditions.where(on_columns)
         extra, extra_params = ("0", []) if also is None else conditions.where(also)
-        rows = list(
-            await conn.execute_fetchall(
-                f"SELECT tool_calls, {extra} FROM run_snapshots WHERE {sql}", (*extra_params, *params)
-            )
-        )
+        rows = db.execute(
+            f"SELECT tool_calls, {extra} FROM run_snapshots WHERE {sql}", (*extra_params, *params)
+        ).fetchall()
         if not rows:
             return None
         calls = _calls(rows[0][0])
@@ -110,9 +113,9 @@ class _Decisions(_Connection):
             return None
         return calls, bool(rows[0][1])
 
-    async def _write_calls(
+    def _write_calls(
         self,
-        conn: aiosqlite.Connection,
+        db: sqlite3.Connection,
         run_id: str,
         calls: list[ToolCallDocument],
         now: datetime,
@@ -127,19 +130,17 @@ class _Decisions(_Connection):
         if claim is not None:
             claiming = "status = 'resuming', claim_by = ?, claim_until = ?, "
             claim_params = [claim.by, _ms(claim.until)]
-        updated = list(
-            await conn.execute_fetchall(
-                f"UPDATE run_snapshots SET {claiming}tool_calls = ?, pending_count = ?, updated_at = ?, "
-                f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
-                (
-                    *claim_params,
-                    _calls_text(calls),
-                    rules.pending_count(calls),
-                    _ms(now),
-                    _deadline_ms(calls),
-                    run_id,
-                ),
-            )
-        )
-        await self._append_in(conn, events)
+        updated = db.execute(
+            f"UPDATE run_snapshots SET {claiming}tool_calls = ?, pending_count = ?, updated_at = ?, "
+            f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
+            (
+                *claim_params,
+                _calls_text(calls),
+                rules.pending_count(calls),
+                _ms(now),
+                _deadline_ms(calls),
+                run_id,
+            ),
+        ).fetchall()
+        self._append_in(db, events)
         return _snapshot(updated[0])

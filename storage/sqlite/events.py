@@ -29,8 +29,7 @@ class _Events(_Connection):
 
     async def append_event(self, event: EventDocument) -> None:
         row = _event_row(event)
-        async with self._transaction() as conn:
-            await conn.execute(_INSERT_EVENT, row)
+        await self._write(lambda db: db.execute(_INSERT_EVENT, row))
 
     async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
         """Nothing is ever pending: a change and its event are written at once."""
@@ -57,22 +56,18 @@ class _Events(_Connection):
     async def postpone_event_retention(self, until: Mapping[tuple[str, str], datetime]) -> None:
         if not until:
             return
-        async with self._transaction() as conn:
-            await conn.executemany(
-                "UPDATE run_events SET retention_from = ? "
-                "WHERE agent_id = ? AND run_id = ? AND retention_from IS NOT NULL",
-                [(_ms(date), agent_id, run_id) for (agent_id, run_id), date in until.items()],
-            )
+        rows = [(_ms(date), agent_id, run_id) for (agent_id, run_id), date in until.items()]
+        sql = (
+            "UPDATE run_events SET retention_from = ? WHERE agent_id = ? AND run_id = ? AND retention_from IS NOT NULL"
+        )
+        await self._write(lambda db: db.executemany(sql, rows))
 
     async def delete_run_events(self, runs: Sequence[tuple[str, str]]) -> int:
         if not runs:
             return 0
-        async with self._transaction() as conn:
-            # executemany's rowcount is the sum of its statements' deletions
-            cursor = await conn.executemany(
-                "DELETE FROM run_events WHERE agent_id = ? AND run_id = ?", list(dict.fromkeys(runs))
-            )
-            return max(cursor.rowcount, 0)
+        sql, rows = "DELETE FROM run_events WHERE agent_id = ? AND run_id = ?", list(dict.fromkeys(runs))
+        # executemany's rowcount is the sum of its statements' deletions
+        return await self._write(lambda db: max(db.executemany(sql, rows).rowcount, 0))
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

@@ -4,10 +4,9 @@ reservation with its lease, taken over once the lease lapsed, then its answer (w
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime
 from typing import Any
-
-import aiosqlite
 
 from .. import rules
 from ..documents import IdempotencyDocument
@@ -33,19 +32,19 @@ def _held_key(by: str | None) -> tuple[str, tuple[Any, ...]]:
     return "key_id = ? AND result IS NULL AND reserved_by = ?", (by,)
 
 
-async def complete_key_in(
-    conn: aiosqlite.Connection, key_id: str, result: dict[str, Any], *, by: str | None, now: datetime
+def complete_key_in(
+    db: sqlite3.Connection, key_id: str, result: dict[str, Any], *, by: str | None, now: datetime
 ) -> None:
     """``complete_idempotency_key`` inside the caller's transaction."""
     held, extra = _held_key(by)
-    await conn.execute(
+    db.execute(
         f"UPDATE idempotency_keys SET result = ?, finished_at = ? WHERE {held}",
         (_dumps(result), _ms(now), key_id, *extra),
     )
 
 
-async def reserve_key_in(
-    conn: aiosqlite.Connection,
+def reserve_key_in(
+    db: sqlite3.Connection,
     key_id: str,
     fingerprint: str,
     now: datetime,
@@ -55,15 +54,13 @@ async def reserve_key_in(
 ) -> IdempotencyDocument | None:
     """``reserve_idempotency_key`` inside the caller's transaction (which holds the write lock)."""
     lease = None if until is None else _ms(until)
-    rows = list(
-        await conn.execute_fetchall(
-            "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until, finished_at "
-            "FROM idempotency_keys WHERE key_id = ?",
-            (key_id,),
-        )
-    )
+    rows = db.execute(
+        "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until, finished_at "
+        "FROM idempotency_keys WHERE key_id = ?",
+        (key_id,),
+    ).fetchall()
     if not rows:
-        await conn.execute(
+        db.execute(
             "INSERT INTO idempotency_keys (key_id, fingerprint, result, created_at, reserved_by, "
             "reserved_until) VALUES (?, ?, NULL, ?, ?, ?)",
             (key_id, fingerprint, _ms(now), by, lease),
@@ -72,7 +69,7 @@ async def reserve_key_in(
     row = rows[0]
     if row[2] is None and row[1] == fingerprint and row[5] is not None and row[5] < _ms(now):
         # The holder's lease lapsed: take the key over.
-        await conn.execute(
+        db.execute(
             "UPDATE idempotency_keys SET reserved_by = ?, reserved_until = ? WHERE key_id = ?",
             (by, lease, key_id),
         )
@@ -109,35 +106,26 @@ class _IdempotencyKeys(_Connection):
         by: str | None = None,
         until: datetime | None = None,
     ) -> IdempotencyDocument | None:
-        async with self._transaction() as conn:
-            return await reserve_key_in(conn, key_id, fingerprint, now, by=by, until=until)
+        return await self._write(lambda db: reserve_key_in(db, key_id, fingerprint, now, by=by, until=until))
 
     async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
         held, extra = _held_key(by)
-        async with self._transaction() as conn:
-            rows = list(
-                await conn.execute_fetchall(
-                    f"UPDATE idempotency_keys SET reserved_until = ? WHERE {held} RETURNING key_id",
-                    (_ms(until), key_id, *extra),
-                )
-            )
+        sql = f"UPDATE idempotency_keys SET reserved_until = ? WHERE {held} RETURNING key_id"
+        rows = await self._write(lambda db: db.execute(sql, (_ms(until), key_id, *extra)).fetchall())
         return bool(rows)
 
     async def complete_idempotency_key(
         self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
     ) -> None:
-        async with self._transaction() as conn:
-            await complete_key_in(conn, key_id, result, by=by, now=now)
+        await self._write(lambda db: complete_key_in(db, key_id, result, by=by, now=now))
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
         held, extra = _held_key(by)
-        async with self._transaction() as conn:
-            await conn.execute(f"DELETE FROM idempotency_keys WHERE {held}", (key_id, *extra))
+        await self._write(lambda db: db.execute(f"DELETE FROM idempotency_keys WHERE {held}", (key_id, *extra)))
 
     async def delete_expired_idempotency_keys(self, *, before: datetime, limit: int) -> int:
-        async with self._transaction() as conn:
-            cursor = await conn.execute(*self._expired_keys_sql(before, limit))
-            return max(cursor.rowcount, 0)
+        sql, params = self._expired_keys_sql(before, limit)
+        return await self._write(lambda db: max(db.execute(sql, params).rowcount, 0))
 
     async def explain_expired_idempotency_keys(self, *, before: datetime, limit: int) -> list[str]:
         """SQLite's query plan of ``delete_expired_idempotency_keys`` (``EXPLAIN QUERY PLAN``)."""

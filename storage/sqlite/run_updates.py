@@ -15,8 +15,7 @@ class _RunUpdates(_Connection):
     """``RunUpdateLog`` on ``run_updates``."""
 
     async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
-        async with self._transaction() as conn:
-            await self._updates_in(conn, (batch,))
+        await self._write(lambda db: self._updates_in(db, (batch,)))
 
     async def list_run_updates(
         self, agent_id: str, run_id: str, *, after: str | None, limit: int
@@ -35,10 +34,8 @@ class _RunUpdates(_Connection):
         ]
 
     async def prune_run_updates(self, *, before: datetime, limit: int) -> int:
-        async with self._transaction() as conn:
-            cursor = await conn.execute(
-                "DELETE FROM run_updates WHERE (agent_id, run_id, batch_id) IN "
-                "(SELECT agent_id, run_id, batch_id FROM run_updates WHERE at < ? ORDER BY at LIMIT ?)",
-                (_ms(before), limit),
-            )
-            return max(cursor.rowcount, 0)
+        sql = (
+            "DELETE FROM run_updates WHERE (agent_id, run_id, batch_id) IN "
+            "(SELECT agent_id, run_id, batch_id FROM run_updates WHERE at < ? ORDER BY at LIMIT ?)"
+        )
+        return await self._write(lambda db: max(db.execute(sql, (_ms(before), limit)).rowcount, 0))

@@ -162,18 +162,19 @@ class _Runs(_Connection):
         runs = [_run_row(s) for s, _ in snapshots]
         histories = [(s["historyId"], s["_id"], await self._compress(h)) for s, h in snapshots]
         try:
-            async with self._transaction() as conn:
-                await conn.executemany(
-                    "INSERT INTO run_histories (history_id, run_id, data) VALUES (?, ?, ?)", histories
-                )
-                await conn.executemany(_INSERT_RUN, runs)
-                await self._append_in(conn, event)
+
+            def write(db: sqlite3.Connection) -> None:
+                db.executemany("INSERT INTO run_histories (history_id, run_id, data) VALUES (?, ?, ?)", histories)
+                db.executemany(_INSERT_RUN, runs)
+                self._append_in(db, event)
                 if newest > SCHEMA_VERSION:  # the file now holds a newer document: an older runsgate must refuse it
-                    await conn.execute(
+                    db.execute(
                         "UPDATE runsgate_meta SET value = ? "
                         "WHERE key = 'schema_version' AND CAST(value AS INTEGER) < ?",
                         (str(newest), newest),
                     )
+
+            await self._write(write)
         except sqlite3.IntegrityError as exc:
             ids = [s["_id"] for s, _ in snapshots]
             raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}") from exc

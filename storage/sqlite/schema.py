@@ -206,7 +206,7 @@ async def _prepare(conn: aiosqlite.Connection, path: Path, busy_timeout: float) 
         await backfill(conn, datetime.now(UTC))
         await conn.execute("COMMIT")
     except BaseException:
-        with suppress(sqlite3.Error):  # unconditional, as in _transaction
+        with suppress(sqlite3.Error):  # unconditional: a cancelled await may leave its statement queued
             await conn.execute("ROLLBACK")
         raise
     # WAL outside the transaction (it cannot change inside one); it stays set in the file.

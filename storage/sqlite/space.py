@@ -59,17 +59,17 @@ async def convert(conn: aiosqlite.Connection) -> bool:
     return await _pragma(conn, "auto_vacuum") == INCREMENTAL
 
 
-async def give_back(conn: aiosqlite.Connection) -> int:
-    """Inside the caller's write transaction: give the file's free pages beyond ``RESERVE_PAGES``
-    back, at most ``MAX_PAGES_PER_COMMIT`` (the file shrinks at the next checkpoint). Returns the
-    pages given back.
+def give_back(db: sqlite3.Connection) -> int:
+    """Inside the caller's write transaction (on the writer's thread): give the file's free pages
+    beyond ``RESERVE_PAGES`` back, at most ``MAX_PAGES_PER_COMMIT`` (the file shrinks at the next
+    checkpoint). Returns the pages given back.
 
     ``PRAGMA incremental_vacuum(N)`` frees one page per step of its statement, and Python's
     ``sqlite3`` takes one step of a statement that returns no columns; so it runs once per page.
     """
-    free = await _pragma(conn, "freelist_count")
+    free = int(db.execute("PRAGMA freelist_count").fetchone()[0])
     surplus = min(free - RESERVE_PAGES, MAX_PAGES_PER_COMMIT)
     if surplus <= 0:
         return 0
-    await conn.executemany("PRAGMA incremental_vacuum(1)", [()] * surplus)
+    db.executemany("PRAGMA incremental_vacuum(1)", [()] * surplus)
     return surplus

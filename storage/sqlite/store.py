@@ -3,6 +3,8 @@ claims, events, idempotency keys, webhook deliveries, run updates), composed int
 
 from __future__ import annotations
 
+import sqlite3
+
 from .claims import _Claims
 from .decisions import _Decisions
 from .events import _Events
@@ -29,9 +31,12 @@ class SQLiteSnapshotStore(_Runs, _Decisions, _Claims, _Events, _IdempotencyKeys,
     async def drop_all(self) -> None:
         """Delete every run, history, event, idempotency key, webhook delivery and run update (tests and
         ``runsgate seed --reset``); the tables and the schema version stay."""
-        async with self._transaction() as conn:
+
+        def write(db: sqlite3.Connection) -> None:
             for table in _DATA_TABLES:
-                await conn.execute(f"DELETE FROM {table}")
+                db.execute(f"DELETE FROM {table}")
+
+        await self._write(write)
 
 
 __all__ = ["SQLiteSnapshotStore"]

@@ -35,26 +35,20 @@ class _WebhookDeliveries(_Connection):
         return str(rows[0][0]) if rows else None
 
     async def advance_webhook_cursor(self, cursor_id: str, event_id: str) -> None:
-        async with self._transaction() as conn:
-            await conn.execute(
-                "INSERT INTO webhook_cursors (cursor_id, event_id) VALUES (?, ?) "
-                "ON CONFLICT (cursor_id) DO UPDATE SET event_id = excluded.event_id "
-                "WHERE excluded.event_id > webhook_cursors.event_id",
-                (cursor_id, event_id),
-            )
+        sql = (
+            "INSERT INTO webhook_cursors (cursor_id, event_id) VALUES (?, ?) "
+            "ON CONFLICT (cursor_id) DO UPDATE SET event_id = excluded.event_id "
+            "WHERE excluded.event_id > webhook_cursors.event_id"
+        )
+        await self._write(lambda db: db.execute(sql, (cursor_id, event_id)))
 
     async def add_webhook_deliveries(self, deliveries: Sequence[WebhookDeliveryDocument]) -> int:
         if not deliveries:
             return 0
-        async with self._transaction() as conn:
-            added = 0
-            for delivery in deliveries:
-                cursor = await conn.execute(
-                    f"INSERT OR IGNORE INTO webhook_deliveries ({_DELIVERY_COLUMNS}) VALUES ({_marks(18)})",
-                    _delivery_row(delivery),
-                )
-                added += max(cursor.rowcount, 0)
-        return added
+        sql = f"INSERT OR IGNORE INTO webhook_deliveries ({_DELIVERY_COLUMNS}) VALUES ({_marks(18)})"
+        rows = [_delivery_row(delivery) for delivery in deliveries]
+        # executemany's rowcount is the sum of its statements' insertions (an ignored one adds 0)
+        return await self._write(lambda db: max(db.executemany(sql, rows).rowcount, 0))
 
     async def claim_webhook_deliveries(
         self,
@@ -74,16 +68,14 @@ class _WebhookDeliveries(_Connection):
         if other_than:
             which += f" AND endpoint_id NOT IN ({', '.join('?' * len(other_than))})"
             params.extend(other_than)
-        async with self._transaction() as conn:  # BEGIN IMMEDIATE: the select and the lease are one step
-            rows = list(
-                await conn.execute_fetchall(
-                    "UPDATE webhook_deliveries SET lease_by = ?, lease_until = ? WHERE delivery_id IN ("
-                    "SELECT delivery_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? "
-                    f"AND (lease_until IS NULL OR lease_until < ?){which} ORDER BY next_attempt_at, delivery_id "
-                    f"LIMIT ?) RETURNING {_DELIVERY_COLUMNS}",
-                    (*params, limit),
-                )
-            )
+        sql = (
+            "UPDATE webhook_deliveries SET lease_by = ?, lease_until = ? WHERE delivery_id IN ("
+            "SELECT delivery_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? "
+            f"AND (lease_until IS NULL OR lease_until < ?){which} ORDER BY next_attempt_at, delivery_id "
+            f"LIMIT ?) RETURNING {_DELIVERY_COLUMNS}"
+        )
+        # BEGIN IMMEDIATE: the select and the lease are one step
+        rows = await self._write(lambda db: db.execute(sql, (*params, limit)).fetchall())
         docs = [_delivery(row) for row in rows]
         docs.sort(key=lambda d: (d["nextAttemptAt"], d["_id"]))
         return docs
@@ -99,31 +91,27 @@ class _WebhookDeliveries(_Connection):
         status_code: int | None,
         error: str | None,
     ) -> bool:
-        async with self._transaction() as conn:
-            rows = list(
-                await conn.execute_fetchall(
-                    "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, last_attempt_at = ?, "
-                    "next_attempt_at = ?, last_status_code = ?, last_error = ?, finished_at = ?, "
-                    "lease_by = NULL, lease_until = NULL "
-                    "WHERE delivery_id = ? AND status = 'pending' AND lease_by = ? RETURNING delivery_id",
-                    (
-                        status,
-                        _ms(at),
-                        _ms(next_attempt_at),
-                        status_code,
-                        error,
-                        _optional_ms(rules.finished_at(status, at)),
-                        delivery_id,
-                        by,
-                    ),
-                )
-            )
-        return bool(rows)
+        sql = (
+            "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, last_attempt_at = ?, "
+            "next_attempt_at = ?, last_status_code = ?, last_error = ?, finished_at = ?, "
+            "lease_by = NULL, lease_until = NULL "
+            "WHERE delivery_id = ? AND status = 'pending' AND lease_by = ? RETURNING delivery_id"
+        )
+        params = (
+            status,
+            _ms(at),
+            _ms(next_attempt_at),
+            status_code,
+            error,
+            _optional_ms(rules.finished_at(status, at)),
+            delivery_id,
+            by,
+        )
+        return bool(await self._write(lambda db: db.execute(sql, params).fetchall()))
 
     async def delete_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> int:
-        async with self._transaction() as conn:
-            cursor = await conn.execute(*self._expired_deliveries_sql(before, limit))
-            return max(cursor.rowcount, 0)
+        sql, params = self._expired_deliveries_sql(before, limit)
+        return await self._write(lambda db: max(db.execute(sql, params).rowcount, 0))
 
     async def explain_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> list[str]:
         """SQLite's query plan of ``delete_expired_webhook_deliveries`` (``EXPLAIN QUERY PLAN``)."""

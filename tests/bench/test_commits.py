@@ -13,32 +13,45 @@ from bench.commits import OUTSIDE, _parse_strace, measure, steps
 TRACE = """\
 1.000\tcall\tA\t0\tget
 1.001\tsqlq\tA\t2\tSELECT document FROM run_snapshots WHERE run_id = ?
+1.001\tsql\t2\t-\tSELECT document FROM run_snapshots WHERE run_id = ?
 1.002\tdone\tA\t0\tget
 1.010\tcall\tA\t0\trecord_decision
-1.011\tsqlq\tA\t1\tBEGIN IMMEDIATE
-1.012\tsqlq\tA\t1\tUPDATE run_snapshots SET document = ?
-1.013\tsqlq\tA\t1\tINSERT INTO run_events (event_id) VALUES (?)
-1.014\tsqlq\tA\t1\tCOMMIT
-1.015\tcall\tB\t0\trenew_claim
-1.016\tsqlq\tB\t1\tUPDATE run_snapshots SET claim_until = ?
-1.017\tsql\t1\tCOMMIT
-1.019\tdone\tA\t0\trecord_decision
-1.020\tdone\tB\t0\trenew_claim
-1.021\tsqlq\tC\t1\tCOMMIT
-1.022\tsql\t1\tCOMMIT
+1.011\tsql\t1\t-\tBEGIN IMMEDIATE
+1.012\tsql\t1\tA\tUPDATE run_snapshots SET document = ?
+1.013\tsql\t1\tA\tINSERT INTO run_events (event_id) VALUES (?)
+1.014\tsql\t1\t-\tCOMMIT
+1.016\tdone\tA\t0\trecord_decision
+1.020\tcall\tB\t0\trenew_claim
+1.021\tcall\tC\t0\tappend_event
+1.022\tsql\t1\t-\tBEGIN IMMEDIATE
+1.023\tsql\t1\tB\tUPDATE run_snapshots SET claim_until = ?
+1.024\tsql\t1\tC\tINSERT INTO run_events (event_id) VALUES (?)
+1.025\tsql\t1\t-\tCOMMIT
+1.026\tdone\tB\t0\trenew_claim
+1.027\tdone\tC\t0\tappend_event
+1.030\tsql\t1\tZ\tDELETE FROM run_updates WHERE at < ?
+1.031\tsql\t1\t-\tCOMMIT
 """
 
 
 def test_each_fsync_goes_to_the_write_whose_commit_ran_last_before_it() -> None:
-    found = steps(TRACE.splitlines(), [(1.018, "fdatasync x/bench.db-wal"), (1.023, "fdatasync x/bench.db-wal")])
-    assert [step.name for step in found] == ["get", "record_decision", "renew_claim", OUTSIDE]
-    get, decision, renewal, outside = found
+    fsyncs = [(1.0145, "fdatasync x/bench.db-wal"), (1.0255, "fdatasync x/bench.db-wal"), (1.032, "fdatasync x/w")]
+    found = steps(TRACE.splitlines(), fsyncs)
+    assert [step.name for step in found] == ["get", "record_decision", "renew_claim", "append_event", OUTSIDE]
+    get, decision, renewal, appended, outside = found
     assert (get.reads, get.commits, sum(get.fsyncs.values())) == (1, 0, 0)
     assert dict(decision.writes) == {"UPDATE run_snapshots": 1, "INSERT run_events": 1}
     assert (decision.commits, dict(decision.fsyncs)) == (1, {"fdatasync x/bench.db-wal": 1})
-    # task B's write joined a group whose COMMIT task C made: that commit and its fsync are C's
+    # B's and C's writes shared one transaction: its COMMIT and fsync count for C's, which ran last
     assert (dict(renewal.writes), renewal.commits, sum(renewal.fsyncs.values())) == ({"UPDATE run_snapshots": 1}, 0, 0)
-    assert (outside.commits, dict(outside.fsyncs)) == (1, {"fdatasync x/bench.db-wal": 1})
+    assert (dict(appended.writes), appended.commits) == ({"INSERT run_events": 1}, 1)
+    assert dict(appended.fsyncs) == {"fdatasync x/bench.db-wal": 1}
+    # a write of no open store call
+    assert (dict(outside.writes), outside.commits, dict(outside.fsyncs)) == (
+        {"DELETE run_updates": 1},
+        1,
+        {"fdatasync x/w": 1},
+    )
 
 
 def test_strace_lines_give_the_time_and_file_of_each_sync() -> None:

@@ -321,8 +321,8 @@ async def test_a_full_disk_during_a_decision_records_nothing(sqlite: SQLiteSnaps
     before = await sqlite.get(AGENT, "run")
     writer = sqlite._writer  # the store's own connection: SQLite's page limit stands for a full disk
     assert writer is not None
-    pages = (await writer.execute_fetchall("PRAGMA page_count"))[0][0]
-    await writer.execute_fetchall(f"PRAGMA max_page_count = {pages}")
+    pages = await writer.call(lambda db: db.execute("PRAGMA page_count").fetchone()[0])
+    await writer.call(lambda db: db.execute(f"PRAGMA max_page_count = {pages}").fetchall())
     big = {**decision("resumed"), "resumeData": "x" * 1_000_000}
 
     with pytest.raises(StoreUnavailableError, match="full"):
@@ -371,7 +371,7 @@ async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_retur
     statements: list[str] = []
     writer = store._writer  # the store's own connection: its statements are what is counted
     assert writer is not None
-    await writer.set_trace_callback(statements.append)
+    await writer.call(lambda db: db.set_trace_callback(statements.append))
     try:
         # when 12 decisions on 12 runs are recorded at once
         for i in range(12):
@@ -432,3 +432,33 @@ async def test_a_write_cancelled_while_its_group_commits_leaves_the_others_store
     assert {f"run-{i}" for i in range(1, 6)} <= listed
     await sqlite.insert(snapshot("after"), b"[]")
     assert await sqlite.get(AGENT, "after") is not None
+
+
+async def test_a_write_queued_behind_this_process_longer_than_the_busy_timeout_fails_and_never_runs(
+    sqlite_path: Path,
+) -> None:
+    store = SQLiteSnapshotStore(sqlite_path, busy_timeout=0.2)
+    await store.open()
+    try:
+        await store.insert(snapshot("run"), b"[]")
+        before = await store.get(AGENT, "run")
+
+        # given a write of this process that holds the writer for 2 s
+        def slow(db: sqlite3.Connection) -> None:
+            time.sleep(2)
+
+        holding = asyncio.ensure_future(store._write(slow))
+        await asyncio.sleep(0.05)
+
+        # when a decision queues behind it
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError, match="busy in this process"):
+            await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+
+        # then it failed after the busy timeout, before the other write ended, and never ran
+        assert time.monotonic() - started >= 0.2
+        assert not holding.done()
+        await holding
+        assert await store.get(AGENT, "run") == before
+    finally:
+        await store.close()

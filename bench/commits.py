@@ -333,9 +333,11 @@ def counted_server(
     scratch: Path,
     mongodb_uri: str | None,
     update_interval: float | None = None,
+    first_text_delay: float | None = None,
 ) -> Iterator[tuple[str, int, Path]]:
-    """A ``python -m bench.commits serve`` process on ``store`` (``update_interval``: its
-    ``RUNSGATE_RUN_UPDATES_INTERVAL``, ``None`` the default); yields its URL, pid and trace file."""
+    """A ``python -m bench.commits serve`` process on ``store`` (``update_interval`` and
+    ``first_text_delay``: its ``RUNSGATE_RUN_UPDATES_INTERVAL`` and ``..._FIRST_TEXT_DELAY``,
+    ``None`` the default); yields its URL, pid and trace file."""
     from tests._servers import free_port, listening_process
 
     from .runner import _env
@@ -346,6 +348,8 @@ def counted_server(
     variables = {TRACE_ENV: str(trace), "RUNSGATE_TOOL_RULES": "[]", "RUNSGATE_SWEEP_INTERVAL": "3600"}
     if update_interval is not None:
         variables["RUNSGATE_RUN_UPDATES_INTERVAL"] = str(update_interval)
+    if first_text_delay is not None:
+        variables["RUNSGATE_RUN_UPDATES_FIRST_TEXT_DELAY"] = str(first_text_delay)
     if store == "sqlite":
         variables["RUNSGATE_STORE"] = f"sqlite:///{scratch / 'bench.db'}"
     elif store == "documentdb":
@@ -365,9 +369,10 @@ def measure(
     mongodb_uri: str | None = None,
     postgres: int | None = None,
     update_interval: float | None = None,
+    first_text_delay: float | None = None,
 ) -> list[Approval]:
     """``approvals`` approvals without a key, then as many with one, after one of each unrecorded."""
-    with counted_server(store, scratch, mongodb_uri, update_interval) as (url, pid, trace):
+    with counted_server(store, scratch, mongodb_uri, update_interval, first_text_delay) as (url, pid, trace):
         pids = [pid] + ([postgres, *children(postgres)] if postgres else [])
         for keyed in (False, True):
             count(store, url, trace, pids, keyed, scratch)  # warm-up: imports and caches of the path
@@ -443,9 +448,15 @@ def main(argv: list[str]) -> int:
         help="the servers' RUNSGATE_RUN_UPDATES_INTERVAL in seconds (default: the server's, 0.1); a long "
         "one (at most 60) leaves out the batches a slow machine writes while the tool runs",
     )
+    parser.add_argument(
+        "--first-text-delay",
+        type=float,
+        default=None,
+        help="the servers' RUNSGATE_RUN_UPDATES_FIRST_TEXT_DELAY in seconds (default: the server's, 0.05)",
+    )
     args = parser.parse_args(argv)
     ensure_strace()
-    timing = {"update_interval": args.update_interval}
+    timing = {"update_interval": args.update_interval, "first_text_delay": args.first_text_delay}
     results: list[Approval] = []
     with tempfile.TemporaryDirectory(prefix="bench-commits-") as tmp:
         for store in args.stores.split(","):

@@ -4,7 +4,8 @@
 ``UpdatePublisher``, whose ``handle`` is the agent run's ``event_stream_handler``: every update goes
 at once to this process's subscribers (``Listener``s, bounded in bytes) and, coalesced into
 batches, to the store for other instances: the first update with the claim, the first text delta
-and the outcome at once (a completion's in its store write), the rest at most once an interval
+at most ``first_text_delay`` seconds after it (with the outcome, if the continuation ends by then), and
+the outcome at once (a completion's in its store write), the rest at most once an interval
 (docs/modules.md).
 """
 
@@ -35,6 +36,10 @@ from ._json import jsonable
 from .run_updates import TEXT_CHARS, RunUpdate, UpdateKind, capped, encode, end_id, update_id
 
 logger = logging.getLogger(__name__)
+
+FIRST_TEXT_DELAY = 0.05
+"""Seconds the first text delta waits before it is written, at most, by default
+(``UpdateHub``'s ``first_text_delay``)."""
 
 MAX_BATCH_BYTES = 256 * 1024
 """Bytes of updates per stored batch at most (a batch holds at least one update)."""
@@ -103,11 +108,27 @@ class UpdateHub:
         interval: Seconds between two batch writes of one continuation while it runs (the
             first update, the first ``text`` and the outcome do not wait for it).
         now: Aware UTC now (an update's ``at``).
+        first_text_delay: Seconds the first ``text`` waits, at most and never beyond ``interval``,
+            for the continuation to end: one that ends by then writes it with its outcome, in one
+            store write instead of two; else it is written then, in a batch it ends.
+
+    Raises:
+        ValueError: ``interval`` is not positive, or ``first_text_delay`` is negative.
     """
 
-    def __init__(self, store: RunUpdateLog, *, interval: float, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        store: RunUpdateLog,
+        *,
+        interval: float,
+        now: Callable[[], datetime],
+        first_text_delay: float = FIRST_TEXT_DELAY,
+    ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive (seconds)")
+        if first_text_delay < 0:
+            raise ValueError("first_text_delay must be >= 0 (seconds)")
+        self.first_text_delay = min(first_text_delay, interval)
         self.store = store
         self.interval = interval
         self.now = now
@@ -200,6 +221,10 @@ class UpdatePublisher:
         self._soon = asyncio.Event()
         """Write what is queued without waiting for the interval: set by the first ``text`` and by ``finish``."""
         self._texted = False
+        self._first_text: RunUpdate | None = None
+        """The first ``text`` update while it waits for ``UpdateHub.first_text_delay`` (then written)."""
+        self._ending = asyncio.Event()
+        """Set by ``finish``, ``closing`` and ``abort``: the grace of the first text ends."""
         self._done = False
         self._closing = False
         """``closing``: the batch writer stops; the store's final write takes what is queued."""
@@ -221,6 +246,7 @@ class UpdatePublisher:
         self.unwritten.append(update)
         if kind == "text" and not self._texted:  # the first delta, which other instances wait for
             self._texted = True
+            self._first_text = update
             self._soon.set()
         self._wake.set()
 
@@ -284,6 +310,7 @@ class UpdatePublisher:
         if kind is not None:
             self.publish(kind, run=run, **fields)
         self._done = True
+        self._ending.set()
         self._soon.set()
         self._wake.set()
         try:
@@ -296,6 +323,7 @@ class UpdatePublisher:
         ending with the outcome ``kind``, as the batches of the store's final write (``RunStore``'s
         ``updates``); then call ``closed``. The outcome reaches no subscriber before that."""
         self._closing = True
+        self._ending.set()
         self._soon.set()
         self._wake.set()
         await asyncio.shield(self._task)
@@ -322,6 +350,7 @@ class UpdatePublisher:
     def abort(self) -> None:
         """Stop without writing what is queued (the continuation was cancelled)."""
         self._done = True
+        self._ending.set()
         self._task.cancel()
         self._hub.ended(self)
 
@@ -337,8 +366,14 @@ class UpdatePublisher:
             self._wake.clear()
             if self._closing:
                 return
+            if self._first_text is not None and not self._done and await self._grace():
+                return
             if self._pending:
                 batch = _first_batch(self._pending)
+                first = [i for i, update in enumerate(batch) if update is self._first_text]
+                if first and not self._done:  # the first delta ends its batch
+                    batch = batch[: first[0] + 1]
+                self._first_text = None
                 del self._pending[: len(batch)]
                 await self._write(batch)
                 del self.unwritten[: len(batch)]
@@ -347,6 +382,15 @@ class UpdatePublisher:
                     return
                 continue
             await self._pause()
+
+    async def _grace(self) -> bool:
+        """Wait up to ``UpdateHub.first_text_delay`` for the continuation to end, so that one that
+        ends by then writes its first delta with its outcome; ``True`` when ``closing`` took the queue."""
+        if self._hub.first_text_delay > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._hub.first_text_delay):
+                    await self._ending.wait()
+        return self._closing
 
     async def _pause(self) -> None:
         """Coalesce what comes in the next interval (or until ``_soon``)."""

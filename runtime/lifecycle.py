@@ -23,7 +23,7 @@ from ._fair_slots import FairSlots
 from ._idempotency import IdempotencyGuard, keyed_run_id
 from ._journal import Journal
 from ._json import jsonable
-from ._publishing import UpdateHub
+from ._publishing import FIRST_TEXT_DELAY, UpdateHub
 from ._queued import QueuedContinuations
 from ._scope import RunScope
 from .access import ToolApprovalRule, check_start
@@ -59,6 +59,8 @@ class RunManager:
             that ``recorded`` decisions queue, run at once.
         update_interval: Seconds between two writes of a continuation's update batches to the
             store while it runs (config ``RUNSGATE_RUN_UPDATES_INTERVAL``; ``runtime._publishing``).
+        first_text_delay: Seconds the first text delta of a continuation waits before it is
+            written, at most (config ``RUNSGATE_RUN_UPDATES_FIRST_TEXT_DELAY``).
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class RunManager:
         tool_rules: Iterable[ToolApprovalRule] = (),
         bulk_concurrency: int = 8,
         update_interval: float = 0.1,
+        first_text_delay: float = FIRST_TEXT_DELAY,
     ) -> None:
         self._store = store
         self._agents = agents
@@ -81,7 +84,7 @@ class RunManager:
         self._claim_ttl = claim_ttl
         self._clock = clock
         journal = Journal(store, self.now)
-        self._updates = UpdateHub(store, interval=update_interval, now=self.now)
+        self._updates = UpdateHub(store, interval=update_interval, now=self.now, first_text_delay=first_text_delay)
         self._gate = DecisionGate(store=store, agents=agents, rules=tuple(tool_rules), journal=journal, now=self.now)
         self._idempotency = IdempotencyGuard(
             store, self.now, in_flight_wait=in_flight_wait, owner=instance_id, lease=claim_ttl

@@ -208,6 +208,7 @@ class Services:
             tool_rules=rules,
             bulk_concurrency=settings.bulk_concurrency,
             update_interval=settings.run_updates_interval,
+            first_text_delay=settings.run_updates_first_text_delay,
         )
         self._events = EventFeed(
             store, poll_interval=settings.subscription_poll_interval, lookback=settings.subscription_lookback

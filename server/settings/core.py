@@ -81,6 +81,11 @@ class Settings(SecuritySettings, WebhookSettings):
     """Seconds between two writes of a continuing run's update batches to the store (the first update
     is written at once, the rest with the outcome): what ``runUpdates`` subscribers on other instances
     read (docs/architecture.md "Run updates")."""
+    run_updates_first_text_delay: Annotated[float, Field(ge=0, le=60)] = 0.05
+    """Seconds a continuation's first text delta waits, at most, before it is written to the store
+    (never beyond ``run_updates_interval``): a run that ends by then writes it with its outcome, in
+    one commit. Subscribers on this instance get every update at once (docs/architecture.md "Run
+    updates")."""
     run_updates_poll_interval: Annotated[float, Field(gt=0, le=60)] = 0.25
     """Seconds between two reads of a run's update batches by a ``runUpdates`` stream while its run
     continues on another instance (one read per stream)."""

@@ -539,3 +539,33 @@ async def test_a_completion_that_lost_its_claim_stores_its_queued_updates_withou
     assert "text" in kinds
     assert not {"completed", "suspended", "failed"} & set(kinds), kinds
     assert [u.id for u in stored] == sorted(u.id for u in stored)
+
+
+async def test_a_first_text_delta_of_a_run_that_ends_within_the_delay_is_stored_with_the_outcome(
+    memory_store: MemorySnapshotStore, registry: AgentRegistry
+) -> None:
+    # given a manager whose first text delta waits up to 30 s for the run to end
+    run_updates = importlib.import_module("runtime.run_updates")
+    runs = RunManager(memory_store, registry, instance_id="instance-a", update_interval=3600.0, first_text_delay=30.0)
+    try:
+        run_id, (call_id,) = await _suspended(runs, PACED, "pay")
+
+        # when its paced model streams the answer, well within that time
+        outcome = await runs.approve(PACED, run_id, call_id, principal="alice")
+    finally:
+        await runs.close()
+
+    # then the deltas, the first one too, were written with the outcome: no store write of their own
+    assert outcome.status == "completed"
+    batches = await memory_store.list_run_updates(PACED, run_id, after=None, limit=100)
+    stored = [run_updates.decode(b["updates"], agent_id=PACED, run_id=run_id) for b in batches]
+    assert [[u.kind for u in batch][:1] for batch in stored] == [["resumed"], ["tool_call_started"]], stored
+    texts = [u for u in stored[1] if u.kind == "text"]
+    assert len(texts) > 1
+    assert stored[1][-1].id == run_updates.end_id(texts[0].continuation_id)
+
+
+def test_a_negative_first_text_delay_is_refused(memory_store: MemorySnapshotStore) -> None:
+    publishing = importlib.import_module("runtime._publishing")
+    with pytest.raises(ValueError, match="first_text_delay"):
+        publishing.UpdateHub(memory_store, interval=0.1, now=lambda: datetime.now(UTC), first_text_delay=-1)

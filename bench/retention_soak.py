@@ -1,13 +1,14 @@
 """Retention soak: a store's size and request latency stay flat over retention periods.
 
 ``./dev run python -m bench.retention_soak [--store sqlite|documentdb] [--period 120] [--periods 3]
-[--rate 4] [--json FILE]``. Per store (both by default) one ``bench.serve`` process runs with every
+[--rate 4] [--reindex] [--json FILE]``. Per store (both by default) one ``bench.serve`` process runs with every
 retention setting (events, idempotency keys, webhook deliveries, run updates) at ``--period``
 seconds and a short sweep interval; runs are started (refund, suspends) and approved over HTTP
 at ``--rate`` runs per second, each request with an idempotency key. At the end of each period:
 the store's size (SQLite: pages in use, and file + WAL bytes; DocumentDB: dbStats storageSize
 + indexSize, the pages on disk: its dataSize is PostgreSQL's row-count estimate), its record
-counts, and the p50 of the period's last quarter of requests. Targets: later periods' size and
+counts, and the p50 of the period's last quarter of requests. ``--reindex``: on DocumentDB, the
+operator's ``scripts/documentdb-reindex.sh`` runs just before each sample. Targets: later periods' size and
 p50 at most ``TARGET`` times period 1's.
 """
 
@@ -19,6 +20,7 @@ import json
 import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -194,21 +196,53 @@ async def soak(
 
 @contextmanager
 def store_server(
-    store: str, folder: Path, env: dict[str, str], stack: ExitStack
+    store: str, folder: Path, env: dict[str, str], stack: ExitStack, *, reindex: bool = False
 ) -> Iterator[tuple[str, Callable[[], dict[str, Any]]]]:
-    """A ``bench.serve`` process on a fresh ``store``; yields its URL and its size sampler."""
+    """A ``bench.serve`` process on a fresh ``store``; yields its URL and its size sampler
+    (``reindex``: on DocumentDB, which first runs ``reindex_documentdb``)."""
     if store == "sqlite":
         path = folder / "soak.db"
         variables: dict[str, Any] = {**env, "RUNSGATE_STORE": f"sqlite:///{path}"}
         with runsgate_server(folder / "sqlite.log", 300, **variables) as (url, _):
             yield url, lambda: sqlite_size(path)
         return
-    from tests._servers import documentdb, with_database
+    from tests import _documentdb
+    from tests._servers import with_database
 
-    uri = with_database(stack.enter_context(documentdb()), "soak")
+    server = stack.enter_context(_documentdb.documentdb())
+    uri = with_database(server.uri, "soak")
     variables = {**env, "MONGODB_URI": uri}
+
+    def size() -> dict[str, Any]:
+        if reindex:
+            reindex_documentdb(server.postgres_port, "soak")
+        return mongo_size(uri)
+
     with runsgate_server(folder / "documentdb.log", 300, **variables) as (url, _):
-        yield url, lambda: mongo_size(uri)
+        yield url, size
+
+
+def reindex_documentdb(postgres_port: int, database: str) -> None:
+    """``scripts/documentdb-reindex.sh database`` on the PostgreSQL of ``postgres_port`` (the
+    operator's procedure of docs/operations.md "Space on FerretDB 2.5 with DocumentDB").
+
+    Raises:
+        RuntimeError: The script failed (its output says why).
+    """
+    from tests import _documentdb
+
+    env = {
+        **os.environ,
+        "PGHOST": "127.0.0.1",
+        "PGPORT": str(postgres_port),
+        "PGUSER": "postgres",
+        "PGDATABASE": "postgres",
+        "PSQL": str(_documentdb.POSTGRES_BIN / "psql"),
+    }
+    script = Path(__file__).resolve().parents[1] / "scripts" / "documentdb-reindex.sh"
+    done = subprocess.run(["bash", str(script), database], env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"documentdb-reindex.sh failed ({done.returncode}): {done.stderr}")
 
 
 def report(store: str, samples: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
@@ -247,18 +281,24 @@ def table(reports: list[dict[str, Any]]) -> str:
 
 
 def run(
-    stores: list[str], period: float, periods: int, rate: float, sweep_interval: float | None = None
+    stores: list[str],
+    period: float,
+    periods: int,
+    rate: float,
+    sweep_interval: float | None = None,
+    *,
+    reindex: bool = False,
 ) -> list[dict[str, Any]]:
     """Every store's report (``report``), one store after the other."""
     sweep = sweep_interval if sweep_interval is not None else min(1.0, period / 10)
     env = settings_for(period, sweep)
-    settings = {"periodSeconds": period, "periods": periods, "rate": rate, "sweepInterval": sweep}
+    settings = {"periodSeconds": period, "periods": periods, "rate": rate, "sweepInterval": sweep, "reindex": reindex}
     reports = []
     for store in stores:
         with (
             tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp,
             ExitStack() as stack,
-            store_server(store, Path(tmp), env, stack) as (url, size),
+            store_server(store, Path(tmp), env, stack, reindex=reindex) as (url, size),
         ):
             samples = asyncio.run(soak(url, size, period, periods, rate))
         reports.append(report(store, samples, settings))
@@ -272,12 +312,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--periods", type=int, default=3)
     parser.add_argument("--rate", type=float, default=4.0, help="runs started and approved per second")
     parser.add_argument("--sweep-interval", type=float, default=None, help="default: min(1, period / 10)")
+    parser.add_argument(
+        "--reindex",
+        action="store_true",
+        help="DocumentDB: run scripts/documentdb-reindex.sh at each period's end, before its sample",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the reports here")
     args = parser.parse_args(argv)
     if args.periods < 2:
         parser.error("--periods must be at least 2 (later periods are compared with the first)")
     load = os.getloadavg()
-    reports = run(args.store or list(STORES), args.period, args.periods, args.rate, args.sweep_interval)
+    reports = run(
+        args.store or list(STORES), args.period, args.periods, args.rate, args.sweep_interval, reindex=args.reindex
+    )
     print(table(reports))
     for r in reports:
         verdict = "met" if r["met"] else "not met"

@@ -46,9 +46,11 @@ invalid() { # invalid indexes of DocumentDB's tables (left by an interrupted REI
 }
 
 status=0
+matched=0
 wanted=" $* "
 while IFS=$'\t' read -r name id; do
   [ $# -eq 0 ] || [[ "$wanted" == *" $name "* ]] || continue
+  matched=$((matched + 1))
   before="$(index_bytes "$id")"
   began="$(date +%s%N)"
   if q -c "REINDEX TABLE CONCURRENTLY documentdb_data.documents_$id" >/dev/null; then
@@ -60,6 +62,8 @@ while IFS=$'\t' read -r name id; do
     status=1
   fi
 done <<<"$collections"
+
+[ "$matched" -gt 0 ] || { echo "documentdb-reindex: no collection named $* in database $database" >&2; exit 2; }
 
 left="$(invalid)"
 if [ -n "$left" ]; then

@@ -170,7 +170,11 @@ class Writer:
                 batch, self._queue = self._queue, []
                 for item in batch:
                     item.handed = True
-                ran = loop.run_in_executor(self._executor, self._run, batch)
+                try:
+                    ran = loop.run_in_executor(self._executor, self._run, batch)
+                except BaseException as exc:  # no thread to run it (closed): every write of it fails
+                    _deliver(batch, failure=exc)
+                    raise
                 ran.add_done_callback(partial(_deliver, batch))
                 await asyncio.shield(ran)
                 await asyncio.sleep(0)  # let the callers just answered queue their next writes
@@ -231,12 +235,19 @@ def _run_pragma(pragma: str, db: sqlite3.Connection) -> None:
     db.execute(pragma).fetchall()
 
 
-def _deliver(batch: list[_Write[Any]], _ran: object = None) -> None:
-    """Set each write's future from the outcome its transaction left."""
+def _deliver(
+    batch: list[_Write[Any]], ran: asyncio.Future[None] | None = None, *, failure: BaseException | None = None
+) -> None:
+    """Set each write's future from the outcome its transaction left; ``failure`` (or the error
+    ``ran``, the transaction's run, raised outside any write) for every write without one."""
+    if failure is None and ran is not None and not ran.cancelled():
+        failure = ran.exception()
     for item in batch:
         if item.state == "withdrawn" or item.done.done():
             continue
-        if item.error is not None:
+        if failure is not None and item.error is None:
+            item.done.set_exception(failure)
+        elif item.error is not None:
             item.done.set_exception(item.error)
         else:
             item.done.set_result(item.result)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pymongo import ASCENDING, MongoClient
 
-from tests import _documentdb
+from tests import _documentdb, _processes
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "documentdb-reindex.sh"
 
@@ -28,7 +28,7 @@ def _run(server: _documentdb.DocumentDB, *args: str) -> subprocess.CompletedProc
         "PGDATABASE": "postgres",
         "PSQL": str(_documentdb.POSTGRES_BIN / "psql"),
     }
-    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=120)
+    return _processes.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_a_reindex_gives_back_the_index_pages_of_deleted_documents() -> None:

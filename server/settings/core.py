@@ -203,16 +203,18 @@ class Settings(SecuritySettings, WebhookSettings):
             raise ValueError(
                 "RUNSGATE_WEBHOOK_DELIVERY_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the webhook "
                 "dispatcher reads the events of that span again, and would send a deleted delivery once more"
+                + self._shown_settings("webhook_delivery_retention", "subscription_lookback")
             )
         if self.idempotency_key_retention > self.event_retention:
             raise ValueError(
                 "RUNSGATE_IDEMPOTENCY_KEY_RETENTION must not exceed RUNSGATE_EVENT_RETENTION: a repeated "
                 "request answers from the run's events, which would be gone while its key is kept"
+                + self._shown_settings("idempotency_key_retention", "event_retention")
             )
         if self.event_retention <= self.subscription_lookback:
             raise ValueError(
                 "RUNSGATE_EVENT_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the event feed reads "
-                "the events of that span again"
+                "the events of that span again" + self._shown_settings("event_retention", "subscription_lookback")
             )
         if self.seed_runs and self.store_url != registry.MEMORY_URL:
             raise ValueError(
@@ -220,6 +222,12 @@ class Settings(SecuritySettings, WebhookSettings):
                 "`runsgate seed --runs N` instead"
             )
         return self
+
+    def _shown_settings(self, *names: str) -> str:
+        """`` (got RUNSGATE_A=1.0, RUNSGATE_B=2.0)``: the values of settings that refuse each other,
+        for an error that names them (none of them a secret)."""
+        shown = ", ".join(f"{self.model_config['env_prefix']}{name.upper()}={getattr(self, name)!r}" for name in names)
+        return f" (got {shown})"
 
     @field_validator("agents")
     @classmethod

@@ -216,3 +216,41 @@ def test_an_invalid_command_line_option_is_named_as_the_option(
     assert f"(got '{value}')" in err or f"(got {value})" in err
     assert "RUNSGATE_STORE" not in err
     assert "RUNSGATE_PORT" not in err
+
+
+def _spellings(value: float) -> set[str]:
+    """How docs/configuration.md may write a bound: ``10000``, ``10,000``, ``64 KiB``, ``1 GiB``."""
+    spellings = {str(value), f"{value:,}"}
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if isinstance(value, int) and value >= size and value % size == 0:
+            spellings.add(f"{value // size} {unit}")
+            break
+    return spellings
+
+
+def test_every_bounded_setting_documents_its_range() -> None:
+    """A setting with an upper bound says its range in its row of docs/configuration.md
+    (``1 to 10,000``, or ``more than 0, at most 60`` for an open lower bound), so a value refused
+    at start is never a surprise."""
+    from server.settings import Settings
+
+    rows = {}
+    for line in (ROOT / "docs" / "configuration.md").read_text().splitlines():
+        if line.startswith("| `"):
+            rows[line.split("`")[1]] = line
+    missing = []
+    for name, field in Settings.model_fields.items():
+        upper = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
+        if upper is None:
+            continue
+        lower = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
+        above = next((m.gt for m in field.metadata if getattr(m, "gt", None) is not None), None)
+        variable = f"RUNSGATE_{name.upper()}"
+        row = rows.get(variable, "")
+        if above is not None:
+            ranges = {f"more than {lo}, at most {hi}" for lo in _spellings(above) for hi in _spellings(upper)}
+        else:
+            ranges = {f"{lo} to {hi}" for lo in _spellings(lower or 0) for hi in _spellings(upper)}
+        if not any(text in row for text in ranges):
+            missing.append(f"{variable}: {sorted(ranges)[0]}")
+    assert not missing, missing

@@ -21,17 +21,19 @@ RETENTION = 3.0
 
 
 @pytest.mark.parametrize(
-    ("variables", "expected"),
+    ("variables", "expected", "shown"),
     [
         (
             {"RUNSGATE_IDEMPOTENCY_KEY_RETENTION": "100", "RUNSGATE_EVENT_RETENTION": "99"},
             "RUNSGATE_IDEMPOTENCY_KEY_RETENTION must not exceed RUNSGATE_EVENT_RETENTION",
+            "(got RUNSGATE_IDEMPOTENCY_KEY_RETENTION=100.0, RUNSGATE_EVENT_RETENTION=99.0)",
         ),
         (
             {"RUNSGATE_IDEMPOTENCY_KEY_RETENTION": "1", "RUNSGATE_EVENT_RETENTION": "5"},
             "RUNSGATE_EVENT_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK",
+            "(got RUNSGATE_EVENT_RETENTION=5.0, RUNSGATE_SUBSCRIPTION_LOOKBACK=5.0)",
         ),
-        ({"RUNSGATE_EVENT_RETENTION": "0"}, "RUNSGATE_EVENT_RETENTION: Input should be greater than 0"),
+        ({"RUNSGATE_EVENT_RETENTION": "0"}, "RUNSGATE_EVENT_RETENTION: Input should be greater than 0", "(got '0')"),
     ],
 )
 def test_an_event_retention_that_would_lose_what_others_need_is_refused_at_start(
@@ -40,10 +42,12 @@ def test_an_event_retention_that_would_lose_what_others_need_is_refused_at_start
     tmp_path: Path,
     variables: dict[str, str],
     expected: str,
+    shown: str,
 ) -> None:
     assert serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off", **variables}) == 2
     err = capsys.readouterr().err
     assert expected in err
+    assert shown in err  # the refused values (docs/configuration.md)
     assert len([line for line in err.splitlines() if "RUNSGATE_EVENT_RETENTION" in line]) == 1, err
 
 

@@ -101,7 +101,9 @@ def test_a_bad_receiver_stops_the_server_with_one_line_that_never_shows_the_secr
         ({"RUNSGATE_WEBHOOK_RETRY_FOR": "0"}, "RUNSGATE_WEBHOOK_RETRY_FOR: Input should be greater than 0"),
         (
             {"RUNSGATE_WEBHOOK_DELIVERY_RETENTION": "5", "RUNSGATE_SUBSCRIPTION_LOOKBACK": "5"},
-            "RUNSGATE_WEBHOOK_DELIVERY_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK",
+            "RUNSGATE_WEBHOOK_DELIVERY_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the webhook "
+            "dispatcher reads the events of that span again, and would send a deleted delivery once more "
+            "(got RUNSGATE_WEBHOOK_DELIVERY_RETENTION=5.0, RUNSGATE_SUBSCRIPTION_LOOKBACK=5.0)",
         ),
     ],
 )

@@ -8,7 +8,8 @@ import sys
 from storage.registry import UnknownStoreError, sqlite_path, store_entry
 
 REFUSED = 2
-"""Exit status of a backup not attempted: a store URL that is not SQLite, an existing target."""
+"""Exit status of a backup not attempted: a store URL that is not SQLite (``--store``, a line as
+every invalid option's), or files that refuse it (an existing target, a missing store file)."""
 FAILED = 1
 """Exit status of a copy that failed (nothing left behind)."""
 
@@ -22,15 +23,15 @@ def run_backup_command(store: str, to: str, *, force: bool = False) -> int:
         return _say(f"--store: {exc}", REFUSED)
     if name == "memory":
         return _say(
-            "the memory store lives inside the server process and is lost when it stops: there is nothing to back "
-            "up. Use a SQLite file (--store sqlite:///runsgate.db) to keep runs",
+            "--store: the memory store lives inside the server process and is lost when it stops: there is nothing "
+            "to back up. Use a SQLite file (--store sqlite:///runsgate.db) to keep runs",
             REFUSED,
         )
     path = sqlite_path(store)
     if name != "sqlite" or path is None:
         return _say(
-            "backup copies SQLite stores only: back a MongoDB store up with mongodump --oplog (a replica set) or "
-            'with your provider\'s snapshots (docs/operations.md "Backup and restore")',
+            "--store: backup copies SQLite stores only: back a MongoDB store up with mongodump --oplog (a replica "
+            'set) or with your provider\'s snapshots (docs/operations.md "Backup and restore")',
             REFUSED,
         )
     from storage.sqlite.backup import BackupFailedError, BackupRefusedError, backup
@@ -38,17 +39,19 @@ def run_backup_command(store: str, to: str, *, force: bool = False) -> int:
     try:
         result = backup(path, to, force=force)
     except BackupRefusedError as exc:
-        return _say(str(exc), REFUSED)
+        return _say(f"refused: {exc}", REFUSED, option=False)
     except BackupFailedError as exc:
-        return _say(str(exc), FAILED)
-    print(f"backed up {path} to {result.target}: {result.size:,} bytes, {result.pages:,} pages in {result.steps} steps")
+        return _say(f"failed: {exc}", FAILED, option=False)
+    steps = "1 step" if result.steps == 1 else f"{result.steps:,} steps"
+    print(f"backed up {path} to {result.target}: {result.size:,} bytes, {result.pages:,} pages in {steps}")
     return 0
 
 
-def _say(line: str, status: int) -> int:
-    """Print ``line``: a refusal as every exit-status-2 line begins (``server.cli.INVALID``), a failure
-    as ``runsgate backup: ...``; returns ``status``."""
+def _say(line: str, status: int, *, option: bool = True) -> int:
+    """Print ``line`` on stderr: a refused option as every invalid option is
+    (``runsgate: invalid configuration: --store: ...``, ``server.cli.INVALID``), anything else as
+    ``runsgate backup: refused: ...`` or ``runsgate backup: failed: ...``; returns ``status``."""
     from . import INVALID
 
-    print(f"{INVALID if status == REFUSED else 'runsgate backup: '}{line}", file=sys.stderr)
+    print(f"{INVALID if option else 'runsgate backup: '}{line}", file=sys.stderr)
     return status

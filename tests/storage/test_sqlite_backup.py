@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -160,7 +161,7 @@ def test_the_command_refuses_other_stores_with_what_to_use_instead(
     assert main(["backup", "--store", url, "--to", str(target)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith("runsgate: invalid configuration: ")
+    assert err.startswith("runsgate: invalid configuration: --store: ")
     assert says in err
     assert "secret" not in err
     assert not target.exists()
@@ -172,8 +173,8 @@ async def test_the_command_copies_and_refuses_an_existing_target(
     source, target = tmp_path / "runs.db", tmp_path / "copy.db"
     await _store_with(source, 3)
     assert main(["backup", "--store", f"sqlite:///{source}", "--to", str(target)]) == 0
-    assert "backed up" in capsys.readouterr().out
+    assert re.fullmatch(r"backed up \S+ to \S+: [\d,]+ bytes, [\d,]+ pages in 1 step\n", capsys.readouterr().out)
     assert main(["backup", "--store", f"sqlite:///{source}", "--to", str(target)]) == 2
-    assert "already exists" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"runsgate backup: refused: {target} already exists: give --force to replace it\n"
     assert main(["backup", "--store", f"sqlite:///{source}", "--to", str(target), "--force"]) == 0
     assert await _runs_in(target) == {"run-0", "run-1", "run-2"}

@@ -102,18 +102,27 @@ def find_call(doc: SnapshotDocument, request: DecisionRequest) -> int:
     raise ToolCallNotFoundError(run_id, named)
 
 
-def check_decidable(doc: SnapshotDocument, index: int, request: DecisionRequest, *, forwarded: bool) -> None:
-    """Whether the call at ``index`` takes ``request``'s kind of decision now.
+def check_addressable(doc: SnapshotDocument, *, forwarded: bool) -> None:
+    """Whether ``doc`` takes a decision from this path at all, before any of its calls is looked
+    up: a sub-run (``parentRunId`` set) takes only the decisions ``forwarded`` from its
+    supervisor's run, whatever call, question or kind a direct one names.
 
     Raises:
-        DecideThroughSupervisorError: ``doc`` is a sub-run (``parentRunId`` set) and the
-            decision is not ``forwarded`` from its supervisor.
-        WrongToolCallKindError: The call waits for the other kind of answer.
-        ToolCallAlreadyDecidedError: The call has a decision already.
+        DecideThroughSupervisorError: ``doc`` is a sub-run and the decision is not forwarded.
     """
     parent = doc.get("parentRunId")
     if parent is not None and not forwarded:
         raise DecideThroughSupervisorError(doc["_id"], parent)
+
+
+def check_decidable(doc: SnapshotDocument, index: int, request: DecisionRequest) -> None:
+    """Whether the call at ``index`` takes ``request``'s kind of decision now (after
+    ``check_addressable``).
+
+    Raises:
+        WrongToolCallKindError: The call waits for the other kind of answer.
+        ToolCallAlreadyDecidedError: The call has a decision already.
+    """
     call = doc["toolCalls"][index]
     if call["requiresApproval"] != (request.kind != "resumed"):
         expected: Literal["approval", "resume"] = "approval" if call["requiresApproval"] else "resume"

@@ -29,7 +29,15 @@ from storage import (
 
 from . import rules as R
 from ._arguments import validate_edited_args
-from ._decisions import DecisionRequest, check_decidable, decided_in_events, find_call, model_id, validate_resume_data
+from ._decisions import (
+    DecisionRequest,
+    check_addressable,
+    check_decidable,
+    decided_in_events,
+    find_call,
+    model_id,
+    validate_resume_data,
+)
 from ._deferred import question_id
 from ._idempotency import HeldKey
 from ._identity import sub_run_id
@@ -202,12 +210,15 @@ class DecisionGate:
 
         Raises:
             RunNotFoundError: The run is outside the principal's resources.
+            DecideThroughSupervisorError: The run is a sub-run and the decision is not forwarded
+                from its supervisor (``check_addressable``), whatever call it names.
             InvalidToolArgumentsError: The edited arguments fail the tool's validator.
             ForbiddenError: A rule needs a scope the decider lacks (``required_scope``), or
                 forbids the edit.
         """
         if decider.principal is not None and not decider.principal.may_use_resource(doc["resourceId"]):
             raise RunNotFoundError(doc["agentId"], doc["_id"])
+        check_addressable(doc, forwarded=decider.kind == "supervisor")
         try:
             index = find_call(doc, request)
         except RunsgateError:
@@ -236,13 +247,14 @@ class DecisionGate:
 
         Raises:
             The errors of ``allowed``, and:
+            DecideThroughSupervisorError: ``check_addressable``, before any call is looked up.
             QuestionNotPendingError, ToolCallNotFoundError, AmbiguousToolCallError: ``find_call``.
             ForbiddenError: An edit of a call needing several approvals, or one that would need
                 more; a forwarded decision with fewer approvers than the call needs.
-            DecideThroughSupervisorError, WrongToolCallKindError, ToolCallAlreadyDecidedError:
-                ``check_decidable``.
+            WrongToolCallKindError, ToolCallAlreadyDecidedError: ``check_decidable``.
             InvalidResumeDataError: The resume data fails the call's ``resumeSchema``.
         """
+        check_addressable(doc, forwarded=decider.kind == "supervisor")
         index = find_call(doc, request)
         if allowed is None or allowed.index != index:
             allowed = await self.allowed(doc, request, decider)
@@ -269,7 +281,7 @@ class DecisionGate:
                     f"{tool!r} needs {needed} approvals; the supervisor's call forwarded {approvers}: decline it "
                     "and let the agent ask again"
                 )
-        check_decidable(doc, index, request, forwarded=decider.kind == "supervisor")
+        check_decidable(doc, index, request)
         if request.kind == "resumed":
             validate_resume_data(call["resumeSchema"], request.resume_data)
         return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes)

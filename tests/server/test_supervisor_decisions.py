@@ -37,6 +37,11 @@ query($agentId: ID!, $runId: ID!) {
   suspendedRun(agentId: $agentId, runId: $runId) { toolCalls { toolCallId questionId decision { kind } } }
 }"""
 
+MODEL_IDS = """
+query($agentId: ID!, $runId: ID!) {
+  suspendedRun(agentId: $agentId, runId: $runId) { toolCalls { modelToolCallId } }
+}"""
+
 
 async def _supervised(gql: GraphQLClient) -> tuple[dict[str, Any], dict[str, Any]]:
     """A supervisor run waiting on its refund sub-run: ``(outer run, inner run)`` as listed."""
@@ -90,6 +95,52 @@ async def test_a_decision_sent_to_the_inner_run_is_refused_and_names_the_supervi
     assert refused["__typename"] == "DecideThroughSupervisor"
     assert refused["code"] == "DECIDE_THROUGH_SUPERVISOR"
     assert (refused["runId"], refused["supervisorRunId"]) == (inner["runId"], outer["runId"])
+    assert LEDGER == []
+    await _assert_both_pending(gql, outer, inner)
+
+
+@pytest.mark.parametrize("named", ["the supervisor's call", "no call", "the inner call's model id"])
+@pytest.mark.parametrize(
+    ("inner_document", "inner_field"), [(APPROVE_INNER, "approveToolCall"), (DECLINE_INNER, "declineToolCall")]
+)
+async def test_a_decision_sent_to_the_inner_run_is_refused_whatever_call_it_names(
+    gql: GraphQLClient, inner_document: str, inner_field: str, named: str
+) -> None:
+    # given a supervisor run waiting on its refund sub-run
+    outer, inner = await _supervised(gql)
+    listed = (await gql.data(MODEL_IDS, agentId=REFUND, runId=inner["runId"]))["suspendedRun"]
+    tool_call_id = {
+        "the supervisor's call": outer["toolCalls"][0]["toolCallId"],
+        "no call": "no-such-call",
+        "the inner call's model id": listed["toolCalls"][0]["modelToolCallId"],
+    }[named]
+
+    # when the inner run is decided directly, naming a call it may not have
+    refused = (
+        await gql.data(inner_document, input={"agentId": REFUND, "runId": inner["runId"], "toolCallId": tool_call_id})
+    )[inner_field]
+
+    # then the inner run refuses any direct decision the same way, and nothing changed
+    assert refused["__typename"] == "DecideThroughSupervisor", refused
+    assert (refused["runId"], refused["supervisorRunId"]) == (inner["runId"], outer["runId"])
+    assert LEDGER == []
+    await _assert_both_pending(gql, outer, inner)
+
+
+@pytest.mark.parametrize("question", [False, True])
+async def test_a_resume_or_a_question_sent_to_the_inner_run_is_refused_too(gql: GraphQLClient, question: bool) -> None:
+    # given a supervisor run waiting on its refund sub-run (an approval, no call waiting for data)
+    outer, inner = await _supervised(gql)
+    fields = {}
+    if question:
+        asked = (await gql.data(QUESTION_IDS, agentId=REFUND, runId=inner["runId"]))["suspendedRun"]
+        fields["questionId"] = asked["toolCalls"][0]["questionId"]
+
+    # when the inner run is resumed directly, naming no call (or only its question)
+    refused = await gql.resume(REFUND, inner["runId"], {"note": "x"}, **fields)
+
+    # then it is refused as a direct decision, not as a missing call or the wrong kind
+    assert refused["__typename"] == "DecideThroughSupervisor", refused
     assert LEDGER == []
     await _assert_both_pending(gql, outer, inner)
 

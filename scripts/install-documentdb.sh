@@ -7,12 +7,13 @@
 #
 # - Debian packages: PostgreSQL 15 with its server headers, PostGIS and RUM (both required by
 #   DocumentDB), libbson, PCRE2 and Intel's decimal math library (scripts/apt-install.sh).
-# - The three extensions are built from their source archives, found in the folder named by
-#   RUNSGATE_VENDOR_DIR and checked against the SHA-256 below, and installed into the system's
-#   PostgreSQL 15 folders (root, or sudo). One already installed at the right version (its
+# - The three extensions are built from their source archives, checked against the SHA-256 below,
+#   and installed into the system's PostgreSQL 15 folders (root, or sudo). An archive is looked for
+#   in the folder named by RUNSGATE_VENDOR_DIR, then in ~/.cache/runsgate/vendor, else downloaded
+#   there once from where it is published (curl). One already installed at the right version (its
 #   .control file's default_version, and its library) is not built again, and then needs no
-#   archive. Without an archive it needs, the script says which one, its checksum and where it is
-#   published, and exits 1.
+#   archive. Without an archive it needs (no copy, no download), the script says which one, its
+#   checksum and where it is published, and exits 1.
 # - FerretDB v2.5.0, the release built for that DocumentDB tag, comes from the Go module proxy and
 #   is cached as ~/.cache/runsgate/bin/ferretdb-v2.5.0 (RUNSGATE_CACHE moves the cache).
 # Builds run at nice 10: about 10 minutes on 2 cores. Two at once take turns (flock on the binary's
@@ -75,21 +76,41 @@ for component in "${components[@]}"; do
   installed "$controls" "$libraries" || missing+=("$component")
 done
 
+archive_of=() # the path of each missing component's checked archive, in the order of missing
 if [ ${#missing[@]} -gt 0 ]; then
   vendor="${RUNSGATE_VENDOR_DIR:-}"
+  downloads="$cache/vendor"
   absent=()
   for component in "${missing[@]}"; do
     IFS='|' read -r name archive sha url controls libraries <<<"$component"
-    if [ -z "$vendor" ] || ! [ -f "$vendor/$archive" ]; then
+    found=""
+    for candidate in ${vendor:+"$vendor/$archive"} "$downloads/$archive"; do
+      [ -f "$candidate" ] && { found="$candidate"; break; }
+    done
+    if [ -z "$found" ] && command -v curl >/dev/null 2>&1; then
+      # not in RUNSGATE_VENDOR_DIR: fetched once from where it is published, into the cache
+      say "downloading $archive from $url"
+      mkdir -p "$downloads"
+      if curl -fsSL --retry 2 --connect-timeout 20 -o "$downloads/$archive.part" "$url"; then
+        mv "$downloads/$archive.part" "$downloads/$archive"
+        found="$downloads/$archive"
+      else
+        rm -f "$downloads/$archive.part"
+        say "could not download $url"
+      fi
+    fi
+    if [ -z "$found" ]; then
       absent+=("$component")
-    elif ! echo "$sha  $vendor/$archive" | sha256sum --check --status; then
-      say "$vendor/$archive does not have the SHA-256 $sha"
+    elif ! echo "$sha  $found" | sha256sum --check --status; then
+      say "$found does not have the SHA-256 $sha"
       exit 1
+    else
+      archive_of+=("$found")
     fi
   done
   if [ ${#absent[@]} -gt 0 ]; then
     say "the PostgreSQL extensions below are not installed; building them needs their source archives"
-    say "in a folder named by RUNSGATE_VENDOR_DIR${vendor:+ (now $vendor)}:"
+    say "in a folder named by RUNSGATE_VENDOR_DIR${vendor:+ (now $vendor)}, or in $downloads:"
     for component in "${absent[@]}"; do
       IFS='|' read -r name archive sha url controls libraries <<<"$component"
       say "  $archive  sha256 $sha"
@@ -103,10 +124,10 @@ work=$(mktemp -d)
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 pgxs=(PG_CONFIG="$pg_config" with_llvm=no) # no JIT bitcode: half the build time
 
-for component in "${missing[@]}"; do
-  IFS='|' read -r name archive sha url controls libraries <<<"$component"
+for index in "${!missing[@]}"; do
+  IFS='|' read -r name archive sha url controls libraries <<<"${missing[$index]}"
   say "building $name from $archive (a few minutes)"
-  tar -xzf "$vendor/$archive" -C "$work"
+  tar -xzf "${archive_of[$index]}" -C "$work"
   src="$work/${archive%.tar.gz}"
   log="$work/$name.log"
   if [ "$name" = documentdb ]; then
@@ -119,7 +140,7 @@ for component in "${missing[@]}"; do
     export PKG_CONFIG_PATH="$work/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
     # Built from an archive, not a git checkout, the version string would read `sha:unknown` (and
     # FerretDB warn at every start): name the tag's commit, which the archive records.
-    commit="$(git get-tar-commit-id <"$vendor/$archive" 2>/dev/null || true)"
+    commit="$(git get-tar-commit-id <"${archive_of[$index]}" 2>/dev/null || true)"
     if [ -n "$commit" ]; then
       for dir in pg_documentdb_core:documentdb_core pg_documentdb:documentdb; do
         mkdir -p "$src/${dir%%:*}/build/include/metadata"

@@ -29,6 +29,7 @@ from runtime import UNAUTHENTICATED, Principal
 from storage import strict_json
 
 from .auth import AuthenticationError, Authenticator
+from .http_errors import refusal
 from .logs import has_credential_parameter
 
 logger = logging.getLogger("runsgate.auth")
@@ -51,11 +52,7 @@ def unauthorized(error: AuthenticationError) -> JSONResponse:
     challenge = 'Bearer realm="runsgate"'
     if error.token_given:
         challenge += f', error="invalid_token", error_description="{error.message}"'
-    return JSONResponse(
-        {"errors": [{"message": error.message, "extensions": {"code": "UNAUTHENTICATED"}}]},
-        status_code=401,
-        headers={"WWW-Authenticate": challenge},
-    )
+    return refusal(error.message, 401, headers={"WWW-Authenticate": challenge})
 
 
 class AuthenticatedView:
@@ -143,9 +140,7 @@ async def _credential_in_query(scope: Scope, receive: Receive, send: Send, param
         f"the query string parameter {parameter!r} looks like a credential: send credentials only in the "
         "Authorization header (or a WebSocket's connection_init), never in a URL"
     )
-    await JSONResponse({"errors": [{"message": message, "extensions": {"code": "BAD_REQUEST"}}]}, status_code=400)(
-        scope, receive, send
-    )
+    await refusal(message)(scope, receive, send)
 
 
 def _executes_nothing(scope: Scope) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -29,6 +30,7 @@ from .auth import Authenticator
 from .frames import NoFraming
 from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
 from .hosts import LoopbackHostsOnly
+from .http_errors import routing_refusal
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .limits import BodySizeLimit, graphql_extensions
 from .logs import configure_logging
@@ -151,6 +153,7 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
     return Starlette(
         routes=routes,
         lifespan=lifespan,
+        exception_handlers={HTTPException: routing_refusal},  # JSON errors, as every refusal
         # the request id first, so that even a 413 carries one
         middleware=[
             request_id_middleware(),

@@ -35,6 +35,8 @@ from strawberry.types.unset import UNSET
 from resolvers import Context, begin_operation
 from resolvers.operation_name import set_requested_operation_name
 
+from .http_errors import refusal
+
 if TYPE_CHECKING:
     from .prepared_http import PreparedRequests
 
@@ -337,12 +339,22 @@ class GraphQLView(GraphQL[Context, None]):
         root_value: None = UNSET,
     ) -> Any:
         """Serve the request (a prepared query through ``run_prepared``), then set the negotiated
-        media type (and 400 for a request error) on JSON results."""
+        media type (and 400 for a request error) on JSON results.
+
+        A request refused before it executes (Strawberry's ``HTTPException``: JSON that does not
+        parse, a content type, a method, a batch) is answered as every refusal is
+        (``server.http_errors``): its status, and ``errors`` with its reason and an
+        ``extensions.code``, where Strawberry answers a ``text/plain`` body."""
         response = None
-        if isinstance(request, Request) and context is UNSET and root_value is UNSET:
-            response = await self.run_prepared(request)
-        if response is None:
-            response = await super().run(request, context, root_value)
+        try:
+            if isinstance(request, Request) and context is UNSET and root_value is UNSET:
+                response = await self.run_prepared(request)
+            if response is None:
+                response = await super().run(request, context, root_value)
+        except HTTPException as exc:
+            if not isinstance(request, Request):
+                raise
+            response = refusal(exc.reason, exc.status_code)
         if isinstance(request, Request) and isinstance(response, Response) and response.media_type == JSON:
             response.headers["vary"] = "Accept"
             if preferred_media_type(request.headers.get("accept")) == GRAPHQL_RESPONSE_JSON:

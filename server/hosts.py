@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from typing import Final
 from urllib.parse import urlsplit
 
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .http_errors import refusal
 
 logger = logging.getLogger("runsgate.auth")
 
@@ -97,10 +98,7 @@ class LoopbackHostsOnly:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008, "reason": ""})  # before accepting: a 403
             return
-        response = JSONResponse(
-            {"errors": [{"message": self._message, "extensions": {"code": "BAD_REQUEST"}}]}, status_code=400
-        )
-        await response(scope, receive, send)
+        await refusal(self._message)(scope, receive, send)
 
 
 __all__ = ["LOOPBACK_NAMES", "LoopbackHostsOnly", "allowed_name", "host_name", "origin_name"]

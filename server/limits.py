@@ -24,6 +24,7 @@ from strawberry.extensions import (
     query_depth_limiter,
 )
 
+from .http_errors import refusal_body
 from .settings import SecuritySettings
 
 
@@ -81,7 +82,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 async def _answer(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"errors": [{"message": message, "extensions": {"code": "BAD_REQUEST"}}]}).encode()
+    body = json.dumps(refusal_body(message, status)).encode()
     await send(
         {
             "type": "http.response.start",

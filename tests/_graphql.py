@@ -128,6 +128,20 @@ def _result(name: str, mutation: str, input_type: str, outcome: str) -> str:
     )
 
 
+def refusal_message(response: httpx.Response, status: int = 400, code: str = "BAD_REQUEST") -> str:
+    """The message of a request refused before GraphQL ran it (``server.http_errors``), after
+    checking its shape: ``status``, a JSON body with ``errors`` only, one error with ``code``."""
+    assert response.status_code == status, response.text
+    media_type = response.headers["content-type"].split(";")[0]
+    assert media_type in ("application/json", "application/graphql-response+json"), response.headers
+    body = response.json()
+    assert set(body) == {"errors"}, body
+    [error] = body["errors"]
+    assert error["extensions"] == {"code": code}, error
+    message: str = error["message"]
+    return message
+
+
 # -- documents --------------------------------------------------------------------------------
 START_RUN = _result("StartRun", "startRun", "StartRunInput", "OutcomeFields")
 APPROVE = _result("Approve", "approveToolCall", "ApproveToolCallInput", "OutcomeFields")

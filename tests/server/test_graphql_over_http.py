@@ -14,6 +14,8 @@ import pytest
 from server.graphql_view import preferred_media_type
 from server.settings import Settings
 
+from .._graphql import refusal_message
+
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 AGENTS = "{ agents { id } }"
@@ -127,8 +129,56 @@ async def test_a_post_of_an_unsupported_content_type_says_which_types_are_accept
     response = await http.post("/graphql", content=AGENTS.encode(), headers=headers)
 
     # then the 400 names the type it got and the ones runsgate accepts
-    assert response.status_code == 400
-    assert response.text.startswith(f'Unsupported content type "{content_type or ""}"; '), response.text
-    assert "Content-Type: application/json" in response.text
-    assert GRAPHQL_RESPONSE in response.text
-    assert "GET parameters" in response.text
+    message = refusal_message(response)
+    assert message.startswith(f'Unsupported content type "{content_type or ""}"; '), message
+    assert "Content-Type: application/json" in message
+    assert GRAPHQL_RESPONSE in message
+    assert "GET parameters" in message
+
+
+@pytest.mark.parametrize("accept", [None, "application/json", GRAPHQL_RESPONSE])
+@pytest.mark.parametrize(
+    ("method", "target", "body", "content_type", "status", "code", "says"),
+    [
+        ("POST", "/graphql", b'{"query": ', "application/json", 400, "BAD_REQUEST", "Unable to parse request body"),
+        ("POST", "/graphql", b'"{ agents { id } }"', "application/json", 400, "BAD_REQUEST", "must be a JSON object"),
+        ("POST", "/graphql", b"{}", "application/json", 400, "BAD_REQUEST", "No GraphQL query found"),
+        ("POST", "/graphql", AGENTS.encode(), "application/graphql", 400, "BAD_REQUEST", "Unsupported content type"),
+        ("GET", "/graphql?query=mutation{__typename}", b"", None, 400, "BAD_REQUEST", "mutations are not allowed"),
+        ("GET", "/graphql?query={agents{id}}&variables=[", b"", None, 400, "BAD_REQUEST", "query parameter as JSON"),
+        ("PUT", "/graphql", b"{}", "application/json", 405, "METHOD_NOT_ALLOWED", "PUT /graphql takes only"),
+        ("POST", "/graphq", b"{}", "application/json", 404, "NOT_FOUND", "no route serves /graphq"),
+    ],
+    ids=[
+        "malformed-json",
+        "not-an-object",
+        "no-query",
+        "content-type",
+        "get-mutation",
+        "get-variables",
+        "put",
+        "no-route",
+    ],
+)
+async def test_a_request_refused_before_it_runs_is_a_typed_graphql_error_not_text(
+    http: httpx.AsyncClient,
+    accept: str | None,
+    method: str,
+    target: str,
+    body: bytes,
+    content_type: str | None,
+    status: int,
+    code: str,
+    says: str,
+) -> None:
+    # when a client sends a request that never executes: its body, content type, method or parameters
+    headers = {key: value for key, value in (("accept", accept), ("content-type", content_type)) if value}
+    response = await http.request(method, target, content=body or None, headers=headers)
+
+    # then it gets the status, and errors with a code, as every refusal (never a text/plain body)
+    assert says in refusal_message(response, status, code)
+    if status == 400:  # the view's refusals are in the negotiated media type; the routes' in JSON
+        expected = GRAPHQL_RESPONSE if accept == GRAPHQL_RESPONSE else "application/json"
+        assert response.headers["content-type"].split(";")[0] == expected
+    if status == 405:
+        assert set(response.headers["allow"].split(", ")) == {"GET", "HEAD", "POST"}

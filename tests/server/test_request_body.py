@@ -19,6 +19,8 @@ from starlette.applications import Starlette
 from server.app import GraphQLApp, create_app
 from server.settings import Settings
 
+from .._graphql import refusal_message
+
 QUERY = "{ agents { id } }"
 
 
@@ -73,8 +75,7 @@ async def test_a_parameter_of_the_wrong_type_is_a_400_naming_it(
     # the well-formed request first, so that the compiled app has it prepared
     assert (await client.post("/graphql", json={"query": QUERY})).status_code == 200
     answer = await client.post("/graphql", json=body)
-    assert answer.status_code == 400
-    assert answer.text == message
+    assert refusal_message(answer) == message
 
 
 async def test_well_formed_requests_and_batches_are_answered(client: httpx.AsyncClient) -> None:
@@ -121,6 +122,5 @@ async def test_a_body_that_is_not_json_is_decoded_once(
 
     monkeypatch.setattr(GraphQLApp, "decode_json", counting)
     answer = await client.post("/graphql", content=b'{"query": ', headers={"content-type": "application/json"})
-    assert answer.status_code == 400
-    assert answer.text == "Unable to parse request body as JSON"
+    assert refusal_message(answer) == "Unable to parse request body as JSON"
     assert len(calls) == 1

@@ -195,7 +195,7 @@ class Settings(SecuritySettings, WebhookSettings):
         if self.store and self.mongodb_uri and self.store != self.mongodb_uri:
             raise ValueError(
                 "RUNSGATE_STORE (or --store) and MONGODB_URI name different stores: set only one of them "
-                "(RUNSGATE_STORE takes a mongodb:// URI too)"
+                "(RUNSGATE_STORE takes a mongodb:// URI too)" + self._shown_settings("store", "mongodb_uri")
             )
         if self.store and self.store.startswith("mongodb"):
             self.mongodb_uri = self.store
@@ -219,15 +219,23 @@ class Settings(SecuritySettings, WebhookSettings):
         if self.seed_runs and self.store_url != registry.MEMORY_URL:
             raise ValueError(
                 "RUNSGATE_SEED_RUNS seeds the memory store only; for SQLite or MongoDB run "
-                "`runsgate seed --runs N` instead"
+                "`runsgate seed --runs N` instead" + self._shown_settings("seed_runs", "store_url")
             )
         return self
 
     def _shown_settings(self, *names: str) -> str:
-        """`` (got RUNSGATE_A=1.0, RUNSGATE_B=2.0)``: the values of settings that refuse each other,
-        for an error that names them (none of them a secret)."""
-        shown = ", ".join(f"{self.model_config['env_prefix']}{name.upper()}={getattr(self, name)!r}" for name in names)
-        return f" (got {shown})"
+        """`` (got RUNSGATE_A=1.0, RUNSGATE_B='x')``: the values of settings that refuse each other,
+        for an error that names them, as ``describe_error`` shows a value (a URL's password masked;
+        none of them a secret). ``store_url`` is shown as the store in use (``RUNSGATE_STORE``)."""
+        shown = []
+        for name in names:
+            fields = type(self).model_fields
+            alias = fields[name].validation_alias if name in fields else None
+            variable = alias.choices[0] if isinstance(alias, AliasChoices) else alias
+            if not isinstance(variable, str):
+                variable = f"{self.model_config['env_prefix']}{name.removesuffix('_url').upper()}"
+            shown.append(f"{variable}={_shown(getattr(self, name))}")
+        return f" (got {', '.join(shown)})"
 
     @field_validator("agents")
     @classmethod

@@ -75,10 +75,13 @@ def test_two_variables_naming_different_stores_are_refused(
     clean_env: Path, monkeypatch: pytest.MonkeyPatch, store: str
 ) -> None:
     monkeypatch.setenv("RUNSGATE_STORE", store)
-    monkeypatch.setenv("MONGODB_URI", "mongodb://127.0.0.1:1/x")
+    monkeypatch.setenv("MONGODB_URI", "mongodb://alice:s3cret@127.0.0.1:1/x")
 
-    with pytest.raises(ConfigError, match=r"RUNSGATE_STORE .* and MONGODB_URI name different stores"):
+    with pytest.raises(ConfigError, match=r"RUNSGATE_STORE .* and MONGODB_URI name different stores") as refused:
         load_settings()
+    # both values shown, the password masked
+    assert f"(got RUNSGATE_STORE={store!r}, MONGODB_URI='mongodb://alice:***@127.0.0.1:1/x')" in str(refused.value)
+    assert "s3cret" not in str(refused.value)
 
 
 @pytest.mark.parametrize("store", ["sqlite://", "sqlite:///", "postgres://db/x", "./runsgate.db", "memory://x"])
@@ -95,8 +98,9 @@ def test_seeding_at_start_stays_memory_only(clean_env: Path, monkeypatch: pytest
     monkeypatch.setenv("RUNSGATE_SEED_RUNS", "10")
     monkeypatch.setenv("RUNSGATE_STORE", "sqlite:///./runsgate.db")
 
-    with pytest.raises(ConfigError, match="RUNSGATE_SEED_RUNS seeds the memory store only; for SQLite"):
+    with pytest.raises(ConfigError, match="RUNSGATE_SEED_RUNS seeds the memory store only; for SQLite") as refused:
         load_settings()
+    assert "(got RUNSGATE_SEED_RUNS=10, RUNSGATE_STORE='sqlite:///./runsgate.db')" in str(refused.value)
 
 
 def test_the_busy_timeout_stays_below_half_the_subscription_lookback(clean_env: Path) -> None:

@@ -1,9 +1,10 @@
 """The store registry: which store a URL names (docs/architecture.md "Adding a store").
 
-``STORES`` holds one entry per store: its URL schemes, how messages spell its URLs, whether
-several processes can share it, and the factory making it (not opened) from a URL.
-``store_from_url`` picks the entry by scheme; each factory imports its store's package only when
-called, so PyMongo is imported only when a MongoDB URL is made into a store.
+``STORES`` holds one entry per store: its URL schemes and forms, whether processes can share it,
+its factory, its address in messages, its URL and start-up checks, and what backs it up.
+``store_from_url``, ``store_address``, ``check_store_url`` and ``check_reachable`` pick the entry
+by scheme; each hook imports its store's package only when called, so PyMongo is imported only
+when a MongoDB URL is used.
 """
 
 from __future__ import annotations
@@ -53,6 +54,18 @@ class StoreEntry:
     """Whether a URL of its scheme is in its form."""
     create: Callable[[str, StoreOptions], SnapshotStore]
     """The store the URL names, not opened."""
+    address: Callable[[str], str]
+    """Where the URL's store is, as messages name it (``the store at ...``): never a password."""
+    check_url: Callable[[str], None] | None = None
+    """Checks a URL it accepts as the store will read it, without connecting, raising
+    ``ValueError`` with the reason (never the URL); ``None``: ``accepts`` is the whole check."""
+    check_reachable: Callable[[str, StoreOptions], None] | None = None
+    """Whether the store answers, checked by ``runsgate serve`` before it imports the agents:
+    raises ``StoreUnavailableError`` (a short reason, never the URL), or ``ValueError`` when the
+    store refuses the URL; ``None``: nothing to reach before the store is opened."""
+    backup_advice: str | None = None
+    """What ``runsgate backup``, which copies SQLite stores only, says to use instead; ``None``
+    for SQLite (and a generic refusal for any other store without it)."""
 
 
 def _memory(url: str, options: StoreOptions) -> SnapshotStore:
@@ -78,6 +91,23 @@ def _mongodb(url: str, options: StoreOptions) -> SnapshotStore:
     return MongoSnapshotStore(url, server_selection_timeout=options.server_selection_timeout)
 
 
+MONGODB_TIMEOUT = 5.0
+"""Seconds MongoDB's start-up check waits for a server when none is given (``MongoSnapshotStore``'s default)."""
+
+
+def _mongodb_reachable(url: str, options: StoreOptions) -> None:
+    from .mongo.reachability import check_reachable
+
+    timeout = options.server_selection_timeout
+    check_reachable(url, MONGODB_TIMEOUT if timeout is None else timeout)
+
+
+def _mongodb_address(url: str) -> str:
+    from .mongo.reachability import store_address
+
+    return store_address(url)
+
+
 STORES: tuple[StoreEntry, ...] = (
     StoreEntry(
         name="memory",
@@ -86,6 +116,9 @@ STORES: tuple[StoreEntry, ...] = (
         shared=False,
         accepts=lambda url: url == MEMORY_URL,
         create=_memory,
+        address=lambda url: MEMORY_URL,
+        backup_advice="the memory store lives inside the server process and is lost when it stops: there is "
+        "nothing to back up. Use a SQLite file (--store sqlite:///runsgate.db) to keep runs",
     ),
     StoreEntry(
         name="sqlite",
@@ -94,14 +127,21 @@ STORES: tuple[StoreEntry, ...] = (
         shared=True,
         accepts=lambda url: url.startswith(SQLITE_PREFIX) and url != SQLITE_PREFIX,
         create=_sqlite,
+        address=lambda url: str(Path(url.removeprefix(SQLITE_PREFIX))),
+        # no start-up check: runsgate serve opens the file once the agents are loaded (store_problem)
     ),
     StoreEntry(
         name="mongodb",
         schemes=("mongodb", "mongodb+srv"),
         forms=("a mongodb:// URI",),
         shared=True,
-        accepts=lambda url: True,  # PyMongo judges the rest when the store opens
+        accepts=lambda url: True,  # check_url reads the rest with PyMongo's parser
         create=_mongodb,
+        address=_mongodb_address,
+        check_url=lambda url: check_mongodb_uri(url),
+        check_reachable=_mongodb_reachable,
+        backup_advice="backup copies SQLite stores only: back a MongoDB store up with mongodump --oplog (a replica "
+        'set) or with your provider\'s snapshots (docs/operations.md "Backup and restore")',
     ),
 )
 """Every store, one entry each: adding a store is its package and one entry here."""
@@ -145,6 +185,48 @@ def store_from_url(
     """
     options = StoreOptions(busy_timeout=busy_timeout, server_selection_timeout=server_selection_timeout)
     return store_entry(url).create(url, options)
+
+
+def store_address(url: str) -> str:
+    """Where the store ``url`` names is, as messages name it, without a password: ``memory://``,
+    a SQLite file's path, a MongoDB URI's hosts (``h1:27017,h2:27017``).
+
+    Raises:
+        UnknownStoreError: No store takes ``url``.
+    """
+    return store_entry(url).address(url)
+
+
+def check_store_url(url: str) -> None:
+    """Check ``url`` as its store will read it, without connecting: ``store_entry``, then the
+    entry's own ``check_url`` (a MongoDB URI's options, with PyMongo's parser: ``check_mongodb_uri``).
+
+    Raises:
+        UnknownStoreError: No store takes ``url``; the message names the accepted forms.
+        ValueError: Its store refuses it (``unknown option 'bogusOption'``); never the URL.
+    """
+    entry = store_entry(url)
+    if entry.check_url is not None:
+        entry.check_url(url)
+
+
+def check_reachable(
+    url: str, *, busy_timeout: float | None = None, server_selection_timeout: float | None = None
+) -> None:
+    """The start-up check of the store ``url`` names, before anything else uses it: a MongoDB
+    server must answer a ping within ``server_selection_timeout`` seconds (``None``: 5); the memory
+    and SQLite stores have nothing to reach (a SQLite file is checked when it is opened). The
+    options are ``store_from_url``'s.
+
+    Raises:
+        UnknownStoreError: No store takes ``url``.
+        StoreUnavailableError: The store does not answer; a short reason, never the URL.
+        ValueError: The store refuses the URL itself (PyMongo's ``Bad database name``).
+    """
+    entry = store_entry(url)
+    if entry.check_reachable is not None:
+        options = StoreOptions(busy_timeout=busy_timeout, server_selection_timeout=server_selection_timeout)
+        entry.check_reachable(url, options)
 
 
 def check_mongodb_uri(uri: str) -> None:
@@ -198,6 +280,7 @@ def sqlite_path(url: str) -> Path | None:
 __all__ = [
     "BY_SCHEME",
     "MEMORY_URL",
+    "MONGODB_TIMEOUT",
     "SQLITE_PREFIX",
     "STORES",
     "StoreEntry",
@@ -205,7 +288,10 @@ __all__ = [
     "UnknownStoreError",
     "accepted_urls",
     "check_mongodb_uri",
+    "check_reachable",
+    "check_store_url",
     "sqlite_path",
+    "store_address",
     "store_entry",
     "store_from_url",
 ]

@@ -7,10 +7,32 @@ import argparse
 import json
 import re
 import sys
-from typing import NoReturn
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 INVALID = "runsgate: invalid configuration: "
 """How every refusal with exit status 2 begins (one line on stderr)."""
+
+
+def store_setting(option: str | None, settings: Settings) -> str | None:
+    """What named the store in use, as a refusal names it: ``--store`` (``option``, the command
+    line's), else ``RUNSGATE_STORE``, else ``MONGODB_URI``; ``None`` for the default memory store."""
+    if option:
+        return "--store"
+    if settings.store:
+        return "RUNSGATE_STORE"
+    return "MONGODB_URI" if settings.mongodb_uri else None
+
+
+def refused(setting: str, why: str, value: str) -> str:
+    """``SETTING: why (got VALUE)``, the refused value shown as every configuration error shows it,
+    a URL's password masked (``server.settings.describe_error``)."""
+    from ..settings import describe_error
+
+    return describe_error({"type": "value_error", "loc": (), "msg": why, "input": value}, setting)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,15 +47,15 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (2 for invalid configuration or a refused backup, 3 when
     the store cannot start, 4 when the address cannot be bound, 1 when a seed or backup failed)."""
+    from storage.registry import STORES, accepted_urls  # the store URLs --help names
+
     parser = _Parser(prog="runsgate", description="GraphQL server for suspended agent runs.")
     commands = parser.add_subparsers(dest="command")
     serve = commands.add_parser("serve", help="start the GraphQL server")
     serve.add_argument("--host", help="interface to listen on (default RUNSGATE_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default RUNSGATE_PORT or 4000)")
     serve.add_argument(
-        "--store",
-        help="store URL: memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db or mongodb://... "
-        "(default RUNSGATE_STORE, else MONGODB_URI, else memory://)",
+        "--store", help=f"store URL: {accepted_urls()} (default RUNSGATE_STORE, else MONGODB_URI, else memory://)"
     )
     serve.add_argument(
         "--workers",
@@ -48,12 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     key.add_argument("--resources", default="*", help='comma-separated resourceIds, or "*" for every run')
     seed = commands.add_parser(
         "seed",
-        help="write N realistic suspended runs (clones of real demo runs) into the SQLite or MongoDB store",
+        help="write N realistic suspended runs (clones of real demo runs) into a SQLite or MongoDB store",
         description="Runs the demo agents to get real suspended runs, then bulk-writes N clones with new run ids, "
         "threads, resources and creation times into the store named by --store, RUNSGATE_STORE or MONGODB_URI "
-        "(SQLite or MongoDB). For the memory store, start the server with RUNSGATE_SEED_RUNS=N instead.",
+        "(one a server can then serve: not the memory store, for which you start the server with "
+        "RUNSGATE_SEED_RUNS=N instead).",
     )
-    seed.add_argument("--store", help="store URL: sqlite:///path.db or mongodb://... (default RUNSGATE_STORE)")
+    seed.add_argument(
+        "--store",
+        help=f"store URL: {_or(form for entry in STORES if entry.shared for form in entry.forms)} "
+        "(default RUNSGATE_STORE, else MONGODB_URI)",
+    )
     seed.add_argument("--runs", type=int, required=True, help="number of runs to write")
     seed.add_argument("--agents", type=int, default=1, help="runs go to the first A of refund-agent, weather-agent")
     seed.add_argument("--threads", type=int, default=100, help="distinct thread ids (default 100)")
@@ -97,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def _or(items: Iterable[str]) -> str:
+    """``a, b or c``."""
+    listed = list(items)
+    return f"{', '.join(listed[:-1])} or {listed[-1]}" if len(listed) > 1 else "".join(listed)
+
+
 def _new_key(name: str, scopes: str, resources: str) -> int:
     """Print a fresh API key (shown once) and the JSON entry to add to ``RUNSGATE_API_KEYS``."""
     from ..auth import hash_api_key, new_api_key
@@ -113,4 +146,4 @@ def _new_key(name: str, scopes: str, resources: str) -> int:
     return 0
 
 
-__all__ = ["INVALID", "main"]
+__all__ = ["INVALID", "main", "refused", "store_setting"]

@@ -1,5 +1,6 @@
 """``runsgate backup``: a consistent copy of a SQLite store while servers use it
-(``storage.sqlite.backup``); a memory or MongoDB store is refused with what to use instead."""
+(``storage.sqlite.backup``); any other store is refused with what to use instead (its registry
+entry's ``backup_advice``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import sys
 
 from storage.registry import UnknownStoreError, sqlite_path, store_entry
 
+from . import refused
+
 REFUSED = 2
 """Exit status of a backup not attempted: a store URL that is not SQLite (``--store``, a line as
-every invalid option's), or files that refuse it (an existing target, a missing store file)."""
+every invalid option's, showing the URL, its password masked), or files that refuse it (an
+existing target, a missing store file, a file that is not a runsgate store)."""
 FAILED = 1
 """Exit status of a copy that failed (nothing left behind)."""
 
@@ -18,22 +22,12 @@ def run_backup_command(store: str, to: str, *, force: bool = False) -> int:
     """Back the SQLite store ``store`` (a ``sqlite:///`` URL) up to the file ``to``; returns the
     exit status: 0, ``REFUSED`` (2) or ``FAILED`` (1), with one line on stderr saying why."""
     try:
-        name = store_entry(store).name
+        entry = store_entry(store)
     except UnknownStoreError as exc:
-        return _say(f"--store: {exc}", REFUSED)
-    if name == "memory":
-        return _say(
-            "--store: the memory store lives inside the server process and is lost when it stops: there is nothing "
-            "to back up. Use a SQLite file (--store sqlite:///runsgate.db) to keep runs",
-            REFUSED,
-        )
+        return _say(refused("--store", str(exc), store), REFUSED)
     path = sqlite_path(store)
-    if name != "sqlite" or path is None:
-        return _say(
-            "--store: backup copies SQLite stores only: back a MongoDB store up with mongodump --oplog (a replica "
-            'set) or with your provider\'s snapshots (docs/operations.md "Backup and restore")',
-            REFUSED,
-        )
+    if entry.name != "sqlite" or path is None:
+        return _say(refused("--store", entry.backup_advice or "backup copies SQLite stores only", store), REFUSED)
     from storage.sqlite.backup import BackupFailedError, BackupRefusedError, backup
 
     try:

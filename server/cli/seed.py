@@ -1,5 +1,6 @@
 """``runsgate seed``: the data generator on the command line, with a progress bar (``rich``), into
-the SQLite or MongoDB store the settings (or ``--store``) name."""
+the store the settings (or ``--store``) name, made by the registry (``storage.store_from_url``):
+any store several processes share, so that a server then serves the runs (not the memory store)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,32 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import Protocol, runtime_checkable
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from runtime.seed import SeedPlan, seed_store
-from storage import DuplicateRunError, MongoSnapshotStore, NewerSchemaError, SQLiteSnapshotStore, StoreUnavailableError
+from storage import DuplicateRunError, NewerSchemaError, SnapshotStore, StoreUnavailableError, store_from_url
+from storage.registry import store_entry
 
-from ..settings import ConfigError, Settings, load_settings
-from . import INVALID
+from ..settings import ConfigError, load_settings
+from . import INVALID, refused, store_setting
+
+IN_PROCESS = "which lives inside the server process: seed it at start instead, RUNSGATE_SEED_RUNS=N runsgate serve"
+"""Why ``runsgate seed`` refuses a store no other process can share (the memory store)."""
+
+
+@runtime_checkable
+class Resettable(Protocol):
+    """A store ``runsgate seed --reset`` can empty: ``drop_all`` deletes every stored run, event and
+    key (its tables or collections; ``open`` makes them again), as the SQLite and MongoDB stores do."""
+
+    async def drop_all(self) -> None: ...
 
 
 def run_seed_command(args: argparse.Namespace) -> int:
-    """Seed the configured SQLite or MongoDB store; returns the exit status (2: bad arguments or
-    config, 1: store error)."""
+    """Seed the configured store; returns the exit status (2: bad arguments or config, or a store
+    no other process shares, 1: store error)."""
     try:
         store_url = getattr(args, "store", None)
         settings = load_settings(**({"store": store_url} if store_url else {}))
@@ -39,16 +53,24 @@ def run_seed_command(args: argparse.Namespace) -> int:
         option, _, why = str(exc).partition(" ")
         print(f"{INVALID}--{option}: {why} (got {getattr(args, option, '?')})", file=sys.stderr)
         return 2
-    if settings.sqlite_path is None and not settings.mongodb_uri:
-        print(
-            f"{INVALID}the store is the memory store (neither RUNSGATE_STORE nor MONGODB_URI names a SQLite "
-            "or MongoDB store). The memory store lives inside the server process, so seed it at start instead: "
-            "RUNSGATE_SEED_RUNS=N runsgate serve",
-            file=sys.stderr,
-        )
+    entry = store_entry(settings.store_url)  # the settings checked that a store takes it
+    if not entry.shared:
+        setting = store_setting(store_url, settings)
+        if setting is None:  # the default
+            why = (
+                f"the store is the {entry.name} store (neither --store, RUNSGATE_STORE nor MONGODB_URI names another), "
+            )
+            print(f"{INVALID}{why}{IN_PROCESS}", file=sys.stderr)
+        else:
+            why = f"the store is the {entry.name} store, {IN_PROCESS}"
+            print(INVALID + refused(setting, why, settings.store_url), file=sys.stderr)
+        return 2
+    store = store_from_url(settings.store_url, server_selection_timeout=settings.mongodb_timeout)
+    if args.reset and not isinstance(store, Resettable):
+        print(f"{INVALID}--reset: the {entry.name} store cannot delete its runs, events and keys", file=sys.stderr)
         return 2
     try:
-        written, seconds = asyncio.run(_seed(settings, plan, reset=args.reset))
+        written, seconds = asyncio.run(_seed(store, plan, reset=args.reset))
     except (StoreUnavailableError, DuplicateRunError, NewerSchemaError) as exc:
         print(f"runsgate seed: {exc}", file=sys.stderr)
         return 1
@@ -57,15 +79,10 @@ def run_seed_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _seed(settings: Settings, plan: SeedPlan, *, reset: bool) -> tuple[int, float]:
-    store: SQLiteSnapshotStore | MongoSnapshotStore
-    if settings.sqlite_path is not None:
-        store = SQLiteSnapshotStore(settings.sqlite_path)
-    else:  # run_seed_command checked that a MongoDB URI is set
-        store = MongoSnapshotStore(settings.mongodb_uri or "", server_selection_timeout=settings.mongodb_timeout)
+async def _seed(store: SnapshotStore, plan: SeedPlan, *, reset: bool) -> tuple[int, float]:
     await store.open()
     try:
-        if reset:
+        if reset and isinstance(store, Resettable):  # run_seed_command refused --reset on any other store
             await store.drop_all()
             await store.open()
         started = time.monotonic()

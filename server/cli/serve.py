@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
-from storage.registry import store_entry
+from storage.registry import check_reachable, store_address, store_entry
 
 from ..logs import configure_logging
 from ..settings import ConfigError, Settings, load_settings
-from . import INVALID
+from . import INVALID, refused, store_setting
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -45,8 +45,9 @@ def run_serve_command(
     worker_app: str = "server.app:worker_app",
 ) -> int:
     """``runsgate serve``: every check that can refuse the start runs before the app and the agents are
-    imported, quickest first: the settings (2), the address (4), a MongoDB store's reachability
-    (3); then the agents and the rules (2), a SQLite store (3), the app (2).
+    imported, quickest first: the settings (2), the address (4), the store's start-up check (3: its
+    registry entry's ``check_reachable``, a MongoDB server's ping); then the agents and the rules
+    (2), a SQLite store (3), the app (2).
 
     ``app_factory`` builds the app of one process (default ``server.app.create_app``), and
     ``worker_app`` names the factory each ``--workers`` process imports (uvicorn's import string).
@@ -85,7 +86,7 @@ def run_serve_command(
         return BIND_FAILED
     with sock:
         try:
-            return _serve_on(sock, settings, workers, app_factory, worker_app)
+            return _serve_on(sock, settings, store_setting(store, settings), workers, app_factory, worker_app)
         except KeyboardInterrupt:  # Ctrl-C before uvicorn handles it (importing the app, checking the store)
             stopped_by(signal.SIGINT)
 
@@ -174,23 +175,24 @@ def _address(host: str, port: int) -> str:
 def _serve_on(
     sock: socket.socket,
     settings: Settings,
+    setting: str | None,
     workers: int,
     app_factory: Callable[[Settings], Starlette] | None,
     worker_app: str,
 ) -> int:
-    if settings.mongodb_uri:  # before the agents and the app are imported (seconds, more under load)
-        from storage.mongo import check_reachable, store_address
-        from storage.protocol import StoreUnavailableError
+    """Serve on ``sock`` once the remaining checks pass; ``setting`` named the store (``--store``,
+    ``RUNSGATE_STORE``, ``MONGODB_URI``; ``None``: the default)."""
+    from storage.protocol import StoreUnavailableError
 
-        try:
-            check_reachable(settings.mongodb_uri, settings.mongodb_timeout)
-        except StoreUnavailableError as exc:
-            address = store_address(settings.mongodb_uri)
-            print(f"runsgate cannot start: the store at {address} is unreachable ({exc})", file=sys.stderr)
-            return 3  # as uvicorn's when a lifespan cannot start
-        except ValueError as exc:
-            print(f"runsgate: invalid configuration: MONGODB_URI: {exc}", file=sys.stderr)
-            return 2
+    url = settings.store_url
+    try:  # before the agents and the app are imported (seconds, more under load)
+        check_reachable(url, server_selection_timeout=settings.mongodb_timeout)
+    except StoreUnavailableError as exc:
+        print(f"runsgate cannot start: the store at {store_address(url)} is unreachable ({exc})", file=sys.stderr)
+        return 3  # as uvicorn's when a lifespan cannot start
+    except ValueError as exc:  # the store refuses its URL (the default store never does)
+        print(INVALID + refused(setting or "RUNSGATE_STORE", str(exc), url), file=sys.stderr)
+        return 2
     from runtime.registry import load_registry
 
     try:  # before uvicorn, whose failed lifespan would log a traceback and exit with status 3

@@ -15,9 +15,9 @@ PAGES_PER_STEP = 1024
 
 
 class BackupRefusedError(ValueError):
-    """The backup was not attempted: a missing source, a target that exists (without ``force``)
-    or is the source, a missing target folder, or a source that is not a runsgate store. Nothing
-    was written."""
+    """The backup was not attempted: a missing source, a target that is a folder, exists (without
+    ``force``) or is the source, a missing target folder, or a source that is not a runsgate store
+    (not a SQLite database at all, or one without runsgate's tables). Nothing was written."""
 
 
 class BackupFailedError(RuntimeError):
@@ -58,11 +58,11 @@ def _check(source: Path, target: Path, force: bool) -> None:
         raise BackupRefusedError(f"the folder of {target} does not exist")
     if target.exists() and target.resolve() == source.resolve():
         raise BackupRefusedError(f"{target} is the store itself: back it up to another file")
+    if target.is_dir():  # --force would not replace it either
+        raise BackupRefusedError(f"{target} is a folder")
     existing = [str(p) for p in (target, *_sidecars(target)) if p.exists()]
     if existing and not force:
         raise BackupRefusedError(f"{', '.join(existing)} already exists: give --force to replace it")
-    if target.is_dir():
-        raise BackupRefusedError(f"{target} is a folder")
 
 
 def backup(
@@ -111,7 +111,12 @@ def _copy(source: Path, temp: Path, busy_timeout: float, pages_per_step: int) ->
     src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=rw", uri=True, timeout=busy_timeout, isolation_level=None)
     try:
         src.execute("BEGIN")  # the read transaction starts at the first read and is held to the end
-        tables = {row[0] for row in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        try:  # the first read: SQLite reads the file's header
+            tables = {row[0] for row in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_NOTADB:
+                raise  # locked, unreadable: the copy failed
+            raise BackupRefusedError(f"{source} is not a SQLite database ({exc}); nothing written") from None
         if "runsgate_meta" not in tables:
             raise BackupRefusedError(f"{source} is not a runsgate store (no runsgate_meta table); nothing written")
         dst = sqlite3.connect(temp, isolation_level=None)

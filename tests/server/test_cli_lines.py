@@ -29,6 +29,7 @@ RUNSGATE = str(Path(sys.executable).with_name("runsgate"))
 """The installed ``runsgate`` entry point, as a user starts it."""
 
 PREFIX = "runsgate: invalid configuration: "
+ACCEPTED = "memory://, sqlite:///relative/path.db, sqlite:////absolute/path.db or a mongodb:// URI"
 
 
 def _refused(tmp_path: Path, *args: str, **variables: str) -> str:
@@ -75,6 +76,16 @@ REFUSALS = {
         f"{PREFIX}--runs: must be >= 0 (got -1)",
     ),
     "seed --store foo://x": (["seed", "--runs", "3", "--store", "foo://x"], {}, f"{PREFIX}--store: must be "),
+    "seed --store memory://": (
+        ["seed", "--runs", "3", "--store", "memory://"],
+        {},
+        f"{PREFIX}--store: the store is the memory store, which lives inside the server process",
+    ),
+    "backup --store memory://": (
+        ["backup", "--store", "memory://", "--to", "copy.db"],
+        {},
+        f"{PREFIX}--store: the memory store lives inside the server process",
+    ),
 }
 """Case -> (arguments, settings, the line's beginning)."""
 
@@ -95,6 +106,21 @@ def test_a_secret_setting_that_is_not_json_is_not_shown(tmp_path: Path) -> None:
     line = _refused(tmp_path, "serve", RUNSGATE_API_KEYS='[{"name": "hunter2')
     assert line.startswith(f"{PREFIX}RUNSGATE_API_KEYS: not valid JSON"), line
     assert "hunter2" not in line
+
+
+def test_backup_shows_a_refused_store_url_as_serve_does_its_password_masked(tmp_path: Path) -> None:
+    url = "postgres://alice:hunter2@db.example/runsgate"
+    shown = "(got 'postgres://alice:***@db.example/runsgate')"
+
+    serving = _refused(tmp_path, "serve", "--store", url)
+    backing_up = _refused(tmp_path, "backup", "--store", url, "--to", "copy.db")
+
+    assert serving == f"{PREFIX}--store: must be {ACCEPTED} {shown}", serving
+    assert backing_up == (
+        f"{PREFIX}--store: no store takes a URL with the scheme 'postgres': a store URL is {ACCEPTED} {shown}"
+    ), backing_up
+    assert "hunter2" not in serving + backing_up
+    assert list(tmp_path.iterdir()) == []
 
 
 URI = "mongodb://alice:hunter2@127.0.0.1:1/runsgate?bogusOption=1"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,6 +19,7 @@ from runtime.demo import AGENTS, LEDGER
 from runtime.registry import AgentRegistry
 from runtime.seed import SeedPlan, seed_store
 from server.app import create_app
+from server.cli import INVALID, main
 from server.settings import ConfigError, Settings, load_settings
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
 
@@ -196,3 +198,52 @@ async def test_the_memory_store_is_seeded_at_start() -> None:
     assert page["totalCount"] == 25
     assert len(page["nodes"]) == 5
     assert all(n["toolCalls"][0]["toolName"] == "issue_refund" for n in page["nodes"])
+
+
+def _seed_with_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str, **variables: str
+) -> tuple[int, str]:
+    """``runsgate seed ARGS`` in-process with exactly ``variables`` set (no other ``RUNSGATE_*``, no
+    ``MONGODB_URI``, no ``.env``); its exit status and its stderr."""
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
+        monkeypatch.delenv(key)
+    for key, value in variables.items():
+        monkeypatch.setenv(key, value)
+    status = main(["seed", *args])
+    return status, capsys.readouterr().err
+
+
+MEMORY_ADVICE = (
+    "the store is the memory store, which lives inside the server process: seed it at start instead, "
+    "RUNSGATE_SEED_RUNS=N runsgate serve"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "variables", "line"),
+    [
+        (["--store", "memory://"], {}, f"{INVALID}--store: {MEMORY_ADVICE} (got 'memory://')"),
+        ([], {"RUNSGATE_STORE": "memory://"}, f"{INVALID}RUNSGATE_STORE: {MEMORY_ADVICE} (got 'memory://')"),
+        (
+            [],
+            {},
+            f"{INVALID}the store is the memory store (neither --store, RUNSGATE_STORE nor MONGODB_URI names another), "
+            "which lives inside the server process: seed it at start instead, RUNSGATE_SEED_RUNS=N runsgate serve",
+        ),
+    ],
+    ids=["--store", "RUNSGATE_STORE", "unset"],
+)
+def test_seeding_the_memory_store_is_refused_naming_where_the_store_came_from(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    variables: dict[str, str],
+    line: str,
+) -> None:
+    status, err = _seed_with_only(monkeypatch, tmp_path, capsys, "--runs", "3", *args, **variables)
+
+    assert status == 2
+    assert err == line + "\n"
+    assert list(tmp_path.iterdir()) == []

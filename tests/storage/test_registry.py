@@ -19,7 +19,15 @@ from storage import (
     UnknownStoreError,
     store_from_url,
 )
-from storage.registry import STORES, accepted_urls, sqlite_path, store_entry
+from storage.registry import (
+    STORES,
+    accepted_urls,
+    check_reachable,
+    check_store_url,
+    sqlite_path,
+    store_address,
+    store_entry,
+)
 from storage.sqlite import DEFAULT_BUSY_TIMEOUT
 
 from .. import _processes
@@ -164,3 +172,57 @@ def test_pymongo_is_imported_only_when_a_mongodb_url_is_made_a_store() -> None:
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
+
+
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("memory://", "memory://"),
+        ("sqlite:///./data/runs.db", "data/runs.db"),
+        ("sqlite:////var/lib/runsgate/runs.db", "/var/lib/runsgate/runs.db"),
+        ("mongodb://alice:s3cret@h1:27017,h2/runsgate?replicaSet=rs0", "h1:27017,h2:27017"),
+        ("mongodb+srv://alice:s3cret@cluster0.example.net/runsgate", "cluster0.example.net"),
+    ],
+)
+def test_each_store_is_named_by_its_address_never_a_password(url: str, address: str) -> None:
+    assert store_address(url) == address
+
+
+def test_the_start_up_check_of_a_store_in_this_process_or_a_file_reaches_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "missing" / "runs.db"  # a SQLite file is opened later, after the agents load
+
+    check_reachable("memory://")
+    check_reachable(f"sqlite:///{missing}", busy_timeout=0.1)
+
+    assert not missing.parent.exists()
+
+
+def test_the_start_up_check_of_a_server_store_fails_within_its_timeout_without_the_url() -> None:
+    started = time.monotonic()
+
+    with pytest.raises(StoreUnavailableError) as unreachable:
+        check_reachable("mongodb://alice:s3cret@127.0.0.1:1/x", server_selection_timeout=0.3)  # nothing listens
+
+    assert 0.3 <= time.monotonic() - started < 3.0
+    assert "s3cret" not in str(unreachable.value)
+    assert "127.0.0.1" not in str(unreachable.value)
+
+
+def test_the_url_check_is_its_stores_own_and_never_shows_the_url() -> None:
+    check_store_url("memory://")
+    check_store_url("sqlite:///runs.db")
+    check_store_url("mongodb://alice:s3cret@h1:27017/runsgate?replicaSet=rs0")
+
+    with pytest.raises(ValueError, match=r"^unknown option 'bogusOption'$"):
+        check_store_url("mongodb://alice:s3cret@h1/runsgate?bogusOption=1")
+    with pytest.raises(UnknownStoreError, match="a store URL is"):
+        check_store_url("postgres://alice:s3cret@db/x")
+
+
+def test_every_entry_names_how_it_is_reached_and_backed_up() -> None:
+    hooks = {
+        entry.name: (entry.check_url is not None, entry.check_reachable is not None, entry.backup_advice is not None)
+        for entry in STORES
+    }
+
+    assert hooks == {"memory": (False, False, True), "sqlite": (False, False, False), "mongodb": (True, True, True)}

@@ -129,6 +129,47 @@ async def test_refusals_write_nothing(tmp_path: Path) -> None:
     assert _names(tmp_path) == ["other.db", "runs.db"]
 
 
+@pytest.mark.parametrize("content", [b"plain text, not a database\n" * 200, b"SQLite format 3\x00" + b"\xff" * 4000])
+def test_a_file_that_is_not_a_sqlite_database_is_refused_and_left_as_it_was(tmp_path: Path, content: bytes) -> None:
+    source, target = tmp_path / "notastore.db", tmp_path / "copy.db"
+    source.write_bytes(content)
+    with pytest.raises(BackupRefusedError, match=r"notastore\.db is not a SQLite database \(file is not a database\)"):
+        backup(source, target)
+    assert source.read_bytes() == content
+    assert _names(tmp_path) == ["notastore.db"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notastore.db"]  # no -wal, -shm or temporary file
+
+
+def test_the_command_refuses_a_file_that_is_not_a_database_with_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, target = tmp_path / "notastore.db", tmp_path / "copy.db"
+    source.write_text("not a database\n")
+    assert main(["backup", "--store", f"sqlite:///{source}", "--to", str(target)]) == 2
+    assert capsys.readouterr().err == (
+        f"runsgate backup: refused: {source} is not a SQLite database (file is not a database); nothing written\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notastore.db"]
+
+
+@pytest.mark.parametrize("force", [False, True])
+async def test_a_folder_target_is_refused_as_a_folder_with_or_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool
+) -> None:
+    source, folder = tmp_path / "runs.db", tmp_path / "adir"
+    await _store_with(source, 1)
+    folder.mkdir()
+    (folder / "kept.txt").write_text("kept")
+    with pytest.raises(BackupRefusedError) as refused:
+        backup(source, folder, force=force)
+    assert str(refused.value) == f"{folder} is a folder"
+    flags = ["--force"] if force else []
+    assert main(["backup", "--store", f"sqlite:///{source}", "--to", str(folder), *flags]) == 2
+    assert capsys.readouterr().err == f"runsgate backup: refused: {folder} is a folder\n"
+    assert [p.name for p in folder.iterdir()] == ["kept.txt"]
+    assert _leftovers(tmp_path) == []
+
+
 async def test_a_corrupt_source_fails_its_integrity_check_and_leaves_no_target(tmp_path: Path) -> None:
     source, target = tmp_path / "runs.db", tmp_path / "copy.db"
     await _store_with(source, 50, history=b"z" * 4096)
@@ -146,16 +187,23 @@ async def test_a_corrupt_source_fails_its_integrity_check_and_leaves_no_target(t
 
 
 @pytest.mark.parametrize(
-    ("url", "says"),
+    ("url", "says", "shown"),
     [
-        ("memory://", "nothing to back up"),
-        ("mongodb://db.example:27017/runsgate", "mongodump --oplog"),
-        ("mongodb+srv://alice:secret@cluster.example/runsgate", "provider's snapshots"),
-        ("postgres://db/runsgate", "no store takes a URL with the scheme 'postgres'"),
+        ("memory://", "nothing to back up", "'memory://'"),
+        ("mongodb://db.example:27017/runsgate", "mongodump --oplog", "'mongodb://db.example:27017/runsgate'"),
+        (
+            "mongodb+srv://alice:secret@cluster.example/runsgate",
+            "provider's snapshots",
+            "'mongodb+srv://alice:***@cluster.example/runsgate'",
+        ),
+        ("postgres://db/runsgate", "no store takes a URL with the scheme 'postgres'", "'postgres://db/runsgate'"),
+        ("postgres://x:secret@y/z", "no store takes a URL with the scheme 'postgres'", "'postgres://x:***@y/z'"),
+        ("sqlite:///", "not a sqlite store URL", "'sqlite:///'"),
     ],
+    ids=["memory", "replica-uri", "srv-uri-password", "unknown-scheme", "unknown-scheme-password", "sqlite-no-path"],
 )
-def test_the_command_refuses_other_stores_with_what_to_use_instead(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str, says: str
+def test_the_command_refuses_other_stores_with_what_to_use_instead_showing_the_url_masked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str, says: str, shown: str
 ) -> None:
     target = tmp_path / "copy.db"
     assert main(["backup", "--store", url, "--to", str(target)]) == 2
@@ -163,6 +211,7 @@ def test_the_command_refuses_other_stores_with_what_to_use_instead(
     assert err.count("\n") == 1
     assert err.startswith("runsgate: invalid configuration: --store: ")
     assert says in err
+    assert err.endswith(f" (got {shown})\n"), err  # as runsgate serve shows a refused --store
     assert "secret" not in err
     assert not target.exists()
 

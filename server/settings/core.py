@@ -26,6 +26,7 @@ from pydantic_settings import SettingsConfigDict, SettingsError
 
 from storage import registry
 
+from .bounds import CENTURY, DAY, HOUR, MINUTE
 from .security import SecuritySettings
 from .webhooks import WebhookSettings
 
@@ -49,7 +50,7 @@ class Settings(SecuritySettings, WebhookSettings):
     ``sqlite:////absolute/path.db`` or a ``mongodb://`` URI (then also ``mongodb_uri``)."""
     mongodb_uri: str | None = Field(default=None, validation_alias=AliasChoices("MONGODB_URI", "RUNSGATE_MONGODB_URI"))
     """``mongodb://`` URI; its path names the database (default ``runsgate``). Unset: ``store``."""
-    mongodb_timeout: Annotated[float, Field(gt=0)] = 5.0
+    mongodb_timeout: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 5.0
     """Seconds to wait for a reachable MongoDB server before an operation fails."""
     agents: str = "runtime.demo:AGENTS"
     """``package.module:attribute`` of the agent registry (mapping id -> Agent, or agents with names)."""
@@ -57,9 +58,9 @@ class Settings(SecuritySettings, WebhookSettings):
     """Overrides every agent's model, e.g. ``openai:gpt-4o-mini`` (needs the ``openai`` extra)."""
     max_page_size: Annotated[int, Field(ge=1, le=10_000)] = 100
     """Cap on ``first``/``last``/``perPage``, and the page size when none is given."""
-    claim_ttl: Annotated[float, Field(gt=0)] = 60.0
+    claim_ttl: Annotated[float, Field(gt=0, le=DAY, allow_inf_nan=False)] = 60.0
     """Seconds a claim on a continuing run lasts (renewed while it runs)."""
-    sweep_interval: Annotated[float, Field(ge=0)] = 5.0
+    sweep_interval: Annotated[float, Field(ge=0, le=DAY, allow_inf_nan=False)] = 5.0
     """Seconds between two looks for stalled runs to take over (expired claims, decided runs
     nobody continued) and for calls past their deadline; ``0`` turns the sweeper off on this instance."""
     max_bulk_decisions: Annotated[int, Field(ge=1, le=10_000)] = 100
@@ -71,40 +72,40 @@ class Settings(SecuritySettings, WebhookSettings):
     """This instance's id in claims and the audit log."""
     graphiql: bool = True
     """Serve the GraphiQL explorer on ``GET /graphql`` from a browser."""
-    log_level: str = "INFO"
-    """Level of the log lines: ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``."""
-    subscription_poll_interval: Annotated[float, Field(gt=0)] = 1.0
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    """Level of the log lines: ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case)."""
+    subscription_poll_interval: Annotated[float, Field(gt=0, le=MINUTE, allow_inf_nan=False)] = 1.0
     """Seconds between two reads of an agent's event log while it has subscribers (one poller per agent)."""
-    subscription_lookback: Annotated[float, Field(ge=0)] = 5.0
+    subscription_lookback: Annotated[float, Field(ge=0, le=HOUR, allow_inf_nan=False)] = 5.0
     """Seconds of event ids each poll reads again, to deliver events that became visible late."""
-    run_updates_interval: Annotated[float, Field(gt=0, le=60)] = 0.1
+    run_updates_interval: Annotated[float, Field(gt=0, le=MINUTE, allow_inf_nan=False)] = 0.1
     """Seconds between two writes of a continuing run's update batches to the store (the first update
     is written at once, the rest with the outcome): what ``runUpdates`` subscribers on other instances
     read (docs/architecture.md "Run updates")."""
-    run_updates_first_text_delay: Annotated[float, Field(ge=0, le=60)] = 0.05
+    run_updates_first_text_delay: Annotated[float, Field(ge=0, le=MINUTE, allow_inf_nan=False)] = 0.05
     """Seconds a continuation's first text delta waits, at most, before it is written to the store
     (never beyond ``run_updates_interval``): a run that ends by then writes it with its outcome, in
     one commit. Subscribers on this instance get every update at once (docs/architecture.md "Run
     updates")."""
-    run_updates_poll_interval: Annotated[float, Field(gt=0, le=60)] = 0.25
+    run_updates_poll_interval: Annotated[float, Field(gt=0, le=MINUTE, allow_inf_nan=False)] = 0.25
     """Seconds between two reads of a run's update batches by a ``runUpdates`` stream while its run
     continues on another instance (one read per stream)."""
     run_updates_max_buffer_bytes: Annotated[int, Field(ge=64 * 1024, le=64 * 1024 * 1024)] = 1024 * 1024
     """Bytes of updates one ``runUpdates`` stream holds waiting to be sent; a subscriber that falls
     further behind reads the rest from the store as it reads."""
-    run_updates_retention: Annotated[float, Field(gt=0)] = 3600.0
+    run_updates_retention: Annotated[float, Field(gt=0, le=CENTURY, allow_inf_nan=False)] = 3600.0
     """Seconds a run update batch stays in the store before the sweeper prunes it (needs
     ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance)."""
-    idempotency_key_retention: Annotated[float, Field(gt=0)] = 86400.0
+    idempotency_key_retention: Annotated[float, Field(gt=0, le=CENTURY, allow_inf_nan=False)] = 86400.0
     """Seconds an idempotency key is kept after its answer was stored (Stripe's 24 hours) before the
     sweeper deletes it; a request repeated later is a new request (docs/guarantees.md). Needs
     ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance."""
-    event_retention: Annotated[float, Field(gt=0)] = 2_592_000.0
+    event_retention: Annotated[float, Field(gt=0, le=CENTURY, allow_inf_nan=False)] = 2_592_000.0
     """Seconds a finished run's events are kept after its ``completed`` or ``failed`` event before
     the sweeper deletes them, while neither the run nor its supervisor's is stored (docs/guarantees.md
     "Events"); must be at least ``RUNSGATE_IDEMPOTENCY_KEY_RETENTION`` and exceed
     ``RUNSGATE_SUBSCRIPTION_LOOKBACK``. Needs ``RUNSGATE_SWEEP_INTERVAL`` > 0 on some instance."""
-    ws_connection_init_timeout: Annotated[float, Field(gt=0)] = 10.0
+    ws_connection_init_timeout: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 10.0
     """Seconds a WebSocket client has to send ``connection_init`` before it is closed with 4408."""
     log_format: Literal["auto", "json", "text"] = "auto"
     """``json`` (one object per line), ``text``, or ``auto``: text on a terminal, else JSON."""
@@ -131,7 +132,7 @@ class Settings(SecuritySettings, WebhookSettings):
     validation and extension steps (off while tracing is on). Same responses, less CPU per
     request. ``false`` takes Strawberry's pipeline for every request and executes every field
     through graphql-core."""
-    worker_healthcheck_timeout: Annotated[float, Field(gt=0)] = 30.0
+    worker_healthcheck_timeout: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 30.0
     """``runsgate serve --workers N``: seconds a worker has to answer uvicorn's health check, at
     start and then every half second, before uvicorn kills and replaces it (uvicorn's
     ``timeout_worker_healthcheck``, 5 s by default, is too short for a loaded machine)."""
@@ -186,8 +187,7 @@ class Settings(SecuritySettings, WebhookSettings):
             registry.store_entry(value)  # which stores exist, and their URLs
         except registry.UnknownStoreError:
             raise ValueError(f"must be {registry.accepted_urls()}") from None
-        if value.startswith("mongodb"):
-            registry.check_mongodb_uri(value)
+        registry.check_store_url(value)  # the store's own check of its URL (a MongoDB URI's options)
         return value
 
     @model_validator(mode="after")
@@ -197,8 +197,8 @@ class Settings(SecuritySettings, WebhookSettings):
                 "RUNSGATE_STORE (or --store) and MONGODB_URI name different stores: set only one of them "
                 "(RUNSGATE_STORE takes a mongodb:// URI too)" + self._shown_settings("store", "mongodb_uri")
             )
-        if self.store and self.store.startswith("mongodb"):
-            self.mongodb_uri = self.store
+        if self.store and registry.store_entry(self.store).name == "mongodb":
+            self.mongodb_uri = self.store  # MONGODB_URI's users read the MongoDB store's URL there
         if self.webhook_delivery_retention <= self.subscription_lookback:
             raise ValueError(
                 "RUNSGATE_WEBHOOK_DELIVERY_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the webhook "
@@ -236,6 +236,26 @@ class Settings(SecuritySettings, WebhookSettings):
                 variable = f"{self.model_config['env_prefix']}{name.removesuffix('_url').upper()}"
             shown.append(f"{variable}={_shown(getattr(self, name))}")
         return f" (got {', '.join(shown)})"
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_in_any_case(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str | None) -> str | None:
+        """pydantic-ai's ``infer_model`` at start: an unknown model name, a provider whose package
+        is not installed, or one missing its API key is refused here, not at the first run."""
+        if not value:
+            return None
+        from pydantic_ai.models import infer_model
+
+        try:
+            infer_model(value)
+        except Exception as exc:  # pydantic-ai's UserError, an ImportError, a provider's own error
+            raise ValueError(f"pydantic-ai cannot use this model: {exc}") from None
+        return value
 
     @field_validator("agents")
     @classmethod

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic_settings import BaseSettings, NoDecode
 
 from ..hosts import allowed_name
+from .bounds import CENTURY
 
 Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
@@ -44,11 +45,13 @@ class ToolRuleConfig(BaseModel):
     scope: Scope | None = None
     argument: str | None = None
     """A top-level argument of the call; with ``above``, the rule applies when it is greater."""
-    above: float | None = None
+    above: Annotated[float, Field(allow_inf_nan=False)] | None = None
     # deadlines (issue 18 part 2)
     agent_id: Annotated[str, Field(min_length=1)] | None = Field(default=None, alias="agentId")
     """The rule covers runs of this agent only (absent: every agent)."""
-    expires_after: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(default=None, alias="expiresAfter")
+    expires_after: Annotated[float, Field(gt=0, le=CENTURY, allow_inf_nan=False)] | None = Field(
+        default=None, alias="expiresAfter"
+    )
     """Seconds a call may wait for its approval; then the sweeper applies ``onExpiry``."""
     on_expiry: Literal["decline", "approve"] = Field(default="decline", alias="onExpiry")
     """``decline`` (the default) or ``approve`` (only where the rule says so), after ``expiresAfter``."""
@@ -62,7 +65,7 @@ class ToolRuleConfig(BaseModel):
     # policy (issue 18 parts 3 and 4): automatic approval, two-person approval
     name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")] | None = None
     """The rule's name; an automatic approval is recorded as ``decidedBy`` ``policy:<name>``."""
-    at_most: float | None = Field(default=None, alias="atMost")
+    at_most: Annotated[float, Field(allow_inf_nan=False)] | None = Field(default=None, alias="atMost")
     """With ``argument`` and ``autoApprove: true``: approve automatically when it is at most this."""
     auto_approve: bool | Literal["always"] = Field(default=False, alias="autoApprove")
     """``true``: approve automatically when ``argument`` is provably at most ``atMost``;

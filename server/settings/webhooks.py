@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
+from .bounds import CENTURY, DAY, HOUR, MINUTE
+
 if TYPE_CHECKING:  # runtime is imported when a receiver is configured: reading settings stays light
     from runtime import RetryPolicy, WebhookEndpoint
 
@@ -105,19 +107,19 @@ class WebhookSettings(BaseSettings):
     public_url: str | None = None
     """Base URL people reach this server at, for the inbox links of webhook payloads
     (``{public_url}/inbox?agentId=...&runId=...``). Unset: ``http://{host}:{port}``."""
-    webhook_retry_for: Annotated[float, Field(gt=0)] = 86_400.0
+    webhook_retry_for: Annotated[float, Field(gt=0, le=CENTURY, allow_inf_nan=False)] = 86_400.0
     """Seconds after an event during which its delivery is retried; then it is marked failed."""
-    webhook_backoff: Annotated[float, Field(gt=0)] = 5.0
+    webhook_backoff: Annotated[float, Field(gt=0, le=DAY, allow_inf_nan=False)] = 5.0
     """Seconds before the first retry; doubled after each failed attempt (with jitter)."""
-    webhook_backoff_max: Annotated[float, Field(gt=0)] = 3_600.0
+    webhook_backoff_max: Annotated[float, Field(gt=0, le=DAY, allow_inf_nan=False)] = 3_600.0
     """Cap on the delay between two attempts, seconds."""
-    webhook_connect_timeout: Annotated[float, Field(gt=0)] = 5.0
+    webhook_connect_timeout: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 5.0
     """Seconds to open a connection to a receiver."""
-    webhook_read_timeout: Annotated[float, Field(gt=0)] = 10.0
+    webhook_read_timeout: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 10.0
     """Seconds to wait for a receiver's answer (each read)."""
-    webhook_poll_interval: Annotated[float, Field(gt=0)] = 1.0
+    webhook_poll_interval: Annotated[float, Field(gt=0, le=MINUTE, allow_inf_nan=False)] = 1.0
     """Seconds between two reads of the event log for new deliveries (and looks for due ones)."""
-    webhook_delivery_retention: Annotated[float, Field(gt=0)] = 604_800.0
+    webhook_delivery_retention: Annotated[float, Field(gt=0, le=CENTURY, allow_inf_nan=False)] = 604_800.0
     """Seconds a delivered or failed delivery is kept (7 days; ``webhookDeliveries`` lists it)
     before the sweeper deletes it; a pending one is never deleted. Must exceed
     ``RUNSGATE_SUBSCRIPTION_LOOKBACK``, the span of events the dispatcher reads again."""

@@ -254,3 +254,29 @@ def test_every_bounded_setting_documents_its_range() -> None:
         if not any(text in row for text in ranges):
             missing.append(f"{variable}: {sorted(ranges)[0]}")
     assert not missing, missing
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("RUNSGATE_LOG_LEVEL", "LOUD", "Input should be 'DEBUG', 'INFO', 'WARNING', 'ERROR' or 'CRITICAL'"),
+        ("RUNSGATE_MODEL", "bogus", "pydantic-ai cannot use this model: Unknown model: bogus"),
+        ("RUNSGATE_EVENT_RETENTION", "1e12", "Input should be less than or equal to 3155760000"),
+        ("RUNSGATE_CLAIM_TTL", "inf", "Input should be a finite number"),
+    ],
+)
+def test_a_value_the_server_could_not_use_later_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    variable: str,
+    value: str,
+    says: str,
+) -> None:
+    """A log level logging does not know once crashed the start with a traceback; a model
+    pydantic-ai does not know failed only at the first run; a retention past Python's dates
+    stopped every sweep pass. Each is one line at start now, with exit status 2."""
+    err = _refusal(monkeypatch, capsys, tmp_path, **{"RUNSGATE_AUTH": "off", variable: value})
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"runsgate: invalid configuration: {variable}: {says}"), err
+    assert f"(got {value!r})" in err

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from server.cli import main
 
@@ -23,4 +25,11 @@ def serve_with_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variables: 
         monkeypatch.setenv("RUNSGATE_PORT", "0")
     for key, value in variables.items():
         monkeypatch.setenv(key, value)
+
+    def never_serve(*_: object, **__: object) -> None:
+        raise AssertionError(f"runsgate serve accepted {variables} {args} and started serving")
+
+    # a refusal this helper expects, missed, fails the test at once instead of serving forever
+    monkeypatch.setattr(uvicorn.Server, "run", never_serve)  # a test's own Server subclass may override it
+    monkeypatch.setattr(Multiprocess, "run", never_serve)
     return main(["serve", *args])

@@ -74,7 +74,7 @@ class Settings(SecuritySettings, WebhookSettings):
     """Serve the GraphiQL explorer on ``GET /graphql`` from a browser."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     """Level of the log lines: ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL`` (any case)."""
-    subscription_poll_interval: Annotated[float, Field(gt=0, le=MINUTE, allow_inf_nan=False)] = 1.0
+    subscription_poll_interval: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 1.0
     """Seconds between two reads of an agent's event log while it has subscribers (one poller per agent)."""
     subscription_lookback: Annotated[float, Field(ge=0, le=HOUR, allow_inf_nan=False)] = 5.0
     """Seconds of event ids each poll reads again, to deliver events that became visible late."""

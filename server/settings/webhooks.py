@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
-from .bounds import CENTURY, DAY, HOUR, MINUTE
+from .bounds import CENTURY, DAY, HOUR
 
 if TYPE_CHECKING:  # runtime is imported when a receiver is configured: reading settings stays light
     from runtime import RetryPolicy, WebhookEndpoint
@@ -117,7 +117,7 @@ class WebhookSettings(BaseSettings):
     """Seconds to open a connection to a receiver."""
     webhook_read_timeout: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 10.0
     """Seconds to wait for a receiver's answer (each read)."""
-    webhook_poll_interval: Annotated[float, Field(gt=0, le=MINUTE, allow_inf_nan=False)] = 1.0
+    webhook_poll_interval: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 1.0
     """Seconds between two reads of the event log for new deliveries (and looks for due ones)."""
     webhook_delivery_retention: Annotated[float, Field(gt=0, le=CENTURY, allow_inf_nan=False)] = 604_800.0
     """Seconds a delivered or failed delivery is kept (7 days; ``webhookDeliveries`` lists it)

@@ -28,7 +28,7 @@ from storage import SnapshotStore, StoreUnavailableError, strict_json
 from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
 from .frames import NoFraming
-from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GraphQLView
+from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GRAPHQL_METHODS, GraphQLView
 from .hosts import LoopbackHostsOnly
 from .http_errors import routing_refusal
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
@@ -139,8 +139,12 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         from .prepared_http import PreparedRequests
 
         graphql.prepared = PreparedRequests.of(schema)
+    graphql_route = Route("/graphql", graphql, methods=GRAPHQL_METHODS)
+    # without the HEAD Starlette adds to a route of GET: the view does not serve it, so HEAD gets
+    # the 405 of any other method, whose Allow lists these
+    graphql_route.methods = set(GRAPHQL_METHODS)
     routes = [
-        Route("/graphql", graphql, methods=["GET", "POST"]),
+        graphql_route,
         WebSocketRoute("/graphql", graphql),
         Route("/healthz", healthz),
         Route("/readyz", readyz),

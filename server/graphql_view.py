@@ -1,9 +1,12 @@
 """The ``/graphql`` view: Strawberry's ASGI view, speaking the GraphQL-over-HTTP spec and serving GraphiQL offline.
 
 A client accepting ``application/graphql-response+json`` gets it, and a request error then gets
-400 (``application/json`` clients keep 200); a request error's response has no ``data``. The
-GraphiQL page loads runsgate's own copies of its files (``server/static/graphiql``), keeping
-their ``integrity`` hashes. Why: docs/api.md and docs/modules.md.
+400 (``application/json`` clients keep 200); a request error's response has no ``data``, and each
+of its errors an ``extensions.code`` (``request_error_code``). ``/graphql`` serves GET and POST
+(``GRAPHQL_METHODS``): every 405 says so in ``Allow``, and a mutation sent by GET is a 405 with
+``Allow: POST``. The GraphiQL page loads runsgate's own copies of its files
+(``server/static/graphiql``), keeping their ``integrity`` hashes. Why: docs/api.md and
+docs/modules.md.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
-from graphql import GraphQLError
+from graphql import GraphQLError, GraphQLSyntaxError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.websockets import WebSocket
@@ -29,10 +32,12 @@ from strawberry.http.parse_content_type import parse_content_type
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler, Operation
 from strawberry.types import ExecutionResult
+from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET
 
 from resolvers import Context, begin_operation
+from resolvers.operation_name import MESSAGE as OPERATION_NAME_REQUIRED
 from resolvers.operation_name import set_requested_operation_name
 
 from .http_errors import refusal
@@ -46,6 +51,8 @@ SUBSCRIPTIONS_OVER_WEBSOCKET = (
     "Subscriptions are served over WebSocket (the graphql-transport-ws protocol on /graphql), not over HTTP."
 )
 """The request error answering a subscription sent as an HTTP request (GET or POST)."""
+GRAPHQL_METHODS = ("GET", "POST")
+"""The methods ``/graphql`` serves over HTTP (its route's, and the ``Allow`` of each of its 405s)."""
 CREDENTIALS_EXPIRED = "Forbidden: credentials expired"
 """The reason of the 4403 that closes a WebSocket when its credential expires."""
 
@@ -138,6 +145,83 @@ def is_request_error(result: ExecutionResult) -> bool:
     always has one, even when it nulls the whole ``data``.
     """
     return result.data is None and bool(result.errors) and all(error.path is None for error in result.errors or [])
+
+
+GRAPHQL_PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
+GRAPHQL_VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
+BAD_USER_INPUT = "BAD_USER_INPUT"
+OPERATION_RESOLUTION_FAILURE = "OPERATION_RESOLUTION_FAILURE"
+SUBSCRIPTIONS_OVER_WEBSOCKET_CODE = "SUBSCRIPTIONS_OVER_WEBSOCKET"
+"""The ``extensions.code`` of each kind of request error (``request_error_code``): Apollo
+Server's names, and ``SUBSCRIPTIONS_OVER_WEBSOCKET`` for a subscription sent over HTTP."""
+
+
+class OperationResolutionError(GraphQLError):
+    """A request error: the document has no operation of the ``operationName`` given, or no
+    operation at all (``OPERATION_RESOLUTION_FAILURE``)."""
+
+
+class SubscriptionOverHTTPError(GraphQLError):
+    """A request error: a subscription sent over HTTP (``SUBSCRIPTIONS_OVER_WEBSOCKET``)."""
+
+
+def request_error_code(error: GraphQLError, *, before_execution: bool) -> str | None:
+    """The ``extensions.code`` of an error of a request error (``is_request_error``), or None for
+    one that is no mistake of the client's (a fault while parsing or validating: a wrapped
+    exception).
+
+    By type where there is one: a ``GraphQLSyntaxError`` (the document does not parse, or has too
+    many tokens) is ``GRAPHQL_PARSE_FAILED``; ``OperationResolutionError`` (an unknown operation
+    name, no operation) and the error of ``resolvers.operation_name`` (several operations and no
+    name: a plain ``GraphQLError``, known by its fixed message, which is also graphql-core's) are
+    ``OPERATION_RESOLUTION_FAILURE``; ``SubscriptionOverHTTPError`` is ``SUBSCRIPTIONS_OVER_WEBSOCKET``.
+    Otherwise by the step that refused the request (graphql-core gives no other type): an error
+    ``before_execution`` (Strawberry's ``PreExecutionError``: parsing and validation) is
+    ``GRAPHQL_VALIDATION_FAILED``; one of the execution step, which refuses a request only while
+    coercing its variables (``ExecutionContext.build``: the operation was resolved before it), is
+    ``BAD_USER_INPUT``.
+    """
+    if isinstance(error, GraphQLSyntaxError):
+        return GRAPHQL_PARSE_FAILED
+    if isinstance(error, OperationResolutionError) or error.message == OPERATION_NAME_REQUIRED:
+        return OPERATION_RESOLUTION_FAILURE
+    if isinstance(error, SubscriptionOverHTTPError):
+        return SUBSCRIPTIONS_OVER_WEBSOCKET_CODE
+    if before_execution:
+        return GRAPHQL_VALIDATION_FAILED if error.original_error is None else None
+    return BAD_USER_INPUT
+
+
+def with_request_error_codes(result: ExecutionResult, response: GraphQLHTTPResponse) -> None:
+    """Give each error of ``response`` (``result`` as Strawberry formatted it) the code of
+    ``request_error_code`` when ``result`` is a request error, keeping any code an error has.
+
+    The formatted errors get new ``extensions``: the ``GraphQLError`` objects, which the parse and
+    validation caches may share between requests, are left as they are.
+    """
+    if not is_request_error(result):
+        return
+    before_execution = isinstance(result, PreExecutionError)
+    coded: list[object] = []
+    for error, formatted in zip(result.errors or [], response.get("errors") or [], strict=True):
+        code = None
+        if isinstance(formatted, dict):
+            extensions = formatted.get("extensions") or {}
+            if "code" not in extensions:
+                code = request_error_code(error, before_execution=before_execution)
+            if code is not None:
+                formatted = {**formatted, "extensions": {**extensions, "code": code}}
+        coded.append(formatted)
+    response["errors"] = coded
+
+
+class MethodNotAllowed(HTTPException):
+    """A 405 refusal (``GraphQLView.run``) that names the methods serving the request in ``allow``
+    (a mutation sent by GET: ``POST``), where another 405 gets ``GRAPHQL_METHODS``."""
+
+    def __init__(self, reason: str, *, allow: str) -> None:
+        super().__init__(405, reason)
+        self.allow = allow
 
 
 _GRAPHIQL_STORAGE = """const runsgateStorage = (() => {
@@ -276,8 +360,11 @@ class GraphQLView(GraphQL[Context, None]):
     """Requests served by ``run_prepared`` (tests and benchmarks read it)."""
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
-        """Drop ``data`` from a request error's response, and mark the request for a 400 (see ``run``)."""
+        """Drop ``data`` from a request error's response, give its errors their codes
+        (``with_request_error_codes``), and mark the request for a 400 (see ``run``). The fast
+        path's responses (``server.prepared_http``) are made here too."""
         response = await super().process_result(request, result)
+        with_request_error_codes(result, response)
         if is_request_error(result):
             response.pop("data", None)
             request.state.graphql_request_error = True
@@ -301,7 +388,10 @@ class GraphQLView(GraphQL[Context, None]):
         is a request error too (``Unknown operation named 'X'.``, ``Must provide an operation.``).
 
         Raises:
-            HTTPException: 400 as Strawberry's (GET of a mutation, no query).
+            MethodNotAllowed: 405 with ``Allow: POST`` for an operation its method does not
+                serve (a mutation sent by GET: the GraphQL over HTTP spec's 405), where
+                Strawberry answers 400.
+            HTTPException: 400 as Strawberry's (no query).
         """
         allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
         if not self.allow_queries_via_get and request_adapter.method == "GET":
@@ -323,12 +413,14 @@ class GraphQLView(GraphQL[Context, None]):
             # text/plain 400
             missing = "Must provide an operation." if e.operation_name is None else None
             message = missing or f"Unknown operation named '{e.operation_name}'."
-            return ExecutionResult(data=None, errors=[GraphQLError(message)])
+            return ExecutionResult(data=None, errors=[OperationResolutionError(message)])
         except InvalidOperationTypeError as e:
             if e.operation_type is OperationType.SUBSCRIPTION:
                 logger.info("subscription refused over HTTP %s", request_adapter.method)
-                return ExecutionResult(data=None, errors=[GraphQLError(SUBSCRIPTIONS_OVER_WEBSOCKET)])
-            raise HTTPException(400, e.as_http_error_reason(request_adapter.method)) from e
+                return ExecutionResult(data=None, errors=[SubscriptionOverHTTPError(SUBSCRIPTIONS_OVER_WEBSOCKET)])
+            # only GET refuses a query or a mutation (allow_queries_via_get, OperationType.from_http)
+            reason = e.as_http_error_reason(request_adapter.method)
+            raise MethodNotAllowed(f"{reason}; send it by POST", allow="POST") from e
         except MissingQueryError as e:
             raise HTTPException(400, "No GraphQL query found in the request") from e
 
@@ -344,7 +436,9 @@ class GraphQLView(GraphQL[Context, None]):
         A request refused before it executes (Strawberry's ``HTTPException``: JSON that does not
         parse, a content type, a method, a batch) is answered as every refusal is
         (``server.http_errors``): its status, and ``errors`` with its reason and an
-        ``extensions.code``, where Strawberry answers a ``text/plain`` body."""
+        ``extensions.code``, where Strawberry answers a ``text/plain`` body. A 405 carries
+        ``Allow``: the methods that serve the request (``MethodNotAllowed``), else
+        ``GRAPHQL_METHODS``, where Strawberry's has no header."""
         response = None
         try:
             if isinstance(request, Request) and context is UNSET and root_value is UNSET:
@@ -354,7 +448,11 @@ class GraphQLView(GraphQL[Context, None]):
         except HTTPException as exc:
             if not isinstance(request, Request):
                 raise
-            response = refusal(exc.reason, exc.status_code)
+            headers = None
+            if exc.status_code == 405:
+                allow = exc.allow if isinstance(exc, MethodNotAllowed) else ", ".join(GRAPHQL_METHODS)
+                headers = {"Allow": allow}
+            response = refusal(exc.reason, exc.status_code, headers=headers)
         if isinstance(request, Request) and isinstance(response, Response) and response.media_type == JSON:
             response.headers["vary"] = "Accept"
             if preferred_media_type(request.headers.get("accept")) == GRAPHQL_RESPONSE_JSON:

@@ -8,13 +8,17 @@ graphql-http's own suite, is ``tests/ecosystem/test_http_conformance.py``.
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 
 from server.graphql_view import preferred_media_type
 from server.settings import Settings
 
-from .._graphql import refusal_message
+from .._graphql import graphql_view, refusal_message
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 
@@ -144,7 +148,7 @@ async def test_a_post_of_an_unsupported_content_type_says_which_types_are_accept
         ("POST", "/graphql", b'"{ agents { id } }"', "application/json", 400, "BAD_REQUEST", "must be a JSON object"),
         ("POST", "/graphql", b"{}", "application/json", 400, "BAD_REQUEST", "No GraphQL query found"),
         ("POST", "/graphql", AGENTS.encode(), "application/graphql", 400, "BAD_REQUEST", "Unsupported content type"),
-        ("GET", "/graphql?query=mutation{__typename}", b"", None, 400, "BAD_REQUEST", "mutations are not allowed"),
+        ("GET", "/graphql?query=mutation{__typename}", b"", None, 405, "METHOD_NOT_ALLOWED", "send it by POST"),
         ("GET", "/graphql?query={agents{id}}&variables=[", b"", None, 400, "BAD_REQUEST", "query parameter as JSON"),
         ("PUT", "/graphql", b"{}", "application/json", 405, "METHOD_NOT_ALLOWED", "PUT /graphql takes only"),
         ("POST", "/graphq", b"{}", "application/json", 404, "NOT_FOUND", "no route serves /graphq"),
@@ -180,5 +184,145 @@ async def test_a_request_refused_before_it_runs_is_a_typed_graphql_error_not_tex
     if status == 400:  # the view's refusals are in the negotiated media type; the routes' in JSON
         expected = GRAPHQL_RESPONSE if accept == GRAPHQL_RESPONSE else "application/json"
         assert response.headers["content-type"].split(";")[0] == expected
-    if status == 405:
-        assert set(response.headers["allow"].split(", ")) == {"GET", "HEAD", "POST"}
+    if status == 405:  # Allow: the methods that serve it (a mutation: POST only), else those /graphql serves
+        served = {"POST"} if "mutation" in target else {"GET", "POST"}
+        assert set(response.headers["allow"].split(", ")) == served
+
+
+@pytest.mark.parametrize(
+    ("method", "target"),
+    [
+        ("HEAD", "/graphql"),
+        ("HEAD", "/graphql?query={agents{id}}"),
+        ("PUT", "/graphql"),
+        ("DELETE", "/graphql"),
+        ("OPTIONS", "/graphql"),
+        ("PATCH", "/graphql"),
+    ],
+    ids=["head", "head-query", "put", "delete", "options", "patch"],
+)
+async def test_graphql_serves_get_and_post_only_and_every_405_says_so(
+    http: httpx.AsyncClient, method: str, target: str
+) -> None:
+    # when a client sends /graphql another method than GET or POST (HEAD too, which Starlette
+    # would otherwise route to the view as if it were served)
+    response = await http.request(method, target)
+
+    # then it is a 405 whose Allow lists exactly the methods /graphql serves
+    assert response.status_code == 405, response.text
+    assert sorted(response.headers["allow"].split(", ")) == ["GET", "POST"]
+    if method != "HEAD":  # a HEAD answer has no body to read
+        assert f"{method} /graphql takes only" in refusal_message(response, 405, "METHOD_NOT_ALLOWED")
+
+
+@pytest.mark.parametrize("method", ["HEAD", "PUT"])
+async def test_a_405_of_the_view_itself_carries_allow(app: Starlette, method: str) -> None:
+    # given the view reached without its route's check of the method (as under another route)
+    view = graphql_view(app)
+
+    async def unrouted(scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = app
+        await view(scope, receive, send)
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=unrouted), base_url="http://localhost") as client:
+        # when it gets a method it does not serve
+        response = await client.request(method, "/graphql", params={"query": AGENTS})
+
+    # then its own 405 (Strawberry's) lists in Allow what it serves, as the route's does
+    assert response.status_code == 405, response.text
+    assert sorted(response.headers["allow"].split(", ")) == ["GET", "POST"]
+    if method != "HEAD":
+        assert "GET and POST" in refusal_message(response, 405, "METHOD_NOT_ALLOWED")
+
+
+@pytest.mark.parametrize("accept", [None, "application/json", GRAPHQL_RESPONSE])
+async def test_a_mutation_sent_by_get_is_405_allowing_post(http: httpx.AsyncClient, accept: str | None) -> None:
+    # when a client sends a mutation by GET (GraphQL over HTTP: "the server MUST respond with 405")
+    headers = {} if accept is None else {"accept": accept}
+    response = await http.get("/graphql", params={"query": "mutation { __typename }"}, headers=headers)
+
+    # then it is a 405 that says to POST it, with Allow: POST, the one method that serves it
+    message = refusal_message(response, 405, "METHOD_NOT_ALLOWED")
+    assert "POST" in message, message
+    assert response.headers["allow"] == "POST"
+
+
+TWO_QUERIES = "query A { agents { id } } query B { agents { name } }"
+SUBSCRIBE = 'subscription S { suspendedRunEvents(agentId: "refund-agent") { type } }'
+REQUEST_ERRORS: list[tuple[str, dict[str, object], str, str]] = [
+    # (case, request parameters, extensions.code of every error, a part of the first message)
+    ("parse", {"query": SYNTAX_ERROR}, "GRAPHQL_PARSE_FAILED", "Syntax Error"),
+    ("validation", {"query": UNKNOWN_FIELD}, "GRAPHQL_VALIDATION_FAILED", "Cannot query field 'nope'"),
+    (
+        "validations",
+        {"query": "{ agents { nope } suspendedRuns { totalCount } }"},
+        "GRAPHQL_VALIDATION_FAILED",
+        "Cannot query field 'nope'",
+    ),
+    (
+        "variable-coercion",
+        {"query": LIST_FROM, "variables": {"from": "2025-01-01T00:00:00"}},
+        "BAD_USER_INPUT",
+        "$from",
+    ),
+    (
+        "unknown-operation",
+        {"query": TWO_QUERIES, "operationName": "C"},
+        "OPERATION_RESOLUTION_FAILURE",
+        "Unknown operation named 'C'.",
+    ),
+    ("no-operation-name", {"query": TWO_QUERIES}, "OPERATION_RESOLUTION_FAILURE", "Must provide operation name"),
+    (
+        "no-operation",
+        {"query": "fragment F on Query { agents { id } }"},
+        "OPERATION_RESOLUTION_FAILURE",
+        "Must provide an operation.",
+    ),
+    ("subscription", {"query": SUBSCRIBE}, "SUBSCRIPTIONS_OVER_WEBSOCKET", "WebSocket"),
+]
+
+
+@pytest.mark.parametrize("accept", ["application/json", GRAPHQL_RESPONSE])
+@pytest.mark.parametrize("method", ["POST", "GET"])
+@pytest.mark.parametrize(
+    ("parameters", "code", "says"), [case[1:] for case in REQUEST_ERRORS], ids=[case[0] for case in REQUEST_ERRORS]
+)
+async def test_every_request_error_has_a_code(
+    http: httpx.AsyncClient, method: str, accept: str, parameters: dict[str, object], code: str, says: str
+) -> None:
+    # when a request that never executes is sent, by POST or GET, twice (the second may be served
+    # from the caches of parsing and validation, or as a prepared operation)
+    headers = {"accept": accept}
+    for _ in range(2):
+        if method == "POST":
+            response = await http.post("/graphql", json=parameters, headers=headers)
+        else:
+            params = {k: json.dumps(v) if k == "variables" else str(v) for k, v in parameters.items()}
+            response = await http.get("/graphql", params=params, headers=headers)
+
+        # then it is a request error (no data; 400 for the spec's media type), and each of its
+        # errors has the code of what went wrong
+        assert response.status_code == (400 if accept == GRAPHQL_RESPONSE else 200), response.text
+        body = response.json()
+        assert "data" not in body, body
+        assert says in body["errors"][0]["message"], body
+        assert [error["extensions"]["code"] for error in body["errors"]] == [code] * len(body["errors"]), body
+
+
+async def test_a_prepared_query_whose_variables_do_not_coerce_is_bad_user_input(
+    app: Starlette, http: httpx.AsyncClient
+) -> None:
+    # given a query that ran once, so that the view's fast path serves it (server/prepared_http.py)
+    query = 'query Page($n: Int) { suspendedRuns(agentId: "refund-agent", first: $n) { totalCount } }'
+    assert "errors" not in (await http.post("/graphql", json={"query": query, "variables": {"n": 1}})).json()
+    view = graphql_view(app)
+    served = view.prepared_requests
+
+    # when it is sent with a variable that does not coerce
+    response = await http.post("/graphql", json={"query": query, "variables": {"n": "many"}})
+
+    # then the fast path answers it with the standard path's code
+    assert view.prepared_requests == served + 1
+    body = response.json()
+    assert "data" not in body, body
+    assert [error["extensions"]["code"] for error in body["errors"]] == ["BAD_USER_INPUT"], body

@@ -112,7 +112,14 @@ def test_anonymous_and_unknown_operations_get_fixed_labels(server: str) -> None:
     named_wrong = post(server, None, "query Real { agents { id } }", operation_name="Invented123")
     broken = post(server, None, "{ agents { id }")
     assert named_wrong.status_code == 200, named_wrong.text  # a request error, JSON for application/json
-    assert named_wrong.json() == {"errors": [{"message": "Unknown operation named 'Invented123'."}]}
+    assert named_wrong.json() == {
+        "errors": [
+            {
+                "message": "Unknown operation named 'Invented123'.",
+                "extensions": {"code": "OPERATION_RESOLUTION_FAILURE"},
+            }
+        ]
+    }
     assert broken.json()["errors"]
     after = scrape(server)
 

@@ -63,9 +63,13 @@ async def test_a_mutation_beside_a_query_without_operation_name_runs_nothing(htt
 async def test_several_queries_without_operation_name_are_refused_every_time(http: httpx.AsyncClient) -> None:
     for _ in range(3):  # a repeated query may be served as a prepared operation
         response = await _post(http, {"query": TWO_QUERIES})
-        assert response.json() == {"errors": [{"message": MESSAGE}]}
+        assert response.json() == {
+            "errors": [{"message": MESSAGE, "extensions": {"code": "OPERATION_RESOLUTION_FAILURE"}}]
+        }
         by_get = await http.get("/graphql", params={"query": TWO_QUERIES})
-        assert by_get.json() == {"errors": [{"message": MESSAGE}]}
+        assert by_get.json() == {
+            "errors": [{"message": MESSAGE, "extensions": {"code": "OPERATION_RESOLUTION_FAILURE"}}]
+        }
 
 
 async def test_the_named_operation_runs_and_only_it(http: httpx.AsyncClient) -> None:
@@ -104,7 +108,10 @@ async def test_an_operation_name_the_document_lacks_is_a_request_error(http: htt
     body = {"query": TWO_QUERIES, "operationName": "C"}
     response = await _post(http, body)
     assert response.status_code == 200
-    assert response.json() == {"errors": [{"message": "Unknown operation named 'C'."}]}
+    unknown = {
+        "errors": [{"message": "Unknown operation named 'C'.", "extensions": {"code": "OPERATION_RESOLUTION_FAILURE"}}]
+    }
+    assert response.json() == unknown
     spec_client = await _post(http, body, accept=GRAPHQL_RESPONSE)
     assert spec_client.status_code == 400
-    assert spec_client.json() == {"errors": [{"message": "Unknown operation named 'C'."}]}
+    assert spec_client.json() == unknown

@@ -190,7 +190,11 @@ async def test_each_operation_of_a_document_is_prepared_by_its_name(app: Starlet
     # (resolvers/operation_name.py), never prepared
     unnamed = [await http.post("/graphql", json={"query": TWO_OPERATIONS}) for _ in range(2)]
     assert unnamed[0].status_code == unnamed[1].status_code == 200
-    assert unnamed[0].json() == unnamed[1].json() == {"errors": [{"message": MESSAGE}]}
+    assert (
+        unnamed[0].json()
+        == unnamed[1].json()
+        == {"errors": [{"message": MESSAGE, "extensions": {"code": "OPERATION_RESOLUTION_FAILURE"}}]}
+    )
     assert _prepared(app).executed == executed + 2
 
 

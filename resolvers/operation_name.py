@@ -16,6 +16,8 @@ from graphql import GraphQLError, OperationDefinitionNode
 from strawberry.extensions import SchemaExtension
 
 MESSAGE: Final = "Must provide operation name if query contains multiple operations."
+CODE: Final = "OPERATION_RESOLUTION_FAILURE"
+"""The ``extensions.code`` of that error, over HTTP and WebSocket (Apollo Server's name)."""
 """graphql-core's own message for the case (``graphql.execution.execute``)."""
 
 _UNKNOWN: Final = object()
@@ -43,8 +45,9 @@ class OperationNameRequired(SchemaExtension):
             and _REQUESTED.get() is None
             and sum(isinstance(definition, OperationDefinitionNode) for definition in document.definitions) > 1
         ):
-            context.pre_execution_errors = [*(context.pre_execution_errors or []), GraphQLError(MESSAGE)]
+            refused = GraphQLError(MESSAGE, extensions={"code": CODE})
+            context.pre_execution_errors = [*(context.pre_execution_errors or []), refused]
         yield
 
 
-__all__ = ["MESSAGE", "OperationNameRequired", "set_requested_operation_name"]
+__all__ = ["CODE", "MESSAGE", "OperationNameRequired", "set_requested_operation_name"]

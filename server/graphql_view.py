@@ -37,7 +37,7 @@ from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET
 
 from resolvers import Context, begin_operation
-from resolvers.operation_name import MESSAGE as OPERATION_NAME_REQUIRED
+from resolvers.operation_name import CODE as OPERATION_NAME_CODE
 from resolvers.operation_name import set_requested_operation_name
 
 from .http_errors import refusal
@@ -150,7 +150,7 @@ def is_request_error(result: ExecutionResult) -> bool:
 GRAPHQL_PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
 GRAPHQL_VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
 BAD_USER_INPUT = "BAD_USER_INPUT"
-OPERATION_RESOLUTION_FAILURE = "OPERATION_RESOLUTION_FAILURE"
+OPERATION_RESOLUTION_FAILURE = OPERATION_NAME_CODE
 SUBSCRIPTIONS_OVER_WEBSOCKET_CODE = "SUBSCRIPTIONS_OVER_WEBSOCKET"
 """The ``extensions.code`` of each kind of request error (``request_error_code``): Apollo
 Server's names, and ``SUBSCRIPTIONS_OVER_WEBSOCKET`` for a subscription sent over HTTP."""
@@ -172,9 +172,9 @@ def request_error_code(error: GraphQLError, *, before_execution: bool) -> str | 
 
     By type where there is one: a ``GraphQLSyntaxError`` (the document does not parse, or has too
     many tokens) is ``GRAPHQL_PARSE_FAILED``; ``OperationResolutionError`` (an unknown operation
-    name, no operation) and the error of ``resolvers.operation_name`` (several operations and no
-    name: a plain ``GraphQLError``, known by its fixed message, which is also graphql-core's) are
-    ``OPERATION_RESOLUTION_FAILURE``; ``SubscriptionOverHTTPError`` is ``SUBSCRIPTIONS_OVER_WEBSOCKET``.
+    name, no operation) is ``OPERATION_RESOLUTION_FAILURE``, as is the error of
+    ``resolvers.operation_name`` (several operations and no name), which carries that code
+    itself; ``SubscriptionOverHTTPError`` is ``SUBSCRIPTIONS_OVER_WEBSOCKET``.
     Otherwise by the step that refused the request (graphql-core gives no other type): an error
     ``before_execution`` (Strawberry's ``PreExecutionError``: parsing and validation) is
     ``GRAPHQL_VALIDATION_FAILED``; one of the execution step, which refuses a request only while
@@ -183,7 +183,7 @@ def request_error_code(error: GraphQLError, *, before_execution: bool) -> str | 
     """
     if isinstance(error, GraphQLSyntaxError):
         return GRAPHQL_PARSE_FAILED
-    if isinstance(error, OperationResolutionError) or error.message == OPERATION_NAME_REQUIRED:
+    if isinstance(error, OperationResolutionError):
         return OPERATION_RESOLUTION_FAILURE
     if isinstance(error, SubscriptionOverHTTPError):
         return SUBSCRIPTIONS_OVER_WEBSOCKET_CODE

@@ -108,13 +108,14 @@ class MongoStoreBase:
         backfills (``schema.backfill``).
 
         Raises:
-            StoreUnavailableError: MongoDB cannot be reached.
+            StoreUnavailableError: MongoDB cannot be reached (nor, for a ``mongodb+srv://`` URI,
+                its DNS records read).
             NewerSchemaError: A snapshot has a ``schemaVersion`` above ``SCHEMA_VERSION``.
         """
-        self._client = AsyncMongoClient(
-            self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate"
-        )
-        async with reachable():
+        async with reachable():  # a mongodb+srv:// URI's DNS lookup may fail here already
+            self._client = AsyncMongoClient(
+                self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate"
+            )
             await schema.create_indexes(self.database)
             found = await schema.stored_schema_version(self.database)
         if found > SCHEMA_VERSION:

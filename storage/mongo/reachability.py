@@ -22,14 +22,29 @@ specification retries (network errors, shutdown, primary changes) that PyMongo d
 raise as a ``ConnectionFailure``."""
 
 
+def dns_failed(exc: ConfigurationError) -> bool:
+    """Whether PyMongo's ``ConfigurationError`` is a failed DNS lookup of a ``mongodb+srv://``
+    URI's records (its cause a dnspython error: no such name, a timeout, no nameserver), which
+    is the store being unreachable, not a URI PyMongo refuses."""
+    try:
+        from dns.exception import DNSException
+    except ImportError:  # dnspython comes with PyMongo; without it no SRV lookup is made
+        return False
+    return isinstance(exc.__cause__, DNSException)
+
+
 @asynccontextmanager
 async def reachable() -> AsyncIterator[None]:
-    """Turn connection failures, and server errors of ``UNAVAILABLE_CODES``, into
-    ``StoreUnavailableError`` (no internals leak upward)."""
+    """Turn connection failures, a failed DNS lookup of a ``mongodb+srv://`` URI, and server
+    errors of ``UNAVAILABLE_CODES`` into ``StoreUnavailableError`` (no internals leak upward)."""
     try:
         yield
     except ConnectionFailure as exc:
         raise StoreUnavailableError(f"MongoDB is unreachable: {type(exc).__name__}") from exc
+    except ConfigurationError as exc:
+        if not dns_failed(exc):
+            raise
+        raise StoreUnavailableError(f"MongoDB is unreachable: its DNS records could not be read ({exc})") from exc
     except OperationFailure as exc:
         if exc.code not in UNAVAILABLE_CODES:
             raise
@@ -53,7 +68,8 @@ def check_reachable(uri: str, timeout: float) -> None:
     Raises:
         StoreUnavailableError: No server answered, or the ping was refused (e.g. bad
             credentials); the message is a short reason (``Connection refused``, ``no answer
-            within 1.0 s``, the server's error message), never the URI.
+            within 1.0 s``, the server's error message, a ``mongodb+srv://`` URI's DNS records
+            that could not be read), never the URI.
         ValueError: PyMongo refuses the URI itself (e.g. ``Bad database name``).
     """
     try:
@@ -74,7 +90,9 @@ def check_reachable(uri: str, timeout: float) -> None:
     except OperationFailure as exc:
         raise StoreUnavailableError(str((exc.details or {}).get("errmsg") or f"error {exc.code}")) from exc
     except ConfigurationError as exc:
+        if dns_failed(exc):
+            raise StoreUnavailableError(f"its DNS records could not be read ({exc})") from exc
         raise ValueError(str(exc)) from None
 
 
-__all__ = ["UNAVAILABLE_CODES", "check_reachable", "reachable", "store_address"]
+__all__ = ["UNAVAILABLE_CODES", "check_reachable", "dns_failed", "reachable", "store_address"]

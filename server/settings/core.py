@@ -30,6 +30,10 @@ from .bounds import CENTURY, DAY, HOUR, MINUTE
 from .security import SecuritySettings
 from .webhooks import WebhookSettings
 
+SQLITE_MIN_LOOKBACK = 0.5
+"""Seconds: the least ``subscription_lookback`` on a SQLite store, whose writes wait for the lock
+half of it (``server.services.make_store``), a quarter of a second at least."""
+
 
 class ConfigError(Exception):
     """Invalid configuration; the message names each offending environment variable."""
@@ -215,6 +219,12 @@ class Settings(SecuritySettings, WebhookSettings):
             raise ValueError(
                 "RUNSGATE_EVENT_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the event feed reads "
                 "the events of that span again" + self._shown_settings("event_retention", "subscription_lookback")
+            )
+        if self.subscription_lookback < SQLITE_MIN_LOOKBACK and registry.store_entry(self.store_url).name == "sqlite":
+            raise ValueError(
+                f"RUNSGATE_SUBSCRIPTION_LOOKBACK must be at least {SQLITE_MIN_LOOKBACK:g} on a SQLite store: a write "
+                "waits for the file's lock at most half of it, and a shorter wait fails writes that merely overlap"
+                + self._shown_settings("subscription_lookback", "store_url")
             )
         if self.seed_runs and self.store_url != registry.MEMORY_URL:
             raise ValueError(

@@ -273,3 +273,29 @@ def test_serve_with_two_workers_on_one_sqlite_file_serves_runs_from_both(tmp_pat
 
 def _command_line(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+@pytest.mark.parametrize("lookback", ["0", "0.4"])
+def test_a_sqlite_store_refuses_a_lookback_too_short_for_its_lock_wait(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, lookback: str
+) -> None:
+    """A lookback of 0 once made every SQLite write that overlapped another fail at once
+    (STORE_UNAVAILABLE): the lock wait is half the lookback."""
+    monkeypatch.setenv("RUNSGATE_STORE", "sqlite:///./runsgate.db")
+    monkeypatch.setenv("RUNSGATE_SUBSCRIPTION_LOOKBACK", lookback)
+
+    with pytest.raises(ConfigError, match=r"RUNSGATE_SUBSCRIPTION_LOOKBACK must be at least 0\.5 on a SQLite store"):
+        load_settings()
+
+
+def test_the_least_sqlite_lookback_and_a_memory_stores_zero_are_accepted(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RUNSGATE_SUBSCRIPTION_LOOKBACK", "0.5")
+    monkeypatch.setenv("RUNSGATE_STORE", "sqlite:///./runsgate.db")
+    least = make_store(load_settings())
+    assert isinstance(least, SQLiteSnapshotStore)
+    assert least.busy_timeout == 0.25
+    monkeypatch.setenv("RUNSGATE_SUBSCRIPTION_LOOKBACK", "0")
+    monkeypatch.setenv("RUNSGATE_STORE", "memory://")
+    assert load_settings().subscription_lookback == 0

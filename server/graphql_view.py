@@ -193,14 +193,12 @@ def request_error_code(error: GraphQLError, *, before_execution: bool) -> str | 
 
 
 def with_request_error_codes(result: ExecutionResult, response: GraphQLHTTPResponse) -> None:
-    """Give each error of ``response`` (``result`` as Strawberry formatted it) the code of
-    ``request_error_code`` when ``result`` is a request error, keeping any code an error has.
+    """Give each error of ``response`` (request error ``result`` as Strawberry formatted it) the
+    code of ``request_error_code``, keeping any code an error has.
 
     The formatted errors get new ``extensions``: the ``GraphQLError`` objects, which the parse and
     validation caches may share between requests, are left as they are.
     """
-    if not is_request_error(result):
-        return
     before_execution = isinstance(result, PreExecutionError)
     coded: list[object] = []
     for error, formatted in zip(result.errors or [], response.get("errors") or [], strict=True):
@@ -364,8 +362,8 @@ class GraphQLView(GraphQL[Context, None]):
         (``with_request_error_codes``), and mark the request for a 400 (see ``run``). The fast
         path's responses (``server.prepared_http``) are made here too."""
         response = await super().process_result(request, result)
-        with_request_error_codes(result, response)
         if is_request_error(result):
+            with_request_error_codes(result, response)
             response.pop("data", None)
             request.state.graphql_request_error = True
         return response

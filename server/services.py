@@ -29,7 +29,6 @@ from runtime import (
     tool_rule_problems,
 )
 from storage import NewerSchemaError, SnapshotStore, StoreUnavailableError, store_from_url
-from storage.sqlite import DEFAULT_BUSY_TIMEOUT
 
 from .metrics import count_webhook_attempt
 from .settings import ConfigError, Settings, ToolRuleConfig, describe_error
@@ -42,12 +41,11 @@ def make_store(settings: Settings) -> SnapshotStore:
     file, MongoDB (waiting ``RUNSGATE_MONGODB_TIMEOUT`` seconds for a server), or the in-memory
     store (lost on restart).
 
-    A SQLite write waits for the database lock at most ``min(2 s, subscription_lookback / 2)``,
-    so an event that waited is still within the subscription feed's lookback (``storage.sqlite``).
+    A SQLite write waits for the database lock at most ``settings.sqlite_busy_timeout``.
     """
     return store_from_url(
         settings.store_url,
-        busy_timeout=min(DEFAULT_BUSY_TIMEOUT, settings.subscription_lookback / 2),
+        busy_timeout=settings.sqlite_busy_timeout,
         server_selection_timeout=settings.mongodb_timeout,
     )
 

@@ -127,7 +127,7 @@ STORES: tuple[StoreEntry, ...] = (
         shared=True,
         accepts=lambda url: url.startswith(SQLITE_PREFIX) and url != SQLITE_PREFIX,
         create=_sqlite,
-        address=lambda url: str(Path(url.removeprefix(SQLITE_PREFIX))),
+        address=lambda url: str(sqlite_path(url)),
         # no start-up check: runsgate serve opens the file once the agents are loaded (store_problem)
     ),
     StoreEntry(

@@ -30,9 +30,10 @@ from .bounds import CENTURY, DAY, HOUR, MINUTE
 from .security import SecuritySettings
 from .webhooks import WebhookSettings
 
-SQLITE_MIN_LOOKBACK = 0.5
-"""Seconds: the least ``subscription_lookback`` on a SQLite store, whose writes wait for the lock
-half of it (``server.services.make_store``), a quarter of a second at least."""
+SQLITE_MIN_BUSY_TIMEOUT = 0.25
+"""Seconds: the least wait of a SQLite write for the file's lock (``Settings.sqlite_busy_timeout``),
+so ``subscription_lookback`` is at least twice it on a SQLite store; a shorter wait fails writes
+that merely overlap."""
 
 
 class ConfigError(Exception):
@@ -177,6 +178,15 @@ class Settings(SecuritySettings, WebhookSettings):
         return self.store or self.mongodb_uri or registry.MEMORY_URL
 
     @property
+    def sqlite_busy_timeout(self) -> float:
+        """Seconds a SQLite write waits for the file's lock: ``min(2 s, subscription_lookback / 2)``,
+        so an event that waited is still within the subscription feed's lookback (docs/storage.md
+        "Locks and the subscription lookback")."""
+        from storage.sqlite import DEFAULT_BUSY_TIMEOUT
+
+        return min(DEFAULT_BUSY_TIMEOUT, self.subscription_lookback / 2)
+
+    @property
     def sqlite_path(self) -> Path | None:
         """The SQLite database file when the store is ``sqlite:///...``, else ``None``
         (``storage.registry.sqlite_path``)."""
@@ -220,11 +230,11 @@ class Settings(SecuritySettings, WebhookSettings):
                 "RUNSGATE_EVENT_RETENTION must exceed RUNSGATE_SUBSCRIPTION_LOOKBACK: the event feed reads "
                 "the events of that span again" + self._shown_settings("event_retention", "subscription_lookback")
             )
-        if self.subscription_lookback < SQLITE_MIN_LOOKBACK and registry.store_entry(self.store_url).name == "sqlite":
+        if self.sqlite_busy_timeout < SQLITE_MIN_BUSY_TIMEOUT and registry.store_entry(self.store_url).name == "sqlite":
             raise ValueError(
-                f"RUNSGATE_SUBSCRIPTION_LOOKBACK must be at least {SQLITE_MIN_LOOKBACK:g} on a SQLite store: a write "
-                "waits for the file's lock at most half of it, and a shorter wait fails writes that merely overlap"
-                + self._shown_settings("subscription_lookback", "store_url")
+                f"RUNSGATE_SUBSCRIPTION_LOOKBACK must be at least {2 * SQLITE_MIN_BUSY_TIMEOUT:g} on a SQLite store: "
+                "a write waits for the file's lock at most half of it, and a shorter wait fails writes that merely "
+                "overlap" + self._shown_settings("subscription_lookback", "store_url")
             )
         if self.seed_runs and self.store_url != registry.MEMORY_URL:
             raise ValueError(
@@ -237,15 +247,8 @@ class Settings(SecuritySettings, WebhookSettings):
         """`` (got RUNSGATE_A=1.0, RUNSGATE_B='x')``: the values of settings that refuse each other,
         for an error that names them, as ``describe_error`` shows a value (a URL's password masked;
         none of them a secret). ``store_url`` is shown as the store in use (``RUNSGATE_STORE``)."""
-        shown = []
-        for name in names:
-            fields = type(self).model_fields
-            alias = fields[name].validation_alias if name in fields else None
-            variable = alias.choices[0] if isinstance(alias, AliasChoices) else alias
-            if not isinstance(variable, str):
-                variable = f"{self.model_config['env_prefix']}{name.removesuffix('_url').upper()}"
-            shown.append(f"{variable}={_shown(getattr(self, name))}")
-        return f" (got {', '.join(shown)})"
+        shown = ", ".join(f"{variable_of(name.removesuffix('_url'))}={_shown(getattr(self, name))}" for name in names)
+        return f" (got {shown})"
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -289,6 +292,12 @@ def _shown(value: object) -> str:
     return _URL_PASSWORD.sub(r"\g<head>***@", text)
 
 
+def variable_of(field: str) -> str:
+    """The environment variable of the ``Settings`` field ``field``: ``MONGODB_URI`` for
+    ``mongodb_uri`` (its alias), else ``RUNSGATE_`` and the field's name in capitals."""
+    return "MONGODB_URI" if field in {"mongodb_uri", "MONGODB_URI"} else f"RUNSGATE_{field.upper()}"
+
+
 def describe_error(error: ErrorDetails, variable: str, *, secret: bool = False) -> str:
     """One pydantic error as a line of a configuration error: ``VARIABLE: why (got VALUE)``.
 
@@ -330,12 +339,7 @@ def load_settings(**overrides: object) -> Settings:
                 problems.append(describe_error(error, "", secret=True))
                 continue
             field = str(error["loc"][0])
-            if field in overrides:
-                variable = "--" + field.replace("_", "-")
-            elif field in {"mongodb_uri", "MONGODB_URI"}:
-                variable = "MONGODB_URI"
-            else:
-                variable = f"RUNSGATE_{field.upper()}"
+            variable = "--" + field.replace("_", "-") if field in overrides else variable_of(field)
             if len(error["loc"]) > 1:  # a list setting: which item, which key
                 variable += f"[{error['loc'][1]}]" + "".join(f".{part}" for part in error["loc"][2:])
             problems.append(describe_error(error, variable, secret=field in SECRET_SETTINGS))

@@ -26,11 +26,8 @@ def dns_failed(exc: ConfigurationError) -> bool:
     """Whether PyMongo's ``ConfigurationError`` is a failed DNS lookup of a ``mongodb+srv://``
     URI's records (its cause a dnspython error: no such name, a timeout, no nameserver), which
     is the store being unreachable, not a URI PyMongo refuses."""
-    try:
-        from dns.exception import DNSException
-    except ImportError:  # dnspython comes with PyMongo; without it no SRV lookup is made
-        return False
-    return isinstance(exc.__cause__, DNSException)
+    cause = exc.__cause__  # dnspython's, which PyMongo imports for SRV lookups: not imported here
+    return cause is not None and any(kind.__module__.startswith("dns.") for kind in type(cause).__mro__)
 
 
 @asynccontextmanager

@@ -30,7 +30,7 @@ PY
 START_RUN='mutation StartRun($input: StartRunInput!) {
   startRun(input: $input) {
     __typename
-    ... on RunOutcome { runId status run { toolCalls { toolCallId toolName args requiresApproval } } }
+    ... on RunOutcome { runId status run { toolCalls { toolCallId questionId toolName args requiresApproval } } }
     ... on UserError { code message }
   }
 }'
@@ -54,6 +54,7 @@ started=$(graphql "$START_RUN" \
 [ "$(get "$started" startRun __typename)" = RunOutcome ] || { echo "startRun failed: $started"; exit 1; }
 run_id=$(get "$started" startRun runId)
 tool_call_id=$(get "$started" startRun run toolCalls 0 toolCallId)
+question_id=$(get "$started" startRun run toolCalls 0 questionId)
 echo "started run $run_id: $(get "$started" startRun status)"
 echo "waiting on $(get "$started" startRun run toolCalls 0 toolName) $(get "$started" startRun run toolCalls 0 args)"
 
@@ -62,10 +63,10 @@ listed=$(graphql "$SUSPENDED_RUNS" "{\"agentId\": \"$AGENT\", \"filter\": {\"thr
 echo "$AGENT has $(get "$listed" suspendedRuns totalCount) suspended run(s) in thread t-1"
 if get "$listed" suspendedRuns nodes | grep -q "\"$run_id\""; then echo "listed: True"; else echo "listed: False"; fi
 
-# 3. approve the call with an edited amount: the tool runs with it and the run finishes
+# 3. approve the question shown with an edited amount: the tool runs with it and the run finishes
 edited='{"order_id": 1042, "amount": 25}'
 approved=$(graphql "$APPROVE" "{\"input\": {\"agentId\": \"$AGENT\", \"runId\": \"$run_id\", \
-  \"toolCallId\": \"$tool_call_id\", \"editedArgs\": $edited}}")
+  \"toolCallId\": \"$tool_call_id\", \"questionId\": \"$question_id\", \"editedArgs\": $edited}}")
 [ "$(get "$approved" approveToolCall __typename)" = RunOutcome ] || { echo "approveToolCall failed: $approved"; exit 1; }
 echo "approved with $edited: $(get "$approved" approveToolCall status) with output $(get "$approved" approveToolCall output)"
 
@@ -78,9 +79,11 @@ started=$(graphql "$START_RUN" \
   "{\"input\": {\"agentId\": \"$AGENT\", \"prompt\": \"Please refund orders 1042 and 1043\", \"threadId\": \"t-2\"}}")
 run_id=$(get "$started" startRun runId)
 echo "started run $run_id with $(get "$started" startRun run toolCalls | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))') pending calls"
-decisions="[{\"runId\": \"$run_id\", \"toolCallId\": \"$(get "$started" startRun run toolCalls 0 toolCallId)\", \"kind\": \"APPROVED\"},
-  {\"runId\": \"$run_id\", \"toolCallId\": \"$(get "$started" startRun run toolCalls 1 toolCallId)\", \"kind\": \"DECLINED\",
-   \"reason\": \"Refunded by phone\"}]"
+shown() { # the run, call and question the n-th card shows
+  echo "\"runId\": \"$run_id\", \"toolCallId\": \"$(get "$started" startRun run toolCalls "$1" toolCallId)\",
+   \"questionId\": \"$(get "$started" startRun run toolCalls "$1" questionId)\""
+}
+decisions="[{$(shown 0), \"kind\": \"APPROVED\"}, {$(shown 1), \"kind\": \"DECLINED\", \"reason\": \"Refunded by phone\"}]"
 decided=$(graphql "$DECIDE" "{\"input\": {\"agentId\": \"$AGENT\", \"decisions\": $decisions}}")
 echo "decided in bulk: $(get "$decided" decideToolCalls results 0 status), $(get "$decided" decideToolCalls results 1 status) \
 with output $(get "$decided" decideToolCalls results 1 output)"

@@ -24,7 +24,7 @@ START_RUN = """
 mutation StartRun($input: StartRunInput!) {
   startRun(input: $input) {
     __typename
-    ... on RunOutcome { runId status run { toolCalls { toolCallId toolName args requiresApproval } } }
+    ... on RunOutcome { runId status run { toolCalls { toolCallId questionId toolName args requiresApproval } } }
     ... on UserError { code message }
   }
 }
@@ -85,13 +85,10 @@ def main(url: str) -> int:
         print(f"{AGENT} has {listed['totalCount']} suspended run(s) in thread t-1")
         print(f"listed: {run_id in [run['runId'] for run in listed['nodes']]}")
 
-        # 3. approve the call with an edited amount: the tool runs with it and the run finishes
+        # 3. approve the question shown with an edited amount: the tool runs with it and the run finishes
         edited = {"order_id": 1042, "amount": 25}
-        approved = call(
-            session,
-            APPROVE,
-            input={"agentId": AGENT, "runId": run_id, "toolCallId": pending["toolCallId"], "editedArgs": edited},
-        )["approveToolCall"]
+        shown = {"runId": run_id, "toolCallId": pending["toolCallId"], "questionId": pending["questionId"]}
+        approved = call(session, APPROVE, input={"agentId": AGENT, **shown, "editedArgs": edited})["approveToolCall"]
         if approved["__typename"] != "RunOutcome":
             print(f"approveToolCall failed: {approved}")
             return 1
@@ -109,9 +106,10 @@ def main(url: str) -> int:
         )["startRun"]
         run_id, calls = started["runId"], started["run"]["toolCalls"]
         print(f"started run {run_id} with {len(calls)} pending calls")
+        shown = [{"runId": run_id, "toolCallId": c["toolCallId"], "questionId": c["questionId"]} for c in calls]
         decisions = [
-            {"runId": run_id, "toolCallId": calls[0]["toolCallId"], "kind": "APPROVED"},
-            {"runId": run_id, "toolCallId": calls[1]["toolCallId"], "kind": "DECLINED", "reason": "Refunded by phone"},
+            {**shown[0], "kind": "APPROVED"},
+            {**shown[1], "kind": "DECLINED", "reason": "Refunded by phone"},
         ]
         results = call(session, DECIDE, input={"agentId": AGENT, "decisions": decisions})["decideToolCalls"]["results"]
         print(f"decided in bulk: {results[0]['status']}, {results[1]['status']} with output {results[1]['output']}")

@@ -93,11 +93,18 @@ class ToolCallNotFound(UserError):
     tool_call_id: strawberry.ID | None
 
 
-@strawberry.type(description="The call was already decided; `decision` is the one that won.")
+@strawberry.type(
+    description="The question the decision named was decided already; `decision` is the one that won. A "
+    "decision naming only its call names the call's first question: once the call asks another, decide "
+    "that one by its `questionId` (the message names it)."
+)
 class ToolCallAlreadyDecided(UserError):
     run_id: strawberry.ID
     tool_call_id: strawberry.ID
     decision: ToolCallDecision
+    question_id: strawberry.ID | None = strawberry.field(
+        default=None, description="The question `decision` answered (null in answers stored before questions had ids)."
+    )
 
 
 @strawberry.type(description="Approve/decline on a call waiting for resume data, or resume on an approval.")
@@ -154,13 +161,18 @@ class Forbidden(UserError):
 
 
 @strawberry.type(
-    description="`resumeRun` named a `questionId` the run no longer waits on (a late or duplicate answer); "
-    "it was not applied to the question that waits now."
+    description="A decision named a `questionId` the run no longer waits on (a late or duplicate decision, "
+    "after the call moved on) or never asked; it was not applied to the question that waits now."
 )
 class QuestionNotPending(UserError):
     run_id: strawberry.ID
     tool_call_id: strawberry.ID | None
-    question_id: strawberry.ID
+    question_id: strawberry.ID | None = strawberry.field(
+        description="The question named (null: the request named only its call, whose first question was answered)."
+    )
+    decision: ToolCallDecision | None = strawberry.field(
+        default=None, description="The decision that answered the question; null when it was never asked."
+    )
 
 
 @strawberry.type(
@@ -201,6 +213,7 @@ def to_user_error(error: RunsgateError) -> UserError:
                 run_id=strawberry.ID(error.run_id),
                 tool_call_id=strawberry.ID(error.tool_call_id),
                 decision=ToolCallDecision.from_document(error.decision),
+                question_id=None if error.question_id is None else strawberry.ID(error.question_id),
             )
         case WrongToolCallKindError():
             return WrongToolCallKind(
@@ -243,7 +256,8 @@ def to_user_error(error: RunsgateError) -> UserError:
                 message=message,
                 run_id=strawberry.ID(error.run_id),
                 tool_call_id=None if error.tool_call_id is None else strawberry.ID(error.tool_call_id),
-                question_id=strawberry.ID(error.question_id),
+                question_id=None if error.question_id is None else strawberry.ID(error.question_id),
+                decision=None if error.decision is None else ToolCallDecision.from_document(error.decision),
             )
         case DecideThroughSupervisorError():
             return DecideThroughSupervisor(

@@ -1,4 +1,10 @@
-"""A decision request, and the call of a run it names (docs/api.md "Errors"; docs/architecture.md "Call identity")."""
+"""A decision request, and the question of a run it names (docs/api.md "Errors"; docs/architecture.md
+"Questions").
+
+A decision answers one question: the one it names by ``questionId``, or, naming only a call, the
+call's first question. ``find_call`` finds that question among those the run waits on now;
+``decided_in_events`` finds the decision that answered one no longer asked.
+"""
 
 from __future__ import annotations
 
@@ -28,9 +34,9 @@ class DecisionRequest:
     kind: DecisionKind
     tool_call_id: str | None
     """The call's ``toolCallId`` (or the model's id, when one pending call has it); ``None`` only
-    for resume: the one call waiting for resume data."""
+    for resume: the one call waiting for resume data (or the call asking ``question_id``)."""
     question_id: str | None = None
-    """The question the request decides; ``None``: the one the call waits on now."""
+    """The question the request decides (its ``questionId``); ``None``: the call's first question."""
     reason: str | None = None
     resume_data: Any = None
     edited_args: Any = None
@@ -43,15 +49,42 @@ def model_id(call: ToolCallDocument) -> str:
     return call.get("modelToolCallId") or call["toolCallId"]
 
 
-def decided_in_events(events: Sequence[EventDocument], request: DecisionRequest) -> DecisionDocument | None:
-    """The decision that ``events`` (a run's audit trail, oldest first) recorded on the call whose
-    identity ``request.tool_call_id`` is, as the run's document held it (``decidedBy`` as the event's
-    ``by``); ``None`` when they record none. For a run no longer stored: it finished."""
+class FirstQuestionAnswered(Exception):
+    """``find_call``: the request names only the call at ``index``, which asks a later question
+    than its first: the question the request names was answered (the gate tells by which decision)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"the call at {index} asks a later question")
+        self.index = index
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answered:
+    """A decision of a run's audit trail (``decided_in_events``), as the run's document held it."""
+
+    decision: DecisionDocument
+    tool_call_id: str
+    question_id: str | None
+    """The question it answered (``None`` in events written before questions had ids)."""
+
+
+def decided_in_events(
+    events: Sequence[EventDocument], tool_call_id: str | None, question_id: str | None
+) -> Answered | None:
+    """The decision that ``events`` (a run's audit trail, oldest first) recorded on the question
+    ``question_id``, or, when ``None``, on the first question of the call ``tool_call_id`` (its
+    identity); ``None`` when they record none."""
     found = None
     for event in events:
-        if event["type"] == "decision" and event["data"].get("toolCallId") == request.tool_call_id:
+        if event["type"] != "decision":
+            continue
+        data = event["data"]
+        if question_id is not None and data.get("questionId") == question_id:
             found = event
-    if found is None or request.tool_call_id is None:
+        elif question_id is None and tool_call_id is not None and data.get("toolCallId") == tool_call_id:
+            found = event
+            break  # the call's first question
+    if found is None:
         return None
     data = found["data"]
     decision: DecisionDocument = {
@@ -64,18 +97,21 @@ def decided_in_events(events: Sequence[EventDocument], request: DecisionRequest)
     }
     if data.get("editedArgs") is not None:
         decision["editedArgs"] = data["editedArgs"]
-    return decision
+    return Answered(decision=decision, tool_call_id=data["toolCallId"], question_id=data.get("questionId"))
 
 
 def find_call(doc: SnapshotDocument, request: DecisionRequest) -> int:
-    """The index of the call of ``doc`` that ``request`` names, decided or not.
+    """The index of the call of ``doc`` asking the question ``request`` names, decided or not.
 
-    A ``toolCallId`` names the call with that identity; failing that, the one pending call whose
-    model id it is. A ``questionId`` names the call waiting on it.
+    A ``questionId`` names the call asking it now. Without one, a ``toolCallId`` names the call
+    with that identity (failing that, the one pending call whose model id it is), and the request
+    its first question; a resume naming neither, the one call waiting for resume data.
 
     Raises:
-        QuestionNotPendingError: ``request.question_id`` names no call of the run (or not the
-            call ``request.tool_call_id`` names): its question was answered and the call moved on.
+        QuestionNotPendingError: ``request.question_id`` is asked by no call of the run (or not by
+            the call ``request.tool_call_id`` names): it was answered and the call moved on.
+        FirstQuestionAnswered: The request names only a call that asks a later question than its
+            first (``question_number`` above 1).
         ToolCallNotFoundError: No such call (or, without an id, none waits for resume data).
         AmbiguousToolCallError: Several pending calls have that identity (documents written
             before identities) or model id, or, without an id, several wait for resume data.
@@ -90,8 +126,13 @@ def find_call(doc: SnapshotDocument, request: DecisionRequest) -> int:
         if not asked:
             raise QuestionNotPendingError(run_id, named, request.question_id)
         return asked[0]
-    if named is None:
-        return _only_resume_call(run_id, calls)
+    index = _only_resume_call(run_id, calls) if named is None else _named_call(run_id, calls, named)
+    if calls[index].get("questionNumber", 1) > 1:  # absent before schema version 4: the gate reads the trail
+        raise FirstQuestionAnswered(index)
+    return index
+
+
+def _named_call(run_id: str, calls: list[ToolCallDocument], named: str) -> int:
     for key in (lambda c: c["toolCallId"], model_id):
         found = [i for i, call in enumerate(calls) if key(call) == named]
         pending = [i for i in found if calls[i]["decision"] is None]

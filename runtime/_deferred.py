@@ -38,6 +38,12 @@ def question_id(call: ToolCallDocument) -> str:
     return call.get("questionId") or call["toolCallId"]
 
 
+def question_number(call: ToolCallDocument) -> int | None:
+    """The place of the question ``call`` waits on in the call's life: 1 for its first; ``None``
+    in documents written before schema version 4 (unknown)."""
+    return call.get("questionNumber")
+
+
 def tool_call_documents(
     requests: DeferredToolRequests,
     messages: Sequence[ModelMessage],
@@ -49,7 +55,8 @@ def tool_call_documents(
     (``approvalMetadata``); calls deferred by ``suspend()`` list its payload and resume schema;
     calls deferred by ``delegate()`` list the sub-run's pending call (``delegated=True``); any
     other ``CallDeferred`` lists its metadata as the payload. Every call gets a new
-    ``questionId``.
+    ``questionId`` (a delegated call the sub-run's) and its ``questionNumber``: 1, or one more
+    than its last question's under the same ``toolCallId`` in ``previous``.
 
     Args:
         previous: The calls of the run's last snapshot. A call deferred again under the same
@@ -67,11 +74,12 @@ def tool_call_documents(
     docs = [_approval(part, requests.metadata.get(part.tool_call_id)) for part in requests.approvals]
     docs += [_deferred_call(part, requests.metadata.get(part.tool_call_id)) for part in requests.calls]
     docs.sort(key=lambda doc: order.get(doc["toolCallId"], len(order)))
-    earlier = {call["toolCallId"]: call for call in previous if not call.get("delegated")}
+    earlier = {call["toolCallId"]: call for call in previous}
     for doc in docs:
         doc["questionId"] = doc.get("questionId") or uuid.uuid4().hex
         before = earlier.get(doc["toolCallId"])
-        if before is not None and not doc.get("delegated"):
+        doc["questionNumber"] = 1 if before is None else (question_number(before) or 1) + 1
+        if before is not None and not doc.get("delegated") and not before.get("delegated"):
             answers, approved = decided_so_far(before)
             if answers:
                 doc["answers"] = answers

@@ -147,30 +147,61 @@ class ToolCallNotFoundError(RunsgateError):
 
 
 class ToolCallAlreadyDecidedError(RunsgateError):
-    """The tool call already has a decision; ``decision`` is the one that won."""
+    """The question the request named was decided already; ``decision`` is the one that won.
+
+    Attributes:
+        question_id: The question ``decision`` answered (``None`` in answers stored before
+            questions were named).
+        asking: The question the call waits on now, when it moved on to another (the request
+            named only the call, whose first question ``decision`` answered).
+    """
 
     code = ErrorCode.TOOL_CALL_ALREADY_DECIDED
 
-    def __init__(self, run_id: str, tool_call_id: str, decision: DecisionDocument) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        tool_call_id: str,
+        decision: DecisionDocument,
+        *,
+        question_id: str | None = None,
+        asking: str | None = None,
+    ) -> None:
         by = f" by {decision['decidedBy']}" if decision["decidedBy"] else ""
-        super().__init__(
+        message = (
             f"Tool call {tool_call_id!r} of run {run_id!r} was already {decision['kind']}{by} "
             f"at {_iso(decision['decidedAt'])}."
         )
+        if asking is not None:
+            message += f" It now asks another question ({asking!r}): name its questionId to decide it."
+        super().__init__(message)
         self.run_id = run_id
         self.tool_call_id = tool_call_id
         self.decision = decision
+        self.question_id = question_id
+        self.asking = asking
 
     def details(self) -> dict[str, Any]:
-        return {
+        details = {
             "run_id": self.run_id,
             "tool_call_id": self.tool_call_id,
             "decision": decision_to_json(self.decision),
         }
+        if self.question_id is not None:
+            details["question_id"] = self.question_id
+        if self.asking is not None:
+            details["asking"] = self.asking
+        return details
 
     @classmethod
     def _from_details(cls, details: dict[str, Any]) -> RunsgateError:
-        return cls(details["run_id"], details["tool_call_id"], decision_from_json(details["decision"]))
+        return cls(
+            details["run_id"],
+            details["tool_call_id"],
+            decision_from_json(details["decision"]),
+            question_id=details.get("question_id"),
+            asking=details.get("asking"),
+        )
 
 
 _MUTATION_FOR: dict[str, str] = {"approval": "approveToolCall or declineToolCall", "resume": "resumeRun"}
@@ -330,23 +361,58 @@ class ForbiddenError(RunsgateError):
 
 
 class QuestionNotPendingError(RunsgateError):
-    """A resume names a ``questionId`` the run no longer waits on: it was answered and the call
-    moved on (a late or duplicate answer), or it never existed. Nothing was recorded; the
-    answer is never applied to the question that waits now."""
+    """A decision names a question the run does not wait on: it was answered and the call moved on
+    (a late or duplicate decision), or it was never asked. Nothing was recorded; the decision is
+    never applied to the question that waits now.
+
+    Attributes:
+        question_id: The question named; ``None`` when the request named only its call, whose
+            first question was answered though its decision is no longer in the audit trail.
+        decision: The decision that answered it, from the run's audit trail (``None``: never asked).
+    """
 
     code = ErrorCode.QUESTION_NOT_PENDING
 
-    def __init__(self, run_id: str, tool_call_id: str | None, question_id: str) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        tool_call_id: str | None,
+        question_id: str | None,
+        decision: DecisionDocument | None = None,
+    ) -> None:
+        if decision is not None:
+            by = f" by {decision['decidedBy']}" if decision["decidedBy"] else ""
+            why = f"it was {decision['kind']}{by} at {_iso(decision['decidedAt'])}"
+        else:
+            why = "it was answered already or never asked"
+        named = f"question {question_id!r}" if question_id is not None else f"the first question of {tool_call_id!r}"
         super().__init__(
-            f"Run {run_id!r} does not wait on question {question_id!r}; it was answered already or never "
-            "asked. List the run to see the question that waits now."
+            f"Run {run_id!r} does not wait on {named}; {why}. List the run to see the question that waits now."
         )
         self.run_id = run_id
         self.tool_call_id = tool_call_id
         self.question_id = question_id
+        self.decision = decision
 
     def details(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "tool_call_id": self.tool_call_id, "question_id": self.question_id}
+        details: dict[str, Any] = {
+            "run_id": self.run_id,
+            "tool_call_id": self.tool_call_id,
+            "question_id": self.question_id,
+        }
+        if self.decision is not None:
+            details["decision"] = decision_to_json(self.decision)
+        return details
+
+    @classmethod
+    def _from_details(cls, details: dict[str, Any]) -> RunsgateError:
+        decision = details.get("decision")
+        return cls(
+            details["run_id"],
+            details["tool_call_id"],
+            details["question_id"],
+            None if decision is None else decision_from_json(decision),
+        )
 
 
 class DecideThroughSupervisorError(RunsgateError):

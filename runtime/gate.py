@@ -31,6 +31,7 @@ from . import rules as R
 from ._arguments import validate_edited_args
 from ._decisions import (
     DecisionRequest,
+    FirstQuestionAnswered,
     check_addressable,
     check_decidable,
     decided_in_events,
@@ -47,10 +48,12 @@ from .access import Principal, ToolApprovalRule
 from .errors import (
     DuplicateApproverError,
     ForbiddenError,
+    QuestionNotPendingError,
     RunNotFoundError,
     RunNotReadyError,
     RunsgateError,
     ToolCallAlreadyDecidedError,
+    ToolCallNotFoundError,
 )
 from .registry import AgentRegistry
 
@@ -216,12 +219,11 @@ class DecisionGate:
             ForbiddenError: A rule needs a scope the decider lacks (``required_scope``), or
                 forbids the edit.
         """
-        if decider.principal is not None and not decider.principal.may_use_resource(doc["resourceId"]):
-            raise RunNotFoundError(doc["agentId"], doc["_id"])
+        _check_resource(doc, decider)
         check_addressable(doc, forwarded=decider.kind == "supervisor")
         try:
             index = find_call(doc, request)
-        except RunsgateError:
+        except (RunsgateError, FirstQuestionAnswered):
             return None
         call = doc["toolCalls"][index]
         owner = await self._owner(doc, call)
@@ -248,14 +250,14 @@ class DecisionGate:
         Raises:
             The errors of ``allowed``, and:
             DecideThroughSupervisorError: ``check_addressable``, before any call is looked up.
-            QuestionNotPendingError, ToolCallNotFoundError, AmbiguousToolCallError: ``find_call``.
+            QuestionNotPendingError, ToolCallAlreadyDecidedError, ToolCallNotFoundError,
+                AmbiguousToolCallError: ``asked``.
             ForbiddenError: An edit of a call needing several approvals, or one that would need
                 more; a forwarded decision with fewer approvers than the call needs.
             WrongToolCallKindError, ToolCallAlreadyDecidedError: ``check_decidable``.
             InvalidResumeDataError: The resume data fails the call's ``resumeSchema``.
         """
-        check_addressable(doc, forwarded=decider.kind == "supervisor")
-        index = find_call(doc, request)
+        index = await self.asked(doc, request, decider)
         if allowed is None or allowed.index != index:
             allowed = await self.allowed(doc, request, decider)
             assert allowed is not None  # find_call found the call
@@ -285,6 +287,80 @@ class DecisionGate:
         if request.kind == "resumed":
             validate_resume_data(call["resumeSchema"], request.resume_data)
         return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes)
+
+    async def asked(self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider) -> int:
+        """The index of the call of ``doc`` asking the question ``request`` names, after
+        ``check_addressable`` (``find_call``). A question no longer asked is answered from the
+        run's audit trail (read only then, or for a call stored before schema version 4 named
+        without a question).
+
+        Raises:
+            DecideThroughSupervisorError: ``check_addressable``.
+            ToolCallAlreadyDecidedError: The request names only a call (or, a resume, none) whose
+                first question was decided: in an earlier turn, or the call asks another now.
+            QuestionNotPendingError: The request names a question no call asks now: with the
+                decision that answered it, or without one when it was never asked.
+            ToolCallNotFoundError: No call of the run has the identity named, ever.
+            AmbiguousToolCallError: ``find_call``.
+            RunNotFoundError: The run is outside the principal's resources.
+        """
+        check_addressable(doc, forwarded=decider.kind == "supervisor")
+        try:
+            index = find_call(doc, request)
+        except (FirstQuestionAnswered, QuestionNotPendingError, ToolCallNotFoundError) as missing:
+            raise await self._not_asked(doc, request, decider, missing) from None
+        if request.question_id is None and "questionNumber" not in doc["toolCalls"][index]:
+            await self._first_of_legacy_call(doc, index, decider)
+        return index
+
+    async def _not_asked(
+        self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider, missing: Exception
+    ) -> Exception:
+        """The answer to ``request``, which ``find_call`` found asked by no call (``missing``)."""
+        if isinstance(missing, FirstQuestionAnswered):
+            call = doc["toolCalls"][missing.index]
+            return await self._answered(doc, decider, call["toolCallId"], None, asking=question_id(call))
+        if request.tool_call_id is None and request.question_id is None:
+            return missing  # no call waits for resume data
+        assert isinstance(missing, RunsgateError)
+        return await self._answered(doc, decider, request.tool_call_id, request.question_id, unknown=missing)
+
+    async def _first_of_legacy_call(self, doc: SnapshotDocument, index: int, decider: Decider) -> None:
+        """Raises ``ToolCallAlreadyDecidedError`` when the run's audit trail records a decision of an
+        earlier question of the call at ``index`` (stored before schema version 4: no
+        ``questionNumber``), as ``find_call`` does for a numbered one."""
+        _check_resource(doc, decider)
+        call = doc["toolCalls"][index]
+        events = await self._store.list_events(doc["agentId"], doc["_id"])
+        decided = [e for e in events if e["type"] == "decision" and e["data"].get("toolCallId") == call["toolCallId"]]
+        first = decided_in_events(decided, call["toolCallId"], None)
+        if first is not None and len(decided) > (call["decision"] is not None):  # an earlier question's
+            raise ToolCallAlreadyDecidedError(
+                doc["_id"], call["toolCallId"], first.decision, question_id=first.question_id, asking=question_id(call)
+            )
+
+    async def _answered(
+        self,
+        doc: SnapshotDocument,
+        decider: Decider,
+        tool_call_id: str | None,
+        question: str | None,
+        *,
+        asking: str | None = None,
+        unknown: RunsgateError | None = None,
+    ) -> RunsgateError:
+        """The answer to a request naming the question ``question`` (or, when ``None``, the first
+        question of the call ``tool_call_id``) that ``doc`` no longer asks, from the run's audit
+        trail; ``unknown`` when the trail records no decision on it (else ``QuestionNotPendingError``)."""
+        _check_resource(doc, decider)  # the trail is shown only to who may decide the run
+        answered = decided_in_events(await self._store.list_events(doc["agentId"], doc["_id"]), tool_call_id, question)
+        if answered is None:
+            return unknown or QuestionNotPendingError(doc["_id"], tool_call_id, question)
+        if question is not None:
+            return QuestionNotPendingError(doc["_id"], answered.tool_call_id, question, answered.decision)
+        return ToolCallAlreadyDecidedError(
+            doc["_id"], answered.tool_call_id, answered.decision, question_id=answered.question_id, asking=asking
+        )
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
@@ -339,14 +415,20 @@ class DecisionGate:
         raise RunNotReadyError(run_id, f"Run {run_id!r} kept changing while recording the decision; try again.")
 
     async def _gone(self, agent_id: str, run_id: str, request: DecisionRequest, decider: Decider) -> RunsgateError:
-        """The answer to a decision on a run no longer stored: the call's decision if the events the
-        decider may see record it (a late or duplicate decision on a run that finished), else no run."""
+        """The answer to a decision on a run no longer stored: the decision of the question it names
+        if the events the decider may see record it (a late or duplicate decision on a run that
+        finished; ``QuestionNotPendingError`` when it named the question, as on a stored run), else
+        no run."""
         resources = decider.principal.resources if decider.principal is not None else None
         events = await self._store.list_events_of_runs(agent_id, [run_id], resource_ids=resources)
-        decision = decided_in_events(events, request)
-        if decision is None or request.tool_call_id is None:
+        answered = decided_in_events(events, request.tool_call_id, request.question_id)
+        if answered is None:
             return RunNotFoundError(agent_id, run_id)
-        return ToolCallAlreadyDecidedError(run_id, request.tool_call_id, decision)
+        if request.question_id is not None:
+            return QuestionNotPendingError(run_id, answered.tool_call_id, request.question_id, answered.decision)
+        return ToolCallAlreadyDecidedError(
+            run_id, answered.tool_call_id, answered.decision, question_id=answered.question_id
+        )
 
     async def _record(
         self,
@@ -485,6 +567,12 @@ class DecisionGate:
             "onExpiry": call.get("onExpiry", "decline"),
         }
         return self._journal.new_event(run, "expired", by=EXPIRY_DECIDER, at=now, data=data)
+
+
+def _check_resource(doc: SnapshotDocument, decider: Decider) -> None:
+    """Raises ``RunNotFoundError`` when ``doc`` is outside the decider's principal's resources."""
+    if decider.principal is not None and not decider.principal.may_use_resource(doc["resourceId"]):
+        raise RunNotFoundError(doc["agentId"], doc["_id"])
 
 
 def _decision(

@@ -94,14 +94,15 @@ GRAPHIQL_ASSETS_PATH = "/static/graphiql"
 GRAPHIQL_EXAMPLE_QUERY = """# runsgate: agent runs waiting for a human decision.
 # Run this query with Ctrl-Enter (or the play button): the refund agent's
 # suspended runs, newest first, with the tool calls that wait for approval.
-# Then decide one with the approveToolCall or declineToolCall mutation.
+# Then decide one with the approveToolCall or declineToolCall mutation,
+# naming the call's toolCallId and the questionId you were shown.
 {
   suspendedRuns(agentId: "refund-agent", first: 10) {
     totalCount
     nodes {
       runId
       createdAt
-      toolCalls { toolCallId toolName args requiresApproval }
+      toolCalls { toolCallId questionId toolName args requiresApproval }
     }
   }
 }

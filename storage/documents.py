@@ -10,12 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
-SCHEMA_VERSION = 3
-"""Version of the snapshot document layout written by this code: 3 since each tool call's
+SCHEMA_VERSION = 4
+"""Version of the snapshot document layout written by this code: 4 since each tool call's
+question carries its place in the call's life (``questionNumber``); 3 since each tool call's
 ``toolCallId`` is runsgate's own identity (the model's id in ``modelToolCallId``, the stored
 history holding the identities); 2 since tool- and client-defined JSON is stored as text
-(``storage.stored_json``). Versions 1 and 2 are still read: there ``toolCallId`` is the model's
-id, also in the history."""
+(``storage.stored_json``). Versions 1 to 3 are still read: before 4 a call's question has no
+number (the audit trail tells whether it is the call's first); before 3 ``toolCallId`` is the
+model's id, also in the history."""
 
 RunStatus = Literal["suspended", "resuming"]
 """Stored status: ``suspended`` while waiting (or after a failed continuation), ``resuming`` under a claim."""
@@ -95,6 +97,9 @@ class ToolCallDocument(TypedDict):
     questionId: NotRequired[str]
     """Id of the question (decision point) the call waits on; new each time the same call
     suspends again. Absent in documents written before it existed: the ``toolCallId`` stands in."""
+    questionNumber: NotRequired[int]
+    """The question's place in the call's life: 1 for the call's first question, 2 for the one it
+    asks after the first was decided, and so on (absent before schema version 4: unknown)."""
     answers: NotRequired[list[Any]]
     """Resume data already given to this call's earlier ``suspend()`` points, in order (absent: none)."""
     approved: NotRequired[bool]

@@ -1,10 +1,14 @@
-"""A model-based test of decisions (issue 14, part 6): a Hypothesis state machine drives one run
-of ``mixed-agent`` (a tool asking two questions then needing an approval, next to a tool
+"""A model-based test of decisions (issue 14, part 6; issue 41): a Hypothesis state machine drives
+one run of ``mixed-agent`` (a tool asking two questions then needing an approval, next to a tool
 approved first then asking a question) through random interleavings of approvals, declines,
 valid and invalid resumes, late answers, wrong-kind decisions, graceful restarts (the SQLite
 store and the manager closed, new ones opened on the same file) and retries after a failed
-continuation, and checks after every step:
+continuation. Two reviewers decide: each looks at the run now and then, and decides what it was
+last shown (maybe long ago), naming the question or only the call, each with keys of its own.
+After every step it checks:
 
+- a decision recorded answered the very question its reviewer was shown (the ``decision``
+  event names that ``questionId``); one shown a question no longer pending changes nothing;
 - each tool body's side effect happens at most once per approval of its call, never after a
   decline of it;
 - every listed pending call has a ``toolCallId`` and a ``questionId``;
@@ -126,6 +130,12 @@ class Clock:
 WORLD = st.sampled_from(["as is", "as is", "restart", "model down", "model up"])
 """What happens to the world before a step (see ``DecisionMachine._disturb``)."""
 
+REVIEWERS = st.sampled_from(["rev-a", "rev-b"])
+"""Who decides: each decides what it was last shown (``DecisionMachine.look``)."""
+
+REFUSED = (QuestionNotPendingError, ToolCallAlreadyDecidedError, RunNotFoundError)
+"""What a reviewer deciding a question no longer pending is told."""
+
 
 class DecisionMachine(RuleBasedStateMachine):
     """One ``mixed-agent`` run over a SQLite file, decided at random."""
@@ -151,10 +161,14 @@ class DecisionMachine(RuleBasedStateMachine):
         """(toolCallId, kind) -> decisions accepted."""
         self.asked: list[str] = []
         """Every questionId listed so far."""
+        self.shown: dict[str, list[ToolCallDocument]] = {}
+        """Reviewer -> the pending calls of the run it was last shown."""
+        self.keys = iter(range(1, 100_000))
         started = self._run(self.manager.start_run(MIXED, "go"))
         assert started.status == "suspended"
         self.run_id = started.run_id
         self._saw(started)
+        self.shown = {"rev-a": self._pending_now(), "rev-b": self._pending_now()}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _run(self, coroutine: Any) -> Any:
@@ -171,10 +185,43 @@ class DecisionMachine(RuleBasedStateMachine):
         return doc
 
     def _pending(self, *, approval: bool) -> list[ToolCallDocument]:
+        return [c for c in self._pending_now() if c["requiresApproval"] == approval]
+
+    def _pending_now(self) -> list[ToolCallDocument]:
         doc = self._doc()
         if doc is None or doc["lastError"] is not None:
             return []
-        return [c for c in doc["toolCalls"] if c["decision"] is None and c["requiresApproval"] == approval]
+        return [c for c in doc["toolCalls"] if c["decision"] is None]
+
+    def _card(self, reviewer: str, pick: int, *, approval: bool) -> ToolCallDocument | None:
+        """The card ``reviewer`` picks among those it was last shown waiting for ``approval``."""
+        cards = [c for c in self.shown[reviewer] if c["requiresApproval"] == approval]
+        return cards[pick % len(cards)] if cards else None
+
+    def _decide_shown(
+        self, reviewer: str, call: ToolCallDocument, kind: str, name_question: bool, **fields: Any
+    ) -> None:
+        """``reviewer`` decides the question of ``call`` it was shown: recorded on that very
+        question, or refused having changed nothing when it no longer waits."""
+        question = call.get("questionId")
+        decide = {"approved": self.manager.approve, "declined": self.manager.decline, "resumed": self.manager.resume}
+        named = {"question_id": question} if name_question else {}
+        key = f"{reviewer}-{next(self.keys)}"
+        before = self._doc()
+        arguments: tuple[Any, ...] = (MIXED, self.run_id, call["toolCallId"])
+        if kind == "resumed":
+            arguments += (VALID_ANSWERS[call["suspendPayload"]["question"]],)
+        try:
+            outcome = self._run(decide[kind](*arguments, principal=reviewer, idempotency_key=key, **named, **fields))
+        except REFUSED:
+            self._unchanged(before)
+            return
+        events = self._run(self.manager.store.list_events(MIXED, self.run_id))
+        recorded = [e for e in events if e["type"] == "decision" and e["data"]["toolCallId"] == call["toolCallId"]]
+        assert (recorded[-1]["by"], recorded[-1]["data"]["questionId"]) == (reviewer, question), (
+            "not the question shown"
+        )
+        self._decided(call, kind, outcome)
 
     def _saw(self, outcome: RunOutcome) -> None:
         self.outcomes.append(outcome)
@@ -197,34 +244,34 @@ class DecisionMachine(RuleBasedStateMachine):
         return doc is not None and doc["lastError"] is None
 
     # -- rules -----------------------------------------------------------------------------------
-    @precondition(lambda self: bool(self._pending(approval=True)))
-    @rule(pick=st.integers(0, 3), world=WORLD)
-    def approve(self, pick: int, world: str) -> None:
-        self._disturb(world)
-        calls = self._pending(approval=True)
-        call = calls[pick % len(calls)]
-        outcome = self._run(self.manager.approve(MIXED, self.run_id, call["toolCallId"]))
-        self._decided(call, "approved", outcome)
+    @rule(reviewer=REVIEWERS)
+    def look(self, reviewer: str) -> None:
+        """``reviewer`` opens the run: what it decides next is what it is shown now."""
+        self.shown[reviewer] = self._pending_now()
 
-    @precondition(lambda self: bool(self._pending(approval=True)))
-    @rule(pick=st.integers(0, 3), world=WORLD)
-    def decline(self, pick: int, world: str) -> None:
+    @precondition(lambda self: any(c["requiresApproval"] for cards in self.shown.values() for c in cards))
+    @rule(reviewer=REVIEWERS, pick=st.integers(0, 3), name_question=st.booleans(), world=WORLD)
+    def approve(self, reviewer: str, pick: int, name_question: bool, world: str) -> None:
         self._disturb(world)
-        calls = self._pending(approval=True)
-        call = calls[pick % len(calls)]
-        outcome = self._run(self.manager.decline(MIXED, self.run_id, call["toolCallId"], reason="no"))
-        self._decided(call, "declined", outcome)
+        call = self._card(reviewer, pick, approval=True)
+        if call is not None:
+            self._decide_shown(reviewer, call, "approved", name_question)
 
-    @precondition(lambda self: bool(self._pending(approval=False)))
-    @rule(pick=st.integers(0, 3), name_question=st.booleans(), world=WORLD)
-    def resume(self, pick: int, name_question: bool, world: str) -> None:
+    @precondition(lambda self: any(c["requiresApproval"] for cards in self.shown.values() for c in cards))
+    @rule(reviewer=REVIEWERS, pick=st.integers(0, 3), name_question=st.booleans(), world=WORLD)
+    def decline(self, reviewer: str, pick: int, name_question: bool, world: str) -> None:
         self._disturb(world)
-        calls = self._pending(approval=False)
-        call = calls[pick % len(calls)]
-        data = VALID_ANSWERS[call["suspendPayload"]["question"]]
-        question = call.get("questionId") if name_question else None
-        outcome = self._run(self.manager.resume(MIXED, self.run_id, call["toolCallId"], data, question_id=question))
-        self._decided(call, "resumed", outcome)
+        call = self._card(reviewer, pick, approval=True)
+        if call is not None:
+            self._decide_shown(reviewer, call, "declined", name_question, reason="no")
+
+    @precondition(lambda self: any(not c["requiresApproval"] for cards in self.shown.values() for c in cards))
+    @rule(reviewer=REVIEWERS, pick=st.integers(0, 3), name_question=st.booleans(), world=WORLD)
+    def resume(self, reviewer: str, pick: int, name_question: bool, world: str) -> None:
+        self._disturb(world)
+        call = self._card(reviewer, pick, approval=False)
+        if call is not None:
+            self._decide_shown(reviewer, call, "resumed", name_question)
 
     @precondition(lambda self: bool(self._pending(approval=False)))
     @rule(pick=st.integers(0, 3))
@@ -235,7 +282,11 @@ class DecisionMachine(RuleBasedStateMachine):
         with pytest.raises(InvalidResumeDataError):
             self._run(
                 self.manager.resume(
-                    MIXED, self.run_id, call["toolCallId"], INVALID_ANSWERS[call["suspendPayload"]["question"]]
+                    MIXED,
+                    self.run_id,
+                    call["toolCallId"],
+                    INVALID_ANSWERS[call["suspendPayload"]["question"]],
+                    question_id=call["questionId"],
                 )
             )
         self._unchanged(before)
@@ -247,7 +298,7 @@ class DecisionMachine(RuleBasedStateMachine):
         call = calls[pick % len(calls)]
         before = self._doc()
         with pytest.raises(WrongToolCallKindError):
-            self._run(self.manager.resume(MIXED, self.run_id, call["toolCallId"], 1))
+            self._run(self.manager.resume(MIXED, self.run_id, call["toolCallId"], 1, question_id=call["questionId"]))
         self._unchanged(before)
 
     @precondition(lambda self: len(self.asked) > 1)

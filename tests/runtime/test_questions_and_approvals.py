@@ -61,9 +61,15 @@ async def test_a_second_suspend_asks_its_own_question_with_its_own_schema(any_ma
     listed = await any_manager.store.get(TRIP, started.run_id)
     assert _only_call(listed)["questionId"] == second["questionId"]
 
+    # and an answer naming no question is refused: it names the first, answered already
+    with pytest.raises(ToolCallAlreadyDecidedError) as first_answered:
+        await any_manager.resume(TRIP, started.run_id, None, {"units": "C"})
+    assert first_answered.value.question_id == first["questionId"]
+    assert first_answered.value.asking == second["questionId"]
+
     # and the first answer is checked against the second question's schema, not reused
     with pytest.raises(InvalidResumeDataError):
-        await any_manager.resume(TRIP, started.run_id, None, {"city": "Paris"})
+        await any_manager.resume(TRIP, started.run_id, None, {"city": "Paris"}, question_id=second["questionId"])
 
     # when the units are given, the tool gets each answer at its own question
     done = await any_manager.resume(TRIP, started.run_id, None, {"units": "C"}, question_id=second["questionId"])
@@ -120,7 +126,7 @@ async def test_a_tool_re_asking_until_the_answer_is_valid_gets_each_new_answer(a
     again = _only_call(odd.run)
     assert again["suspendPayload"] == {"question": "An even number?", "attempt": 1}
     assert again["questionId"] != first["questionId"]
-    even = await any_manager.resume("guess-agent", started.run_id, None, 8)
+    even = await any_manager.resume("guess-agent", started.run_id, None, 8, question_id=again["questionId"])
     assert even.status == "completed"
     assert even.output == "guess_even: 8"
 
@@ -151,13 +157,19 @@ async def test_a_tool_that_needs_approval_after_its_question_suspends_for_the_ap
 
     # and resume data cannot stand in for the approval, named or not
     with pytest.raises(WrongToolCallKindError):
-        await any_manager.resume(PAYMENT, started.run_id, approval["toolCallId"], 5)
+        await any_manager.resume(PAYMENT, started.run_id, approval["toolCallId"], 5, question_id=approval["questionId"])
     with pytest.raises(ToolCallNotFoundError):
         await any_manager.resume(PAYMENT, started.run_id, None, 5)
     assert agents.PAID == []
 
-    # when it is approved, the tool runs once with the amount given
-    done = await any_manager.approve(PAYMENT, started.run_id, approval["toolCallId"])
+    # and an approval naming only the call names its first question, answered already
+    with pytest.raises(ToolCallAlreadyDecidedError):
+        await any_manager.approve(PAYMENT, started.run_id, approval["toolCallId"])
+
+    # when its question is approved, the tool runs once with the amount given
+    done = await any_manager.approve(
+        PAYMENT, started.run_id, approval["toolCallId"], question_id=approval["questionId"]
+    )
     assert done.status == "completed"
     assert agents.PAID == [1_000_000]
     assert done.output == "pay: paid 1000000 to ACME"
@@ -166,17 +178,23 @@ async def test_a_tool_that_needs_approval_after_its_question_suspends_for_the_ap
 async def test_declining_after_the_question_is_final(any_manager: RunManager) -> None:
     started = await any_manager.start_run(PAYMENT, "pay ACME")
     answered = await any_manager.resume(PAYMENT, started.run_id, None, 12)
-    call_id = _only_call(answered.run)["toolCallId"]
+    approval = _only_call(answered.run)
+    call_id, question = approval["toolCallId"], approval["questionId"]
 
-    done = await any_manager.decline(PAYMENT, started.run_id, call_id, reason="too much")
+    done = await any_manager.decline(PAYMENT, started.run_id, call_id, reason="too much", question_id=question)
 
     assert done.status == "completed"
     assert agents.PAID == []
     assert "declined" in str(done.output)
-    # a late approval of the call of the finished run names the decline its events recorded
-    with pytest.raises(ToolCallAlreadyDecidedError) as late:
-        await any_manager.approve(PAYMENT, started.run_id, call_id)
+    # a late approval of that question of the finished run names the decline its events recorded
+    with pytest.raises(QuestionNotPendingError) as late:
+        await any_manager.approve(PAYMENT, started.run_id, call_id, question_id=question)
+    assert late.value.decision is not None
     assert (late.value.decision["kind"], late.value.decision["reason"]) == ("declined", "too much")
+    # and one naming only the call names the answer to its first question
+    with pytest.raises(ToolCallAlreadyDecidedError) as first:
+        await any_manager.approve(PAYMENT, started.run_id, call_id)
+    assert (first.value.decision["kind"], first.value.question_id) == ("resumed", _only_call(started.run)["questionId"])
     assert agents.PAID == []
 
 
@@ -199,6 +217,6 @@ async def test_a_tool_approved_first_then_asking_suspends_for_the_question_and_s
     assert agents.RELEASED == []
 
     # when the question is answered, the tool still sees its approval
-    done = await any_manager.resume(RELEASE, started.run_id, None, "bug fixes")
+    done = await any_manager.resume(RELEASE, started.run_id, None, "bug fixes", question_id=question["questionId"])
     assert done.status == "completed"
     assert agents.RELEASED == ["1.2 (approved): bug fixes"]

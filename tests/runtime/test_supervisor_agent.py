@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from runtime import RunManager, sub_run_id
+import pytest
+
+from runtime import RunManager, ToolCallAlreadyDecidedError, sub_run_id
 from runtime.demo import LEDGER
 from storage import RunFilter
 
@@ -91,8 +93,10 @@ async def test_a_sub_run_with_two_calls_is_decided_one_outer_decision_at_a_time(
     [inner] = await manager.store.list_runs(REFUND, RunFilter())
     assert [c["decision"] is not None for c in inner["toolCalls"]] == [True, False]
 
-    # when the second is approved
-    done = await manager.approve(SUPERVISOR, started.run_id, second["toolCallId"])
+    # when the second is approved, by the question shown (the call's first was decided)
+    with pytest.raises(ToolCallAlreadyDecidedError):
+        await manager.approve(SUPERVISOR, started.run_id, second["toolCallId"])
+    done = await manager.approve(SUPERVISOR, started.run_id, second["toolCallId"], question_id=second["questionId"])
 
     # then
     assert done.status == "completed"

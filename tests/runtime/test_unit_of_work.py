@@ -182,7 +182,8 @@ async def test_a_crash_between_suspending_a_continued_run_again_and_its_suspende
     assert stored is not None
     assert stored["status"] == "suspended"
     assert stored["toolCalls"][0]["suspendPayload"] == {"question": "An even number?", "attempt": 1}
-    outcome = await manager.resume(GUESS, started.run_id, None, 4)
+    question = stored["toolCalls"][0]["questionId"]
+    outcome = await manager.resume(GUESS, started.run_id, None, 4, question_id=question)
     assert outcome.status == "completed"
     types = [e["type"] for e in await durable.list_events(GUESS, started.run_id)]
     for before, after in itertools.pairwise(types):

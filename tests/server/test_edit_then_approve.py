@@ -193,13 +193,14 @@ async def test_an_edit_is_reapplied_when_a_multi_question_tool_runs_again_and_th
     # and the call, waiting on its question now, keeps the edit for its next run
     waiting = await app.state.store.get("release-agent", run_id)
     assert [call.get("editedArgs") for call in waiting["toolCalls"]] == [{"version": "2.0"}]
+    question = waiting["toolCalls"][0]["questionId"]
 
     # and when its question is answered, the tool runs again from its top with the edited version
     done = (
         await gql.data(
             """mutation($input: ResumeRunInput!) { resumeRun(input: $input) {
                  __typename ... on RunOutcome { status output } ... on UserError { code message } } }""",
-            input={"agentId": "release-agent", "runId": run_id, "resumeData": "notes"},
+            input={"agentId": "release-agent", "runId": run_id, "resumeData": "notes", "questionId": question},
         )
     )["resumeRun"]
     assert done["status"] == "COMPLETED", done

@@ -132,7 +132,13 @@ async def test_a_resume_never_approves_and_the_approval_shows_the_tools_metadata
 
     done = (
         await gql.data(
-            APPROVE, input={"agentId": "payment-agent", "runId": run_id, "toolCallId": approval["toolCallId"]}
+            APPROVE,
+            input={
+                "agentId": "payment-agent",
+                "runId": run_id,
+                "toolCallId": approval["toolCallId"],
+                "questionId": approval["questionId"],
+            },
         )
     )["approveToolCall"]
     assert done["status"] == "COMPLETED"

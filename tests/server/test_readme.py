@@ -33,9 +33,12 @@ async def test_the_readmes_decide_tool_calls_example_answers_what_the_readme_say
     run = await gql.suspend(REFUND, prompt[1])
     calls = [call["toolCallId"] for call in run["toolCalls"]]
     assert len(calls) == 2, run
+    questions = {f"QUESTION_{n}": question for n, question in enumerate(await _questions(gql, run["runId"]), 1)}
 
     # when it is sent with that run's ids
     text = document[1].replace("RUN_ID", run["runId"]).replace("CALL_1", calls[0]).replace("CALL_2", calls[1])
+    for placeholder, question in questions.items():
+        text = text.replace(placeholder, question)
     results = (await gql.data(text))["decideToolCalls"]["results"]
 
     # then the answer is what the paragraph after the block says, result by result
@@ -46,6 +49,13 @@ async def test_the_readmes_decide_tool_calls_example_answers_what_the_readme_say
     assert output is not None, said
     assert results[-1]["output"] == output[1]
     assert "in the order of `decisions`" in said
+
+
+async def _questions(gql: GraphQLClient, run_id: str) -> list[str]:
+    """The ``questionId`` of each call of a refund run, in order."""
+    query = 'query($runId: ID!) { suspendedRun(agentId: "refund-agent", runId: $runId) { toolCalls { questionId } } }'
+    run = (await gql.data(query, runId=run_id))["suspendedRun"]
+    return [call["questionId"] for call in run["toolCalls"]]
 
 
 def test_the_readmes_mongodb_uri_row_agrees_with_the_deployment_example(

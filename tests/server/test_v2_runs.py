@@ -74,7 +74,14 @@ async def test_a_version_2_call_with_answers_gets_its_next_answer(upgraded: tupl
     [call] = await _calls(gql, "trip-agent", ids["trip"])
     assert call["suspendPayload"] == {"question": "C or F?"}
 
-    outcome = await gql.resume("trip-agent", ids["trip"], {"units": "C"}, toolCallId=call["toolCallId"])
+    # an answer naming only the call names its first question, answered before the upgrade
+    first = await gql.resume("trip-agent", ids["trip"], {"units": "C"}, toolCallId=call["toolCallId"])
+    assert first["__typename"] == "ToolCallAlreadyDecided", first
+    assert first["decision"]["kind"] == "RESUMED"
+
+    outcome = await gql.resume(
+        "trip-agent", ids["trip"], {"units": "C"}, toolCallId=call["toolCallId"], questionId=call["questionId"]
+    )
 
     assert outcome["status"] == "COMPLETED", outcome
     assert "Paris" in outcome["output"], outcome["output"]

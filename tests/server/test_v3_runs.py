@@ -107,7 +107,14 @@ async def test_a_version_3_call_answered_once_gets_its_next_answer(upgraded: tup
     [call] = (await _run(gql, "trip-agent", ids["trip"]))["toolCalls"]
     assert call["suspendPayload"] == {"question": "C or F?"}
 
-    outcome = await gql.resume("trip-agent", ids["trip"], {"units": "C"}, toolCallId=call["toolCallId"])
+    # an answer naming only the call names its first question, answered before the upgrade
+    first = await gql.resume("trip-agent", ids["trip"], {"units": "C"}, toolCallId=call["toolCallId"])
+    assert first["__typename"] == "ToolCallAlreadyDecided", first
+    assert first["decision"]["kind"] == "RESUMED"
+
+    outcome = await gql.resume(
+        "trip-agent", ids["trip"], {"units": "C"}, toolCallId=call["toolCallId"], questionId=call["questionId"]
+    )
 
     assert outcome["status"] == "COMPLETED", outcome
     assert "Paris" in outcome["output"], outcome["output"]

@@ -35,6 +35,11 @@ from .outcome import RunOutcome
 _T = TypeVar("_T")
 
 
+class NothingWritten(Exception):
+    """An action's failure that wrote nothing (a refusal that is no ``RunsgateError``): its key is
+    released, as on a domain error."""
+
+
 class HeldKey:
     """The key a running request holds (``IdempotencyGuard.once`` gives it to its action): the
     action may hand its answer to the write that finishes the run (``RunStore.delete_claimed``'s
@@ -51,12 +56,13 @@ class HeldKey:
         fingerprint: str = "",
         until: Callable[[], datetime] | None = None,
         store: IdempotencyKeys | None = None,
+        reserved: bool = False,
     ):
         self.key_id, self.by, self._encode, self._clock = key_id, by, encode, clock
         self._fingerprint, self._lease_until, self._store = fingerprint, until, store
         self.answered = False
         """Whether the store wrote the answer (``written``)."""
-        self.reserved = store is None
+        self.reserved = reserved or store is None
         """Whether this request holds the key (always, unless deferred)."""
 
     def reservation(self) -> KeyReservation | None:
@@ -89,6 +95,19 @@ class HeldKey:
             raise IdempotencyKeyTakenError(existing)
         self.reserved = True
 
+    async def reserved_at(self) -> datetime:
+        """UTC time the key was first reserved (its ``createdAt``): the same for every request
+        that holds it until it expires and is deleted, so it tells one life of the key from the
+        next. Read from the store.
+
+        Raises:
+            RuntimeError: The key is not stored (a deferred key not yet reserved).
+        """
+        found = None if self._store is None else await self._store.get_idempotency_key(self.key_id)
+        if found is None:
+            raise RuntimeError(f"idempotency key {self.key_id!r} is not reserved")
+        return found["createdAt"]
+
     def answer(self, answer: Any) -> KeyAnswer:
         """The key's answer ``answer`` as a store write takes it; pass it to one write only."""
         now = to_bson_precision(self._clock())
@@ -103,9 +122,10 @@ class IdempotencyGuard:
     """Runs operations at most once per idempotency key while their request lives.
 
     A reservation is a lease held by one request (``{instance_id}:{uuid}``) until ``lease``
-    seconds ahead, renewed every ``lease / 3`` seconds while the operation runs, and released on
-    every failure (cancellation included). A request that died (its process killed) or could not
-    release its key (the store failed) leaves a reservation whose lease lapses; a retry with the
+    seconds ahead, renewed every ``lease / 3`` seconds while the operation runs, released on a
+    domain error and made to lapse at once on any other failure (cancellation included). A request
+    that died (its process killed) or could not release its key (the store failed) leaves a
+    reservation whose lease lapses; a retry with the
     same arguments then takes the key over by the store's conditional write and runs the
     operation. Never while the first request is alive: it keeps renewing. If the dead request
     had already recorded a decision, the retry's decision is refused by the store's own
@@ -230,20 +250,28 @@ class IdempotencyGuard:
             # Re-reserving reads the key; if the first request released it, or its lease lapsed,
             # we now hold it.
             existing = await self._reserve(key_id, expected, me)
-        return await self._act(HeldKey(key_id, me, encoded, self._clock), action, encode)
+        return await self._act(
+            HeldKey(key_id, me, encoded, self._clock, store=self._store, reserved=True), action, encode
+        )
 
     async def _act(
         self, held: HeldKey, action: Callable[[HeldKey | None], Awaitable[_T]], encode: Callable[[_T], dict[str, Any]]
     ) -> _T:
-        """Run ``action`` holding ``held`` (renewed; released on any failure), then write its
-        answer unless a store write took it."""
+        """Run ``action`` holding ``held`` (renewed), then write its answer unless a store write took
+        it. On a domain error or ``NothingWritten`` (a refusal) the key is released; on any other
+        failure its lease is made to lapse at once instead, so a retry takes it over with the key's
+        first reservation time (``HeldKey.reserved_at``: a keyed start's run id) kept."""
         try:
             async with self._renewing(held):
                 answer = await action(held)
-        except BaseException:
+        except BaseException as failed:
             if held.reserved:
                 with contextlib.suppress(Exception):  # else its lease lapses and a retry takes it over
-                    await self._store.release_idempotency_key(held.key_id, by=held.by)
+                    if isinstance(failed, RunsgateError | NothingWritten):
+                        await self._store.release_idempotency_key(held.key_id, by=held.by)
+                    else:
+                        lapsed = to_bson_precision(self._clock()) - timedelta(milliseconds=1)
+                        await self._store.renew_idempotency_key(held.key_id, by=held.by, until=lapsed)
             raise
         if not held.answered:
             if not held.reserved:  # a deferred key the action wrote nothing with
@@ -266,11 +294,13 @@ class IdempotencyGuard:
         return renewing(renew, every=self._lease / 3, lease=f"idempotency key {held.key_id}")
 
 
-def keyed_run_id(agent_id: str, operation: str, key: str, arguments: dict[str, Any]) -> str:
+def keyed_run_id(agent_id: str, operation: str, key: str, arguments: dict[str, Any], reserved_at: datetime) -> str:
     """The run id of the start ``(agent_id, operation, key)`` with ``arguments`` (as ``IdempotencyGuard.run``
-    scopes and fingerprints them): 32 hex digits of an HMAC-SHA256 keyed by ``key``, so every
-    repeat of the start names the same run and nobody without the key can name it."""
-    message = canonical_json([agent_id, operation, fingerprint(arguments)])
+    scopes and fingerprints them) whose key was first reserved at ``reserved_at`` (``HeldKey.reserved_at``):
+    32 hex digits of an HMAC-SHA256 keyed by ``key``. Every repeat of the start while the key lives
+    names the same run; once the key expired, the same start names a new one; nobody without the
+    key can name it."""
+    message = canonical_json([agent_id, operation, fingerprint(arguments), to_bson_precision(reserved_at).isoformat()])
     return hmac.new(key.encode(), message.encode(), hashlib.sha256).hexdigest()[:32]
 
 

@@ -21,7 +21,7 @@ from ._continuation import Continuation, DecisionClaims
 from ._decisions import DecisionRequest
 from ._deferred import question_id
 from ._fair_slots import FairSlots
-from ._idempotency import HeldKey, IdempotencyGuard
+from ._idempotency import HeldKey, IdempotencyGuard, NothingWritten
 from ._json import jsonable
 from ._queued import QueuedContinuations
 from .access import Principal
@@ -283,7 +283,7 @@ def _fingerprinted(item: BulkDecision) -> dict[str, Any]:
     return fields
 
 
-class _NothingRecorded(Exception):
+class _NothingRecorded(NothingWritten):
     """Every item of a batch was refused: nothing was recorded, so its idempotency key is released
     (as a single decision's is) and the answers are returned as they are."""
 

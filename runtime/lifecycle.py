@@ -20,7 +20,7 @@ from storage import SnapshotDocument, SnapshotStore, to_bson_precision, utcnow
 from ._continuation import Continuation
 from ._decisions import DecisionRequest
 from ._fair_slots import FairSlots
-from ._idempotency import IdempotencyGuard, keyed_run_id
+from ._idempotency import HeldKey, IdempotencyGuard, keyed_run_id
 from ._journal import Journal
 from ._json import jsonable
 from ._publishing import FIRST_TEXT_DELAY, UpdateHub
@@ -182,9 +182,11 @@ class RunManager:
             thread_id: Memory thread the run belongs to (a listing filter).
             resource_id: Memory resource the run belongs to (a listing filter).
             idempotency_key: Repeating the call with this key returns the first outcome. Without
-                ``run_id``, the run's id is derived from the key (``keyed_run_id``): a repeat whose
-                key was never completed (the store failed) answers the run as stored, or its
-                logged ``completed`` / ``failed`` outcome, and runs the agent only if neither exists.
+                ``run_id``, the run's id is derived from the key and the time it was first reserved
+                (``keyed_run_id``): a repeat whose key was never completed (the store failed)
+                answers the run as stored, or its logged ``completed`` / ``failed`` outcome, and
+                runs the agent only if neither exists. Once the key expired, a repeat is a new
+                start, with a new run id.
             principal: Who starts the run (``Caller``; its name goes to the audit log). A
                 ``Principal`` limited to some resources starts runs of those resources only.
             parent_run_id: The supervisor run this sub-run serves (``delegate()``).
@@ -218,25 +220,27 @@ class RunManager:
             "principal": name,
         }
         operation = owned("startRun", name)
-        # Under a key, the run's id is the key's own (``keyed_run_id``): a repeat finds its run.
-        keyed = idempotency_key is not None and run_id is None
-        if keyed:
-            assert idempotency_key is not None
-            run_id = keyed_run_id(agent_id, operation, idempotency_key, arguments)
-        scope = RunScope(
-            runs=self,
-            agent_id=agent_id,
-            run_id=run_id or uuid.uuid4().hex,
-            thread_id=thread_id,
-            resource_id=resource_id,
-            principal=name,
-        )
+
+        async def start(held: HeldKey | None) -> RunOutcome:
+            # Under a key, the run's id is the key's own (``keyed_run_id``): a repeat finds its run.
+            keyed = held is not None and idempotency_key is not None and run_id is None
+            new_id = run_id or uuid.uuid4().hex
+            if keyed:
+                assert held is not None
+                assert idempotency_key is not None
+                new_id = keyed_run_id(agent_id, operation, idempotency_key, arguments, await held.reserved_at())
+            scope = RunScope(
+                runs=self,
+                agent_id=agent_id,
+                run_id=new_id,
+                thread_id=thread_id,
+                resource_id=resource_id,
+                principal=name,
+            )
+            return await self._starter.start(scope, prompt, parent_run_id=parent_run_id, keyed=keyed)
+
         return await self._idempotency.run(
-            agent_id=agent_id,
-            operation=operation,
-            key=idempotency_key,
-            arguments=arguments,
-            action=lambda _held: self._starter.start(scope, prompt, parent_run_id=parent_run_id, keyed=keyed),
+            agent_id=agent_id, operation=operation, key=idempotency_key, arguments=arguments, action=start
         )
 
     # -- decide ----------------------------------------------------------------------------------

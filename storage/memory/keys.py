@@ -47,6 +47,10 @@ class MemoryIdempotencyKeys:
         }
         return None
 
+    async def get_idempotency_key(self, key_id: str) -> IdempotencyDocument | None:
+        found = self._keys.get(key_id)
+        return None if found is None else copied(found)
+
     def _reserved(self, key_id: str, by: str | None) -> IdempotencyDocument | None:
         doc = self._keys.get(key_id)
         if doc is None or doc["result"] is not None or (by is not None and doc.get("reservedBy") != by):

@@ -66,14 +66,20 @@ class MongoIdempotencyKeys(MongoStoreBase):
                 taken = await self._keys.update_one(lapsed, {"$set": {"reservedBy": by, "reservedUntil": until}})
             if taken.matched_count == 1:
                 return None
-            async with reachable():
-                existing = await self._keys.find_one({"_id": key_id})
+            existing = await self.get_idempotency_key(key_id)
             if existing is not None:
-                existing.setdefault("reservedBy", None)
-                existing.setdefault("reservedUntil", None)
-                return cast(IdempotencyDocument, decode(existing, IDEMPOTENCY_FIELDS))
+                return existing
             return await self.reserve_idempotency_key(key_id, fingerprint, now, by=by, until=until)
         return None
+
+    async def get_idempotency_key(self, key_id: str) -> IdempotencyDocument | None:
+        async with reachable():
+            found = await self._keys.find_one({"_id": key_id})
+        if found is None:
+            return None
+        found.setdefault("reservedBy", None)
+        found.setdefault("reservedUntil", None)
+        return cast(IdempotencyDocument, decode(found, IDEMPOTENCY_FIELDS))
 
     async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
         async with reachable(), self._lock(_key_lock(key_id)):

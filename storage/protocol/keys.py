@@ -74,6 +74,9 @@ class IdempotencyKeys(Protocol):
         in flight, or other arguments).
         """
 
+    async def get_idempotency_key(self, key_id: str) -> IdempotencyDocument | None:
+        """The key's document as stored, or ``None`` when there is none."""
+
     async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
         """Extend the lease of a reservation ``by`` still holds (no result yet); ``False`` if it
         was taken over or is gone."""

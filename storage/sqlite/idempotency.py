@@ -43,6 +43,13 @@ def complete_key_in(
     )
 
 
+_KEY_SELECT = (
+    "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until, finished_at "
+    "FROM idempotency_keys WHERE key_id = ?"
+)
+"""A key's row, as ``_key_document`` reads it."""
+
+
 def reserve_key_in(
     db: sqlite3.Connection,
     key_id: str,
@@ -54,11 +61,7 @@ def reserve_key_in(
 ) -> IdempotencyDocument | None:
     """``reserve_idempotency_key`` inside the caller's transaction (which holds the write lock)."""
     lease = None if until is None else _ms(until)
-    rows = db.execute(
-        "SELECT key_id, fingerprint, result, created_at, reserved_by, reserved_until, finished_at "
-        "FROM idempotency_keys WHERE key_id = ?",
-        (key_id,),
-    ).fetchall()
+    rows = db.execute(_KEY_SELECT, (key_id,)).fetchall()
     if not rows:
         db.execute(
             "INSERT INTO idempotency_keys (key_id, fingerprint, result, created_at, reserved_by, "
@@ -107,6 +110,10 @@ class _IdempotencyKeys(_Connection):
         until: datetime | None = None,
     ) -> IdempotencyDocument | None:
         return await self._write(lambda db: reserve_key_in(db, key_id, fingerprint, now, by=by, until=until))
+
+    async def get_idempotency_key(self, key_id: str) -> IdempotencyDocument | None:
+        rows = await self._read(_KEY_SELECT, (key_id,))
+        return _key_document(rows[0]) if rows else None
 
     async def renew_idempotency_key(self, key_id: str, *, by: str, until: datetime) -> bool:
         held, extra = _held_key(by)

@@ -214,7 +214,6 @@ def _asked(outcome: dict[str, Any]) -> tuple[str, list[str]]:
     return outcome["runId"], [call["questionId"] for call in outcome["run"]["toolCalls"]]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 41: a keyed startRun repeated after retention reuses its run's ids")
 async def test_ids_are_never_given_twice_after_retention(serve: Serve) -> None:
     served = await serve(
         sweep_interval=0.05,

@@ -121,3 +121,23 @@ async def test_expired_keys_are_deleted_in_bounded_batches_oldest_answer_first(s
     assert left == [2, 3, 4]
     with pytest.raises(ValueError, match="limit"):
         await store.delete_expired_idempotency_keys(before=T0, limit=0)
+
+
+async def test_a_key_keeps_its_first_reservation_time_until_it_is_deleted(store: SnapshotStore) -> None:
+    # given a key reserved, whose holder's lease lapsed, and another request took it over
+    lease = timedelta(seconds=2)
+    assert await store.get_idempotency_key("k") is None
+    await store.reserve_idempotency_key("k", "fp", T0, by="a", until=T0 + lease)
+    await store.reserve_idempotency_key("k", "fp", T0 + 2 * lease, by="b", until=T0 + 3 * lease)
+
+    # then the key as stored is the taker's, with the first reservation's time
+    taken = await store.get_idempotency_key("k")
+    assert taken is not None
+    assert (taken["reservedBy"], taken["createdAt"], taken["result"]) == ("b", T0, None)
+
+    # and once released, a new reservation starts a new life of the key
+    await store.release_idempotency_key("k", by="b")
+    await store.reserve_idempotency_key("k", "fp", T0 + 4 * lease, by="c", until=T0 + 5 * lease)
+    renewed = await store.get_idempotency_key("k")
+    assert renewed is not None
+    assert renewed["createdAt"] == T0 + 4 * lease

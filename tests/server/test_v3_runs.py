@@ -87,14 +87,16 @@ async def test_the_version_3_runs_are_listed_with_what_they_stored(upgraded: tup
         assert call["decision"] is None
 
 
-async def test_a_version_3_approval_is_decided(upgraded: tuple[Served, dict[str, str]]) -> None:
+@pytest.mark.parametrize("named", ["the call", "its question"])
+async def test_a_version_3_approval_is_decided(upgraded: tuple[Served, dict[str, str]], named: str) -> None:
     served, ids = upgraded
     gql = served.client()
     run = await _run(gql, "refund-agent", ids["refund"])
     [call] = run["toolCalls"]
     assert (run["expiresAt"], call["expiresAt"], call["approvalsRequired"]) == (None, None, 1)
+    question = {"questionId": call["questionId"]} if named == "its question" else {}
 
-    outcome = await gql.approve("refund-agent", ids["refund"], call["toolCallId"])
+    outcome = await gql.approve("refund-agent", ids["refund"], call["toolCallId"], **question)
 
     assert outcome["status"] == "COMPLETED", outcome
     assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
@@ -121,15 +123,19 @@ async def test_a_version_3_call_answered_once_gets_its_next_answer(upgraded: tup
     assert "'C'" in outcome["output"], outcome["output"]
 
 
-async def test_a_version_3_supervisor_continues_its_sub_run(upgraded: tuple[Served, dict[str, str]]) -> None:
+@pytest.mark.parametrize("named", ["the call", "its question"])
+async def test_a_version_3_supervisor_continues_its_sub_run(
+    upgraded: tuple[Served, dict[str, str]], named: str
+) -> None:
     served, ids = upgraded
     gql = served.client()
     [call] = (await _run(gql, "support-supervisor", ids["supervisor"]))["toolCalls"]
     [sub_run] = [
         n["runId"] for n in (await _listed(gql, "refund-agent"))["nodes"] if n["parentRunId"] == ids["supervisor"]
     ]
+    question = {"questionId": call["questionId"]} if named == "its question" else {}
 
-    outcome = await gql.approve("support-supervisor", ids["supervisor"], call["toolCallId"])
+    outcome = await gql.approve("support-supervisor", ids["supervisor"], call["toolCallId"], **question)
 
     # the refund ran once, in the sub-run stored before the upgrade, which finished
     assert outcome["status"] == "COMPLETED", outcome

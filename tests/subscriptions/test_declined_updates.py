@@ -104,7 +104,6 @@ def _in_order_and_whole(updates: list[dict[str, Any]], events: list[dict[str, An
     assert updates[-1]["output"] == events[-1]["data"]["output"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 41 part 4: a declined call is streamed as started, then ended in error")
 async def test_a_call_declined_by_a_person_is_streamed_as_declined_with_its_reason_and_never_started(
     server: str,
 ) -> None:
@@ -144,7 +143,6 @@ async def test_a_call_declined_by_a_person_is_streamed_as_declined_with_its_reas
     assert late == live
 
 
-@pytest.mark.xfail(strict=True, reason="issue 41 part 4: a declined call is streamed as started, then ended in error")
 async def test_a_call_declined_without_a_reason_has_none(server: str) -> None:
     async with GraphQLClient.at(server) as client:
         run = await client.suspend(REFUND, "Please refund order 1043")
@@ -162,7 +160,6 @@ async def test_a_call_declined_without_a_reason_has_none(server: str) -> None:
     _in_order_and_whole(live, events)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 41 part 4: a declined call is streamed as started, then ended in error")
 async def test_a_call_declined_by_its_deadline_is_streamed_as_declined_by_expiry(server: str) -> None:
     # given a refund over $500, which waits 1 s for its approval, followed from its suspension
     async with GraphQLClient.at(server) as client:

@@ -130,7 +130,7 @@ const progressRun = 'runId status lastError { type message } toolCalls { toolCal
  * `features().progress`. */
 export const RUN_UPDATES = `subscription InboxRunUpdates($agentId: ID!, $runId: ID!) {
   runUpdates(agentId: $agentId, runId: $runId) {
-    id kind at text toolCallId toolName args result error output truncated
+    id kind at text toolCallId toolName args result error reason decidedBy output truncated
     run { ${progressRun} }
   }
 }`;

@@ -54,6 +54,10 @@ function apply(card, update) {
     case 'TOOL_CALL_STARTED':
       items.push({ type: 'tool', toolCallId: update.toolCallId, toolName: update.toolName, args: update.args, ended: false });
       return { ...card, items };
+    case 'TOOL_CALL_DECLINED':
+      // its tool never ran: never shown as started
+      items.push({ type: 'declined', toolCallId: update.toolCallId, toolName: update.toolName, reason: update.reason, decidedBy: update.decidedBy });
+      return { ...card, items };
     case 'TOOL_CALL_ENDED': {
       const at = items.map((item) => item.type === 'tool' && item.toolCallId === update.toolCallId && !item.ended).lastIndexOf(true);
       const ended = { type: 'tool', toolCallId: update.toolCallId, toolName: update.toolName, ended: true, result: update.result, error: update.error };
@@ -150,6 +154,21 @@ function Card({ card, onDismiss }) {
                 return (
                   <li key={i} className="text" aria-busy={streaming && i === card.items.length - 1 ? 'true' : 'false'}>
                     {item.text}
+                  </li>
+                );
+              }
+              if (item.type === 'declined') {
+                return (
+                  <li key={i} className="tool declined">
+                    Tool call <code>{item.toolName}</code> {item.decidedBy === 'expiry' ? 'declined on expiry' : `declined by ${item.decidedBy || 'someone'}`}
+                    {item.reason ? (
+                      <>
+                        <p className="label">Reason</p>
+                        <p>{item.reason}</p>
+                      </>
+                    ) : (
+                      <p className="hint">No reason given.</p>
+                    )}
                   </li>
                 );
               }

@@ -4,8 +4,9 @@ The real app, called in process over HTTP (httpx's ASGI transport), with authent
 API key holding every scope), compiled execution on (the default), the memory store and the demo
 refund agent: a run is started, then its last pending call is approved with an idempotency key,
 and the continuation runs to ``COMPLETED``. While the approval's request runs, ``sys.setprofile``
-records every Python call into a product module (a coroutine or generator resumed is not a call) (``server``, ``resolvers``, ``runtime``,
-``storage``; ``runtime.demo`` excluded); consecutive calls into one module count as one stay.
+records every Python call into a product module (``server``, ``resolvers``, ``runtime``,
+``storage``; ``runtime.demo`` excluded; a coroutine or generator resumed is not a call);
+consecutive calls into one module count as one stay.
 
 Prints the modules visited, the stays, and the returns (stays into a module already visited:
 stays minus modules); ``--list`` prints the stays in order too (docs/architecture.md "The

@@ -93,6 +93,17 @@ EDITED_ARGS_DESCRIPTION = (
 )
 
 
+QUESTION_ID_DESCRIPTION = (
+    "The question decided (the call's `questionId` as listed); when it no longer waits, the decision is "
+    "refused with `QuestionNotPending`. Omitted: the question the call waits on now."
+)
+
+
+def question_id_field() -> strawberry.ID | None:
+    """The ``questionId`` field of every decision input (``QUESTION_ID_DESCRIPTION``)."""
+    return strawberry.field(default=None, description=QUESTION_ID_DESCRIPTION)  # type: ignore[no-any-return]
+
+
 @strawberry.input
 class ApproveToolCallInput:
     agent_id: strawberry.ID
@@ -100,6 +111,7 @@ class ApproveToolCallInput:
     tool_call_id: strawberry.ID
     idempotency_key: str | None = None
     edited_args: JSON | None = strawberry.field(default=None, description=EDITED_ARGS_DESCRIPTION)
+    question_id: strawberry.ID | None = question_id_field()
     wait_for: DecisionWait = wait_for_field()
 
 
@@ -110,6 +122,7 @@ class DeclineToolCallInput:
     tool_call_id: strawberry.ID
     reason: str | None = strawberry.field(default=None, description="Passed to the model.")
     idempotency_key: str | None = None
+    question_id: strawberry.ID | None = question_id_field()
     wait_for: DecisionWait = wait_for_field()
 
 
@@ -122,11 +135,7 @@ class ResumeRunInput:
     )
     resume_data: JSON = strawberry.field(description="Validated against the call's `resumeSchema`.")
     idempotency_key: str | None = None
-    question_id: strawberry.ID | None = strawberry.field(
-        default=None,
-        description="The question answered (the call's `questionId`); when it no longer waits, the answer "
-        "is refused with `QuestionNotPending`. Omitted: the question the call waits on now.",
-    )
+    question_id: strawberry.ID | None = question_id_field()
     wait_for: DecisionWait = wait_for_field()
 
 
@@ -149,6 +158,7 @@ class ToolCallDecisionInput:
     resume_data: JSON | None = strawberry.field(
         default=None, description="RESUMED only: validated against the call's `resumeSchema`."
     )
+    question_id: strawberry.ID | None = question_id_field()
 
 
 @strawberry.input(description="Decisions on calls of one agent's runs, each recorded independently.")

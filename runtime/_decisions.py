@@ -30,7 +30,7 @@ class DecisionRequest:
     """The call's ``toolCallId`` (or the model's id, when one pending call has it); ``None`` only
     for resume: the one call waiting for resume data."""
     question_id: str | None = None
-    """The question the request answers (resume); ``None``: the one the call waits on now."""
+    """The question the request decides; ``None``: the one the call waits on now."""
     reason: str | None = None
     resume_data: Any = None
     edited_args: Any = None

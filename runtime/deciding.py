@@ -69,6 +69,7 @@ class BulkDecision:
         reason: Passed to the model (``declined`` only; ignored otherwise).
         edited_args: Arguments the tool runs with instead of the model's (``approved`` only).
         resume_data: The answer (``resumed`` only).
+        question_id: The question decided (``DecisionRequest.question_id``).
     """
 
     run_id: str
@@ -77,6 +78,7 @@ class BulkDecision:
     reason: str | None = None
     edited_args: Any = None
     resume_data: Any = None
+    question_id: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -211,7 +213,7 @@ class Decisions:
         """``RunManager.decide_many``; ``wait`` applies to each item (not fingerprinted)."""
         self.agents.get_agent(agent_id)  # an unknown agent: refused before the key is reserved
         name, _ = split(caller)
-        arguments = {"decisions": [dataclasses.asdict(item) for item in decisions], "principal": name}
+        arguments = {"decisions": [_fingerprinted(item) for item in decisions], "principal": name}
         try:
             return await self.idempotency.once(
                 agent_id=agent_id,
@@ -247,6 +249,7 @@ class Decisions:
                     request = DecisionRequest(
                         kind=item.kind,
                         tool_call_id=item.tool_call_id,
+                        question_id=item.question_id,
                         reason=item.reason if item.kind == "declined" else None,
                         resume_data=jsonable(item.resume_data) if item.kind == "resumed" else None,
                         edited_args=jsonable(item.edited_args) if item.kind == "approved" else None,
@@ -269,6 +272,15 @@ class Decisions:
         if all(isinstance(answer, RunsgateError) for answer in done):
             raise _NothingRecorded(done)
         return done
+
+
+def _fingerprinted(item: BulkDecision) -> dict[str, Any]:
+    """What a batch's key fingerprints of ``item``: its fields, ``question_id`` only when given (so
+    a batch keyed before decisions named questions fingerprints as it did)."""
+    fields = dataclasses.asdict(item)
+    if fields["question_id"] is None:
+        del fields["question_id"]
+    return fields
 
 
 class _NothingRecorded(Exception):

@@ -249,6 +249,7 @@ class RunManager:
         principal: Caller = None,
         idempotency_key: str | None = None,
         edited_args: Any = None,
+        question_id: str | None = None,
         wait_for: DecisionWait = "outcome",
     ) -> RunOutcome:
         """Approve a call waiting for approval; the tool runs when the run continues.
@@ -259,6 +260,8 @@ class RunManager:
 
         Args:
             tool_call_id: The call's ``toolCallId`` as listed.
+            question_id: The question decided (the call's ``questionId`` as listed); ``None``
+                for the one the call waits on now.
             edited_args: Arguments (a JSON object) the tool runs with instead of the model's;
                 ``None`` keeps the model's. Checked before anything is recorded by the tool's own
                 argument validator (``runtime._arguments``); the per-tool rules are evaluated on
@@ -292,6 +295,7 @@ class RunManager:
         request = DecisionRequest(
             kind="approved",
             tool_call_id=tool_call_id,
+            question_id=question_id,
             edited_args=None if edited_args is None else jsonable(edited_args),
             idempotency_key=idempotency_key,
         )
@@ -306,6 +310,7 @@ class RunManager:
         reason: str | None = None,
         principal: Caller = None,
         idempotency_key: str | None = None,
+        question_id: str | None = None,
         wait_for: DecisionWait = "outcome",
     ) -> RunOutcome:
         """Decline a call waiting for approval; the tool never runs, the model reads ``reason``.
@@ -314,7 +319,11 @@ class RunManager:
         Returns and raises as ``approve`` (declining needs no per-tool scope).
         """
         request = DecisionRequest(
-            kind="declined", tool_call_id=tool_call_id, reason=reason, idempotency_key=idempotency_key
+            kind="declined",
+            tool_call_id=tool_call_id,
+            question_id=question_id,
+            reason=reason,
+            idempotency_key=idempotency_key,
         )
         return await self._decisions.once(agent_id, run_id, "declineToolCall", request, principal, wait_for)
 

@@ -27,6 +27,7 @@ class ApproveToolCall(DecisionMutation[ApproveToolCallInput]):
             principal=principal,
             idempotency_key=input.idempotency_key,
             edited_args=input.edited_args,
+            question_id=None if input.question_id is None else str(input.question_id),
             wait_for=input.wait_for.wait,
         )
 

@@ -64,6 +64,7 @@ def _decision(item: ToolCallDecisionInput) -> BulkDecision:
         reason=item.reason,
         edited_args=item.edited_args,
         resume_data=item.resume_data,
+        question_id=None if item.question_id is None else str(item.question_id),
     )
 
 

@@ -27,6 +27,7 @@ class DeclineToolCall(DecisionMutation[DeclineToolCallInput]):
             reason=input.reason,
             principal=principal,
             idempotency_key=input.idempotency_key,
+            question_id=None if input.question_id is None else str(input.question_id),
             wait_for=input.wait_for.wait,
         )
 

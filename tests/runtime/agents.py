@@ -37,6 +37,9 @@ RELEASED: list[str] = []
 EFFECTS: list[str] = []
 """``toolCallId`` of each side effect of ``mixed-agent``'s tools, in order."""
 
+GATED: list[int] = []
+"""Side effects of ``gated-agent``'s ``gated`` tool (the values it ran with)."""
+
 
 def reset() -> None:
     SWITCHES.clear()
@@ -45,6 +48,7 @@ def reset() -> None:
     PAID.clear()
     RELEASED.clear()
     EFFECTS.clear()
+    GATED.clear()
 
 
 reset()
@@ -314,7 +318,38 @@ def publish_post(ctx: RunContext[None], post: str) -> str:
     return f"published {post} as {title}"
 
 
+# -- gated-agent: an approval each turn; a declined call is asked for again, once ------------------------
+def _gated_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = [r for r in latest_returns(messages) if r.tool_name == "gated"]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart("gated", {"value": 1})])
+    if "declined" in str(returns[0].content) and not any(
+        isinstance(p, ToolCallPart) and p.args_as_dict() == {"value": 2}
+        for m in messages
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+    ):
+        return ModelResponse(parts=[ToolCallPart("gated", {"value": 2})])
+    return ModelResponse(parts=[TextPart(f"gated: {returns[0].content}")])
+
+
+gated_agent = Agent(
+    FunctionModel(_gated_script),
+    name="gated-agent",
+    deps_type=type(None),
+    output_type=[str, DeferredToolRequests],
+)
+
+
+@gated_agent.tool_plain(requires_approval=True)
+def gated(value: int) -> str:
+    """Needs an approval each time the model calls it."""
+    GATED.append(value)
+    return f"ran with {value}"
+
+
 TEST_AGENTS: dict[str, Agent[None, Any]] = {
+    "gated-agent": gated_agent,
     "mixed-agent": mixed_agent,
     "trip-agent": trip_agent,
     "guess-agent": guess_agent,

@@ -63,6 +63,7 @@ def test_the_registry_is_an_immutable_copy() -> None:
         "bulky-agent",
         "dispatcher",
         "flaky-agent",
+        "gated-agent",
         "guess-agent",
         "mixed-agent",
         "payment-agent",

@@ -10,9 +10,12 @@
 // - bulk: refunds of orders 1790000000000000005 and ...007, approved with "Approve selected";
 // - form: a json-echo call whose resumeSchema has an integer with a large default (account) and one
 //   without (amount): records the form's fields, types the amount, and resumes;
-// - json: a json-echo call without a schema, resumed through the JSON editor.
+// - json: a json-echo call without a schema, resumed through the JSON editor;
+// then, in a tab whose browser lacks JSON.parse source text access (JSON.rawJSON removed before the
+// page runs), what the page says of a large order id, what its editor and resume form do with large
+// numbers, and a plain approval.
 // Records rather than stops on what it does not find, so each check is the test's.
-// Prints JSON: {runs, edit, approve, bulk, form, json, sent, pageErrors, cspViolations, consoleErrors}.
+// Prints JSON: {runs, edit, approve, bulk, form, json, legacy, sent, pageErrors, cspViolations, consoleErrors}.
 import { join } from 'node:path';
 import { api, launchChromium } from './_browser.mjs';
 
@@ -30,12 +33,14 @@ try {
     if (/Content Security Policy/i.test(message.text())) out.cspViolations.push(message.text());
     else out.consoleErrors.push(message.text());
   });
-  // every decision the page sends, as the bytes it sent
-  page.on('request', (req) => {
-    const body = req.postData();
-    const name = body && /"query":"mutation (\w+)/.exec(body);
-    if (name) out.sent.push({ operation: name[1], body });
-  });
+  // every decision a tab sends, as the bytes it sent
+  const record = (tab, name) =>
+    tab.on('request', (req) => {
+      const body = req.postData();
+      const operation = body && /"query":"mutation (\w+)/.exec(body);
+      if (operation) out.sent.push({ tab: name, operation: operation[1], body });
+    });
+  record(page, 'exact');
 
   const article = (runId) => page.locator(`article[aria-labelledby="run-${runId}"]`);
   const card = (runId) => page.locator(`[data-progress="${runId}"]`);
@@ -112,6 +117,43 @@ try {
   await article(out.runs.json).getByLabel('Resume data (JSON)').fill('{"account": 1790000000000000015, "ratio": 1.0}');
   await article(out.runs.json).getByRole('button', { name: 'Resume run' }).click();
   out.json = { card: await outcome(out.runs.json) };
+
+  // a browser without JSON.parse source text access
+  const legacy = await context.newPage();
+  legacy.setDefaultTimeout(TIMEOUT);
+  legacy.on('pageerror', (error) => out.pageErrors.push(String(error)));
+  record(legacy, 'legacy');
+  await legacy.addInitScript(() => {
+    delete JSON.rawJSON;
+    delete JSON.isRawJSON;
+  });
+  await legacy.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await legacy.getByLabel('API key or token').fill(apiKey);
+  await legacy.keyboard.press('Enter');
+  await legacy.getByText('Live: new runs and decisions appear as they happen').waitFor();
+  out.legacy = { rawJSON: await legacy.evaluate(() => typeof JSON.rawJSON) };
+  const there = (runId) => legacy.locator(`article[aria-labelledby="run-${runId}"]`);
+  out.runs.legacy = await start('refund-agent', 'Please refund order 1790000000000000021');
+  await there(out.runs.legacy).waitFor();
+  out.legacy.arguments = await there(out.runs.legacy).evaluate((el) => {
+    const dt = [...el.querySelectorAll('dt')].find((d) => d.textContent === 'Arguments');
+    return dt.nextElementSibling.innerText;
+  });
+  await there(out.runs.legacy).getByRole('button', { name: 'Edit arguments' }).click();
+  const legacyEditor = there(out.runs.legacy).getByLabel('Edited arguments (JSON)');
+  await legacyEditor.fill((await legacyEditor.inputValue()).replace(/"amount": [0-9.e+-]+/, '"amount": 25'));
+  await there(out.runs.legacy).getByRole('button', { name: 'Approve with edited arguments' }).click();
+  out.legacy.editorProblem = await there(out.runs.legacy).locator('.json-editor .field-error').innerText();
+  await there(out.runs.legacy).getByRole('button', { name: 'Approve', exact: true }).click();
+  await legacy.locator(`[data-progress="${out.runs.legacy}"]`).getByText('Completed.').waitFor();
+  out.legacy.card = await legacy.locator(`[data-progress="${out.runs.legacy}"]`).innerText();
+  out.runs.legacyForm = await start('json-echo', `{"ask": {"payload": ${payload}, "schema": ${schema}}}`);
+  await there(out.runs.legacyForm).waitFor();
+  await there(out.runs.legacyForm).locator('input[id$="data_amount"]').fill('1790000000000000013');
+  await there(out.runs.legacyForm).getByRole('button', { name: 'Resume run' }).click();
+  await there(out.runs.legacyForm).locator('.error-detail').first().waitFor();
+  out.legacy.formErrors = await there(out.runs.legacyForm).locator('.error-detail').allInnerTexts();
+  await legacy.screenshot({ path: join(outputDir, 'inbox-numbers-legacy.png'), fullPage: true });
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {
   process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);

@@ -2,8 +2,9 @@
 // through runsgate's public GraphQL API only (documents.js). docs/inbox.md describes it.
 import React, { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { createRoot } from 'react-dom/client';
-import Form from '@rjsf/core';
+import Form, { getDefaultRegistry } from '@rjsf/core';
 import * as docs from './documents.js';
+import { EXACT, formValue, isRaw, parseJSON, roundedNote, typedNumber, unsafeNumbers, unsendable } from './exact.js';
 import { cfworkerValidator, schemaProblems } from './validator.js';
 import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request, storedToken, storeToken } from './api.js';
 import { Progress, useProgress } from './progress.jsx';
@@ -16,6 +17,7 @@ const PAGE_SIZE = (() => {
 const SOON_SECONDS = 3600;
 const EMPTY_FILTERS = { agentId: '', threadId: '', resourceId: '', fromDate: '', toDate: '', expiringSoon: false };
 
+/** `value` as indented JSON, each number as the server wrote it (exact.js). */
 const json = (value) => JSON.stringify(value, null, 2);
 /** Whether a run's calls are decided on it: a supervisor's sub-run (`parentRunId`) is decided only
  * through its supervisor's run (the API answers DECIDE_THROUGH_SUPERVISOR), so the page offers no
@@ -69,25 +71,36 @@ function filterVariables(filters, features) {
 
 function JsonBlock({ label, value }) {
   if (value === null || value === undefined) return null;
+  const note = roundedNote(value);
   return (
     <>
       <dt>{label}</dt>
       <dd>
         <pre>{json(value)}</pre>
+        {note && <p className="hint">{note}</p>}
       </dd>
     </>
   );
 }
 
 /** A JSON text field: checked for JSON syntax as typed, and against `schema` (the tool's `argsSchema`)
- * when there is one; nothing is submitted while it is invalid. */
+ * when there is one; nothing is submitted while it is invalid. Its numbers are sent as typed
+ * (exact.js); a browser that cannot do so refuses one it may round. */
 function JsonEditor({ id, label, initial, submitText, onSubmit, busy, serverProblem, schema }) {
   const [text, setText] = useState(initial);
-  const [problem, setProblem] = useState('');
+  const [problem, setProblem] = useState(() => {
+    try {
+      return unsendable(JSON.parse(initial));
+    } catch {
+      return '';
+    }
+  });
   const check = (value) => {
     try {
-      const parsed = JSON.parse(value);
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return [null, 'Must be a JSON object.'];
+      const parsed = parseJSON(value);
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || isRaw(parsed)) return [null, 'Must be a JSON object.'];
+      const rounded = unsendable(parsed);
+      if (rounded) return [null, rounded];
       const problems = schema ? schemaProblems(schema, parsed) : [];
       if (problems.length) {
         return [null, `Does not match the tool's schema: ${problems.map((p) => `${p.path.join('.') || '(root)'}: ${p.message}`).join('; ')}`];
@@ -188,9 +201,53 @@ function ApprovalActions({ call, base, features, act, busy, selected, onSelect }
   );
 }
 
+const { StringField: RjsfStringField, NumberField: RjsfNumberField } = getDefaultRegistry().fields;
+
+/** rjsf's StringField, telling `onTyped` (from ExactNumberField, through NumberField) the text typed. */
+function TypedStringField(props) {
+  const { onTyped, onChange } = props;
+  const change = useCallback(
+    (value, ...rest) => {
+      if (onTyped) onTyped(value);
+      onChange(value, ...rest);
+    },
+    [onTyped, onChange],
+  );
+  return <RjsfStringField {...props} onChange={change} />;
+}
+
+/** rjsf's NumberField, keeping a typed integer that a double cannot hold as a BigInt (exact.js
+ * `typedNumber`), shown as its digits. */
+function ExactNumberField(props) {
+  const { formData, onChange } = props;
+  const typed = useRef(undefined);
+  const onTyped = useCallback((text) => {
+    typed.current = text;
+  }, []);
+  const change = useCallback((value, ...rest) => onChange(typedNumber(typed.current, value), ...rest), [onChange]);
+  return <RjsfNumberField {...props} formData={typeof formData === 'bigint' ? String(formData) : formData} onChange={change} onTyped={onTyped} />;
+}
+
+const RESUME_FIELDS = { StringField: TypedStringField, NumberField: ExactNumberField };
+
+/** rjsf's `customValidate` in a browser that cannot send large integers exactly: each one (a
+ * double it may have rounded) is an error under its field, so nothing is sent. */
+function roundedProblems(formData, errors) {
+  for (const { path, value } of unsafeNumbers(formData)) {
+    let node = errors;
+    for (const part of path) node = node && node[part];
+    if (node && typeof node.addError === 'function') {
+      node.addError(`${value} is beyond ±9007199254740991, which this browser cannot send exactly (it lacks JSON.parse source text access)`);
+    }
+  }
+  return errors;
+}
+
 function ResumeForm({ call, base, act, busy }) {
   const [formData, setFormData] = useState(undefined);
   const [extraErrors, setExtraErrors] = useState(undefined);
+  // rjsf takes plain values: a large integer of the schema (a default, an enum) as a BigInt
+  const schema = useMemo(() => formValue(call.resumeSchema), [call.resumeSchema]);
   const submit = async (resumeData) => {
     const result = await act('resume', call, { resumeData });
     setExtraErrors(result && result.__typename === 'InvalidResumeData' ? problemsToErrorSchema(result.problems) : undefined);
@@ -201,8 +258,10 @@ function ResumeForm({ call, base, act, busy }) {
   return (
     <div className="resume">
       <Form
-        schema={call.resumeSchema}
+        schema={schema}
         validator={cfworkerValidator}
+        fields={RESUME_FIELDS}
+        customValidate={EXACT ? undefined : roundedProblems}
         idPrefix={`${base}-data`}
         formData={formData}
         onChange={(event) => setFormData(event.formData)}

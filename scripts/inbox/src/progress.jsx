@@ -3,6 +3,7 @@
 import React, { useCallback, useEffect, useReducer, useRef } from 'react';
 import * as docs from './documents.js';
 import { AuthRequired, FORBIDDEN_CLOSE, progressClient, request } from './api.js';
+import { roundedNote } from './exact.js';
 
 /** Progress streams open at once; more decided runs wait for one to end (a socket carries at most
  * RUNSGATE_MAX_WS_OPERATIONS, 20 by default, operations). */
@@ -10,7 +11,19 @@ export const MAX_STREAMS = 10;
 /** Progress cards kept; the oldest finished ones go first. */
 const MAX_CARDS = 30;
 
+/** `value` as shown: a string as is, else indented JSON, each number as the server wrote it (exact.js). */
 const json = (value) => (typeof value === 'string' ? value : JSON.stringify(value, null, 2));
+
+/** A JSON value as shown, with a note when this browser may show some of its numbers rounded. */
+function Json({ value, className }) {
+  const note = roundedNote(value);
+  return (
+    <>
+      <pre className={className}>{json(value)}</pre>
+      {note && <p className="hint">{note}</p>}
+    </>
+  );
+}
 const keyOf = (agentId, runId) => `${agentId}\u0000${runId}`;
 const domId = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
 
@@ -103,7 +116,7 @@ function OutcomeText({ outcome }) {
     return (
       <>
         <p className="outcome ok">Completed. Output:</p>
-        <pre className="output">{outcome.output === undefined || outcome.output === null ? '(none)' : json(outcome.output)}</pre>
+        <Json className="output" value={outcome.output === undefined || outcome.output === null ? '(none)' : outcome.output} />
         {outcome.truncated && <p className="hint">The output is too large to stream: read it in the run&apos;s events.</p>}
       </>
     );
@@ -185,7 +198,7 @@ function Card({ card, onDismiss }) {
                   {item.args !== undefined && item.args !== null && (
                     <>
                       <p className="label">Arguments</p>
-                      <pre>{json(item.args)}</pre>
+                      <Json value={item.args} />
                     </>
                   )}
                   {item.ended && item.error && (
@@ -197,7 +210,7 @@ function Card({ card, onDismiss }) {
                   {item.ended && !item.error && item.result !== undefined && item.result !== null && (
                     <>
                       <p className="label">Result</p>
-                      <pre>{json(item.result)}</pre>
+                      <Json value={item.result} />
                     </>
                   )}
                 </li>

@@ -28,6 +28,9 @@ const approvalsWaiting = (run) => (decidedHere(run) ? run.toolCalls.filter((call
 const domId = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
 const when = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '');
 
+/** What the page does after a decision refused because another decided first: it reads the runs again. */
+const SHOWN_NOW = "The run is shown as it is now, with the call's new question if it asks one.";
+
 /** One sentence for a `DecisionResult`. */
 export function describe(result, what) {
   if (!result) return `${what}: no answer`;
@@ -37,8 +40,10 @@ export function describe(result, what) {
       return `${what}: recorded; the run is now ${result.status}${result.error ? ` (${result.error})` : ''}.`;
     case 'ToolCallAlreadyDecided': {
       const d = result.decision;
-      return `${what}: not recorded, the call was already ${d.kind.toLowerCase()} by ${d.decidedBy || 'someone'} at ${when(d.decidedAt)}.`;
+      return `${what}: not recorded, the call was already ${d.kind.toLowerCase()} by ${d.decidedBy || 'someone'} at ${when(d.decidedAt)}. ${SHOWN_NOW}`;
     }
+    case 'QuestionNotPending':
+      return `${what}: not recorded: the question it answered is no longer pending, someone else decided it first. ${SHOWN_NOW}`;
     case 'InvalidResumeData':
       return `${what}: not recorded, the data does not fit the form (${result.problems.length} problem${result.problems.length === 1 ? '' : 's'}, shown next to the fields).`;
     case 'InvalidToolArguments':
@@ -518,8 +523,9 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
         if (!current) return;
         setConnection(data.suspendedRuns);
         setError('');
-        const open = new Set(data.suspendedRuns.nodes.flatMap((run) => run.toolCalls.filter((c) => !c.decision).map((c) => `${run.runId}\u0000${c.toolCallId}`)));
-        setSelection((before) => new Map([...before].filter(([key]) => open.has(key))));
+        // a selection stands for the question its card showed: it is dropped once that question is gone
+        const open = new Set(data.suspendedRuns.nodes.flatMap((run) => run.toolCalls.filter((c) => !c.decision).map((c) => `${run.runId}\u0000${c.toolCallId}\u0000${c.questionId}`)));
+        setSelection((before) => new Map([...before].filter(([key, item]) => open.has(`${key}\u0000${item.questionId}`))));
       })
       .catch((e) => {
         if (!current) return;
@@ -534,7 +540,8 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
   const act = useCallback(
     async (kind, run, call, extra = {}) => {
       const key = `${run.runId}\u0000${call.toolCallId}`;
-      const ids = { agentId: agent.id, runId: run.runId, toolCallId: call.toolCallId };
+      // the question the card shows: refused (QuestionNotPending) if someone else decided it since
+      const ids = { agentId: agent.id, runId: run.runId, toolCallId: call.toolCallId, ...(features.questionIds ? { questionId: call.questionId } : {}) };
       let document;
       let input;
       let what;
@@ -575,7 +582,13 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
 
   const decide = async (kind, reason) => {
     const items = [...selection.values()];
-    const decisions = items.map(({ runId, toolCallId }) => ({ runId, toolCallId, kind, reason: kind === 'DECLINED' ? reason : null }));
+    const decisions = items.map(({ runId, toolCallId, questionId }) => ({
+      runId,
+      toolCallId,
+      ...(features.bulkQuestionIds ? { questionId } : {}),
+      kind,
+      reason: kind === 'DECLINED' ? reason : null,
+    }));
     setBusy(true);
     try {
       const input = { agentId: agent.id, decisions, ...(features.progress ? { waitFor: 'RECORDED' } : {}) };
@@ -605,7 +618,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
         const [runId, toolCallId] = key.split('\u0000');
         const run = runs.find((r) => r.runId === runId);
         const call = run && run.toolCalls.find((c) => c.toolCallId === toolCallId);
-        next.set(key, { runId, toolCallId, toolName: call ? call.toolName : 'call' });
+        next.set(key, { runId, toolCallId, questionId: call ? call.questionId : null, toolName: call ? call.toolName : 'call' });
       } else next.delete(key);
       return next;
     });

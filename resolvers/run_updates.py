@@ -33,6 +33,11 @@ class RunUpdateKind(enum.Enum):
     TOOL_CALL_ENDED = strawberry.enum_value(
         "tool_call_ended", description="A tool call ended (`result`, or `error`: what the model is told)."
     )
+    TOOL_CALL_DECLINED = strawberry.enum_value(
+        "tool_call_declined",
+        description="A declined call, whose tool never ran (`toolCallId`, `toolName`, `reason`, `decidedBy`): "
+        "sent in place of its start and end.",
+    )
     SUSPENDED = strawberry.enum_value("suspended", description="The run suspended again (`run`, with its calls).")
     COMPLETED = strawberry.enum_value("completed", description="The run completed (`output`).")
     FAILED = strawberry.enum_value("failed", description="The run failed (`error`; `run`, kept for a retry).")
@@ -57,6 +62,16 @@ class RunUpdate:
     result: JSON | None = strawberry.field(default=None, description="TOOL_CALL_ENDED: what the tool returned.")
     error: str | None = strawberry.field(
         default=None, description="TOOL_CALL_ENDED: what the model was told instead; FAILED: `Type: message`."
+    )
+    reason: str | None = strawberry.field(
+        default=None,
+        description="TOOL_CALL_DECLINED: the decision's reason: a person's (null when they gave none), or, for an "
+        "expiry, what the model was told.",
+    )
+    decided_by: str | None = strawberry.field(
+        default=None,
+        description='TOOL_CALL_DECLINED: who declined it: a principal, `"expiry"` or `"policy:<name>"` '
+        "(as the call's `decision.decidedBy`).",
     )
     output: JSON | None = strawberry.field(default=None, description="COMPLETED: the agent's final output.")
     truncated: bool = strawberry.field(
@@ -84,6 +99,8 @@ class RunUpdate:
             args=update.args,
             result=update.result,
             error=update.error,
+            reason=update.reason,
+            decided_by=update.decided_by,
             output=update.output,
             truncated=update.truncated,
             run=run,
@@ -92,7 +109,8 @@ class RunUpdate:
 
 RUN_UPDATES_DESCRIPTION = (
     "The progress of one run as it continues, on any instance: the current continuation from its beginning "
-    "(RESUMED, TEXT deltas, TOOL_CALL_STARTED / TOOL_CALL_ENDED), up to its outcome (SUSPENDED, COMPLETED or "
+    "(RESUMED, TEXT deltas, TOOL_CALL_STARTED / TOOL_CALL_ENDED, TOOL_CALL_DECLINED for a declined call), up to its "
+    "outcome (SUSPENDED, COMPLETED or "
     "FAILED); then the stream completes. A run waiting for decisions streams its next continuation; `after` "
     "(an update's `id`) resumes after that update."
 )

@@ -236,6 +236,7 @@ class Continuation:
                 history = with_edited_args(history, calls)
                 already_ran = results_applied(history, call_ids)
                 results = None if already_ran else deferred_tool_results(calls)
+                publisher.answering(calls)
                 with capture_run_messages() as captured:
                     ran = await run_agent(
                         agent, scope, model=self.model, history=history, results=results, events=publisher.handle

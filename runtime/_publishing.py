@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +30,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
 )
 
-from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument
+from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument, ToolCallDocument
 
 from ._json import jsonable
 from .run_updates import TEXT_CHARS, RunUpdate, UpdateKind, capped, encode, end_id, update_id
@@ -229,6 +229,10 @@ class UpdatePublisher:
         self._closing = False
         """``closing``: the batch writer stops; the store's final write takes what is queued."""
         self._outcome: RunUpdate | None = None
+        self._declined: dict[str, tuple[str | None, str | None]] = {}
+        """Call id -> ``(reason, decidedBy)`` of the declined calls this continuation answers (``answering``)."""
+        self._unrun: dict[str, ToolCallPart] = {}
+        """Calls pydantic-ai settles without running them, until their result says how (``_on``)."""
         self._task = asyncio.get_running_loop().create_task(
             self._flush(), name=f"runsgate-updates-{run_id}-{continuation_id}"
         )
@@ -271,6 +275,19 @@ class UpdatePublisher:
             )
         )
 
+    def answering(self, calls: Sequence[ToolCallDocument]) -> None:
+        """The decided calls whose answers this continuation gives the agent
+        (``runtime._deferred.deferred_tool_results``): each declined one, never run, is published as
+        ``tool_call_declined`` with its decision's reason and decider, never as started or ended. A
+        delegated call is not: its tool runs, to forward the decision to the sub-run."""
+        self._declined = {
+            call["toolCallId"]: (decision["reason"], decision["decidedBy"])
+            for call in calls
+            if (decision := call["decision"]) is not None
+            and decision["kind"] == "declined"
+            and not call.get("delegated")
+        }
+
     async def handle(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
         """The agent run's ``event_stream_handler``: publish what the events say. Never raises for
         an event it cannot read (logged), so an update never fails a run."""
@@ -281,22 +298,42 @@ class UpdatePublisher:
                 logger.exception("run %s: an agent event could not be published", self.run_id)
 
     def _on(self, event: AgentStreamEvent) -> None:
+        """Publish what ``event`` says. A call pydantic-ai settles without running it
+        (``args_valid`` ``None``: it is followed by its result event) is held back until that
+        result: a denied one (``outcome`` ``denied``) is ``tool_call_declined``, any other (a call
+        skipped after the final result) is started, then ended."""
         if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
             self._text(event.part.content)
         elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
             self._text(event.delta.content_delta)
         elif isinstance(event, FunctionToolCallEvent):
-            part = event.part
-            self.publish(
-                "tool_call_started", tool_call_id=part.tool_call_id, tool_name=part.tool_name, args=_args(part)
-            )
+            if event.args_valid is None:
+                self._unrun[event.part.tool_call_id] = event.part
+            else:
+                self._started(event.part)
         elif isinstance(event, FunctionToolResultEvent):
             returned = event.part
+            unrun = self._unrun.pop(returned.tool_call_id, None)
+            if unrun is not None and returned.outcome == "denied":
+                reason, decided_by = self._declined.get(returned.tool_call_id, (returned.model_response_str(), None))
+                self.publish(
+                    "tool_call_declined",
+                    tool_call_id=returned.tool_call_id,
+                    tool_name=returned.tool_name,
+                    reason=reason,
+                    decided_by=decided_by,
+                )
+                return
+            if unrun is not None:
+                self._started(unrun)
             if returned.outcome == "success":
                 ended: dict[str, Any] = {"result": jsonable(returned.content)}
             else:
                 ended = {"error": returned.model_response_str()}
             self.publish("tool_call_ended", tool_call_id=returned.tool_call_id, tool_name=returned.tool_name, **ended)
+
+    def _started(self, part: ToolCallPart) -> None:
+        self.publish("tool_call_started", tool_call_id=part.tool_call_id, tool_name=part.tool_name, args=_args(part))
 
     def _text(self, text: str) -> None:
         for start in range(0, len(text), TEXT_CHARS):

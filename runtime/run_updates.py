@@ -1,9 +1,10 @@
 """A continuing run's progress as updates (docs/architecture.md "Run updates").
 
 A continuation sends ``resumed``, then the model's ``text`` deltas and its tool calls'
-``tool_call_started``/``tool_call_ended``, then its outcome (``suspended``, ``completed`` or
-``failed``). Update ids are ``{continuationId}.{8-digit sequence}`` (the outcome
-``{continuationId}.end``), so they sort in the order they were sent (docs/modules.md).
+``tool_call_started``/``tool_call_ended`` (a declined call, whose tool never runs:
+``tool_call_declined``), then its outcome (``suspended``, ``completed`` or ``failed``). Update
+ids are ``{continuationId}.{8-digit sequence}`` (the outcome ``{continuationId}.end``), so they
+sort in the order they were sent (docs/modules.md).
 """
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ from typing import Any, Literal
 
 from storage import SnapshotDocument, strict_json
 
-UpdateKind = Literal["resumed", "text", "tool_call_started", "tool_call_ended", "suspended", "completed", "failed"]
+UpdateKind = Literal[
+    "resumed",
+    "text",
+    "tool_call_started",
+    "tool_call_ended",
+    "tool_call_declined",
+    "suspended",
+    "completed",
+    "failed",
+]
 
 OUTCOME_KINDS: frozenset[str] = frozenset({"suspended", "completed", "failed"})
 """The kinds that end a continuation (a continuation whose new calls a policy all approved ends
@@ -59,7 +69,9 @@ class RunUpdate:
     ``text``: a ``text`` delta. ``tool_call_id`` (runsgate's call identity), ``tool_name``: the
     ``tool_call_*`` updates; ``args`` (a JSON value; the model's raw text when it is not JSON) for
     ``tool_call_started``; ``result`` (JSON) or ``error`` (what the model is told: a validation
-    error or a ``ModelRetry``) for ``tool_call_ended``. ``output`` (JSON): ``completed``.
+    error or a ``ModelRetry``) for ``tool_call_ended``; ``reason`` (the decision's: a person's, or
+    ``None`` when they gave none; an expiry's, what the model was told) and ``decided_by`` (a
+    principal, ``expiry``, ``policy:<name>``) for ``tool_call_declined``. ``output`` (JSON): ``completed``.
     ``error`` (``"Type: message"``): ``failed``. ``run``: the stored run, for ``suspended`` and
     ``failed`` (read when the update is sent; never stored with it). ``at``: UTC.
     """
@@ -76,6 +88,8 @@ class RunUpdate:
     args: Any = None
     result: Any = None
     error: str | None = None
+    reason: str | None = None
+    decided_by: str | None = None
     output: Any = None
     truncated: bool = False
     """``args``, ``result`` or ``output`` were left out: the update was over ``MAX_UPDATE_BYTES``."""
@@ -101,6 +115,8 @@ class RunUpdate:
             ("args", self.args),
             ("result", self.result),
             ("error", self.error),
+            ("reason", self.reason),
+            ("decidedBy", self.decided_by),
             ("output", self.output),
         ):
             if value is not None:
@@ -125,6 +141,8 @@ class RunUpdate:
             args=data.get("args"),
             result=data.get("result"),
             error=data.get("error"),
+            reason=data.get("reason"),
+            decided_by=data.get("decidedBy"),
             output=data.get("output"),
             truncated=bool(data.get("truncated", False)),
         )
@@ -137,10 +155,12 @@ class RunUpdate:
 
 def capped(update: RunUpdate) -> RunUpdate:
     """``update`` within ``MAX_UPDATE_BYTES``: its ``args``, ``result`` and ``output`` left out
-    (``truncated``) when it is larger, its ``error`` cut to 4,096 characters. (A ``text`` delta is
-    never cut: the publisher splits long text into deltas of ``TEXT_CHARS``.)"""
+    (``truncated``) when it is larger, its ``error`` and ``reason`` cut to 4,096 characters. (A
+    ``text`` delta is never cut: the publisher splits long text into deltas of ``TEXT_CHARS``.)"""
     if update.error is not None and len(update.error) > _ERROR_CHARS:
         update = dataclasses.replace(update, error=update.error[:_ERROR_CHARS] + "…")
+    if update.reason is not None and len(update.reason) > _ERROR_CHARS:
+        update = dataclasses.replace(update, reason=update.reason[:_ERROR_CHARS] + "…")
     if update.size <= MAX_UPDATE_BYTES:
         return update
     return dataclasses.replace(update, args=None, result=None, output=None, truncated=True)

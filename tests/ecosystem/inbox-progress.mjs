@@ -9,10 +9,12 @@
 //   server shutting down does (SHUTTING_DOWN in a `next`, then `complete`), and records what the
 //   card shows and the page's requests after it;
 // - approves two in bulk and waits for both outcomes;
+// - approves one refund of a run whose other refund its deadline declined, and records the card;
 // and measures the text contrast of every element of the progress cards at rest, hovered,
 // focused and both, and runs axe-core with the cards shown. Records rather than stops on what it
 // does not find, so each check is the test's.
-// Prints JSON: {runs, approve, cut, bulk, contrast, axe, dismissed, pageErrors, cspViolations}.
+// Prints JSON: {runs, approve, cut, bulk, expiry, events, updates, requests, contrast, axe, dismissed, pageErrors,
+// cspViolations, consoleErrors}.
 import { join } from 'node:path';
 import { AXE_SOURCE, api, contrastOf, launchChromium } from './_browser.mjs';
 
@@ -183,7 +185,20 @@ try {
   await page.getByRole('button', { name: 'Approve selected' }).first().click();
   for (const runId of out.runs.bulk) await card(runId).getByText('Completed.').waitFor();
   out.bulk = { finals: await Promise.all(out.runs.bulk.map((runId) => card(runId).innerText())) };
-  await axe('with four cards');
+
+  // 4. a refund declined by its deadline (over $500: 1 s) while another waited: approving the other
+  // shows both calls in the continuation's card
+  out.runs.expiry = await start('refund-agent', 'Please refund orders 1042 and 1045');
+  await article(out.runs.expiry).locator('ul.decided').getByText(/declined by expiry/).waitFor();
+  await watch(out.runs.expiry);
+  await article(out.runs.expiry).getByRole('button', { name: 'Approve', exact: true }).focus();
+  await page.keyboard.press('Enter');
+  await card(out.runs.expiry).getByText('Completed.').waitFor();
+  out.expiry = { final: await card(out.runs.expiry).innerText() };
+  const eventsOf = async (runId) =>
+    (await graphql('query E($a: ID!, $r: ID!) { runEvents(agentId: $a, runId: $r) { type by data } }', { a: 'refund-agent', r: runId })).runEvents;
+  out.events = { cut: await eventsOf(out.runs.cut), expiry: await eventsOf(out.runs.expiry) };
+  await axe('with five cards');
 
   // a finished card can be dismissed
   await card(out.runs.approve).getByRole('button', { name: 'Dismiss' }).focus();

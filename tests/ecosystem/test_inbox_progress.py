@@ -2,7 +2,8 @@
 
 ``inbox-progress.mjs`` signs in with an API key against a server whose ``refund-agent`` streams its
 answer slowly (``_paced_agents``), approves a refund, declines one while its progress stream is
-ended early (as a server shutting down ends it), approves two in bulk, and records every state of
+ended early (as a server shutting down ends it), approves two in bulk, approves one refund of a run
+whose other refund its deadline declined, and records every state of
 each run's progress card, the ``runUpdates`` messages the server sent, the text contrast of every
 element of the cards, and axe-core's violations. It runs once for the module; each test checks one
 thing. Screenshots are left in ``tests/ecosystem/output/`` (git-ignored).
@@ -27,6 +28,9 @@ MIN_CONTRAST = 4.5
 UNAUTHORIZED = "Failed to load resource: the server responded with a status of 401 (Unauthorized)"
 REFUNDED = "Refund of $49.90 for order 1042 issued."
 """The paced refund agent's answer once the refund of order 1042 ran."""
+EXPIRING_REFUNDS = json.dumps([{"tool": "issue_refund", "argument": "amount", "above": 500, "expiresAfter": 1}])
+"""The server's rules: a refund over $500 (the demo's order 1045) waits 1 s for its approval, then
+is declined by ``expiry``; the others wait."""
 
 
 def _lines(text: str) -> str:
@@ -47,6 +51,8 @@ def seen(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         "RUNSGATE_AUTH": "on",
         "RUNSGATE_API_KEYS": keys,
         "RUNSGATE_AGENTS": "tests.ecosystem._paced_agents:AGENTS",
+        "RUNSGATE_TOOL_RULES": EXPIRING_REFUNDS,
+        "RUNSGATE_SWEEP_INTERVAL": "0.2",
     }
     with runsgate_process(log, **variables) as base_url:
         found: dict[str, Any] = run_node_json(
@@ -118,9 +124,36 @@ def test_a_stream_ended_early_is_shown_and_the_run_read_again(seen: dict[str, An
         f"Live progress stopped (SHUTTING_DOWN: the server is shutting down). Read again:\nCompleted. Output:\n{told}"
         "\nDismiss"
     ), final
-    # the stream had shown the declined call and the first delta of the answer
-    assert "Tool call issue_refund ended with an error\n" in final
-    assert "What the model was told\nThe user declined this tool call. Reason: Refunded by phone\nThe \n" in final
+    # the stream had shown the declined call, as declined, and the first delta of the answer
+    assert "\nTool call issue_refund declined by " in final
+    assert "\nReason\nRefunded by phone\nThe \n" in final
+
+
+def test_a_declined_call_is_shown_declined_with_its_reason_and_never_as_started(seen: dict[str, Any]) -> None:
+    # declined by a person: the reviewer's reason, by whom, and no start nor end of a tool
+    cut = _lines(seen["cut"]["final"])
+    (by,) = {e["by"] for e in seen["events"]["cut"] if e["type"] == "decision"}
+    assert f"Tool call issue_refund declined by {by}\nReason\nRefunded by phone\nThe \n" in cut, cut
+    assert "Tool call issue_refund started" not in cut, cut
+    assert "Tool call issue_refund ended" not in cut, cut
+    assert "What the model was told" not in cut, cut
+    # declined by its deadline: said so, with the reason the model was given; the approved call ran
+    expiry = _lines(seen["expiry"]["final"])
+    (declined,) = [e for e in seen["events"]["expiry"] if e["type"] == "decision" and e["by"] == "expiry"]
+    reason = declined["data"]["reason"]
+    assert reason.startswith("The approval request for this call expired at "), reason
+    assert f"Tool call issue_refund declined on expiry\nReason\n{reason}\n" in expiry, expiry
+    assert expiry.count("Tool call issue_refund ended\n") == 1, expiry
+    assert "ended with an error" not in expiry, expiry
+    assert "Tool call issue_refund started" not in expiry, expiry
+    assert expiry.endswith(
+        f"Completed. Output:\n{REFUNDED} The refund for order 1045 was not issued: {reason}\nDismiss"
+    ), expiry
+    # as the server streamed them: one declined call each, the expiry run's approved call started once
+    for run in ("cut", "expiry"):
+        kinds = [update["kind"] for update in seen["updates"][seen["runs"][run]] if update["type"] == "next"]
+        assert kinds.count("TOOL_CALL_DECLINED") == 1, kinds
+        assert kinds.count("TOOL_CALL_STARTED") == (1 if run == "expiry" else 0), kinds
 
 
 def test_a_bulk_decision_shows_each_runs_progress_to_its_outcome(seen: dict[str, Any]) -> None:

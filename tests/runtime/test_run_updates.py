@@ -507,6 +507,52 @@ async def test_updates_published_while_a_batch_is_written_wait_for_the_interval_
     assert kinds == [["resumed"], ["tool_call_started", "tool_call_ended", "completed"]], kinds
 
 
+async def test_a_call_settled_without_running_is_declined_when_denied_else_started_then_ended(
+    memory_store: MemorySnapshotStore,
+) -> None:
+    # given a publisher answering a call declined by alice (among its decided calls), and a listener
+    from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent, ToolReturnPart
+
+    publishing = importlib.import_module("runtime._publishing")
+    hub = publishing.UpdateHub(memory_store, interval=3600.0, now=lambda: datetime.now(UTC))
+    listener = hub.listen("agent", "run", max_bytes=1 << 20)
+    publisher = hub.publisher("agent", "run", "c-1")
+    declined = {"kind": "declined", "reason": "No", "decidedBy": "alice"}
+    calls: Any = [{"toolCallId": "d", "decision": declined}, {"toolCallId": "r", "decision": None}]
+    publisher.answering(calls)
+    ran, denied, unknown, skipped = (ToolCallPart("act", {"n": n}, tool_call_id=n) for n in ("r", "d", "u", "s"))
+
+    async def events() -> AsyncIterator[Any]:
+        # as pydantic-ai sends them: every call's event, then the results; the unrun ones without
+        # `args_valid` (denied: runsgate's decline, or another's; skipped after a final result)
+        yield FunctionToolCallEvent(ran, args_valid=True)
+        for part in (denied, unknown, skipped):
+            yield FunctionToolCallEvent(part)
+        yield FunctionToolResultEvent(ToolReturnPart("act", "acted", tool_call_id="r"))
+        yield FunctionToolResultEvent(ToolReturnPart("act", "told no", tool_call_id="d", outcome="denied"))
+        yield FunctionToolResultEvent(ToolReturnPart("act", "denied elsewhere", tool_call_id="u", outcome="denied"))
+        yield FunctionToolResultEvent(ToolReturnPart("act", "not executed", tool_call_id="s"))
+
+    # when its event stream handler reads them
+    await publisher.handle(None, events())
+    await publisher.finish("completed", output="done")
+
+    # then the run call started and ended, the denied ones were declined (with the decision's reason
+    # and decider when runsgate declined it), and the skipped one started, then ended
+    updates = [await listener.get_item() for _ in range(8)]
+    shown = [(u.kind, u.tool_call_id, u.args, u.result, u.reason, u.decided_by) for u in updates]
+    assert shown == [
+        ("resumed", None, None, None, None, None),
+        ("tool_call_started", "r", {"n": "r"}, None, None, None),
+        ("tool_call_ended", "r", None, "acted", None, None),
+        ("tool_call_declined", "d", None, None, "No", "alice"),
+        ("tool_call_declined", "u", None, None, "denied elsewhere", None),
+        ("tool_call_started", "s", {"n": "s"}, None, None, None),
+        ("tool_call_ended", "s", None, "not executed", None, None),
+        ("completed", None, None, None, None, None),
+    ], shown
+
+
 class _LosesItsClaimAtTheEnd(MemorySnapshotStore):
     """A memory store on which the completion finds its claim lost (another instance took over)."""
 

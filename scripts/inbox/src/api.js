@@ -1,7 +1,10 @@
 // Transport: GraphQL over HTTP (POST /graphql) and graphql-transport-ws (the same path), both
 // carrying the tab's credential, if any, as runsgate expects it (server/_view.py):
 // `Authorization: Bearer <token>` on HTTP, and in the `connection_init` payload on the socket.
+// Answers are read keeping each JSON number as the server wrote it (exact.js), and requests are
+// written with JSON.stringify, which writes such numbers back as they were.
 import { createClient } from 'graphql-ws';
+import { EXACT, parseJSON, reviver } from './exact.js';
 
 const TOKEN_KEY = 'runsgate-inbox-token';
 
@@ -49,7 +52,7 @@ export async function request(token, query, variables = {}) {
   }
   let body = null;
   try {
-    body = await response.json();
+    body = parseJSON(await response.text());
   } catch {
     // not JSON: reported below
   }
@@ -74,6 +77,7 @@ export function liveClient(token, { onConnected, onClosed }) {
     retryAttempts: Infinity,
     shouldRetry: (event) => !(event && event.code === FORBIDDEN_CLOSE),
     connectionParams: () => (token ? { Authorization: `Bearer ${token}` } : {}),
+    jsonMessageReviver: EXACT ? reviver : undefined,
     on: { connected: () => onConnected && onConnected(), closed: (event) => onClosed && onClosed(event) },
   });
 }
@@ -88,6 +92,7 @@ export function progressClient(token, { onClosed }) {
     lazy: true,
     retryAttempts: 0,
     connectionParams: () => (token ? { Authorization: `Bearer ${token}` } : {}),
+    jsonMessageReviver: EXACT ? reviver : undefined,
     on: { closed: (event) => onClosed && onClosed(event) },
   });
 }

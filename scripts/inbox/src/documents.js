@@ -5,11 +5,14 @@
 // and the run's conversation are asked for only when the server's schema offers them: FEATURES is
 // sent once at load, and the documents below are built from its answer (`features`), so the page
 // works on a server without them and shows them as soon as the server has them. So are a
-// decision's `waitFor` and the `runUpdates` subscription, which the page's progress needs.
+// decision's `waitFor` and the `runUpdates` subscription, which the page's progress needs, and the
+// `questionId` every decision names (the question its card showed).
 
 /** One introspection query: which optional fields and types the server's schema has. */
 export const FEATURES = `query InboxFeatures {
   approveInput: __type(name: "ApproveToolCallInput") { inputFields { name } }
+  declineInput: __type(name: "DeclineToolCallInput") { inputFields { name } }
+  decisionInput: __type(name: "ToolCallDecisionInput") { inputFields { name } }
   toolCall: __type(name: "SuspendedToolCall") { fields { name } }
   run: __type(name: "SuspendedRun") { fields { name } }
   runFilter: __type(name: "SuspendedRunFilter") { inputFields { name } }
@@ -22,6 +25,8 @@ export const FEATURES = `query InboxFeatures {
 export function features(data) {
   const names = (type, key) => new Set(((data && data[type] && data[type][key]) || []).map((f) => f.name));
   const approve = names('approveInput', 'inputFields');
+  const decline = names('declineInput', 'inputFields');
+  const item = names('decisionInput', 'inputFields');
   const call = names('toolCall', 'fields');
   const run = names('run', 'fields');
   const filter = names('runFilter', 'inputFields');
@@ -38,6 +43,10 @@ export function features(data) {
     conversation: run.has('conversation'),
     // a decision answered once recorded (`waitFor: RECORDED`), then followed live (`runUpdates`)
     progress: approve.has('waitFor') && subscription.has('runUpdates'),
+    // Approve and Decline name the question the card shows (resumeRun always has), and so does
+    // each item of a bulk decision
+    questionIds: approve.has('questionId') && decline.has('questionId'),
+    bulkQuestionIds: item.has('questionId'),
   };
 }
 
@@ -83,6 +92,7 @@ function decisionResult(f) {
   ... on RunOutcome { runId status error }
   ... on UserError { code message }
   ... on ToolCallAlreadyDecided { decision { kind decidedAt decidedBy reason } }
+  ... on QuestionNotPending { questionId }
   ... on InvalidResumeData { problems { path message } }
   ... on Forbidden { requiredScope }
   ... on WrongToolCallKind { expected }
@@ -130,7 +140,7 @@ const progressRun = 'runId status lastError { type message } toolCalls { toolCal
  * `features().progress`. */
 export const RUN_UPDATES = `subscription InboxRunUpdates($agentId: ID!, $runId: ID!) {
   runUpdates(agentId: $agentId, runId: $runId) {
-    id kind at text toolCallId toolName args result error output truncated
+    id kind at text toolCallId toolName args result error reason decidedBy output truncated
     run { ${progressRun} }
   }
 }`;

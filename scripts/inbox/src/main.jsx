@@ -2,8 +2,9 @@
 // through runsgate's public GraphQL API only (documents.js). docs/inbox.md describes it.
 import React, { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { createRoot } from 'react-dom/client';
-import Form from '@rjsf/core';
+import Form, { getDefaultRegistry } from '@rjsf/core';
 import * as docs from './documents.js';
+import { EXACT, formValue, isRaw, parseJSON, roundedNote, typedNumber, unsafeNumbers, unsendable } from './exact.js';
 import { cfworkerValidator, schemaProblems } from './validator.js';
 import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request, storedToken, storeToken } from './api.js';
 import { Progress, useProgress } from './progress.jsx';
@@ -16,6 +17,7 @@ const PAGE_SIZE = (() => {
 const SOON_SECONDS = 3600;
 const EMPTY_FILTERS = { agentId: '', threadId: '', resourceId: '', fromDate: '', toDate: '', expiringSoon: false };
 
+/** `value` as indented JSON, each number as the server wrote it (exact.js). */
 const json = (value) => JSON.stringify(value, null, 2);
 /** Whether a run's calls are decided on it: a supervisor's sub-run (`parentRunId`) is decided only
  * through its supervisor's run (the API answers DECIDE_THROUGH_SUPERVISOR), so the page offers no
@@ -26,6 +28,9 @@ const approvalsWaiting = (run) => (decidedHere(run) ? run.toolCalls.filter((call
 const domId = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
 const when = (iso) => (iso ? new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '');
 
+/** What the page does after a decision refused because another decided first: it reads the runs again. */
+const SHOWN_NOW = "The run is shown as it is now, with the call's new question if it asks one.";
+
 /** One sentence for a `DecisionResult`. */
 export function describe(result, what) {
   if (!result) return `${what}: no answer`;
@@ -35,8 +40,10 @@ export function describe(result, what) {
       return `${what}: recorded; the run is now ${result.status}${result.error ? ` (${result.error})` : ''}.`;
     case 'ToolCallAlreadyDecided': {
       const d = result.decision;
-      return `${what}: not recorded, the call was already ${d.kind.toLowerCase()} by ${d.decidedBy || 'someone'} at ${when(d.decidedAt)}.`;
+      return `${what}: not recorded, the call was already ${d.kind.toLowerCase()} by ${d.decidedBy || 'someone'} at ${when(d.decidedAt)}. ${SHOWN_NOW}`;
     }
+    case 'QuestionNotPending':
+      return `${what}: not recorded: the question it answered is no longer pending, someone else decided it first. ${SHOWN_NOW}`;
     case 'InvalidResumeData':
       return `${what}: not recorded, the data does not fit the form (${result.problems.length} problem${result.problems.length === 1 ? '' : 's'}, shown next to the fields).`;
     case 'InvalidToolArguments':
@@ -69,25 +76,36 @@ function filterVariables(filters, features) {
 
 function JsonBlock({ label, value }) {
   if (value === null || value === undefined) return null;
+  const note = roundedNote(value);
   return (
     <>
       <dt>{label}</dt>
       <dd>
         <pre>{json(value)}</pre>
+        {note && <p className="hint">{note}</p>}
       </dd>
     </>
   );
 }
 
 /** A JSON text field: checked for JSON syntax as typed, and against `schema` (the tool's `argsSchema`)
- * when there is one; nothing is submitted while it is invalid. */
+ * when there is one; nothing is submitted while it is invalid. Its numbers are sent as typed
+ * (exact.js); a browser that cannot do so refuses one it may round. */
 function JsonEditor({ id, label, initial, submitText, onSubmit, busy, serverProblem, schema }) {
   const [text, setText] = useState(initial);
-  const [problem, setProblem] = useState('');
+  const [problem, setProblem] = useState(() => {
+    try {
+      return unsendable(JSON.parse(initial));
+    } catch {
+      return '';
+    }
+  });
   const check = (value) => {
     try {
-      const parsed = JSON.parse(value);
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return [null, 'Must be a JSON object.'];
+      const parsed = parseJSON(value);
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || isRaw(parsed)) return [null, 'Must be a JSON object.'];
+      const rounded = unsendable(parsed);
+      if (rounded) return [null, rounded];
       const problems = schema ? schemaProblems(schema, parsed) : [];
       if (problems.length) {
         return [null, `Does not match the tool's schema: ${problems.map((p) => `${p.path.join('.') || '(root)'}: ${p.message}`).join('; ')}`];
@@ -188,9 +206,53 @@ function ApprovalActions({ call, base, features, act, busy, selected, onSelect }
   );
 }
 
+const { StringField: RjsfStringField, NumberField: RjsfNumberField } = getDefaultRegistry().fields;
+
+/** rjsf's StringField, telling `onTyped` (from ExactNumberField, through NumberField) the text typed. */
+function TypedStringField(props) {
+  const { onTyped, onChange } = props;
+  const change = useCallback(
+    (value, ...rest) => {
+      if (onTyped) onTyped(value);
+      onChange(value, ...rest);
+    },
+    [onTyped, onChange],
+  );
+  return <RjsfStringField {...props} onChange={change} />;
+}
+
+/** rjsf's NumberField, keeping a typed integer that a double cannot hold as a BigInt (exact.js
+ * `typedNumber`), shown as its digits. */
+function ExactNumberField(props) {
+  const { formData, onChange } = props;
+  const typed = useRef(undefined);
+  const onTyped = useCallback((text) => {
+    typed.current = text;
+  }, []);
+  const change = useCallback((value, ...rest) => onChange(typedNumber(typed.current, value), ...rest), [onChange]);
+  return <RjsfNumberField {...props} formData={typeof formData === 'bigint' ? String(formData) : formData} onChange={change} onTyped={onTyped} />;
+}
+
+const RESUME_FIELDS = { StringField: TypedStringField, NumberField: ExactNumberField };
+
+/** rjsf's `customValidate` in a browser that cannot send large integers exactly: each one (a
+ * double it may have rounded) is an error under its field, so nothing is sent. */
+function roundedProblems(formData, errors) {
+  for (const { path, value } of unsafeNumbers(formData)) {
+    let node = errors;
+    for (const part of path) node = node && node[part];
+    if (node && typeof node.addError === 'function') {
+      node.addError(`${value} is beyond ±9007199254740991, which this browser cannot send exactly (it lacks JSON.parse source text access)`);
+    }
+  }
+  return errors;
+}
+
 function ResumeForm({ call, base, act, busy }) {
   const [formData, setFormData] = useState(undefined);
   const [extraErrors, setExtraErrors] = useState(undefined);
+  // rjsf takes plain values: a large integer of the schema (a default, an enum) as a BigInt
+  const schema = useMemo(() => formValue(call.resumeSchema), [call.resumeSchema]);
   const submit = async (resumeData) => {
     const result = await act('resume', call, { resumeData });
     setExtraErrors(result && result.__typename === 'InvalidResumeData' ? problemsToErrorSchema(result.problems) : undefined);
@@ -201,8 +263,10 @@ function ResumeForm({ call, base, act, busy }) {
   return (
     <div className="resume">
       <Form
-        schema={call.resumeSchema}
+        schema={schema}
         validator={cfworkerValidator}
+        fields={RESUME_FIELDS}
+        customValidate={EXACT ? undefined : roundedProblems}
         idPrefix={`${base}-data`}
         formData={formData}
         onChange={(event) => setFormData(event.formData)}
@@ -459,8 +523,9 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
         if (!current) return;
         setConnection(data.suspendedRuns);
         setError('');
-        const open = new Set(data.suspendedRuns.nodes.flatMap((run) => run.toolCalls.filter((c) => !c.decision).map((c) => `${run.runId}\u0000${c.toolCallId}`)));
-        setSelection((before) => new Map([...before].filter(([key]) => open.has(key))));
+        // a selection stands for the question its card showed: it is dropped once that question is gone
+        const open = new Set(data.suspendedRuns.nodes.flatMap((run) => run.toolCalls.filter((c) => !c.decision).map((c) => `${run.runId}\u0000${c.toolCallId}\u0000${c.questionId}`)));
+        setSelection((before) => new Map([...before].filter(([key, item]) => open.has(`${key}\u0000${item.questionId}`))));
       })
       .catch((e) => {
         if (!current) return;
@@ -475,7 +540,8 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
   const act = useCallback(
     async (kind, run, call, extra = {}) => {
       const key = `${run.runId}\u0000${call.toolCallId}`;
-      const ids = { agentId: agent.id, runId: run.runId, toolCallId: call.toolCallId };
+      // the question the card shows: refused (QuestionNotPending) if someone else decided it since
+      const ids = { agentId: agent.id, runId: run.runId, toolCallId: call.toolCallId, ...(features.questionIds ? { questionId: call.questionId } : {}) };
       let document;
       let input;
       let what;
@@ -516,7 +582,13 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
 
   const decide = async (kind, reason) => {
     const items = [...selection.values()];
-    const decisions = items.map(({ runId, toolCallId }) => ({ runId, toolCallId, kind, reason: kind === 'DECLINED' ? reason : null }));
+    const decisions = items.map(({ runId, toolCallId, questionId }) => ({
+      runId,
+      toolCallId,
+      ...(features.bulkQuestionIds ? { questionId } : {}),
+      kind,
+      reason: kind === 'DECLINED' ? reason : null,
+    }));
     setBusy(true);
     try {
       const input = { agentId: agent.id, decisions, ...(features.progress ? { waitFor: 'RECORDED' } : {}) };
@@ -546,7 +618,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
         const [runId, toolCallId] = key.split('\u0000');
         const run = runs.find((r) => r.runId === runId);
         const call = run && run.toolCalls.find((c) => c.toolCallId === toolCallId);
-        next.set(key, { runId, toolCallId, toolName: call ? call.toolName : 'call' });
+        next.set(key, { runId, toolCallId, questionId: call ? call.questionId : null, toolName: call ? call.toolName : 'call' });
       } else next.delete(key);
       return next;
     });

@@ -3,6 +3,7 @@
 import React, { useCallback, useEffect, useReducer, useRef } from 'react';
 import * as docs from './documents.js';
 import { AuthRequired, FORBIDDEN_CLOSE, progressClient, request } from './api.js';
+import { roundedNote } from './exact.js';
 
 /** Progress streams open at once; more decided runs wait for one to end (a socket carries at most
  * RUNSGATE_MAX_WS_OPERATIONS, 20 by default, operations). */
@@ -10,7 +11,19 @@ export const MAX_STREAMS = 10;
 /** Progress cards kept; the oldest finished ones go first. */
 const MAX_CARDS = 30;
 
+/** `value` as shown: a string as is, else indented JSON, each number as the server wrote it (exact.js). */
 const json = (value) => (typeof value === 'string' ? value : JSON.stringify(value, null, 2));
+
+/** A JSON value as shown, with a note when this browser may show some of its numbers rounded. */
+function Json({ value, className }) {
+  const note = roundedNote(value);
+  return (
+    <>
+      <pre className={className}>{json(value)}</pre>
+      {note && <p className="hint">{note}</p>}
+    </>
+  );
+}
 const keyOf = (agentId, runId) => `${agentId}\u0000${runId}`;
 const domId = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
 
@@ -53,6 +66,10 @@ function apply(card, update) {
       return { ...card, items, deltas: card.deltas + 1 };
     case 'TOOL_CALL_STARTED':
       items.push({ type: 'tool', toolCallId: update.toolCallId, toolName: update.toolName, args: update.args, ended: false });
+      return { ...card, items };
+    case 'TOOL_CALL_DECLINED':
+      // its tool never ran: never shown as started
+      items.push({ type: 'declined', toolCallId: update.toolCallId, toolName: update.toolName, reason: update.reason, decidedBy: update.decidedBy });
       return { ...card, items };
     case 'TOOL_CALL_ENDED': {
       const at = items.map((item) => item.type === 'tool' && item.toolCallId === update.toolCallId && !item.ended).lastIndexOf(true);
@@ -99,7 +116,7 @@ function OutcomeText({ outcome }) {
     return (
       <>
         <p className="outcome ok">Completed. Output:</p>
-        <pre className="output">{outcome.output === undefined || outcome.output === null ? '(none)' : json(outcome.output)}</pre>
+        <Json className="output" value={outcome.output === undefined || outcome.output === null ? '(none)' : outcome.output} />
         {outcome.truncated && <p className="hint">The output is too large to stream: read it in the run&apos;s events.</p>}
       </>
     );
@@ -153,6 +170,21 @@ function Card({ card, onDismiss }) {
                   </li>
                 );
               }
+              if (item.type === 'declined') {
+                return (
+                  <li key={i} className="tool declined">
+                    Tool call <code>{item.toolName}</code> {item.decidedBy === 'expiry' ? 'declined on expiry' : `declined by ${item.decidedBy || 'someone'}`}
+                    {item.reason ? (
+                      <>
+                        <p className="label">Reason</p>
+                        <p>{item.reason}</p>
+                      </>
+                    ) : (
+                      <p className="hint">No reason given.</p>
+                    )}
+                  </li>
+                );
+              }
               if (item.type === 'note') {
                 return (
                   <li key={i} className="hint">
@@ -166,7 +198,7 @@ function Card({ card, onDismiss }) {
                   {item.args !== undefined && item.args !== null && (
                     <>
                       <p className="label">Arguments</p>
-                      <pre>{json(item.args)}</pre>
+                      <Json value={item.args} />
                     </>
                   )}
                   {item.ended && item.error && (
@@ -178,7 +210,7 @@ function Card({ card, onDismiss }) {
                   {item.ended && !item.error && item.result !== undefined && item.result !== null && (
                     <>
                       <p className="label">Result</p>
-                      <pre>{json(item.result)}</pre>
+                      <Json value={item.result} />
                     </>
                   )}
                 </li>

@@ -2,6 +2,7 @@
 // generating code: the inbox's Content-Security-Policy has no 'unsafe-eval', and rjsf's default
 // validator (ajv) compiles each schema with `new Function`.
 import { Validator } from '@cfworker/json-schema';
+import { plain } from './exact.js';
 import {
   createErrorHandler,
   getDefaultFormState,
@@ -83,7 +84,8 @@ function toRjsfErrors(outputErrors) {
 }
 
 /** `value`'s problems against the JSON Schema `schema`, `[{path, message}]` as the server's
- * InvalidToolArguments lists them (empty: valid). */
+ * InvalidToolArguments lists them (empty: valid). Numbers kept exactly (exact.js) are checked as
+ * their nearest doubles: the server checks them exactly. */
 export function schemaProblems(schema, value) {
   const raw = cfworkerValidator.rawValidation(schema, value);
   if (raw.validationError) return [{ path: [], message: `the schema cannot be used: ${raw.validationError.message || raw.validationError}` }];
@@ -105,7 +107,8 @@ export function schemaProblems(schema, value) {
 export const cfworkerValidator = {
   rawValidation(schema, formData) {
     try {
-      const result = validatorFor(schema, schema).validate(formData === undefined ? null : formData);
+      const own = plain(schema);
+      const result = validatorFor(own, own).validate(formData === undefined ? null : plain(formData));
       return { errors: result.valid ? [] : result.errors };
     } catch (validationError) {
       return { errors: [], validationError };
@@ -127,7 +130,8 @@ export const cfworkerValidator = {
 
   isValid(schema, formData, rootSchema) {
     try {
-      return validatorFor(schema, rootSchema).validate(formData === undefined ? null : formData).valid;
+      const own = plain(schema);
+      return validatorFor(own, rootSchema === schema ? own : plain(rootSchema)).validate(formData === undefined ? null : plain(formData)).valid;
     } catch {
       return false;
     }

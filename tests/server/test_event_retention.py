@@ -59,8 +59,8 @@ async def test_a_finished_runs_events_are_deleted_after_the_period_and_a_waiting
     run = await gql.suspend(REFUND, "Please refund order 1042")
     waiting = await gql.suspend(REFUND, "Please refund order 1043")
     call_id = run["toolCalls"][0]["toolCallId"]
+    finished = time.monotonic()  # no later than the run finished: its period starts after this
     assert (await gql.approve(REFUND, run["runId"], call_id))["status"] == "COMPLETED"
-    finished = time.monotonic()
 
     # the finished run's trail is readable at first
     types = [e["type"] for e in await gql.run_events(REFUND, run["runId"])]

@@ -23,8 +23,8 @@ async def test_a_repeat_answers_the_first_result_until_the_key_expires_then_is_a
     gql = served.client()
     run = await gql.suspend(REFUND, "Please refund order 1042")
     call_id = run["toolCalls"][0]["toolCallId"]
+    answered = time.monotonic()  # no later than the key's answer: its period starts after this
     first = await gql.approve(REFUND, run["runId"], call_id, idempotencyKey="a-1")
-    answered = time.monotonic()
     assert first["status"] == "COMPLETED", first
 
     # a repeat just after the answer replays it

@@ -56,13 +56,13 @@ STAGES = [
     ("GraphQL parse", "graphql/language/parser.py", "parse"),
     ("GraphQL validation", "graphql/validation/validate.py", "validate"),
     ("the approveToolCall resolver", "mutations/approve_tool_call.py", "approve_tool_call"),
-    ("runtime: the decision and continuation (runtime/deciding.py once)", "runtime/deciding.py", "once"),
+    ("runtime: the decision and continuation (Decisions.once)", "runtime/deciding/decisions.py", "once"),
     (
-        "  of it, the model's run (pydantic-ai Agent.run, via runtime/_execution.run_agent)",
-        "runtime/_execution.py",
+        "  of it, the model's run (pydantic-ai Agent.run, via runtime.running.execution.run_agent)",
+        "runtime/running/execution.py",
         "run_agent",
     ),
-    ("  of that, runsgate's event stream handler (runtime/_publishing.py handle)", "runtime/_publishing.py", "handle"),
+    ("  of that, runsgate's event stream handler (publishing handle)", "runtime/updates/publishing.py", "handle"),
     ("JSON encoding (json.dumps)", "json/__init__.py", "dumps"),
     ("JSON decoding (json.loads)", "json/__init__.py", "loads"),
     ("copies (copy.deepcopy)", "/copy.py", "deepcopy"),
@@ -114,10 +114,10 @@ def memory_app() -> ASGIApp:
 
 async def cpu_ms(approvals: int = 100, rounds: int = ROUNDS) -> tuple[float, float]:
     """In-process CPU milliseconds of one approval on the memory store, and of the model's run in
-    it (``time.process_time`` while ``runtime._continuation.run_agent`` runs: pydantic-ai's
+    it (``time.process_time`` while ``runtime.continuing.continuation.run_agent`` runs: pydantic-ai's
     ``Agent.run``, the tool and runsgate's event stream handler, wrapped here): the round with the
     least approval time of ``rounds`` rounds of ``approvals`` (after a warm-up round)."""
-    from runtime import _continuation
+    from runtime.continuing import continuation as _continuation
 
     run_agent = vars(_continuation)["run_agent"]
     spent = [0.0]
@@ -172,8 +172,8 @@ class _Profile(cProfile.Profile):
 
 async def _profiled(approvals: int, *, without_model: bool) -> Table:
     """cProfile (CPU time) of ``approvals`` approvals on a fresh memory-store app; with
-    ``without_model``, paused while ``runtime._continuation.run_agent`` runs."""
-    from runtime import _continuation
+    ``without_model``, paused while ``runtime.continuing.continuation.run_agent`` runs."""
+    from runtime.continuing import continuation as _continuation
 
     profiler = _Profile(time.process_time)
     run_agent = vars(_continuation)["run_agent"]

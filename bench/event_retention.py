@@ -21,7 +21,7 @@ import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from runtime._event_retention import sweep_event_retention
+from runtime.events.retention import sweep_event_retention
 from storage import EventDocument, EventType, SQLiteSnapshotStore, rules, utcnow
 from storage.sqlite.rows import _INSERT_EVENT, _event_row  # the store's own row layout, to seed quickly
 

@@ -34,8 +34,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from runtime import delegate, suspend
-from runtime._scope import current_scope
 from runtime.demo._script import latest_prompt, latest_returns
+from runtime.running.scope import current_scope
 from storage import EventDocument
 
 LEDGER_ENV = "CHAOS_LEDGER"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.delegation import sub_run_id
+from runtime.running.delegation import sub_run_id
 
 from .agents import AGENTS, APPROVE, SUPERVISOR
 from .driver import EVENTS, LISTING, RUN, Driver

@@ -29,7 +29,7 @@ from .visibility import can_see_event
 logger = logging.getLogger("runsgate.graphql")
 
 EVENT_ID = re.compile(r"^\d{20}-[0-9a-f]{12}$")
-"""Shape of the event ids runsgate writes (``runtime._journal.event_id``)."""
+"""Shape of the event ids runsgate writes (``runtime.events.journal.event_id``)."""
 
 
 @strawberry.enum(description="Kinds of run events (the `type` of a `RunEvent`).")

@@ -3,7 +3,6 @@
 Plain async Python over a ``storage.SnapshotStore``; knows nothing of GraphQL or HTTP.
 """
 
-from ._publishing import UpdateHub
 from .access import (
     ALL_SCOPES,
     ANONYMOUS,
@@ -16,7 +15,7 @@ from .access import (
     ToolApprovalRule,
     can_see_run,
 )
-from .delegation import DelegationError, delegate, sub_run_id
+from .deciding.rules import missing_approval_scope, tool_rule_problems
 from .errors import (
     AgentNotFoundError,
     AmbiguousToolCallError,
@@ -37,16 +36,17 @@ from .errors import (
     ToolCallNotFoundError,
     WrongToolCallKindError,
 )
-from .event_feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
+from .events.feed import EventFeed, EventFeedClosedError, EventFeedOverflowError, EventPredicate
 from .lifecycle import BulkDecision, Caller, DecisionWait, RunManager
 from .outcome import OutcomeStatus, RunOutcome
 from .registry import AgentRegistry, AnyAgent, default_tool_rules, load_registry
-from .rules import missing_approval_scope, tool_rule_problems
-from .run_updates import UPDATE_ID, RunUpdate, UpdateKind
-from .suspension import suspend
+from .running.delegation import DelegationError, delegate, sub_run_id
+from .running.suspension import suspend
 from .sweeper import StalledRunSweeper
-from .update_feed import RunUpdateFeed
-from .webhooks import WEBHOOK_EVENTS, RetryPolicy, WebhookDispatcher, WebhookEndpoint
+from .updates.feed import RunUpdateFeed
+from .updates.publishing import UpdateHub
+from .updates.run_updates import UPDATE_ID, RunUpdate, UpdateKind
+from .webhooks.dispatcher import WEBHOOK_EVENTS, RetryPolicy, WebhookDispatcher, WebhookEndpoint
 
 __all__ = [
     "ALL_SCOPES",

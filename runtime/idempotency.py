@@ -27,8 +27,8 @@ from storage import (
     to_bson_precision,
 )
 
-from ._claims import renewing
 from ._json import canonical_json, fingerprint
+from .continuing.claims import renewing
 from .errors import IdempotencyKeyReusedError, RunsgateError
 from .outcome import RunOutcome
 

@@ -1,9 +1,9 @@
 """``RunManager``: the run lifecycle's one entry point (docs/architecture.md "Run lifecycle").
 
 It composes the use cases, each a module of its own: starting (``runtime.starting``), deciding
-(``runtime.deciding``, every decision through ``runtime.gate``), and continuing after the last
-decision, a retry or a takeover (``runtime._continuation``). It is also what a supervisor's
-``delegate()`` reaches through its run's scope (``runtime._scope.SubRuns``).
+(``runtime.deciding.decisions``, every decision through ``runtime.deciding.gate``), and continuing after the last
+decision, a retry or a takeover (``runtime.continuing.continuation``). It is also what a supervisor's
+``delegate()`` reaches through its run's scope (``runtime.running.scope.SubRuns``).
 """
 
 from __future__ import annotations
@@ -17,22 +17,22 @@ from pydantic_ai.models import Model
 
 from storage import SnapshotDocument, SnapshotStore, to_bson_precision, utcnow
 
-from ._continuation import Continuation
-from ._decisions import DecisionRequest
-from ._fair_slots import FairSlots
-from ._idempotency import HeldKey, IdempotencyGuard, keyed_run_id
-from ._journal import Journal
 from ._json import jsonable
-from ._publishing import FIRST_TEXT_DELAY, UpdateHub
-from ._queued import QueuedContinuations
-from ._scope import RunScope
 from .access import ToolApprovalRule, check_start
-from .deciding import BulkDecision, Caller, Decisions, DecisionWait, owned, split
+from .continuing.continuation import Continuation
+from .continuing.queued import QueuedContinuations
+from .deciding.decisions import BulkDecision, Caller, Decisions, DecisionWait, owned, split
+from .deciding.fair_slots import FairSlots
+from .deciding.gate import DecisionGate
+from .deciding.questions import DecisionRequest
 from .errors import RunsgateError
-from .gate import DecisionGate
+from .events.journal import Journal
+from .idempotency import HeldKey, IdempotencyGuard, keyed_run_id
 from .outcome import RunOutcome
 from .registry import AgentRegistry
+from .running.scope import RunScope
 from .starting import Starter
+from .updates.publishing import FIRST_TEXT_DELAY, UpdateHub
 
 
 class RunManager:
@@ -50,15 +50,15 @@ class RunManager:
         in_flight_wait: Seconds a request waits for a first request with the same idempotency
             key that is still running. Its reservation of the key is a lease of ``claim_ttl``
             seconds, renewed while it runs: once a dead request's lease lapsed, a retry takes the
-            key over (``runtime._idempotency``).
-        tool_rules: The per-tool rules (config ``RUNSGATE_TOOL_RULES``; ``runtime.rules``): scopes,
+            key over (``runtime.idempotency``).
+        tool_rules: The per-tool rules (config ``RUNSGATE_TOOL_RULES``; ``runtime.deciding.rules``): scopes,
             deadlines, automatic approvals, several approvers, edits. Those of the agent whose
-            tool runs bind each call wherever it is decided (``runtime.gate``).
+            tool runs bind each call wherever it is decided (``runtime.deciding.gate``).
         bulk_concurrency: Runs ``decide_many`` decides (and so continues) at once, over every
             batch of this manager (config ``RUNSGATE_BULK_CONCURRENCY``); also the continuations
             that ``recorded`` decisions queue, run at once.
         update_interval: Seconds between two writes of a continuation's update batches to the
-            store while it runs (config ``RUNSGATE_RUN_UPDATES_INTERVAL``; ``runtime._publishing``).
+            store while it runs (config ``RUNSGATE_RUN_UPDATES_INTERVAL``; ``runtime.updates.publishing``).
         first_text_delay: Seconds the first text delta of a continuation waits before it is
             written, at most (config ``RUNSGATE_RUN_UPDATES_FIRST_TEXT_DELAY``).
     """
@@ -149,7 +149,7 @@ class RunManager:
 
     @property
     def updates(self) -> UpdateHub:
-        """This process's live run updates (``runtime._publishing``; ``RunUpdateFeed`` reads them)."""
+        """This process's live run updates (``runtime.updates.publishing``; ``RunUpdateFeed`` reads them)."""
         return self._updates
 
     async def close(self) -> None:
@@ -258,7 +258,7 @@ class RunManager:
     ) -> RunOutcome:
         """Approve a call waiting for approval; the tool runs when the run continues.
 
-        The decision passes the gate (``runtime.gate``): the call is found by its ``toolCallId``
+        The decision passes the gate (``runtime.deciding.gate``): the call is found by its ``toolCallId``
         (or the model's id, when one pending call has it), and every rule of the agent whose tool
         it is applies, also to a supervisor's delegated call.
 
@@ -268,7 +268,7 @@ class RunManager:
                 for the one the call waits on now.
             edited_args: Arguments (a JSON object) the tool runs with instead of the model's;
                 ``None`` keeps the model's. Checked before anything is recorded by the tool's own
-                argument validator (``runtime._arguments``); the per-tool rules are evaluated on
+                argument validator (``runtime.deciding.arguments``); the per-tool rules are evaluated on
                 them. The stored history's tool call is given them, so the model sees what ran,
                 and every later re-run of the call uses them.
             principal: Who decides (``Caller``); its name is recorded as ``decidedBy``. A
@@ -394,7 +394,7 @@ class RunManager:
         are recorded in their order, so the item that decides a run's last pending call continues
         it, once (the others answer ``suspended``); runs are decided concurrently, at most
         ``bulk_concurrency`` at a time on this instance (every batch shares that bound, a freed
-        slot going to the principal deciding that holds the fewest: ``runtime._fair_slots``).
+        slot going to the principal deciding that holds the fewest: ``runtime.deciding.fair_slots``).
 
         Args:
             decisions: At most the server's limit (``RUNSGATE_MAX_BULK_DECISIONS``, checked by
@@ -471,7 +471,7 @@ class RunManager:
             return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="suspended", run=updated)
         return await self._continuation.run(updated, "expiry")
 
-    # -- what delegate() reaches (runtime._scope.SubRuns) ---------------------------------------
+    # -- what delegate() reaches (runtime.running.scope.SubRuns) ---------------------------------------
     def check_agent(self, agent_id: str) -> None:
         """Raises ``AgentNotFoundError`` when ``agent_id`` is not registered."""
         self._agents.get_agent(agent_id)

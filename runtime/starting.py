@@ -18,14 +18,14 @@ from storage import (
     earliest_deadline,
 )
 
-from ._continuation import Continuation
-from ._deferred import tool_call_documents
-from ._execution import Finished, run_agent
-from ._journal import Journal
-from ._scope import RunScope
-from .gate import DecisionGate
+from .continuing.continuation import Continuation
+from .deciding.gate import DecisionGate
+from .events.journal import Journal
 from .outcome import RunOutcome
 from .registry import AgentRegistry
+from .running.deferred import tool_call_documents
+from .running.execution import Finished, run_agent
+from .running.scope import RunScope
 
 
 @dataclass(kw_only=True)

@@ -21,8 +21,8 @@ from typing import Any
 from storage import SnapshotDocument, StoreUnavailableError
 
 from ._cancel import stop_if_cancelled
-from ._event_retention import sweep_event_retention
 from .errors import AgentNotFoundError
+from .events.retention import sweep_event_retention
 from .lifecycle import RunManager
 from .outcome import RunOutcome
 

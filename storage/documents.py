@@ -239,7 +239,7 @@ class WebhookDeliveryDocument(TypedDict):
     """``{eventId}.{endpointId}``: the ``webhook-id`` header, the same on every retry; sorts in
     the order of the events (newest first in listings)."""
     endpointId: str
-    """Short hash of the endpoint's URL (``runtime.webhooks.endpoint_id``)."""
+    """Short hash of the endpoint's URL (``runtime.webhooks.dispatcher.endpoint_id``)."""
     eventId: str
     agentId: str
     runId: str
@@ -278,7 +278,7 @@ class RunUpdateBatchDocument(TypedDict):
     at: datetime
     """UTC; when it was written (pruning reads it)."""
     updates: str
-    """JSON text: the updates, in id order (``runtime.run_updates``); the store never reads it."""
+    """JSON text: the updates, in id order (``runtime.updates.run_updates``); the store never reads it."""
 
 
 __all__ = [

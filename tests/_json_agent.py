@@ -25,7 +25,7 @@ from pydantic_ai.tools import DeferredToolRequests
 
 from runtime.demo import AGENTS as DEMO_AGENTS
 from runtime.demo._script import latest_prompt, latest_returns
-from runtime.suspension import suspend
+from runtime.running.suspension import suspend
 
 JSON_ECHO = "json-echo"
 _KEYS = {"hold": "held", "ask": "answered", "ask_twice": "answered"}

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from storage import SnapshotStore, to_bson_precision
 
-from ._cancel import stop_if_cancelled
+from .._cancel import stop_if_cancelled
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ edited arguments carrying them) plus the decisions as ``DeferredToolResults``, a
 claim while the agent runs. Finished: the snapshot is deleted. Suspended again: it is rewritten
 with the new pending calls. Failed: the claim is released with ``lastError`` set and every
 decision kept, so ``retry`` can continue it later. Suspended again on calls an approval policy
-all approved (``runtime.gate``): it is stored with those decisions and continued again at once.
+all approved (``runtime.deciding.gate``): it is stored with those decisions and continued again at once.
 """
 
 from __future__ import annotations
@@ -32,21 +32,21 @@ from storage import (
     StoreUnavailableError,
 )
 
-from ._claims import claim_expiry, renewing_claim
-from ._deferred import deferred_tool_results, results_applied, settled, tool_call_documents, with_edited_args
-from ._execution import Finished, run_agent
-from ._idempotency import HeldKey
-from ._identity import identified_legacy
-from ._journal import Journal
-from ._json import jsonable
-from ._publishing import UpdateHub, UpdatePublisher
-from ._scope import RunScope, SubRuns
-from .access import Principal
-from .errors import RunNotFoundError, RunNotReadyError
-from .gate import DecisionGate
-from .outcome import RunOutcome
-from .registry import AgentRegistry
-from .run_updates import RunUpdate, UpdateKind
+from .._json import jsonable
+from ..access import Principal
+from ..deciding.gate import DecisionGate
+from ..errors import RunNotFoundError, RunNotReadyError
+from ..events.journal import Journal
+from ..idempotency import HeldKey
+from ..outcome import RunOutcome
+from ..registry import AgentRegistry
+from ..running.deferred import deferred_tool_results, results_applied, settled, tool_call_documents, with_edited_args
+from ..running.execution import Finished, run_agent
+from ..running.identity import identified_legacy
+from ..running.scope import RunScope, SubRuns
+from ..updates.publishing import UpdateHub, UpdatePublisher
+from ..updates.run_updates import RunUpdate, UpdateKind
+from .claims import claim_expiry, renewing_claim
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class Continuation:
 
         If the decided tools ran and the agent then failed, the history with their results is
         kept (``release_claim(history=...)``), so a retry does not run them again. Each claim's
-        run of the agent publishes its updates (``runtime._publishing``), its outcome once the
+        run of the agent publishes its updates (``runtime.updates.publishing``), its outcome once the
         store holds it.
 
         Returns:

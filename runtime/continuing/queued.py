@@ -14,7 +14,7 @@ import logging
 
 from storage import SnapshotDocument
 
-from ._continuation import Continuation
+from .continuation import Continuation
 
 logger = logging.getLogger(__name__)
 

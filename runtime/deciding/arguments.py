@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 from pydantic_core import SchemaValidator
 
-from .errors import InvalidToolArgumentsError, ToolArgumentProblem
-from .registry import AnyAgent
+from ..errors import InvalidToolArgumentsError, ToolArgumentProblem
+from ..registry import AnyAgent
 
 
 def argument_validator(agent: AnyAgent, tool_name: str) -> SchemaValidator | None:

@@ -1,8 +1,8 @@
 """Deciding: approve, decline, resume, in bulk, and a supervisor's decision forwarded (docs/architecture.md "Decide").
 
-Every decision goes through ``runtime.gate.DecisionGate`` and, sent with an idempotency key, through
-``runtime._idempotency``. When a run's last pending call is decided, the run is continued
-(``runtime._continuation``).
+Every decision goes through ``runtime.deciding.gate.DecisionGate`` and, sent with an idempotency key, through
+``runtime.idempotency``. When a run's last pending call is decided, the run is continued
+(``runtime.continuing.continuation``).
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from typing import Any, Literal
 
 from storage import DecisionKind, IdempotencyDocument, SnapshotDocument, SnapshotStore
 
-from ._continuation import Continuation, DecisionClaims
-from ._decisions import DecisionRequest
-from ._deferred import question_id
-from ._fair_slots import FairSlots
-from ._idempotency import HeldKey, IdempotencyGuard, NothingWritten
-from ._json import jsonable
-from ._queued import QueuedContinuations
-from .access import Principal
-from .errors import RunNotFoundError, RunsgateError
+from .._json import jsonable
+from ..access import Principal
+from ..continuing.continuation import Continuation, DecisionClaims
+from ..continuing.queued import QueuedContinuations
+from ..errors import RunNotFoundError, RunsgateError
+from ..idempotency import HeldKey, IdempotencyGuard, NothingWritten
+from ..outcome import RunOutcome
+from ..registry import AgentRegistry
+from ..running.deferred import question_id
+from .fair_slots import FairSlots
 from .gate import Allowed, Decider, DecisionGate
-from .outcome import RunOutcome
-from .registry import AgentRegistry
+from .questions import DecisionRequest
 
 Caller = Principal | str | None
 """Who asks for a start or a decision (the ``principal`` argument of ``RunManager``'s methods).
@@ -92,7 +92,7 @@ class Decisions:
     idempotency: IdempotencyGuard
     bulk_slots: FairSlots
     """Shared by every batch: runs ``decide_many`` decides (and so continues) at once, a freed slot
-    going to the principal deciding that holds the fewest (``runtime._fair_slots``)."""
+    going to the principal deciding that holds the fewest (``runtime.deciding.fair_slots``)."""
     queued: QueuedContinuations
     """Where the continuations of ``recorded`` decisions run."""
 
@@ -179,7 +179,7 @@ class Decisions:
         return await self.continuation.run(updated, decider.name, held=held, key=key)
 
     async def forward(self, inner: SnapshotDocument, index: int, answer: dict[str, Any]) -> RunOutcome:
-        """Record a supervisor's decision ``answer`` (``runtime._deferred.deferred_tool_results``) on
+        """Record a supervisor's decision ``answer`` (``runtime.running.deferred.deferred_tool_results``) on
         the sub-run call at ``index``, through the gate with the sub-agent's rules; continue the
         sub-run when no call of it waits. Raises the gate's errors (the supervisor's run fails)."""
         call = inner["toolCalls"][index]

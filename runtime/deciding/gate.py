@@ -3,7 +3,7 @@
 A person's decision (single, or an item of ``decideToolCalls``), a policy's automatic approval,
 an expiry's fallback and a supervisor's decision forwarded to its sub-run all go through
 ``DecisionGate``. It finds the call by its identity, applies every rule of the agent that owns
-the tool (``runtime.rules``: scope, edits, approvals, amounts, deadlines), and records the
+the tool (``runtime.deciding.rules``: scope, edits, approvals, amounts, deadlines), and records the
 decision with its events through the store's one conditional write. It is the only place a
 ``decision``, ``approval`` or ``expired`` event is built.
 """
@@ -27,25 +27,9 @@ from storage import (
     ToolCallDocument,
 )
 
-from . import rules as R
-from ._arguments import validate_edited_args
-from ._decisions import (
-    DecisionRequest,
-    FirstQuestionAnswered,
-    check_addressable,
-    check_decidable,
-    decided_in_events,
-    find_call,
-    model_id,
-    validate_resume_data,
-)
-from ._deferred import question_id
-from ._idempotency import HeldKey
-from ._identity import sub_run_id
-from ._journal import Journal, RunRef, stored_run
-from ._json import fingerprint, jsonable, rfc3339
-from .access import Principal, ToolApprovalRule
-from .errors import (
+from .._json import fingerprint, jsonable, rfc3339
+from ..access import Principal, ToolApprovalRule
+from ..errors import (
     DuplicateApproverError,
     ForbiddenError,
     QuestionNotPendingError,
@@ -55,7 +39,23 @@ from .errors import (
     ToolCallAlreadyDecidedError,
     ToolCallNotFoundError,
 )
-from .registry import AgentRegistry
+from ..events.journal import Journal, RunRef, stored_run
+from ..idempotency import HeldKey
+from ..registry import AgentRegistry
+from ..running.deferred import question_id
+from ..running.identity import sub_run_id
+from . import rules as R
+from .arguments import validate_edited_args
+from .questions import (
+    DecisionRequest,
+    FirstQuestionAnswered,
+    check_addressable,
+    check_decidable,
+    decided_in_events,
+    find_call,
+    model_id,
+    validate_resume_data,
+)
 
 POLICY_PREFIX = "policy:"
 """``decidedBy`` of an automatic approval: ``policy:<rule name>``."""

@@ -14,8 +14,7 @@ from typing import Any, Literal
 
 from storage import DecisionDocument, DecisionKind, EventDocument, SnapshotDocument, ToolCallDocument
 
-from ._deferred import question_id
-from .errors import (
+from ..errors import (
     AmbiguousToolCallError,
     DecideThroughSupervisorError,
     InvalidResumeDataError,
@@ -25,6 +24,7 @@ from .errors import (
     ToolCallNotFoundError,
     WrongToolCallKindError,
 )
+from ..running.deferred import question_id
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,7 @@ The rules (``ToolApprovalRule``, config ``RUNSGATE_TOOL_RULES``) that bind a cal
 covering the agent whose tool runs (``owner``): the sub-agent's for a supervisor's delegated call,
 wherever it is decided. Each function takes those rules; a condition that cannot be evaluated
 counts as met for a restricting effect (scope, approvals, deadline) and as unmet for a permissive
-one (automatic approval, approval on expiry). ``runtime.gate`` applies them to every decision;
+one (automatic approval, approval on expiry). ``runtime.deciding.gate`` applies them to every decision;
 ``tool_rule_problems`` checks them against the agents' tools at start.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 from storage import ExpiryAction, ToolCallDocument
 
-from .access import Principal, ToolApprovalRule
-from .registry import AgentRegistry, tool_schemas
+from ..access import Principal, ToolApprovalRule
+from ..registry import AgentRegistry, tool_schemas
 
 
 def owner(agent_id: str, call: ToolCallDocument) -> str:

@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import DeferredToolRequests
 
-from ..delegation import delegate
+from ..running.delegation import delegate
 from ._script import latest_prompt, latest_returns, scripted_model
 
 REFUND_AGENT_ID = "refund-agent"

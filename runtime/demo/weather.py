@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import DeferredToolRequests
 
-from ..suspension import suspend
+from ..running.suspension import suspend
 from ._script import latest_prompt, latest_returns, scripted_model
 
 CITY_QUESTION = "Which city do you want the weather for?"

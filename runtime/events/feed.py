@@ -19,8 +19,8 @@ from typing import cast
 
 from storage import EventDocument, EventLog, StoreUnavailableError
 
-from ._cancel import stop_if_cancelled
-from ._journal import event_id_floor
+from .._cancel import stop_if_cancelled
+from .journal import event_id_floor
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from storage import EventDocument, EventLog, EventType, SnapshotDocument, ToolCallDocument, rules
 
-from ._json import jsonable
-from .outcome import RunOutcome
+from .._json import jsonable
+from ..outcome import RunOutcome
 
 logger = logging.getLogger(__name__)
 

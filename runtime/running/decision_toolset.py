@@ -22,7 +22,7 @@ from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from . import _metadata
+from . import metadata as _metadata
 
 
 @dataclass

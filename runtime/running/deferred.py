@@ -20,9 +20,9 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 
 from storage import EXPIRY_DECIDER, ToolCallDocument
 
-from . import _metadata
-from ._identity import model_tool_call_id
-from ._json import jsonable
+from .._json import jsonable
+from . import metadata as _metadata
+from .identity import model_tool_call_id
 
 
 def declined_message(reason: str | None) -> str:
@@ -172,7 +172,7 @@ def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResu
     decided goes in ``tool_call_metadata["runsgate"]``: ``approved`` (whether the call was ever
     approved), ``answers`` (every resume data given to it, in order; ``suspend()`` returns them
     one per ``suspend()`` point), ``resumeData`` (the last one), ``decision`` and ``decidedBy``.
-    runsgate's toolset wrapper (``runtime._decision_toolset``) then shows the tool
+    runsgate's toolset wrapper (``runtime.running.decision_toolset``) then shows the tool
     ``tool_call_approved`` = ``approved``, never the ``ToolApproved`` itself. A call approved
     with edited arguments (now or at an earlier decision point, ``edited_so_far``) re-runs with
     them: ``ToolApproved(override_args=...)``, which pydantic-ai validates again. Delegated calls
@@ -198,7 +198,7 @@ def deferred_tool_results(calls: Sequence[ToolCallDocument]) -> DeferredToolResu
                 "args": call["args"],
                 "suspendPayload": call["suspendPayload"],
             }
-            # what the supervisor's gate checked, for the sub-run's gate to check again (runtime.gate)
+            # what the supervisor's gate checked, for the sub-run's gate to check again (runtime.deciding.gate)
             answer["scopes"] = decision.get("scopes") or []
             answer["approvers"] = [a["decidedBy"] for a in call.get("approvals") or []] or [decision["decidedBy"]]
             if decision.get("editedArgs") is not None:

@@ -15,12 +15,12 @@ from pydantic_ai.exceptions import CallDeferred
 
 from storage import SnapshotDocument, ToolCallDocument
 
-from . import _metadata
-from ._deferred import question_id
-from ._identity import sub_run_id
-from ._json import canonical_json
-from ._scope import SubRuns, current_scope
-from .outcome import RunOutcome
+from .._json import canonical_json
+from ..outcome import RunOutcome
+from . import metadata as _metadata
+from .deferred import question_id
+from .identity import sub_run_id
+from .scope import SubRuns, current_scope
 
 
 class DelegationError(RuntimeError):

@@ -17,11 +17,11 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
-from ._decision_toolset import DecisionCapability, needs_decision_context
-from ._identity import CallIdentity
-from ._json import jsonable
-from ._scope import RunScope, entered
-from .registry import AnyAgent
+from .._json import jsonable
+from ..registry import AnyAgent
+from .decision_toolset import DecisionCapability, needs_decision_context
+from .identity import CallIdentity
+from .scope import RunScope, entered
 
 
 @dataclass(kw_only=True)
@@ -62,9 +62,9 @@ async def run_agent(
 
     An agent whose ``output_type`` lacks ``DeferredToolRequests`` gets it added for the run, so
     any registered agent can suspend. ``CallIdentity`` gives every tool call the model makes an
-    identity of runsgate's own (``runtime._identity``). ``DecisionCapability`` is added to a run that re-runs a
+    identity of runsgate's own (``runtime.running.identity``). ``DecisionCapability`` is added to a run that re-runs a
     call with answers or one not approved, so a tool re-run after a decision sees only what was
-    decided (``runtime._decision_toolset``; ``needs_decision_context``).
+    decided (``runtime.running.decision_toolset``; ``needs_decision_context``).
     (pydantic-ai refuses a run-time ``output_type`` for an
     agent with output validators: such agents must list ``DeferredToolRequests`` themselves.)
 

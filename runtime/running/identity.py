@@ -32,8 +32,8 @@ from pydantic_ai.models import ModelRequestContext
 
 from storage import SnapshotDocument, ToolCallDocument
 
-from . import _metadata
-from ._json import canonical_json
+from .._json import canonical_json
+from . import metadata as _metadata
 
 
 def new_call_id(taken: Iterable[str] = ()) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from storage import SnapshotDocument
 
-from .outcome import RunOutcome
+from ..outcome import RunOutcome
 
 
 class SubRuns(Protocol):

@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import CallDeferred
 
-from . import _metadata
-from ._json import jsonable
+from .._json import jsonable
+from . import metadata as _metadata
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from storage import EventDocument, SnapshotDocument
 
-from ._journal import event_id_floor
-from ._publishing import MAX_BATCH_BYTES, Listener, RunUpdatesOverflowError
-from .access import Principal
-from .errors import RunNotFoundError
-from .event_feed import EventFeed
+from ..access import Principal
+from ..errors import RunNotFoundError
+from ..events.feed import EventFeed
+from ..events.journal import event_id_floor
+from .publishing import MAX_BATCH_BYTES, Listener, RunUpdatesOverflowError
 from .run_updates import RunUpdate, before_next, capped, decode, end_id, update_id
 
 if TYPE_CHECKING:
-    from .lifecycle import RunManager
+    from ..lifecycle import RunManager
 
 _WATCHED = frozenset({"resumed", "suspended", "completed", "failed"})
 """The event types that begin and end continuations."""

@@ -32,7 +32,7 @@ from pydantic_ai.messages import (
 
 from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument, ToolCallDocument
 
-from ._json import jsonable
+from .._json import jsonable
 from .run_updates import TEXT_CHARS, RunUpdate, UpdateKind, capped, encode, end_id, update_id
 
 logger = logging.getLogger(__name__)
@@ -277,7 +277,7 @@ class UpdatePublisher:
 
     def answering(self, calls: Sequence[ToolCallDocument]) -> None:
         """The decided calls whose answers this continuation gives the agent
-        (``runtime._deferred.deferred_tool_results``): each declined one, never run, is published as
+        (``runtime.running.deferred.deferred_tool_results``): each declined one, never run, is published as
         ``tool_call_declined`` with its decision's reason and decider, never as started or ended. A
         delegated call is not: its tool runs, to forward the decision to the sub-run."""
         self._declined = {

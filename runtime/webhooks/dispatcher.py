@@ -27,9 +27,9 @@ from storage import (
     utcnow,
 )
 
-from ._journal import event_id_floor
-from ._webhook_http import post_delivery
-from ._webhook_messages import (
+from ..events.journal import event_id_floor
+from .http import post_delivery
+from .messages import (
     WEBHOOK_EVENT_TYPES,
     WEBHOOK_EVENTS,
     AttemptResult,

@@ -17,7 +17,7 @@ import httpx2
 
 from storage import WebhookDeliveryDocument
 
-from ._webhook_messages import AttemptResult, WebhookEndpoint
+from .messages import AttemptResult, WebhookEndpoint
 
 ANSWER_PREFIX_BYTES: Final = 256
 """Bytes of a failed answer's body kept in the delivery record; the rest is never read."""

@@ -1,8 +1,8 @@
 """What a webhook is: its receivers, its retry schedule and its message (docs/webhooks.md).
 
-The parts of ``runtime.webhooks`` that hold no state: the event types, a receiver
+The parts of ``runtime.webhooks.dispatcher`` that hold no state: the event types, a receiver
 (``WebhookEndpoint``), the retry schedule (``RetryPolicy``) and the payload of a delivery
-(``payload``). ``runtime.webhooks`` re-exports every public name.
+(``payload``). ``runtime.webhooks.dispatcher`` re-exports every public name.
 """
 
 from __future__ import annotations

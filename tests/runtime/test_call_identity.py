@@ -8,7 +8,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
-from runtime._identity import CallIdentity, call_ids, identified
+from runtime.running.identity import CallIdentity, call_ids, identified
 
 
 class _Recording(CallIdentity):

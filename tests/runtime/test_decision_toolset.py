@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 
-from runtime._decision_toolset import needs_decision_context
+from runtime.running.decision_toolset import needs_decision_context
 
 
 def _results(**calls: dict[str, Any] | None) -> DeferredToolResults:

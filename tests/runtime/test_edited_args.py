@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from runtime import RunManager, gate
+from runtime import RunManager
+from runtime.deciding import gate
 from runtime.demo import LEDGER
 
 

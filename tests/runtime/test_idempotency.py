@@ -6,13 +6,7 @@ import asyncio
 
 import pytest
 
-from runtime import (
-    AgentRegistry,
-    IdempotencyKeyReusedError,
-    RunManager,
-    RunOutcome,
-    ToolCallNotFoundError,
-)
+from runtime import AgentRegistry, IdempotencyKeyReusedError, RunManager, RunOutcome, ToolCallNotFoundError
 from runtime.demo import LEDGER
 from storage import EventDocument, MemorySnapshotStore, RunFilter, SnapshotDocument, StoreUnavailableError
 

@@ -1,4 +1,4 @@
-"""``runtime.rules``: which calls a rule approves automatically or gives several approvers, and
+"""``runtime.deciding.rules``: which calls a rule approves automatically or gives several approvers, and
 the rules' check against the agents' tools (docs/configuration.md "Tool rules")."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
 
 from runtime import AgentRegistry, ToolApprovalRule
+from runtime.deciding.rules import approvals_required, auto_approving_rule, tool_rule_problems
 from runtime.demo import AGENTS
-from runtime.rules import approvals_required, auto_approving_rule, tool_rule_problems
 
 SMALL = ToolApprovalRule(tool="issue_refund", name="small", argument="amount", at_most=20, auto_approve=True)
 LARGE = ToolApprovalRule(tool="issue_refund", argument="amount", above=500, approvals=2)

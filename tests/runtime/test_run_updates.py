@@ -326,7 +326,7 @@ async def test_the_first_text_delta_is_stored_at_once_and_the_later_ones_with_th
     memory_store: MemorySnapshotStore, registry: AgentRegistry
 ) -> None:
     # given a manager that writes a continuation's updates to the store at most once an hour
-    run_updates = importlib.import_module("runtime.run_updates")
+    run_updates = importlib.import_module("runtime.updates.run_updates")
     runs = RunManager(memory_store, registry, instance_id="instance-a", update_interval=3600.0)
     try:
         run_id, (call_id,) = await _suspended(runs, PACED, "pay")
@@ -438,7 +438,7 @@ async def test_a_batch_of_recorded_decisions_answers_before_the_runs_continue(in
 
 
 def test_a_stored_batch_is_rfc_8259_json_a_value_no_json_holds_written_null() -> None:
-    run_updates = importlib.import_module("runtime.run_updates")
+    run_updates = importlib.import_module("runtime.updates.run_updates")
     update = run_updates.RunUpdate(
         id="00000000000000000001-000000000001.00000001",
         agent_id=PACED,
@@ -480,8 +480,8 @@ async def test_updates_published_while_a_batch_is_written_wait_for_the_interval_
     memory_store: MemorySnapshotStore,
 ) -> None:
     # given a publisher writing at most once an hour to a store whose writes take 50 ms
-    run_updates = importlib.import_module("runtime.run_updates")
-    publishing = importlib.import_module("runtime._publishing")
+    run_updates = importlib.import_module("runtime.updates.run_updates")
+    publishing = importlib.import_module("runtime.updates.publishing")
     original = memory_store.append_run_updates
 
     async def slow(*args: Any, **kwargs: Any) -> Any:
@@ -513,7 +513,7 @@ async def test_a_call_settled_without_running_is_declined_when_denied_else_start
     # given a publisher answering a call declined by alice (among its decided calls), and a listener
     from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent, ToolReturnPart
 
-    publishing = importlib.import_module("runtime._publishing")
+    publishing = importlib.import_module("runtime.updates.publishing")
     hub = publishing.UpdateHub(memory_store, interval=3600.0, now=lambda: datetime.now(UTC))
     listener = hub.listen("agent", "run", max_bytes=1 << 20)
     publisher = hub.publisher("agent", "run", "c-1")
@@ -565,7 +565,7 @@ async def test_a_completion_that_lost_its_claim_stores_its_queued_updates_withou
 ) -> None:
     # given a store whose completion write finds the claim taken over, and a long update interval
     store = _LosesItsClaimAtTheEnd()
-    run_updates = importlib.import_module("runtime.run_updates")
+    run_updates = importlib.import_module("runtime.updates.run_updates")
     runs = RunManager(store, registry, instance_id="instance-a", update_interval=3600.0)
     try:
         run_id, (call_id,) = await _suspended(runs, PACED, "pay")
@@ -591,7 +591,7 @@ async def test_a_first_text_delta_of_a_run_that_ends_within_the_delay_is_stored_
     memory_store: MemorySnapshotStore, registry: AgentRegistry
 ) -> None:
     # given a manager whose first text delta waits up to 30 s for the run to end
-    run_updates = importlib.import_module("runtime.run_updates")
+    run_updates = importlib.import_module("runtime.updates.run_updates")
     runs = RunManager(memory_store, registry, instance_id="instance-a", update_interval=3600.0, first_text_delay=30.0)
     try:
         run_id, (call_id,) = await _suspended(runs, PACED, "pay")
@@ -612,6 +612,6 @@ async def test_a_first_text_delta_of_a_run_that_ends_within_the_delay_is_stored_
 
 
 def test_a_negative_first_text_delay_is_refused(memory_store: MemorySnapshotStore) -> None:
-    publishing = importlib.import_module("runtime._publishing")
+    publishing = importlib.import_module("runtime.updates.publishing")
     with pytest.raises(ValueError, match="first_text_delay"):
         publishing.UpdateHub(memory_store, interval=0.1, now=lambda: datetime.now(UTC), first_text_delay=-1)

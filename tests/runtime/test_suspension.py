@@ -12,7 +12,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
 from runtime import InvalidResumeDataError, RunManager, suspend
-from runtime._decision_toolset import decided_context
+from runtime.running.decision_toolset import decided_context
 
 from . import agents
 

@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from runtime import AgentRegistry, RunManager, StalledRunSweeper, _continuation
+from runtime import AgentRegistry, RunManager, StalledRunSweeper
+from runtime.continuing import continuation as _continuation
 from storage import SnapshotStore, StoreUnavailableError, utcnow
 
 from . import agents

@@ -1,4 +1,4 @@
-"""The webhook dispatcher in one process (``runtime/webhooks.py``), against a real loopback
+"""The webhook dispatcher in one process (``runtime/webhooks/dispatcher.py``), against a real loopback
 receiver that verifies each request with the ``standardwebhooks`` package: what is sent, how it
 is signed, that the lookback finds an event that became visible late, that a redirect is a
 failure and never followed, and the retry schedule."""
@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from runtime import WEBHOOK_EVENTS, RetryPolicy, RunManager, WebhookDispatcher, WebhookEndpoint
-from runtime._journal import event_id
+from runtime.events.journal import event_id
 from storage import EventDocument, MemorySnapshotStore, utcnow
 from tests._receiver import HANG, always, fail_first, new_secret, receiving
 

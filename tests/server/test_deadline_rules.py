@@ -8,7 +8,7 @@ import json
 import pytest
 
 from runtime import ToolApprovalRule
-from runtime.rules import covering, deadline_for
+from runtime.deciding.rules import covering, deadline_for
 from server.settings import ConfigError, load_settings
 
 

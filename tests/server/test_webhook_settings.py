@@ -138,7 +138,7 @@ def test_request_urls_of_webhooks_stay_out_of_the_logs_unless_debugging() -> Non
     handlers, level = list(root.handlers), root.level
     try:
         configure_logging("INFO", "text")
-        assert not logging.getLogger("httpx2").isEnabledFor(logging.INFO)  # the client of runtime/webhooks.py
+        assert not logging.getLogger("httpx2").isEnabledFor(logging.INFO)  # the webhooks client
         configure_logging("DEBUG", "text")
         assert logging.getLogger("httpx2").isEnabledFor(logging.INFO)
     finally:

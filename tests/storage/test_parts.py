@@ -17,11 +17,11 @@ from typing import cast
 
 import pytest
 
-from runtime._idempotency import HeldKey, IdempotencyGuard
-from runtime._journal import Journal
-from runtime._scope import RunScope
-from runtime.event_feed import EventFeed
+from runtime.events.feed import EventFeed
+from runtime.events.journal import Journal
+from runtime.idempotency import HeldKey, IdempotencyGuard
 from runtime.outcome import RunOutcome
+from runtime.running.scope import RunScope
 from storage import (
     EventLog,
     IdempotencyKeys,

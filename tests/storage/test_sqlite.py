@@ -17,7 +17,7 @@ import aiosqlite
 import pytest
 
 from runtime import EventFeed
-from runtime._journal import event_id
+from runtime.events.journal import event_id
 from storage import (
     SCHEMA_VERSION,
     EventDocument,

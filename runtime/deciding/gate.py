@@ -2,10 +2,10 @@
 
 A person's decision (single, or an item of ``decideToolCalls``), a policy's automatic approval,
 an expiry's fallback and a supervisor's decision forwarded to its sub-run all go through
-``DecisionGate``. It finds the call by its identity, applies every rule of the agent that owns
-the tool (``runtime.deciding.rules``: scope, edits, approvals, amounts, deadlines), and records the
-decision with its events through the store's one conditional write. It is the only place a
-``decision``, ``approval`` or ``expired`` event is built.
+``DecisionGate``. It finds the question the decision names (``questions``), applies every rule of
+the agent that owns the tool (``rules``: scope, edits, approvals, amounts, deadlines), and records
+the decision with its events through the store's one conditional write. It is the only place a
+``decision``, ``approval`` or ``expired`` event is recorded.
 """
 
 from __future__ import annotations
@@ -21,23 +21,18 @@ from storage import (
     DecisionClaim,
     DecisionDocument,
     EventDocument,
-    EventType,
     SnapshotDocument,
     SnapshotStore,
     ToolCallDocument,
 )
 
-from .._json import fingerprint, jsonable, rfc3339
+from .._json import jsonable, rfc3339
 from ..access import Principal, ToolApprovalRule
 from ..errors import (
     DuplicateApproverError,
     ForbiddenError,
-    QuestionNotPendingError,
-    RunNotFoundError,
     RunNotReadyError,
     RunsgateError,
-    ToolCallAlreadyDecidedError,
-    ToolCallNotFoundError,
 )
 from ..events.journal import Journal, RunRef, stored_run
 from ..idempotency import HeldKey
@@ -49,11 +44,11 @@ from .arguments import validate_edited_args
 from .questions import (
     DecisionRequest,
     FirstQuestionAnswered,
+    Questions,
     check_addressable,
     check_decidable,
-    decided_in_events,
+    check_resource,
     find_call,
-    model_id,
     validate_resume_data,
 )
 
@@ -146,6 +141,7 @@ class DecisionGate:
         now: Callable[[], datetime],
     ) -> None:
         self._store = store
+        self._questions = Questions(store)
         self._agents = agents
         self._rules = tuple(rules)
         self._journal = journal
@@ -199,7 +195,7 @@ class DecisionGate:
         for call, rule_name in approved:
             decision = call["decision"]
             assert decision is not None
-            made.append(self._decision_event(run, call, decision, rule=rule_name))
+            made.append(self._journal.decision_event(run, call, decision, rule=rule_name))
         return suspension, made
 
     # -- a decision on a stored run --------------------------------------------------------------
@@ -219,7 +215,7 @@ class DecisionGate:
             ForbiddenError: A rule needs a scope the decider lacks (``required_scope``), or
                 forbids the edit.
         """
-        _check_resource(doc, decider)
+        check_resource(doc, decider.principal)
         check_addressable(doc, forwarded=decider.kind == "supervisor")
         try:
             index = find_call(doc, request)
@@ -251,13 +247,13 @@ class DecisionGate:
             The errors of ``allowed``, and:
             DecideThroughSupervisorError: ``check_addressable``, before any call is looked up.
             QuestionNotPendingError, ToolCallAlreadyDecidedError, ToolCallNotFoundError,
-                AmbiguousToolCallError: ``asked``.
+                AmbiguousToolCallError: ``Questions.asked``.
             ForbiddenError: An edit of a call needing several approvals, or one that would need
                 more; a forwarded decision with fewer approvers than the call needs.
             WrongToolCallKindError, ToolCallAlreadyDecidedError: ``check_decidable``.
             InvalidResumeDataError: The resume data fails the call's ``resumeSchema``.
         """
-        index = await self.asked(doc, request, decider)
+        index = await self._questions.asked(doc, request, decider.principal, forwarded=decider.kind == "supervisor")
         if allowed is None or allowed.index != index:
             allowed = await self.allowed(doc, request, decider)
             assert allowed is not None  # find_call found the call
@@ -287,80 +283,6 @@ class DecisionGate:
         if request.kind == "resumed":
             validate_resume_data(call["resumeSchema"], request.resume_data)
         return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes)
-
-    async def asked(self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider) -> int:
-        """The index of the call of ``doc`` asking the question ``request`` names, after
-        ``check_addressable`` (``find_call``). A question no longer asked is answered from the
-        run's audit trail (read only then, or for a call stored before schema version 4 named
-        without a question).
-
-        Raises:
-            DecideThroughSupervisorError: ``check_addressable``.
-            ToolCallAlreadyDecidedError: The request names only a call (or, a resume, none) whose
-                first question was decided: in an earlier turn, or the call asks another now.
-            QuestionNotPendingError: The request names a question no call asks now: with the
-                decision that answered it, or without one when it was never asked.
-            ToolCallNotFoundError: No call of the run has the identity named, ever.
-            AmbiguousToolCallError: ``find_call``.
-            RunNotFoundError: The run is outside the principal's resources.
-        """
-        check_addressable(doc, forwarded=decider.kind == "supervisor")
-        try:
-            index = find_call(doc, request)
-        except (FirstQuestionAnswered, QuestionNotPendingError, ToolCallNotFoundError) as missing:
-            raise await self._not_asked(doc, request, decider, missing) from None
-        if request.question_id is None and "questionNumber" not in doc["toolCalls"][index]:
-            await self._first_of_legacy_call(doc, index, decider)
-        return index
-
-    async def _not_asked(
-        self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider, missing: Exception
-    ) -> Exception:
-        """The answer to ``request``, which ``find_call`` found asked by no call (``missing``)."""
-        if isinstance(missing, FirstQuestionAnswered):
-            call = doc["toolCalls"][missing.index]
-            return await self._answered(doc, decider, call["toolCallId"], None, asking=question_id(call))
-        if request.tool_call_id is None and request.question_id is None:
-            return missing  # no call waits for resume data
-        assert isinstance(missing, RunsgateError)
-        return await self._answered(doc, decider, request.tool_call_id, request.question_id, unknown=missing)
-
-    async def _first_of_legacy_call(self, doc: SnapshotDocument, index: int, decider: Decider) -> None:
-        """Raises ``ToolCallAlreadyDecidedError`` when the run's audit trail records a decision of an
-        earlier question of the call at ``index`` (stored before schema version 4: no
-        ``questionNumber``), as ``find_call`` does for a numbered one."""
-        _check_resource(doc, decider)
-        call = doc["toolCalls"][index]
-        events = await self._store.list_events(doc["agentId"], doc["_id"])
-        decided = [e for e in events if e["type"] == "decision" and e["data"].get("toolCallId") == call["toolCallId"]]
-        first = decided_in_events(decided, call["toolCallId"], None)
-        if first is not None and len(decided) > (call["decision"] is not None):  # an earlier question's
-            raise ToolCallAlreadyDecidedError(
-                doc["_id"], call["toolCallId"], first.decision, question_id=first.question_id, asking=question_id(call)
-            )
-
-    async def _answered(
-        self,
-        doc: SnapshotDocument,
-        decider: Decider,
-        tool_call_id: str | None,
-        question: str | None,
-        *,
-        asking: str | None = None,
-        unknown: RunsgateError | None = None,
-    ) -> RunsgateError:
-        """The answer to a request naming the question ``question`` (or, when ``None``, the first
-        question of the call ``tool_call_id``) that ``doc`` no longer asks, from the run's audit
-        trail; ``unknown`` when the trail records no decision on it (else ``QuestionNotPendingError``)."""
-        _check_resource(doc, decider)  # the trail is shown only to who may decide the run
-        answered = decided_in_events(await self._store.list_events(doc["agentId"], doc["_id"]), tool_call_id, question)
-        if answered is None:
-            return unknown or QuestionNotPendingError(doc["_id"], tool_call_id, question)
-        if question is not None:
-            return QuestionNotPendingError(doc["_id"], answered.tool_call_id, question, answered.decision)
-        return ToolCallAlreadyDecidedError(
-            doc["_id"], answered.tool_call_id, answered.decision, question_id=answered.question_id, asking=asking
-        )
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
@@ -407,28 +329,12 @@ class DecisionGate:
         for attempt in range(_ATTEMPTS):
             doc = read if attempt == 0 and read is not None else await self._store.get(agent_id, run_id)
             if doc is None:
-                raise await self._gone(agent_id, run_id, request, decider)
+                raise await self._questions.gone(agent_id, run_id, request, decider.principal)
             passed = await self.check(doc, request, decider, allowed=allowed if attempt == 0 else None)
             updated = await self._record(doc, request, decider, passed, claim, key)
             if updated is not None:
                 return updated
         raise RunNotReadyError(run_id, f"Run {run_id!r} kept changing while recording the decision; try again.")
-
-    async def _gone(self, agent_id: str, run_id: str, request: DecisionRequest, decider: Decider) -> RunsgateError:
-        """The answer to a decision on a run no longer stored: the decision of the question it names
-        if the events the decider may see record it (a late or duplicate decision on a run that
-        finished; ``QuestionNotPendingError`` when it named the question, as on a stored run), else
-        no run."""
-        resources = decider.principal.resources if decider.principal is not None else None
-        events = await self._store.list_events_of_runs(agent_id, [run_id], resource_ids=resources)
-        answered = decided_in_events(events, request.tool_call_id, request.question_id)
-        if answered is None:
-            return RunNotFoundError(agent_id, run_id)
-        if request.question_id is not None:
-            return QuestionNotPendingError(run_id, answered.tool_call_id, request.question_id, answered.decision)
-        return ToolCallAlreadyDecidedError(
-            run_id, answered.tool_call_id, answered.decision, question_id=answered.question_id
-        )
 
     async def _record(
         self,
@@ -453,8 +359,8 @@ class DecisionGate:
             if key is not None:
                 await key.reserve()
             return await self._record_approval(doc, run, checked, decision)
-        preceding = [self._expired_event(run, call, now)] if decider.kind == "expiry" else []  # ids in order
-        event = self._decision_event(run, call, decision, **extra)
+        preceding = [self._journal.expired_event(run, call, now)] if decider.kind == "expiry" else []  # ids in order
+        event = self._journal.decision_event(run, call, decision, **extra)
         reservation = None if key is None else key.reservation()
         written = await self._store.record_decision(
             doc["agentId"],
@@ -485,10 +391,12 @@ class DecisionGate:
         approval: ApprovalDocument = {"decidedBy": by, "decidedAt": decision["decidedAt"]}
         last = len(approvals) + 1 >= required
         events = [
-            self._event(run, "approval", call, decision, approvals=len(approvals) + 1, approvalsRequired=required)
+            self._journal.decision_event(
+                run, call, decision, kind="approval", approvals=len(approvals) + 1, approvalsRequired=required
+            )
         ]
         if last:
-            events.append(self._decision_event(run, call, decision))
+            events.append(self._journal.decision_event(run, call, decision))
         return await self._store.record_approval(
             doc["agentId"],
             doc["_id"],
@@ -533,46 +441,6 @@ class DecisionGate:
             if written is not None:
                 updated = written
         return updated
-
-    # -- events ----------------------------------------------------------------------------------
-    def _event(
-        self, run: RunRef, kind: EventType, call: ToolCallDocument, decision: DecisionDocument, **data: Any
-    ) -> EventDocument:
-        details = {
-            "toolCallId": call["toolCallId"],
-            "modelToolCallId": model_id(call),
-            "questionId": question_id(call),
-            "toolName": call["toolName"],
-            "kind": decision["kind"],
-            "reason": decision["reason"],
-            "argsFingerprint": fingerprint(call["args"]),
-            **data,
-        }
-        return self._journal.new_event(
-            run, kind, by=decision["decidedBy"] or "anonymous", at=decision["decidedAt"], data=details
-        )
-
-    def _decision_event(
-        self, run: RunRef, call: ToolCallDocument, decision: DecisionDocument, **data: Any
-    ) -> EventDocument:
-        return self._event(run, "decision", call, decision, **data)
-
-    def _expired_event(self, run: RunRef, call: ToolCallDocument, now: datetime) -> EventDocument:
-        data = {
-            "toolCallId": call["toolCallId"],
-            "modelToolCallId": model_id(call),
-            "questionId": question_id(call),
-            "toolName": call["toolName"],
-            "expiresAt": rfc3339(call["expiresAt"]),
-            "onExpiry": call.get("onExpiry", "decline"),
-        }
-        return self._journal.new_event(run, "expired", by=EXPIRY_DECIDER, at=now, data=data)
-
-
-def _check_resource(doc: SnapshotDocument, decider: Decider) -> None:
-    """Raises ``RunNotFoundError`` when ``doc`` is outside the decider's principal's resources."""
-    if decider.principal is not None and not decider.principal.may_use_resource(doc["resourceId"]):
-        raise RunNotFoundError(doc["agentId"], doc["_id"])
 
 
 def _decision(

@@ -12,19 +12,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from storage import DecisionDocument, DecisionKind, EventDocument, SnapshotDocument, ToolCallDocument
+from storage import DecisionDocument, DecisionKind, EventDocument, SnapshotDocument, SnapshotStore, ToolCallDocument
 
+from ..access import Principal
 from ..errors import (
     AmbiguousToolCallError,
     DecideThroughSupervisorError,
     InvalidResumeDataError,
     QuestionNotPendingError,
     ResumeDataProblem,
+    RunNotFoundError,
+    RunsgateError,
     ToolCallAlreadyDecidedError,
     ToolCallNotFoundError,
     WrongToolCallKindError,
 )
-from ..running.deferred import question_id
+from ..running.deferred import model_id, question_id
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,11 +45,6 @@ class DecisionRequest:
     edited_args: Any = None
     """The arguments an approval replaces the model's with (JSON object); ``None``: not edited."""
     idempotency_key: str | None = None
-
-
-def model_id(call: ToolCallDocument) -> str:
-    """The id the model gave ``call`` (``toolCallId`` in documents written before identities)."""
-    return call.get("modelToolCallId") or call["toolCallId"]
 
 
 class FirstQuestionAnswered(Exception):
@@ -141,6 +139,113 @@ def _named_call(run_id: str, calls: list[ToolCallDocument], named: str) -> int:
         if pending or found:
             return (pending or found)[0]
     raise ToolCallNotFoundError(run_id, named)
+
+
+class Questions:
+    """Finds the question a request names in a stored run, or says how it was answered, from the
+    run's audit trail in ``store`` (read only then, or for a call stored before schema version 4
+    named without a question)."""
+
+    def __init__(self, store: SnapshotStore) -> None:
+        self._store = store
+
+    async def asked(
+        self, doc: SnapshotDocument, request: DecisionRequest, principal: Principal | None, *, forwarded: bool
+    ) -> int:
+        """The index of the call of ``doc`` asking the question ``request`` names
+        (``check_addressable``, then ``find_call``), for ``principal`` (``None``: unrestricted).
+
+        Raises:
+            DecideThroughSupervisorError: ``check_addressable``.
+            ToolCallAlreadyDecidedError: The request names only a call (or, a resume, none) whose
+                first question was decided: in an earlier turn, or the call asks another now.
+            QuestionNotPendingError: The request names a question no call asks now: with the
+                decision that answered it, or without one when it was never asked.
+            ToolCallNotFoundError: No call of the run has the identity named, ever.
+            AmbiguousToolCallError: ``find_call``.
+            RunNotFoundError: The run is outside the principal's resources.
+        """
+        check_addressable(doc, forwarded=forwarded)
+        try:
+            index = find_call(doc, request)
+        except (FirstQuestionAnswered, QuestionNotPendingError, ToolCallNotFoundError) as missing:
+            raise await self._not_asked(doc, request, principal, missing) from None
+        if request.question_id is None and "questionNumber" not in doc["toolCalls"][index]:
+            await self._first_of_legacy_call(doc, index, principal)
+        return index
+
+    async def gone(
+        self, agent_id: str, run_id: str, request: DecisionRequest, principal: Principal | None
+    ) -> RunsgateError:
+        """The answer to a decision on a run no longer stored: the decision of the question it names
+        if the events the principal may see record it (a late or duplicate decision on a run that
+        finished; ``QuestionNotPendingError`` when it named the question, as on a stored run), else
+        ``RunNotFoundError``."""
+        resources = principal.resources if principal is not None else None
+        events = await self._store.list_events_of_runs(agent_id, [run_id], resource_ids=resources)
+        answered = decided_in_events(events, request.tool_call_id, request.question_id)
+        if answered is None:
+            return RunNotFoundError(agent_id, run_id)
+        if request.question_id is not None:
+            return QuestionNotPendingError(run_id, answered.tool_call_id, request.question_id, answered.decision)
+        return ToolCallAlreadyDecidedError(
+            run_id, answered.tool_call_id, answered.decision, question_id=answered.question_id
+        )
+
+    async def _not_asked(
+        self, doc: SnapshotDocument, request: DecisionRequest, principal: Principal | None, missing: Exception
+    ) -> Exception:
+        """The answer to ``request``, which ``find_call`` found asked by no call (``missing``)."""
+        if isinstance(missing, FirstQuestionAnswered):
+            call = doc["toolCalls"][missing.index]
+            return await self._answered(doc, principal, call["toolCallId"], None, asking=question_id(call))
+        if request.tool_call_id is None and request.question_id is None:
+            return missing  # no call waits for resume data
+        assert isinstance(missing, RunsgateError)
+        return await self._answered(doc, principal, request.tool_call_id, request.question_id, unknown=missing)
+
+    async def _first_of_legacy_call(self, doc: SnapshotDocument, index: int, principal: Principal | None) -> None:
+        """Raises ``ToolCallAlreadyDecidedError`` when the run's audit trail records a decision of an
+        earlier question of the call at ``index`` (stored before schema version 4: no
+        ``questionNumber``), as ``find_call`` does for a numbered one."""
+        check_resource(doc, principal)
+        call = doc["toolCalls"][index]
+        events = await self._store.list_events(doc["agentId"], doc["_id"])
+        decided = [e for e in events if e["type"] == "decision" and e["data"].get("toolCallId") == call["toolCallId"]]
+        first = decided_in_events(decided, call["toolCallId"], None)
+        if first is not None and len(decided) > (call["decision"] is not None):  # an earlier question's
+            raise ToolCallAlreadyDecidedError(
+                doc["_id"], call["toolCallId"], first.decision, question_id=first.question_id, asking=question_id(call)
+            )
+
+    async def _answered(
+        self,
+        doc: SnapshotDocument,
+        principal: Principal | None,
+        tool_call_id: str | None,
+        question: str | None,
+        *,
+        asking: str | None = None,
+        unknown: RunsgateError | None = None,
+    ) -> RunsgateError:
+        """The answer to a request naming the question ``question`` (or, when ``None``, the first
+        question of the call ``tool_call_id``) that ``doc`` no longer asks, from the run's audit
+        trail; ``unknown`` when the trail records no decision on it (else ``QuestionNotPendingError``)."""
+        check_resource(doc, principal)  # the trail is shown only to who may decide the run
+        answered = decided_in_events(await self._store.list_events(doc["agentId"], doc["_id"]), tool_call_id, question)
+        if answered is None:
+            return unknown or QuestionNotPendingError(doc["_id"], tool_call_id, question)
+        if question is not None:
+            return QuestionNotPendingError(doc["_id"], answered.tool_call_id, question, answered.decision)
+        return ToolCallAlreadyDecidedError(
+            doc["_id"], answered.tool_call_id, answered.decision, question_id=answered.question_id, asking=asking
+        )
+
+
+def check_resource(doc: SnapshotDocument, principal: Principal | None) -> None:
+    """Raises ``RunNotFoundError`` when ``doc`` is outside ``principal``'s resources."""
+    if principal is not None and not principal.may_use_resource(doc["resourceId"]):
+        raise RunNotFoundError(doc["agentId"], doc["_id"])
 
 
 def check_addressable(doc: SnapshotDocument, *, forwarded: bool) -> None:

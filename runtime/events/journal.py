@@ -10,10 +10,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from storage import EventDocument, EventLog, EventType, SnapshotDocument, ToolCallDocument, rules
+from storage import (
+    EXPIRY_DECIDER,
+    DecisionDocument,
+    EventDocument,
+    EventLog,
+    EventType,
+    SnapshotDocument,
+    ToolCallDocument,
+    rules,
+)
 
-from .._json import jsonable
+from .._json import fingerprint, jsonable, rfc3339
 from ..outcome import RunOutcome
+from ..running.deferred import model_id, question_id
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +152,43 @@ class Journal:
     def completed_outcome(scope: RunRef, output: Any) -> RunOutcome:
         """The ``completed`` outcome of a run whose ``completed`` event is written."""
         return RunOutcome(run_id=scope.run_id, agent_id=scope.agent_id, status="completed", output=output)
+
+    def decision_event(
+        self,
+        run: RunRef,
+        call: ToolCallDocument,
+        decision: DecisionDocument,
+        *,
+        kind: EventType = "decision",
+        **data: Any,
+    ) -> EventDocument:
+        """The ``decision`` event (or, ``kind`` ``approval``, one approval of several) of
+        ``decision`` on the question ``call`` waits on, by its decider, at its time; ``data`` adds to it."""
+        details = {
+            "toolCallId": call["toolCallId"],
+            "modelToolCallId": model_id(call),
+            "questionId": question_id(call),
+            "toolName": call["toolName"],
+            "kind": decision["kind"],
+            "reason": decision["reason"],
+            "argsFingerprint": fingerprint(call["args"]),
+            **data,
+        }
+        return self.new_event(
+            run, kind, by=decision["decidedBy"] or "anonymous", at=decision["decidedAt"], data=details
+        )
+
+    def expired_event(self, run: RunRef, call: ToolCallDocument, now: datetime) -> EventDocument:
+        """The ``expired`` event of the question ``call`` waits on, whose deadline passed by ``now`` (UTC)."""
+        data = {
+            "toolCallId": call["toolCallId"],
+            "modelToolCallId": model_id(call),
+            "questionId": question_id(call),
+            "toolName": call["toolName"],
+            "expiresAt": rfc3339(call["expiresAt"]),
+            "onExpiry": call.get("onExpiry", "decline"),
+        }
+        return self.new_event(run, "expired", by=EXPIRY_DECIDER, at=now, data=data)
 
     def suspended_event(self, scope: RunRef, calls: Sequence[ToolCallDocument]) -> EventDocument:
         """The ``suspended`` event listing the pending tool call ids of ``calls``, to write with

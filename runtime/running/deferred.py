@@ -38,6 +38,11 @@ def question_id(call: ToolCallDocument) -> str:
     return call.get("questionId") or call["toolCallId"]
 
 
+def model_id(call: ToolCallDocument) -> str:
+    """The id the model gave ``call`` (``toolCallId`` in documents written before identities)."""
+    return call.get("modelToolCallId") or call["toolCallId"]
+
+
 def question_number(call: ToolCallDocument) -> int | None:
     """The place of the question ``call`` waits on in the call's life: 1 for its first; ``None``
     in documents written before schema version 4 (unknown)."""

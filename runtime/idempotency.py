@@ -70,7 +70,7 @@ class HeldKey:
         ``None`` when the key is held already; call ``taken`` once that write succeeded."""
         if self.reserved or self._lease_until is None:
             return None
-        now = to_bson_precision(self._clock())
+        now = self._clock()
         return KeyReservation(
             key_id=self.key_id, fingerprint=self._fingerprint, by=self.by, until=self._lease_until(), now=now
         )
@@ -110,7 +110,7 @@ class HeldKey:
 
     def answer(self, answer: Any) -> KeyAnswer:
         """The key's answer ``answer`` as a store write takes it; pass it to one write only."""
-        now = to_bson_precision(self._clock())
+        now = self._clock()
         return KeyAnswer(key_id=self.key_id, result=self._encode(answer), by=self.by, now=now)
 
     def written(self) -> None:
@@ -133,7 +133,7 @@ class IdempotencyGuard:
 
     Args:
         store: Where keys are reserved (the store's ``IdempotencyKeys`` part).
-        clock: Aware UTC now.
+        clock: Aware UTC now at millisecond (BSON) precision.
         in_flight_wait: Seconds to wait, polling, for a first request with the same key that
             is still running, before answering ``IdempotencyKeyReusedError(in_flight=True)``.
         polls: How many times to look during that wait.
@@ -270,7 +270,7 @@ class IdempotencyGuard:
                     if isinstance(failed, RunsgateError | NothingWritten):
                         await self._store.release_idempotency_key(held.key_id, by=held.by)
                     else:
-                        lapsed = to_bson_precision(self._clock()) - timedelta(milliseconds=1)
+                        lapsed = self._clock() - timedelta(milliseconds=1)
                         await self._store.renew_idempotency_key(held.key_id, by=held.by, until=lapsed)
             raise
         if not held.answered:
@@ -279,7 +279,7 @@ class IdempotencyGuard:
                     await held.reserve()
                 except IdempotencyKeyTakenError:
                     return answer
-            finished = to_bson_precision(self._clock())
+            finished = self._clock()
             await self._store.complete_idempotency_key(held.key_id, encode(answer), by=held.by, now=finished)
         return answer
 

@@ -8,6 +8,7 @@ decision, a retry or a takeover (``runtime.continuing.continuation``). It is als
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -82,7 +83,9 @@ class RunManager:
         self._agents = agents
         self._instance_id = instance_id
         self._claim_ttl = claim_ttl
-        self._clock = clock
+        self.now: Callable[[], datetime] = clock if clock is utcnow else functools.partial(_at_bson_precision, clock)
+        """This manager's clock: aware UTC now at millisecond (BSON) precision (``utcnow`` itself
+        by default, so reading it calls into no module of runtime/)."""
         journal = Journal(store, self.now)
         self._updates = UpdateHub(store, interval=update_interval, now=self.now, first_text_delay=first_text_delay)
         self._gate = DecisionGate(store=store, agents=agents, rules=tuple(tool_rules), journal=journal, now=self.now)
@@ -156,10 +159,6 @@ class RunManager:
         """Cancel the continuations ``recorded`` decisions queued here and wait for them; the sweeper
         of any instance takes their runs over (docs/guarantees.md)."""
         await self._queued.close()
-
-    def now(self) -> datetime:
-        """This manager's clock: aware UTC now at millisecond (BSON) precision."""
-        return to_bson_precision(self._clock())
 
     # -- start -----------------------------------------------------------------------------------
     async def start_run(
@@ -506,6 +505,10 @@ class RunManager:
     async def continue_sub_run(self, agent_id: str, run_id: str, principal: str | None) -> RunOutcome:
         """Continue a sub-run whose every call is decided."""
         return await self._continuation.retry(agent_id, run_id, principal, None)
+
+
+def _at_bson_precision(clock: Callable[[], datetime]) -> datetime:
+    return to_bson_precision(clock())
 
 
 __all__ = ["BulkDecision", "Caller", "DecisionWait", "RunManager"]

@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterable, Callable, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -33,7 +35,7 @@ from pydantic_ai.messages import (
 from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument, ToolCallDocument
 
 from .._json import jsonable
-from .run_updates import TEXT_CHARS, RunUpdate, UpdateKind, capped, encode, end_id, update_id
+from .run_updates import TEXT_CHARS, RunUpdate, UpdateKind, built, encode, update_id
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +48,23 @@ MAX_BATCH_BYTES = 256 * 1024
 
 RunKey = tuple[str, str]
 """``(agentId, runId)``."""
+
+_OUTCOMES: frozenset[str] = frozenset(("suspended", "completed", "failed"))
+
+
+@dataclass(slots=True)
+class _Published:
+    """An update as published, built into a ``RunUpdate`` only when something reads it: a listener
+    here, or the batch that stores it (``UpdatePublisher._built``)."""
+
+    seq: int | None
+    """Its place in the continuation (``None``: the outcome)."""
+    kind: UpdateKind
+    run: SnapshotDocument | None
+    fields: dict[str, Any]
+    at: float
+    """``time.monotonic()`` when it was published: its ``at`` is counted back from the clock."""
+    update: RunUpdate | None = None
 
 
 class RunUpdatesOverflowError(Exception):
@@ -140,7 +159,7 @@ class UpdateHub:
         its continuations here published before and have not stored yet."""
         listener = Listener(max_bytes)
         for publisher in self._publishers.get((agent_id, run_id), ()):
-            for update in publisher.unwritten:
+            for update in publisher.built(publisher.unwritten):
                 listener.offer(update)
         self._listeners.setdefault((agent_id, run_id), set()).add(listener)
         return listener
@@ -152,6 +171,10 @@ class UpdateHub:
             listeners.discard(listener)
             if not listeners:
                 del self._listeners[(agent_id, run_id)]
+
+    def is_listened(self, agent_id: str, run_id: str) -> bool:
+        """Whether a subscriber on this process listens to the run's updates."""
+        return (agent_id, run_id) in self._listeners
 
     def is_local(self, agent_id: str, run_id: str) -> bool:
         """Whether a continuation of the run is publishing on this process now."""
@@ -214,14 +237,14 @@ class UpdatePublisher:
         self._seq = 0 if resumed is None else 1
         self._resumed_stored = resumed is not None
         """The first update (``resumed``) was stored with the claim: the next ones wait for the interval."""
-        self._pending: list[RunUpdate] = []
-        self.unwritten: list[RunUpdate] = []
+        self._pending: list[_Published] = []
+        self.unwritten: list[_Published] = []
         """Updates published and not stored yet (queued, or being written)."""
         self._wake = asyncio.Event()
         self._soon = asyncio.Event()
         """Write what is queued without waiting for the interval: set by the first ``text`` and by ``finish``."""
         self._texted = False
-        self._first_text: RunUpdate | None = None
+        self._first_text: _Published | None = None
         """The first ``text`` update while it waits for ``UpdateHub.first_text_delay`` (then written)."""
         self._ending = asyncio.Event()
         """Set by ``finish``, ``closing`` and ``abort``: the grace of the first text ends."""
@@ -244,36 +267,43 @@ class UpdatePublisher:
         once per ``UpdateHub.interval``."""
         if self._done:
             return
-        update = self._new(kind, run, fields)
-        self._hub.deliver(update)
-        self._pending.append(update)
-        self.unwritten.append(update)
+        published = self._new(kind, run, fields)
+        if self._hub.is_listened(self.agent_id, self.run_id):
+            for update in self.built([published]):
+                self._hub.deliver(update)
+        self._pending.append(published)
+        self.unwritten.append(published)
         if kind == "text" and not self._texted:  # the first delta, which other instances wait for
             self._texted = True
-            self._first_text = update
+            self._first_text = published
             self._soon.set()
         self._wake.set()
 
-    def _new(self, kind: UpdateKind, run: SnapshotDocument | None, fields: dict[str, Any]) -> RunUpdate:
+    def _new(self, kind: UpdateKind, run: SnapshotDocument | None, fields: dict[str, Any]) -> _Published:
         """The next update of the continuation (its outcome, the last one, for an outcome ``kind``)."""
-        if kind in ("suspended", "completed", "failed"):
-            ident = end_id(self.continuation_id)
+        seq = None
+        if kind in _OUTCOMES:
             self._done = True
         else:
-            ident = update_id(self.continuation_id, self._seq)
+            seq = self._seq
             self._seq += 1
-        return capped(
-            RunUpdate(
-                id=ident,
-                agent_id=self.agent_id,
-                run_id=self.run_id,
-                continuation_id=self.continuation_id,
-                kind=kind,
-                at=self._hub.now(),
-                run=run,
-                **fields,
+        return _Published(seq=seq, kind=kind, run=run, fields=fields, at=time.monotonic())
+
+    def built(self, published: Sequence[_Published]) -> list[RunUpdate]:
+        """``published`` as ``RunUpdate``s, each built once, at the time it was published by the
+        hub's clock (``_Published.at``)."""
+        unbuilt = [p for p in published if p.update is None]
+        if unbuilt:
+            now, counted = self._hub.now(), time.monotonic()
+            made = built(
+                self.agent_id,
+                self.run_id,
+                self.continuation_id,
+                [(p.seq, p.kind, _before(now, counted - p.at), p.run, p.fields) for p in unbuilt],
             )
-        )
+            for p, update in zip(unbuilt, made, strict=True):
+                p.update = update
+        return [p.update for p in published if p.update is not None]
 
     def answering(self, calls: Sequence[ToolCallDocument]) -> None:
         """The decided calls whose answers this continuation gives the agent
@@ -364,11 +394,9 @@ class UpdatePublisher:
         self._soon.set()
         self._wake.set()
         await asyncio.shield(self._task)
-        self._outcome = self._new(kind, None, fields)
-        return [
-            _batch_document(self._hub, self.agent_id, self.run_id, batch)
-            for batch in _batches([*self._pending, self._outcome])
-        ]
+        updates = self.built([*self._pending, self._new(kind, None, fields)])
+        self._outcome = updates[-1]
+        return [_batch_document(self._hub, self.agent_id, self.run_id, batch) for batch in _batches(updates)]
 
     async def closed(self, *, written: bool) -> None:
         """The final write after ``closing`` ended. ``written``: it stored those batches (the
@@ -377,7 +405,7 @@ class UpdatePublisher:
             if written and self._outcome is not None:
                 self._hub.deliver(self._outcome)
             else:
-                for batch in _batches(self._pending):
+                for batch in _batches(self.built(self._pending)):
                     await self._write(batch)
             self._pending.clear()
             self.unwritten.clear()
@@ -406,8 +434,9 @@ class UpdatePublisher:
             if self._first_text is not None and not self._done and await self._grace():
                 return
             if self._pending:
-                batch = _first_batch(self._pending)
-                first = [i for i, update in enumerate(batch) if update is self._first_text]
+                batch = _first_batch(self.built(self._pending))
+                text = None if self._first_text is None else self._first_text.update
+                first = [i for i, update in enumerate(batch) if update is text]
                 if first and not self._done:  # the first delta ends its batch
                     batch = batch[: first[0] + 1]
                 self._first_text = None
@@ -467,6 +496,12 @@ def _first_batch(pending: list[RunUpdate]) -> list[RunUpdate]:
             break
         count += 1
     return pending[:count]
+
+
+def _before(now: datetime, seconds: float) -> datetime:
+    """``seconds`` before ``now``, truncated to milliseconds (BSON's precision, as the clock's)."""
+    at = now - timedelta(seconds=max(seconds, 0.0))
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
 
 
 def _args(part: ToolCallPart) -> Any:

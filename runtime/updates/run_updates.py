@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -149,8 +150,36 @@ class RunUpdate:
 
     @functools.cached_property
     def size(self) -> int:
-        """Bytes of its stored JSON (what buffering it costs, roughly)."""
-        return len(encode([self]).encode())
+        """Bytes of its JSON (what storing and buffering it costs, roughly: ``encode`` writes a
+        float that is not finite ``null``)."""
+        return len(json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def built(
+    agent_id: str,
+    run_id: str,
+    continuation_id: str,
+    published: Sequence[tuple[int | None, UpdateKind, datetime, SnapshotDocument | None, dict[str, Any]]],
+) -> list[RunUpdate]:
+    """The updates of ``continuation_id`` published as ``(seq, kind, at, run, fields)``: ``seq``
+    the update's place (``update_id``; ``None``: the outcome, ``end_id``), ``at`` UTC, ``fields``
+    the rest of ``RunUpdate``'s; each ``capped`` (a ``text`` delta needs none: the publisher cuts
+    text into ``TEXT_CHARS``)."""
+    made = []
+    for seq, kind, at, run, fields in published:
+        ident = end_id(continuation_id) if seq is None else update_id(continuation_id, seq)
+        update = RunUpdate(
+            id=ident,
+            agent_id=agent_id,
+            run_id=run_id,
+            continuation_id=continuation_id,
+            kind=kind,
+            at=at,
+            run=run,
+            **fields,
+        )
+        made.append(update if kind == "text" else capped(update))
+    return made
 
 
 def capped(update: RunUpdate) -> RunUpdate:
@@ -186,6 +215,7 @@ __all__ = [
     "RunUpdate",
     "UpdateKind",
     "before_next",
+    "built",
     "capped",
     "decode",
     "encode",

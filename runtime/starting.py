@@ -16,6 +16,7 @@ from storage import (
     SnapshotStore,
     StoreUnavailableError,
     earliest_deadline,
+    rules,
 )
 
 from .continuing.continuation import Continuation
@@ -95,7 +96,7 @@ class Starter:
             "suspendedAt": started,
             "updatedAt": started,
             "toolCalls": calls,
-            "pendingCount": sum(1 for call in calls if call["decision"] is None),
+            "pendingCount": rules.pending_count(calls),
             "version": 1,
             "claim": None,
             "lastError": None,

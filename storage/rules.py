@@ -182,16 +182,30 @@ def held(agent_id: str, run_id: str, by: str) -> AllOf:
     return all_of(owned(agent_id, run_id), Equals("status", "resuming"), Equals("claim.by", by))
 
 
-def stalled(now: datetime, idle_before: datetime) -> AllOf:
-    """A decided run nobody continues: under a lapsed lease, or suspended without an error and
-    untouched since ``idle_before`` (the sweeper's ``list_stalled_runs``)."""
-    idle = all_of(Equals("status", "suspended"), NoValue("lastError"), Before("updatedAt", idle_before))
-    return all_of(Equals("pendingCount", 0), any_of(lease_lapsed(now), idle))
+def queued() -> AllOf:
+    """A run whose every call was decided, waiting for an instance to claim it (not one that
+    failed: ``retryRun`` continues that one)."""
+    return all_of(Equals("status", "suspended"), Equals("pendingCount", 0), NoValue("lastError"))
+
+
+def stalled(now: datetime, idle_before: datetime) -> AnyOf:
+    """A decided run nobody continues: under a lapsed lease, or queued and untouched since
+    ``idle_before`` (the sweeper's ``list_stalled_runs``)."""
+    return any_of(
+        all_of(Equals("pendingCount", 0), lease_lapsed(now)), all_of(queued(), Before("updatedAt", idle_before))
+    )
 
 
 def expired(now: datetime) -> AtMost:
     """A run whose earliest pending deadline is at or before ``now`` (``list_expired_runs``)."""
     return AtMost("expiresAt", now)
+
+
+def call_expired(call: ToolCallDocument, now: datetime) -> bool:
+    """Whether ``call`` waits with a deadline at or before ``now`` (UTC): its fallback is due. A run
+    holding such a call is ``expired``: its ``expiresAt`` is the earliest of its calls'."""
+    deadline = call.get("expiresAt")
+    return call.get("decision") is None and deadline is not None and deadline <= now
 
 
 def pending_count(calls: Iterable[ToolCallDocument]) -> int:

@@ -30,6 +30,7 @@ from storage import (
     SnapshotDocument,
     SnapshotStore,
     StoreUnavailableError,
+    rules,
 )
 
 from .._json import jsonable
@@ -108,7 +109,7 @@ class Continuation:
                 run_id, f"Run {run_id!r} still has {doc['pendingCount']} tool call(s) waiting for a decision."
             )
         claim = doc["claim"]
-        if doc["status"] == "resuming" and claim is not None and claim["until"] >= self.now():
+        if doc["status"] == "resuming" and claim is not None and not rules.matches(rules.lease_lapsed(self.now()), doc):
             raise RunNotReadyError(
                 run_id,
                 f"Run {run_id!r} is being continued by another instance (claim until {claim['until']}).",

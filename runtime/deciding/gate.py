@@ -25,6 +25,7 @@ from storage import (
     SnapshotStore,
     ToolCallDocument,
 )
+from storage.rules import call_expired
 
 from .._json import jsonable, rfc3339
 from ..access import Principal, ToolApprovalRule
@@ -420,7 +421,7 @@ class DecisionGate:
         last written."""
         now, updated = self._now(), None
         for call in doc["toolCalls"]:
-            if not _expired(call, now):
+            if not call_expired(call, now):
                 continue
             current = updated or doc
             rules = R.covering(self._rules, await self._owner(current, call))
@@ -459,10 +460,6 @@ def _decision(
     if scopes:
         decision["scopes"] = list(scopes)
     return decision
-
-
-def _expired(call: ToolCallDocument, now: datetime) -> bool:
-    return call["decision"] is None and call.get("expiresAt") is not None and call["expiresAt"] <= now
 
 
 def _expiry_reason(call: ToolCallDocument, *, restricted: bool) -> str:

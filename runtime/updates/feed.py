@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
-from storage import EventDocument, SnapshotDocument
+from storage import EventDocument, SnapshotDocument, rules
 
 from ..access import Principal
 from ..errors import RunNotFoundError
@@ -244,8 +244,8 @@ def _start(doc: SnapshotDocument | None, log: list[EventDocument]) -> str | None
         return last
     if last is None:
         return ""
-    if doc["status"] == "suspended" and doc["pendingCount"] == 0 and doc["lastError"] is None:
-        return before_next(last)  # queued: the next continuation
+    if rules.matches(rules.queued(), doc):
+        return before_next(last)  # the next continuation
     return last
 
 

@@ -121,15 +121,11 @@ class HeldKey:
 class IdempotencyGuard:
     """Runs operations at most once per idempotency key while their request lives.
 
-    A reservation is a lease held by one request (``{instance_id}:{uuid}``) until ``lease``
-    seconds ahead, renewed every ``lease / 3`` seconds while the operation runs, released on a
-    domain error and made to lapse at once on any other failure (cancellation included). A request
-    that died (its process killed) or could not release its key (the store failed) leaves a
-    reservation whose lease lapses; a retry with the
-    same arguments then takes the key over by the store's conditional write and runs the
-    operation. Never while the first request is alive: it keeps renewing. If the dead request
-    had already recorded a decision, the retry's decision is refused by the store's own
-    conditional write (``ToolCallAlreadyDecidedError``), so decisions stay exactly-once.
+    A reservation is a lease held by one request (``{instance_id}:{uuid}``), renewed every
+    ``lease / 3`` seconds while it runs, released on a domain error and made to lapse at once on
+    any other failure. Once a lease lapsed (its request died, or failed), a retry with the same
+    arguments takes the key over by the store's conditional write; a decision the dead request
+    recorded refuses the retry's (``ToolCallAlreadyDecidedError``): decisions stay exactly-once.
 
     Args:
         store: Where keys are reserved (the store's ``IdempotencyKeys`` part).

@@ -37,31 +37,21 @@ from .updates.publishing import FIRST_TEXT_DELAY, UpdateHub
 
 
 class RunManager:
-    """The run lifecycle over a ``SnapshotStore`` (docs/architecture.md); safe to share by many instances.
+    """The run lifecycle over a ``SnapshotStore`` (docs/architecture.md "Run lifecycle"); any
+    number of instances may share one store.
 
     Args:
-        store: Where suspended runs, events and idempotency keys live (opened by the caller).
+        store: Where runs, events and idempotency keys live (opened by the caller).
         agents: The registered agents.
-        instance_id: Id of this server instance, recorded in claims.
-        claim_ttl: Seconds a claim lasts; renewed every ``claim_ttl / 3`` seconds while the
-            run continues. After it expires another instance may take the run over (``retry``).
-        model: When set, overrides every agent's model (config ``RUNSGATE_MODEL``, e.g.
-            ``"openai:gpt-4o-mini"``).
-        clock: Returns aware UTC now; stored datetimes are truncated to milliseconds.
-        in_flight_wait: Seconds a request waits for a first request with the same idempotency
-            key that is still running. Its reservation of the key is a lease of ``claim_ttl``
-            seconds, renewed while it runs: once a dead request's lease lapsed, a retry takes the
-            key over (``runtime.idempotency``).
-        tool_rules: The per-tool rules (config ``RUNSGATE_TOOL_RULES``; ``runtime.deciding.rules``): scopes,
-            deadlines, automatic approvals, several approvers, edits. Those of the agent whose
-            tool runs bind each call wherever it is decided (``runtime.deciding.gate``).
-        bulk_concurrency: Runs ``decide_many`` decides (and so continues) at once, over every
-            batch of this manager (config ``RUNSGATE_BULK_CONCURRENCY``); also the continuations
-            that ``recorded`` decisions queue, run at once.
-        update_interval: Seconds between two writes of a continuation's update batches to the
-            store while it runs (config ``RUNSGATE_RUN_UPDATES_INTERVAL``; ``runtime.updates.publishing``).
-        first_text_delay: Seconds the first text delta of a continuation waits before it is
-            written, at most (config ``RUNSGATE_RUN_UPDATES_FIRST_TEXT_DELAY``).
+        instance_id: This instance's id, recorded in claims and key reservations.
+        claim_ttl: Seconds a claim (and a key reservation) lasts, renewed every third of it.
+        model: Overrides every agent's model (``RUNSGATE_MODEL``).
+        clock: Aware UTC now; stored datetimes are truncated to milliseconds.
+        in_flight_wait: Seconds a repeat waits for a first request with its key still running.
+        tool_rules: The per-tool rules (``RUNSGATE_TOOL_RULES``; ``runtime.deciding.rules``).
+        bulk_concurrency: Runs continued at once by bulk and ``recorded`` decisions (``RUNSGATE_BULK_CONCURRENCY``).
+        update_interval, first_text_delay: Seconds between update batches, and at most before the
+            first text delta, written (``RUNSGATE_RUN_UPDATES_*``; ``runtime.updates.publishing``).
     """
 
     def __init__(
@@ -173,39 +163,20 @@ class RunManager:
         parent_run_id: str | None = None,
         run_id: str | None = None,
     ) -> RunOutcome:
-        """Run an agent on ``prompt``; store the run if it suspends (docs/architecture.md "Start").
+        """Run ``agent_id`` on ``prompt``; store the run if it suspends (docs/architecture.md "Start").
 
-        Args:
-            agent_id: The registered agent to run.
-            prompt: The user prompt.
-            thread_id: Memory thread the run belongs to (a listing filter).
-            resource_id: Memory resource the run belongs to (a listing filter).
-            idempotency_key: Repeating the call with this key returns the first outcome. Without
-                ``run_id``, the run's id is derived from the key and the time it was first reserved
-                (``keyed_run_id``): a repeat whose key was never completed (the store failed)
-                answers the run as stored, or its logged ``completed`` / ``failed`` outcome, and
-                runs the agent only if neither exists. Once the key expired, a repeat is a new
-                start, with a new run id.
-            principal: Who starts the run (``Caller``; its name goes to the audit log). A
-                ``Principal`` limited to some resources starts runs of those resources only.
-            parent_run_id: The supervisor run this sub-run serves (``delegate()``).
-            run_id: The run's id; by default derived from ``idempotency_key``, else a fresh uuid4
-                hex. Must be unused.
+        ``thread_id`` and ``resource_id`` are listing filters; ``principal`` (``Caller``) starts runs of
+        its resources only. With ``idempotency_key`` (and no ``run_id``) the run id derives from the key
+        and the time it was first reserved (``keyed_run_id``): a repeat answers what the first try left.
+        ``run_id``: the run's id (default: a new uuid4 hex); ``parent_run_id``: its supervisor run.
 
         Returns:
-            ``completed`` with the output (nothing stored), ``suspended`` with the stored run,
-            or ``failed`` with the error (nothing stored): the agent failed, or the store
-            refused the suspended run (e.g. a snapshot over MongoDB's 16 MB document limit);
-            either way the event log gets a ``failed`` event after ``started``.
+            ``completed`` (nothing stored), ``suspended`` with the stored run, or ``failed`` (the agent
+            failed or the store refused the run; a ``failed`` event follows ``started``).
 
         Raises:
-            ForbiddenError: ``resource_id`` is missing or not one of the ``Principal``'s
-                resources (checked first; nothing is written).
-            AgentNotFoundError: No agent ``agent_id``.
-            IdempotencyKeyReusedError: ``idempotency_key`` was used for another request.
-            StoreUnavailableError: The store could not be reached or written, here or inside
-                the run (a sub-run's start): nothing of the run is stored; repeat the start.
-            DuplicateRunError: ``run_id`` is already stored.
+            ForbiddenError, AgentNotFoundError, IdempotencyKeyReusedError, DuplicateRunError.
+            StoreUnavailableError: Nothing of the run is stored; repeat the start.
         """
         name, caller = split(principal)
         if caller is not None:
@@ -255,45 +226,21 @@ class RunManager:
         question_id: str | None = None,
         wait_for: DecisionWait = "outcome",
     ) -> RunOutcome:
-        """Approve a call waiting for approval; the tool runs when the run continues.
+        """Approve the question ``question_id`` of the call ``tool_call_id`` (``None``: the call's
+        first question; docs/api.md "Questions"); its tool runs when the run continues.
 
-        The decision passes the gate (``runtime.deciding.gate``): the call is found by its ``toolCallId``
-        (or the model's id, when one pending call has it), and every rule of the agent whose tool
-        it is applies, also to a supervisor's delegated call.
-
-        Args:
-            tool_call_id: The call's ``toolCallId`` as listed.
-            question_id: The question decided (the call's ``questionId`` as listed); ``None``
-                for the one the call waits on now.
-            edited_args: Arguments (a JSON object) the tool runs with instead of the model's;
-                ``None`` keeps the model's. Checked before anything is recorded by the tool's own
-                argument validator (``runtime.deciding.arguments``); the per-tool rules are evaluated on
-                them. The stored history's tool call is given them, so the model sees what ran,
-                and every later re-run of the call uses them.
-            principal: Who decides (``Caller``); its name is recorded as ``decidedBy``. A
-                ``Principal`` is checked on the run as read for the decision: a run outside its
-                resources is ``RunNotFoundError`` (before the idempotency key is looked at, so
-                nothing is written and nothing leaks), a call whose rules need a scope it lacks is
-                ``ForbiddenError``.
-            wait_for: ``outcome`` or ``recorded`` (``DecisionWait``; not part of the idempotency
-                fingerprint: a replay answers what the first request answered).
+        ``edited_args`` (a JSON object) replace the model's, checked by the tool's validator first.
+        ``principal`` (``Caller``) is recorded as ``decidedBy`` and held to its resources and scopes;
+        ``wait_for``: ``outcome`` or ``recorded`` (``DecisionWait``). Every decision passes the gate
+        (``runtime.deciding.gate``) with every rule of the agent whose tool it is.
 
         Returns:
-            ``suspended`` while other calls wait (or the run suspended again), else the
-            continuation's ``completed`` / ``failed`` / ``resuming``; ``resuming`` at once with
-            ``wait_for="recorded"`` (the continuation queued on this instance).
+            ``suspended`` while questions wait; else the continuation's outcome (``resuming`` at once
+            with ``wait_for="recorded"``).
 
         Raises:
-            AgentNotFoundError, RunNotFoundError, ForbiddenError, ToolCallNotFoundError,
-            WrongToolCallKindError (the call waits for resume data),
-            ToolCallAlreadyDecidedError (with the winning decision), IdempotencyKeyReusedError.
-            AmbiguousToolCallError: ``tool_call_id`` is the model's id of several pending calls.
-            DecideThroughSupervisorError: The run is a sub-agent's inner run (``parentRunId``
-                set): it is decided through its supervisor's run only.
-            DuplicateApproverError: The principal approved this call already (two-person approval).
-            InvalidToolArgumentsError: ``edited_args`` fail the tool's validator (one problem per
-                error, with its path); nothing is recorded.
-            ForbiddenError: Also when a rule forbids the edit.
+            The decision errors of docs/api.md "Errors" (``RunsgateError`` subclasses); nothing is
+            recorded with any of them.
         """
         request = DecisionRequest(
             kind="approved",
@@ -342,31 +289,12 @@ class RunManager:
         question_id: str | None = None,
         wait_for: DecisionWait = "outcome",
     ) -> RunOutcome:
-        """Answer the question a call that ``suspend()``-ed waits on with ``resume_data``
-        (Mastra's ``resumeStream()``). A resume never approves: a call that then needs an
-        approval suspends the run again, waiting for ``approve``.
+        """Answer the question ``question_id`` that the call ``tool_call_id`` waits on with
+        ``resume_data`` (Mastra's ``resumeStream()``), validated against its ``resumeSchema``. Without
+        ``question_id``, the call's first question; without ``tool_call_id`` either, that of the one
+        call waiting for resume data. A resume never approves.
 
-        Args:
-            tool_call_id: The call; ``None`` for the only call waiting for resume data (or the
-                call whose question ``question_id`` names).
-            resume_data: JSON data, validated against the ``resumeSchema`` of the question it
-                answers, if it has one.
-            question_id: The question answered (the call's ``questionId`` as listed); ``None``
-                for the one the call waits on now. Naming it makes a late or duplicate answer
-                fail instead of answering the next question.
-            principal: As ``approve``; the per-tool scopes apply to resuming as to approving.
-
-        Returns:
-            As ``approve``.
-
-        Raises:
-            AmbiguousToolCallError: ``tool_call_id`` is ``None`` and several calls wait, or it is
-                the model's id of several pending calls.
-            InvalidResumeDataError: The data fails the schema (one problem per error, with
-                its path); nothing is recorded.
-            QuestionNotPendingError: ``question_id`` is not the question the call waits on.
-            WrongToolCallKindError: The call waits for an approval.
-            And the errors of ``approve``.
+        Returns and raises as ``approve`` (with ``InvalidResumeDataError``, ``WrongToolCallKindError``).
         """
         request = DecisionRequest(
             kind="resumed",
@@ -386,34 +314,18 @@ class RunManager:
         idempotency_key: str | None = None,
         wait_for: DecisionWait = "outcome",
     ) -> list[RunOutcome | RunsgateError]:
-        """Record many decisions on calls of ``agent_id``'s runs (``decideToolCalls``).
-
-        Each decision is the one ``approve``, ``decline`` or ``resume`` would record, through the
-        same gate, and is independent: one item's error does not stop the others. Items on one run
-        are recorded in their order, so the item that decides a run's last pending call continues
-        it, once (the others answer ``suspended``); runs are decided concurrently, at most
-        ``bulk_concurrency`` at a time on this instance (every batch shares that bound, a freed
-        slot going to the principal deciding that holds the fewest: ``runtime.deciding.fair_slots``).
-
-        Args:
-            decisions: At most the server's limit (``RUNSGATE_MAX_BULK_DECISIONS``, checked by
-                the caller).
-            idempotency_key: Repeating the batch with this key (and the same decisions) returns
-                the first answers, errors included, also after a restart with a persistent store.
-                Each item is recorded under a key derived from it (``<key>/<index>``), so a batch
-                repeated after it was interrupted records each decision still exactly once.
-            wait_for: As ``approve``'s, for each item: with ``recorded`` the batch answers once
-                its decisions are recorded, and the runs continue in the background.
+        """Record many decisions on ``agent_id``'s runs (``decideToolCalls``), each as ``approve``,
+        ``decline`` or ``resume`` would, on its own: one item's error does not stop the others. Items of
+        one run are recorded in order (the one deciding its last question continues it, once); runs are
+        decided at most ``bulk_concurrency`` at a time on this instance, fairly between principals.
+        Each item is keyed ``<idempotency_key>/<index>``, so a repeated batch records nothing twice.
 
         Returns:
-            One answer per decision, in their order: the ``RunOutcome`` or the domain error that
-            item got (nothing recorded for it). When every item was refused, nothing was recorded
-            and the key is released (a repeat decides again), as for a single decision.
+            One ``RunOutcome`` or domain error per decision, in order. When every item was refused,
+            nothing was recorded and the key is released.
 
         Raises:
-            AgentNotFoundError: No agent ``agent_id`` (nothing is read or written).
-            IdempotencyKeyReusedError: ``idempotency_key`` was used for another batch, or its
-                first request still runs.
+            AgentNotFoundError, IdempotencyKeyReusedError.
         """
         return await self._decisions.many(agent_id, decisions, principal, idempotency_key, wait_for)
 

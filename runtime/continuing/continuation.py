@@ -125,20 +125,13 @@ class Continuation:
         held: Held | None = None,
         key: HeldKey | None = None,
     ) -> RunOutcome:
-        """Claim and continue ``doc``'s run on behalf of ``principal``.
+        """Claim and continue ``doc``'s run on behalf of ``principal``; its updates are published
+        (``runtime.updates.publishing``), its outcome once the store holds it.
 
-        Args:
-            takeover: The run was found stalled by the sweeper; a ``takeover`` event is logged
-                even when it was not ``resuming`` (its instance died before claiming it).
-            held: ``doc`` is already claimed by this instance, with its decision
-                (``DecisionClaims``): it is continued without claiming it again.
-            key: The idempotency key of the request continuing the run: a completion writes
-                its answer (the ``completed`` outcome) with the run's deletion.
-
-        If the decided tools ran and the agent then failed, the history with their results is
-        kept (``release_claim(history=...)``), so a retry does not run them again. Each claim's
-        run of the agent publishes its updates (``runtime.updates.publishing``), its outcome once the
-        store holds it.
+        ``takeover``: found stalled by the sweeper (a ``takeover`` event is logged). ``held``: already
+        claimed with its decision (``DecisionClaims``). ``key``: the request's idempotency key, whose
+        answer a completion writes with the run's deletion. If the decided tools ran and the agent then
+        failed, the history with their results is kept, so a retry does not run them again.
 
         Returns:
             ``resuming`` when the claim is held elsewhere (or lost midway), else ``completed``,

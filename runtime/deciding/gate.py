@@ -309,23 +309,16 @@ class DecisionGate:
         """Check and record ``request`` by ``decider``: one conditional write with its events.
 
         ``read`` (and ``allowed``, its first check) is the run as already read; after a conflicting
-        write the run is read and checked again, ``_ATTEMPTS`` times in all. ``claim``: the claim a
-        single decision (not one approval of several) takes with it when it decides the run's last
-        pending call (the returned run is then ``resuming``). ``key``: the request's idempotency
-        key; a deferred one is reserved by the decision's write, or by its own write just before
-        an approval of several.
+        write it is read and checked again, ``_ATTEMPTS`` times in all. ``claim``: what a single
+        decision of the run's last question claims with it (the run returned is then ``resuming``).
+        ``key``: the request's idempotency key, reserved by the decision's write when deferred.
 
         Returns:
             The run as written.
 
         Raises:
-            RunNotFoundError: The run is gone (or hidden from the principal).
-            ToolCallAlreadyDecidedError: The run is gone, and its events (those the principal may
-                see) record the decision of the call the request names: the run finished.
-            RunNotReadyError: The run kept changing.
-            DuplicateApproverError: The principal approved this call already (two-person approval).
-            IdempotencyKeyTakenError: ``key`` is held or answered by another request (nothing written).
-            And the errors of ``check``.
+            The errors of ``check``; ``Questions.gone``'s for a run no longer stored;
+            RunNotReadyError (the run kept changing), DuplicateApproverError, IdempotencyKeyTakenError.
         """
         for attempt in range(_ATTEMPTS):
             doc = read if attempt == 0 and read is not None else await self._store.get(agent_id, run_id)

@@ -28,26 +28,16 @@ class DelegationError(RuntimeError):
 
 
 async def delegate(ctx: RunContext[Any], agent_id: str, prompt: str) -> Any:
-    """Run ``prompt`` on the sub-agent ``agent_id`` and return its output.
-
-    Call it from a tool of an agent run by a ``RunManager``::
+    """Run ``prompt`` on the sub-agent ``agent_id`` from a tool of a supervisor (``ctx``, the
+    tool's run context); return the sub-run's final output (JSON-safe)::
 
         @supervisor.tool
         async def ask_refund_agent(ctx: RunContext[None], request: str) -> Any:
             return await delegate(ctx, "refund-agent", request)
 
-    Args:
-        ctx: The calling tool's run context.
-        agent_id: The registered sub-agent.
-        prompt: The sub-agent's user prompt.
-
-    Returns:
-        The sub-run's final output (JSON-safe).
-
     Raises:
-        CallDeferred: The sub-run waits for a decision; the supervisor's call is deferred and
-            shows the sub-run's first pending call. The same decision on the supervisor's call
-            is forwarded to it, through the sub-agent's rules.
+        CallDeferred: The sub-run waits: the supervisor's call shows the sub-run's question, and
+            the decision on it is forwarded to the sub-run, through the sub-agent's rules.
         DelegationError: The sub-run failed, vanished or is being continued elsewhere.
         AgentNotFoundError: ``agent_id`` is not registered.
         RuntimeError: No ``RunManager`` runs the calling agent.

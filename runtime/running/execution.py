@@ -52,21 +52,15 @@ async def run_agent(
     results: DeferredToolResults | None = None,
     events: EventStreamHandler[Any] | None = None,
 ) -> Finished | Deferred:
-    """Run ``agent`` with ``scope`` current, from a prompt or from a stored history (parsed with
-    ``ModelMessagesTypeAdapter``) plus results.
+    """Run ``agent`` with ``scope`` current, from a prompt or from a stored history (JSON) plus
+    deferred results; ``events`` (``UpdatePublisher.handle``) is its ``event_stream_handler`` (a
+    model that cannot stream is asked for whole answers, ``WholeAnswers``).
 
-    ``events`` (a continuation's ``UpdatePublisher.handle``) is pydantic-ai's
-    ``event_stream_handler`` for the run: it is given the model's streamed response and the tool
-    calls' events. A model that cannot stream (``can_stream``) is then asked for whole answers
-    (``WholeAnswers``), as without a handler: the handler sees its tool calls, and no text deltas.
-
-    An agent whose ``output_type`` lacks ``DeferredToolRequests`` gets it added for the run, so
-    any registered agent can suspend. ``CallIdentity`` gives every tool call the model makes an
-    identity of runsgate's own (``runtime.running.identity``). ``DecisionCapability`` is added to a run that re-runs a
-    call with answers or one not approved, so a tool re-run after a decision sees only what was
-    decided (``runtime.running.decision_toolset``; ``needs_decision_context``).
-    (pydantic-ai refuses a run-time ``output_type`` for an
-    agent with output validators: such agents must list ``DeferredToolRequests`` themselves.)
+    ``DeferredToolRequests`` is added to an ``output_type`` that lacks it, so any agent can suspend
+    (pydantic-ai refuses that for an agent with output validators: those list it themselves).
+    ``CallIdentity`` gives every tool call an identity (``runtime.running.identity``);
+    ``DecisionCapability`` shows a tool re-run after a decision only what was decided
+    (``runtime.running.decision_toolset``).
 
     Raises:
         Exception: Whatever the model, a tool or pydantic-ai raised.

@@ -37,31 +37,16 @@ def suspend(
 ) -> Any:
     """Ask a question and suspend the calling tool until it is answered, or return the answer.
 
-    Every call of ``suspend()`` inside one tool call is its own question. The first time the
-    tool reaches a ``suspend()`` point that has no answer yet, the run suspends, listing the
-    call with this ``payload`` and ``resume_schema`` and a new ``questionId``. After a resume,
-    the tool runs again from its top with the same arguments: each ``suspend()`` point already
-    answered returns its answer, in order (the first point the first answer, and so on), and the
-    next unanswered one suspends the run again. An answer is never reused for another point.
-    So a tool must ask the same questions in the same order when it runs again, and must do
-    nothing it cannot repeat before its last ``suspend()`` (docs/writing-agents.md).
-
-    Args:
-        ctx: The tool's run context.
-        payload: What the client is shown as the call's ``suspendPayload`` (JSON-serialisable;
-            pydantic models and dataclasses are converted).
-        resume_schema: What the resume data must look like: a pydantic model class (its JSON
-            Schema is published as ``resumeSchema`` and the data is returned as a model
-            instance), a JSON Schema dict (data returned as plain JSON), or ``None`` (any JSON).
-            runsgate validates resume data against the schema of the question it answers
-            before recording it.
-
-    Returns:
-        The answer to this ``suspend()`` point, when the tool is re-run after it was given.
+    Each ``suspend()`` point of a tool call is a question of its own (docs/writing-agents.md): the
+    first one without an answer suspends the run, listing ``payload`` (JSON-serialisable) as the
+    call's ``suspendPayload`` with a new ``questionId``. After the answer the tool runs again from
+    its top with the same arguments, and each point answered returns its answer, in order; so a
+    tool asks the same questions in the same order, and does nothing it cannot repeat before them.
+    ``resume_schema``: a pydantic model class (the answer is returned as an instance), a JSON
+    Schema dict, or ``None`` (any JSON); the answer is validated against it before it is recorded.
 
     Raises:
-        CallDeferred: This point has no answer yet (``kind="question"``), carrying the payload
-            and schema under ``metadata["runsgate"]``; the agent run ends with this call pending.
+        CallDeferred: This point has no answer yet; the agent run ends with the call pending.
         pydantic.ValidationError: The answer does not fit ``resume_schema`` (a model class).
     """
     ours = _metadata.section(ctx.tool_call_metadata)

@@ -30,6 +30,7 @@ from server.settings import Settings
 
 from .. import _processes
 from .._graphql import graphql_schema, graphql_view
+from .._structure import cycles, import_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("server", "resolvers", "runtime", "storage", "bench")
@@ -152,70 +153,9 @@ def test_the_reading_finds_private_names(tmp_path: Path) -> None:
     assert len(private_uses(module)) == 5, private_uses(module)
 
 
-def _imports(path: Path, package_root: Path) -> set[str]:
-    """The runsgate modules a module imports (absolute names), at any level of its code, also under
-    ``if TYPE_CHECKING:`` (an import only the type checker follows still ties the two modules)."""
-    module = ".".join(path.relative_to(package_root).with_suffix("").parts)
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    if path.name == "__init__.py":
-        package = module.rsplit(".", 1)[0] if module.endswith(".__init__") else module
-    found = set()
-    tree = ast.parse(path.read_bytes())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                source = f"{base}.{node.module}" if node.module else base
-            else:
-                source = node.module or ""
-            found.add(source)
-            found.update(f"{source}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
-def import_graph(*packages: str) -> dict[str, set[str]]:
-    """Module -> the modules of ``packages`` it imports (``pkg/__init__.py`` is ``pkg``)."""
-    paths = {}
-    for path in _modules(*packages):
-        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-        paths[name.removesuffix(".__init__")] = path
-    graph = {}
-    for name, path in paths.items():
-        imported = _imports(path, ROOT)
-        graph[name] = {other for other in imported if other in paths and other != name}
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Import cycles (each once, from the module where the search met it)."""
-    found: list[list[str]] = []
-    state: dict[str, int] = {}  # 1 on the stack, 2 done
-
-    def visit(node: str, stack: list[str]) -> None:
-        state[node] = 1
-        stack.append(node)
-        for other in sorted(graph[node]):
-            if state.get(other) == 1:
-                found.append([*stack[stack.index(other) :], other])
-            elif other not in state:
-                visit(other, stack)
-        stack.pop()
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [])
-    return found
-
-
 def test_resolvers_and_runtime_import_without_a_cycle() -> None:
     graph = import_graph("resolvers", "runtime")
     assert "resolvers.fastpath" in graph["resolvers.schema"]
-    # a package's __init__ re-exporting its modules is not a cycle of theirs: the package
-    # imports its modules, the modules import each other (relative imports name the module)
-    graph = {name: {other for other in imports if not name.startswith(other + ".")} for name, imports in graph.items()}
     assert cycles(graph) == []
 
 

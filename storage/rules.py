@@ -188,11 +188,11 @@ def queued() -> AllOf:
     return all_of(Equals("status", "suspended"), Equals("pendingCount", 0), NoValue("lastError"))
 
 
-def stalled(now: datetime, idle_before: datetime) -> AnyOf:
+def stalled(now: datetime, idle_before: datetime) -> AllOf:
     """A decided run nobody continues: under a lapsed lease, or queued and untouched since
-    ``idle_before`` (the sweeper's ``list_stalled_runs``)."""
-    return any_of(
-        all_of(Equals("pendingCount", 0), lease_lapsed(now)), all_of(queued(), Before("updatedAt", idle_before))
+    ``idle_before`` (the sweeper's ``list_stalled_runs``; ``pendingCount`` first, the index's)."""
+    return all_of(
+        Equals("pendingCount", 0), any_of(lease_lapsed(now), all_of(queued(), Before("updatedAt", idle_before)))
     )
 
 

@@ -92,7 +92,6 @@ def test_two_workers_start_and_answer_under_load_and_none_is_killed(cpu_load: fl
         assert len(_ready_workers(log)) == 2, log_tail(log)
 
 
-@pytest.mark.xfail(strict=True, reason="starts runsgate on the default port 4000, which the session holds (exit 4)")
 def test_an_unreachable_mongodb_fails_the_start_within_its_timeout_under_load(cpu_load: float, tmp_path: Path) -> None:
     # given a MongoDB URI nobody answers at, a 2 s timeout, and agents that take 60 s to import
     # (as the whole app does on a loaded machine)
@@ -105,7 +104,9 @@ def test_an_unreachable_mongodb_fails_the_start_within_its_timeout_under_load(cp
     )
     # when `runsgate serve` starts under load
     began = time.monotonic()
-    result = _processes.run([RUNSGATE, "serve"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    result = _processes.run(
+        [RUNSGATE, "serve", "--port", str(free_port())], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+    )
     took = time.monotonic() - began
 
     # then it exits with status 3 saying why, after the timeout and the start of Python, long

@@ -11,8 +11,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from . import _processes
 from ._servers import ROOT
 
@@ -81,7 +79,6 @@ def test_two_ferretdb_installs_at_once_build_once_and_both_print_the_binary(tmp_
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="a waiting install says nothing (issue 43, section 4)")
 def test_an_install_waiting_for_another_build_says_what_it_waits_for(tmp_path: Path) -> None:
     # given another build holding the lock
     env = _fake_go(tmp_path)
@@ -111,7 +108,6 @@ def test_an_install_waiting_for_another_build_says_what_it_waits_for(tmp_path: P
     assert "the other build of FerretDB" in errors.read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="the build prints Go's output (issue 43, section 4)")
 def test_a_build_keeps_its_output_in_a_log_under_the_cache(tmp_path: Path) -> None:
     # when FerretDB is built by a noisy Go
     result = _processes.run(["bash", SCRIPT], env=_fake_go(tmp_path), capture_output=True, text=True, timeout=60)
@@ -127,7 +123,6 @@ def test_a_build_keeps_its_output_in_a_log_under_the_cache(tmp_path: Path) -> No
     assert "go: downloading example.com/three v1.0.0" in log.read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="a failed build does not name its log (issue 43, section 4)")
 def test_a_failed_build_shows_the_end_of_its_log_and_where_it_is(tmp_path: Path) -> None:
     # when the Go build fails
     env = _fake_go(tmp_path, FAKE_GO_FAIL="1")

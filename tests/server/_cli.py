@@ -12,12 +12,19 @@ from uvicorn.supervisors import Multiprocess
 from server.cli import main
 
 
-def serve_with_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variables: dict[str, str], *args: str) -> int:
+def serve_with_only(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    variables: dict[str, str],
+    *args: str,
+    unset: tuple[str, ...] = (),
+) -> int:
     """``runsgate serve ARGS`` with exactly ``variables`` as its settings (no other ``RUNSGATE_*``,
     no ``MONGODB_URI``, no ``.env``: it runs in ``tmp_path``); returns its exit status.
 
     Unless ``variables`` or ``ARGS`` name a port, it is ``RUNSGATE_PORT=0`` (any free one): the
-    command binds its port before it checks the store, and 4000 may be taken on this machine."""
+    command binds its port before it checks the store, and 4000 may be taken on this machine.
+    The variables named in ``unset`` are left unset."""
     monkeypatch.chdir(tmp_path)
     for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
         monkeypatch.delenv(key)

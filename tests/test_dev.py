@@ -23,8 +23,6 @@ from ._servers import ROOT, ferretdb_binary, free_port, wait_for_port
 from .conftest import IN_CI
 
 DEV = str(ROOT / "dev")
-AUTH_OFF = str(ROOT / "scripts" / "dev-auth-off.py")
-"""What ``./dev serve ARGS`` runs to decide whether to turn authentication off (exit status 0: off)."""
 SERVE_ENV = str(ROOT / "scripts" / "dev-serve-env.py")
 """What ``./dev serve ARGS`` runs to choose the settings of a local trial: ``NAME=VALUE`` lines it exports."""
 DEMO_AGENTS = "runtime.demo:AGENTS"
@@ -146,17 +144,23 @@ def test_documentdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_p
         shutil.rmtree(data, ignore_errors=True)
 
 
-def _turns_auth_off(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> bool:
-    """Whether ``./dev serve ARGS`` would turn authentication off, run in ``tmp_path`` with ``.env``
-    holding ``dotenv`` and exactly ``variables`` as the ``RUNSGATE_*`` environment."""
+def _trial_settings(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> dict[str, str]:
+    """The settings ``./dev serve ARGS`` exports, run in ``tmp_path`` with ``.env`` holding
+    ``dotenv`` and exactly ``variables`` as the ``RUNSGATE_*`` environment."""
     if dotenv is not None:
         (tmp_path / ".env").write_text(dotenv)
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RUNSGATE_")} | variables
     result = _processes.run(
-        [sys.executable, AUTH_OFF, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, SERVE_ENV, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
-    assert result.returncode in (0, 1), result.stderr
-    return result.returncode == 0
+    assert result.returncode == 0, result.stderr
+    return dict(line.split("=", 1) for line in result.stdout.splitlines())
+
+
+def _turns_auth_off(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> bool:
+    """Whether ``./dev serve ARGS`` would turn authentication off, run in ``tmp_path`` with ``.env``
+    holding ``dotenv`` and exactly ``variables`` as the ``RUNSGATE_*`` environment."""
+    return _trial_settings(tmp_path, dotenv, *args, **variables).get("RUNSGATE_AUTH") == "off"
 
 
 @pytest.mark.parametrize(
@@ -212,20 +216,6 @@ def test_serve_leaves_authentication_on_for_a_host_that_is_not_loopback(
     assert not _turns_auth_off(tmp_path, dotenv, *args, **variables)
 
 
-def _trial_settings(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> dict[str, str]:
-    """The settings ``./dev serve ARGS`` exports, run in ``tmp_path`` with ``.env`` holding
-    ``dotenv`` and exactly ``variables`` as the ``RUNSGATE_*`` environment."""
-    if dotenv is not None:
-        (tmp_path / ".env").write_text(dotenv)
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RUNSGATE_")} | variables
-    result = _processes.run(
-        [sys.executable, SERVE_ENV, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    return dict(line.split("=", 1) for line in result.stdout.splitlines())
-
-
-@pytest.mark.xfail(strict=True, reason="./dev serve leaves the agents to a default (issue 43, section 4)")
 @pytest.mark.parametrize(("dotenv", "args"), [(None, ()), ("RUNSGATE_API_KEYS='[]'\n", ("--host", "0.0.0.0"))])
 def test_serve_serves_the_demo_agents_when_nothing_names_agents(
     tmp_path: Path, dotenv: str | None, args: tuple[str, ...]
@@ -233,7 +223,6 @@ def test_serve_serves_the_demo_agents_when_nothing_names_agents(
     assert _trial_settings(tmp_path, dotenv, *args)["RUNSGATE_AGENTS"] == DEMO_AGENTS
 
 
-@pytest.mark.xfail(strict=True, reason="./dev serve leaves the agents to a default (issue 43, section 4)")
 @pytest.mark.parametrize(
     ("dotenv", "variables"),
     [
@@ -249,7 +238,6 @@ def test_serve_leaves_the_agents_to_runsgate_agents_when_it_is_set(
 
 
 @pytest.mark.process
-@pytest.mark.xfail(strict=True, reason="the start does not say which agents it serves (issue 43, section 4)")
 def test_serve_starts_the_demo_agents_with_authentication_off_and_says_so(tmp_path: Path) -> None:
     if (ROOT / ".env").exists():
         pytest.skip("this clone has a .env, which may configure what this test leaves unset")

@@ -10,6 +10,7 @@ import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from server.cli import main
+from server.settings import DEMO_AGENTS
 
 
 def serve_with_only(
@@ -24,12 +25,17 @@ def serve_with_only(
 
     Unless ``variables`` or ``ARGS`` name a port, it is ``RUNSGATE_PORT=0`` (any free one): the
     command binds its port before it checks the store, and 4000 may be taken on this machine.
-    The variables named in ``unset`` are left unset."""
+    Unless ``variables`` name them, the agents are the demo agents (``RUNSGATE_AGENTS``, which the
+    command requires). The variables named in ``unset`` are left unset."""
     monkeypatch.chdir(tmp_path)
     for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
         monkeypatch.delenv(key)
     if "RUNSGATE_PORT" not in variables and "--port" not in args:
         monkeypatch.setenv("RUNSGATE_PORT", "0")
+    if "RUNSGATE_AGENTS" not in variables:
+        monkeypatch.setenv("RUNSGATE_AGENTS", DEMO_AGENTS)
+    for key in unset:
+        monkeypatch.delenv(key, raising=False)
     for key, value in variables.items():
         monkeypatch.setenv(key, value)
 

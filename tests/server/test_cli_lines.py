@@ -222,7 +222,6 @@ SERVES = "runsgate serves the agents of RUNSGATE_AGENTS={}: {}"
 """The line that names the agents a start serves (the registry, then the agent ids, sorted)."""
 
 
-@pytest.mark.xfail(strict=True, reason="the start does not say which agents it serves (issue 43, section 4)")
 @pytest.mark.parametrize(
     ("registry", "ids"),
     [

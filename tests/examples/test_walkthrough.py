@@ -88,7 +88,6 @@ def _environment(token: str | None) -> dict[str, str]:
     return env if token is None else env | {"RUNSGATE_TOKEN": token}
 
 
-@pytest.mark.xfail(strict=True, reason="the examples send no token (issue 43, section 4)")
 @pytest.mark.parametrize("client", list(COMMANDS))
 def test_the_walkthrough_example_sends_the_token_in_runsgate_token(graphql_url_with_auth: str, client: str) -> None:
     # when the example runs against a server with authentication on, with a key in RUNSGATE_TOKEN
@@ -111,7 +110,6 @@ def test_the_walkthrough_example_sends_the_token_in_runsgate_token(graphql_url_w
     assert ADMIN.key not in result.stdout + result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="the examples do not say a token is missing (issue 43, section 4)")
 @pytest.mark.parametrize("client", list(COMMANDS))
 @pytest.mark.parametrize("token", [None, "rg_not_a_key"], ids=["no-token", "wrong-token"])
 def test_the_walkthrough_example_without_a_good_token_stops_naming_runsgate_token(

@@ -152,7 +152,6 @@ def _new_key(name: str, capsys: pytest.CaptureFixture[str]) -> TestKey:
     return TestKey(name, printed[1])
 
 
-@pytest.mark.xfail(strict=True, reason="the README does not say two approvers need keys (issue 43, section 4)")
 @pytest.mark.parametrize("serve", ["memory"], indirect=True)
 async def test_the_readmes_two_approver_refund_needs_two_keys(serve: Serve, capsys: pytest.CaptureFixture[str]) -> None:
     # given the README's paragraph: its refund over $500, and the keys it makes

@@ -26,7 +26,7 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from .inprocess import call
 from .queries import APPROVE, START_REFUND
@@ -109,7 +109,7 @@ async def _timed(app: ASGIApp, approvals: int, profile: cProfile.Profile | None 
 
 def memory_app() -> ASGIApp:
     """The bench app on the memory store, authentication off, every refund waiting for its decision."""
-    return create_bench_app(Settings(mongodb_uri=None, store=None, auth=False, tool_rules=[]))
+    return create_bench_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, store=None, auth=False, tool_rules=[]))
 
 
 async def cpu_ms(approvals: int = 100, rounds: int = ROUNDS) -> tuple[float, float]:

@@ -13,7 +13,7 @@ import asyncio
 import json
 import sys
 
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from .inprocess import best_cpu_ms
 from .queries import AGENT, PAGE_SIZE, page_body
@@ -38,7 +38,7 @@ PARTS = {
 
 async def breakdown(runs: int = 10_000, requests: int = 200) -> dict[str, float]:
     """Part -> CPU milliseconds per request (``bench.inprocess.best_cpu_ms``)."""
-    app = create_app(Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False))
+    app = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False))
     async with app.router.lifespan_context(app):
         return await best_cpu_ms({name: (app, path, body.encode()) for name, (path, body) in PARTS.items()}, requests)
 

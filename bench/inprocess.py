@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message
 
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from .queries import PAGE_SIZE, page_body
 from .serve import create_bench_app as create_app
@@ -88,7 +88,7 @@ async def best_cpu_ms(scenarios: dict[str, Scenario], requests: int) -> dict[str
 
 async def cpu_ms_per_request(runs: int = 10_000, requests: int = 200) -> dict[str, float]:
     """Scenario -> CPU milliseconds per request (``best_cpu_ms``)."""
-    settings = Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False)
+    settings = Settings(agents=DEMO_AGENTS, mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False)
     compiled = create_app(settings)
     standard = create_app(settings.model_copy(update={"compiled_execution": False}))
     first = page_body(first=PAGE_SIZE).encode()

@@ -34,7 +34,7 @@ from starlette.routing import Route
 from resolvers import fastpath
 from resolvers.fastpath import EVERY_PIECE, Pieces
 from server.graphql_view import GraphQLView
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from . import inprocess
 from .queries import PAGE_SIZE, page_body
@@ -173,7 +173,7 @@ async def measure(
     pairs' ``1 - with / without``. The first rows compare the raw endpoint and the standard
     path with the full app the same way (last column: their CPU time / the full app's).
     """
-    settings = Settings(mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False)
+    settings = Settings(agents=DEMO_AGENTS, mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False)
     body = page_body(first=PAGE_SIZE).encode()
     full = {True: create_app(settings), False: create_app(settings.model_copy(update={"compiled_execution": False}))}
     baselines = {True: Scenario(full[True], "/graphql"), False: Scenario(full[False], "/graphql")}

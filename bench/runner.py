@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from server.settings import DEMO_AGENTS
 from storage import RunFilter, SQLiteSnapshotStore
 from tests._servers import ROOT, free_port, listening_process
 
@@ -89,7 +90,7 @@ SCENARIOS = ["graphql first", "raw first", "graphql thread", "raw thread", "grap
 def _env(**variables: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSGATE_") and k != "MONGODB_URI"}
     # loopback only, so authentication may be off: the bench measures listing, not token checks
-    env.update({"RUNSGATE_LOG_LEVEL": "WARNING", "RUNSGATE_AUTH": "off", **variables})
+    env.update({"RUNSGATE_LOG_LEVEL": "WARNING", "RUNSGATE_AUTH": "off", "RUNSGATE_AGENTS": DEMO_AGENTS, **variables})
     return env
 
 

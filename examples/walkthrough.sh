@@ -3,17 +3,37 @@
 # approve the pending tool call with an edited amount, check that the run finished and is no
 # longer listed, then decide a run's two refunds in one bulk request (approve one, decline one).
 # JSON is written and read with python3's json module, so nothing else needs installing.
+# With authentication on, put an API key (runsgate new-key, with the scopes runs:read, runs:decide
+# and runs:start) in RUNSGATE_TOKEN: it is sent as `Authorization: Bearer <key>` (from a file
+# descriptor, so it never shows in the process list). Without one, a server with authentication on
+# answers 401, and the script stops saying so.
 #
 # Usage: bash examples/walkthrough.sh [GRAPHQL_URL]    # default http://127.0.0.1:4000/graphql
+#        RUNSGATE_TOKEN=rg_... bash examples/walkthrough.sh [GRAPHQL_URL]
 set -euo pipefail
 URL="${1:-http://127.0.0.1:4000/graphql}"
 AGENT="refund-agent"
 
-# graphql DOCUMENT VARIABLES_JSON: POST one operation and print its `data`; exit on top-level errors.
+# authorization: the header line for curl's `-H @FILE`, or nothing without RUNSGATE_TOKEN.
+authorization() {
+  if [ -n "${RUNSGATE_TOKEN:-}" ]; then printf 'Authorization: Bearer %s\n' "$RUNSGATE_TOKEN"; fi
+}
+
+# graphql DOCUMENT VARIABLES_JSON: POST one operation and print its `data`; exit on a status other
+# than 200 (401: saying which variable to set) or on top-level errors.
 graphql() {
-  python3 -c 'import json, sys; print(json.dumps({"query": sys.argv[1], "variables": json.loads(sys.argv[2])}))' "$1" "$2" \
-    | curl -sS --fail-with-body "$URL" -H 'content-type: application/json' --data-binary @- \
-    | python3 -c 'import json, sys; r = json.load(sys.stdin); r.get("errors") and sys.exit("GraphQL errors: " + json.dumps(r["errors"])); print(json.dumps(r["data"]))'
+  local answer status
+  answer=$(python3 -c 'import json, sys; print(json.dumps({"query": sys.argv[1], "variables": json.loads(sys.argv[2])}))' "$1" "$2" \
+    | curl -sS "$URL" -H 'content-type: application/json' -H @<(authorization) --data-binary @- -w '\n%{http_code}')
+  status="${answer##*$'\n'}"
+  answer="${answer%$'\n'*}"
+  if [ "$status" = 401 ]; then
+    echo "walkthrough.sh: $URL answered 401 ($answer): set RUNSGATE_TOKEN to an API key with the scopes" \
+      "runs:read, runs:decide and runs:start (runsgate new-key)" >&2
+    exit 1
+  fi
+  [ "$status" = 200 ] || { echo "walkthrough.sh: $URL answered HTTP $status: $answer" >&2; exit 1; }
+  python3 -c 'import json, sys; r = json.load(sys.stdin); r.get("errors") and sys.exit("GraphQL errors: " + json.dumps(r["errors"])); print(json.dumps(r["data"]))' <<<"$answer"
 }
 
 # get JSON KEY...: the value at a path of keys and list indexes (a string as is, anything else as JSON).

@@ -4,18 +4,25 @@ Starts a refund run, lists the agent's suspended runs, approves the pending tool
 edited amount, checks that the run finished and is no longer listed, then decides a run's two
 refunds in one bulk request (approve one, decline one). Prints one line per step.
 
+With authentication on, put an API key (``runsgate new-key``, with the scopes runs:read,
+runs:decide and runs:start) in ``RUNSGATE_TOKEN``: it is sent as ``Authorization: Bearer <key>``.
+Without one, a server with authentication on answers 401, and the script stops saying so.
+
 Usage:
     pip install 'gql[httpx]'
     python examples/walkthrough_gql.py [GRAPHQL_URL]    # default http://127.0.0.1:4000/graphql
+    RUNSGATE_TOKEN=rg_... python examples/walkthrough_gql.py [GRAPHQL_URL]
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
 from gql import Client, GraphQLRequest
+from gql.transport.exceptions import TransportQueryError, TransportServerError
 from gql.transport.httpx import HTTPXTransport
 
 AGENT = "refund-agent"
@@ -64,8 +71,35 @@ def call(session: Any, document: str, **variables: Any) -> dict[str, Any]:
     return result
 
 
-def main(url: str) -> int:
-    with Client(transport=HTTPXTransport(url=url, timeout=60)) as session:
+def unauthenticated(error: Exception) -> str | None:
+    """Why the server refused the request as unauthenticated (HTTP 401), or None for another error."""
+    if isinstance(error, TransportServerError) and error.code == 401:
+        return str(error)
+    if isinstance(error, TransportQueryError):
+        for problem in error.errors or []:
+            if (problem.get("extensions") or {}).get("code") == "UNAUTHENTICATED":
+                return str(problem.get("message"))
+    return None
+
+
+def main(url: str, token: str | None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        return walk_through(url, headers)
+    except (TransportQueryError, TransportServerError) as error:
+        why = unauthenticated(error)
+        if why is None:
+            raise
+        print(
+            f"walkthrough_gql.py: {url} answered 401 ({why}): set RUNSGATE_TOKEN to an API key with the scopes "
+            "runs:read, runs:decide and runs:start (runsgate new-key)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def walk_through(url: str, headers: dict[str, str]) -> int:
+    with Client(transport=HTTPXTransport(url=url, timeout=60, headers=headers)) as session:
         # 1. start a run that stops at a tool call needing approval
         started = call(
             session,
@@ -117,4 +151,6 @@ def main(url: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:4000/graphql"))
+    sys.exit(
+        main(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:4000/graphql", os.environ.get("RUNSGATE_TOKEN"))
+    )

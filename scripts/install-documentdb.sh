@@ -17,9 +17,12 @@
 # - FerretDB v2.5.0, the release built for that DocumentDB tag, comes from the Go module proxy and
 #   is cached as ~/.cache/runsgate/bin/ferretdb-v2.5.0 (RUNSGATE_CACHE moves the cache).
 # Builds run at nice 10: about 10 minutes on 2 cores. Two at once take turns (flock on the binary's
-# .lock file): the second finds what the first installed.
+# .lock file): the second says it waits, then finds what the first installed. Each build's output
+# goes to a log under ~/.cache/runsgate/logs (documentdb.log, ferretdb-v2.5.0.log, ...), shown (its
+# end) only when the build fails.
 set -euo pipefail
 scripts="$(cd "$(dirname "$0")" && pwd)"
+. "$scripts/build-lib.sh"
 ferretdb_version=v2.5.0
 cache="${RUNSGATE_CACHE:-$HOME/.cache/runsgate}"
 bin="$cache/bin/ferretdb-$ferretdb_version"
@@ -40,8 +43,8 @@ components=(
 say() { echo "install-documentdb: $*" >&2; }
 
 mkdir -p "$cache/bin"
-exec 9>"$bin.lock"
-flock 9
+exec 9>>"$bin.lock"
+take_turn 9 "$bin.lock" install-documentdb "build of FerretDB $ferretdb_version and DocumentDB"
 
 bash "$scripts/apt-install.sh" "${packages[@]}"
 [ -x "$pg_config" ] || { say "$pg_config is missing (postgresql-server-dev-$pg_major)"; exit 1; }
@@ -66,7 +69,7 @@ as_root() {
     sudo "$@"
   else
     say "installing into $pkglibdir and $sharedir needs root (or sudo)"
-    exit 1
+    return 1
   fi
 }
 
@@ -126,10 +129,10 @@ pgxs=(PG_CONFIG="$pg_config" with_llvm=no) # no JIT bitcode: half the build time
 
 for index in "${!missing[@]}"; do
   IFS='|' read -r name archive sha url controls libraries <<<"${missing[$index]}"
-  say "building $name from $archive (a few minutes)"
+  log="$(build_log "$name")"
+  say "building $name from $archive (a few minutes; log: $log)"
   tar -xzf "${archive_of[$index]}" -C "$work"
   src="$work/${archive%.tar.gz}"
-  log="$work/$name.log"
   if [ "$name" = documentdb ]; then
     # DocumentDB's Makefiles ask pkg-config for `intelmathlib`, which Debian's libintelrdfpmath-dev
     # ships as a static library without a .pc file.
@@ -151,29 +154,17 @@ for index in "${!missing[@]}"; do
     fi
     # Debian 12's libbson (1.23) lacks BSON_SUBTYPE_SENSITIVE, the only change the sources need.
     copt=(COPT="-DBSON_SUBTYPE_SENSITIVE=0x08 -Wno-error=switch")
-    if ! {
-      nice -n 10 make -C "$src/pg_documentdb_core" -j "$(nproc)" "${pgxs[@]}" "${copt[@]}" &&
-        nice -n 10 make -C "$src/pg_documentdb" -j "$(nproc)" "${pgxs[@]}" "${copt[@]}"
-    } >"$log" 2>&1; then
-      tail -n 40 "$log" >&2
-      say "building $name failed (the end of its log above)"
-      exit 1
-    fi
     targets=("$src/pg_documentdb_core" "$src/pg_documentdb")
+    for target in "${targets[@]}"; do
+      logged "$log" install-documentdb "building $name" nice -n 10 make -C "$target" -j "$(nproc)" "${pgxs[@]}" "${copt[@]}" ||
+        exit 1
+    done
   else
-    if ! nice -n 10 make -C "$src" -j "$(nproc)" "${pgxs[@]}" >"$log" 2>&1; then
-      tail -n 40 "$log" >&2
-      say "building $name failed (the end of its log above)"
-      exit 1
-    fi
     targets=("$src")
+    logged "$log" install-documentdb "building $name" nice -n 10 make -C "$src" -j "$(nproc)" "${pgxs[@]}" || exit 1
   fi
   for target in "${targets[@]}"; do
-    if ! as_root make -C "$target" "${pgxs[@]}" install >>"$log" 2>&1; then
-      tail -n 40 "$log" >&2
-      say "installing $name failed (the end of its log above)"
-      exit 1
-    fi
+    logged "$log" install-documentdb "installing $name" as_root make -C "$target" "${pgxs[@]}" install || exit 1
   done
   installed "$controls" "$libraries" || { say "$name was installed but its version is not $controls"; exit 1; }
   say "installed $name into $pkglibdir"
@@ -183,9 +174,15 @@ if [ -x "$bin" ] && "$bin" --version >/dev/null 2>&1; then
   echo "$bin"; exit 0
 fi
 command -v go >/dev/null || { say "Go is required to build FerretDB $ferretdb_version"; exit 1; }
-say "building FerretDB $ferretdb_version with Go (about 5 minutes)"
+log="$(build_log "ferretdb-$ferretdb_version")"
+say "building FerretDB $ferretdb_version with Go (about 5 minutes; log: $log)"
 cd "$work"
-src=$(go mod download -json "github.com/FerretDB/FerretDB/v2@$ferretdb_version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+module="$(go mod download -json "github.com/FerretDB/FerretDB/v2@$ferretdb_version" 2>>"$log")" || {
+  echo "$module" >>"$log"
+  failed "$log" install-documentdb "downloading FerretDB $ferretdb_version"
+  exit 1
+}
+src=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' <<<"$module")
 cp -r "$src" "$work/ferretdb"
 chmod -R u+w "$work/ferretdb"
 # not part of the module (generated at release), as for v1: without it the binary panics at start
@@ -202,7 +199,9 @@ import "log/slog"
 func setGOMAXPROCS(*slog.Logger) {}
 EOF
 mkdir -p "$cache/bin"
-(cd "$work/ferretdb" && nice -n 10 go build -o "$bin.tmp" ./cmd/ferretdb) >&2
+(cd "$work/ferretdb" && logged "$log" install-documentdb "building FerretDB $ferretdb_version" nice -n 10 go build -o "$bin.tmp" ./cmd/ferretdb) ||
+  exit 1
 mv "$bin.tmp" "$bin"
-"$bin" --version >&2
+logged "$log" install-documentdb "starting the FerretDB $ferretdb_version just built" "$bin" --version || exit 1
+say "built $bin"
 echo "$bin"

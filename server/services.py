@@ -81,16 +81,18 @@ def tool_rules(settings: Settings, agents: AgentRegistry) -> list[ToolApprovalRu
     Raises:
         ConfigError: A rule is invalid or names a tool or argument the agents do not have; the
             message names ``RUNSGATE_TOOL_RULES`` (or the module whose ``TOOL_RULES`` it is).
+            Also ``RUNSGATE_AGENTS`` unset, when the default rules are read.
     """
     configured: list[ToolRuleConfig] = settings.tool_rules
     source = "RUNSGATE_TOOL_RULES"
     if "tool_rules" not in settings.model_fields_set:
+        path = settings.agents_path()
         try:
-            defaults = default_tool_rules(settings.agents)
+            defaults = default_tool_rules(path)
         except ValueError as exc:
             raise ConfigError(f"invalid configuration: RUNSGATE_AGENTS: {exc}") from None
         if defaults is not None:
-            source = f"RUNSGATE_TOOL_RULES (unset: the default rules {settings.agents.partition(':')[0]}.TOOL_RULES)"
+            source = f"RUNSGATE_TOOL_RULES (unset: the default rules {path.partition(':')[0]}.TOOL_RULES)"
             try:
                 configured = TypeAdapter(list[ToolRuleConfig]).validate_python(defaults)
             except ValidationError as exc:
@@ -126,7 +128,8 @@ class Services:
     receivers); leaving stops them in the reverse order and closes the store.
 
     Raises (on entering):
-        ConfigError: The rules or the receivers name what the agents do not have.
+        ConfigError: ``RUNSGATE_AGENTS`` is not set, or the rules or the receivers name what the
+            agents do not have.
         ValueError: ``RUNSGATE_AGENTS`` cannot be loaded (``runtime.load_registry``).
         NewerSchemaError: The store holds a newer ``schemaVersion`` (logged as CRITICAL too).
         StoreUnavailableError: The store cannot be opened.
@@ -173,7 +176,7 @@ class Services:
 
     async def __aenter__(self) -> Services:
         settings = self.settings
-        agents = load_registry(settings.agents)
+        agents = load_registry(settings.agents_path())
         rules = tool_rules(settings, agents)  # refused before the store is opened
         check_webhook_agents(settings, agents)
         try:

@@ -27,6 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pytest
 
+from server.settings import DEMO_AGENTS
+
 from . import _documentdb, _processes
 from ._processes import scaled
 
@@ -207,9 +209,10 @@ SERVE = [sys.executable, "-m", "server", "serve"]
 
 
 def server_env(**variables: str) -> dict[str, str]:
-    """The test's environment without runsgate or OpenTelemetry settings, plus ``variables``."""
+    """The test's environment without runsgate or OpenTelemetry settings, plus the demo agents
+    (``RUNSGATE_AGENTS``, which ``runsgate serve`` requires) and ``variables``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNSGATE_", "OTEL_")) and k != "MONGODB_URI"}
-    env.update(variables)
+    env.update({"RUNSGATE_AGENTS": DEMO_AGENTS, **variables})
     return env
 
 
@@ -235,7 +238,7 @@ def runsgate_servers(
     (SIGTERM, uvicorn's graceful shutdown, then SIGKILL after 15 s) when the block ends. ``variables``
     are the settings every process gets (``RUNSGATE_LOG_LEVEL`` defaults to ``WARNING``; ``RUNSGATE_AUTH``
     to ``off``, allowed since the processes listen on 127.0.0.1: tests of authentication pass
-    ``RUNSGATE_AUTH="on"`` and ``RUNSGATE_API_KEYS``).
+    ``RUNSGATE_AUTH="on"`` and ``RUNSGATE_API_KEYS``; ``RUNSGATE_AGENTS`` to the demo agents, ``server_env``).
     """
     require_process_marker("runsgate")
     env = server_env(**{"RUNSGATE_LOG_LEVEL": "WARNING", "RUNSGATE_AUTH": "off", **variables})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from server.settings import Settings
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
 from . import _documentdb, _processes, _servers
@@ -67,10 +69,56 @@ _LOAD: _LoadWatch | None = None
 _SWEPT: list[str] = []
 """Temporary folders and groups files of dead sessions, ended and removed at this one's start."""
 
+DEFAULT_PORT: int = Settings.model_fields["port"].default
+"""The port ``runsgate serve`` listens on when none is chosen (``RUNSGATE_PORT``, ``--port``)."""
+DEFAULT_PORT_HOSTS = ("127.0.0.1", "::1")
+"""Where the session holds ``DEFAULT_PORT``: a socket bound there also keeps every other process
+from binding ``0.0.0.0`` and ``::`` at that port."""
+_HELD_DEFAULT_PORT: dict[str, socket.socket | str] = {}
+"""Host -> the socket the session holds there, or why it could not (another process has it)."""
+
+
+def hold_default_port() -> dict[str, socket.socket | str]:
+    """Bind ``DEFAULT_PORT`` on each of ``DEFAULT_PORT_HOSTS`` for the rest of this process, so that
+    a test starting a server on the default port fails at once (exit status 4), whether or not a
+    ``./dev serve`` runs on this machine: no test may depend on a fixed port.
+
+    The sockets are bound without ``SO_REUSEADDR`` and do not listen: another bind of that port
+    on the host or on a wildcard address fails (``EADDRINUSE``), and a connection is refused. A
+    host where the port is taken already (by a ``./dev serve``, another session) is left to its
+    holder, whose socket refuses binds as well. Returns host -> socket, or the reason it is not held.
+    """
+    for host in DEFAULT_PORT_HOSTS:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as exc:  # no IPv6 on this machine
+            _HELD_DEFAULT_PORT[host] = exc.strerror or str(exc)
+            continue
+        try:
+            sock.bind((host, DEFAULT_PORT))
+        except OSError as exc:
+            sock.close()
+            _HELD_DEFAULT_PORT[host] = exc.strerror or str(exc)
+        else:
+            _HELD_DEFAULT_PORT[host] = sock
+    return _HELD_DEFAULT_PORT
+
+
+def _default_port_line() -> str:
+    held = [host for host, sock in _HELD_DEFAULT_PORT.items() if isinstance(sock, socket.socket)]
+    others = [f"{host} ({why})" for host, why in _HELD_DEFAULT_PORT.items() if isinstance(why, str)]
+    line = f"port {DEFAULT_PORT} (runsgate's default): "
+    line += f"held by this session on {', '.join(held)}" if held else "not held by this session"
+    if others:
+        line += f"; not on {', '.join(others)}"
+    return line + ": a test binding it fails, tests choose free ports"
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """In the session's controller (not in a pytest-xdist worker), name the file where every
-    process of the session records the process groups it starts (``_processes.record_groups``).
+    process of the session records the process groups it starts (``_processes.record_groups``),
+    take a port slot, and hold runsgate's default port for the session (``hold_default_port``).
 
     Raises:
         pytest.UsageError: Workers are asked for with a distribution other than ``loadfile``.
@@ -84,6 +132,15 @@ def pytest_configure(config: pytest.Config) -> None:
         _SWEPT.extend(_processes.sweep_leftovers())  # what a killed session left: its owner is dead
         _processes.record_groups()
         _documentdb.take_port_slot()  # before the workers start: they inherit it
+        hold_default_port()  # here, in the controller, before any worker or test starts a server
+
+
+def pytest_unconfigure() -> None:
+    """Let go of the default port (``hold_default_port``)."""
+    for sock in _HELD_DEFAULT_PORT.values():
+        if isinstance(sock, socket.socket):
+            sock.close()
+    _HELD_DEFAULT_PORT.clear()
 
 
 def pytest_sessionstart() -> None:
@@ -112,6 +169,8 @@ def pytest_report_header() -> list[str]:
         )
     else:
         lines.append("no port slot: other sessions hold every slot, the kernel picks the ports")
+    if _HELD_DEFAULT_PORT:
+        lines.append(_default_port_line())
     if _SWEPT:
         lines.append(f"removed {len(_SWEPT)} leftover(s) of dead test sessions: {', '.join(_SWEPT)}")
     return lines

@@ -17,13 +17,15 @@ from pymongo import MongoClient
 
 from . import _processes
 from ._documentdb import ferretdb2_binary
+from ._graphql import REFUND, REFUND_PROMPT, START_RUN, data
 from ._processes import scaled
 from ._servers import ROOT, ferretdb_binary, free_port, wait_for_port
 from .conftest import IN_CI
 
 DEV = str(ROOT / "dev")
-AUTH_OFF = str(ROOT / "scripts" / "dev-auth-off.py")
-"""What ``./dev serve ARGS`` runs to decide whether to turn authentication off (exit status 0: off)."""
+SERVE_ENV = str(ROOT / "scripts" / "dev-serve-env.py")
+"""What ``./dev serve ARGS`` runs to choose the settings of a local trial: ``NAME=VALUE`` lines it exports."""
+DEMO_AGENTS = "runtime.demo:AGENTS"
 BARE_PATH = "/usr/local/bin:/usr/bin:/bin"
 """A fresh shell's PATH: without ``~/.local/bin``, where ``./dev`` installs uv."""
 
@@ -142,17 +144,23 @@ def test_documentdb_prints_the_uri_to_use_and_serves_mongodb_until_stopped(tmp_p
         shutil.rmtree(data, ignore_errors=True)
 
 
-def _turns_auth_off(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> bool:
-    """Whether ``./dev serve ARGS`` would turn authentication off, run in ``tmp_path`` with ``.env``
-    holding ``dotenv`` and exactly ``variables`` as the ``RUNSGATE_*`` environment."""
+def _trial_settings(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> dict[str, str]:
+    """The settings ``./dev serve ARGS`` exports, run in ``tmp_path`` with ``.env`` holding
+    ``dotenv`` and exactly ``variables`` as the ``RUNSGATE_*`` environment."""
     if dotenv is not None:
         (tmp_path / ".env").write_text(dotenv)
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RUNSGATE_")} | variables
     result = _processes.run(
-        [sys.executable, AUTH_OFF, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, SERVE_ENV, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
-    assert result.returncode in (0, 1), result.stderr
-    return result.returncode == 0
+    assert result.returncode == 0, result.stderr
+    return dict(line.split("=", 1) for line in result.stdout.splitlines())
+
+
+def _turns_auth_off(tmp_path: Path, dotenv: str | None, *args: str, **variables: str) -> bool:
+    """Whether ``./dev serve ARGS`` would turn authentication off, run in ``tmp_path`` with ``.env``
+    holding ``dotenv`` and exactly ``variables`` as the ``RUNSGATE_*`` environment."""
+    return _trial_settings(tmp_path, dotenv, *args, **variables).get("RUNSGATE_AUTH") == "off"
 
 
 @pytest.mark.parametrize(
@@ -206,6 +214,46 @@ def test_serve_leaves_authentication_on_for_a_host_that_is_not_loopback(
     tmp_path: Path, dotenv: str | None, args: tuple[str, ...], variables: dict[str, str]
 ) -> None:
     assert not _turns_auth_off(tmp_path, dotenv, *args, **variables)
+
+
+@pytest.mark.parametrize(("dotenv", "args"), [(None, ()), ("RUNSGATE_API_KEYS='[]'\n", ("--host", "0.0.0.0"))])
+def test_serve_serves_the_demo_agents_when_nothing_names_agents(
+    tmp_path: Path, dotenv: str | None, args: tuple[str, ...]
+) -> None:
+    assert _trial_settings(tmp_path, dotenv, *args)["RUNSGATE_AGENTS"] == DEMO_AGENTS
+
+
+@pytest.mark.parametrize(
+    ("dotenv", "variables"),
+    [
+        (None, {"RUNSGATE_AGENTS": "my_agents:AGENTS"}),
+        ("RUNSGATE_AGENTS=my_agents:AGENTS\n", {}),
+        ("export runsgate_agents = 'my_agents:AGENTS'\n", {}),
+    ],
+)
+def test_serve_leaves_the_agents_to_runsgate_agents_when_it_is_set(
+    tmp_path: Path, dotenv: str | None, variables: dict[str, str]
+) -> None:
+    assert "RUNSGATE_AGENTS" not in _trial_settings(tmp_path, dotenv, **variables)
+
+
+@pytest.mark.process
+def test_serve_starts_the_demo_agents_with_authentication_off_and_says_so(tmp_path: Path) -> None:
+    if (ROOT / ".env").exists():
+        pytest.skip("this clone has a .env, which may configure what this test leaves unset")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSGATE_") and k != "MONGODB_URI"}
+    port = free_port()
+    output = tmp_path / "dev.out"
+    # when ./dev serve starts, as the README's first command, with nothing configured
+    with _processes.logged([DEV, "serve", "--port", str(port)], output, env=env | {"PATH": BARE_PATH}) as proc:
+        wait_for_port(port, proc=proc)
+        # then a refund run starts without a token
+        url = f"http://127.0.0.1:{port}"
+        started = data(url, None, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})["startRun"]
+        assert started["status"] == "SUSPENDED", started
+    # and the server said it serves the demo agents
+    said = "runsgate serves the agents of RUNSGATE_AGENTS=runtime.demo:AGENTS: refund-agent, support-supervisor, "
+    assert said in output.read_text(), output.read_text()[-3000:]
 
 
 @pytest.mark.process

@@ -1,16 +1,21 @@
-"""runsgate as a user installs it: the sdist and the wheel built (``uv build``), the wheel installed
-into a clean virtualenv without the development dependencies, and ``runsgate serve`` from there
-on a SQLite file: a run started, listed and approved, then a graceful stop. The ``openai`` extra
-installs and imports too (docs/testing.md "The installed package").
+"""runsgate as a user installs it, by the README's production install: the sdist and the wheel
+built (``uv build``), ``uv.lock``'s versions exported with their hashes (``uv export``), installed
+into a clean virtualenv with the hashes checked, then the wheel without dependencies; and
+``runsgate serve`` from there on a SQLite file: a run started, listed and approved, then a
+graceful stop. The ``openai`` extra installs and imports too (docs/testing.md "The installed
+package").
 
-The virtualenv gets the dependency versions of ``uv.lock`` (``uv export --no-dev`` as
-constraints), so the check is the same on every machine and needs no new download once uv's
-cache has them; it runs outside the repository, so nothing is imported from the source tree.
+The commands are the README's (``readme_install``), with ``uv pip install`` in place of the
+virtualenv's ``pip install`` (the same arguments: uv reads the same requirements file and checks
+the same hashes), so the check needs no new download once uv's cache has the packages; it runs
+outside the repository, so nothing is imported from the source tree.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import signal
 import sys
@@ -24,10 +29,33 @@ from ._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS,
 from ._processes import scaled
 from ._servers import ROOT, free_port, log_tail, server_env, wait_for_port
 
-pytestmark = pytest.mark.process
-
 PRODUCT = ("storage", "runtime", "resolvers", "server")
 """The wheel's packages (pyproject.toml ``[tool.hatch.build.targets.wheel]``)."""
+
+
+def readme_install() -> list[list[str]]:
+    """The commands of the README's production install (the ``sh`` block of its **Install**
+    item), each split as a shell splits it, comments left out.
+
+    Raises:
+        ValueError: The README has no such item or block.
+    """
+    readme = (ROOT / "README.md").read_text()
+    item = readme[readme.index("- **Install**") :]
+    block = re.search(r"```sh\n(.*?)```", item[: item.index("\n- **", 1)], re.S)
+    if block is None:
+        raise ValueError("the README's Install item has no sh block")
+    return [shlex.split(line, comments=True) for line in block[1].splitlines() if line.strip()]
+
+
+def test_the_readmes_production_install_takes_the_locks_versions_with_their_hashes() -> None:
+    # the versions of uv.lock, with their hashes, exported by uv; then the project without dependencies
+    assert readme_install() == [
+        ["./dev", "run", "uv", "export", "--frozen", "--no-dev", "--no-emit-project", "-o", "requirements.txt"],
+        ["python3", "-m", "venv", ".venv-prod"],
+        [".venv-prod/bin/pip", "install", "--require-hashes", "-r", "requirements.txt"],
+        [".venv-prod/bin/pip", "install", "--no-deps", "."],
+    ]
 
 
 def _uv() -> str:
@@ -53,9 +81,15 @@ def _clean_env(**variables: str) -> dict[str, str]:
     return env
 
 
+def _as_here(args: list[str], requirements: Path, wheel: Path) -> list[str]:
+    """A README command's arguments with ``requirements.txt`` at ``requirements`` and ``.`` (the clone) as ``wheel``."""
+    return [str(requirements) if arg == "requirements.txt" else str(wheel) if arg == "." else arg for arg in args]
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """``(virtualenv, wheel, constraints)``: the wheel built from the sdist, installed alone."""
+    """``(virtualenv, wheel, requirements)``: the wheel built from the sdist, installed as the README says."""
+    export, _, hashed, project = readme_install()  # the README's four steps (checked by the test above)
     work = tmp_path_factory.mktemp("wheel")
     uv = _uv()
     dist = work / "dist"
@@ -63,21 +97,32 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pat
     _ok(uv, "build", "--sdist", "--wheel", "--out-dir", dist, "--no-progress", ROOT, cwd=work, env=_clean_env())
     (wheel,) = dist.glob("runsgate-*.whl")
     assert list(dist.glob("runsgate-*.tar.gz")), list(dist.iterdir())
-    constraints = work / "constraints.txt"
-    locked = _ok(
-        uv, "export", "--frozen", "--no-dev", "--all-extras", "--no-emit-project", "--no-hashes", "--no-header",
-        cwd=ROOT, env=_clean_env(),
-    )  # fmt: skip
-    constraints.write_text(locked)
+    requirements = work / "requirements.txt"
+    _ok(uv, *_as_here(export[3:], requirements, wheel), cwd=ROOT, env=_clean_env())  # after `./dev run uv`
     venv = work / "venv"
     _ok(uv, "venv", "--python", sys.executable, "--no-project", venv, cwd=work, env=_clean_env())
-    _ok(
-        uv, "pip", "install", "--python", venv / "bin" / "python", "--constraints", constraints, wheel,
-        cwd=work, env=_clean_env(),
-    )  # fmt: skip
-    return venv, wheel, constraints
+    python = ["--python", str(venv / "bin" / "python")]
+    for step in (hashed, project):  # `.venv-prod/bin/pip install ARGS`
+        _ok(uv, "pip", "install", *python, *_as_here(step[2:], requirements, wheel), cwd=work, env=_clean_env())
+    return venv, wheel, requirements
 
 
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@pytest.mark.process
+def test_the_installed_versions_are_the_locks(installed: tuple[Path, Path, Path]) -> None:
+    venv, _, requirements = installed
+    locked = {_canonical(n): v for n, v in re.findall(r"^([\w.-]+)==([^\s;]+)", requirements.read_text(), re.M)}
+    listed = _ok(_uv(), "pip", "list", "--python", venv / "bin" / "python", "--format", "freeze", env=_clean_env())
+    versions = {_canonical(n): v for n, _, v in (line.partition("==") for line in listed.splitlines()) if v}
+    versions.pop("runsgate")
+    assert versions == {name: locked[name] for name in versions}, "installed versions differ from uv.lock's"
+    assert {"pydantic-ai-slim", "uvicorn", "websockets", "strawberry-graphql"} <= versions.keys()
+
+
+@pytest.mark.process
 def test_the_wheel_holds_the_product_and_no_development_code(installed: tuple[Path, Path, Path]) -> None:
     _, wheel, _ = installed
     with zipfile.ZipFile(wheel) as archive:
@@ -85,6 +130,7 @@ def test_the_wheel_holds_the_product_and_no_development_code(installed: tuple[Pa
     assert tops == set(PRODUCT)
 
 
+@pytest.mark.process
 def test_the_installed_wheel_has_no_development_dependency(installed: tuple[Path, Path, Path]) -> None:
     venv, _, _ = installed
     listed = _ok(_uv(), "pip", "list", "--python", venv / "bin" / "python", "--format", "freeze", env=_clean_env())
@@ -93,6 +139,7 @@ def test_the_installed_wheel_has_no_development_dependency(installed: tuple[Path
     assert not names & {"pytest", "ruff", "mypy", "gql", "schemathesis", "hypothesis", "deptry"}, names
 
 
+@pytest.mark.process
 def test_runsgate_serve_from_the_wheel_starts_lists_approves_and_stops(
     installed: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
@@ -128,10 +175,15 @@ def test_runsgate_serve_from_the_wheel_starts_lists_approves_and_stops(
     assert (tmp_path / "runsgate.db").is_file()
 
 
-def test_the_openai_extra_installs_and_imports(installed: tuple[Path, Path, Path]) -> None:
-    venv, wheel, constraints = installed
+@pytest.mark.process
+def test_the_openai_extra_installs_and_imports(installed: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    venv, wheel, _ = installed
     python = venv / "bin" / "python"
-    extra = f"runsgate[openai] @ {wheel.as_uri()}"
-    _ok(_uv(), "pip", "install", "--python", python, "--constraints", constraints, extra, env=_clean_env())
+    # the README's export with the extra (as its comment says), installed with the hashes checked
+    export, _, hashed, _ = readme_install()
+    requirements = tmp_path / "requirements.txt"
+    _ok(_uv(), *_as_here(export[3:], requirements, wheel), "--extra", "openai", cwd=ROOT, env=_clean_env())
+    assert "\nopenai==" in requirements.read_text()
+    _ok(_uv(), "pip", "install", "--python", python, *_as_here(hashed[2:], requirements, wheel), env=_clean_env())
     script = "from pydantic_ai.models.openai import OpenAIChatModel; import server.cli; print(OpenAIChatModel.__name__)"
     assert _ok(python, "-c", script, cwd=venv, env=_clean_env()).strip() == "OpenAIChatModel"

@@ -45,9 +45,10 @@ def run_serve_command(
     worker_app: str = "server.app:worker_app",
 ) -> int:
     """``runsgate serve``: every check that can refuse the start runs before the app and the agents are
-    imported, quickest first: the settings (2), the address (4), the store's start-up check (3: its
-    registry entry's ``check_reachable``, a MongoDB server's ping); then the agents and the rules
-    (2), a SQLite store (3), the app (2).
+    imported, quickest first: the settings, ``RUNSGATE_AGENTS`` among them (2), the address (4), the
+    store's start-up check (3: its registry entry's ``check_reachable``, a MongoDB server's ping);
+    then the agents and the rules (2), a SQLite store (3), the app (2). Once they pass, one line
+    names the registry and the agents served, before uvicorn starts.
 
     ``app_factory`` builds the app of one process (default ``server.app.create_app``), and
     ``worker_app`` names the factory each ``--workers`` process imports (uvicorn's import string).
@@ -55,6 +56,7 @@ def run_serve_command(
     options = {name: value for name, value in (("host", host), ("port", port), ("store", store)) if value is not None}
     try:
         settings = load_settings(**options)
+        settings.agents_path()  # set: nothing is served by default
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
@@ -195,8 +197,9 @@ def _serve_on(
         return 2
     from runtime.registry import load_registry
 
+    path = settings.agents_path()
     try:  # before uvicorn, whose failed lifespan would log a traceback and exit with status 3
-        agents = load_registry(settings.agents)
+        agents = load_registry(path)
     except ValueError as exc:
         print(f"runsgate: invalid configuration: RUNSGATE_AGENTS: {exc}{_extra_hint(exc)}", file=sys.stderr)
         return 2
@@ -213,6 +216,7 @@ def _serve_on(
     if problem:  # exit status 3, as uvicorn's when a lifespan cannot start (a MongoDB store's case)
         print(problem, file=sys.stderr)
         return 3
+    serving = ("runsgate serves the agents of RUNSGATE_AGENTS=%s: %s", path, ", ".join(agents.ids()))
     options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
@@ -232,6 +236,7 @@ def _serve_on(
                 "RUNSGATE_STORE": settings.store_url,
                 "RUNSGATE_HOST": settings.host,
                 "RUNSGATE_PORT": str(settings.port),
+                "RUNSGATE_AGENTS": path,
                 WORKERS_ENV: settings.instance_id,
             }
         )
@@ -243,6 +248,7 @@ def _serve_on(
             **options,
         )
         supervisor = _Supervisor(config, sockets=[sock])
+        logger.info(*serving)
         sock.listen(config.backlog)  # connections wait for the first worker; each worker listens on it too
         _say_listening(sock)
         supervisor.run()
@@ -258,6 +264,7 @@ def _serve_on(
     except ConfigError as exc:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
+    logger.info(*serving)
     server = Server(uvicorn.Config(app, **options))
     server.run(sockets=[sock])
     if server.stopped:

@@ -2,11 +2,12 @@
 whole (``core``: ``Settings``, ``load_settings``, ``ConfigError``) and its mixins, authentication
 and request limits (``security``) and webhook receivers (``webhooks``)."""
 
-from .core import SECRET_SETTINGS, ConfigError, Settings, describe_error, load_settings
+from .core import DEMO_AGENTS, SECRET_SETTINGS, ConfigError, Settings, describe_error, load_settings
 from .security import ApiKeyConfig, SecuritySettings, ToolRuleConfig, is_loopback, security_problems
 from .webhooks import WebhookConfig, WebhookSettings
 
 __all__ = [
+    "DEMO_AGENTS",
     "SECRET_SETTINGS",
     "ApiKeyConfig",
     "ConfigError",

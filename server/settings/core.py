@@ -40,6 +40,17 @@ class ConfigError(Exception):
     """Invalid configuration; the message names each offending environment variable."""
 
 
+DEMO_AGENTS = "runtime.demo:AGENTS"
+"""The demo agents' registry (``runtime/demo``, scripted models): what ``RUNSGATE_AGENTS`` names
+to serve them, as ``./dev serve`` does for a local trial."""
+
+NO_AGENTS = (
+    "RUNSGATE_AGENTS is not set: name the agent registry to serve, package.module:attribute "
+    f"(docs/writing-agents.md), or RUNSGATE_AGENTS={DEMO_AGENTS} for the demo agents, as ./dev serve does"
+)
+"""Why a start without ``RUNSGATE_AGENTS`` is refused."""
+
+
 class Settings(SecuritySettings, WebhookSettings):
     """runsgate's configuration (docs/configuration.md lists the same table; the security
     settings come from ``SecuritySettings``, the webhook settings from ``WebhookSettings``)."""
@@ -57,8 +68,10 @@ class Settings(SecuritySettings, WebhookSettings):
     """``mongodb://`` URI; its path names the database (default ``runsgate``). Unset: ``store``."""
     mongodb_timeout: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 5.0
     """Seconds to wait for a reachable MongoDB server before an operation fails."""
-    agents: str = "runtime.demo:AGENTS"
-    """``package.module:attribute`` of the agent registry (mapping id -> Agent, or agents with names)."""
+    agents: str | None = None
+    """``package.module:attribute`` of the agent registry to serve (mapping id -> Agent, or agents
+    with names). Required to serve (``agents_path``): no agents are served by default, not even
+    the demo agents (``DEMO_AGENTS``)."""
     model: str | None = None
     """Overrides every agent's model, e.g. ``openai:gpt-4o-mini`` (needs the ``openai`` extra)."""
     max_page_size: Annotated[int, Field(ge=1, le=10_000)] = 100
@@ -270,9 +283,21 @@ class Settings(SecuritySettings, WebhookSettings):
             raise ValueError(f"pydantic-ai cannot use this model: {exc}") from None
         return value
 
+    def agents_path(self) -> str:
+        """``agents``, the registry to serve.
+
+        Raises:
+            ConfigError: ``RUNSGATE_AGENTS`` is not set (``NO_AGENTS``).
+        """
+        if self.agents is None:
+            raise ConfigError(f"invalid configuration: {NO_AGENTS}")
+        return self.agents
+
     @field_validator("agents")
     @classmethod
-    def _import_path(cls, value: str) -> str:
+    def _import_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         module, _, attribute = value.partition(":")
         if not module or not attribute:
             raise ValueError("must look like package.module:attribute")

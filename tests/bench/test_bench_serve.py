@@ -11,11 +11,11 @@ from starlette.applications import Starlette
 from bench.queries import PAGE_SIZE, page_body
 from bench.serve import RAW_PAGE_PATH, create_bench_app
 from server.app import create_app
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 models.ALLOW_MODEL_REQUESTS = False
 
-SETTINGS = Settings(mongodb_uri=None, seed_runs=30, seed_threads=3, auth=False, sweep_interval=0)
+SETTINGS = Settings(agents=DEMO_AGENTS, mongodb_uri=None, seed_runs=30, seed_threads=3, auth=False, sweep_interval=0)
 
 
 async def _answers(app: Starlette, path: str) -> httpx.Response:

@@ -3,10 +3,12 @@
 ``examples/walkthrough_gql.py`` (Python, gql) and ``examples/walkthrough.sh`` (curl, python3's
 json module) each start a refund run, list it, approve it with an edited amount and see it
 finished, then decide a run's two refunds in one ``decideToolCalls``; both print the same lines.
+Against a server with authentication on, they send the key in ``RUNSGATE_TOKEN`` as a bearer token.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from .. import _processes
+from .._auth import ADMIN, api_keys_json
 from .._servers import ROOT, runsgate_process
 
 EXPECTED = [
@@ -70,3 +73,62 @@ def test_the_curl_example_fails_when_the_server_answers_with_errors(graphql_url:
     )
     assert result.returncode != 0
     assert "started run" not in result.stdout
+
+
+@pytest.fixture(scope="module")
+def graphql_url_with_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server with authentication on, which knows one key: ``ADMIN``'s (every scope, every run)."""
+    log = tmp_path_factory.mktemp("examples") / "runsgate.log"
+    with runsgate_process(log, RUNSGATE_AUTH="on", RUNSGATE_API_KEYS=api_keys_json(ADMIN)) as url:
+        yield f"{url}/graphql"
+
+
+def _environment(token: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "RUNSGATE_TOKEN"}
+    return env if token is None else env | {"RUNSGATE_TOKEN": token}
+
+
+@pytest.mark.parametrize("client", list(COMMANDS))
+def test_the_walkthrough_example_sends_the_token_in_runsgate_token(graphql_url_with_auth: str, client: str) -> None:
+    # when the example runs against a server with authentication on, with a key in RUNSGATE_TOKEN
+    result = _processes.run(
+        [*COMMANDS[client], graphql_url_with_auth],
+        cwd=ROOT,
+        env=_environment(ADMIN.key),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    # then it does every step, as with authentication off
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(EXPECTED), result.stdout
+    for line, pattern in zip(lines, EXPECTED, strict=True):
+        assert re.fullmatch(pattern, line), (line, pattern)
+    assert ADMIN.key not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("client", list(COMMANDS))
+@pytest.mark.parametrize("token", [None, "rg_not_a_key"], ids=["no-token", "wrong-token"])
+def test_the_walkthrough_example_without_a_good_token_stops_naming_runsgate_token(
+    graphql_url_with_auth: str, client: str, token: str | None
+) -> None:
+    # when the example runs against a server with authentication on, without a key it knows
+    result = _processes.run(
+        [*COMMANDS[client], graphql_url_with_auth],
+        cwd=ROOT,
+        env=_environment(token),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    # then it stops before a step, saying the server refused it and what to set
+    assert result.returncode != 0
+    assert "started run" not in result.stdout
+    assert "401" in result.stderr, result.stderr
+    assert "RUNSGATE_TOKEN" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr

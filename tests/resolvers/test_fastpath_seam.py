@@ -26,7 +26,7 @@ from strawberry.asgi import GraphQL
 
 from resolvers.fastpath import internals
 from server.app import create_app
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from .. import _processes
 from .._graphql import graphql_schema, graphql_view
@@ -187,6 +187,7 @@ asyncio.run(main())
 def test_compiled_execution_off_never_imports_the_fast_path(compiled: str) -> None:
     environment = {name: value for name, value in os.environ.items() if name != "MONGODB_URI"}
     environment |= {"RUNSGATE_COMPILED_EXECUTION": compiled, "RUNSGATE_AUTH": "false", "RUNSGATE_SWEEP_INTERVAL": "0"}
+    environment["RUNSGATE_AGENTS"] = DEMO_AGENTS
     done = _processes.run(
         [sys.executable, "-c", SUBPROCESS], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
     )
@@ -219,7 +220,7 @@ async def test_a_missing_private_name_turns_the_fast_path_off(
 
     # when an app with compiled execution is built and serves a query twice
     with caplog.at_level(logging.WARNING, logger="runsgate.graphql"):
-        app = create_app(Settings(mongodb_uri=None, auth=False, sweep_interval=0))
+        app = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, sweep_interval=0))
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     async with (
         app.router.lifespan_context(app),

@@ -25,7 +25,7 @@ from starlette.applications import Starlette
 
 from server.app import create_app
 from server.cli import main
-from server.settings import ApiKeyConfig, ConfigError, Settings, load_settings
+from server.settings import DEMO_AGENTS, ApiKeyConfig, ConfigError, Settings, load_settings
 
 from .._auth import ADMIN, TestKey
 from .._graphql import REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
@@ -46,7 +46,9 @@ async def running(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def keyed(*keys: TestKey, **more: Any) -> Settings:
-    return Settings(mongodb_uri=None, api_keys=[ApiKeyConfig.model_validate(k.entry()) for k in keys], **more)
+    return Settings(
+        agents=DEMO_AGENTS, mongodb_uri=None, api_keys=[ApiKeyConfig.model_validate(k.entry()) for k in keys], **more
+    )
 
 
 def token(claims: dict[str, Any], key: Any = SECRET, algorithm: str = "HS256", **headers: Any) -> str:
@@ -136,7 +138,9 @@ async def test_an_api_key_is_the_principal_that_decides() -> None:
 
 # -- JWT --------------------------------------------------------------------------------------
 async def test_an_hs256_jwt_gives_its_subject_scopes_and_resources() -> None:
-    settings = Settings(mongodb_uri=None, jwt_secret=SECRET, api_keys=[ApiKeyConfig.model_validate(ADMIN.entry())])
+    settings = Settings(
+        agents=DEMO_AGENTS, mongodb_uri=None, jwt_secret=SECRET, api_keys=[ApiKeyConfig.model_validate(ADMIN.entry())]
+    )
     async with running(settings) as client:
         for resource in ("tenant-a", "tenant-b"):
             await post(
@@ -171,7 +175,7 @@ async def test_an_hs256_jwt_gives_its_subject_scopes_and_resources() -> None:
     ids=["expired", "wrong-secret", "alg-none", "no-exp", "no-sub", "wrong-audience"],
 )
 async def test_an_invalid_jwt_gets_401(bad: Any) -> None:
-    settings = Settings(mongodb_uri=None, jwt_secret=SECRET, jwt_audience="runsgate")
+    settings = Settings(agents=DEMO_AGENTS, mongodb_uri=None, jwt_secret=SECRET, jwt_audience="runsgate")
     async with running(settings) as client:
         response = await post(client, "{ agents { id } }", bad())
 
@@ -213,7 +217,7 @@ async def test_an_rs256_jwt_is_checked_against_the_jwks_url() -> None:
     impostor = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signer.public_key()))
     with jwks_server([{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]) as url:
-        async with running(Settings(mongodb_uri=None, jwt_jwks_url=url)) as client:
+        async with running(Settings(agents=DEMO_AGENTS, mongodb_uri=None, jwt_jwks_url=url)) as client:
             good = token({"sub": "ops", "scope": "runs:read", "resources": "*"}, signer, "RS256", kid="k1")
             forged = token({"sub": "ops", "scope": "runs:read", "resources": "*"}, impostor, "RS256", kid="k1")
             unknown_kid = token({"sub": "ops", "scope": "runs:read"}, signer, "RS256", kid="k2")
@@ -234,7 +238,7 @@ async def test_tokens_naming_unknown_keys_make_runsgate_fetch_the_jwks_at_most_o
     public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signer.public_key()))
     hits: list[float] = []
     with jwks_server([{**public, "kid": "k1", "use": "sig", "alg": "RS256"}], hits) as url:
-        async with running(Settings(mongodb_uri=None, jwt_jwks_url=url)) as client:
+        async with running(Settings(agents=DEMO_AGENTS, mongodb_uri=None, jwt_jwks_url=url)) as client:
             good = token({"sub": "ops", "scope": "runs:read", "resources": "*"}, signer, "RS256", kid="k1")
             assert (await post(client, LIST, good)).status_code == 200
             unknown = [token({"sub": "ops"}, signer, "RS256", kid=f"forged-{n}") for n in range(30)]
@@ -250,7 +254,7 @@ async def test_an_unreachable_jwks_url_gets_401_not_a_server_error() -> None:
     with jwks_server([]) as url:
         pass  # stopped: nothing listens there any more
     signer = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    async with running(Settings(mongodb_uri=None, jwt_jwks_url=url)) as client:
+    async with running(Settings(agents=DEMO_AGENTS, mongodb_uri=None, jwt_jwks_url=url)) as client:
         response = await post(client, LIST, token({"sub": "ops"}, signer, "RS256", kid="k1"))
 
     assert response.status_code == 401
@@ -260,7 +264,7 @@ async def test_an_unreachable_jwks_url_gets_401_not_a_server_error() -> None:
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "::", "example.com"])
 def test_auth_off_on_a_non_loopback_host_is_a_config_error(host: str) -> None:
     with pytest.raises(ConfigError, match="RUNSGATE_AUTH is off"):
-        create_app(Settings(mongodb_uri=None, auth=False, host=host))
+        create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, host=host))
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
@@ -268,7 +272,7 @@ async def test_auth_off_on_loopback_serves_everyone_as_anonymous_with_a_warning(
     host: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="runsgate"):
-        async with running(Settings(mongodb_uri=None, auth=False, host=host)) as client:
+        async with running(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, host=host)) as client:
             started = (await post(client, START_RUN, input={"agentId": REFUND, "prompt": REFUND_PROMPT})).json()
 
     assert started["data"]["startRun"]["status"] == "SUSPENDED"
@@ -304,7 +308,7 @@ def test_an_allowed_host_that_is_not_a_name_is_a_config_error(monkeypatch: pytes
 
 def test_auth_on_without_any_credential_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="no credential is configured"):
-        create_app(Settings(mongodb_uri=None))
+        create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None))
 
 
 @pytest.mark.parametrize(
@@ -352,7 +356,7 @@ async def test_new_key_prints_a_key_and_the_entry_that_accepts_it(capsys: pytest
     key = out.split("): ", 1)[1].splitlines()[0].strip()
     entry = json.loads(out.split("RUNSGATE_API_KEYS entry: ", 1)[1])
 
-    settings = Settings(mongodb_uri=None, api_keys=[ApiKeyConfig.model_validate(entry)])
+    settings = Settings(agents=DEMO_AGENTS, mongodb_uri=None, api_keys=[ApiKeyConfig.model_validate(entry)])
     async with running(settings) as client:
         response = await post(client, LIST, key)
 
@@ -370,7 +374,7 @@ async def test_a_jwks_token_whose_alg_does_not_match_its_key_gets_401_and_one_in
     public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signer.public_key()))
     ec_signer = ec.generate_private_key(ec.SECP256R1())
     with jwks_server([{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]) as url:
-        async with running(Settings(mongodb_uri=None, jwt_jwks_url=url)) as client:
+        async with running(Settings(agents=DEMO_AGENTS, mongodb_uri=None, jwt_jwks_url=url)) as client:
             # an ES256 header naming the kid of an RSA key (PyJWT raised TypeError: a 500)
             es256_on_rsa = token({"sub": "ops", "scope": "runs:read"}, ec_signer, "ES256", kid="k1")
             with caplog.at_level(logging.INFO, logger="runsgate"):
@@ -389,7 +393,9 @@ async def test_a_jwks_key_published_without_alg_verifies_only_its_own_kind_of_al
     public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signer.public_key()))
     public.pop("alg", None)
     with jwks_server([{**public, "kid": "k1", "use": "sig"}]) as url:
-        async with running(Settings(mongodb_uri=None, jwt_jwks_url=url, jwt_algorithms=["RS256", "PS256"])) as client:
+        async with running(
+            Settings(agents=DEMO_AGENTS, mongodb_uri=None, jwt_jwks_url=url, jwt_algorithms=["RS256", "PS256"])
+        ) as client:
             rs256 = await post(client, LIST, token({"sub": "ops", "scope": "runs:read"}, signer, "RS256", kid="k1"))
             ps256 = await post(client, LIST, token({"sub": "ops", "scope": "runs:read"}, signer, "PS256", kid="k1"))
 
@@ -425,7 +431,7 @@ async def test_a_jwks_key_published_without_alg_verifies_only_its_own_kind_of_al
 async def test_a_signed_token_with_claims_of_the_wrong_type_gets_401(
     claims: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with running(Settings(mongodb_uri=None, jwt_secret=SECRET)) as client:
+    async with running(Settings(agents=DEMO_AGENTS, mongodb_uri=None, jwt_secret=SECRET)) as client:
         with caplog.at_level(logging.INFO, logger="runsgate"):
             response = await post(client, LIST, token(claims))
 
@@ -437,4 +443,4 @@ async def test_a_signed_token_with_claims_of_the_wrong_type_gets_401(
 @pytest.mark.parametrize("secret", ["", "short", "x" * 31])
 def test_a_jwt_secret_shorter_than_32_bytes_is_refused_at_start(secret: str) -> None:
     with pytest.raises(ConfigError, match="RUNSGATE_JWT_SECRET"):
-        create_app(Settings(mongodb_uri=None, jwt_secret=secret))
+        create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, jwt_secret=secret))

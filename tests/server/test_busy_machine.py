@@ -104,7 +104,9 @@ def test_an_unreachable_mongodb_fails_the_start_within_its_timeout_under_load(cp
     )
     # when `runsgate serve` starts under load
     began = time.monotonic()
-    result = _processes.run([RUNSGATE, "serve"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    result = _processes.run(
+        [RUNSGATE, "serve", "--port", str(free_port())], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+    )
     took = time.monotonic() - began
 
     # then it exits with status 3 saying why, after the timeout and the start of Python, long

@@ -216,3 +216,25 @@ def test_serve_says_where_it_listens_and_ends_with_one_line_by_the_signal(tmp_pa
     assert lines[-1] == f"runsgate stopped ({sig.name})", log_tail(log)
     assert lines.count(lines[-1]) == 1, log_tail(log)
     assert "Traceback" not in log.read_text(), log_tail(log)
+
+
+SERVES = "runsgate serves the agents of RUNSGATE_AGENTS={}: {}"
+"""The line that names the agents a start serves (the registry, then the agent ids, sorted)."""
+
+
+@pytest.mark.parametrize(
+    ("registry", "ids"),
+    [
+        ("runtime.demo:AGENTS", "refund-agent, support-supervisor, weather-agent"),
+        ("tests._json_agent:AGENTS", "json-echo, refund-agent, support-supervisor, weather-agent"),
+    ],
+)
+def test_serve_says_which_agents_it_serves(tmp_path: Path, registry: str, ids: str) -> None:
+    log = tmp_path / "runsgate.log"
+    # when runsgate serve starts with RUNSGATE_AGENTS naming a registry
+    with runsgate_servers(
+        [log], [RUNSGATE, "serve"], RUNSGATE_AGENTS=registry, RUNSGATE_LOG_LEVEL="INFO", RUNSGATE_LOG_FORMAT="text"
+    ):
+        lines = _text_lines(log)
+    # then one line names it and the agents it serves
+    assert lines.count(SERVES.format(registry, ids)) == 1, log_tail(log)

@@ -10,10 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from server.services import Services
+from server.settings import ConfigError, Settings
 from storage.mongo import store_address
 
 from .. import _processes
 from .._servers import ROOT, SERVE, free_port, server_env
+from ._cli import serve_with_only
+
+NO_AGENTS = (
+    "RUNSGATE_AGENTS is not set: name the agent registry to serve, package.module:attribute "
+    "(docs/writing-agents.md), or RUNSGATE_AGENTS=runtime.demo:AGENTS for the demo agents, as ./dev serve does"
+)
+"""Why a start without agents is refused."""
 
 
 def _serve(uri: str) -> subprocess.CompletedProcess[str]:
@@ -130,3 +139,23 @@ def test_a_tool_rule_naming_an_unknown_tool_is_one_line_naming_the_variable_and_
     ), line
     assert "not a tool of any registered agent" in line
     assert "Uvicorn running" not in result.stdout + result.stderr
+
+
+def test_serve_without_runsgate_agents_is_refused_naming_the_variable_and_the_demo(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # when runsgate serve starts with no agent registry named
+    status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_AUTH": "off"}, unset=("RUNSGATE_AGENTS",))
+
+    # then it is refused, with one line that says how to name one, or the demo agents
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [f"runsgate: invalid configuration: {NO_AGENTS}"]
+
+
+async def test_an_app_without_agents_is_refused_before_it_opens_its_store(tmp_path: Path) -> None:
+    settings = Settings(store=f"sqlite:///{tmp_path / 'runs.db'}", auth=False, agents=None)
+    with pytest.raises(ConfigError) as refused:
+        async with Services(settings):
+            pass
+    assert str(refused.value) == f"invalid configuration: {NO_AGENTS}"
+    assert not (tmp_path / "runs.db").exists()

@@ -73,7 +73,7 @@ from resolvers.metrics import COMPILED, COMPILED_FALLBACK
 from resolvers.schema import schema as runsgate_schema
 from runtime.seed import SeedPlan, seed_store
 from server.app import create_app
-from server.settings import Settings, ToolRuleConfig
+from server.settings import DEMO_AGENTS, Settings, ToolRuleConfig
 from storage import SnapshotDocument
 
 from .._graphql import REFUND, SUPERVISOR, TWO_REFUNDS_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient, graphql_schema
@@ -108,6 +108,7 @@ class Pair:
 
 def _settings(uri: str, *, compiled: bool) -> Settings:
     return Settings(
+        agents=DEMO_AGENTS,
         mongodb_uri=uri,
         auth=False,
         sweep_interval=0,

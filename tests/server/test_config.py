@@ -13,11 +13,12 @@ import pytest
 
 from .. import _processes
 from .._processes import scaled
-from .._servers import ROOT, SERVE, server_env
+from .._servers import ROOT, SERVE, free_port, server_env
 from ._cli import serve_with_only
 
 PROCESS_CASES = {"RUNSGATE_PORT": "abc", "MONGODB_URI": "http://x"}
-"""Variable -> invalid value, each given alone to a real ``python -m server serve``."""
+"""Variable -> invalid value, each given alone to a real ``python -m server serve`` (on a free
+port, unless the port is the invalid value)."""
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def serve_results() -> dict[str, tuple[int, str, str]]:
         variable: _processes.start(
             SERVE,
             cwd=ROOT,
-            env=server_env(**{variable: value}),
+            env=server_env(**{"RUNSGATE_PORT": str(free_port()), variable: value}),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

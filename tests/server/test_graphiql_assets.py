@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 
 from server.app import create_app
 from server.graphql_view import GRAPHIQL_EXAMPLE_QUERY
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 ASSET = re.compile(r'(?:src|href)="(?P<url>[^"]+)"\s+integrity="sha384-(?P<sha384>[^"]+)"')
 
@@ -48,7 +48,7 @@ async def test_the_graphiql_page_loads_every_asset_from_runsgate_with_its_integr
 
 async def test_no_graphiql_assets_are_served_when_graphiql_is_off() -> None:
     # given the app with RUNSGATE_GRAPHIQL=false
-    app: Starlette = create_app(Settings(mongodb_uri=None, graphiql=False, auth=False))
+    app: Starlette = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, graphiql=False, auth=False))
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,

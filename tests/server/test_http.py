@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from server.app import create_app
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from .._graphql import AGENTS, REFUND, REFUND_PROMPT, GraphQLClient
 
@@ -86,7 +86,9 @@ async def test_readyz_says_the_store_is_reachable(http: httpx.AsyncClient, gql: 
 
 async def test_with_graphiql_off_a_browser_get_does_not_get_the_explorer() -> None:
     # given the app started with GraphiQL off
-    app = create_app(Settings(mongodb_uri=None, graphiql=False, auth=False))  # loopback: auth may be off
+    app = create_app(
+        Settings(agents=DEMO_AGENTS, mongodb_uri=None, graphiql=False, auth=False)
+    )  # loopback: auth may be off
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,

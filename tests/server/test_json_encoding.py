@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import httpx
 
 from server.app import create_app
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 from storage import SCHEMA_VERSION, SnapshotDocument
 
 RUN = """
@@ -51,7 +51,7 @@ def snapshot(run_id: str, args: object) -> SnapshotDocument:
 
 async def test_args_orjson_cannot_encode_are_still_answered() -> None:
     # given (memory store: BSON has no integers beyond 64 bits) runs whose args orjson handles or refuses
-    app = create_app(Settings(mongodb_uri=None, auth=False))  # loopback: auth may be off
+    app = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False))  # loopback: auth may be off
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from server.app import create_app
-from server.settings import ApiKeyConfig, Settings
+from server.settings import DEMO_AGENTS, ApiKeyConfig, Settings
 
 from .._auth import ADMIN
 from .._graphql import REFUND, REFUND_PROMPT, RESUME, START_RUN, WEATHER, WEATHER_PROMPT, GraphQLClient
@@ -24,7 +24,9 @@ INTROSPECTION = "{ __schema { queryType { name } } }"
 
 @asynccontextmanager
 async def running(**limits: Any) -> AsyncIterator[GraphQLClient]:
-    settings = Settings(mongodb_uri=None, api_keys=[ApiKeyConfig.model_validate(ADMIN.entry())], **limits)
+    settings = Settings(
+        agents=DEMO_AGENTS, mongodb_uri=None, api_keys=[ApiKeyConfig.model_validate(ADMIN.entry())], **limits
+    )
     app = create_app(settings)
     async with (
         app.router.lifespan_context(app),

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from resolvers import metrics as graphql_metrics
 from server.app import create_app
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, TWO_REFUNDS_PROMPT, WEATHER, data, post
 from .._servers import runsgate_process
@@ -155,7 +155,7 @@ def test_operation_names_past_the_cap_are_counted_as_other(monkeypatch: pytest.M
 
 def test_metrics_can_be_turned_off() -> None:
     # given RUNSGATE_METRICS=false, then the app has no /metrics route; by default it has one
-    off = create_app(Settings(metrics=False, auth=False))
-    on = create_app(Settings(auth=False))
+    off = create_app(Settings(agents=DEMO_AGENTS, metrics=False, auth=False))
+    on = create_app(Settings(agents=DEMO_AGENTS, auth=False))
     assert "/metrics" not in [route.path for route in off.routes if isinstance(route, Route)]
     assert "/metrics" in [route.path for route in on.routes if isinstance(route, Route)]

@@ -29,7 +29,7 @@ from resolvers.operation_name import MESSAGE
 from resolvers.schema import CACHE_SIZE, build_schema
 from server.app import create_app
 from server.limits import graphql_extensions
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 from storage import StoreUnavailableError
 
 from .._graphql import REFUND, REFUND_PROMPT, START_RUN, graphql_schema, graphql_view
@@ -51,7 +51,7 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 @pytest.fixture
 async def app() -> AsyncIterator[Starlette]:
-    application = create_app(Settings(mongodb_uri=None, auth=False))  # loopback: auth may be off
+    application = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False))  # loopback: auth may be off
     async with application.router.lifespan_context(application):
         yield application
 
@@ -260,7 +260,7 @@ async def test_a_failure_of_the_prepared_path_is_answered_by_the_standard_path(
 
 
 def test_only_covered_extensions_allow_prepared_operations() -> None:
-    settings = Settings(mongodb_uri=None, auth=False, introspection=False)
+    settings = Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, introspection=False)
     # the server's limits (parser options and validation rules) are covered
     assert build_schema(extensions=graphql_extensions(settings)).prepared_operations is not None
     # tracing wraps every operation: no prepared operations; nor without compiled execution
@@ -301,7 +301,9 @@ async def test_parts_of_the_wrong_type_get_the_standard_answer(body: object, cap
     # (variables that are not a dict)
     answers: dict[bool, list[tuple[int, bytes]]] = {}
     for compiled in (True, False):
-        application = create_app(Settings(mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled))
+        application = create_app(
+            Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled)
+        )
         async with (
             application.router.lifespan_context(application),
             httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client,
@@ -390,7 +392,9 @@ async def test_the_view_serves_prepared_requests_as_strawberry_does(
     answers: dict[bool, list[tuple[int, str | None, str | None, bytes]]] = {}
     served: dict[bool, int] = {}
     for compiled in (True, False):
-        application = create_app(Settings(mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled))
+        application = create_app(
+            Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, max_batch=2, compiled_execution=compiled)
+        )
         async with (
             application.router.lifespan_context(application),
             httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://localhost") as client,

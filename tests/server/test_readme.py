@@ -1,18 +1,24 @@
 """The README says what really happens: its ``decideToolCalls`` example answers what the text
-after it says, and its ``MONGODB_URI`` row agrees with the Deployment example and the settings."""
+after it says, its ``MONGODB_URI`` row agrees with the Deployment example and the settings, and
+its two-approver refund is refused a second approval with authentication off and completes with
+two keys made as it says."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 from graphql import FieldNode, OperationDefinitionNode, parse
 
 from resolvers import schema
+from server.cli import main
 from server.settings import ConfigError, load_settings
 
+from .._auth import TestKey
 from .._graphql import REFUND, GraphQLClient
+from .conftest import Serve
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
@@ -123,3 +129,60 @@ def test_the_readme_says_which_root_fields_the_example_scripts_cover() -> None:
         assert "editedArgs" in script.read_text(), script
     assert not_in, paragraph
     assert not (not_in & said), paragraph
+
+
+def _paragraph(marker: str) -> str:
+    """The README's text from ``marker`` to the end of the paragraph after its first code block."""
+    text = _after(marker)
+    block = text.index("```", text.index("```") + 3)
+    return text[: text.index("\n\n", block)]
+
+
+APPROVALS_REQUIRED = """
+query($runId: ID!) { suspendedRun(agentId: "refund-agent", runId: $runId) { toolCalls { approvalsRequired } } }
+"""
+
+
+def _new_key(name: str, capsys: pytest.CaptureFixture[str]) -> TestKey:
+    """A key made by ``runsgate new-key --name NAME`` (its default scopes and resources)."""
+    capsys.readouterr()
+    assert main(["new-key", "--name", name]) == 0
+    printed = re.search(r"^key \(give it to \w+; it is not stored anywhere\): (\S+)$", capsys.readouterr().out, re.M)
+    assert printed is not None
+    return TestKey(name, printed[1])
+
+
+@pytest.mark.parametrize("serve", ["memory"], indirect=True)
+async def test_the_readmes_two_approver_refund_needs_two_keys(serve: Serve, capsys: pytest.CaptureFixture[str]) -> None:
+    # given the README's paragraph: its refund over $500, and the keys it makes
+    said = _paragraph("**Two approvers.**")
+    refund = re.search(r'"(Please refund order \d+)": \$(\d+)', said)
+    assert refund is not None, said
+    assert int(refund[2]) > 500
+    names = re.findall(r"--name (\w+)", said)
+    assert len(names) == 2, said
+    assert "`DuplicateApprover`" in said
+    assert "`anonymous`" in said
+
+    # with authentication off, everyone is anonymous: the second approval is refused
+    app = (await serve(auth=False)).app
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http:
+        anonymous = GraphQLClient(http)
+        run = await anonymous.suspend(REFUND, refund[1])
+        (call,) = run["toolCalls"]
+        needed = (await anonymous.data(APPROVALS_REQUIRED, runId=run["runId"]))["suspendedRun"]["toolCalls"]
+        assert needed == [{"approvalsRequired": 2}], needed
+        first = await anonymous.approve(REFUND, run["runId"], call["toolCallId"])
+        assert first["status"] == "SUSPENDED", first
+        second = await anonymous.approve(REFUND, run["runId"], call["toolCallId"])
+        assert second["__typename"] == "DuplicateApprover", second
+
+    # with the two keys, it completes once each approved
+    keys = [_new_key(name, capsys) for name in names]
+    served = await serve(keys=keys)
+    first_key, second_key = (served.client(key) for key in keys)
+    run = await first_key.suspend(REFUND, refund[1])
+    (call,) = run["toolCalls"]
+    assert (await first_key.approve(REFUND, run["runId"], call["toolCallId"]))["status"] == "SUSPENDED"
+    done = await second_key.approve(REFUND, run["runId"], call["toolCallId"])
+    assert done["status"] == "COMPLETED", done

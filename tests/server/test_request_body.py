@@ -17,7 +17,7 @@ import pytest
 from starlette.applications import Starlette
 
 from server.app import GraphQLApp, create_app
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from .._graphql import refusal_message
 
@@ -26,7 +26,9 @@ QUERY = "{ agents { id } }"
 
 @pytest.fixture(params=[True, False], ids=["compiled", "standard"])
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClient]:
-    app: Starlette = create_app(Settings(mongodb_uri=None, auth=False, max_batch=3, compiled_execution=request.param))
+    app: Starlette = create_app(
+        Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, max_batch=3, compiled_execution=request.param)
+    )
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,

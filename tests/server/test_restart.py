@@ -16,7 +16,7 @@ import pytest
 from starlette.applications import Starlette
 
 from server.app import create_app
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, GraphQLClient, data
 from .._servers import runsgate_process, shared_store_env
@@ -75,7 +75,7 @@ def test_a_suspended_run_survives_a_restart_and_is_approved_through_the_new_proc
 
 
 async def test_with_the_memory_store_a_restart_loses_the_suspended_runs() -> None:
-    settings = Settings(mongodb_uri=None, auth=False)  # loopback: auth may be off
+    settings = Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False)  # loopback: auth may be off
     # given a refund run suspended in an app on the memory store
     app = create_app(settings)
     async with app.router.lifespan_context(app), _client(app) as http:

@@ -20,7 +20,7 @@ from runtime.registry import AgentRegistry
 from runtime.seed import SeedPlan, seed_store
 from server.app import create_app
 from server.cli import INVALID, main
-from server.settings import ConfigError, Settings, load_settings
+from server.settings import DEMO_AGENTS, ConfigError, Settings, load_settings
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
 
 from .. import _processes
@@ -183,7 +183,7 @@ def test_seed_runs_with_mongodb_is_a_config_error(monkeypatch: pytest.MonkeyPatc
 
 async def test_the_memory_store_is_seeded_at_start() -> None:
     # given a server started with RUNSGATE_SEED_RUNS=25
-    app = create_app(Settings(mongodb_uri=None, seed_runs=25, seed_threads=4, auth=False))
+    app = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, seed_runs=25, seed_threads=4, auth=False))
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,

@@ -11,7 +11,7 @@ import pytest
 from starlette.datastructures import State
 
 from server.services import Services
-from server.settings import ConfigError, Settings, ToolRuleConfig, WebhookConfig
+from server.settings import DEMO_AGENTS, ConfigError, Settings, ToolRuleConfig, WebhookConfig
 from storage import SQLiteSnapshotStore
 
 from .._receiver import new_secret
@@ -34,6 +34,7 @@ def _tasks() -> set[str]:
 async def test_entering_starts_everything_and_leaving_stops_it(tmp_path: Path) -> None:
     store = ProbedStore(tmp_path / "runs.db")
     settings = Settings(
+        agents=DEMO_AGENTS,
         store=f"sqlite:///{tmp_path / 'runs.db'}",
         auth=False,
         sweep_interval=30,
@@ -54,6 +55,7 @@ async def test_entering_starts_everything_and_leaving_stops_it(tmp_path: Path) -
 
 async def test_a_start_refused_by_the_rules_opens_nothing(tmp_path: Path) -> None:
     settings = Settings(
+        agents=DEMO_AGENTS,
         store=f"sqlite:///{tmp_path / 'runs.db'}",
         auth=False,
         tool_rules=[ToolRuleConfig(tool="no_such_tool", scope="refunds:approve")],

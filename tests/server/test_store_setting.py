@@ -14,7 +14,7 @@ import pytest
 
 from server.app import create_app
 from server.services import make_store
-from server.settings import ApiKeyConfig, ConfigError, Settings, load_settings
+from server.settings import DEMO_AGENTS, ApiKeyConfig, ConfigError, Settings, load_settings
 from storage import SCHEMA_VERSION, MemorySnapshotStore, MongoSnapshotStore, SQLiteSnapshotStore
 
 from .._auth import ADMIN
@@ -185,6 +185,7 @@ async def test_a_decision_while_another_process_holds_the_lock_is_store_unavaila
 ) -> None:
     path = tmp_path / "runsgate.db"
     settings = Settings(
+        agents=DEMO_AGENTS,
         store=f"sqlite:///{path}",
         subscription_lookback=0.6,  # busy timeout 0.3 s
         sweep_interval=0,

@@ -25,7 +25,7 @@ from starlette.applications import Starlette
 from strawberry.extensions.tracing import OpenTelemetryExtension
 
 from server.app import create_app
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 from server.tracing import start_tracing
 
 from .._graphql import graphql_schema, post
@@ -121,7 +121,11 @@ def _is_tracing(extension: Any) -> bool:
 def test_without_an_endpoint_there_is_no_tracing_extension() -> None:
     # given no OTLP endpoint and RUNSGATE_TRACING=auto
     settings = Settings(
-        otel_exporter_otlp_endpoint=None, otel_exporter_otlp_traces_endpoint=None, tracing="auto", auth=False
+        agents=DEMO_AGENTS,
+        otel_exporter_otlp_endpoint=None,
+        otel_exporter_otlp_traces_endpoint=None,
+        tracing="auto",
+        auth=False,
     )
 
     # then tracing is off and the schema has no tracing extension
@@ -139,7 +143,7 @@ async def test_tracing_is_turned_on_by_an_endpoint_or_the_setting_and_off_by_the
     assert Settings(**{**base, "otel_exporter_otlp_endpoint": "http://h:3", "tracing": "off"}).trace_exporter is None
 
     # when RUNSGATE_TRACING=console, then the app's schema has the tracing extension
-    app = create_app(Settings(**{**base, "tracing": "console"}, auth=False))
+    app = create_app(Settings(agents=DEMO_AGENTS, **{**base, "tracing": "console"}, auth=False))
     async with app.router.lifespan_context(app):  # its end shuts the tracer provider down
         assert [extension for extension in _schema_extensions(app) if _is_tracing(extension)]
 

@@ -16,14 +16,16 @@ from strawberry.extensions import ValidationCache
 
 from resolvers.schema import CACHE_SIZE
 from server.app import create_app
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 QUERY = '{ suspendedRuns(agentId: "refund-agent", first: 5) { totalCount nodes { runId status } } }'
 
 
 async def test_the_same_document_is_validated_once() -> None:
     # loopback: auth may be off
-    app = create_app(Settings(mongodb_uri=None, auth=False, introspection=False, compiled_execution=False))
+    app = create_app(
+        Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, introspection=False, compiled_execution=False)
+    )
     cache = ValidationCache(maxsize=CACHE_SIZE).cached_validate_document  # the LRU the schema's cache shares
     async with (
         app.router.lifespan_context(app),

@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 
 from resolvers.webhooks import public_endpoint
 from server.app import create_app
-from server.settings import ApiKeyConfig, Settings, WebhookConfig
+from server.settings import DEMO_AGENTS, ApiKeyConfig, Settings, WebhookConfig
 from tests._auth import ALL, TestKey
 from tests._graphql import REFUND, REFUND_PROMPT, START_RUN
 from tests._receiver import new_secret, receiving
@@ -51,6 +51,7 @@ async def test_deliveries_need_the_scope_and_show_only_runs_of_the_principals_re
     with receiving(secret) as receiver:
         url = receiver.url + "?token=receiver-token"
         settings = Settings(
+            agents=DEMO_AGENTS,
             mongodb_uri=None,
             api_keys=[ApiKeyConfig.model_validate(k.entry()) for k in (OPERATOR, TENANT_A, READER)],
             webhooks=[WebhookConfig(url=url, secret=secret, events=["run.suspended"])],  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from pydantic_ai import models
 
 from server.cli import main
 from server.cli.serve import run_serve_command
-from server.settings import ConfigError, Settings
+from server.settings import DEMO_AGENTS, ConfigError, Settings
 from storage import MemorySnapshotStore, RunFilter, SQLiteSnapshotStore, StoreUnavailableError, registry
 from storage.registry import StoreEntry, StoreOptions
 
@@ -51,13 +51,15 @@ VAULT = StoreEntry(
 @pytest.fixture(autouse=True)
 def vault(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """``VAULT`` is one more entry of the registry, and the commands run in ``tmp_path`` with no
-    ``RUNSGATE_*`` variable but ``RUNSGATE_AUTH=off``, no ``MONGODB_URI`` and no ``.env``."""
+    ``RUNSGATE_*`` variable but ``RUNSGATE_AUTH=off`` and the demo agents, no ``MONGODB_URI`` and
+    no ``.env``."""
     monkeypatch.setattr(registry, "STORES", (*registry.STORES, VAULT))
     monkeypatch.setattr(registry, "BY_SCHEME", {**registry.BY_SCHEME, "vault": VAULT})
     monkeypatch.chdir(tmp_path)
     for key in [k for k in os.environ if k.startswith("RUNSGATE_") or k == "MONGODB_URI"]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("RUNSGATE_AUTH", "off")  # runsgate serve on 127.0.0.1 without a credential
+    monkeypatch.setenv("RUNSGATE_AGENTS", DEMO_AGENTS)  # runsgate serve needs agents to serve
 
 
 def _not_served(settings: Settings) -> NoReturn:

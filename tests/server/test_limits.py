@@ -236,7 +236,6 @@ async def python_calls(gql: GraphQLClient, document: str) -> int:
     return calls
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: Strawberry's depth and alias limiters expand every spread")
 async def test_the_work_of_checking_a_fragment_bomb_grows_with_its_size_not_its_expansion() -> None:
     async with running() as gql:
         await python_calls(gql, "{ agents { id } }")  # what a first request does once

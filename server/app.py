@@ -74,6 +74,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             max_prompt_bytes=settings.max_prompt_bytes,
             max_reason_bytes=settings.max_reason_bytes,
             max_bulk_decisions=settings.max_bulk_decisions,
+            max_query_cost=settings.max_query_cost,
             request=request,
             response=response,
             events=state.events,

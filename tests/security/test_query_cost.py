@@ -102,7 +102,6 @@ def test_a_fragment_bomb_is_answered_at_once_and_the_server_stays_responsive(cos
     assert httpx.get(f"{costed.url}/healthz", timeout=scaled(10)).status_code == 200
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: no cost model yet")
 def test_a_document_over_the_cost_limit_is_refused_before_it_runs_over_http(costed: Costed) -> None:
     # given issue 42's big answer: 20 conversations of up to 1 MiB for each of 100 runs
     # when it is sent, by POST and by GET
@@ -124,7 +123,6 @@ def test_a_document_over_the_cost_limit_is_refused_before_it_runs_over_http(cost
     assert strict.status_code == 400, strict.text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: no cost model yet")
 def test_a_document_over_the_cost_limit_is_refused_over_websocket(costed: Costed) -> None:
     # given the same query, and a subscription each of whose events asks as much
     # when each is sent over a WebSocket
@@ -136,7 +134,6 @@ def test_a_document_over_the_cost_limit_is_refused_over_websocket(costed: Costed
     too_costly(subscription["errors"])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: no cost model yet")
 def test_a_fragment_bomb_over_an_object_field_is_refused_for_its_cost(costed: Costed) -> None:
     # given a 40-level bomb whose fragment selects a connection: 2^39 of them once inlined
     document = fragment_bomb(40, body="suspendedRuns { totalCount }")
@@ -151,7 +148,6 @@ def test_a_fragment_bomb_over_an_object_field_is_refused_for_its_cost(costed: Co
     too_costly(over_ws["errors"])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: no cost model yet")
 def test_the_cost_counts_the_values_of_the_variables(costed: Costed) -> None:
     # given one document whose page size is a variable
     # when it asks for 1 run, then for 100
@@ -167,7 +163,6 @@ def test_the_cost_counts_the_values_of_the_variables(costed: Costed) -> None:
     assert refused["requestedQueryCost"] > 90 * cost["requestedQueryCost"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: no cost model yet")
 def test_every_answer_reports_its_cost(costed: Costed) -> None:
     # given a small query, sent twice (the second time, the server answers it as a prepared query)
     # and the same over a WebSocket

@@ -28,7 +28,7 @@ from storage import SnapshotStore, StoreUnavailableError, strict_json
 from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
 from .frames import NoFraming
-from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GRAPHQL_METHODS, GraphQLView
+from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GRAPHQL_METHODS, EncodedAnswer, GraphQLView
 from .hosts import LoopbackHostsOnly
 from .http_errors import routing_refusal
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
@@ -47,7 +47,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
 
     def encode_json(self, data: object) -> str | bytes:
         """Response bodies and WebSocket messages through orjson rather than ``json.dumps``, for
-        speed.
+        speed; an answer already encoded within its budget as ``GraphQLView.encode_json`` does.
 
         Returned as text: Strawberry sends bytes over a WebSocket as a binary frame, and
         ``graphql-transport-ws`` clients (graphql-ws) only read text frames. What orjson refuses
@@ -55,6 +55,8 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
         RFC 8259 JSON: a float that is not finite (only a document an older runsgate stored can
         hold one) is ``null`` (``storage.strict_json.dumps_shown``).
         """
+        if isinstance(data, EncodedAnswer):
+            return super().encode_json(data)
         try:
             return orjson.dumps(data).decode()
         except TypeError:
@@ -136,6 +138,7 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         connection_init_wait_timeout=timedelta(seconds=settings.ws_connection_init_timeout),
     )
     graphql.authenticator = Authenticator.from_settings(settings)
+    graphql.max_response_bytes = settings.max_response_bytes
     if settings.compiled_execution:  # else the fast path is never imported
         from .prepared_http import PreparedRequests
 

@@ -60,7 +60,6 @@ def too_large(answer: dict[str, Any]) -> None:
     assert answer["extensions"]["cost"]["requestedQueryCost"] <= answer["extensions"]["cost"]["maximumAvailable"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: answers have no budget in bytes yet")
 def test_an_answer_over_the_byte_budget_is_refused_over_http(budgeted: Budgeted) -> None:
     # given runs whose events hold 150 KiB of prompts, and a server answering at most 64 KiB
     # when a document within its cost limit asks for all of them, twice (then as a prepared query)
@@ -76,7 +75,6 @@ def test_an_answer_over_the_byte_budget_is_refused_over_http(budgeted: Budgeted)
     assert httpx.get(f"{budgeted.url}/healthz", timeout=scaled(10)).status_code == 200
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: answers have no budget in bytes yet")
 def test_an_answer_over_the_byte_budget_is_refused_over_websocket(budgeted: Budgeted) -> None:
     # given the same document, sent over a WebSocket
     answer = asyncio.run(ws_execute(budgeted.url, EVENTS, init_payload={"Authorization": f"Bearer {ADMIN.key}"}))

@@ -129,18 +129,17 @@ def chunks(value: Any, limit: int, chunk: int = CHUNK) -> Iterator[bytes]:
 
 
 def _string_bound(text: str) -> int:
-    """Bytes ``text`` cannot pass as a JSON string: an ASCII one whose only control characters are
-    newlines, returns and tabs its length, quotes and a byte for each escape (``\\"``, ``\\\\``,
-    ``\\n``...); any other (or a short one, not worth looking into) 6 bytes a character
-    (``\\u0001``; UTF-8 takes at most 4), plus its quotes."""
+    """Bytes ``text`` cannot pass as a JSON string: a short one (64 characters or less, not worth
+    looking into) or a long one (over ``CHUNK``) 6 bytes a character (``\\u0001``; UTF-8 takes at
+    most 4) plus its quotes, unless a long one is printable ASCII (its length, quotes and escaped
+    ``"`` and ``\\\\``); any other exactly, as orjson writes it (faster than looking at it)."""
     size = len(text)
-    if size > 64 and text.isascii():
-        escaped = text.count('"') + text.count("\\")
-        if text.isprintable():
-            return size + 2 + escaped
-        lines = text.count("\n") + text.count("\r") + text.count("\t")
-        if text.replace("\n", "").replace("\r", "").replace("\t", "").isprintable():
-            return size + 2 + escaped + lines
+    if size <= 64:
+        return 6 * size + 2
+    if size <= CHUNK:
+        return len(orjson.dumps(text))
+    if text.isascii() and text.isprintable():
+        return size + 2 + text.count('"') + text.count("\\")
     return 6 * size + 2
 
 

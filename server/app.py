@@ -5,6 +5,7 @@ lifespan starts and stops; requests reach them through ``app.state``.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -99,9 +100,22 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
-def create_app(settings: Settings | None = None, *, store: SnapshotStore | None = None) -> Starlette:
+def settle_memory() -> None:
+    """Collect the garbage of the start, then move every object still alive (modules, the
+    schema, the agents: what lives as long as the process) to the garbage collector's permanent
+    generation (``gc.freeze``), so that a full collection, which a burst of large answers sets
+    off, walks only what requests made (why: docs/modules.md ``server/encoding.py``). The process
+    that serves calls it once started."""
+    gc.collect()
+    gc.freeze()
+
+
+def create_app(
+    settings: Settings | None = None, *, store: SnapshotStore | None = None, settle: bool = False
+) -> Starlette:
     """Build the app: its routes and middleware over ``Services``. Settings come from the
-    environment unless given; ``store`` replaces the store they name (the app opens and closes it).
+    environment unless given; ``store`` replaces the store they name (the app opens and closes it);
+    ``settle``: ``settle_memory`` once its lifespan started (a ``--workers`` process).
 
     Raises:
         ConfigError: Invalid environment (when ``settings`` is not given), or security settings
@@ -119,6 +133,8 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         try:
             async with Services(settings, store=store) as services:
                 services.expose(app.state)
+                if settle:
+                    settle_memory()
                 yield
         finally:
             tracing.shutdown()
@@ -192,4 +208,4 @@ def worker_app() -> Starlette:
     Raises:
         ConfigError: As ``create_app``.
     """
-    return create_app(worker_settings())
+    return create_app(worker_settings(), settle=True)

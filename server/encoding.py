@@ -23,7 +23,7 @@ CODE: Final = "RESPONSE_TOO_LARGE"
 CHUNK: Final = 64 * 1024
 """Bytes encoded between two turns of the event loop (about a quarter of a millisecond)."""
 SCAN_STEP: Final = 4096
-"""Values ``bound`` looks at between two turns of the event loop (counted a container at a time)."""
+"""Values ``bound`` looks at between two turns of the event loop."""
 _INT_RANGE: Final = (-(2**63), 2**64)
 """The integers orjson writes (others are written by ``json``)."""
 
@@ -166,6 +166,12 @@ def bound(value: Any, cap: int) -> Generator[None, None, int]:
             total += 2 + len(container)  # brackets, commas
             children = container
         for child in children:
+            seen += 1
+            if seen >= SCAN_STEP:  # a turn of the event loop, also within a long list
+                if total > cap:
+                    return cap + 1
+                seen = 0
+                yield
             kind = type(child)
             if kind is str:
                 total += _string_bound(child)
@@ -182,10 +188,6 @@ def bound(value: Any, cap: int) -> Generator[None, None, int]:
                 return cap + 1
         if total > cap:
             return cap + 1
-        seen += len(container)
-        if seen >= SCAN_STEP:
-            seen = 0
-            yield
     return total
 
 

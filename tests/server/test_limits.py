@@ -245,3 +245,26 @@ async def test_the_work_of_checking_a_fragment_bomb_grows_with_its_size_not_its_
     # then each 6 more levels add about the same work, as 6 more fragments of a document would
     first, second = work[1] - work[0], work[2] - work[1]
     assert 0 < second <= 3 * first, work
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "{ agents { " + "suspendedRuns { totalCount } " * 300 + "} }",
+        "{ agents { "
+        + " ".join(f"...F{i}" for i in range(200))
+        + " } } "
+        + " ".join(f"fragment F{i} on Agent {{ id }}" for i in range(200)),
+    ],
+    ids=["fields-sharing-a-name", "fragments-side-by-side"],
+)
+async def test_a_document_whose_fields_overlap_too_much_to_check_is_refused_saying_why(document: str) -> None:
+    # given a document within the token limit whose overlapping fields would take graphql-core's
+    # check quadratic work (300 fields of one name; 200 fragments spread in one selection set)
+    async with running() as gql:
+        data, errors = await gql.errors(document)
+
+    # then it is refused with a validation error telling why, and nothing ran
+    assert data is None
+    assert [error["extensions"]["code"] for error in errors] == ["GRAPHQL_VALIDATION_FAILED"]
+    assert errors[0]["message"].startswith("Validation aborted: the document is too complex to check.")

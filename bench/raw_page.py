@@ -3,8 +3,9 @@
 Mounted by the benchmark's own launcher (``bench.serve``), never by the product. It takes the same JSON body as the
 benchmark's GraphQL request (``bench/queries.py``: ``query`` is ignored; ``variables`` has
 ``agentId``, ``first``, ``after``, ``filter.threadId`` or ``page``), makes the same store calls
-as the ``suspendedRuns`` resolver, and answers the same JSON as ``/graphql`` does for
-``bench.queries.PAGE``, encoded by orjson like ``/graphql``. Comparing the two measures what the GraphQL layer costs.
+as the ``suspendedRuns`` resolver, and answers the same ``data`` as ``/graphql`` does for
+``bench.queries.PAGE`` (without its ``extensions.cost``), encoded by orjson like ``/graphql``.
+Comparing the two measures what the GraphQL layer costs.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from strawberry.schema.config import StrawberryConfig
 
 from .access import AccessDenied
 from .agents import Agent
+from .cost import QueryCost
 from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
 from .executor import PerEventMemo
 from .federation import FederationSchema
@@ -81,6 +82,7 @@ def build_schema(
         partial(ParserCache, maxsize=CACHE_SIZE),
         partial(ValidationCache, maxsize=CACHE_SIZE),
         OperationNameRequired,  # after ValidationCache, whose errors it adds to
+        QueryCost,  # once the document validated (it reads the errors of both)
         OperationMetrics,
         *extra_extensions,
     ]

@@ -5,6 +5,7 @@ lifespan starts and stops; requests reach them through ``app.state``.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,7 +29,7 @@ from storage import SnapshotStore, StoreUnavailableError, strict_json
 from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
 from .frames import NoFraming
-from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GRAPHQL_METHODS, GraphQLView
+from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GRAPHQL_METHODS, EncodedAnswer, GraphQLView
 from .hosts import LoopbackHostsOnly
 from .http_errors import routing_refusal
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
@@ -47,7 +48,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
 
     def encode_json(self, data: object) -> str | bytes:
         """Response bodies and WebSocket messages through orjson rather than ``json.dumps``, for
-        speed.
+        speed; an answer already encoded within its budget as ``GraphQLView.encode_json`` does.
 
         Returned as text: Strawberry sends bytes over a WebSocket as a binary frame, and
         ``graphql-transport-ws`` clients (graphql-ws) only read text frames. What orjson refuses
@@ -55,6 +56,8 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
         RFC 8259 JSON: a float that is not finite (only a document an older runsgate stored can
         hold one) is ``null`` (``storage.strict_json.dumps_shown``).
         """
+        if isinstance(data, EncodedAnswer):
+            return super().encode_json(data)
         try:
             return orjson.dumps(data).decode()
         except TypeError:
@@ -74,6 +77,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             max_prompt_bytes=settings.max_prompt_bytes,
             max_reason_bytes=settings.max_reason_bytes,
             max_bulk_decisions=settings.max_bulk_decisions,
+            max_query_cost=settings.max_query_cost,
             request=request,
             response=response,
             events=state.events,
@@ -96,9 +100,22 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
-def create_app(settings: Settings | None = None, *, store: SnapshotStore | None = None) -> Starlette:
+def settle_memory() -> None:
+    """Collect the garbage of the start, then move every object still alive (modules, the
+    schema, the agents: what lives as long as the process) to the garbage collector's permanent
+    generation (``gc.freeze``), so that a full collection, which a burst of large answers sets
+    off, walks only what requests made (why: docs/modules.md ``server/encoding.py``). The process
+    that serves calls it once started."""
+    gc.collect()
+    gc.freeze()
+
+
+def create_app(
+    settings: Settings | None = None, *, store: SnapshotStore | None = None, settle: bool = False
+) -> Starlette:
     """Build the app: its routes and middleware over ``Services``. Settings come from the
-    environment unless given; ``store`` replaces the store they name (the app opens and closes it).
+    environment unless given; ``store`` replaces the store they name (the app opens and closes it);
+    ``settle``: ``settle_memory`` once its lifespan started (a ``--workers`` process).
 
     Raises:
         ConfigError: Invalid environment (when ``settings`` is not given), or security settings
@@ -116,6 +133,8 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         try:
             async with Services(settings, store=store) as services:
                 services.expose(app.state)
+                if settle:
+                    settle_memory()
                 yield
         finally:
             tracing.shutdown()
@@ -135,6 +154,7 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         connection_init_wait_timeout=timedelta(seconds=settings.ws_connection_init_timeout),
     )
     graphql.authenticator = Authenticator.from_settings(settings)
+    graphql.max_response_bytes = settings.max_response_bytes
     if settings.compiled_execution:  # else the fast path is never imported
         from .prepared_http import PreparedRequests
 
@@ -188,4 +208,4 @@ def worker_app() -> Starlette:
     Raises:
         ConfigError: As ``create_app``.
     """
-    return create_app(worker_settings())
+    return create_app(worker_settings(), settle=True)

@@ -15,15 +15,17 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from graphql import GraphQLError, GraphQLSyntaxError
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import MissingQueryError
@@ -40,6 +42,7 @@ from resolvers import Context, begin_operation
 from resolvers.operation_name import CODE as OPERATION_NAME_CODE
 from resolvers.operation_name import set_requested_operation_name
 
+from .encoding import encode_within, too_large
 from .http_errors import refusal
 
 if TYPE_CHECKING:
@@ -291,6 +294,38 @@ def offline_graphiql_html(html: str, root_path: str = "") -> str:
     return html.replace(GRAPHIQL_CDN, f"{root_path}{GRAPHIQL_ASSETS_PATH}/")
 
 
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""``RUNSGATE_MAX_RESPONSE_BYTES``' default: the most bytes one answer may take (4 MiB)."""
+
+
+class EncodedAnswer(dict[str, Any]):
+    """An answer (a response body, or a WebSocket message) with its JSON already encoded within
+    the budget, in ``chunks``; ``GraphQLView.encode_json`` and ``create_response`` send those."""
+
+    def __init__(self, answer: dict[str, Any], chunks: list[bytes]) -> None:
+        super().__init__(answer)
+        self.chunks = chunks
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.chunks))
+
+
+async def encoded_answer(answer: dict[str, Any], limit: int, *, message: bool = False) -> EncodedAnswer:
+    """``answer`` (a response, or with ``message`` a WebSocket message whose ``payload`` is one)
+    encoded within ``limit`` bytes (``server.encoding``); past it, the refusal
+    ``RESPONSE_TOO_LARGE`` in its place, with the answer's ``extensions`` (its cost)."""
+    encoded = await encode_within(answer, limit)
+    if encoded is not None:
+        return EncodedAnswer(answer, encoded)
+    logger.info("answer over RUNSGATE_MAX_RESPONSE_BYTES (%d bytes) refused", limit)
+    response = answer.get("payload") or {} if message else answer
+    refused = too_large(limit, response.get("extensions"))
+    if message:
+        refused = {**answer, "payload": refused}
+    return EncodedAnswer(refused, [orjson.dumps(refused)])
+
+
 class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
     """Strawberry's ``graphql-transport-ws`` handler, held to the lifetime of its credential and
     with fresh DataLoaders for each operation (the socket's ``Context`` lives as long as the
@@ -335,6 +370,14 @@ class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
             self._expiry.cancel()
         await super().shutdown()
 
+    async def send_message(self, message: Any) -> None:
+        """Strawberry's, with each ``next`` message (a query's answer, a subscription's event)
+        encoded within ``GraphQLView.max_response_bytes``; one past it is sent as the refusal
+        ``RESPONSE_TOO_LARGE`` in its place (``encoded_answer``)."""
+        if isinstance(message, dict) and message.get("type") == "next" and isinstance(self.view, GraphQLView):
+            message = await encoded_answer(message, self.view.max_response_bytes, message=True)
+        await super().send_message(message)
+
 
 _PARSING: ContextVar[str] = ContextVar("runsgate_parsing", default="body")
 """What ``GraphQLView.parse_json`` decodes in this task: the request body, or a query parameter."""
@@ -357,16 +400,63 @@ class GraphQLView(GraphQL[Context, None]):
     when the schema has prepared operations; None: Strawberry's ``run`` serves every request."""
     prepared_requests: int = 0
     """Requests served by ``run_prepared`` (tests and benchmarks read it)."""
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    """The most bytes one HTTP response (a batch's answers together) or WebSocket message may
+    take (``RUNSGATE_MAX_RESPONSE_BYTES``, set by ``server.app.create_app``)."""
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
         """Drop ``data`` from a request error's response, give its errors their codes
-        (``with_request_error_codes``), and mark the request for a 400 (see ``run``). The fast
-        path's responses (``server.prepared_http``) are made here too."""
+        (``with_request_error_codes``), and mark the request for a 400 (see ``run``); then encode
+        it within what is left of the response's ``max_response_bytes`` (an ``EncodedAnswer``;
+        past it, the refusal ``RESPONSE_TOO_LARGE``). The fast path's responses
+        (``server.prepared_http``) are made here too."""
         response = await super().process_result(request, result)
         if is_request_error(result):
             with_request_error_codes(result, response)
             response.pop("data", None)
             request.state.graphql_request_error = True
+        left = getattr(request.state, "response_bytes_left", self.max_response_bytes)
+        encoded = await encoded_answer(dict(response), max(left, 0))
+        request.state.response_bytes_left = left - encoded.size
+        return encoded  # type: ignore[return-value]
+
+    def encode_json(self, data: object) -> str | bytes:
+        """An ``EncodedAnswer``'s chunks, joined (as text: Strawberry sends a WebSocket message as
+        a text frame only so); anything else as Strawberry's view encodes it."""
+        if isinstance(data, EncodedAnswer):
+            return b"".join(data.chunks).decode()
+        return super().encode_json(data)
+
+    def create_response(
+        self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response
+    ) -> Response:
+        """Strawberry's response, sending the chunks of the ``EncodedAnswer``s that
+        ``process_result`` made one by one (each let go once sent), with their total as
+        ``Content-Length``; a batch is a JSON array of them."""
+        answers = response_data if isinstance(response_data, list) else [response_data]
+        if not all(isinstance(answer, EncodedAnswer) for answer in answers):
+            return super().create_response(response_data, sub_response)
+        parts: list[bytes] = []
+        for index, answer in enumerate(answers):
+            assert isinstance(answer, EncodedAnswer)
+            if isinstance(response_data, list):
+                parts.append(b"[" if index == 0 else b",")
+            parts.extend(answer.chunks)
+        if isinstance(response_data, list):
+            parts.append(b"]" if answers else b"[]")
+
+        async def body() -> AsyncIterator[bytes]:
+            parts.reverse()
+            while parts:
+                yield parts.pop()
+
+        length = sum(map(len, parts))
+        response = StreamingResponse(body(), media_type=JSON, headers={"content-length": str(length)})
+        response.headers.raw.extend(sub_response.headers.raw)
+        if sub_response.background:
+            response.background = sub_response.background
+        if sub_response.status_code:
+            response.status_code = sub_response.status_code
         return response
 
     async def execute_single(

@@ -153,10 +153,12 @@ async def execute_prepared(
     operation_extensions: dict[str, Any] | None,
     mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]],
     planned: Callable[[], None] | None = None,
+    extensions: dict[str, Any] | None = None,
 ) -> ExecutionResult:
     """Execute a prepared query as ``Schema.execute`` would (module docstring), skipping parse,
     validation and the extension hooks; by its root plan (``resolvers.fastpath.root_plan``) when it has
-    one and the request takes the plain path (``planned`` is then called).
+    one and the request takes the plain path (``planned`` is then called). ``extensions`` are the
+    result's (what the extensions' ``get_results`` would give: the cost, ``resolvers.cost``).
 
     Raises:
         Exception: Only what graphql-core's ``execute`` itself raises (never a resolver's error,
@@ -199,7 +201,7 @@ async def execute_prepared(
         process_errors(schema, errors)
         errors = mask_errors(errors)
     prepared.metrics.observe(time.perf_counter() - started, failed=bool(errors))
-    return ExecutionResult(data=result.data, errors=errors, extensions={})
+    return ExecutionResult(data=result.data, errors=errors, extensions=extensions or {})
 
 
 def well_formed(operation_name: object, variables: object, extensions: object) -> bool:
@@ -225,6 +227,7 @@ def covered_extensions() -> frozenset[type]:
         ValidationCache,
     )
 
+    from ..cost import QueryCost
     from ..errors import ErrorMasking
     from ..metrics import OperationMetrics
     from ..operation_name import OperationNameRequired
@@ -239,6 +242,7 @@ def covered_extensions() -> frozenset[type]:
             ErrorMasking,
             OperationMetrics,
             OperationNameRequired,
+            QueryCost,
         }
     )
 

@@ -9,6 +9,7 @@ from typing import Any
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
+from ..cost import context_limits, operation_cost, schema_of
 from ..federation import FederationSchema
 from .prepared import PreparedOperations, execute_prepared, well_formed
 
@@ -33,7 +34,9 @@ class PreparedSchema(FederationSchema):
         operation_extensions: dict[str, Any] | None = None,
     ) -> ExecutionResult:
         """Strawberry's ``Schema.execute``; a prepared query operation skips parsing, validation
-        and the extension hooks (``resolvers.fastpath.prepared``), with the same result."""
+        and the extension hooks (``resolvers.fastpath.prepared``), with the same result: its cost
+        (``resolvers.cost``) is reported as ``QueryCost`` reports it, and one over the limit for
+        these variables goes through Strawberry's pipeline, which refuses it."""
         prepared = self.prepared_operations
         entry = (
             prepared.get(query, operation_name)
@@ -42,7 +45,17 @@ class PreparedSchema(FederationSchema):
             and well_formed(operation_name, variable_values, operation_extensions)
             else None
         )
-        if entry is not None and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types):
+        limits = context_limits(context_value)
+        cost = (
+            None
+            if entry is None or limits is None
+            else operation_cost(schema_of(self), entry.document, entry.operation_name, variable_values, *limits)
+        )
+        if (
+            entry is not None
+            and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types)
+            and (cost is None or not cost.over)
+        ):
             assert prepared is not None
             prepared.executed += 1
             try:
@@ -55,6 +68,7 @@ class PreparedSchema(FederationSchema):
                     operation_extensions=operation_extensions,
                     mask_errors=prepared.mask_errors,
                     planned=prepared.count_planned,
+                    extensions={} if cost is None else {"cost": cost.report()},
                 )
             except Exception:
                 logger.exception("prepared operation failed; running it again through Strawberry's pipeline")

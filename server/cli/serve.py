@@ -112,14 +112,19 @@ def _say_listening(sock: socket.socket) -> None:
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server that says where it listens once it does, and records the signal that
-    stopped it (``stopped``) instead of raising it again inside the event loop's runner, where
-    Ctrl-C's ``KeyboardInterrupt`` would print a traceback; ``stopped_by`` raises it once it is done."""
+    """uvicorn's server that says where it listens once it does (its app started, then
+    ``server.app.settle_memory``), and records the signal that stopped it (``stopped``) instead of
+    raising it again inside the event loop's runner, where Ctrl-C's ``KeyboardInterrupt`` would
+    print a traceback; ``stopped_by`` raises it once it is done."""
 
     stopped: int | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        if self.started:
+            from ..app import settle_memory
+
+            settle_memory()
         if sockets:
             _say_listening(sockets[0])
 

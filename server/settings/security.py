@@ -156,6 +156,12 @@ class SecuritySettings(BaseSettings):
     """Longest ``declineToolCall`` ``reason``, in UTF-8 bytes."""
     max_ws_operations: Annotated[int, Field(ge=1, le=10_000)] = 20
     """Operations (subscriptions, queries, mutations) in flight at once on one WebSocket."""
+    max_query_cost: Annotated[int, Field(ge=1, le=1_000_000_000)] = 10_000
+    """The most a document may cost before it runs (``resolvers.cost``, docs/api.md "Query
+    cost"); above it the document is refused with ``QUERY_TOO_COSTLY``."""
+    max_response_bytes: Annotated[int, Field(ge=64 * 1024, le=1 << 30)] = 4 * 1024 * 1024
+    """The most bytes one answer may take (an HTTP response, a batch's answers together, a
+    WebSocket message); one that would pass it is not sent: ``RESPONSE_TOO_LARGE`` instead."""
 
     @field_validator("allowed_hosts", mode="before")
     @classmethod

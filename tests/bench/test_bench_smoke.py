@@ -196,3 +196,18 @@ def test_the_report_names_every_option_it_was_measured_with(tmp_path: Path) -> N
     for option, value in zip(measured_with[::2], measured_with[1::2], strict=True):
         assert option in recorded
         assert recorded[recorded.index(option) + 1] == value, option
+
+
+@pytest.mark.process
+def test_the_cost_attacks_benchmark_runs_at_a_tiny_size() -> None:
+    from bench.cost_attacks import SHAPES, check_times, fragment_bomb, measure_attacks
+
+    checked = check_times({"bomb": fragment_bomb(10), **dict(list(SHAPES.items())[:1])}, repeat=1)
+    rounds = measure_attacks(3, 1, [1], 0.5, ["bomb", "big", "atlimit", "overlimit"], 64 * 1024)
+
+    assert [c.outcome for c in checked] == ["cost 3", "Validation aborted."]
+    assert [(r.attack, r.clients) for r in rounds] == [("idle", 0)] + [
+        (attack, 1) for attack in ("bomb", "big", "atlimit", "overlimit")
+    ]
+    assert [r.outcome for r in rounds[1:]] == ["answered", "QUERY_TOO_COSTLY", "answered", "RESPONSE_TOO_LARGE"]
+    assert all(r.healthz for r in rounds)

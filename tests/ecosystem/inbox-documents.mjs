@@ -2,7 +2,7 @@
 //   node inbox-documents.mjs SCHEMA_FILE
 // the given SDL (runsgate's schema.graphql): the features the page would detect (FEATURES
 // executed against it) and the validation errors of every document it would then send.
-// Prints JSON: {current: {features, documents, errors}}.
+// Prints JSON: {current: {features, documents, errors, texts}}: texts maps each document's name to its text.
 import { readFileSync } from 'node:fs';
 import { buildSchema, graphqlSync, parse, validate } from 'graphql';
 import * as docs from '../../scripts/inbox/src/documents.js';
@@ -30,7 +30,7 @@ function check(source) {
     const problems = validate(schema, parse(text)).map((e) => e.message);
     if (problems.length) errors[name] = problems;
   }
-  return { features: f, documents: Object.keys(documents), errors };
+  return { features: f, documents: Object.keys(documents), errors, texts: documents };
 }
 
 process.stdout.write(JSON.stringify({ current: check(sdl) }) + '\n');

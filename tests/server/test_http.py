@@ -37,7 +37,8 @@ async def test_a_get_with_a_query_answers_json(http: httpx.AsyncClient) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
     assert response.json() == {
-        "data": {"agents": [{"id": "refund-agent"}, {"id": "support-supervisor"}, {"id": "weather-agent"}]}
+        "data": {"agents": [{"id": "refund-agent"}, {"id": "support-supervisor"}, {"id": "weather-agent"}]},
+        "extensions": {"cost": {"requestedQueryCost": 3, "maximumAvailable": 10_000}},
     }
 
 

@@ -4,6 +4,7 @@ introspection and ``resumeData`` size and nesting. Every refused request changes
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -206,3 +207,66 @@ async def test_a_body_that_is_not_strict_json_gets_400(raw: bytes) -> None:
         response = await gql.http.post("/graphql", content=raw, headers={"Content-Type": "application/json"})
 
     assert response.status_code == 400, response.text
+
+
+# -- the work of checking a document --------------------------------------------------------------
+def fragment_bomb(levels: int, body: str = "id") -> str:
+    """``F0 { <body> }`` and ``F<i> { ...F<i-1> ...F<i-1> }`` up to ``F<levels-1>``, spread by
+    ``{ agents { ... } }``: 2^(levels-1) copies of ``body`` once inlined."""
+    fragments = [f"fragment F0 on Agent {{ {body} }}"] + [
+        f"fragment F{i} on Agent {{ ...F{i - 1} ...F{i - 1} }}" for i in range(1, levels)
+    ]
+    return f"query {{ agents {{ ...F{levels - 1} }} }}\n" + "\n".join(fragments)
+
+
+async def python_calls(gql: GraphQLClient, document: str) -> int:
+    """Python function calls (outside asyncio) made while the app answers ``document``: a
+    measure of its work that no machine load changes."""
+    calls = 0
+
+    def count(frame: Any, event: str, _arg: Any) -> None:
+        nonlocal calls
+        if event == "call" and "asyncio" not in frame.f_code.co_filename:
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        response = await gql.http.post("/graphql", json={"query": document})
+    finally:
+        sys.setprofile(None)
+    assert response.status_code == 200, response.text
+    return calls
+
+
+async def test_the_work_of_checking_a_fragment_bomb_grows_with_its_size_not_its_expansion() -> None:
+    async with running() as gql:
+        await python_calls(gql, "{ agents { id } }")  # what a first request does once
+        # given fragment bombs of 6, 12 and 18 levels (each 6 levels multiply the expansion by 64)
+        work = [await python_calls(gql, fragment_bomb(levels)) for levels in (6, 12, 18)]
+
+    # then each 6 more levels add about the same work, as 6 more fragments of a document would
+    first, second = work[1] - work[0], work[2] - work[1]
+    assert 0 < second <= 3 * first, work
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        "{ agents { " + "suspendedRuns { totalCount } " * 300 + "} }",
+        "{ agents { "
+        + " ".join(f"...F{i}" for i in range(200))
+        + " } } "
+        + " ".join(f"fragment F{i} on Agent {{ id }}" for i in range(200)),
+    ],
+    ids=["fields-sharing-a-name", "fragments-side-by-side"],
+)
+async def test_a_document_whose_fields_overlap_too_much_to_check_is_refused_saying_why(document: str) -> None:
+    # given a document within the token limit whose overlapping fields would take graphql-core's
+    # check quadratic work (300 fields of one name; 200 fragments spread in one selection set)
+    async with running() as gql:
+        data, errors = await gql.errors(document)
+
+    # then it is refused with a validation error telling why, and nothing ran
+    assert data is None
+    assert [error["extensions"]["code"] for error in errors] == ["GRAPHQL_VALIDATION_FAILED"]
+    assert errors[0]["message"].startswith("Validation aborted: the document is too complex to check.")

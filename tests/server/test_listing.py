@@ -141,8 +141,12 @@ async def test_node_of_a_run_that_finished_is_null(gql: GraphQLClient) -> None:
     # when it is fetched through node()
     body = await gql.execute(NODE, id=run["id"])
 
-    # then there is no such node, and no error
-    assert body == {"data": {"node": None}}
+    # then there is no such node, and no error; the answer reports its cost (1 node + 5 tool calls
+    # of 5 points: the call, its decision and 3 JSON values; docs/api.md "Query cost")
+    assert body == {
+        "data": {"node": None},
+        "extensions": {"cost": {"requestedQueryCost": 26, "maximumAvailable": 10_000}},
+    }
 
 
 async def test_a_run_whose_completion_is_recorded_is_neither_listed_nor_counted(
@@ -194,8 +198,12 @@ async def test_node_with_the_global_id_of_another_type_is_null(gql: GraphQLClien
     agent_id = base64.b64encode(f"Agent:{run['runId']}".encode()).decode()
     body = await gql.execute(NODE, id=agent_id)
 
-    # then there is no such node, and no error
-    assert body == {"data": {"node": None}}
+    # then there is no such node, and no error; the answer reports its cost (1 node + 5 tool calls
+    # of 5 points: the call, its decision and 3 JSON values; docs/api.md "Query cost")
+    assert body == {
+        "data": {"node": None},
+        "extensions": {"cost": {"requestedQueryCost": 26, "maximumAvailable": 10_000}},
+    }
 
 
 # -- filters ---------------------------------------------------------------------------------------

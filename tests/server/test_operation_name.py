@@ -82,14 +82,20 @@ async def test_the_named_operation_runs_and_only_it(http: httpx.AsyncClient) -> 
     assert "id" in agents.json()["data"]["agents"][0]
     assert LEDGER == []
     started = await _post(http, {"query": START_THEN_LIST, "operationName": "Start"})
-    assert started.json() == {"data": {"startRun": {"status": "COMPLETED"}}}
+    assert started.json() == {
+        "data": {"startRun": {"status": "COMPLETED"}},
+        "extensions": {"cost": {"requestedQueryCost": 11, "maximumAvailable": 10_000}},
+    }
     assert LEDGER == [{"orderId": 1044, "amount": 15.5}]
 
 
 async def test_a_single_operation_needs_no_name(http: httpx.AsyncClient) -> None:
     for _ in range(2):
         response = await _post(http, {"query": COUNT})
-        assert response.json() == {"data": {"suspendedRuns": {"totalCount": 0}}}
+        assert response.json() == {
+            "data": {"suspendedRuns": {"totalCount": 0}},
+            "extensions": {"cost": {"requestedQueryCost": 2, "maximumAvailable": 10_000}},
+        }
 
 
 @pytest.mark.process

@@ -1,0 +1,544 @@
+"""A document's cost before it runs (docs/api.md "Query cost"): points for each object it may
+answer, multiplied by the page sizes and list sizes it asks for, and by the bytes of
+``conversation(maxBytes)``, with the values of its variables. ``document_cost`` computes it in
+time linear in the document (each fragment once, without recursion); ``QueryCost`` refuses a
+document over ``Context.max_query_cost`` at Strawberry's validation step (``QUERY_TOO_COSTLY``)
+and reports the cost in ``extensions.cost``; the prepared path asks ``operation_cost`` too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from weakref import WeakKeyDictionary
+
+from cachetools import LRUCache
+from graphql import (
+    GraphQLArgument,
+    GraphQLError,
+    GraphQLObjectType,
+    GraphQLSchema,
+    Undefined,
+    build_schema,
+    get_named_type,
+    get_operation_ast,
+    is_composite_type,
+    is_list_type,
+    is_non_null_type,
+    value_from_ast_untyped,
+)
+from graphql.language import (
+    DocumentNode,
+    FieldNode,
+    FragmentSpreadNode,
+    InlineFragmentNode,
+    ListValueNode,
+    ObjectValueNode,
+    OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
+    ValueNode,
+    VariableNode,
+)
+from strawberry.extensions import SchemaExtension
+
+from .fragments import dependency_order, fragment_definitions
+
+CODE: Final = "QUERY_TOO_COSTLY"
+"""The ``extensions.code`` of a document refused for its cost."""
+
+MAX_COST: Final = 2**53 - 1
+"""Costs are counted up to this (the largest integer a JSON client reads exactly), then stay there."""
+
+OBJECT: Final = 1
+"""Points for each object (of an object, interface or union type) an answer may hold."""
+JSON_VALUE: Final = 1
+"""Points for each ``JSON`` value an answer may hold (arguments, payloads, schemas, event data)."""
+KIB: Final = 1024
+"""``conversation(maxBytes)`` costs a point per started KiB of text, beside its objects."""
+TOTAL_COUNT: Final = 1
+"""Points for a connection's ``totalCount``: a count in the store."""
+MUTATION: Final = 10
+"""Points for a mutation root field (each may run an agent), per decision for ``decideToolCalls``."""
+TOOL_CALLS: Final = 5
+"""Tool calls assumed per run (``toolCalls``)."""
+EVENTS: Final = 10
+"""Events assumed per run (``events``, ``runEvents``)."""
+MESSAGES: Final = 10
+"""Messages assumed per conversation (``messages``); their text is counted by ``maxBytes``."""
+APPROVALS: Final = 2
+"""Approvals assumed per tool call (``approvals``)."""
+PROBLEMS: Final = 10
+"""Problems assumed per refused input (``problems``)."""
+
+_PAGE: Final = "page"
+_OF_PAGE: Final = "of page"
+_AGENTS: Final = "agents"
+
+
+@dataclass(frozen=True)
+class FieldCost:
+    """How one field of the schema costs, beside ``OBJECT`` for each object it answers.
+
+    Attributes:
+        points: Points for the field itself (a ``JSON`` value, a mutation, a count).
+        per_kib: The argument in bytes whose every started KiB adds a point (``maxBytes``).
+        page: ``"page"`` for a connection: its page size is the request's ``page.perPage``,
+            ``first`` or ``last``, else ``Context.max_page_size``, and is the size of its lists
+            marked ``"of page"``; or the path of a list argument whose length is the page size.
+        size: For a list: a number of items assumed, ``"of page"`` (the enclosing field's page),
+            ``"agents"`` (the registered agents), or the path of a list argument (its length).
+        points_per_page: Points per item of the field's page (``decideToolCalls``' decisions).
+    """
+
+    points: int = 0
+    per_kib: str | None = None
+    page: str | tuple[str, ...] | None = None
+    size: int | str | tuple[str, ...] | None = None
+    points_per_page: int = 0
+
+
+CONNECTION = FieldCost(page=_PAGE)
+OF_PAGE = FieldCost(size=_OF_PAGE)
+
+FIELD_COSTS: Final[dict[str, FieldCost]] = {
+    "Query.suspendedRuns": CONNECTION,
+    "Query.webhookDeliveries": CONNECTION,
+    "Query.agents": FieldCost(size=_AGENTS),
+    "Query.runEvents": FieldCost(size=EVENTS),
+    "Query._entities": FieldCost(size=("representations",)),
+    "Agent.suspendedRuns": CONNECTION,
+    "SuspendedRunConnection.nodes": OF_PAGE,
+    "SuspendedRunConnection.edges": OF_PAGE,
+    "SuspendedRunConnection.totalCount": FieldCost(points=TOTAL_COUNT),
+    "WebhookDeliveryConnection.nodes": OF_PAGE,
+    "WebhookDeliveryConnection.edges": OF_PAGE,
+    "SuspendedRun.toolCalls": FieldCost(size=TOOL_CALLS),
+    "SuspendedRun.events": FieldCost(size=EVENTS),
+    "SuspendedRun.conversation": FieldCost(per_kib="maxBytes"),
+    "Conversation.messages": FieldCost(size=MESSAGES),
+    "SuspendedToolCall.approvals": FieldCost(size=APPROVALS),
+    "InvalidResumeData.problems": FieldCost(size=PROBLEMS),
+    "InvalidToolArguments.problems": FieldCost(size=PROBLEMS),
+    "Mutation.startRun": FieldCost(points=MUTATION),
+    "Mutation.approveToolCall": FieldCost(points=MUTATION),
+    "Mutation.declineToolCall": FieldCost(points=MUTATION),
+    "Mutation.resumeRun": FieldCost(points=MUTATION),
+    "Mutation.retryRun": FieldCost(points=MUTATION),
+    "Mutation.decideToolCalls": FieldCost(page=("input", "decisions"), points_per_page=MUTATION),
+    "DecideToolCallsResult.results": OF_PAGE,
+}
+"""Every field that costs more than ``OBJECT`` per object it answers (``JSON`` fields cost
+``JSON_VALUE`` without being listed), by ``Type.field``; every list of objects is here."""
+
+
+@dataclass(frozen=True)
+class CostLimits:
+    """What a cost depends on beside the document and its variables."""
+
+    max_page_size: int
+    """The page size of a connection that asks for none (``RUNSGATE_MAX_PAGE_SIZE``), and its cap."""
+    agents: int
+    """The registered agents (the length of ``agents``)."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A document's cost, and the limit it was held to."""
+
+    requested: int
+    maximum: int
+
+    @property
+    def over(self) -> bool:
+        return self.requested > self.maximum
+
+    def report(self) -> dict[str, int]:
+        """``extensions.cost`` of the answer (Shopify's names)."""
+        return {"requestedQueryCost": self.requested, "maximumAvailable": self.maximum}
+
+    def refusal(self) -> GraphQLError:
+        """The request error refusing the document (``QUERY_TOO_COSTLY``)."""
+        return GraphQLError(
+            f"The query's cost, {self.requested}, is over the limit of {self.maximum} (RUNSGATE_MAX_QUERY_COST): "
+            "ask for fewer runs per page, fewer aliases or a smaller `maxBytes` (docs/api.md, Query cost).",
+            extensions={"code": CODE, **self.report()},
+        )
+
+
+def _capped(value: int) -> int:
+    return value if value < MAX_COST else MAX_COST
+
+
+class _Values:
+    """The arguments of one request: literals, and variables with their definitions' defaults.
+    ``varied`` becomes True when an argument read names a variable."""
+
+    def __init__(self, operation: OperationDefinitionNode, variables: Mapping[str, Any] | None) -> None:
+        self.variables: dict[str, Any] = {}
+        for definition in operation.variable_definitions or ():
+            if definition.default_value is not None:
+                self.variables[definition.variable.name.value] = value_from_ast_untyped(definition.default_value)
+        self.variables.update(variables or {})
+        self.varied = False
+
+    def argument(self, field: FieldNode, name: str) -> Any:
+        """The value of ``field``'s argument ``name`` (None when not given)."""
+        for argument in field.arguments or ():
+            if argument.name.value == name:
+                if _names_a_variable(argument.value):
+                    self.varied = True
+                return value_from_ast_untyped(argument.value, self.variables)
+        return None
+
+
+def _names_a_variable(value: ValueNode) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, VariableNode):
+            return True
+        if isinstance(node, ListValueNode):
+            stack.extend(node.values)
+        elif isinstance(node, ObjectValueNode):
+            stack.extend(item.value for item in node.fields)
+    return False
+
+
+def _count(value: Any, cap: int) -> int:
+    """A page size or a byte count as a request gives it, within ``0`` to ``cap`` (values the
+    resolvers refuse cost what they would at the bound)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return -1
+    return max(0, min(value, cap))
+
+
+def _at(value: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+class _Walk:
+    """One computation of ``document_cost``."""
+
+    def __init__(self, schema: GraphQLSchema, values: _Values, limits: CostLimits) -> None:
+        self.schema = schema
+        self.values = values
+        self.limits = limits
+
+    def page(self, rule: FieldCost, field: FieldNode) -> int:
+        if rule.page == _PAGE:
+            asked = self.values.argument(field, "page")
+            if isinstance(asked, dict) and (per_page := _count(asked.get("perPage"), self.limits.max_page_size)) >= 0:
+                return per_page
+            for name in ("first", "last"):
+                if (size := _count(self.values.argument(field, name), self.limits.max_page_size)) >= 0:
+                    return size
+            return self.limits.max_page_size
+        if isinstance(rule.page, tuple):
+            listed = _at(self.values.argument(field, rule.page[0]), rule.page[1:])
+            return len(listed) if isinstance(listed, list) else 1
+        return 0
+
+    def size(self, rule: FieldCost, field: FieldNode) -> int:
+        if isinstance(rule.size, int):
+            return rule.size
+        if rule.size == _AGENTS:
+            return self.limits.agents
+        if isinstance(rule.size, tuple):
+            listed = _at(self.values.argument(field, rule.size[0]), rule.size[1:])
+            return len(listed) if isinstance(listed, list) else 1
+        return 1
+
+    def own_points(self, rule: FieldCost, field: FieldNode, default_bytes: Any, page: int) -> int:
+        points = rule.points + rule.points_per_page * page
+        if rule.per_kib is not None:
+            given = self.values.argument(field, rule.per_kib)
+            size = _count(default_bytes if given is None else given, MAX_COST)
+            points += -(-max(size, 0) // KIB)
+        return points
+
+    def selection_set(self, parent: Any, selection_set: SelectionSetNode, fragments: Mapping[str, _Sum]) -> _Sum:
+        """The cost of ``selection_set`` on type ``parent``, each field below it once (an
+        explicit stack, not recursion), a spread adding its fragment's sum."""
+        root = _Frame(parent, iter(selection_set.selections))
+        stack = [root]
+        while stack:
+            frame = stack[-1]
+            for selection in frame.selections:
+                if isinstance(selection, FieldNode):
+                    child = self.field(frame, selection)
+                    if child is not None:
+                        stack.append(child)
+                        break
+                elif isinstance(selection, InlineFragmentNode):
+                    condition = selection.type_condition
+                    kind = frame.parent if condition is None else self.schema.get_type(condition.name.value)
+                    stack.append(_Frame(kind, iter(selection.selection_set.selections), into=frame))
+                    break
+                elif isinstance(selection, FragmentSpreadNode):
+                    known = fragments.get(selection.name.value)
+                    if known is not None:
+                        frame.add(known.fixed, known.paged)
+            else:
+                stack.pop()
+                if frame.into is not None:
+                    frame.finish()
+        return _Sum(root.fixed, root.paged)
+
+    def field(self, frame: _Frame, node: FieldNode) -> _Frame | None:
+        """Add a leaf field's cost to ``frame``; for a field with a selection, the frame that
+        computes it (its cost is added when that frame ends)."""
+        name = node.name.value
+        fields = getattr(frame.parent, "fields", None)
+        if name.startswith("__") or fields is None or name not in fields:
+            return None  # __typename, introspection (bounded by the schema), or an unknown field
+        definition = fields[name]
+        rule = FIELD_COSTS.get(f"{frame.parent.name}.{name}", FieldCost())
+        named = get_named_type(definition.type)
+        if not is_composite_type(named) or node.selection_set is None:
+            frame.add(JSON_VALUE if named.name == "JSON" else rule.points, 0)
+            return None
+        page = self.page(rule, node)
+        default_bytes = _default(definition.args[rule.per_kib]) if rule.per_kib in definition.args else None
+        return _Frame(
+            named,
+            iter(node.selection_set.selections),
+            into=frame,
+            field=_FieldItem(
+                points=OBJECT + self.own_points(rule, node, default_bytes, page),
+                page=page,
+                size=self.size(rule, node) if _is_list(definition.type) else 1,
+                of_page=rule.size == _OF_PAGE,
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class _Sum:
+    """The cost of a selection set: ``fixed``, plus ``paged`` for each item of the page of the
+    field it belongs to (a connection's ``nodes`` and ``edges``)."""
+
+    fixed: int
+    paged: int
+
+
+@dataclass(frozen=True)
+class _FieldItem:
+    points: int
+    page: int
+    size: int
+    of_page: bool
+
+
+class _Frame:
+    """A selection set being summed: a field's, or an inline fragment's (``field`` None)."""
+
+    __slots__ = ("field", "fixed", "into", "paged", "parent", "selections")
+
+    def __init__(
+        self,
+        parent: Any,
+        selections: Iterator[Any],
+        *,
+        into: _Frame | None = None,
+        field: _FieldItem | None = None,
+    ) -> None:
+        self.parent = parent
+        self.selections = selections
+        self.into = into
+        self.field = field
+        self.fixed = 0
+        self.paged = 0
+
+    def add(self, fixed: int, paged: int) -> None:
+        self.fixed = _capped(self.fixed + fixed)
+        self.paged = _capped(self.paged + paged)
+
+    def finish(self) -> None:
+        """Add this selection's cost to the frame it belongs to."""
+        assert self.into is not None
+        item = self.field
+        if item is None:  # an inline fragment: its fields are its parent's
+            self.into.add(self.fixed, self.paged)
+            return
+        each = _capped(item.points + self.fixed + item.page * self.paged)
+        total = _capped(item.size * each)
+        if item.of_page:
+            self.into.add(0, total)
+        else:
+            self.into.add(total, 0)
+
+
+def _default(argument: GraphQLArgument) -> Any:
+    """An argument's default value as the schema states it (None without one)."""
+    if argument.default_value is not Undefined:
+        return argument.default_value
+    default = getattr(argument, "default", None)
+    literal = getattr(default, "literal", Undefined)
+    if literal is not Undefined and literal is not None:
+        return value_from_ast_untyped(literal)
+    value = getattr(default, "value", None)
+    return None if value is Undefined else value
+
+
+def _is_list(type_: Any) -> bool:
+    while is_non_null_type(type_):
+        type_ = type_.of_type
+    return is_list_type(type_)
+
+
+def _root_type(schema: GraphQLSchema, operation: OperationDefinitionNode) -> GraphQLObjectType | None:
+    if operation.operation is OperationType.MUTATION:
+        return schema.mutation_type
+    if operation.operation is OperationType.SUBSCRIPTION:
+        return schema.subscription_type
+    return schema.query_type
+
+
+def document_cost(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    operation_name: str | None,
+    variables: Mapping[str, Any] | None,
+    limits: CostLimits,
+) -> tuple[int, bool] | None:
+    """The cost of the operation ``operation_name`` names in ``document`` (docs/api.md "Query
+    cost"), for these variables: ``(cost, varied)``, ``varied`` telling whether a variable was
+    read. A subscription costs what each of its answers may. Time linear in the document: each
+    fragment is summed once, in dependency order, and reused at every spread.
+
+    Returns:
+        None when the document has no such operation (a request error of its own).
+    """
+    operation = get_operation_ast(document, operation_name)
+    root = None if operation is None else _root_type(schema, operation)
+    if operation is None or root is None:
+        return None
+    walk = _Walk(schema, _Values(operation, variables), limits)
+    definitions = fragment_definitions(document)
+    fragments: dict[str, _Sum] = {}
+    for name in dependency_order(definitions):
+        fragment = definitions[name]
+        parent = schema.get_type(fragment.type_condition.name.value)
+        fragments[name] = walk.selection_set(parent, fragment.selection_set, fragments)
+    total = walk.selection_set(root, operation.selection_set, fragments)
+    return _capped(total.fixed), walk.values.varied
+
+
+_CACHE_SIZE: Final = 256
+_LOCK = threading.Lock()
+# (id(document), operation name, limits) -> (the document, kept alive so its id stays unique, its cost)
+_FIXED: LRUCache[tuple[int, str | None, CostLimits], tuple[DocumentNode, int]] = LRUCache(_CACHE_SIZE)
+
+
+def operation_cost(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    operation_name: str | None,
+    variables: Mapping[str, Any] | None,
+    limits: CostLimits,
+    maximum: int,
+) -> Cost | None:
+    """``document_cost`` held to ``maximum``: computed once per document and operation when no
+    variable changes it, else for each request's variables. None: no such operation."""
+    key = (id(document), operation_name, limits)
+    with _LOCK:
+        known = _FIXED.get(key)
+    if known is not None and known[0] is document:
+        return Cost(known[1], maximum)
+    found = document_cost(schema, document, operation_name, variables, limits)
+    if found is None:
+        return None
+    cost, varied = found
+    if not varied:
+        with _LOCK:
+            _FIXED[key] = (document, cost)
+    return Cost(cost, maximum)
+
+
+_SCHEMAS: WeakKeyDictionary[Any, GraphQLSchema] = WeakKeyDictionary()
+
+
+def schema_of(schema: Any) -> GraphQLSchema:
+    """The types, fields and arguments of a Strawberry schema as graphql-core's, built once per
+    schema from the SDL it prints (``as_str``, public), which states all a cost depends on."""
+    with _LOCK:
+        known = _SCHEMAS.get(schema)
+    if known is None:
+        known = build_schema(schema.as_str(), assume_valid_sdl=True)
+        with _LOCK:
+            _SCHEMAS[schema] = known
+    return known
+
+
+def context_limits(context: Any) -> tuple[CostLimits, int] | None:
+    """The cost limits of a request's ``Context``, and its ``max_query_cost``; None for another
+    context (a schema executed outside the server), whose documents are not costed."""
+    maximum = getattr(context, "max_query_cost", None)
+    agents = getattr(context, "agents", None)
+    page = getattr(context, "max_page_size", None)
+    if not isinstance(maximum, int) or not isinstance(page, int) or agents is None:
+        return None
+    return CostLimits(max_page_size=page, agents=len(agents)), maximum
+
+
+_ABORTED: Final = "Validation aborted."
+"""graphql-core's whole message when it stops validating a document: its overlapping-fields rule
+spent its budget (``server.limits.OVERLAP_CHECK_BUDGET``), or fragments nest too deeply."""
+
+
+def _too_complex() -> GraphQLError:
+    return GraphQLError(
+        "Validation aborted: the document is too complex to check. Too many fields share a response name, "
+        "or too many fragments are spread in one selection set, to check that they merge; or its fragments "
+        "nest too deeply. Select each field once."
+    )
+
+
+class QueryCost(SchemaExtension):
+    """Refuse, at validation, a document whose cost passes ``Context.max_query_cost``: a request
+    error (no ``data``) with ``QUERY_TOO_COSTLY``, ``requestedQueryCost`` and
+    ``maximumAvailable``; and report the cost of every document that validated in the answer's
+    ``extensions.cost``. Over HTTP and WebSocket alike (Strawberry's validation step); the
+    prepared path computes the same (``resolvers.fastpath.prepared``). A document graphql-core
+    gave up validating (``Validation aborted.``) is told why."""
+
+    def __init__(self) -> None:
+        self.cost: Cost | None = None
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        document = context.graphql_document
+        limits = context_limits(context.context)
+        # ValidationCache, before this in the schema's extensions, has validated the document
+        errors = context.pre_execution_errors
+        if errors and any(error.message == _ABORTED for error in errors):
+            context.pre_execution_errors = [_too_complex() if error.message == _ABORTED else error for error in errors]
+        if errors is not None and not errors and document is not None and limits is not None:
+            schema = schema_of(context.schema)
+            self.cost = operation_cost(schema, document, context.operation_name, context.variables, *limits)
+            if self.cost is not None and self.cost.over:
+                context.pre_execution_errors = [self.cost.refusal()]
+        yield
+
+    def get_results(self) -> dict[str, Any]:
+        return {} if self.cost is None else {"cost": self.cost.report()}
+
+
+__all__ = [
+    "CODE",
+    "FIELD_COSTS",
+    "MAX_COST",
+    "Cost",
+    "CostLimits",
+    "FieldCost",
+    "QueryCost",
+    "context_limits",
+    "document_cost",
+    "operation_cost",
+    "schema_of",
+]

@@ -5,6 +5,7 @@ lifespan starts and stops; requests reach them through ``app.state``.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -39,11 +40,17 @@ from .request_id import request_id_middleware
 from .services import Services
 from .settings import ConfigError, Settings, load_settings, security_problems
 from .tracing import start_tracing
+from .ws_handler import WsHandler
+from .ws_handler import missing as ws_hooks_missing
+
+logger = logging.getLogger("runsgate")
 
 
 class GraphQLApp(AuthenticatedView, GraphQLView):
     """The ``/graphql`` view (``graphql_view.py``) with runsgate's per-request ``Context``, behind
-    authentication (``server/_view.py``)."""
+    authentication (``server/_view.py``), and its WebSocket handler (``server/ws_handler.py``)."""
+
+    graphql_transport_ws_handler_class = WsHandler
 
     def encode_json(self, data: object) -> str | bytes:
         """Response bodies and WebSocket messages through orjson rather than ``json.dumps``, for
@@ -110,6 +117,14 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         raise ConfigError("invalid configuration: " + "; ".join(problems))
 
     tracing = start_tracing(settings)  # nothing of OpenTelemetry is loaded unless configured
+    gone = ws_hooks_missing()
+    if gone:
+        logger.warning(
+            "strawberry-graphql lacks or changed %s: a WebSocket operation whose document cannot run is "
+            "answered as Strawberry does (a syntax error or an unknown operation name closes the socket with "
+            "4400) instead of with an error message",
+            ", ".join(gone),
+        )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -40,11 +40,6 @@ CASES = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 42 4b: a syntax error over WebSocket gets only `complete` and a logged traceback, "
-    "an unknown operation name closes the socket, validation errors carry no code",
-)
 @pytest.mark.parametrize("case", list(CASES))
 async def test_a_document_that_cannot_run_is_an_error_message_with_the_http_code(
     server: tuple[str, Path], case: str

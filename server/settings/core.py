@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import uuid
 from pathlib import Path
@@ -24,7 +23,7 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 from pydantic_core import ErrorDetails
 from pydantic_settings import SettingsConfigDict, SettingsError
 
-from storage import registry
+from storage import registry, url_credentials
 
 from .bounds import CENTURY, DAY, HOUR, MINUTE
 from .security import SecuritySettings
@@ -283,13 +282,14 @@ SECRET_SETTINGS = frozenset({"jwt_secret", "api_keys", "webhooks"})
 """Settings whose refused value a configuration error never shows: they hold a secret, key
 hashes, or webhook secrets. Any other value is shown, a URL's password masked (``_shown``)."""
 
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/?#@]*:)[^\s/?#@]*@", re.IGNORECASE)
-
 
 def _shown(value: object) -> str:
-    """``value`` as an error shows it: quoted, with the password of any URL in it masked."""
-    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
-    return _URL_PASSWORD.sub(r"\g<head>***@", text)
+    """``value`` as an error shows it: quoted, the user information of a URL in it masked up to
+    its last ``@`` (``storage.url_credentials.masked``: ``user:***@host``), so no part of a
+    password is shown whatever it holds."""
+    if isinstance(value, str):
+        return repr(url_credentials.masked(value))
+    return url_credentials.masked(json.dumps(value, default=str))
 
 
 def variable_of(field: str) -> str:

@@ -136,11 +136,6 @@ PASSWORD_CASES = {
 user information under RFC 3986, unescaped."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 42 4c: the refusal line shows the password whole or after its first '@' "
-    "(server/settings/core.py _URL_PASSWORD)",
-)
 @pytest.mark.parametrize("case", list(PASSWORD_CASES))
 def test_no_part_of_a_password_holding_a_reserved_character_is_shown(tmp_path: Path, case: str) -> None:
     args, variables = PASSWORD_CASES[case]

@@ -111,11 +111,6 @@ def never_serve(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Multiprocess, "run", refuse)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 42 4c: a password holding '@', '/', '?' or '#' is shown whole or in part "
-    "(server/settings/core.py _URL_PASSWORD ends it at the first '@' and never lets it hold '/?#')",
-)
 @pytest.mark.parametrize("case", list(CASES))
 @settings(
     max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -24,6 +24,7 @@ from starlette.websockets import WebSocket
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from resolvers import Context, build_schema
+from resolvers.metrics import set_operation_names
 from storage import SnapshotStore, StoreUnavailableError, strict_json
 
 from ._view import AuthenticatedView, principal_of
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         raise ConfigError("invalid configuration: " + "; ".join(problems))
 
     tracing = start_tracing(settings)  # nothing of OpenTelemetry is loaded unless configured
+    set_operation_names(settings.metrics_operation_names)
     gone = ws_hooks_missing()
     if gone:
         logger.warning(

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
-from pydantic_settings import SettingsConfigDict, SettingsError
+from pydantic_settings import NoDecode, SettingsConfigDict, SettingsError
 
 from storage import registry, url_credentials
 
@@ -33,6 +33,10 @@ SQLITE_MIN_BUSY_TIMEOUT = 0.25
 """Seconds: the least wait of a SQLite write for the file's lock (``Settings.sqlite_busy_timeout``),
 so ``subscription_lookback`` is at least twice it on a SQLite store; a shorter wait fails writes
 that merely overlap."""
+
+
+OperationName = Annotated[str, Field(pattern=r"^[_A-Za-z][_0-9A-Za-z]{0,63}$")]
+"""A GraphQL name of at most 64 characters (``RUNSGATE_METRICS_OPERATION_NAMES``)."""
 
 
 class ConfigError(Exception):
@@ -115,6 +119,12 @@ class Settings(SecuritySettings, WebhookSettings):
     """``json`` (one object per line), ``text``, or ``auto``: text on a terminal, else JSON."""
     metrics: bool = True
     """Serve Prometheus metrics on ``GET /metrics``."""
+    metrics_operation_names: Annotated[list[OperationName], NoDecode, Field(max_length=200)] = Field(
+        default_factory=list
+    )
+    """Operation names counted under their own name in ``/metrics``, besides those of runsgate's own
+    clients (``resolvers.metrics.KNOWN_OPERATION_NAMES``); any other name is counted as ``other``,
+    so the labels are the operator's choice, never a client's: comma-separated, or a JSON list."""
     tracing: Literal["auto", "otlp", "console", "off"] = "auto"
     """OpenTelemetry tracing: ``auto`` is ``otlp`` when an OTLP endpoint is set, else ``off``."""
     otel_exporter_otlp_endpoint: str | None = Field(default=None, validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -248,6 +258,14 @@ class Settings(SecuritySettings, WebhookSettings):
         none of them a secret). ``store_url`` is shown as the store in use (``RUNSGATE_STORE``)."""
         shown = ", ".join(f"{variable_of(name.removesuffix('_url'))}={_shown(getattr(self, name))}" for name in names)
         return f" (got {shown})"
+
+    @field_validator("metrics_operation_names", mode="before")
+    @classmethod
+    def _names_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            return json.loads(text) if text.startswith("[") else [n.strip() for n in text.split(",") if n.strip()]
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -402,6 +402,10 @@ class GraphQLWebSocket:
         await self._socket.send(json.dumps(message))
         return operation
 
+    async def complete(self, operation: str) -> None:
+        """Stop one operation (the client's ``complete``)."""
+        await self._socket.send(json.dumps({"id": operation, "type": "complete"}))
+
     async def receive(self) -> dict[str, Any]:
         """The next message (``next``, ``error`` or ``complete``), pings answered."""
         while True:

@@ -230,15 +230,13 @@ class _CancelSwallowingLog(MemorySnapshotStore):
     cancel_poller = False
 
     async def list_events_after(
-        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+        self, agent_id: str, after_event_id: str | None, limit: int, **options: Any
     ) -> list[EventDocument]:
         caller = asyncio.current_task()
         assert caller is not None
 
         async def read() -> list[EventDocument]:
-            found = await MemorySnapshotStore.list_events_after(
-                self, agent_id, after_event_id, limit, resource_ids=resource_ids
-            )
+            found = await MemorySnapshotStore.list_events_after(self, agent_id, after_event_id, limit, **options)
             if self.cancel_poller and caller.get_name().startswith("runsgate-event-feed"):
                 self.cancel_poller = False
                 caller.cancel()  # lands while wait_for waits, with the read already done

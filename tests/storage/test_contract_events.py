@@ -139,10 +139,6 @@ async def test_mongo_has_an_index_in_event_feed_order(mongodb_uri: str) -> None:
     assert indexes["agent_event_order"]["key"] == [("agentId", 1), ("_id", 1)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 42 3: a page of events_after is bounded in events only (500 events of 32 KiB: 16 MB)",
-)
 async def test_a_page_of_events_after_holds_at_most_max_bytes_and_one_event_at_least(store: SnapshotStore) -> None:
     from storage import event_size
 
@@ -169,3 +165,5 @@ async def test_a_page_of_events_after_holds_at_most_max_bytes_and_one_event_at_l
     assert alone[0]["data"] == events[2]["data"]
     assert [e["_id"] for e in counted] == ["000", "001", "002"]
     assert walked == [f"{n:03d}" for n in range(3, 12)]
+    with pytest.raises(ValueError, match="max_bytes"):
+        await store.list_events_after("refund-agent", None, 10, max_bytes=0)

@@ -43,6 +43,7 @@ from .outcome import OutcomeStatus, RunOutcome
 from .registry import AgentRegistry, AnyAgent, default_tool_rules, load_registry
 from .rules import missing_approval_scope, tool_rule_problems
 from .run_updates import UPDATE_ID, RunUpdate, UpdateKind
+from .subscription_budgets import REPLAY_PAGE_BYTES, SubscriptionBudgets
 from .suspension import suspend
 from .sweeper import StalledRunSweeper
 from .update_feed import RunUpdateFeed
@@ -53,6 +54,7 @@ __all__ = [
     "ANONYMOUS",
     "DECIDE",
     "READ",
+    "REPLAY_PAGE_BYTES",
     "START",
     "UNAUTHENTICATED",
     "UPDATE_ID",
@@ -90,6 +92,7 @@ __all__ = [
     "RunUpdateFeed",
     "RunsgateError",
     "StalledRunSweeper",
+    "SubscriptionBudgets",
     "ToolApprovalRule",
     "ToolArgumentProblem",
     "ToolCallAlreadyDecidedError",

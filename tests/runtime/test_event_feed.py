@@ -293,7 +293,6 @@ async def _log_of(store: SnapshotStore, count: int, *, data: dict[str, object]) 
     return ids
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42 3: a replay holds a page of 500 events (16 MB here) unread")
 async def test_a_replaying_subscriber_that_does_not_read_holds_at_most_a_page_of_bytes() -> None:
     from runtime.event_feed import REPLAY_PAGE_BYTES, event_size
 
@@ -321,7 +320,6 @@ def _under(budgets: Any, owner: str, limit: int, extra: int) -> None:
     assert held <= limit + extra, f"{owner} holds {held} bytes, over {limit} + {extra}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42 3: nothing bounds what one principal's subscriptions hold")
 async def test_the_replays_of_one_owner_hold_at_most_its_budget_together_and_not_anothers() -> None:
     from runtime import SubscriptionBudgets
     from runtime.event_feed import event_size
@@ -331,7 +329,7 @@ async def test_the_replays_of_one_owner_hold_at_most_its_budget_together_and_not
     ids = await _log_of(store, 120, data={"prompt": PROMPT})
     one_event = event_size((await store.list_events_after(AGENT, None, 1))[0])
     limit = 1 << 20
-    budgets = SubscriptionBudgets(limit)
+    budgets = SubscriptionBudgets(replay_bytes=limit)
     feed = EventFeed(store, poll_interval=60.0, budgets=budgets)
     alice = [feed.subscribe(AGENT, after_event_id=BEFORE_ALL, owner="key:alice") for _ in range(10)]
     bob = feed.subscribe(AGENT, after_event_id=BEFORE_ALL, owner="key:bob")
@@ -344,11 +342,13 @@ async def test_the_replays_of_one_owner_hold_at_most_its_budget_together_and_not
         # then bob, another principal, replays the whole log meanwhile
         assert [await next_id(bob) for _ in ids] == ids
         _under(budgets, "key:alice", limit, 10 * one_event)
+
         # and alice's replays, read on, each get every event once, in order
-        for stream, first in zip(alice, firsts, strict=True):
-            received = [(await asyncio.wait_for(first, WAIT))["_id"]]
-            received += [await next_id(stream) for _ in ids[1:]]
-            assert received == ids
+        async def rest(stream: AsyncGenerator[EventDocument, None], first: Any) -> list[str]:
+            return [(await asyncio.wait_for(first, WAIT))["_id"], *[await next_id(stream) for _ in ids[1:]]]
+
+        received = await asyncio.gather(*(rest(s, f) for s, f in zip(alice, firsts, strict=True)))
+        assert received == [ids] * len(alice)
     finally:
         for stream in [*alice, bob]:
             await stream.aclose()
@@ -357,12 +357,11 @@ async def test_the_replays_of_one_owner_hold_at_most_its_budget_together_and_not
     assert budgets.held("key:alice") == budgets.held("key:bob") == 0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42 3: live queues are bounded per subscriber, not per principal")
 async def test_live_events_waiting_for_one_owner_hold_at_most_its_budget(store: SnapshotStore) -> None:
     from runtime import SubscriptionBudgets
 
     limit = 2 << 20
-    budgets = SubscriptionBudgets(limit)
+    budgets = SubscriptionBudgets(queued_bytes=limit)
     feed = EventFeed(store, poll_interval=0.05, budgets=budgets)
     alice = [feed.subscribe(AGENT, owner="key:alice") for _ in range(5)]
     bob = feed.subscribe(AGENT, owner="key:bob")

@@ -638,7 +638,6 @@ async def _finished_run_with_batches(store: SnapshotStore, run_id: str, batches:
     return [run_updates.update_id(continuation, 0), *sent, run_updates.end_id(continuation)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42 3: a runUpdates replay holds its run's log and 1 MiB pages unread")
 async def test_streams_replaying_stored_updates_hold_at_most_their_owners_budget(registry: AgentRegistry) -> None:
     runtime = importlib.import_module("runtime")
     from runtime._publishing import MAX_BATCH_BYTES
@@ -649,10 +648,10 @@ async def test_streams_replaying_stored_updates_hold_at_most_their_owners_budget
     runs = [f"run-{n}" for n in range(6)]
     expected = {run: await _finished_run_with_batches(store, run, batches=8) for run in runs}
     limit = 1 << 20
-    budgets = runtime.SubscriptionBudgets(limit)
+    budgets = runtime.SubscriptionBudgets(replay_bytes=limit)
     manager = RunManager(store, registry, instance_id="replays")
     events = EventFeed(store, poll_interval=60.0, budgets=budgets)
-    feed = runtime.RunUpdateFeed(manager, events, poll_interval=60.0, budgets=budgets)
+    feed = runtime.RunUpdateFeed(manager, events, poll_interval=60.0)  # the event feed's budgets
     alice = Principal(name="alice", scopes=frozenset({"runs:read"}), resources=None, credential="key")
     streams = {run: feed.subscribe(REFUND, run, principal=alice) for run in runs}
     try:

@@ -145,6 +145,7 @@ class Row:
     attack: str
     sockets: int
     operations: int
+    held: Held
     rss_idle_mib: float
     peak_mib: float
     after_mib: float
@@ -167,14 +168,37 @@ async def _open_sockets(url: str, count: int) -> list[ClientConnection]:
     return sockets
 
 
+@dataclass
+class Held:
+    """What the server said it held at most while the sockets were open (its ``/metrics``; zeros
+    from a server without these gauges)."""
+
+    sockets: float = 0.0
+    operations: float = 0.0
+    held_bytes: float = 0.0
+
+
+async def _gauges(http: httpx.AsyncClient, held: Held) -> None:
+    text = (await http.get("/metrics")).text
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "runsgate_websockets":
+            held.sockets = max(held.sockets, float(value))
+        elif name == "runsgate_websocket_operations":
+            held.operations = max(held.operations, float(value))
+        elif name == "runsgate_subscription_held_bytes":
+            held.held_bytes = max(held.held_bytes, float(value))
+
+
 async def _attack(
     url: str, attack: str, sockets: int, subscriptions: int, runs: list[str], hold: float, pid: int
-) -> tuple[int, float]:
+) -> tuple[int, float, Held]:
     """Open the sockets, send the operations, hold them for ``hold`` seconds without reading;
-    the operations sent and the peak RSS (MiB) meanwhile."""
+    the operations sent, the peak RSS (MiB) and what the server said it held meanwhile."""
     opened = await _open_sockets(url, sockets)
     sent = 0
     peak = 0.0
+    held = Held()
     try:
         for number, socket in enumerate(opened):
             for operation in range(subscriptions):
@@ -186,13 +210,15 @@ async def _attack(
                 await socket.send(json.dumps({"id": str(operation), "type": "subscribe", "payload": payload}))
                 sent += 1
         deadline = time.monotonic() + hold
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-            peak = max(peak, memory_kib(pid)["VmHWM"] / MIB)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            while time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+                peak = max(peak, memory_kib(pid)["VmHWM"] / MIB)
+                await _gauges(http, held)
     finally:
         for socket in opened:
             socket.transport.abort()  # as a client that goes away: no closing handshake to wait for
-    return sent, peak
+    return sent, peak, held
 
 
 def measure(store: str, args: argparse.Namespace) -> list[Row]:
@@ -223,7 +249,7 @@ def _rows(server: Served, store: str, seeded: Seeded, args: argparse.Namespace) 
         for sockets in args.sockets:
             reset_peak(server.pid)
             with HealthProbe(server.url) as probe:
-                sent, peak = asyncio.run(
+                sent, peak, held = asyncio.run(
                     _attack(server.url, attack, sockets, args.subscriptions, seeded.completed, args.hold, server.pid)
                 )
             time.sleep(args.settle)
@@ -234,6 +260,7 @@ def _rows(server: Served, store: str, seeded: Seeded, args: argparse.Namespace) 
                     attack=attack,
                     sockets=sockets,
                     operations=sent,
+                    held=held,
                     rss_idle_mib=idle_rss,
                     peak_mib=peak,
                     after_mib=after,
@@ -247,14 +274,16 @@ def _rows(server: Served, store: str, seeded: Seeded, args: argparse.Namespace) 
 
 
 HEADER = (
-    "| store | attack | sockets | operations | RSS idle | peak during | after close | /healthz p99 idle | "
-    "p99 during | answers |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    "| store | attack | sockets | operations sent | in flight (server) | held (server) | RSS idle | peak during "
+    "| after close | /healthz p99 idle | p99 during | answers |\n"
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 )
 
 
 def _line(row: Row) -> str:
     return (
-        f"| {row.store} | {row.attack} | {row.sockets} | {row.operations} | {row.rss_idle_mib:.0f} MiB "
+        f"| {row.store} | {row.attack} | {row.sockets} | {row.operations} | {row.held.operations:.0f} "
+        f"| {row.held.held_bytes / (1 << 20):.1f} MiB | {row.rss_idle_mib:.0f} MiB "
         f"| {row.peak_mib - row.rss_idle_mib:+.1f} MiB | {row.after_mib - row.rss_idle_mib:+.1f} MiB "
         f"| {row.p99_idle_ms:.1f} ms | {row.p99_ms:.1f} ms | {row.healthz_answers} |"
     )

@@ -22,6 +22,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types.unset import UnsetType
 
 from resolvers import Context, build_schema
 from resolvers.metrics import set_operation_names
@@ -41,7 +42,7 @@ from .request_id import request_id_middleware
 from .services import Services
 from .settings import ConfigError, Settings, load_settings, security_problems
 from .tracing import start_tracing
-from .ws_handler import WsHandler
+from .ws_handler import PrincipalStreams, WsHandler
 from .ws_handler import missing as ws_hooks_missing
 
 logger = logging.getLogger("runsgate")
@@ -52,6 +53,22 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
     authentication (``server/_view.py``), and its WebSocket handler (``server/ws_handler.py``)."""
 
     graphql_transport_ws_handler_class = WsHandler
+
+    streams: PrincipalStreams | None = None
+    """The WebSockets and operations of each principal (``server.ws_handler``), set by
+    ``create_app``; None: not bounded per principal."""
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        """Authenticate the socket (``server._view``), then admit it for its principal.
+
+        Raises:
+            TooManyWebSocketsError: The principal has ``RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL``
+                sockets already (``WsHandler`` closes it with 1013).
+        """
+        answer = await super().on_ws_connect(context)
+        if self.streams is not None:
+            self.streams.admit(context)
+        return answer
 
     def encode_json(self, data: object) -> str | bytes:
         """Response bodies and WebSocket messages through orjson rather than ``json.dumps``, for
@@ -152,6 +169,9 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         connection_init_wait_timeout=timedelta(seconds=settings.ws_connection_init_timeout),
     )
     graphql.authenticator = Authenticator.from_settings(settings)
+    graphql.streams = PrincipalStreams(
+        max_sockets=settings.max_ws_connections_per_principal, max_operations=settings.max_ws_operations_per_principal
+    )
     if settings.compiled_execution:  # else the fast path is never imported
         from .prepared_http import PreparedRequests
 
@@ -171,7 +191,7 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
         *([Mount(GRAPHIQL_ASSETS_PATH, StaticFiles(directory=GRAPHIQL_ASSETS_DIR))] if settings.graphiql else []),
     ]
     hosts = [] if settings.auth else [Middleware(LoopbackHostsOnly, extra_names=settings.allowed_hosts)]
-    return Starlette(
+    app = Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: routing_refusal},  # JSON errors, as every refusal
@@ -183,6 +203,8 @@ def create_app(settings: Settings | None = None, *, store: SnapshotStore | None 
             Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
         ],
     )
+    app.state.principal_streams = graphql.streams  # /metrics counts its sockets and operations
+    return app
 
 
 def worker_settings() -> Settings:

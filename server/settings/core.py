@@ -27,6 +27,7 @@ from storage import registry, url_credentials
 
 from .bounds import CENTURY, DAY, HOUR, MINUTE
 from .security import SecuritySettings
+from .streams import StreamSettings
 from .webhooks import WebhookSettings
 
 SQLITE_MIN_BUSY_TIMEOUT = 0.25
@@ -43,9 +44,10 @@ class ConfigError(Exception):
     """Invalid configuration; the message names each offending environment variable."""
 
 
-class Settings(SecuritySettings, WebhookSettings):
+class Settings(SecuritySettings, WebhookSettings, StreamSettings):
     """runsgate's configuration (docs/configuration.md lists the same table; the security
-    settings come from ``SecuritySettings``, the webhook settings from ``WebhookSettings``)."""
+    settings come from ``SecuritySettings``, the webhook settings from ``WebhookSettings``, the
+    per-principal bounds of WebSockets and subscriptions from ``StreamSettings``)."""
 
     model_config = SettingsConfigDict(env_prefix="RUNSGATE_", env_file=".env", extra="ignore")
 

@@ -395,3 +395,46 @@ async def test_live_events_waiting_for_one_owner_hold_at_most_its_budget(store: 
             await stream.aclose()
         await feed.close()
     assert budgets.held("key:alice") == budgets.held("key:bob") == 0
+
+
+@pytest.mark.xfail(
+    strict=True, reason="issue 42 3: one principal's replays take the event loop for as long as they like"
+)
+async def test_one_owners_streams_are_sent_at_most_its_rate_and_anothers_at_their_own() -> None:
+    from runtime import SubscriptionBudgets
+
+    store = MemorySnapshotStore()
+    await store.open()
+    ids = await _log_of(store, 150, data={"kind": "approved"})
+    rate = 200.0
+    feed = EventFeed(store, poll_interval=60.0, budgets=SubscriptionBudgets(rate=rate))
+    alice = [feed.subscribe(AGENT, after_event_id=BEFORE_ALL, owner="key:alice") for _ in range(4)]
+    bob = feed.subscribe(AGENT, after_event_id=BEFORE_ALL, owner="key:bob")
+    received = {"key:alice": 0, "key:bob": 0}
+
+    async def read(owner: str, stream: AsyncGenerator[EventDocument, None]) -> None:
+        for _ in ids:
+            await anext(stream)
+            received[owner] += 1
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    readers = [asyncio.ensure_future(read("key:alice", s)) for s in alice] + [
+        asyncio.ensure_future(read("key:bob", bob))
+    ]
+    try:
+        # when alice's four replays and bob's one are read as fast as they come, for a while
+        for _ in range(40):
+            await asyncio.sleep(0.02)
+            elapsed = loop.time() - started
+            # then each owner was sent at most its rate (and a burst of a tenth of a second's worth),
+            # however the machine runs (a slower one only sends fewer)
+            for owner in received:
+                assert received[owner] <= rate / 10 + rate * elapsed + 1, (owner, received, elapsed)
+        assert received["key:bob"] > 0, "bob waited for alice's turns"
+    finally:
+        for reader in readers:
+            reader.cancel()
+        for stream in [*alice, bob]:
+            await stream.aclose()
+        await feed.close()

@@ -218,10 +218,10 @@ class EventFeed:
                         if event["_id"] > read_before:
                             seen.add(event["_id"])  # the poller may deliver it too
                         if accept(event):
+                            await budget.pace()  # the owner's rate, and the loop's turn: never a page at once
                             yield event
                         pending.popleft()
                         budget.release(size)
-                        await asyncio.sleep(0)  # the loop's turn: a replay never holds it for a page
                 finally:
                     budget.release(sum(size for _, size in pending))
             while True:
@@ -236,8 +236,8 @@ class EventFeed:
                 event, size = cast(tuple[EventDocument, int], item)
                 subscriber.take(size)
                 if event["_id"] not in seen:
+                    await budget.pace()  # a backlog neither (what waits past it fills the queue)
                     yield event
-                    await asyncio.sleep(0)  # a backlog never holds the loop either
         finally:
             self._leave(poller, subscriber)
             subscriber.budget.dequeue(subscriber.queued_bytes)  # the events it left in its queue

@@ -11,6 +11,11 @@ principal's identity), shared by its ``suspendedRunEvents`` and ``runUpdates`` s
 - Live events and updates waiting for one owner's subscribers add up to at most ``queued_bytes``:
   the subscriber whose event would pass it is dropped (its own bound, ``MAX_QUEUED_BYTES``, still
   holds too).
+- The items one owner's streams send, replayed or live, are paced to at most ``rate`` a second
+  (``pace``, with a burst of a tenth of a second's worth): each item costs the event loop its
+  execution and encoding, and a client asking for many replays would otherwise keep the loop
+  busy for everyone else; an owner's live items that wait for their turn fill its queues, past
+  which its subscribers are dropped as above.
 
 One owner never uses another's budget. Sizes are ``storage.event_size`` (events) and the stored
 JSON's length (updates).
@@ -18,7 +23,8 @@ JSON's length (updates).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 
 REPLAY_PAGE_BYTES = 256 * 1024
 """Bytes of one replay page at most (a page holds one item at least, whatever its size)."""
@@ -31,11 +37,16 @@ class OwnerBudget:
 
     replay_bytes: int | None
     queued_bytes: int | None
+    rate: float | None = None
+    """Items a second the owner's streams send at most (``None``: unpaced)."""
     replaying: int = 0
     """Bytes of replay pages read and not yet all taken by the clients."""
     queued: int = 0
     """Bytes of live events and updates waiting for the owner's subscribers."""
     holders: int = 0
+    _credit: float = 0.0
+    """Items the owner may send now without waiting; below 0, the turns already given out."""
+    _credited_at: float | None = field(default=None, repr=False)
 
     @property
     def held(self) -> int:
@@ -67,6 +78,23 @@ class OwnerBudget:
         """``size`` bytes of replay pages were taken by the clients (or never used)."""
         self.replaying -= size
 
+    async def pace(self) -> None:
+        """Wait for the owner's turn to send one more item (``rate``), and give the event loop a
+        turn in any case. Turns are given in the order asked, one every ``1 / rate`` seconds once
+        the burst is spent; a waiter that is cancelled does not give its turn back."""
+        if self.rate is None:
+            await asyncio.sleep(0)
+            return
+        now = asyncio.get_running_loop().time()
+        burst = max(1.0, self.rate / 10)
+        if self._credited_at is None:
+            self._credit = burst
+        else:
+            self._credit = min(burst, self._credit + (now - self._credited_at) * self.rate)
+        self._credited_at = now
+        self._credit -= 1
+        await asyncio.sleep(0 if self._credit >= 0 else -self._credit / self.rate)
+
     def try_queue(self, size: int) -> bool:
         """Queue ``size`` bytes of live items for a subscriber; ``False`` (nothing queued) when
         they would make the owner's queues pass ``queued_bytes`` (one item is always let in
@@ -89,16 +117,22 @@ class SubscriptionBudgets:
             each page is at most ``REPLAY_PAGE_BYTES`` still).
         queued_bytes: Bytes of live items that may wait for one owner's subscribers (``None``:
             only each subscriber's own bound).
+        rate: Items a second one owner's streams send at most (``None``: unpaced).
 
     Raises:
-        ValueError: A limit below 1.
+        ValueError: A limit below 1 (a rate not above 0).
     """
 
-    def __init__(self, replay_bytes: int | None = None, queued_bytes: int | None = None) -> None:
+    def __init__(
+        self, replay_bytes: int | None = None, queued_bytes: int | None = None, rate: float | None = None
+    ) -> None:
         if (replay_bytes is not None and replay_bytes < 1) or (queued_bytes is not None and queued_bytes < 1):
             raise ValueError("replay_bytes and queued_bytes must be >= 1 (or None)")
+        if rate is not None and not rate > 0:
+            raise ValueError("rate must be > 0 (or None)")
         self.replay_bytes = replay_bytes
         self.queued_bytes = queued_bytes
+        self.rate = rate
         self._owners: dict[str, OwnerBudget] = {}
         self._unowned: set[OwnerBudget] = set()
 
@@ -106,11 +140,11 @@ class SubscriptionBudgets:
         """The budget of ``owner``, for one more of its subscriptions (``release`` it when that
         ends); ``None`` (trusted in-process code): a budget of its own, with the same limits."""
         if owner is None:
-            budget = OwnerBudget(self.replay_bytes, self.queued_bytes)
+            budget = OwnerBudget(self.replay_bytes, self.queued_bytes, self.rate)
             self._unowned.add(budget)
         else:
             budget = self._owners.get(owner) or self._owners.setdefault(
-                owner, OwnerBudget(self.replay_bytes, self.queued_bytes)
+                owner, OwnerBudget(self.replay_bytes, self.queued_bytes, self.rate)
             )
         budget.holders += 1
         return budget

@@ -5,7 +5,8 @@ A subscriber gets the updates of the run's current continuation (or after ``afte
 and without repeats, up to the first outcome, from this process's ``UpdateHub``, the store's
 update batches (polled every ``poll_interval`` seconds) and the event log (docs/modules.md). What
 a stream holds is bounded in bytes, and its principal's streams' together
-(``runtime.subscription_budgets``): stored batches are read a replay page at a time.
+(``runtime.subscription_budgets``): stored batches are read a replay page at a time, and the
+updates sent at the principal's pace.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class RunUpdateFeed:
             follow = _Follow(agent_id=agent_id, run_id=run_id, position=start)
             replay = _merged(self._stored(agent_id, run_id, start, budget), logged)
             async for update in replay:
+                await budget.pace()  # the owner's rate, and the loop's turn
                 yield await self._completed(follow.take(update))
                 if update.is_outcome:
                     return
@@ -116,6 +118,7 @@ class RunUpdateFeed:
                 self._watch(agent_id, run_id, mark, listener, principal), name=f"runsgate-run-updates-{run_id}"
             )
             async for update in self._live(follow, listener, budget):
+                await budget.pace()
                 yield await self._completed(update)
                 if update.is_outcome:
                     return
@@ -226,7 +229,6 @@ class RunUpdateFeed:
                     for update in decode(batch["updates"], agent_id=agent_id, run_id=run_id):
                         if update.id > after:
                             yield update
-                            await asyncio.sleep(0)  # the loop's turn between two updates
                     pending.popleft()
                     budget.release(size)
             finally:

@@ -210,7 +210,9 @@ class Services:
             first_text_delay=settings.run_updates_first_text_delay,
         )
         budgets = SubscriptionBudgets(
-            replay_bytes=settings.max_replay_bytes_per_principal, queued_bytes=settings.max_queued_bytes_per_principal
+            replay_bytes=settings.max_replay_bytes_per_principal,
+            queued_bytes=settings.max_queued_bytes_per_principal,
+            rate=settings.max_subscription_rate_per_principal,
         )
         self._events = EventFeed(
             store,

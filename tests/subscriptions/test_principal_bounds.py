@@ -2,13 +2,14 @@
 SECURITY.md "Bounds on what a client or a receiver controls").
 
 One server with small bounds: each principal may have 2 WebSockets and 3 operations in flight
-over all of them, and its subscriptions may hold 1 MiB of replay pages and 1 MiB of live events
-waiting to be sent. One more socket is closed with 1013 (Try Again Later), one more operation is
-the protocol's ``error`` message with ``TOO_MANY_OPERATIONS``; another principal is never
-refused for it. What is held is read from ``/metrics``: within the bounds at every moment, and
-given back once the sockets close. (Whether the replays stall on their client depends on how much
-the kernel's socket buffers take, tens of MB on loopback here: ``tests/runtime/test_event_feed.py``
-shows what a replay that is not read holds, and ``bench.replay_attacks`` the server's memory.)
+over all of them, its subscriptions may hold 1 MiB of replay pages and 1 MiB of live events
+waiting to be sent, and are sent 100 events a second together. One more socket is closed with
+1013 (Try Again Later), one more operation is the protocol's ``error`` message with
+``TOO_MANY_OPERATIONS``; another principal is never refused for it. What is held is read from
+``/metrics``: within the bounds at every moment, and given back once the sockets close. (Whether
+the replays stall on their client depends on how much the kernel's socket buffers take, tens of
+MB on loopback here: ``tests/runtime/test_event_feed.py`` shows what a replay that is not read
+holds, and ``bench.replay_attacks`` the server's memory.)
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from ..server._process import sample, scrape
 ALICE = TestKey("alice", "rg_bounds_alice_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", ALL)
 BOB = TestKey("bob", "rg_bounds_bob_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", ALL)
 CAROL = TestKey("carol", "rg_bounds_carol_cccccccccccccccccccccccccccccccccc", ALL)
-SOCKETS, OPERATIONS, REPLAYED, QUEUED = 2, 3, 1 << 20, 1 << 20
+DAN = TestKey("dan", "rg_bounds_dan_ddddddddddddddddddddddddddddddddddddd", ALL)
+SOCKETS, OPERATIONS, REPLAYED, QUEUED, RATE = 2, 3, 1 << 20, 1 << 20, 100
 AGENT = "refund-agent"
 LIVE = 'subscription Live { suspendedRunEvents(agentId: "refund-agent") { id } }'
 REPLAY = 'subscription Replay($after: ID) { suspendedRunEvents(agentId: "refund-agent", afterEventId: $after) { id } }'
@@ -52,13 +54,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with runsgate_process(
         log,
         RUNSGATE_AUTH="on",
-        RUNSGATE_API_KEYS=api_keys_json(ALICE, BOB, CAROL),
+        RUNSGATE_API_KEYS=api_keys_json(ALICE, BOB, CAROL, DAN),
         RUNSGATE_GRAPHIQL="false",
         RUNSGATE_SUBSCRIPTION_POLL_INTERVAL="0.1",
         RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL=str(SOCKETS),
         RUNSGATE_MAX_WS_OPERATIONS_PER_PRINCIPAL=str(OPERATIONS),
         RUNSGATE_MAX_REPLAY_BYTES_PER_PRINCIPAL=str(REPLAYED),
         RUNSGATE_MAX_QUEUED_BYTES_PER_PRINCIPAL=str(QUEUED),
+        RUNSGATE_MAX_SUBSCRIPTION_RATE_PER_PRINCIPAL=str(RATE),
     ) as url:
         yield url
 
@@ -201,3 +204,22 @@ async def test_what_one_principals_replays_hold_is_bounded_and_given_back_when_i
         return scrape(server)[sample(HELD_BYTES)] == 0
 
     await _until(given_back, "the bytes held for carol's replays given back")
+
+
+@pytest.mark.xfail(strict=True, reason="issue 42 3: suspendedRunEvents gives each subscription a budget of its own")
+async def test_a_principals_subscriptions_share_its_rate_however_many(server: str) -> None:
+    # given a log of at least 80 events (another test's runs, or these)
+    await _seed(server, 40)
+    async with socket_of(server, DAN) as ws:
+        # when dan replays it three times at once and reads as fast as the server sends
+        for _ in range(OPERATIONS):
+            await ws.subscribe(REPLAY, {"after": BEFORE_ALL})
+        loop = asyncio.get_running_loop()
+        started, received = loop.time(), 0
+        while loop.time() - started < 2.0:
+            message = await ws.receive()
+            assert message["type"] == "next", message
+            received += 1
+            # then his three subscriptions together were sent at most his rate (and a burst of a
+            # tenth of a second's worth), however the machine runs: a slower one only sends fewer
+            assert received <= RATE / 10 + RATE * (loop.time() - started) + 1, received

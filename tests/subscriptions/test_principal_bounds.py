@@ -206,7 +206,6 @@ async def test_what_one_principals_replays_hold_is_bounded_and_given_back_when_i
     await _until(given_back, "the bytes held for carol's replays given back")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42 3: suspendedRunEvents gives each subscription a budget of its own")
 async def test_a_principals_subscriptions_share_its_rate_however_many(server: str) -> None:
     # given a log of at least 80 events (another test's runs, or these)
     await _seed(server, 40)

@@ -178,7 +178,11 @@ def main() -> None:
             f"decideToolCalls of {args.batch}, 50 ms model: RECORDED {_ms(r)}, OUTCOME {_ms(o)}, "
             f"ratio {r / o:.3f} (medians of {args.rounds} rounds each)"
         )
-        with _one(tmp / "streams.log") as held:
+        # every stream held open, whatever one principal (`anonymous`) may have by default
+        many = str(max(args.streams, 1))
+        with _one(
+            tmp / "streams.log", RUNSGATE_MAX_WS_OPERATIONS=many, RUNSGATE_MAX_WS_OPERATIONS_PER_PRINCIPAL=many
+        ) as held:
             before, after = asyncio.run(_streams(held, args.streams))
         print(
             f"memory: {args.streams} open streams, VmRSS {before / 1024:,.1f} -> {after / 1024:,.1f} MiB, "

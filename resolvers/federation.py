@@ -3,18 +3,24 @@
 A malformed representation is the client's mistake, ``BAD_USER_INPUT`` naming
 ``representations[i]`` (Strawberry would mask it as a fault); errors of a response that are
 client mistakes are one INFO line each, unexpected faults ERROR with their traceback
-(``resolvers.schema.should_mask_error``).
+(``resolvers.schema.should_mask_error``). A streamed operation (``stream``, WebSocket) whose
+document does not parse gives a ``PreExecutionError``, as one that does not validate does.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import strawberry
 from graphql import GraphQLError
 from strawberry.federation.schema import FederationAny
+from strawberry.schema.schema import StreamResult
 from strawberry.types import ExecutionContext, Info
+from strawberry.types.execution import PreExecutionError
+from strawberry.types.graphql import OperationType
+from strawberry.utils.aio import aclosing
 
 from storage import StoreUnavailableError
 
@@ -57,6 +63,46 @@ class FederationSchema(strawberry.federation.Schema):
             check_value(key, value, f"{argument}.{key}")
             checked.append({"__typename": type_name, key: value})
         return super().entities_resolver(info, checked)
+
+    async def stream(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+    ) -> StreamResult:
+        """Strawberry's ``stream``, whose first result is a ``PreExecutionError`` also for a
+        document that does not parse (``GraphQLSyntaxError``, the token limit included): Strawberry's
+        ``ParserCache`` parses in its hook, outside the step that turns such errors into results,
+        so the error escaped the stream instead (a WebSocket operation then ended with a logged
+        traceback and no error). The error is logged as every request error is
+        (``process_errors``)."""
+        source = await super().stream(
+            query,
+            variable_values=variable_values,
+            context_value=context_value,
+            root_value=root_value,
+            operation_name=operation_name,
+            operation_extensions=operation_extensions,
+            allowed_operation_types=allowed_operation_types,
+        )
+        return self._request_errors_as_results(source)
+
+    async def _request_errors_as_results(self, source: StreamResult) -> StreamResult:
+        started = False
+        async with aclosing(source):
+            try:
+                async for result in source:
+                    started = True
+                    yield result
+            except GraphQLError as error:
+                if started:
+                    raise
+                self.process_errors([error])
+                yield PreExecutionError(data=None, errors=[error])
 
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
         """One line per error of a response: WARNING for a store outage (answered as

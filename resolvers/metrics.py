@@ -1,15 +1,16 @@
 """Prometheus metrics of the GraphQL layer: operations (count, latency, errors) and decisions.
 
-In prometheus_client's default registry (``server.metrics`` serves them). Label values are
-bounded: ``operation_name`` is read from the parsed document (``anonymous``, ``unknown``, cut at
-``MAX_NAME_LENGTH``, ``other`` past ``MAX_OPERATION_NAMES``), ``operation_type``, ``kind`` and
-``outcome`` come from fixed sets (docs/modules.md).
+In prometheus_client's default registry (``server.metrics`` serves them, unauthenticated). Label
+values are bounded and none is a client's choice: ``operation_name`` is the executed operation's
+name when the server knows it (``KNOWN_OPERATION_NAMES``: its own clients', plus the operator's
+``set_operation_names``), else ``other`` (``anonymous`` unnamed, ``unknown`` none executed);
+``operation_type``, ``kind`` and ``outcome`` come from fixed sets (docs/modules.md).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -19,10 +20,29 @@ from strawberry.extensions import SchemaExtension
 
 from runtime import ErrorCode, RunsgateError
 
+KNOWN_OPERATION_NAMES = frozenset(
+    {
+        # the reviewer inbox (scripts/inbox/src/documents.js)
+        "InboxFeatures",
+        "InboxAgents",
+        "InboxRuns",
+        "InboxRunNow",
+        "InboxApprove",
+        "InboxDecline",
+        "InboxResume",
+        "InboxDecideMany",
+        "InboxEvents",
+        "InboxRunUpdates",
+        # README.md, docs/api.md and examples/
+        "StartRun",
+        "SuspendedRuns",
+        "Approve",
+        "Decide",
+    }
+)
+"""The operation names of runsgate's own clients, counted under their own name."""
 MAX_OPERATION_NAMES = 200
-"""Distinct ``operation_name`` label values one process keeps; later names become ``other``."""
-MAX_NAME_LENGTH = 64
-"""Characters of an operation name kept in its label."""
+"""Names the operator may add (``set_operation_names``, ``RUNSGATE_METRICS_OPERATION_NAMES``)."""
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 """Histogram buckets, seconds: mutations run agents, so the tail reaches a minute."""
@@ -63,23 +83,35 @@ for _kind in ("approve", "decline", "resume"):
     for _outcome in ("recorded", "conflict"):
         DECISIONS.labels(_kind, _outcome)  # present at 0 from the start
 
-_seen_names: set[str] = set()
+_names: frozenset[str] = KNOWN_OPERATION_NAMES
 _T = TypeVar("_T")
 
 
+def set_operation_names(extra: Iterable[str]) -> None:
+    """Count the operations named ``extra`` (the operator's, ``RUNSGATE_METRICS_OPERATION_NAMES``)
+    under their own name too, besides ``KNOWN_OPERATION_NAMES``, in this process.
+
+    Raises:
+        ValueError: More than ``MAX_OPERATION_NAMES`` names.
+    """
+    global _names
+    names = frozenset(extra)
+    if len(names) > MAX_OPERATION_NAMES:
+        raise ValueError(f"at most {MAX_OPERATION_NAMES} operation names, got {len(names)}")
+    _names = KNOWN_OPERATION_NAMES | names
+
+
 def operation_labels(definition: OperationDefinitionNode | None) -> tuple[str, str]:
-    """``(operation_name, operation_type)`` label values of the operation that ran (see module doc)."""
+    """``(operation_name, operation_type)`` label values of the operation that ran: its name when
+    known (``KNOWN_OPERATION_NAMES``, ``set_operation_names``), else ``other``; ``anonymous``
+    when it has none, ``("unknown", "unknown")`` when none ran."""
     if definition is None:
         return "unknown", "unknown"
     kind = definition.operation.value
     if definition.name is None:
         return "anonymous", kind
-    name = definition.name.value[:MAX_NAME_LENGTH]
-    if name not in _seen_names:
-        if len(_seen_names) >= MAX_OPERATION_NAMES:
-            return "other", kind
-        _seen_names.add(name)
-    return name, kind
+    name = definition.name.value
+    return (name if name in _names else "other"), kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,7 @@ class Subscription:
             after_event_id=None if after_event_id is None else str(after_event_id),
             accept=lambda event: wanted.matches(event) and can_see_event(context, event),
             resource_ids=context.principal.resources,  # a replay reads only what it may see
+            owner=context.principal.identity,  # its principal's subscriptions share one budget and rate
         )
         try:
             with stream_endings():

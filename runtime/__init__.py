@@ -42,6 +42,7 @@ from .outcome import OutcomeStatus, RunOutcome
 from .registry import AgentRegistry, AnyAgent, default_tool_rules, load_registry
 from .running.delegation import DelegationError, delegate, sub_run_id
 from .running.suspension import suspend
+from .subscription_budgets import REPLAY_PAGE_BYTES, SubscriptionBudgets
 from .sweeper import StalledRunSweeper
 from .updates.feed import RunUpdateFeed
 from .updates.publishing import UpdateHub
@@ -53,6 +54,7 @@ __all__ = [
     "ANONYMOUS",
     "DECIDE",
     "READ",
+    "REPLAY_PAGE_BYTES",
     "START",
     "UNAUTHENTICATED",
     "UPDATE_ID",
@@ -90,6 +92,7 @@ __all__ = [
     "RunUpdateFeed",
     "RunsgateError",
     "StalledRunSweeper",
+    "SubscriptionBudgets",
     "ToolApprovalRule",
     "ToolArgumentProblem",
     "ToolCallAlreadyDecidedError",

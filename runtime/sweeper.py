@@ -184,7 +184,7 @@ class StalledRunSweeper:
                     logger.warning("sweep skipped: %s", exc)
                 except Exception:
                     logger.exception("sweep failed")
-                stop_if_cancelled()  # the server's shutdown awaits this task (runtime._cancel)
+                stop_if_cancelled()  # the server's shutdown awaits this task (runtime/_cancel.py)
         finally:
             for task in list(self._active.values()):
                 task.cancel()

@@ -6,6 +6,7 @@ lifespan starts and stops; requests reach them through ``app.state``.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,8 +23,10 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types.unset import UnsetType
 
 from resolvers import Context, build_schema
+from resolvers.metrics import set_operation_names
 from storage import SnapshotStore, StoreUnavailableError, strict_json
 
 from ._view import AuthenticatedView, principal_of
@@ -40,11 +43,33 @@ from .request_id import request_id_middleware
 from .services import Services
 from .settings import ConfigError, Settings, load_settings, security_problems
 from .tracing import start_tracing
+from .ws_handler import PrincipalStreams, WsHandler
+from .ws_handler import missing as ws_hooks_missing
+
+logger = logging.getLogger("runsgate")
 
 
 class GraphQLApp(AuthenticatedView, GraphQLView):
     """The ``/graphql`` view (``graphql_view.py``) with runsgate's per-request ``Context``, behind
-    authentication (``server/_view.py``)."""
+    authentication (``server/_view.py``), and its WebSocket handler (``server/ws_handler.py``)."""
+
+    graphql_transport_ws_handler_class = WsHandler
+
+    streams: PrincipalStreams | None = None
+    """The WebSockets and operations of each principal (``server.ws_handler``), set by
+    ``create_app``; None: not bounded per principal."""
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        """Authenticate the socket (``server._view``), then admit it for its principal.
+
+        Raises:
+            TooManyWebSocketsError: The principal has ``RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL``
+                sockets already (``WsHandler`` closes it with 1013).
+        """
+        answer = await super().on_ws_connect(context)
+        if self.streams is not None:
+            self.streams.admit(context)
+        return answer
 
     def encode_json(self, data: object) -> str | bytes:
         """Response bodies and WebSocket messages through orjson rather than ``json.dumps``, for
@@ -127,6 +152,15 @@ def create_app(
         raise ConfigError("invalid configuration: " + "; ".join(problems))
 
     tracing = start_tracing(settings)  # nothing of OpenTelemetry is loaded unless configured
+    set_operation_names(settings.metrics_operation_names)
+    gone = ws_hooks_missing()
+    if gone:
+        logger.warning(
+            "strawberry-graphql lacks or changed %s: a WebSocket operation whose document cannot run is "
+            "answered as Strawberry does (a syntax error or an unknown operation name closes the socket with "
+            "4400) instead of with an error message",
+            ", ".join(gone),
+        )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -155,6 +189,9 @@ def create_app(
     )
     graphql.authenticator = Authenticator.from_settings(settings)
     graphql.max_response_bytes = settings.max_response_bytes
+    graphql.streams = PrincipalStreams(
+        max_sockets=settings.max_ws_connections_per_principal, max_operations=settings.max_ws_operations_per_principal
+    )
     if settings.compiled_execution:  # else the fast path is never imported
         from .prepared_http import PreparedRequests
 
@@ -174,7 +211,7 @@ def create_app(
         *([Mount(GRAPHIQL_ASSETS_PATH, StaticFiles(directory=GRAPHIQL_ASSETS_DIR))] if settings.graphiql else []),
     ]
     hosts = [] if settings.auth else [Middleware(LoopbackHostsOnly, extra_names=settings.allowed_hosts)]
-    return Starlette(
+    app = Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: routing_refusal},  # JSON errors, as every refusal
@@ -186,6 +223,8 @@ def create_app(
             Middleware(BodySizeLimit, max_bytes=settings.max_body_bytes),
         ],
     )
+    app.state.principal_streams = graphql.streams  # /metrics counts its sockets and operations
+    return app
 
 
 def worker_settings() -> Settings:

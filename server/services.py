@@ -22,6 +22,7 @@ from runtime import (
     RunManager,
     RunUpdateFeed,
     StalledRunSweeper,
+    SubscriptionBudgets,
     ToolApprovalRule,
     WebhookDispatcher,
     default_tool_rules,
@@ -211,8 +212,16 @@ class Services:
             update_interval=settings.run_updates_interval,
             first_text_delay=settings.run_updates_first_text_delay,
         )
+        budgets = SubscriptionBudgets(
+            replay_bytes=settings.max_replay_bytes_per_principal,
+            queued_bytes=settings.max_queued_bytes_per_principal,
+            rate=settings.max_subscription_rate_per_principal,
+        )
         self._events = EventFeed(
-            store, poll_interval=settings.subscription_poll_interval, lookback=settings.subscription_lookback
+            store,
+            poll_interval=settings.subscription_poll_interval,
+            lookback=settings.subscription_lookback,
+            budgets=budgets,
         )
         self._run_updates = RunUpdateFeed(
             self._runs,

@@ -46,6 +46,7 @@ from .protocol import (
     StoreUnavailableError,
     WebhookDeliveries,
     event_list,
+    event_size,
     sort_key,
 )
 from .registry import UnknownStoreError, store_from_url
@@ -106,6 +107,7 @@ __all__ = [
     "WebhookDeliveryStatus",
     "earliest_deadline",
     "event_list",
+    "event_size",
     "sort_key",
     "store_from_url",
     "to_bson_precision",

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .url_credentials import after_credentials, holds_reserved
+
 if TYPE_CHECKING:
     from .protocol import SnapshotStore
 
@@ -21,6 +23,10 @@ MEMORY_URL = "memory://"
 """The memory store's only URL (the default store)."""
 SQLITE_PREFIX = "sqlite:///"
 """What a SQLite URL starts with; the path follows (SQLAlchemy's convention: ``sqlite:////abs``)."""
+RESERVED_IN_USERINFO = (
+    "the user name or password holds an unescaped '@', '/' or '?': percent-encode it (urllib.parse.quote_plus)"
+)
+"""Why a MongoDB URI whose user information holds ``@``, ``/`` or ``?`` is refused (``check_mongodb_uri``)."""
 
 
 class UnknownStoreError(ValueError):
@@ -236,15 +242,19 @@ def check_mongodb_uri(uri: str) -> None:
     then, for ``mongodb://``, the hosts, credentials and database (``parse_uri``).
 
     Raises:
-        ValueError: PyMongo refuses it: ``unknown option 'bogusOption'``, an option's value, a
-            repeated option, ``Bad database name``. The message never holds the URI.
+        ValueError: Its user information holds ``@``, ``/`` or ``?`` unescaped
+            (``RESERVED_IN_USERINFO``), or PyMongo refuses it: ``unknown option 'bogusOption'``, an
+            option's value, a repeated option, ``Bad database name``. The message never holds the
+            URI, nor a part of its password.
     """
     import warnings
 
     from pymongo import uri_parser
     from pymongo.errors import ConfigurationError
 
-    query = uri.partition("://")[2].partition("?")[2]
+    if holds_reserved(uri):  # PyMongo would read part of the password as a host, a path or options
+        raise ValueError(RESERVED_IN_USERINFO)
+    query = after_credentials(uri).partition("?")[2]
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # PyMongo warns of a repeated option, and keeps the last
         try:
@@ -281,6 +291,7 @@ __all__ = [
     "BY_SCHEME",
     "MEMORY_URL",
     "MONGODB_TIMEOUT",
+    "RESERVED_IN_USERINFO",
     "SQLITE_PREFIX",
     "STORES",
     "StoreEntry",

@@ -391,13 +391,20 @@ class GraphQLWebSocket:
         self._socket = socket
         self._next_id = 0
 
-    async def subscribe(self, query: str, variables: dict[str, Any]) -> str:
-        """Send one operation; its id."""
+    async def subscribe(self, query: str, variables: dict[str, Any], *, operation_name: str | None = None) -> str:
+        """Send one operation (with ``operationName`` when given); its id."""
         self._next_id += 1
         operation = str(self._next_id)
-        message = {"id": operation, "type": "subscribe", "payload": {"query": query, "variables": variables}}
+        payload: dict[str, Any] = {"query": query, "variables": variables}
+        if operation_name is not None:
+            payload["operationName"] = operation_name
+        message = {"id": operation, "type": "subscribe", "payload": payload}
         await self._socket.send(json.dumps(message))
         return operation
+
+    async def complete(self, operation: str) -> None:
+        """Stop one operation (the client's ``complete``)."""
+        await self._socket.send(json.dumps({"id": operation, "type": "complete"}))
 
     async def receive(self) -> dict[str, Any]:
         """The next message (``next``, ``error`` or ``complete``), pings answered."""

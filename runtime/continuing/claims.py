@@ -40,7 +40,7 @@ async def renewing(renew: Callable[[], Awaitable[bool]], *, every: float, lease:
                 logger.warning("renewing %s failed", lease, exc_info=True)
                 continue
             finally:
-                stop_if_cancelled()  # the body's end awaits this task (runtime._cancel)
+                stop_if_cancelled()  # the body's end awaits this task (runtime/_cancel.py)
             if not held:
                 logger.warning("%s was taken over while held", lease)
                 return

@@ -3,23 +3,26 @@
 ``EventFeed`` polls ``EventLog.list_events_after`` every ``poll_interval`` seconds, one poller per
 agent in this process shared by its subscribers, and re-reads the last ``lookback`` seconds of
 ids on each poll, skipping those already delivered; delivery is at least once across
-reconnections (``after_event_id``). Why: docs/modules.md.
+reconnections (``after_event_id``). What a subscriber holds is bounded in bytes: its replay's
+pages and its live queue, and its owner's together (``runtime.subscription_budgets``). Why:
+docs/modules.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import cast
 
-from storage import EventDocument, EventLog, StoreUnavailableError
+from storage import EventDocument, EventLog, StoreUnavailableError, event_size
 
 from .._cancel import stop_if_cancelled
+from ..subscription_budgets import REPLAY_PAGE_BYTES, OwnerBudget, SubscriptionBudgets
 from .journal import event_id_floor
 
 logger = logging.getLogger(__name__)
@@ -45,19 +48,6 @@ _CLOSED = object()
 _OVERFLOW = object()
 
 
-def event_size(event: EventDocument) -> int:
-    """About how many bytes ``event`` holds: its ``data`` as compact JSON, plus its other fields."""
-    size = 256
-    for key in ("threadId", "resourceId", "runId", "by"):
-        value = event.get(key)
-        if isinstance(value, str):
-            size += len(value)
-    data = event.get("data")
-    if data:
-        size += len(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str))
-    return size
-
-
 @dataclass(eq=False)
 class _Subscriber:
     start: str
@@ -65,6 +55,8 @@ class _Subscriber:
     accept: EventPredicate
     max_queued: int
     max_queued_bytes: int
+    budget: OwnerBudget
+    """Its owner's (``runtime.subscription_budgets``): the owner's queues share its ``queued_bytes``."""
     queue: asyncio.Queue[tuple[EventDocument, int] | object] = field(default_factory=asyncio.Queue)
     queued_bytes: int = 0
     """``event_size`` of the events waiting in ``queue``."""
@@ -73,17 +65,27 @@ class _Subscriber:
     def offer(self, event: EventDocument, size: int) -> bool:
         """Queue the event if wanted; ``False`` when the subscriber is too far behind (dropped):
         ``max_queued`` events wait already, or this one would make more than ``max_queued_bytes``
-        wait (a single event is queued whatever its size)."""
+        wait (a single event is queued whatever its size), or more than its owner's
+        ``queued_bytes`` wait for all the owner's subscribers."""
         if event["_id"] <= self.start or not self.accept(event):
             return True
         waiting = self.queue.qsize()
-        if waiting >= self.max_queued or (waiting and self.queued_bytes + size > self.max_queued_bytes):
+        if (
+            waiting >= self.max_queued
+            or (waiting and self.queued_bytes + size > self.max_queued_bytes)
+            or not self.budget.try_queue(size)
+        ):
             self.dropped = True
             self.queue.put_nowait(_OVERFLOW)
             return False
         self.queued_bytes += size
         self.queue.put_nowait((event, size))
         return True
+
+    def take(self, size: int) -> None:
+        """An event of ``size`` bytes left the queue."""
+        self.queued_bytes -= size
+        self.budget.dequeue(size)
 
 
 @dataclass(eq=False)
@@ -110,6 +112,9 @@ class EventFeed:
         max_queued_bytes: Bytes of events (``event_size``) a subscriber may have waiting before
             it is dropped: a subscriber that does not read (its client does not) holds at most
             this much of the server's memory, however large the events.
+        budgets: The owners' budgets (``runtime.subscription_budgets``): what one owner's
+            replays and live queues hold together; default: no bound per owner (each replay
+            page is at most ``REPLAY_PAGE_BYTES`` still).
         clock_ns: UTC nanoseconds since the epoch (the clock event ids are made from).
     """
 
@@ -122,6 +127,7 @@ class EventFeed:
         page_size: int = 500,
         max_queued: int = 10_000,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
+        budgets: SubscriptionBudgets | None = None,
         clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         if poll_interval <= 0 or lookback < 0 or page_size < 1 or max_queued < 1 or max_queued_bytes < 1:
@@ -134,6 +140,7 @@ class EventFeed:
         self._page_size = page_size
         self._max_queued = max_queued
         self._max_queued_bytes = max_queued_bytes
+        self.budgets = budgets or SubscriptionBudgets()
         self._clock_ns = clock_ns
         self._pollers: dict[str, _Poller] = {}
         self._closed = False
@@ -150,12 +157,16 @@ class EventFeed:
         after_event_id: str | None = None,
         accept: EventPredicate = lambda _: True,
         resource_ids: frozenset[str] | None = None,
+        owner: str | None = None,
     ) -> AsyncGenerator[EventDocument, None]:
         """Yield ``agent_id``'s events as they are appended, on any instance, forever.
 
         Without ``after_event_id`` the stream starts now: only events whose id was made after this
         call. With it, the events after that id are read from the store first (in ``_id`` order),
-        then the live ones follow without a gap (nor, within the lookback, a repeat).
+        a page of at most ``REPLAY_PAGE_BYTES`` at a time (less as its owner's budget nears its
+        ``replay_bytes``), each held until its last event was taken; then the live ones follow
+        without a gap (nor, within the lookback, a repeat). The event loop gets a turn between
+        two events.
 
         Args:
             agent_id: Whose log to follow.
@@ -163,6 +174,8 @@ class EventFeed:
             accept: Only events for which this returns true are yielded.
             resource_ids: The subscriber's resources (``Principal.resources``): the events after
                 ``after_event_id`` are read from the store of these resources only.
+            owner: Whose budget the subscription uses (``Principal.identity``); ``None``: one of
+                its own.
 
         Raises:
             EventFeedOverflowError: The subscriber fell ``max_queued`` events behind.
@@ -172,8 +185,13 @@ class EventFeed:
         if self._closed:
             raise EventFeedClosedError("the event feed is closed")
         start = after_event_id if after_event_id is not None else event_id_floor(self._clock_ns())
+        budget = self.budgets.hold(owner)
         subscriber = _Subscriber(
-            start=start, accept=accept, max_queued=self._max_queued, max_queued_bytes=self._max_queued_bytes
+            start=start,
+            accept=accept,
+            max_queued=self._max_queued,
+            max_queued_bytes=self._max_queued_bytes,
+            budget=budget,
         )
         poller = self._poller(agent_id)
         poller.subscribers.add(subscriber)
@@ -182,13 +200,30 @@ class EventFeed:
             seen: set[str] = set()
             after = after_event_id
             while after is not None:
-                page = await self._store.list_events_after(agent_id, after, self._page_size, resource_ids=resource_ids)
-                for event in page:
-                    if event["_id"] > read_before:
-                        seen.add(event["_id"])  # the poller may deliver it too
-                    if accept(event):
-                        yield event
-                after = page[-1]["_id"] if len(page) == self._page_size else None
+                reserved = budget.start_page()
+                try:
+                    page = await self._store.list_events_after(
+                        agent_id, after, self._page_size, resource_ids=resource_ids, max_bytes=reserved
+                    )
+                except BaseException:
+                    budget.release(reserved)
+                    raise
+                pending = deque((event, event_size(event)) for event in page)
+                budget.settle_page(reserved, sum(size for _, size in pending))
+                after = page[-1]["_id"] if page else None  # a page stops at its bytes: read until one is empty
+                del page  # an event is held by ``pending`` until it is taken, no longer
+                try:
+                    while pending:
+                        event, size = pending[0]
+                        if event["_id"] > read_before:
+                            seen.add(event["_id"])  # the poller may deliver it too
+                        if accept(event):
+                            await budget.pace()  # the owner's rate, and the loop's turn: never a page at once
+                            yield event
+                        pending.popleft()
+                        budget.release(size)
+                finally:
+                    budget.release(sum(size for _, size in pending))
             while True:
                 item = await subscriber.queue.get()
                 if item is _CLOSED:
@@ -199,11 +234,15 @@ class EventFeed:
                         "for this subscriber; resume after the last event received"
                     )
                 event, size = cast(tuple[EventDocument, int], item)
-                subscriber.queued_bytes -= size
+                subscriber.take(size)
                 if event["_id"] not in seen:
+                    await budget.pace()  # a backlog neither (what waits past it fills the queue)
                     yield event
         finally:
             self._leave(poller, subscriber)
+            subscriber.budget.dequeue(subscriber.queued_bytes)  # the events it left in its queue
+            subscriber.queued_bytes = 0
+            self.budgets.release(owner, budget)
 
     def _poller(self, agent_id: str) -> _Poller:
         poller = self._pollers.get(agent_id)
@@ -274,6 +313,7 @@ class EventFeed:
 
 __all__ = [
     "MAX_QUEUED_BYTES",
+    "REPLAY_PAGE_BYTES",
     "EventFeed",
     "EventFeedClosedError",
     "EventFeedOverflowError",

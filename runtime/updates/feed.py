@@ -3,7 +3,10 @@
 
 A subscriber gets the updates of the run's current continuation (or after ``after``), in id order
 and without repeats, up to the first outcome, from this process's ``UpdateHub``, the store's
-update batches (polled every ``poll_interval`` seconds) and the event log (docs/modules.md).
+update batches (polled every ``poll_interval`` seconds) and the event log (docs/modules.md). What
+a stream holds is bounded in bytes, and its principal's streams' together
+(``runtime.subscription_budgets``): stored batches are read a replay page at a time, and the
+updates sent at the principal's pace.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +25,7 @@ from ..access import Principal
 from ..errors import RunNotFoundError
 from ..events.feed import EventFeed
 from ..events.journal import event_id_floor
+from ..subscription_budgets import OwnerBudget
 from .publishing import MAX_BATCH_BYTES, Listener, RunUpdatesOverflowError
 from .run_updates import RunUpdate, before_next, capped, decode, end_id, update_id
 
@@ -39,10 +44,14 @@ class RunUpdateFeed:
         events: This process's ``EventFeed`` (continuations' beginnings and outcomes).
         poll_interval: Seconds between two reads of the run's update batches while no
             continuation of it runs on this process.
-        max_buffer_bytes: Bytes of updates one stream may hold waiting to be sent: its live
-            updates, and one page of stored batches (at least one batch, up to
-            ``MAX_BATCH_BYTES``). A subscriber that falls further behind stops receiving live
-            updates and reads the rest from the store, a page at a time, as it reads.
+        max_buffer_bytes: Bytes of live updates one stream may hold waiting to be sent. A
+            subscriber that falls further behind (or past its owner's ``queued_bytes``) stops
+            receiving live updates and reads the rest from the store, a page at a time, as it
+            reads.
+
+    Stored batches are read a page at a time, each page at most its owner's replay page (a
+    batch at least, of at most ``MAX_BATCH_BYTES``), as the event feed's replays
+    (``EventFeed.budgets``, shared with it).
     """
 
     def __init__(
@@ -59,7 +68,6 @@ class RunUpdateFeed:
         self._events = events
         self._poll_interval = poll_interval
         self._max_bytes = max_buffer_bytes
-        self._page = max(1, max_buffer_bytes // MAX_BATCH_BYTES)
 
     async def subscribe(
         self, agent_id: str, run_id: str, *, after: str | None = None, principal: Principal | None = None
@@ -80,7 +88,10 @@ class RunUpdateFeed:
         """
         self._runs.agents.get_agent(agent_id)
         hub, store = self._runs.updates, self._runs.store
-        listener = hub.listen(agent_id, run_id, max_bytes=self._max_bytes)
+        owner = None if principal is None else principal.identity
+        budgets = self._events.budgets
+        budget = budgets.hold(owner)
+        listener = hub.listen(agent_id, run_id, max_bytes=self._max_bytes, budget=budget)
         mark = event_id_floor(time.time_ns())
         watcher: asyncio.Task[None] | None = None
         try:
@@ -89,21 +100,25 @@ class RunUpdateFeed:
             if not _visible(doc, log, principal):
                 raise RunNotFoundError(agent_id, run_id)
             start = after if after is not None else _start(doc, log)
+            stored = doc is not None
+            logged = [] if start is None else [u for u in _from_log(log, agent_id, run_id) if u.id > start]
+            del doc, log  # the run's events are not held while its updates are sent
             if start is None:  # finished without ever being continued: nothing to show
                 return
             follow = _Follow(agent_id=agent_id, run_id=run_id, position=start)
-            logged = [u for u in _from_log(log, agent_id, run_id) if u.id > start]
-            replay = _merged(self._stored(agent_id, run_id, start), logged)
+            replay = _merged(self._stored(agent_id, run_id, start, budget), logged)
             async for update in replay:
+                await budget.pace()  # the owner's rate, and the loop's turn
                 yield await self._completed(follow.take(update))
                 if update.is_outcome:
                     return
-            if doc is None:  # the run is gone: nothing follows what the log and the store hold
+            if not stored:  # the run is gone: nothing follows what the log and the store hold
                 return
             watcher = asyncio.get_running_loop().create_task(
                 self._watch(agent_id, run_id, mark, listener, principal), name=f"runsgate-run-updates-{run_id}"
             )
-            async for update in self._live(follow, listener):
+            async for update in self._live(follow, listener, budget):
+                await budget.pace()
                 yield await self._completed(update)
                 if update.is_outcome:
                     return
@@ -113,8 +128,9 @@ class RunUpdateFeed:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
+            budgets.release(owner, budget)
 
-    async def _live(self, follow: _Follow, listener: Listener) -> AsyncIterator[RunUpdate]:
+    async def _live(self, follow: _Follow, listener: Listener, budget: OwnerBudget) -> AsyncIterator[RunUpdate]:
         """The updates after ``follow.position``, as they come, up to the first outcome."""
         hub = self._runs.updates
         loop = asyncio.get_running_loop()
@@ -141,18 +157,18 @@ class RunUpdateFeed:
             elif isinstance(item, BaseException):
                 raise item
             elif isinstance(item, dict):  # an event: a continuation began or ended
-                async for update in self._from_event(follow, cast(EventDocument, item)):
+                async for update in self._from_event(follow, cast(EventDocument, item), budget):
                     yield update
                     if update.is_outcome:
                         return
             if not local() and loop.time() >= next_poll:
-                async for update in self._stored(follow.agent_id, follow.run_id, follow.position):
+                async for update in self._stored(follow.agent_id, follow.run_id, follow.position, budget):
                     yield follow.take(update)
                     if update.is_outcome:
                         return
                 next_poll = loop.time() + self._poll_interval
 
-    async def _from_event(self, follow: _Follow, event: EventDocument) -> AsyncIterator[RunUpdate]:
+    async def _from_event(self, follow: _Follow, event: EventDocument, budget: OwnerBudget) -> AsyncIterator[RunUpdate]:
         """What ``event`` (``resumed`` or an outcome, from the event log) adds after ``follow``: an
         outcome first brings the continuation's batches still unread, so none is left behind."""
         if event["type"] == "resumed":
@@ -163,7 +179,7 @@ class RunUpdateFeed:
         current = follow.continuation
         if current is None or event["_id"] < current:
             return  # the outcome of a continuation this stream does not follow
-        async for update in self._stored(follow.agent_id, follow.run_id, follow.position):
+        async for update in self._stored(follow.agent_id, follow.run_id, follow.position, budget):
             yield follow.take(update)
             if update.is_outcome:
                 return
@@ -180,6 +196,7 @@ class RunUpdateFeed:
             after_event_id=mark,
             accept=lambda e: e["runId"] == run_id and e["type"] in _WATCHED,
             resource_ids=None if principal is None else principal.resources,
+            owner=None if principal is None else principal.identity,
         )
         try:
             async for event in stream:
@@ -189,16 +206,33 @@ class RunUpdateFeed:
         finally:
             await stream.aclose()
 
-    async def _stored(self, agent_id: str, run_id: str, after: str) -> AsyncIterator[RunUpdate]:
-        """The stored updates after ``after``, in id order, a page of batches at a time."""
+    async def _stored(self, agent_id: str, run_id: str, after: str, budget: OwnerBudget) -> AsyncIterator[RunUpdate]:
+        """The stored updates after ``after``, in id order: a page of batches at a time, of at
+        most the owner's page bytes (one batch at least), each batch held until its last update
+        was taken."""
         cursor: str | None = after
         while cursor is not None:
-            page = await self._runs.store.list_run_updates(agent_id, run_id, after=cursor, limit=self._page)
-            for batch in page:
-                for update in decode(batch["updates"], agent_id=agent_id, run_id=run_id):
-                    if update.id > after:
-                        yield update
-            cursor = page[-1]["_id"] if len(page) == self._page else None
+            reserved = budget.start_page()
+            limit = max(1, reserved // MAX_BATCH_BYTES)
+            try:
+                page = await self._runs.store.list_run_updates(agent_id, run_id, after=cursor, limit=limit)
+            except BaseException:
+                budget.release(reserved)
+                raise
+            pending = deque((batch, len(batch["updates"])) for batch in page)
+            budget.settle_page(reserved, sum(size for _, size in pending))
+            cursor = page[-1]["_id"] if len(page) == limit else None
+            del page
+            try:
+                while pending:
+                    batch, size = pending[0]
+                    for update in decode(batch["updates"], agent_id=agent_id, run_id=run_id):
+                        if update.id > after:
+                            yield update
+                    pending.popleft()
+                    budget.release(size)
+            finally:
+                budget.release(sum(size for _, size in pending))
 
     async def _completed(self, update: RunUpdate) -> RunUpdate:
         """``update`` with the stored run, for ``suspended`` and ``failed`` (read now)."""

@@ -35,6 +35,7 @@ from pydantic_ai.messages import (
 from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument, ToolCallDocument
 
 from .._json import jsonable
+from ..subscription_budgets import OwnerBudget
 from .run_updates import TEXT_CHARS, RunUpdate, UpdateKind, built, encode, update_id
 
 logger = logging.getLogger(__name__)
@@ -74,27 +75,36 @@ class RunUpdatesOverflowError(Exception):
 
 class Listener:
     """What one subscriber on this process receives about one run: the run's live updates, at most
-    ``max_bytes`` of them waiting (``RunUpdate.size``; past that it is dropped, and
+    ``max_bytes`` of them waiting (``RunUpdate.size``), and at most its owner's ``queued_bytes``
+    with the owner's other queues (``budget``; past either it is dropped, and
     ``RunUpdatesOverflowError`` comes once what it holds was read), and the signals of its
-    stream (events, errors) given to ``signal``."""
+    stream (events, errors) given to ``signal``. ``close`` gives its bytes back to the budget."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, budget: OwnerBudget | None = None) -> None:
         self.max_bytes = max_bytes
+        self.budget = budget
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._bytes = 0
         self.overflowed = False
 
     def offer(self, update: RunUpdate) -> None:
-        """Queue ``update``, unless that would hold more than ``max_bytes`` (then overflow)."""
+        """Queue ``update``, unless that would hold more than ``max_bytes``, or pass its owner's
+        budget (then overflow)."""
         if self.overflowed:
             return
         size = update.size
-        if self._bytes + size > self.max_bytes:
+        if self._bytes + size > self.max_bytes or (self.budget is not None and not self.budget.try_queue(size)):
             self.overflowed = True
             self._queue.put_nowait(_OVERFLOW)
             return
         self._bytes += size
         self._queue.put_nowait(update)
+
+    def close(self) -> None:
+        """Give the bytes of the updates still waiting back to the owner's budget."""
+        if self.budget is not None:
+            self.budget.dequeue(self._bytes)
+        self._bytes = 0
 
     @property
     def held_bytes(self) -> int:
@@ -113,6 +123,8 @@ class Listener:
             raise RunUpdatesOverflowError(f"more than {self.max_bytes} bytes of updates waited for this listener")
         if isinstance(item, RunUpdate):
             self._bytes -= item.size
+            if self.budget is not None:
+                self.budget.dequeue(item.size)
         return item
 
 
@@ -154,10 +166,10 @@ class UpdateHub:
         self._listeners: dict[RunKey, set[Listener]] = {}
         self._publishers: dict[RunKey, list[UpdatePublisher]] = {}
 
-    def listen(self, agent_id: str, run_id: str, *, max_bytes: int) -> Listener:
+    def listen(self, agent_id: str, run_id: str, *, max_bytes: int, budget: OwnerBudget | None = None) -> Listener:
         """Start receiving the run's updates published on this process: from now on, and those
-        its continuations here published before and have not stored yet."""
-        listener = Listener(max_bytes)
+        its continuations here published before and have not stored yet (``budget``: its owner's)."""
+        listener = Listener(max_bytes, budget)
         for publisher in self._publishers.get((agent_id, run_id), ()):
             for update in publisher.built(publisher.unwritten):
                 listener.offer(update)
@@ -165,7 +177,8 @@ class UpdateHub:
         return listener
 
     def leave(self, agent_id: str, run_id: str, listener: Listener) -> None:
-        """Stop ``listener``."""
+        """Stop ``listener`` (its bytes given back: ``Listener.close``)."""
+        listener.close()
         listeners = self._listeners.get((agent_id, run_id))
         if listeners is not None:
             listeners.discard(listener)

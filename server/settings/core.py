@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import uuid
 from pathlib import Path
@@ -22,18 +21,23 @@ from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
-from pydantic_settings import SettingsConfigDict, SettingsError
+from pydantic_settings import NoDecode, SettingsConfigDict, SettingsError
 
-from storage import registry
+from storage import registry, url_credentials
 
 from .bounds import CENTURY, DAY, HOUR, MINUTE
 from .security import SecuritySettings
+from .streams import StreamSettings
 from .webhooks import WebhookSettings
 
 SQLITE_MIN_BUSY_TIMEOUT = 0.25
 """Seconds: the least wait of a SQLite write for the file's lock (``Settings.sqlite_busy_timeout``),
 so ``subscription_lookback`` is at least twice it on a SQLite store; a shorter wait fails writes
 that merely overlap."""
+
+
+OperationName = Annotated[str, Field(pattern=r"^[_A-Za-z][_0-9A-Za-z]{0,63}$")]
+"""A GraphQL name of at most 64 characters (``RUNSGATE_METRICS_OPERATION_NAMES``)."""
 
 
 class ConfigError(Exception):
@@ -51,9 +55,10 @@ NO_AGENTS = (
 """Why a start without ``RUNSGATE_AGENTS`` is refused."""
 
 
-class Settings(SecuritySettings, WebhookSettings):
+class Settings(SecuritySettings, WebhookSettings, StreamSettings):
     """runsgate's configuration (docs/configuration.md lists the same table; the security
-    settings come from ``SecuritySettings``, the webhook settings from ``WebhookSettings``)."""
+    settings come from ``SecuritySettings``, the webhook settings from ``WebhookSettings``, the
+    per-principal bounds of WebSockets and subscriptions from ``StreamSettings``)."""
 
     model_config = SettingsConfigDict(env_prefix="RUNSGATE_", env_file=".env", extra="ignore")
 
@@ -129,6 +134,12 @@ class Settings(SecuritySettings, WebhookSettings):
     """``json`` (one object per line), ``text``, or ``auto``: text on a terminal, else JSON."""
     metrics: bool = True
     """Serve Prometheus metrics on ``GET /metrics``."""
+    metrics_operation_names: Annotated[list[OperationName], NoDecode, Field(max_length=200)] = Field(
+        default_factory=list
+    )
+    """Operation names counted under their own name in ``/metrics``, besides those of runsgate's own
+    clients (``resolvers.metrics.KNOWN_OPERATION_NAMES``); any other name is counted as ``other``,
+    so the labels are the operator's choice, never a client's: comma-separated, or a JSON list."""
     tracing: Literal["auto", "otlp", "console", "off"] = "auto"
     """OpenTelemetry tracing: ``auto`` is ``otlp`` when an OTLP endpoint is set, else ``off``."""
     otel_exporter_otlp_endpoint: str | None = Field(default=None, validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -263,6 +274,14 @@ class Settings(SecuritySettings, WebhookSettings):
         shown = ", ".join(f"{variable_of(name.removesuffix('_url'))}={_shown(getattr(self, name))}" for name in names)
         return f" (got {shown})"
 
+    @field_validator("metrics_operation_names", mode="before")
+    @classmethod
+    def _names_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            return json.loads(text) if text.startswith("[") else [n.strip() for n in text.split(",") if n.strip()]
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _level_in_any_case(cls, value: object) -> object:
@@ -308,13 +327,14 @@ SECRET_SETTINGS = frozenset({"jwt_secret", "api_keys", "webhooks"})
 """Settings whose refused value a configuration error never shows: they hold a secret, key
 hashes, or webhook secrets. Any other value is shown, a URL's password masked (``_shown``)."""
 
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/?#@]*:)[^\s/?#@]*@", re.IGNORECASE)
-
 
 def _shown(value: object) -> str:
-    """``value`` as an error shows it: quoted, with the password of any URL in it masked."""
-    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
-    return _URL_PASSWORD.sub(r"\g<head>***@", text)
+    """``value`` as an error shows it: quoted, the user information of a URL in it masked up to
+    its last ``@`` (``storage.url_credentials.masked``: ``user:***@host``), so no part of a
+    password is shown whatever it holds."""
+    if isinstance(value, str):
+        return repr(url_credentials.masked(value))
+    return url_credentials.masked(json.dumps(value, default=str))
 
 
 def variable_of(field: str) -> str:

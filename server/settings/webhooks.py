@@ -28,12 +28,17 @@ MIN_SECRET_BYTES = 24
 MAX_SECRET_BYTES = 64
 
 
+CREDENTIALS = "must not carry credentials (user:password@) nor an '@'; authenticate receivers by the signature"
+"""The refusal of a receiver or public URL holding an ``@``: a password holding ``/``, ``?`` or ``#``
+would end ``urlsplit``'s netloc before its ``@``, and be read as the host, path or query."""
+
+
 def _check_url(value: str) -> str:
+    if "@" in value:
+        raise ValueError(CREDENTIALS)
     parts = urlsplit(value)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise ValueError("must be an absolute http:// or https:// URL")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("must not carry credentials (user:password@); authenticate receivers by the signature")
     return value
 
 

@@ -12,6 +12,7 @@ from sortedcontainers import SortedKeyList, SortedList
 from .. import rules
 from ..documents import EventDocument
 from ..protocol import event_list
+from ..protocol.events import check_page, within_bytes
 from .copying import copied
 
 
@@ -101,17 +102,22 @@ class MemoryEventLog:
         return copied(sorted(events, key=lambda e: (e["at"], e["_id"])))
 
     async def list_events_after(
-        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+        self,
+        agent_id: str,
+        after_event_id: str | None,
+        limit: int,
+        *,
+        resource_ids: frozenset[str] | None = None,
+        max_bytes: int | None = None,
     ) -> list[EventDocument]:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
+        check_page(limit, max_bytes)
         events = self._agent_events.get(agent_id)
         if events is None:
             return []
         found = events.irange_key(min_key=after_event_id, inclusive=(False, True)) if after_event_id else iter(events)
         if resource_ids is not None:
             found = (e for e in found if e.get("resourceId") in resource_ids)
-        return [copied(e) for e in itertools.islice(found, limit)]
+        return [copied(e) for e in within_bytes(itertools.islice(found, limit), max_bytes)]
 
 
 __all__ = ["MemoryEventLog"]

@@ -9,8 +9,9 @@ from typing import Any
 
 from pymongo import ASCENDING, DeleteMany, UpdateMany
 
-from .. import rules
+from .. import rules, stored_json
 from ..documents import EventDocument
+from ..protocol.events import EVENT_OVERHEAD_BYTES, check_page
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
 from .conditions import compiled
@@ -19,6 +20,23 @@ from .reachability import reachable
 from .schema import EVENTS_RETENTION_INDEX
 
 Document = dict[str, Any]
+
+BYTES_PAGE_BATCH = 32
+"""Documents per batch of a page bounded in bytes (``list_events_after``'s ``max_bytes``)."""
+
+
+def _stored_size(doc: Document) -> int:
+    """``event_size`` of a stored event, from its JSON text (``dataJson``, or the value of one
+    stored before that encoding), without decoding it."""
+    size = EVENT_OVERHEAD_BYTES
+    for key in ("threadId", "resourceId", "runId", "by"):
+        value = doc.get(key)
+        if isinstance(value, str):
+            size += len(value)
+    text = doc.get("dataJson")
+    if isinstance(text, str):
+        return size + len(text)
+    return size + len(stored_json.dumps(doc.get("data")))
 
 
 class MongoEvents(MongoStoreBase):
@@ -74,17 +92,36 @@ class MongoEvents(MongoStoreBase):
         return read_events(docs)
 
     async def list_events_after(
-        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+        self,
+        agent_id: str,
+        after_event_id: str | None,
+        limit: int,
+        *,
+        resource_ids: frozenset[str] | None = None,
+        max_bytes: int | None = None,
     ) -> list[EventDocument]:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
+        check_page(limit, max_bytes)
         query: Document = {"agentId": agent_id}
         if after_event_id is not None:
             query["_id"] = {"$gt": after_event_id}
         if resource_ids is not None:
             query["resourceId"] = {"$in": sorted(resource_ids)}
+        found = self._events.find(query).sort([("_id", ASCENDING)])
         async with reachable():
-            docs = await page(self._events.find(query).sort([("_id", ASCENDING)]), limit).to_list()
+            if max_bytes is None:
+                return read_events(await page(found, limit).to_list())
+            # a few documents a batch, so that no more than a batch beyond the page is ever read
+            cursor = found.limit(limit).batch_size(min(limit, BYTES_PAGE_BATCH))
+            docs: list[Document] = []
+            total = 0
+            try:
+                async for doc in cursor:
+                    total += _stored_size(doc)
+                    if docs and total > max_bytes:
+                        break
+                    docs.append(doc)
+            finally:
+                await cursor.close()
         return read_events(docs)
 
 

@@ -14,6 +14,7 @@ from pymongo import MongoClient
 from pymongo.errors import ConfigurationError, ConnectionFailure, OperationFailure
 
 from ..protocol import StoreUnavailableError
+from ..url_credentials import after_credentials
 
 UNAVAILABLE_CODES = frozenset({1, 6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436})
 """Server error codes that mean "not now" rather than "not this request": InternalError (1), which
@@ -51,8 +52,8 @@ async def reachable() -> AsyncIterator[None]:
 def store_address(uri: str) -> str:
     """The hosts a MongoDB URI names, as ``host:port`` (comma-separated; 27017 when a
     ``mongodb://`` host has no port), without the credentials, database or options."""
-    scheme, _, rest = uri.partition("://")
-    hosts = rest.split("?", 1)[0].rsplit("@", 1)[-1].split("/", 1)[0]
+    scheme = uri.partition("://")[0]
+    hosts = after_credentials(uri).split("?", 1)[0].split("/", 1)[0]  # the credentials end at the last `@`
     if scheme != "mongodb":
         return hosts
     return ",".join(host if re.search(r":\d+$", host) else f"{host}:27017" for host in hosts.split(","))

@@ -10,7 +10,7 @@ are in ``errors``, the listing's filter and order in ``filters``.
 
 from .deliveries import WebhookDeliveries
 from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
-from .events import EventLog, event_list
+from .events import EventLog, event_list, event_size
 from .filters import RunFilter, SortKey, sort_key
 from .keys import IdempotencyKeys, IdempotencyKeyTakenError, KeyAnswer, KeyReservation
 from .run_updates import RunUpdateLog
@@ -34,5 +34,6 @@ __all__ = [
     "StoreUnavailableError",
     "WebhookDeliveries",
     "event_list",
+    "event_size",
     "sort_key",
 ]

@@ -1,13 +1,49 @@
-"""``EventLog``: the append-only audit log of runs, and ``event_list``, a write's ``event=`` as a
-list."""
+"""``EventLog``: the append-only audit log of runs; ``event_list``, a write's ``event=`` as a
+list; ``event_size``, what an event counts for in a page bounded in bytes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from .. import stored_json
 from ..documents import EventDocument
+
+EVENT_OVERHEAD_BYTES = 1024
+"""What ``event_size`` adds to an event's strings: about what the rest of a decoded event (its
+dict, id, type, date) holds in a Python process."""
+
+
+def event_size(event: EventDocument) -> int:
+    """About how many bytes ``event`` holds in a process: ``EVENT_OVERHEAD_BYTES``, plus its
+    ``runId``, ``threadId``, ``resourceId`` and ``by``, plus its ``data`` as the stores write it
+    (compact JSON, ``stored_json.dumps``), in characters. What ``list_events_after``'s
+    ``max_bytes`` counts, and the event feed's bounds."""
+    size = EVENT_OVERHEAD_BYTES
+    for key in ("threadId", "resourceId", "runId", "by"):
+        value = event.get(key)
+        if isinstance(value, str):
+            size += len(value)
+    try:
+        return size + len(stored_json.dumps(event.get("data")))
+    except (TypeError, ValueError):  # not JSON (a store never returns such an event)
+        return size + len(str(event.get("data")))
+
+
+def within_bytes(events: Iterable[EventDocument], max_bytes: int | None) -> list[EventDocument]:
+    """The first of ``events`` whose ``event_size`` add up to at most ``max_bytes``, and the first
+    event whatever its size (``max_bytes`` ``None``: all of them). Stops reading ``events`` at
+    the first one left out."""
+    kept: list[EventDocument] = []
+    total = 0
+    for event in events:
+        if max_bytes is not None:
+            total += event_size(event)
+            if kept and total > max_bytes:
+                break
+        kept.append(event)
+    return kept
 
 
 def event_list(event: EventDocument | Sequence[EventDocument] | None) -> list[EventDocument]:
@@ -44,7 +80,13 @@ class EventLog(Protocol):
         ...
 
     async def list_events_after(
-        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+        self,
+        agent_id: str,
+        after_event_id: str | None,
+        limit: int,
+        *,
+        resource_ids: frozenset[str] | None = None,
+        max_bytes: int | None = None,
     ) -> list[EventDocument]:
         """Events of ``agent_id`` whose ``_id`` sorts strictly after ``after_event_id``, in ``_id`` order.
 
@@ -58,9 +100,13 @@ class EventLog(Protocol):
             limit: At most this many events; ask again after the last one for more.
             resource_ids: Access restriction as ``RunFilter.resource_ids``: only events whose
                 ``resourceId`` is one of these (a subscriber's replay reads only what it may see).
+            max_bytes: Also stop before the event that would make the events' ``event_size`` add
+                up to more than this; the first event is returned whatever its size. The store
+                reads no more than it returns (a few events more at most), so a page bounded in
+                bytes costs that many bytes whatever the events after it. ``None``: no bound.
 
         Raises:
-            ValueError: ``limit`` is below 1.
+            ValueError: ``limit`` or ``max_bytes`` is below 1.
         """
         ...
 
@@ -97,4 +143,16 @@ class EventLog(Protocol):
         ...
 
 
-__all__ = ["EventLog", "event_list"]
+def check_page(limit: int, max_bytes: int | None) -> None:
+    """``list_events_after``'s argument checks.
+
+    Raises:
+        ValueError: ``limit`` or ``max_bytes`` is below 1.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    if max_bytes is not None and max_bytes < 1:
+        raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+
+
+__all__ = ["EVENT_OVERHEAD_BYTES", "EventLog", "check_page", "event_list", "event_size", "within_bytes"]

@@ -147,6 +147,24 @@ class _Connection:
         with _available(self._path):
             return list(await self._read_conn.execute_fetchall(sql, params))
 
+    async def _read_within(
+        self, sql: str, params: Sequence[Any], size: Callable[[Row], int], max_bytes: int, *, batch: int = 32
+    ) -> list[Row]:
+        """The first rows of ``sql`` whose ``size`` add up to at most ``max_bytes``, and the first
+        row whatever its size: fetched ``batch`` at a time, so no more than a batch beyond them
+        is ever read into this process."""
+        kept: list[Row] = []
+        total = 0
+        with _available(self._path):
+            async with self._read_conn.execute(sql, params) as cursor:
+                while rows := await cursor.fetchmany(batch):
+                    for row in rows:
+                        total += size(row)
+                        if kept and total > max_bytes:
+                            return kept
+                        kept.append(row)
+        return kept
+
     async def _explain(self, sql: str, params: Sequence[Any]) -> list[str]:
         """SQLite's query plan of ``sql`` (``EXPLAIN QUERY PLAN``), one line per step."""
         return [str(row[3]) for row in await self._read("EXPLAIN QUERY PLAN " + sql, params)]

@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import rules
 from ..documents import EventDocument
+from ..protocol.events import EVENT_OVERHEAD_BYTES, check_page
 from .conditions import Column, where
 from .connection import _Connection
 from .rows import _EVENT_COLUMNS, _INSERT_EVENT, _event, _event_row, _marks, _ms
@@ -22,6 +23,16 @@ EVENT_COLUMNS: dict[str, Column] = {
     "retentionFrom": Column("retention_from", "ms"),
 }
 """The ``run_events`` columns the rules name (``rules.events_expired``), by document path."""
+
+
+def _row_size(row: Any) -> int:
+    """``event_size`` of a ``run_events`` row, from its text (the stored ``data`` is the JSON
+    ``event_size`` counts), without decoding it."""
+    size = EVENT_OVERHEAD_BYTES + len(row[9])
+    for index in (2, 3, 4, 8):  # runId, threadId, resourceId, by
+        if isinstance(row[index], str):
+            size += len(row[index])
+    return size
 
 
 class _Events(_Connection):
@@ -88,10 +99,15 @@ class _Events(_Connection):
         return [_event(row) for row in rows]
 
     async def list_events_after(
-        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+        self,
+        agent_id: str,
+        after_event_id: str | None,
+        limit: int,
+        *,
+        resource_ids: frozenset[str] | None = None,
+        max_bytes: int | None = None,
     ) -> list[EventDocument]:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
+        check_page(limit, max_bytes)
         sql = f"SELECT {_EVENT_COLUMNS} FROM run_events WHERE agent_id = ?"
         params: list[Any] = [agent_id]
         if after_event_id is not None:
@@ -101,5 +117,7 @@ class _Events(_Connection):
             allowed = sorted(resource_ids)
             sql += f" AND resource_id IN ({_marks(len(allowed))})" if allowed else " AND 0"
             params += allowed
-        rows = await self._read(sql + " ORDER BY event_id LIMIT ?", [*params, limit])
-        return [_event(row) for row in rows]
+        sql, params = sql + " ORDER BY event_id LIMIT ?", [*params, limit]
+        if max_bytes is None:
+            return [_event(row) for row in await self._read(sql, params)]
+        return [_event(row) for row in await self._read_within(sql, params, _row_size, max_bytes)]

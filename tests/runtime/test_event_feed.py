@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -229,15 +230,13 @@ class _CancelSwallowingLog(MemorySnapshotStore):
     cancel_poller = False
 
     async def list_events_after(
-        self, agent_id: str, after_event_id: str | None, limit: int, *, resource_ids: frozenset[str] | None = None
+        self, agent_id: str, after_event_id: str | None, limit: int, **options: Any
     ) -> list[EventDocument]:
         caller = asyncio.current_task()
         assert caller is not None
 
         async def read() -> list[EventDocument]:
-            found = await MemorySnapshotStore.list_events_after(
-                self, agent_id, after_event_id, limit, resource_ids=resource_ids
-            )
+            found = await MemorySnapshotStore.list_events_after(self, agent_id, after_event_id, limit, **options)
             if self.cancel_poller and caller.get_name().startswith("runsgate-event-feed"):
                 self.cancel_poller = False
                 caller.cancel()  # lands while wait_for waits, with the read already done
@@ -262,3 +261,178 @@ async def test_a_poller_whose_cancel_was_swallowed_by_the_store_still_stops() ->
     await asyncio.wait_for(feed.close(), 5)
     with pytest.raises(EventFeedClosedError):
         await reading
+
+
+# -- what a subscriber that does not read holds (issue 42, instance 3) -------------------------------
+BEFORE_ALL = "0" * 20 + "-" + "0" * 12
+"""An event id before every event: a replay of the whole log."""
+PROMPT = "x" * 32 * 1024
+
+
+class _ReadBytes(MemorySnapshotStore):
+    """A memory store that counts the bytes (``event_size``) of the events its pages returned (the
+    poller's read none: the log is older than its lookback)."""
+
+    returned = 0
+
+    async def list_events_after(
+        self, agent_id: str, after_event_id: str | None, limit: int, **options: Any
+    ) -> list[EventDocument]:
+        from runtime.events.feed import event_size
+
+        page = await super().list_events_after(agent_id, after_event_id, limit, **options)
+        self.returned += sum(event_size(e) for e in page)
+        return page
+
+
+async def _log_of(store: SnapshotStore, count: int, *, data: dict[str, object]) -> list[str]:
+    base = time.time_ns() - 3_600_000_000_000  # an hour old: before every poll's lookback
+    ids = [make_id(base + n) for n in range(count)]
+    for event_id in ids:
+        await append(store, event_id, data=data)
+    return ids
+
+
+async def test_a_replaying_subscriber_that_does_not_read_holds_at_most_a_page_of_bytes() -> None:
+    from runtime.events.feed import REPLAY_PAGE_BYTES, event_size
+
+    store = _ReadBytes()
+    await store.open()
+    ids = await _log_of(store, 600, data={"prompt": PROMPT})
+    feed = EventFeed(store, poll_interval=60.0)
+    stream = feed.subscribe(AGENT, after_event_id=BEFORE_ALL)
+    try:
+        # when the subscriber takes one event, then does not read
+        first = await asyncio.wait_for(anext(stream), WAIT)
+        held = store.returned - event_size(first)
+        # then what the feed read from the store and has not handed out is at most a page of bytes
+        assert held <= REPLAY_PAGE_BYTES, held
+        # and reading on gives every event once, in order
+        rest = [await next_id(stream) for _ in ids[1:]]
+    finally:
+        await stream.aclose()
+        await feed.close()
+    assert [first["_id"], *rest] == ids
+
+
+def _under(budgets: Any, owner: str, limit: int, extra: int) -> None:
+    held = budgets.held(owner)
+    assert held <= limit + extra, f"{owner} holds {held} bytes, over {limit} + {extra}"
+
+
+async def test_the_replays_of_one_owner_hold_at_most_its_budget_together_and_not_anothers() -> None:
+    from runtime import SubscriptionBudgets
+    from runtime.events.feed import event_size
+
+    store = MemorySnapshotStore()
+    await store.open()
+    ids = await _log_of(store, 120, data={"prompt": PROMPT})
+    one_event = event_size((await store.list_events_after(AGENT, None, 1))[0])
+    limit = 1 << 20
+    budgets = SubscriptionBudgets(replay_bytes=limit)
+    feed = EventFeed(store, poll_interval=60.0, budgets=budgets)
+    alice = [feed.subscribe(AGENT, after_event_id=BEFORE_ALL, owner="key:alice") for _ in range(10)]
+    bob = feed.subscribe(AGENT, after_event_id=BEFORE_ALL, owner="key:bob")
+    try:
+        # given ten replays of alice that take their first event (or wait for her budget) and stop
+        firsts = [asyncio.ensure_future(anext(stream)) for stream in alice]
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            _under(budgets, "key:alice", limit, 10 * one_event)  # at every moment, whatever the timing
+        # then bob, another principal, replays the whole log meanwhile
+        assert [await next_id(bob) for _ in ids] == ids
+        _under(budgets, "key:alice", limit, 10 * one_event)
+
+        # and alice's replays, read on, each get every event once, in order
+        async def rest(stream: AsyncGenerator[EventDocument, None], first: Any) -> list[str]:
+            return [(await asyncio.wait_for(first, WAIT))["_id"], *[await next_id(stream) for _ in ids[1:]]]
+
+        received = await asyncio.gather(*(rest(s, f) for s, f in zip(alice, firsts, strict=True)))
+        assert received == [ids] * len(alice)
+    finally:
+        for stream in [*alice, bob]:
+            await stream.aclose()
+        await feed.close()
+    # and once they end, nothing is held for either
+    assert budgets.held("key:alice") == budgets.held("key:bob") == 0
+
+
+async def test_live_events_waiting_for_one_owner_hold_at_most_its_budget(store: SnapshotStore) -> None:
+    from runtime import SubscriptionBudgets
+
+    limit = 2 << 20
+    budgets = SubscriptionBudgets(queued_bytes=limit)
+    feed = EventFeed(store, poll_interval=0.05, budgets=budgets)
+    alice = [feed.subscribe(AGENT, owner="key:alice") for _ in range(5)]
+    bob = feed.subscribe(AGENT, owner="key:bob")
+    waiting = [asyncio.ensure_future(next_id(stream)) for stream in [*alice, bob]]
+    try:
+        await registered(feed, {AGENT: 6})
+        # when 20 events of 64 KiB arrive (6.4 MiB queued for alice's five if none read)
+        sent = [make_id(time.time_ns() + n) for n in range(20)]
+        for event_id in sent:
+            await append(store, event_id, data={"blob": "x" * (64 << 10)})
+            _under(budgets, "key:alice", limit, 64 << 10)
+        for _ in range(300):  # until the feed read them all
+            if feed.polled_agents.get(AGENT, 0) <= 1:
+                break
+            _under(budgets, "key:alice", limit, 64 << 10)
+            await asyncio.sleep(0.05)
+        # then alice's subscribers were dropped, resumable, once her budget was used up
+        dropped = 0
+        for stream, first in zip(alice, waiting, strict=False):
+            await first
+            try:
+                while True:
+                    await next_id(stream)
+            except EventFeedOverflowError:
+                dropped += 1
+        assert dropped == 5
+        # and bob, within his own budget, got every event
+        assert [await waiting[-1], *[await next_id(bob) for _ in sent[1:]]] == sent
+    finally:
+        for stream in [*alice, bob]:
+            await stream.aclose()
+        await feed.close()
+    assert budgets.held("key:alice") == budgets.held("key:bob") == 0
+
+
+async def test_one_owners_streams_are_sent_at_most_its_rate_and_anothers_at_their_own() -> None:
+    from runtime import SubscriptionBudgets
+
+    store = MemorySnapshotStore()
+    await store.open()
+    ids = await _log_of(store, 150, data={"kind": "approved"})
+    rate = 200.0
+    feed = EventFeed(store, poll_interval=60.0, budgets=SubscriptionBudgets(rate=rate))
+    alice = [feed.subscribe(AGENT, after_event_id=BEFORE_ALL, owner="key:alice") for _ in range(4)]
+    bob = feed.subscribe(AGENT, after_event_id=BEFORE_ALL, owner="key:bob")
+    received = {"key:alice": 0, "key:bob": 0}
+
+    async def read(owner: str, stream: AsyncGenerator[EventDocument, None]) -> None:
+        for _ in ids:
+            await anext(stream)
+            received[owner] += 1
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    readers = [asyncio.ensure_future(read("key:alice", s)) for s in alice] + [
+        asyncio.ensure_future(read("key:bob", bob))
+    ]
+    try:
+        # when alice's four replays and bob's one are read as fast as they come, for a while
+        for _ in range(40):
+            await asyncio.sleep(0.02)
+            elapsed = loop.time() - started
+            # then each owner was sent at most its rate (and a burst of a tenth of a second's worth),
+            # however the machine runs (a slower one only sends fewer)
+            for owner in received:
+                assert received[owner] <= rate / 10 + rate * elapsed + 1, (owner, received, elapsed)
+        assert received["key:bob"] > 0, "bob waited for alice's turns"
+    finally:
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        for stream in [*alice, bob]:
+            await stream.aclose()
+        await feed.close()

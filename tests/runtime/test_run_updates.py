@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -615,3 +616,107 @@ def test_a_negative_first_text_delay_is_refused(memory_store: MemorySnapshotStor
     publishing = importlib.import_module("runtime.updates.publishing")
     with pytest.raises(ValueError, match="first_text_delay"):
         publishing.UpdateHub(memory_store, interval=0.1, now=lambda: datetime.now(UTC), first_text_delay=-1)
+
+
+# -- what a stream replaying stored batches holds (issue 42, instance 3) ------------------------------
+class _ReadBatches(MemorySnapshotStore):
+    """A memory store that counts the bytes of the update batches it returned."""
+
+    returned = 0
+
+    async def list_run_updates(self, agent_id: str, run_id: str, *, after: str | None, limit: int) -> list[Any]:
+        page = await super().list_run_updates(agent_id, run_id, after=after, limit=limit)
+        self.returned += sum(len(batch["updates"]) for batch in page)
+        return page
+
+
+async def _finished_run_with_batches(store: SnapshotStore, run_id: str, batches: int) -> list[str]:
+    """A refund run that completed after one continuation, whose updates are ``batches`` stored
+    batches of about 240 KiB each (60 text deltas of 4,096 characters); the ids of its updates."""
+    run_updates = importlib.import_module("runtime.updates.run_updates")
+    started = datetime.now(UTC) - timedelta(minutes=5)
+    base = int(started.timestamp() * 1e9)
+    ids = [f"{base + n:020d}-{uuid.uuid4().hex[:12]}" for n in range(3)]
+    for (event_id, kind), data in zip(
+        [(ids[0], "started"), (ids[1], "resumed"), (ids[2], "completed")],
+        [{"prompt": "Please refund order 1042"}, {}, {"output": "done"}],
+        strict=True,
+    ):
+        await store.append_event(
+            {
+                "_id": event_id,
+                "runId": run_id,
+                "agentId": REFUND,
+                "threadId": None,
+                "resourceId": "r",
+                "type": kind,
+                "at": started,
+                "by": None,
+                "data": data,
+            }
+        )
+    continuation, sent = ids[1], []
+    sequence = 1
+    for _ in range(batches):
+        updates = []
+        for _ in range(60):
+            update = run_updates.RunUpdate(
+                id=run_updates.update_id(continuation, sequence),
+                agent_id=REFUND,
+                run_id=run_id,
+                continuation_id=continuation,
+                kind="text",
+                at=started,
+                text="t" * 4096,
+            )
+            updates.append(update)
+            sequence += 1
+        await store.append_run_updates(
+            {
+                "_id": updates[-1].id,
+                "agentId": REFUND,
+                "runId": run_id,
+                "at": started,
+                "updates": run_updates.encode(updates),
+            }
+        )
+        sent += [u.id for u in updates]
+    return [run_updates.update_id(continuation, 0), *sent, run_updates.end_id(continuation)]
+
+
+async def test_streams_replaying_stored_updates_hold_at_most_their_owners_budget(registry: AgentRegistry) -> None:
+    runtime = importlib.import_module("runtime")
+    from runtime.events.feed import REPLAY_PAGE_BYTES
+    from runtime.updates.publishing import MAX_BATCH_BYTES
+
+    store = _ReadBatches()
+    await store.open()
+    runs = [f"run-{n}" for n in range(6)]
+    expected = {run: await _finished_run_with_batches(store, run, batches=8) for run in runs}
+    limit = 1 << 20
+    budgets = runtime.SubscriptionBudgets(replay_bytes=limit)
+    manager = RunManager(store, registry, instance_id="replays")
+    events = EventFeed(store, poll_interval=60.0, budgets=budgets)
+    feed = runtime.RunUpdateFeed(manager, events, poll_interval=60.0)  # the event feed's budgets
+    alice = Principal(name="alice", scopes=frozenset({"runs:read"}), resources=None, credential="key")
+    streams = {run: feed.subscribe(REFUND, run, principal=alice) for run in runs}
+    try:
+        # when the first stream takes its first update and stops, what it read unsent is a page
+        first = await asyncio.wait_for(anext(streams[runs[0]]), WAIT)
+        assert store.returned <= REPLAY_PAGE_BYTES + MAX_BATCH_BYTES, store.returned
+        # and with all six taking one update each, alice holds at most her budget (and a batch each)
+        firsts = {run: asyncio.ensure_future(anext(stream)) for run, stream in streams.items() if run != runs[0]}
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            assert budgets.held(alice.identity) <= limit + len(runs) * MAX_BATCH_BYTES
+        # and each stream read on gets every update of its run, in order
+        for run, stream in streams.items():
+            head = first if run == runs[0] else await asyncio.wait_for(firsts[run], WAIT)
+            rest = [update.id async for update in stream]
+            assert [head.id, *rest] == expected[run]
+    finally:
+        for stream in streams.values():
+            await stream.aclose()
+        await manager.close()
+        await events.close()
+    assert budgets.held(alice.identity) == 0

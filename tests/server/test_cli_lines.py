@@ -123,6 +123,29 @@ def test_backup_shows_a_refused_store_url_as_serve_does_its_password_masked(tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+PASSWORD_CASES = {
+    "@ in MONGODB_URI": (["serve"], {"MONGODB_URI": "mongodb://admin:p@ssW0rdS3cret@127.0.0.1:1/db"}),
+    "/ in RUNSGATE_STORE": (["serve"], {"RUNSGATE_STORE": "mongodb://admin:p/ssW0rdS3cret@127.0.0.1:1/db"}),
+    "? in serve --store": (["serve", "--store", "mongodb://admin:p?ssW0rdS3cret@127.0.0.1:1/db"], {}),
+    "# in backup --store": (
+        ["backup", "--store", "mongodb://admin:p#ssW0rdS3cret@127.0.0.1:1/db", "--to", "copy.db"],
+        {},
+    ),
+}
+"""Case -> (arguments, settings): issue 42's passwords, each holding a character that ends a URL's
+user information under RFC 3986, unescaped."""
+
+
+@pytest.mark.parametrize("case", list(PASSWORD_CASES))
+def test_no_part_of_a_password_holding_a_reserved_character_is_shown(tmp_path: Path, case: str) -> None:
+    args, variables = PASSWORD_CASES[case]
+    line = _refused(tmp_path, *args, **variables)
+    assert line.endswith("(got 'mongodb://admin:***@127.0.0.1:1/db')"), line
+    for part in ("ssW0rdS3cret", "p@s", "p/s", "p?s", "p#s"):
+        assert part not in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
 URI = "mongodb://alice:hunter2@127.0.0.1:1/runsgate?bogusOption=1"
 SHOWN = "(got 'mongodb://alice:***@127.0.0.1:1/runsgate?bogusOption=1')"
 

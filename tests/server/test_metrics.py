@@ -2,16 +2,20 @@
 
 A run started and approved shows in the request counter (by operation name and type), the
 latency histogram, the decisions counter (``approve``/``recorded``) and the suspended-runs
-gauge of its agent (0 -> 1 -> 0). Label values stay bounded: anonymous and unknown operations
-get fixed labels, and past the cap new operation names become ``other``.
+gauge of its agent (0 -> 1 -> 0). Label values stay bounded and none is a client's choice:
+anonymous and unknown operations get fixed labels, and a name neither runsgate's own clients nor
+the operator use is counted as ``other`` (issue 42, 4a).
 """
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from graphql import OperationDefinitionNode, parse
+from pydantic import ValidationError
 from starlette.routing import Route
 
 from resolvers import metrics as graphql_metrics
@@ -19,7 +23,7 @@ from server.app import create_app
 from server.settings import DEMO_AGENTS, Settings
 
 from .._graphql import APPROVE, REFUND, REFUND_PROMPT, START_RUN, TWO_REFUNDS_PROMPT, WEATHER, data, post
-from .._servers import runsgate_process
+from .._servers import ROOT, runsgate_process
 from ._process import Sample, sample, scrape
 
 REQUESTS = "runsgate_graphql_requests_total"
@@ -136,21 +140,52 @@ def _operation(document: str) -> OperationDefinitionNode:
     return definition
 
 
-def test_operation_names_past_the_cap_are_counted_as_other(monkeypatch: pytest.MonkeyPatch) -> None:
-    # given a process that keeps at most 3 operation names and has seen none
-    monkeypatch.setattr(graphql_metrics, "MAX_OPERATION_NAMES", 3)
-    monkeypatch.setattr(graphql_metrics, "_seen_names", set())
+def test_only_known_and_configured_operation_names_are_labels() -> None:
     labels = graphql_metrics.operation_labels
+    try:
+        # given the operator's names, Op1 and Op2
+        graphql_metrics.set_operation_names(["Op1", "Op2"])
+        # then a name of runsgate's own clients or of the operator is a label, any other is `other`
+        names = [labels(_operation(f"query Op{i} {{ agents {{ id }} }}"))[0] for i in range(4)]
+        assert names == ["other", "Op1", "Op2", "other"]
+        assert labels(_operation("mutation Op1 { __typename }")) == ("Op1", "mutation")
+        assert labels(_operation("query InboxAgents { agents { id } }")) == ("InboxAgents", "query")
+        assert labels(_operation(f"query {'Q' * 500} {{ agents {{ id }} }}")) == ("other", "query")
+        assert labels(_operation("{ agents { id } }")) == ("anonymous", "query")
+        with pytest.raises(ValueError, match="at most 200"):
+            graphql_metrics.set_operation_names(f"N{i}" for i in range(201))
+    finally:
+        graphql_metrics.set_operation_names(())
 
-    # when 5 distinct names arrive, then the first 3 keep their names and the rest are "other"
-    names = [labels(_operation(f"query Op{i} {{ agents {{ id }} }}"))[0] for i in range(5)]
-    assert names == ["Op0", "Op1", "Op2", "other", "other"]
-    # and a name already seen keeps its label
-    assert labels(_operation("mutation Op1 { __typename }")) == ("Op1", "mutation")
-    # and a very long name is cut
-    monkeypatch.setattr(graphql_metrics, "_seen_names", set())
-    long_name = "Q" * 500
-    assert labels(_operation(f"query {long_name} {{ agents {{ id }} }}"))[0] == "Q" * graphql_metrics.MAX_NAME_LENGTH
+
+KNOWN_NAME_SOURCES = [
+    ROOT / "README.md",
+    ROOT / "docs" / "api.md",
+    *sorted((ROOT / "examples").iterdir()),
+    *sorted((ROOT / "scripts" / "inbox" / "src").glob("*.js*")),
+]
+"""Where runsgate's own clients write their operations: the README, the API guide, the examples
+and the inbox."""
+
+
+def test_every_operation_of_runsgates_own_clients_is_a_known_name() -> None:
+    named = set()
+    for source in KNOWN_NAME_SOURCES:
+        text = source.read_text()
+        if source.suffix == ".md":  # the code blocks of a page, not its prose
+            text = "\n".join(re.findall(r"^```.*?^```", text, re.MULTILINE | re.DOTALL))
+        named |= set(re.findall(r"\b(?:query|mutation|subscription)\s+([_A-Za-z]\w*)\s*[({]", text))
+    assert named, KNOWN_NAME_SOURCES
+    assert named <= graphql_metrics.KNOWN_OPERATION_NAMES, named - graphql_metrics.KNOWN_OPERATION_NAMES
+
+
+def test_the_operator_names_more_operations_comma_separated_or_as_a_json_list() -> None:
+    assert Settings(metrics_operation_names="A, B2").metrics_operation_names == ["A", "B2"]  # type: ignore[arg-type]
+    assert Settings(metrics_operation_names='["A"]').metrics_operation_names == ["A"]  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Settings(metrics_operation_names="not a name")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Settings(metrics_operation_names=",".join(f"N{i}" for i in range(201)))  # type: ignore[arg-type]
 
 
 def test_metrics_can_be_turned_off() -> None:
@@ -159,3 +194,24 @@ def test_metrics_can_be_turned_off() -> None:
     on = create_app(Settings(agents=DEMO_AGENTS, auth=False))
     assert "/metrics" not in [route.path for route in off.routes if isinstance(route, Route)]
     assert "/metrics" in [route.path for route in on.routes if isinstance(route, Route)]
+
+
+@pytest.mark.process
+def test_a_client_cannot_take_the_operation_names_of_others_nor_show_its_own(server: str) -> None:
+    # given a client that sends more operation names of its own than a process keeps (any
+    # principal may: `__typename` needs no scope)
+    tag = uuid.uuid4().hex[:8]
+    for number in range(graphql_metrics.MAX_OPERATION_NAMES + 5):
+        assert post(server, None, f"query Junk{tag}N{number} {{ __typename }}").status_code == 200
+    before = scrape(server)
+
+    # when the inbox lists the agents, with its own operation
+    assert data(server, None, "query InboxAgents { agents { id name description } }")["agents"]
+    after = scrape(server)
+
+    # then it is counted under its name, and none of the client's names is shown: each is `other`
+    assert _delta(before, after, sample(REQUESTS, operation_name="InboxAgents", operation_type="query")) == 1
+    shown = {dict(labels).get("operation_name", "") for _, labels in after}
+    assert not [name for name in shown if name.startswith("Junk")], sorted(shown)
+    junk = graphql_metrics.MAX_OPERATION_NAMES + 5
+    assert after[sample(REQUESTS, operation_name="other", operation_type="query")] >= junk

@@ -51,7 +51,10 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 @pytest.fixture
 async def app() -> AsyncIterator[Starlette]:
-    application = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False))  # loopback: auth may be off
+    # loopback: auth may be off; the listing's operation name is the operator's, so /metrics counts it by name
+    application = create_app(
+        Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, metrics_operation_names=["PreparedListing"])
+    )
     async with application.router.lifespan_context(application):
         yield application
 

@@ -137,3 +137,33 @@ async def test_mongo_has_an_index_in_event_feed_order(mongodb_uri: str) -> None:
         await mongo.close()
 
     assert indexes["agent_event_order"]["key"] == [("agentId", 1), ("_id", 1)]
+
+
+async def test_a_page_of_events_after_holds_at_most_max_bytes_and_one_event_at_least(store: SnapshotStore) -> None:
+    from storage import event_size
+
+    # given 12 events of about 10 KB of data, the third of 40 KB
+    events = [{**feed_event(f"{n:03d}"), "data": {"prompt": "x" * (40_000 if n == 2 else 10_000)}} for n in range(12)]
+    for event in events:
+        await store.append_event(event)  # type: ignore[arg-type]
+    sizes = {e["_id"]: event_size(e) for e in events}  # type: ignore[arg-type]
+
+    # when pages are read with a bound in bytes
+    two = await store.list_events_after("refund-agent", None, 500, max_bytes=sizes["000"] + sizes["001"])
+    alone = await store.list_events_after("refund-agent", "001", 500, max_bytes=1)
+    counted = await store.list_events_after("refund-agent", None, 3, max_bytes=10**9)
+    walked, after = [], "002"
+    while page := await store.list_events_after("refund-agent", after, 500, max_bytes=25_000):
+        assert len(page) == 1 or sum(event_size(e) for e in page) <= 25_000
+        walked += [e["_id"] for e in page]
+        after = page[-1]["_id"]
+
+    # then each page stops before the event that would pass the bound, but holds one event at least,
+    # and a walk of such pages reads every event once, in order
+    assert [e["_id"] for e in two] == ["000", "001"]
+    assert [e["_id"] for e in alone] == ["002"]
+    assert alone[0]["data"] == events[2]["data"]
+    assert [e["_id"] for e in counted] == ["000", "001", "002"]
+    assert walked == [f"{n:03d}" for n in range(3, 12)]
+    with pytest.raises(ValueError, match="max_bytes"):
+        await store.list_events_after("refund-agent", None, 10, max_bytes=0)

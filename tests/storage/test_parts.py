@@ -102,7 +102,7 @@ async def test_the_journal_and_the_feed_need_only_the_event_log_and_the_guard_on
         # FerretDB: close() cancelled the poller while its query opened a second connection, and
         # PyMongo awaits that through asyncio.wait_for, which on Python 3.11 drops a cancel that
         # arrives as the connection completes, so the poller polled on and close() awaited it
-        # forever. The poller now stops on the cancel request itself (runtime._cancel).
+        # forever. The poller now stops on the cancel request itself (runtime/_cancel.py).
         async with asyncio.timeout(10):
             read = [await anext(stream)]
             await feed.close()  # stops and awaits the poller first (a poll is never cut off mid-query)

@@ -182,6 +182,10 @@ def test_pymongo_is_imported_only_when_a_mongodb_url_is_made_a_store() -> None:
         ("sqlite:////var/lib/runsgate/runs.db", "/var/lib/runsgate/runs.db"),
         ("mongodb://alice:s3cret@h1:27017,h2/runsgate?replicaSet=rs0", "h1:27017,h2:27017"),
         ("mongodb+srv://alice:s3cret@cluster0.example.net/runsgate", "cluster0.example.net"),
+        # a password holding `?`, `/`, `@` or `#` unescaped: the credentials end at the last `@`
+        ("mongodb://alice:s3?cr=et@h1/runsgate", "h1:27017"),
+        ("mongodb://alice:s3/cr@et@h1:27018/runsgate?w=1", "h1:27018"),
+        ("mongodb+srv://alice:s3#cr?et@cluster0.example.net/runsgate", "cluster0.example.net"),
     ],
 )
 def test_each_store_is_named_by_its_address_never_a_password(url: str, address: str) -> None:

@@ -1,0 +1,260 @@
+"""The ``graphql-transport-ws`` handler of ``/graphql``: ``graphql_view.TransportWsHandler`` (a
+credential's lifetime, fresh DataLoaders), with request errors answered as over HTTP, and what
+one principal may hold open bounded (``PrincipalStreams``).
+
+An operation whose document cannot run (it does not parse, does not validate, or names an
+operation it lacks; no ``query``) gets the protocol's ``error`` message, whose errors are the
+ones HTTP answers, with their ``extensions.code`` (``graphql_view.request_error_code``):
+``GRAPHQL_PARSE_FAILED``, ``GRAPHQL_VALIDATION_FAILED``, ``OPERATION_RESOLUTION_FAILURE``,
+``BAD_REQUEST``. It ends that operation only; the socket and its other operations go on.
+Strawberry closes the whole socket (4400) for a syntax error or an unknown operation name.
+
+Bounds (``server.settings.StreamSettings``): one operation more than a socket
+(``RUNSGATE_MAX_WS_OPERATIONS``) or a principal over all its sockets
+(``RUNSGATE_MAX_WS_OPERATIONS_PER_PRINCIPAL``) may have in flight is the ``error`` message
+``TOO_MANY_OPERATIONS`` (with its ``limit``), the socket going on; one WebSocket more than a
+principal may have (``RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL``) is closed at its
+``connection_init`` with 1013 (Try Again Later, RFC 6455's registry), which graphql-ws clients
+retry: the protocol names no code for it, and its 4403 is what the inbox and clients read as a
+refused credential.
+
+Strawberry's hook for it is private (``_handle_pre_execution_error``): ``missing()`` names what a
+Strawberry upgrade removed; then the handler keeps Strawberry's behaviour and the app logs one
+warning at start (``server.app``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from graphql import GraphQLError, GraphQLFormattedError
+from strawberry.exceptions import MissingQueryError
+from strawberry.schema.exceptions import CannotGetOperationTypeError
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler, Operation
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage
+from strawberry.types.execution import PreExecutionError
+
+from resolvers import Context
+
+from .graphql_view import (
+    OPERATION_RESOLUTION_FAILURE,
+    TransportWsHandler,
+    request_error_code,
+)
+from .http_errors import CODES
+
+logger = logging.getLogger("runsgate.graphql")
+
+NO_QUERY = "No GraphQL query found in the request"
+"""The message of an operation without a ``query``: HTTP's 400 for a request without one."""
+TOO_MANY_OPERATIONS = "TOO_MANY_OPERATIONS"
+"""The ``extensions.code`` of an operation refused for the operations already in flight."""
+TRY_AGAIN_LATER = 1013
+"""The close code of a WebSocket one more than its principal may have (RFC 6455's registry)."""
+
+_PRIVATE_HOOKS = {"_handle_pre_execution_error": ("self", "operation", "result")}
+"""Strawberry's private methods this handler overrides, with their parameters."""
+
+
+def missing() -> list[str]:
+    """The private hooks of Strawberry's handler that this module overrides and that are not
+    there with the parameters it expects (empty: every one is)."""
+    gone = []
+    for name, parameters in _PRIVATE_HOOKS.items():
+        hook = getattr(BaseGraphQLTransportWSHandler, name, None)
+        if not inspect.iscoroutinefunction(hook) or tuple(inspect.signature(hook).parameters) != parameters:
+            gone.append(f"BaseGraphQLTransportWSHandler.{name}")
+    return gone
+
+
+def formatted_request_error(error: GraphQLError) -> dict[str, Any]:
+    """One error of a request error as HTTP answers it (``server.graphql_view``): Strawberry's
+    formatting, with the ``extensions.code`` of ``request_error_code`` (an error's own code
+    kept); an unknown or missing operation in graphql-core's words, as HTTP gives them."""
+    original = error.original_error
+    if isinstance(original, CannotGetOperationTypeError):
+        message = (
+            "Must provide an operation."
+            if original.operation_name is None
+            else f"Unknown operation named '{original.operation_name}'."
+        )
+        return {"message": message, "extensions": {"code": OPERATION_RESOLUTION_FAILURE}}
+    if isinstance(original, MissingQueryError):
+        return {"message": NO_QUERY, "extensions": {"code": CODES[400]}}
+    formatted: dict[str, Any] = dict(error.formatted)
+    extensions = dict(formatted.get("extensions") or {})
+    if "code" not in extensions:
+        code = request_error_code(error, before_execution=True)
+        if code is not None:
+            extensions["code"] = code
+    if extensions:
+        formatted["extensions"] = extensions
+    return formatted
+
+
+class TooManyWebSocketsError(Exception):
+    """A principal already has as many WebSockets as it may (``PrincipalStreams.admit``)."""
+
+
+@dataclass
+class _Principal:
+    sockets: int = 0
+    operations: int = 0
+
+
+@dataclass
+class PrincipalStreams:
+    """The WebSockets and operations each principal has open on this process, bounded
+    (``StreamSettings``); the counts of all of them (``/metrics``)."""
+
+    max_sockets: int
+    max_operations: int
+    _by_identity: dict[str, _Principal] = field(default_factory=dict)
+    _admitted: dict[int, str] = field(default_factory=dict)
+    """``id`` of an admitted socket's context -> its principal's identity."""
+    sockets: int = 0
+    operations: int = 0
+
+    def _of(self, identity: str) -> _Principal:
+        return self._by_identity.setdefault(identity, _Principal())
+
+    def _forget_if_idle(self, identity: str) -> None:
+        found = self._by_identity.get(identity)
+        if found is not None and not found.sockets and not found.operations:
+            del self._by_identity[identity]
+
+    def admit(self, context: Context) -> None:
+        """Count the socket of ``context`` for its principal (once).
+
+        Raises:
+            TooManyWebSocketsError: The principal has ``max_sockets`` already.
+        """
+        if id(context) in self._admitted:
+            return
+        identity = context.principal.identity
+        mine = self._of(identity)
+        if mine.sockets >= self.max_sockets:
+            self._forget_if_idle(identity)
+            raise TooManyWebSocketsError(
+                f"Try Again Later: this principal has {mine.sockets} WebSockets open, the most it may "
+                "(RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL)"
+            )
+        mine.sockets += 1
+        self.sockets += 1
+        self._admitted[id(context)] = identity
+
+    def leave(self, context: Context) -> None:
+        """The socket of ``context`` ended (a no-op for one never admitted)."""
+        identity = self._admitted.pop(id(context), None)
+        if identity is not None:
+            self._of(identity).sockets -= 1
+            self.sockets -= 1
+            self._forget_if_idle(identity)
+
+    def start_operation(self, identity: str) -> bool:
+        """Count one operation of ``identity``; ``False`` (nothing counted) when it has
+        ``max_operations`` in flight already."""
+        mine = self._of(identity)
+        if mine.operations >= self.max_operations:
+            self._forget_if_idle(identity)
+            return False
+        mine.operations += 1
+        self.operations += 1
+        return True
+
+    def end_operation(self, identity: str) -> None:
+        """One operation of ``identity`` ended."""
+        self._of(identity).operations -= 1
+        self.operations -= 1
+        self._forget_if_idle(identity)
+
+
+def too_many_operations(count: int, setting: str, what: str) -> GraphQLError:
+    """The error refusing an operation past ``count`` in flight on ``what``, naming ``setting``."""
+    return GraphQLError(
+        f"{what} has {count} operations in flight, the most it may ({setting}): complete one first",
+        extensions={"code": TOO_MANY_OPERATIONS, "limit": count},
+    )
+
+
+class WsHandler(TransportWsHandler):
+    """runsgate's ``graphql-transport-ws`` handler (module docstring); its view's ``streams`` is
+    the process's ``PrincipalStreams`` (none: no bound per principal)."""
+
+    @property
+    def _streams(self) -> PrincipalStreams | None:
+        streams = getattr(self.view, "streams", None)
+        return streams if isinstance(streams, PrincipalStreams) else None
+
+    async def handle_connection_init(self, message: Any) -> None:
+        """Strawberry's, whose ``on_ws_connect`` (``server.app.GraphQLApp``) admits the socket for
+        its principal, or refuses it: closed with 1013 (module docstring)."""
+        try:
+            await super().handle_connection_init(message)
+        except TooManyWebSocketsError as refused:
+            logger.info("WebSocket refused: %s", refused)
+            await self.websocket.close(code=TRY_AGAIN_LATER, reason=str(refused)[:120])
+
+    async def handle_subscribe(self, message: Any) -> None:
+        """Strawberry's, with its refusal of an operation past ``RUNSGATE_MAX_WS_OPERATIONS`` on
+        this socket coded as the principal's is (``TOO_MANY_OPERATIONS``)."""
+        limit = self.max_subscriptions_per_connection
+        if (
+            self.connection_acknowledged
+            and limit is not None
+            and len(self.operations) >= limit
+            and message.get("id") not in self.operations
+        ):
+            error = too_many_operations(limit, "RUNSGATE_MAX_WS_OPERATIONS", "this WebSocket")
+            await self.send_message(ErrorMessage(id=message["id"], type="error", payload=[error.formatted]))
+            return
+        await super().handle_subscribe(message)
+
+    async def run_operation(self, operation: Operation[Context, None]) -> None:
+        """Run ``operation`` unless its principal has ``RUNSGATE_MAX_WS_OPERATIONS_PER_PRINCIPAL``
+        in flight already over all its sockets (then the ``error`` message ``TOO_MANY_OPERATIONS``)."""
+        streams = self._streams
+        if streams is None:
+            await super().run_operation(operation)
+            return
+        identity = self.context.principal.identity
+        if not streams.start_operation(identity):
+            error = too_many_operations(
+                streams.max_operations, "RUNSGATE_MAX_WS_OPERATIONS_PER_PRINCIPAL", "this principal"
+            )
+            logger.info("WebSocket operation refused: %s", error.message)
+            await operation.send_initial_errors([error])
+            return
+        try:
+            await super().run_operation(operation)
+        finally:
+            streams.end_operation(identity)
+
+    async def shutdown(self) -> None:
+        try:
+            await super().shutdown()
+        finally:
+            if self._streams is not None:
+                self._streams.leave(self.context)
+
+    async def _handle_pre_execution_error(self, operation: Operation[Context, None], result: PreExecutionError) -> None:
+        """Answer a request error with the ``error`` message (module docstring), where Strawberry
+        closes the socket for some."""
+        payload = [cast(GraphQLFormattedError, formatted_request_error(error)) for error in result.errors or []]
+        await operation.send_operation_message(ErrorMessage(id=operation.id, type="error", payload=payload))
+
+
+__all__ = [
+    "NO_QUERY",
+    "TOO_MANY_OPERATIONS",
+    "TRY_AGAIN_LATER",
+    "PrincipalStreams",
+    "TooManyWebSocketsError",
+    "WsHandler",
+    "formatted_request_error",
+    "missing",
+    "too_many_operations",
+]

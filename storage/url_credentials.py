@@ -1,0 +1,67 @@
+"""Credentials in a URL, read so that no part of a password is ever shown (SECURITY.md).
+
+A URL's user information runs from its ``scheme://`` to the LAST ``@`` of the text, whatever it
+holds: a password may hold ``@``, ``/``, ``?``, ``#`` or ``:`` unescaped, and RFC 3986's reading
+(the authority ends at the first ``/``, ``?`` or ``#``) would then show the rest of it as a path,
+a query or a host. An ``@`` of a path or a query after the host makes the masked part longer,
+never shorter. ``scheme:///`` (an empty authority: ``sqlite:///path``) has none.
+"""
+
+from __future__ import annotations
+
+import re
+
+_AUTHORITY = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://(?!/)")
+"""Where a URL's authority begins (just after ``scheme://``), unless it is empty."""
+_PLAIN_USER = re.compile(r"[A-Za-z0-9._~!$&*+=;-]+")
+"""A user name shown before ``:***``: one without a character that could end or quote something."""
+RESERVED = frozenset("@/?")
+"""Characters that end the user information under RFC 3986 before its ``@`` (``#`` too, which
+PyMongo reads as part of a password)."""
+MASK = "***"
+
+
+def userinfo_span(text: str) -> tuple[int, int] | None:
+    """``(start, end)`` of the user information of the first URL in ``text`` (``text[start:end]``,
+    before its last ``@``), or ``None`` when no ``scheme://`` of it is followed by an ``@``. A
+    text without ``://`` whose part before its last ``@`` holds ``:`` (``user:pass@host``, a URL
+    missing its scheme) has one from its start."""
+    at = text.rfind("@")
+    if at < 0:
+        return None
+    found = _AUTHORITY.search(text, 0, at)
+    if found is not None:
+        return found.end(), at
+    if "://" not in text[:at] and ":" in text[:at]:
+        return 0, at
+    return None
+
+
+def masked(text: str) -> str:
+    """``text`` with the user information of its URL (``userinfo_span``) replaced: ``user:***``
+    when it starts with a plain user name and ``:``, else ``***``."""
+    span = userinfo_span(text)
+    if span is None:
+        return text
+    start, end = span
+    user, colon, _ = text[start:end].partition(":")
+    shown = f"{user}:{MASK}" if colon and _PLAIN_USER.fullmatch(user) else MASK
+    return f"{text[:start]}{shown}{text[end:]}"
+
+
+def after_credentials(url: str) -> str:
+    """What follows ``scheme://`` once the user information is cut (``host:port/path?query``)."""
+    span = userinfo_span(url)
+    if span is not None:
+        return url[span[1] + 1 :]
+    return url.partition("://")[2]
+
+
+def holds_reserved(url: str) -> bool:
+    """Whether the user information of ``url`` holds ``@``, ``/`` or ``?`` unescaped: RFC 3986
+    (and PyMongo) would read a part of it as the host, the path or the query."""
+    span = userinfo_span(url)
+    return span is not None and not RESERVED.isdisjoint(url[span[0] : span[1]])
+
+
+__all__ = ["MASK", "RESERVED", "after_credentials", "holds_reserved", "masked", "userinfo_span"]

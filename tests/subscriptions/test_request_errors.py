@@ -1,0 +1,73 @@
+"""A WebSocket operation whose document cannot run gets the protocol's ``error`` message, with the
+``extensions.code`` the same document gets over HTTP, and the socket stays open (issue 42, 4b).
+
+graphql-transport-ws: an ``error`` message carries "operation execution error(s) ... before the
+actual execution", and ends that operation only. Over HTTP the same documents are request
+errors (``server/graphql_view.py``'s codes). Nothing of it is a fault: no traceback is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .._graphql import post, ws_connect
+from .._servers import runsgate_process
+
+AGENTS = "query Agents { agents { id } }"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    log = tmp_path_factory.mktemp("ws-request-errors") / "runsgate.log"
+    with runsgate_process(log, RUNSGATE_LOG_LEVEL="INFO", RUNSGATE_LOG_FORMAT="text", RUNSGATE_GRAPHIQL="false") as url:
+        yield url, log
+
+
+CASES = {
+    "a subscription that does not parse": (
+        'subscription { suspendedRunEvents(agentId: "refund-agent") { id ',
+        None,
+        "GRAPHQL_PARSE_FAILED",
+    ),
+    "a query that does not parse": ("{ agents { id } ", None, "GRAPHQL_PARSE_FAILED"),
+    "a query selecting an unknown field": ("{ agents { nope } }", None, "GRAPHQL_VALIDATION_FAILED"),
+    "an operation name the document lacks": (AGENTS, "Invented", "OPERATION_RESOLUTION_FAILURE"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_a_document_that_cannot_run_is_an_error_message_with_the_http_code(
+    server: tuple[str, Path], case: str
+) -> None:
+    url, log = server
+    document, operation_name, code = CASES[case]
+    written_before = len(log.read_text())
+    over_http = post(url, None, document, operation_name=operation_name).json()
+
+    async with ws_connect(url) as ws:
+        # when the operation is sent over WebSocket
+        operation = await ws.subscribe(document, {}, operation_name=operation_name)
+        refused = await ws.receive()
+        # then the socket still serves another operation
+        after = await ws.subscribe(AGENTS, {})
+        answered = [await ws.receive(), await ws.receive()]
+
+    # then the operation got the protocol's error message, with HTTP's errors and code
+    assert refused["type"] == "error", refused
+    assert refused["id"] == operation
+    errors: list[dict[str, Any]] = refused["payload"]
+    assert errors == over_http["errors"], (errors, over_http)
+    assert code in {error.get("extensions", {}).get("code") for error in errors}, errors
+    assert [m["type"] for m in answered] == ["next", "complete"], answered
+    assert all(m["id"] == after for m in answered)
+    assert answered[0]["payload"]["data"]["agents"]
+    # and the server logged no fault
+    await asyncio.sleep(0.2)  # the lines written before the answers reach the file
+    written = log.read_text()[written_before:]
+    assert "Traceback" not in written, written
+    assert "Exception in worker task" not in written, written

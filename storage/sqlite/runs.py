@@ -109,9 +109,17 @@ class _Runs(_Connection):
         return sql, params
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
-        where, params = listing_where(agent_id, run_filter)
-        rows = await self._read(f"SELECT count(*) FROM run_snapshots WHERE {where}", params)
+        rows = await self._read(*self._count_sql(agent_id, run_filter))
         return int(rows[0][0])
+
+    @staticmethod
+    def _count_sql(agent_id: str, run_filter: RunFilter) -> tuple[str, list[Any]]:
+        where, params = listing_where(agent_id, run_filter)
+        return f"SELECT count(*) FROM run_snapshots WHERE {where}", params
+
+    async def explain_count(self, agent_id: str, run_filter: RunFilter) -> list[str]:
+        """SQLite's query plan of ``count_runs`` (``EXPLAIN QUERY PLAN``), one line per step."""
+        return await self._explain(*self._count_sql(agent_id, run_filter))
 
     async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
         rows = await self._read(

@@ -3,9 +3,9 @@
 
 For each store (SQLite files, FerretDB 2.5 on DocumentDB) and size it serves one seeded store with
 a real ``python -m bench.serve`` process per version: this checkout, and with ``--before DIR`` the
-same command run from DIR (a checkout of the code before the change, e.g. ``git archive``),
-every server reading the same file or database. Then, in each of ``--rounds`` rounds, every server
-in turn answers ``--per-round`` requests of each scenario sent one after another:
+same command run from DIR (a checkout of the code before the change, e.g. ``git archive``). Then,
+in each of ``--rounds`` rounds, every server in turn answers ``--per-round`` requests of each
+scenario sent one after another:
 
 - ``page+total``, ``thread page+total``, ``resource page+total``: the first page of 20 with
   ``totalCount``, unfiltered, of ``thread-7``, of ``customer-3``;
@@ -16,8 +16,10 @@ Each figure is the median over the rounds of a scenario's median in that round; 
 the median over the rounds of the ratio within the round (large size / small size, after /
 before, raw / GraphQL), where both sides ran seconds apart, so the machine's drift cancels.
 Seeded stores are kept (``--files`` for SQLite, ``--documentdb-uri`` for a running server) so a
-later run measures the same runs; the seed is ``runsgate seed --threads 100 --resources 10``
-(a thread holds N / 100 runs, a resource N / 10).
+later run measures the same runs; the seed is ``runsgate seed --threads 100 --resources 10 --seed
+44`` (a thread holds N / 100 runs, a resource N / 10). Both versions read one SQLite file; on
+DocumentDB each version has a database of its own, seeded by its own code (a version's open makes
+its own listing indexes, which would change the other's plans).
 """
 
 from __future__ import annotations
@@ -112,12 +114,13 @@ def serve(source: Path, log: Path, **variables: str) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
-def seed(runs: int, **variables: str) -> float:
-    """``runsgate seed`` (this checkout) into the store the variables name; seconds taken."""
+def seed(runs: int, source: Path = ROOT, **variables: str) -> float:
+    """``runsgate seed`` (run from ``source``) into the store the variables name; seconds taken."""
     began = time.monotonic()
     command = [sys.executable, "-m", "server", "seed", "--runs", str(runs), "--threads", str(THREADS)]
     command += ["--resources", str(RESOURCES), "--seed", "44"]
-    done = subprocess.run(command, cwd=ROOT, env=_env(**variables), capture_output=True, text=True, check=False)
+    env = {**_env(**variables), "PYTHONPATH": str(source)}
+    done = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"runsgate seed failed: {done.stderr[-3000:]}")
     return time.monotonic() - began
@@ -132,16 +135,17 @@ def sqlite_file(folder: Path, runs: int) -> Path:
     return path
 
 
-def documentdb_database(base: str, runs: int) -> str:
-    """The URI of database ``bench_totals_N`` on the server at ``base``, seeded first when it holds
-    fewer runs."""
-    uri = with_database(base, f"bench_totals_{runs}")
+def documentdb_database(base: str, runs: int, version: str, source: Path) -> str:
+    """The URI of database ``bench_totals_VERSION_N`` on the server at ``base``, seeded first by the
+    code at ``source`` when it holds fewer runs (each version its own database: a version's open
+    makes its own listing indexes, which would change the other's plans)."""
+    uri = with_database(base, f"bench_totals_{version}_{runs}")
     client: MongoClient[dict[str, Any]]
     with MongoClient(uri) as client:
         held = client.get_default_database()["run_snapshots"].estimated_document_count()
     if held < runs:
         print(f"seeding {uri} ({runs:,} runs)...", flush=True)
-        print(f"  {seed(runs, MONGODB_URI=uri):.0f} s", flush=True)
+        print(f"  {seed(runs, source, MONGODB_URI=uri):.0f} s", flush=True)
     return uri
 
 
@@ -218,19 +222,21 @@ def main(argv: list[str]) -> int:
     args.files.mkdir(parents=True, exist_ok=True)
     print("load average at start:", " ".join(Path("/proc/loadavg").read_text().split()[:3]), flush=True)
     with contextlib.ExitStack() as stack:
-        stores: list[tuple[str, int, dict[str, str]]] = []
+        stores: list[tuple[str, int, str, dict[str, str]]] = []
         for runs in sizes["sqlite"]:
-            stores.append(("sqlite", runs, {"RUNSGATE_STORE": f"sqlite:///{sqlite_file(args.files, runs)}"}))
+            file = sqlite_file(args.files, runs)  # one file for both versions: no planner to mislead
+            stores += [("sqlite", runs, version, {"RUNSGATE_STORE": f"sqlite:///{file}"}) for version in versions]
         if sizes["documentdb"]:
             base = args.documentdb_uri or stack.enter_context(documentdb())
             for runs in sizes["documentdb"]:
-                stores.append(("documentdb", runs, {"MONGODB_URI": documentdb_database(base, runs)}))
+                for version, source in versions.items():
+                    uri = documentdb_database(base, runs, version, source)
+                    stores.append(("documentdb", runs, version, {"MONGODB_URI": uri}))
         servers = []
-        for store, runs, variables in stores:
-            for version, source in versions.items():
-                log = args.files / f"{store}-{runs}-{version}.log"
-                url = stack.enter_context(serve(source, log, **variables))
-                servers.append(Server(version=version, store=store, runs=runs, url=url))
+        for store, runs, version, variables in stores:
+            log = args.files / f"{store}-{runs}-{version}.log"
+            url = stack.enter_context(serve(versions[version], log, **variables))
+            servers.append(Server(version=version, store=store, runs=runs, url=url))
         client = stack.enter_context(httpx.Client(timeout=600))
         for server in servers:  # warm-up: imports, caches, connections
             for path, body in SCENARIOS.values():

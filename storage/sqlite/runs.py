@@ -1,5 +1,6 @@
-"""The SQLite store's runs, read and inserted: pages of one listing index, counts, histories,
-inserts, and the sweeper's reads (``rules.stalled``, ``rules.expired``, through ``conditions``)."""
+"""The SQLite store's runs, read and inserted: pages of one listing index, totals (kept counts,
+``counts``), histories, inserts, and the sweeper's reads (``rules.stalled``, ``rules.expired``,
+through ``conditions``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..documents import SCHEMA_VERSION, EventDocument, SnapshotDocument
 from ..protocol import DuplicateRunError, RunFilter, SortKey
 from . import conditions
 from .connection import LARGE_HISTORY_BYTES, _Connection
+from .counts import kept_count_sql
 from .rows import _COLUMNS, _INSERT_RUN, _marks, _ms, _run_row, _snapshot
 
 
@@ -109,9 +111,22 @@ class _Runs(_Connection):
         return sql, params
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
-        where, params = listing_where(agent_id, run_filter)
-        rows = await self._read(f"SELECT count(*) FROM run_snapshots WHERE {where}", params)
+        rows = await self._read(*self._count_sql(agent_id, run_filter))
         return int(rows[0][0])
+
+    @staticmethod
+    def _count_sql(agent_id: str, run_filter: RunFilter) -> tuple[str, list[Any]]:
+        """The kept count's search (``counts``), or, for a filter with dates, a count of the
+        listing index range (O(matches))."""
+        kept = kept_count_sql(agent_id, run_filter)
+        if kept is not None:
+            return kept
+        where, params = listing_where(agent_id, run_filter)
+        return f"SELECT count(*) FROM run_snapshots WHERE {where}", params
+
+    async def explain_count(self, agent_id: str, run_filter: RunFilter) -> list[str]:
+        """SQLite's query plan of ``count_runs`` (``EXPLAIN QUERY PLAN``), one line per step."""
+        return await self._explain(*self._count_sql(agent_id, run_filter))
 
     async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
         rows = await self._read(

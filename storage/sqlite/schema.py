@@ -16,6 +16,7 @@ import aiosqlite
 
 from ..documents import SCHEMA_VERSION
 from ..protocol import NewerSchemaError, StoreUnavailableError
+from . import counts
 from .backfill import backfill
 
 _TABLES = """
@@ -146,6 +147,7 @@ _TABLE_NAMES = (
     "webhook_cursors",
     "webhook_deliveries",
     "run_updates",
+    "run_counts",
 )
 
 _DATA_TABLES = _TABLE_NAMES[1:]
@@ -193,6 +195,8 @@ async def _prepare(conn: aiosqlite.Connection, path: Path, busy_timeout: float) 
         for statement in _TABLES.split(";"):
             if statement.strip():
                 await conn.execute(statement)
+        for statement in counts.statements():  # triggers hold ";" of their own
+            await conn.execute(statement)
         # the file's version only grows: once this version opened it, an older runsgate refuses it
         await conn.execute(
             "INSERT INTO runsgate_meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE "

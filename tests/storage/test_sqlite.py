@@ -121,6 +121,31 @@ async def test_listing_walks_one_index_in_listing_order_for_each_filter(sqlite: 
         assert f"USING INDEX {index} " in plan[0], plan
 
 
+async def test_a_total_without_dates_reads_kept_counts_never_the_runs(sqlite: SQLiteSnapshotStore) -> None:
+    allowed = frozenset({"r1", "r2", "r3"})
+    filters = [
+        RunFilter(),
+        RunFilter(thread_id="t1"),
+        RunFilter(resource_id="r1"),
+        RunFilter(thread_id="t1", resource_id="r1"),
+        RunFilter(resource_ids=allowed),
+        RunFilter(thread_id="t1", resource_ids=allowed),
+    ]
+
+    for run_filter in filters:
+        plan = await sqlite.explain_count(AGENT, run_filter)
+
+        assert len(plan) == 1, plan  # one search of the kept counts, by their key
+        assert plan[0].startswith("SEARCH run_counts USING PRIMARY KEY (agent_id=? AND scope=? AND "), plan
+
+
+async def test_a_total_with_dates_counts_the_runs_of_its_index_range(sqlite: SQLiteSnapshotStore) -> None:
+    plan = await sqlite.explain_count(AGENT, RunFilter(thread_id="t1", from_date=T0))
+
+    index_range = "runs_agent_thread_created (agent_id=? AND thread_id=? AND created_at>?)"
+    assert plan == [f"SEARCH run_snapshots USING COVERING INDEX {index_range}"], plan  # O(matches): docs/storage.md
+
+
 async def test_the_stalled_run_read_is_one_search_of_its_index_in_its_order(sqlite: SQLiteSnapshotStore) -> None:
     plan = await sqlite.explain_stalled_runs(now=T0, idle_before=T0, limit=50)
 
@@ -144,7 +169,7 @@ async def test_a_file_of_a_newer_schema_version_is_refused_and_left_unchanged(
     db = sqlite3.connect(sqlite_path)
     try:
         assert db.execute("SELECT key, value FROM runsgate_meta ORDER BY key").fetchall() == [
-            ("backfill", "2"),
+            ("backfill", "3"),
             ("schema_version", str(SCHEMA_VERSION + 1)),
         ]
         assert db.execute("SELECT run_id FROM run_snapshots").fetchall() == [("kept",)]

@@ -105,7 +105,19 @@ def hold_default_port() -> dict[str, socket.socket | str]:
     return _HELD_DEFAULT_PORT
 
 
+def _holds_default_port() -> bool:
+    """Whether this session holds ``DEFAULT_PORT``: in CI (``CI`` set, as ``.ci/run`` runs), or
+    when ``RUNSGATE_TEST_HOLD_PORT=1`` asks for it. Not otherwise: a held port makes a developer's
+    ``./dev serve``, started while tests run, fail to bind."""
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"} or os.environ.get("RUNSGATE_TEST_HOLD_PORT") == "1"
+
+
 def _default_port_line() -> str:
+    if not _HELD_DEFAULT_PORT:
+        return (
+            f"port {DEFAULT_PORT} (runsgate's default): not held by this session "
+            "(held in CI, or with RUNSGATE_TEST_HOLD_PORT=1); tests choose free ports"
+        )
     held = [host for host, sock in _HELD_DEFAULT_PORT.items() if isinstance(sock, socket.socket)]
     others = [f"{host} ({why})" for host, why in _HELD_DEFAULT_PORT.items() if isinstance(why, str)]
     line = f"port {DEFAULT_PORT} (runsgate's default): "
@@ -132,7 +144,8 @@ def pytest_configure(config: pytest.Config) -> None:
         _SWEPT.extend(_processes.sweep_leftovers())  # what a killed session left: its owner is dead
         _processes.record_groups()
         _documentdb.take_port_slot()  # before the workers start: they inherit it
-        hold_default_port()  # here, in the controller, before any worker or test starts a server
+        if _holds_default_port():
+            hold_default_port()  # here, in the controller, before any worker or test starts a server
 
 
 def pytest_unconfigure() -> None:

@@ -82,7 +82,8 @@ def run_serve_command(
         sock = bind_socket(settings.host, settings.port)
     except OSError as exc:
         print(
-            f"runsgate cannot start: {_address(settings.host, settings.port)} cannot be bound ({exc.strerror or exc})",
+            f"runsgate cannot start: {_address(settings.host, settings.port)} cannot be bound ({exc.strerror or exc}); "
+            "choose another port with --port or RUNSGATE_PORT",
             file=sys.stderr,
         )
         return BIND_FAILED

@@ -137,7 +137,10 @@ def test_a_busy_port_exits_4_with_its_own_line_before_anything_says_ready(tmp_pa
     # then it exits with status 4 and one line naming the address, and nothing said "ready"
     output = result.stdout + result.stderr
     assert result.returncode == 4, output
-    line = f"runsgate cannot start: 127.0.0.1:{port} cannot be bound (Address already in use)"
+    line = (
+        f"runsgate cannot start: 127.0.0.1:{port} cannot be bound (Address already in use); "
+        "choose another port with --port or RUNSGATE_PORT"
+    )
     assert line in result.stderr.splitlines(), output
     assert "ready" not in output.replace(line, ""), output
     assert "Traceback" not in output

@@ -5,6 +5,10 @@ holds: a password may hold ``@``, ``/``, ``?``, ``#`` or ``:`` unescaped, and RF
 (the authority ends at the first ``/``, ``?`` or ``#``) would then show the rest of it as a path,
 a query or a host. An ``@`` of a path or a query after the host makes the masked part longer,
 never shorter. ``scheme:///`` (an empty authority: ``sqlite:///path``) has none.
+
+Options of a URL's query that carry a secret (a name holding ``password``, ``secret``, ``token``
+or ``credential``, and MongoDB's ``authMechanismProperties``, which holds ``AWS_SESSION_TOKEN``)
+have their values masked too.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ RESERVED = frozenset("@/?")
 """Characters that end the user information under RFC 3986 before its ``@`` (``#`` too, which
 PyMongo reads as part of a password)."""
 MASK = "***"
+_SECRET_OPTION = re.compile(
+    r"(?i)[?&](?:[a-z0-9_.-]*(?:password|secret|token|credential)[a-z0-9_.-]*|authMechanismProperties)="
+    r"([^&#\s'\"]*)"
+)
+"""A query option whose value is a secret, up to the next option, fragment, quote or space."""
 
 
 def userinfo_span(text: str) -> tuple[int, int] | None:
@@ -39,14 +48,25 @@ def userinfo_span(text: str) -> tuple[int, int] | None:
 
 def masked(text: str) -> str:
     """``text`` with the user information of its URL (``userinfo_span``) replaced: ``user:***``
-    when it starts with a plain user name and ``:``, else ``***``."""
-    span = userinfo_span(text)
-    if span is None:
-        return text
-    start, end = span
-    user, colon, _ = text[start:end].partition(":")
-    shown = f"{user}:{MASK}" if colon and _PLAIN_USER.fullmatch(user) else MASK
-    return f"{text[:start]}{shown}{text[end:]}"
+    when it starts with a plain user name and ``:``, else ``***``; and the value of each secret
+    query option (``tlsCertificateKeyFilePassword=***``). Where the two overlap (an ``@`` in an
+    option's value, an option's name in a password), their union is masked as one."""
+    spans = [found.span(1) for found in _SECRET_OPTION.finditer(text) if found.end(1) > found.start(1)]
+    userinfo = userinfo_span(text)
+    if userinfo is not None:
+        spans.append(userinfo)
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    shown, at = [], 0
+    for start, end in merged:
+        user, colon, _ = text[start : userinfo[1]].partition(":") if userinfo and start == userinfo[0] else ("", "", "")
+        shown += [text[at:start], f"{user}:{MASK}" if colon and _PLAIN_USER.fullmatch(user) else MASK]
+        at = end
+    return "".join([*shown, text[at:]])
 
 
 def after_credentials(url: str) -> str:

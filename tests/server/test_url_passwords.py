@@ -128,3 +128,31 @@ def test_the_refusal_line_is_the_same_whatever_the_password(tmp_path: Path, case
     assert found["shown"] == shown, err
     assert found["reason"] in reasons, err
     assert list(tmp_path.iterdir()) == [], "a refused command wrote nothing"
+
+
+SECRET_OPTIONS = {
+    "tlsCertificateKeyFilePassword": "tlsCertificateKeyFilePassword={}",
+    "authMechanismProperties": "authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:{}",
+}
+"""A secret a MongoDB URI's options may carry -> the options holding it at ``{}``."""
+
+
+@pytest.mark.parametrize("option", list(SECRET_OPTIONS))
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    secret=st.text(
+        alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="&#'\""),
+        min_size=1,
+        max_size=24,
+    )
+)
+def test_no_part_of_a_secret_in_the_uris_options_is_shown(tmp_path: Path, option: str, secret: str) -> None:
+    options = SECRET_OPTIONS[option]
+    url = f"mongodb://admin:pw@127.0.0.1:1/db?{options.format(secret)}&bogusOption=1"
+    status, err = refusal_line(tmp_path, ["serve"], "MONGODB_URI", url)
+    # then the line shows the option with its value masked, whatever the secret (one holding an
+    # "@" makes the user information run to it: all of it is masked up to the secret's end)
+    assert status == 2, err
+    shown = options.replace("AWS_SESSION_TOKEN:{}", "{}").format("***")
+    url_shown = "mongodb://admin:***" if "@" in secret else f"mongodb://admin:***@127.0.0.1:1/db?{shown}"
+    assert f"(got '{url_shown}&bogusOption=1')\n" in err, err

@@ -99,6 +99,7 @@ class Server:
 def _env(**variables: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNSGATE_") and k != "MONGODB_URI"}
     env.update({"RUNSGATE_LOG_LEVEL": "WARNING", "RUNSGATE_AUTH": "off", "RUNSGATE_SWEEP_INTERVAL": "3600"})
+    env["RUNSGATE_AGENTS"] = "runtime.demo:AGENTS"  # required to serve; an older checkout ignores it
     env.update(variables)
     return env
 

@@ -20,6 +20,7 @@ against the idle figures: the targets are ``/healthz`` p99 within 100 ms of idle
 
     ./dev run python -m bench.replay_attacks [--stores sqlite,memory] [--runs 600] [--prompt-kib 32]
         [--sockets 1,2,4,8] [--subscriptions 20] [--attacks events,updates] [--hold 10] [--settle 5]
+        [--rate N]
 
 Figures: bench/RESULTS.md "Replay attacks (issue 42)".
 """
@@ -225,6 +226,8 @@ def measure(store: str, args: argparse.Namespace) -> list[Row]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="runsgate-bench-") as folder:
         variables = {"RUNSGATE_SWEEP_INTERVAL": "0", "RUNSGATE_SUBSCRIPTION_POLL_INTERVAL": "1"}
+        if args.rate is not None:
+            variables["RUNSGATE_MAX_SUBSCRIPTION_RATE_PER_PRINCIPAL"] = str(args.rate)
         if store == "sqlite":
             variables["RUNSGATE_STORE"] = f"sqlite:///{Path(folder) / 'runsgate.db'}"
         with serve(Path(folder) / "runsgate.log", **variables) as server:
@@ -314,6 +317,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--subscriptions", type=int, default=20, help="operations per socket")
     parser.add_argument("--attacks", default="events,updates", help="events, updates")
     parser.add_argument("--hold", type=float, default=10.0, help="seconds the sockets stay open unread")
+    parser.add_argument("--rate", type=int, help="RUNSGATE_MAX_SUBSCRIPTION_RATE_PER_PRINCIPAL (default: the server's)")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after closing before RSS is read")
     args = parser.parse_args(argv)
     args.attacks = [a for a in args.attacks.split(",") if a]

@@ -30,7 +30,7 @@ class StreamSettings(BaseSettings):
     max_queued_bytes_per_principal: Annotated[int, Field(ge=64 * KIB, le=GIB)] = 16 * MIB
     """Bytes of live events and run updates that may wait for one principal's subscribers; the
     subscriber whose event would pass it is dropped (``SUBSCRIPTION_OVERFLOW``, resumable)."""
-    max_subscription_rate_per_principal: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    max_subscription_rate_per_principal: Annotated[int, Field(ge=1, le=1_000_000)] = 250
     """Events and run updates a second one principal's subscriptions are sent, replayed or live
     (a burst of a tenth of a second's worth at once): what it may take of the event loop."""
 

@@ -369,6 +369,7 @@ class QuestionNotPendingError(RunsgateError):
         question_id: The question named; ``None`` when the request named only its call, whose
             first question was answered though its decision is no longer in the audit trail.
         decision: The decision that answered it, from the run's audit trail (``None``: never asked).
+        ``finished``: the run is no longer stored (its message says so rather than to list it).
     """
 
     code = ErrorCode.QUESTION_NOT_PENDING
@@ -379,6 +380,8 @@ class QuestionNotPendingError(RunsgateError):
         tool_call_id: str | None,
         question_id: str | None,
         decision: DecisionDocument | None = None,
+        *,
+        finished: bool = False,
     ) -> None:
         if decision is not None:
             by = f" by {decision['decidedBy']}" if decision["decidedBy"] else ""
@@ -386,9 +389,12 @@ class QuestionNotPendingError(RunsgateError):
         else:
             why = "it was answered already or never asked"
         named = f"question {question_id!r}" if question_id is not None else f"the first question of {tool_call_id!r}"
-        super().__init__(
-            f"Run {run_id!r} does not wait on {named}; {why}. List the run to see the question that waits now."
+        then = (
+            "The run has finished: it waits on nothing."
+            if finished
+            else "List the run to see the question that waits now."
         )
+        super().__init__(f"Run {run_id!r} does not wait on {named}; {why}. {then}")
         self.run_id = run_id
         self.tool_call_id = tool_call_id
         self.question_id = question_id

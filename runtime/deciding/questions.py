@@ -187,7 +187,9 @@ class Questions:
         if answered is None:
             return RunNotFoundError(agent_id, run_id)
         if request.question_id is not None:
-            return QuestionNotPendingError(run_id, answered.tool_call_id, request.question_id, answered.decision)
+            return QuestionNotPendingError(
+                run_id, answered.tool_call_id, request.question_id, answered.decision, finished=True
+            )
         return ToolCallAlreadyDecidedError(
             run_id, answered.tool_call_id, answered.decision, question_id=answered.question_id
         )

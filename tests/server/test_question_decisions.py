@@ -146,6 +146,13 @@ async def test_a_decision_naming_a_question_answered_already_is_refused_and_name
         expected.append({"orderId": 1043, "amount": 120.0})
     assert expected == LEDGER
 
+    # and a late decision once the run finished says so, rather than to list the run
+    q = shown_next["questionId"]
+    gone = await decide(x, path, SUPERVISOR, run_id, card["toolCallId"], questionId=q, **kind)
+    assert gone["__typename"] == "QuestionNotPending", gone
+    assert gone["message"].endswith("The run has finished: it waits on nothing."), gone
+    assert "List the run" in late["message"], late
+
 
 @pytest.mark.usefixtures("clean_test_agents")
 async def test_a_later_answer_naming_only_the_call_never_answers_its_next_question(serve: Serve) -> None:

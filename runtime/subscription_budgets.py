@@ -1,24 +1,11 @@
-"""What one principal's subscriptions may hold on this process: a budget in bytes per owner (a
-principal's identity), shared by its ``suspendedRunEvents`` and ``runUpdates`` streams
-(``EventFeed``, ``RunUpdateFeed``; SECURITY.md "Bounds on what a client or a receiver controls").
-
-- Replays (the events after ``afterEventId``; a ``runUpdates`` stream's stored batches) read pages
-  of at most ``REPLAY_PAGE_BYTES``, each held until its last item was taken by the client, and
-  smaller ones as the owner's pages in flight near ``replay_bytes``: past it, pages of one item.
-  So a client that does not read holds at most ``replay_bytes`` for all its replays, and one item
-  for each replay beyond; no replay ever waits for another (one the client neglects cannot hold
-  up the others).
-- Live events and updates waiting for one owner's subscribers add up to at most ``queued_bytes``:
-  the subscriber whose event would pass it is dropped (its own bound, ``MAX_QUEUED_BYTES``, still
-  holds too).
-- The items one owner's streams send, replayed or live, are paced to at most ``rate`` a second
-  (``pace``, with a burst of a tenth of a second's worth): each item costs the event loop its
-  execution and encoding, and a client asking for many replays would otherwise keep the loop
-  busy for everyone else; an owner's live items that wait for their turn fill its queues, past
-  which its subscribers are dropped as above.
-
-One owner never uses another's budget. Sizes are ``storage.event_size`` (events) and the stored
-JSON's length (updates).
+"""What one principal's subscriptions may hold and send on this process (``SubscriptionBudgets``,
+one ``OwnerBudget`` per principal, shared by its ``suspendedRunEvents`` and ``runUpdates`` streams):
+- replay pages of at most ``REPLAY_PAGE_BYTES``, held until sent, and ``replay_bytes`` for all of
+  the owner's replays (past it, pages of one item; no replay waits for another);
+- ``queued_bytes`` of live items waiting for the owner's subscribers (the one past it is dropped);
+- at most ``rate`` items a second sent (``pace``, a burst of a tenth of a second's worth).
+One owner never uses another's budget. Sizes: ``storage.event_size``, a stored update's JSON length.
+Why: SECURITY.md "Bounds on what a client or a receiver controls".
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
-"""The ``graphql-transport-ws`` handler of ``/graphql``: ``graphql_view.TransportWsHandler`` (a
-credential's lifetime, fresh DataLoaders), with request errors answered as over HTTP, and what
-one principal may hold open bounded (``PrincipalStreams``).
-
-An operation whose document cannot run (it does not parse, does not validate, or names an
-operation it lacks; no ``query``) gets the protocol's ``error`` message, whose errors are the
-ones HTTP answers, with their ``extensions.code`` (``graphql_view.request_error_code``):
-``GRAPHQL_PARSE_FAILED``, ``GRAPHQL_VALIDATION_FAILED``, ``OPERATION_RESOLUTION_FAILURE``,
-``BAD_REQUEST``. It ends that operation only; the socket and its other operations go on.
-Strawberry closes the whole socket (4400) for a syntax error or an unknown operation name.
-
-Bounds (``server.settings.StreamSettings``): one operation more than a socket
-(``RUNSGATE_MAX_WS_OPERATIONS``) or a principal over all its sockets
-(``RUNSGATE_MAX_WS_OPERATIONS_PER_PRINCIPAL``) may have in flight is the ``error`` message
-``TOO_MANY_OPERATIONS`` (with its ``limit``), the socket going on; one WebSocket more than a
-principal may have (``RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL``) is closed at its
-``connection_init`` with 1013 (Try Again Later, RFC 6455's registry), which graphql-ws clients
-retry: the protocol names no code for it, and its 4403 is what the inbox and clients read as a
-refused credential.
-
-Strawberry's hook for it is private (``_handle_pre_execution_error``): ``missing()`` names what a
-Strawberry upgrade removed; then the handler keeps Strawberry's behaviour and the app logs one
-warning at start (``server.app``).
+"""The ``graphql-transport-ws`` handler of ``/graphql`` (``WsHandler``, on ``TransportWsHandler``).
+- A document that cannot run gets the protocol's ``error`` message with HTTP's errors and
+  ``extensions.code`` (``GRAPHQL_PARSE_FAILED``...); that operation ends, the socket goes on.
+- ``PrincipalStreams`` bounds what one principal holds open: one operation past
+  ``RUNSGATE_MAX_WS_OPERATIONS`` (a socket) or ``..._PER_PRINCIPAL`` (all its sockets) is the
+  ``error`` message ``TOO_MANY_OPERATIONS``; one socket past ``RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL``
+  is closed at ``connection_init`` with 1013 (Try Again Later, RFC 6455), which clients retry.
+- Strawberry's hook for it is private (``_handle_pre_execution_error``): ``missing()`` names it when
+  an upgrade removed it; the handler then keeps Strawberry's behaviour, and the app logs a warning.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""Credentials in a URL, read so that no part of a password is ever shown (SECURITY.md).
+"""Credentials in a URL, read so that no part of a secret is ever shown (SECURITY.md).
 
 A URL's user information runs from its ``scheme://`` to the LAST ``@`` of the text, whatever it
-holds: a password may hold ``@``, ``/``, ``?``, ``#`` or ``:`` unescaped, and RFC 3986's reading
-(the authority ends at the first ``/``, ``?`` or ``#``) would then show the rest of it as a path,
-a query or a host. An ``@`` of a path or a query after the host makes the masked part longer,
-never shorter. ``scheme:///`` (an empty authority: ``sqlite:///path``) has none.
-
-Options of a URL's query that carry a secret (a name holding ``password``, ``secret``, ``token``
-or ``credential``, and MongoDB's ``authMechanismProperties``, which holds ``AWS_SESSION_TOKEN``)
-have their values masked too.
+holds: a password may hold ``@``, ``/``, ``?``, ``#`` or ``:`` unescaped, which RFC 3986's reading
+would show as a path, a query or a host. An ``@`` after the host makes the masked part longer,
+never shorter; ``scheme:///`` (``sqlite:///path``) has none. The values of query options that
+carry a secret (``...password``, ``...token``, ``authMechanismProperties``...) are masked too.
 """
 
 from __future__ import annotations

@@ -295,7 +295,7 @@ def test_over_websocket_a_query_sees_what_it_sees_over_http(
     in_header = asyncio.run(ws_execute(server.url, LIST, variables, header=f"Bearer {key.key}"))
 
     if "runs:read" in key.scopes:
-        assert in_payload == in_header == {"data": over_http["data"]}
+        assert in_payload == in_header == {"data": over_http["data"], "extensions": over_http["extensions"]}
     else:
         assert is_forbidden(in_payload, "runs:read"), in_payload
         assert is_forbidden(in_header, "runs:read"), in_header

@@ -147,6 +147,7 @@ async def test_a_subscription_without_the_scope_ends_with_the_error_as_its_one_r
                         "extensions": {"code": "FORBIDDEN", "requiredScope": "runs:read"},
                     }
                 ],
+                "extensions": {"cost": {"requestedQueryCost": 1, "maximumAvailable": 10000}},
             },
         }
         assert json.loads(await ws.recv()) == {"id": "1", "type": "complete"}

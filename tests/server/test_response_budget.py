@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from server.app import create_app
 from server.encoding import CHUNK, SCAN_STEP, AnswerTooLarge, bound, chunks, encode_within
-from server.settings import Settings
+from server.settings import DEMO_AGENTS, Settings
 
 from .._graphql import REFUND, REFUND_PROMPT, GraphQLClient, graphql_view
 
@@ -123,7 +123,7 @@ LIST = 'query List { suspendedRuns(agentId: "refund-agent") { nodes { runId tool
 
 @asynccontextmanager
 async def app_with_runs(compiled: bool) -> AsyncIterator[tuple[GraphQLClient, Any]]:
-    app = create_app(Settings(mongodb_uri=None, auth=False, compiled_execution=compiled))
+    app = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, compiled_execution=compiled))
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,
@@ -160,7 +160,7 @@ async def test_an_answer_one_byte_over_the_budget_is_refused(compiled: bool) -> 
 
 
 async def test_a_batch_shares_one_budget() -> None:
-    app = create_app(Settings(mongodb_uri=None, auth=False, max_batch=3))
+    app = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, max_batch=3))
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,

@@ -121,7 +121,6 @@ in ``run_write_locks``; docs/storage.md "Write leases")."""
 @pytest.mark.skipif(
     shutil.which("strace") is None, reason="strace counts the fsyncs (python -m bench.commits installs it)"
 )
-@pytest.mark.xfail(strict=True, reason="issue 44: write leases on every engine, events inserted one by one")
 @pytest.mark.parametrize("kind", ["mongo", "ferretdb1"])
 def test_an_approval_is_counted_on_documentdb_and_ferretdb(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path

@@ -1,12 +1,14 @@
 """Commits and fsyncs of one approval over HTTP: ``./dev run python -m bench.commits [--stores ...]
 [--approvals N] [--update-interval S]``.
 
-For each store (``memory``, ``sqlite``, ``documentdb``: FerretDB 2.5 on DocumentDB started here) it
+For each store (``memory``, ``sqlite``, ``documentdb``: FerretDB 2.5 on DocumentDB, ``ferretdb``:
+FerretDB 1.24 on SQLite, each started here) it
 serves ``python -m bench.commits serve`` (``bench.serve`` with counters installed from outside the
 store: every store method call, every SQLite statement by ``set_trace_callback``, every MongoDB
 command by PyMongo command monitoring, into a trace file) and sends ``approveToolCall`` (→
 COMPLETED) on fresh refund runs, with and without an ``idempotencyKey``. ``strace -f -e
-trace=fsync,fdatasync`` is attached to the server (and to PostgreSQL's processes) for each approval.
+trace=fsync,fdatasync`` is attached to the server (and to PostgreSQL's or FerretDB 1.24's processes)
+for each approval.
 Each store call of the approval is one row: its SQL or MongoDB writes, commits, reads and fsyncs.
 """
 
@@ -352,7 +354,7 @@ def counted_server(
         variables["RUNSGATE_RUN_UPDATES_FIRST_TEXT_DELAY"] = str(first_text_delay)
     if store == "sqlite":
         variables["RUNSGATE_STORE"] = f"sqlite:///{scratch / 'bench.db'}"
-    elif store == "documentdb":
+    elif store in ("documentdb", "ferretdb"):
         assert mongodb_uri is not None
         variables["MONGODB_URI"] = mongodb_uri
     else:
@@ -370,10 +372,13 @@ def measure(
     postgres: int | None = None,
     update_interval: float | None = None,
     first_text_delay: float | None = None,
+    database: int | None = None,
 ) -> list[Approval]:
-    """``approvals`` approvals without a key, then as many with one, after one of each unrecorded."""
+    """``approvals`` approvals without a key, then as many with one, after one of each unrecorded
+    (``postgres``: PostgreSQL's pid, its children traced too; ``database``: another server process
+    traced, FerretDB 1.24's)."""
     with counted_server(store, scratch, mongodb_uri, update_interval, first_text_delay) as (url, pid, trace):
-        pids = [pid] + ([postgres, *children(postgres)] if postgres else [])
+        pids = [pid] + ([postgres, *children(postgres)] if postgres else []) + ([database] if database else [])
         for keyed in (False, True):
             count(store, url, trace, pids, keyed, scratch)  # warm-up: imports and caches of the path
         return [count(store, url, trace, pids, keyed, scratch) for keyed in (False, True) for _ in range(approvals)]
@@ -439,7 +444,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["serve"]:
         return serve(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench.commits", description=__doc__)
-    parser.add_argument("--stores", default="memory,sqlite,documentdb")
+    parser.add_argument("--stores", default="memory,sqlite,documentdb", help="of memory, sqlite, documentdb, ferretdb")
     parser.add_argument("--approvals", type=int, default=3, help="approvals counted per store and kind")
     parser.add_argument(
         "--update-interval",
@@ -470,6 +475,18 @@ def main(argv: list[str]) -> int:
                     assert server.postgres is not None
                     uri = with_database(server.uri)
                     results += measure(store, args.approvals, scratch, uri, server.postgres.pid, **timing)
+            elif store == "ferretdb":
+                from tests._servers import ferretdb, with_database
+
+                with ferretdb() as base:
+                    port = base.rstrip("/").rsplit(":", 1)[1]
+                    found = [
+                        pid
+                        for pid in children(os.getpid())
+                        if f"127.0.0.1:{port}" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                    ]
+                    assert found, f"no FerretDB process listening on {port}"
+                    results += measure(store, args.approvals, scratch, with_database(base), database=found[0], **timing)
             else:
                 results += measure(store, args.approvals, scratch, **timing)
     print("\n".join(lines(results)))

@@ -1,18 +1,20 @@
-"""Per-run write leases for ``MongoSnapshotStore``: one writer per run, across processes.
+"""Per-run write leases for ``MongoSnapshotStore`` on FerretDB 1.x: one writer per run, across processes.
 
 A lease is a document ``{_id: runId, token, until}`` in ``run_write_locks``, inserted to acquire
 and deleted to release; a process queues its own writers on an ``asyncio.Lock`` first, and a
-lease whose holder died expires after ``lease`` seconds. Why (FerretDB's conditional updates
-are not atomic) and the known limit: docs/modules.md.
+lease whose holder died expires after ``lease`` seconds. ``needs_write_leases`` tells from
+``buildInfo`` which servers need them. Why (FerretDB 1.24's conditional updates are not atomic),
+which engines and the known limit: docs/modules.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
@@ -22,6 +24,22 @@ from pymongo.errors import DuplicateKeyError
 
 from ._query import utcnow
 from .protocol import StoreUnavailableError
+
+
+def needs_write_leases(build_info: Mapping[str, Any]) -> bool:
+    """Whether the server answering ``buildInfo`` with ``build_info`` needs write leases: FerretDB
+    before 2.0, which reports ``ferretdbVersion`` (``"v1.24.2"``) and runs a conditional update as
+    a query followed by a write of the whole document. FerretDB 2 reports ``ferretdb.version``
+    (``"v2.5.0"``) and hands each write to DocumentDB, which locks the row it updates (``SELECT
+    ... FOR UPDATE``); MongoDB reports neither. A FerretDB version that cannot be read needs them."""
+    version = build_info.get("ferretdbVersion")
+    nested = build_info.get("ferretdb")
+    if version is None and isinstance(nested, Mapping):
+        version = nested.get("version")
+    if version is None:
+        return False
+    major = re.match(r"v?(\d+)\.", str(version))
+    return major is None or int(major.group(1)) < 2
 
 
 class RunWriteLocks:

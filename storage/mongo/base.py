@@ -1,14 +1,14 @@
 """The core every part of ``MongoSnapshotStore`` builds on: the client and its collections,
-opening and closing, the write leases (``_run_lock``), message histories (inline or GridFS), and
-the conditional single-document update that records events inside the snapshot before
-appending them (docs/storage.md "One unit of work")."""
+opening and closing, the write leases (``_run_lock``, on FerretDB 1.x only), message histories
+(inline or GridFS), and the conditional single-document update that records events inside the
+snapshot before appending them (docs/storage.md "One unit of work")."""
 
 from __future__ import annotations
 
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, suppress
+from contextlib import AbstractAsyncContextManager, nullcontext, suppress
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -17,22 +17,26 @@ from gridfs.errors import NoFile
 from pymongo import AsyncMongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, OperationFailure
 
 from .._query import to_bson_precision
-from .._run_lock import RunWriteLocks
+from .._run_lock import RunWriteLocks, needs_write_leases
 from ..documents import SCHEMA_VERSION, EventDocument, RunUpdateBatchDocument, SnapshotDocument
 from ..protocol import NewerSchemaError, event_list
 from ..stored_json import EVENT_FIELDS, encode
 from . import schema
 from .mapping import read_snapshot
-from .reachability import reachable
+from .reachability import UNAVAILABLE_CODES, reachable
 
 logger = logging.getLogger(__name__)
 
 Document = dict[str, Any]
 Derive = Callable[[Document], Document]
 """Fields of an update computed from the whole matching document (``MongoStoreBase._update``)."""
+DUPLICATE_KEY = 11000
+DERIVE_TRIES = 10
+"""Reads of a run ``_update`` makes for one ``derive`` before it reports no match: each read after
+the first follows a write by another writer that changed the run's version meanwhile."""
 
 
 class MongoStoreBase:
@@ -45,8 +49,11 @@ class MongoStoreBase:
         *,
         server_selection_timeout: float = 5.0,
         inline_history_limit: int = 8 * 1024 * 1024,
+        write_leases: bool | None = None,
     ) -> None:
         self._uri = uri
+        self._leases_setting = write_leases
+        self._write_leases = True  # until open() asks the server
         self._timeout_ms = int(server_selection_timeout * 1000)
         self._inline_history_limit = inline_history_limit
         self._client: AsyncMongoClient[Document] | None = None
@@ -56,8 +63,17 @@ class MongoStoreBase:
         (which recorded them in ``pendingEvents``) and their append."""
 
     def _lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
-        """Exclusive right to write the run's snapshot, across processes (see ``_run_lock``)."""
-        return self._locks.hold(run_id)
+        """Exclusive right to write the run's snapshot, across processes (see ``_run_lock``), on a
+        server that needs write leases (``write_leases``); elsewhere nothing: each conditional
+        write is atomic on its own there."""
+        return self._locks.hold(run_id) if self._write_leases else nullcontext()
+
+    @property
+    def write_leases(self) -> bool:
+        """Whether every write to a run (an idempotency key, a webhook delivery or cursor) holds a
+        write lease: on FerretDB 1.x, as ``open()`` found (``_run_lock.needs_write_leases``), or
+        as the ``write_leases`` argument says. True until ``open()``."""
+        return self._write_leases
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -116,6 +132,7 @@ class MongoStoreBase:
             self._client = AsyncMongoClient(
                 self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate"
             )
+            self._write_leases = await self._needs_write_leases()
             await schema.create_indexes(self.database)
             found = await schema.stored_schema_version(self.database)
         if found > SCHEMA_VERSION:
@@ -123,6 +140,24 @@ class MongoStoreBase:
             raise NewerSchemaError(found, SCHEMA_VERSION)
         async with reachable():
             await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)))
+
+    async def _needs_write_leases(self) -> bool:
+        """The ``write_leases`` argument, else whether the server's ``buildInfo`` names FerretDB
+        1.x (``needs_write_leases``); a server that refuses ``buildInfo`` gets them."""
+        if self._leases_setting is not None:
+            return self._leases_setting
+        assert self._client is not None
+        try:
+            info = await self._client.admin.command("buildInfo")
+        except OperationFailure as exc:
+            if exc.code in UNAVAILABLE_CODES:
+                raise
+            logger.info("buildInfo refused (%s): taking write leases", exc)
+            return True
+        leases = needs_write_leases(info)
+        ferretdb = info.get("ferretdbVersion") or info.get("ferretdb")
+        logger.info("MongoDB server %s (FerretDB: %s): write leases %s", info.get("version"), ferretdb, leases)
+        return leases
 
     async def _raise_schema_version(self, version: int) -> None:
         """Record that the store holds documents of ``version`` (the stored version only grows)."""
@@ -178,25 +213,47 @@ class MongoStoreBase:
         derive: Derive | None = None,
         then_events: Callable[[Document], Sequence[EventDocument]] | None = None,
     ) -> SnapshotDocument | None:
-        """One conditional update under the run's lease. With ``derive``, the matching document is
-        read first (still under the lease) and ``derive(doc)`` adds to the update's ``$set``
-        (fields computed from the whole document, such as ``expiresAt``); the update is then
-        conditioned on the ``version`` read too. ``then_events(doc)`` (with ``derive`` only): events
-        recorded inside the snapshot (``pendingEvents``) after those the update pushes already."""
+        """One conditional update under the run's lease (where the server needs one). With
+        ``derive``, the matching document is read first (still under the lease) and ``derive(doc)``
+        adds to the update's ``$set`` (fields computed from the whole document, such as
+        ``expiresAt``); the update is then conditioned on the ``version`` read too, and when another
+        writer changed the run in between (no lease held there), the run is read again and the
+        update derived anew, at most ``DERIVE_TRIES`` reads. ``then_events(doc)`` (with ``derive``
+        only): events recorded inside the snapshot (``pendingEvents``) after those the update
+        pushes already."""
         async with reachable(), self._lock(run_id):
-            if derive is not None:
+            if derive is None:
+                doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
+                return read_snapshot(doc)
+            for _ in range(DERIVE_TRIES):
                 current = await self._runs.find_one(query)
                 if current is None:
                     return None
-                query = {**query, "version": current["version"]}
-                update = {**update, "$set": {**update.get("$set", {}), **derive(current)}}
-                later = [] if then_events is None else [encode(one, EVENT_FIELDS) for one in then_events(current)]
-                if later:
-                    pushed = update.get("$push", {}).get("pendingEvents", {"$each": []})
-                    each = {"$each": [*pushed["$each"], *later]}
-                    update = {**update, "$push": {**update.get("$push", {}), "pendingEvents": each}}
-            doc = await self._runs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
-        return read_snapshot(doc)
+                doc = await self._runs.find_one_and_update(
+                    {**query, "version": current["version"]},
+                    self._derived(update, current, derive, then_events),
+                    return_document=ReturnDocument.AFTER,
+                )
+                if doc is not None:
+                    return read_snapshot(doc)
+        return None
+
+    @staticmethod
+    def _derived(
+        update: Document,
+        current: Document,
+        derive: Derive,
+        then_events: Callable[[Document], Sequence[EventDocument]] | None,
+    ) -> Document:
+        """``update`` with ``derive(current)`` in its ``$set`` and ``then_events(current)`` pushed
+        after its own ``pendingEvents``."""
+        update = {**update, "$set": {**update.get("$set", {}), **derive(current)}}
+        later = [] if then_events is None else [encode(one, EVENT_FIELDS) for one in then_events(current)]
+        if later:
+            pushed = update.get("$push", {}).get("pendingEvents", {"$each": []})
+            each = {"$each": [*pushed["$each"], *later]}
+            update = {**update, "$push": {**update.get("$push", {}), "pendingEvents": each}}
+        return update
 
     async def _update_then_append(
         self,
@@ -236,23 +293,31 @@ class MongoStoreBase:
             )
 
     async def _append_each(self, events: Sequence[Document]) -> None:
-        for event in events:
-            try:
-                async with reachable():
-                    await self._events.insert_one(event)
-            except DuplicateKeyError:
-                pass  # appended before (by the writer, or by an earlier recovery)
+        """Insert ``events`` into ``run_events`` by one unordered ``insert`` command, skipping
+        those already there (appended before, by the writer or by an earlier recovery)."""
+        if not events:
+            return
+        try:
+            async with reachable():
+                await self._events.insert_many([dict(event) for event in events], ordered=False)
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            if not errors or exc.details.get("writeConcernErrors"):
+                raise
+            if any(error.get("code") != DUPLICATE_KEY for error in errors):
+                raise
 
     async def _updates_after(self, run_id: str, updates: Sequence[RunUpdateBatchDocument]) -> None:
         """Insert run-update batches after the write they went with (``RunStore``'s ``updates``;
-        no transactions here): each one insert, a failure logged, never raised (progress only)."""
-        for batch in updates:
-            try:
-                async with reachable():
-                    await self._updates.insert_one(dict(batch))
-            except Exception:
-                logger.warning("run %s: an update batch could not be stored", run_id, exc_info=True)
-                return
+        no transactions here): one ordered ``insert`` command, a failure logged, never raised
+        (progress only; the batches after a failed one are not stored)."""
+        if not updates:
+            return
+        try:
+            async with reachable():
+                await self._updates.insert_many([dict(batch) for batch in updates], ordered=True)
+        except Exception:
+            logger.warning("run %s: an update batch could not be stored", run_id, exc_info=True)
 
 
 __all__ = ["Derive", "MongoStoreBase"]

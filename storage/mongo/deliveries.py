@@ -1,12 +1,12 @@
 """Webhook deliveries of ``MongoSnapshotStore``: collections ``webhook_deliveries`` (one
 document per message, leased while an instance sends it) and ``webhook_cursors`` (how far the
-event log was read), each change under its write lease (``_run_lock``; ``WebhookDeliveries``);
+event log was read), each change a conditional write, under its write lease on FerretDB 1.x
+(``_run_lock``; ``WebhookDeliveries``);
 deliveries done expire through index ``deliveries_finished`` (``rules.delivery_expired``)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from contextlib import suppress
 from datetime import datetime
 from typing import Any, cast
 
@@ -33,14 +33,17 @@ class MongoWebhookDeliveries(MongoStoreBase):
         return None if doc is None else str(doc["eventId"])
 
     async def advance_webhook_cursor(self, cursor_id: str, event_id: str) -> None:
-        """Under the cursor's write lease (``_run_lock``), so two instances never move it back."""
+        """Moved forward only (an update conditioned on an earlier ``eventId``), so two instances
+        never move it back; under the cursor's write lease on FerretDB 1.x (``_run_lock``). A
+        cursor another instance created between this one's update and insert is compared again."""
+        behind = {"_id": cursor_id, "eventId": {"$lt": event_id}}
         async with reachable(), self._lock(f"webhook-cursor:{cursor_id}"):
-            result = await self._cursors.update_one(
-                {"_id": cursor_id, "eventId": {"$lt": event_id}}, {"$set": {"eventId": event_id}}
-            )
+            result = await self._cursors.update_one(behind, {"$set": {"eventId": event_id}})
             if result.matched_count == 0:
-                with suppress(DuplicateKeyError):
+                try:
                     await self._cursors.insert_one({"_id": cursor_id, "eventId": event_id})
+                except DuplicateKeyError:
+                    await self._cursors.update_one(behind, {"$set": {"eventId": event_id}})
 
     async def add_webhook_deliveries(self, deliveries: Sequence[WebhookDeliveryDocument]) -> int:
         added = 0
@@ -63,8 +66,8 @@ class MongoWebhookDeliveries(MongoStoreBase):
         endpoint_id: str | None = None,
         other_than: Collection[str] = (),
     ) -> list[WebhookDeliveryDocument]:
-        """Each candidate is leased by one conditional update under its write lease (``_run_lock``:
-        FerretDB does not apply conditional updates atomically)."""
+        """Each candidate is leased by one conditional update, under its write lease on FerretDB 1.x
+        (``_run_lock``: FerretDB 1.24 does not apply conditional updates atomically)."""
         due: Document = {
             "status": "pending",
             "nextAttemptAt": {"$lte": now},

@@ -1,5 +1,6 @@
 """Idempotency keys of ``MongoSnapshotStore``: collection ``idempotency_keys``, one document per
-key, each change under the key's write lease (``_run_lock``; ``IdempotencyKeys``). An answer
+key, each change a conditional write, under the key's write lease on FerretDB 1.x (``_run_lock``;
+``IdempotencyKeys``). An answer
 stored as a document under ``result`` (before ``resultJson``) still counts as an answer. Answered
 keys expire through index ``keys_finished`` (``rules.key_expired``)."""
 
@@ -105,8 +106,8 @@ class MongoIdempotencyKeys(MongoStoreBase):
             found = await self._keys.find(expired, {"_id": 1}).sort(KEYS_FINISHED_INDEX).limit(limit).to_list()
         deleted = 0
         for doc in found:
-            # under the key's lease: FerretDB 1.24 deletes by a query then a write, and a new
-            # reservation may take the id between the two
+            # under the key's lease on FerretDB 1.x: FerretDB 1.24 deletes by a query then a
+            # write, and a new reservation may take the id between the two
             async with reachable(), self._lock(_key_lock(doc["_id"])):
                 gone = await self._keys.delete_one({**expired, "_id": doc["_id"]})
             deleted += gone.deleted_count

@@ -5,7 +5,7 @@ webhook deliveries, run updates) on ``base.MongoStoreBase``.
 One ``AsyncMongoClient`` per store, made by ``open()`` in the running event loop and closed by
 ``close()``; the database is the URI's path (default ``runsgate``). Collections: docs/storage.md
 "Collections and indexes". Every write to a snapshot is a single-document conditional update,
-made while holding the run's lease (``_run_lock``).
+made while holding the run's lease (``_run_lock``) on FerretDB 1.x, whose updates are not atomic.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class MongoSnapshotStore(
             fails with ``StoreUnavailableError``.
         inline_history_limit: Compressed histories up to this many bytes are stored in one
             document; larger ones go to GridFS.
+        write_leases: Whether every write holds a write lease (``_run_lock``); by default
+            ``open()`` asks the server (``buildInfo``) and takes them on FerretDB 1.x only.
     """
 
     async def drop_all(self) -> None:

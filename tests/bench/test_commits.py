@@ -107,3 +107,43 @@ def test_an_approval_is_counted_on_memory_and_sqlite(tmp_path: Path) -> None:
             assert keyed_completion.writes["UPDATE idempotency_keys"] == 1, keyed_completion.writes
             assert "append_run_updates" not in [step.name for step in plain.steps], plain.steps
             assert (plain.commits, keyed.commits) == (2, 2), [(s.name, s.commits) for s in keyed.steps]
+
+
+WRITES_PER_APPROVAL = {"mongo": (9, 11), "ferretdb1": (17, 21)}
+"""MongoDB write commands (each its own commit) of one approval, without and with an idempotency
+key: on DocumentDB (FerretDB 2.5, or ``MONGODB_URI``), whose conditional writes are atomic and take
+no write lease, and on FerretDB 1.24, where every write to a run holds one (an insert and a delete
+in ``run_write_locks``; docs/storage.md "Write leases")."""
+
+
+@pytest.mark.process
+@pytest.mark.mongo
+@pytest.mark.skipif(
+    shutil.which("strace") is None, reason="strace counts the fsyncs (python -m bench.commits installs it)"
+)
+@pytest.mark.parametrize("kind", ["mongo", "ferretdb1"])
+def test_an_approval_is_counted_on_documentdb_and_ferretdb(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    from tests._servers import with_database
+
+    from ..conftest import MONGO_SERVERS
+
+    uri = with_database(request.getfixturevalue(MONGO_SERVERS[kind]))
+    store = "documentdb" if kind == "mongo" else "ferretdb"
+    plain, keyed = measure(store, 1, tmp_path, uri, update_interval=60, first_text_delay=30)
+    names = [step.name for step in plain.steps]
+    assert names == ["get", "record_decision", "load_history", "delete_claimed"], names
+    leases = {step.name: step.writes.get("insert run_write_locks", 0) for step in (*plain.steps, *keyed.steps)}
+    if kind == "mongo":
+        assert set(leases.values()) == {0}, leases  # no write lease where conditional writes are atomic
+    else:
+        assert leases["record_decision"] == 2, leases
+        assert leases["delete_claimed"] >= 2, leases
+    for approval in (plain, keyed):
+        # the decision's events (`decision`, `resumed`) are appended by one insert command
+        decision = next(step for step in approval.steps if step.name == "record_decision")
+        assert decision.writes["insert run_events"] == 1, decision.writes
+    assert (plain.commits, keyed.commits) == WRITES_PER_APPROVAL[kind], [
+        (step.name, dict(step.writes)) for approval in (plain, keyed) for step in approval.steps
+    ]

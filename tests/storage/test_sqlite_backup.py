@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import main
+from server.cli.main import main
 from storage import SQLiteSnapshotStore
 from storage.sqlite.backup import BackupFailedError, BackupRefusedError, backup
 

@@ -122,7 +122,7 @@ def check_times(documents: dict[str, str], repeat: int) -> list[Checked]:
 
     from resolvers.cost import CostLimits, document_cost, schema_of
     from resolvers.schema import build_schema
-    from server.limits import graphql_extensions
+    from server.http.limits import graphql_extensions
     from server.settings import Settings
 
     settings = Settings(mongodb_uri=None, auth=False)
@@ -203,13 +203,13 @@ ENCODED = {
         "data": {"items": [{"text": "x" * 60, "n": n} for n in range(50_000)]}
     },
 }
-"""Answers to encode within a 4 MiB budget, as ``server.encoding`` does."""
+"""Answers to encode within a 4 MiB budget, as ``server.http.encoding`` does."""
 
 
 async def _longest_hold(answer: Any, limit: int) -> tuple[float, float, int]:
     """``encode_within(answer, limit)``: its time, the longest time another task waited for a
     turn of the event loop meanwhile (ms), and the bytes written (0: refused)."""
-    from server.encoding import encode_within
+    from server.http.encoding import encode_within
 
     longest = 0.0
     done = False

@@ -488,7 +488,7 @@ def context_limits(context: Any) -> tuple[CostLimits, int] | None:
 
 _ABORTED: Final = "Validation aborted."
 """graphql-core's whole message when it stops validating a document: its overlapping-fields rule
-spent its budget (``server.limits.OVERLAP_CHECK_BUDGET``), or fragments nest too deeply."""
+spent its budget (``server.http.limits.OVERLAP_CHECK_BUDGET``), or fragments nest too deeply."""
 
 
 def _too_complex() -> GraphQLError:

@@ -65,10 +65,10 @@ def build_schema(
 
     Args:
         extensions: More extensions, run before the caches (the server's request limits:
-            depth, tokens, aliases, introspection; see ``server/limits.py``).
+            depth, tokens, aliases, introspection; see ``server/http/limits.py``).
         max_batch: Operations allowed in one batched HTTP request; 0 turns batching off.
         extra_extensions: Extensions added after runsgate's own, e.g. the OpenTelemetry
-            extension when tracing is configured (``server.tracing``).
+            extension when tracing is configured (``server.observability.tracing``).
         compiled_execution: Install the fast path (``resolvers.fastpath.install``): compiled
             serializers, prepared operations (only when every extension is one they cover) and
             root plans; same responses. False runs every request through Strawberry's pipeline

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode
 
-from ..hosts import allowed_name
+from ..http.hosts import allowed_name
 from .bounds import CENTURY
 
 Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
@@ -114,7 +114,7 @@ class SecuritySettings(BaseSettings):
     """Require a bearer token on ``/graphql``. May be off only on a loopback host."""
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """With ``auth`` off, host names answered besides ``localhost``, ``127.0.0.1`` and ``[::1]``
-    (``server.hosts``): comma-separated, or a JSON list."""
+    (``server.http.hosts``): comma-separated, or a JSON list."""
     api_keys: list[ApiKeyConfig] = Field(default_factory=list)
     """JSON list of ``{name, hash, scopes, resources}``."""
     jwt_secret: SecretStr | None = None

@@ -28,7 +28,7 @@ from resolvers.fastpath.prepared import PreparedOperation, PreparedOperations
 from resolvers.operation_name import MESSAGE
 from resolvers.schema import CACHE_SIZE, build_schema
 from server.app import create_app
-from server.limits import graphql_extensions
+from server.http.limits import graphql_extensions
 from server.settings import DEMO_AGENTS, Settings
 from storage import StoreUnavailableError
 

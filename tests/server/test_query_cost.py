@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from resolvers.cost import FIELD_COSTS, MAX_COST, CostLimits, document_cost, schema_of
 from resolvers.schema import schema
-from server.graphql_view import GRAPHIQL_EXAMPLE_QUERY
 from server.settings import Settings
+from server.view.graphiql import GRAPHIQL_EXAMPLE_QUERY
 
 from ..security.test_query_cost import BIG_ANSWER
 

@@ -22,8 +22,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-
 from runtime._journal import event_id
+
 from storage import EventDocument, RunFilter, SQLiteSnapshotStore
 from storage.sqlite import listing_where
 from storage.sqlite.rows import _INSERT_RUN, _run_row

@@ -31,8 +31,8 @@ from strawberry.extensions import AddValidationRules, DisableIntrospection, MaxT
 
 from resolvers.fragments import dependency_order, fragment_definitions
 
+from ..settings import SecuritySettings
 from .http_errors import refusal_body
-from .settings import SecuritySettings
 
 logger = logging.getLogger("runsgate.graphql")
 

@@ -4,7 +4,7 @@ one principal may hold open bounded (``PrincipalStreams``).
 
 An operation whose document cannot run (it does not parse, does not validate, or names an
 operation it lacks; no ``query``) gets the protocol's ``error`` message, whose errors are the
-ones HTTP answers, with their ``extensions.code`` (``graphql_view.request_error_code``):
+ones HTTP answers, with their ``extensions.code`` (``request_errors.request_error_code``):
 ``GRAPHQL_PARSE_FAILED``, ``GRAPHQL_VALIDATION_FAILED``, ``OPERATION_RESOLUTION_FAILURE``,
 ``BAD_REQUEST``. It ends that operation only; the socket and its other operations go on.
 Strawberry closes the whole socket (4400) for a syntax error or an unknown operation name.
@@ -39,12 +39,12 @@ from strawberry.types.execution import PreExecutionError
 
 from resolvers import Context
 
-from .graphql_view import (
+from ..http.http_errors import CODES
+from .graphql_view import TransportWsHandler
+from .request_errors import (
     OPERATION_RESOLUTION_FAILURE,
-    TransportWsHandler,
     request_error_code,
 )
-from .http_errors import CODES
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -71,7 +71,7 @@ def missing() -> list[str]:
 
 
 def formatted_request_error(error: GraphQLError) -> dict[str, Any]:
-    """One error of a request error as HTTP answers it (``server.graphql_view``): Strawberry's
+    """One error of a request error as HTTP answers it (``server.view.conformance``): Strawberry's
     formatting, with the ``extensions.code`` of ``request_error_code`` (an error's own code
     kept); an unknown or missing operation in graphql-core's words, as HTTP gives them."""
     original = error.original_error

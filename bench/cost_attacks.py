@@ -4,7 +4,7 @@ Three measurements:
 
 - **validation**: the time to check the fragment bomb document (each fragment spreading the one
   before it twice, ``{ agents { ...F<n-1> } }``) at n levels, in process, as the server checks a
-  document: parse with its token limit, validate with its rules, cost it (``resolvers.cost``);
+  document: parse with its token limit, validate with its rules, cost it (``resolvers.documents.cost``);
   the median of ``--repeat`` runs. Also the shapes that made checks grow faster than the
   document (fields repeated in one selection set, fragments spread side by side), and, with
   ``--before``, Strawberry 0.341's depth and alias limiters on the smaller bombs.
@@ -120,7 +120,7 @@ def check_times(documents: dict[str, str], repeat: int) -> list[Checked]:
     from strawberry.extensions import AddValidationRules
     from strawberry.schema.schema import validate_document
 
-    from resolvers.cost import CostLimits, document_cost, schema_of
+    from resolvers.documents.cost import CostLimits, document_cost, schema_of
     from resolvers.schema import build_schema
     from server.http.limits import graphql_extensions
     from server.settings import Settings
@@ -177,7 +177,7 @@ def strawberry_limiter_times(levels: list[int]) -> list[tuple[int, float]]:
     """Strawberry 0.341's depth and alias limiters alone on the bombs of ``levels``, ms."""
     from strawberry.extensions import max_aliases, query_depth_limiter
 
-    from resolvers.cost import schema_of
+    from resolvers.documents.cost import schema_of
     from resolvers.schema import schema
 
     graphql = schema_of(schema)

@@ -157,7 +157,7 @@ class SecuritySettings(BaseSettings):
     max_ws_operations: Annotated[int, Field(ge=1, le=10_000)] = 20
     """Operations (subscriptions, queries, mutations) in flight at once on one WebSocket."""
     max_query_cost: Annotated[int, Field(ge=1, le=1_000_000_000)] = 10_000
-    """The most a document may cost before it runs (``resolvers.cost``, docs/api.md "Query
+    """The most a document may cost before it runs (``resolvers.documents.cost``, docs/api.md "Query
     cost"); above it the document is refused with ``QUERY_TOO_COSTLY``."""
     max_response_bytes: Annotated[int, Field(ge=64 * 1024, le=1 << 30)] = 4 * 1024 * 1024
     """The most bytes one answer may take (an HTTP response, a batch's answers together, a

@@ -43,7 +43,7 @@ from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET
 
 from resolvers import Context
-from resolvers.operation_name import set_requested_operation_name
+from resolvers.documents.operation_name import set_requested_operation_name
 
 from ..http.http_errors import refusal
 from .request_errors import (

@@ -29,7 +29,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
 from resolvers import Context, begin_operation
-from resolvers.operation_name import set_requested_operation_name
+from resolvers.documents.operation_name import set_requested_operation_name
 
 from ..http.encoding import encode_within, too_large
 from .conformance import JSON, GraphQLOverHTTP

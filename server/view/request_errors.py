@@ -11,7 +11,7 @@ from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.execution import PreExecutionError
 
-from resolvers.operation_name import CODE as OPERATION_NAME_CODE
+from resolvers.documents.operation_name import CODE as OPERATION_NAME_CODE
 
 SUBSCRIPTIONS_OVER_WEBSOCKET = (
     "Subscriptions are served over WebSocket (the graphql-transport-ws protocol on /graphql), not over HTTP."
@@ -54,7 +54,7 @@ def request_error_code(error: GraphQLError, *, before_execution: bool) -> str | 
     By type where there is one: a ``GraphQLSyntaxError`` (the document does not parse, or has too
     many tokens) is ``GRAPHQL_PARSE_FAILED``; ``OperationResolutionError`` (an unknown operation
     name, no operation) is ``OPERATION_RESOLUTION_FAILURE``, as is the error of
-    ``resolvers.operation_name`` (several operations and no name), which carries that code
+    ``resolvers.documents.operation_name`` (several operations and no name), which carries that code
     itself; ``SubscriptionOverHTTPError`` is ``SUBSCRIPTIONS_OVER_WEBSOCKET``.
     Otherwise by the step that refused the request (graphql-core gives no other type): an error
     ``before_execution`` (Strawberry's ``PreExecutionError``: parsing and validation) is

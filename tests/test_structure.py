@@ -29,7 +29,6 @@ def test_the_product_folders_import_each_other_without_a_circle() -> None:
     assert cycles(import_graph(*PRODUCT)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: resolvers/ 22, server/ 17, storage/sqlite/ 16")
 def test_no_product_folder_holds_more_than_15_modules() -> None:
     folders = {path.parent for package in PRODUCT for path in (ROOT / package).rglob("*.py")}
     crowded = {

@@ -39,7 +39,6 @@ def test_no_product_folder_holds_more_than_15_modules() -> None:
     assert crowded == {}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: resolvers/documents/cost.py, runtime/updates/publishing.py")
 def test_no_product_module_is_over_500_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): lines

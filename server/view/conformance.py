@@ -113,7 +113,7 @@ def preferred_media_type(accept: str | None) -> str:
 
 
 class MethodNotAllowed(HTTPException):
-    """A 405 refusal (``GraphQLView.run``) that names the methods serving the request in ``allow``
+    """A 405 refusal (``GraphQLOverHTTP.run``) that names the methods serving the request in ``allow``
     (a mutation sent by GET: ``POST``), where another 405 gets ``GRAPHQL_METHODS``."""
 
     def __init__(self, reason: str, *, allow: str) -> None:

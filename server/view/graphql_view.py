@@ -182,7 +182,8 @@ class PreparedView(GraphQL[Context, None]):
 class GraphQLView(GraphQLOverHTTP, PreparedView):
     """Strawberry's ASGI view with the spec's response media type (``GraphQLOverHTTP``), answers
     within their budget in bytes, an offline GraphiQL, and a shorter path for prepared queries
-    (``PreparedView.run_prepared``)."""
+    (``PreparedView.run_prepared``). ``GraphQLOverHTTP`` comes first among its bases, so that its
+    ``run`` holds the fast path's answers to the spec too."""
 
     graphql_transport_ws_handler_class = TransportWsHandler
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLScalarType, get_named_type
 
-from resolvers import limits
+from resolvers.documents import limits
 from resolvers.schema import schema
 
 ROOT = Path(__file__).resolve().parents[2]

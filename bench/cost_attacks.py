@@ -4,7 +4,7 @@ Three measurements:
 
 - **validation**: the time to check the fragment bomb document (each fragment spreading the one
   before it twice, ``{ agents { ...F<n-1> } }``) at n levels, in process, as the server checks a
-  document: parse with its token limit, validate with its rules, cost it (``resolvers.cost``);
+  document: parse with its token limit, validate with its rules, cost it (``resolvers.documents.cost``);
   the median of ``--repeat`` runs. Also the shapes that made checks grow faster than the
   document (fields repeated in one selection set, fragments spread side by side), and, with
   ``--before``, Strawberry 0.341's depth and alias limiters on the smaller bombs.
@@ -120,9 +120,9 @@ def check_times(documents: dict[str, str], repeat: int) -> list[Checked]:
     from strawberry.extensions import AddValidationRules
     from strawberry.schema.schema import validate_document
 
-    from resolvers.cost import CostLimits, document_cost, schema_of
+    from resolvers.documents.cost import CostLimits, document_cost, schema_of
     from resolvers.schema import build_schema
-    from server.limits import graphql_extensions
+    from server.http.limits import graphql_extensions
     from server.settings import Settings
 
     settings = Settings(mongodb_uri=None, auth=False)
@@ -177,7 +177,7 @@ def strawberry_limiter_times(levels: list[int]) -> list[tuple[int, float]]:
     """Strawberry 0.341's depth and alias limiters alone on the bombs of ``levels``, ms."""
     from strawberry.extensions import max_aliases, query_depth_limiter
 
-    from resolvers.cost import schema_of
+    from resolvers.documents.cost import schema_of
     from resolvers.schema import schema
 
     graphql = schema_of(schema)
@@ -203,13 +203,13 @@ ENCODED = {
         "data": {"items": [{"text": "x" * 60, "n": n} for n in range(50_000)]}
     },
 }
-"""Answers to encode within a 4 MiB budget, as ``server.encoding`` does."""
+"""Answers to encode within a 4 MiB budget, as ``server.http.encoding`` does."""
 
 
 async def _longest_hold(answer: Any, limit: int) -> tuple[float, float, int]:
     """``encode_within(answer, limit)``: its time, the longest time another task waited for a
     turn of the event loop meanwhile (ms), and the bytes written (0: refused)."""
-    from server.encoding import encode_within
+    from server.http.encoding import encode_within
 
     longest = 0.0
     done = False

@@ -33,8 +33,8 @@ from starlette.routing import Route
 
 from resolvers import fastpath
 from resolvers.fastpath import EVERY_PIECE, Pieces
-from server.graphql_view import GraphQLView
 from server.settings import DEMO_AGENTS, Settings
+from server.view.graphql_view import GraphQLView
 
 from . import inprocess
 from .queries import PAGE_SIZE, page_body
@@ -59,7 +59,7 @@ class Piece:
     fastpath: Pieces = EVERY_PIECE
     """The fast path's shortcuts its app is built with (``resolvers.fastpath.install``)."""
     prepared_requests: bool = True
-    """The view serves prepared queries itself (``server.prepared_http``)."""
+    """The view serves prepared queries itself (``server.view.prepared_http``)."""
 
 
 def _from_fields() -> list[Patch]:

@@ -16,7 +16,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from resolvers.pagination import decode_cursor, encode_cursor
+from resolvers.reads.pagination import decode_cursor, encode_cursor
 from resolvers.scalars import serialize_datetime
 from storage import RunFilter, SnapshotDocument, sort_key
 

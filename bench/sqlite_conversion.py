@@ -1,5 +1,5 @@
 """How long a SQLite file made before ``auto_vacuum`` takes to convert when opened
-(``storage/sqlite/space.py``, docs/storage.md "Space").
+(``storage/sqlite/file/space.py``, docs/storage.md "Space").
 
 ``./dev run python -m bench.sqlite_conversion [MiB ...]`` (default 256 1024): for each size, a file
 of suspended runs with incompressible 64 KiB histories is written, set back to ``auto_vacuum =
@@ -20,7 +20,7 @@ from contextlib import closing
 from pathlib import Path
 
 from storage import SQLiteSnapshotStore
-from storage.sqlite.space import INCREMENTAL
+from storage.sqlite.file.space import INCREMENTAL
 from tests.storage._contract import snapshot
 
 HISTORY = 64 * 1024

@@ -12,7 +12,7 @@ from .access import CanRead
 from .context import Info
 from .errors import QueryArgumentError
 from .inputs import PageInput, SuspendedRunFilter
-from .pagination import suspended_runs_connection
+from .reads.pagination import suspended_runs_connection
 from .types import SuspendedRunConnection
 
 FilterArg = Annotated[SuspendedRunFilter | None, strawberry.argument(name="filter")]

@@ -66,7 +66,7 @@ class Context:
         max_prompt_bytes: Cap on a ``startRun`` ``prompt`` (UTF-8 bytes).
         max_reason_bytes: Cap on a ``declineToolCall`` ``reason`` (UTF-8 bytes).
         max_bulk_decisions: Most items of one ``decideToolCalls``.
-        max_query_cost: The most a document may cost (``resolvers.cost``, docs/api.md "Query cost").
+        max_query_cost: The most a document may cost (``resolvers.documents.cost``, docs/api.md "Query cost").
         loaders: Fresh DataLoaders for this operation, restricted to the principal's
             resources (per HTTP request, per WebSocket operation: ``begin_operation``).
         events: The process's event feed (subscriptions); ``None`` where none runs.

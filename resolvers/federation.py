@@ -24,8 +24,8 @@ from strawberry.utils.aio import aclosing
 
 from storage import StoreUnavailableError
 
+from .documents.limits import check_value
 from .errors import QueryArgumentError
-from .limits import check_value
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -42,7 +42,7 @@ class FederationSchema(strawberry.federation.Schema):
 
         Raises:
             QueryArgumentError: A representation is not ``{"__typename": <entity>, <key>: <id>}``,
-                or its key is over its limit in bytes (``resolvers.limits.INPUT_LIMITS``).
+                or its key is over its limit in bytes (``resolvers.documents.limits.INPUT_LIMITS``).
         """
         checked: list[Any] = []
         for index, representation in enumerate(representations):

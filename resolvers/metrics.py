@@ -1,6 +1,6 @@
 """Prometheus metrics of the GraphQL layer: operations (count, latency, errors) and decisions.
 
-In prometheus_client's default registry (``server.metrics`` serves them, unauthenticated). Label
+In prometheus_client's default registry (``server.observability.metrics`` serves them, unauthenticated). Label
 values are bounded and none is a client's choice: ``operation_name`` is the executed operation's
 name when the server knows it (``KNOWN_OPERATION_NAMES``: its own clients', plus the operator's
 ``set_operation_names``), else ``other`` (``anonymous`` unnamed, ``unknown`` none executed);

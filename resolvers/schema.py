@@ -18,22 +18,22 @@ from strawberry.schema.config import StrawberryConfig
 
 from .access import AccessDenied
 from .agents import Agent
-from .cost import QueryCost
+from .documents.cost import QueryCost
+from .documents.executor import PerEventMemo
+from .documents.limits import install_input_limits
+from .documents.operation_name import OperationNameRequired
 from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
-from .executor import PerEventMemo
 from .federation import FederationSchema
-from .limits import install_input_limits
 from .metrics import OperationMetrics
 from .mutations import Mutation
-from .operation_name import OperationNameRequired
-from .queries import Query
+from .reads.queries import Query
 from .scalars import JSON, JSON_SCALAR, DateTime
-from .subscriptions import Subscription
+from .streams.subscriptions import Subscription
 from .types import SuspendedRun
 
 logger = logging.getLogger("runsgate.graphql")
 
-install_input_limits([Query, Mutation, Subscription, Agent])  # every argument held to resolvers.limits
+install_input_limits([Query, Mutation, Subscription, Agent])  # every argument held to resolvers.documents.limits
 
 CACHE_SIZE = 256
 """Documents kept by the parser cache and the validation cache (Strawberry's LRUs)."""
@@ -65,10 +65,10 @@ def build_schema(
 
     Args:
         extensions: More extensions, run before the caches (the server's request limits:
-            depth, tokens, aliases, introspection; see ``server/limits.py``).
+            depth, tokens, aliases, introspection; see ``server/http/limits.py``).
         max_batch: Operations allowed in one batched HTTP request; 0 turns batching off.
         extra_extensions: Extensions added after runsgate's own, e.g. the OpenTelemetry
-            extension when tracing is configured (``server.tracing``).
+            extension when tracing is configured (``server.observability.tracing``).
         compiled_execution: Install the fast path (``resolvers.fastpath.install``): compiled
             serializers, prepared operations (only when every extension is one they cover) and
             root plans; same responses. False runs every request through Strawberry's pipeline

@@ -14,7 +14,7 @@ from storage import DecisionDocument, EventDocument, SnapshotDocument, ToolCallD
 
 from .access import CanRead
 from .context import Info
-from .conversation import DEFAULT_MAX_BYTES, Conversation, run_conversation
+from .reads.conversation import DEFAULT_MAX_BYTES, Conversation, run_conversation
 from .scalars import JSON
 
 

@@ -2,7 +2,7 @@
 # Copy the GraphiQL page's browser assets into server/static/graphiql/, so /graphql works offline.
 #
 # Strawberry's GraphiQL page loads React, GraphiQL and its explorer plugin from unpkg.com. runsgate
-# serves the very same files itself (server/graphql_view.py rewrites the page's URLs), fetched here
+# serves the very same files itself (server/view/graphiql.py rewrites the page's URLs), fetched here
 # from the npm registry with `npm pack` at the versions the page names. The page's
 # `integrity` (SRI sha384) attributes are kept, so the browser checks each file; so does
 # tests/server/test_graphiql_assets.py. Run it again after upgrading strawberry-graphql.

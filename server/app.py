@@ -29,38 +29,40 @@ from resolvers import Context, build_schema
 from resolvers.metrics import set_operation_names
 from storage import SnapshotStore, StoreUnavailableError, strict_json
 
-from ._view import AuthenticatedView, principal_of
 from .auth import Authenticator
-from .frames import NoFraming
-from .graphql_view import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH, GRAPHQL_METHODS, EncodedAnswer, GraphQLView
-from .hosts import LoopbackHostsOnly
-from .http_errors import routing_refusal
+from .http.frames import NoFraming
+from .http.hosts import LoopbackHostsOnly
+from .http.http_errors import routing_refusal
+from .http.limits import BodySizeLimit, graphql_extensions
+from .http.request_id import request_id_middleware
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
-from .limits import BodySizeLimit, graphql_extensions
-from .logs import configure_logging
-from .metrics import metrics
-from .request_id import request_id_middleware
+from .observability.logs import configure_logging
+from .observability.metrics import metrics
+from .observability.tracing import start_tracing
 from .services import Services
 from .settings import ConfigError, Settings, load_settings, security_problems
-from .tracing import start_tracing
-from .ws_handler import PrincipalStreams, WsHandler
-from .ws_handler import missing as ws_hooks_missing
+from .view.authenticated import AuthenticatedView, principal_of
+from .view.conformance import GRAPHQL_METHODS
+from .view.graphiql import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH
+from .view.graphql_view import EncodedAnswer, GraphQLView
+from .view.ws_handler import PrincipalStreams, WsHandler
+from .view.ws_handler import missing as ws_hooks_missing
 
 logger = logging.getLogger("runsgate")
 
 
 class GraphQLApp(AuthenticatedView, GraphQLView):
     """The ``/graphql`` view (``graphql_view.py``) with runsgate's per-request ``Context``, behind
-    authentication (``server/_view.py``), and its WebSocket handler (``server/ws_handler.py``)."""
+    authentication (``server/view/authenticated.py``), and its WebSocket handler (``server/view/ws_handler.py``)."""
 
     graphql_transport_ws_handler_class = WsHandler
 
     streams: PrincipalStreams | None = None
-    """The WebSockets and operations of each principal (``server.ws_handler``), set by
+    """The WebSockets and operations of each principal (``server.view.ws_handler``), set by
     ``create_app``; None: not bounded per principal."""
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
-        """Authenticate the socket (``server._view``), then admit it for its principal.
+        """Authenticate the socket (``server.view.authenticated``), then admit it for its principal.
 
         Raises:
             TooManyWebSocketsError: The principal has ``RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL``
@@ -129,7 +131,7 @@ def settle_memory() -> None:
     """Collect the garbage of the start, then move every object still alive (modules, the
     schema, the agents: what lives as long as the process) to the garbage collector's permanent
     generation (``gc.freeze``), so that a full collection, which a burst of large answers sets
-    off, walks only what requests made (why: docs/modules.md ``server/encoding.py``). The process
+    off, walks only what requests made (why: docs/modules.md ``server/http/encoding.py``). The process
     that serves calls it once started."""
     gc.collect()
     gc.freeze()
@@ -193,7 +195,7 @@ def create_app(
         max_sockets=settings.max_ws_connections_per_principal, max_operations=settings.max_ws_operations_per_principal
     )
     if settings.compiled_execution:  # else the fast path is never imported
-        from .prepared_http import PreparedRequests
+        from .view.prepared_http import PreparedRequests
 
         graphql.prepared = PreparedRequests.of(schema)
     graphql_route = Route("/graphql", graphql, methods=GRAPHQL_METHODS)

@@ -31,7 +31,7 @@ from runtime import (
 )
 from storage import NewerSchemaError, SnapshotStore, StoreUnavailableError, store_from_url
 
-from .metrics import count_webhook_attempt
+from .observability.metrics import count_webhook_attempt
 from .settings import ConfigError, Settings, ToolRuleConfig, describe_error
 
 logger = logging.getLogger("runsgate")

@@ -32,7 +32,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from resolvers.federation import FederationSchema
-from server.graphql_view import GraphQLView
+from server.view.graphql_view import GraphQLView
 
 from ._auth import TestKey
 from ._processes import scaled
@@ -129,7 +129,7 @@ def _result(name: str, mutation: str, input_type: str, outcome: str) -> str:
 
 
 def refusal_message(response: httpx.Response, status: int = 400, code: str = "BAD_REQUEST") -> str:
-    """The message of a request refused before GraphQL ran it (``server.http_errors``), after
+    """The message of a request refused before GraphQL ran it (``server.http.http_errors``), after
     checking its shape: ``status``, a JSON body with ``errors`` only, one error with ``code``."""
     assert response.status_code == status, response.text
     media_type = response.headers["content-type"].split(";")[0]

@@ -20,28 +20,15 @@ def test_the_graph_ties_a_module_to_a_package_only_for_names_the_package_defines
     assert cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]
 
 
-@pytest.mark.parametrize(
-    "package",
-    [
-        pytest.param(
-            package,
-            marks=pytest.mark.xfail(strict=True, reason="issue 43: graphql_view <-> prepared_http, cli <-> commands"),
-        )
-        if package == "server"
-        else package
-        for package in PRODUCT
-    ],
-)
+@pytest.mark.parametrize("package", PRODUCT)
 def test_no_product_folder_has_an_import_circle(package: str) -> None:
     assert cycles(import_graph(package)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: the circles of server/")
 def test_the_product_folders_import_each_other_without_a_circle() -> None:
     assert cycles(import_graph(*PRODUCT)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: resolvers/ 22, server/ 17, storage/sqlite/ 16")
 def test_no_product_folder_holds_more_than_15_modules() -> None:
     folders = {path.parent for package in PRODUCT for path in (ROOT / package).rglob("*.py")}
     crowded = {
@@ -52,7 +39,6 @@ def test_no_product_folder_holds_more_than_15_modules() -> None:
     assert crowded == {}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: server/graphql_view.py, runtime/updates/publishing.py")
 def test_no_product_module_is_over_500_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): lines

@@ -185,5 +185,7 @@ def test_the_openai_extra_installs_and_imports(installed: tuple[Path, Path, Path
     _ok(_uv(), *_as_here(export[3:], requirements, wheel), "--extra", "openai", cwd=ROOT, env=_clean_env())
     assert "\nopenai==" in requirements.read_text()
     _ok(_uv(), "pip", "install", "--python", python, *_as_here(hashed[2:], requirements, wheel), env=_clean_env())
-    script = "from pydantic_ai.models.openai import OpenAIChatModel; import server.cli; print(OpenAIChatModel.__name__)"
+    script = (
+        "from pydantic_ai.models.openai import OpenAIChatModel; import server.cli.main; print(OpenAIChatModel.__name__)"
+    )
     assert _ok(python, "-c", script, cwd=venv, env=_clean_env()).strip() == "OpenAIChatModel"

@@ -1,7 +1,7 @@
 """The compiled execution path ("fast path"), behind one seam: ``install``, which
 ``resolvers.schema.build_schema`` calls once when ``RUNSGATE_COMPILED_EXECUTION`` is on. Its
 shortcuts, same responses byte for byte: compiled completion (``compiled``), prepared operations
-(``prepared``, ``schema``; served over HTTP by ``server.prepared_http``) and root plans
+(``prepared``, ``schema``; served over HTTP by ``server.view.prepared_http``) and root plans
 (``root_plan``). The private names of Strawberry and graphql-core it needs are in ``internals``
 alone. How it plugs in, and how to check a new Strawberry: docs/architecture.md "Fast path".
 """

@@ -38,7 +38,7 @@ from graphql.pyutils import Path
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
 
-from ..executor import PerEventMemo
+from ..documents.executor import PerEventMemo
 from ..metrics import COMPILED, COMPILED_FALLBACK
 from .internals import is_basic_resolver
 

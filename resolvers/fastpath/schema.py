@@ -9,7 +9,7 @@ from typing import Any
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from ..cost import context_limits, operation_cost, schema_of
+from ..documents.cost import context_limits, operation_cost, schema_of
 from ..federation import FederationSchema
 from .prepared import PreparedOperations, execute_prepared, well_formed
 
@@ -35,7 +35,7 @@ class PreparedSchema(FederationSchema):
     ) -> ExecutionResult:
         """Strawberry's ``Schema.execute``; a prepared query operation skips parsing, validation
         and the extension hooks (``resolvers.fastpath.prepared``), with the same result: its cost
-        (``resolvers.cost``) is reported as ``QueryCost`` reports it, and one over the limit for
+        (``resolvers.documents.cost``) is reported as ``QueryCost`` reports it, and one over the limit for
         these variables goes through Strawberry's pipeline, which refuses it."""
         prepared = self.prepared_operations
         entry = (

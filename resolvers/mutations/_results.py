@@ -176,7 +176,7 @@ class DecisionMutation(abc.ABC, Generic[InputT]):
     @classmethod
     async def mutate(cls, info: Info, input: InputT) -> RunOutcome | DecisionError:
         """check -> perform (counted) -> errors as data (the input's sizes were checked before:
-        ``resolvers.limits.InputLimits``).
+        ``resolvers.documents.limits.InputLimits``).
 
         Raises:
             QueryArgumentError: From ``check``; nothing was read or written.

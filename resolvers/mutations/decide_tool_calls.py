@@ -31,7 +31,7 @@ class DecideToolCallsResult:
 
 def check(info: Info, input: DecideToolCallsInput) -> None:
     """The whole batch's input checks, before anything is read or written (every value was held
-    to its limit in bytes before: ``resolvers.limits.InputLimits``).
+    to its limit in bytes before: ``resolvers.documents.limits.InputLimits``).
 
     Raises:
         QueryArgumentError: ``BAD_USER_INPUT``: no decision, or more than

@@ -12,7 +12,7 @@ from ._results import StartRunResult, start_result
 
 @strawberry.mutation(description="Start a run of an agent; it is listed if it suspends.", permission_classes=[CanStart])
 async def start_run(info: Info, input: StartRunInput) -> StartRunResult:
-    context = info.context  # the input was held to its limits (resolvers.limits.InputLimits)
+    context = info.context  # the input was held to its limits (resolvers.documents.limits.InputLimits)
     return await start_result(
         context.runs.start_run(
             str(input.agent_id),

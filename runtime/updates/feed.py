@@ -26,7 +26,8 @@ from ..errors import RunNotFoundError
 from ..events.feed import EventFeed
 from ..events.journal import event_id_floor
 from ..subscription_budgets import OwnerBudget
-from .publishing import MAX_BATCH_BYTES, Listener, RunUpdatesOverflowError
+from .listener import Listener, RunUpdatesOverflowError
+from .publishing import MAX_BATCH_BYTES
 from .run_updates import RunUpdate, before_next, capped, decode, end_id, update_id
 
 if TYPE_CHECKING:

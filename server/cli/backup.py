@@ -1,5 +1,5 @@
 """``runsgate backup``: a consistent copy of a SQLite store while servers use it
-(``storage.sqlite.backup``); any other store is refused with what to use instead (its registry
+(``storage.sqlite.file.backup``); any other store is refused with what to use instead (its registry
 entry's ``backup_advice``)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def run_backup_command(store: str, to: str, *, force: bool = False) -> int:
     path = sqlite_path(store)
     if entry.name != "sqlite" or path is None:
         return _say(refused("--store", entry.backup_advice or "backup copies SQLite stores only", store), REFUSED)
-    from storage.sqlite.backup import BackupFailedError, BackupRefusedError, backup
+    from storage.sqlite.file.backup import BackupFailedError, BackupRefusedError, backup
 
     try:
         result = backup(path, to, force=force)

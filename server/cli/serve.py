@@ -18,7 +18,7 @@ from uvicorn.supervisors import Multiprocess
 
 from storage.registry import check_reachable, store_address, store_entry
 
-from ..logs import configure_logging
+from ..observability.logs import configure_logging
 from ..settings import ConfigError, Settings, load_settings
 from . import INVALID, refused, store_setting
 
@@ -227,7 +227,8 @@ def _serve_on(
         "host": settings.host,
         "port": settings.port,
         "log_level": settings.log_level.lower(),
-        "log_config": None,  # uvicorn's loggers propagate to ours (server.logs): one format, with request ids
+        # uvicorn's loggers propagate to ours (server.observability.logs): one format, with request ids
+        "log_config": None,
         "ws_max_size": settings.max_body_bytes,  # a WebSocket message is held to the body limit too
     }
     if workers > 1:

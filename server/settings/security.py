@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode
 
-from ..hosts import allowed_name
+from ..http.hosts import allowed_name
 from .bounds import CENTURY
 
 Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
@@ -114,7 +114,7 @@ class SecuritySettings(BaseSettings):
     """Require a bearer token on ``/graphql``. May be off only on a loopback host."""
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """With ``auth`` off, host names answered besides ``localhost``, ``127.0.0.1`` and ``[::1]``
-    (``server.hosts``): comma-separated, or a JSON list."""
+    (``server.http.hosts``): comma-separated, or a JSON list."""
     api_keys: list[ApiKeyConfig] = Field(default_factory=list)
     """JSON list of ``{name, hash, scopes, resources}``."""
     jwt_secret: SecretStr | None = None
@@ -157,7 +157,7 @@ class SecuritySettings(BaseSettings):
     max_ws_operations: Annotated[int, Field(ge=1, le=10_000)] = 20
     """Operations (subscriptions, queries, mutations) in flight at once on one WebSocket."""
     max_query_cost: Annotated[int, Field(ge=1, le=1_000_000_000)] = 10_000
-    """The most a document may cost before it runs (``resolvers.cost``, docs/api.md "Query
+    """The most a document may cost before it runs (``resolvers.documents.cost``, docs/api.md "Query
     cost"); above it the document is refused with ``QUERY_TOO_COSTLY``."""
     max_response_bytes: Annotated[int, Field(ge=64 * 1024, le=1 << 30)] = 4 * 1024 * 1024
     """The most bytes one answer may take (an HTTP response, a batch's answers together, a

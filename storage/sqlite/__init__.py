@@ -9,8 +9,8 @@ which a write fails with ``StoreUnavailableError``. By part: ``schema`` (tables,
 """
 
 from .connection import DEFAULT_BUSY_TIMEOUT, LARGE_HISTORY_BYTES
+from .file.schema import LISTING_INDEXES
 from .runs import listing_where
-from .schema import LISTING_INDEXES
 from .store import SQLiteSnapshotStore
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "LARGE_HISTORY_BYTES", "LISTING_INDEXES", "SQLiteSnapshotStore", "listing_where"]

@@ -16,9 +16,9 @@ import aiosqlite
 
 from ..documents import EventDocument, RunUpdateBatchDocument, SnapshotDocument
 from ..protocol import StoreUnavailableError, event_list
+from .file.schema import _available, _open_problem, _prepare, _probe
+from .file.space import JOURNAL_SIZE_LIMIT, before_tables, convert, give_back
 from .rows import _COLUMNS, _INSERT_EVENT, Row, _event_row, _ms, _snapshot
-from .schema import _available, _open_problem, _prepare, _probe
-from .space import JOURNAL_SIZE_LIMIT, before_tables, convert, give_back
 from .writer import Writer
 
 DEFAULT_BUSY_TIMEOUT = 2.0
@@ -52,7 +52,7 @@ class _Connection:
         self._loop: asyncio.AbstractEventLoop | None = None
         """The loop ``open()`` ran on, where ``before_event`` runs."""
         self._incremental = False
-        """Whether the file is ``auto_vacuum = INCREMENTAL``: each commit gives free pages back (``space``)."""
+        """Whether the file is ``auto_vacuum = INCREMENTAL``: each commit gives free pages back (``file.space``)."""
         self.before_event: Callable[[Sequence[EventDocument]], Coroutine[Any, Any, None]] | None = None
         """Test-only: awaited between a run's state change and the event written with it."""
 

@@ -6,7 +6,7 @@ costs").
 Triggers on ``run_snapshots`` keep the counts in the transaction of every insert and delete,
 whichever code runs it (a deletion that finishes a run, ``drop_all``, an older runsgate of the same
 schema version on the same file, the ``sqlite3`` shell), so a count always equals ``COUNT(*)``
-of its runs in every committed state. ``backfill`` fills them once for a file written before them.
+of its runs in every committed state. ``file.backfill`` fills them once for a file written before them.
 """
 
 from __future__ import annotations

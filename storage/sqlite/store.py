@@ -8,10 +8,10 @@ import sqlite3
 from .claims import _Claims
 from .decisions import _Decisions
 from .events import _Events
+from .file.schema import _DATA_TABLES
 from .idempotency import _IdempotencyKeys
 from .run_updates import _RunUpdates
 from .runs import _Runs
-from .schema import _DATA_TABLES
 from .webhooks import _WebhookDeliveries
 
 

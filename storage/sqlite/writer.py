@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from ..protocol import StoreUnavailableError
-from .schema import _available
+from .file.schema import _available
 
 T = TypeVar("T")
 

@@ -37,7 +37,7 @@ def test_every_inbox_document_costs_less_than_the_default_limit_even_at_its_larg
     # (10 runs) and its largest (100, `?pageSize=100`), and bulk decisions on as many runs
     from graphql import parse
 
-    from resolvers.cost import CostLimits, document_cost, schema_of
+    from resolvers.documents.cost import CostLimits, document_cost, schema_of
     from resolvers.schema import schema
     from server.settings import Settings
 

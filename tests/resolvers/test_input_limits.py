@@ -1,4 +1,4 @@
-"""Every string a client sends has a limit in bytes, from one table (``resolvers.limits``).
+"""Every string a client sends has a limit in bytes, from one table (``resolvers.documents.limits``).
 
 The schema is read as clients see it: every argument and input field whose type is ``String`` or
 ``ID`` (or a list of them) must be named in the table, and so must every ``JSON`` one; the table
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from graphql import GraphQLInputObjectType, GraphQLObjectType, GraphQLScalarType, get_named_type
 
-from resolvers import limits
+from resolvers.documents import limits
 from resolvers.schema import schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_every_string_and_json_input_of_the_schema_has_a_limit_in_the_table() ->
 
     missing = sorted(name for name in inputs if name not in table)
 
-    assert not missing, f"inputs without a limit in resolvers.limits.INPUT_LIMITS: {missing}"
+    assert not missing, f"inputs without a limit in resolvers.documents.limits.INPUT_LIMITS: {missing}"
 
 
 def test_security_md_lists_every_limit_of_the_table() -> None:

@@ -9,7 +9,7 @@ import pytest
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
-from server.cli import main
+from server.cli.main import main
 from server.settings import DEMO_AGENTS
 
 

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from starlette.applications import Starlette
 
 from server.app import create_app
-from server.cli import main
+from server.cli.main import main
 from server.settings import DEMO_AGENTS, ApiKeyConfig, ConfigError, Settings, load_settings
 
 from .._auth import ADMIN, TestKey

@@ -1,4 +1,4 @@
-"""runsgate's depth and alias limits (``server.limits.document_shape_rule``) refuse exactly what
+"""runsgate's depth and alias limits (``server.http.limits.document_shape_rule``) refuse exactly what
 Strawberry's ``QueryDepthLimiter`` and ``MaxAliasesLimiter`` refuse, with the same messages, on
 documents small enough for Strawberry's limiters (which expand every spread) to check; and they
 check any nesting without recursion."""
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strawberry.extensions import max_aliases, query_depth_limiter
 
-from server.limits import document_shape_rule, document_shapes
+from server.http.limits import document_shape_rule, document_shapes
 
 SCHEMA = build_schema("type Query { a: A b: Int } type A { a: A b: Int c(x: Int): A }")
 

@@ -16,8 +16,8 @@ import pytest
 from starlette.applications import Starlette
 
 from server.app import create_app
-from server.graphql_view import GRAPHIQL_EXAMPLE_QUERY
 from server.settings import DEMO_AGENTS, Settings
+from server.view.graphiql import GRAPHIQL_EXAMPLE_QUERY
 
 ASSET = re.compile(r'(?:src|href)="(?P<url>[^"]+)"\s+integrity="sha384-(?P<sha384>[^"]+)"')
 

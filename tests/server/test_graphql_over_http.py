@@ -15,8 +15,8 @@ import pytest
 from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
-from server.graphql_view import preferred_media_type
 from server.settings import Settings
+from server.view.conformance import preferred_media_type
 
 from .._graphql import graphql_view, refusal_message
 
@@ -312,7 +312,7 @@ async def test_every_request_error_has_a_code(
 async def test_a_prepared_query_whose_variables_do_not_coerce_is_bad_user_input(
     app: Starlette, http: httpx.AsyncClient
 ) -> None:
-    # given a query that ran once, so that the view's fast path serves it (server/prepared_http.py)
+    # given a query that ran once, so that the view's fast path serves it (server/view/prepared_http.py)
     query = 'query Page($n: Int) { suspendedRuns(agentId: "refund-agent", first: $n) { totalCount } }'
     assert "errors" not in (await http.post("/graphql", json={"query": query, "variables": {"n": 1}})).json()
     view = graphql_view(app)

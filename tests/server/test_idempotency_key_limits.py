@@ -1,4 +1,4 @@
-"""An ``idempotencyKey`` is 1 to 255 bytes of UTF-8 (``resolvers.limits.INPUT_LIMITS``): an empty
+"""An ``idempotencyKey`` is 1 to 255 bytes of UTF-8 (``resolvers.documents.limits.INPUT_LIMITS``): an empty
 or longer one is ``BAD_USER_INPUT`` naming it, on every mutation that takes one, before anything
 is read or written. Found by a new user's trial: a 900,000-character key was stored."""
 

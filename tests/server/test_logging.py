@@ -21,8 +21,8 @@ import pytest
 from asgi_correlation_id import correlation_id
 from pymongo import MongoClient
 
-from server.logs import AccessFields, make_formatter, resolve_format
-from server.request_id import is_sane
+from server.http.request_id import is_sane
+from server.observability.logs import AccessFields, make_formatter, resolve_format
 
 from .._graphql import AGENTS, REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS, post
 from .._servers import documentdb, runsgate_process, with_database

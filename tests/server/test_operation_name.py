@@ -1,5 +1,5 @@
 """A document of several operations sent without ``operationName`` is a request error
-(GraphQL spec "GetOperation"; ``resolvers/operation_name.py``), on the compiled and the standard
+(GraphQL spec "GetOperation"; ``resolvers/documents/operation_name.py``), on the compiled and the standard
 execution paths: nothing in it executes. Naming an operation runs that one only."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from resolvers.operation_name import MESSAGE
+from resolvers.documents.operation_name import MESSAGE
 from runtime.demo import LEDGER
 from server.app import create_app
 from server.settings import Settings

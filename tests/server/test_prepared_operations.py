@@ -24,11 +24,11 @@ from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
 import resolvers.fastpath.schema
+from resolvers.documents.operation_name import MESSAGE
 from resolvers.fastpath.prepared import PreparedOperation, PreparedOperations
-from resolvers.operation_name import MESSAGE
 from resolvers.schema import CACHE_SIZE, build_schema
 from server.app import create_app
-from server.limits import graphql_extensions
+from server.http.limits import graphql_extensions
 from server.settings import DEMO_AGENTS, Settings
 from storage import StoreUnavailableError
 
@@ -190,7 +190,7 @@ async def test_each_operation_of_a_document_is_prepared_by_its_name(app: Starlet
     assert answers[:2] == answers[2:]
     assert _prepared(app).executed == executed + 2
     # and without a name, twice: a request error each time, as the GraphQL spec asks
-    # (resolvers/operation_name.py), never prepared
+    # (resolvers/documents/operation_name.py), never prepared
     unnamed = [await http.post("/graphql", json={"query": TWO_OPERATIONS}) for _ in range(2)]
     assert unnamed[0].status_code == unnamed[1].status_code == 200
     assert (

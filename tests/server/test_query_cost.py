@@ -1,4 +1,4 @@
-"""The cost model (``resolvers.cost``, docs/api.md "Query cost"): the weights the docs state, the
+"""The cost model (``resolvers.documents.cost``, docs/api.md "Query cost"): the weights the docs state, the
 defaults passing every query runsgate ships, fragments costing what their inlined form costs, and
 no nesting too deep for it."""
 
@@ -29,10 +29,11 @@ from graphql import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resolvers.cost import FIELD_COSTS, MAX_COST, CostLimits, document_cost, schema_of
+from resolvers.documents.cost import MAX_COST, CostLimits, document_cost, schema_of
+from resolvers.documents.weights import FIELD_COSTS
 from resolvers.schema import schema
-from server.graphql_view import GRAPHIQL_EXAMPLE_QUERY
 from server.settings import Settings
+from server.view.graphiql import GRAPHIQL_EXAMPLE_QUERY
 
 from ..security.test_query_cost import BIG_ANSWER
 

@@ -13,7 +13,7 @@ import pytest
 from graphql import FieldNode, OperationDefinitionNode, parse
 
 from resolvers import schema
-from server.cli import main
+from server.cli.main import main
 from server.settings import ConfigError, load_settings
 
 from .._auth import TestKey

@@ -2,7 +2,7 @@
 
 GraphQL over HTTP, "Request Parameters": ``query`` and ``operationName`` are strings,
 ``variables`` and ``extensions`` objects; each may be null or absent. A request or batch item
-breaking this gets a 400 naming the field (``server.graphql_view.request_problem``), through
+breaking this gets a 400 naming the field (``server.view.conformance.request_problem``), through
 HTTP, with and without compiled execution.
 """
 

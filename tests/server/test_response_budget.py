@@ -1,4 +1,4 @@
-"""An answer's budget in bytes (``RUNSGATE_MAX_RESPONSE_BYTES``, ``server.encoding``), in process.
+"""An answer's budget in bytes (``RUNSGATE_MAX_RESPONSE_BYTES``, ``server.http.encoding``), in process.
 
 The encoder writes what orjson writes, refuses exactly the answers over the budget, and lets
 the event loop run between its chunks; the view answers one byte over the budget with
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from server.app import create_app
-from server.encoding import CHUNK, SCAN_STEP, AnswerTooLarge, bound, chunks, encode_within
+from server.http.encoding import CHUNK, SCAN_STEP, AnswerTooLarge, bound, chunks, encode_within
 from server.settings import DEMO_AGENTS, Settings
 
 from .._graphql import REFUND, REFUND_PROMPT, GraphQLClient, graphql_view

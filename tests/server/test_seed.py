@@ -19,7 +19,8 @@ from runtime.demo import AGENTS, LEDGER
 from runtime.registry import AgentRegistry
 from runtime.seed import SeedPlan, seed_store
 from server.app import create_app
-from server.cli import INVALID, main
+from server.cli import INVALID
+from server.cli.main import main
 from server.settings import DEMO_AGENTS, ConfigError, Settings, load_settings
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
 

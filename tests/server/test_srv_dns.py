@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import main
+from server.cli.main import main
 
 from ._cli import serve_with_only
 

@@ -25,8 +25,8 @@ from starlette.applications import Starlette
 from strawberry.extensions.tracing import OpenTelemetryExtension
 
 from server.app import create_app
+from server.observability.tracing import start_tracing
 from server.settings import DEMO_AGENTS, Settings
-from server.tracing import start_tracing
 
 from .._graphql import graphql_schema, post
 from .._servers import runsgate_process

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from uvicorn.supervisors import Multiprocess
 
-from server.cli import main
+from server.cli.main import main
 
 PREFIX = "runsgate: invalid configuration: "
 RESERVED = "the user name or password holds an unescaped '@', '/' or '?': percent-encode it (urllib.parse.quote_plus)"

@@ -1,4 +1,4 @@
-"""The request limits keep the validation cache effective (``server/limits.py``).
+"""The request limits keep the validation cache effective (``server/http/limits.py``).
 
 The validation cache (Strawberry's ``ValidationCache``, ``resolvers.schema.build_schema``) keys
 validated documents by the validation rules too; a limit extension that made a new rule class

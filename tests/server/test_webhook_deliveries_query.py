@@ -14,7 +14,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from resolvers.webhooks import public_endpoint
+from resolvers.reads.webhooks import public_endpoint
 from server.app import create_app
 from server.settings import DEMO_AGENTS, ApiKeyConfig, Settings, WebhookConfig
 from tests._auth import ALL, TestKey

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from server.logs import configure_logging
+from server.observability.logs import configure_logging
 from server.settings import load_settings
 
 from .._servers import free_port

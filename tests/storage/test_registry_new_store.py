@@ -14,7 +14,7 @@ from typing import NoReturn
 import pytest
 from pydantic_ai import models
 
-from server.cli import main
+from server.cli.main import main
 from server.cli.serve import run_serve_command
 from server.settings import DEMO_AGENTS, ConfigError, Settings
 from storage import MemorySnapshotStore, RunFilter, SQLiteSnapshotStore, StoreUnavailableError, registry

@@ -27,7 +27,7 @@ from storage import (
     StoreUnavailableError,
 )
 from storage.sqlite import LISTING_INDEXES
-from storage.sqlite.schema import switch_to_wal
+from storage.sqlite.file.schema import switch_to_wal
 
 from ._contract import T0, decision, snapshot, tool_call
 

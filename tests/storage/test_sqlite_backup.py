@@ -1,4 +1,4 @@
-"""``storage.sqlite.backup`` and ``runsgate backup`` (docs/operations.md "Backup and restore"):
+"""``storage.sqlite.file.backup`` and ``runsgate backup`` (docs/operations.md "Backup and restore"):
 refusals that write nothing, ``--force``, a copy taken while a store writes, its integrity.
 Real SQLite files in ``tmp_path``."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import main
+from server.cli.main import main
 from storage import SQLiteSnapshotStore
-from storage.sqlite.backup import BackupFailedError, BackupRefusedError, backup
+from storage.sqlite.file.backup import BackupFailedError, BackupRefusedError, backup
 
 from ._contract import snapshot
 

@@ -1,4 +1,4 @@
-"""A SQLite file gives its space back (``storage/sqlite/space.py``, docs/storage.md "Space"): its
+"""A SQLite file gives its space back (``storage/sqlite/file/space.py``, docs/storage.md "Space"): its
 size follows what it holds while runs come and go, and a file made before ``auto_vacuum`` (the
 fixture ``tests/data/sqlite-before-space``, written by commit f1a086e) is converted once.
 
@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from storage import SQLiteSnapshotStore
-from storage.sqlite.space import INCREMENTAL, MAX_PAGES_PER_COMMIT, RESERVE_PAGES
+from storage.sqlite.file.space import INCREMENTAL, MAX_PAGES_PER_COMMIT, RESERVE_PAGES
 
 from ._contract import T0, snapshot
 

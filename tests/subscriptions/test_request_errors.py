@@ -3,7 +3,7 @@
 
 graphql-transport-ws: an ``error`` message carries "operation execution error(s) ... before the
 actual execution", and ends that operation only. Over HTTP the same documents are request
-errors (``server/graphql_view.py``'s codes). Nothing of it is a fault: no traceback is logged.
+errors (``server/view/request_errors.py``'s codes). Nothing of it is a fault: no traceback is logged.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 // Transport: GraphQL over HTTP (POST /graphql) and graphql-transport-ws (the same path), both
-// carrying the tab's credential, if any, as runsgate expects it (server/_view.py):
+// carrying the tab's credential, if any, as runsgate expects it (server/view/authenticated.py):
 // `Authorization: Bearer <token>` on HTTP, and in the `connection_init` payload on the socket.
 // Answers are read keeping each JSON number as the server wrote it (exact.js), and requests are
 // written with JSON.stringify, which writes such numbers back as they were.

@@ -6,20 +6,17 @@ compiled execution is on; the private Strawberry names it needs are in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLRequestData
 from strawberry.schema.base import BaseSchema
 
+from resolvers import Context
 from resolvers.fastpath.internals import handle_errors, stream_transport
 from resolvers.fastpath.prepared import PreparedOperations, well_formed
 from resolvers.fastpath.schema import PreparedSchema
-
-if TYPE_CHECKING:
-    from .graphql_view import GraphQLView
 
 JSON = "application/json"
 
@@ -38,9 +35,10 @@ class PreparedRequests:
             return cls(schema.prepared_operations)
         return None
 
-    async def serve(self, view: GraphQLView, request: Request) -> Response | None:
+    async def serve(self, view: GraphQL[Context, None], request: Request) -> Response | None:
         """The response to ``request`` when it is a ``POST`` of a prepared query operation, built
-        by ``view``'s own methods in the order of Strawberry's ``run`` (the same response); None,
+        by ``view``'s own methods (``server.view.graphql_view.GraphQLView``'s) in the order of
+        Strawberry's ``run`` (the same response); None,
         having changed nothing, for any other request, which Strawberry's ``run`` then serves
         with the body already decoded (``GraphQLView.parse_json``)."""
         if request.method != "POST":

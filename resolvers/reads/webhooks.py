@@ -18,9 +18,9 @@ import strawberry
 
 from storage import WebhookDeliveryDocument
 
-from .context import Info
-from .errors import QueryArgumentError
-from .types import PageInfo
+from ..context import Info
+from ..errors import QueryArgumentError
+from ..types import PageInfo
 
 
 @strawberry.enum(description="Where a webhook delivery stands.")

@@ -1,6 +1,6 @@
 """Strawberry's ``OpenTelemetryExtension``, continuing the caller's trace (W3C ``traceparent``).
 
-Imported by ``server.tracing`` only when tracing is on: importing it loads OpenTelemetry.
+Imported by ``server.observability.tracing`` only when tracing is on: importing it loads OpenTelemetry.
 """
 
 from __future__ import annotations

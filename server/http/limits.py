@@ -29,10 +29,10 @@ from graphql.validation.rules import overlapping_fields_can_be_merged
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.extensions import AddValidationRules, DisableIntrospection, MaxTokensLimiter, SchemaExtension
 
-from resolvers.fragments import dependency_order, fragment_definitions
+from resolvers.documents.fragments import dependency_order, fragment_definitions
 
+from ..settings import SecuritySettings
 from .http_errors import refusal_body
-from .settings import SecuritySettings
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -142,7 +142,7 @@ def _shape(selection_set: SelectionSetNode, fragments: dict[str, _Shape]) -> _Sh
 
 def document_shapes(document: DocumentNode) -> list[tuple[OperationDefinitionNode, _Shape]]:
     """Each operation of ``document`` with its shape: every fragment is summarized once, in
-    dependency order (``resolvers.fragments``), so this takes time linear in the document."""
+    dependency order (``resolvers.documents.fragments``), so this takes time linear in the document."""
     definitions = fragment_definitions(document)
     fragments: dict[str, _Shape] = {}
     for name in dependency_order(definitions):

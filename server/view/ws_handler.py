@@ -1,6 +1,6 @@
-"""The ``graphql-transport-ws`` handler of ``/graphql`` (``WsHandler``, on ``TransportWsHandler``).
+"""The ``graphql-transport-ws`` handler of ``/graphql`` (``WsHandler``, on ``graphql_view.TransportWsHandler``).
 - A document that cannot run gets the protocol's ``error`` message with HTTP's errors and
-  ``extensions.code`` (``GRAPHQL_PARSE_FAILED``...); that operation ends, the socket goes on.
+  ``extensions.code`` (``request_errors.request_error_code``); that operation ends, the socket goes on.
 - ``PrincipalStreams`` bounds what one principal holds open: one operation past
   ``RUNSGATE_MAX_WS_OPERATIONS`` (a socket) or ``..._PER_PRINCIPAL`` (all its sockets) is the
   ``error`` message ``TOO_MANY_OPERATIONS``; one socket past ``RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL``
@@ -25,12 +25,12 @@ from strawberry.types.execution import PreExecutionError
 
 from resolvers import Context
 
-from .graphql_view import (
+from ..http.http_errors import CODES
+from .graphql_view import TransportWsHandler
+from .request_errors import (
     OPERATION_RESOLUTION_FAILURE,
-    TransportWsHandler,
     request_error_code,
 )
-from .http_errors import CODES
 
 logger = logging.getLogger("runsgate.graphql")
 
@@ -57,7 +57,7 @@ def missing() -> list[str]:
 
 
 def formatted_request_error(error: GraphQLError) -> dict[str, Any]:
-    """One error of a request error as HTTP answers it (``server.graphql_view``): Strawberry's
+    """One error of a request error as HTTP answers it (``server.view.conformance``): Strawberry's
     formatting, with the ``extensions.code`` of ``request_error_code`` (an error's own code
     kept); an unknown or missing operation in graphql-core's words, as HTTP gives them."""
     original = error.original_error

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 from storage import RunFilter, SnapshotDocument, SortKey, sort_key
 
-from .access import restricted
-from .context import Info
-from .errors import QueryArgumentError
-from .inputs import PageInput, SuspendedRunFilter
-from .scalars import parse_datetime, serialize_datetime
-from .types import PageInfo, SuspendedRun, SuspendedRunConnection, SuspendedRunEdge
+from ..access import restricted
+from ..context import Info
+from ..errors import QueryArgumentError
+from ..inputs import PageInput, SuspendedRunFilter
+from ..scalars import parse_datetime, serialize_datetime
+from ..types import PageInfo, SuspendedRun, SuspendedRunConnection, SuspendedRunEdge
 
 
 def encode_cursor(key: SortKey) -> str:

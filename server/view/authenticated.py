@@ -28,9 +28,9 @@ from resolvers import Context
 from runtime import UNAUTHENTICATED, Principal
 from storage import strict_json
 
-from .auth import AuthenticationError, Authenticator
-from .http_errors import refusal
-from .logs import has_credential_parameter
+from ..auth import AuthenticationError, Authenticator
+from ..http.http_errors import refusal
+from ..observability.logs import has_credential_parameter
 
 logger = logging.getLogger("runsgate.auth")
 
@@ -130,7 +130,7 @@ def _refusal(exc: BaseException) -> str | None:
 
 
 async def _credential_in_query(scope: Scope, receive: Receive, send: Send, parameter: str) -> None:
-    """Refuse a request carrying a credential in its query string (``server.logs.CREDENTIAL_PARAMETERS``):
+    """Refuse a request carrying a credential in its query string (``server.observability.logs.CREDENTIAL_PARAMETERS``):
     400 naming the parameter, or a WebSocket upgrade refused (403), before anything runs."""
     logger.info("request refused: credential in the query string parameter %r", parameter)
     if scope["type"] == "websocket":

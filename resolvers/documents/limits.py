@@ -21,8 +21,8 @@ from strawberry.types.field import StrawberryField
 from strawberry.utils.await_maybe import await_maybe
 from strawberry.utils.str_converters import to_camel_case
 
-from .context import Context, Info
-from .errors import QueryArgumentError
+from ..context import Context, Info
+from ..errors import QueryArgumentError
 
 
 @dataclass(frozen=True, kw_only=True)

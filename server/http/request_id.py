@@ -3,7 +3,7 @@
 The id is the incoming ``X-Request-ID`` header when it is sane (1 to 128 characters among
 letters, digits and ``. _ : - / + = @``), else a fresh uuid4 hex. It is returned in the
 ``X-Request-ID`` response header and set in a context variable for the request's task, so
-every log line written while handling the request carries it (``server.logs``).
+every log line written while handling the request carries it (``server.observability.logs``).
 """
 
 from __future__ import annotations

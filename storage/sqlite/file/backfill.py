@@ -8,9 +8,9 @@ from datetime import datetime
 
 import aiosqlite
 
-from ..rules import FINISHING_EVENTS
-from . import counts
-from .rows import _marks, _ms
+from ...rules import FINISHING_EVENTS
+from .. import counts
+from ..rows import _marks, _ms
 
 BACKFILL_VERSION = 3
 """The backfills this runsgate applies: 1 = ``idempotency_keys.finished_at`` of answered keys,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from strawberry.extensions import SchemaExtension
 
-from .settings import ConfigError, Settings
+from ..settings import ConfigError, Settings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider

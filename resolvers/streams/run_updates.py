@@ -16,11 +16,11 @@ import strawberry
 from runtime import UPDATE_ID
 from runtime import RunUpdate as DomainUpdate
 
-from .agents import require_agent
-from .context import Info, fresh_loaders
-from .errors import QueryArgumentError, SubscriptionEndedError, stream_endings
-from .scalars import JSON
-from .types import SuspendedRun
+from ..agents import require_agent
+from ..context import Info, fresh_loaders
+from ..errors import QueryArgumentError, SubscriptionEndedError, stream_endings
+from ..scalars import JSON
+from ..types import SuspendedRun
 
 
 @strawberry.enum(description="What a `RunUpdate` says.")

@@ -1,5 +1,5 @@
 """Subscription fields: ``suspendedRunEvents`` streams an agent's run events as they happen;
-``runUpdates`` one run's progress (``resolvers.run_updates``).
+``runUpdates`` one run's progress (``resolvers.streams.run_updates``).
 
 Served over WebSocket with the ``graphql-transport-ws`` protocol (docs/api.md "Subscriptions"). The events come
 from the event log through the process's ``runtime.EventFeed`` (one poller per agent, shared by
@@ -18,12 +18,12 @@ import strawberry
 
 from storage import EventDocument
 
-from .access import CanReadEvents
-from .agents import require_agent
-from .context import Info, fresh_loaders
-from .errors import QueryArgumentError, SubscriptionEndedError, stream_endings
+from ..access import CanReadEvents
+from ..agents import require_agent
+from ..context import Info, fresh_loaders
+from ..errors import QueryArgumentError, SubscriptionEndedError, stream_endings
+from ..types import RunEvent
 from .run_updates import RUN_UPDATES_DESCRIPTION, RunUpdate, run_updates
-from .types import RunEvent
 from .visibility import can_see_event
 
 logger = logging.getLogger("runsgate.graphql")

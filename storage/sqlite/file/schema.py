@@ -14,9 +14,9 @@ from pathlib import Path
 
 import aiosqlite
 
-from ..documents import SCHEMA_VERSION
-from ..protocol import NewerSchemaError, StoreUnavailableError
-from . import counts
+from ...documents import SCHEMA_VERSION
+from ...protocol import NewerSchemaError, StoreUnavailableError
+from .. import counts
 from .backfill import backfill
 
 _TABLES = """

@@ -3,7 +3,8 @@ answer, multiplied by the page sizes and list sizes it asks for, and by the byte
 ``conversation(maxBytes)``, with the values of its variables. ``document_cost`` computes it in
 time linear in the document (each fragment once, without recursion); ``QueryCost`` refuses a
 document over ``Context.max_query_cost`` at Strawberry's validation step (``QUERY_TOO_COSTLY``)
-and reports the cost in ``extensions.cost``; the prepared path asks ``operation_cost`` too.
+and reports the cost in ``extensions.cost``; the prepared path asks ``operation_cost`` too. What
+each field costs is ``resolvers.documents.weights``' table.
 """
 
 from __future__ import annotations
@@ -45,93 +46,13 @@ from graphql.language import (
 from strawberry.extensions import SchemaExtension
 
 from .fragments import dependency_order, fragment_definitions
+from .weights import AGENTS, FIELD_COSTS, JSON_VALUE, KIB, OBJECT, OF_PAGE_SIZE, PAGE, FieldCost
 
 CODE: Final = "QUERY_TOO_COSTLY"
 """The ``extensions.code`` of a document refused for its cost."""
 
 MAX_COST: Final = 2**53 - 1
 """Costs are counted up to this (the largest integer a JSON client reads exactly), then stay there."""
-
-OBJECT: Final = 1
-"""Points for each object (of an object, interface or union type) an answer may hold."""
-JSON_VALUE: Final = 1
-"""Points for each ``JSON`` value an answer may hold (arguments, payloads, schemas, event data)."""
-KIB: Final = 1024
-"""``conversation(maxBytes)`` costs a point per started KiB of text, beside its objects."""
-TOTAL_COUNT: Final = 1
-"""Points for a connection's ``totalCount``: a count in the store."""
-MUTATION: Final = 10
-"""Points for a mutation root field (each may run an agent), per decision for ``decideToolCalls``."""
-TOOL_CALLS: Final = 5
-"""Tool calls assumed per run (``toolCalls``)."""
-EVENTS: Final = 10
-"""Events assumed per run (``events``, ``runEvents``)."""
-MESSAGES: Final = 10
-"""Messages assumed per conversation (``messages``); their text is counted by ``maxBytes``."""
-APPROVALS: Final = 2
-"""Approvals assumed per tool call (``approvals``)."""
-PROBLEMS: Final = 10
-"""Problems assumed per refused input (``problems``)."""
-
-_PAGE: Final = "page"
-_OF_PAGE: Final = "of page"
-_AGENTS: Final = "agents"
-
-
-@dataclass(frozen=True)
-class FieldCost:
-    """How one field of the schema costs, beside ``OBJECT`` for each object it answers.
-
-    Attributes:
-        points: Points for the field itself (a ``JSON`` value, a mutation, a count).
-        per_kib: The argument in bytes whose every started KiB adds a point (``maxBytes``).
-        page: ``"page"`` for a connection: its page size is the request's ``page.perPage``,
-            ``first`` or ``last``, else ``Context.max_page_size``, and is the size of its lists
-            marked ``"of page"``; or the path of a list argument whose length is the page size.
-        size: For a list: a number of items assumed, ``"of page"`` (the enclosing field's page),
-            ``"agents"`` (the registered agents), or the path of a list argument (its length).
-        points_per_page: Points per item of the field's page (``decideToolCalls``' decisions).
-    """
-
-    points: int = 0
-    per_kib: str | None = None
-    page: str | tuple[str, ...] | None = None
-    size: int | str | tuple[str, ...] | None = None
-    points_per_page: int = 0
-
-
-CONNECTION = FieldCost(page=_PAGE)
-OF_PAGE = FieldCost(size=_OF_PAGE)
-
-FIELD_COSTS: Final[dict[str, FieldCost]] = {
-    "Query.suspendedRuns": CONNECTION,
-    "Query.webhookDeliveries": CONNECTION,
-    "Query.agents": FieldCost(size=_AGENTS),
-    "Query.runEvents": FieldCost(size=EVENTS),
-    "Query._entities": FieldCost(size=("representations",)),
-    "Agent.suspendedRuns": CONNECTION,
-    "SuspendedRunConnection.nodes": OF_PAGE,
-    "SuspendedRunConnection.edges": OF_PAGE,
-    "SuspendedRunConnection.totalCount": FieldCost(points=TOTAL_COUNT),
-    "WebhookDeliveryConnection.nodes": OF_PAGE,
-    "WebhookDeliveryConnection.edges": OF_PAGE,
-    "SuspendedRun.toolCalls": FieldCost(size=TOOL_CALLS),
-    "SuspendedRun.events": FieldCost(size=EVENTS),
-    "SuspendedRun.conversation": FieldCost(per_kib="maxBytes"),
-    "Conversation.messages": FieldCost(size=MESSAGES),
-    "SuspendedToolCall.approvals": FieldCost(size=APPROVALS),
-    "InvalidResumeData.problems": FieldCost(size=PROBLEMS),
-    "InvalidToolArguments.problems": FieldCost(size=PROBLEMS),
-    "Mutation.startRun": FieldCost(points=MUTATION),
-    "Mutation.approveToolCall": FieldCost(points=MUTATION),
-    "Mutation.declineToolCall": FieldCost(points=MUTATION),
-    "Mutation.resumeRun": FieldCost(points=MUTATION),
-    "Mutation.retryRun": FieldCost(points=MUTATION),
-    "Mutation.decideToolCalls": FieldCost(page=("input", "decisions"), points_per_page=MUTATION),
-    "DecideToolCallsResult.results": OF_PAGE,
-}
-"""Every field that costs more than ``OBJECT`` per object it answers (``JSON`` fields cost
-``JSON_VALUE`` without being listed), by ``Type.field``; every list of objects is here."""
 
 
 @dataclass(frozen=True)
@@ -230,7 +151,7 @@ class _Walk:
         self.limits = limits
 
     def page(self, rule: FieldCost, field: FieldNode) -> int:
-        if rule.page == _PAGE:
+        if rule.page == PAGE:
             asked = self.values.argument(field, "page")
             if isinstance(asked, dict) and (per_page := _count(asked.get("perPage"), self.limits.max_page_size)) >= 0:
                 return per_page
@@ -246,7 +167,7 @@ class _Walk:
     def size(self, rule: FieldCost, field: FieldNode) -> int:
         if isinstance(rule.size, int):
             return rule.size
-        if rule.size == _AGENTS:
+        if rule.size == AGENTS:
             return self.limits.agents
         if isinstance(rule.size, tuple):
             listed = _at(self.values.argument(field, rule.size[0]), rule.size[1:])
@@ -312,7 +233,7 @@ class _Walk:
                 points=OBJECT + self.own_points(rule, node, default_bytes, page),
                 page=page,
                 size=self.size(rule, node) if _is_list(definition.type) else 1,
-                of_page=rule.size == _OF_PAGE,
+                of_page=rule.size == OF_PAGE_SIZE,
             ),
         )
 
@@ -488,7 +409,7 @@ def context_limits(context: Any) -> tuple[CostLimits, int] | None:
 
 _ABORTED: Final = "Validation aborted."
 """graphql-core's whole message when it stops validating a document: its overlapping-fields rule
-spent its budget (``server.limits.OVERLAP_CHECK_BUDGET``), or fragments nest too deeply."""
+spent its budget (``server.http.limits.OVERLAP_CHECK_BUDGET``), or fragments nest too deeply."""
 
 
 def _too_complex() -> GraphQLError:
@@ -531,11 +452,9 @@ class QueryCost(SchemaExtension):
 
 __all__ = [
     "CODE",
-    "FIELD_COSTS",
     "MAX_COST",
     "Cost",
     "CostLimits",
-    "FieldCost",
     "QueryCost",
     "context_limits",
     "document_cost",

@@ -3,10 +3,10 @@ with only ``errors``, each with an ``extensions.code``, as a field error has; ne
 
 ``{"errors": [{"message": "Unable to parse request body as JSON", "extensions": {"code": "BAD_REQUEST"}}]}``
 
-Used by the view's refusals of a request's shape (``server.graphql_view``: JSON, content type,
+Used by the view's refusals of a request's shape (``server.view.graphql_view``: JSON, content type,
 method, parameters), the routes' (404, 405: ``routing_refusal``), the body limit (413,
-``server.limits``), the loopback host check (``server.hosts``) and authentication (401,
-``server._view``).
+``server.http.limits``), the loopback host check (``server.http.hosts``) and authentication (401,
+``server.view.authenticated``).
 """
 
 from __future__ import annotations

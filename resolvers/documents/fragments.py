@@ -1,6 +1,6 @@
 """A document's fragments in dependency order, found without recursion: what lets a check of a
-document summarize each fragment once and reuse it at every spread (``server.limits``,
-``resolvers.cost``), so that checking takes time linear in the document's size, fragment bombs
+document summarize each fragment once and reuse it at every spread (``server.http.limits``,
+``resolvers.documents.cost``), so that checking takes time linear in the document's size, fragment bombs
 included. A spread closing a cycle, or naming no fragment, is left out (graphql-core's rules
 refuse such documents)."""
 

@@ -7,13 +7,13 @@ import strawberry
 from strawberry import relay
 from strawberry.relay import GlobalIDValueError
 
-from .access import CanRead, CanReadWebhooks, visible
-from .agents import Agent, FilterArg, require_agent
-from .context import Info
-from .errors import QueryArgumentError
-from .inputs import PageInput
+from ..access import CanRead, CanReadWebhooks, visible
+from ..agents import Agent, FilterArg, require_agent
+from ..context import Info
+from ..errors import QueryArgumentError
+from ..inputs import PageInput
+from ..types import RunEvent, SuspendedRun, SuspendedRunConnection
 from .pagination import suspended_runs_connection
-from .types import RunEvent, SuspendedRun, SuspendedRunConnection
 from .webhooks import WebhookDeliveryConnection, WebhookDeliveryStatus, webhook_deliveries_connection
 
 

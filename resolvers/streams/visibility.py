@@ -11,7 +11,7 @@ from __future__ import annotations
 from runtime import can_see_run
 from storage import EventDocument
 
-from .context import Context
+from ..context import Context
 
 
 def can_see_event(context: Context, event: EventDocument) -> bool:

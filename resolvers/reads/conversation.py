@@ -15,8 +15,8 @@ import strawberry
 from runtime import can_see_run
 from runtime import conversation as domain
 
-from .argument_errors import QueryArgumentError
-from .context import Info
+from ..argument_errors import QueryArgumentError
+from ..context import Info
 
 DEFAULT_MAX_BYTES = 64 * 1024
 """``maxBytes`` when the query gives none."""

@@ -1,0 +1,273 @@
+"""The ``/graphql`` view: Strawberry's ASGI view, speaking the GraphQL-over-HTTP spec
+(``GraphQLOverHTTP``, ``server.view.conformance``), answering within a budget in bytes
+(``EncodedAnswer``), serving prepared queries by a shorter path (``PreparedView``) and GraphiQL
+offline (``server.view.graphiql``); and its ``graphql-transport-ws`` handler's base
+(``TransportWsHandler``). ``/graphql`` serves GET and POST (``GRAPHQL_METHODS``). Why:
+docs/api.md and docs/modules.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from cross_web import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response, StreamingResponse
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler, Operation
+from strawberry.types import ExecutionResult
+from strawberry.types.unset import UNSET
+
+from resolvers import Context, begin_operation
+from resolvers.documents.operation_name import set_requested_operation_name
+
+from ..http.encoding import encode_within, too_large
+from .conformance import JSON, GraphQLOverHTTP
+from .graphiql import offline_graphiql_html
+
+if TYPE_CHECKING:
+    from .prepared_http import PreparedRequests
+
+logger = logging.getLogger("runsgate.graphql")
+
+CREDENTIALS_EXPIRED = "Forbidden: credentials expired"
+"""The reason of the 4403 that closes a WebSocket when its credential expires."""
+
+
+_DECODED: ContextVar[tuple[object, object, json.JSONDecodeError | None] | None] = ContextVar(
+    "runsgate_decoded_body", default=None
+)
+"""The last body ``GraphQLView.parse_json`` decoded in this task, its value and its error."""
+
+
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""``RUNSGATE_MAX_RESPONSE_BYTES``' default: the most bytes one answer may take (4 MiB)."""
+
+
+class EncodedAnswer(dict[str, Any]):
+    """An answer (a response body, or a WebSocket message) with its JSON already encoded within
+    the budget, in ``chunks``; ``GraphQLView.encode_json`` and ``create_response`` send those."""
+
+    def __init__(self, answer: dict[str, Any], chunks: list[bytes]) -> None:
+        super().__init__(answer)
+        self.chunks = chunks
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.chunks))
+
+
+async def encoded_answer(answer: dict[str, Any], limit: int, *, message: bool = False) -> EncodedAnswer:
+    """``answer`` (a response, or with ``message`` a WebSocket message whose ``payload`` is one)
+    encoded within ``limit`` bytes (``server.http.encoding``); past it, the refusal
+    ``RESPONSE_TOO_LARGE`` in its place, with the answer's ``extensions`` (its cost)."""
+    encoded = await encode_within(answer, limit)
+    if encoded is not None:
+        return EncodedAnswer(answer, encoded)
+    logger.info("answer over RUNSGATE_MAX_RESPONSE_BYTES (%d bytes) refused", limit)
+    response = answer.get("payload") or {} if message else answer
+    refused = too_large(limit, response.get("extensions"))
+    if message:
+        refused = {**answer, "payload": refused}
+    return EncodedAnswer(refused, [orjson.dumps(refused)])
+
+
+class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
+    """Strawberry's ``graphql-transport-ws`` handler, held to the lifetime of its credential and
+    with fresh DataLoaders for each operation (the socket's ``Context`` lives as long as the
+    connection; its caches must not).
+
+    A credential that expires (a JWT's ``exp``, ``Principal.expires_at``) closes the socket
+    with 4403 at that instant, which ends every operation still running (subscriptions
+    included); an operation that arrives after it is refused the same way.
+    """
+
+    _expiry: asyncio.Task[None] | None = None
+
+    async def handle_connection_init(self, message: Any) -> None:
+        await super().handle_connection_init(message)
+        expires_at = self.context.principal.expires_at
+        if self.connection_acknowledged and expires_at is not None and self._expiry is None:
+            self._expiry = asyncio.create_task(self._close_at(expires_at))
+
+    async def _close_at(self, expires_at: datetime) -> None:
+        await asyncio.sleep(max((expires_at - datetime.now(UTC)).total_seconds(), 0.0))
+        await self._close_expired()
+
+    async def _close_expired(self) -> None:
+        logger.info("WebSocket closed: its credential expired")
+        with contextlib.suppress(Exception):  # the socket may be closing already
+            await self.websocket.close(code=4403, reason=CREDENTIALS_EXPIRED)
+
+    async def handle_subscribe(self, message: Any) -> None:
+        expires_at = self.context.principal.expires_at
+        if expires_at is not None and expires_at <= datetime.now(UTC):
+            await self._close_expired()
+            return
+        await super().handle_subscribe(message)
+
+    async def run_operation(self, operation: Operation[Context, None]) -> None:
+        begin_operation(self.context)  # in the operation's own task
+        set_requested_operation_name(operation.operation_name)  # for OperationNameRequired
+        await super().run_operation(operation)
+
+    async def shutdown(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+        await super().shutdown()
+
+    async def send_message(self, message: Any) -> None:
+        """Strawberry's, with each ``next`` message (a query's answer, a subscription's event)
+        encoded within ``GraphQLView.max_response_bytes``; one past it is sent as the refusal
+        ``RESPONSE_TOO_LARGE`` in its place (``encoded_answer``)."""
+        if isinstance(message, dict) and message.get("type") == "next" and isinstance(self.view, GraphQLView):
+            message = await encoded_answer(message, self.view.max_response_bytes, message=True)
+        await super().send_message(message)
+
+
+_PARSING: ContextVar[str] = ContextVar("runsgate_parsing", default="body")
+"""What ``GraphQLView.parse_json`` decodes in this task: the request body, or a query parameter."""
+
+
+def _unparsable(what: str, reason: str | None) -> str:
+    """Strawberry's 400 text for JSON it cannot parse, with the reason when runsgate refused it."""
+    text = "Unable to parse request body as JSON" if what == "body" else "Unable to parse a query parameter as JSON"
+    return text if reason is None else f"{text}: {reason}"
+
+
+class PreparedView(GraphQL[Context, None]):
+    """Strawberry's ASGI view serving a prepared query by a shorter path (``run_prepared``)."""
+
+    prepared: PreparedRequests | None = None
+    """The fast path's HTTP half (``server.view.prepared_http``), set by ``server.app.create_app``
+    when the schema has prepared operations; None: Strawberry's ``run`` serves every request."""
+    prepared_requests: int = 0
+    """Requests served by ``run_prepared`` (tests and benchmarks read it)."""
+
+    async def run(
+        self,
+        request: Request | WebSocket,
+        context: Context = UNSET,
+        root_value: None = UNSET,
+    ) -> Any:
+        """A prepared query through ``run_prepared``; any other request as Strawberry's ``run``."""
+        if isinstance(request, Request) and context is UNSET and root_value is UNSET:
+            response = await self.run_prepared(request)
+            if response is not None:
+                return response
+        return await super().run(request, context, root_value)
+
+    async def run_prepared(self, request: Request) -> Response | None:
+        """The fast path's response to a prepared query (``prepared``), when the view has one
+        (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any other request,
+        which Strawberry's ``run`` then serves."""
+        if self.prepared is None:
+            return None
+        response = await self.prepared.serve(self, request)
+        if response is not None:
+            self.prepared_requests += 1
+        return response
+
+
+class GraphQLView(GraphQLOverHTTP, PreparedView):
+    """Strawberry's ASGI view with the spec's response media type (``GraphQLOverHTTP``), answers
+    within their budget in bytes, an offline GraphiQL, and a shorter path for prepared queries
+    (``PreparedView.run_prepared``). ``GraphQLOverHTTP`` comes first among its bases, so that its
+    ``run`` holds the fast path's answers to the spec too."""
+
+    graphql_transport_ws_handler_class = TransportWsHandler
+
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    """The most bytes one HTTP response (a batch's answers together) or WebSocket message may
+    take (``RUNSGATE_MAX_RESPONSE_BYTES``, set by ``server.app.create_app``)."""
+
+    async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
+        """The response as ``GraphQLOverHTTP.process_result`` makes it (a request error without
+        ``data``, its errors coded), encoded within what is left of the response's
+        ``max_response_bytes`` (an ``EncodedAnswer``; past it, the refusal
+        ``RESPONSE_TOO_LARGE``). The fast path's responses (``server.view.prepared_http``) are
+        made here too."""
+        response = await super().process_result(request, result)
+        left = getattr(request.state, "response_bytes_left", self.max_response_bytes)
+        encoded = await encoded_answer(dict(response), max(left, 0))
+        request.state.response_bytes_left = left - encoded.size
+        return encoded  # type: ignore[return-value]
+
+    def encode_json(self, data: object) -> str | bytes:
+        """An ``EncodedAnswer``'s chunks, joined (as text: Strawberry sends a WebSocket message as
+        a text frame only so); anything else as Strawberry's view encodes it."""
+        if isinstance(data, EncodedAnswer):
+            return b"".join(data.chunks).decode()
+        return super().encode_json(data)
+
+    def create_response(
+        self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response
+    ) -> Response:
+        """Strawberry's response, sending the chunks of the ``EncodedAnswer``s that
+        ``process_result`` made one by one (each let go once sent), with their total as
+        ``Content-Length``; a batch is a JSON array of them."""
+        answers = response_data if isinstance(response_data, list) else [response_data]
+        if not all(isinstance(answer, EncodedAnswer) for answer in answers):
+            return super().create_response(response_data, sub_response)
+        parts: list[bytes] = []
+        for index, answer in enumerate(answers):
+            assert isinstance(answer, EncodedAnswer)
+            if isinstance(response_data, list):
+                parts.append(b"[" if index == 0 else b",")
+            parts.extend(answer.chunks)
+        if isinstance(response_data, list):
+            parts.append(b"]" if answers else b"[]")
+
+        async def body() -> AsyncIterator[bytes]:
+            parts.reverse()
+            while parts:
+                yield parts.pop()
+
+        length = sum(map(len, parts))
+        response = StreamingResponse(body(), media_type=JSON, headers={"content-length": str(length)})
+        response.headers.raw.extend(sub_response.headers.raw)
+        if sub_response.background:
+            response.background = sub_response.background
+        if sub_response.status_code:
+            response.status_code = sub_response.status_code
+        return response
+
+    def parse_json(self, data: str | bytes) -> Any:
+        """Strawberry's ``parse_json`` (``decode_json``; 400 for a body that is not JSON), decoding
+        each request body once: the fast path (``run_prepared``), the shape checks of
+        ``parse_http_body`` and Strawberry's own parsing all ask for the same body object, and
+        get the value (or the error) of its first decoding in this task."""
+        known = _DECODED.get()
+        if known is None or known[0] is not data:
+            try:
+                known = (data, self.decode_json(data), None)
+            except json.JSONDecodeError as error:
+                known = (data, None, error)
+            _DECODED.set(known)
+        if known[2] is not None:
+            reason = getattr(known[2], "reason", None)
+            raise HTTPException(400, _unparsable(_PARSING.get(), reason)) from known[2]
+        return known[1]
+
+    def parse_query_params(self, params: Any) -> dict[str, Any]:
+        """Strawberry's, with a 400 for a ``variables`` or ``extensions`` parameter that is not
+        JSON naming that parameter (not "request body")."""
+        token = _PARSING.set("query")
+        try:
+            return super().parse_query_params(params)
+        finally:
+            _PARSING.reset(token)
+
+    async def render_graphql_ide(self, request: Request) -> HTMLResponse:
+        """Strawberry's GraphiQL page, loading its files from ``GRAPHIQL_ASSETS_PATH``."""
+        return HTMLResponse(offline_graphiql_html(self.graphql_ide_html, request.scope.get("root_path", "")))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import statistics
 import sys
 import time
@@ -145,12 +146,15 @@ class Scenario:
                 count += 1
 
         with patched(self.patches):
+            gc.collect()
+            gc.disable()  # a collection's finalizers would count in some requests and not others
             sys.setprofile(profile)
             try:
                 for _ in range(requests):
                     await call(self.app, self.path, body)
             finally:
                 sys.setprofile(None)
+                gc.enable()
         return count / requests
 
     async def cpu_ms(self, body: bytes, requests: int) -> float:
@@ -173,7 +177,9 @@ async def measure(
     pairs' ``1 - with / without``. The first rows compare the raw endpoint and the standard
     path with the full app the same way (last column: their CPU time / the full app's).
     """
-    settings = Settings(agents=DEMO_AGENTS, mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False)
+    settings = Settings(  # no sweeper: its passes would land in some counts and not others
+        agents=DEMO_AGENTS, mongodb_uri=None, seed_runs=runs, seed_threads=1000, auth=False, sweep_interval=0
+    )
     body = page_body(first=PAGE_SIZE).encode()
     full = {True: create_app(settings), False: create_app(settings.model_copy(update={"compiled_execution": False}))}
     baselines = {True: Scenario(full[True], "/graphql"), False: Scenario(full[False], "/graphql")}

@@ -1,27 +1,8 @@
 """``GraphQLOverHTTP``: Strawberry's ASGI view with the overrides that make ``/graphql`` keep the
-GraphQL-over-HTTP spec where Strawberry's view does not. Each can go once Strawberry does it:
+GraphQL-over-HTTP spec where Strawberry's view does not, each in one place so that it can go once
+Strawberry does it (the class docstring says, override by override, what each fixes).
 
-- ``run``: a request refused before it executes (Strawberry's ``HTTPException``: JSON that does
-  not parse, a content type, a method, a batch) is answered as every refusal is
-  (``server.http.http_errors``: JSON ``errors`` with an ``extensions.code``), where Strawberry
-  answers a ``text/plain`` body; a 405 carries ``Allow`` (``GRAPHQL_METHODS``, or the methods
-  serving the request), where Strawberry's has none; a client accepting
-  ``application/graphql-response+json`` gets it (``preferred_media_type``), and a request error
-  then gets 400, where Strawberry answers ``application/json`` and 200 to every client.
-- ``execute_single``: a subscription sent over HTTP is a request error
-  (``SUBSCRIPTIONS_OVER_WEBSOCKET``), where Strawberry executes it and fails with a masked
-  fault; a mutation sent by GET is a 405 with ``Allow: POST``, where Strawberry answers 400; an
-  unknown ``operationName``, or a document without an operation, is a request error in
-  graphql-core's words, where Strawberry answers a ``text/plain`` 400.
-- ``process_result``: a request error's response has no ``data``, and each of its errors an
-  ``extensions.code`` (``server.view.request_errors``), where Strawberry gives ``"data": null``
-  and no code.
-- ``parse_http_body``: a JSON body (or batch item) that is not an object is a 400
-  (``NOT_AN_OBJECT``), where Strawberry answers 500; a parameter of the wrong type is a 400
-  naming it (``request_problem``), batch items and ``operationName`` included, which Strawberry
-  does not check; an unsupported content type's 400 says what to send.
-
-Why: docs/api.md and docs/modules.md.
+Why: docs/api.md "GraphQL over HTTP" and docs/modules.md.
 """
 
 from __future__ import annotations
@@ -122,8 +103,28 @@ class MethodNotAllowed(HTTPException):
 
 
 class GraphQLOverHTTP(GraphQL[Context, None]):
-    """Strawberry's ASGI view keeping the GraphQL-over-HTTP spec (this module's docstring says
-    where, override by override)."""
+    """Strawberry's ASGI view keeping the GraphQL-over-HTTP spec. Each can go once Strawberry does it:
+
+    - ``run``: a request refused before it executes (Strawberry's ``HTTPException``: JSON that does
+      not parse, a content type, a method, a batch) is answered as every refusal is
+      (``server.http.http_errors``: JSON ``errors`` with an ``extensions.code``), where Strawberry
+      answers a ``text/plain`` body; a 405 carries ``Allow`` (``GRAPHQL_METHODS``, or the methods
+      serving the request), where Strawberry's has none; a client accepting
+      ``application/graphql-response+json`` gets it (``preferred_media_type``), and a request error
+      then gets 400, where Strawberry answers ``application/json`` and 200 to every client.
+    - ``execute_single``: a subscription sent over HTTP is a request error
+      (``SUBSCRIPTIONS_OVER_WEBSOCKET``), where Strawberry executes it and fails with a masked
+      fault; a mutation sent by GET is a 405 with ``Allow: POST``, where Strawberry answers 400; an
+      unknown ``operationName``, or a document without an operation, is a request error in
+      graphql-core's words, where Strawberry answers a ``text/plain`` 400.
+    - ``process_result``: a request error's response has no ``data``, and each of its errors an
+      ``extensions.code`` (``server.view.request_errors``), where Strawberry gives ``"data": null``
+      and no code.
+    - ``parse_http_body``: a JSON body (or batch item) that is not an object is a 400
+      (``NOT_AN_OBJECT``), where Strawberry answers 500; a parameter of the wrong type is a 400
+      naming it (``request_problem``), batch items and ``operationName`` included, which Strawberry
+      does not check; an unsupported content type's 400 says what to send.
+    """
 
     async def run(
         self,

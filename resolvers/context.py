@@ -108,6 +108,15 @@ class Context:
             self._loaders = Loaders(self.store, resource_ids=self.principal.resources)
         return self._loaders
 
+    def release(self) -> None:
+        """Drop this request's DataLoaders and all they cached, once its answer is built.
+
+        graphql-core's executor refers to itself through ``async_helpers`` (bound methods), so
+        it, its ``context_value`` and everything the context refers to stay alive until the
+        cyclic garbage collector runs; without this, a request's documents would stay with them.
+        """
+        self._loaders = None
+
     def authenticated(self, principal: Principal) -> None:
         """Switch to ``principal`` (a WebSocket whose ``connection_init`` was accepted)."""
         self.principal = principal

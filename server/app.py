@@ -93,7 +93,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state
         settings = state.settings
-        return Context(
+        context = Context(
             store=state.store,
             runs=state.runs,
             agents=state.runs.agents,
@@ -111,6 +111,9 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             run_updates=state.run_updates,
             webhook_endpoints=state.webhook_endpoints,
         )
+        if isinstance(request, Request):  # released once its answer is built (PreparedView.run)
+            request.state.graphql_contexts = [*getattr(request.state, "graphql_contexts", ()), context]
+        return context
 
 
 async def healthz(request: Request) -> JSONResponse:

@@ -160,12 +160,19 @@ class PreparedView(GraphQL[Context, None]):
         context: Context = UNSET,
         root_value: None = UNSET,
     ) -> Any:
-        """A prepared query through ``run_prepared``; any other request as Strawberry's ``run``."""
-        if isinstance(request, Request) and context is UNSET and root_value is UNSET:
-            response = await self.run_prepared(request)
-            if response is not None:
-                return response
-        return await super().run(request, context, root_value)
+        """A prepared query through ``run_prepared``; any other request as Strawberry's ``run``.
+        Then the request's contexts let go of what their DataLoaders read (``Context.release``)."""
+        try:
+            if isinstance(request, Request) and context is UNSET and root_value is UNSET:
+                response = await self.run_prepared(request)
+                if response is not None:
+                    return response
+            return await super().run(request, context, root_value)
+        finally:
+            if isinstance(request, Request):
+                for made in getattr(request.state, "graphql_contexts", ()):
+                    made.release()
+                request.state.graphql_contexts = []
 
     async def run_prepared(self, request: Request) -> Response | None:
         """The fast path's response to a prepared query (``prepared``), when the view has one

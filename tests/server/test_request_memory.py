@@ -23,7 +23,6 @@ START = "mutation S($input: StartRunInput!) { startRun(input: $input) { __typena
 EVENTS = '{ suspendedRuns(agentId: "refund-agent", first: 10) { nodes { events { data } } } }'
 
 
-@pytest.mark.xfail(strict=True, reason="issue 42: a request's DataLoaders live until the cyclic GC runs")
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "standard"])
 async def test_a_requests_dataloaders_are_let_go_once_its_answer_is_built(
     monkeypatch: pytest.MonkeyPatch, compiled: bool

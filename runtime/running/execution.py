@@ -74,25 +74,16 @@ async def run_agent(
         if isinstance(used, Model) and not can_stream(used):
             model = WholeAnswers(used)
     with entered(scope):
-        if output_type is None:
-            result = await agent.run(
-                prompt,
-                message_history=history,
-                deferred_tool_results=results,
-                model=model,
-                capabilities=capabilities,
-                event_stream_handler=events,
-            )
-        else:
-            result = await agent.run(
-                prompt,
-                output_type=output_type,
-                message_history=history,
-                deferred_tool_results=results,
-                model=model,
-                capabilities=capabilities,
-                event_stream_handler=events,
-            )
+        chosen: dict[str, Any] = {} if output_type is None else {"output_type": output_type}
+        result = await agent.run(
+            prompt,
+            message_history=history,
+            deferred_tool_results=results,
+            model=model,
+            capabilities=capabilities,
+            event_stream_handler=events,
+            **chosen,
+        )
     output = result.output
     if isinstance(output, DeferredToolRequests):
         return Deferred(requests=output, messages=result.all_messages(), history=result.all_messages_json())

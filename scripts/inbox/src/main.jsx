@@ -170,35 +170,35 @@ function Confirm({ call, base, kind, busy, onDone, act }) {
   const approve = kind === 'approve';
   return (
     <div className="confirm" role="alertdialog" aria-labelledby={`${base}-confirm-h`}>
-    <form
-      onKeyDown={(event) => {
-        if (event.key === 'Escape') {
+      <form
+        onKeyDown={(event) => {
+          if (event.key === 'Escape') {
+            event.preventDefault();
+            onDone(true);
+          }
+        }}
+        onSubmit={(event) => {
           event.preventDefault();
-          onDone(true);
-        }
-      }}
-      onSubmit={(event) => {
-        event.preventDefault();
-        onDone(false);
-        act(kind, call, approve ? {} : { reason: reason || null });
-      }}
-    >
-      <p id={`${base}-confirm-h`}>
-        {approve ? 'Approve' : 'Decline'} {callSummary(call)}?
-      </p>
-      {!approve && (
-        <>
-          <label htmlFor={`${base}-confirm-reason`}>Reason (the model reads it)</label>
-          <input id={`${base}-confirm-reason`} ref={first} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
-        </>
-      )}
-      <button type="submit" ref={approve ? first : undefined} className={approve ? 'approve' : 'decline'} disabled={busy}>
-        {approve ? 'Approve now' : 'Decline now'}
-      </button>
-      <button type="button" onClick={() => onDone(true)}>
-        Cancel
-      </button>
-    </form>
+          onDone(false);
+          act(kind, call, approve ? {} : { reason: reason || null });
+        }}
+      >
+        <p id={`${base}-confirm-h`}>
+          {approve ? 'Approve' : 'Decline'} {callSummary(call)}?
+        </p>
+        {!approve && (
+          <>
+            <label htmlFor={`${base}-confirm-reason`}>Reason (the model reads it)</label>
+            <input id={`${base}-confirm-reason`} ref={first} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+          </>
+        )}
+        <button type="submit" ref={approve ? first : undefined} className={approve ? 'approve' : 'decline'} disabled={busy}>
+          {approve ? 'Approve now' : 'Decline now'}
+        </button>
+        <button type="button" onClick={() => onDone(true)}>
+          Cancel
+        </button>
+      </form>
     </div>
   );
 }
@@ -1068,45 +1068,45 @@ function App() {
         <Filters agents={agents} features={features} filters={filters} onApply={setFilters} />
         {/* beside the queue (inbox.css): what it shows grows without moving the cards */}
         <div className="side">
-        <Shortcuts />
-        <section className="activity" aria-labelledby="activity-h">
-          <h2 id="activity-h">Activity</h2>
-          {/* focusable: it scrolls once it is long */}
-          <div className="log" role="log" aria-live="polite" aria-labelledby="activity-h" tabIndex={0}>
-            {activity.length === 0 && <p>Nothing yet.</p>}
-            <ol>
-              {activity.map((entry) => (
-                <li key={entry.id} className={entry.kind}>
-                  <time dateTime={entry.at}>{when(entry.at)}</time> {entry.text}
-                  {entry.items && (
-                    <ul>
-                      {entry.items.map((item, i) => (
-                        <li key={i}>{item}</li>
-                      ))}
-                    </ul>
-                  )}
-                </li>
-              ))}
-            </ol>
-          </div>
-        </section>
-        <Progress cards={progress.cards} onDismiss={progress.dismiss} />
+          <Shortcuts />
+          <section className="activity" aria-labelledby="activity-h">
+            <h2 id="activity-h">Activity</h2>
+            {/* focusable: it scrolls once it is long */}
+            <div className="log" role="log" aria-live="polite" aria-labelledby="activity-h" tabIndex={0}>
+              {activity.length === 0 && <p>Nothing yet.</p>}
+              <ol>
+                {activity.map((entry) => (
+                  <li key={entry.id} className={entry.kind}>
+                    <time dateTime={entry.at}>{when(entry.at)}</time> {entry.text}
+                    {entry.items && (
+                      <ul>
+                        {entry.items.map((item, i) => (
+                          <li key={i}>{item}</li>
+                        ))}
+                      </ul>
+                    )}
+                  </li>
+                ))}
+              </ol>
+            </div>
+          </section>
+          <Progress cards={progress.cards} onDismiss={progress.dismiss} />
         </div>
         <div className="queue">
-        {watched.map((agent) => (
-          <AgentListing
-            key={`${agent.id}\u0000${JSON.stringify(filters)}`}
-            agent={agent}
-            features={features}
-            filters={filters}
-            token={token}
-            refresh={refresh[agent.id] || 0}
-            log={log}
-            onAuth={onAuth}
-            follow={progress.follow}
-            ownDecision={ownDecision}
-          />
-        ))}
+          {watched.map((agent) => (
+            <AgentListing
+              key={`${agent.id}\u0000${JSON.stringify(filters)}`}
+              agent={agent}
+              features={features}
+              filters={filters}
+              token={token}
+              refresh={refresh[agent.id] || 0}
+              log={log}
+              onAuth={onAuth}
+              follow={progress.follow}
+              ownDecision={ownDecision}
+            />
+          ))}
         </div>
       </main>
     </>

@@ -134,7 +134,7 @@ def settle_memory() -> None:
     """Collect the garbage of the start, then move every object still alive (modules, the
     schema, the agents: what lives as long as the process) to the garbage collector's permanent
     generation (``gc.freeze``), so that a full collection, which a burst of large answers sets
-    off, walks only what requests made (why: docs/modules.md ``server/http/encoding.py``). The process
+    off, walks only what requests made (why: docs/architecture.md "Requests and answers"). The process
     that serves calls it once started."""
     gc.collect()
     gc.freeze()

@@ -5,7 +5,7 @@ agent in this process shared by its subscribers, and re-reads the last ``lookbac
 ids on each poll, skipping those already delivered; delivery is at least once across
 reconnections (``after_event_id``). What a subscriber holds is bounded in bytes: its replay's
 pages and its live queue, and its owner's together (``runtime.subscription_budgets``). Why:
-docs/modules.md.
+docs/architecture.md "Events".
 """
 
 from __future__ import annotations

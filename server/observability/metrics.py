@@ -5,7 +5,7 @@ and ``runsgate_store_up``, measured at each scrape (one ``count_runs`` per regis
 webhook counters ``runsgate_webhook_attempts_total{result}`` and
 ``runsgate_webhook_deliveries_total{outcome}``; and what subscriptions hold, read at each scrape:
 ``runsgate_websockets``, ``runsgate_websocket_operations``, ``runsgate_subscription_held_bytes``.
-Label values and a scrape's cost: docs/modules.md.
+Label values and a scrape's cost: docs/operations.md "Metrics".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``RUNSGATE_TRACING``: ``auto`` (on when an ``OTEL_EXPORTER_OTLP_*ENDPOINT`` is set), ``otlp``,
 ``console`` or ``off``; when off nothing of OpenTelemetry is imported. When on, the schema gets
 Strawberry's ``OpenTelemetryExtension`` with a provider of its own, flushed at shutdown
-(``Tracing.shutdown``). Needs the ``otel`` extra. Spans and variables: docs/modules.md.
+(``Tracing.shutdown``). Needs the ``otel`` extra. Spans and variables: docs/operations.md "Tracing".
 """
 
 from __future__ import annotations

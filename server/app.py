@@ -222,6 +222,7 @@ def create_app(
         exception_handlers={HTTPException: routing_refusal},  # JSON errors, as every refusal
         # the request id first, so that even a 413 carries one
         middleware=[
+            *tracing.middleware,  # outermost: a request's span covers all it goes through
             request_id_middleware(),
             *hosts,  # with authentication off, only this machine's names (DNS rebinding)
             Middleware(NoFraming),  # no HTML page of runsgate may be framed
@@ -229,6 +230,7 @@ def create_app(
         ],
     )
     app.state.principal_streams = graphql.streams  # /metrics counts its sockets and operations
+    app.state.tracing = tracing
     return app
 
 

@@ -58,7 +58,6 @@ def _parent(span: ReadableSpan) -> int | None:
     return span.parent.span_id if span.parent is not None else None
 
 
-@pytest.mark.xfail(strict=True, reason="issue 43: tracing uses no OpenTelemetry instrumentation yet")
 async def test_a_request_span_continues_the_callers_trace_and_holds_the_operations() -> None:
     async with traced_app() as (http, exporter):
         # when a named query is posted from a span of another service (W3C traceparent)
@@ -86,7 +85,6 @@ async def test_a_request_span_continues_the_callers_trace_and_holds_the_operatio
 
 
 @pytest.mark.mongo
-@pytest.mark.xfail(strict=True, reason="issue 43: tracing uses no OpenTelemetry instrumentation yet")
 async def test_each_pymongo_command_is_a_span_of_the_request_that_sent_it(mongodb_uri: str) -> None:
     async with traced_app(mongodb_uri=mongodb_uri) as (http, exporter):
         exporter.clear()  # the store's opening (indexes) belongs to no request

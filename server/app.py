@@ -37,7 +37,7 @@ from .http.limits import BodySizeLimit, graphql_extensions
 from .http.request_id import request_id_middleware
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .observability.logs import configure_logging
-from .observability.metrics import metrics
+from .observability.metrics import metrics, process_metrics
 from .observability.tracing import start_tracing
 from .services import Services
 from .settings import ConfigError, Settings, load_settings, security_problems
@@ -174,7 +174,8 @@ def create_app(
                 services.expose(app.state)
                 if settle:
                     settle_memory()
-                yield
+                async with process_metrics(app.state):
+                    yield
         finally:
             tracing.shutdown()
 

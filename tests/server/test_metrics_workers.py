@@ -3,6 +3,7 @@ multiprocess mode; docs/operations.md "Metrics"), whichever worker answers the s
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -36,13 +37,26 @@ def _scrape(url: str) -> dict[str, float]:
     return _samples(response.text)
 
 
+def _wait_for_workers(url: str, count: int) -> None:
+    """Scrape until ``runsgate_worker_processes`` is ``count``, at most ``scaled(60)`` seconds."""
+    deadline = time.monotonic() + scaled(60)
+    seen = None
+    while time.monotonic() < deadline:
+        seen = _scrape(url).get("runsgate_worker_processes{}")
+        if seen == count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"runsgate_worker_processes stayed {seen}, not {count}")
+
+
 @pytest.mark.process
-@pytest.mark.xfail(strict=True, reason="issue 43: each worker's /metrics shows only its own counts")
 def test_every_scrape_of_two_workers_adds_up_both(tmp_path: Path) -> None:
     logs = [tmp_path / "runsgate.log"]
     store = f"sqlite:///{tmp_path / 'runsgate.db'}"
     with runsgate_servers(logs, [*SERVE, "--workers", "2"], RUNSGATE_STORE=store) as servers:
         (server,) = servers
+        # given both workers started (the first answers while the second may still import the app)
+        _wait_for_workers(server.url, 2)
         # when queries are answered, each on a new connection
         for _ in range(REQUESTS):
             assert data(server.url, None, SUSPENDED_RUNS, agentId=REFUND)["suspendedRuns"]["edges"] == []

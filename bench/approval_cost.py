@@ -33,6 +33,9 @@ from .queries import APPROVE, START_REFUND
 from .serve import create_bench_app
 
 ROUNDS = 5
+SQLITE_MARGIN_MS = 1.0
+"""Issue 44's bound on SQLite's approve p50 above memory's, on a quiet machine: the two durable
+commits of an approval (the decision's, the completion's) and their hand-offs."""
 AREAS = [
     (
         "model's run (pydantic-ai, pydantic-graph, the demo's script)",
@@ -313,7 +316,7 @@ def targets(rounds: int = 5, per_round: int = 20) -> list[str]:
             fsync = fdatasync_ms(folder)
     cpu, _ = asyncio.run(cpu_ms())
     memory_ms, sqlite_ms = statistics.median(memory_p50), statistics.median(sqlite_p50)
-    memory_bound, sqlite_bound = 2 * cpu, memory_ms + 2 * fsync
+    memory_bound, sqlite_bound = 2 * cpu, memory_ms + SQLITE_MARGIN_MS
     gap = statistics.median(s - m for m, s in zip(memory_p50, sqlite_p50, strict=True))
     rows = ", ".join(f"{m:.1f}/{s:.1f}" for m, s in zip(memory_p50, sqlite_p50, strict=True))
     return [
@@ -326,7 +329,7 @@ def targets(rounds: int = 5, per_round: int = 20) -> list[str]:
         f"median of 200: {fsync:.3f} ms",
         f"- target memory p50 <= 2 x CPU time = {memory_bound:.2f} ms: "
         f"{'met' if memory_ms <= memory_bound else 'not met'} ({memory_ms / cpu:.2f}x the CPU time)",
-        f"- target SQLite p50 <= memory p50 + 2 x fsync = {sqlite_bound:.2f} ms: "
+        f"- target SQLite p50 <= memory p50 + {SQLITE_MARGIN_MS:g} ms = {sqlite_bound:.2f} ms (issue 44): "
         f"{'met' if sqlite_ms <= sqlite_bound else 'not met'} (SQLite - memory = {sqlite_ms - memory_ms:.2f} ms, "
         f"{(sqlite_ms - memory_ms) / fsync:.1f} fsync times)",
     ]

@@ -1,11 +1,11 @@
 """The SQLite store's writer: one ``sqlite3`` connection on a thread of its own, where each write
-runs whole as one function, so a transaction costs one hop from the event loop and back, not one
-per statement. Writes that queue while a transaction runs share the next one: one
-``BEGIN IMMEDIATE`` ... ``COMMIT`` (one fsync), each write in a ``SAVEPOINT`` of its own, so a
-write that raises is rolled back alone (group commit; docs/storage.md "SQLite").
+runs whole as one function. A write is queued for the thread, which takes every write queued
+when it is free into one ``BEGIN IMMEDIATE`` ... ``COMMIT`` (one fsync; group commit, a write
+that raises rolled back alone: docs/storage.md "SQLite"), then wakes the event loop once for the
+whole transaction: a transaction costs one hand-off to the thread and one back.
 
-Only the standard library runs here (``concurrent.futures``, ``sqlite3``): aiosqlite, which the
-reader connection uses, queues one statement per hop and has no public call for a function.
+Only the standard library runs here (``threading``, ``sqlite3``): aiosqlite, which the reader
+connection uses, queues one statement per hand-off and has no public call for a function.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import asyncio
 import contextvars
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
@@ -45,6 +45,16 @@ class _Write(Generic[T]):
     error: BaseException | None = None
 
 
+@dataclass(eq=False)
+class _Call(Generic[T]):
+    """A function run on the writer's thread outside any transaction (``Writer.call``)."""
+
+    fn: Callable[[], T]
+    done: asyncio.Future[T]
+    result: Any = None
+    error: BaseException | None = None
+
+
 class Writer:
     """The writer connection of one file (``sqlite3.connect`` with ``isolation_level=None``) on
     one thread; ``write`` runs a function there inside a transaction.
@@ -67,12 +77,13 @@ class Writer:
         self._path = path
         self._busy_timeout = busy_timeout
         self._before_commit = before_commit
-        self._executor: ThreadPoolExecutor | None = None
+        self._thread: threading.Thread | None = None
         self._db: sqlite3.Connection | None = None
-        self._queue: list[_Write[Any]] = []
-        self._states = threading.Lock()
-        """Guards each ``_Write.state`` between the caller (withdrawing) and the thread (taking it)."""
-        self._drainer: asyncio.Task[None] | None = None
+        self._queue: deque[_Write[Any] | _Call[Any] | None] = deque()
+        """Work for the thread, in order; ``None`` tells it to stop once what is before it ran."""
+        self._lock = threading.Condition()
+        """Guards ``_queue`` and each ``_Write.state`` between the callers (queueing, withdrawing)
+        and the thread (taking); the thread waits on it for work."""
 
     async def open(self, pragmas: list[str]) -> None:
         """Connect on a new thread and run ``pragmas`` (whole statements).
@@ -80,7 +91,8 @@ class Writer:
         Raises:
             sqlite3.Error: The file cannot be opened (the thread is stopped again).
         """
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="runsgate-sqlite-writer")
+        self._thread = threading.Thread(target=self._serve, name="runsgate-sqlite-writer", daemon=True)
+        self._thread.start()
         try:
             self._db = await self._on_thread(
                 lambda: sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
@@ -92,30 +104,34 @@ class Writer:
             raise
 
     async def close(self) -> None:
-        """Let the transaction in progress end, then close the connection and stop the thread
-        (idempotent)."""
-        drainer = self._drainer
-        if drainer is not None:
-            await asyncio.wait([drainer])
-        db, self._db = self._db, None
-        if db is not None and self._executor is not None:
+        """Let the writes queued run, then close the connection and stop the thread (idempotent)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        db = self._db
+        if db is not None:
             with suppress(sqlite3.Error):
-                await self._on_thread(db.close)
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+                await self._on_thread(db.close, thread=thread)
+        self._db = None
+        with self._lock:
+            self._queue.append(None)
+            self._lock.notify()
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn(connection)`` on the writer's thread, outside the queue of writes (opening, tests)."""
+        """``fn(connection)`` on the writer's thread, outside any transaction (opening, tests)."""
         db = self._db
         if db is None:
             raise RuntimeError("the SQLite writer is not open")
         return await self._on_thread(lambda: fn(db))
 
-    async def _on_thread(self, fn: Callable[[], T]) -> T:
-        if self._executor is None:
+    async def _on_thread(self, fn: Callable[[], T], *, thread: threading.Thread | None = None) -> T:
+        if (thread or self._thread) is None:
             raise RuntimeError("the SQLite writer is not open")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        item: _Call[T] = _Call(fn, asyncio.get_running_loop().create_future())
+        with self._lock:
+            self._queue.append(item)
+            self._lock.notify()
+        return await item.done
 
     async def write(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """``body(connection)`` inside a transaction on the writer's thread, durable when this
@@ -130,73 +146,96 @@ class Writer:
             StoreUnavailableError: The write waited too long, or SQLite failed (locked, full,
                 I/O, corrupt); nothing of it is stored.
         """
-        if self._db is None:
+        if self._db is None or self._thread is None:
             raise RuntimeError("SQLiteSnapshotStore.open() was not called")
         loop = asyncio.get_running_loop()
         item: _Write[T] = _Write(body, contextvars.copy_context(), loop.create_future())
-        self._queue.append(item)
-        if self._drainer is None:
-            self._drainer = loop.create_task(self._drain())
+        with self._lock:
+            self._queue.append(item)
+            self._lock.notify()
+        timer = loop.call_later(self._busy_timeout, self._expire, item)
         try:
-            async with asyncio.timeout(self._busy_timeout):
-                return await asyncio.shield(item.done)
-        except TimeoutError:
-            if not item.handed and self._withdraw(item):
-                raise StoreUnavailableError(
-                    f"the SQLite database {self._path} stayed busy in this process for {self._busy_timeout} s"
-                ) from None
-            return await item.done  # handed to the thread: SQLite's own busy timeout bounds the rest
+            return await item.done
         except asyncio.CancelledError:
-            if not self._withdraw(item):
-                item.done.add_done_callback(_retrieve)
+            self._withdraw(item)  # taken already: it completes or fails whole, its outcome unread
             raise
+        finally:
+            timer.cancel()
+
+    def _expire(self, item: _Write[Any]) -> None:
+        """On the caller's loop, ``busy_timeout`` after ``item`` was queued: fail it if no
+        transaction has it yet; one that has it is bounded by SQLite's own busy timeout."""
+        if not item.handed and self._withdraw(item) and not item.done.done():
+            item.done.set_exception(
+                StoreUnavailableError(
+                    f"the SQLite database {self._path} stayed busy in this process for {self._busy_timeout} s"
+                )
+            )
 
     def _withdraw(self, item: _Write[Any]) -> bool:
         """Withdraw a write no transaction took yet; ``False`` when one did."""
-        with self._states:
+        with self._lock:
             if item.state != "queued":
                 return False
             item.state = "withdrawn"
-        with suppress(ValueError):
-            self._queue.remove(item)
+            with suppress(ValueError):
+                self._queue.remove(item)
         return True
 
-    async def _drain(self) -> None:
-        """Run the queued writes, all of them in one transaction, until none is queued. Each
-        outcome is delivered when its transaction ends, even if this task was cancelled."""
-        loop = asyncio.get_running_loop()
-        try:
-            while self._queue:
-                batch, self._queue = self._queue, []
-                for item in batch:
-                    item.handed = True
+    # -- on the writer's thread --------------------------------------------------------------------
+    def _serve(self) -> None:
+        """The thread: run the queued work in order, each run of queued writes in one
+        transaction, until told to stop; each outcome is handed back to its caller's loop once
+        per transaction (``_deliver``)."""
+        while True:
+            with self._lock:
+                while not self._queue:
+                    self._lock.wait()
+                first = self._queue.popleft()
+                if first is None:
+                    return
+                if isinstance(first, _Call):
+                    work: _Call[Any] | list[_Write[Any]] = first
+                else:
+                    batch = [first]
+                    while self._queue and isinstance(self._queue[0], _Write):
+                        batch.append(self._queue.popleft())  # type: ignore[arg-type]
+                    for item in batch:
+                        item.handed = True
+                    work = batch
+            if isinstance(work, _Call):
                 try:
-                    ran = loop.run_in_executor(self._executor, self._run, batch)
-                except BaseException as exc:  # no thread to run it (closed): every write of it fails
-                    _deliver(batch, failure=exc)
-                    raise
-                ran.add_done_callback(partial(_deliver, batch))
-                await asyncio.shield(ran)
-                await asyncio.sleep(0)  # let the callers just answered queue their next writes
-        finally:
-            self._drainer = None
+                    work.result = work.fn()
+                except BaseException as exc:
+                    work.error = exc
+                _hand_back([work])
+            else:
+                try:
+                    self._run(work)
+                except BaseException as exc:  # outside any write: every write of it fails
+                    for item in work:
+                        if item.error is None:
+                            item.error = exc
+                _hand_back(work)
 
     def _take(self, item: _Write[Any]) -> bool:
-        with self._states:
+        with self._lock:
             if item.state != "queued":
                 return False
             item.state = "running"
             return True
 
     def _run(self, batch: list[_Write[Any]]) -> None:
-        """On the writer's thread: ``BEGIN IMMEDIATE``, each write of ``batch`` still queued in a
-        savepoint of its own, then ``before_commit`` and ``COMMIT`` if any was kept. Outcomes go
-        to each write's ``result`` or ``error``; a failed frame (``BEGIN``, ``COMMIT``) fails every
-        write it took, none of which is then stored."""
+        """``BEGIN IMMEDIATE``, each write of ``batch`` still queued (in a savepoint of its own
+        when there are several), then ``before_commit`` and ``COMMIT`` if any was kept. Outcomes
+        go to each write's ``result`` or ``error``; a failed frame (``BEGIN``, ``COMMIT``) fails
+        every write it took, none of which is then stored."""
         db = self._db
-        assert db is not None
+        if db is None:
+            raise RuntimeError("the SQLite writer is closed")
         if not any(item.state == "queued" for item in batch):
             return
+        alone = len(batch) == 1  # its own transaction is its rollback: no savepoint needed
         began = False
         kept: list[_Write[Any]] = []
         try:
@@ -206,14 +245,17 @@ class Writer:
                 for item in batch:
                     if not self._take(item):
                         continue
-                    db.execute("SAVEPOINT runsgate_write")
+                    if not alone:
+                        db.execute("SAVEPOINT runsgate_write")
                     try:
                         with _available(self._path):
                             item.result = item.context.run(item.body, db)
                     except BaseException as exc:
                         item.error = exc
-                        db.execute("ROLLBACK TO runsgate_write")
-                    db.execute("RELEASE runsgate_write")
+                        if not alone:
+                            db.execute("ROLLBACK TO runsgate_write")
+                    if not alone:
+                        db.execute("RELEASE runsgate_write")
                     if item.error is None:
                         kept.append(item)
                 if kept:
@@ -235,25 +277,22 @@ def _run_pragma(pragma: str, db: sqlite3.Connection) -> None:
     db.execute(pragma).fetchall()
 
 
-def _deliver(
-    batch: list[_Write[Any]], ran: asyncio.Future[None] | None = None, *, failure: BaseException | None = None
-) -> None:
-    """Set each write's future from the outcome its transaction left; ``failure`` (or the error
-    ``ran``, the transaction's run, raised outside any write) for every write without one."""
-    if failure is None and ran is not None and not ran.cancelled():
-        failure = ran.exception()
-    for item in batch:
-        if item.state == "withdrawn" or item.done.done():
+def _hand_back(items: list[_Write[Any]] | list[_Call[Any]]) -> None:
+    """On the writer's thread: wake each caller's loop once for all of ``items``."""
+    loops: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+    for item in items:
+        loops.setdefault(item.done.get_loop(), []).append(item)
+    for loop, mine in loops.items():
+        with suppress(RuntimeError):  # that loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_deliver, mine)
+
+
+def _deliver(items: list[Any]) -> None:
+    """On the caller's loop: set each future from its outcome (a withdrawn write has none)."""
+    for item in items:
+        if getattr(item, "state", None) == "withdrawn" or item.done.done():
             continue
-        if failure is not None and item.error is None:
-            item.done.set_exception(failure)
-        elif item.error is not None:
+        if item.error is not None:
             item.done.set_exception(item.error)
         else:
             item.done.set_result(item.result)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    """Mark the outcome of a write whose caller was cancelled as read (no warning at exit)."""
-    if not future.cancelled():
-        future.exception()

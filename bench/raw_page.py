@@ -19,6 +19,7 @@ from starlette.responses import Response
 from resolvers.reads.pagination import decode_cursor, encode_cursor
 from resolvers.scalars import serialize_datetime
 from storage import RunFilter, SnapshotDocument, sort_key
+from storage.protocol import RunPage
 
 
 def _node(doc: SnapshotDocument) -> dict[str, Any]:
@@ -54,9 +55,7 @@ async def raw_page(request: Request) -> Response:
     docs = await store.list_runs(
         variables["agentId"],
         RunFilter(thread_id=thread),
-        limit=limit + 1,
-        skip=skip,
-        after=None if after is None else decode_cursor(after, argument="after"),
+        RunPage(limit=limit + 1, skip=skip, after=None if after is None else decode_cursor(after, argument="after")),
     )
     has_next = len(docs) > limit
     edges = [{"cursor": encode_cursor(sort_key(d)), "node": _node(d)} for d in docs[:limit]]

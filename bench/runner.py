@@ -28,6 +28,7 @@ import httpx
 
 from server.settings import DEMO_AGENTS
 from storage import RunFilter, SQLiteSnapshotStore
+from storage.protocol import RunPage
 from tests._servers import ROOT, free_port, listening_process
 
 from .queries import AGENT, APPROVE, PAGE_SIZE, START_REFUND, page_body
@@ -303,7 +304,7 @@ async def _open_seconds(path: Path) -> float:
     store = SQLiteSnapshotStore(path)
     await store.open()
     try:
-        await store.list_runs(AGENT, RunFilter(), limit=PAGE_SIZE)
+        await store.list_runs(AGENT, RunFilter(), RunPage(limit=PAGE_SIZE))
     finally:
         await store.close()
     return time.monotonic() - began

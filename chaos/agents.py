@@ -23,8 +23,8 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -36,7 +36,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from runtime import delegate, suspend
 from runtime.demo._script import latest_prompt, latest_returns
 from runtime.running.scope import current_scope
-from storage import EventDocument
+from storage.protocol import ClaimWrite, DecisionWrite
 
 LEDGER_ENV = "CHAOS_LEDGER"
 BREAK_CLAIM_ENV = "CHAOS_BREAK_CLAIM"
@@ -157,34 +157,20 @@ def _break_claims() -> None:
     for cls in (SQLiteSnapshotStore, MongoSnapshotStore):
         original = cls.claim
 
-        async def broken(
-            self: Any,
-            agent_id: str,
-            run_id: str,
-            *,
-            by: str,
-            until: datetime,
-            now: datetime,
-            events: Sequence[EventDocument] = (),
-            version: int | None = None,
-            updates: Sequence[Any] = (),
-            _o: Any = original,
-        ) -> Any:
+        async def broken(self: Any, write: ClaimWrite, _o: Any = original) -> Any:
             await asyncio.sleep(0.2)
             # "now" far ahead: every claim looks expired, and the version is not compared, so the
             # compare never refuses a holder
-            later = now + timedelta(days=1)
-            return await _o(self, agent_id, run_id, by=by, until=until, now=later, events=events, updates=updates)
+            return await _o(self, replace(write, now=write.now + timedelta(days=1), version=None))
 
         cls.claim = broken  # type: ignore[method-assign]
 
         decide = cls.record_decision
 
-        async def unclaimed(self: Any, *args: Any, _d: Any = decide, **kwargs: Any) -> Any:
+        async def unclaimed(self: Any, write: DecisionWrite, _d: Any = decide) -> Any:
             # a last decision claims its run in the same write, which leaves the broken claim no race
             # to lose: claim separately, through the broken compare-and-set, as without that write
-            kwargs.pop("claim", None)
-            return await _d(self, *args, **kwargs)
+            return await _d(self, replace(write, claim=None))
 
         cls.record_decision = unclaimed  # type: ignore[method-assign]
 

@@ -88,9 +88,7 @@ class HeldKey:
         reservation = self.reservation()
         if reservation is None or self._store is None:
             return
-        existing = await self._store.reserve_idempotency_key(
-            reservation.key_id, reservation.fingerprint, reservation.now, by=self.by, until=reservation.until
-        )
+        existing = await self._store.reserve_idempotency_key(reservation)
         if existing is not None:
             raise IdempotencyKeyTakenError(existing)
         self.reserved = True
@@ -158,7 +156,8 @@ class IdempotencyGuard:
         return to_bson_precision(self._clock() + timedelta(seconds=self._lease))
 
     async def _reserve(self, key_id: str, expected: str, by: str) -> IdempotencyDocument | None:
-        return await self._store.reserve_idempotency_key(key_id, expected, self._clock(), by=by, until=self._until())
+        reservation = KeyReservation(key_id=key_id, fingerprint=expected, now=self._clock(), by=by, until=self._until())
+        return await self._store.reserve_idempotency_key(reservation)
 
     async def run(
         self,
@@ -276,7 +275,9 @@ class IdempotencyGuard:
                 except IdempotencyKeyTakenError:
                     return answer
             finished = self._clock()
-            await self._store.complete_idempotency_key(held.key_id, encode(answer), by=held.by, now=finished)
+            await self._store.complete_idempotency_key(
+                KeyAnswer(key_id=held.key_id, result=encode(answer), by=held.by, now=finished)
+            )
         return answer
 
     def _renewing(self, held: HeldKey) -> contextlib.AbstractAsyncContextManager[None]:

@@ -19,7 +19,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from .documents import SnapshotDocument
-from .protocol import RunFilter, SortKey
+from .protocol import RunFilter, RunPage, SortKey
 
 Key = tuple[datetime, str]
 """``(createdAt, runId)``; ascending order is listing order reversed."""
@@ -110,58 +110,31 @@ class ListingIndex:
             hi = min(hi, keys.bisect_left((after.created_at, after.run_id)))
         return keys, lo, max(lo, hi)
 
-    def page(
-        self,
-        agent_id: str,
-        run_filter: RunFilter,
-        *,
-        limit: int | None,
-        skip: int,
-        after: SortKey | None,
-        before: SortKey | None,
-        from_end: bool,
-    ) -> list[str]:
-        """Run ids of one listing page, newest first (same arguments as ``SnapshotStore.list_runs``).
+    def page(self, agent_id: str, run_filter: RunFilter, window: RunPage) -> list[str]:
+        """Run ids of one listing page, newest first (the arguments of ``SnapshotStore.list_runs``).
 
         ``run_filter`` must be ``normalized_filter``-ed. With ``resource_ids`` (a principal limited
         to k resources), the page of each allowed resource is read from its own list and the k
         pages are merged in listing order: O(k (log n + page)).
         """
         if run_filter.resource_ids is None:
-            keys = self._page_keys(agent_id, run_filter, limit, skip, after, before, from_end)
+            keys = self._page_keys(agent_id, run_filter, window)
         else:
-            wanted = None if limit is None else (limit if from_end else skip + limit)
+            limit, skip = window.limit, window.skip
+            wanted = replace(
+                window, limit=None if limit is None else (limit if window.from_end else skip + limit), skip=0
+            )
             pages = [
-                self._page_keys(
-                    agent_id,
-                    replace(run_filter, resource_id=resource, resource_ids=None),
-                    wanted,
-                    0,
-                    after,
-                    before,
-                    from_end,
-                )
+                self._page_keys(agent_id, replace(run_filter, resource_id=resource, resource_ids=None), wanted)
                 for resource in sorted(run_filter.resource_ids)
             ]
-            merged = list(heapq.merge(*pages, reverse=True))
-            if from_end:
-                keys = merged if limit is None else merged[max(0, len(merged) - limit) :]
-            else:
-                keys = merged[skip:] if limit is None else merged[skip : skip + limit]
+            keys = _cut(list(heapq.merge(*pages, reverse=True)), window)
         return [run_id for _, run_id in keys]
 
-    def _page_keys(
-        self,
-        agent_id: str,
-        run_filter: RunFilter,
-        limit: int | None,
-        skip: int,
-        after: SortKey | None,
-        before: SortKey | None,
-        from_end: bool,
-    ) -> list[Key]:
+    def _page_keys(self, agent_id: str, run_filter: RunFilter, window: RunPage) -> list[Key]:
         """The keys of one page of one filter combination, newest first."""
-        keys, lo, hi = self._range(agent_id, run_filter, after, before)
+        limit, skip, from_end = window.limit, window.skip, window.from_end
+        keys, lo, hi = self._range(agent_id, run_filter, window.after, window.before)
         if keys is None:
             return []
         if from_end:
@@ -185,26 +158,26 @@ class ListingIndex:
         )
 
 
-def expiring_page(
-    docs: list[SnapshotDocument],
-    *,
-    limit: int | None,
-    skip: int,
-    after: SortKey | None,
-    before: SortKey | None,
-    from_end: bool,
-) -> list[Key]:
+def _cut(keys: list[Key], window: RunPage) -> list[Key]:
+    """The keys of ``window`` among ``keys`` (a whole range in listing order): its ``limit`` after
+    ``skip``, or its last ``limit`` ``from_end``."""
+    limit = window.limit
+    if window.from_end:
+        return keys if limit is None else keys[max(0, len(keys) - limit) :]
+    return keys[window.skip :] if limit is None else keys[window.skip : window.skip + limit]
+
+
+def expiring_page(docs: list[SnapshotDocument], window: RunPage) -> list[Key]:
     """One listing page, newest first, of the runs ``docs`` an ``expiresBefore`` filter matched
     (read from the deadlines, so not in listing order): sorted, then cut as ``ListingIndex.page``
     cuts a range. Costs O(m log m) for m matches, never more than the matching runs."""
     keys = sorted(((doc["createdAt"], doc["_id"]) for doc in docs), reverse=True)
+    after, before = window.after, window.before
     if after is not None:
         keys = [k for k in keys if k < (after.created_at, after.run_id)]
     if before is not None:
         keys = [k for k in keys if k > (before.created_at, before.run_id)]
-    if from_end:
-        return keys if limit is None else keys[max(0, len(keys) - limit) :]
-    return keys[skip:] if limit is None else keys[skip : skip + limit]
+    return _cut(keys, window)
 
 
 __all__ = ["ListingIndex", "expiring_page"]

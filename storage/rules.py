@@ -38,19 +38,21 @@ class NoValue:
 
 
 @dataclass(frozen=True, slots=True)
-class Before:
-    """``path`` holds a datetime earlier than ``value`` (a missing or null one never is)."""
+class _Bound:
+    """A bound ``value`` on the datetime at ``path``."""
 
     path: str
     value: datetime
 
 
 @dataclass(frozen=True, slots=True)
-class AtMost:
-    """``path`` holds a datetime at or before ``value`` (a missing or null one never does)."""
+class Before(_Bound):
+    """``path`` holds a datetime earlier than ``value`` (a missing or null one never is)."""
 
-    path: str
-    value: datetime
+
+@dataclass(frozen=True, slots=True)
+class AtMost(_Bound):
+    """``path`` holds a datetime at or before ``value`` (a missing or null one never does)."""
 
 
 @dataclass(frozen=True, slots=True)

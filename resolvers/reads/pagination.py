@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 from storage import RunFilter, SnapshotDocument, SortKey, sort_key
+from storage.protocol import RunPage
 
 from ..access import restricted
 from ..context import Info
@@ -149,11 +150,13 @@ async def suspended_runs_connection(
     docs = await store.list_runs(
         agent_id,
         store_filter,
-        limit=request.limit + 1,
-        skip=request.skip,
-        after=request.after,
-        before=request.before,
-        from_end=request.from_end,
+        RunPage(
+            limit=request.limit + 1,
+            skip=request.skip,
+            after=request.after,
+            before=request.before,
+            from_end=request.from_end,
+        ),
     )
     more = len(docs) > request.limit
     if request.from_end:
@@ -208,9 +211,9 @@ async def _exists(
     store = info.context.store
     if before is not None:
         bound = sort_key(before[0]) if before else fallback
-        return bool(await store.list_runs(agent_id, store_filter, limit=1, before=bound))
+        return bool(await store.list_runs(agent_id, store_filter, RunPage(limit=1, before=bound)))
     bound = sort_key(after[-1]) if after else fallback
-    return bool(await store.list_runs(agent_id, store_filter, limit=1, after=bound))
+    return bool(await store.list_runs(agent_id, store_filter, RunPage(limit=1, after=bound)))
 
 
 __all__ = ["decode_cursor", "encode_cursor", "page_request", "suspended_runs_connection"]

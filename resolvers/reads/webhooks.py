@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import strawberry
 
 from storage import WebhookDeliveryDocument
+from storage.protocol import DeliveryListing
 
 from ..context import Info
 from ..errors import QueryArgumentError
@@ -136,10 +137,12 @@ async def webhook_deliveries_connection(
     if not 0 <= limit <= context.max_page_size:
         raise QueryArgumentError(f"`first` must be between 0 and {context.max_page_size}", argument="first")
     docs = await context.store.list_webhook_deliveries(
-        status=None if status is None else status.value,
-        resource_ids=context.principal.resources,
-        limit=limit + 1,
-        after=None if after is None else _decode(after),
+        DeliveryListing(
+            status=None if status is None else status.value,
+            resource_ids=context.principal.resources,
+            limit=limit + 1,
+            after=None if after is None else _decode(after),
+        )
     )
     more = len(docs) > limit
     docs = docs[:limit]

@@ -32,6 +32,7 @@ from storage import (
     StoreUnavailableError,
     rules,
 )
+from storage.protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite
 
 from .._json import jsonable
 from ..access import Principal
@@ -109,7 +110,7 @@ class Continuation:
                 run_id, f"Run {run_id!r} still has {doc['pendingCount']} tool call(s) waiting for a decision."
             )
         claim = doc["claim"]
-        if doc["status"] == "resuming" and claim is not None and not rules.matches(rules.lease_lapsed(self.now()), doc):
+        if claim is not None and not rules.matches(rules.claimable(self.now()), doc):
             raise RunNotReadyError(
                 run_id,
                 f"Run {run_id!r} is being continued by another instance (claim until {claim['until']}).",
@@ -188,14 +189,16 @@ class Continuation:
         resumed, batch = self.updates.resumed(scope.agent_id, scope.run_id, events[-1]["_id"])
         taken_at, now = monotonic(), self.now()
         claimed = await self.store.claim(
-            scope.agent_id,
-            scope.run_id,
-            by=me,
-            until=claim_expiry(now, self.claim_ttl),
-            now=now,
-            events=events,
-            version=doc["version"],
-            updates=[batch],
+            ClaimWrite(
+                agent_id=scope.agent_id,
+                run_id=scope.run_id,
+                by=me,
+                until=claim_expiry(now, self.claim_ttl),
+                now=now,
+                events=events,
+                version=doc["version"],
+                updates=[batch],
+            )
         )
         return None if claimed is None else (claimed, (resumed, taken_at))
 
@@ -241,14 +244,16 @@ class Continuation:
             kept = results_applied(captured, call_ids)
             failure = self.journal.failed_event(scope, exc, tools_ran=kept)
             released = await self.store.release_claim(
-                agent_id,
-                run_id,
-                by=me,
-                error=error,
-                now=self.now(),
-                history=ModelMessagesTypeAdapter.dump_json(captured) if kept else None,
-                history_id=uuid.uuid4().hex if kept else None,
-                event=failure,
+                ClaimRelease(
+                    agent_id=agent_id,
+                    run_id=run_id,
+                    by=me,
+                    error=error,
+                    now=self.now(),
+                    history=ModelMessagesTypeAdapter.dump_json(captured) if kept else None,
+                    history_id=uuid.uuid4().hex if kept else None,
+                    event=failure,
+                )
             )
             return await self.journal.failed(scope, exc, run=released, tools_ran=kept, event=failure)
         if isinstance(ran, Finished):
@@ -258,7 +263,7 @@ class Continuation:
             outcome = self.journal.completed_outcome(scope, ran.output)
             answer = None if key is None else key.answer(outcome)
             deleted = await self.store.delete_claimed(
-                agent_id, run_id, by=me, event=completion, updates=updates, key=answer
+                ClaimedDeletion(agent_id=agent_id, run_id=run_id, by=me, event=completion, updates=updates, key=answer)
             )
             await publisher.closed(written=deleted)
             if not deleted:
@@ -273,14 +278,16 @@ class Continuation:
         )
         try:
             replaced = await self.store.replace_claimed(
-                agent_id,
-                run_id,
-                by=me,
-                tool_calls=calls,
-                history=ran.history,
-                history_id=uuid.uuid4().hex,
-                now=suspended_at,
-                event=[*([suspension] if suspension else []), *decisions],
+                ClaimedReplacement(
+                    agent_id=agent_id,
+                    run_id=run_id,
+                    by=me,
+                    tool_calls=calls,
+                    history=ran.history,
+                    history_id=uuid.uuid4().hex,
+                    now=suspended_at,
+                    event=[*([suspension] if suspension else []), *decisions],
+                )
             )
         except StoreUnavailableError:
             raise
@@ -299,7 +306,14 @@ class Continuation:
         error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}
         failure = self.journal.failed_event(scope, exc)
         released = await self.store.release_claim(
-            scope.agent_id, scope.run_id, by=self.instance_id, error=error, now=self.now(), event=failure
+            ClaimRelease(
+                agent_id=scope.agent_id,
+                run_id=scope.run_id,
+                by=self.instance_id,
+                error=error,
+                now=self.now(),
+                event=failure,
+            )
         )
         return await self.journal.failed(scope, exc, run=released, event=failure)
 
@@ -317,7 +331,7 @@ class DecisionClaims:
         """The claim of a decision on call ``index`` of ``doc`` (as read), with its ``resumed``
         event; ``None`` when other calls of ``doc`` still wait."""
         self._made = None
-        if doc["pendingCount"] != 1:
+        if not rules.matches(rules.last_pending(doc["version"]), doc):  # as the decision's write checks it
             return None
         owner = self._continuation
         scope = owner.scope(doc, self._principal)

@@ -25,6 +25,7 @@ from storage import (
     SnapshotStore,
     ToolCallDocument,
 )
+from storage.protocol import ApprovalWrite, DecisionWrite
 from storage.rules import call_expired
 
 from .._json import jsonable, rfc3339
@@ -356,9 +357,9 @@ class DecisionGate:
         preceding = [self._journal.expired_event(run, call, now)] if decider.kind == "expiry" else []  # ids in order
         event = self._journal.decision_event(run, call, decision, **extra)
         reservation = None if key is None else key.reservation()
-        written = await self._store.record_decision(
-            doc["agentId"],
-            doc["_id"],
+        write = DecisionWrite(
+            agent_id=doc["agentId"],
+            run_id=doc["_id"],
             index=index,
             tool_call_id=call["toolCallId"],
             question_id=call.get("questionId"),
@@ -369,6 +370,7 @@ class DecisionGate:
             claim=None if claim is None else claim(doc, index, decision),
             key=reservation,
         )
+        written = await self._store.record_decision(write)
         if written is not None and reservation is not None and key is not None:
             key.taken()
         return written
@@ -391,9 +393,9 @@ class DecisionGate:
         ]
         if last:
             events.append(self._journal.decision_event(run, call, decision))
-        return await self._store.record_approval(
-            doc["agentId"],
-            doc["_id"],
+        write = ApprovalWrite(
+            agent_id=doc["agentId"],
+            run_id=doc["_id"],
             index=checked.index,
             tool_call_id=call["toolCallId"],
             question_id=call.get("questionId"),
@@ -403,6 +405,7 @@ class DecisionGate:
             now=decision["decidedAt"],
             event=events,
         )
+        return await self._store.record_approval(write)
 
     # -- deadlines -------------------------------------------------------------------------------
     async def expire(self, doc: SnapshotDocument) -> SnapshotDocument | None:

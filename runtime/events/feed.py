@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from storage import EventDocument, EventLog, StoreUnavailableError, event_size
+from storage.protocol import EventsAfter
 
 from .._cancel import stop_if_cancelled
 from ..subscription_budgets import REPLAY_PAGE_BYTES, OwnerBudget, SubscriptionBudgets
@@ -194,7 +195,13 @@ class EventFeed:
                 reserved = budget.start_page()
                 try:
                     page = await self._store.list_events_after(
-                        agent_id, after, self._page_size, resource_ids=resource_ids, max_bytes=reserved
+                        EventsAfter(
+                            agent_id=agent_id,
+                            after_event_id=after,
+                            limit=self._page_size,
+                            resource_ids=resource_ids,
+                            max_bytes=reserved,
+                        )
                     )
                 except BaseException:
                     budget.release(reserved)
@@ -268,7 +275,9 @@ class EventFeed:
         now_ns = self._clock_ns()
         after: str | None = poller.cursor
         while after is not None:
-            page = await self._store.list_events_after(poller.agent_id, after, self._page_size)
+            page = await self._store.list_events_after(
+                EventsAfter(agent_id=poller.agent_id, after_event_id=after, limit=self._page_size)
+            )
             for event in page:
                 if event["_id"] in poller.recent:
                     continue

@@ -19,13 +19,8 @@ from datetime import datetime, timedelta
 
 import httpx2
 
-from storage import (
-    EventDocument,
-    SnapshotStore,
-    StoreUnavailableError,
-    WebhookDeliveryDocument,
-    utcnow,
-)
+from storage import EventDocument, SnapshotStore, StoreUnavailableError, WebhookDeliveryDocument, utcnow
+from storage.protocol import DeliveryLease, EventsAfter, WebhookAttempt
 
 from ..events.journal import event_id_floor
 from .http import post_delivery
@@ -140,7 +135,9 @@ class WebhookDispatcher:
         added = 0
         after = cursor
         while True:
-            events = await self._store.list_events_after(agent_id, after, page)
+            events = await self._store.list_events_after(
+                EventsAfter(agent_id=agent_id, after_event_id=after, limit=page)
+            )
             if not events:
                 break
             added += await self._record(endpoint, events, now)
@@ -228,13 +225,15 @@ class WebhookDispatcher:
         for receiver in self._endpoints:  # each receiver up to its share of the free slots
             free = min(self._max_active - len(self._active) - len(due), self.share - sending[receiver])
             if free > 0:
-                due += await self._store.claim_webhook_deliveries(
+                lease = DeliveryLease(
                     by=self._instance_id, until=now + self._lease, now=now, limit=free, endpoint_id=receiver
                 )
+                due += await self._store.claim_webhook_deliveries(lease)
         if len(self._active) + len(due) < self._max_active:  # one of a receiver removed from the settings
-            due += await self._store.claim_webhook_deliveries(
+            lease = DeliveryLease(
                 by=self._instance_id, until=now + self._lease, now=now, limit=1, other_than=tuple(self._endpoints)
             )
+            due += await self._store.claim_webhook_deliveries(lease)
         tasks = []
         for delivery in due:
             task = asyncio.create_task(self._attempt(delivery), name=f"runsgate-webhook-{delivery['_id']}")
@@ -275,13 +274,15 @@ class WebhookDispatcher:
         status = "pending" if outcome == "retrying" else outcome
         try:
             recorded = await self._store.finish_webhook_attempt(
-                delivery["_id"],
-                by=self._instance_id,
-                status=status,
-                at=now,
-                next_attempt_at=next_at,
-                status_code=status_code,
-                error=error,
+                WebhookAttempt(
+                    delivery_id=delivery["_id"],
+                    by=self._instance_id,
+                    status=status,
+                    at=now,
+                    next_attempt_at=next_at,
+                    status_code=status_code,
+                    error=error,
+                )
             )
         except StoreUnavailableError as exc:
             logger.warning("webhook delivery %s: its attempt could not be recorded: %s", delivery["_id"], exc)
@@ -309,13 +310,15 @@ class WebhookDispatcher:
         now = utcnow()
         with contextlib.suppress(Exception):
             await self._store.finish_webhook_attempt(
-                delivery["_id"],
-                by=self._instance_id,
-                status="pending",
-                at=now,
-                next_attempt_at=now,
-                status_code=None,
-                error="interrupted: the sending instance stopped",
+                WebhookAttempt(
+                    delivery_id=delivery["_id"],
+                    by=self._instance_id,
+                    status="pending",
+                    at=now,
+                    next_attempt_at=now,
+                    status_code=None,
+                    error="interrupted: the sending instance stopped",
+                )
             )
 
     # -- loops -----------------------------------------------------------------------------------

@@ -5,13 +5,15 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, cast
 
 from sortedcontainers import SortedList
 
 from .. import rules
-from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
+from ..documents import WebhookDeliveryDocument
+from ..protocol import DeliveryLease, DeliveryListing, WebhookAttempt
 from .copying import copied
 from .expiry import delete_expired
 
@@ -42,16 +44,8 @@ class MemoryWebhookDeliveries:
                 added += 1
         return added
 
-    async def claim_webhook_deliveries(
-        self,
-        *,
-        by: str,
-        until: datetime,
-        now: datetime,
-        limit: int,
-        endpoint_id: str | None = None,
-        other_than: Collection[str] = (),
-    ) -> list[WebhookDeliveryDocument]:
+    async def claim_webhook_deliveries(self, lease: DeliveryLease) -> list[WebhookDeliveryDocument]:
+        now = lease.now
         due = sorted(
             (
                 d
@@ -59,55 +53,34 @@ class MemoryWebhookDeliveries:
                 if d["status"] == "pending"
                 and d["nextAttemptAt"] <= now
                 and (d["lease"] is None or d["lease"]["until"] < now)
-                and (endpoint_id is None or d["endpointId"] == endpoint_id)
-                and d["endpointId"] not in other_than
+                and (lease.endpoint_id is None or d["endpointId"] == lease.endpoint_id)
+                and d["endpointId"] not in lease.other_than
             ),
             key=lambda d: (d["nextAttemptAt"], d["_id"]),
-        )[:limit]
+        )[: lease.limit]
         for delivery in due:
-            delivery["lease"] = {"by": by, "until": until}
+            delivery["lease"] = lease.document()
         return [copied(d) for d in due]
 
-    async def finish_webhook_attempt(
-        self,
-        delivery_id: str,
-        *,
-        by: str,
-        status: WebhookDeliveryStatus,
-        at: datetime,
-        next_attempt_at: datetime,
-        status_code: int | None,
-        error: str | None,
-    ) -> bool:
-        delivery = self._deliveries.get(delivery_id)
+    async def finish_webhook_attempt(self, attempt: WebhookAttempt) -> bool:
+        delivery = self._deliveries.get(attempt.delivery_id)
         if delivery is None or delivery["status"] != "pending":
             return False
-        lease = delivery["lease"]
-        if lease is None or lease["by"] != by:
+        held = delivery["lease"]
+        if held is None or held["by"] != attempt.by:
             return False
-        delivery["status"] = status
+        cast(dict[str, Any], delivery).update(attempt.changes())
         delivery["attempts"] += 1
-        delivery["lastAttemptAt"] = at
-        delivery["nextAttemptAt"] = next_attempt_at
-        delivery["lastStatusCode"] = status_code
-        delivery["lastError"] = error
-        delivery["finishedAt"] = finished = rules.finished_at(status, at)
-        delivery["lease"] = None
+        finished = delivery["finishedAt"]
         if finished is not None:
-            self._deliveries_finished.add((finished, delivery_id))
+            self._deliveries_finished.add((finished, attempt.delivery_id))
         return True
 
     async def delete_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> int:
         return delete_expired(self._deliveries_finished, self._deliveries, rules.delivery_expired(before), limit)
 
-    async def list_webhook_deliveries(
-        self,
-        *,
-        status: WebhookDeliveryStatus | None,
-        resource_ids: frozenset[str] | None,
-        limit: int,
-        after: str | None = None,
-    ) -> list[WebhookDeliveryDocument]:
+    async def list_webhook_deliveries(self, listing: DeliveryListing) -> list[WebhookDeliveryDocument]:
+        status, resource_ids, limit, after = listing.status, listing.resource_ids, listing.limit, listing.after
         found = (
             d
             for _, d in sorted(self._deliveries.items(), reverse=True)

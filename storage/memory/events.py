@@ -12,7 +12,8 @@ from sortedcontainers import SortedKeyList, SortedList
 from .. import rules
 from ..documents import EventDocument
 from ..protocol import event_list
-from ..protocol.events import check_page, within_bytes
+from ..protocol.events import within_bytes
+from ..protocol.filters import EventsAfter
 from .copying import copied
 
 
@@ -101,16 +102,9 @@ class MemoryEventLog:
         ]
         return copied(sorted(events, key=lambda e: (e["at"], e["_id"])))
 
-    async def list_events_after(
-        self,
-        agent_id: str,
-        after_event_id: str | None,
-        limit: int,
-        *,
-        resource_ids: frozenset[str] | None = None,
-        max_bytes: int | None = None,
-    ) -> list[EventDocument]:
-        check_page(limit, max_bytes)
+    async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
+        agent_id, after_event_id, limit = query.agent_id, query.after_event_id, query.limit
+        resource_ids, max_bytes = query.resource_ids, query.max_bytes
         events = self._agent_events.get(agent_id)
         if events is None:
             return []

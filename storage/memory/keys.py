@@ -4,12 +4,12 @@ answered keys sorted by ``finishedAt`` (the index ``rules.key_expired`` is appli
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sortedcontainers import SortedList
 
 from .. import rules
 from ..documents import IdempotencyDocument
+from ..protocol import KeyAnswer, KeyReservation
 from .copying import copied
 from .expiry import delete_expired
 
@@ -25,26 +25,14 @@ class MemoryIdempotencyKeys:
         self._keys_finished = SortedList()
         """``(finishedAt, _id)`` of every answered key: what expiry reads, oldest first."""
 
-    async def reserve_idempotency_key(
-        self,
-        key_id: str,
-        fingerprint: str,
-        now: datetime,
-        *,
-        by: str | None = None,
-        until: datetime | None = None,
-    ) -> IdempotencyDocument | None:
-        existing = self._keys.get(key_id)
-        if existing is not None and not _lapsed(existing, fingerprint, now):
+    async def reserve_idempotency_key(self, reservation: KeyReservation) -> IdempotencyDocument | None:
+        existing = self._keys.get(reservation.key_id)
+        if existing is not None and not _lapsed(existing, reservation.fingerprint, reservation.now):
             return copied(existing)
-        self._keys[key_id] = {
-            "_id": key_id,
-            "fingerprint": fingerprint,
-            "result": None,
-            "createdAt": now if existing is None else existing["createdAt"],
-            "reservedBy": by,
-            "reservedUntil": until,
-        }
+        new = reservation.document()
+        if existing is not None:  # taken over: one life of the key
+            new["createdAt"] = existing["createdAt"]
+        self._keys[reservation.key_id] = new
         return None
 
     async def get_idempotency_key(self, key_id: str) -> IdempotencyDocument | None:
@@ -64,18 +52,16 @@ class MemoryIdempotencyKeys:
         doc["reservedUntil"] = until
         return True
 
-    async def complete_idempotency_key(
-        self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
-    ) -> None:
-        self._complete_key(key_id, result, by=by, now=now)
+    async def complete_idempotency_key(self, answer: KeyAnswer) -> None:
+        self._complete_key(answer)
 
-    def _complete_key(self, key_id: str, result: dict[str, Any], *, by: str | None, now: datetime) -> None:
+    def _complete_key(self, answer: KeyAnswer) -> None:
         """``complete_idempotency_key`` in one step (no await: ``delete_claimed``'s ``key`` too)."""
-        doc = self._reserved(key_id, by)
+        doc = self._reserved(answer.key_id, answer.by)
         if doc is not None:
-            doc["result"] = copied(result)
-            doc["finishedAt"] = now
-            self._keys_finished.add((now, key_id))
+            doc["result"] = copied(answer.result)
+            doc["finishedAt"] = answer.now
+            self._keys_finished.add((answer.now, answer.key_id))
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
         if self._reserved(key_id, by) is not None:

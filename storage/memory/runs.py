@@ -11,25 +11,22 @@ from datetime import datetime
 from .. import rules
 from .._listing_index import ListingIndex, expiring_page
 from .._query import normalized_filter
-from ..documents import (
-    ApprovalDocument,
-    DecisionDocument,
-    EventDocument,
-    RunErrorDocument,
-    RunUpdateBatchDocument,
-    SnapshotDocument,
-    ToolCallDocument,
-)
+from ..documents import EventDocument, SnapshotDocument
 from ..protocol import (
-    DecisionClaim,
+    EVERY_RUN,
+    ApprovalWrite,
+    ClaimedDeletion,
+    ClaimedReplacement,
+    ClaimRelease,
+    ClaimWrite,
+    DecisionWrite,
     DuplicateRunError,
     IdempotencyKeyTakenError,
-    KeyAnswer,
-    KeyReservation,
     RunFilter,
-    SortKey,
+    RunPage,
     event_list,
 )
+from ..protocol.writes import Events
 from ..rules import matches
 from .copying import copied
 from .deadlines import DeadlineIndex
@@ -65,37 +62,13 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         return [copied(self._runs[i]) for i in dict.fromkeys(run_ids) if i in self._runs]
 
     async def list_runs(
-        self,
-        agent_id: str,
-        run_filter: RunFilter,
-        *,
-        limit: int | None = None,
-        skip: int = 0,
-        after: SortKey | None = None,
-        before: SortKey | None = None,
-        from_end: bool = False,
+        self, agent_id: str, run_filter: RunFilter, window: RunPage = EVERY_RUN
     ) -> list[SnapshotDocument]:
         normalized = normalized_filter(run_filter)
         if normalized.expires_before is not None:
-            keys = expiring_page(
-                self._expiring_matches(agent_id, normalized),
-                limit=limit,
-                skip=skip,
-                after=after,
-                before=before,
-                from_end=from_end,
-            )
+            keys = expiring_page(self._expiring_matches(agent_id, normalized), window)
             return [copied(self._runs[run_id]) for _, run_id in keys]
-        run_ids = self._listing.page(
-            agent_id,
-            normalized,
-            limit=limit,
-            skip=skip,
-            after=after,
-            before=before,
-            from_end=from_end,
-        )
-        return [copied(self._runs[run_id]) for run_id in run_ids]
+        return [copied(self._runs[run_id]) for run_id in self._listing.page(agent_id, normalized, window)]
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
         normalized = normalized_filter(run_filter)
@@ -127,13 +100,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         return self._histories.get(doc["historyId"]) if doc is not None else None
 
     # -- writing -------------------------------------------------------------------------------
-    async def insert(
-        self,
-        snapshot: SnapshotDocument,
-        history: bytes,
-        *,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-    ) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: Events = None) -> None:
         await self.insert_many([(snapshot, history)])
         self._append(event)  # insert_many never awaits: the same step of the event loop
 
@@ -173,72 +140,36 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
             self._decided.add(doc["_id"])
         self._deadlines.set_deadline(doc)
 
-    async def record_decision(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None = None,
-        decision: DecisionDocument,
-        now: datetime,
-        event: EventDocument | None = None,
-        preceding_events: Sequence[EventDocument] = (),
-        claim: DecisionClaim | None = None,
-        key: KeyReservation | None = None,
-    ) -> SnapshotDocument | None:
-        doc = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
+    async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
+        doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
-        if key is not None:  # in the same step as the decision
-            taken = await self.reserve_idempotency_key(key.key_id, key.fingerprint, key.now, by=key.by, until=key.until)
+        if write.key is not None:  # in the same step as the decision
+            taken = await self.reserve_idempotency_key(write.key)
             if taken is not None:
                 raise IdempotencyKeyTakenError(taken)
-        events = [*preceding_events, *event_list(event)]
-        if claim is not None and matches(rules.last_pending(claim.version), doc):
+        events = write.events()
+        claim = write.claimed(doc)
+        if claim is not None:
             doc["status"] = "resuming"
-            doc["claim"] = {"by": claim.by, "until": claim.until}
+            doc["claim"] = claim.document()
             events.extend(claim.events)
             self._add_run_updates(claim.updates)
-        doc["toolCalls"][index]["decision"] = copied(decision)
-        return self._record_decided(doc, now, events)
+        doc["toolCalls"][write.index]["decision"] = copied(write.decision)
+        return self._record_decided(doc, write.now, events)
 
-    async def record_approval(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None = None,
-        approval: ApprovalDocument,
-        approvals_before: int,
-        decision: DecisionDocument | None,
-        now: datetime,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-    ) -> SnapshotDocument | None:
-        doc = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
-        if doc is None or not matches(rules.approvals_counted(index, approvals_before), doc):
+    async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
+        doc = self._meeting(write.run_id, write.condition())
+        if doc is None:
             return None
-        call = doc["toolCalls"][index]
-        call["approvals"] = [*(call.get("approvals") or []), copied(approval)]
-        if decision is None:
-            self._touch(doc, now)
-            self._append(event)
+        call = doc["toolCalls"][write.index]
+        call["approvals"] = [*(call.get("approvals") or []), copied(write.approval)]
+        if write.decision is None:
+            self._touch(doc, write.now)
+            self._append(write.event)
             return copied(doc)
-        call["decision"] = copied(decision)
-        return self._record_decided(doc, now, event_list(event))
-
-    def _pending_call(
-        self, agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None
-    ) -> SnapshotDocument | None:
-        """The run, when it meets ``rules.pending_call``: suspended, its call ``index`` still the
-        undecided ``tool_call_id`` waiting on ``question_id`` (the condition of every decision)."""
-        doc = self._runs.get(run_id)
-        if doc is None or not matches(rules.pending_call(agent_id, run_id, index, tool_call_id, question_id), doc):
-            return None
-        return doc
+        call["decision"] = copied(write.decision)
+        return self._record_decided(doc, write.now, event_list(write.event))
 
     def _record_decided(
         self, doc: SnapshotDocument, now: datetime, events: Sequence[EventDocument]
@@ -251,120 +182,73 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         self._append(events)
         return copied(doc)
 
-    async def claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        until: datetime,
-        now: datetime,
-        events: Sequence[EventDocument] = (),
-        version: int | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-    ) -> SnapshotDocument | None:
-        doc = self._runs.get(run_id)
-        condition = rules.all_of(rules.owned(agent_id, run_id), rules.claimable(now, version))
-        if doc is None or not matches(condition, doc):
+    async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:
+        doc = self._meeting(write.run_id, write.condition())
+        if doc is None:
             return None
         doc["status"] = "resuming"
-        doc["claim"] = {"by": by, "until": until}
-        self._touch(doc, now)
-        self._append(events)
-        self._add_run_updates(updates)
+        doc["claim"] = write.document()
+        self._touch(doc, write.now)
+        self._append(write.events)
+        self._add_run_updates(write.updates)
         return copied(doc)
 
-    def _held(self, agent_id: str, run_id: str, by: str) -> SnapshotDocument | None:
-        """The run while ``by`` holds its claim (``rules.held``), else ``None``."""
+    def _meeting(self, run_id: str, condition: rules.Condition) -> SnapshotDocument | None:
+        """The run, when it meets ``condition`` (a write's), else ``None``."""
         doc = self._runs.get(run_id)
-        return doc if doc is not None and matches(rules.held(agent_id, run_id, by), doc) else None
+        return doc if doc is not None and matches(condition, doc) else None
 
     async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        doc = self._held(agent_id, run_id, by)
+        doc = self._meeting(run_id, rules.held(agent_id, run_id, by))
         if doc is None or doc["claim"] is None:
             return False
         doc["claim"]["until"] = until
         return True
 
-    async def replace_claimed(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        tool_calls: list[ToolCallDocument],
-        history: bytes,
-        history_id: str,
-        now: datetime,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-    ) -> SnapshotDocument | None:
-        doc = self._held(agent_id, run_id, by)
+    async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:
+        doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
-        self._swap_history(doc, history, history_id)
-        doc["toolCalls"] = copied(tool_calls)
-        doc["pendingCount"] = rules.pending_count(doc["toolCalls"])
+        self._swap_history(doc, write.history, write.history_id)
+        doc["toolCalls"] = copied(write.tool_calls)
+        doc["pendingCount"] = write.pending_count()
         self._deadlines.set_deadline(doc)
         doc["status"] = "suspended"
         doc["claim"] = None
         doc["lastError"] = None
-        doc["suspendedAt"] = now
-        self._touch(doc, now)
-        self._append(event)
-        self._add_run_updates(updates)
+        doc["suspendedAt"] = write.now
+        self._touch(doc, write.now)
+        self._append(write.event)
+        self._add_run_updates(write.updates)
         return copied(doc)
 
-    async def delete_claimed(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        event: EventDocument | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-        key: KeyAnswer | None = None,
-    ) -> bool:
-        doc = self._held(agent_id, run_id, by)
+    async def delete_claimed(self, write: ClaimedDeletion) -> bool:
+        doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return False
-        del self._runs[run_id]
-        self._decided.discard(run_id)
+        del self._runs[write.run_id]
+        self._decided.discard(write.run_id)
         self._deadlines.drop(doc)
         self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
-        self._append(event)
-        self._add_run_updates(updates)
-        if key is not None:
-            self._complete_key(key.key_id, key.result, by=key.by, now=key.now)
+        self._append(write.event)
+        self._add_run_updates(write.updates)
+        if write.key is not None:
+            self._complete_key(write.key)
         return True
 
-    async def release_claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        error: RunErrorDocument,
-        now: datetime,
-        history: bytes | None = None,
-        history_id: str | None = None,
-        event: EventDocument | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-    ) -> SnapshotDocument | None:
-        doc = self._held(agent_id, run_id, by)
+    async def release_claim(self, write: ClaimRelease) -> SnapshotDocument | None:
+        doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
-        if history is not None:
-            if history_id is None:
-                raise ValueError("a new history needs a new history_id")
-            self._swap_history(doc, history, history_id)
+        if write.history is not None and write.history_id is not None:
+            self._swap_history(doc, write.history, write.history_id)
         doc["status"] = "suspended"
         doc["claim"] = None
-        doc["lastError"] = copied(error)
-        self._touch(doc, now)
-        self._append(event)
-        self._add_run_updates(updates)
+        doc["lastError"] = copied(write.error)
+        self._touch(doc, write.now)
+        self._append(write.event)
+        self._add_run_updates(write.updates)
         return copied(doc)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:

@@ -6,7 +6,7 @@ deliveries done expire through index ``deliveries_finished`` (``rules.delivery_e
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -14,7 +14,8 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from .. import rules
-from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
+from ..documents import WebhookDeliveryDocument
+from ..protocol import DeliveryLease, DeliveryListing, WebhookAttempt
 from .base import MongoStoreBase
 from .conditions import compiled, no_value
 from .mapping import page
@@ -56,18 +57,10 @@ class MongoWebhookDeliveries(MongoStoreBase):
                 added += 1
         return added
 
-    async def claim_webhook_deliveries(
-        self,
-        *,
-        by: str,
-        until: datetime,
-        now: datetime,
-        limit: int,
-        endpoint_id: str | None = None,
-        other_than: Collection[str] = (),
-    ) -> list[WebhookDeliveryDocument]:
+    async def claim_webhook_deliveries(self, lease: DeliveryLease) -> list[WebhookDeliveryDocument]:
         """Each candidate is leased by one conditional update, under its write lease on FerretDB 1.x
         (``_run_lock``: FerretDB 1.24 does not apply conditional updates atomically)."""
+        now, endpoint_id, other_than = lease.now, lease.endpoint_id, lease.other_than
         due: Document = {
             "status": "pending",
             "nextAttemptAt": {"$lte": now},
@@ -80,45 +73,24 @@ class MongoWebhookDeliveries(MongoStoreBase):
             }
         async with reachable():
             order = [("nextAttemptAt", ASCENDING), ("_id", ASCENDING)]
-            candidates = await page(self._deliveries.find(due, {"_id": 1}).sort(order), limit).to_list()
+            candidates = await page(self._deliveries.find(due, {"_id": 1}).sort(order), lease.limit).to_list()
             claimed: list[WebhookDeliveryDocument] = []
             for candidate in candidates:
                 async with self._lock(f"webhook:{candidate['_id']}"):
                     doc = await self._deliveries.find_one_and_update(
                         {"_id": candidate["_id"], **due},
-                        {"$set": {"lease": {"by": by, "until": until}}},
+                        {"$set": {"lease": lease.document()}},
                         return_document=ReturnDocument.AFTER,
                     )
                 if doc is not None:
                     claimed.append(cast(WebhookDeliveryDocument, doc))
         return claimed
 
-    async def finish_webhook_attempt(
-        self,
-        delivery_id: str,
-        *,
-        by: str,
-        status: WebhookDeliveryStatus,
-        at: datetime,
-        next_attempt_at: datetime,
-        status_code: int | None,
-        error: str | None,
-    ) -> bool:
-        async with reachable(), self._lock(f"webhook:{delivery_id}"):
+    async def finish_webhook_attempt(self, attempt: WebhookAttempt) -> bool:
+        async with reachable(), self._lock(f"webhook:{attempt.delivery_id}"):
             result = await self._deliveries.update_one(
-                {"_id": delivery_id, "status": "pending", "lease.by": by},
-                {
-                    "$set": {
-                        "status": status,
-                        "lastAttemptAt": at,
-                        "nextAttemptAt": next_attempt_at,
-                        "lastStatusCode": status_code,
-                        "lastError": error,
-                        "finishedAt": rules.finished_at(status, at),
-                        "lease": None,
-                    },
-                    "$inc": {"attempts": 1},
-                },
+                {"_id": attempt.delivery_id, "status": "pending", "lease.by": attempt.by},
+                {"$set": attempt.changes(), "$inc": {"attempts": 1}},
             )
         return result.modified_count == 1
 
@@ -137,14 +109,8 @@ class MongoWebhookDeliveries(MongoStoreBase):
             gone = await self._deliveries.delete_many({**expired, "_id": {"$in": [doc["_id"] for doc in found]}})
         return gone.deleted_count
 
-    async def list_webhook_deliveries(
-        self,
-        *,
-        status: WebhookDeliveryStatus | None,
-        resource_ids: frozenset[str] | None,
-        limit: int,
-        after: str | None = None,
-    ) -> list[WebhookDeliveryDocument]:
+    async def list_webhook_deliveries(self, listing: DeliveryListing) -> list[WebhookDeliveryDocument]:
+        status, resource_ids, limit, after = listing.status, listing.resource_ids, listing.limit, listing.after
         query: Document = {}
         if status is not None:
             query["status"] = status

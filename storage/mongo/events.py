@@ -11,7 +11,8 @@ from pymongo import ASCENDING, DeleteMany, UpdateMany
 
 from .. import rules, stored_json
 from ..documents import EventDocument
-from ..protocol.events import EVENT_OVERHEAD_BYTES, check_page
+from ..protocol.events import EVENT_OVERHEAD_BYTES
+from ..protocol.filters import EventsAfter
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
 from .conditions import compiled
@@ -91,22 +92,15 @@ class MongoEvents(MongoStoreBase):
             docs = await self._events.find(query).sort([("at", ASCENDING), ("_id", ASCENDING)]).to_list()
         return read_events(docs)
 
-    async def list_events_after(
-        self,
-        agent_id: str,
-        after_event_id: str | None,
-        limit: int,
-        *,
-        resource_ids: frozenset[str] | None = None,
-        max_bytes: int | None = None,
-    ) -> list[EventDocument]:
-        check_page(limit, max_bytes)
-        query: Document = {"agentId": agent_id}
+    async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
+        agent_id, after_event_id, limit = query.agent_id, query.after_event_id, query.limit
+        resource_ids, max_bytes = query.resource_ids, query.max_bytes
+        where: Document = {"agentId": agent_id}
         if after_event_id is not None:
-            query["_id"] = {"$gt": after_event_id}
+            where["_id"] = {"$gt": after_event_id}
         if resource_ids is not None:
-            query["resourceId"] = {"$in": sorted(resource_ids)}
-        found = self._events.find(query).sort([("_id", ASCENDING)])
+            where["resourceId"] = {"$in": sorted(resource_ids)}
+        found = self._events.find(where).sort([("_id", ASCENDING)])
         async with reachable():
             if max_bytes is None:
                 return read_events(await page(found, limit).to_list())

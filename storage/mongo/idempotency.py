@@ -13,6 +13,7 @@ from pymongo.errors import DuplicateKeyError
 
 from .. import rules
 from ..documents import IdempotencyDocument
+from ..protocol import KeyAnswer, KeyReservation
 from ..stored_json import IDEMPOTENCY_FIELDS, decode, encode
 from .base import MongoStoreBase
 from .conditions import compiled, no_value
@@ -40,29 +41,17 @@ class MongoIdempotencyKeys(MongoStoreBase):
 
     reserves_with_decisions = False  # no multi-document transactions on FerretDB or DocumentDB
 
-    async def reserve_idempotency_key(
-        self,
-        key_id: str,
-        fingerprint: str,
-        now: datetime,
-        *,
-        by: str | None = None,
-        until: datetime | None = None,
-    ) -> IdempotencyDocument | None:
+    async def reserve_idempotency_key(self, reservation: KeyReservation) -> IdempotencyDocument | None:
+        key_id, by, until = reservation.key_id, reservation.by, reservation.until
         try:
             async with reachable():
-                await self._keys.insert_one(
-                    {
-                        "_id": key_id,
-                        "fingerprint": fingerprint,
-                        "result": None,
-                        "createdAt": now,
-                        "reservedBy": by,
-                        "reservedUntil": until,
-                    }
-                )
+                await self._keys.insert_one(dict(reservation.document()))
         except DuplicateKeyError:
-            lapsed: Document = {**_held_key(key_id, None), "fingerprint": fingerprint, "reservedUntil": {"$lt": now}}
+            lapsed: Document = {
+                **_held_key(key_id, None),
+                "fingerprint": reservation.fingerprint,
+                "reservedUntil": {"$lt": reservation.now},
+            }
             async with reachable(), self._lock(_key_lock(key_id)):
                 taken = await self._keys.update_one(lapsed, {"$set": {"reservedBy": by, "reservedUntil": until}})
             if taken.matched_count == 1:
@@ -70,7 +59,7 @@ class MongoIdempotencyKeys(MongoStoreBase):
             existing = await self.get_idempotency_key(key_id)
             if existing is not None:
                 return existing
-            return await self.reserve_idempotency_key(key_id, fingerprint, now, by=by, until=until)
+            return await self.reserve_idempotency_key(reservation)
         return None
 
     async def get_idempotency_key(self, key_id: str) -> IdempotencyDocument | None:
@@ -87,12 +76,10 @@ class MongoIdempotencyKeys(MongoStoreBase):
             result = await self._keys.update_one(_held_key(key_id, by), {"$set": {"reservedUntil": until}})
         return result.matched_count == 1
 
-    async def complete_idempotency_key(
-        self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
-    ) -> None:
-        answer = {**encode({"result": result}, IDEMPOTENCY_FIELDS), "finishedAt": now}
-        async with reachable(), self._lock(_key_lock(key_id)):
-            await self._keys.update_one(_held_key(key_id, by), {"$set": answer})
+    async def complete_idempotency_key(self, answer: KeyAnswer) -> None:
+        stored = {**encode({"result": answer.result}, IDEMPOTENCY_FIELDS), "finishedAt": answer.now}
+        async with reachable(), self._lock(_key_lock(answer.key_id)):
+            await self._keys.update_one(_held_key(answer.key_id, answer.by), {"$set": stored})
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
         async with reachable(), self._lock(_key_lock(key_id)):

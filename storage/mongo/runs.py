@@ -11,8 +11,9 @@ from typing import Any
 
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from ..documents import SCHEMA_VERSION, EventDocument, SnapshotDocument
-from ..protocol import DuplicateRunError, RunFilter, SortKey, event_list
+from ..documents import SCHEMA_VERSION, SnapshotDocument
+from ..protocol import EVERY_RUN, DuplicateRunError, RunFilter, RunPage, event_list
+from ..protocol.writes import Events
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
 from .mapping import NOT_FINISHED, keyset, listing_query, page, read_snapshot, read_snapshots, stored_snapshot
@@ -39,16 +40,9 @@ class MongoRuns(MongoStoreBase):
         return read_snapshots(docs)
 
     async def list_runs(
-        self,
-        agent_id: str,
-        run_filter: RunFilter,
-        *,
-        limit: int | None = None,
-        skip: int = 0,
-        after: SortKey | None = None,
-        before: SortKey | None = None,
-        from_end: bool = False,
+        self, agent_id: str, run_filter: RunFilter, window: RunPage = EVERY_RUN
     ) -> list[SnapshotDocument]:
+        limit, skip, after, before, from_end = window.limit, window.skip, window.after, window.before, window.from_end
         query = listing_query(agent_id, run_filter)
         bounds = []
         if after is not None:
@@ -83,13 +77,7 @@ class MongoRuns(MongoStoreBase):
             return None
         return await self._read_history(snapshot["historyId"])
 
-    async def insert(
-        self,
-        snapshot: SnapshotDocument,
-        history: bytes,
-        *,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-    ) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: Events = None) -> None:
         events = event_list(event)
         if snapshot["schemaVersion"] > SCHEMA_VERSION:  # an older runsgate's next open() must refuse the store
             async with reachable():

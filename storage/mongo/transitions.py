@@ -11,16 +11,8 @@ from typing import Any, cast
 from pymongo import ASCENDING
 
 from .. import rules
-from ..documents import (
-    ApprovalDocument,
-    DecisionDocument,
-    EventDocument,
-    RunErrorDocument,
-    RunUpdateBatchDocument,
-    SnapshotDocument,
-    ToolCallDocument,
-)
-from ..protocol import DecisionClaim, KeyAnswer, KeyReservation
+from ..documents import EventDocument, SnapshotDocument
+from ..protocol import ApprovalWrite, ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite, DecisionWrite
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive
 from .conditions import compiled, merged
@@ -42,23 +34,26 @@ def _deadline_once_decided(index: int) -> Derive:
     return derive
 
 
-def _claimed_once_decided(deadline: Derive, claim: DecisionClaim) -> Derive:
-    """``deadline``, and the run claimed as ``claim`` says when it meets ``rules.last_pending``."""
+def _claimed_once_decided(deadline: Derive, write: DecisionWrite) -> Derive:
+    """``deadline``, and the run claimed as ``write.claim`` says when the write claims it
+    (``DecisionWrite.claimed``)."""
 
     def derive(current: Document) -> Document:
         fields = deadline(current)
-        if rules.matches(rules.last_pending(claim.version), current):
-            fields.update({"status": "resuming", "claim": {"by": claim.by, "until": claim.until}})
+        claim = write.claimed(current)
+        if claim is not None:
+            fields.update({"status": "resuming", "claim": claim.document()})
         return fields
 
     return derive
 
 
-def _claim_events(claim: DecisionClaim) -> Callable[[Document], Sequence[EventDocument]]:
-    """The events written after the decision's: ``claim.events`` when the write claimed the run."""
+def _claim_events(write: DecisionWrite) -> Callable[[Document], Sequence[EventDocument]]:
+    """The events written after the decision's: ``write.claim.events`` when the write claimed the run."""
 
     def events(current: Document) -> Sequence[EventDocument]:
-        return claim.events if rules.matches(rules.last_pending(claim.version), current) else ()
+        claim = write.claimed(current)
+        return () if claim is None else claim.events
 
     return events
 
@@ -66,99 +61,55 @@ def _claim_events(claim: DecisionClaim) -> Callable[[Document], Sequence[EventDo
 class MongoRunTransitions(MongoIdempotencyKeys):
     """Decisions, approvals, claims and the sweeper's reads of ``MongoSnapshotStore``."""
 
-    async def record_decision(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None = None,
-        decision: DecisionDocument,
-        now: datetime,
-        event: EventDocument | None = None,
-        preceding_events: Sequence[EventDocument] = (),
-        claim: DecisionClaim | None = None,
-        key: KeyReservation | None = None,
-    ) -> SnapshotDocument | None:
-        if key is not None:
+    async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
+        if write.key is not None:
             raise ValueError(
                 "MongoSnapshotStore reserves idempotency keys by their own write (reserves_with_decisions)"
             )
-        path = f"toolCalls.{index}"
-        deadline = _deadline_once_decided(index)
-        derive = deadline if claim is None else _claimed_once_decided(deadline, claim)
+        claim, deadline = write.claim, _deadline_once_decided(write.index)
+        decided = encode(write.decision, DECISION_FIELDS)
         doc = await self._update_then_append(
-            event,
-            run_id,
-            compiled(rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)),
+            write.event,
+            write.run_id,
+            compiled(write.condition()),
             {
-                "$set": {f"{path}.decision": encode(decision, DECISION_FIELDS), "updatedAt": now},
+                "$set": {f"toolCalls.{write.index}.decision": decided, "updatedAt": write.now},
                 "$inc": {"pendingCount": -1, "version": 1},
             },
-            derive,
-            preceding_events,
-            then_events=None if claim is None else _claim_events(claim),
+            deadline if claim is None else _claimed_once_decided(deadline, write),
+            write.preceding_events,
+            then_events=None if claim is None else _claim_events(write),
         )
         if claim is not None and doc is not None and doc["status"] == "resuming":  # this write claimed it
-            await self._updates_after(run_id, claim.updates)
+            await self._updates_after(write.run_id, claim.updates)
         return doc
 
-    async def record_approval(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None = None,
-        approval: ApprovalDocument,
-        approvals_before: int,
-        decision: DecisionDocument | None,
-        now: datetime,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-    ) -> SnapshotDocument | None:
-        path = f"toolCalls.{index}"
-        pending = rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)
-        changes: Document = {"updatedAt": now}
+    async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
+        path, decision = f"toolCalls.{write.index}", write.decision
+        changes: Document = {"updatedAt": write.now}
         if decision is not None:
             changes[f"{path}.decision"] = encode(decision, DECISION_FIELDS)
         return await self._update_then_append(
-            event,
-            run_id,
-            compiled(rules.all_of(pending, rules.approvals_counted(index, approvals_before))),
+            write.event,
+            write.run_id,
+            compiled(write.condition()),
             {
                 "$set": changes,
-                "$push": {f"{path}.approvals": dict(approval)},
+                "$push": {f"{path}.approvals": dict(write.approval)},
                 "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},
             },
-            None if decision is None else _deadline_once_decided(index),
+            None if decision is None else _deadline_once_decided(write.index),
         )
 
-    async def claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        until: datetime,
-        now: datetime,
-        events: Sequence[EventDocument] = (),
-        version: int | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-    ) -> SnapshotDocument | None:
-        claimable = rules.all_of(rules.owned(agent_id, run_id), rules.claimable(now, version))
+    async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:
         doc = await self._update_then_append(
-            events,
-            run_id,
-            merged(compiled(claimable), NOT_FINISHED),
-            {
-                "$set": {"status": "resuming", "claim": {"by": by, "until": until}, "updatedAt": now},
-                "$inc": {"version": 1},
-            },
+            write.events,
+            write.run_id,
+            merged(compiled(write.condition()), NOT_FINISHED),
+            {"$set": {"status": "resuming", "claim": write.document(), "updatedAt": write.now}, "$inc": {"version": 1}},
         )
         if doc is not None:
-            await self._updates_after(run_id, updates)
+            await self._updates_after(write.run_id, write.updates)
         return doc
 
     @staticmethod
@@ -171,79 +122,50 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             result = await self._runs.update_one(held, {"$set": {"claim.until": until}})
         return result.matched_count == 1
 
-    async def replace_claimed(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        tool_calls: list[ToolCallDocument],
-        history: bytes,
-        history_id: str,
-        now: datetime,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-    ) -> SnapshotDocument | None:
+    async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:
         changes: Document = {
-            "toolCalls": [encode_tool_call(c) for c in tool_calls],
-            "pendingCount": rules.pending_count(tool_calls),
+            "toolCalls": [encode_tool_call(c) for c in write.tool_calls],
+            "pendingCount": write.pending_count(),
             "status": "suspended",
             "claim": None,
             "lastError": None,
-            "suspendedAt": now,
-            "updatedAt": now,
-            "expiresAt": rules.earliest_deadline(tool_calls),
+            "suspendedAt": write.now,
+            "updatedAt": write.now,
+            "expiresAt": write.expires_at(),
         }
-        doc = await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
+        doc = await self._update_claimed_with_history(write, changes, write.history, write.history_id)
         if doc is not None:
-            await self._updates_after(run_id, updates)
+            await self._updates_after(write.run_id, write.updates)
         return doc
 
     async def _update_claimed_with_history(
-        self,
-        agent_id: str,
-        run_id: str,
-        by: str,
-        changes: Document,
-        history: bytes,
-        history_id: str,
-        event: EventDocument | Sequence[EventDocument] | None,
+        self, write: ClaimedReplacement | ClaimRelease, changes: Document, history: bytes, history_id: str
     ) -> SnapshotDocument | None:
-        """Set ``changes`` and point the snapshot to a new history, only while ``by`` holds the claim.
+        """Set ``changes`` and point the snapshot to a new history, only while ``write.by`` holds
+        the claim, with ``write.event``.
 
         The history is written under its new id first, so a lost claim never overwrites the one
         another instance relies on; then whichever history the snapshot no longer points to is
         deleted (never the live one).
         """
+        held = compiled(write.condition())
         async with reachable():
-            current = await self._runs.find_one(self._held(agent_id, run_id, by), {"historyId": 1})
+            current = await self._runs.find_one(held, {"historyId": 1})
         if current is None:
             return None
-        await self._write_history(history_id, run_id, history)
+        await self._write_history(history_id, write.run_id, history)
         doc = await self._update_then_append(
-            event,
-            run_id,
-            self._held(agent_id, run_id, by),
-            {"$set": {**changes, "historyId": history_id}, "$inc": {"version": 1}},
+            write.event, write.run_id, held, {"$set": {**changes, "historyId": history_id}, "$inc": {"version": 1}}
         )
         await self._delete_history(current["historyId"] if doc is not None else history_id)
         return doc
 
-    async def delete_claimed(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        event: EventDocument | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-        key: KeyAnswer | None = None,
-    ) -> bool:
+    async def delete_claimed(self, write: ClaimedDeletion) -> bool:
         """With ``event``: recorded inside the snapshot first (still under the claim), appended,
         then the snapshot deleted. A process dying in between leaves a snapshot that is never
         claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
         appending the event. ``key``'s answer is written after the deletion, a write of its own."""
-        held = self._held(agent_id, run_id, by)
+        run_id, event, held = write.run_id, write.event, compiled(write.condition())
         if event is not None:
             marked = await self._update(run_id, held, {"$push": {"pendingEvents": encode(event, EVENT_FIELDS)}})
             if marked is None:
@@ -257,35 +179,22 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         if doc is None:
             return False
         await self._delete_history(doc["historyId"])
-        await self._updates_after(run_id, updates)
-        if key is not None:
-            await self.complete_idempotency_key(key.key_id, key.result, by=key.by, now=key.now)
+        await self._updates_after(run_id, write.updates)
+        if write.key is not None:
+            await self.complete_idempotency_key(write.key)
         return True
 
-    async def release_claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        error: RunErrorDocument,
-        now: datetime,
-        history: bytes | None = None,
-        history_id: str | None = None,
-        event: EventDocument | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-    ) -> SnapshotDocument | None:
-        changes: Document = {"status": "suspended", "claim": None, "lastError": dict(error), "updatedAt": now}
-        if history is None:
+    async def release_claim(self, write: ClaimRelease) -> SnapshotDocument | None:
+        changes: Document = {"status": "suspended", "claim": None, "lastError": dict(write.error)}
+        changes["updatedAt"] = write.now
+        if write.history is None or write.history_id is None:
             doc = await self._update_then_append(
-                event, run_id, self._held(agent_id, run_id, by), {"$set": changes, "$inc": {"version": 1}}
+                write.event, write.run_id, compiled(write.condition()), {"$set": changes, "$inc": {"version": 1}}
             )
-        elif history_id is None:
-            raise ValueError("a new history needs a new history_id")
         else:
-            doc = await self._update_claimed_with_history(agent_id, run_id, by, changes, history, history_id, event)
+            doc = await self._update_claimed_with_history(write, changes, write.history, write.history_id)
         if doc is not None:
-            await self._updates_after(run_id, updates)
+            await self._updates_after(write.run_id, write.updates)
         return doc
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:

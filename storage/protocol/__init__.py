@@ -5,33 +5,59 @@
 one module each; ``SnapshotStore`` is all five plus open, close and ping, implemented by one
 class per store. Every method naming a run is scoped by ``agent_id``; a write that changes a
 run takes the event recording it (``event=``), one unit of work (docs/storage.md). The errors
-are in ``errors``, the listing's filter and order in ``filters``.
+are in ``errors``, the listing's filter and order in ``filters``, each write as one value in
+``writes``.
 """
 
 from .deliveries import WebhookDeliveries
 from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
 from .events import EventLog, event_list, event_size
-from .filters import RunFilter, SortKey, sort_key
-from .keys import IdempotencyKeys, IdempotencyKeyTakenError, KeyAnswer, KeyReservation
+from .filters import EVERY_RUN, DeliveryListing, EventsAfter, RunFilter, RunPage, SortKey, sort_key
+from .keys import IdempotencyKeys, IdempotencyKeyTakenError
 from .run_updates import RunUpdateLog
-from .runs import DecisionClaim, RunStore
+from .runs import RunStore
 from .store import SnapshotStore
+from .writes import (
+    ApprovalWrite,
+    ClaimedDeletion,
+    ClaimedReplacement,
+    ClaimRelease,
+    ClaimWrite,
+    DecisionClaim,
+    DecisionWrite,
+    DeliveryLease,
+    KeyAnswer,
+    KeyReservation,
+    WebhookAttempt,
+)
 
 __all__ = [
+    "EVERY_RUN",
+    "ApprovalWrite",
+    "ClaimRelease",
+    "ClaimWrite",
+    "ClaimedDeletion",
+    "ClaimedReplacement",
     "DecisionClaim",
+    "DecisionWrite",
+    "DeliveryLease",
+    "DeliveryListing",
     "DuplicateRunError",
     "EventLog",
+    "EventsAfter",
     "IdempotencyKeyTakenError",
     "IdempotencyKeys",
     "KeyAnswer",
     "KeyReservation",
     "NewerSchemaError",
     "RunFilter",
+    "RunPage",
     "RunStore",
     "RunUpdateLog",
     "SnapshotStore",
     "SortKey",
     "StoreUnavailableError",
+    "WebhookAttempt",
     "WebhookDeliveries",
     "event_list",
     "event_size",

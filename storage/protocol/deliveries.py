@@ -3,11 +3,13 @@ the event log they are derived from."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
+from ..documents import WebhookDeliveryDocument
+from .filters import DeliveryListing
+from .writes import DeliveryLease, WebhookAttempt
 
 
 class WebhookDeliveries(Protocol):
@@ -37,16 +39,7 @@ class WebhookDeliveries(Protocol):
         """
         ...
 
-    async def claim_webhook_deliveries(
-        self,
-        *,
-        by: str,
-        until: datetime,
-        now: datetime,
-        limit: int,
-        endpoint_id: str | None = None,
-        other_than: Collection[str] = (),
-    ) -> list[WebhookDeliveryDocument]:
+    async def claim_webhook_deliveries(self, lease: DeliveryLease) -> list[WebhookDeliveryDocument]:
         """Lease up to ``limit`` due deliveries to ``by`` until ``until``: those ``pending`` whose
         ``nextAttemptAt`` is at or before ``now`` and that nobody holds (no lease, or one that
         expired before ``now``). Each is leased by one conditional write, so two instances never
@@ -54,40 +47,15 @@ class WebhookDeliveries(Protocol):
         ``endpoint_id``, only deliveries to that endpoint; none to an endpoint of ``other_than``."""
         ...
 
-    async def finish_webhook_attempt(
-        self,
-        delivery_id: str,
-        *,
-        by: str,
-        status: WebhookDeliveryStatus,
-        at: datetime,
-        next_attempt_at: datetime,
-        status_code: int | None,
-        error: str | None,
-    ) -> bool:
+    async def finish_webhook_attempt(self, attempt: WebhookAttempt) -> bool:
         """Record one attempt of a delivery ``by`` holds: ``attempts`` + 1, ``lastAttemptAt`` ``at``,
         the answer's ``status_code`` and ``error``, the new ``status`` (``finishedAt`` ``at`` unless
         ``pending``) and ``next_attempt_at``; the lease is released. ``False`` (nothing written)
         when ``by`` no longer holds it or it is no longer pending."""
         ...
 
-    async def list_webhook_deliveries(
-        self,
-        *,
-        status: WebhookDeliveryStatus | None,
-        resource_ids: frozenset[str] | None,
-        limit: int,
-        after: str | None = None,
-    ) -> list[WebhookDeliveryDocument]:
-        """Deliveries newest first (``_id`` descending), for ``webhookDeliveries``.
-
-        Args:
-            status: Only deliveries in this status; ``None`` for all.
-            resource_ids: Access restriction as ``RunFilter.resource_ids``: only deliveries about
-                runs of these resources (``None``: no restriction).
-            limit: At most this many.
-            after: Only deliveries whose ``_id`` sorts strictly before this one (the next page).
-        """
+    async def list_webhook_deliveries(self, listing: DeliveryListing) -> list[WebhookDeliveryDocument]:
+        """Deliveries newest first (``_id`` descending), for ``webhookDeliveries``: those of ``listing``."""
         ...
 
     async def delete_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> int:

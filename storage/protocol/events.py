@@ -9,6 +9,7 @@ from typing import Protocol
 
 from .. import stored_json
 from ..documents import EventDocument
+from .filters import EventsAfter
 
 EVENT_OVERHEAD_BYTES = 1024
 """What ``event_size`` adds to an event's strings: about what the rest of a decoded event (its
@@ -79,34 +80,14 @@ class EventLog(Protocol):
         """
         ...
 
-    async def list_events_after(
-        self,
-        agent_id: str,
-        after_event_id: str | None,
-        limit: int,
-        *,
-        resource_ids: frozenset[str] | None = None,
-        max_bytes: int | None = None,
-    ) -> list[EventDocument]:
-        """Events of ``agent_id`` whose ``_id`` sorts strictly after ``after_event_id``, in ``_id`` order.
+    async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
+        """Events of ``query.agent_id`` whose ``_id`` sorts strictly after ``query.after_event_id``, in ``_id`` order.
 
         Event ids are time-ordered strings (``EventDocument._id``), so this is a keyset walk of the
         log in the order events were created, all runs of the agent together (the subscription
-        feed polls it). ``None`` starts from the oldest event.
-
-        Args:
-            agent_id: Only this agent's events.
-            after_event_id: Exclusive lower bound on ``_id`` (compared as strings), or ``None``.
-            limit: At most this many events; ask again after the last one for more.
-            resource_ids: Access restriction as ``RunFilter.resource_ids``: only events whose
-                ``resourceId`` is one of these (a subscriber's replay reads only what it may see).
-            max_bytes: Also stop before the event that would make the events' ``event_size`` add
-                up to more than this; the first event is returned whatever its size. The store
-                reads no more than it returns (a few events more at most), so a page bounded in
-                bytes costs that many bytes whatever the events after it. ``None``: no bound.
-
-        Raises:
-            ValueError: ``limit`` or ``max_bytes`` is below 1.
+        feed polls it). ``None`` starts from the oldest event. With ``query.max_bytes``, the store
+        reads no more than it returns (a few events more at most), so a page bounded in bytes
+        costs that many bytes whatever the events after it.
         """
         ...
 
@@ -143,16 +124,4 @@ class EventLog(Protocol):
         ...
 
 
-def check_page(limit: int, max_bytes: int | None) -> None:
-    """``list_events_after``'s argument checks.
-
-    Raises:
-        ValueError: ``limit`` or ``max_bytes`` is below 1.
-    """
-    if limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit}")
-    if max_bytes is not None and max_bytes < 1:
-        raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
-
-
-__all__ = ["EVENT_OVERHEAD_BYTES", "EventLog", "check_page", "event_list", "event_size", "within_bytes"]
+__all__ = ["EVENT_OVERHEAD_BYTES", "EventLog", "event_list", "event_size", "within_bytes"]

@@ -2,35 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..documents import IdempotencyDocument
-
-
-@dataclass(frozen=True, kw_only=True)
-class KeyAnswer:
-    """An idempotency key's answer written with a run's write (``RunStore.delete_claimed``'s
-    ``key``), as ``IdempotencyKeys.complete_idempotency_key(key_id, result, by=by, now=now)``."""
-
-    key_id: str
-    result: dict[str, Any]
-    by: str
-    now: datetime
-
-
-@dataclass(frozen=True, kw_only=True)
-class KeyReservation:
-    """An idempotency key reserved by a decision's own write (``RunStore.record_decision``'s
-    ``key``), as ``IdempotencyKeys.reserve_idempotency_key(key_id, fingerprint, now, by=by,
-    until=until)`` would reserve it; UTC datetimes."""
-
-    key_id: str
-    fingerprint: str
-    by: str
-    until: datetime
-    now: datetime
+from .writes import KeyAnswer, KeyReservation
 
 
 class IdempotencyKeyTakenError(Exception):
@@ -55,17 +31,9 @@ class IdempotencyKeys(Protocol):
 
     reserves_with_decisions: bool
 
-    async def reserve_idempotency_key(
-        self,
-        key_id: str,
-        fingerprint: str,
-        now: datetime,
-        *,
-        by: str | None = None,
-        until: datetime | None = None,
-    ) -> IdempotencyDocument | None:
-        """Reserve the key for the request ``by``, with a lease until ``until`` (UTC; ``None``:
-        no lease, held until completed or released).
+    async def reserve_idempotency_key(self, reservation: KeyReservation) -> IdempotencyDocument | None:
+        """Reserve ``reservation.key_id`` for the request ``by``, with a lease until ``until``
+        (UTC; ``None``: no lease, held until completed or released).
 
         Returns ``None`` when ``by`` now holds the key: it was new, or it had no result, the same
         ``fingerprint`` and a lease that lapsed before ``now`` (its request died or could not
@@ -81,10 +49,8 @@ class IdempotencyKeys(Protocol):
         """Extend the lease of a reservation ``by`` still holds (no result yet); ``False`` if it
         was taken over or is gone."""
 
-    async def complete_idempotency_key(
-        self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
-    ) -> None:
-        """Store the answer given for a reserved key and its ``finishedAt`` = ``now`` (UTC), only
+    async def complete_idempotency_key(self, answer: KeyAnswer) -> None:
+        """Store ``answer.result`` for a reserved key and its ``finishedAt`` = ``now`` (UTC), only
         while ``by`` holds it (``None``: whoever does); a holder whose key was taken over writes
         nothing."""
 

@@ -4,43 +4,12 @@ by conditional updates."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from ..documents import (
-    ApprovalDocument,
-    DecisionDocument,
-    EventDocument,
-    RunErrorDocument,
-    RunUpdateBatchDocument,
-    SnapshotDocument,
-    ToolCallDocument,
-)
-from .filters import RunFilter, SortKey
-from .keys import KeyAnswer, KeyReservation
-
-
-@dataclass(frozen=True, kw_only=True)
-class DecisionClaim:
-    """The claim a decision takes with it when it decides the run's last pending call
-    (``RunStore.record_decision``'s ``claim``), as ``RunStore.claim`` would take it.
-
-    Attributes:
-        by: The instance that will continue the run.
-        until: When the claim lapses (UTC).
-        version: The run's ``version`` as read when ``events`` were made: the claim is taken only
-            if the run is still at it (``rules.last_pending``).
-        events: The continuation's events (its ``resumed``), written after the decision's.
-        updates: The continuation's first run-update batches (its ``resumed`` update), written
-            with the claim as ``RunStore.claim``'s ``updates``.
-    """
-
-    by: str
-    until: datetime
-    version: int
-    events: Sequence[EventDocument] = ()
-    updates: Sequence[RunUpdateBatchDocument] = ()
+from ..documents import SnapshotDocument
+from .filters import EVERY_RUN, RunFilter, RunPage
+from .writes import ApprovalWrite, ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite, DecisionWrite, Events
 
 
 class RunStore(Protocol):
@@ -63,26 +32,10 @@ class RunStore(Protocol):
         """Runs by id in one query, any agent, in no particular order; missing ids are skipped."""
 
     async def list_runs(
-        self,
-        agent_id: str,
-        run_filter: RunFilter,
-        *,
-        limit: int | None = None,
-        skip: int = 0,
-        after: SortKey | None = None,
-        before: SortKey | None = None,
-        from_end: bool = False,
+        self, agent_id: str, run_filter: RunFilter, window: RunPage = EVERY_RUN
     ) -> list[SnapshotDocument]:
-        """Runs of ``agent_id`` matching ``run_filter``, newest first, never reading histories.
-
-        Args:
-            limit: At most this many runs; ``None`` for all.
-            skip: Runs to skip first (``page * perPage``); not used with ``from_end``.
-            after: Only runs strictly after this key in listing order.
-            before: Only runs strictly before this key in listing order.
-            from_end: Take the ``limit`` runs closest to the end of the range (Relay ``last``);
-                the result is still newest first.
-        """
+        """The runs of ``window`` among those of ``agent_id`` matching ``run_filter``,
+        newest first, never reading histories."""
         ...
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
@@ -93,35 +46,15 @@ class RunStore(Protocol):
         """The run's message history (pydantic-ai JSON bytes), or ``None`` if the run is gone."""
 
     # -- writing -----------------------------------------------------------------------------
-    async def insert(
-        self,
-        snapshot: SnapshotDocument,
-        history: bytes,
-        *,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-    ) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: Events = None) -> None:
         """Store a new suspended run, and ``event`` (its ``suspended`` event, and the ``decision``
         events of calls an approval policy decided) with it as one unit of work (``storage.protocol``).
         Raises ``DuplicateRunError`` (nothing written)."""
 
-    async def record_decision(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None = None,
-        decision: DecisionDocument,
-        now: datetime,
-        event: EventDocument | None = None,
-        preceding_events: Sequence[EventDocument] = (),
-        claim: DecisionClaim | None = None,
-        key: KeyReservation | None = None,
-    ) -> SnapshotDocument | None:
+    async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
         """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
 
-        One conditional update: the run exists, belongs to ``agent_id``, has status
+        One conditional update (``write.condition()``): the run exists, belongs to ``agent_id``, has status
         ``suspended``, and ``toolCalls[index]`` has ``tool_call_id``, the ``questionId``
         ``question_id`` (``None``: it has none, as in documents written before questions had ids)
         and no decision, so a decision read for a question the call no longer waits on is never
@@ -131,7 +64,7 @@ class RunStore(Protocol):
         after ``preceding_events`` (the sweeper's ``expired`` event), in that order. The run's
         ``expiresAt`` becomes the earliest deadline of the calls still pending (``earliest_deadline``).
 
-        With ``claim``, when the run also meets ``rules.last_pending(claim.version)`` (this call is
+        With ``claim``, when the run also meets ``write.claiming()`` (``rules.last_pending``: this call is
         its last pending one, and the run is unchanged since the claim's events were made), the
         same write claims it as ``claim`` does (status ``resuming``, ``claim.by`` until
         ``claim.until``) and writes ``claim.events`` after the decision's. Otherwise the decision
@@ -144,24 +77,11 @@ class RunStore(Protocol):
         reserving the key.
         """
 
-    async def record_approval(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None = None,
-        approval: ApprovalDocument,
-        approvals_before: int,
-        decision: DecisionDocument | None,
-        now: datetime,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-    ) -> SnapshotDocument | None:
+    async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
         """Append ``approval`` to ``toolCalls[index].approvals`` (two-person approval), and with
         ``decision`` (the last approval needed) also set the call's decision.
 
-        One conditional update, on the conditions of ``record_decision`` plus: the call has
+        One conditional update (``write.condition()``), on the conditions of ``record_decision`` plus: the call has
         exactly ``approvals_before`` approvals (absent counts as none), so of two approvals read
         on the same state only one is recorded, and each approval is recorded once. Without
         ``decision`` ``pendingCount`` is unchanged; with it, it drops by one. Returns the updated
@@ -169,18 +89,7 @@ class RunStore(Protocol):
         event, then the ``decision`` event) is written with the update as one unit of work.
         """
 
-    async def claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        until: datetime,
-        now: datetime,
-        events: Sequence[EventDocument] = (),
-        version: int | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-    ) -> SnapshotDocument | None:
+    async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:
         """Take the claim to continue a run whose every call is decided.
 
         Succeeds when the run is ``suspended`` with ``pendingCount == 0``, or ``resuming`` with a
@@ -197,19 +106,7 @@ class RunStore(Protocol):
     async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
         """Extend a claim still held by ``by``; ``False`` if it was lost (nothing written)."""
 
-    async def replace_claimed(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        tool_calls: list[ToolCallDocument],
-        history: bytes,
-        history_id: str,
-        now: datetime,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-    ) -> SnapshotDocument | None:
+    async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:
         """The claimed run suspended again: store its new pending calls and history, and ``event``
         (its ``suspended`` event, and the ``decision`` events of calls an approval policy decided)
         with them as one unit of work. ``pendingCount`` counts the calls without a decision.
@@ -221,16 +118,7 @@ class RunStore(Protocol):
         ``lastError`` are cleared. Returns the new document, or ``None`` if the claim was lost.
         """
 
-    async def delete_claimed(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        event: EventDocument | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-        key: KeyAnswer | None = None,
-    ) -> bool:
+    async def delete_claimed(self, write: ClaimedDeletion) -> bool:
         """The claimed run finished: delete its snapshot and history, only while ``by`` holds the
         claim, and write ``event`` (its ``completed`` event) as one unit of work with the deletion:
         the run is never gone without its ``completed`` event. ``False`` (nothing written) if the
@@ -238,19 +126,7 @@ class RunStore(Protocol):
         written only if the deletion is, in its transaction (SQLite; memory in the same step),
         else right after it (MongoDB: a failure raises, the run being gone)."""
 
-    async def release_claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        by: str,
-        error: RunErrorDocument,
-        now: datetime,
-        history: bytes | None = None,
-        history_id: str | None = None,
-        event: EventDocument | None = None,
-        updates: Sequence[RunUpdateBatchDocument] = (),
-    ) -> SnapshotDocument | None:
+    async def release_claim(self, write: ClaimRelease) -> SnapshotDocument | None:
         """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set, and
         ``event`` (its ``failed`` event) written with that change as one unit of work.
 
@@ -279,4 +155,4 @@ class RunStore(Protocol):
         """Bulk-insert new runs (data generator). Raises ``DuplicateRunError``."""
 
 
-__all__ = ["DecisionClaim", "RunStore"]
+__all__ = ["RunStore"]

@@ -105,9 +105,9 @@ def _fragment(condition: Condition, params: list[Any], columns: dict[str, Column
         case Length(path, _):
             raise ValueError(f"no column holds the list {path!r}")
         case AllOf():
-            return _joined(list(_conjuncts(condition)), " AND ", "1", params, columns)
+            return _joined(list(_flat(condition, AllOf)), " AND ", "1", params, columns)
         case AnyOf():
-            return _joined(list(_disjuncts(condition)), " OR ", _NEVER, params, columns)
+            return _joined(list(_flat(condition, AnyOf)), " OR ", _NEVER, params, columns)
     raise TypeError(f"not a condition: {condition!r}")
 
 
@@ -150,7 +150,7 @@ def split(condition: Condition) -> tuple[AllOf, AllOf]:
     """
     on_columns: list[Condition] = []
     on_calls: list[Condition] = []
-    for one in _conjuncts(condition):
+    for one in _flat(condition, AllOf):
         under = {_on_calls(path) for path in _paths(one)}
         if under == {True}:
             on_calls.append(one)
@@ -167,18 +167,11 @@ def calls_match(condition: Condition, calls: Sequence[ToolCallDocument]) -> bool
     return rules.matches(condition, {CALLS: list(calls)})
 
 
-def _conjuncts(condition: Condition) -> Iterator[Condition]:
-    if isinstance(condition, AllOf):
+def _flat(condition: Condition, kind: type[AllOf] | type[AnyOf]) -> Iterator[Condition]:
+    """The parts ``kind`` joins in ``condition``, those of a nested ``kind`` taken in its place."""
+    if isinstance(condition, kind):
         for one in condition.conditions:
-            yield from _conjuncts(one)
-    else:
-        yield condition
-
-
-def _disjuncts(condition: Condition) -> Iterator[Condition]:
-    if isinstance(condition, AnyOf):
-        for one in condition.conditions:
-            yield from _disjuncts(one)
+            yield from _flat(one, kind)
     else:
         yield condition
 

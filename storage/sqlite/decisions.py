@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from .. import rules
-from ..documents import ApprovalDocument, DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
-from ..protocol import DecisionClaim, IdempotencyKeyTakenError, KeyReservation, event_list
+from ..documents import EventDocument, SnapshotDocument, ToolCallDocument
+from ..protocol import ApprovalWrite, DecisionClaim, DecisionWrite, IdempotencyKeyTakenError, event_list
 from ..rules import Condition
 from . import conditions
 from .connection import _Connection
@@ -23,74 +23,41 @@ from .rows import _COLUMNS, _calls, _calls_text, _deadline_ms, _ms, _snapshot
 class _Decisions(_Connection):
     """``RunStore``'s decisions on a suspended run's calls."""
 
-    async def record_decision(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None = None,
-        decision: DecisionDocument,
-        now: datetime,
-        event: EventDocument | None = None,
-        preceding_events: Sequence[EventDocument] = (),
-        claim: DecisionClaim | None = None,
-        key: KeyReservation | None = None,
-    ) -> SnapshotDocument | None:
-        pending = rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)
-        events = [*preceding_events, *event_list(event)]
-        ready = None if claim is None else rules.last_pending(claim.version)
+    async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
+        claim, key = write.claim, write.key
 
-        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
-            found = self._calls_where(db, pending, also=ready)
+        def write_in(db: sqlite3.Connection) -> SnapshotDocument | None:
+            found = self._calls_where(db, write.condition(), also=write.claiming())
             if found is None:
                 return None
             if key is not None:  # raising rolls this write back alone (``_write``)
-                taken = reserve_key_in(db, key.key_id, key.fingerprint, key.now, by=key.by, until=key.until)
+                taken = reserve_key_in(db, key)
                 if taken is not None:
                     raise IdempotencyKeyTakenError(taken)
             calls, claimed = found
-            calls[index]["decision"] = decision
+            calls[write.index]["decision"] = write.decision
             if claimed and claim is not None:
-                written = self._write_calls(db, run_id, calls, now, [*events, *claim.events], claim=claim)
+                events = [*write.events(), *claim.events]
+                written = self._write_calls(db, write.run_id, calls, write.now, events, claim=claim)
                 self._updates_in(db, claim.updates)
                 return written
-            return self._write_calls(db, run_id, calls, now, events)
+            return self._write_calls(db, write.run_id, calls, write.now, write.events())
 
-        return await self._write(write)
+        return await self._write(write_in)
 
-    async def record_approval(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None = None,
-        approval: ApprovalDocument,
-        approvals_before: int,
-        decision: DecisionDocument | None,
-        now: datetime,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-    ) -> SnapshotDocument | None:
-        counted = rules.all_of(
-            rules.pending_call(agent_id, run_id, index, tool_call_id, question_id),
-            rules.approvals_counted(index, approvals_before),
-        )
-
-        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
-            found = self._calls_where(db, counted)
+    async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
+        def write_in(db: sqlite3.Connection) -> SnapshotDocument | None:
+            found = self._calls_where(db, write.condition())
             if found is None:
                 return None
             calls, _ = found
-            call = calls[index]
-            call["approvals"] = [*(call.get("approvals") or []), approval]
-            if decision is not None:
-                call["decision"] = decision
-            return self._write_calls(db, run_id, calls, now, event_list(event))
+            call = calls[write.index]
+            call["approvals"] = [*(call.get("approvals") or []), write.approval]
+            if write.decision is not None:
+                call["decision"] = write.decision
+            return self._write_calls(db, write.run_id, calls, write.now, event_list(write.event))
 
-        return await self._write(write)
+        return await self._write(write_in)
 
     @staticmethod
     def _calls_where(

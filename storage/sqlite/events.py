@@ -9,7 +9,8 @@ from typing import Any
 
 from .. import rules
 from ..documents import EventDocument
-from ..protocol.events import EVENT_OVERHEAD_BYTES, check_page
+from ..protocol.events import EVENT_OVERHEAD_BYTES
+from ..protocol.filters import EventsAfter
 from .conditions import Column, where
 from .connection import _Connection
 from .rows import _EVENT_COLUMNS, _INSERT_EVENT, _event, _event_row, _marks, _ms
@@ -98,16 +99,9 @@ class _Events(_Connection):
         rows = await self._read(sql + " ORDER BY at, event_id", params)
         return [_event(row) for row in rows]
 
-    async def list_events_after(
-        self,
-        agent_id: str,
-        after_event_id: str | None,
-        limit: int,
-        *,
-        resource_ids: frozenset[str] | None = None,
-        max_bytes: int | None = None,
-    ) -> list[EventDocument]:
-        check_page(limit, max_bytes)
+    async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
+        agent_id, after_event_id, limit = query.agent_id, query.after_event_id, query.limit
+        resource_ids, max_bytes = query.resource_ids, query.max_bytes
         sql = f"SELECT {_EVENT_COLUMNS} FROM run_events WHERE agent_id = ?"
         params: list[Any] = [agent_id]
         if after_event_id is not None:

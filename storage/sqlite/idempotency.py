@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import rules
 from ..documents import IdempotencyDocument
+from ..protocol import KeyAnswer, KeyReservation
 from .conditions import Column, oldest_expired
 from .connection import _Connection
 from .rows import _datetime, _dumps, _loads, _ms
@@ -32,14 +33,12 @@ def _held_key(by: str | None) -> tuple[str, tuple[Any, ...]]:
     return "key_id = ? AND result IS NULL AND reserved_by = ?", (by,)
 
 
-def complete_key_in(
-    db: sqlite3.Connection, key_id: str, result: dict[str, Any], *, by: str | None, now: datetime
-) -> None:
+def complete_key_in(db: sqlite3.Connection, answer: KeyAnswer) -> None:
     """``complete_idempotency_key`` inside the caller's transaction."""
-    held, extra = _held_key(by)
+    held, extra = _held_key(answer.by)
     db.execute(
         f"UPDATE idempotency_keys SET result = ?, finished_at = ? WHERE {held}",
-        (_dumps(result), _ms(now), key_id, *extra),
+        (_dumps(answer.result), _ms(answer.now), answer.key_id, *extra),
     )
 
 
@@ -50,17 +49,10 @@ _KEY_SELECT = (
 """A key's row, as ``_key_document`` reads it."""
 
 
-def reserve_key_in(
-    db: sqlite3.Connection,
-    key_id: str,
-    fingerprint: str,
-    now: datetime,
-    *,
-    by: str | None,
-    until: datetime | None,
-) -> IdempotencyDocument | None:
+def reserve_key_in(db: sqlite3.Connection, reservation: KeyReservation) -> IdempotencyDocument | None:
     """``reserve_idempotency_key`` inside the caller's transaction (which holds the write lock)."""
-    lease = None if until is None else _ms(until)
+    key_id, fingerprint, now, by = reservation.key_id, reservation.fingerprint, reservation.now, reservation.by
+    lease = None if reservation.until is None else _ms(reservation.until)
     rows = db.execute(_KEY_SELECT, (key_id,)).fetchall()
     if not rows:
         db.execute(
@@ -100,16 +92,8 @@ class _IdempotencyKeys(_Connection):
 
     reserves_with_decisions = True
 
-    async def reserve_idempotency_key(
-        self,
-        key_id: str,
-        fingerprint: str,
-        now: datetime,
-        *,
-        by: str | None = None,
-        until: datetime | None = None,
-    ) -> IdempotencyDocument | None:
-        return await self._write(lambda db: reserve_key_in(db, key_id, fingerprint, now, by=by, until=until))
+    async def reserve_idempotency_key(self, reservation: KeyReservation) -> IdempotencyDocument | None:
+        return await self._write(lambda db: reserve_key_in(db, reservation))
 
     async def get_idempotency_key(self, key_id: str) -> IdempotencyDocument | None:
         rows = await self._read(_KEY_SELECT, (key_id,))
@@ -121,10 +105,8 @@ class _IdempotencyKeys(_Connection):
         rows = await self._write(lambda db: db.execute(sql, (_ms(until), key_id, *extra)).fetchall())
         return bool(rows)
 
-    async def complete_idempotency_key(
-        self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
-    ) -> None:
-        await self._write(lambda db: complete_key_in(db, key_id, result, by=by, now=now))
+    async def complete_idempotency_key(self, answer: KeyAnswer) -> None:
+        await self._write(lambda db: complete_key_in(db, answer))
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
         held, extra = _held_key(by)

@@ -14,7 +14,8 @@ from typing import Any
 from .. import rules
 from .._query import normalized_filter
 from ..documents import SCHEMA_VERSION, EventDocument, SnapshotDocument
-from ..protocol import DuplicateRunError, RunFilter, SortKey
+from ..protocol import EVERY_RUN, DuplicateRunError, RunFilter, RunPage, SortKey
+from ..protocol.writes import Events
 from . import conditions
 from .connection import LARGE_HISTORY_BYTES, _Connection
 from .counts import kept_count_sql
@@ -66,17 +67,12 @@ class _Runs(_Connection):
         return [_snapshot(row) for row in rows]
 
     async def list_runs(
-        self,
-        agent_id: str,
-        run_filter: RunFilter,
-        *,
-        limit: int | None = None,
-        skip: int = 0,
-        after: SortKey | None = None,
-        before: SortKey | None = None,
-        from_end: bool = False,
+        self, agent_id: str, run_filter: RunFilter, window: RunPage = EVERY_RUN
     ) -> list[SnapshotDocument]:
-        sql, params = self._listing_sql(agent_id, run_filter, limit=limit, skip=skip, after=after, before=before)
+        from_end = window.from_end
+        sql, params = self._listing_sql(
+            agent_id, run_filter, limit=window.limit, skip=window.skip, after=window.after, before=window.before
+        )
         if from_end:
             sql = sql.replace("created_at DESC, run_id DESC", "created_at ASC, run_id ASC")
         rows = await self._read(sql, params)
@@ -146,13 +142,7 @@ class _Runs(_Connection):
         return await self._explain(*self._listing_sql(agent_id, run_filter, limit=limit))
 
     # -- inserting -----------------------------------------------------------------------------
-    async def insert(
-        self,
-        snapshot: SnapshotDocument,
-        history: bytes,
-        *,
-        event: EventDocument | Sequence[EventDocument] | None = None,
-    ) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: Events = None) -> None:
         await self._insert([(snapshot, history)], event)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:

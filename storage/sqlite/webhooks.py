@@ -5,12 +5,13 @@ sender at a time and finished per attempt (``rules.finished_at``), deleted once 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from .. import rules
-from ..documents import WebhookDeliveryDocument, WebhookDeliveryStatus
+from ..documents import WebhookDeliveryDocument
+from ..protocol import DeliveryLease, DeliveryListing, WebhookAttempt
 from . import conditions
 from .conditions import Column
 from .connection import _Connection
@@ -50,24 +51,16 @@ class _WebhookDeliveries(_Connection):
         # executemany's rowcount is the sum of its statements' insertions (an ignored one adds 0)
         return await self._write(lambda db: max(db.executemany(sql, rows).rowcount, 0))
 
-    async def claim_webhook_deliveries(
-        self,
-        *,
-        by: str,
-        until: datetime,
-        now: datetime,
-        limit: int,
-        endpoint_id: str | None = None,
-        other_than: Collection[str] = (),
-    ) -> list[WebhookDeliveryDocument]:
+    async def claim_webhook_deliveries(self, lease: DeliveryLease) -> list[WebhookDeliveryDocument]:
         which = ""
-        params: list[Any] = [by, _ms(until), _ms(now), _ms(now)]
-        if endpoint_id is not None:
+        now = _ms(lease.now)
+        params: list[Any] = [lease.by, _ms(lease.until), now, now]
+        if lease.endpoint_id is not None:
             which += " AND endpoint_id = ?"
-            params.append(endpoint_id)
-        if other_than:
-            which += f" AND endpoint_id NOT IN ({', '.join('?' * len(other_than))})"
-            params.extend(other_than)
+            params.append(lease.endpoint_id)
+        if lease.other_than:
+            which += f" AND endpoint_id NOT IN ({', '.join('?' * len(lease.other_than))})"
+            params.extend(lease.other_than)
         sql = (
             "UPDATE webhook_deliveries SET lease_by = ?, lease_until = ? WHERE delivery_id IN ("
             "SELECT delivery_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? "
@@ -75,22 +68,12 @@ class _WebhookDeliveries(_Connection):
             f"LIMIT ?) RETURNING {_DELIVERY_COLUMNS}"
         )
         # BEGIN IMMEDIATE: the select and the lease are one step
-        rows = await self._write(lambda db: db.execute(sql, (*params, limit)).fetchall())
+        rows = await self._write(lambda db: db.execute(sql, (*params, lease.limit)).fetchall())
         docs = [_delivery(row) for row in rows]
         docs.sort(key=lambda d: (d["nextAttemptAt"], d["_id"]))
         return docs
 
-    async def finish_webhook_attempt(
-        self,
-        delivery_id: str,
-        *,
-        by: str,
-        status: WebhookDeliveryStatus,
-        at: datetime,
-        next_attempt_at: datetime,
-        status_code: int | None,
-        error: str | None,
-    ) -> bool:
+    async def finish_webhook_attempt(self, attempt: WebhookAttempt) -> bool:
         sql = (
             "UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, last_attempt_at = ?, "
             "next_attempt_at = ?, last_status_code = ?, last_error = ?, finished_at = ?, "
@@ -98,14 +81,14 @@ class _WebhookDeliveries(_Connection):
             "WHERE delivery_id = ? AND status = 'pending' AND lease_by = ? RETURNING delivery_id"
         )
         params = (
-            status,
-            _ms(at),
-            _ms(next_attempt_at),
-            status_code,
-            error,
-            _optional_ms(rules.finished_at(status, at)),
-            delivery_id,
-            by,
+            attempt.status,
+            _ms(attempt.at),
+            _ms(attempt.next_attempt_at),
+            attempt.status_code,
+            attempt.error,
+            _optional_ms(attempt.finished_at()),
+            attempt.delivery_id,
+            attempt.by,
         )
         return bool(await self._write(lambda db: db.execute(sql, params).fetchall()))
 
@@ -123,14 +106,8 @@ class _WebhookDeliveries(_Connection):
             "webhook_deliveries", "delivery_id", rules.delivery_expired(before), DELIVERY_COLUMNS, limit
         )
 
-    async def list_webhook_deliveries(
-        self,
-        *,
-        status: WebhookDeliveryStatus | None,
-        resource_ids: frozenset[str] | None,
-        limit: int,
-        after: str | None = None,
-    ) -> list[WebhookDeliveryDocument]:
+    async def list_webhook_deliveries(self, listing: DeliveryListing) -> list[WebhookDeliveryDocument]:
+        status, resource_ids, limit, after = listing.status, listing.resource_ids, listing.limit, listing.after
         clauses: list[str] = []
         params: list[Any] = []
         if status is not None:

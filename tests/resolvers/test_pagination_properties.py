@@ -28,6 +28,7 @@ from runtime import RunManager
 from runtime.demo import refund_agent
 from runtime.registry import AgentRegistry
 from storage import SCHEMA_VERSION, SnapshotDocument, SnapshotStore
+from storage.protocol import ClaimedDeletion, ClaimWrite
 
 PAGE = """
 query Page($agentId: ID!, $filter: SuspendedRunFilter, $first: Int, $after: String, $last: Int, $before: String) {
@@ -137,9 +138,11 @@ def document(agent_id: str, run: Run) -> SnapshotDocument:
 async def delete(store: SnapshotStore, agent_id: str, run_id: str) -> None:
     """Delete a run the way a finished run is deleted: claim it, then ``delete_claimed``."""
     now = datetime.now(UTC)
-    claimed = await store.claim(agent_id, run_id, by="walker", until=now + timedelta(minutes=1), now=now)
+    claimed = await store.claim(
+        ClaimWrite(agent_id=agent_id, run_id=run_id, by="walker", until=now + timedelta(minutes=1), now=now)
+    )
     assert claimed is not None
-    assert await store.delete_claimed(agent_id, run_id, by="walker")
+    assert await store.delete_claimed(ClaimedDeletion(agent_id=agent_id, run_id=run_id, by="walker"))
 
 
 def expected_page(

@@ -8,7 +8,6 @@ written, not even a key reservation. A plain name (delegation, the seed) is not 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from runtime import (
     missing_approval_scope,
 )
 from runtime.demo import LEDGER
-from storage import IdempotencyDocument, MemorySnapshotStore, RunFilter, SnapshotDocument
+from storage import IdempotencyDocument, KeyReservation, MemorySnapshotStore, RunFilter, SnapshotDocument
 
 REFUND = "refund-agent"
 PROMPT = "Please refund order 1042"  # the demo refund: issue_refund(order_id=1042, amount=49.9)
@@ -48,11 +47,9 @@ class _CountingStore(MemorySnapshotStore):
         self.reads += 1
         return await super().get(agent_id, run_id)
 
-    async def reserve_idempotency_key(
-        self, key_id: str, fingerprint: str, now: datetime, *, by: str | None = None, until: datetime | None = None
-    ) -> IdempotencyDocument | None:
+    async def reserve_idempotency_key(self, reservation: KeyReservation) -> IdempotencyDocument | None:
         self.reservations += 1
-        return await super().reserve_idempotency_key(key_id, fingerprint, now, by=by, until=until)
+        return await super().reserve_idempotency_key(reservation)
 
 
 @pytest.fixture

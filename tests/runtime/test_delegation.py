@@ -10,6 +10,7 @@ from pydantic_ai.usage import RunUsage
 from runtime import AgentRegistry, RunManager, delegate, sub_run_id
 from runtime.demo import CITY_QUESTION, LEDGER
 from storage import EventDocument, MemorySnapshotStore, RunFilter, SnapshotDocument, StoreUnavailableError
+from storage.protocol import EventsAfter
 
 from . import agents
 
@@ -123,5 +124,5 @@ async def test_a_start_whose_sub_run_could_not_be_stored_is_store_unavailable_no
     # then the client gets a retryable error, and nothing is stored or logged as failed
     assert await store.count_runs(DISPATCHER, RunFilter()) == 0
     assert await store.count_runs("flaky-agent", RunFilter()) == 0
-    events = await store.list_events_after(DISPATCHER, None, 100)
+    events = await store.list_events_after(EventsAfter(agent_id=DISPATCHER, after_event_id=None, limit=100))
     assert "failed" not in [e["type"] for e in events], events

@@ -15,6 +15,7 @@ import pytest
 
 from runtime import EventFeed, EventFeedClosedError, EventFeedOverflowError
 from storage import EventDocument, MemorySnapshotStore, SnapshotStore
+from storage.protocol import EventsAfter
 
 from .._processes import scaled
 
@@ -229,14 +230,12 @@ class _CancelSwallowingLog(MemorySnapshotStore):
 
     cancel_poller = False
 
-    async def list_events_after(
-        self, agent_id: str, after_event_id: str | None, limit: int, **options: Any
-    ) -> list[EventDocument]:
+    async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
         caller = asyncio.current_task()
         assert caller is not None
 
         async def read() -> list[EventDocument]:
-            found = await MemorySnapshotStore.list_events_after(self, agent_id, after_event_id, limit, **options)
+            found = await MemorySnapshotStore.list_events_after(self, query)
             if self.cancel_poller and caller.get_name().startswith("runsgate-event-feed"):
                 self.cancel_poller = False
                 caller.cancel()  # lands while wait_for waits, with the read already done
@@ -275,12 +274,10 @@ class _ReadBytes(MemorySnapshotStore):
 
     returned = 0
 
-    async def list_events_after(
-        self, agent_id: str, after_event_id: str | None, limit: int, **options: Any
-    ) -> list[EventDocument]:
+    async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
         from runtime.events.feed import event_size
 
-        page = await super().list_events_after(agent_id, after_event_id, limit, **options)
+        page = await super().list_events_after(query)
         self.returned += sum(event_size(e) for e in page)
         return page
 
@@ -327,7 +324,9 @@ async def test_the_replays_of_one_owner_hold_at_most_its_budget_together_and_not
     store = MemorySnapshotStore()
     await store.open()
     ids = await _log_of(store, 120, data={"prompt": PROMPT})
-    one_event = event_size((await store.list_events_after(AGENT, None, 1))[0])
+    one_event = event_size(
+        (await store.list_events_after(EventsAfter(agent_id=AGENT, after_event_id=None, limit=1)))[0]
+    )
     limit = 1 << 20
     budgets = SubscriptionBudgets(replay_bytes=limit)
     feed = EventFeed(store, poll_interval=60.0, budgets=budgets)

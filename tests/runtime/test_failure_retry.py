@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from runtime import AgentRegistry, RunManager, RunNotReadyError, ToolCallAlreadyDecidedError
 from storage import MemorySnapshotStore, SnapshotDocument, utcnow
+from storage.protocol import ClaimWrite, DecisionWrite
 
 from .._processes import scaled
 from . import agents
@@ -158,7 +159,9 @@ async def test_retry_refuses_a_run_another_instance_is_continuing_then_takes_it_
     run_id, _ = await _approved_while_model_is_down(manager)
     agents.SWITCHES["model_down"] = False
     now = utcnow()
-    claimed = await manager.store.claim(FLAKY, run_id, by="instance-b", until=now + timedelta(seconds=60), now=now)
+    claimed = await manager.store.claim(
+        ClaimWrite(agent_id=FLAKY, run_id=run_id, by="instance-b", until=now + timedelta(seconds=60), now=now)
+    )
     assert claimed is not None
 
     # when / then: its claim is live
@@ -213,8 +216,8 @@ class _ClaimedElsewhereStore(MemorySnapshotStore):
     """Every claim fails, as when another instance claimed the run first; a decision claims
     nothing, as when the run changed after it was read (``rules.last_pending``)."""
 
-    async def record_decision(self, *args: Any, **kwargs: Any) -> SnapshotDocument | None:
-        return await super().record_decision(*args, **{**kwargs, "claim": None})
+    async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
+        return await super().record_decision(replace(write, claim=None))
 
     async def claim(self, *args: object, **kwargs: object) -> SnapshotDocument | None:
         return None

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from typing import Any
 
 import pytest
 
 from runtime import AgentRegistry, RunManager
-from storage import EventDocument, RunFilter, SnapshotDocument, SnapshotStore, StoreUnavailableError
+from storage import EventDocument, KeyAnswer, RunFilter, SnapshotDocument, SnapshotStore, StoreUnavailableError
+from storage.protocol import EventsAfter, RunPage
 
 REFUND = "refund-agent"
 
@@ -19,18 +19,18 @@ def _fail_key_completion_once(store: SnapshotStore) -> None:
     complete = store.complete_idempotency_key
     failed = False
 
-    async def once(key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime) -> None:
+    async def once(answer: KeyAnswer) -> None:
         nonlocal failed
         if not failed:
             failed = True
             raise StoreUnavailableError("connection refused")
-        await complete(key_id, result, by=by, now=now)
+        await complete(answer)
 
     store.complete_idempotency_key = once  # type: ignore[method-assign]
 
 
 async def _events(store: SnapshotStore, agent_id: str) -> list[EventDocument]:
-    return await store.list_events_after(agent_id, None, 1000)
+    return await store.list_events_after(EventsAfter(agent_id=agent_id, after_event_id=None, limit=1000))
 
 
 async def test_a_retry_after_the_key_could_not_be_completed_answers_the_stored_run(
@@ -46,7 +46,7 @@ async def test_a_retry_after_the_key_could_not_be_completed_answers_the_stored_r
     retry = await manager.start_run(REFUND, "Please refund order 1042", idempotency_key="k-1")
 
     # then one run is stored, the retry answers it, and the agent ran once
-    listed = await store.list_runs(REFUND, RunFilter(), limit=10)
+    listed = await store.list_runs(REFUND, RunFilter(), RunPage(limit=10))
     assert [doc["_id"] for doc in listed] == [retry.run_id]
     assert retry.status == "suspended"
     assert retry.run is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from runtime import RunManager
 from storage import RunFilter
+from storage.protocol import RunPage
 
 from .agents import REPORT_BYTES
 
@@ -24,7 +25,7 @@ async def test_a_run_with_a_20_mb_history_suspends_is_listed_and_resumes(any_man
     history = await manager.store.load_history(BULKY, started.run_id)
     assert history is not None
     assert len(history) > REPORT_BYTES > 16 * 1024 * 1024
-    listed = await manager.store.list_runs(BULKY, RunFilter(), limit=20)
+    listed = await manager.store.list_runs(BULKY, RunFilter(), RunPage(limit=20))
     assert [doc["_id"] for doc in listed] == [started.run_id]
 
     # when it is approved, the run continues from the stored 20 MB history

@@ -11,6 +11,7 @@ import pytest
 from runtime import AgentRegistry, RunManager, StalledRunSweeper
 from runtime.continuing import continuation as _continuation
 from storage import SnapshotStore, StoreUnavailableError, utcnow
+from storage.protocol import ClaimWrite, DecisionWrite
 
 from . import agents
 
@@ -24,20 +25,22 @@ async def _decided(manager: RunManager) -> tuple[str, str]:
     call_id = started.run["toolCalls"][0]["toolCallId"]
     now = manager.now()
     recorded = await manager.store.record_decision(
-        FLAKY,
-        started.run_id,
-        index=0,
-        tool_call_id=call_id,
-        question_id=started.run["toolCalls"][0]["questionId"],
-        decision={
-            "kind": "approved",
-            "decidedAt": now,
-            "decidedBy": "alice",
-            "reason": None,
-            "resumeData": None,
-            "idempotencyKey": None,
-        },
-        now=now,
+        DecisionWrite(
+            agent_id=FLAKY,
+            run_id=started.run_id,
+            index=0,
+            tool_call_id=call_id,
+            question_id=started.run["toolCalls"][0]["questionId"],
+            decision={
+                "kind": "approved",
+                "decidedAt": now,
+                "decidedBy": "alice",
+                "reason": None,
+                "resumeData": None,
+                "idempotencyKey": None,
+            },
+            now=now,
+        )
     )
     assert recorded is not None
     return started.run_id, call_id
@@ -59,7 +62,7 @@ async def test_a_run_whose_claim_expired_is_finished_by_the_sweeper(any_manager:
     run_id, _ = await _decided(any_manager)
     now = any_manager.now()
     claimed = await any_manager.store.claim(
-        FLAKY, run_id, by="instance-dead", until=now + timedelta(seconds=30), now=now
+        ClaimWrite(agent_id=FLAKY, run_id=run_id, by="instance-dead", until=now + timedelta(seconds=30), now=now)
     )
     assert claimed is not None
     early = StalledRunSweeper(_later(any_manager, "instance-b", 10), interval=1)
@@ -157,9 +160,9 @@ async def test_an_instance_paused_after_its_claim_runs_nothing_once_another_took
     claimed, paused = asyncio.Event(), asyncio.Event()
     original = store.claim
 
-    async def claim_then_pause(*args: object, **kwargs: object) -> object:
-        held = await original(*args, **kwargs)  # type: ignore[arg-type]
-        if kwargs["by"] == "instance-a":
+    async def claim_then_pause(write: ClaimWrite) -> object:
+        held = await original(write)
+        if write.by == "instance-a":
             claimed.set()
             await paused.wait()
             # a's own clock saw the pause: longer than the claim's lease
@@ -280,7 +283,9 @@ async def test_a_takeover_read_before_another_claim_names_the_claim_it_replaces(
     read = await store.get(FLAKY, run_id)
     assert read is not None
     now = any_manager.now()
-    assert await store.claim(FLAKY, run_id, by="instance-dead", until=now + timedelta(seconds=30), now=now)
+    assert await store.claim(
+        ClaimWrite(agent_id=FLAKY, run_id=run_id, by="instance-dead", until=now + timedelta(seconds=30), now=now)
+    )
 
     # when, after that claim expired, instance-b takes the run over from what it read, then sweeps
     stale = await _later(any_manager, "instance-b", 61).take_over(read)

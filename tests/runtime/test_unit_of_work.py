@@ -21,6 +21,7 @@ import pytest
 
 from runtime import AgentRegistry, RunManager, StalledRunSweeper
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore
+from storage.protocol import ClaimedDeletion, ClaimWrite
 
 from .test_sweeper import FLAKY, _decided, _later
 
@@ -123,7 +124,9 @@ async def test_a_change_whose_condition_failed_writes_no_event(store: SnapshotSt
     manager = RunManager(store, registry, instance_id="instance-a")
     run_id, _ = await _decided(manager)
     now = manager.now()
-    assert await store.claim(FLAKY, run_id, by="instance-a", until=now + timedelta(seconds=30), now=now)
+    assert await store.claim(
+        ClaimWrite(agent_id=FLAKY, run_id=run_id, by="instance-a", until=now + timedelta(seconds=30), now=now)
+    )
     journal_event = {
         "_id": "00000000000000000001-000000000000",
         "runId": run_id,
@@ -135,7 +138,9 @@ async def test_a_change_whose_condition_failed_writes_no_event(store: SnapshotSt
     }
 
     # when another instance, which holds no claim, tries to finish the run
-    deleted = await store.delete_claimed(FLAKY, run_id, by="instance-z", event=journal_event)  # type: ignore[arg-type]
+    deleted = await store.delete_claimed(
+        ClaimedDeletion(agent_id=FLAKY, run_id=run_id, by="instance-z", event=journal_event)
+    )  # type: ignore[arg-type]
 
     # then neither the deletion nor the event was written
     assert deleted is False
@@ -143,7 +148,9 @@ async def test_a_change_whose_condition_failed_writes_no_event(store: SnapshotSt
     assert "completed" not in [e["type"] for e in await store.list_events(FLAKY, run_id)]
 
     # and with the claim, both are
-    assert await store.delete_claimed(FLAKY, run_id, by="instance-a", event=journal_event)  # type: ignore[arg-type]
+    assert await store.delete_claimed(
+        ClaimedDeletion(agent_id=FLAKY, run_id=run_id, by="instance-a", event=journal_event)
+    )  # type: ignore[arg-type]
     assert await store.get(FLAKY, run_id) is None
     assert [e["_id"] for e in await store.list_events(FLAKY, run_id) if e["type"] == "completed"] == [
         journal_event["_id"]

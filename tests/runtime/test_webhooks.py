@@ -14,6 +14,7 @@ import pytest
 from runtime import WEBHOOK_EVENTS, RetryPolicy, RunManager, WebhookDispatcher, WebhookEndpoint
 from runtime.events.journal import event_id
 from storage import EventDocument, MemorySnapshotStore, utcnow
+from storage.protocol import DeliveryListing
 from tests._receiver import HANG, always, fail_first, new_secret, receiving
 
 AGENT = "refund-agent"
@@ -71,7 +72,7 @@ async def test_a_suspension_is_sent_signed_with_the_pending_calls_and_the_inbox_
     assert (
         got.webhook_id == f"{data['eventId']}.{WebhookEndpoint(url=receiver.url, secret=secret, events=frozenset()).id}"
     )
-    [stored] = await memory_store.list_webhook_deliveries(status=None, resource_ids=None, limit=5)
+    [stored] = await memory_store.list_webhook_deliveries(DeliveryListing(status=None, resource_ids=None, limit=5))
     assert (stored["status"], stored["attempts"], stored["lastStatusCode"]) == ("delivered", 1, 200)
 
 
@@ -126,7 +127,7 @@ async def test_a_redirect_is_a_failure_and_is_not_followed(memory_store: MemoryS
         await dispatcher.close()
 
     assert len(receiver.received) == 1  # the Location (port 9) was never asked
-    [stored] = await memory_store.list_webhook_deliveries(status="pending", resource_ids=None, limit=5)
+    [stored] = await memory_store.list_webhook_deliveries(DeliveryListing(status="pending", resource_ids=None, limit=5))
     assert stored["lastStatusCode"] == 307
     assert stored["lastError"] is not None
     assert "redirect" in stored["lastError"]
@@ -144,12 +145,12 @@ async def test_retries_keep_the_id_and_give_up_after_the_retry_time(memory_store
         await dispatcher.scan_once()
         for _ in range(40):
             await dispatcher.deliver_once()
-            if await memory_store.list_webhook_deliveries(status="failed", resource_ids=None, limit=1):
+            if await memory_store.list_webhook_deliveries(DeliveryListing(status="failed", resource_ids=None, limit=1)):
                 break
             await asyncio.sleep(0.05)
         await dispatcher.close()
 
-    [failed] = await memory_store.list_webhook_deliveries(status="failed", resource_ids=None, limit=5)
+    [failed] = await memory_store.list_webhook_deliveries(DeliveryListing(status="failed", resource_ids=None, limit=5))
     assert failed["attempts"] == len(receiver.received) >= 3
     assert len(receiver.ids()) == 1
     assert all(r.verified for r in receiver.received)
@@ -208,7 +209,7 @@ async def test_an_attempt_interrupted_by_a_shutdown_releases_its_lease_and_is_du
             await running
         await dispatcher.close()
 
-    [stored] = await memory_store.list_webhook_deliveries(status="pending", resource_ids=None, limit=5)
+    [stored] = await memory_store.list_webhook_deliveries(DeliveryListing(status="pending", resource_ids=None, limit=5))
     assert stored["lease"] is None
     assert stored["attempts"] == 1
     assert stored["lastError"] == "interrupted: the sending instance stopped"

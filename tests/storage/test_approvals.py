@@ -8,6 +8,7 @@ import asyncio
 from datetime import timedelta
 
 from storage import ApprovalDocument, EventDocument, SnapshotStore
+from storage.protocol import ApprovalWrite, ClaimedReplacement, ClaimWrite, DecisionWrite
 
 from ._contract import T0, decision, snapshot, tool_call
 
@@ -43,15 +44,17 @@ async def test_approvals_are_appended_only_on_the_count_they_were_read_with(stor
 
     # the first approval: recorded with its event, the call still pending
     first = await store.record_approval(
-        "refund-agent",
-        "run",
-        index=0,
-        tool_call_id="c1",
-        approval=approval("key:alice"),
-        approvals_before=0,
-        decision=None,
-        now=T0,
-        event=event("001"),
+        ApprovalWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            approval=approval("key:alice"),
+            approvals_before=0,
+            decision=None,
+            now=T0,
+            event=event("001"),
+        )
     )
     assert first is not None
     assert first["toolCalls"][0]["approvals"] == [approval("key:alice")]
@@ -62,29 +65,33 @@ async def test_approvals_are_appended_only_on_the_count_they_were_read_with(stor
 
     # another approval read on the same state (none recorded) is refused, and writes nothing
     stale = await store.record_approval(
-        "refund-agent",
-        "run",
-        index=0,
-        tool_call_id="c1",
-        approval=approval("key:bob"),
-        approvals_before=0,
-        decision=None,
-        now=T0,
-        event=event("002"),
+        ApprovalWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            approval=approval("key:bob"),
+            approvals_before=0,
+            decision=None,
+            now=T0,
+            event=event("002"),
+        )
     )
     assert stale is None
 
     # the last approval needed sets the decision too, with both its events
     last = await store.record_approval(
-        "refund-agent",
-        "run",
-        index=0,
-        tool_call_id="c1",
-        approval=approval("key:bob", T1),
-        approvals_before=1,
-        decision=decision(),
-        now=T1,
-        event=[event("003"), event("004", "decision")],
+        ApprovalWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            approval=approval("key:bob", T1),
+            approvals_before=1,
+            decision=decision(),
+            now=T1,
+            event=[event("003"), event("004", "decision")],
+        )
     )
     assert last is not None
     assert last["toolCalls"][0]["approvals"] == [approval("key:alice"), approval("key:bob", T1)]
@@ -95,15 +102,17 @@ async def test_approvals_are_appended_only_on_the_count_they_were_read_with(stor
 
     # and once decided, no approval is recorded any more
     late = await store.record_approval(
-        "refund-agent",
-        "run",
-        index=0,
-        tool_call_id="c1",
-        approval=approval("key:carol"),
-        approvals_before=2,
-        decision=decision(),
-        now=T1,
-        event=event("005"),
+        ApprovalWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            approval=approval("key:carol"),
+            approvals_before=2,
+            decision=decision(),
+            now=T1,
+            event=event("005"),
+        )
     )
     assert late is None
     events = await store.list_events("refund-agent", "run")
@@ -122,15 +131,17 @@ async def test_an_approval_checks_the_call_and_question_as_a_decision_does(store
         (0, "c1", "q1", "weather-agent"),
     ]:
         refused = await store.record_approval(
-            agent,
-            "run",
-            index=index,
-            tool_call_id=call_id,
-            question_id=question,
-            approval=approval("key:alice"),
-            approvals_before=0,
-            decision=None,
-            now=T0,
+            ApprovalWrite(
+                agent_id=agent,
+                run_id="run",
+                index=index,
+                tool_call_id=call_id,
+                question_id=question,
+                approval=approval("key:alice"),
+                approvals_before=0,
+                decision=None,
+                now=T0,
+            )
         )
         assert refused is None, (index, call_id, question, agent)
     stored = await store.get("refund-agent", "run")
@@ -151,19 +162,23 @@ async def test_a_suspension_is_written_with_several_events(store: SnapshotStore)
     assert [e["_id"] for e in await store.list_events("refund-agent", "run")] == ["001", "002"]
 
     # and suspended again by its continuation, with every new call decided by a policy
-    await store.record_decision("refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0)
-    assert await store.claim("refund-agent", "run", by="a", until=T1, now=T0) is not None
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=1, tool_call_id="c2", decision=decision(), now=T0)
+    )
+    assert await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="a", until=T1, now=T0)) is not None
     again = tool_call("c3")
     again["decision"] = decision()
     replaced = await store.replace_claimed(
-        "refund-agent",
-        "run",
-        by="a",
-        tool_calls=[again],
-        history=b"[1]",
-        history_id="h2",
-        now=T1,
-        event=[event("003", "decision"), event("004", "decision")],
+        ClaimedReplacement(
+            agent_id="refund-agent",
+            run_id="run",
+            by="a",
+            tool_calls=[again],
+            history=b"[1]",
+            history_id="h2",
+            now=T1,
+            event=[event("003", "decision"), event("004", "decision")],
+        )
     )
     assert replaced is not None
     assert replaced["pendingCount"] == 0
@@ -181,28 +196,32 @@ async def test_the_last_approval_racing_on_two_clients_is_recorded_once(
         run_id = f"race-{round_}"
         await _two_person_run(first, run_id)
         await first.record_approval(
-            "refund-agent",
-            run_id,
-            index=0,
-            tool_call_id="c1",
-            approval=approval("key:alice"),
-            approvals_before=0,
-            decision=None,
-            now=T0,
+            ApprovalWrite(
+                agent_id="refund-agent",
+                run_id=run_id,
+                index=0,
+                tool_call_id="c1",
+                approval=approval("key:alice"),
+                approvals_before=0,
+                decision=None,
+                now=T0,
+            )
         )
 
         results = await asyncio.gather(
             *(
                 client.record_approval(
-                    "refund-agent",
-                    run_id,
-                    index=0,
-                    tool_call_id="c1",
-                    approval=approval(by),
-                    approvals_before=1,
-                    decision={**decision(), "decidedBy": by},
-                    now=T1,
-                    event=event(f"{round_}-{by}", run_id=run_id),
+                    ApprovalWrite(
+                        agent_id="refund-agent",
+                        run_id=run_id,
+                        index=0,
+                        tool_call_id="c1",
+                        approval=approval(by),
+                        approvals_before=1,
+                        decision={**decision(), "decidedBy": by},
+                        now=T1,
+                        event=event(f"{round_}-{by}", run_id=run_id),
+                    )
                 )
                 for client, by in [(first, "key:bob"), (second, "key:carol")]
             )

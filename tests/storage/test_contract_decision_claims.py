@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from storage import DecisionClaim, EventDocument, SnapshotStore
+from storage.protocol import ClaimWrite, DecisionWrite
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -31,14 +32,16 @@ def _claim(version: int, **changes: Any) -> DecisionClaim:
 
 async def _decide(store: SnapshotStore, index: int, call_id: str, claim: DecisionClaim | None) -> Any:
     return await store.record_decision(
-        "refund-agent",
-        "run",
-        index=index,
-        tool_call_id=call_id,
-        decision=decision(),
-        now=T0,
-        event=_event(f"e-decision-{call_id}", "decision"),
-        claim=claim,
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=index,
+            tool_call_id=call_id,
+            decision=decision(),
+            now=T0,
+            event=_event(f"e-decision-{call_id}", "decision"),
+            claim=claim,
+        )
     )
 
 
@@ -59,11 +62,21 @@ async def test_the_last_decision_claims_the_run_with_its_events_in_one_write(sto
     events = await store.list_events("refund-agent", "run")
     assert [e["_id"] for e in events] == ["e-decision-c1", "e-resumed"]
     # held as any claim: another instance cannot claim it before it lapses, its holder renews it
-    assert await store.claim("refund-agent", "run", by="instance-b", until=UNTIL, now=T0) is None
+    assert (
+        await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="instance-b", until=UNTIL, now=T0))
+        is None
+    )
     assert await store.renew_claim("refund-agent", "run", by="instance-a", until=UNTIL + timedelta(seconds=1))
-    assert await store.claim("refund-agent", "run", by="instance-b", until=UNTIL, now=UNTIL) is None
+    assert (
+        await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="instance-b", until=UNTIL, now=UNTIL))
+        is None
+    )
     later = UNTIL + timedelta(seconds=2)
-    taken = await store.claim("refund-agent", "run", by="instance-b", until=later + timedelta(seconds=60), now=later)
+    taken = await store.claim(
+        ClaimWrite(
+            agent_id="refund-agent", run_id="run", by="instance-b", until=later + timedelta(seconds=60), now=later
+        )
+    )
     assert taken is not None
     assert taken["claim"] is not None
     assert taken["claim"]["by"] == "instance-b"
@@ -90,7 +103,10 @@ async def test_a_claim_made_from_an_older_version_is_not_taken_but_the_decision_
     assert written is not None
     assert (written["status"], written["claim"], written["pendingCount"]) == ("suspended", None, 0)
     assert [e["_id"] for e in await store.list_events("refund-agent", "run")] == ["e-decision-c1", "e-decision-c2"]
-    assert await store.claim("refund-agent", "run", by="instance-b", until=UNTIL, now=T0) is not None
+    assert (
+        await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="instance-b", until=UNTIL, now=T0))
+        is not None
+    )
 
 
 async def test_a_refused_decision_writes_neither_its_claim_nor_any_event(store: SnapshotStore) -> None:

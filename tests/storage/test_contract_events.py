@@ -11,6 +11,7 @@ from storage import (
     MongoSnapshotStore,
     SnapshotStore,
 )
+from storage.protocol import EventsAfter
 
 from ._contract import T0, feed_event
 
@@ -76,10 +77,14 @@ async def test_events_after_walk_the_agents_log_in_id_order(store: SnapshotStore
     await store.append_event(feed_event("002-b"))
     await store.append_event(feed_event("004"))
 
-    everything = await store.list_events_after("refund-agent", None, 10)
-    first_page = await store.list_events_after("refund-agent", None, 2)
-    second_page = await store.list_events_after("refund-agent", first_page[-1]["_id"], 2)
-    last_page = await store.list_events_after("refund-agent", second_page[-1]["_id"], 2)
+    everything = await store.list_events_after(EventsAfter(agent_id="refund-agent", after_event_id=None, limit=10))
+    first_page = await store.list_events_after(EventsAfter(agent_id="refund-agent", after_event_id=None, limit=2))
+    second_page = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id=first_page[-1]["_id"], limit=2)
+    )
+    last_page = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id=second_page[-1]["_id"], limit=2)
+    )
 
     assert [e["_id"] for e in everything] == ["001", "002-b", "003", "004"]
     assert [e["_id"] for e in first_page] == ["001", "002-b"]
@@ -94,15 +99,21 @@ async def test_events_after_bound_is_exclusive_and_need_not_exist(store: Snapsho
     for event_id in ["00000000000000000010-aa", "00000000000000000020-aa", "00000000000000000030-aa"]:
         await store.append_event(feed_event(event_id))
 
-    from_existing = await store.list_events_after("refund-agent", "00000000000000000010-aa", 10)
+    from_existing = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id="00000000000000000010-aa", limit=10)
+    )
     # a bare time prefix sorts before every id of that nanosecond: the "now" cursor of a subscription
-    from_time = await store.list_events_after("refund-agent", "00000000000000000020", 10)
-    past_the_end = await store.list_events_after("refund-agent", "00000000000000000030-aa", 10)
+    from_time = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id="00000000000000000020", limit=10)
+    )
+    past_the_end = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id="00000000000000000030-aa", limit=10)
+    )
 
     assert [e["_id"] for e in from_existing] == ["00000000000000000020-aa", "00000000000000000030-aa"]
     assert [e["_id"] for e in from_time] == ["00000000000000000020-aa", "00000000000000000030-aa"]
     assert past_the_end == []
-    assert await store.list_events_after("weather-agent", None, 10) == []
+    assert await store.list_events_after(EventsAfter(agent_id="weather-agent", after_event_id=None, limit=10)) == []
 
 
 async def test_events_after_restricted_to_resources_read_only_their_events(store: SnapshotStore) -> None:
@@ -110,9 +121,17 @@ async def test_events_after_restricted_to_resources_read_only_their_events(store
     for n, resource in enumerate(["r1", "r2", None, "r1", "r2", "r3", "r1"]):
         await store.append_event({**feed_event(f"00{n}"), "resourceId": resource})
 
-    mine = await store.list_events_after("refund-agent", None, 2, resource_ids=frozenset({"r1"}))
-    rest = await store.list_events_after("refund-agent", mine[-1]["_id"], 10, resource_ids=frozenset({"r1", "r3"}))
-    none = await store.list_events_after("refund-agent", None, 10, resource_ids=frozenset())
+    mine = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id=None, limit=2, resource_ids=frozenset({"r1"}))
+    )
+    rest = await store.list_events_after(
+        EventsAfter(
+            agent_id="refund-agent", after_event_id=mine[-1]["_id"], limit=10, resource_ids=frozenset({"r1", "r3"})
+        )
+    )
+    none = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id=None, limit=10, resource_ids=frozenset())
+    )
 
     assert [e["_id"] for e in mine] == ["000", "003"]
     assert [e["_id"] for e in rest] == ["005", "006"]
@@ -123,7 +142,7 @@ async def test_events_after_rejects_a_limit_below_one(store: SnapshotStore) -> N
     await store.append_event(feed_event("001"))
 
     with pytest.raises(ValueError, match="limit"):
-        await store.list_events_after("refund-agent", None, 0)
+        await store.list_events_after(EventsAfter(agent_id="refund-agent", after_event_id=None, limit=0))
 
 
 @pytest.mark.mongo
@@ -149,11 +168,19 @@ async def test_a_page_of_events_after_holds_at_most_max_bytes_and_one_event_at_l
     sizes = {e["_id"]: event_size(e) for e in events}  # type: ignore[arg-type]
 
     # when pages are read with a bound in bytes
-    two = await store.list_events_after("refund-agent", None, 500, max_bytes=sizes["000"] + sizes["001"])
-    alone = await store.list_events_after("refund-agent", "001", 500, max_bytes=1)
-    counted = await store.list_events_after("refund-agent", None, 3, max_bytes=10**9)
+    two = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id=None, limit=500, max_bytes=sizes["000"] + sizes["001"])
+    )
+    alone = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id="001", limit=500, max_bytes=1)
+    )
+    counted = await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id=None, limit=3, max_bytes=10**9)
+    )
     walked, after = [], "002"
-    while page := await store.list_events_after("refund-agent", after, 500, max_bytes=25_000):
+    while page := await store.list_events_after(
+        EventsAfter(agent_id="refund-agent", after_event_id=after, limit=500, max_bytes=25_000)
+    ):
         assert len(page) == 1 or sum(event_size(e) for e in page) <= 25_000
         walked += [e["_id"] for e in page]
         after = page[-1]["_id"]
@@ -166,4 +193,4 @@ async def test_a_page_of_events_after_holds_at_most_max_bytes_and_one_event_at_l
     assert [e["_id"] for e in counted] == ["000", "001", "002"]
     assert walked == [f"{n:03d}" for n in range(3, 12)]
     with pytest.raises(ValueError, match="max_bytes"):
-        await store.list_events_after("refund-agent", None, 10, max_bytes=0)
+        await store.list_events_after(EventsAfter(agent_id="refund-agent", after_event_id=None, limit=10, max_bytes=0))

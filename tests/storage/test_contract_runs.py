@@ -20,6 +20,7 @@ from storage import (
     SQLiteSnapshotStore,
     sort_key,
 )
+from storage.protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite, DecisionWrite, RunPage
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -106,12 +107,14 @@ async def test_skip_limit_and_keyset_bounds(store: SnapshotStore) -> None:
     order = [d["_id"] for d in everything]
     assert order == ["r6", "r5", "r4", "r3", "r2", "r1", "r0"]
 
-    page = await store.list_runs("refund-agent", RunFilter(), limit=2, skip=2)
-    after = await store.list_runs("refund-agent", RunFilter(), limit=3, after=sort_key(everything[1]))
-    before = await store.list_runs("refund-agent", RunFilter(), before=sort_key(everything[3]))
-    last = await store.list_runs("refund-agent", RunFilter(), limit=2, before=sort_key(everything[5]), from_end=True)
+    page = await store.list_runs("refund-agent", RunFilter(), RunPage(limit=2, skip=2))
+    after = await store.list_runs("refund-agent", RunFilter(), RunPage(limit=3, after=sort_key(everything[1])))
+    before = await store.list_runs("refund-agent", RunFilter(), RunPage(before=sort_key(everything[3])))
+    last = await store.list_runs(
+        "refund-agent", RunFilter(), RunPage(limit=2, before=sort_key(everything[5]), from_end=True)
+    )
     between = await store.list_runs(
-        "refund-agent", RunFilter(), after=sort_key(everything[0]), before=sort_key(everything[4])
+        "refund-agent", RunFilter(), RunPage(after=sort_key(everything[0]), before=sort_key(everything[4]))
     )
 
     assert [d["_id"] for d in page] == ["r4", "r3"]
@@ -129,10 +132,26 @@ async def test_record_decision_answers_only_the_question_it_was_read_for(store: 
 
     # when a late decision read for the earlier question (q1) is recorded
     late = await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", question_id="q1", decision=decision("resumed"), now=T0
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            question_id="q1",
+            decision=decision("resumed"),
+            now=T0,
+        )
     )
     current = await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", question_id="q2", decision=decision("resumed"), now=T0
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            question_id="q2",
+            decision=decision("resumed"),
+            now=T0,
+        )
     )
 
     # then it is refused, and the question that waits gets its own answer
@@ -154,10 +173,26 @@ async def test_a_decision_read_from_a_call_without_a_question_is_refused_once_th
 
     # when a decision read while the call had no question is recorded on each
     on_old = await store.record_decision(
-        "refund-agent", "old", index=0, tool_call_id="c1", question_id=None, decision=decision("resumed"), now=T0
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id="old",
+            index=0,
+            tool_call_id="c1",
+            question_id=None,
+            decision=decision("resumed"),
+            now=T0,
+        )
     )
     on_asked = await store.record_decision(
-        "refund-agent", "asked", index=0, tool_call_id="c1", question_id=None, decision=decision("resumed"), now=T0
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id="asked",
+            index=0,
+            tool_call_id="c1",
+            question_id=None,
+            decision=decision("resumed"),
+            now=T0,
+        )
     )
 
     # then the call without a question takes it, and the call waiting on q2 refuses it
@@ -172,15 +207,19 @@ async def test_a_decision_read_from_a_call_without_a_question_is_refused_once_th
 async def test_record_decision_is_conditional_and_counts_down(store: SnapshotStore) -> None:
     await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
 
-    first = await store.record_decision("refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0)
+    first = await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=1, tool_call_id="c2", decision=decision(), now=T0)
+    )
     again = await store.record_decision(
-        "refund-agent", "run", index=1, tool_call_id="c2", decision=decision("declined"), now=T0
+        DecisionWrite(
+            agent_id="refund-agent", run_id="run", index=1, tool_call_id="c2", decision=decision("declined"), now=T0
+        )
     )
     wrong_id = await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c2", decision=decision(), now=T0
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c2", decision=decision(), now=T0)
     )
     other_agent = await store.record_decision(
-        "weather-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
+        DecisionWrite(agent_id="weather-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
     )
 
     assert first is not None
@@ -199,13 +238,17 @@ async def test_claim_needs_every_call_decided_and_is_exclusive(store: SnapshotSt
     await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
     until = T0 + timedelta(seconds=60)
 
-    early = await store.claim("refund-agent", "run", by="i1", until=until, now=T0)
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.record_decision("refund-agent", "run", index=1, tool_call_id="c2", decision=decision(), now=T0)
-    won = await store.claim("refund-agent", "run", by="i1", until=until, now=T0)
-    lost = await store.claim("refund-agent", "run", by="i2", until=until, now=T0)
+    early = await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=until, now=T0))
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=1, tool_call_id="c2", decision=decision(), now=T0)
+    )
+    won = await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=until, now=T0))
+    lost = await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="i2", until=until, now=T0))
     late_decision = await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
     )
 
     assert early is None
@@ -218,17 +261,33 @@ async def test_claim_needs_every_call_decided_and_is_exclusive(store: SnapshotSt
 
 async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"old")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
+    await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
+    )
 
     too_soon = await store.claim(
-        "refund-agent", "run", by="i2", until=T0 + timedelta(seconds=70), now=T0 + timedelta(seconds=5)
+        ClaimWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            by="i2",
+            until=T0 + timedelta(seconds=70),
+            now=T0 + timedelta(seconds=5),
+        )
     )
     renewed_by_other = await store.renew_claim("refund-agent", "run", by="i2", until=T0 + timedelta(days=1))
     takeover = await store.claim(
-        "refund-agent", "run", by="i2", until=T0 + timedelta(seconds=80), now=T0 + timedelta(seconds=20)
+        ClaimWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            by="i2",
+            until=T0 + timedelta(seconds=80),
+            now=T0 + timedelta(seconds=20),
+        )
     )
-    stale_delete = await store.delete_claimed("refund-agent", "run", by="i1")
+    stale_delete = await store.delete_claimed(ClaimedDeletion(agent_id="refund-agent", run_id="run", by="i1"))
     stale_renew = await store.renew_claim("refund-agent", "run", by="i1", until=T0 + timedelta(days=1))
 
     assert too_soon is None
@@ -243,16 +302,32 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
 
 async def test_a_claim_writes_its_events_with_it_and_a_refused_claim_none(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"[]")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
     takeover = {**feed_event("001-takeover"), "type": "takeover", "by": "i1", "data": {"previousClaim": None}}
     resumed = {**feed_event("002-resumed"), "type": "resumed", "by": "alice", "data": {"instanceId": "i1"}}
     refused_event = {**feed_event("003-resumed"), "type": "resumed", "data": {"instanceId": "i2"}}
 
     won = await store.claim(
-        "refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0, events=[takeover, resumed]
+        ClaimWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            by="i1",
+            until=T0 + timedelta(seconds=60),
+            now=T0,
+            events=[takeover, resumed],
+        )
     )
     lost = await store.claim(
-        "refund-agent", "run", by="i2", until=T0 + timedelta(seconds=60), now=T0, events=[refused_event]
+        ClaimWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            by="i2",
+            until=T0 + timedelta(seconds=60),
+            now=T0,
+            events=[refused_event],
+        )
     )
 
     assert won is not None
@@ -269,18 +344,32 @@ async def test_a_claim_writes_its_events_with_it_and_a_refused_claim_none(store:
 
 async def test_a_claim_at_a_version_the_run_has_left_is_refused_and_writes_no_event(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"[]")
-    read = await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    read = await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
     assert read is not None
-    first = await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
+    first = await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
+    )
     assert first is not None
     later = T0 + timedelta(seconds=20)
     takeover = {**feed_event("001-takeover"), "type": "takeover", "by": "i2", "data": {"previousClaim": None}}
 
     # i2 read the run before i1 claimed it: its events would name no previous claim
     stale = await store.claim(
-        "refund-agent", "run", by="i2", until=later, now=later, events=[takeover], version=read["version"]
+        ClaimWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            by="i2",
+            until=later,
+            now=later,
+            events=[takeover],
+            version=read["version"],
+        )
     )
-    current = await store.claim("refund-agent", "run", by="i2", until=later, now=later, version=first["version"])
+    current = await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="run", by="i2", until=later, now=later, version=first["version"])
+    )
 
     assert stale is None
     assert current is not None
@@ -290,27 +379,35 @@ async def test_a_claim_at_a_version_the_run_has_left_is_refused_and_writes_no_ev
 
 async def test_replace_claimed_stores_new_calls_and_history(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"old")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
+    await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    )
     later = T0 + timedelta(seconds=3)
 
     lost = await store.replace_claimed(
-        "refund-agent",
-        "run",
-        by="i2",
-        tool_calls=[tool_call("x")],
-        history=b"nope",
-        history_id="h-x",
-        now=later,
+        ClaimedReplacement(
+            agent_id="refund-agent",
+            run_id="run",
+            by="i2",
+            tool_calls=[tool_call("x")],
+            history=b"nope",
+            history_id="h-x",
+            now=later,
+        )
     )
     replaced = await store.replace_claimed(
-        "refund-agent",
-        "run",
-        by="i1",
-        tool_calls=[tool_call("c9", approval=False)],
-        history=b"new",
-        history_id="h-new",
-        now=later,
+        ClaimedReplacement(
+            agent_id="refund-agent",
+            run_id="run",
+            by="i1",
+            tool_calls=[tool_call("c9", approval=False)],
+            history=b"new",
+            history_id="h-new",
+            now=later,
+        )
     )
 
     assert lost is None
@@ -326,10 +423,14 @@ async def test_replace_claimed_stores_new_calls_and_history(store: SnapshotStore
 
 async def test_delete_claimed_removes_the_run_and_its_history(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"h")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
+    await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    )
 
-    deleted = await store.delete_claimed("refund-agent", "run", by="i1")
+    deleted = await store.delete_claimed(ClaimedDeletion(agent_id="refund-agent", run_id="run", by="i1"))
 
     assert deleted is True
     assert await store.get("refund-agent", "run") is None
@@ -348,8 +449,14 @@ async def test_a_run_whose_completion_is_recorded_is_neither_listed_nor_counted_
     # recorded (SQLite takes the whole write back; the memory store writes it in one step)
     await store.insert(snapshot("finished", created=T0 + timedelta(seconds=1)), b"h")
     await store.insert(snapshot("waiting", created=T0), b"h")
-    await store.record_decision("refund-agent", "finished", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.claim("refund-agent", "finished", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    await store.record_decision(
+        DecisionWrite(
+            agent_id="refund-agent", run_id="finished", index=0, tool_call_id="c1", decision=decision(), now=T0
+        )
+    )
+    await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="finished", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    )
     completed = {**feed_event("001-completed", run_id="finished"), "type": "completed"}
     if hasattr(store, "before_event"):
 
@@ -359,15 +466,19 @@ async def test_a_run_whose_completion_is_recorded_is_neither_listed_nor_counted_
 
         store.before_event = crash  # type: ignore[attr-defined]
         with pytest.raises(_Crash):
-            await store.delete_claimed("refund-agent", "finished", by="i1", event=completed)
+            await store.delete_claimed(
+                ClaimedDeletion(agent_id="refund-agent", run_id="finished", by="i1", event=completed)
+            )
     else:
-        await store.delete_claimed("refund-agent", "finished", by="i1", event=completed)
+        await store.delete_claimed(
+            ClaimedDeletion(agent_id="refund-agent", run_id="finished", by="i1", event=completed)
+        )
 
     # when the runs are read one by one, together, listed and counted
     readable = [run_id for run_id in ("finished", "waiting") if await store.get("refund-agent", run_id) is not None]
     together = [doc["_id"] for doc in await store.get_many(["finished", "waiting"])]
     listed = [doc["_id"] for doc in await store.list_runs("refund-agent", RunFilter())]
-    paged = [doc["_id"] for doc in await store.list_runs("refund-agent", RunFilter(), limit=1)]
+    paged = [doc["_id"] for doc in await store.list_runs("refund-agent", RunFilter(), RunPage(limit=1))]
     counted = await store.count_runs("refund-agent", RunFilter())
 
     # then every read agrees on which runs are stored
@@ -379,12 +490,20 @@ async def test_a_run_whose_completion_is_recorded_is_neither_listed_nor_counted_
 
 async def test_release_claim_keeps_decisions_and_records_the_error(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"h")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
+    await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    )
     error = {"type": "ModelHTTPError", "message": "boom", "at": T0}
 
-    released = await store.release_claim("refund-agent", "run", by="i1", error=error, now=T0)  # type: ignore[arg-type]
-    retried = await store.claim("refund-agent", "run", by="i2", until=T0 + timedelta(seconds=60), now=T0)
+    released = await store.release_claim(
+        ClaimRelease(agent_id="refund-agent", run_id="run", by="i1", error=error, now=T0)
+    )  # type: ignore[arg-type]
+    retried = await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="run", by="i2", until=T0 + timedelta(seconds=60), now=T0)
+    )
 
     assert released is not None
     assert released["status"] == "suspended"
@@ -396,15 +515,29 @@ async def test_release_claim_keeps_decisions_and_records_the_error(store: Snapsh
 
 async def test_release_claim_with_a_history_keeps_the_tool_results(store: SnapshotStore) -> None:
     await store.insert(snapshot("run"), b"before the tools ran")
-    await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.claim("refund-agent", "run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
+    await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=T0 + timedelta(seconds=60), now=T0)
+    )
     error: RunErrorDocument = {"type": "ModelHTTPError", "message": "boom", "at": T0}
 
     lost = await store.release_claim(
-        "refund-agent", "run", by="i2", error=error, now=T0, history=b"stale", history_id="h-stale"
+        ClaimRelease(
+            agent_id="refund-agent", run_id="run", by="i2", error=error, now=T0, history=b"stale", history_id="h-stale"
+        )
     )
     released = await store.release_claim(
-        "refund-agent", "run", by="i1", error=error, now=T0, history=b"tools ran", history_id="h-new"
+        ClaimRelease(
+            agent_id="refund-agent",
+            run_id="run",
+            by="i1",
+            error=error,
+            now=T0,
+            history=b"tools ran",
+            history_id="h-new",
+        )
     )
 
     assert lost is None
@@ -421,26 +554,40 @@ async def test_stalled_runs_are_expired_claims_and_idle_decided_runs(store: Snap
     await store.insert(snapshot("pending"), b"h")
     # expired: claimed by an instance whose claim ran out
     await store.insert(snapshot("expired"), b"h")
-    await store.record_decision("refund-agent", "expired", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.claim("refund-agent", "expired", by="dead", until=T0 + minute, now=T0)
+    await store.record_decision(
+        DecisionWrite(
+            agent_id="refund-agent", run_id="expired", index=0, tool_call_id="c1", decision=decision(), now=T0
+        )
+    )
+    await store.claim(ClaimWrite(agent_id="refund-agent", run_id="expired", by="dead", until=T0 + minute, now=T0))
     # live: claimed, claim still valid at T0 + 2 min
     await store.insert(snapshot("live", agent_id="weather-agent"), b"h")
-    await store.record_decision("weather-agent", "live", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.claim("weather-agent", "live", by="alive", until=T0 + 5 * minute, now=T0)
+    await store.record_decision(
+        DecisionWrite(agent_id="weather-agent", run_id="live", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
+    await store.claim(ClaimWrite(agent_id="weather-agent", run_id="live", by="alive", until=T0 + 5 * minute, now=T0))
     # orphan: every call decided, never claimed (its instance died in between)
     await store.insert(snapshot("orphan", agent_id="weather-agent"), b"h")
     await store.record_decision(
-        "weather-agent", "orphan", index=0, tool_call_id="c1", decision=decision(), now=T0 - minute
+        DecisionWrite(
+            agent_id="weather-agent", run_id="orphan", index=0, tool_call_id="c1", decision=decision(), now=T0 - minute
+        )
     )
     # fresh: every call decided just now; its instance is about to claim it
     await store.insert(snapshot("fresh"), b"h")
-    await store.record_decision("refund-agent", "fresh", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="fresh", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
     # failed: continuing failed; left to retryRun
     await store.insert(snapshot("failed"), b"h")
-    await store.record_decision("refund-agent", "failed", index=0, tool_call_id="c1", decision=decision(), now=T0)
-    await store.claim("refund-agent", "failed", by="i1", until=T0 + minute, now=T0)
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="failed", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
+    await store.claim(ClaimWrite(agent_id="refund-agent", run_id="failed", by="i1", until=T0 + minute, now=T0))
     error: RunErrorDocument = {"type": "RuntimeError", "message": "model is down", "at": T0}
-    await store.release_claim("refund-agent", "failed", by="i1", error=error, now=T0 - 2 * minute)
+    await store.release_claim(
+        ClaimRelease(agent_id="refund-agent", run_id="failed", by="i1", error=error, now=T0 - 2 * minute)
+    )
 
     stalled = await store.list_stalled_runs(now=T0 + 2 * minute, idle_before=T0 - minute / 2, limit=10)
     first = await store.list_stalled_runs(now=T0 + 2 * minute, idle_before=T0 - minute / 2, limit=1)
@@ -482,7 +629,7 @@ async def test_insert_many_then_list(store: SnapshotStore) -> None:
     await store.insert_many([(d, b"[]") for d in docs])
 
     assert await store.count_runs("refund-agent", RunFilter()) == 50
-    listed = await store.list_runs("refund-agent", RunFilter(), limit=3)
+    listed = await store.list_runs("refund-agent", RunFilter(), RunPage(limit=3))
     assert [d["_id"] for d in listed] == ["bulk-49", "bulk-48", "bulk-47"]
     assert await store.load_history("refund-agent", "bulk-7") == b"[]"
 
@@ -500,9 +647,9 @@ async def test_skip_limit_and_count_within_a_filtered_date_range_after_bulk_and_
     window = RunFilter(thread_id="t1", from_date=T0 + timedelta(seconds=5), to_date=T0 + timedelta(seconds=15))
 
     # when a page is skipped into, taken from the end, and counted
-    second_page = await store.list_runs("refund-agent", window, limit=2, skip=2)
-    past_the_end = await store.list_runs("refund-agent", window, limit=2, skip=10)
-    oldest = await store.list_runs("refund-agent", window, limit=2, from_end=True)
+    second_page = await store.list_runs("refund-agent", window, RunPage(limit=2, skip=2))
+    past_the_end = await store.list_runs("refund-agent", window, RunPage(limit=2, skip=10))
+    oldest = await store.list_runs("refund-agent", window, RunPage(limit=2, from_end=True))
 
     # then only t1 runs created in [5 s, 15 s] count, newest first
     assert await store.count_runs("refund-agent", window) == 6  # r15 r13 r11 r09 r07 r05
@@ -543,9 +690,20 @@ async def test_two_clients_deciding_two_calls_of_one_run_at_once_keep_both(
         await first.insert(snapshot(run_id, calls=[tool_call("c1"), tool_call("c2")]), b"[]")
 
         results = await asyncio.gather(
-            first.record_decision("refund-agent", run_id, index=0, tool_call_id="c1", decision=decision(), now=T0),
+            first.record_decision(
+                DecisionWrite(
+                    agent_id="refund-agent", run_id=run_id, index=0, tool_call_id="c1", decision=decision(), now=T0
+                )
+            ),
             second.record_decision(
-                "refund-agent", run_id, index=1, tool_call_id="c2", decision=decision("declined"), now=T0
+                DecisionWrite(
+                    agent_id="refund-agent",
+                    run_id=run_id,
+                    index=1,
+                    tool_call_id="c2",
+                    decision=decision("declined"),
+                    now=T0,
+                )
             ),
         )
 

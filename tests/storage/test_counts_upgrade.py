@@ -22,6 +22,7 @@ from bson import json_util
 from pymongo import AsyncMongoClient
 
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
+from storage.protocol import ClaimedDeletion, DecisionWrite
 
 from ..conftest import kind_uri
 from ._contract import T0, decision, snapshot
@@ -97,7 +98,7 @@ async def test_an_old_store_lists_the_same_runs_and_totals_after_the_upgrade(
 
         # and totals follow later writes: a new run in t1/r1, the claimed run-05 finished
         await store.insert(snapshot("new-run", thread="t1", resource="r1", created=T0), b"[]")
-        assert await store.delete_claimed("weather-agent", "run-05", by="v4")
+        assert await store.delete_claimed(ClaimedDeletion(agent_id="weather-agent", run_id="run-05", by="v4"))
         after = await answers(store)
         assert after["refund-agent t1 r1"]["total"] == expected["refund-agent t1 r1"]["total"] + 1
         assert after["refund-agent all"]["total"] == expected["refund-agent all"]["total"] + 1
@@ -115,7 +116,15 @@ async def test_an_old_store_lists_the_same_runs_and_totals_after_the_upgrade(
 async def test_a_decision_after_the_upgrade_changes_no_total(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     async with upgraded(request, tmp_path, "sqlite") as store:
         before = await answers(store)
-        call = {"index": 0, "tool_call_id": "call-00", "question_id": "question-00"}
-        decided = await store.record_decision("refund-agent", "run-00", **call, decision=decision(), now=T0)
+        write = DecisionWrite(
+            agent_id="refund-agent",
+            run_id="run-00",
+            index=0,
+            tool_call_id="call-00",
+            question_id="question-00",
+            decision=decision(),
+            now=T0,
+        )
+        decided = await store.record_decision(write)
         assert decided is not None
         assert await answers(store) == before

@@ -12,6 +12,7 @@ import uuid
 from datetime import timedelta
 
 from storage import EventDocument, RunFilter, SnapshotStore, ToolCallDocument, sort_key
+from storage.protocol import ClaimedReplacement, ClaimWrite, DecisionWrite, RunPage
 
 from ._contract import T0, decision, snapshot, tool_call
 
@@ -56,12 +57,16 @@ async def test_the_runs_deadline_is_the_earliest_pending_one_kept_current(store:
 
     # when the earliest is decided, then the next earliest; then the last one
     updated = await store.record_decision(
-        "refund-agent", doc["_id"], index=1, tool_call_id="b", decision=decision(), now=T0
+        DecisionWrite(
+            agent_id="refund-agent", run_id=doc["_id"], index=1, tool_call_id="b", decision=decision(), now=T0
+        )
     )
     assert updated is not None
     assert updated.get("expiresAt") == T0 + timedelta(minutes=30)
     updated = await store.record_decision(
-        "refund-agent", doc["_id"], index=0, tool_call_id="a", decision=decision(), now=T0
+        DecisionWrite(
+            agent_id="refund-agent", run_id=doc["_id"], index=0, tool_call_id="a", decision=decision(), now=T0
+        )
     )
     assert updated is not None
     assert updated.get("expiresAt") is None
@@ -74,18 +79,26 @@ async def test_a_rewrite_takes_the_deadlines_of_its_new_calls(store: SnapshotSto
     # given a run whose every call is decided and claimed
     doc = snapshot(calls=[deadline_call("a", 5)])
     await store.insert(doc, b"[]")
-    await store.record_decision("refund-agent", doc["_id"], index=0, tool_call_id="a", decision=decision(), now=T0)
-    assert await store.claim("refund-agent", doc["_id"], by="i1", until=T0 + timedelta(minutes=1), now=T0)
+    await store.record_decision(
+        DecisionWrite(
+            agent_id="refund-agent", run_id=doc["_id"], index=0, tool_call_id="a", decision=decision(), now=T0
+        )
+    )
+    assert await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id=doc["_id"], by="i1", until=T0 + timedelta(minutes=1), now=T0)
+    )
 
     # when it suspends again with a new question due in 90 minutes
     replaced = await store.replace_claimed(
-        "refund-agent",
-        doc["_id"],
-        by="i1",
-        tool_calls=[deadline_call("a2", 90)],
-        history=b"[1]",
-        history_id=uuid.uuid4().hex,
-        now=T0,
+        ClaimedReplacement(
+            agent_id="refund-agent",
+            run_id=doc["_id"],
+            by="i1",
+            tool_calls=[deadline_call("a2", 90)],
+            history=b"[1]",
+            history_id=uuid.uuid4().hex,
+            now=T0,
+        )
     )
 
     # then the run's deadline is the new one, and the expiry pass sees it only after it
@@ -111,7 +124,11 @@ async def test_list_expired_runs_reads_only_runs_past_a_deadline_earliest_first(
     assert [d["_id"] for d in await store.list_expired_runs(now=T0 + timedelta(hours=1), limit=1)] == [due[1]["_id"]]
 
     # and a decided call no longer counts
-    await store.record_decision("refund-agent", due[1]["_id"], index=0, tool_call_id="c", decision=decision(), now=T0)
+    await store.record_decision(
+        DecisionWrite(
+            agent_id="refund-agent", run_id=due[1]["_id"], index=0, tool_call_id="c", decision=decision(), now=T0
+        )
+    )
     found = await store.list_expired_runs(now=T0 + timedelta(minutes=2), limit=10)
     assert [d["_id"] for d in found] == [due[2]["_id"]]
 
@@ -138,16 +155,16 @@ async def test_expires_before_filters_pages_and_counts(store: SnapshotStore) -> 
     assert await store.count_runs("refund-agent", RunFilter(expires_before=T0 + timedelta(hours=3))) == 3
 
     # keyset pages and skip/limit walk the same runs
-    first = await store.list_runs("refund-agent", expiring, limit=2)
-    rest = await store.list_runs("refund-agent", expiring, after=sort_key(first[-1]))
+    first = await store.list_runs("refund-agent", expiring, RunPage(limit=2))
+    rest = await store.list_runs("refund-agent", expiring, RunPage(after=sort_key(first[-1])))
     assert [d["_id"] for d in first + rest] == [d["_id"] for d in listed]
-    assert [d["_id"] for d in await store.list_runs("refund-agent", expiring, skip=1, limit=2)] == [
+    assert [d["_id"] for d in await store.list_runs("refund-agent", expiring, RunPage(skip=1, limit=2))] == [
         docs[2]["_id"],
         docs[1]["_id"],
     ]
-    last = await store.list_runs("refund-agent", expiring, limit=1, from_end=True)
+    last = await store.list_runs("refund-agent", expiring, RunPage(limit=1, from_end=True))
     assert [d["_id"] for d in last] == [docs[0]["_id"]]
-    before = await store.list_runs("refund-agent", expiring, before=sort_key(listed[-1]))
+    before = await store.list_runs("refund-agent", expiring, RunPage(before=sort_key(listed[-1])))
     assert [d["_id"] for d in before] == [d["_id"] for d in listed[:-1]]
 
     # combined with the other filters
@@ -171,14 +188,16 @@ async def test_the_expired_event_is_written_before_the_decision_event_in_one_uni
 
     # when the decision is recorded with its expired event before it
     updated = await store.record_decision(
-        "refund-agent",
-        doc["_id"],
-        index=0,
-        tool_call_id="c",
-        decision=decision("declined"),
-        now=T0,
-        event=event("decision", doc["_id"], 2),
-        preceding_events=[event("expired", doc["_id"], 1)],
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id=doc["_id"],
+            index=0,
+            tool_call_id="c",
+            decision=decision("declined"),
+            now=T0,
+            event=event("decision", doc["_id"], 2),
+            preceding_events=[event("expired", doc["_id"], 1)],
+        )
     )
 
     # then both are in the log, in that order
@@ -187,14 +206,16 @@ async def test_the_expired_event_is_written_before_the_decision_event_in_one_uni
 
     # and a second attempt on the decided call writes neither
     again = await store.record_decision(
-        "refund-agent",
-        doc["_id"],
-        index=0,
-        tool_call_id="c",
-        decision=decision(),
-        now=T0,
-        event=event("decision", doc["_id"], 4),
-        preceding_events=[event("expired", doc["_id"], 3)],
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id=doc["_id"],
+            index=0,
+            tool_call_id="c",
+            decision=decision(),
+            now=T0,
+            event=event("decision", doc["_id"], 4),
+            preceding_events=[event("expired", doc["_id"], 3)],
+        )
     )
     assert again is None
     assert len(await store.list_events("refund-agent", doc["_id"])) == 2

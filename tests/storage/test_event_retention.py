@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from storage import SCHEMA_VERSION, EventDocument, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore, rules
+from storage.protocol import EventsAfter
 
 from ._contract import T0
 from .test_key_retention import V3, mongo  # noqa: F401 (the fixture)
@@ -67,7 +68,7 @@ async def test_expired_runs_are_listed_oldest_first_and_their_events_deleted(sto
     assert await store.list_expired_events(before=before, limit=10) == [("agent-b", "run-older")]
     assert len(await store.list_events("agent-a", "run-new")) == 2
     assert len(await store.list_events("agent-a", "run-open")) == 1
-    feed = await store.list_events_after("agent-a", None, 100)
+    feed = await store.list_events_after(EventsAfter(agent_id="agent-a", after_event_id=None, limit=100))
     assert {e["runId"] for e in feed} == {"run-new", "run-open"}
 
 

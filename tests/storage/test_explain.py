@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from storage import MongoSnapshotStore, RunFilter, sort_key
+from storage.protocol import DeliveryLease, EventsAfter, RunPage
 
 from ._contract import T0, snapshot, tool_call
 from ._sent import SENT, Sent
@@ -159,10 +160,10 @@ async def test_every_listing_filter_uses_an_index_holding_its_equality_fields(pl
     run_filter = FILTERS[name]
     store = planner.store
     with SENT.recording() as sent:
-        first = await store.list_runs("refund-agent", run_filter, limit=3)
+        first = await store.list_runs("refund-agent", run_filter, RunPage(limit=3))
         bound = sort_key(first[-1]) if first else sort_key(snapshot("run-000"))
-        await store.list_runs("refund-agent", run_filter, limit=3, after=bound)
-        await store.list_runs("refund-agent", run_filter, limit=3, before=bound, from_end=True)
+        await store.list_runs("refund-agent", run_filter, RunPage(limit=3, after=bound))
+        await store.list_runs("refund-agent", run_filter, RunPage(limit=3, before=bound, from_end=True))
         await store.count_runs("refund-agent", run_filter)
     listings = [one for one in sent if one.collection == "run_snapshots"]
     assert len(listings) == 4, sent
@@ -230,8 +231,8 @@ async def test_the_sweepers_reads_use_indexes(planner: Planner) -> None:
         await planner.store.list_stalled_runs(now=later, idle_before=later, limit=50)
         await planner.store.complete_pending_events(before=later, limit=50)
         await planner.store.list_expired_runs(now=later, limit=50)
-        await planner.store.claim_webhook_deliveries(by="i1", until=later, now=later, limit=10)
-        await planner.store.list_events_after("refund-agent", None, 100)
+        await planner.store.claim_webhook_deliveries(DeliveryLease(by="i1", until=later, now=later, limit=10))
+        await planner.store.list_events_after(EventsAfter(agent_id="refund-agent", after_event_id=None, limit=100))
         await planner.store.list_events_of_runs("refund-agent", ["run-000", "run-002"])
 
     expected = {

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import SCHEMA_VERSION, MongoSnapshotStore, SQLiteSnapshotStore, to_bson_precision
+from storage import SCHEMA_VERSION, KeyReservation, MongoSnapshotStore, SQLiteSnapshotStore, to_bson_precision
 
 from ..conftest import kind_uri
 from ._contract import T0
@@ -54,8 +54,12 @@ async def test_a_sqlite_file_of_an_earlier_version_gets_its_answered_keys_a_fini
     await store.open()
     try:
         after_open = datetime.now(UTC)
-        answered = await store.reserve_idempotency_key("answered", "fp", after_open)
-        in_flight = await store.reserve_idempotency_key("in-flight", "fp", datetime(1970, 1, 1, tzinfo=UTC))
+        answered = await store.reserve_idempotency_key(
+            KeyReservation(key_id="answered", fingerprint="fp", now=after_open)
+        )
+        in_flight = await store.reserve_idempotency_key(
+            KeyReservation(key_id="in-flight", fingerprint="fp", now=datetime(1970, 1, 1, tzinfo=UTC))
+        )
 
         # then the answered key finished at the open (it expires a retention period after it),
         # and the key in flight has no finish
@@ -66,7 +70,10 @@ async def test_a_sqlite_file_of_an_earlier_version_gets_its_answered_keys_a_fini
         assert "finishedAt" not in in_flight
         assert await store.delete_expired_idempotency_keys(before=before_open, limit=10) == 0
         assert await store.delete_expired_idempotency_keys(before=after_open + timedelta(days=400), limit=10) == 1
-        assert await store.reserve_idempotency_key("answered", "fp", after_open) is None
+        assert (
+            await store.reserve_idempotency_key(KeyReservation(key_id="answered", fingerprint="fp", now=after_open))
+            is None
+        )
     finally:
         await store.close()
 

@@ -14,6 +14,7 @@ import pytest
 from pymongo import monitoring
 
 from storage import MongoSnapshotStore, RunFilter, sort_key
+from storage.protocol import EventsAfter, RunPage
 
 from ..conftest import open_store
 from ._contract import T0, feed_event, snapshot
@@ -76,9 +77,9 @@ async def test_a_listing_page_is_one_find_without_get_more(mongo: MongoSnapshotS
     # when a page of `size` runs (and one more, as the API asks, to know whether another page follows)
     # is read from the start, after a cursor, and from the end
     with NAMES.recording() as sent:
-        first = await mongo.list_runs("refund-agent", RunFilter(), limit=size + 1)
-        after = await mongo.list_runs("refund-agent", RunFilter(), limit=size + 1, after=sort_key(first[5]))
-        last = await mongo.list_runs("refund-agent", RunFilter(), limit=size + 1, from_end=True)
+        first = await mongo.list_runs("refund-agent", RunFilter(), RunPage(limit=size + 1))
+        after = await mongo.list_runs("refund-agent", RunFilter(), RunPage(limit=size + 1, after=sort_key(first[5])))
+        last = await mongo.list_runs("refund-agent", RunFilter(), RunPage(limit=size + 1, from_end=True))
 
     # then each came whole in the first batch of one find
     assert [len(first), len(after), len(last)] == [size + 1] * 3
@@ -88,7 +89,7 @@ async def test_a_listing_page_is_one_find_without_get_more(mongo: MongoSnapshotS
 async def test_the_other_limited_reads_are_one_find_each(mongo: MongoSnapshotStore) -> None:
     later = T0 + timedelta(days=1)
     with NAMES.recording() as sent:
-        events = await mongo.list_events_after("refund-agent", None, 250)
+        events = await mongo.list_events_after(EventsAfter(agent_id="refund-agent", after_event_id=None, limit=250))
         many = await mongo.get_many([f"run-{i:03d}" for i in range(RUNS)])
         stalled = await mongo.list_stalled_runs(now=later, idle_before=later, limit=250)
 

@@ -15,8 +15,19 @@ from datetime import timedelta
 
 import pytest
 
-from storage import MongoSnapshotStore, RunFilter, SnapshotStore
+from storage import KeyAnswer, KeyReservation, MongoSnapshotStore, RunFilter, SnapshotStore
 from storage.mongo import no_value
+from storage.protocol import (
+    ApprovalWrite,
+    ClaimedDeletion,
+    ClaimedReplacement,
+    ClaimRelease,
+    ClaimWrite,
+    DecisionWrite,
+    DeliveryLease,
+    RunPage,
+    WebhookAttempt,
+)
 
 from ..conftest import open_store
 from ._contract import T0, decision, feed_event, snapshot, tool_call
@@ -73,57 +84,85 @@ async def _every_conditional_write(store: SnapshotStore) -> None:
     asked["questionId"] = "q1"
     await store.insert(snapshot("run", calls=[tool_call("c1"), two_person, asked]), b"[]", event=feed_event("e1"))
     for _ in range(2):  # the second time, on a decided call
-        await store.record_decision("refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        await store.record_decision(
+            DecisionWrite(
+                agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0
+            )
+        )
     approval = {"decidedBy": "key:alice", "decidedAt": T0}
     for before in (0, 0):  # the second time, on the wrong count
         await store.record_approval(
-            "refund-agent",
-            "run",
-            index=1,
-            tool_call_id="c2",
-            approval=approval,  # type: ignore[arg-type]
-            approvals_before=before,
-            decision=None,
-            now=T0,
+            ApprovalWrite(
+                agent_id="refund-agent",
+                run_id="run",
+                index=1,
+                tool_call_id="c2",
+                approval=approval,
+                approvals_before=before,
+                decision=None,
+                now=T0,
+            )
         )
     for question in (None, "q1", "q1"):  # no question, then the question twice
         await store.record_decision(
-            "refund-agent", "run", index=2, tool_call_id="c3", question_id=question, decision=decision(), now=T0
+            DecisionWrite(
+                agent_id="refund-agent",
+                run_id="run",
+                index=2,
+                tool_call_id="c3",
+                question_id=question,
+                decision=decision(),
+                now=T0,
+            )
         )
-    await store.claim("refund-agent", "run", by="i1", until=later, now=T0)
+    await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=later, now=T0))
     await store.record_approval(
-        "refund-agent",
-        "run",
-        index=1,
-        tool_call_id="c2",
-        approval={"decidedBy": "key:bob", "decidedAt": T0},
-        approvals_before=1,
-        decision=decision(),
-        now=T0,
+        ApprovalWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=1,
+            tool_call_id="c2",
+            approval={"decidedBy": "key:bob", "decidedAt": T0},
+            approvals_before=1,
+            decision=decision(),
+            now=T0,
+        )
     )
     for by in ("i1", "i2"):
-        await store.claim("refund-agent", "run", by=by, until=later, now=T0, version=5)
+        await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by=by, until=later, now=T0, version=5))
         await store.renew_claim("refund-agent", "run", by=by, until=later)
     error = {"type": "RuntimeError", "message": "boom", "at": T0}
-    await store.release_claim("refund-agent", "run", by="i1", error=error, now=T0)  # type: ignore[arg-type]
+    await store.release_claim(ClaimRelease(agent_id="refund-agent", run_id="run", by="i1", error=error, now=T0))  # type: ignore[arg-type]
     await store.list_stalled_runs(now=later, idle_before=later, limit=10)
     await store.list_expired_runs(now=later, limit=10)
     await store.complete_pending_events(before=later, limit=10)
-    await store.list_runs("refund-agent", RunFilter(thread_id="t1", expires_before=later), limit=5)
+    await store.list_runs("refund-agent", RunFilter(thread_id="t1", expires_before=later), RunPage(limit=5))
     await store.count_runs("refund-agent", RunFilter(resource_id="r1"))
-    await store.claim("refund-agent", "run", by="i3", until=later, now=T0)
+    await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="i3", until=later, now=T0))
     await store.replace_claimed(
-        "refund-agent", "run", by="i3", tool_calls=[tool_call("c4")], history=b"[]", history_id="h2", now=T0
+        ClaimedReplacement(
+            agent_id="refund-agent",
+            run_id="run",
+            by="i3",
+            tool_calls=[tool_call("c4")],
+            history=b"[]",
+            history_id="h2",
+            now=T0,
+        )
     )
-    await store.claim("refund-agent", "run", by="i4", until=later, now=T0)
-    await store.delete_claimed("refund-agent", "run", by="i4", event=feed_event("e2"))
+    await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="i4", until=later, now=T0))
+    await store.delete_claimed(ClaimedDeletion(agent_id="refund-agent", run_id="run", by="i4", event=feed_event("e2")))
 
     for holder in ("a", "b"):
-        await store.reserve_idempotency_key("k", "fp", T0, by=holder, until=T0 + timedelta(seconds=1))
-        await store.reserve_idempotency_key("k", "fp", later, by=holder, until=later)  # lapsed: taken over
+        await store.reserve_idempotency_key(
+            KeyReservation(key_id="k", fingerprint="fp", now=T0, by=holder, until=T0 + timedelta(seconds=1))
+        )
+        await store.reserve_idempotency_key(
+            KeyReservation(key_id="k", fingerprint="fp", now=later, by=holder, until=later)
+        )  # lapsed: taken over
         await store.renew_idempotency_key("k", by=holder, until=later)
-    await store.complete_idempotency_key("k", {"ok": True}, by="b", now=later)
-    await store.complete_idempotency_key("k", {"ok": False}, by="b", now=later)
+    await store.complete_idempotency_key(KeyAnswer(key_id="k", result={"ok": True}, by="b", now=later))
+    await store.complete_idempotency_key(KeyAnswer(key_id="k", result={"ok": False}, by="b", now=later))
     await store.release_idempotency_key("k", by="b")
 
     delivery = {
@@ -147,10 +186,12 @@ async def _every_conditional_write(store: SnapshotStore) -> None:
     }
     await store.add_webhook_deliveries([delivery])  # type: ignore[list-item]
     for by in ("i1", "i2"):  # the second finds it leased
-        await store.claim_webhook_deliveries(by=by, until=later, now=T0, limit=5)
+        await store.claim_webhook_deliveries(DeliveryLease(by=by, until=later, now=T0, limit=5))
     for _ in range(2):
         await store.finish_webhook_attempt(
-            "e1.w1", by="i1", status="delivered", at=T0, next_attempt_at=T0, status_code=200, error=None
+            WebhookAttempt(
+                delivery_id="e1.w1", by="i1", status="delivered", at=T0, next_attempt_at=T0, status_code=200, error=None
+            )
         )
     await store.advance_webhook_cursor("w1:refund-agent", "e1")
     await store.advance_webhook_cursor("w1:refund-agent", "e2")
@@ -174,10 +215,12 @@ async def test_a_decision_stored_in_the_first_schema_still_refuses_a_second_deci
 
     # when a second decision arrives for the decided call, then one for the pending one
     again = await mongo.record_decision(
-        "refund-agent", "old", index=0, tool_call_id="c1", decision=decision("resumed"), now=T0
+        DecisionWrite(
+            agent_id="refund-agent", run_id="old", index=0, tool_call_id="c1", decision=decision("resumed"), now=T0
+        )
     )
     pending = await mongo.record_decision(
-        "refund-agent", "old", index=1, tool_call_id="c2", decision=decision(), now=T0
+        DecisionWrite(agent_id="refund-agent", run_id="old", index=1, tool_call_id="c2", decision=decision(), now=T0)
     )
 
     # then the decided call keeps its decision, and the pending one takes its own
@@ -196,9 +239,11 @@ async def test_a_key_answered_before_answers_were_json_text_stays_answered(mongo
     )
 
     # when a retry comes after the reservation lapsed, and the old holder renews, completes, releases
-    retry = await mongo.reserve_idempotency_key("k", "fp", T0 + timedelta(seconds=60), by="b", until=T0)
+    retry = await mongo.reserve_idempotency_key(
+        KeyReservation(key_id="k", fingerprint="fp", now=T0 + timedelta(seconds=60), by="b", until=T0)
+    )
     renewed = await mongo.renew_idempotency_key("k", by="a", until=T0 + timedelta(seconds=60))
-    await mongo.complete_idempotency_key("k", {"status": "FAILED"}, by="a", now=T0)
+    await mongo.complete_idempotency_key(KeyAnswer(key_id="k", result={"status": "FAILED"}, by="a", now=T0))
     await mongo.release_idempotency_key("k", by="a")
 
     # then the key keeps its first answer: the retry gets it, and nothing else changed it

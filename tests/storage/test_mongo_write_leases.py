@@ -14,6 +14,7 @@ import pytest
 
 from storage import EventDocument, MongoSnapshotStore
 from storage._run_lock import needs_write_leases
+from storage.protocol import ClaimWrite, DecisionWrite
 
 from ..conftest import MONGO_SERVERS, kind_uri
 from ._contract import T0, decision, feed_event, snapshot, tool_call
@@ -82,13 +83,15 @@ async def test_racing_writers_keep_every_decision_once_and_one_claim(kind: str, 
             decided = await asyncio.gather(
                 *(
                     client.record_decision(
-                        "refund-agent",
-                        run_id,
-                        index=n,
-                        tool_call_id=f"c{n}",
-                        decision=decision("approved" if n % 2 else "declined"),
-                        now=T0,
-                        event=_decided(run_id, n),
+                        DecisionWrite(
+                            agent_id="refund-agent",
+                            run_id=run_id,
+                            index=n,
+                            tool_call_id=f"c{n}",
+                            decision=decision("approved" if n % 2 else "declined"),
+                            now=T0,
+                            event=_decided(run_id, n),
+                        )
                     )
                     for n, client in enumerate(clients)
                 )
@@ -97,7 +100,7 @@ async def test_racing_writers_keep_every_decision_once_and_one_claim(kind: str, 
             until = T0 + timedelta(minutes=5)
             claimed = await asyncio.gather(
                 *(
-                    client.claim("refund-agent", run_id, by=f"i{n}", until=until, now=T0)
+                    client.claim(ClaimWrite(agent_id="refund-agent", run_id=run_id, by=f"i{n}", until=until, now=T0))
                     for n, client in enumerate(clients)
                 )
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from storage import RunFilter, SnapshotStore, sort_key
+from storage.protocol import RunPage
 
 from ._contract import T0, snapshot
 
@@ -44,10 +45,10 @@ async def test_pages_of_a_restricted_listing_are_full_and_keyset_bounds_hold(sto
     restricted = RunFilter(resource_ids=MINE)
 
     # when paged two at a time, by skip and by keyset
-    first = await store.list_runs("refund-agent", restricted, limit=2)
-    second = await store.list_runs("refund-agent", restricted, limit=2, skip=2)
-    after = await store.list_runs("refund-agent", restricted, limit=2, after=sort_key(first[-1]))
-    last = await store.list_runs("refund-agent", restricted, limit=2, from_end=True)
+    first = await store.list_runs("refund-agent", restricted, RunPage(limit=2))
+    second = await store.list_runs("refund-agent", restricted, RunPage(limit=2, skip=2))
+    after = await store.list_runs("refund-agent", restricted, RunPage(limit=2, after=sort_key(first[-1])))
+    last = await store.list_runs("refund-agent", restricted, RunPage(limit=2, from_end=True))
 
     # then every page is filled with allowed runs only (no hole where a hidden run was)
     assert [r["_id"] for r in first] == ["d", "b"]

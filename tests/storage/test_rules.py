@@ -25,6 +25,17 @@ from storage import (
     WebhookDeliveryStatus,
     rules,
 )
+from storage.protocol import (
+    ApprovalWrite,
+    ClaimedDeletion,
+    ClaimedReplacement,
+    ClaimRelease,
+    ClaimWrite,
+    DecisionWrite,
+    DeliveryLease,
+    DeliveryListing,
+    WebhookAttempt,
+)
 from storage.rules import AllOf, AnyOf, AtMost, Before, Equals, Length, NoValue, matches
 
 from ._contract import MS, T0, decision, snapshot, tool_call
@@ -61,13 +72,15 @@ async def _decide_all(store: SnapshotStore, run_id: str, *, now: datetime = T0, 
     for index, call in enumerate((await _read(store, run_id, agent_id))["toolCalls"]):
         if call["decision"] is None:
             recorded = await store.record_decision(
-                agent_id,
-                run_id,
-                index=index,
-                tool_call_id=call["toolCallId"],
-                question_id=call.get("questionId"),
-                decision=decision(),
-                now=now,
+                DecisionWrite(
+                    agent_id=agent_id,
+                    run_id=run_id,
+                    index=index,
+                    tool_call_id=call["toolCallId"],
+                    question_id=call.get("questionId"),
+                    decision=decision(),
+                    now=now,
+                )
             )
             assert recorded is not None
 
@@ -133,19 +146,29 @@ async def test_a_decision_is_written_only_on_a_pending_call(
 
     if write == "record_decision":
         written = await store.record_decision(
-            agent_id, run_id, index=index, tool_call_id=call_id, question_id=question, decision=decision(), now=T0
+            DecisionWrite(
+                agent_id=agent_id,
+                run_id=run_id,
+                index=index,
+                tool_call_id=call_id,
+                question_id=question,
+                decision=decision(),
+                now=T0,
+            )
         )
     else:
         written = await store.record_approval(
-            agent_id,
-            run_id,
-            index=index,
-            tool_call_id=call_id,
-            question_id=question,
-            approval=_approval("key:alice"),
-            approvals_before=0,
-            decision=None,
-            now=T0,
+            ApprovalWrite(
+                agent_id=agent_id,
+                run_id=run_id,
+                index=index,
+                tool_call_id=call_id,
+                question_id=question,
+                approval=_approval("key:alice"),
+                approvals_before=0,
+                decision=None,
+                now=T0,
+            )
         )
 
     assert (written is not None) is accepted
@@ -181,27 +204,31 @@ async def test_an_approval_is_recorded_only_on_the_count_it_was_read_with(
     await store.insert(doc, b"[]")
     for n in range(recorded):
         assert await store.record_approval(
-            AGENT,
-            doc["_id"],
-            index=0,
-            tool_call_id="c1",
-            approval=_approval(f"key:{n}"),
-            approvals_before=n,
-            decision=None,
-            now=T0,
+            ApprovalWrite(
+                agent_id=AGENT,
+                run_id=doc["_id"],
+                index=0,
+                tool_call_id="c1",
+                approval=_approval(f"key:{n}"),
+                approvals_before=n,
+                decision=None,
+                now=T0,
+            )
         )
     before = await _read(store, doc["_id"])
     assert matches(rules.approvals_counted(0, approvals_before), before) is accepted
 
     written = await store.record_approval(
-        AGENT,
-        doc["_id"],
-        index=0,
-        tool_call_id="c1",
-        approval=_approval("key:late"),
-        approvals_before=approvals_before,
-        decision=None,
-        now=T0,
+        ApprovalWrite(
+            agent_id=AGENT,
+            run_id=doc["_id"],
+            index=0,
+            tool_call_id="c1",
+            approval=_approval("key:late"),
+            approvals_before=approvals_before,
+            decision=None,
+            now=T0,
+        )
     )
 
     assert (written is not None) is accepted
@@ -246,20 +273,31 @@ async def test_a_claim_takes_only_a_claimable_run(
     await store.insert(doc, b"[]")
     for index in range(decided):
         assert await store.record_decision(
-            AGENT, doc["_id"], index=index, tool_call_id=f"c{index + 1}", decision=decision(), now=T0
+            DecisionWrite(
+                agent_id=AGENT,
+                run_id=doc["_id"],
+                index=index,
+                tool_call_id=f"c{index + 1}",
+                decision=decision(),
+                now=T0,
+            )
         )
     if isinstance(lease, timedelta):
-        assert await store.claim(AGENT, doc["_id"], by="i1", until=NOW + lease, now=T0)
+        assert await store.claim(ClaimWrite(agent_id=AGENT, run_id=doc["_id"], by="i1", until=NOW + lease, now=T0))
     elif lease == "failed":  # continuing failed: back to suspended, lastError set (retryRun claims it)
-        assert await store.claim(AGENT, doc["_id"], by="i1", until=NOW + timedelta(seconds=1), now=T0)
-        assert await store.release_claim(AGENT, doc["_id"], by="i1", error=ERROR, now=T0)
+        assert await store.claim(
+            ClaimWrite(agent_id=AGENT, run_id=doc["_id"], by="i1", until=NOW + timedelta(seconds=1), now=T0)
+        )
+        assert await store.release_claim(ClaimRelease(agent_id=AGENT, run_id=doc["_id"], by="i1", error=ERROR, now=T0))
     before = await _read(store, doc["_id"])
     version = None if version_offset is None else before["version"] + version_offset
     rule = rules.all_of(rules.owned(agent_id, doc["_id"]), rules.claimable(NOW, version))
     assert matches(rule, before) is accepted
 
     until = NOW + timedelta(minutes=1)
-    claimed = await store.claim(agent_id, doc["_id"], by="i2", until=until, now=NOW, version=version)
+    claimed = await store.claim(
+        ClaimWrite(agent_id=agent_id, run_id=doc["_id"], by="i2", until=until, now=NOW, version=version)
+    )
 
     assert (claimed is not None) is accepted
     after = await _read(store, doc["_id"])
@@ -288,7 +326,7 @@ async def test_the_stalled_runs_are_exactly_the_lapsed_leases_and_the_idle_decid
     async def claimed(name: str, until: datetime) -> str:
         run_id = await run(name)
         await _decide_all(store, run_id)
-        assert await store.claim(AGENT, run_id, by="dead", until=until, now=T0)
+        assert await store.claim(ClaimWrite(agent_id=AGENT, run_id=run_id, by="dead", until=until, now=T0))
         return run_id
 
     lapsed = await claimed("lapsed", NOW - MS)
@@ -303,12 +341,16 @@ async def test_the_stalled_runs_are_exactly_the_lapsed_leases_and_the_idle_decid
     idle_pending = await run("idle-pending", created=long_ago)
     half = await run("idle-one-of-two-decided", calls=2, created=long_ago)
     assert await store.record_decision(
-        AGENT, half, index=0, tool_call_id="c0", decision=decision(), now=idle_before - MS
+        DecisionWrite(
+            agent_id=AGENT, run_id=half, index=0, tool_call_id="c0", decision=decision(), now=idle_before - MS
+        )
     )
     failed = await run("idle-failed", created=long_ago)
     await _decide_all(store, failed, now=long_ago)
-    assert await store.claim(AGENT, failed, by="i1", until=long_ago + timedelta(minutes=1), now=long_ago)
-    assert await store.release_claim(AGENT, failed, by="i1", error=ERROR, now=long_ago)
+    assert await store.claim(
+        ClaimWrite(agent_id=AGENT, run_id=failed, by="i1", until=long_ago + timedelta(minutes=1), now=long_ago)
+    )
+    assert await store.release_claim(ClaimRelease(agent_id=AGENT, run_id=failed, by="i1", error=ERROR, now=long_ago))
 
     everything = await store.get_many([lapsed, ends_now, live, idle, at_bound, fresh, idle_pending, half, failed])
     listed = await store.list_stalled_runs(now=NOW, idle_before=idle_before, limit=100)
@@ -334,10 +376,20 @@ Write = Callable[[SnapshotStore, str, str, str], Awaitable[object]]
 HELD_WRITES: dict[str, Write] = {
     "renew_claim": lambda s, agent, run, by: s.renew_claim(agent, run, by=by, until=NOW + timedelta(hours=1)),
     "replace_claimed": lambda s, agent, run, by: s.replace_claimed(
-        agent, run, by=by, tool_calls=[_call("c9")], history=b"[9]", history_id=uuid.uuid4().hex, now=NOW
+        ClaimedReplacement(
+            agent_id=agent,
+            run_id=run,
+            by=by,
+            tool_calls=[_call("c9")],
+            history=b"[9]",
+            history_id=uuid.uuid4().hex,
+            now=NOW,
+        )
     ),
-    "delete_claimed": lambda s, agent, run, by: s.delete_claimed(agent, run, by=by),
-    "release_claim": lambda s, agent, run, by: s.release_claim(agent, run, by=by, error=ERROR, now=NOW),
+    "delete_claimed": lambda s, agent, run, by: s.delete_claimed(ClaimedDeletion(agent_id=agent, run_id=run, by=by)),
+    "release_claim": lambda s, agent, run, by: s.release_claim(
+        ClaimRelease(agent_id=agent, run_id=run, by=by, error=ERROR, now=NOW)
+    ),
 }
 
 
@@ -351,12 +403,16 @@ async def test_a_continuations_write_needs_the_claim_held(
     doc = snapshot()
     await store.insert(doc, b"[0]")
     await _decide_all(store, doc["_id"])
-    assert await store.claim(AGENT, doc["_id"], by="i1", until=T0 + timedelta(minutes=1), now=T0)
+    assert await store.claim(
+        ClaimWrite(agent_id=AGENT, run_id=doc["_id"], by="i1", until=T0 + timedelta(minutes=1), now=T0)
+    )
     if state == "released":
-        assert await store.release_claim(AGENT, doc["_id"], by="i1", error=ERROR, now=T0)
+        assert await store.release_claim(ClaimRelease(agent_id=AGENT, run_id=doc["_id"], by="i1", error=ERROR, now=T0))
     elif state == "taken over":
         later = T0 + timedelta(minutes=2)
-        assert await store.claim(AGENT, doc["_id"], by="i2", until=later + timedelta(minutes=1), now=later)
+        assert await store.claim(
+            ClaimWrite(agent_id=AGENT, run_id=doc["_id"], by="i2", until=later + timedelta(minutes=1), now=later)
+        )
     before = await _read(store, doc["_id"])
     assert matches(rules.held(agent_id, doc["_id"], by), before) is accepted
 
@@ -388,7 +444,9 @@ async def test_a_run_is_expired_from_its_earliest_pending_deadline_on(store: Sna
     none = snapshot(calls=[_call("c1")])
     for doc in (soon, later, none):
         await store.insert(doc, b"[]")
-    assert await store.record_decision(AGENT, later["_id"], index=0, tool_call_id="c1", decision=decision(), now=T0)
+    assert await store.record_decision(
+        DecisionWrite(agent_id=AGENT, run_id=later["_id"], index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
     everything = await store.get_many([soon["_id"], later["_id"], none["_id"]])
 
     for at, expected in [
@@ -412,7 +470,9 @@ async def test_the_pending_count_and_deadline_follow_the_calls_of_a_rewrite_and_
     doc = snapshot(calls=[_call("c0", due=timedelta(minutes=1))])
     await store.insert(doc, b"[]")
     await _decide_all(store, doc["_id"])
-    assert await store.claim(AGENT, doc["_id"], by="i1", until=T0 + timedelta(minutes=1), now=T0)
+    assert await store.claim(
+        ClaimWrite(agent_id=AGENT, run_id=doc["_id"], by="i1", until=T0 + timedelta(minutes=1), now=T0)
+    )
 
     # when the run suspends again with decided and pending calls, some with deadlines
     calls = [
@@ -423,7 +483,15 @@ async def test_the_pending_count_and_deadline_follow_the_calls_of_a_rewrite_and_
         _decided(_call("e")),
     ]
     replaced = await store.replace_claimed(
-        AGENT, doc["_id"], by="i1", tool_calls=calls, history=b"[1]", history_id=uuid.uuid4().hex, now=T0
+        ClaimedReplacement(
+            agent_id=AGENT,
+            run_id=doc["_id"],
+            by="i1",
+            tool_calls=calls,
+            history=b"[1]",
+            history_id=uuid.uuid4().hex,
+            now=T0,
+        )
     )
     assert replaced is not None
     assert (replaced["pendingCount"], replaced.get("expiresAt")) == (3, T0 + timedelta(minutes=20))
@@ -434,7 +502,9 @@ async def test_the_pending_count_and_deadline_follow_the_calls_of_a_rewrite_and_
     for index, call_id, pending, deadline in [(3, "d", 2, 30), (2, "c", 1, 30), (1, "b", 0, None)]:
         before = await _read(store, doc["_id"])
         decided = await store.record_decision(
-            AGENT, doc["_id"], index=index, tool_call_id=call_id, decision=decision(), now=T0
+            DecisionWrite(
+                agent_id=AGENT, run_id=doc["_id"], index=index, tool_call_id=call_id, decision=decision(), now=T0
+            )
         )
         assert decided is not None
         assert decided["pendingCount"] == pending == rules.pending_count(before["toolCalls"]) - 1
@@ -451,28 +521,32 @@ async def test_the_deadline_moves_with_the_last_approval_only(store: SnapshotSto
     await store.insert(doc, b"[]")
 
     first = await store.record_approval(
-        AGENT,
-        doc["_id"],
-        index=0,
-        tool_call_id="c1",
-        approval=_approval("key:alice"),
-        approvals_before=0,
-        decision=None,
-        now=T0,
+        ApprovalWrite(
+            agent_id=AGENT,
+            run_id=doc["_id"],
+            index=0,
+            tool_call_id="c1",
+            approval=_approval("key:alice"),
+            approvals_before=0,
+            decision=None,
+            now=T0,
+        )
     )
     assert first is not None
     assert (first["pendingCount"], first.get("expiresAt")) == (2, T0 + timedelta(minutes=10))
     _assert_derived(first)
 
     last = await store.record_approval(
-        AGENT,
-        doc["_id"],
-        index=0,
-        tool_call_id="c1",
-        approval=_approval("key:bob"),
-        approvals_before=1,
-        decision=decision(),
-        now=T0,
+        ApprovalWrite(
+            agent_id=AGENT,
+            run_id=doc["_id"],
+            index=0,
+            tool_call_id="c1",
+            approval=_approval("key:bob"),
+            approvals_before=1,
+            decision=decision(),
+            now=T0,
+        )
     )
     assert last is not None
     assert (last["pendingCount"], last.get("expiresAt")) == (1, T0 + timedelta(minutes=40))
@@ -507,20 +581,22 @@ async def test_a_delivery_is_finished_at_its_last_attempt_unless_still_pending(
         "lease": None,
     }
     await store.add_webhook_deliveries([delivery])
-    [leased] = await store.claim_webhook_deliveries(by="i1", until=NOW, now=T0, limit=1)
+    [leased] = await store.claim_webhook_deliveries(DeliveryLease(by="i1", until=NOW, now=T0, limit=1))
     at = T0 + timedelta(seconds=3)
 
     assert await store.finish_webhook_attempt(
-        leased["_id"],
-        by="i1",
-        status=status,
-        at=at,
-        next_attempt_at=at + timedelta(seconds=5),
-        status_code=200,
-        error=None,
+        WebhookAttempt(
+            delivery_id=leased["_id"],
+            by="i1",
+            status=status,
+            at=at,
+            next_attempt_at=at + timedelta(seconds=5),
+            status_code=200,
+            error=None,
+        )
     )
 
-    [stored] = await store.list_webhook_deliveries(status=status, resource_ids=None, limit=5)
+    [stored] = await store.list_webhook_deliveries(DeliveryListing(status=status, resource_ids=None, limit=5))
     assert stored["finishedAt"] == rules.finished_at(status, at)
     assert stored["finishedAt"] == (None if status == "pending" else at)
     assert (stored["attempts"], stored["lastAttemptAt"], stored["lease"]) == (1, at, None)

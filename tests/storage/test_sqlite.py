@@ -21,11 +21,14 @@ from runtime.events.journal import event_id
 from storage import (
     SCHEMA_VERSION,
     EventDocument,
+    KeyAnswer,
+    KeyReservation,
     NewerSchemaError,
     RunFilter,
     SQLiteSnapshotStore,
     StoreUnavailableError,
 )
+from storage.protocol import DecisionWrite, RunPage
 from storage.sqlite import LISTING_INDEXES
 from storage.sqlite.file.schema import switch_to_wal
 
@@ -77,10 +80,12 @@ async def test_any_key_nesting_and_integers_beyond_64_bits_round_trip(
     }
 
     # when a decision with such resume data is recorded, an event and an idempotent answer stored
-    decided = await sqlite.record_decision(AGENT, "odd", index=0, tool_call_id="c1", decision=resumed, now=T0)
+    decided = await sqlite.record_decision(
+        DecisionWrite(agent_id=AGENT, run_id="odd", index=0, tool_call_id="c1", decision=resumed, now=T0)
+    )
     await sqlite.append_event(event)
-    assert await sqlite.reserve_idempotency_key("key", "fp", T0) is None
-    await sqlite.complete_idempotency_key("key", {"outcome": odd_json()}, now=T0)
+    assert await sqlite.reserve_idempotency_key(KeyReservation(key_id="key", fingerprint="fp", now=T0)) is None
+    await sqlite.complete_idempotency_key(KeyAnswer(key_id="key", result={"outcome": odd_json()}, now=T0))
 
     # then everything comes back unchanged, also through a new connection to the file
     assert decided is not None
@@ -96,9 +101,9 @@ async def test_any_key_nesting_and_integers_beyond_64_bits_round_trip(
             assert stored["toolCalls"][0]["suspendPayload"] == odd_json()
             assert stored["toolCalls"][0]["resumeSchema"] == call["resumeSchema"]
             assert stored["toolCalls"][0]["decision"] == resumed
-            assert (await store.list_runs(AGENT, RunFilter(), limit=5)) == [stored]
+            assert (await store.list_runs(AGENT, RunFilter(), RunPage(limit=5))) == [stored]
             assert await store.list_events(AGENT, "odd") == [event]
-            kept = await store.reserve_idempotency_key("key", "fp", T0)
+            kept = await store.reserve_idempotency_key(KeyReservation(key_id="key", fingerprint="fp", now=T0))
             assert kept is not None
             assert kept["result"] == {"outcome": odd_json()}
     finally:
@@ -234,7 +239,9 @@ async def test_a_decision_waiting_for_a_lock_held_by_another_process_fails_and_w
         # when a decision is recorded while the lock stays taken
         started = time.monotonic()
         with pytest.raises(StoreUnavailableError, match="database is locked"):
-            await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+            await store.record_decision(
+                DecisionWrite(agent_id=AGENT, run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+            )
         waited = time.monotonic() - started
 
         # then it waited for the busy timeout, failed, and nothing of it was written
@@ -243,7 +250,9 @@ async def test_a_decision_waiting_for_a_lock_held_by_another_process_fails_and_w
         assert await store.get(AGENT, "run") == before
 
         # and once the lock is free the same decision is recorded
-        decided = await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        decided = await store.record_decision(
+            DecisionWrite(agent_id=AGENT, run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        )
         assert decided is not None
         assert decided["pendingCount"] == 1
     finally:
@@ -351,7 +360,9 @@ async def test_a_full_disk_during_a_decision_records_nothing(sqlite: SQLiteSnaps
     big = {**decision("resumed"), "resumeData": "x" * 1_000_000}
 
     with pytest.raises(StoreUnavailableError, match="full"):
-        await sqlite.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=big, now=T0)
+        await sqlite.record_decision(
+            DecisionWrite(agent_id=AGENT, run_id="run", index=0, tool_call_id="c1", decision=big, now=T0)
+        )
 
     assert await sqlite.get(AGENT, "run") == before
     assert await sqlite.list_runs(AGENT, RunFilter()) == [before]
@@ -377,13 +388,17 @@ async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_transactio
         # when a decision waiting for the lock is cancelled (a client went away)
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.1):
-                await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+                await store.record_decision(
+                    DecisionWrite(agent_id=AGENT, run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+                )
         await asyncio.sleep(0.3)
 
         # then the store's connection holds no transaction: another process can write, and so can it
         blocker.execute("BEGIN IMMEDIATE")
         blocker.execute("ROLLBACK")
-        decided = await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        decided = await store.record_decision(
+            DecisionWrite(agent_id=AGENT, run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+        )
         assert decided is not None
     finally:
         blocker.close()
@@ -404,7 +419,11 @@ async def test_concurrent_writes_share_commits_and_each_is_durable_when_it_retur
         statements.clear()
         decided = await asyncio.gather(
             *(
-                store.record_decision(AGENT, f"run-{i}", index=0, tool_call_id="c1", decision=decision(), now=T0)
+                store.record_decision(
+                    DecisionWrite(
+                        agent_id=AGENT, run_id=f"run-{i}", index=0, tool_call_id="c1", decision=decision(), now=T0
+                    )
+                )
                 for i in range(12)
             )
         )
@@ -478,7 +497,9 @@ async def test_a_write_queued_behind_this_process_longer_than_the_busy_timeout_f
         # when a decision queues behind it
         started = time.monotonic()
         with pytest.raises(StoreUnavailableError, match="busy in this process"):
-            await store.record_decision(AGENT, "run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+            await store.record_decision(
+                DecisionWrite(agent_id=AGENT, run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+            )
 
         # then it failed after the busy timeout, before the other write ended, and never ran
         assert time.monotonic() - started >= 0.2

@@ -25,6 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from runtime.events.journal import event_id
 from storage import EventDocument, RunFilter, SQLiteSnapshotStore
+from storage.protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite, DecisionWrite
 from storage.sqlite import listing_where
 from storage.sqlite.rows import _INSERT_RUN, _run_row
 
@@ -140,41 +141,64 @@ class CountsMachine(RuleBasedStateMachine):
         if kind in {"decide", "expire"}:
             expired = [self._event(run, "expired")] if kind == "expire" else []
             await store.record_decision(
-                agent,
-                run_id,
-                index=0,
-                tool_call_id="c1",
-                decision=decision("declined" if expired else "approved"),
-                now=now,
-                event=self._event(run, "decision"),
-                preceding_events=expired,
+                DecisionWrite(
+                    agent_id=agent,
+                    run_id=run_id,
+                    index=0,
+                    tool_call_id="c1",
+                    decision=decision("declined" if expired else "approved"),
+                    now=now,
+                    event=self._event(run, "decision"),
+                    preceding_events=expired,
+                )
             )
         elif kind == "claim":
-            await store.claim(agent, run_id, by=by, until=now + CLAIM, now=now, events=[self._event(run, "resumed")])
+            await store.claim(
+                ClaimWrite(
+                    agent_id=agent,
+                    run_id=run_id,
+                    by=by,
+                    until=now + CLAIM,
+                    now=now,
+                    events=[self._event(run, "resumed")],
+                )
+            )
         elif kind == "take over":  # the claim's holder died: a lapsed lease is taken by another instance
-            await store.claim(agent, run_id, by="taker", until=now + 3 * CLAIM, now=now + 2 * CLAIM)
+            await store.claim(
+                ClaimWrite(agent_id=agent, run_id=run_id, by="taker", until=now + 3 * CLAIM, now=now + 2 * CLAIM)
+            )
         elif kind in {"finish", "finish, event taken"}:
-            await store.record_decision(agent, run_id, index=0, tool_call_id="c1", decision=decision(), now=now)
-            await store.claim(agent, run_id, by=by, until=now + CLAIM, now=now)
+            await store.record_decision(
+                DecisionWrite(agent_id=agent, run_id=run_id, index=0, tool_call_id="c1", decision=decision(), now=now)
+            )
+            await store.claim(ClaimWrite(agent_id=agent, run_id=run_id, by=by, until=now + CLAIM, now=now))
             given = None
             if kind == "finish, event taken":
                 given = f"taken-finish-{run_id}"
                 await store.append_event(self._event(run, "started", given=given))
-            await store.delete_claimed(agent, run_id, by=by, event=self._event(run, "completed", given=given))
+            await store.delete_claimed(
+                ClaimedDeletion(agent_id=agent, run_id=run_id, by=by, event=self._event(run, "completed", given=given))
+            )
         elif kind == "suspend again":
             await store.replace_claimed(
-                agent,
-                run_id,
-                by=by,
-                tool_calls=[tool_call("c1")],
-                history=b"[]",
-                history_id=uuid.uuid4().hex,
-                now=now,
-                event=self._event(run, "suspended"),
+                ClaimedReplacement(
+                    agent_id=agent,
+                    run_id=run_id,
+                    by=by,
+                    tool_calls=[tool_call("c1")],
+                    history=b"[]",
+                    history_id=uuid.uuid4().hex,
+                    now=now,
+                    event=self._event(run, "suspended"),
+                )
             )
         elif kind == "release":
             error = {"message": "boom", "at": now}
-            await store.release_claim(agent, run_id, by=by, error=error, now=now, event=self._event(run, "failed"))  # type: ignore[arg-type]
+            await store.release_claim(
+                ClaimRelease(
+                    agent_id=agent, run_id=run_id, by=by, error=error, now=now, event=self._event(run, "failed")
+                )
+            )  # type: ignore[arg-type]
         elif kind == "retention":
             await store.delete_run_events([(agent, run_id)])
 

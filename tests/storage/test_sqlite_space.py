@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from storage import SQLiteSnapshotStore
+from storage.protocol import ClaimedDeletion, ClaimWrite
 from storage.sqlite.file.space import INCREMENTAL, MAX_PAGES_PER_COMMIT, RESERVE_PAGES
 
 from ._contract import T0, snapshot
@@ -63,8 +64,10 @@ class _Traffic:
 
     async def go(self, count: int) -> None:
         for run_id in self.live[:count]:
-            assert await self.store.claim(AGENT, run_id, by="i1", until=T0 + timedelta(minutes=1), now=T0)
-            assert await self.store.delete_claimed(AGENT, run_id, by="i1")
+            assert await self.store.claim(
+                ClaimWrite(agent_id=AGENT, run_id=run_id, by="i1", until=T0 + timedelta(minutes=1), now=T0)
+            )
+            assert await self.store.delete_claimed(ClaimedDeletion(agent_id=AGENT, run_id=run_id, by="i1"))
         del self.live[:count]
 
 

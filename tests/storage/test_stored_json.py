@@ -23,12 +23,15 @@ from pymongo.errors import DocumentTooLarge
 from storage import (
     DecisionDocument,
     EventDocument,
+    KeyAnswer,
+    KeyReservation,
     MongoSnapshotStore,
     RunFilter,
     SnapshotDocument,
     SnapshotStore,
     ToolCallDocument,
 )
+from storage.protocol import DecisionWrite, EventsAfter
 from storage.strict_json import NotStrictJsonError
 
 from ._contract import snapshot
@@ -136,7 +139,14 @@ async def test_resume_data_and_reason_of_a_decision_are_stored(store: SnapshotSt
     await store.insert(doc, b"[]")
 
     updated = await store.record_decision(
-        "json-agent", doc["_id"], index=0, tool_call_id="c1", decision=decided(AWKWARD_ARGS, "$why.not"), now=T0
+        DecisionWrite(
+            agent_id="json-agent",
+            run_id=doc["_id"],
+            index=0,
+            tool_call_id="c1",
+            decision=decided(AWKWARD_ARGS, "$why.not"),
+            now=T0,
+        )
     )
 
     assert updated is not None
@@ -151,14 +161,21 @@ async def test_a_completed_events_output_is_stored(store: SnapshotStore) -> None
     await store.append_event(stored)
 
     assert await store.list_events("json-agent", "r1") == [stored]
-    assert await store.list_events_after("json-agent", None, 10) == [stored]
+    assert await store.list_events_after(EventsAfter(agent_id="json-agent", after_event_id=None, limit=10)) == [stored]
 
 
 async def test_an_idempotency_result_is_stored(store: SnapshotStore) -> None:
-    assert await store.reserve_idempotency_key("json-agent:resumeRun:k", "fp", T0) is None
-    await store.complete_idempotency_key("json-agent:resumeRun:k", {"outcome": {"output": AWKWARD_ARGS}}, now=T0)
+    assert (
+        await store.reserve_idempotency_key(KeyReservation(key_id="json-agent:resumeRun:k", fingerprint="fp", now=T0))
+        is None
+    )
+    await store.complete_idempotency_key(
+        KeyAnswer(key_id="json-agent:resumeRun:k", result={"outcome": {"output": AWKWARD_ARGS}}, now=T0)
+    )
 
-    again = await store.reserve_idempotency_key("json-agent:resumeRun:k", "fp", T0)
+    again = await store.reserve_idempotency_key(
+        KeyReservation(key_id="json-agent:resumeRun:k", fingerprint="fp", now=T0)
+    )
 
     assert again is not None
     assert again["result"] == {"outcome": {"output": AWKWARD_ARGS}}
@@ -246,13 +263,20 @@ async def test_any_json_is_stored_and_read_back_unchanged(
     await _stored(store, doc)
     decision = decided(resume_data, reason)
     updated = await store.record_decision(
-        "json-agent", doc["_id"], index=1, tool_call_id="c2", decision=decision, now=T0 + timedelta(seconds=1)
+        DecisionWrite(
+            agent_id="json-agent",
+            run_id=doc["_id"],
+            index=1,
+            tool_call_id="c2",
+            decision=decision,
+            now=T0 + timedelta(seconds=1),
+        )
     )
     stored_event = event(doc["_id"], {"output": output, "reason": reason})
     await store.append_event(stored_event)
     key = f"json-agent:resumeRun:{uuid.uuid4().hex}"
-    await store.reserve_idempotency_key(key, "fp", T0)
-    await store.complete_idempotency_key(key, {"outcome": {"output": output}}, now=T0)
+    await store.reserve_idempotency_key(KeyReservation(key_id=key, fingerprint="fp", now=T0))
+    await store.complete_idempotency_key(KeyAnswer(key_id=key, result={"outcome": {"output": output}}, now=T0))
 
     # then each place reads it back unchanged
     assert updated is not None
@@ -264,7 +288,7 @@ async def test_any_json_is_stored_and_read_back_unchanged(
     assert got["toolCalls"][1]["resumeSchema"] == schema
     assert got["toolCalls"][1]["decision"] == decision
     assert await store.list_events("json-agent", doc["_id"]) == [stored_event]
-    replayed = await store.reserve_idempotency_key(key, "fp", T0)
+    replayed = await store.reserve_idempotency_key(KeyReservation(key_id=key, fingerprint="fp", now=T0))
     assert replayed is not None
     assert replayed["result"] == {"outcome": {"output": output}}
 
@@ -293,7 +317,7 @@ async def test_mongo_stores_json_as_text_and_still_reads_documents_written_befor
         assert await store.get("json-agent", "new") == doc
         assert await store.get("json-agent", "old") == old
         assert [e["data"] for e in await store.list_events("json-agent", "old")] == [{"output": "done"}]
-        replayed = await store.reserve_idempotency_key("old-key", "fp", T0)
+        replayed = await store.reserve_idempotency_key(KeyReservation(key_id="old-key", fingerprint="fp", now=T0))
         assert replayed is not None
         assert replayed["result"] == {"outcome": {"output": 1}}
     finally:

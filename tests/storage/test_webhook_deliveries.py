@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from storage import SnapshotStore, WebhookDeliveryDocument, to_bson_precision, utcnow
+from storage.protocol import DeliveryLease, DeliveryListing, WebhookAttempt
 
 
 def _delivery(
@@ -58,7 +59,7 @@ async def test_a_delivery_is_added_once(store: SnapshotStore) -> None:
     changed = {**first, "body": "changed"}
     assert await store.add_webhook_deliveries([changed, _delivery("003")]) == 1  # type: ignore[list-item]
 
-    listed = await store.list_webhook_deliveries(status=None, resource_ids=None, limit=10)
+    listed = await store.list_webhook_deliveries(DeliveryListing(status=None, resource_ids=None, limit=10))
     assert [d["_id"] for d in listed] == ["003.e1", "002.e1", "001.e1"]
     assert listed[-1]["body"] == first["body"]
     assert listed[-1]["createdAt"] == first["createdAt"]
@@ -70,14 +71,18 @@ async def test_a_due_delivery_is_leased_to_one_instance_at_a_time(store: Snapsho
 
     results = await asyncio.gather(
         *(
-            store.claim_webhook_deliveries(by=f"i{n}", until=now + timedelta(seconds=30), now=now, limit=10)
+            store.claim_webhook_deliveries(
+                DeliveryLease(by=f"i{n}", until=now + timedelta(seconds=30), now=now, limit=10)
+            )
             for n in range(4)
         )
     )
 
     leased = [d["_id"] for batch in results for d in batch]
     assert sorted(leased) == ["001.e1", "002.e1"]
-    again = await store.claim_webhook_deliveries(by="late", until=now + timedelta(seconds=30), now=now, limit=10)
+    again = await store.claim_webhook_deliveries(
+        DeliveryLease(by="late", until=now + timedelta(seconds=30), now=now, limit=10)
+    )
     assert again == []
 
 
@@ -86,9 +91,13 @@ async def test_a_lease_can_be_asked_for_one_endpoint_or_for_all_but_some(store: 
     await store.add_webhook_deliveries(deliveries)
     now, until = utcnow(), utcnow() + timedelta(seconds=30)
 
-    only_e2 = await store.claim_webhook_deliveries(by="i", until=until, now=now, limit=10, endpoint_id="e2")
-    not_e1 = await store.claim_webhook_deliveries(by="i", until=until, now=now, limit=10, other_than=("e1", "e2"))
-    rest = await store.claim_webhook_deliveries(by="i", until=until, now=now, limit=10)
+    only_e2 = await store.claim_webhook_deliveries(
+        DeliveryLease(by="i", until=until, now=now, limit=10, endpoint_id="e2")
+    )
+    not_e1 = await store.claim_webhook_deliveries(
+        DeliveryLease(by="i", until=until, now=now, limit=10, other_than=("e1", "e2"))
+    )
+    rest = await store.claim_webhook_deliveries(DeliveryLease(by="i", until=until, now=now, limit=10))
 
     assert [d["_id"] for d in only_e2] == ["002.e2"]
     assert [d["_id"] for d in not_e1] == ["003.e3"]
@@ -98,21 +107,41 @@ async def test_a_lease_can_be_asked_for_one_endpoint_or_for_all_but_some(store: 
 async def test_an_expired_lease_is_taken_over(store: SnapshotStore) -> None:
     await store.add_webhook_deliveries([_delivery("001")])
     now = utcnow()
-    [held] = await store.claim_webhook_deliveries(by="dead", until=now + timedelta(seconds=1), now=now, limit=5)
+    [held] = await store.claim_webhook_deliveries(
+        DeliveryLease(by="dead", until=now + timedelta(seconds=1), now=now, limit=5)
+    )
     assert held["lease"] is not None
     assert held["lease"]["by"] == "dead"
 
     later = now + timedelta(seconds=2)
-    [taken] = await store.claim_webhook_deliveries(by="alive", until=later + timedelta(seconds=30), now=later, limit=5)
+    [taken] = await store.claim_webhook_deliveries(
+        DeliveryLease(by="alive", until=later + timedelta(seconds=30), now=later, limit=5)
+    )
 
     assert taken["_id"] == "001.e1"
     assert not await store.finish_webhook_attempt(
-        "001.e1", by="dead", status="delivered", at=later, next_attempt_at=later, status_code=200, error=None
+        WebhookAttempt(
+            delivery_id="001.e1",
+            by="dead",
+            status="delivered",
+            at=later,
+            next_attempt_at=later,
+            status_code=200,
+            error=None,
+        )
     )
     assert await store.finish_webhook_attempt(
-        "001.e1", by="alive", status="delivered", at=later, next_attempt_at=later, status_code=200, error=None
+        WebhookAttempt(
+            delivery_id="001.e1",
+            by="alive",
+            status="delivered",
+            at=later,
+            next_attempt_at=later,
+            status_code=200,
+            error=None,
+        )
     )
-    [done] = await store.list_webhook_deliveries(status="delivered", resource_ids=None, limit=5)
+    [done] = await store.list_webhook_deliveries(DeliveryListing(status="delivered", resource_ids=None, limit=5))
     assert done["attempts"] == 1
     assert done["lease"] is None
     assert done["finishedAt"] == later
@@ -121,26 +150,55 @@ async def test_an_expired_lease_is_taken_over(store: SnapshotStore) -> None:
 async def test_a_retry_waits_for_its_time_and_a_failure_is_final(store: SnapshotStore) -> None:
     await store.add_webhook_deliveries([_delivery("001")])
     now = utcnow()
-    await store.claim_webhook_deliveries(by="a", until=now + timedelta(seconds=30), now=now, limit=5)
+    await store.claim_webhook_deliveries(DeliveryLease(by="a", until=now + timedelta(seconds=30), now=now, limit=5))
     retry_at = now + timedelta(seconds=10)
     assert await store.finish_webhook_attempt(
-        "001.e1", by="a", status="pending", at=now, next_attempt_at=retry_at, status_code=500, error="answered 500"
+        WebhookAttempt(
+            delivery_id="001.e1",
+            by="a",
+            status="pending",
+            at=now,
+            next_attempt_at=retry_at,
+            status_code=500,
+            error="answered 500",
+        )
     )
 
-    assert await store.claim_webhook_deliveries(by="a", until=now + timedelta(seconds=30), now=now, limit=5) == []
-    [due] = await store.claim_webhook_deliveries(by="b", until=retry_at + timedelta(seconds=30), now=retry_at, limit=5)
+    assert (
+        await store.claim_webhook_deliveries(DeliveryLease(by="a", until=now + timedelta(seconds=30), now=now, limit=5))
+        == []
+    )
+    [due] = await store.claim_webhook_deliveries(
+        DeliveryLease(by="b", until=retry_at + timedelta(seconds=30), now=retry_at, limit=5)
+    )
     assert (due["attempts"], due["lastStatusCode"], due["lastError"]) == (1, 500, "answered 500")
     assert due["finishedAt"] is None
     assert await store.finish_webhook_attempt(
-        "001.e1", by="b", status="failed", at=retry_at, next_attempt_at=retry_at, status_code=None, error="timeout"
+        WebhookAttempt(
+            delivery_id="001.e1",
+            by="b",
+            status="failed",
+            at=retry_at,
+            next_attempt_at=retry_at,
+            status_code=None,
+            error="timeout",
+        )
     )
 
     much_later = retry_at + timedelta(days=1)
-    assert await store.claim_webhook_deliveries(by="c", until=much_later, now=much_later, limit=5) == []
-    [failed] = await store.list_webhook_deliveries(status="failed", resource_ids=None, limit=5)
+    assert await store.claim_webhook_deliveries(DeliveryLease(by="c", until=much_later, now=much_later, limit=5)) == []
+    [failed] = await store.list_webhook_deliveries(DeliveryListing(status="failed", resource_ids=None, limit=5))
     assert (failed["attempts"], failed["lastStatusCode"], failed["finishedAt"]) == (2, None, retry_at)
     assert not await store.finish_webhook_attempt(
-        "001.e1", by="b", status="delivered", at=much_later, next_attempt_at=much_later, status_code=200, error=None
+        WebhookAttempt(
+            delivery_id="001.e1",
+            by="b",
+            status="delivered",
+            at=much_later,
+            next_attempt_at=much_later,
+            status_code=200,
+            error=None,
+        )
     )
 
 
@@ -149,18 +207,32 @@ async def test_listing_pages_newest_first_by_status_and_resources(store: Snapsho
         [_delivery("001"), _delivery("002", resource="tenant-b"), _delivery("003", resource=None), _delivery("004")]
     )
     now = utcnow()
-    leased = await store.claim_webhook_deliveries(by="a", until=now + timedelta(seconds=30), now=now, limit=1)
+    leased = await store.claim_webhook_deliveries(
+        DeliveryLease(by="a", until=now + timedelta(seconds=30), now=now, limit=1)
+    )
     assert await store.finish_webhook_attempt(
-        leased[0]["_id"], by="a", status="delivered", at=now, next_attempt_at=now, status_code=204, error=None
+        WebhookAttempt(
+            delivery_id=leased[0]["_id"],
+            by="a",
+            status="delivered",
+            at=now,
+            next_attempt_at=now,
+            status_code=204,
+            error=None,
+        )
     )
 
-    first = await store.list_webhook_deliveries(status=None, resource_ids=None, limit=2)
-    second = await store.list_webhook_deliveries(status=None, resource_ids=None, limit=2, after=first[-1]["_id"])
+    first = await store.list_webhook_deliveries(DeliveryListing(status=None, resource_ids=None, limit=2))
+    second = await store.list_webhook_deliveries(
+        DeliveryListing(status=None, resource_ids=None, limit=2, after=first[-1]["_id"])
+    )
     assert [d["_id"] for d in first + second] == ["004.e1", "003.e1", "002.e1", "001.e1"]
-    tenant_a = await store.list_webhook_deliveries(status=None, resource_ids=frozenset({"tenant-a"}), limit=10)
+    tenant_a = await store.list_webhook_deliveries(
+        DeliveryListing(status=None, resource_ids=frozenset({"tenant-a"}), limit=10)
+    )
     assert [d["_id"] for d in tenant_a] == ["004.e1", "001.e1"]
-    assert await store.list_webhook_deliveries(status=None, resource_ids=frozenset(), limit=10) == []
-    pending = await store.list_webhook_deliveries(status="pending", resource_ids=None, limit=10)
+    assert await store.list_webhook_deliveries(DeliveryListing(status=None, resource_ids=frozenset(), limit=10)) == []
+    pending = await store.list_webhook_deliveries(DeliveryListing(status="pending", resource_ids=None, limit=10))
     assert leased[0]["_id"] not in [d["_id"] for d in pending]
     assert len(pending) == 3
 
@@ -172,26 +244,36 @@ async def test_deliveries_done_expire_oldest_first_in_bounded_batches_and_pendin
     await store.add_webhook_deliveries([_delivery("001"), _delivery("002"), _delivery("003")])
     now = to_bson_precision(utcnow())
     second = timedelta(seconds=1)
-    await store.claim_webhook_deliveries(by="a", until=now + 30 * second, now=now, limit=5)
+    await store.claim_webhook_deliveries(DeliveryLease(by="a", until=now + 30 * second, now=now, limit=5))
     for delivery_id, status, at in [
         ("003.e1", "pending", now - second),
         ("002.e1", "failed", now + second),
         ("001.e1", "delivered", now),
     ]:
         assert await store.finish_webhook_attempt(
-            delivery_id, by="a", status=status, at=at, next_attempt_at=now + 9 * second, status_code=500, error=None
+            WebhookAttempt(
+                delivery_id=delivery_id,
+                by="a",
+                status=status,
+                at=at,
+                next_attempt_at=now + 9 * second,
+                status_code=500,
+                error=None,
+            )
         )
 
     # when the sweeper deletes deliveries done before a bound: strictly before, oldest first, a batch at a time
     assert await store.delete_expired_webhook_deliveries(before=now, limit=10) == 0
     first = await store.delete_expired_webhook_deliveries(before=now + 10_000 * second, limit=1)
-    after_first = [d["_id"] for d in await store.list_webhook_deliveries(status=None, resource_ids=None, limit=10)]
+    after_first = [
+        d["_id"] for d in await store.list_webhook_deliveries(DeliveryListing(status=None, resource_ids=None, limit=10))
+    ]
     rest = await store.delete_expired_webhook_deliveries(before=now + 10_000 * second, limit=10)
 
     # then the pending one is kept, however late the bound
     assert (first, rest) == (1, 1)
     assert after_first == ["003.e1", "002.e1"]
-    [kept] = await store.list_webhook_deliveries(status=None, resource_ids=None, limit=10)
+    [kept] = await store.list_webhook_deliveries(DeliveryListing(status=None, resource_ids=None, limit=10))
     assert (kept["_id"], kept["status"], kept["finishedAt"]) == ("003.e1", "pending", None)
     assert await store.delete_expired_webhook_deliveries(before=now + 10_000 * second, limit=10) == 0
     with pytest.raises(ValueError, match="limit"):

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from storage import SCHEMA_VERSION, SnapshotDocument, SQLiteSnapshotStore
+from storage.protocol import ClaimedDeletion, ClaimWrite
 
 KEPT = 3
 GONE = 20
@@ -78,8 +79,10 @@ async def write(path: Path) -> None:
         await store.insert(snapshot(f"gone-{i}", pending=0), history(f"gone-{i}", GONE_BYTES))
     for i in range(GONE):
         until = T0 + timedelta(minutes=1)
-        assert await store.claim("refund-agent", f"gone-{i}", by="make", until=until, now=T0)
-        assert await store.delete_claimed("refund-agent", f"gone-{i}", by="make")
+        assert await store.claim(
+            ClaimWrite(agent_id="refund-agent", run_id=f"gone-{i}", by="make", until=until, now=T0)
+        )
+        assert await store.delete_claimed(ClaimedDeletion(agent_id="refund-agent", run_id=f"gone-{i}", by="make"))
     await store.close()
 
 

@@ -26,6 +26,7 @@ from bson import json_util
 
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
 from storage.documents import SCHEMA_VERSION
+from storage.protocol import ClaimedDeletion, ClaimWrite, DecisionWrite
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 AGENTS = ("refund-agent", "weather-agent")
@@ -112,19 +113,23 @@ async def fill(store: SnapshotStore) -> dict[str, dict[str, Any]]:
         for number in (3, 8, 13, 5):
             run, agent = f"run-{number:02}", AGENTS[number % 2]
             recorded = await store.record_decision(
-                agent,
-                run,
-                index=0,
-                tool_call_id=f"call-{number:02}",
-                question_id=f"question-{number:02}",
-                decision=decided,
-                now=T0,  # type: ignore[arg-type]
+                DecisionWrite(
+                    agent_id=agent,
+                    run_id=run,
+                    index=0,
+                    tool_call_id=f"call-{number:02}",
+                    question_id=f"question-{number:02}",
+                    decision=decided,
+                    now=T0,
+                )
             )
             assert recorded is not None
-            claimed = await store.claim(agent, run, by="v4", until=T0 + timedelta(days=36500), now=T0)
+            claimed = await store.claim(
+                ClaimWrite(agent_id=agent, run_id=run, by="v4", until=T0 + timedelta(days=36500), now=T0)
+            )
             assert claimed is not None
             if number != 5:
-                assert await store.delete_claimed(agent, run, by="v4")
+                assert await store.delete_claimed(ClaimedDeletion(agent_id=agent, run_id=run, by="v4"))
         answers: dict[str, dict[str, Any]] = {}
         for agent in AGENTS:
             for name, fields in FILTERS.items():

@@ -52,29 +52,19 @@ class RunStore(Protocol):
         Raises ``DuplicateRunError`` (nothing written)."""
 
     async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
-        """Set ``toolCalls[index].decision`` if the run is suspended and that call is still pending.
+        """Set ``toolCalls[index].decision`` if the run is suspended and that call still waits on
+        ``question_id`` with no decision (``write.condition()``, ``rules.pending_call``; ``None``:
+        a document written before questions had ids). One conditional update; returns the updated
+        run, or ``None`` when a condition failed (nothing written). ``event`` is written with it
+        as one unit of work, after ``preceding_events``; ``expiresAt`` becomes the earliest
+        deadline of the calls still pending.
 
-        One conditional update (``write.condition()``): the run exists, belongs to ``agent_id``, has status
-        ``suspended``, and ``toolCalls[index]`` has ``tool_call_id``, the ``questionId``
-        ``question_id`` (``None``: it has none, as in documents written before questions had ids)
-        and no decision, so a decision read for a question the call no longer waits on is never
-        recorded on the next one. Returns the
-        updated run, or ``None`` when any condition failed (nothing was written, ``event``
-        neither). ``event`` (the ``decision`` event) is written with the update as one unit of work,
-        after ``preceding_events`` (the sweeper's ``expired`` event), in that order. The run's
-        ``expiresAt`` becomes the earliest deadline of the calls still pending (``earliest_deadline``).
-
-        With ``claim``, when the run also meets ``write.claiming()`` (``rules.last_pending``: this call is
-        its last pending one, and the run is unchanged since the claim's events were made), the
-        same write claims it as ``claim`` does (status ``resuming``, ``claim.by`` until
-        ``claim.until``) and writes ``claim.events`` after the decision's. Otherwise the decision
-        alone is recorded, as without ``claim``; the returned run's status tells which.
-
-        With ``key`` (only where ``reserves_with_decisions``), the same write reserves the
-        idempotency key as ``reserve_idempotency_key`` would, once the run meets the conditions;
-        when the key is held or answered by another request it writes nothing and raises
-        ``IdempotencyKeyTakenError``. A run that fails the conditions returns ``None`` without
-        reserving the key.
+        With ``claim``, when the run also meets ``write.claiming()`` (``rules.last_pending``), the
+        same write claims it (status ``resuming``, ``claim.by`` until ``claim.until``) and writes
+        ``claim.events`` after the decision's; the returned status tells which happened. With
+        ``key`` (only where ``reserves_with_decisions``), the same write reserves the idempotency
+        key once the run meets the conditions. Raises ``IdempotencyKeyTakenError`` (nothing
+        written) when another request holds or answered the key.
         """
 
     async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:

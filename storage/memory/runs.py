@@ -15,6 +15,7 @@ from ..documents import (
     ApprovalDocument,
     DecisionDocument,
     EventDocument,
+    NoticeKind,
     RunErrorDocument,
     RunUpdateBatchDocument,
     SnapshotDocument,
@@ -229,6 +230,26 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
             return copied(doc)
         call["decision"] = copied(decision)
         return self._record_decided(doc, now, event_list(event))
+
+    async def record_notice(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None,
+        notice: NoticeKind,
+        now: datetime,
+        event: EventDocument,
+    ) -> SnapshotDocument | None:
+        doc = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
+        if doc is None or not matches(rules.notice_unsent(index, notice), doc):
+            return None
+        doc["toolCalls"][index][notice] = True
+        self._touch(doc, now)
+        self._append(event)
+        return copied(doc)
 
     def _pending_call(
         self, agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None

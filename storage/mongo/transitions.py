@@ -1,4 +1,4 @@
-"""A run's state changes in ``MongoSnapshotStore``: decisions, approvals, claims and their end,
+"""A run's state changes in ``MongoSnapshotStore``: decisions, approvals, notices, claims and their end,
 and the sweeper's reads of stalled and expired runs (``RunStore``). Every condition is a
 ``storage.rules`` rule, ``compiled`` to a filter; every write is one conditional update."""
 
@@ -15,6 +15,7 @@ from ..documents import (
     ApprovalDocument,
     DecisionDocument,
     EventDocument,
+    NoticeKind,
     RunErrorDocument,
     RunUpdateBatchDocument,
     SnapshotDocument,
@@ -133,6 +134,28 @@ class MongoRunTransitions(MongoIdempotencyKeys):
                 "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},
             },
             None if decision is None else _deadline_once_decided(index),
+        )
+
+    async def record_notice(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None,
+        notice: NoticeKind,
+        now: datetime,
+        event: EventDocument,
+    ) -> SnapshotDocument | None:
+        unsent = rules.all_of(
+            rules.pending_call(agent_id, run_id, index, tool_call_id, question_id), rules.notice_unsent(index, notice)
+        )
+        return await self._update_then_append(
+            event,
+            run_id,
+            compiled(unsent),
+            {"$set": {f"toolCalls.{index}.{notice}": True, "updatedAt": now}, "$inc": {"version": 1}},
         )
 
     async def claim(

@@ -12,6 +12,7 @@ from ..documents import (
     ApprovalDocument,
     DecisionDocument,
     EventDocument,
+    NoticeKind,
     RunErrorDocument,
     RunUpdateBatchDocument,
     SnapshotDocument,
@@ -168,6 +169,26 @@ class RunStore(Protocol):
         run, or ``None`` when any condition failed (nothing written). ``event`` (the ``approval``
         event, then the ``decision`` event) is written with the update as one unit of work.
         """
+
+    async def record_notice(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None,
+        notice: NoticeKind,
+        now: datetime,
+        event: EventDocument,
+    ) -> SnapshotDocument | None:
+        """Set ``toolCalls[index][notice]`` to ``True`` (a reminder or an escalation), once.
+
+        One conditional update, on the conditions of ``record_decision`` (``rules.pending_call``)
+        plus ``rules.notice_unsent(index, notice)``, so of several instances noticing the same
+        deadline only one records it. ``event`` (its ``reminded`` or ``escalated`` event) is
+        written with the update as one unit of work. Returns the updated run, or ``None`` when any
+        condition failed (nothing written)."""
 
     async def claim(
         self,

@@ -1,4 +1,4 @@
-"""The SQLite store's decisions (``record_decision``, ``record_approval``): the run's row and
+"""The SQLite store's decisions (``record_decision``, ``record_approval``, ``record_notice``): the run's row and
 its calls read under ``rules.pending_call`` (and ``rules.approvals_counted``) in one transaction,
 then its calls, pending count and deadline rewritten with the events in the same one, with the
 claim a last decision takes (``rules.last_pending``)."""
@@ -11,7 +11,14 @@ from datetime import datetime
 from typing import Any
 
 from .. import rules
-from ..documents import ApprovalDocument, DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
+from ..documents import (
+    ApprovalDocument,
+    DecisionDocument,
+    EventDocument,
+    NoticeKind,
+    SnapshotDocument,
+    ToolCallDocument,
+)
 from ..protocol import DecisionClaim, IdempotencyKeyTakenError, KeyReservation, event_list
 from ..rules import Condition
 from . import conditions
@@ -89,6 +96,32 @@ class _Decisions(_Connection):
             if decision is not None:
                 call["decision"] = decision
             return self._write_calls(db, run_id, calls, now, event_list(event))
+
+        return await self._write(write)
+
+    async def record_notice(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None,
+        notice: NoticeKind,
+        now: datetime,
+        event: EventDocument,
+    ) -> SnapshotDocument | None:
+        unsent = rules.all_of(
+            rules.pending_call(agent_id, run_id, index, tool_call_id, question_id), rules.notice_unsent(index, notice)
+        )
+
+        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
+            found = self._calls_where(db, unsent)
+            if found is None:
+                return None
+            calls, _ = found
+            calls[index][notice] = True
+            return self._write_calls(db, run_id, calls, now, [event])
 
         return await self._write(write)
 

@@ -7,15 +7,11 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
-
 from storage import EventDocument, SnapshotStore
 
 from ._contract import T0, decision, snapshot, tool_call
 
 T1 = T0 + timedelta(seconds=1)
-
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 45: record_notice is not built yet")
 
 
 def event(event_id: str, event_type: str = "reminded", run_id: str = "run") -> EventDocument:
@@ -36,25 +32,47 @@ async def test_a_notice_is_recorded_once_with_its_event(store: SnapshotStore) ->
     await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
 
     first = await store.record_notice(
-        "refund-agent", "run", index=0, tool_call_id="c1", question_id=None, notice="reminded", now=T1,
+        "refund-agent",
+        "run",
+        index=0,
+        tool_call_id="c1",
+        question_id=None,
+        notice="reminded",
+        now=T1,
         event=event("001"),
-    )  # fmt: skip
+    )
     again = await store.record_notice(
-        "refund-agent", "run", index=0, tool_call_id="c1", question_id=None, notice="reminded", now=T1,
+        "refund-agent",
+        "run",
+        index=0,
+        tool_call_id="c1",
+        question_id=None,
+        notice="reminded",
+        now=T1,
         event=event("002"),
-    )  # fmt: skip
+    )
     escalated = await store.record_notice(
-        "refund-agent", "run", index=0, tool_call_id="c1", question_id=None, notice="escalated", now=T1,
+        "refund-agent",
+        "run",
+        index=0,
+        tool_call_id="c1",
+        question_id=None,
+        notice="escalated",
+        now=T1,
         event=event("003", "escalated"),
-    )  # fmt: skip
+    )
 
-    assert first is not None and first["toolCalls"][0]["reminded"] is True
+    assert first is not None
+    assert first["toolCalls"][0]["reminded"] is True
     assert "reminded" not in first["toolCalls"][1]
     assert again is None
-    assert escalated is not None and escalated["toolCalls"][0]["escalated"] is True
+    assert escalated is not None
+    assert escalated["toolCalls"][0]["escalated"] is True
     stored = await store.get("refund-agent", "run")
-    assert stored is not None and stored["pendingCount"] == 2
-    assert stored["toolCalls"][0]["reminded"] is True and stored["toolCalls"][0]["escalated"] is True
+    assert stored is not None
+    assert stored["pendingCount"] == 2
+    assert stored["toolCalls"][0]["reminded"] is True
+    assert stored["toolCalls"][0]["escalated"] is True
     assert [(e["_id"], e["type"]) for e in await store.list_events("refund-agent", "run")] == [
         ("001", "reminded"),
         ("003", "escalated"),
@@ -67,20 +85,38 @@ async def test_a_notice_needs_the_question_still_waiting(store: SnapshotStore) -
     await store.insert(snapshot("run", calls=[call]), b"[]")
 
     other_question = await store.record_notice(
-        "refund-agent", "run", index=0, tool_call_id="c1", question_id="q0", notice="reminded", now=T1,
+        "refund-agent",
+        "run",
+        index=0,
+        tool_call_id="c1",
+        question_id="q0",
+        notice="reminded",
+        now=T1,
         event=event("001"),
-    )  # fmt: skip
+    )
     other_agent = await store.record_notice(
-        "weather-agent", "run", index=0, tool_call_id="c1", question_id="q1", notice="reminded", now=T1,
+        "weather-agent",
+        "run",
+        index=0,
+        tool_call_id="c1",
+        question_id="q1",
+        notice="reminded",
+        now=T1,
         event=event("002"),
-    )  # fmt: skip
+    )
     await store.record_decision(
         "refund-agent", "run", index=0, tool_call_id="c1", question_id="q1", decision=decision(), now=T1
     )
     decided = await store.record_notice(
-        "refund-agent", "run", index=0, tool_call_id="c1", question_id="q1", notice="escalated", now=T1,
+        "refund-agent",
+        "run",
+        index=0,
+        tool_call_id="c1",
+        question_id="q1",
+        notice="escalated",
+        now=T1,
         event=event("003", "escalated"),
-    )  # fmt: skip
+    )
 
     assert (other_question, other_agent, decided) == (None, None, None)
     assert await store.list_events("refund-agent", "run") == []
@@ -97,9 +133,15 @@ async def test_a_notice_racing_on_two_clients_is_recorded_once(
         results = await asyncio.gather(
             *(
                 client.record_notice(
-                    "refund-agent", run_id, index=0, tool_call_id="c1", question_id=None, notice="escalated",
-                    now=T1, event=event(f"{round_}-{n}", "escalated", run_id=run_id),
-                )  # fmt: skip
+                    "refund-agent",
+                    run_id,
+                    index=0,
+                    tool_call_id="c1",
+                    question_id=None,
+                    notice="escalated",
+                    now=T1,
+                    event=event(f"{round_}-{n}", "escalated", run_id=run_id),
+                )
                 for n, client in enumerate((first, second))
             )
         )

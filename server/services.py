@@ -29,6 +29,8 @@ from runtime import (
     load_registry,
     tool_rule_problems,
 )
+from runtime.notifying.notifier import DeadlineNotifier
+from runtime.notifying.schedule import has_notices
 from storage import NewerSchemaError, SnapshotStore, StoreUnavailableError, store_from_url
 
 from .observability.metrics import count_webhook_attempt
@@ -251,6 +253,16 @@ class Services:
                 event_retention=settings.event_retention,
             )
             self._tasks.append(asyncio.create_task(sweeper.run_forever(), name="runsgate-sweeper"))
+        if has_notices(rules):
+            notifier = DeadlineNotifier(
+                store,
+                rules=rules,
+                agent_ids=agents.ids(),
+                instance_id=settings.instance_id,
+                poll_interval=settings.webhook_poll_interval,
+                lookback=settings.subscription_lookback,
+            )
+            self._tasks.append(asyncio.create_task(notifier.run_forever(), name="runsgate-notices"))
         if settings.webhooks:
             self._dispatcher = WebhookDispatcher(
                 store,

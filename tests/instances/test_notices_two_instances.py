@@ -51,7 +51,6 @@ async def clients(servers: tuple[str, str, Receiver]) -> AsyncIterator[tuple[Gra
         yield a, b
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: reminders and escalation are not built yet")
 async def test_each_question_is_reminded_and_escalated_once_across_two_instances(
     servers: tuple[str, str, Receiver], clients: tuple[GraphQLClient, GraphQLClient]
 ) -> None:

@@ -31,6 +31,8 @@ class ApiKeyConfig(BaseModel):
     """``runs:read``, ``runs:decide``, ``runs:start`` and any scope a tool rule names."""
     resources: list[Annotated[str, Field(min_length=1)]] | Literal["*"]
     """The ``resourceId``s whose runs the key may see and decide, or ``"*"`` for every run."""
+    email: Annotated[str, Field(pattern=r"^[^@\s<>\"]+@[^@\s<>\"]+$", max_length=320)] | None = None
+    """Where its holder gets the emails of the rules naming ``key:<name>`` (issue 45)."""
 
 
 PrincipalIdentity = Annotated[str, Field(pattern=r"^(key|jwt):\S.*$", max_length=500)]

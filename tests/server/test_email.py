@@ -83,7 +83,6 @@ def _text(message: Message) -> str:
     return payload.decode().replace("\r\n", "\n")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: email is not built yet")
 async def test_recipients_get_an_email_whose_link_decides_only_through_its_button(
     serve: Serve, smtp: tuple[Inbox, int]
 ) -> None:

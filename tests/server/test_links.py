@@ -23,7 +23,6 @@ from .._auth import ALL, TestKey
 from .._graphql import REFUND, REFUND_PROMPT, GraphQLClient, document
 from .conftest import Serve, Served
 
-
 SECRET = "a-link-secret-of-at-least-32-bytes-0123456789"
 ALICE = TestKey("alice", "rg_test_alice_0123456789abcdefghijklmnopqrstuvwxyz", (*ALL, "refunds:approve"))
 BOB = TestKey("bob", "rg_test_bob_0123456789abcdefghijklmnopqrstuvwxyz")

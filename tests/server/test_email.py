@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 from collections.abc import Iterator
-from email import message_from_bytes
 from email.message import Message
 from typing import Any
 
 import httpx
 import pytest
-from aiosmtpd.controller import Controller
 
 from server.settings import ConfigError, load_settings
 
 from .._auth import ALL, TestKey
 from .._graphql import REFUND, REFUND_PROMPT, WAIT
+from .._smtp import Inbox, smtp_server
 from .conftest import Serve
 
 SECRET = "a-link-secret-of-at-least-32-bytes-0123456789"
@@ -39,35 +37,10 @@ RULES = [
 ]
 
 
-class Inbox:
-    """The messages the SMTP server got."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append(message_from_bytes(envelope.content))
-        return "250 OK"
-
-    def to(self, address: str) -> list[Message]:
-        return [m for m in self.messages if m["To"] == address]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def smtp() -> Iterator[tuple[Inbox, int]]:
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=_free_port())
-    controller.start()
-    try:
-        yield inbox, controller.port
-    finally:
-        controller.stop()
+    with smtp_server() as served:
+        yield served
 
 
 async def _until(check: Any) -> Any:

@@ -196,7 +196,8 @@ class RunEvent:
         description="Time-ordered; pass it as `afterEventId` to resume a subscription after this event."
     )
     type: str = strawberry.field(
-        description="started, suspended, decision, approval, resumed, completed, failed, takeover or expired."
+        description="started, suspended, decision, approval, resumed, completed, failed, takeover, expired, "
+        "reminded or escalated."
     )
     at: datetime = strawberry.field(description="UTC.")
     by: str | None = strawberry.field(description="The principal or instance that caused it.")

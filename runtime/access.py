@@ -91,6 +91,21 @@ def can_see_run(principal: Principal, resource_id: str | None) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Recipients:
+    """Who a rule tells about a waiting question (issue 45): principal identities (``key:<name>``,
+    ``jwt:<sub>``) for when it starts to wait, its reminder and its escalation."""
+
+    waiting: tuple[str, ...] = ()
+    reminded: tuple[str, ...] = ()
+    escalated: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any]) -> Recipients:
+        """From ``{waiting?, reminded?, escalated?}``, each a list of identities."""
+        return cls(**{name: tuple(value.get(name) or ()) for name in ("waiting", "reminded", "escalated")})
+
+
+@dataclass(frozen=True, kw_only=True)
 class ToolApprovalRule:
     """One per-tool rule (config ``RUNSGATE_TOOL_RULES``, docs/configuration.md "Tool rules").
 
@@ -123,6 +138,10 @@ class ToolApprovalRule:
             approval); restricting, so it applies when ``above`` cannot be evaluated.
         allow_edits: ``False``: approving a call of ``tool`` with edited arguments is forbidden
             when the rule applies to the model's arguments or to the edited ones.
+        remind_after: Seconds after a call starts to wait when its question's reminder is sent
+            (``call.reminded``), unless decided by then; ``None``: none.
+        escalate_after: Seconds after which it is escalated (``call.escalated``); ``None``: never.
+        recipients: Who is told by email (``Recipients``); ``None``: nobody.
     """
 
     tool: str
@@ -140,6 +159,14 @@ class ToolApprovalRule:
     approvals: int = 1
     # edit-then-approve (issue 18 part 1)
     allow_edits: bool = True
+    # reminders and escalation (issue 45 part 3)
+    remind_after: float | None = None
+    escalate_after: float | None = None
+    recipients: Recipients | Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.recipients, Mapping):  # as the settings give it (``ToolRuleConfig``)
+            object.__setattr__(self, "recipients", Recipients.of(self.recipients))
 
     def applies(self, tool_name: str | None, args: Any) -> bool:
         """Whether approving a call of ``tool_name`` with ``args`` falls under this rule's
@@ -204,6 +231,7 @@ __all__ = [
     "UNAUTHENTICATED",
     "CredentialKind",
     "Principal",
+    "Recipients",
     "ToolApprovalRule",
     "can_see_run",
     "check_start",

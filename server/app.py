@@ -36,6 +36,7 @@ from .http.http_errors import routing_refusal
 from .http.limits import BodySizeLimit, graphql_extensions
 from .http.request_id import request_id_middleware
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
+from .links import Links, link_signer
 from .observability.logs import configure_logging
 from .observability.metrics import metrics, process_metrics
 from .observability.tracing import start_tracing
@@ -140,6 +141,15 @@ def settle_memory() -> None:
     gc.freeze()
 
 
+def _link_routes(settings: Settings) -> list[Route]:
+    """``GET /links/{token}`` and ``POST /links`` when ``RUNSGATE_LINK_SECRET`` is set (server/links.py)."""
+    signer = link_signer(settings)
+    if signer is None:
+        return []
+    links = Links(settings, signer)
+    return [Route("/links/{token}", links.show, methods=["GET"]), Route("/links", links.decide, methods=["POST"])]
+
+
 def create_app(
     settings: Settings | None = None, *, store: SnapshotStore | None = None, settle: bool = False
 ) -> Starlette:
@@ -212,6 +222,7 @@ def create_app(
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/inbox", inbox),
+        *_link_routes(settings),
         Mount(INBOX_ASSETS_PATH, StaticFiles(directory=INBOX_ASSETS_DIR)),
         *([Route("/metrics", metrics)] if settings.metrics else []),
         *([Mount(GRAPHIQL_ASSETS_PATH, StaticFiles(directory=GRAPHIQL_ASSETS_DIR))] if settings.graphiql else []),

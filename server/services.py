@@ -29,8 +29,12 @@ from runtime import (
     load_registry,
     tool_rule_problems,
 )
+from runtime.notifying.email import EmailOutbox
+from runtime.notifying.notifier import DeadlineNotifier
+from runtime.notifying.schedule import has_notices
 from storage import NewerSchemaError, SnapshotStore, StoreUnavailableError, store_from_url
 
+from .links import link_signer
 from .observability.metrics import count_webhook_attempt
 from .settings import ConfigError, Settings, ToolRuleConfig, describe_error
 
@@ -251,6 +255,20 @@ class Services:
                 event_retention=settings.event_retention,
             )
             self._tasks.append(asyncio.create_task(sweeper.run_forever(), name="runsgate-sweeper"))
+        outbox = _email_outbox(settings, rules, store)
+        if has_notices(rules):
+            notifier = DeadlineNotifier(
+                store,
+                rules=rules,
+                agent_ids=agents.ids(),
+                instance_id=settings.instance_id,
+                poll_interval=settings.webhook_poll_interval,
+                lookback=settings.subscription_lookback,
+                on_event=None if outbox is None else outbox.on_event,
+            )
+            self._tasks.append(asyncio.create_task(notifier.run_forever(), name="runsgate-notices"))
+        if outbox is not None:
+            self._tasks.append(asyncio.create_task(outbox.run_forever(), name="runsgate-email"))
         if settings.webhooks:
             self._dispatcher = WebhookDispatcher(
                 store,
@@ -283,6 +301,28 @@ class Services:
         if self._events is not None:
             await self._events.close()
         await self.store.close()
+
+
+def _email_outbox(settings: Settings, rules: list[ToolApprovalRule], store: SnapshotStore) -> EmailOutbox | None:
+    """The email outbox of ``RUNSGATE_SMTP_URL`` (``None`` without it): addresses from the API keys'
+    ``email`` (``key:<name>``) and ``RUNSGATE_RECIPIENTS``."""
+    signer = link_signer(settings)
+    if settings.smtp_url is None or signer is None:
+        return None
+    addresses = {f"key:{key.name}": key.email for key in settings.api_keys if key.email is not None}
+    addresses.update({entry.principal: entry.email for entry in settings.recipients})
+    return EmailOutbox(
+        store,
+        rules=rules,
+        addresses=addresses,
+        signer=signer,
+        public_url=settings.inbox_base_url,
+        smtp_url=settings.smtp_url,
+        sender=settings.smtp_from,
+        instance_id=settings.instance_id,
+        poll_interval=settings.webhook_poll_interval,
+        retry=settings.retry_policy,
+    )
 
 
 async def _seed(store: SnapshotStore, settings: Settings) -> None:

@@ -112,6 +112,11 @@ class ToolCallDocument(TypedDict):
     ``expiresAfter``); absent: no deadline. The sweeper applies ``onExpiry`` after it."""
     onExpiry: NotRequired[ExpiryAction]
     """What the sweeper records after ``expiresAt`` (absent: ``decline``)."""
+    # reminders and escalation (issue 45 part 3)
+    reminded: NotRequired[bool]
+    """True once the question's reminder was recorded (``RunStore.record_notice``; absent: not yet)."""
+    escalated: NotRequired[bool]
+    """True once the question was escalated (``RunStore.record_notice``; absent: not yet)."""
     # policy (issue 18 part 4): two-person approval
     approvalsRequired: NotRequired[int]
     """Distinct principals whose approval the call needs, set when it suspends (absent: 1)."""
@@ -167,8 +172,22 @@ class SnapshotDocument(TypedDict):
 
 
 EventType = Literal[
-    "started", "suspended", "decision", "resumed", "completed", "failed", "takeover", "expired", "approval"
+    "started",
+    "suspended",
+    "decision",
+    "resumed",
+    "completed",
+    "failed",
+    "takeover",
+    "expired",
+    "approval",
+    "reminded",
+    "escalated",
 ]
+
+NoticeKind = Literal["reminded", "escalated"]
+"""A deadline's notice before expiry (issue 45): the ``ToolCallDocument`` flag it sets once and
+the event type it writes."""
 
 
 class EventDocument(TypedDict):
@@ -293,6 +312,7 @@ __all__ = [
     "EventType",
     "ExpiryAction",
     "IdempotencyDocument",
+    "NoticeKind",
     "RunErrorDocument",
     "RunStatus",
     "RunUpdateBatchDocument",

@@ -156,6 +156,11 @@ def pending_call(agent_id: str, run_id: str, index: int, tool_call_id: str, ques
     )
 
 
+def notice_unsent(index: int, notice: str) -> NoValue:
+    """Call ``index`` has not had its ``notice`` (``reminded``, ``escalated``) yet (``record_notice``)."""
+    return NoValue(f"toolCalls.{index}.{notice}")
+
+
 def last_pending(version: int) -> AllOf:
     """A run at ``version`` with one pending call: the one a decision's write decides, whose
     ``claim`` (``record_decision``) then takes the run, as ``claimable`` would once it is decided."""
@@ -302,6 +307,7 @@ __all__ = [
     "last_pending",
     "lease_lapsed",
     "matches",
+    "notice_unsent",
     "owned",
     "pending_call",
     "pending_count",

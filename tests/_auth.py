@@ -26,6 +26,8 @@ class TestKey:
     scopes: tuple[str, ...] = ALL
     resources: tuple[str, ...] | None = None
     """``None``: every run (``"*"``)."""
+    email: str | None = None
+    """Its entry's ``email`` (issue 45), when set."""
 
     @property
     def headers(self) -> dict[str, str]:
@@ -33,12 +35,15 @@ class TestKey:
 
     def entry(self) -> dict[str, Any]:
         """This key's ``RUNSGATE_API_KEYS`` entry."""
-        return {
+        entry: dict[str, Any] = {
             "name": self.name,
             "hash": hash_api_key(self.key),
             "scopes": list(self.scopes),
             "resources": "*" if self.resources is None else list(self.resources),
         }
+        if self.email is not None:
+            entry["email"] = self.email
+        return entry
 
 
 ADMIN = TestKey("test-admin", "rg_test_admin_0123456789abcdefghijklmnopqrstuvwxyz")

@@ -23,6 +23,10 @@ from ..context import Info
 from ..errors import QueryArgumentError
 from ..types import PageInfo
 
+INTERNAL_LABELS = {"runsgate-notices": "(deadline notices)", "runsgate-email": "(email)"}
+"""``endpoint`` of the records runsgate keeps among the deliveries: the timers of reminders and
+escalations (``runtime.notifying``) and the email outbox."""
+
 
 @strawberry.enum(description="Where a webhook delivery stands.")
 class WebhookDeliveryStatus(enum.Enum):
@@ -147,6 +151,7 @@ async def webhook_deliveries_connection(
     more = len(docs) > limit
     docs = docs[:limit]
     urls = {endpoint_id: public_endpoint(url) for endpoint_id, url in context.webhook_endpoints.items()}
+    urls.update(INTERNAL_LABELS)
     edges = [WebhookDeliveryEdge(cursor=_encode(d["_id"]), node=WebhookDelivery.from_document(d, urls)) for d in docs]
     return WebhookDeliveryConnection(
         edges=edges,

@@ -42,6 +42,8 @@ class RunEventKind(enum.Enum):
     FAILED = "failed"
     TAKEOVER = "takeover"
     EXPIRED = "expired"
+    REMINDED = "reminded"
+    ESCALATED = "escalated"
 
 
 @strawberry.input(description="Which run events to stream; every given field must match.")

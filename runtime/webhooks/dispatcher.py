@@ -40,6 +40,10 @@ from .messages import (
 
 logger = logging.getLogger(__name__)
 
+INTERNAL_ENDPOINTS = ("runsgate-notices", "runsgate-email")
+"""Endpoint ids of the records other parts of runsgate keep among the deliveries (the notices'
+timers, ``runtime.notifying``; the email outbox): never sent here as "a receiver removed"."""
+
 
 class WebhookDispatcher:
     """Derives deliveries from the event log and sends them (module docstring).
@@ -231,7 +235,11 @@ class WebhookDispatcher:
                 due += await self._store.claim_webhook_deliveries(lease)
         if len(self._active) + len(due) < self._max_active:  # one of a receiver removed from the settings
             lease = DeliveryLease(
-                by=self._instance_id, until=now + self._lease, now=now, limit=1, other_than=tuple(self._endpoints)
+                by=self._instance_id,
+                until=now + self._lease,
+                now=now,
+                limit=1,
+                other_than=(*self._endpoints, *INTERNAL_ENDPOINTS),
             )
             due += await self._store.claim_webhook_deliveries(lease)
         tasks = []

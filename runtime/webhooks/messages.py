@@ -24,6 +24,8 @@ WEBHOOK_EVENT_TYPES: dict[str, str] = {
     "suspended": "run.suspended",
     "decision": "run.decided",
     "expired": "call.expired",
+    "reminded": "call.reminded",
+    "escalated": "call.escalated",
     "completed": "run.completed",
     "failed": "run.failed",
 }

@@ -26,6 +26,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict, SettingsError
 from storage import registry, url_credentials
 
 from .bounds import CENTURY, DAY, HOUR, MINUTE
+from .links import LinkSettings
 from .security import SecuritySettings
 from .streams import StreamSettings
 from .webhooks import WebhookSettings
@@ -55,7 +56,7 @@ NO_AGENTS = (
 """Why a start without ``RUNSGATE_AGENTS`` is refused."""
 
 
-class Settings(SecuritySettings, WebhookSettings, StreamSettings):
+class Settings(SecuritySettings, WebhookSettings, StreamSettings, LinkSettings):
     """runsgate's configuration (docs/configuration.md lists the same table; the security
     settings come from ``SecuritySettings``, the webhook settings from ``WebhookSettings``, the
     per-principal bounds of WebSockets and subscriptions from ``StreamSettings``)."""
@@ -323,7 +324,7 @@ class Settings(SecuritySettings, WebhookSettings, StreamSettings):
         return value
 
 
-SECRET_SETTINGS = frozenset({"jwt_secret", "api_keys", "webhooks"})
+SECRET_SETTINGS = frozenset({"jwt_secret", "api_keys", "webhooks", "link_secret", "recipients"})
 """Settings whose refused value a configuration error never shows: they hold a secret, key
 hashes, or webhook secrets. Any other value is shown, a URL's password masked (``_shown``)."""
 

@@ -31,6 +31,21 @@ class ApiKeyConfig(BaseModel):
     """``runs:read``, ``runs:decide``, ``runs:start`` and any scope a tool rule names."""
     resources: list[Annotated[str, Field(min_length=1)]] | Literal["*"]
     """The ``resourceId``s whose runs the key may see and decide, or ``"*"`` for every run."""
+    email: Annotated[str, Field(pattern=r"^[^@\s<>\"]+@[^@\s<>\"]+$", max_length=320)] | None = None
+    """Where its holder gets the emails of the rules naming ``key:<name>`` (issue 45)."""
+
+
+PrincipalIdentity = Annotated[str, Field(pattern=r"^(key|jwt):\S.*$", max_length=500)]
+"""A principal as deciders are recorded: ``key:<name>`` or ``jwt:<sub>`` (``jwt:<iss>|<sub>``)."""
+
+
+class RecipientsConfig(BaseModel):
+    """A rule's ``recipients`` (docs/configuration.md "Reminders, escalation and email")."""
+
+    model_config = ConfigDict(extra="forbid")
+    waiting: list[PrincipalIdentity] = Field(default_factory=list)
+    reminded: list[PrincipalIdentity] = Field(default_factory=list)
+    escalated: list[PrincipalIdentity] = Field(default_factory=list)
 
 
 class ToolRuleConfig(BaseModel):
@@ -76,6 +91,18 @@ class ToolRuleConfig(BaseModel):
     allow_edits: bool = Field(default=True, alias="allowEdits")
     """``false``: approving a call of ``tool`` with ``editedArgs`` is forbidden (when the rule applies)."""
 
+    # reminders and escalation (issue 45 part 3)
+    remind_after: Annotated[float, Field(gt=0, le=CENTURY, allow_inf_nan=False)] | None = Field(
+        default=None, alias="remindAfter"
+    )
+    """Seconds a call may wait before its question's reminder (``call.reminded``)."""
+    escalate_after: Annotated[float, Field(gt=0, le=CENTURY, allow_inf_nan=False)] | None = Field(
+        default=None, alias="escalateAfter"
+    )
+    """Seconds a call may wait before its question is escalated (``call.escalated``)."""
+    recipients: RecipientsConfig | None = None
+    """Principals told by email: ``{waiting?, reminded?, escalated?}``, lists of identities."""
+
     @model_validator(mode="after")
     def _policy(self) -> ToolRuleConfig:
         if self.auto_approve is not False and self.name is None:
@@ -102,7 +129,7 @@ class ToolRuleConfig(BaseModel):
         if not self.model_fields_set - conditions:
             raise ValueError(
                 f"rule for tool {self.tool!r} has no effect: give it a scope, expiresAfter, autoApprove, "
-                "approvals or allowEdits"
+                "approvals, allowEdits, remindAfter, escalateAfter or recipients"
             )
         return self
 

@@ -22,6 +22,7 @@ from ..protocol import (
     DecisionWrite,
     DuplicateRunError,
     IdempotencyKeyTakenError,
+    NoticeWrite,
     RunFilter,
     RunPage,
     event_list,
@@ -170,6 +171,15 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
             return copied(doc)
         call["decision"] = copied(write.decision)
         return self._record_decided(doc, write.now, event_list(write.event))
+
+    async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
+        doc = self._meeting(write.run_id, write.condition())
+        if doc is None:
+            return None
+        doc["toolCalls"][write.index][write.notice] = True
+        self._touch(doc, write.now)
+        self._append(write.event)
+        return copied(doc)
 
     def _record_decided(
         self, doc: SnapshotDocument, now: datetime, events: Sequence[EventDocument]

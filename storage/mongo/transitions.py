@@ -1,4 +1,4 @@
-"""A run's state changes in ``MongoSnapshotStore``: decisions, approvals, claims and their end,
+"""A run's state changes in ``MongoSnapshotStore``: decisions, approvals, notices, claims and their end,
 and the sweeper's reads of stalled and expired runs (``RunStore``). Every condition is a
 ``storage.rules`` rule, ``compiled`` to a filter; every write is one conditional update."""
 
@@ -12,7 +12,15 @@ from pymongo import ASCENDING
 
 from .. import rules
 from ..documents import EventDocument, SnapshotDocument
-from ..protocol import ApprovalWrite, ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite, DecisionWrite
+from ..protocol import (
+    ApprovalWrite,
+    ClaimedDeletion,
+    ClaimedReplacement,
+    ClaimRelease,
+    ClaimWrite,
+    DecisionWrite,
+    NoticeWrite,
+)
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive
 from .conditions import compiled, merged
@@ -99,6 +107,14 @@ class MongoRunTransitions(MongoIdempotencyKeys):
                 "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},
             },
             None if decision is None else _deadline_once_decided(write.index),
+        )
+
+    async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
+        return await self._update_then_append(
+            write.event,
+            write.run_id,
+            compiled(write.condition()),
+            {"$set": {f"toolCalls.{write.index}.{write.notice}": True, "updatedAt": write.now}, "$inc": {"version": 1}},
         )
 
     async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:

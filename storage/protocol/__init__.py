@@ -28,6 +28,7 @@ from .writes import (
     DeliveryLease,
     KeyAnswer,
     KeyReservation,
+    NoticeWrite,
     WebhookAttempt,
 )
 
@@ -50,6 +51,7 @@ __all__ = [
     "KeyAnswer",
     "KeyReservation",
     "NewerSchemaError",
+    "NoticeWrite",
     "RunFilter",
     "RunPage",
     "RunStore",

@@ -9,7 +9,16 @@ from typing import Protocol
 
 from ..documents import SnapshotDocument
 from .filters import EVERY_RUN, RunFilter, RunPage
-from .writes import ApprovalWrite, ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite, DecisionWrite, Events
+from .writes import (
+    ApprovalWrite,
+    ClaimedDeletion,
+    ClaimedReplacement,
+    ClaimRelease,
+    ClaimWrite,
+    DecisionWrite,
+    Events,
+    NoticeWrite,
+)
 
 
 class RunStore(Protocol):
@@ -78,6 +87,14 @@ class RunStore(Protocol):
         run, or ``None`` when any condition failed (nothing written). ``event`` (the ``approval``
         event, then the ``decision`` event) is written with the update as one unit of work.
         """
+
+    async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
+        """Set ``toolCalls[index][notice]`` to ``True`` (a reminder or an escalation), once.
+
+        One conditional update (``write.condition()``: ``rules.pending_call`` and
+        ``rules.notice_unsent``), so of several instances noticing the same deadline only one
+        records it. ``event`` is written with the update as one unit of work. Returns the updated
+        run, or ``None`` when any condition failed (nothing written)."""
 
     async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:
         """Take the claim to continue a run whose every call is decided.

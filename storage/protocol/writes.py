@@ -16,6 +16,7 @@ from ..documents import (
     DecisionDocument,
     EventDocument,
     IdempotencyDocument,
+    NoticeKind,
     RunErrorDocument,
     RunUpdateBatchDocument,
     ToolCallDocument,
@@ -158,6 +159,29 @@ class ApprovalWrite:
         return rules.all_of(
             rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id),
             rules.approvals_counted(self.index, self.approvals_before),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoticeWrite:
+    """``RunStore.record_notice``: ``notice`` (a reminder or an escalation) of call ``index`` (as
+    ``DecisionWrite`` names it), at ``now`` (UTC), with ``event`` (its ``reminded`` or
+    ``escalated`` event)."""
+
+    agent_id: str
+    run_id: str
+    index: int
+    tool_call_id: str
+    question_id: str | None
+    notice: NoticeKind
+    now: datetime
+    event: EventDocument
+
+    def condition(self) -> rules.AllOf:
+        """What the run must meet (``rules.pending_call`` and ``rules.notice_unsent``)."""
+        return rules.all_of(
+            rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id),
+            rules.notice_unsent(self.index, self.notice),
         )
 
 

@@ -1,4 +1,4 @@
-"""The SQLite store's decisions (``record_decision``, ``record_approval``): the run's row and
+"""The SQLite store's decisions (``record_decision``, ``record_approval``, ``record_notice``): the run's row and
 its calls read under ``rules.pending_call`` (and ``rules.approvals_counted``) in one transaction,
 then its calls, pending count and deadline rewritten with the events in the same one, with the
 claim a last decision takes (``rules.last_pending``)."""
@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import rules
 from ..documents import EventDocument, SnapshotDocument, ToolCallDocument
-from ..protocol import ApprovalWrite, DecisionClaim, DecisionWrite, IdempotencyKeyTakenError, event_list
+from ..protocol import ApprovalWrite, DecisionClaim, DecisionWrite, IdempotencyKeyTakenError, NoticeWrite, event_list
 from ..rules import Condition
 from . import conditions
 from .connection import _Connection
@@ -58,6 +58,17 @@ class _Decisions(_Connection):
             return self._write_calls(db, write.run_id, calls, write.now, event_list(write.event))
 
         return await self._write(write_in)
+
+    async def record_notice(self, write_in: NoticeWrite) -> SnapshotDocument | None:
+        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
+            found = self._calls_where(db, write_in.condition())
+            if found is None:
+                return None
+            calls, _ = found
+            calls[write_in.index][write_in.notice] = True
+            return self._write_calls(db, write_in.run_id, calls, write_in.now, [write_in.event])
+
+        return await self._write(write)
 
     @staticmethod
     def _calls_where(

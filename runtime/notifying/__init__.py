@@ -1,0 +1,2 @@
+"""A waiting question's notices before its deadline (issue 45): reminders and escalations, each
+recorded once (``DeadlineNotifier``), and who is told (``notices_for``)."""

@@ -1,0 +1,251 @@
+"""Email to a rule's recipients, sent once across instances (issue 45 part 5; docs/api.md
+"Deciding from an email").
+
+``EmailOutbox.on_event`` (the ``DeadlineNotifier``'s hook, so each event is read once per scan)
+adds one message per recipient with an address to ``webhook_deliveries`` (endpoint ``EMAIL``,
+insert-if-absent by id) when a question starts to wait, is reminded, is escalated. ``send_once``
+leases the due messages, as the webhook dispatcher leases deliveries, and sends each through the
+SMTP server (``aiosmtplib``), with one signed link per action (``LinkSigner``) made as it is sent;
+a failed attempt is retried on ``RetryPolicy``. Nothing here is on the decision path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from email.message import EmailMessage
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import aiosmtplib
+
+from storage import (
+    EventDocument,
+    SnapshotDocument,
+    SnapshotStore,
+    StoreUnavailableError,
+    WebhookDeliveryDocument,
+    WebhookDeliveryStatus,
+    utcnow,
+)
+from storage.protocol import DeliveryLease, WebhookAttempt
+from storage.url_credentials import masked
+
+from ..access import ToolApprovalRule
+from ..deciding.rules import covering, owner
+from ..running.deferred import question_id
+from ..webhooks.messages import RetryPolicy, inbox_url
+from .links import LinkAction, LinkSigner
+from .schedule import Moment, notices_for
+
+logger = logging.getLogger(__name__)
+
+EMAIL = "runsgate-email"
+"""The endpoint id of the email outbox in ``webhook_deliveries``."""
+
+SUBJECTS: dict[Moment, str] = {"waiting": "Waiting for you", "reminded": "Reminder", "escalated": "Escalated"}
+
+
+class EmailOutbox:
+    """Queues and sends the emails of waiting questions (module docstring).
+
+    Args:
+        store: The shared store.
+        rules: The tool rules (their ``recipients``).
+        addresses: Principal identity -> email address (API keys' ``email``, ``RUNSGATE_RECIPIENTS``).
+        signer: Makes the links.
+        public_url: Base URL of the links and the inbox (``RUNSGATE_PUBLIC_URL``).
+        smtp_url: ``smtp://[user:password@]host[:port]`` or ``smtps://...``.
+        sender: The ``From`` address.
+        instance_id: This instance's id in leases.
+        poll_interval: Seconds between two looks for due messages.
+        retry: When a failed attempt is tried again.
+        timeout: Seconds one SMTP conversation may take.
+    """
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        *,
+        rules: Sequence[ToolApprovalRule],
+        addresses: Mapping[str, str],
+        signer: LinkSigner,
+        public_url: str,
+        smtp_url: str,
+        sender: str,
+        instance_id: str,
+        poll_interval: float = 1.0,
+        retry: RetryPolicy | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self._store = store
+        self._rules = tuple(rules)
+        self._addresses = dict(addresses)
+        self._signer = signer
+        self._public_url = public_url.rstrip("/")
+        parts = urlsplit(smtp_url)
+        self._smtp: dict[str, Any] = {
+            "hostname": parts.hostname or "localhost",
+            "port": parts.port or (465 if parts.scheme == "smtps" else 25),
+            "username": unquote(parts.username) if parts.username else None,
+            "password": unquote(parts.password) if parts.password else None,
+            "use_tls": parts.scheme == "smtps",
+            "timeout": timeout,
+        }
+        self._where = masked(smtp_url)
+        self._sender = sender
+        self._instance_id = instance_id
+        self._poll_interval = poll_interval
+        self._retry = retry or RetryPolicy()
+        self._lease = timedelta(seconds=2 * timeout + 10)
+
+    # -- queue -----------------------------------------------------------------------------------
+    async def on_event(self, event: EventDocument, run: SnapshotDocument | None) -> None:
+        """Queue the messages ``event`` (``suspended``, ``reminded``, ``escalated``) calls for."""
+        if run is None:
+            return
+        moment: Moment = "waiting" if event["type"] == "suspended" else event["type"]  # type: ignore[assignment]
+        named = set(event["data"].get("toolCallIds") or [event["data"].get("toolCallId")])
+        now = utcnow()
+        messages: list[WebhookDeliveryDocument] = []
+        for index, call in enumerate(run["toolCalls"]):
+            if call["decision"] is not None or call["toolCallId"] not in named:
+                continue
+            rules = covering(self._rules, owner(run["agentId"], call))
+            told = notices_for(rules, call["toolName"], call["args"]).told(moment)
+            for identity in told:
+                address = self._addresses.get(identity)
+                if address is None:
+                    logger.warning("email: %s has no address; %s of run %s not sent", identity, moment, run["_id"])
+                    continue
+                body = {
+                    "to": identity,
+                    "address": address,
+                    "moment": moment,
+                    "toolCallId": call["toolCallId"],
+                    "questionId": question_id(call),
+                    "toolName": call["toolName"],
+                    "shown": {"args": call["args"]}
+                    if call["requiresApproval"]
+                    else {"suspendPayload": call["suspendPayload"]},
+                    "approval": call["requiresApproval"],
+                }
+                messages.append(self._message(event, run, f"{index}-{identity}", body, now))
+        if messages:
+            await self._store.add_webhook_deliveries(messages)
+
+    def _message(
+        self, event: EventDocument, run: SnapshotDocument, key: str, body: dict[str, Any], now: datetime
+    ) -> WebhookDeliveryDocument:
+        return {
+            "_id": f"{event['_id']}.{key.replace('.', '_')}.{EMAIL}",
+            "endpointId": EMAIL,
+            "eventId": event["_id"],
+            "agentId": run["agentId"],
+            "runId": run["_id"],
+            "resourceId": run["resourceId"],
+            "type": f"email.{body['moment']}",
+            "body": json.dumps(body, default=str),
+            "status": "pending",
+            "attempts": 0,
+            "createdAt": now,
+            "nextAttemptAt": now,
+            "lastAttemptAt": None,
+            "lastStatusCode": None,
+            "lastError": None,
+            "finishedAt": None,
+            "lease": None,
+        }
+
+    # -- send ------------------------------------------------------------------------------------
+    def compose(self, message: WebhookDeliveryDocument) -> EmailMessage:
+        """The email of one queued message, with a new signed link per action."""
+        body: dict[str, Any] = json.loads(message["body"])
+        agent_id, run_id = message["agentId"], message["runId"]
+
+        def link(action: LinkAction) -> str:
+            token = self._signer.make(
+                recipient=body["to"],
+                agent_id=agent_id,
+                run_id=run_id,
+                tool_call_id=body["toolCallId"],
+                question_id=body["questionId"],
+                action=action,
+            )
+            return f"{self._public_url}/links/{token}"
+
+        actions: list[LinkAction] = ["approve", "decline"] if body["approval"] else []
+        lines = [
+            f"{body['toolName']} (agent {agent_id}, run {run_id}) is {body['moment']}.",
+            "",
+            json.dumps(body["shown"], indent=2, ensure_ascii=False),
+            "",
+            *(f"{action.capitalize()}: {link(action)}" for action in actions),
+            f"Open in the inbox: {link('open')}",
+            "",
+            "A link shows the question and a button; only the button decides, as you. Each link works once and "
+            f"expires after {self._signer.ttl / 3600:g} hours.",
+            f"Inbox: {inbox_url(self._public_url, agent_id, run_id)}",
+        ]
+        email = EmailMessage()
+        email["From"] = self._sender
+        email["To"] = body["address"]
+        email["Subject"] = f"[runsgate] {SUBJECTS[body['moment']]}: {body['toolName']} ({run_id})"
+        email.set_content("\n".join(lines))
+        return email
+
+    async def send_once(self, *, limit: int = 16) -> int:
+        """Lease the due messages and send each. Returns how many were attempted. Raises
+        ``StoreUnavailableError``."""
+        now = utcnow()
+        due = await self._store.claim_webhook_deliveries(
+            DeliveryLease(by=self._instance_id, until=now + self._lease, now=now, limit=limit, endpoint_id=EMAIL)
+        )
+        for message in due:
+            await self._send(message)
+        return len(due)
+
+    async def _send(self, message: WebhookDeliveryDocument) -> None:
+        error: str | None = None
+        try:
+            await aiosmtplib.send(self.compose(message), **self._smtp)
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            error = f"{type(exc).__name__}: {exc}"[:256]
+        now = utcnow()
+        status: WebhookDeliveryStatus
+        if error is None:
+            status, next_at = "delivered", now
+        elif now >= message["createdAt"] + timedelta(seconds=self._retry.retry_for):
+            status, next_at = "failed", now
+        else:
+            status, next_at = "pending", now + timedelta(seconds=self._retry.delay(message["attempts"] + 1))
+        await self._store.finish_webhook_attempt(
+            WebhookAttempt(
+                delivery_id=message["_id"],
+                by=self._instance_id,
+                status=status,
+                at=now,
+                next_attempt_at=next_at,
+                status_code=None,
+                error=error,
+            )
+        )
+        if error is not None:
+            logger.warning("email %s through %s: %s (%s)", message["_id"], self._where, error, status)
+
+    async def run_forever(self) -> None:
+        """Send due messages every ``poll_interval`` seconds until cancelled; errors are logged."""
+        while True:
+            try:
+                await self.send_once()
+            except StoreUnavailableError as exc:
+                logger.warning("email: the store did not answer: %s", exc)
+            except Exception:
+                logger.exception("email: sending failed")
+            await asyncio.sleep(self._poll_interval)
+
+
+__all__ = ["EMAIL", "EmailOutbox"]

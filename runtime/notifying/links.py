@@ -1,0 +1,104 @@
+"""Signed links (issue 45 part 5; SECURITY.md "Signed links"): ``LinkSigner`` makes and reads the
+token of a link naming a recipient, a question and an action, signed with HMAC-SHA256
+(``itsdangerous``) and stamped with its time. A token read after ``ttl`` seconds is
+``LinkExpiredError``; one altered, or signed with another secret, ``LinkInvalidError``. That a
+link is used once is the decision's business (the question's identity, and an idempotency key
+named after the token's ``jti``), not the token's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
+
+LinkAction = Literal["approve", "decline", "open"]
+"""What a link asks: approve or decline the question, or open it in the inbox."""
+
+SALT = "runsgate.link.v1"
+"""Separates the links' signatures from any other use of the same secret."""
+
+
+class LinkInvalidError(ValueError):
+    """The token was altered, cut short, or signed with another secret."""
+
+
+class LinkExpiredError(ValueError):
+    """The token is genuine but older than the links' lifetime; ``made_at`` is when it was made."""
+
+    def __init__(self, made_at: datetime | None) -> None:
+        super().__init__("the link expired")
+        self.made_at = made_at
+
+
+@dataclass(frozen=True, kw_only=True)
+class Link:
+    """What a token names.
+
+    Attributes:
+        jti: The token's own id (random): the idempotency key of the decision it makes.
+        recipient: The principal identity it decides as (``key:<name>``, ``jwt:<sub>``).
+        agent_id, run_id, tool_call_id, question_id: The question.
+        action: ``LinkAction``.
+    """
+
+    jti: str
+    recipient: str
+    agent_id: str
+    run_id: str
+    tool_call_id: str
+    question_id: str
+    action: LinkAction
+
+
+class LinkSigner:
+    """Makes and reads link tokens with one secret (``RUNSGATE_LINK_SECRET``)."""
+
+    def __init__(self, secret: str, *, ttl: float) -> None:
+        if ttl <= 0:
+            raise ValueError("ttl must be positive (seconds)")
+        self._serializer = URLSafeTimedSerializer(secret, salt=SALT)
+        self.ttl = ttl
+
+    def make(
+        self, *, recipient: str, agent_id: str, run_id: str, tool_call_id: str, question_id: str, action: LinkAction
+    ) -> str:
+        """A new token (URL-safe text) naming these, with a new ``jti``."""
+        link = Link(
+            jti=uuid.uuid4().hex,
+            recipient=recipient,
+            agent_id=agent_id,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            question_id=question_id,
+            action=action,
+        )
+        return str(self._serializer.dumps(asdict(link)))
+
+    def read(self, token: str) -> Link:
+        """The ``Link`` a token names.
+
+        Raises:
+            LinkExpiredError: Genuine, but made more than ``ttl`` seconds ago.
+            LinkInvalidError: Anything else that is not a token this secret made.
+        """
+        try:
+            fields: Any = self._serializer.loads(token, max_age=max(1, round(self.ttl)))
+        except SignatureExpired as exc:
+            made = exc.date_signed.astimezone(UTC) if exc.date_signed is not None else None
+            raise LinkExpiredError(made) from None
+        except (BadSignature, UnicodeError, ValueError):
+            raise LinkInvalidError("the link is not valid") from None
+        try:
+            link = Link(**fields)
+        except TypeError:
+            raise LinkInvalidError("the link is not valid") from None
+        if link.action not in ("approve", "decline", "open"):
+            raise LinkInvalidError("the link is not valid")
+        return link
+
+
+__all__ = ["Link", "LinkAction", "LinkExpiredError", "LinkInvalidError", "LinkSigner"]

@@ -1,0 +1,199 @@
+"""Deciding from an email: ``GET /links/{token}`` shows the question, ``POST /links`` decides
+(issue 45 part 5; SECURITY.md "Signed links").
+
+Opening a link never decides (mail scanners and previews fetch links): the page shows the question
+and one button, a form whose only field is the signed token (no cookie is involved, so a forged
+request decides nothing its sender's link would not). The POST decides as the token's recipient,
+with that principal's grants (``RUNSGATE_API_KEYS`` or ``RUNSGATE_RECIPIENTS``), through the same
+gate as the API; the question's identity and an idempotency key named after the token make one
+token decide once. A question decided already says by whom and when; an expired or altered token
+says so and changes nothing.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from runtime import Principal, RunManager, RunsgateError
+from runtime.deciding.questions import decided_in_events
+from runtime.notifying.links import Link, LinkExpiredError, LinkInvalidError, LinkSigner
+from runtime.running.deferred import question_id
+from runtime.webhooks.dispatcher import inbox_url
+from storage import SnapshotStore
+
+from .settings import Settings
+
+LINK_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+"""The page's policy: no script at all, its form posts to this server only, never framed."""
+HEADERS = {
+    "Content-Security-Policy": LINK_CSP,
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Robots-Tag": "noindex",
+}
+MAX_FORM_BYTES = 8192
+"""A ``POST /links`` body larger than this is refused (its one field is a token of a few hundred bytes)."""
+
+
+def link_signer(settings: Settings) -> LinkSigner | None:
+    """The signer of ``RUNSGATE_LINK_SECRET``, or ``None`` when links are off."""
+    if settings.link_secret is None:
+        return None
+    return LinkSigner(settings.link_secret.get_secret_value(), ttl=settings.link_ttl)
+
+
+def recipient_principal(settings: Settings, identity: str) -> Principal | None:
+    """The principal ``identity`` (``key:<name>``, ``jwt:...``) stands for, with its grants from
+    ``RUNSGATE_API_KEYS`` or ``RUNSGATE_RECIPIENTS``; ``None`` when neither names it."""
+    kind, _, name = identity.partition(":")
+    if kind == "key":
+        for key in settings.api_keys:
+            if key.name == name:
+                resources = None if key.resources == "*" else frozenset(key.resources)
+                return Principal(name=name, scopes=frozenset(key.scopes), resources=resources, credential="key")
+        return None
+    for entry in settings.recipients:
+        if entry.principal == identity:
+            resources = None if entry.resources == "*" else frozenset(entry.resources)
+            return Principal(name=identity, scopes=frozenset(entry.scopes), resources=resources)
+    return None
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    text = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)} · runsgate</title>"
+        "<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem}"
+        "pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f4f4f4;padding:.5rem;max-height:20rem;"
+        "overflow:auto}button{font-size:1rem;padding:.5rem 1.25rem}</style></head>"
+        f"<body><main><h1>{html.escape(title)}</h1>{body}</main></body></html>"
+    )
+    return HTMLResponse(text, status_code=status, headers=HEADERS)
+
+
+def _when(value: datetime) -> str:
+    return value.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _refused(exc: LinkExpiredError | LinkInvalidError) -> HTMLResponse:
+    if isinstance(exc, LinkExpiredError):
+        made = f" It was made at {_when(exc.made_at)}." if exc.made_at is not None else ""
+        return _page(
+            "This link expired", f"<p>Nothing was changed.{made} Ask for a new one, or use the inbox.</p>", 410
+        )
+    return _page("This link is not valid", "<p>It was altered or cut short. Nothing was changed.</p>", 400)
+
+
+class Links:
+    """The two routes over one process's settings, store and ``RunManager``."""
+
+    def __init__(self, settings: Settings, signer: LinkSigner) -> None:
+        self._settings = settings
+        self._signer = signer
+
+    def _read(self, token: str) -> Link:
+        return self._signer.read(token)
+
+    async def show(self, request: Request) -> Response:
+        """``GET /links/{token}``: the question and a button; never a decision."""
+        try:
+            link = self._read(request.path_params["token"])
+        except (LinkExpiredError, LinkInvalidError) as exc:
+            return _refused(exc)
+        inbox = inbox_url(self._settings.inbox_base_url, link.agent_id, link.run_id)
+        if link.action == "open":
+            return RedirectResponse(inbox, status_code=303, headers=HEADERS)
+        store: SnapshotStore = request.app.state.store
+        principal = recipient_principal(self._settings, link.recipient)
+        decided = await self._decided(store, link)
+        if decided is not None:
+            return decided
+        doc = await store.get(link.agent_id, link.run_id)
+        call = (
+            None if doc is None else next((c for c in doc["toolCalls"] if c["toolCallId"] == link.tool_call_id), None)
+        )
+        asking = call is not None and call["decision"] is None and question_id(call) == link.question_id
+        if (
+            doc is None
+            or call is None
+            or not asking
+            or principal is None
+            or not principal.may_use_resource(doc["resourceId"])
+        ):
+            return _page("Nothing to decide here", "<p>This question is no longer waiting for you.</p>", 404)
+        verb = "Approve" if link.action == "approve" else "Decline"
+        shown = {"args": call["args"]} if call["requiresApproval"] else {"suspendPayload": call["suspendPayload"]}
+        body = (
+            f"<p><strong>{html.escape(call['toolName'])}</strong>, asked by agent {html.escape(link.agent_id)} "
+            f"(run <code>{html.escape(link.run_id)}</code>), waiting since {_when(doc['suspendedAt'])}.</p>"
+            f"<pre>{html.escape(json.dumps(shown, indent=2, ensure_ascii=False))}</pre>"
+            f"<p>You decide as <strong>{html.escape(link.recipient)}</strong>.</p>"
+            '<form method="post" action="/links">'
+            f'<input type="hidden" name="token" value="{html.escape(request.path_params["token"])}">'
+            f'<button type="submit">{verb}</button></form>'
+            f'<p><a href="{html.escape(inbox)}">Open in the inbox</a></p>'
+        )
+        return _page(f"{verb} {call['toolName']}?", body)
+
+    async def decide(self, request: Request) -> Response:
+        """``POST /links``: decide as the token's recipient (module docstring)."""
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            return _page("This request is too large", "<p>Nothing was changed.</p>", 413)
+        token = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0]
+        try:
+            link = self._read(token)
+        except (LinkExpiredError, LinkInvalidError) as exc:
+            return _refused(exc)
+        if link.action == "open":
+            return _page("This link decides nothing", "<p>It opens the question in the inbox.</p>", 400)
+        principal = recipient_principal(self._settings, link.recipient)
+        if principal is None:
+            return _page("Not allowed", f"<p>{html.escape(link.recipient)} is no longer a known principal.</p>", 403)
+        store: SnapshotStore = request.app.state.store
+        decided = await self._decided(store, link)
+        if decided is not None:
+            return decided
+        runs: RunManager = request.app.state.runs
+        decide = runs.approve if link.action == "approve" else runs.decline
+        try:
+            await decide(
+                link.agent_id,
+                link.run_id,
+                link.tool_call_id,
+                principal=principal,
+                idempotency_key=f"link:{link.jti}",
+                question_id=link.question_id,
+                wait_for="recorded",
+            )
+        except RunsgateError as exc:
+            status = {"FORBIDDEN": 403, "RUN_NOT_FOUND": 404}.get(exc.code.name, 409)
+            return _page("Nothing was decided", f"<p>{html.escape(exc.message)}</p>", status)
+        done = "approved" if link.action == "approve" else "declined"
+        return _page(
+            f"You {done} it", f"<p>{html.escape(link.tool_call_id)} was {done} by {html.escape(link.recipient)}.</p>"
+        )
+
+    async def _decided(self, store: SnapshotStore, link: Link) -> Response | None:
+        """The page of a question decided already (by whom, when), or ``None`` while it waits."""
+        answered = decided_in_events(await store.list_events(link.agent_id, link.run_id), None, link.question_id)
+        if answered is None:
+            return None
+        decision: dict[str, Any] = dict(answered.decision)
+        body = (
+            f"<p>This question was already {html.escape(decision['kind'])} by "
+            f"<strong>{html.escape(str(decision['decidedBy']))}</strong> at {_when(decision['decidedAt'])}. "
+            "Nothing was changed.</p>"
+        )
+        return _page("Already decided", body, 409)
+
+
+__all__ = ["HEADERS", "LINK_CSP", "Links", "link_signer", "recipient_principal"]

@@ -1,0 +1,222 @@
+"""Deciding from a signed link, over HTTP (issue 45 part 5; SECURITY.md "Signed links").
+
+``GET /links/{token}`` shows the question and a button and never decides; ``POST /links`` (the
+form's only field is the token) decides as the token's recipient, with that principal's grants,
+through the same gate: scopes, two-person approval, question identity. A second click says who
+decided and when; an expired or altered token says so and changes nothing. On the memory store, a
+SQLite file and MongoDB.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from itsdangerous import TimestampSigner, URLSafeTimedSerializer
+
+from runtime.notifying.links import SALT, LinkSigner
+
+from .._auth import ALL, TestKey
+from .._graphql import REFUND, REFUND_PROMPT, GraphQLClient, document
+from .conftest import Serve, Served
+
+SECRET = "a-link-secret-of-at-least-32-bytes-0123456789"
+ALICE = TestKey("alice", "rg_test_alice_0123456789abcdefghijklmnopqrstuvwxyz", (*ALL, "refunds:approve"))
+BOB = TestKey("bob", "rg_test_bob_0123456789abcdefghijklmnopqrstuvwxyz")
+"""Bob may decide, but lacks ``refunds:approve``."""
+
+CALLS = document(
+    """
+query Calls($agentId: ID!, $runId: ID!) {
+  suspendedRun(agentId: $agentId, runId: $runId) {
+    toolCalls { toolCallId questionId decision { kind decidedBy } approvals { decidedBy } }
+  }
+}
+"""
+)
+
+
+async def _calls(gql: GraphQLClient, run_id: str) -> list[dict[str, Any]] | None:
+    run = (await gql.data(CALLS, agentId=REFUND, runId=run_id))["suspendedRun"]
+    return None if run is None else list(run["toolCalls"])
+
+
+class Page:
+    def __init__(self, served: Served) -> None:
+        self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=served.app), base_url="http://test")
+        self.gql = served.client()
+        self.signer = LinkSigner(SECRET, ttl=3600)
+
+    async def waiting(self) -> tuple[str, dict[str, Any]]:
+        run = await self.gql.suspend(REFUND, REFUND_PROMPT)
+        calls = await _calls(self.gql, run["runId"])
+        assert calls is not None
+        return run["runId"], calls[0]
+
+    def token(self, run_id: str, call: dict[str, Any], action: str = "approve", recipient: str = "key:alice") -> str:
+        return self.signer.make(
+            recipient=recipient,
+            agent_id=REFUND,
+            run_id=run_id,
+            tool_call_id=call["toolCallId"],
+            question_id=call["questionId"],
+            action=action,  # type: ignore[arg-type]
+        )
+
+    async def click(self, token: str) -> httpx.Response:
+        return await self.http.post("/links", data={"token": token})
+
+
+@pytest.fixture
+async def page(serve: Serve) -> AsyncIterator[Page]:
+    served = await serve(
+        keys=[ALICE, BOB], link_secret=SECRET, tool_rules=[{"tool": "issue_refund", "scope": "refunds:approve"}]
+    )
+    opened = Page(served)
+    yield opened
+    await opened.http.aclose()
+
+
+async def test_opening_a_link_shows_the_question_and_decides_nothing(page: Page) -> None:
+    run_id, call = await page.waiting()
+    token = page.token(run_id, call)
+
+    for _ in range(3):  # a scanner, a preview, the reader
+        shown = await page.http.get(f"/links/{token}")
+        assert shown.status_code == 200
+        assert "issue_refund" in shown.text
+        assert "1042" in shown.text
+        assert '<form method="post" action="/links">' in shown.text
+        assert f'name="token" value="{token}"' in shown.text
+        assert "script" not in shown.headers["content-security-policy"]
+        assert shown.headers["cache-control"] == "no-store"
+        assert shown.headers["referrer-policy"] == "no-referrer"
+
+    calls = await _calls(page.gql, run_id)
+    assert calls is not None
+    assert calls[0]["decision"] is None
+
+
+async def test_the_button_decides_as_the_recipient_and_a_second_click_says_who_and_when(page: Page) -> None:
+    run_id, call = await page.waiting()
+    token = page.token(run_id, call)
+
+    first = await page.click(token)
+    second = await page.click(token)
+
+    assert first.status_code == 200, first.text
+    assert "approved" in first.text
+    events = await page.gql.run_events(REFUND, run_id)
+    decisions = [e for e in events if e["type"] == "decision"]
+    assert [(e["by"], e["data"]["kind"]) for e in decisions] == [("key:alice", "approved")]
+    assert second.status_code == 409
+    assert "already approved by <strong>key:alice</strong> at" in second.text
+    assert decisions[0]["at"][:19] in second.text
+    shown = await page.http.get(f"/links/{token}")
+    assert shown.status_code == 409
+    assert "key:alice" in shown.text
+
+
+async def test_a_decline_link_declines(page: Page) -> None:
+    run_id, call = await page.waiting()
+    answer = await page.click(page.token(run_id, call, "decline", recipient="key:bob"))
+    assert answer.status_code == 200, answer.text
+    decisions = [e for e in await page.gql.run_events(REFUND, run_id) if e["type"] == "decision"]
+    assert [(e["by"], e["data"]["kind"]) for e in decisions] == [("key:bob", "declined")]
+
+
+async def test_the_recipients_grants_apply(page: Page) -> None:
+    run_id, call = await page.waiting()
+    answer = await page.click(page.token(run_id, call, recipient="key:bob"))
+    unknown = await page.click(page.token(run_id, call, recipient="key:mallory"))
+
+    assert answer.status_code == 403
+    assert "refunds:approve" in answer.text
+    assert unknown.status_code == 403
+    calls = await _calls(page.gql, run_id)
+    assert calls is not None
+    assert calls[0]["decision"] is None
+
+
+async def test_an_altered_or_expired_link_says_so_and_changes_nothing(page: Page) -> None:
+    run_id, call = await page.waiting()
+    token = page.token(run_id, call)
+    altered = token[:-3] + ("AAA" if not token.endswith("AAA") else "BBB")
+    other_run = page.token("someone-elses-run", call)
+    forged = LinkSigner("another-secret-of-at-least-32-bytes-012345", ttl=3600).make(
+        recipient="key:alice",
+        agent_id=REFUND,
+        run_id=run_id,
+        tool_call_id=call["toolCallId"],
+        question_id=call["questionId"],
+        action="approve",
+    )
+
+    class Old(TimestampSigner):
+        def get_timestamp(self) -> int:
+            return int(time.time()) - 30 * 86400
+
+    expired = URLSafeTimedSerializer(SECRET, salt=SALT, signer=Old).dumps(
+        {
+            "jti": "0" * 32,
+            "recipient": "key:alice",
+            "agent_id": REFUND,
+            "run_id": run_id,
+            "tool_call_id": call["toolCallId"],
+            "question_id": call["questionId"],
+            "action": "approve",
+        }
+    )
+
+    for bad in (altered, forged):
+        assert (await page.click(bad)).status_code == 400
+        assert (await page.http.get(f"/links/{bad}")).status_code == 400
+    gone = await page.click(expired)
+    assert gone.status_code == 410
+    assert "expired" in gone.text
+    assert (await page.click(other_run)).status_code == 404
+    calls = await _calls(page.gql, run_id)
+    assert calls is not None
+    assert calls[0]["decision"] is None
+
+
+async def test_a_link_decides_only_the_question_it_names(page: Page) -> None:
+    run_id, call = await page.waiting()
+    stale = page.token(run_id, {**call, "questionId": "an-earlier-question"})
+    shown = await page.http.get(f"/links/{stale}")
+    answer = await page.click(stale)
+    assert shown.status_code == 404
+    assert answer.status_code == 409
+    calls = await _calls(page.gql, run_id)
+    assert calls is not None
+    assert calls[0]["decision"] is None
+
+
+async def test_an_open_link_leads_to_the_inbox(page: Page) -> None:
+    run_id, call = await page.waiting()
+    opened = await page.http.get(f"/links/{page.token(run_id, call, 'open')}")
+    assert opened.status_code == 303
+    assert opened.headers["location"].endswith(f"/inbox?agentId={REFUND}&runId={run_id}")
+
+
+async def test_two_person_approval_holds_through_links(serve: Serve) -> None:
+    carol = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz")
+    served = await serve(keys=[ALICE, carol], link_secret=SECRET, tool_rules=[{"tool": "issue_refund", "approvals": 2}])
+    page = Page(served)
+    try:
+        run_id, call = await page.waiting()
+        first = await page.click(page.token(run_id, call))
+        again = await page.click(page.token(run_id, call))
+        calls = await _calls(page.gql, run_id)
+        assert calls is not None
+        assert calls[0]["decision"] is None
+        assert [a["decidedBy"] for a in calls[0]["approvals"]] == ["key:alice"]
+        last = await page.click(page.token(run_id, call, recipient="key:carol"))
+    finally:
+        await page.http.aclose()
+    assert first.status_code == 200, first.text
+    assert again.status_code == 409
+    assert last.status_code == 200, last.text

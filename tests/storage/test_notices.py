@@ -1,0 +1,165 @@
+"""The store contract of a deadline's notices (``record_notice``, issue 45 part 3): a reminder and
+an escalation are each recorded once, with their event, on a question still waiting; against the
+memory store, a SQLite file and a real MongoDB-wire server (FerretDB)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from storage import EventDocument, SnapshotStore
+from storage.protocol import NoticeWrite
+
+from ._contract import T0, decision, snapshot, tool_call
+
+T1 = T0 + timedelta(seconds=1)
+
+
+def event(event_id: str, event_type: str = "reminded", run_id: str = "run") -> EventDocument:
+    return {
+        "_id": event_id,
+        "runId": run_id,
+        "agentId": "refund-agent",
+        "threadId": "t1",
+        "resourceId": "r1",
+        "type": event_type,  # type: ignore[typeddict-item]
+        "at": T1,
+        "by": "notices",
+        "data": {"toolCallId": "c1"},
+    }
+
+
+async def test_a_notice_is_recorded_once_with_its_event(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
+
+    first = await store.record_notice(
+        NoticeWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            question_id=None,
+            notice="reminded",
+            now=T1,
+            event=event("001"),
+        )
+    )
+    again = await store.record_notice(
+        NoticeWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            question_id=None,
+            notice="reminded",
+            now=T1,
+            event=event("002"),
+        )
+    )
+    escalated = await store.record_notice(
+        NoticeWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            question_id=None,
+            notice="escalated",
+            now=T1,
+            event=event("003", "escalated"),
+        )
+    )
+
+    assert first is not None
+    assert first["toolCalls"][0]["reminded"] is True
+    assert "reminded" not in first["toolCalls"][1]
+    assert again is None
+    assert escalated is not None
+    assert escalated["toolCalls"][0]["escalated"] is True
+    stored = await store.get("refund-agent", "run")
+    assert stored is not None
+    assert stored["pendingCount"] == 2
+    assert stored["toolCalls"][0]["reminded"] is True
+    assert stored["toolCalls"][0]["escalated"] is True
+    assert [(e["_id"], e["type"]) for e in await store.list_events("refund-agent", "run")] == [
+        ("001", "reminded"),
+        ("003", "escalated"),
+    ]
+
+
+async def test_a_notice_needs_the_question_still_waiting(store: SnapshotStore) -> None:
+    call = tool_call("c1")
+    call["questionId"] = "q1"
+    await store.insert(snapshot("run", calls=[call]), b"[]")
+
+    other_question = await store.record_notice(
+        NoticeWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            question_id="q0",
+            notice="reminded",
+            now=T1,
+            event=event("001"),
+        )
+    )
+    other_agent = await store.record_notice(
+        NoticeWrite(
+            agent_id="weather-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            question_id="q1",
+            notice="reminded",
+            now=T1,
+            event=event("002"),
+        )
+    )
+    await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", question_id="q1", decision=decision(), now=T1
+    )
+    decided = await store.record_notice(
+        NoticeWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            question_id="q1",
+            notice="escalated",
+            now=T1,
+            event=event("003", "escalated"),
+        )
+    )
+
+    assert (other_question, other_agent, decided) == (None, None, None)
+    assert await store.list_events("refund-agent", "run") == []
+
+
+async def test_a_notice_racing_on_two_clients_is_recorded_once(
+    two_clients: tuple[SnapshotStore, SnapshotStore],
+) -> None:
+    first, second = two_clients
+    for round_ in range(10):
+        run_id = f"race-{round_}"
+        await first.insert(snapshot(run_id), b"[]")
+
+        results = await asyncio.gather(
+            *(
+                client.record_notice(
+                    NoticeWrite(
+                        agent_id="refund-agent",
+                        run_id=run_id,
+                        index=0,
+                        tool_call_id="c1",
+                        question_id=None,
+                        notice="escalated",
+                        now=T1,
+                        event=event(f"{round_}-{n}", "escalated", run_id=run_id),
+                    )
+                )
+                for n, client in enumerate((first, second))
+            )
+        )
+
+        assert len([r for r in results if r is not None]) == 1, round_
+        assert len(await first.list_events("refund-agent", run_id)) == 1

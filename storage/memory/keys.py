@@ -67,13 +67,14 @@ class MemoryIdempotencyKeys:
     async def complete_idempotency_key(
         self, key_id: str, result: dict[str, Any], *, by: str | None = None, now: datetime
     ) -> None:
-        self._complete_key(key_id, result, by=by, now=now)
+        self._complete_key(key_id, copied(result), by=by, now=now)
 
     def _complete_key(self, key_id: str, result: dict[str, Any], *, by: str | None, now: datetime) -> None:
-        """``complete_idempotency_key`` in one step (no await: ``delete_claimed``'s ``key`` too)."""
+        """``complete_idempotency_key`` in one step (no await: ``delete_claimed``'s ``key`` too),
+        keeping ``result`` as it is (the caller's copy)."""
         doc = self._reserved(key_id, by)
         if doc is not None:
-            doc["result"] = copied(result)
+            doc["result"] = result
             doc["finishedAt"] = now
             self._keys_finished.add((now, key_id))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from .. import rules
 from .._listing_index import ListingIndex, expiring_page
@@ -134,8 +135,9 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         *,
         event: EventDocument | Sequence[EventDocument] | None = None,
     ) -> None:
+        events, _, _ = _copies(event_list(event))
         await self.insert_many([(snapshot, history)])
-        self._append(event)  # insert_many never awaits: the same step of the event loop
+        self._append(events)  # insert_many never awaits: the same step of the event loop
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         self._refuse_duplicates(snapshots)
@@ -191,17 +193,21 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
         if doc is None:
             return None
+        claimed = claim if claim is not None and matches(rules.last_pending(claim.version), doc) else None
+        events, updates, kept = _copies(
+            [*preceding_events, *event_list(event), *(claimed.events if claimed else ())],
+            claimed.updates if claimed else (),
+            decision,
+        )
         if key is not None:  # in the same step as the decision
             taken = await self.reserve_idempotency_key(key.key_id, key.fingerprint, key.now, by=key.by, until=key.until)
             if taken is not None:
                 raise IdempotencyKeyTakenError(taken)
-        events = [*preceding_events, *event_list(event)]
-        if claim is not None and matches(rules.last_pending(claim.version), doc):
+        if claimed is not None:
             doc["status"] = "resuming"
-            doc["claim"] = {"by": claim.by, "until": claim.until}
-            events.extend(claim.events)
-            self._add_run_updates(claim.updates)
-        doc["toolCalls"][index]["decision"] = copied(decision)
+            doc["claim"] = {"by": claimed.by, "until": claimed.until}
+            self._add_run_updates(updates)
+        doc["toolCalls"][index]["decision"] = kept
         return self._record_decided(doc, now, events)
 
     async def record_approval(
@@ -221,14 +227,15 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc = self._pending_call(agent_id, run_id, index, tool_call_id, question_id)
         if doc is None or not matches(rules.approvals_counted(index, approvals_before), doc):
             return None
+        events, _, (kept_approval, kept_decision) = _copies(event_list(event), (), [approval, decision])
         call = doc["toolCalls"][index]
-        call["approvals"] = [*(call.get("approvals") or []), copied(approval)]
+        call["approvals"] = [*(call.get("approvals") or []), kept_approval]
         if decision is None:
             self._touch(doc, now)
-            self._append(event)
+            self._append(events)
             return copied(doc)
-        call["decision"] = copied(decision)
-        return self._record_decided(doc, now, event_list(event))
+        call["decision"] = kept_decision
+        return self._record_decided(doc, now, events)
 
     def _pending_call(
         self, agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None
@@ -267,11 +274,12 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         condition = rules.all_of(rules.owned(agent_id, run_id), rules.claimable(now, version))
         if doc is None or not matches(condition, doc):
             return None
+        kept_events, kept_updates, _ = _copies(events, updates)
         doc["status"] = "resuming"
         doc["claim"] = {"by": by, "until": until}
         self._touch(doc, now)
-        self._append(events)
-        self._add_run_updates(updates)
+        self._append(kept_events)
+        self._add_run_updates(kept_updates)
         return copied(doc)
 
     def _held(self, agent_id: str, run_id: str, by: str) -> SnapshotDocument | None:
@@ -302,8 +310,9 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc = self._held(agent_id, run_id, by)
         if doc is None:
             return None
+        events, kept_updates, kept_calls = _copies(event_list(event), updates, tool_calls)
         self._swap_history(doc, history, history_id)
-        doc["toolCalls"] = copied(tool_calls)
+        doc["toolCalls"] = kept_calls
         doc["pendingCount"] = rules.pending_count(doc["toolCalls"])
         self._deadlines.set_deadline(doc)
         doc["status"] = "suspended"
@@ -311,8 +320,8 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc["lastError"] = None
         doc["suspendedAt"] = now
         self._touch(doc, now)
-        self._append(event)
-        self._add_run_updates(updates)
+        self._append(events)
+        self._add_run_updates(kept_updates)
         return copied(doc)
 
     async def delete_claimed(
@@ -328,15 +337,16 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc = self._held(agent_id, run_id, by)
         if doc is None:
             return False
+        events, kept_updates, result = _copies(event_list(event), updates, None if key is None else key.result)
         del self._runs[run_id]
         self._decided.discard(run_id)
         self._deadlines.drop(doc)
         self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
-        self._append(event)
-        self._add_run_updates(updates)
-        if key is not None:
-            self._complete_key(key.key_id, key.result, by=key.by, now=key.now)
+        self._append(events)
+        self._add_run_updates(kept_updates)
+        if key is not None and result is not None:
+            self._complete_key(key.key_id, result, by=key.by, now=key.now)
         return True
 
     async def release_claim(
@@ -355,16 +365,17 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc = self._held(agent_id, run_id, by)
         if doc is None:
             return None
-        if history is not None:
-            if history_id is None:
-                raise ValueError("a new history needs a new history_id")
+        if history is not None and history_id is None:
+            raise ValueError("a new history needs a new history_id")
+        events, kept_updates, kept_error = _copies(event_list(event), updates, error)
+        if history is not None and history_id is not None:
             self._swap_history(doc, history, history_id)
         doc["status"] = "suspended"
         doc["claim"] = None
-        doc["lastError"] = copied(error)
+        doc["lastError"] = kept_error
         self._touch(doc, now)
-        self._append(event)
-        self._add_run_updates(updates)
+        self._append(events)
+        self._add_run_updates(kept_updates)
         return copied(doc)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
@@ -391,6 +402,16 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
             self._decided.add(doc["_id"])
         else:
             self._decided.discard(doc["_id"])
+
+
+def _copies(
+    events: Sequence[EventDocument], updates: Sequence[RunUpdateBatchDocument] = (), value: Any = None
+) -> tuple[list[EventDocument], list[RunUpdateBatchDocument], Any]:
+    """The store's own copies of what one write keeps (its events, update batches and one other
+    value), made in one ``copied`` before the write changes anything: a float that is not finite
+    refuses the whole write."""
+    kept: list[Any] = copied([list(events), list(updates), value])
+    return kept[0], kept[1], kept[2]
 
 
 __all__ = ["MemoryRunStore"]

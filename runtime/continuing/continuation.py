@@ -327,11 +327,12 @@ class DecisionClaims:
             for c, d in zip(doc["toolCalls"], decisions, strict=True)
             if d is not None
         ]
+        now = decision["decidedAt"]  # the decision's write takes the claim
         resumed = owner.journal.new_event(
-            scope, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}
+            scope, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}, at=now
         )
-        update, batch = owner.updates.resumed(scope.agent_id, scope.run_id, resumed["_id"])
-        taken_at, now = monotonic(), owner.now()
+        update, batch = owner.updates.resumed(scope.agent_id, scope.run_id, resumed["_id"], at=now)
+        taken_at = monotonic()
         claim = DecisionClaim(
             by=owner.instance_id,
             until=claim_expiry(now, owner.claim_ttl),

@@ -355,7 +355,7 @@ class DecisionGate:
             return await self._record_approval(doc, run, checked, decision)
         preceding = [self._journal.expired_event(run, call, now)] if decider.kind == "expiry" else []  # ids in order
         event = self._journal.decision_event(run, call, decision, **extra)
-        reservation = None if key is None else key.reservation()
+        reservation = None if key is None else key.reservation(now)
         written = await self._store.record_decision(
             doc["agentId"],
             doc["_id"],

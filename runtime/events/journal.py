@@ -116,9 +116,8 @@ class Journal:
             "by": by,
             "data": jsonable(data),
         }
-        retention = rules.retention_from(event_type, event["at"])
-        if retention is not None:
-            event["retentionFrom"] = retention
+        if event_type in rules.FINISHING_EVENTS:  # rules.retention_from
+            event["retentionFrom"] = event["at"]
         return event
 
     async def event(

@@ -131,18 +131,29 @@ class UpdateHub:
         """Whether a continuation of the run is publishing on this process now."""
         return (agent_id, run_id) in self._publishers
 
-    def resumed(self, agent_id: str, run_id: str, continuation_id: str) -> tuple[RunUpdate, RunUpdateBatchDocument]:
-        """The ``resumed`` update of the continuation ``continuation_id`` and its batch, to store
-        with the claim (``RunStore.claim``'s ``updates``) before ``publisher(resumed=...)``."""
+    def resumed(
+        self, agent_id: str, run_id: str, continuation_id: str, *, at: datetime | None = None
+    ) -> tuple[RunUpdate, RunUpdateBatchDocument]:
+        """The ``resumed`` update of the continuation ``continuation_id`` at ``at`` (``None``: now)
+        and its batch, to store with the claim (``RunStore.claim``'s ``updates``) before
+        ``publisher(resumed=...)``."""
+        at = self.now() if at is None else at
         update = RunUpdate(
             id=update_id(continuation_id, 0),
             agent_id=agent_id,
             run_id=run_id,
             continuation_id=continuation_id,
             kind="resumed",
-            at=self.now(),
+            at=at,
         )
-        return update, _batch_document(self, agent_id, run_id, [update])
+        batch: RunUpdateBatchDocument = {
+            "_id": update.id,
+            "agentId": agent_id,
+            "runId": run_id,
+            "at": at,
+            "updates": encode([update]),
+        }
+        return update, batch
 
     def publisher(
         self, agent_id: str, run_id: str, continuation_id: str, *, resumed: RunUpdate | None = None

@@ -109,9 +109,10 @@ class HeldKey:
             raise RuntimeError(f"idempotency key {self.key_id!r} is not reserved")
         return found["createdAt"]
 
-    def answer(self, answer: Any) -> KeyAnswer:
-        """The key's answer ``answer`` as a store write takes it; pass it to one write only."""
-        now = self._clock()
+    def answer(self, answer: Any, now: datetime | None = None) -> KeyAnswer:
+        """The key's answer ``answer`` as a store write at ``now`` (the write's time, from the guard's
+        clock; ``None``: read it) takes it; pass it to one write only."""
+        now = self._clock() if now is None else now
         return KeyAnswer(key_id=self.key_id, result=self._encode(answer), by=self.by, now=now)
 
     def written(self) -> None:

@@ -252,11 +252,12 @@ class Continuation:
             )
             return await self.journal.failed(scope, exc, run=released, tools_ran=kept, event=failure)
         if isinstance(ran, Finished):
-            completion = self.journal.completed_event(scope, ran.output)
-            # the updates still queued and the outcome's are written with the completion
-            updates = await publisher.closing("completed", output=ran.output)
+            # the completion's write: its event, the updates still queued and the outcome's, the key's answer
+            now = self.now()
+            completion = self.journal.completed_event(scope, ran.output, at=now)
+            updates = await publisher.closing("completed", now, output=ran.output)
             outcome = self.journal.completed_outcome(scope, ran.output)
-            answer = None if key is None else key.answer(outcome)
+            answer = None if key is None else key.answer(outcome, now)
             deleted = await self.store.delete_claimed(
                 agent_id, run_id, by=me, event=completion, updates=updates, key=answer
             )

@@ -2,9 +2,10 @@
 
 Side by side in one process and the same rounds (their order alternating): (a) the whole approval,
 ``approveToolCall`` → COMPLETED through the real app called as ASGI in process (memory store,
-authentication off, ``bench.approval_cost.memory_app``), and (b) a bare pydantic-ai ``Agent.run``
-of the same demo refund agent (its ``FunctionModel`` and tools) continuing the same message
-history with the one deferred approval, no event handler. Runs and histories are made untimed.
+authentication off, ``bench.approval_cost.memory_app``), (b) a bare pydantic-ai ``Agent.run`` of
+the same demo refund agent (its ``FunctionModel`` and tools) continuing the same message history
+with the one deferred approval, no event handler, and (c) the same with an ``event_stream_handler``
+that reads every event (the model then streams, as in runsgate). Runs and histories are made untimed.
 Prints CPU ms per approval (``time.process_time``) for each round, the medians and the median of
 per-round differences (issue 44's target: (a) ≤ (b) + 1 ms), and, independent of the machine's
 load, the Python function calls per approval of each, by where the code lives.
@@ -17,10 +18,11 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai import RunContext
+from pydantic_ai.messages import AgentStreamEvent, ModelMessage
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from .approval_cost import _approval, memory_app
@@ -42,9 +44,10 @@ PLACES = (
 """Place -> path fragment of its code, first match wins; every other call is ``other``."""
 
 
-async def _bare(number: int) -> Callable[[], Awaitable[None]]:
+async def _bare(number: int, *, streamed: bool = False) -> Callable[[], Awaitable[None]]:
     """A refund run of the demo agent suspended on its approval (made now); the coroutine function
-    that continues its history with the approval and checks the run finished."""
+    that continues its history with the approval and checks the run finished (``streamed``: with
+    an ``event_stream_handler`` that reads every event, as runsgate's run does, so the model streams)."""
     from runtime.demo.refund import refund_agent
 
     started = await refund_agent.run(f"Please refund order {1042 + number % 2}")
@@ -54,8 +57,14 @@ async def _bare(number: int) -> Callable[[], Awaitable[None]]:
     history: list[ModelMessage] = started.all_messages()
     results = DeferredToolResults(approvals={call.tool_call_id: True for call in requests.approvals})
 
+    async def handler(_ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+        async for _ in events:
+            pass
+
     async def approve() -> None:
-        result = await refund_agent.run(message_history=history, deferred_tool_results=results)
+        result = await refund_agent.run(
+            message_history=history, deferred_tool_results=results, event_stream_handler=handler if streamed else None
+        )
         if not isinstance(result.output, str):
             raise RuntimeError(f"the bare continuation did not finish: {result.output!r}")
 
@@ -101,32 +110,38 @@ async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
     async def whole(number: int) -> Callable[[], Awaitable[None]]:
         return await _approval(app, number)
 
-    makers: dict[str, Maker] = {"whole approval": whole, "bare Agent.run": _bare}
+    async def streamed(number: int) -> Callable[[], Awaitable[None]]:
+        return await _bare(number, streamed=True)
+
+    makers: dict[str, Maker] = {"whole approval": whole, "bare Agent.run": _bare, "bare, streamed": streamed}
     figures: dict[str, list[float]] = {name: [] for name in makers}
     async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
         for make in makers.values():
             await _cpu_ms(make, 20)  # warm-up
         for number in range(rounds):
-            order = list(makers.items()) if number % 2 == 0 else list(reversed(makers.items()))
+            order = list(makers.items())[number % 3 :] + list(makers.items())[: number % 3]
             for name, make in order:
                 figures[name].append(await _cpu_ms(make, approvals))
         calls = {name: await _calls(make, 10) for name, make in makers.items()}
-    whole_ms, bare_ms = figures["whole approval"], figures["bare Agent.run"]
+    whole_ms, bare_ms, streamed_ms = figures.values()
     gap = statistics.median(a - b for a, b in zip(whole_ms, bare_ms, strict=True))
-    lines = [f"rounds {rounds} x {approvals} approvals, CPU ms per approval (whole / bare):"]
-    lines += [f"  round {n + 1}: {a:.2f} / {b:.2f}" for n, (a, b) in enumerate(zip(whole_ms, bare_ms, strict=True))]
+    streaming = statistics.median(s - b for s, b in zip(streamed_ms, bare_ms, strict=True))
+    lines = [f"rounds {rounds} x {approvals} approvals, CPU ms per approval (whole / bare / bare, streamed):"]
     lines += [
-        f"median whole {statistics.median(whole_ms):.2f} ms, bare {statistics.median(bare_ms):.2f} ms, "
-        f"best whole {min(whole_ms):.2f} ms, best bare {min(bare_ms):.2f} ms",
-        f"whole - bare, median of rounds: {gap:.2f} ms (target <= 1 ms: {'met' if gap <= 1 else 'not met'})",
-        "Python calls per approval (whole / bare):",
+        f"  round {n + 1}: {a:.2f} / {b:.2f} / {c:.2f}"
+        for n, (a, b, c) in enumerate(zip(whole_ms, bare_ms, streamed_ms, strict=True))
     ]
-    places = sorted(set(calls["whole approval"]) | set(calls["bare Agent.run"]), key=lambda p: -calls["whole approval"][p])
-    for place in places:
-        lines.append(f"  {place:<20} {calls['whole approval'][place]:6d} / {calls['bare Agent.run'][place]:6d}")
-    lines.append(
-        f"  {'total':<20} {sum(calls['whole approval'].values()):6d} / {sum(calls['bare Agent.run'].values()):6d}"
-    )
+    lines += [
+        "median " + ", ".join(f"{name} {statistics.median(ms):.2f} ms" for name, ms in figures.items()),
+        "best " + ", ".join(f"{name} {min(ms):.2f} ms" for name, ms in figures.items()),
+        f"whole - bare, median of rounds: {gap:.2f} ms (target <= 1 ms: {'met' if gap <= 1 else 'not met'})",
+        f"bare, streamed - bare, median of rounds: {streaming:.2f} ms",
+        "Python calls per approval (whole / bare / bare, streamed):",
+    ]
+    counted = list(calls.values())
+    for place in sorted(set().union(*counted), key=lambda p: -counted[0][p]):
+        lines.append(f"  {place:<20} " + " / ".join(f"{c[place]:6d}" for c in counted))
+    lines.append(f"  {'total':<20} " + " / ".join(f"{sum(c.values()):6d}" for c in counted))
     return lines
 
 

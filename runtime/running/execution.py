@@ -17,8 +17,8 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from pydantic_core import to_jsonable_python
 
-from .._json import jsonable
 from ..registry import AnyAgent
 from .decision_toolset import DecisionCapability, needs_decision_context
 from .identity import CallIdentity
@@ -92,7 +92,7 @@ async def run_agent(
     output = result.output
     if isinstance(output, DeferredToolRequests):
         return Deferred(requests=output, messages=result.all_messages(), history=result.all_messages_json())
-    return Finished(output=jsonable(output))
+    return Finished(output=to_jsonable_python(output))
 
 
 def can_stream(model: Model) -> bool:

@@ -37,7 +37,7 @@ from .._json import jsonable
 from ..access import Principal
 from ..deciding.gate import DecisionGate
 from ..errors import RunNotFoundError, RunNotReadyError
-from ..events.journal import Journal
+from ..events.journal import Journal, stored_run
 from ..idempotency import HeldKey
 from ..outcome import RunOutcome
 from ..registry import AgentRegistry
@@ -156,8 +156,9 @@ class Continuation:
                 publisher.abort()
                 raise
             if isinstance(result, RunOutcome):
-                kind, fields = _outcome_update(result)
-                await publisher.finish(kind, **fields)
+                if not publisher.closed_out:  # a completion's write ended its updates already
+                    kind, fields = _outcome_update(result)
+                    await publisher.finish(kind, **fields)
                 return result
             await publisher.finish()  # every new call was approved by a policy: continue again at once
             doc, takeover = result, False
@@ -255,9 +256,9 @@ class Continuation:
             # the completion's write: its event, the updates still queued and the outcome's, the key's answer
             now = self.now()
             completion = self.journal.completed_event(scope, ran.output, at=now)
-            updates = await publisher.closing("completed", now, output=ran.output)
             outcome = self.journal.completed_outcome(scope, ran.output)
             answer = None if key is None else key.answer(outcome, now)
+            updates = await publisher.closing("completed", now, output=ran.output)
             deleted = await self.store.delete_claimed(
                 agent_id, run_id, by=me, event=completion, updates=updates, key=answer
             )
@@ -321,7 +322,6 @@ class DecisionClaims:
         if doc["pendingCount"] != 1:
             return None
         owner = self._continuation
-        scope = owner.scope(doc, self._principal)
         decisions = [decision if i == index else c["decision"] for i, c in enumerate(doc["toolCalls"])]
         decided = [
             {"toolCallId": c["toolCallId"], "kind": d["kind"]}
@@ -329,10 +329,11 @@ class DecisionClaims:
             if d is not None
         ]
         now = decision["decidedAt"]  # the decision's write takes the claim
+        run = stored_run(doc, self._principal)
         resumed = owner.journal.new_event(
-            scope, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}, at=now
+            run, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}, at=now
         )
-        update, batch = owner.updates.resumed(scope.agent_id, scope.run_id, resumed["_id"], at=now)
+        update, batch = owner.updates.resumed(run.agent_id, run.run_id, resumed["_id"], at=now)
         taken_at = monotonic()
         claim = DecisionClaim(
             by=owner.instance_id,

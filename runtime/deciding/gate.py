@@ -28,7 +28,7 @@ from storage import (
 from storage.rules import call_expired
 
 from .._json import jsonable, rfc3339
-from ..access import Principal, ToolApprovalRule
+from ..access import Principal, ToolApprovalRule, check_resource
 from ..errors import (
     DuplicateApproverError,
     ForbiddenError,
@@ -48,7 +48,6 @@ from .questions import (
     Questions,
     check_addressable,
     check_decidable,
-    check_resource,
     find_call,
     validate_resume_data,
 )
@@ -254,7 +253,12 @@ class DecisionGate:
             WrongToolCallKindError, ToolCallAlreadyDecidedError: ``check_decidable``.
             InvalidResumeDataError: The resume data fails the call's ``resumeSchema``.
         """
-        index = await self._questions.asked(doc, request, decider.principal, forwarded=decider.kind == "supervisor")
+        if allowed is not None and (
+            request.question_id is not None or "questionNumber" in doc["toolCalls"][allowed.index]
+        ):
+            index = allowed.index  # ``allowed`` found it on this read (``Questions.asked``'s own steps)
+        else:
+            index = await self._questions.asked(doc, request, decider.principal, forwarded=decider.kind == "supervisor")
         if allowed is None or allowed.index != index:
             allowed = await self.allowed(doc, request, decider)
             assert allowed is not None  # find_call found the call

@@ -212,6 +212,8 @@ class UpdatePublisher:
         self._done = False
         self._closing = False
         """``closing``: the batch writer stops; the store's final write takes what is queued."""
+        self.closed_out = False
+        """``closed`` ended the continuation's updates (``finish`` has nothing left to do)."""
         self._outcome: RunUpdate | None = None
         self._declined: dict[str, tuple[str | None, str | None]] = {}
         """Call id -> ``(reason, decidedBy)`` of the declined calls this continuation answers (``answering``)."""
@@ -375,6 +377,7 @@ class UpdatePublisher:
             self._pending.clear()
             self.unwritten.clear()
         finally:
+            self.closed_out = True
             self._hub.ended(self)
 
     def abort(self) -> None:

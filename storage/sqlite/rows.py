@@ -27,14 +27,17 @@ _MS = timedelta(milliseconds=1)
 
 _COLUMNS = (
     "run_id, agent_id, thread_id, resource_id, parent_run_id, status, created_at, suspended_at, updated_at, "
-    "tool_calls, pending_count, version, claim_by, claim_until, last_error, schema_version, history_id, expires_at"
+    "tool_calls, pending_count, version, claim_by, claim_until, last_error, schema_version, history_id, expires_at, "
+    "started_by"
 )
 """The columns of ``run_snapshots``, in the order ``_run_row`` writes and ``_snapshot`` reads."""
-_INSERT_RUN = f"INSERT INTO run_snapshots ({_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+_INSERT_RUN = f"INSERT INTO run_snapshots ({_COLUMNS}) VALUES ({', '.join('?' * 19)})"
 _EVENT_COLUMNS = "event_id, agent_id, run_id, thread_id, resource_id, scope, type, at, by, data, retention_from"
 """The columns of ``run_events``, in the order ``_event_row`` writes and ``_event`` reads."""
 _INSERT_EVENT = f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 11)})"
 """Every write of an event row (the store's and the benchmarks' seeds), ``_event_row``'s parameters."""
+_STARTER_KNOWN = 5
+"""The ``schema_version`` from which a run's ``started_by`` is recorded (``NULL``: in-process code)."""
 _HAS_THREAD, _HAS_RESOURCE = 1, 2
 """Bits of ``run_events.scope``: which of the optional keys the stored event had."""
 _DELIVERY_COLUMNS = (
@@ -80,6 +83,11 @@ def _calls_text(calls: Sequence[ToolCallDocument]) -> str:
             encoded["expiresAt"] = _ms(call["expiresAt"])
         if "approvals" in call:
             encoded["approvals"] = [{**a, "decidedAt": _ms(a["decidedAt"])} for a in call["approvals"]]
+        if "reviewClaim" in call:
+            claim = call["reviewClaim"]
+            encoded["reviewClaim"] = {**claim, "at": _ms(claim["at"]), "until": _ms(claim["until"])}
+        if "escalatedAt" in call:
+            encoded["escalatedAt"] = _ms(call["escalatedAt"])
         stored.append(encoded)
     return _dumps(stored)
 
@@ -94,6 +102,11 @@ def _calls(text: str) -> list[ToolCallDocument]:
             call["expiresAt"] = _datetime(call["expiresAt"])
         for approval in call.get("approvals") or ():
             approval["decidedAt"] = _datetime(approval["decidedAt"])
+        if "reviewClaim" in call:
+            claim = call["reviewClaim"]
+            claim["at"], claim["until"] = _datetime(claim["at"]), _datetime(claim["until"])
+        if "escalatedAt" in call:
+            call["escalatedAt"] = _datetime(call["escalatedAt"])
     return cast(list[ToolCallDocument], calls)
 
 
@@ -135,6 +148,7 @@ def _run_row(doc: SnapshotDocument) -> tuple[Any, ...]:
         doc["schemaVersion"],
         doc["historyId"],
         _deadline_ms(doc["toolCalls"]),
+        doc.get("startedBy"),
     )
 
 
@@ -160,6 +174,8 @@ def _snapshot(row: Row) -> SnapshotDocument:
     }
     if row[17] is not None:
         doc["expiresAt"] = _datetime(row[17])
+    if row[15] >= _STARTER_KNOWN:  # before it, NULL is an unknown starter, not in-process code
+        doc["startedBy"] = row[18]
     return doc
 
 

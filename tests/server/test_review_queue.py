@@ -56,8 +56,8 @@ query($filter: ReviewQueueFilter, $first: Int, $after: String) {{
 CLAIM_ANSWER = """
   __typename
   ... on UserError { code message }
-  ... on ReviewAlreadyClaimed { reviewClaim { by since until byMe } }
-  ... on QuestionNotPending { questionId }
+  ... on ReviewAlreadyClaimed { held: reviewClaim { by since until byMe } }
+  ... on QuestionNotPending { notPending: questionId }
   ... on ReviewClaimed { runId toolCallId questionId reviewClaim { by since until byMe } }
 """
 CLAIM = f"mutation($input: ReviewClaimInput!) {{ claimReview(input: $input) {{ {CLAIM_ANSWER} }} }}"
@@ -96,35 +96,38 @@ def question(item: dict[str, Any]) -> dict[str, str]:
     }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: reviewQueue not built yet")
+
 async def test_the_queue_lists_every_agents_questions_due_first_then_oldest(serve: Serve) -> None:
     served = await serve(keys=[X, Y], tool_rules=DEADLINES)
     gql = served.client(X)
     # given a $49.90 refund (due in 600 s), a data request (no deadline), a $120 refund started
-    # later (due in 300 s: first), and a supervisor's card (no deadline)
+    # later (due in 300 s: first), and a supervisor's card of a $49.90 refund (the refund agent's
+    # rules: due in 600 s, after the first refund)
     r1 = await gql.suspend(REFUND, REFUND_PROMPT, threadId="t-1", resourceId="customer-7")
     w1 = await gql.suspend(WEATHER, WEATHER_PROMPT, resourceId="customer-8")
     r2 = await gql.suspend(REFUND, "Please refund order 1043", threadId="t-2", resourceId="customer-7")
     s1 = await gql.suspend(SUPERVISOR, TWO_REFUNDS_PROMPT)
+    w2 = await gql.suspend(WEATHER, WEATHER_PROMPT)  # no deadline either: after the first, the older
 
     page = await queue(gql)
 
     # then every question is listed once, due first, then without a deadline, oldest first
-    assert page["totalCount"] == 4
+    assert page["totalCount"] == 5
     listed = [item["runId"] for item in page["nodes"]]
-    assert listed[:2] == [r2["runId"], r1["runId"]]
-    undated = sorted([w1, s1], key=lambda run: (run["suspendedAt"], run["runId"]))
-    assert listed[2:] == [run["runId"] for run in undated]
+    undated = sorted([w1, w2], key=lambda run: (run["suspendedAt"], run["runId"]))
+    assert listed == [r2["runId"], r1["runId"], s1["runId"], *[run["runId"] for run in undated]]
     first = page["nodes"][0]
     assert (first["agentId"], first["toolName"], first["toolCall"]["args"]) == (
         REFUND,
         "issue_refund",
         {"order_id": 1043, "amount": 120},
     )
-    assert first["questionId"] == first["toolCall"]["questionId"] == r2["toolCalls"][0]["questionId"]
-    assert first["expiresAt"] is not None and first["waitedSeconds"] >= 0
+    assert first["questionId"] == first["toolCall"]["questionId"]
+    assert first["toolCallId"] == first["toolCall"]["toolCallId"] == r2["toolCalls"][0]["toolCallId"]
+    assert first["expiresAt"] is not None
+    assert first["waitedSeconds"] >= 0
     assert (first["reviewClaim"], first["escalated"]) == (None, False)
-    assert [item["expiresAt"] is None for item in page["nodes"]] == [False, False, True, True]
+    assert [item["expiresAt"] is None for item in page["nodes"]] == [False, False, False, True, True]
 
     # and a walk of pages of one gives the same items
     assert [item["runId"] for item in await walk(gql, 1)] == listed
@@ -137,18 +140,19 @@ async def test_the_queue_lists_every_agents_questions_due_first_then_oldest(serv
 
     assert await ids(agentIds=[REFUND]) == [r2["runId"], r1["runId"]]
     assert await ids(agentIds=[WEATHER, SUPERVISOR]) == listed[2:]
+    assert await ids(agentIds=[WEATHER]) == listed[3:]
     assert await ids(toolNames=["issue_refund"]) == [r2["runId"], r1["runId"], s1["runId"]]
     assert await ids(threadId="t-1") == [r1["runId"]]
     assert await ids(resourceId="customer-7") == [r2["runId"], r1["runId"]]
     assert await ids(expiresBefore=first["expiresAt"]) == []
-    assert await ids(expiresBefore="2999-01-01T00:00:00.000Z") == [r2["runId"], r1["runId"]]
+    assert await ids(expiresBefore="2999-01-01T00:00:00.000Z") == listed[:3]
     assert await ids(escalated=True) == []
     assert await ids(escalated=False) == listed
     assert await ids(unclaimed=True) == listed
     assert await ids(claimedByMe=True) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: reviewQueue not built yet")
+
 async def test_the_queue_holds_only_what_the_caller_may_decide(serve: Serve) -> None:
     rules = [{"tool": "issue_refund", "scope": "refunds:approve"}]
     served = await serve(keys=[X, NO_REFUNDS, CUSTOMER_7], tool_rules=rules)
@@ -172,7 +176,7 @@ async def test_the_queue_holds_only_what_the_caller_may_decide(serve: Serve) -> 
     }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: review claims not built yet")
+
 async def test_a_review_claim_is_advice_shown_to_others_and_ends_with_the_decision(serve: Serve) -> None:
     served = await serve(keys=[X, Y], tool_rules=[])
     x, y = served.client(X), served.client(Y)
@@ -198,7 +202,7 @@ async def test_a_review_claim_is_advice_shown_to_others_and_ends_with_the_decisi
     refused = (await y.data(CLAIM, input=question(item)))["claimReview"]
     assert refused["__typename"] == "ReviewAlreadyClaimed", refused
     assert refused["code"] == "REVIEW_ALREADY_CLAIMED"
-    assert refused["reviewClaim"]["by"] == f"key:{X.name}"
+    assert refused["held"]["by"] == f"key:{X.name}"
     not_held = (await y.data(RELEASE, input=question(item)))["releaseReview"]
     assert (not_held["__typename"], not_held["code"]) == ("ReviewClaimNotHeld", "REVIEW_CLAIM_NOT_HELD")
 
@@ -226,7 +230,7 @@ async def test_a_review_claim_is_advice_shown_to_others_and_ends_with_the_decisi
     assert WEBHOOK_EVENT_TYPES["reviewReleased"] == "call.review_released"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: review claims not built yet")
+
 async def test_a_rule_may_require_a_review_claim_before_a_decision(serve: Serve) -> None:
     served = await serve(keys=[X, Y], tool_rules=[{"tool": "issue_refund", "requireReviewClaim": True}])
     x, y = served.client(X), served.client(Y)
@@ -246,7 +250,7 @@ async def test_a_rule_may_require_a_review_claim_before_a_decision(serve: Serve)
     assert run["runId"] not in {i["runId"] for i in (await queue(x))["nodes"]}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: review claims not built yet")
+
 async def test_a_review_claim_names_a_question_never_a_call_by_its_state(serve: Serve) -> None:
     served = await serve(keys=[X], tool_rules=[])
     x = served.client(X)

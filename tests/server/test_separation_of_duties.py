@@ -33,14 +33,19 @@ APPROVE = f"mutation($input: ApproveToolCallInput!) {{ approveToolCall(input: $i
 DECLINE = f"mutation($input: DeclineToolCallInput!) {{ declineToolCall(input: $input) {{ {ANSWER} }} }}"
 BULK = f"mutation($input: DecideToolCallsInput!) {{ decideToolCalls(input: $input) {{ results {{ {ANSWER} }} }} }}"
 QUEUE = "query { reviewQueue { totalCount nodes { runId } } }"
+START = """
+mutation($input: StartRunInput!) {
+  startRun(input: $input) { ... on RunOutcome { runId status run { toolCalls { toolCallId questionId } } } }
+}"""
 
 
 async def started(gql: GraphQLClient, agent_id: str, prompt: str) -> tuple[str, dict[str, Any]]:
-    run = await gql.suspend(agent_id, prompt)
-    return run["runId"], run["toolCalls"][0]
+    outcome = (await gql.data(START, input={"agentId": agent_id, "prompt": prompt}))["startRun"]
+    assert outcome["status"] == "SUSPENDED", outcome
+    return outcome["runId"], outcome["run"]["toolCalls"][0]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: separation of duties not built yet")
+
 @pytest.mark.parametrize("path", ["approveToolCall", "editedArgs", "decideToolCalls"])
 async def test_the_requester_may_not_approve_on_any_path(serve: Serve, path: str) -> None:
     served = await serve(keys=[X, Y], tool_rules=SOD)
@@ -72,7 +77,7 @@ async def test_the_requester_may_not_approve_on_any_path(serve: Serve, path: str
     assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: separation of duties not built yet")
+
 async def test_the_requester_may_still_decline(serve: Serve) -> None:
     served = await serve(keys=[X], tool_rules=SOD)
     x = served.client(X)
@@ -82,7 +87,7 @@ async def test_the_requester_may_still_decline(serve: Serve) -> None:
     assert LEDGER == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: separation of duties not built yet")
+
 async def test_the_requester_may_not_approve_a_supervisors_card_of_the_tool(serve: Serve) -> None:
     served = await serve(keys=[X, Y], tool_rules=SOD)
     x, y = served.client(X), served.client(Y)
@@ -95,7 +100,7 @@ async def test_the_requester_may_not_approve_a_supervisors_card_of_the_tool(serv
     assert LEDGER == []  # the sub-run runs its refunds once both are decided
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: separation of duties not built yet")
+
 async def test_with_two_approvers_each_differs_from_the_requester(serve: Serve) -> None:
     rules = [{"tool": "issue_refund", "approvals": 2, "separationOfDuties": True}]
     served = await serve(keys=[X, Y, Z], tool_rules=rules)

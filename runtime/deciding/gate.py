@@ -209,6 +209,14 @@ class DecisionGate:
             raise ForbiddenError(f"the arguments of {tool!r} may not be edited")
         return Allowed(index=index, rules=rules, edited=edited, scopes=scopes)
 
+    def bars_none(self, principal: Principal) -> bool:
+        """Whether no rule could keep ``principal`` from approving a call within its resources: it
+        holds every scope a rule names, and no rule has separation of duties."""
+        return all(
+            (rule.scope is None or principal.has_scope(rule.scope)) and not rule.separation_of_duties
+            for rule in self._rules
+        )
+
     async def may_decide(self, doc: SnapshotDocument, index: int, principal: Principal) -> bool:
         """Whether ``principal`` may approve (or resume) call ``index`` of ``doc`` with the model's
         arguments, as ``allowed`` would find: its resources, the scopes the rules of the call's

@@ -62,6 +62,16 @@ class QueueItem:
     position: QueuePosition
 
 
+def _store_filter(principal: Principal, query: QueueQuery) -> QueueFilter:
+    return QueueFilter(
+        agent_ids=query.agent_ids,
+        thread_id=query.thread_id,
+        resource_id=query.resource_id,
+        expires_before=query.expires_before,
+        resource_ids=principal.resources,
+    )
+
+
 def _within(doc: SnapshotDocument, index: int) -> tuple[bool, datetime, int]:
     deadline = doc["toolCalls"][index].get("expiresAt")
     return (deadline is None, doc["suspendedAt"] if deadline is None else deadline, index)
@@ -104,7 +114,12 @@ class ReviewQueue:
         return items, False, last
 
     async def count(self, principal: Principal, query: QueueQuery) -> int:
-        """How many questions the queue holds for ``principal`` (reads every matching run)."""
+        """How many questions the queue holds for ``principal``: the store's sum of the matching
+        runs' pending calls when only run filters apply and no rule bars the principal
+        (``DecisionGate.bars_none``), else every matching run read and its questions checked."""
+        on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
+        if all(value is None for value in on_questions) and self._gate.bars_none(principal):
+            return await self._store.count_review_questions(_store_filter(principal, query))
         total = 0
         async for doc, _ in self._runs(principal, query, None, batch=500):
             total += len(await self._items(doc, principal, query, None))
@@ -114,13 +129,7 @@ class ReviewQueue:
         self, principal: Principal, query: QueueQuery, after: QueuePosition | None, *, batch: int
     ) -> AsyncIterator[tuple[SnapshotDocument, int]]:
         """The runs from ``after``'s on (its own run first, when it is unchanged), in queue order."""
-        store_filter = QueueFilter(
-            agent_ids=query.agent_ids,
-            thread_id=query.thread_id,
-            resource_id=query.resource_id,
-            expires_before=query.expires_before,
-            resource_ids=principal.resources,
-        )
+        store_filter = _store_filter(principal, query)
         key = None if after is None else after.run
         if key is not None:
             for doc in await self._store.get_many([key.run_id]):

@@ -82,6 +82,14 @@ class MemoryReviewQueue:
                     break
         return found
 
+    async def count_review_questions(self, queue_filter: QueueFilter) -> int:
+        total = 0
+        for run_id in self._queue.after(None):
+            doc = self._runs[run_id]
+            if doc["parentRunId"] is None and in_queue_filter(queue_filter, doc):
+                total += doc["pendingCount"]
+        return total
+
     async def record_review_claim(
         self,
         agent_id: str,

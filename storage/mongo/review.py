@@ -76,6 +76,15 @@ class MongoReviewQueue(MongoStoreBase):
                 found.extend(await cursor.to_list())
         return read_snapshots(found)
 
+    async def count_review_questions(self, queue_filter: QueueFilter) -> int:
+        query = {**_filtered(queue_filter), "parentRunId": None}  # stored null on every run but a sub-run
+        if queue_filter.expires_before is not None:
+            query["expiresAt"] = {**_DATED, "$lt": queue_filter.expires_before}
+        pipeline = [{"$match": query}, {"$group": {"_id": None, "total": {"$sum": "$pendingCount"}}}]
+        async with reachable():
+            found = await (await self._runs.aggregate(pipeline)).to_list()
+        return int(found[0]["total"]) if found else 0
+
     async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[Mapping[str, Any]]:
         """The server's query plan of each query of a queue page (index checks, ``bench/``)."""
         plans: list[Mapping[str, Any]] = []

@@ -57,6 +57,12 @@ class ReviewQueueStore(Protocol):
         it; a filter the index does not lead with is applied while walking it."""
         ...
 
+    async def count_review_questions(self, queue_filter: QueueFilter) -> int:
+        """The pending calls (``pendingCount``) of the runs ``list_review_runs`` would list for
+        ``queue_filter``, sub-runs (``parentRunId`` set) left out: one pass over the matching runs
+        in the index, never decoding their calls."""
+        ...
+
     async def record_review_claim(
         self,
         agent_id: str,

@@ -84,6 +84,19 @@ class _Review(_Connection):
             found.extend(_snapshot(row) for row in await self._read(sql, params))
         return found
 
+    async def count_review_questions(self, queue_filter: QueueFilter) -> int:
+        extra, params = _filter_sql(queue_filter)
+        where = f"{_WAITING} AND parent_run_id IS NULL"
+        if queue_filter.expires_before is not None:
+            where += " AND expires_at < ?"
+            params = [_ms(queue_filter.expires_before), *params]
+        rows = await self._read(
+            f"SELECT coalesce(sum(pending_count), 0) FROM run_snapshots INDEXED BY runs_review_queue "
+            f"WHERE {where}{extra}",
+            params,
+        )
+        return int(rows[0][0])
+
     async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[list[str]]:
         """SQLite's query plan of each query of a queue page (``EXPLAIN QUERY PLAN``)."""
         return [await self._explain(sql, params) for sql, params in queue_sql(queue_filter, limit, None)]

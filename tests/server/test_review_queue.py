@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from runtime.webhooks.messages import WEBHOOK_EVENT_TYPES
 
 from .._auth import TestKey
@@ -96,7 +94,6 @@ def question(item: dict[str, Any]) -> dict[str, str]:
     }
 
 
-
 async def test_the_queue_lists_every_agents_questions_due_first_then_oldest(serve: Serve) -> None:
     served = await serve(keys=[X, Y], tool_rules=DEADLINES)
     gql = served.client(X)
@@ -152,7 +149,6 @@ async def test_the_queue_lists_every_agents_questions_due_first_then_oldest(serv
     assert await ids(claimedByMe=True) == []
 
 
-
 async def test_the_queue_holds_only_what_the_caller_may_decide(serve: Serve) -> None:
     rules = [{"tool": "issue_refund", "scope": "refunds:approve"}]
     served = await serve(keys=[X, NO_REFUNDS, CUSTOMER_7], tool_rules=rules)
@@ -174,7 +170,6 @@ async def test_the_queue_holds_only_what_the_caller_may_decide(serve: Serve) -> 
         w1["runId"],
         w2["runId"],
     }
-
 
 
 async def test_a_review_claim_is_advice_shown_to_others_and_ends_with_the_decision(serve: Serve) -> None:
@@ -230,7 +225,6 @@ async def test_a_review_claim_is_advice_shown_to_others_and_ends_with_the_decisi
     assert WEBHOOK_EVENT_TYPES["reviewReleased"] == "call.review_released"
 
 
-
 async def test_a_rule_may_require_a_review_claim_before_a_decision(serve: Serve) -> None:
     served = await serve(keys=[X, Y], tool_rules=[{"tool": "issue_refund", "requireReviewClaim": True}])
     x, y = served.client(X), served.client(Y)
@@ -248,7 +242,6 @@ async def test_a_rule_may_require_a_review_claim_before_a_decision(serve: Serve)
     approved = (await x.data(APPROVE, input=question(item)))["approveToolCall"]
     assert (approved["__typename"], approved["status"]) == ("RunOutcome", "COMPLETED"), approved
     assert run["runId"] not in {i["runId"] for i in (await queue(x))["nodes"]}
-
 
 
 async def test_a_review_claim_names_a_question_never_a_call_by_its_state(serve: Serve) -> None:

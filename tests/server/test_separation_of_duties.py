@@ -45,7 +45,6 @@ async def started(gql: GraphQLClient, agent_id: str, prompt: str) -> tuple[str, 
     return outcome["runId"], outcome["run"]["toolCalls"][0]
 
 
-
 @pytest.mark.parametrize("path", ["approveToolCall", "editedArgs", "decideToolCalls"])
 async def test_the_requester_may_not_approve_on_any_path(serve: Serve, path: str) -> None:
     served = await serve(keys=[X, Y], tool_rules=SOD)
@@ -77,7 +76,6 @@ async def test_the_requester_may_not_approve_on_any_path(serve: Serve, path: str
     assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
 
 
-
 async def test_the_requester_may_still_decline(serve: Serve) -> None:
     served = await serve(keys=[X], tool_rules=SOD)
     x = served.client(X)
@@ -85,7 +83,6 @@ async def test_the_requester_may_still_decline(serve: Serve) -> None:
     declined = await x.data(DECLINE, input={"agentId": REFUND, "runId": run_id, "toolCallId": call["toolCallId"]})
     assert declined["declineToolCall"]["status"] == "COMPLETED", declined
     assert LEDGER == []
-
 
 
 async def test_the_requester_may_not_approve_a_supervisors_card_of_the_tool(serve: Serve) -> None:
@@ -98,7 +95,6 @@ async def test_the_requester_may_not_approve_a_supervisors_card_of_the_tool(serv
     approved = (await y.data(APPROVE, input=named))["approveToolCall"]
     assert approved["__typename"] == "RunOutcome", approved
     assert LEDGER == []  # the sub-run runs its refunds once both are decided
-
 
 
 async def test_with_two_approvers_each_differs_from_the_requester(serve: Serve) -> None:

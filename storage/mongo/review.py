@@ -11,7 +11,7 @@ from .. import rules
 from ..documents import EventDocument, ReviewClaimDocument, SnapshotDocument
 from ..protocol import QueueFilter, QueueKey
 from .base import MongoStoreBase
-from .conditions import compiled
+from .conditions import compiled, merged, no_value
 from .mapping import NOT_FINISHED, page, read_snapshots
 from .reachability import reachable
 from .schema import REVIEW_QUEUE_ORDER
@@ -53,7 +53,8 @@ def queue_queries(f: QueueFilter, after: QueueKey | None) -> list[Document]:
             ]
         queries.append(dated)
     if f.expires_before is None:
-        undated = {**_filtered(f), "expiresAt": None}  # stored null when no pending call has a deadline
+        # stored null when no pending call has a deadline; ``$type`` means the same on every engine
+        undated = {**_filtered(f), "expiresAt": {"$type": "null"}}
         if after is not None and after.expires_at is None:
             s, r = after.suspended_at, after.run_id
             undated["$or"] = [{"suspendedAt": {"$gt": s}}, {"suspendedAt": s, "_id": {"$gt": r}}]
@@ -77,7 +78,7 @@ class MongoReviewQueue(MongoStoreBase):
         return read_snapshots(found)
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
-        query = {**_filtered(queue_filter), "parentRunId": None}  # stored null on every run but a sub-run
+        query = merged(_filtered(queue_filter), no_value("parentRunId"))  # not a sub-run
         if queue_filter.expires_before is not None:
             query["expiresAt"] = {**_DATED, "$lt": queue_filter.expires_before}
         pipeline = [{"$match": query}, {"$group": {"_id": None, "total": {"$sum": "$pendingCount"}}}]

@@ -36,8 +36,6 @@ _EVENT_COLUMNS = "event_id, agent_id, run_id, thread_id, resource_id, scope, typ
 """The columns of ``run_events``, in the order ``_event_row`` writes and ``_event`` reads."""
 _INSERT_EVENT = f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 11)})"
 """Every write of an event row (the store's and the benchmarks' seeds), ``_event_row``'s parameters."""
-_STARTER_KNOWN = 5
-"""The ``schema_version`` from which a run's ``started_by`` is recorded (``NULL``: in-process code)."""
 _HAS_THREAD, _HAS_RESOURCE = 1, 2
 """Bits of ``run_events.scope``: which of the optional keys the stored event had."""
 _DELIVERY_COLUMNS = (
@@ -127,6 +125,14 @@ def _error(text: str | None) -> RunErrorDocument | None:
     return cast(RunErrorDocument, error)
 
 
+def _started_by(doc: SnapshotDocument) -> str | None:
+    """``started_by`` of ``doc``: its ``startedBy``, ``""`` for ``None`` (in-process code: no
+    identity is empty), ``NULL`` when it records none."""
+    if "startedBy" not in doc:
+        return None
+    return doc["startedBy"] or ""
+
+
 def _run_row(doc: SnapshotDocument) -> tuple[Any, ...]:
     claim = doc["claim"]
     return (
@@ -148,7 +154,7 @@ def _run_row(doc: SnapshotDocument) -> tuple[Any, ...]:
         doc["schemaVersion"],
         doc["historyId"],
         _deadline_ms(doc["toolCalls"]),
-        doc.get("startedBy"),
+        _started_by(doc),
     )
 
 
@@ -174,8 +180,8 @@ def _snapshot(row: Row) -> SnapshotDocument:
     }
     if row[17] is not None:
         doc["expiresAt"] = _datetime(row[17])
-    if row[15] >= _STARTER_KNOWN:  # before it, NULL is an unknown starter, not in-process code
-        doc["startedBy"] = row[18]
+    if row[18] is not None:  # NULL: not recorded (before schema version 5); "": in-process code
+        doc["startedBy"] = row[18] or None
     return doc
 
 

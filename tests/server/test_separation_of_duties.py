@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from runtime.demo import LEDGER
+from storage import MemorySnapshotStore, SQLiteSnapshotStore
 
 from .._auth import TestKey
 from .._graphql import REFUND, SUPERVISOR, TWO_REFUNDS_PROMPT, GraphQLClient
@@ -111,3 +112,31 @@ async def test_with_two_approvers_each_differs_from_the_requester(serve: Serve) 
     second = (await z.data(APPROVE, input=named))["approveToolCall"]
     assert (second["__typename"], second["status"]) == ("RunOutcome", "COMPLETED"), second
     assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
+
+
+async def _forget_starter(store: Any, run_id: str) -> None:
+    """Make the stored run look as a version before 5 wrote it: no ``startedBy``."""
+    if isinstance(store, MemorySnapshotStore):
+        store._runs[run_id].pop("startedBy")
+    elif isinstance(store, SQLiteSnapshotStore):
+        await store._write(
+            lambda db: db.execute("UPDATE run_snapshots SET started_by = NULL WHERE run_id = ?", (run_id,))
+        )
+    else:
+        await store.database["run_snapshots"].update_one({"_id": run_id}, {"$unset": {"startedBy": ""}})
+
+
+async def test_a_run_that_records_no_starter_is_approved_by_no_one_under_the_rule(serve: Serve) -> None:
+    served = await serve(keys=[X, Y], tool_rules=SOD)
+    x, y = served.client(X), served.client(Y)
+    run_id, call = await started(x, REFUND, "Please refund order 1042")
+    await _forget_starter(served.app.state.store, run_id)
+    named = {"agentId": REFUND, "runId": run_id, "toolCallId": call["toolCallId"], "questionId": call["questionId"]}
+
+    refused = (await y.data(APPROVE, input=named))["approveToolCall"]
+    assert (refused["__typename"], refused["startedBy"]) == ("SeparationOfDuties", None), refused
+    assert "does not record who started it" in refused["message"]
+    assert (await y.data(QUEUE))["reviewQueue"]["totalCount"] == 0
+    declined = await y.data(DECLINE, input={k: v for k, v in named.items() if k != "questionId"})
+    assert declined["declineToolCall"]["status"] == "COMPLETED", declined
+    assert LEDGER == []

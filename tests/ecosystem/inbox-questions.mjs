@@ -71,7 +71,9 @@ try {
   // Y's answer, then the card once the page read the run again (shows `next`), or null once gone
   const outcome = async (name, what, next) => {
     const runId = out.runs[name];
-    const line = page.locator('[role="log"] li', { hasText: `${what} on run ${runId}:` }).first();
+    // a bulk action's entry has an item per call, which names it: `issue_refund (call …) on run …`
+    const text = what instanceof RegExp ? new RegExp(`${what.source} on run ${runId}: `) : `${what} on run ${runId}:`;
+    const line = page.locator('[role="log"] li', { hasText: text }).first();
     await line.waitFor();
     await page.waitForFunction(
       ([id, text]) => {
@@ -114,7 +116,7 @@ try {
   runId = await decidedElsewhere('bulk', SUPERVISOR, TWO, approveFirst);
   await article(runId).getByRole('checkbox', { name: /bulk decision/ }).check();
   await page.locator(`section[aria-labelledby="agent-${SUPERVISOR}"]`).getByRole('button', { name: 'Approve selected' }).click();
-  await outcome('bulk', 'Bulk approval of issue_refund', NEXT);
+  await outcome('bulk', /^issue_refund \(call [^)]+\)/, NEXT);
 
   // a tool that asks twice (json-echo's ask_twice: "first question", then ten x's)
   runId = await decidedElsewhere('resume', 'json-echo', '{"big_later": 10}', (id, call) =>
@@ -124,7 +126,8 @@ try {
   );
   await article(runId).getByLabel('Resume data (JSON)').fill('{"from": "Y"}');
   await article(runId).getByRole('button', { name: 'Resume run' }).click();
-  await outcome('resume', 'Resume of ask_twice', '"xxxxxxxxxx"');
+  // (a payload that is text is the question the card asks)
+  await outcome('resume', 'Resume of ask_twice', 'Question\nxxxxxxxxxx');
   await page.screenshot({ path: join(outputDir, 'inbox-questions.png'), fullPage: true });
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {

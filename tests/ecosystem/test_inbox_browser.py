@@ -263,11 +263,16 @@ def test_the_inbox_shows_each_typed_answer_and_the_reviewer_workflow_parts(chrom
             }
         },
     }
+    # in one activity entry, which names each call
     activity = "\n".join(seen["activity"])
-    assert "Bulk approval of issue_refund on run run-1: recorded; the run is now SUSPENDED." in activity
+    assert "Bulk approval of 2 calls on refund-agent: 1 recorded, 1 not recorded.\n" in activity
     assert (
-        "Bulk approval of issue_refund on run run-2: not recorded, the call was already declined by key:bob "
-        "at 2026-11-30 22:05:00 UTC." in activity
+        "issue_refund (call call-1: order_id 1042, amount 600) on run run-1: recorded; the run is now SUSPENDED."
+        in activity
+    )
+    assert (
+        "issue_refund (call call-2: order_id 1042, amount 600) on run run-2: not recorded, the call was already "
+        "declined by key:bob at 2026-11-30 22:05:00 UTC." in activity
     )
     # and resume data refused by the server shows its problem under the field its path names
     assert seen["sent"][2]["variables"]["input"]["resumeData"] == {"name": "Atlantis"}

@@ -8,6 +8,8 @@ import { EXACT, formValue, isRaw, parseJSON, roundedNote, typedNumber, unsafeNum
 import { cfworkerValidator, schemaProblems } from './validator.js';
 import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request, storedToken, storeToken } from './api.js';
 import { Progress, useProgress } from './progress.jsx';
+import { Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, useShortcuts } from './queue.jsx';
+import { JsonValue, argsSummary, callSummary, editSummary, questionOf } from './values.jsx';
 
 /** Runs per page: `?pageSize=N` (1 to 100; the server's page-size cap still applies), else 10. */
 const PAGE_SIZE = (() => {
@@ -53,6 +55,14 @@ export function describe(result, what) {
   }
 }
 
+/** A live `decision` event's data for a person: `issue_refund (call …) approved, edited amount`. */
+function decisionText(data) {
+  const id = data.toolCallId ? ` (call ${data.toolCallId.length > 12 ? `${data.toolCallId.slice(0, 10)}…` : data.toolCallId})` : '';
+  const edited = data.editedArgs ? `, arguments edited (${editSummary(data.originalArgs, data.editedArgs) || 'unchanged'})` : '';
+  const reason = data.reason ? `, reason ${JSON.stringify(data.reason)}` : '';
+  return `${data.toolName || 'a call'}${id} ${String(data.kind || 'decided').toLowerCase()}${edited}${reason}`;
+}
+
 /** `[{path, message}]` (InvalidResumeData's problems) -> an rjsf ErrorSchema. */
 export function problemsToErrorSchema(problems) {
   const schema = {};
@@ -81,7 +91,7 @@ function JsonBlock({ label, value }) {
     <>
       <dt>{label}</dt>
       <dd>
-        <pre>{json(value)}</pre>
+        <JsonValue value={value} />
         {note && <p className="hint">{note}</p>}
       </dd>
     </>
@@ -150,12 +160,65 @@ function JsonEditor({ id, label, initial, submitText, onSubmit, busy, serverProb
   );
 }
 
+/** What a shortcut (`a`, `d`) asks before it decides: Enter decides, Escape cancels. */
+function Confirm({ call, base, kind, busy, onDone, act }) {
+  const [reason, setReason] = useState('');
+  const first = useRef(null);
+  useEffect(() => {
+    if (first.current) first.current.focus();
+  }, []);
+  const approve = kind === 'approve';
+  return (
+    <div className="confirm" role="alertdialog" aria-labelledby={`${base}-confirm-h`}>
+      <form
+        onKeyDown={(event) => {
+          if (event.key === 'Escape') {
+            event.preventDefault();
+            onDone(true);
+          }
+        }}
+        onSubmit={(event) => {
+          event.preventDefault();
+          onDone(false);
+          act(kind, call, approve ? {} : { reason: reason || null });
+        }}
+      >
+        <p id={`${base}-confirm-h`}>
+          {approve ? 'Approve' : 'Decline'} {callSummary(call)}?
+        </p>
+        {!approve && (
+          <>
+            <label htmlFor={`${base}-confirm-reason`}>Reason (the model reads it)</label>
+            <input id={`${base}-confirm-reason`} ref={first} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+          </>
+        )}
+        <button type="submit" ref={approve ? first : undefined} className={approve ? 'approve' : 'decline'} disabled={busy}>
+          {approve ? 'Approve now' : 'Decline now'}
+        </button>
+        <button type="button" onClick={() => onDone(true)}>
+          Cancel
+        </button>
+      </form>
+    </div>
+  );
+}
+
 function ApprovalActions({ call, base, features, act, busy, selected, onSelect }) {
   const [editing, setEditing] = useState(false);
   const [reason, setReason] = useState('');
   const [argsProblem, setArgsProblem] = useState('');
+  const [confirming, setConfirming] = useState(null);
+  const root = useRef(null);
+  const approveButton = useRef(null);
+  useEffect(() => {
+    const card = root.current && root.current.closest('[data-card]');
+    if (!card) return undefined;
+    const ask = (event) => setConfirming(event.detail);
+    card.addEventListener('inbox-ask', ask);
+    return () => card.removeEventListener('inbox-ask', ask);
+  }, []);
   return (
-    <div className="actions">
+    <div className="actions" ref={root}>
       {features.bulk && (
         <p className="select">
           <input type="checkbox" id={`${base}-select`} checked={selected} onChange={(event) => onSelect(event.target.checked)} />
@@ -163,7 +226,7 @@ function ApprovalActions({ call, base, features, act, busy, selected, onSelect }
         </p>
       )}
       <div className="buttons">
-        <button type="button" className="approve" disabled={busy} onClick={() => act('approve', call)}>
+        <button type="button" className="approve" data-first-action="" ref={approveButton} disabled={busy} onClick={() => act('approve', call)}>
           Approve
         </button>
         {features.editedArgs && (
@@ -172,6 +235,19 @@ function ApprovalActions({ call, base, features, act, busy, selected, onSelect }
           </button>
         )}
       </div>
+      {confirming && (
+        <Confirm
+          call={call}
+          base={base}
+          kind={confirming}
+          busy={busy}
+          act={act}
+          onDone={(cancelled) => {
+            setConfirming(null);
+            if (cancelled && approveButton.current) approveButton.current.focus();
+          }}
+        />
+      )}
       {features.editedArgs && editing && (
         <div id={`${base}-edit`}>
           <JsonEditor
@@ -375,14 +451,33 @@ function ToolCall({ run, call, features, act, busy, selected, onSelect, message 
       <ResumeForm call={call} base={base} act={act} busy={busy} />
     );
   }
+  const question = call.requiresApproval ? null : questionOf(call);
   return (
-    <div className="call" role="group" aria-labelledby={`${base}-h`}>
+    <div className="call" role="group" aria-labelledby={`${base}-h`} data-card={actions ? call.questionId : undefined}>
       <h4 id={`${base}-h`}>
         {call.toolName || 'tool call'} <span className="kind">{call.requiresApproval ? 'waits for approval' : 'waits for data'}</span>
       </h4>
       <dl>
         <JsonBlock label="Arguments" value={call.args} />
-        <JsonBlock label="Suspend payload" value={call.suspendPayload} />
+        {question ? (
+          <>
+            <dt>Question</dt>
+            <dd className="question">{question}</dd>
+            {question !== call.suspendPayload && (
+              <>
+                <dt>Suspend payload</dt>
+                <dd>
+                  <details className="payload">
+                    <summary>The payload, as JSON</summary>
+                    <JsonValue value={call.suspendPayload} />
+                  </details>
+                </dd>
+              </>
+            )}
+          </>
+        ) : (
+          <JsonBlock label="Suspend payload" value={call.suspendPayload} />
+        )}
         <JsonBlock label="For the reviewer" value={call.approvalMetadata} />
         {features.expiresAt && (
           <>
@@ -469,7 +564,8 @@ function Run({ run, features, act, busy, selection, setSelected, messages }) {
         <ul className="decided" aria-label="Calls already decided in this run">
           {decided.map((call) => (
             <li key={call.questionId}>
-              {call.toolName}: {call.decision.kind.toLowerCase()} by {call.decision.decidedBy || 'someone'}
+              {callSummary(call)}: {call.decision.kind.toLowerCase()} by {call.decision.decidedBy || 'someone'} at{' '}
+              <time dateTime={call.decision.decidedAt}>{when(call.decision.decidedAt)}</time>
               {call.decision.reason ? ` (${call.decision.reason})` : ''}
             </li>
           ))}
@@ -506,13 +602,22 @@ function BulkBar({ agent, count, busy, decide }) {
   );
 }
 
-function AgentListing({ agent, features, filters, token, refresh, log, onAuth, follow }) {
+/** What the result of a recorded decision says in the decided card's place. */
+function settledText(verb, call, runId, result, change) {
+  const status = result.status === 'RESUMING' ? 'recorded, continuing (its progress is under "Progress after decisions")' : `recorded; the run is now ${result.status}`;
+  return `${verb}: ${callSummary(call)} on run ${runId}${change ? ` (${change})` : ''}: ${status}.`;
+}
+
+function AgentListing({ agent, features, filters, token, refresh, log, onAuth, follow, ownDecision }) {
   const [page, setPage] = useState({ first: PAGE_SIZE });
   const [connection, setConnection] = useState(null);
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
   const [selection, setSelection] = useState(() => new Map());
   const [messages, setMessages] = useState({});
+  // runs decided here, shown in their card's place (queue.jsx): runId -> {runId, questionId, height, text, ok, compact}
+  const [slots, setSlots] = useState(() => new Map());
+  const order = useRef([]);
   const query = useMemo(() => docs.suspendedRunsQuery(features), [features]);
   const [reload, setReload] = useState(0);
 
@@ -537,37 +642,63 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
     };
   }, [agent.id, query, filters, features, page, token, refresh, reload, onAuth]);
 
+  useEffect(() => flushFocus()); // the focus a decision asked for, once its card's buttons are enabled again
+
+  const settle = useCallback((entries) => setSlots((before) => new Map([...before, ...entries.map((slot) => [slot.runId, slot])])), []);
+  const compact = useCallback(
+    (runId) => setSlots((before) => (before.has(runId) ? new Map(before).set(runId, { ...before.get(runId), compact: true }) : before)),
+    [],
+  );
+
   const act = useCallback(
     async (kind, run, call, extra = {}) => {
       const key = `${run.runId}\u0000${call.toolCallId}`;
       // the question the card shows: refused (QuestionNotPending) if someone else decided it since
-      const ids = { agentId: agent.id, runId: run.runId, toolCallId: call.toolCallId, ...(features.questionIds ? { questionId: call.questionId } : {}) };
+      // (the run's own agent: a listing across agents, as the review queue's, needs no other change here)
+      const ids = { agentId: run.agentId || agent.id, runId: run.runId, toolCallId: call.toolCallId, ...(features.questionIds ? { questionId: call.questionId } : {}) };
       let document;
       let input;
       let what;
+      let verb;
+      let change = '';
       if (kind === 'approve') {
         document = docs.approveMutation(features);
         input = extra.editedArgs ? { ...ids, editedArgs: extra.editedArgs } : ids;
         what = `${extra.editedArgs ? 'Approval with edited arguments' : 'Approval'} of ${call.toolName} on run ${run.runId}`;
+        verb = extra.editedArgs ? 'Approved with edited arguments' : 'Approved';
+        if (extra.editedArgs) change = editSummary(call.args, extra.editedArgs) || 'no argument changed';
       } else if (kind === 'decline') {
         document = docs.declineMutation(features);
         input = { ...ids, reason: extra.reason };
         what = `Decline of ${call.toolName} on run ${run.runId}`;
+        verb = 'Declined';
+        change = extra.reason ? `reason: ${JSON.stringify(extra.reason)}` : 'no reason given';
       } else {
         document = docs.resumeMutation(features);
         input = { ...ids, questionId: call.questionId, resumeData: extra.resumeData };
         what = `Resume of ${call.toolName} on run ${run.runId}`;
+        verb = 'Answered';
+        change = `answer: ${argsSummary(extra.resumeData)}`;
       }
       if (features.progress) input.waitFor = 'RECORDED'; // answer once recorded; the progress follows
+      // the card's place and the next card, as they are before the page changes
+      const height = runHeight(domId('run', run.runId));
+      const last = run.toolCalls.filter((c) => !c.decision).length === 1;
+      const next = nextCardKey(call.questionId);
+      ownDecision(run.runId, call.toolCallId);
       setBusy(true);
       let result = null;
       try {
         const data = await request(token, document, { input });
         result = Object.values(data)[0];
-        const text = describe(result, what);
-        setMessages((m) => ({ ...m, [key]: text }));
-        log(text, result.__typename === 'RunOutcome' ? 'ok' : 'problem');
-        if (features.progress && result.__typename === 'RunOutcome' && result.status === 'RESUMING') follow(agent.id, run.runId, what);
+        const recorded = result.__typename === 'RunOutcome';
+        const text = `${describe(result, what)} Call: ${callSummary(call)}${change ? `; ${change}` : ''}.`;
+        log(text, recorded ? 'ok' : 'problem');
+        if (recorded && last && height) {
+          settle([{ runId: run.runId, questionId: call.questionId, height, ok: true, text: settledText(verb, call, run.runId, result, change) }]);
+          requestFocus(next, call.questionId);
+        } else setMessages((m) => ({ ...m, [key]: describe(result, what) }));
+        if (features.progress && recorded && result.status === 'RESUMING') follow(ids.agentId, run.runId, what);
       } catch (e) {
         if (e instanceof AuthRequired) onAuth(e);
         else log(`${what}: failed, ${e.message}`, 'problem');
@@ -577,9 +708,10 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
       }
       return result;
     },
-    [agent.id, features, token, log, onAuth, follow],
+    [agent.id, features, token, log, onAuth, follow, settle, ownDecision],
   );
 
+  const runs = connection ? connection.nodes : [];
   const decide = async (kind, reason) => {
     const items = [...selection.values()];
     const decisions = items.map(({ runId, toolCallId, questionId }) => ({
@@ -589,17 +721,40 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
       kind,
       reason: kind === 'DECLINED' ? reason : null,
     }));
+    const heights = items.map((item) => runHeight(domId('run', item.runId)));
+    const next = nextCardKey(null, new Set(items.map((item) => item.questionId)));
+    items.forEach((item) => ownDecision(item.runId, item.toolCallId));
+    const name = kind === 'APPROVED' ? 'approval' : 'decline';
     setBusy(true);
     try {
       const input = { agentId: agent.id, decisions, ...(features.progress ? { waitFor: 'RECORDED' } : {}) };
       const data = await request(token, docs.decideManyMutation(features), { input });
-      data.decideToolCalls.results.forEach((result, i) => {
-        const item = items[i];
-        const what = `Bulk ${kind === 'APPROVED' ? 'approval' : 'decline'} of ${item.toolName} on run ${item.runId}`;
-        log(describe(result, what), result.__typename === 'RunOutcome' ? 'ok' : 'problem');
-        if (features.progress && result.__typename === 'RunOutcome' && result.status === 'RESUMING') follow(agent.id, item.runId, what);
+      const results = data.decideToolCalls.results;
+      const recorded = results.filter((result) => result.__typename === 'RunOutcome').length;
+      const refused = results.length - recorded;
+      const change = kind === 'DECLINED' ? (reason ? `reason: ${JSON.stringify(reason)}` : 'no reason given') : '';
+      // one entry for the bulk action, naming each call and its result
+      log(
+        `Bulk ${name} of ${items.length} call${items.length === 1 ? '' : 's'} on ${agent.name || agent.id}: ${recorded} recorded${refused ? `, ${refused} not recorded` : ''}${change ? ` (${change})` : ''}.`,
+        refused ? 'problem' : 'ok',
+        results.map((result, i) => describe(result, `${callSummary(items[i].call)} on run ${items[i].runId}`)),
+      );
+      const verb = kind === 'APPROVED' ? 'Approved in bulk' : 'Declined in bulk';
+      settle(
+        results.flatMap((result, i) => {
+          const item = items[i];
+          const run = runs.find((r) => r.runId === item.runId);
+          const alone = run && run.toolCalls.filter((c) => !c.decision).length === 1;
+          if (result.__typename !== 'RunOutcome' || !alone || !heights[i]) return [];
+          return [{ runId: item.runId, questionId: item.questionId, height: heights[i], ok: true, text: settledText(verb, item.call, item.runId, result, change) }];
+        }),
+      );
+      results.forEach((result, i) => {
+        const what = `Bulk ${name} of ${items[i].toolName} on run ${items[i].runId}`;
+        if (features.progress && result.__typename === 'RunOutcome' && result.status === 'RESUMING') follow(agent.id, items[i].runId, what);
       });
       setSelection(new Map());
+      requestFocus(next);
     } catch (e) {
       if (e instanceof AuthRequired) onAuth(e);
       else log(`Bulk decision failed: ${e.message}`, 'problem');
@@ -609,7 +764,6 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
     }
   };
 
-  const runs = connection ? connection.nodes : [];
   const heading = domId('agent', agent.id);
   const setSelected = (key, on) =>
     setSelection((before) => {
@@ -618,10 +772,25 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
         const [runId, toolCallId] = key.split('\u0000');
         const run = runs.find((r) => r.runId === runId);
         const call = run && run.toolCalls.find((c) => c.toolCallId === toolCallId);
-        next.set(key, { runId, toolCallId, questionId: call ? call.questionId : null, toolName: call ? call.toolName : 'call' });
+        next.set(key, { runId, toolCallId, questionId: call ? call.questionId : null, toolName: call ? call.toolName : 'call', call: call || { toolName: 'call', toolCallId } });
       } else next.delete(key);
       return next;
     });
+  // each run in its place: a decided one keeps its card's place until it asks a new question
+  const byId = new Map(runs.map((run) => [run.runId, run]));
+  const shown = (id) => {
+    const slot = slots.get(id);
+    const run = byId.get(id);
+    if (slot && !(run && run.toolCalls.some((c) => !c.decision && c.questionId !== slot.questionId))) return { slot };
+    return run ? { run } : null;
+  };
+  order.current = placeRuns(order.current, runs.map((run) => run.runId), slots);
+  const items = order.current.map((id) => [id, shown(id)]).filter(([, item]) => item);
+  const turnPage = (next) => {
+    setSlots(new Map());
+    order.current = [];
+    setPage(next);
+  };
   return (
     <section className="agent" aria-labelledby={heading}>
       <h2 id={heading}>
@@ -633,17 +802,23 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
           {error}
         </p>
       )}
-      {features.bulk && runs.some((run) => approvalsWaiting(run).length > 0) && <BulkBar agent={agent} count={selection.size} busy={busy} decide={decide} />}
-      {connection && runs.length === 0 && <p>No suspended runs.</p>}
-      {runs.map((run) => (
-        <Run key={run.runId} run={run} features={features} act={act} busy={busy} selection={selection} setSelected={setSelected} messages={messages} />
-      ))}
+      {features.bulk && (runs.some((run) => approvalsWaiting(run).length > 0) || slots.size > 0) && (
+        <BulkBar agent={agent} count={selection.size} busy={busy} decide={decide} />
+      )}
+      {items.map(([id, { run, slot }]) =>
+        slot ? (
+          <Settled key={id} slot={slot} onCompact={compact} />
+        ) : (
+          <Run key={id} run={run} features={features} act={act} busy={busy} selection={selection} setSelected={setSelected} messages={messages} />
+        ),
+      )}
+      {connection && runs.length === 0 && [...slots.values()].every((slot) => slot.compact) && <p>No suspended runs.</p>}
       {connection && (connection.pageInfo.hasNextPage || connection.pageInfo.hasPreviousPage) && (
         <nav className="pager" aria-label={`Pages of ${agent.name || agent.id}`}>
-          <button type="button" disabled={!connection.pageInfo.hasPreviousPage} onClick={() => setPage({ last: PAGE_SIZE, before: connection.pageInfo.startCursor })}>
+          <button type="button" disabled={!connection.pageInfo.hasPreviousPage} onClick={() => turnPage({ last: PAGE_SIZE, before: connection.pageInfo.startCursor })}>
             Newer runs
           </button>
-          <button type="button" disabled={!connection.pageInfo.hasNextPage} onClick={() => setPage({ first: PAGE_SIZE, after: connection.pageInfo.endCursor })}>
+          <button type="button" disabled={!connection.pageInfo.hasNextPage} onClick={() => turnPage({ first: PAGE_SIZE, after: connection.pageInfo.endCursor })}>
             Older runs
           </button>
         </nav>
@@ -651,6 +826,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
     </section>
   );
 }
+
 
 function Filters({ agents, features, filters, onApply }) {
   const [draft, setDraft] = useState(filters);
@@ -756,9 +932,9 @@ function App() {
   const [refresh, setRefresh] = useState({});
   const counter = useRef(0);
 
-  const log = useCallback((text, kind = 'info') => {
+  const log = useCallback((text, kind = 'info', items = null) => {
     counter.current += 1;
-    const entry = { id: counter.current, text, kind, at: new Date().toISOString() };
+    const entry = { id: counter.current, text, kind, items, at: new Date().toISOString() };
     setActivity((before) => [entry, ...before].slice(0, 50));
   }, []);
 
@@ -768,6 +944,10 @@ function App() {
     setPhase('token');
   }, []);
   const progress = useProgress(token, onAuth);
+  useShortcuts();
+  // the calls decided in this page: their live `decision` events are not logged again
+  const own = useRef(new Set());
+  const ownDecision = useCallback((runId, toolCallId) => own.current.add(`${runId}\u0000${toolCallId}`), []);
   const { sawEvent } = progress;
 
   useEffect(() => {
@@ -823,7 +1003,10 @@ function App() {
             const event = data && data.suspendedRunEvents;
             if (!event) return;
             if (event.type === 'suspended') log(`New suspended run ${event.runId} (${agent.name || agent.id}).`);
-            else if (event.type === 'decision') log(`Decision on run ${event.runId} by ${event.by || 'someone'}.`);
+            else if (event.type === 'decision') {
+              const d = event.data || {};
+              if (!own.current.has(`${event.runId}\u0000${d.toolCallId}`)) log(`Decision on run ${event.runId} by ${event.by || 'someone'}: ${decisionText(d)}.`);
+            }
             else if (event.type === 'completed' || event.type === 'failed') log(`Run ${event.runId} ${event.type}.`);
             sawEvent(agent.id, event);
             setRefresh((before) => ({ ...before, [agent.id]: (before[agent.id] || 0) + 1 }));
@@ -881,36 +1064,50 @@ function App() {
           </button>
         )}
       </header>
-      <main>
+      <main className="queue-page">
         <Filters agents={agents} features={features} filters={filters} onApply={setFilters} />
-        <section className="activity" aria-labelledby="activity-h">
-          <h2 id="activity-h">Activity</h2>
-          {/* focusable: it scrolls once it is long */}
-          <div className="log" role="log" aria-live="polite" aria-labelledby="activity-h" tabIndex={0}>
-            {activity.length === 0 && <p>Nothing yet.</p>}
-            <ol>
-              {activity.map((entry) => (
-                <li key={entry.id} className={entry.kind}>
-                  <time dateTime={entry.at}>{when(entry.at)}</time> {entry.text}
-                </li>
-              ))}
-            </ol>
-          </div>
-        </section>
-        <Progress cards={progress.cards} onDismiss={progress.dismiss} />
-        {watched.map((agent) => (
-          <AgentListing
-            key={`${agent.id}\u0000${JSON.stringify(filters)}`}
-            agent={agent}
-            features={features}
-            filters={filters}
-            token={token}
-            refresh={refresh[agent.id] || 0}
-            log={log}
-            onAuth={onAuth}
-            follow={progress.follow}
-          />
-        ))}
+        {/* beside the queue (inbox.css): what it shows grows without moving the cards */}
+        <div className="side">
+          <Shortcuts />
+          <section className="activity" aria-labelledby="activity-h">
+            <h2 id="activity-h">Activity</h2>
+            {/* focusable: it scrolls once it is long */}
+            <div className="log" role="log" aria-live="polite" aria-labelledby="activity-h" tabIndex={0}>
+              {activity.length === 0 && <p>Nothing yet.</p>}
+              <ol>
+                {activity.map((entry) => (
+                  <li key={entry.id} className={entry.kind}>
+                    <time dateTime={entry.at}>{when(entry.at)}</time> {entry.text}
+                    {entry.items && (
+                      <ul>
+                        {entry.items.map((item, i) => (
+                          <li key={i}>{item}</li>
+                        ))}
+                      </ul>
+                    )}
+                  </li>
+                ))}
+              </ol>
+            </div>
+          </section>
+          <Progress cards={progress.cards} onDismiss={progress.dismiss} />
+        </div>
+        <div className="queue">
+          {watched.map((agent) => (
+            <AgentListing
+              key={`${agent.id}\u0000${JSON.stringify(filters)}`}
+              agent={agent}
+              features={features}
+              filters={filters}
+              token={token}
+              refresh={refresh[agent.id] || 0}
+              log={log}
+              onAuth={onAuth}
+              follow={progress.follow}
+              ownDecision={ownDecision}
+            />
+          ))}
+        </div>
       </main>
     </>
   );

@@ -1,0 +1,160 @@
+// The inbox as a reviewer's queue (docs/inbox.md "Working through the queue"): a decided card's
+// place keeps its height and shows the result, so nothing moves under the pointer; the focus goes
+// to the next card's first action; keyboard shortcuts move between cards and decide, after a
+// confirmation. A card is any element with `data-card` (its questionId); its first action is the
+// element with `data-first-action`, else its first field.
+import React, { useEffect, useRef } from 'react';
+
+const CARD = '[data-card]';
+const FIELD = 'input:not([type="checkbox"]), textarea, select, button';
+
+/** The cards of the page, in reading order. */
+const allCards = () => [...document.querySelectorAll(CARD)];
+const cardSelector = (key) => `[data-card="${CSS.escape(key)}"]`;
+
+/** The element a card's keyboard user starts from: its Approve button, or its first field. */
+export const firstAction = (card) => card && (card.querySelector('[data-first-action]') || card.querySelector(FIELD));
+
+/** Focus `el` without scrolling, unless it is out of view (then just into view). */
+function focusAction(el) {
+  el.focus({ preventScroll: true });
+  const box = el.getBoundingClientRect();
+  if (box.top < 0 || box.bottom > window.innerHeight) el.scrollIntoView({ block: 'nearest' });
+}
+
+/** The key of the card after the one keyed `key` (before it when it is the last), or null. */
+export function nextCardKey(key, skip = new Set()) {
+  const cards = allCards();
+  const at = cards.findIndex((card) => card.dataset.card === key);
+  const others = (list) => list.find((card) => card.dataset.card !== key && !skip.has(card.dataset.card));
+  const next = others(cards.slice(at + 1)) || others(cards.slice(0, Math.max(at, 0)).reverse());
+  return next ? next.dataset.card : null;
+}
+
+let wanted = null; // { key, from }: the card whose first action gets the focus once it can
+
+/** Ask for the focus on card `key`'s first action once it is enabled, if the reviewer's focus is
+ * then still on the card keyed `from`, a decided card's place, or nowhere. */
+export function requestFocus(key, from = null) {
+  wanted = key ? { key, from } : null;
+  flushFocus();
+}
+
+/** Give the focus asked for, if it can be given now (called after each render of a listing). */
+export function flushFocus() {
+  if (!wanted) return;
+  const card = document.querySelector(cardSelector(wanted.key));
+  if (!card) {
+    wanted = null;
+    return;
+  }
+  const action = firstAction(card);
+  if (!action || action.disabled) return;
+  const active = document.activeElement;
+  const free =
+    !active ||
+    active === document.body ||
+    active.disabled ||
+    active.closest('[data-settled]') ||
+    (wanted.from && active.closest(cardSelector(wanted.from)));
+  if (free) focusAction(action);
+  wanted = null;
+}
+
+/** The height of the element with id `id`'s closest run (the card a decision replaces), or 0. */
+export function runHeight(id) {
+  const el = document.getElementById(id);
+  const run = el && el.closest('article');
+  return run ? run.getBoundingClientRect().height : 0;
+}
+
+/** `previous` run ids kept in place (those still listed, and the decided ones in `slots`), with
+ * the newly listed ones of `listed` each put before its successor in `listed`. */
+export function placeRuns(previous, listed, slots) {
+  const now = new Set(listed);
+  const order = previous.filter((id) => now.has(id) || slots.has(id));
+  for (let i = listed.length - 1; i >= 0; i -= 1) {
+    const id = listed[i];
+    if (order.includes(id)) continue;
+    const after = listed.slice(i + 1).find((other) => order.includes(other));
+    order.splice(after ? order.indexOf(after) : order.length, 0, id);
+  }
+  return order;
+}
+
+/** A decided card's place: as tall as the card was while it is in view, one line once it has
+ * left the view (the browser's scroll anchoring keeps what is in view still). */
+export function Settled({ slot, onCompact }) {
+  const ref = useRef(null);
+  useEffect(() => {
+    if (slot.compact || typeof IntersectionObserver !== 'function') return undefined;
+    const observer = new IntersectionObserver((entries) => {
+      if (entries.every((entry) => !entry.isIntersecting)) onCompact(slot.runId);
+    });
+    observer.observe(ref.current);
+    return () => observer.disconnect();
+  }, [slot.compact, slot.runId, onCompact]);
+  const style = slot.compact ? undefined : { minHeight: `${slot.height}px` };
+  return (
+    <div className={`run settled ${slot.ok ? 'ok' : 'problem'}${slot.compact ? ' compact' : ''}`} data-settled={slot.runId} ref={ref} style={style}>
+      <p>{slot.text}</p>
+    </div>
+  );
+}
+
+const EDITING = 'input, textarea, select, [contenteditable="true"], [role="alertdialog"]';
+
+/** Keyboard shortcuts on the page: j and k move between cards, a and d ask to approve or decline
+ * the card with the focus (a `inbox-ask` event on the card, with `detail` 'approve' or 'decline').
+ * Keys typed in a field, or with a modifier, are the field's. */
+export function useShortcuts() {
+  useEffect(() => {
+    const onKey = (event) => {
+      if (event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey) return;
+      const target = event.target instanceof Element ? event.target : null;
+      if (target && target.closest(EDITING)) return;
+      const cards = allCards();
+      if (!cards.length || !['j', 'k', 'a', 'd'].includes(event.key)) return;
+      const current = target && target.closest(CARD);
+      const at = current ? cards.indexOf(current) : -1;
+      event.preventDefault();
+      if (event.key === 'j' || event.key === 'k') {
+        const step = event.key === 'j' ? 1 : -1;
+        const next = at < 0 ? cards[step > 0 ? 0 : cards.length - 1] : cards[Math.min(Math.max(at + step, 0), cards.length - 1)];
+        const action = firstAction(next);
+        if (action) focusAction(action);
+        return;
+      }
+      const card = current || cards[0];
+      card.dispatchEvent(new CustomEvent('inbox-ask', { detail: event.key === 'a' ? 'approve' : 'decline' }));
+    };
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+  }, []);
+}
+
+/** What the shortcuts are, on the page. */
+export function Shortcuts() {
+  return (
+    <details className="shortcuts">
+      <summary>Keyboard shortcuts</summary>
+      <dl>
+        <dt>
+          <kbd>j</kbd> / <kbd>k</kbd>
+        </dt>
+        <dd>next / previous card (its Approve button, or its first field)</dd>
+        <dt>
+          <kbd>a</kbd>
+        </dt>
+        <dd>approve the card with the focus, after a confirmation (Enter: approve, Escape: cancel)</dd>
+        <dt>
+          <kbd>d</kbd>
+        </dt>
+        <dd>decline it: type the reason the model reads, then Enter (Escape: cancel)</dd>
+        <dt>Tab, Enter, Space</dt>
+        <dd>as everywhere: every action is a button or a field</dd>
+      </dl>
+      <p className="hint">Keys typed in a field are the field&apos;s. After a decision the focus moves to the next card.</p>
+    </details>
+  );
+}

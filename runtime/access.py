@@ -142,6 +142,11 @@ class ToolApprovalRule:
             (``call.reminded``), unless decided by then; ``None``: none.
         escalate_after: Seconds after which it is escalated (``call.escalated``); ``None``: never.
         recipients: Who is told by email (``Recipients``); ``None``: nobody.
+        separation_of_duties: ``True``: the principal who started the run may not approve (nor
+            edit) a call the rule applies to; nor may any approver of a run whose starter is
+            unknown (stored before schema version 5). Declining stays open to everyone.
+        require_review_claim: ``True``: a person decides a call the rule applies to only while
+            holding its review claim (``claimReview``).
     """
 
     tool: str
@@ -159,6 +164,9 @@ class ToolApprovalRule:
     approvals: int = 1
     # edit-then-approve (issue 18 part 1)
     allow_edits: bool = True
+    # the reviewers' queue (issue 45)
+    separation_of_duties: bool = False
+    require_review_claim: bool = False
     # reminders and escalation (issue 45 part 3)
     remind_after: float | None = None
     escalate_after: float | None = None

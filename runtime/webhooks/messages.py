@@ -26,6 +26,8 @@ WEBHOOK_EVENT_TYPES: dict[str, str] = {
     "expired": "call.expired",
     "reminded": "call.reminded",
     "escalated": "call.escalated",
+    "reviewClaimed": "call.review_claimed",
+    "reviewReleased": "call.review_released",
     "completed": "run.completed",
     "failed": "run.failed",
 }

@@ -34,10 +34,11 @@ from .copying import copied
 from .deadlines import DeadlineIndex
 from .events import MemoryEventLog
 from .keys import MemoryIdempotencyKeys
+from .review import MemoryReviewQueue, QueueIndex
 from .run_updates import MemoryRunUpdateLog
 
 
-class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
+class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
     """``RunStore`` in process, with the ``EventLog`` and ``RunUpdateLog`` its writes append to in
     the same step."""
 
@@ -47,6 +48,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         self._histories: dict[str, bytes] = {}
         self._listing = ListingIndex()
         self._deadlines = DeadlineIndex()
+        self._queue = QueueIndex()
         self._decided: set[str] = set()
         """Ids of runs whose every call is decided (``pendingCount == 0``): what the sweeper reads
         (``list_stalled_runs``), so it never scans the waiting runs (MongoDB: index ``stalled``)."""
@@ -142,6 +144,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         if doc["pendingCount"] == 0:
             self._decided.add(doc["_id"])
         self._deadlines.set_deadline(doc)
+        self._queue.refresh(doc)
 
     async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
@@ -160,6 +163,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
             doc["claim"] = claim.document()
             self._add_run_updates(updates)
         doc["toolCalls"][write.index]["decision"] = kept
+        doc["toolCalls"][write.index].pop("reviewClaim", None)
         return self._record_decided(doc, write.now, events)
 
     async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
@@ -176,6 +180,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
             self._append(events)
             return copied(doc)
         call["decision"] = kept_decision
+        call.pop("reviewClaim", None)
         return self._record_decided(doc, write.now, events)
 
     async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
@@ -251,6 +256,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         del self._runs[write.run_id]
         self._decided.discard(write.run_id)
         self._deadlines.drop(doc)
+        self._queue.drop(write.run_id)
         self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
         self._append(events)
@@ -294,6 +300,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
     def _touch(self, doc: SnapshotDocument, now: datetime) -> None:
         doc["updatedAt"] = now
         doc["version"] += 1
+        self._queue.refresh(doc)
         if doc["pendingCount"] == 0:
             self._decided.add(doc["_id"])
         else:

@@ -82,6 +82,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             compiled(write.condition()),
             {
                 "$set": {f"toolCalls.{write.index}.decision": decided, "updatedAt": write.now},
+                "$unset": {f"toolCalls.{write.index}.reviewClaim": ""},
                 "$inc": {"pendingCount": -1, "version": 1},
             },
             deadline if claim is None else _claimed_once_decided(deadline, write),
@@ -95,13 +96,16 @@ class MongoRunTransitions(MongoIdempotencyKeys):
     async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
         path, decision = f"toolCalls.{write.index}", write.decision
         changes: Document = {"updatedAt": write.now}
+        ended: Document = {}
         if decision is not None:
             changes[f"{path}.decision"] = encode(decision, DECISION_FIELDS)
+            ended = {"$unset": {f"{path}.reviewClaim": ""}}
         return await self._update_then_append(
             write.event,
             write.run_id,
             compiled(write.condition()),
             {
+                **ended,
                 "$set": changes,
                 "$push": {f"{path}.approvals": dict(write.approval)},
                 "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},

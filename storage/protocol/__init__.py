@@ -14,6 +14,7 @@ from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
 from .events import EventLog, event_list, event_size
 from .filters import EVERY_RUN, DeliveryListing, EventsAfter, RunFilter, RunPage, SortKey, sort_key
 from .keys import IdempotencyKeys, IdempotencyKeyTakenError
+from .review import QueueFilter, QueueKey, ReviewQueueStore, queue_key
 from .run_updates import RunUpdateLog
 from .runs import RunStore
 from .store import SnapshotStore
@@ -52,6 +53,9 @@ __all__ = [
     "KeyReservation",
     "NewerSchemaError",
     "NoticeWrite",
+    "QueueFilter",
+    "QueueKey",
+    "ReviewQueueStore",
     "RunFilter",
     "RunPage",
     "RunStore",
@@ -63,5 +67,6 @@ __all__ = [
     "WebhookDeliveries",
     "event_list",
     "event_size",
+    "queue_key",
     "sort_key",
 ]

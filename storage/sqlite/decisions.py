@@ -36,6 +36,7 @@ class _Decisions(_Connection):
                     raise IdempotencyKeyTakenError(taken)
             calls, claimed = found
             calls[write.index]["decision"] = write.decision
+            calls[write.index].pop("reviewClaim", None)
             if claimed and claim is not None:
                 events = [*write.events(), *claim.events]
                 written = self._write_calls(db, write.run_id, calls, write.now, events, claim=claim)
@@ -55,6 +56,7 @@ class _Decisions(_Connection):
             call["approvals"] = [*(call.get("approvals") or []), write.approval]
             if write.decision is not None:
                 call["decision"] = write.decision
+                call.pop("reviewClaim", None)
             return self._write_calls(db, write.run_id, calls, write.now, event_list(write.event))
 
         return await self._write(write_in)

@@ -107,13 +107,16 @@ class MemoryReviewQueue:
         condition = rules.review_claim_write(agent_id, run_id, index, tool_call_id, question_id, version)
         if doc is None or not matches(condition, doc):
             return None
+        kept: list[Any] = copied([claim, event])  # before changing anything
+        kept_claim: ReviewClaimDocument | None = kept[0]
+        kept_event: EventDocument = kept[1]
         call = doc["toolCalls"][index]
-        if claim is None:
+        if kept_claim is None:
             call.pop("reviewClaim", None)
         else:
-            call["reviewClaim"] = copied(claim)
+            call["reviewClaim"] = kept_claim
         self._touch(doc, now)
-        self._append(event)
+        self._append([kept_event])
         return copied(doc)
 
 

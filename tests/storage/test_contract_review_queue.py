@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from storage import QueueFilter, ReviewClaimDocument, SnapshotDocument, SnapshotStore, queue_key
+from storage.protocol import DecisionWrite
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -63,13 +64,15 @@ async def test_runs_are_listed_due_first_then_oldest_and_walked_by_keyset(store:
 async def test_a_decided_run_leaves_the_queue(store: SnapshotStore) -> None:
     await _seed(store)
     written = await store.record_decision(
-        "refund-agent",
-        "d",
-        index=0,
-        tool_call_id="c1",
-        decision=decision(),
-        now=T0 + HOUR,
-        event=feed_event("x", run_id="d"),
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id="d",
+            index=0,
+            tool_call_id="c1",
+            decision=decision(),
+            now=T0 + HOUR,
+            event=feed_event("x", run_id="d"),
+        )
     )
     assert written is not None
     assert await _ids(store, limit=10) == ["b", "a", "e", "f", "c"]
@@ -104,7 +107,15 @@ async def test_a_review_claim_is_one_conditional_write_and_the_decision_clears_i
     assert "reviewClaim" not in released["toolCalls"][0]
     assert await write(3, claim, "e4") is not None
     decided = await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0, event=feed_event("e5")
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            decision=decision(),
+            now=T0,
+            event=feed_event("e5"),
+        )
     )
     assert decided is not None
     assert "reviewClaim" not in decided["toolCalls"][0]

@@ -34,9 +34,16 @@ from runtime import (
     ToolCallNotFoundError,
     WrongToolCallKindError,
 )
+from runtime.reviewing.errors import (
+    ReviewAlreadyClaimedError,
+    ReviewClaimNotHeldError,
+    ReviewClaimRequiredError,
+    SeparationOfDutiesError,
+)
 from storage import StoreUnavailableError
 
 from .argument_errors import QueryArgumentError as QueryArgumentError  # re-exported: raised by the resolvers
+from .types import ReviewClaim as ReviewClaimType
 from .types import ToolCallDecision
 
 
@@ -274,7 +281,86 @@ def to_user_error(error: RunsgateError) -> UserError:
                 tool_call_id=strawberry.ID(error.tool_call_id),
                 approvals_required=error.approvals_required,
             )
+    return _review_error(error)
+
+
+def _review_error(error: RunsgateError) -> UserError:
+    """The GraphQL error types of the reviewers' queue (``runtime.reviewing.errors``)."""
+    code, message = error.code, error.message
+    match error:
+        case SeparationOfDutiesError():
+            run_id, call_id = strawberry.ID(error.run_id), strawberry.ID(error.tool_call_id)
+            return SeparationOfDuties(
+                code=code, message=message, run_id=run_id, tool_call_id=call_id, started_by=error.started_by
+            )
+        case ReviewClaimRequiredError():
+            claim = None if error.claim is None else ReviewClaimType.from_document(error.claim)
+            return ReviewClaimRequired(
+                code=code,
+                message=message,
+                run_id=strawberry.ID(error.run_id),
+                tool_call_id=strawberry.ID(error.tool_call_id),
+                review_claim=claim,
+            )
+        case ReviewAlreadyClaimedError():
+            return ReviewAlreadyClaimed(
+                code=code,
+                message=message,
+                run_id=strawberry.ID(error.run_id),
+                tool_call_id=strawberry.ID(error.tool_call_id),
+                question_id=strawberry.ID(error.question_id),
+                review_claim=ReviewClaimType.from_document(error.claim),
+            )
+        case ReviewClaimNotHeldError():
+            return ReviewClaimNotHeld(
+                code=code,
+                message=message,
+                run_id=strawberry.ID(error.run_id),
+                tool_call_id=strawberry.ID(error.tool_call_id),
+                question_id=strawberry.ID(error.question_id),
+            )
     raise TypeError(f"no GraphQL type for {type(error).__name__}")
+
+
+@strawberry.type(
+    description="Separation of duties (a tool rule's `separationOfDuties`): the principal who started the run may "
+    "not approve or edit this call; another principal may, and anyone may decline it. Nothing was recorded."
+)
+class SeparationOfDuties(UserError):
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    started_by: str | None = strawberry.field(
+        description="Who started the run; null when the run does not record it (stored before schema version 5: "
+        "then no one may approve the call under the rule)."
+    )
+
+
+@strawberry.type(
+    description="A tool rule (`requireReviewClaim`) lets a person decide this call only while holding its review "
+    "claim (`claimReview`); nothing was recorded."
+)
+class ReviewClaimRequired(UserError):
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    review_claim: ReviewClaimType | None = strawberry.field(description="Another principal's, when one holds it.")
+
+
+@strawberry.type(
+    description="Another principal is reviewing the question (`reviewClaim`: who, since when, until when); "
+    "nothing was recorded. A review claim is advice: the question may still be decided."
+)
+class ReviewAlreadyClaimed(UserError):
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    question_id: strawberry.ID
+    review_claim: ReviewClaimType
+
+
+@strawberry.type(description="The caller holds no live review claim on the question; nothing was recorded.")
+class ReviewClaimNotHeld(UserError):
+    run_id: strawberry.ID
+    tool_call_id: strawberry.ID
+    question_id: strawberry.ID
 
 
 @strawberry.type(
@@ -302,6 +388,10 @@ USER_ERROR_TYPES = [
     DecideThroughSupervisor,
     DuplicateApprover,
     InvalidToolArguments,
+    SeparationOfDuties,
+    ReviewClaimRequired,
+    ReviewAlreadyClaimed,
+    ReviewClaimNotHeld,
 ]
 
 

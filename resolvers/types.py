@@ -10,7 +10,7 @@ from typing import Any, TypeVar, cast
 import strawberry
 from strawberry import relay
 
-from storage import DecisionDocument, EventDocument, SnapshotDocument, ToolCallDocument
+from storage import DecisionDocument, EventDocument, ReviewClaimDocument, SnapshotDocument, ToolCallDocument
 
 from .access import CanRead
 from .context import Info
@@ -305,6 +305,25 @@ class SuspendedRun(relay.Node):
             return None
         doc = await info.context.loaders.run_by_id.load(str(representation["runId"]))
         return None if doc is None else cls.from_document(doc, info.context.agents.tool_schemas())
+
+
+@strawberry.type(
+    description="Who is reviewing a pending question, for a bounded time: advice to other reviewers, not a lock "
+    "(anyone may still decide, unless a rule requires the review claim). It ends with the decision, a "
+    "`releaseReview`, or at `until`."
+)
+class ReviewClaim:
+    by: str = strawberry.field(description="The reviewing principal (`key:<name>`, `jwt:<sub>`...).")
+    since: datetime = strawberry.field(description="UTC; when it claimed the question.")
+    until: datetime = strawberry.field(description="UTC; when the review claim lapses unless claimed again.")
+
+    @strawberry.field(description="Whether the caller holds it.")
+    def by_me(self, info: Info) -> bool:
+        return info.context.principal.identity == self.by
+
+    @classmethod
+    def from_document(cls, doc: ReviewClaimDocument) -> ReviewClaim:
+        return cls(by=doc["by"], since=doc["at"], until=doc["until"])
 
 
 @strawberry.type(description="Relay page info.")

@@ -123,6 +123,11 @@ class ToolApprovalRule:
             approval); restricting, so it applies when ``above`` cannot be evaluated.
         allow_edits: ``False``: approving a call of ``tool`` with edited arguments is forbidden
             when the rule applies to the model's arguments or to the edited ones.
+        separation_of_duties: ``True``: the principal who started the run may not approve (nor
+            edit) a call the rule applies to; nor may any approver of a run whose starter is
+            unknown (stored before schema version 5). Declining stays open to everyone.
+        require_review_claim: ``True``: a person decides a call the rule applies to only while
+            holding its review claim (``claimReview``).
     """
 
     tool: str
@@ -140,6 +145,9 @@ class ToolApprovalRule:
     approvals: int = 1
     # edit-then-approve (issue 18 part 1)
     allow_edits: bool = True
+    # the reviewers' queue (issue 45)
+    separation_of_duties: bool = False
+    require_review_claim: bool = False
 
     def applies(self, tool_name: str | None, args: Any) -> bool:
         """Whether approving a call of ``tool_name`` with ``args`` falls under this rule's

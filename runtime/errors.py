@@ -45,6 +45,10 @@ class ErrorCode(enum.Enum):
     """The principal already approved a call that needs several distinct approvers."""
     INVALID_TOOL_ARGUMENTS = "INVALID_TOOL_ARGUMENTS"
     """An approval's ``editedArgs`` fail the tool's own argument validator."""
+    SEPARATION_OF_DUTIES = "SEPARATION_OF_DUTIES"  # the reviewers' queue: runtime.reviewing.errors
+    REVIEW_CLAIM_REQUIRED = "REVIEW_CLAIM_REQUIRED"
+    REVIEW_ALREADY_CLAIMED = "REVIEW_ALREADY_CLAIMED"
+    REVIEW_CLAIM_NOT_HELD = "REVIEW_CLAIM_NOT_HELD"
 
 
 class RunsgateError(Exception):

@@ -31,6 +31,8 @@ from .events.journal import Journal
 from .idempotency import HeldKey, IdempotencyGuard, keyed_run_id
 from .outcome import RunOutcome
 from .registry import AgentRegistry
+from .reviewing.claims import ReviewClaims
+from .reviewing.queue import ReviewQueue
 from .running.scope import RunScope
 from .starting import Starter
 from .updates.publishing import FIRST_TEXT_DELAY, UpdateHub
@@ -52,6 +54,7 @@ class RunManager:
         bulk_concurrency: Runs continued at once by bulk and ``recorded`` decisions (``RUNSGATE_BULK_CONCURRENCY``).
         update_interval, first_text_delay: Seconds between update batches, and at most before the
             first text delta, written (``RUNSGATE_RUN_UPDATES_*``; ``runtime.updates.publishing``).
+        review_claim_ttl: Seconds a review claim lasts (``RUNSGATE_REVIEW_CLAIM_TTL``; ``runtime.reviewing``).
     """
 
     def __init__(
@@ -68,6 +71,7 @@ class RunManager:
         bulk_concurrency: int = 8,
         update_interval: float = 0.1,
         first_text_delay: float = FIRST_TEXT_DELAY,
+        review_claim_ttl: float = 900.0,
     ) -> None:
         self._store = store
         self._agents = agents
@@ -95,6 +99,10 @@ class RunManager:
             updates=self._updates,
         )
         self._queued = QueuedContinuations(self._continuation, limit=bulk_concurrency)
+        self.review_queue = ReviewQueue(store, self._gate, self.now)
+        """The reviewers' queue (``runtime.reviewing.queue``)."""
+        self.review_claims = ReviewClaims(store, journal, review_claim_ttl, self.now)
+        """Review claims on pending questions (``runtime.reviewing.claims``)."""
         self._starter = Starter(
             store=store,
             agents=agents,

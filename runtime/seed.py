@@ -137,6 +137,7 @@ class _Cloner:
             "lastError": None,
             "schemaVersion": template["schemaVersion"],
             "historyId": self._id(),
+            "startedBy": template.get("startedBy"),
         }
         return doc, history
 

@@ -102,6 +102,7 @@ class Starter:
             "lastError": None,
             "schemaVersion": SCHEMA_VERSION,
             "historyId": uuid.uuid4().hex,
+            "startedBy": scope.principal,
         }
         deadline = earliest_deadline(calls)
         if deadline is not None:

@@ -211,6 +211,7 @@ class Services:
             bulk_concurrency=settings.bulk_concurrency,
             update_interval=settings.run_updates_interval,
             first_text_delay=settings.run_updates_first_text_delay,
+            review_claim_ttl=settings.review_claim_ttl,
         )
         budgets = SubscriptionBudgets(
             replay_bytes=settings.max_replay_bytes_per_principal,

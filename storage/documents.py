@@ -10,13 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
-SCHEMA_VERSION = 4
-"""Version of the snapshot document layout written by this code: 4 since each tool call's
+SCHEMA_VERSION = 5
+"""Version of the snapshot document layout written by this code: 5 since a run records who
+started it (``startedBy``); 4 since each tool call's
 question carries its place in the call's life (``questionNumber``); 3 since each tool call's
 ``toolCallId`` is runsgate's own identity (the model's id in ``modelToolCallId``, the stored
 history holding the identities); 2 since tool- and client-defined JSON is stored as text
 (``storage.stored_json``). Versions 1 to 3 are still read: before 4 a call's question has no
-number (the audit trail tells whether it is the call's first); before 3 ``toolCallId`` is the
+number (the audit trail tells whether it is the call's first); before 5 no starter is known
+(a rule's separation of duties then refuses every approval); before 3 ``toolCallId`` is the
 model's id, also in the history."""
 
 RunStatus = Literal["suspended", "resuming"]
@@ -67,6 +69,18 @@ class DelegationDocument(TypedDict):
     """The sub-agent: its rules bind the call."""
     runId: str
     toolCallId: str
+
+
+class ReviewClaimDocument(TypedDict):
+    """Who is reviewing a pending question, for a bounded time (``ToolCallDocument.reviewClaim``):
+    advice to other reviewers, never a lock."""
+
+    by: str
+    """The reviewing principal's identity."""
+    at: datetime
+    """UTC; when it claimed the question (kept when it claims it again)."""
+    until: datetime
+    """UTC; the review claim lapses after it."""
 
 
 class ToolCallDocument(TypedDict):
@@ -121,6 +135,11 @@ class ToolCallDocument(TypedDict):
     editedArgs: NotRequired[Any]
     """The arguments an earlier decision point of this call approved with edits (absent: none);
     the call re-runs with them at every later decision point."""
+    # the reviewers' queue (issue 45)
+    reviewClaim: NotRequired[ReviewClaimDocument]
+    """Who reviews the question now (absent: nobody); cleared by the decision's own write."""
+    escalatedAt: NotRequired[datetime]
+    """UTC; when the question's wait was escalated (absent: not escalated)."""
 
 
 class ClaimDocument(TypedDict):
@@ -159,6 +178,9 @@ class SnapshotDocument(TypedDict):
     schemaVersion: int
     historyId: str
     """Key of the stored message history (never read by listing); a new id on every rewrite."""
+    startedBy: NotRequired[str | None]
+    """Identity of the principal who started the run (a sub-run: its supervisor's); ``None``:
+    trusted in-process code. Absent before schema version 5: unknown."""
     # deadlines (issue 18 part 2)
     expiresAt: NotRequired[datetime]
     """Earliest ``expiresAt`` of the calls still pending (UTC); absent when none has a deadline
@@ -167,7 +189,17 @@ class SnapshotDocument(TypedDict):
 
 
 EventType = Literal[
-    "started", "suspended", "decision", "resumed", "completed", "failed", "takeover", "expired", "approval"
+    "started",
+    "suspended",
+    "decision",
+    "resumed",
+    "completed",
+    "failed",
+    "takeover",
+    "expired",
+    "approval",
+    "reviewClaimed",
+    "reviewReleased",
 ]
 
 
@@ -293,6 +325,7 @@ __all__ = [
     "EventType",
     "ExpiryAction",
     "IdempotencyDocument",
+    "ReviewClaimDocument",
     "RunErrorDocument",
     "RunStatus",
     "RunUpdateBatchDocument",

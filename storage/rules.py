@@ -160,6 +160,14 @@ def last_pending(version: int) -> AllOf:
     return all_of(Equals("pendingCount", 1), Equals("version", version))
 
 
+def review_claim_write(
+    agent_id: str, run_id: str, index: int, tool_call_id: str, question_id: str | None, version: int
+) -> AllOf:
+    """The condition of a review claim's write (``record_review_claim``): the call still waits on
+    the question (``pending_call``) and the run is still at ``version``, as read."""
+    return all_of(pending_call(agent_id, run_id, index, tool_call_id, question_id), Equals("version", version))
+
+
 def approvals_counted(index: int, count: int) -> Length:
     """Call ``index`` holds exactly ``count`` approvals (``record_approval``'s ``approvals_before``)."""
     return Length(f"toolCalls.{index}.approvals", count)
@@ -304,6 +312,7 @@ __all__ = [
     "pending_call",
     "pending_count",
     "retention_from",
+    "review_claim_write",
     "stalled",
     "value_at",
 ]

@@ -70,6 +70,8 @@ _JSON = Limit(setting="max_resume_data_bytes", depth_setting="max_resume_data_de
 
 INPUT_LIMITS: Final[Mapping[str, Limit]] = {
     "agentId": Limit(max_bytes=ID_BYTES),
+    "agentIds": Limit(max_bytes=ID_BYTES),
+    "toolNames": Limit(max_bytes=NAME_BYTES),
     "runId": Limit(max_bytes=ID_BYTES),
     "toolCallId": Limit(max_bytes=MODEL_ID_BYTES),
     "questionId": Limit(max_bytes=MODEL_ID_BYTES),

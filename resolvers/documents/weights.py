@@ -65,6 +65,10 @@ OF_PAGE = FieldCost(size=OF_PAGE_SIZE)
 FIELD_COSTS: Final[dict[str, FieldCost]] = {
     "Query.suspendedRuns": CONNECTION,
     "Query.webhookDeliveries": CONNECTION,
+    "Query.reviewQueue": CONNECTION,
+    "ReviewQueueConnection.nodes": OF_PAGE,
+    "ReviewQueueConnection.edges": OF_PAGE,
+    "ReviewQueueConnection.totalCount": FieldCost(points=TOTAL_COUNT),
     "Query.agents": FieldCost(size=AGENTS),
     "Query.runEvents": FieldCost(size=EVENTS),
     "Query._entities": FieldCost(size=("representations",)),
@@ -87,6 +91,8 @@ FIELD_COSTS: Final[dict[str, FieldCost]] = {
     "Mutation.resumeRun": FieldCost(points=MUTATION),
     "Mutation.retryRun": FieldCost(points=MUTATION),
     "Mutation.decideToolCalls": FieldCost(page=("input", "decisions"), points_per_page=MUTATION),
+    "Mutation.claimReview": FieldCost(points=MUTATION),
+    "Mutation.releaseReview": FieldCost(points=MUTATION),
     "DecideToolCallsResult.results": OF_PAGE,
 }
 """Every field that costs more than ``OBJECT`` per object it answers (``JSON`` fields cost

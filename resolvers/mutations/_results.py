@@ -28,8 +28,10 @@ from ..errors import (
     InvalidResumeData,
     InvalidToolArguments,
     QuestionNotPending,
+    ReviewClaimRequired,
     RunNotFound,
     RunNotReady,
+    SeparationOfDuties,
     ToolCallAlreadyDecided,
     ToolCallNotFound,
     WrongToolCallKind,
@@ -82,6 +84,8 @@ DecisionError = (
     | DecideThroughSupervisor
     | DuplicateApprover
     | InvalidToolArguments
+    | SeparationOfDuties
+    | ReviewClaimRequired
 )
 RetryRunError = AgentNotFound | RunNotFound | RunNotReady | Forbidden
 

@@ -1,19 +1,22 @@
-"""Query fields: ``suspendedRuns``, ``suspendedRun``, ``agents``, ``runEvents``,
+"""Query fields: ``suspendedRuns``, ``reviewQueue``, ``suspendedRun``, ``agents``, ``runEvents``,
 ``webhookDeliveries`` (and ``node`` from Relay)."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import strawberry
 from strawberry import relay
 from strawberry.relay import GlobalIDValueError
 
-from ..access import CanRead, CanReadWebhooks, visible
+from ..access import CanDecide, CanRead, CanReadWebhooks, visible
 from ..agents import Agent, FilterArg, require_agent
 from ..context import Info
 from ..errors import QueryArgumentError
 from ..inputs import PageInput
 from ..types import RunEvent, SuspendedRun, SuspendedRunConnection
 from .pagination import suspended_runs_connection
+from .review_queue import ReviewQueueConnection, ReviewQueueFilter, review_queue_connection
 from .webhooks import WebhookDeliveryConnection, WebhookDeliveryStatus, webhook_deliveries_connection
 
 
@@ -57,6 +60,21 @@ class Query:
             last=last,
             before=before,
         )
+
+    @strawberry.field(
+        description="The reviewers' queue: the pending questions the caller may decide (its resources, and the scopes "
+        "and separation of duties the tool rules require), across every agent; earliest deadline first, then the "
+        'oldest, then those without a deadline, oldest first (docs/api.md "The reviewers\' queue").',
+        permission_classes=[CanRead, CanDecide],
+    )
+    async def review_queue(
+        self,
+        info: Info,
+        queue_filter: Annotated[ReviewQueueFilter | None, strawberry.argument(name="filter")] = None,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> ReviewQueueConnection:
+        return await review_queue_connection(info, queue_filter=queue_filter, first=first, after=after)
 
     @strawberry.field(
         description="One suspended run of an agent, or null (also for another agent's run).",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from storage import (
     EXPIRY_DECIDER,
@@ -38,6 +38,7 @@ from ..errors import (
 from ..events.journal import Journal, RunRef, stored_run
 from ..idempotency import HeldKey
 from ..registry import AgentRegistry
+from ..reviewing.errors import ReviewClaimRequiredError
 from ..running.deferred import question_id
 from ..running.identity import sub_run_id
 from . import rules as R
@@ -52,43 +53,13 @@ from .questions import (
     find_call,
     validate_resume_data,
 )
+from .refusals import Decider, active_review_claim, refusal
 
 POLICY_PREFIX = "policy:"
 """``decidedBy`` of an automatic approval: ``policy:<rule name>``."""
 
 _ATTEMPTS = 3
 """Conditional writes tried when the run changes between reading it and recording a decision."""
-
-DeciderKind = Literal["person", "policy", "expiry", "supervisor"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Decider:
-    """Who makes a decision.
-
-    Attributes:
-        name: Recorded as ``decidedBy`` and as the events' ``by`` (``None``: anonymous).
-        principal: An API caller, held to its resources and to the per-tool scopes; ``None`` for
-            runsgate's own deciders and for trusted in-process callers (tests, the seed).
-        kind: ``person`` (an API caller or in-process code), ``policy``, ``expiry``, or
-            ``supervisor`` (a supervisor's recorded decision forwarded to its sub-run).
-        scopes: ``supervisor`` only: the scopes the supervisor's decision was checked to hold.
-        approvers: ``supervisor`` only: who approved the supervisor's call.
-    """
-
-    name: str | None
-    principal: Principal | None = None
-    kind: DeciderKind = "person"
-    scopes: frozenset[str] = frozenset()
-    approvers: tuple[str | None, ...] = ()
-
-    def holds(self, scope: str) -> bool:
-        """Whether this decider may make a decision that needs ``scope``."""
-        if self.kind == "supervisor":
-            return scope in self.scopes
-        if self.kind == "person":
-            return self.principal is None or self.principal.has_scope(scope)
-        return False  # a policy or an expiry holds no scope
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,12 +202,32 @@ class DecisionGate:
             edited = jsonable(validate_edited_args(self._agents.get_agent(owner), tool, request.edited_args))
         args = call["args"] if edited is None else edited
         scopes = R.required_scopes(rules, tool, args) if request.kind != "declined" else []
-        missing = next((scope for scope in scopes if not decider.holds(scope)), None)
-        if missing is not None:
-            raise ForbiddenError(f"approving {tool!r} needs the scope {missing!r}", required_scope=missing)
+        refused = refusal(doc, call, rules, decider, request.kind, args)
+        if refused is not None:
+            raise refused
         if edited is not None and R.edit_forbidden(rules, tool, call["args"], edited):
             raise ForbiddenError(f"the arguments of {tool!r} may not be edited")
         return Allowed(index=index, rules=rules, edited=edited, scopes=scopes)
+
+    def bars_none(self, principal: Principal) -> bool:
+        """Whether no rule could keep ``principal`` from approving a call within its resources: it
+        holds every scope a rule names, and no rule has separation of duties."""
+        return all(
+            (rule.scope is None or principal.has_scope(rule.scope)) and not rule.separation_of_duties
+            for rule in self._rules
+        )
+
+    async def may_decide(self, doc: SnapshotDocument, index: int, principal: Principal) -> bool:
+        """Whether ``principal`` may approve (or resume) call ``index`` of ``doc`` with the model's
+        arguments, as ``allowed`` would find: its resources, the scopes the rules of the call's
+        owner require, separation of duties (the reviewers' queue lists only such questions)."""
+        if not principal.may_use_resource(doc["resourceId"]) or doc["parentRunId"] is not None:
+            return False
+        call = doc["toolCalls"][index]
+        rules = R.covering(self._rules, await self._owner(doc, call))
+        kind = "approved" if call["requiresApproval"] else "resumed"
+        decider = Decider(name=principal.identity, principal=principal)
+        return refusal(doc, call, rules, decider, kind, call["args"]) is None
 
     async def check(
         self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider, *, allowed: Allowed | None = None
@@ -281,6 +272,11 @@ class DecisionGate:
                     "and let the agent ask again"
                 )
         check_decidable(doc, index, request)
+        args = call["args"] if edited is None else edited
+        if decider.kind == "person" and decider.principal is not None and R.review_claim_required(rules, tool, args):
+            claim = active_review_claim(call, self._now())
+            if claim is None or claim["by"] != decider.name:
+                raise ReviewClaimRequiredError(doc["_id"], call["toolCallId"], claim)
         if request.kind == "resumed":
             validate_resume_data(call["resumeSchema"], request.resume_data)
         return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes)

@@ -71,6 +71,18 @@ def edit_forbidden(rules: Iterable[ToolApprovalRule], tool_name: str | None, arg
     )
 
 
+def separation_of_duties(rules: Iterable[ToolApprovalRule], tool_name: str | None, args: Any) -> bool:
+    """Whether a rule with ``separation_of_duties`` applies to a call of ``tool_name`` with ``args``:
+    its run's starter may not approve or edit it."""
+    return any(rule.separation_of_duties and rule.applies(tool_name, args) for rule in rules)
+
+
+def review_claim_required(rules: Iterable[ToolApprovalRule], tool_name: str | None, args: Any) -> bool:
+    """Whether a rule with ``require_review_claim`` applies: a person decides the call only while
+    holding its review claim."""
+    return any(rule.require_review_claim and rule.applies(tool_name, args) for rule in rules)
+
+
 @dataclass(frozen=True)
 class Deadline:
     """The deadline a call gets when its run suspends (``deadline_for``)."""
@@ -183,5 +195,7 @@ __all__ = [
     "owner",
     "required_scopes",
     "restricted",
+    "review_claim_required",
+    "separation_of_duties",
     "tool_rule_problems",
 ]

@@ -24,6 +24,8 @@ WEBHOOK_EVENT_TYPES: dict[str, str] = {
     "suspended": "run.suspended",
     "decision": "run.decided",
     "expired": "call.expired",
+    "reviewClaimed": "call.review_claimed",
+    "reviewReleased": "call.review_released",
     "completed": "run.completed",
     "failed": "run.failed",
 }

@@ -83,6 +83,8 @@ class Settings(SecuritySettings, WebhookSettings, StreamSettings):
     """Cap on ``first``/``last``/``perPage``, and the page size when none is given."""
     claim_ttl: Annotated[float, Field(gt=0, le=DAY, allow_inf_nan=False)] = 60.0
     """Seconds a claim on a continuing run lasts (renewed while it runs)."""
+    review_claim_ttl: Annotated[float, Field(gt=0, le=DAY, allow_inf_nan=False)] = 900.0
+    """Seconds a review claim (``claimReview``) lasts unless released, renewed or ended by the decision."""
     sweep_interval: Annotated[float, Field(ge=0, le=DAY, allow_inf_nan=False)] = 5.0
     """Seconds between two looks for stalled runs to take over (expired claims, decided runs
     nobody continued) and for calls past their deadline; ``0`` turns the sweeper off on this instance."""

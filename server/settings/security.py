@@ -75,6 +75,11 @@ class ToolRuleConfig(BaseModel):
     # edit-then-approve (issue 18 part 1)
     allow_edits: bool = Field(default=True, alias="allowEdits")
     """``false``: approving a call of ``tool`` with ``editedArgs`` is forbidden (when the rule applies)."""
+    # the reviewers' queue (issue 45)
+    separation_of_duties: bool = Field(default=False, alias="separationOfDuties")
+    """``true``: the principal who started the run may not approve or edit a call the rule applies to."""
+    require_review_claim: bool = Field(default=False, alias="requireReviewClaim")
+    """``true``: a person decides a call the rule applies to only while holding its review claim."""
 
     @model_validator(mode="after")
     def _policy(self) -> ToolRuleConfig:
@@ -102,7 +107,7 @@ class ToolRuleConfig(BaseModel):
         if not self.model_fields_set - conditions:
             raise ValueError(
                 f"rule for tool {self.tool!r} has no effect: give it a scope, expiresAfter, autoApprove, "
-                "approvals or allowEdits"
+                "approvals, allowEdits, separationOfDuties or requireReviewClaim"
             )
         return self
 
@@ -131,7 +136,8 @@ class SecuritySettings(BaseSettings):
     """Claim listing the ``resourceId``s of a JWT's subject (a list, or ``"*"``); absent: none."""
     tool_rules: list[ToolRuleConfig] = Field(default_factory=list)
     """JSON list of ``{tool, scope?, argument?, above?, agentId?, expiresAfter?, onExpiry?, name?, atMost?,
-    autoApprove?, approvals?}`` (``ToolRuleConfig``); unset: the default rules of the agents' module
+    autoApprove?, approvals?, allowEdits?, separationOfDuties?, requireReviewClaim?}``
+    (``ToolRuleConfig``); unset: the default rules of the agents' module
     (``TOOL_RULES`` beside the registry), if it has any."""
     introspection: bool = True
     """Answer introspection queries (GraphiQL needs them)."""

@@ -35,10 +35,11 @@ from .copying import copied
 from .deadlines import DeadlineIndex
 from .events import MemoryEventLog
 from .keys import MemoryIdempotencyKeys
+from .review import MemoryReviewQueue, QueueIndex
 from .run_updates import MemoryRunUpdateLog
 
 
-class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
+class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
     """``RunStore`` in process, with the ``EventLog`` and ``RunUpdateLog`` its writes append to in
     the same step."""
 
@@ -48,6 +49,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         self._histories: dict[str, bytes] = {}
         self._listing = ListingIndex()
         self._deadlines = DeadlineIndex()
+        self._queue = QueueIndex()
         self._decided: set[str] = set()
         """Ids of runs whose every call is decided (``pendingCount == 0``): what the sweeper reads
         (``list_stalled_runs``), so it never scans the waiting runs (MongoDB: index ``stalled``)."""
@@ -172,6 +174,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         if doc["pendingCount"] == 0:
             self._decided.add(doc["_id"])
         self._deadlines.set_deadline(doc)
+        self._queue.refresh(doc)
 
     async def record_decision(
         self,
@@ -202,6 +205,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
             events.extend(claim.events)
             self._add_run_updates(claim.updates)
         doc["toolCalls"][index]["decision"] = copied(decision)
+        doc["toolCalls"][index].pop("reviewClaim", None)
         return self._record_decided(doc, now, events)
 
     async def record_approval(
@@ -228,6 +232,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
             self._append(event)
             return copied(doc)
         call["decision"] = copied(decision)
+        call.pop("reviewClaim", None)
         return self._record_decided(doc, now, event_list(event))
 
     def _pending_call(
@@ -331,6 +336,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         del self._runs[run_id]
         self._decided.discard(run_id)
         self._deadlines.drop(doc)
+        self._queue.drop(run_id)
         self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
         self._append(event)
@@ -387,6 +393,7 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
     def _touch(self, doc: SnapshotDocument, now: datetime) -> None:
         doc["updatedAt"] = now
         doc["version"] += 1
+        self._queue.refresh(doc)
         if doc["pendingCount"] == 0:
             self._decided.add(doc["_id"])
         else:

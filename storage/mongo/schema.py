@@ -71,6 +71,9 @@ EVENT_FEED_INDEX = [("agentId", ASCENDING), ("_id", ASCENDING)]
 """The event feed's keyset walk (``list_events_after``): an agent's events in ``_id`` (creation) order."""
 
 EXPIRY_ORDER = [("expiresAt", ASCENDING), ("_id", ASCENDING)]
+REVIEW_QUEUE_ORDER = [("expiresAt", ASCENDING), ("suspendedAt", ASCENDING), ("_id", ASCENDING)]
+"""The reviewers' queue walks index ``review_queue`` (``list_review_runs``): the runs with a deadline
+in this order, then those without one (``expiresAt`` null) by ``suspendedAt``."""
 """The sweeper's expiry pass walks index ``expiring`` (``list_expired_runs``), earliest deadline first."""
 
 AGENT_EXPIRING_INDEX = [("agentId", ASCENDING), ("expiresAt", ASCENDING)]
@@ -113,6 +116,7 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await runs.create_index([("schemaVersion", DESCENDING)], name="schema_version")
     await runs.create_index(EXPIRY_ORDER, name="expiring")
     await runs.create_index(AGENT_EXPIRING_INDEX, name="agent_expiring")
+    await runs.create_index(REVIEW_QUEUE_ORDER, name="review_queue")
     await runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
     await events.create_index([("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at")
     await events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
@@ -201,6 +205,7 @@ __all__ = [
     "LISTING_INDEXES",
     "LISTING_ORDER",
     "REVERSE_ORDER",
+    "REVIEW_QUEUE_ORDER",
     "RUN_UPDATES_INDEX",
     "backfill",
     "create_indexes",

@@ -1,6 +1,6 @@
 """``MongoSnapshotStore``: suspended runs in MongoDB through PyMongo's async API (docs/storage.md),
-composed of one part per protocol part (runs, their state changes, events, idempotency keys,
-webhook deliveries, run updates) on ``base.MongoStoreBase``.
+composed of one part per protocol part (runs, their state changes, the reviewers' queue, events,
+idempotency keys, webhook deliveries, run updates) on ``base.MongoStoreBase``.
 
 One ``AsyncMongoClient`` per store, made by ``open()`` in the running event loop and closed by
 ``close()``; the database is the URI's path (default ``runsgate``). Collections: docs/storage.md
@@ -14,6 +14,7 @@ from .deliveries import MongoWebhookDeliveries
 from .events import MongoEvents
 from .idempotency import MongoIdempotencyKeys
 from .reachability import reachable
+from .review import MongoReviewQueue
 from .run_updates import MongoRunUpdates
 from .runs import MongoRuns
 from .schema import COLLECTIONS
@@ -21,7 +22,13 @@ from .transitions import MongoRunTransitions
 
 
 class MongoSnapshotStore(
-    MongoRuns, MongoRunTransitions, MongoEvents, MongoIdempotencyKeys, MongoWebhookDeliveries, MongoRunUpdates
+    MongoRuns,
+    MongoRunTransitions,
+    MongoReviewQueue,
+    MongoEvents,
+    MongoIdempotencyKeys,
+    MongoWebhookDeliveries,
+    MongoRunUpdates,
 ):
     """``SnapshotStore`` on a MongoDB wire-protocol server (MongoDB 6+, FerretDB 2.5 on DocumentDB or
     FerretDB 1.24; every condition means the same on each, ``conditions``).

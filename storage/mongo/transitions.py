@@ -94,6 +94,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             compiled(rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)),
             {
                 "$set": {f"{path}.decision": encode(decision, DECISION_FIELDS), "updatedAt": now},
+                "$unset": {f"{path}.reviewClaim": ""},
                 "$inc": {"pendingCount": -1, "version": 1},
             },
             derive,
@@ -121,13 +122,16 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         path = f"toolCalls.{index}"
         pending = rules.pending_call(agent_id, run_id, index, tool_call_id, question_id)
         changes: Document = {"updatedAt": now}
+        ended: Document = {}
         if decision is not None:
             changes[f"{path}.decision"] = encode(decision, DECISION_FIELDS)
+            ended = {"$unset": {f"{path}.reviewClaim": ""}}
         return await self._update_then_append(
             event,
             run_id,
             compiled(rules.all_of(pending, rules.approvals_counted(index, approvals_before))),
             {
+                **ended,
                 "$set": changes,
                 "$push": {f"{path}.approvals": dict(approval)},
                 "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},

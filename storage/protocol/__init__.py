@@ -13,6 +13,7 @@ from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
 from .events import EventLog, event_list, event_size
 from .filters import RunFilter, SortKey, sort_key
 from .keys import IdempotencyKeys, IdempotencyKeyTakenError, KeyAnswer, KeyReservation
+from .review import QueueFilter, QueueKey, ReviewQueueStore, queue_key
 from .run_updates import RunUpdateLog
 from .runs import DecisionClaim, RunStore
 from .store import SnapshotStore
@@ -26,6 +27,9 @@ __all__ = [
     "KeyAnswer",
     "KeyReservation",
     "NewerSchemaError",
+    "QueueFilter",
+    "QueueKey",
+    "ReviewQueueStore",
     "RunFilter",
     "RunStore",
     "RunUpdateLog",
@@ -35,5 +39,6 @@ __all__ = [
     "WebhookDeliveries",
     "event_list",
     "event_size",
+    "queue_key",
     "sort_key",
 ]

@@ -7,12 +7,13 @@ from typing import Protocol
 from .deliveries import WebhookDeliveries
 from .events import EventLog
 from .keys import IdempotencyKeys
+from .review import ReviewQueueStore
 from .run_updates import RunUpdateLog
 from .runs import RunStore
 
 
-class SnapshotStore(RunStore, EventLog, IdempotencyKeys, WebhookDeliveries, RunUpdateLog, Protocol):
-    """A whole store: runs and histories, the event log, idempotency keys, webhook deliveries and
+class SnapshotStore(RunStore, ReviewQueueStore, EventLog, IdempotencyKeys, WebhookDeliveries, RunUpdateLog, Protocol):
+    """A whole store: runs and histories, the reviewers' queue, the event log, idempotency keys, webhook deliveries and
     run updates, in one place.
 
     The runtime's components take only the part they use (``Journal`` the ``EventLog``,

@@ -52,6 +52,7 @@ class _Decisions(_Connection):
                     raise IdempotencyKeyTakenError(taken)
             calls, claimed = found
             calls[index]["decision"] = decision
+            calls[index].pop("reviewClaim", None)
             if claimed and claim is not None:
                 written = self._write_calls(db, run_id, calls, now, [*events, *claim.events], claim=claim)
                 self._updates_in(db, claim.updates)
@@ -88,6 +89,7 @@ class _Decisions(_Connection):
             call["approvals"] = [*(call.get("approvals") or []), approval]
             if decision is not None:
                 call["decision"] = decision
+                call.pop("reviewClaim", None)
             return self._write_calls(db, run_id, calls, now, event_list(event))
 
         return await self._write(write)

@@ -27,10 +27,11 @@ _MS = timedelta(milliseconds=1)
 
 _COLUMNS = (
     "run_id, agent_id, thread_id, resource_id, parent_run_id, status, created_at, suspended_at, updated_at, "
-    "tool_calls, pending_count, version, claim_by, claim_until, last_error, schema_version, history_id, expires_at"
+    "tool_calls, pending_count, version, claim_by, claim_until, last_error, schema_version, history_id, expires_at, "
+    "started_by"
 )
 """The columns of ``run_snapshots``, in the order ``_run_row`` writes and ``_snapshot`` reads."""
-_INSERT_RUN = f"INSERT INTO run_snapshots ({_COLUMNS}) VALUES ({', '.join('?' * 18)})"
+_INSERT_RUN = f"INSERT INTO run_snapshots ({_COLUMNS}) VALUES ({', '.join('?' * 19)})"
 _EVENT_COLUMNS = "event_id, agent_id, run_id, thread_id, resource_id, scope, type, at, by, data, retention_from"
 """The columns of ``run_events``, in the order ``_event_row`` writes and ``_event`` reads."""
 _INSERT_EVENT = f"INSERT INTO run_events ({_EVENT_COLUMNS}) VALUES ({', '.join('?' * 11)})"
@@ -80,6 +81,11 @@ def _calls_text(calls: Sequence[ToolCallDocument]) -> str:
             encoded["expiresAt"] = _ms(call["expiresAt"])
         if "approvals" in call:
             encoded["approvals"] = [{**a, "decidedAt": _ms(a["decidedAt"])} for a in call["approvals"]]
+        if "reviewClaim" in call:
+            claim = call["reviewClaim"]
+            encoded["reviewClaim"] = {**claim, "at": _ms(claim["at"]), "until": _ms(claim["until"])}
+        if "escalatedAt" in call:
+            encoded["escalatedAt"] = _ms(call["escalatedAt"])
         stored.append(encoded)
     return _dumps(stored)
 
@@ -94,6 +100,11 @@ def _calls(text: str) -> list[ToolCallDocument]:
             call["expiresAt"] = _datetime(call["expiresAt"])
         for approval in call.get("approvals") or ():
             approval["decidedAt"] = _datetime(approval["decidedAt"])
+        if "reviewClaim" in call:
+            claim = call["reviewClaim"]
+            claim["at"], claim["until"] = _datetime(claim["at"]), _datetime(claim["until"])
+        if "escalatedAt" in call:
+            call["escalatedAt"] = _datetime(call["escalatedAt"])
     return cast(list[ToolCallDocument], calls)
 
 
@@ -112,6 +123,14 @@ def _error(text: str | None) -> RunErrorDocument | None:
     error = _loads(text)
     error["at"] = _datetime(error["at"])
     return cast(RunErrorDocument, error)
+
+
+def _started_by(doc: SnapshotDocument) -> str | None:
+    """``started_by`` of ``doc``: its ``startedBy``, ``""`` for ``None`` (in-process code: no
+    identity is empty), ``NULL`` when it records none."""
+    if "startedBy" not in doc:
+        return None
+    return doc["startedBy"] or ""
 
 
 def _run_row(doc: SnapshotDocument) -> tuple[Any, ...]:
@@ -135,6 +154,7 @@ def _run_row(doc: SnapshotDocument) -> tuple[Any, ...]:
         doc["schemaVersion"],
         doc["historyId"],
         _deadline_ms(doc["toolCalls"]),
+        _started_by(doc),
     )
 
 
@@ -160,6 +180,8 @@ def _snapshot(row: Row) -> SnapshotDocument:
     }
     if row[17] is not None:
         doc["expiresAt"] = _datetime(row[17])
+    if row[18] is not None:  # NULL: not recorded (before schema version 5); "": in-process code
+        doc["startedBy"] = row[18] or None
     return doc
 
 

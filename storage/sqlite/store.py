@@ -1,5 +1,6 @@
-"""``SQLiteSnapshotStore``: the SQLite store's parts, one per protocol part (runs, decisions,
-claims, events, idempotency keys, webhook deliveries, run updates), composed into one class."""
+"""``SQLiteSnapshotStore``: the SQLite store's parts, one per protocol part (runs, decisions, the
+reviewers' queue, claims, events, idempotency keys, webhook deliveries, run updates), composed
+into one class."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from .decisions import _Decisions
 from .events import _Events
 from .file.schema import _DATA_TABLES
 from .idempotency import _IdempotencyKeys
+from .review import _Review
 from .run_updates import _RunUpdates
 from .runs import _Runs
 from .webhooks import _WebhookDeliveries
 
 
-class SQLiteSnapshotStore(_Runs, _Decisions, _Claims, _Events, _IdempotencyKeys, _WebhookDeliveries, _RunUpdates):
+class SQLiteSnapshotStore(
+    _Runs, _Decisions, _Review, _Claims, _Events, _IdempotencyKeys, _WebhookDeliveries, _RunUpdates
+):
     """``SnapshotStore`` in one SQLite file (created if missing).
 
     Args:

@@ -95,6 +95,9 @@ def every_rule(a: dict[str, Any]) -> dict[str, rules.Condition]:
         "call_undecided": rules.call_undecided(a["index"], a["call"], a["question"]),
         "pending_call": rules.pending_call(a["agent"], a["run"], a["index"], a["call"], a["question"]),
         "approvals_counted": rules.approvals_counted(a["index"], a["count"]),
+        "review_claim_write": rules.review_claim_write(
+            a["agent"], a["run"], a["index"], a["call"], a["question"], a["count"]
+        ),
         "lease_lapsed": rules.lease_lapsed(a["now"]),
         "claimable": rules.claimable(a["now"], a["version"]),
         "last_pending": rules.last_pending(a["count"]),

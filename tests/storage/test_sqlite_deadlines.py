@@ -47,7 +47,7 @@ async def test_a_file_written_before_deadlines_gets_the_column_and_its_runs_have
     await store.insert(old, b"[]")
     await store.close()
     with sqlite3.connect(sqlite_path) as conn:
-        for index in ("runs_expiring", "runs_agent_expiring"):
+        for index in ("runs_expiring", "runs_agent_expiring", "runs_review_queue"):
             conn.execute(f"DROP INDEX {index}")
         conn.execute("ALTER TABLE run_snapshots DROP COLUMN expires_at")
 

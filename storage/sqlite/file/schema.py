@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS run_snapshots (
     last_error TEXT,
     schema_version INTEGER NOT NULL,
     history_id TEXT NOT NULL,
-    expires_at INTEGER
+    expires_at INTEGER,
+    started_by TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_agent_created
     ON run_snapshots (agent_id, created_at DESC, run_id DESC);
@@ -58,6 +59,8 @@ CREATE INDEX IF NOT EXISTS runs_expiring
     ON run_snapshots (expires_at, run_id) WHERE expires_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS runs_agent_expiring
     ON run_snapshots (agent_id, expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_review_queue
+    ON run_snapshots (expires_at, suspended_at, run_id) WHERE pending_count > 0 AND status = 'suspended';
 CREATE TABLE IF NOT EXISTS run_histories (
     history_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,
@@ -242,10 +245,13 @@ async def switch_to_wal(conn: aiosqlite.Connection, busy_timeout: float) -> None
 async def _add_missing_columns(conn: aiosqlite.Connection) -> None:
     """Add the columns newer than a file's tables before the indexes on them are created:
     ``run_snapshots.expires_at`` (runs written without deadlines: ``NULL``) and
-    ``run_events.retention_from`` (filled by ``backfill``)."""
+    ``run_events.retention_from`` (filled by ``backfill``), ``run_snapshots.started_by`` (runs
+    written before schema version 5: ``NULL``, read as unknown)."""
     columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(run_snapshots)")}
     if columns and "expires_at" not in columns:
         await conn.execute("ALTER TABLE run_snapshots ADD COLUMN expires_at INTEGER")
+    if columns and "started_by" not in columns:
+        await conn.execute("ALTER TABLE run_snapshots ADD COLUMN started_by TEXT")
     columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(run_events)")}
     if columns and "retention_from" not in columns:
         await conn.execute("ALTER TABLE run_events ADD COLUMN retention_from INTEGER")

@@ -1,0 +1,84 @@
+"""Who decides (``Decider``) and why a decider may not (``refusal``): the scopes the rules require
+and separation of duties, one rule in one place for the gate's checks and the reviewers' queue
+(``DecisionGate.allowed``, ``DecisionGate.may_decide``); and the review claim held on a question."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from storage import ReviewClaimDocument, SnapshotDocument, ToolCallDocument
+
+from ..access import Principal, ToolApprovalRule
+from ..errors import ForbiddenError, RunsgateError
+from ..reviewing.errors import SeparationOfDutiesError
+from . import rules as R
+
+DeciderKind = Literal["person", "policy", "expiry", "supervisor"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decider:
+    """Who makes a decision.
+
+    Attributes:
+        name: Recorded as ``decidedBy`` and as the events' ``by`` (``None``: anonymous).
+        principal: An API caller, held to its resources and to the per-tool scopes; ``None`` for
+            runsgate's own deciders and for trusted in-process callers (tests, the seed).
+        kind: ``person`` (an API caller or in-process code), ``policy``, ``expiry``, or
+            ``supervisor`` (a supervisor's recorded decision forwarded to its sub-run).
+        scopes: ``supervisor`` only: the scopes the supervisor's decision was checked to hold.
+        approvers: ``supervisor`` only: who approved the supervisor's call.
+    """
+
+    name: str | None
+    principal: Principal | None = None
+    kind: DeciderKind = "person"
+    scopes: frozenset[str] = frozenset()
+    approvers: tuple[str | None, ...] = ()
+
+    def holds(self, scope: str) -> bool:
+        """Whether this decider may make a decision that needs ``scope``."""
+        if self.kind == "supervisor":
+            return scope in self.scopes
+        if self.kind == "person":
+            return self.principal is None or self.principal.has_scope(scope)
+        return False  # a policy or an expiry holds no scope
+
+
+def refusal(
+    doc: SnapshotDocument,
+    call: ToolCallDocument,
+    rules: Sequence[ToolApprovalRule],
+    decider: Decider,
+    kind: str,
+    args: Any,
+) -> RunsgateError | None:
+    """Why ``decider`` may not make a decision of ``kind`` on ``call`` of ``doc`` with ``args``
+    under the rules of its owner, or ``None``: a scope the rules require of an approval or a
+    resume (``ForbiddenError``), or, for an approval, separation of duties (the run's starter, or
+    anyone when the starter is unknown; trusted in-process callers and forwarded decisions,
+    checked on the supervisor's call, excepted)."""
+    tool = call["toolName"]
+    scopes = R.required_scopes(rules, tool, args) if kind != "declined" else []
+    missing = next((scope for scope in scopes if not decider.holds(scope)), None)
+    if missing is not None:
+        return ForbiddenError(f"approving {tool!r} needs the scope {missing!r}", required_scope=missing)
+    person = decider.kind == "person" and decider.principal is not None
+    if kind == "approved" and person and R.separation_of_duties(rules, tool, args):
+        known = "startedBy" in doc
+        started_by = doc.get("startedBy")
+        if not known or started_by == decider.name:
+            return SeparationOfDutiesError(doc["_id"], call["toolCallId"], started_by, known)
+    return None
+
+
+def active_review_claim(call: ToolCallDocument, now: datetime) -> ReviewClaimDocument | None:
+    """The review claim held on ``call``'s question at ``now`` (UTC), or ``None`` (none, or lapsed)."""
+    claim = call.get("reviewClaim")
+    return claim if claim is not None and claim["until"] > now else None
+
+
+__all__ = ["Decider", "DeciderKind", "active_review_claim", "refusal"]

@@ -1,0 +1,86 @@
+"""``ReviewQueueStore``: the runs the reviewers' queue lists, in queue order, and the review claims
+written on their questions (docs/storage.md "The reviewers' queue")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from ..documents import EventDocument, ReviewClaimDocument, SnapshotDocument
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueFilter:
+    """What the queue's runs are filtered by in the store; the filters on questions (tools, review
+    claims, escalation, the caller's scopes) are the runtime's (``runtime.reviewing``)."""
+
+    agent_ids: frozenset[str] | None = None
+    """Only runs of these agents; ``None``: every agent."""
+    thread_id: str | None = None
+    resource_id: str | None = None
+    expires_before: datetime | None = None
+    """UTC; only runs whose earliest pending deadline is before it (no deadline never matches)."""
+    resource_ids: frozenset[str] | None = None
+    """Access restriction: only runs of these resources (``None``: no restriction)."""
+
+
+@dataclass(frozen=True)
+class QueueKey:
+    """A run's place in queue order: runs with a pending deadline first, earliest first, then
+    those without one; each by ``suspendedAt``, then ``runId``. ``expires_at`` ``None``: none."""
+
+    expires_at: datetime | None
+    suspended_at: datetime
+    run_id: str
+
+    def order(self) -> tuple[int, datetime, datetime, str]:
+        """A tuple that sorts in queue order (``None`` deadlines last)."""
+        deadline = self.suspended_at if self.expires_at is None else self.expires_at
+        return (self.expires_at is None, deadline, self.suspended_at, self.run_id)
+
+
+def queue_key(doc: SnapshotDocument) -> QueueKey:
+    """The queue-order key of a stored run (``expiresAt``: its earliest pending deadline)."""
+    return QueueKey(doc.get("expiresAt"), doc["suspendedAt"], doc["_id"])
+
+
+class ReviewQueueStore(Protocol):
+    """The queue's reads and the review claims' writes."""
+
+    async def list_review_runs(
+        self, queue_filter: QueueFilter, *, limit: int, after: QueueKey | None = None
+    ) -> list[SnapshotDocument]:
+        """Suspended runs with a pending call (``pendingCount`` above 0), of any agent, matching
+        ``queue_filter``, in queue order (``QueueKey``), strictly after ``after``; at most
+        ``limit``. Read through an index in that order, so a page never reads the runs before
+        it; a filter the index does not lead with is applied while walking it."""
+        ...
+
+    async def count_review_questions(self, queue_filter: QueueFilter) -> int:
+        """The pending calls (``pendingCount``) of the runs ``list_review_runs`` would list for
+        ``queue_filter``, sub-runs (``parentRunId`` set) left out: one pass over the matching runs
+        in the index, never decoding their calls."""
+        ...
+
+    async def record_review_claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None,
+        version: int,
+        claim: ReviewClaimDocument | None,
+        now: datetime,
+        event: EventDocument,
+    ) -> SnapshotDocument | None:
+        """Set (``claim``) or clear (``None``) ``toolCalls[index].reviewClaim``, with ``event``, as
+        one unit of work, on the condition ``rules.review_claim_write``: the call still waits on
+        the question and the run is still at ``version`` (so a claim read as free is never taken
+        over another's written since). Returns the updated run, or ``None`` (nothing written)."""
+        ...
+
+
+__all__ = ["QueueFilter", "QueueKey", "ReviewQueueStore", "queue_key"]

@@ -1,0 +1,144 @@
+"""The SQLite store's reviewers' queue: pages of index ``runs_review_queue`` in queue order
+(``QueueKey``), and the review claims written on a run's calls (``ReviewQueueStore``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from .. import rules
+from ..documents import EventDocument, ReviewClaimDocument, SnapshotDocument
+from ..protocol import QueueFilter, QueueKey
+from . import conditions
+from .connection import _Connection
+from .rows import _COLUMNS, _calls, _calls_text, _marks, _ms, _snapshot
+
+_WAITING = "pending_count > 0 AND status = 'suspended'"
+"""The partial condition of index ``runs_review_queue``: every queue query states it as is."""
+
+
+def _filter_sql(f: QueueFilter) -> tuple[str, list[Any]]:
+    """The ``AND ...`` clauses of ``QueueFilter``, applied while walking the index."""
+    clauses, params = "", list[Any]()
+    for column, values in (("agent_id", f.agent_ids), ("resource_id", f.resource_ids)):
+        if values is not None:
+            allowed = sorted(values)
+            clauses += f" AND {column} IN ({_marks(len(allowed))})" if allowed else " AND 0"
+            params.extend(allowed)
+    for column, value in (("thread_id", f.thread_id), ("resource_id", f.resource_id)):
+        if value is not None:
+            clauses += f" AND {column} = ?"
+            params.append(value)
+    return clauses, params
+
+
+def queue_sql(f: QueueFilter, limit: int, after: QueueKey | None) -> list[tuple[str, list[Any]]]:
+    """The queries of one page, run in turn until ``limit`` runs are read: the runs with a
+    deadline (earliest first), then, unless ``after`` is past them or ``expires_before`` is
+    set, those without one (oldest first)."""
+    extra, extra_params = _filter_sql(f)
+    queries = []
+    if after is None or after.expires_at is not None:
+        where, params = f"{_WAITING} AND expires_at IS NOT NULL", list[Any]()
+        if after is not None and after.expires_at is not None:
+            where += " AND (expires_at, suspended_at, run_id) > (?, ?, ?)"
+            params += [_ms(after.expires_at), _ms(after.suspended_at), after.run_id]
+        if f.expires_before is not None:
+            where += " AND expires_at < ?"
+            params.append(_ms(f.expires_before))
+        order = "expires_at, suspended_at, run_id"
+        queries.append(
+            (
+                f"SELECT {_COLUMNS} FROM run_snapshots INDEXED BY runs_review_queue WHERE {where}{extra} "
+                f"ORDER BY {order} LIMIT ?",
+                [*params, *extra_params, limit],
+            )
+        )
+    if f.expires_before is None:
+        where, params = f"{_WAITING} AND expires_at IS NULL", []
+        if after is not None and after.expires_at is None:
+            where += " AND (suspended_at, run_id) > (?, ?)"
+            params += [_ms(after.suspended_at), after.run_id]
+        queries.append(
+            (
+                f"SELECT {_COLUMNS} FROM run_snapshots INDEXED BY runs_review_queue WHERE {where}{extra} "
+                "ORDER BY suspended_at, run_id LIMIT ?",
+                [*params, *extra_params, limit],
+            )
+        )
+    return queries
+
+
+class _Review(_Connection):
+    """``ReviewQueueStore`` on ``run_snapshots``."""
+
+    async def list_review_runs(
+        self, queue_filter: QueueFilter, *, limit: int, after: QueueKey | None = None
+    ) -> list[SnapshotDocument]:
+        found: list[SnapshotDocument] = []
+        for sql, params in queue_sql(queue_filter, limit, after):
+            if len(found) >= limit:
+                break
+            params[-1] = limit - len(found)
+            found.extend(_snapshot(row) for row in await self._read(sql, params))
+        return found
+
+    async def count_review_questions(self, queue_filter: QueueFilter) -> int:
+        extra, params = _filter_sql(queue_filter)
+        where = f"{_WAITING} AND parent_run_id IS NULL"
+        if queue_filter.expires_before is not None:
+            where += " AND expires_at < ?"
+            params = [_ms(queue_filter.expires_before), *params]
+        rows = await self._read(
+            f"SELECT coalesce(sum(pending_count), 0) FROM run_snapshots INDEXED BY runs_review_queue "
+            f"WHERE {where}{extra}",
+            params,
+        )
+        return int(rows[0][0])
+
+    async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[list[str]]:
+        """SQLite's query plan of each query of a queue page (``EXPLAIN QUERY PLAN``)."""
+        return [await self._explain(sql, params) for sql, params in queue_sql(queue_filter, limit, None)]
+
+    async def record_review_claim(
+        self,
+        agent_id: str,
+        run_id: str,
+        *,
+        index: int,
+        tool_call_id: str,
+        question_id: str | None,
+        version: int,
+        claim: ReviewClaimDocument | None,
+        now: datetime,
+        event: EventDocument,
+    ) -> SnapshotDocument | None:
+        on_columns, on_calls = conditions.split(
+            rules.review_claim_write(agent_id, run_id, index, tool_call_id, question_id, version)
+        )
+        sql, params = conditions.where(on_columns)
+
+        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
+            rows = db.execute(f"SELECT tool_calls FROM run_snapshots WHERE {sql}", params).fetchall()
+            if not rows:
+                return None
+            calls = _calls(rows[0][0])
+            if not conditions.calls_match(on_calls, calls):
+                return None
+            if claim is None:
+                calls[index].pop("reviewClaim", None)
+            else:
+                calls[index]["reviewClaim"] = claim
+            updated = db.execute(
+                "UPDATE run_snapshots SET tool_calls = ?, updated_at = ?, version = version + 1 WHERE run_id = ? "
+                f"RETURNING {_COLUMNS}",
+                (_calls_text(calls), _ms(now), run_id),
+            ).fetchall()
+            self._append_in(db, event)
+            return _snapshot(updated[0])
+
+        return await self._write(write)
+
+
+__all__ = ["_Review", "queue_sql"]

@@ -1,0 +1,111 @@
+"""The reviewers' queue of every store (``ReviewQueueStore``, issue 45): runs with a pending call
+in queue order, earliest deadline first, then those without one, oldest first, walked by keyset;
+the pending-call count; and the review claim's conditional write, cleared by the decision's."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from storage import QueueFilter, ReviewClaimDocument, SnapshotDocument, SnapshotStore, queue_key
+
+from ._contract import T0, decision, feed_event, snapshot, tool_call
+
+HOUR, SECOND = timedelta(hours=1), timedelta(seconds=1)
+
+
+def _run(run_id: str, *, suspended: timedelta, deadline: timedelta | None = None, **fields: object) -> SnapshotDocument:
+    call = tool_call("c1")
+    if deadline is not None:
+        call["expiresAt"] = T0 + deadline
+    doc = snapshot(run_id, calls=[call], **fields)  # type: ignore[arg-type]
+    doc["suspendedAt"] = doc["updatedAt"] = T0 + suspended
+    return doc
+
+
+async def _seed(store: SnapshotStore) -> None:
+    runs = [
+        _run("a", suspended=0 * SECOND, deadline=2 * HOUR),
+        _run("b", suspended=1 * SECOND, deadline=1 * HOUR),
+        _run("c", suspended=5 * SECOND),
+        _run("d", suspended=3 * SECOND),
+        _run("f", suspended=4 * SECOND, agent_id="weather-agent", resource="r2"),
+    ]
+    sub = _run("e", suspended=2 * SECOND, deadline=3 * HOUR)
+    sub["parentRunId"] = "a"
+    for doc in [*runs, sub]:
+        await store.insert(doc, b"[]")
+
+
+EVERY = QueueFilter()
+
+
+async def _ids(store: SnapshotStore, queue_filter: QueueFilter = EVERY, **paging: object) -> list[str]:
+    return [doc["_id"] for doc in await store.list_review_runs(queue_filter, **paging)]  # type: ignore[arg-type]
+
+
+async def test_runs_are_listed_due_first_then_oldest_and_walked_by_keyset(store: SnapshotStore) -> None:
+    await _seed(store)
+    assert await _ids(store, limit=10) == ["b", "a", "e", "d", "f", "c"]
+    walked: list[str] = []
+    after = None
+    while page := await store.list_review_runs(QueueFilter(), limit=2, after=after):
+        walked.extend(doc["_id"] for doc in page)
+        after = queue_key(page[-1])
+    assert walked == ["b", "a", "e", "d", "f", "c"]
+    assert await _ids(store, QueueFilter(agent_ids=frozenset({"weather-agent"})), limit=10) == ["f"]
+    assert await _ids(store, QueueFilter(resource_ids=frozenset({"r2"})), limit=10) == ["f"]
+    assert await _ids(store, QueueFilter(resource_id="r1", thread_id="t1"), limit=10) == ["b", "a", "e", "d", "c"]
+    assert await _ids(store, QueueFilter(expires_before=T0 + 90 * 60 * SECOND), limit=10) == ["b"]
+    assert await store.count_review_questions(QueueFilter()) == 5  # the sub-run's call is its supervisor's card
+    assert await store.count_review_questions(QueueFilter(agent_ids=frozenset({"refund-agent"}))) == 4
+
+
+async def test_a_decided_run_leaves_the_queue(store: SnapshotStore) -> None:
+    await _seed(store)
+    written = await store.record_decision(
+        "refund-agent",
+        "d",
+        index=0,
+        tool_call_id="c1",
+        decision=decision(),
+        now=T0 + HOUR,
+        event=feed_event("x", run_id="d"),
+    )
+    assert written is not None
+    assert await _ids(store, limit=10) == ["b", "a", "e", "f", "c"]
+    assert await store.count_review_questions(QueueFilter()) == 4
+
+
+async def test_a_review_claim_is_one_conditional_write_and_the_decision_clears_it(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"[]")
+    claim: ReviewClaimDocument = {"by": "key:x", "at": T0, "until": T0 + HOUR}
+
+    async def write(version: int, value: ReviewClaimDocument | None, event_id: str) -> SnapshotDocument | None:
+        return await store.record_review_claim(
+            "refund-agent",
+            "run",
+            index=0,
+            tool_call_id="c1",
+            question_id=None,
+            version=version,
+            claim=value,
+            now=T0,
+            event=feed_event(event_id),
+        )
+
+    claimed = await write(1, claim, "e1")
+    assert claimed is not None
+    assert claimed["toolCalls"][0]["reviewClaim"] == claim
+    assert claimed["version"] == 2
+    assert await write(1, {**claim, "by": "key:y"}, "e2") is None  # read before X's: nothing written
+    assert (await store.get("refund-agent", "run"))["toolCalls"][0]["reviewClaim"] == claim  # type: ignore[index]
+    released = await write(2, None, "e3")
+    assert released is not None
+    assert "reviewClaim" not in released["toolCalls"][0]
+    assert await write(3, claim, "e4") is not None
+    decided = await store.record_decision(
+        "refund-agent", "run", index=0, tool_call_id="c1", decision=decision(), now=T0, event=feed_event("e5")
+    )
+    assert decided is not None
+    assert "reviewClaim" not in decided["toolCalls"][0]
+    assert [e["_id"] for e in await store.list_events("refund-agent", "run")] == ["e1", "e3", "e4", "e5"]

@@ -3,8 +3,8 @@
 Permission classes (``CanRead``, ``CanReadEvents``, ``CanDecide``, ``CanStart``,
 ``CanReadWebhooks``) declare each root field's scope (else ``FORBIDDEN``, the resolver never
 runs); a run outside the principal's resources is reported exactly as a missing one
-(``restricted``, ``visible``). Writes are checked by the runtime. The rules: SECURITY.md and
-docs/modules.md.
+(``restricted``, ``visible``). Writes are checked by the runtime. The rules: SECURITY.md
+"Authorization".
 """
 
 from __future__ import annotations

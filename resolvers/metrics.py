@@ -4,7 +4,7 @@ In prometheus_client's default registry (``server.observability.metrics`` serves
 values are bounded and none is a client's choice: ``operation_name`` is the executed operation's
 name when the server knows it (``KNOWN_OPERATION_NAMES``: its own clients', plus the operator's
 ``set_operation_names``), else ``other`` (``anonymous`` unnamed, ``unknown`` none executed);
-``operation_type``, ``kind`` and ``outcome`` come from fixed sets (docs/modules.md).
+``operation_type``, ``kind`` and ``outcome`` come from fixed sets (docs/operations.md "Metrics").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Plain data, no HTTP or GraphQL: ``server/`` turns credentials into a ``Principal``, ``resolvers/``
 apply the visibility rule to what they read, and the runtime checks the resource rule on every
 write (``check_start``; decisions in ``runtime.deciding.gate``). Scopes and identities (``key:<name>``,
-``jwt:<sub>``, ``policy:<rule>``...): SECURITY.md and docs/modules.md.
+``jwt:<sub>``, ``policy:<rule>``...): SECURITY.md "Authorization".
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from .http.limits import BodySizeLimit, graphql_extensions
 from .http.request_id import request_id_middleware
 from .inbox import INBOX_ASSETS_DIR, INBOX_ASSETS_PATH, inbox
 from .observability.logs import configure_logging
-from .observability.metrics import metrics
+from .observability.metrics import metrics, process_metrics
 from .observability.tracing import start_tracing
 from .services import Services
 from .settings import ConfigError, Settings, load_settings, security_problems
@@ -134,7 +134,7 @@ def settle_memory() -> None:
     """Collect the garbage of the start, then move every object still alive (modules, the
     schema, the agents: what lives as long as the process) to the garbage collector's permanent
     generation (``gc.freeze``), so that a full collection, which a burst of large answers sets
-    off, walks only what requests made (why: docs/modules.md ``server/http/encoding.py``). The process
+    off, walks only what requests made (why: docs/architecture.md "Requests and answers"). The process
     that serves calls it once started."""
     gc.collect()
     gc.freeze()
@@ -174,7 +174,8 @@ def create_app(
                 services.expose(app.state)
                 if settle:
                     settle_memory()
-                yield
+                async with process_metrics(app.state):
+                    yield
         finally:
             tracing.shutdown()
 
@@ -222,6 +223,7 @@ def create_app(
         exception_handlers={HTTPException: routing_refusal},  # JSON errors, as every refusal
         # the request id first, so that even a 413 carries one
         middleware=[
+            *tracing.middleware,  # outermost: a request's span covers all it goes through
             request_id_middleware(),
             *hosts,  # with authentication off, only this machine's names (DNS rebinding)
             Middleware(NoFraming),  # no HTML page of runsgate may be framed
@@ -229,6 +231,7 @@ def create_app(
         ],
     )
     app.state.principal_streams = graphql.streams  # /metrics counts its sockets and operations
+    app.state.tracing = tracing
     return app
 
 

@@ -3,7 +3,7 @@
 Two kinds of ``Authorization: Bearer <token>``: API keys, configured by their SHA-256 with a
 name, scopes and resources (``RUNSGATE_API_KEYS``), and JWTs (PyJWT; HS256, or RS256/ES256 from
 a JWKS URL; ``sub``, ``scope``/``scp``, the resources claim, ``exp`` required). Details:
-docs/modules.md.
+SECURITY.md "Authentication".
 """
 
 from __future__ import annotations

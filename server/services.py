@@ -3,7 +3,7 @@ the run updates feed, the sweeper and the webhook dispatcher, started and stoppe
 ``Services``.
 
 Also the start-time checks the CLI makes before serving (``tool_rules``, ``check_webhook_agents``,
-``store_problem``) and ``make_store`` (docs/architecture.md "Module map").
+``store_problem``) and ``make_store`` (docs/architecture.md "Where to change what").
 """
 
 from __future__ import annotations

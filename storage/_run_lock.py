@@ -4,7 +4,7 @@ A lease is a document ``{_id: runId, token, until}`` in ``run_write_locks``, ins
 and deleted to release; a process queues its own writers on an ``asyncio.Lock`` first, and a
 lease whose holder died expires after ``lease`` seconds. ``needs_write_leases`` tells from
 ``buildInfo`` which servers need them. Why (FerretDB 1.24's conditional updates are not atomic),
-which engines and the known limit: docs/modules.md.
+which engines and the known limit: docs/storage.md "Write leases".
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Such values (``args``, ``suspendPayload``, ``resumeData``, event ``data``...) ma
 integers beyond 64 bits, so they are stored as JSON text (``dumps``/``loads``): on MongoDB in a
 field ``<field>Json`` of its own (``encode``/``decode``; the fields of each document kind are
 listed below), on SQLite as whole columns; the memory store keeps Python values. Text an older runsgate wrote with
-``Infinity`` is read with ``None`` in its place. Details: docs/modules.md.
+``Infinity`` is read with ``None`` in its place. Details: docs/storage.md "Stored JSON".
 """
 
 from __future__ import annotations

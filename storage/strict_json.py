@@ -3,7 +3,7 @@
 ``loads`` reads every JSON document a client sends; ``dumps`` (raises on ``NaN``, ``Infinity``
 and numbers too large for a double) and ``dumps_shown`` (writes them as ``null``) write every one
 runsgate sends or stores. In ``storage``, the lowest layer, so that every layer shares it. Why
-each case: docs/modules.md.
+each case: SECURITY.md "Limits and hostile input".
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 of compact JSON), wherever it appears; SECURITY.md lists the same table. ``InputLimits``, a field
 extension installed by ``install_input_limits``, checks every argument before the resolver runs:
 over its limit is a ``QueryArgumentError`` (``BAD_USER_INPUT``) naming its path, without echoing
-the value. Details: docs/modules.md.
+the value. The table: SECURITY.md "Limits and hostile input".
 """
 
 from __future__ import annotations

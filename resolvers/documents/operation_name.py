@@ -3,7 +3,7 @@
 ``OperationNameRequired`` makes such a request without ``operationName`` a request error before
 anything executes (Strawberry would run the first operation). The transport sets the request's
 name with ``set_requested_operation_name`` in the task that executes it; where nothing set it,
-nothing is checked. Why: docs/modules.md.
+nothing is checked. Why: docs/architecture.md "Requests and answers".
 """
 
 from __future__ import annotations

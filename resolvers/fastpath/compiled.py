@@ -5,7 +5,7 @@ generated code instead of graphql-core's per-field execution (docs/architecture.
 a query, an object whose collected fields are ``__typename`` or basic fields of scalars, enums
 or such objects is completed by ``_Generator``'s code, giving graphql-core's dict; anything else
 falls back to graphql-core for that whole object. What qualifies, what falls back, and
-why: docs/modules.md.
+why: docs/architecture.md "Fast path".
 """
 
 from __future__ import annotations

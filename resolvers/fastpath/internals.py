@@ -3,7 +3,7 @@
 They are reached only through the functions below (``tests/resolvers/test_fastpath_seam.py``
 keeps it so); ``missing()`` checks them against the installed versions, and
 ``resolvers.fastpath.install`` builds the standard schema after one WARNING if one is missing.
-The names, and what each is for: docs/modules.md.
+The names, and what each is for: docs/architecture.md "Fast path".
 """
 
 from __future__ import annotations

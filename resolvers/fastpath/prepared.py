@@ -5,7 +5,7 @@ directly, without Strawberry's per-request extension pipeline (docs/architecture
 reached execution once (``RecordPreparedOperation``); ``execute_prepared`` runs it again with the
 schema's executor, then the error processing, masking and metrics of the standard path, in its
 order (a root plan first, when it has one). Only when every extension is covered
-(``all_covered``). The steps and the cases left to Strawberry: docs/modules.md.
+(``all_covered``). The steps and the cases left to Strawberry: docs/architecture.md "Fast path".
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ graphql-core's executor (docs/architecture.md "Fast path").
 ``plan_root`` gives a ``RootPlan`` to a query whose selection is one field of the query type
 returning an object (no directives, no ``@defer``/``@stream``); ``run_root_plan`` does for each
 request what graphql-core does for that field, with graphql-core's own functions, and hands the
-request back whenever it leaves the plain path. The steps: docs/modules.md.
+request back whenever it leaves the plain path. The steps: docs/architecture.md "Fast path".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each mutation is check (scope, input limits, ``check``) -> perform (one runtime call with the
 caller's ``Principal``) -> errors as data (a domain error becomes the ``UserError`` type of the
 field's result union, nothing changed). ``DecisionMutation`` is that template for the decisions;
-``start_result`` and ``retry_result`` convert the others. Details: docs/modules.md.
+``start_result`` and ``retry_result`` convert the others. Why: docs/architecture.md "Requests and answers".
 """
 
 from __future__ import annotations

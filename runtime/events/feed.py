@@ -5,7 +5,7 @@ agent in this process shared by its subscribers, and re-reads the last ``lookbac
 ids on each poll, skipping those already delivered; delivery is at least once across
 reconnections (``after_event_id``). What a subscriber holds is bounded in bytes: its replay's
 pages and its live queue, and its owner's together (``runtime.subscription_budgets``). Why:
-docs/modules.md.
+docs/architecture.md "Events".
 """
 
 from __future__ import annotations
@@ -161,26 +161,17 @@ class EventFeed:
     ) -> AsyncGenerator[EventDocument, None]:
         """Yield ``agent_id``'s events as they are appended, on any instance, forever.
 
-        Without ``after_event_id`` the stream starts now: only events whose id was made after this
-        call. With it, the events after that id are read from the store first (in ``_id`` order),
-        a page of at most ``REPLAY_PAGE_BYTES`` at a time (less as its owner's budget nears its
-        ``replay_bytes``), each held until its last event was taken; then the live ones follow
-        without a gap (nor, within the lookback, a repeat). The event loop gets a turn between
-        two events.
-
-        Args:
-            agent_id: Whose log to follow.
-            after_event_id: Resume after this event id (exclusive).
-            accept: Only events for which this returns true are yielded.
-            resource_ids: The subscriber's resources (``Principal.resources``): the events after
-                ``after_event_id`` are read from the store of these resources only.
-            owner: Whose budget the subscription uses (``Principal.identity``); ``None``: one of
-                its own.
+        ``after_event_id`` (exclusive): the events after it are replayed from the store first, in
+        ``_id`` order, in pages of at most ``REPLAY_PAGE_BYTES`` (less near ``owner``'s
+        ``replay_bytes``), then the live ones follow without a gap; without it, only events whose id
+        is made after this call. ``accept`` filters; ``resource_ids`` (``Principal.resources``)
+        bounds the replay's read; ``owner`` (``Principal.identity``, ``None``: its own) names the
+        budget held (docs/architecture.md "Events").
 
         Raises:
             EventFeedOverflowError: The subscriber fell ``max_queued`` events behind.
             EventFeedClosedError: The feed was closed.
-            StoreUnavailableError: The store failed while reading the events after ``after_event_id``.
+            StoreUnavailableError: The store failed during the replay.
         """
         if self._closed:
             raise EventFeedClosedError("the event feed is closed")

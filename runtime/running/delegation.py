@@ -3,7 +3,7 @@
 The sub-agent runs as its own run (``parentRunId``: the supervisor's), whose id is derived from
 the supervisor's run and call (``sub_run_id``). When it suspends, the supervisor's call suspends
 too, showing the sub-run's pending call; it is decided only through the supervisor's call, and
-the decision is forwarded through the decision gate. Details: docs/modules.md.
+the decision is forwarded through the decision gate. Details: docs/writing-agents.md "Supervisors".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 A subscriber gets the updates of the run's current continuation (or after ``after``), in id order
 and without repeats, up to the first outcome, from this process's ``UpdateHub``, the store's
-update batches (polled every ``poll_interval`` seconds) and the event log (docs/modules.md). What
+update batches (polled every ``poll_interval`` seconds) and the event log (docs/architecture.md "Run updates"). What
 a stream holds is bounded in bytes, and its principal's streams' together
 (``runtime.subscription_budgets``): stored batches are read a replay page at a time, and the
 updates sent at the principal's pace.

@@ -6,7 +6,7 @@ at once to this process's subscribers (``Listener``s, bounded in bytes) and, coa
 batches, to the store for other instances: the first update with the claim, the first text delta
 at most ``first_text_delay`` seconds after it (with the outcome, if the continuation ends by then), and
 the outcome at once (a completion's in its store write), the rest at most once an interval
-(docs/modules.md).
+(docs/architecture.md "Run updates").
 """
 
 from __future__ import annotations

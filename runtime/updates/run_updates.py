@@ -4,7 +4,7 @@ A continuation sends ``resumed``, then the model's ``text`` deltas and its tool 
 ``tool_call_started``/``tool_call_ended`` (a declined call, whose tool never runs:
 ``tool_call_declined``), then its outcome (``suspended``, ``completed`` or ``failed``). Update
 ids are ``{continuationId}.{8-digit sequence}`` (the outcome ``{continuationId}.end``), so they
-sort in the order they were sent (docs/modules.md).
+sort in the order they were sent (docs/architecture.md "Run updates").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each instance runs one ``WebhookDispatcher``, with two loops: **scan** turns the
 endpoint wants into deliveries (insert-if-absent by id) and moves the endpoint's cursor; **send**
 leases due deliveries, POSTs each signed (Standard Webhooks) and records the attempt, retrying
 with backoff (``RetryPolicy``) until ``retry_for`` seconds. Nothing is written on the decision
-path. Details: docs/modules.md.
+path. Details: docs/webhooks.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The answer is streamed and its body read raw, up to ``ANSWER_PREFIX_BYTES`` and only when the
 status is not 2xx or 3xx; that prefix goes to the delivery's ``lastError``, without the receiver
-URL's path segments and query values. Why: docs/modules.md.
+URL's path segments and query values. Why: SECURITY.md "Webhooks".
 """
 
 from __future__ import annotations

@@ -258,7 +258,10 @@ def _serve_on(
         logger.info(*serving)
         sock.listen(config.backlog)  # connections wait for the first worker; each worker listens on it too
         _say_listening(sock)
-        supervisor.run()
+        from ..observability.metrics import workers_metrics_dir
+
+        with workers_metrics_dir():  # /metrics adds up every worker (prometheus_client's multiprocess mode)
+            supervisor.run()
         if supervisor.stopped:
             stopped_by(supervisor.stopped)
         return 0

@@ -4,7 +4,7 @@
 its turn every ``CHUNK`` bytes or ``SCAN_STEP`` values, and gives up (None) as soon as the bytes
 written would pass the budget: an answer beyond it is never encoded whole. An answer whose
 bound (``bound``) fits is written by orjson in one call. ``too_large`` is the answer sent
-instead (``RESPONSE_TOO_LARGE``). Why and the figures: docs/modules.md.
+instead (``RESPONSE_TOO_LARGE``). Why and the figures: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``LoopbackHostsOnly``: the ``Host`` (and a browser's ``Origin``) must name ``localhost``,
 ``127.0.0.1`` or ``[::1]`` (any port) or one of ``RUNSGATE_ALLOWED_HOSTS``; anything else gets a
-400 over HTTP, a refused WebSocket handshake (403). Why (DNS rebinding): docs/modules.md.
+400 over HTTP, a refused WebSocket handshake (403). Why (DNS rebinding): SECURITY.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``configure_logging`` installs one stderr handler on the root logger, which uvicorn's loggers
 reach too. A JSON line has ``time`` (UTC), ``level``, ``logger``, ``message``, ``request_id``,
 extras and ``exc_info``; a line is cut at ``MAX_MESSAGE_CHARS``, credentials in access lines are
-``REDACTED``, and text lines escape control characters. Details: docs/modules.md.
+``REDACTED``, and text lines escape control characters. Details: docs/operations.md.
 """
 
 from __future__ import annotations

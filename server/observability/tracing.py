@@ -1,9 +1,10 @@
-"""OpenTelemetry tracing of GraphQL operations, only when it is configured.
+"""OpenTelemetry tracing of HTTP requests, GraphQL operations and MongoDB commands, only when configured.
 
 ``RUNSGATE_TRACING``: ``auto`` (on when an ``OTEL_EXPORTER_OTLP_*ENDPOINT`` is set), ``otlp``,
-``console`` or ``off``; when off nothing of OpenTelemetry is imported. When on, the schema gets
-Strawberry's ``OpenTelemetryExtension`` with a provider of its own, flushed at shutdown
-(``Tracing.shutdown``). Needs the ``otel`` extra. Spans and variables: docs/modules.md.
+``console`` or ``off``; when off nothing of OpenTelemetry is imported. When on, with a provider of
+its own flushed at shutdown (``Tracing.shutdown``): the ASGI instrumentation's middleware, Strawberry's
+``OpenTelemetryExtension``, and on a MongoDB store the PyMongo instrumentation
+(``_instrumented``). Needs the ``otel`` extra. Spans and variables: docs/operations.md "Tracing".
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from starlette.middleware import Middleware
 from strawberry.extensions import SchemaExtension
+
+from storage.registry import store_entry
 
 from ..settings import ConfigError, Settings
 
@@ -23,9 +27,11 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True)
 class Tracing:
-    """What tracing adds to the app: schema extensions, and a provider to flush at shutdown."""
+    """What tracing adds to the app: schema extensions, the outermost middleware, and a provider
+    to flush at shutdown."""
 
     extensions: list[Callable[[], SchemaExtension]] = field(default_factory=list)
+    middleware: list[Middleware] = field(default_factory=list)
     provider: TracerProvider | None = None
 
     @property
@@ -35,6 +41,9 @@ class Tracing:
     def shutdown(self) -> None:
         """Export the spans still buffered and stop the exporter (no-op when tracing is off)."""
         if self.provider is not None:
+            from ._instrumented import stop_pymongo
+
+            stop_pymongo(self.provider)
             self.provider.shutdown()
 
 
@@ -55,7 +64,8 @@ def span_limits() -> SpanLimits:
 
 
 def start_tracing(settings: Settings) -> Tracing:
-    """Build the tracer provider and the schema extension when tracing is configured.
+    """Build the tracer provider, the schema extension and the ASGI middleware when tracing is
+    configured; on a MongoDB store (``settings.store_url``), trace PyMongo's commands on it too.
 
     Returns:
         An empty ``Tracing`` when off (nothing imported).
@@ -72,8 +82,9 @@ def start_tracing(settings: Settings) -> Tracing:
         from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+        from strawberry.extensions.tracing import OpenTelemetryExtension
 
-        from ._traced_operations import TracedOperations
+        from ._instrumented import asgi_middleware, trace_pymongo
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ConfigError(
             f"RUNSGATE_TRACING: tracing needs the otel extra (pip install 'runsgate[otel]'): {exc}"
@@ -90,4 +101,10 @@ def start_tracing(settings: Settings) -> Tracing:
         exporter = OTLPSpanExporter(endpoint=settings.otlp_traces_endpoint)
     provider = TracerProvider(resource=resource, span_limits=span_limits())
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    return Tracing(extensions=[partial(TracedOperations, tracer_provider=provider)], provider=provider)
+    if store_entry(settings.store_url).name == "mongodb":  # else PyMongo is never imported
+        trace_pymongo(provider)
+    return Tracing(
+        extensions=[partial(OpenTelemetryExtension, tracer_provider=provider)],
+        middleware=[asgi_middleware(provider)],
+        provider=provider,
+    )

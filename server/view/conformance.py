@@ -2,7 +2,7 @@
 GraphQL-over-HTTP spec where Strawberry's view does not, each in one place so that it can go once
 Strawberry does it (the class docstring says, override by override, what each fixes).
 
-Why: docs/api.md "GraphQL over HTTP" and docs/modules.md.
+Why: docs/api.md "GraphQL over HTTP" and docs/architecture.md "Requests and answers".
 """
 
 from __future__ import annotations

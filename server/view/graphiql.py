@@ -1,6 +1,6 @@
 """The GraphiQL page of ``/graphql``, offline: Strawberry's page loading runsgate's own copies of
 its files (``server/static/graphiql``, keeping their ``integrity`` hashes), opening with an example
-query, and keeping no credential beyond the tab (SECURITY.md). Why: docs/modules.md."""
+query, and keeping no credential beyond the tab (SECURITY.md). Why: docs/api.md "GraphiQL"."""
 
 from __future__ import annotations
 

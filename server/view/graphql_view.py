@@ -3,7 +3,7 @@
 (``EncodedAnswer``), serving prepared queries by a shorter path (``PreparedView``) and GraphiQL
 offline (``server.view.graphiql``); and its ``graphql-transport-ws`` handler's base
 (``TransportWsHandler``). ``/graphql`` serves GET and POST (``GRAPHQL_METHODS``). Why:
-docs/api.md and docs/modules.md.
+docs/api.md and docs/architecture.md "Requests and answers".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 operation it lacks, sends a subscription over HTTP, or has variables that do not coerce), and
 the ``extensions.code`` of each of its errors (``request_error_code``), as HTTP answers them
 (``server.view.conformance``) and WebSocket ``error`` messages too (``server.view.ws_handler``).
-Why: docs/api.md and docs/modules.md."""
+Why: docs/api.md "GraphQL over HTTP"."""
 
 from __future__ import annotations
 

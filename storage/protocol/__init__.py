@@ -4,7 +4,7 @@
 ``WebhookDeliveries`` and ``RunUpdateLog`` (batches of ``runUpdates``), one per aggregate and
 one module each; ``SnapshotStore`` is all five plus open, close and ping, implemented by one
 class per store. Every method naming a run is scoped by ``agent_id``; a write that changes a
-run takes the event recording it (``event=``), one unit of work (docs/modules.md). The errors
+run takes the event recording it (``event=``), one unit of work (docs/storage.md). The errors
 are in ``errors``, the listing's filter and order in ``filters``.
 """
 

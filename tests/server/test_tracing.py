@@ -3,7 +3,8 @@
 The test runs a small OTLP/HTTP receiver (``POST /v1/traces``, protobuf, decoded with
 ``opentelemetry-proto``), starts runsgate with the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``
 pointing at it, runs a named query with a W3C ``traceparent`` header, stops the server (which
-flushes the batch exporter) and checks the spans that arrived. Without an endpoint, the app
+flushes the batch exporter) and checks the spans that arrived: the request's, the operation's
+and its children. Without an endpoint, the app
 has no tracing extension at all.
 """
 
@@ -100,9 +101,13 @@ def test_spans_of_a_query_reach_the_otlp_endpoint(receiver: _Receiver, tmp_path:
             spans += [span for scope in resource_spans.scope_spans for span in scope.spans]
     by_name = {span.name: span for span in spans}
     operation = by_name["GraphQL Query: TracedAgents"]
-    # and the operation continues the caller's trace, as a child of its span
+    # and the request's span (ASGI instrumentation) continues the caller's trace, as a child of its
+    # span, and holds the operation's span
+    request = by_name["POST /graphql"]
+    assert request.trace_id.hex() == CALLER_TRACE
+    assert request.parent_span_id.hex() == CALLER_SPAN
     assert operation.trace_id.hex() == CALLER_TRACE
-    assert operation.parent_span_id.hex() == CALLER_SPAN
+    assert operation.parent_span_id == request.span_id
     # and the operation span is the parent of the parsing, validation and resolver spans, in one trace
     for child in ("GraphQL Parsing", "GraphQL Validation", "GraphQL Resolving: agents"):
         assert by_name[child].parent_span_id == operation.span_id, child

@@ -115,7 +115,9 @@ try {
     out.filters = {};
     await page.getByLabel('Claimed by me').check();
     await apply();
+    // the listing is drawn anew for new filters: empty until the queue answers
     await article(out.runs.weather).waitFor({ state: 'detached', timeout: TIMEOUT });
+    await article(out.runs.r1043).waitFor({ timeout: TIMEOUT });
     out.filters.claimedByMe = await shown();
     await page.getByLabel('Claimed by me').uncheck();
     await page.getByLabel('Unclaimed').check();

@@ -1,5 +1,6 @@
-// runsgate's reviewer inbox: the suspended runs the caller may see, and the decisions on them,
-// through runsgate's public GraphQL API only (documents.js). docs/inbox.md describes it.
+// runsgate's reviewer inbox: the suspended runs the caller may see (the reviewers' queue where the
+// server has it, review.jsx), and the decisions on them, through runsgate's public GraphQL API only
+// (documents.js). docs/inbox.md describes it.
 import React, { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import Form, { getDefaultRegistry } from '@rjsf/core';

@@ -23,6 +23,7 @@ function check(source) {
     resume: docs.resumeMutation(f),
     RUN_EVENTS: docs.RUN_EVENTS,
     ...(f.bulk ? { decideMany: docs.decideManyMutation(f) } : {}),
+    ...(f.reviewQueue ? { reviewQueue: docs.reviewQueueQuery(f), CLAIM_REVIEW: docs.CLAIM_REVIEW, RELEASE_REVIEW: docs.RELEASE_REVIEW } : {}),
     ...(f.progress ? { RUN_UPDATES: docs.RUN_UPDATES, RUN_NOW: docs.RUN_NOW } : {}),
   };
   const errors = {};

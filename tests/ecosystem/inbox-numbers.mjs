@@ -1,5 +1,7 @@
 // Numbers JavaScript cannot hold (integers beyond 2^53) through every path of the inbox, in Debian's
 // Chromium (playwright-core):
+// It opens the per-agent listing (`/inbox?view=agents`), which it was written for; the review
+// queue's page (one listing across agents, in its own order) is inbox-review-queue.mjs's.
 //   node inbox-numbers.mjs BASE_URL OUTPUT_DIR API_KEY
 // against a server with the json-echo test agent (tests/_json_agent.py) beside the demo agents.
 // Signs in with API_KEY, then, each run started through the API:
@@ -56,7 +58,7 @@ try {
     return card(runId).innerText();
   };
 
-  await page.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await page.goto(`${baseUrl}/inbox?view=agents`, { waitUntil: 'load', timeout: TIMEOUT });
   await page.getByLabel('API key or token').focus();
   await page.keyboard.type(apiKey);
   await page.keyboard.press('Enter');
@@ -127,7 +129,7 @@ try {
     delete JSON.rawJSON;
     delete JSON.isRawJSON;
   });
-  await legacy.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await legacy.goto(`${baseUrl}/inbox?view=agents`, { waitUntil: 'load', timeout: TIMEOUT });
   await legacy.getByLabel('API key or token').fill(apiKey);
   await legacy.keyboard.press('Enter');
   await legacy.getByText('Live: new runs and decisions appear as they happen').waitFor();

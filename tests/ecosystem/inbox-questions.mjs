@@ -1,5 +1,7 @@
 // A reviewer deciding a question someone else decided first, in Debian's Chromium (playwright-core):
 //   node inbox-questions.mjs BASE_URL OUTPUT_DIR KEY_X KEY_Y
+// It opens the per-agent listing (`/inbox?view=agents`), which it was written for; the review
+// queue's page (one listing across agents, in its own order) is inbox-review-queue.mjs's.
 // against a server with the json-echo test agent (tests/_json_agent.py) beside the demo agents.
 // The page signs in as Y. For each action of the page, a run is started whose call asks two
 // questions in turn (the supervisor's refunds of orders 1042 and 1043; json-echo's ask_twice), Y's
@@ -90,7 +92,7 @@ try {
     };
   };
 
-  await page.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await page.goto(`${baseUrl}/inbox?view=agents`, { waitUntil: 'load', timeout: TIMEOUT });
   await page.getByLabel('API key or token').fill(keyY);
   await page.keyboard.press('Enter');
   await page.getByText('Live: new runs and decisions appear as they happen').waitFor();

@@ -1,5 +1,7 @@
 // The inbox as a reviewer's queue (issue 45 part 6), in Debian's Chromium (playwright-core):
 //   node inbox-queue.mjs BASE_URL OUTPUT_DIR API_KEY
+// It opens the per-agent listing (`/inbox?view=agents`), which it was written for; the review
+// queue's page (one listing across agents, in its own order) is inbox-review-queue.mjs's.
 // against a server with the json-echo test agent (tests/_json_agent.py) beside the demo agents.
 // Signs in with API_KEY, shows the refund agent only, and records:
 // - place: two refunds, both in view (a 2000 px tall window); the upper one approved with the
@@ -75,7 +77,7 @@ try {
     }, label);
 
   page.setDefaultTimeout(TIMEOUT);
-  await page.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await page.goto(`${baseUrl}/inbox?view=agents`, { waitUntil: 'load', timeout: TIMEOUT });
   await page.getByLabel('API key or token').fill(apiKey);
   await page.keyboard.press('Enter');
   await page.getByText('Live: new runs and decisions appear as they happen').waitFor();

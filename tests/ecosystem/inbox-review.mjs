@@ -1,5 +1,7 @@
 // What a reviewer sees in the inbox, measured in Debian's Chromium (playwright-core):
 //   node inbox-review.mjs BASE_URL OUTPUT_DIR API_KEY
+// It opens the per-agent listing (`/inbox?view=agents`), which it was written for; the review
+// queue's page (one listing across agents, in its own order) is inbox-review-queue.mjs's.
 // Signs in with API_KEY (measuring the sign-in form's button first), starts through the API a
 // supervisor's refund (its sub-run is listed under refund-agent) and a weather run (a call that asks
 // for data), and records each agent's bulk bar; then starts a plain refund and records, for every
@@ -61,7 +63,7 @@ try {
   const article = (runId) => page.locator(`article[aria-labelledby="run-${runId}"]`);
 
   // the sign-in form
-  await page.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await page.goto(`${baseUrl}/inbox?view=agents`, { waitUntil: 'load', timeout: TIMEOUT });
   await page.getByLabel('API key or token').waitFor();
   await measure('sign-in');
   await page.getByLabel('API key or token').focus();

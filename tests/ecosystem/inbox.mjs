@@ -1,5 +1,7 @@
 // The reviewer inbox in a real browser: Debian's Chromium driven by playwright-core.
 //   node inbox.mjs BASE_URL OUTPUT_DIR [API_KEY]
+// It opens the per-agent listing (`/inbox?view=agents`), which it was written for; the review
+// queue's page (one listing across agents, in its own order) is inbox-review-queue.mjs's.
 // Opens BASE_URL/inbox (signing in with API_KEY when given), starts runs through the GraphQL
 // API and waits for them to appear live, then decides them with the keyboard: approves one,
 // declines one with a reason, resumes the weather run through its generated form (an empty form
@@ -104,7 +106,7 @@ try {
     throw new Error(`Tab never reached ${locator}`);
   };
 
-  await page.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await page.goto(`${baseUrl}/inbox?view=agents`, { waitUntil: 'load', timeout: TIMEOUT });
   if (apiKey) {
     // the page asks once for a key, and keeps it for the tab only
     await page.getByLabel('API key or token').waitFor();
@@ -238,7 +240,7 @@ try {
   out.runs.paged = [];
   for (let i = 0; i < 3; i += 1) out.runs.paged.push(await start('refund-agent', 'Please refund order 1042', { threadId: 't-paged' }));
   await start('refund-agent', 'Please refund order 1043', { threadId: 't-other' }).then((runId) => (out.runs.otherThread = runId));
-  await page.goto(`${baseUrl}/inbox?pageSize=2`, { waitUntil: 'load' }); // the tab keeps its key: no second prompt
+  await page.goto(`${baseUrl}/inbox?view=agents&pageSize=2`, { waitUntil: 'load' }); // the tab keeps its key: no second prompt
   await page.getByText('Live: new runs and decisions appear as they happen').waitFor();
   await page.getByLabel('Agent', { exact: true }).selectOption('refund-agent');
   await page.getByLabel('Thread', { exact: true }).focus();

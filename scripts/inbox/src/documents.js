@@ -6,7 +6,9 @@
 // sent once at load, and the documents below are built from its answer (`features`), so the page
 // works on a server without them and shows them as soon as the server has them. So are a
 // decision's `waitFor` and the `runUpdates` subscription, which the page's progress needs, and the
-// `questionId` every decision names (the question its card showed).
+// `questionId` every decision names (the question its card showed). With the reviewers' queue
+// (`reviewQueue`, `claimReview`, `releaseReview`), the page lists the queue instead of one
+// listing per agent.
 
 /** One introspection query: which optional fields and types the server's schema has. */
 export const FEATURES = `query InboxFeatures {
@@ -19,6 +21,7 @@ export const FEATURES = `query InboxFeatures {
   mutation: __type(name: "Mutation") { fields { name } }
   invalidToolArguments: __type(name: "InvalidToolArguments") { name }
   subscription: __type(name: "Subscription") { fields { name } }
+  query: __type(name: "Query") { fields { name } }
 }`;
 
 /** What the page may use, from FEATURES' data (null data: introspection off, nothing optional). */
@@ -32,6 +35,7 @@ export function features(data) {
   const filter = names('runFilter', 'inputFields');
   const mutation = names('mutation', 'fields');
   const subscription = names('subscription', 'fields');
+  const query = names('query', 'fields');
   return {
     editedArgs: approve.has('editedArgs'),
     invalidToolArguments: Boolean(data && data.invalidToolArguments),
@@ -47,6 +51,8 @@ export function features(data) {
     // each item of a bulk decision
     questionIds: approve.has('questionId') && decline.has('questionId'),
     bulkQuestionIds: item.has('questionId'),
+    // one listing across agents, in the queue's order, with review claims
+    reviewQueue: query.has('reviewQueue') && mutation.has('claimReview') && mutation.has('releaseReview'),
   };
 }
 
@@ -60,30 +66,75 @@ const conversationFields = `conversation(maxBytes: ${CONVERSATION_BYTES}) {
         messages { index kind text textBytes truncated toolName toolCallId }
       }`;
 
-/** The listing of one agent's suspended runs, newest first, one page (Relay cursors). */
-export function suspendedRunsQuery(f) {
+/** What the page shows of a run, as `suspendedRuns` and `reviewQueue` list it. */
+function runFields(f) {
   const extra = [
     f.expiresAt ? 'expiresAt' : '',
     f.approvals ? 'approvalsRequired approvals { decidedBy decidedAt }' : '',
     f.argsSchema ? 'argsSchema' : '',
   ].join(' ');
-  return `query InboxRuns($agentId: ID!, $filter: SuspendedRunFilter, $first: Int, $after: String, $last: Int, $before: String) {
-  suspendedRuns(agentId: $agentId, filter: $filter, first: $first, after: $after, last: $last, before: $before) {
-    totalCount
-    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
-    nodes {
-      runId agentId threadId resourceId parentRunId createdAt suspendedAt
+  return `runId agentId threadId resourceId parentRunId createdAt suspendedAt
       lastError { type message at }
       ${f.conversation ? conversationFields : ''}
       toolCalls {
         toolCallId toolName args requiresApproval suspendPayload resumeSchema questionId approvalMetadata
         decision { kind decidedAt decidedBy reason }
         ${extra}
+      }`;
+}
+
+/** The listing of one agent's suspended runs, newest first, one page (Relay cursors). */
+export function suspendedRunsQuery(f) {
+  return `query InboxRuns($agentId: ID!, $filter: SuspendedRunFilter, $first: Int, $after: String, $last: Int, $before: String) {
+  suspendedRuns(agentId: $agentId, filter: $filter, first: $first, after: $after, last: $last, before: $before) {
+    totalCount
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+    nodes {
+      ${runFields(f)}
+    }
+  }
+}`;
+}
+
+const reviewClaimFields = 'by since until byMe';
+
+/** One page of the reviewers' queue across agents, earliest deadline first, then the oldest
+ * (issue 45's `reviewQueue`); sent only when `features().reviewQueue`. Each item's run is the
+ * whole run: the page finds the item's call in it by its toolCallId and questionId. */
+export function reviewQueueQuery(f) {
+  return `query InboxQueue($filter: ReviewQueueFilter, $first: Int, $after: String) {
+  reviewQueue(filter: $filter, first: $first, after: $after) {
+    totalCount
+    pageInfo { hasNextPage endCursor }
+    nodes {
+      agentId runId toolCallId questionId toolName waitedSeconds expiresAt escalated
+      reviewClaim { ${reviewClaimFields} }
+      run {
+        ${runFields(f)}
       }
     }
   }
 }`;
 }
+
+const claimResult = `fragment InboxClaimResult on ReviewClaimResult {
+  __typename
+  ... on ReviewClaimed { runId toolCallId questionId reviewClaim { ${reviewClaimFields} } }
+  ... on UserError { code message }
+  ... on ReviewAlreadyClaimed { held: reviewClaim { ${reviewClaimFields} } }
+}`;
+
+/** Mark the question (its run, call and questionId) as being reviewed by the caller. */
+export const CLAIM_REVIEW = `mutation InboxClaimReview($input: ReviewClaimInput!) {
+  claimReview(input: $input) { ...InboxClaimResult }
+}
+${claimResult}`;
+
+/** End the caller's review claim on the question. */
+export const RELEASE_REVIEW = `mutation InboxReleaseReview($input: ReviewClaimInput!) {
+  releaseReview(input: $input) { ...InboxClaimResult }
+}
+${claimResult}`;
 
 function decisionResult(f) {
   const toolArgs = f.invalidToolArguments ? '... on InvalidToolArguments { toolArgumentProblems: problems { path message } }' : '';

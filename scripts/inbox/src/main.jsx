@@ -1,5 +1,6 @@
-// runsgate's reviewer inbox: the suspended runs the caller may see, and the decisions on them,
-// through runsgate's public GraphQL API only (documents.js). docs/inbox.md describes it.
+// runsgate's reviewer inbox: the suspended runs the caller may see (the reviewers' queue where the
+// server has it, review.jsx), and the decisions on them, through runsgate's public GraphQL API only
+// (documents.js). docs/inbox.md describes it.
 import React, { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import Form, { getDefaultRegistry } from '@rjsf/core';
@@ -10,6 +11,7 @@ import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request, storedToken, storeT
 import { Progress, useProgress } from './progress.jsx';
 import { Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, useShortcuts } from './queue.jsx';
 import { JsonValue, argsSummary, callSummary, editSummary, questionOf } from './values.jsx';
+import { AGENTS_VIEW, ClaimButton, ClaimStatus, queueConnection, queueFilter, reviewAction, waited } from './review.jsx';
 
 /** Runs per page: `?pageSize=N` (1 to 100; the server's page-size cap still applies), else 10. */
 const PAGE_SIZE = (() => {
@@ -17,7 +19,20 @@ const PAGE_SIZE = (() => {
   return asked >= 1 && asked <= 100 ? asked : 10;
 })();
 const SOON_SECONDS = 3600;
-const EMPTY_FILTERS = { agentId: '', threadId: '', resourceId: '', fromDate: '', toDate: '', expiringSoon: false };
+const EMPTY_FILTERS = {
+  agentId: '',
+  threadId: '',
+  resourceId: '',
+  fromDate: '',
+  toDate: '',
+  expiringSoon: false,
+  // the review queue's only
+  toolNames: '',
+  expiresBefore: '',
+  claimedByMe: false,
+  unclaimed: false,
+  escalated: false,
+};
 
 /** `value` as indented JSON, each number as the server wrote it (exact.js). */
 const json = (value) => JSON.stringify(value, null, 2);
@@ -229,6 +244,7 @@ function ApprovalActions({ call, base, features, act, busy, selected, onSelect }
         <button type="button" className="approve" data-first-action="" ref={approveButton} disabled={busy} onClick={() => act('approve', call)}>
           Approve
         </button>
+        {call.queued && <ClaimButton call={call} act={act} busy={busy} />}
         {features.editedArgs && (
           <button type="button" aria-expanded={editing} aria-controls={`${base}-edit`} onClick={() => setEditing(!editing)}>
             Edit arguments
@@ -486,8 +502,23 @@ function ToolCall({ run, call, features, act, busy, selected, onSelect, message 
           </>
         )}
         {features.approvals && call.requiresApproval && (call.approvalsRequired > 1 || call.approvals.length > 0) && <Approvals call={call} />}
+        {call.queued && (
+          <>
+            <dt>Waiting for</dt>
+            <dd>
+              {waited(call.waitedSeconds)}
+              {call.escalated ? ', escalated' : ''}
+            </dd>
+          </>
+        )}
       </dl>
+      {call.queued && <ClaimStatus call={call} />}
       {actions}
+      {call.queued && actions && !call.requiresApproval && (
+        <p className="claim-row">
+          <ClaimButton call={call} act={act} busy={busy} />
+        </p>
+      )}
       {actions && (
         <p className="result" role="status">
           {message}
@@ -588,7 +619,7 @@ function BulkBar({ agent, count, busy, decide }) {
       }}
     >
       <h3 id={`${id}-h`}>
-        Bulk decision on {agent.name || agent.id}: {count} selected
+        Bulk decision on {agent.bulkName || agent.name || agent.id}: {count} selected
       </h3>
       <label htmlFor={`${id}-reason`}>Reason for declining the selected calls</label>
       <input id={`${id}-reason`} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
@@ -608,8 +639,11 @@ function settledText(verb, call, runId, result, change) {
   return `${verb}: ${callSummary(call)} on run ${runId}${change ? ` (${change})` : ''}: ${status}.`;
 }
 
-function AgentListing({ agent, features, filters, token, refresh, log, onAuth, follow, ownDecision }) {
-  const [page, setPage] = useState({ first: PAGE_SIZE });
+/** One listing: an agent's suspended runs (`agent`), or with `queue` the reviewers' queue across
+ * agents (`agent` then names the listing), its items grouped into runs (review.jsx). */
+function AgentListing({ agent, queue = false, agentName, features, filters, token, refresh, log, onAuth, follow, ownDecision }) {
+  // the queue pages forward only (`first`, `after`): `back` holds the cursors of the pages before
+  const [page, setPage] = useState(queue ? { first: PAGE_SIZE, after: null, back: [] } : { first: PAGE_SIZE });
   const [connection, setConnection] = useState(null);
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
@@ -618,18 +652,22 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
   // runs decided here, shown in their card's place (queue.jsx): runId -> {runId, questionId, height, text, ok, compact}
   const [slots, setSlots] = useState(() => new Map());
   const order = useRef([]);
-  const query = useMemo(() => docs.suspendedRunsQuery(features), [features]);
+  const query = useMemo(() => (queue ? docs.reviewQueueQuery(features) : docs.suspendedRunsQuery(features)), [queue, features]);
   const [reload, setReload] = useState(0);
 
   useEffect(() => {
     let current = true;
-    request(token, query, { agentId: agent.id, filter: filterVariables(filters, features), ...page })
+    const variables = queue
+      ? { filter: queueFilter(filters), first: page.first, after: page.after }
+      : { agentId: agent.id, filter: filterVariables(filters, features), ...page };
+    request(token, query, variables)
       .then((data) => {
         if (!current) return;
-        setConnection(data.suspendedRuns);
+        const found = queue ? queueConnection(data.reviewQueue) : data.suspendedRuns;
+        setConnection(found);
         setError('');
         // a selection stands for the question its card showed: it is dropped once that question is gone
-        const open = new Set(data.suspendedRuns.nodes.flatMap((run) => run.toolCalls.filter((c) => !c.decision).map((c) => `${run.runId}\u0000${c.toolCallId}\u0000${c.questionId}`)));
+        const open = new Set(found.nodes.flatMap((run) => run.toolCalls.filter((c) => !c.decision).map((c) => `${run.runId}\u0000${c.toolCallId}\u0000${c.questionId}`)));
         setSelection((before) => new Map([...before].filter(([key, item]) => open.has(`${key}\u0000${item.questionId}`))));
       })
       .catch((e) => {
@@ -640,7 +678,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
     return () => {
       current = false;
     };
-  }, [agent.id, query, filters, features, page, token, refresh, reload, onAuth]);
+  }, [agent.id, queue, query, filters, features, page, token, refresh, reload, onAuth]);
 
   useEffect(() => flushFocus()); // the focus a decision asked for, once its card's buttons are enabled again
 
@@ -653,6 +691,22 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
   const act = useCallback(
     async (kind, run, call, extra = {}) => {
       const key = `${run.runId}\u0000${call.toolCallId}`;
+      if (kind === 'claim' || kind === 'release') {
+        ownDecision(run.runId, call.toolCallId, 'review');
+        setBusy(true);
+        try {
+          const { ok, text } = await reviewAction(request, token, kind, run, call);
+          log(text, ok ? 'ok' : 'problem');
+          setMessages((m) => ({ ...m, [key]: text }));
+        } catch (e) {
+          if (e instanceof AuthRequired) onAuth(e);
+          else log(`Review claim on run ${run.runId}: failed, ${e.message}`, 'problem');
+        } finally {
+          setBusy(false);
+          setReload((n) => n + 1);
+        }
+        return null;
+      }
       // the question the card shows: refused (QuestionNotPending) if someone else decided it since
       // (the run's own agent: a listing across agents, as the review queue's, needs no other change here)
       const ids = { agentId: run.agentId || agent.id, runId: run.runId, toolCallId: call.toolCallId, ...(features.questionIds ? { questionId: call.questionId } : {}) };
@@ -712,47 +766,54 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
   );
 
   const runs = connection ? connection.nodes : [];
+  // one decideToolCalls per agent of the selection (its input names one agent), each with one
+  // entry in the activity log
   const decide = async (kind, reason) => {
-    const items = [...selection.values()];
-    const decisions = items.map(({ runId, toolCallId, questionId }) => ({
-      runId,
-      toolCallId,
-      ...(features.bulkQuestionIds ? { questionId } : {}),
-      kind,
-      reason: kind === 'DECLINED' ? reason : null,
-    }));
-    const heights = items.map((item) => runHeight(domId('run', item.runId)));
-    const next = nextCardKey(null, new Set(items.map((item) => item.questionId)));
-    items.forEach((item) => ownDecision(item.runId, item.toolCallId));
+    const selected = [...selection.values()];
+    const heights = new Map(selected.map((item) => [item.runId, runHeight(domId('run', item.runId))]));
+    const next = nextCardKey(null, new Set(selected.map((item) => item.questionId)));
+    selected.forEach((item) => ownDecision(item.runId, item.toolCallId));
+    const groups = new Map();
+    for (const item of selected) groups.set(item.agentId, [...(groups.get(item.agentId) || []), item]);
     const name = kind === 'APPROVED' ? 'approval' : 'decline';
+    const change = kind === 'DECLINED' ? (reason ? `reason: ${JSON.stringify(reason)}` : 'no reason given') : '';
+    const verb = kind === 'APPROVED' ? 'Approved in bulk' : 'Declined in bulk';
     setBusy(true);
     try {
-      const input = { agentId: agent.id, decisions, ...(features.progress ? { waitFor: 'RECORDED' } : {}) };
-      const data = await request(token, docs.decideManyMutation(features), { input });
-      const results = data.decideToolCalls.results;
-      const recorded = results.filter((result) => result.__typename === 'RunOutcome').length;
-      const refused = results.length - recorded;
-      const change = kind === 'DECLINED' ? (reason ? `reason: ${JSON.stringify(reason)}` : 'no reason given') : '';
-      // one entry for the bulk action, naming each call and its result
-      log(
-        `Bulk ${name} of ${items.length} call${items.length === 1 ? '' : 's'} on ${agent.name || agent.id}: ${recorded} recorded${refused ? `, ${refused} not recorded` : ''}${change ? ` (${change})` : ''}.`,
-        refused ? 'problem' : 'ok',
-        results.map((result, i) => describe(result, `${callSummary(items[i].call)} on run ${items[i].runId}`)),
-      );
-      const verb = kind === 'APPROVED' ? 'Approved in bulk' : 'Declined in bulk';
-      settle(
-        results.flatMap((result, i) => {
-          const item = items[i];
-          const run = runs.find((r) => r.runId === item.runId);
-          const alone = run && run.toolCalls.filter((c) => !c.decision).length === 1;
-          if (result.__typename !== 'RunOutcome' || !alone || !heights[i]) return [];
-          return [{ runId: item.runId, questionId: item.questionId, height: heights[i], ok: true, text: settledText(verb, item.call, item.runId, result, change) }];
-        }),
-      );
-      results.forEach((result, i) => {
-        const what = `Bulk ${name} of ${items[i].toolName} on run ${items[i].runId}`;
-        if (features.progress && result.__typename === 'RunOutcome' && result.status === 'RESUMING') follow(agent.id, items[i].runId, what);
-      });
+      for (const [agentId, items] of groups) {
+        const decisions = items.map(({ runId, toolCallId, questionId }) => ({
+          runId,
+          toolCallId,
+          ...(features.bulkQuestionIds ? { questionId } : {}),
+          kind,
+          reason: kind === 'DECLINED' ? reason : null,
+        }));
+        const input = { agentId, decisions, ...(features.progress ? { waitFor: 'RECORDED' } : {}) };
+        const data = await request(token, docs.decideManyMutation(features), { input });
+        const results = data.decideToolCalls.results;
+        const recorded = results.filter((result) => result.__typename === 'RunOutcome').length;
+        const refused = results.length - recorded;
+        // one entry for the agent's bulk action, naming each call and its result
+        log(
+          `Bulk ${name} of ${items.length} call${items.length === 1 ? '' : 's'} on ${agentName(agentId)}: ${recorded} recorded${refused ? `, ${refused} not recorded` : ''}${change ? ` (${change})` : ''}.`,
+          refused ? 'problem' : 'ok',
+          results.map((result, i) => describe(result, `${callSummary(items[i].call)} on run ${items[i].runId}`)),
+        );
+        settle(
+          results.flatMap((result, i) => {
+            const item = items[i];
+            const run = runs.find((r) => r.runId === item.runId);
+            const alone = run && run.toolCalls.filter((c) => !c.decision).length === 1;
+            const height = heights.get(item.runId);
+            if (result.__typename !== 'RunOutcome' || !alone || !height) return [];
+            return [{ runId: item.runId, questionId: item.questionId, height, ok: true, text: settledText(verb, item.call, item.runId, result, change) }];
+          }),
+        );
+        results.forEach((result, i) => {
+          const what = `Bulk ${name} of ${items[i].toolName} on run ${items[i].runId}`;
+          if (features.progress && result.__typename === 'RunOutcome' && result.status === 'RESUMING') follow(agentId, items[i].runId, what);
+        });
+      }
       setSelection(new Map());
       requestFocus(next);
     } catch (e) {
@@ -764,7 +825,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
     }
   };
 
-  const heading = domId('agent', agent.id);
+  const heading = queue ? 'review-queue' : domId('agent', agent.id);
   const setSelected = (key, on) =>
     setSelection((before) => {
       const next = new Map(before);
@@ -772,7 +833,7 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
         const [runId, toolCallId] = key.split('\u0000');
         const run = runs.find((r) => r.runId === runId);
         const call = run && run.toolCalls.find((c) => c.toolCallId === toolCallId);
-        next.set(key, { runId, toolCallId, questionId: call ? call.questionId : null, toolName: call ? call.toolName : 'call', call: call || { toolName: 'call', toolCallId } });
+        next.set(key, { runId, agentId: (run && run.agentId) || agent.id, toolCallId, questionId: call ? call.questionId : null, toolName: call ? call.toolName : 'call', call: call || { toolName: 'call', toolCallId } });
       } else next.delete(key);
       return next;
     });
@@ -812,8 +873,18 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
           <Run key={id} run={run} features={features} act={act} busy={busy} selection={selection} setSelected={setSelected} messages={messages} />
         ),
       )}
-      {connection && runs.length === 0 && [...slots.values()].every((slot) => slot.compact) && <p>No suspended runs.</p>}
-      {connection && (connection.pageInfo.hasNextPage || connection.pageInfo.hasPreviousPage) && (
+      {connection && runs.length === 0 && [...slots.values()].every((slot) => slot.compact) && <p>{queue ? 'Nothing waits for you.' : 'No suspended runs.'}</p>}
+      {queue && connection && (connection.pageInfo.hasNextPage || page.back.length > 0) && (
+        <nav className="pager" aria-label="Pages of the review queue">
+          <button type="button" disabled={page.back.length === 0} onClick={() => turnPage({ first: PAGE_SIZE, after: page.back[page.back.length - 1], back: page.back.slice(0, -1) })}>
+            Earlier in the queue
+          </button>
+          <button type="button" disabled={!connection.pageInfo.hasNextPage} onClick={() => turnPage({ first: PAGE_SIZE, after: connection.pageInfo.endCursor, back: [...page.back, page.after] })}>
+            Later in the queue
+          </button>
+        </nav>
+      )}
+      {!queue && connection && (connection.pageInfo.hasNextPage || connection.pageInfo.hasPreviousPage) && (
         <nav className="pager" aria-label={`Pages of ${agent.name || agent.id}`}>
           <button type="button" disabled={!connection.pageInfo.hasPreviousPage} onClick={() => turnPage({ last: PAGE_SIZE, before: connection.pageInfo.startCursor })}>
             Newer runs
@@ -828,9 +899,21 @@ function AgentListing({ agent, features, filters, token, refresh, log, onAuth, f
 }
 
 
-function Filters({ agents, features, filters, onApply }) {
+/** A checkbox of the filters. */
+function Check({ name, label, draft, setDraft }) {
+  return (
+    <p className="check">
+      <input type="checkbox" id={`filter-${name}`} checked={draft[name]} onChange={(event) => setDraft({ ...draft, [name]: event.target.checked })} />
+      <label htmlFor={`filter-${name}`}>{label}</label>
+    </p>
+  );
+}
+
+/** The listing's filters: `SuspendedRunFilter`'s, or with `queue` the `ReviewQueueFilter`'s. */
+function Filters({ agents, features, queue, filters, onApply }) {
   const [draft, setDraft] = useState(filters);
   const field = (name) => ({ id: `filter-${name}`, value: draft[name], onChange: (event) => setDraft({ ...draft, [name]: event.target.value }) });
+  const check = { draft, setDraft };
   return (
     <form
       className="filters"
@@ -861,24 +944,36 @@ function Filters({ agents, features, filters, onApply }) {
           <label htmlFor="filter-resourceId">Resource</label>
           <input type="text" {...field('resourceId')} />
         </p>
-        <p>
-          <label htmlFor="filter-fromDate">Created from</label>
-          <input type="datetime-local" {...field('fromDate')} />
-        </p>
-        <p>
-          <label htmlFor="filter-toDate">Created until</label>
-          <input type="datetime-local" {...field('toDate')} />
-        </p>
-        {features.expiresBefore && (
-          <p className="check">
-            <input
-              type="checkbox"
-              id="filter-expiringSoon"
-              checked={draft.expiringSoon}
-              onChange={(event) => setDraft({ ...draft, expiringSoon: event.target.checked })}
-            />
-            <label htmlFor="filter-expiringSoon">Expiring within the hour</label>
-          </p>
+        {queue ? (
+          <>
+            <p>
+              <label htmlFor="filter-toolNames">Tools</label>
+              <input type="text" {...field('toolNames')} aria-describedby="filter-toolNames-hint" />
+              <span id="filter-toolNames-hint" className="hint">
+                names, comma-separated
+              </span>
+            </p>
+            <p>
+              <label htmlFor="filter-expiresBefore">Expires before</label>
+              <input type="datetime-local" {...field('expiresBefore')} />
+            </p>
+            <Check name="expiringSoon" label="Expiring within the hour" {...check} />
+            <Check name="claimedByMe" label="Claimed by me" {...check} />
+            <Check name="unclaimed" label="Unclaimed" {...check} />
+            <Check name="escalated" label="Escalated" {...check} />
+          </>
+        ) : (
+          <>
+            <p>
+              <label htmlFor="filter-fromDate">Created from</label>
+              <input type="datetime-local" {...field('fromDate')} />
+            </p>
+            <p>
+              <label htmlFor="filter-toDate">Created until</label>
+              <input type="datetime-local" {...field('toDate')} />
+            </p>
+            {features.expiresBefore && <Check name="expiringSoon" label="Expiring within the hour" {...check} />}
+          </>
         )}
       </div>
       <button type="submit">Apply filters</button>
@@ -894,6 +989,14 @@ function Filters({ agents, features, filters, onApply }) {
     </form>
   );
 }
+
+/** What names the queue's listing (AgentListing's `agent` with `queue`). */
+const QUEUE_LISTING = {
+  id: 'review-queue',
+  name: 'Review queue',
+  bulkName: 'the queue',
+  description: 'The questions you may decide, across agents: the earliest deadline first, then the oldest; those without a deadline after them.',
+};
 
 function TokenForm({ message, onSubmit }) {
   const [value, setValue] = useState('');
@@ -947,7 +1050,7 @@ function App() {
   useShortcuts();
   // the calls decided in this page: their live `decision` events are not logged again
   const own = useRef(new Set());
-  const ownDecision = useCallback((runId, toolCallId) => own.current.add(`${runId}\u0000${toolCallId}`), []);
+  const ownDecision = useCallback((runId, toolCallId, what = '') => own.current.add(`${what ? `${what}\u0000` : ''}${runId}\u0000${toolCallId}`), []);
   const { sawEvent } = progress;
 
   useEffect(() => {
@@ -1007,6 +1110,13 @@ function App() {
               const d = event.data || {};
               if (!own.current.has(`${event.runId}\u0000${d.toolCallId}`)) log(`Decision on run ${event.runId} by ${event.by || 'someone'}: ${decisionText(d)}.`);
             }
+            else if (event.type === 'reviewClaimed' || event.type === 'reviewReleased') {
+              // one's own claim and release are logged by their action: its event only once
+              const d = event.data || {};
+              const mine = `review\u0000${event.runId}\u0000${d.toolCallId}`;
+              if (own.current.has(mine)) own.current.delete(mine);
+              else log(`${d.toolName || 'A call'} on run ${event.runId}: ${event.type === 'reviewClaimed' ? 'being reviewed by' : 'released by'} ${event.by || 'someone'}.`);
+            }
             else if (event.type === 'completed' || event.type === 'failed') log(`Run ${event.runId} ${event.type}.`);
             sawEvent(agent.id, event);
             setRefresh((before) => ({ ...before, [agent.id]: (before[agent.id] || 0) + 1 }));
@@ -1022,6 +1132,12 @@ function App() {
     };
   }, [phase, watched, token, log, onAuth, sawEvent]);
 
+  // the reviewers' queue where the server has it (`?view=agents`: one listing per agent)
+  const queueView = Boolean(features && features.reviewQueue && !AGENTS_VIEW);
+  const agentName = (id) => {
+    const found = agents.find((a) => a.id === id);
+    return (found && found.name) || id;
+  };
   if (phase === 'token') {
     return (
       <TokenForm
@@ -1065,7 +1181,7 @@ function App() {
         )}
       </header>
       <main className="queue-page">
-        <Filters agents={agents} features={features} filters={filters} onApply={setFilters} />
+        <Filters agents={agents} features={features} queue={queueView} filters={filters} onApply={setFilters} />
         {/* beside the queue (inbox.css): what it shows grows without moving the cards */}
         <div className="side">
           <Shortcuts />
@@ -1093,10 +1209,27 @@ function App() {
           <Progress cards={progress.cards} onDismiss={progress.dismiss} />
         </div>
         <div className="queue">
-          {watched.map((agent) => (
+          {queueView && (
+            <AgentListing
+              key={JSON.stringify(filters)}
+              agent={QUEUE_LISTING}
+              queue
+              agentName={agentName}
+              features={features}
+              filters={filters}
+              token={token}
+              refresh={Object.values(refresh).reduce((sum, n) => sum + n, 0)}
+              log={log}
+              onAuth={onAuth}
+              follow={progress.follow}
+              ownDecision={ownDecision}
+            />
+          )}
+          {!queueView && watched.map((agent) => (
             <AgentListing
               key={`${agent.id}\u0000${JSON.stringify(filters)}`}
               agent={agent}
+              agentName={agentName}
               features={features}
               filters={filters}
               token={token}

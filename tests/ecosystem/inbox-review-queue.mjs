@@ -1,0 +1,184 @@
+// The inbox as the reviewers' queue's page (issue 45 part 6), in Debian's Chromium (playwright-core):
+//   node inbox-review-queue.mjs BASE_URL OUTPUT_DIR API_KEY OTHER_KEY
+// against a server with the json-echo test agent beside the demo agents, and tool rules giving a
+// refund a deadline of 600 s, one over $100 a deadline of 300 s. API_KEY signs the page in;
+// OTHER_KEY is another reviewer's, who claims questions through the API. Records:
+// - queue: a refund of order 1043 (due first), one of 1042 (claimed by the other reviewer) and a
+//   weather run (no deadline), started in that order: the page's level-2 headings and its runs in
+//   the order shown, and the 1042 card's claim;
+// - claim: Claim on the 1043 card: what is sent and what the card then says; a screenshot;
+// - filters: the runs listed with "Claimed by me", then "Unclaimed", then tool issue_refund, and
+//   the reviewQueue filters sent;
+// - release: Release on the 1043 card: what is sent and what the card then says;
+// - live: the other reviewer claims the weather question, then a new refund starts: what the page
+//   shows without a reload;
+// - bulk: a refund and a json-echo `hold` selected, then "Approve selected": the mutations sent;
+// - agents: `/inbox?view=agents`, the per-agent listing: its level-2 headings;
+// and axe-core's violations in each state. Each step records what it found or the error that
+// stopped it. Prints JSON: {runs, queue, claim, filters, release, live, bulk, agents, axe, sent,
+// pageErrors, cspViolations, errors}.
+import { join } from 'node:path';
+import { AXE_SOURCE, api, launchChromium } from './_browser.mjs';
+
+const [baseUrl, outputDir, apiKey, otherKey] = process.argv.slice(2);
+const TIMEOUT = 60_000;
+const STEP = 15_000;
+const { start } = api(baseUrl, apiKey);
+const other = api(baseUrl, otherKey);
+const { context, close } = await launchChromium();
+const out = { runs: {}, axe: [], sent: [], queries: [], pageErrors: [], cspViolations: [], errors: {} };
+const step = async (name, body) => {
+  try {
+    await body();
+  } catch (error) {
+    out.errors[name] = String(error.stack || error).slice(0, 2000);
+  }
+};
+const ITEMS = `query { reviewQueue(first: 50) { nodes { agentId runId toolCallId questionId } } }`;
+/** The other reviewer claims the question of `runId` through the API. */
+const claimAs = async (client, runId) => {
+  const { reviewQueue } = await client.graphql(ITEMS);
+  const item = reviewQueue.nodes.find((node) => node.runId === runId);
+  const { agentId, toolCallId, questionId } = item;
+  const data = await client.graphql(
+    'mutation C($input: ReviewClaimInput!) { claimReview(input: $input) { __typename } }',
+    { input: { agentId, runId, toolCallId, questionId } },
+  );
+  if (data.claimReview.__typename !== 'ReviewClaimed') throw new Error(JSON.stringify(data));
+};
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(STEP);
+  page.on('pageerror', (error) => out.pageErrors.push(String(error)));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && /Content Security Policy/i.test(message.text())) out.cspViolations.push(message.text());
+  });
+  page.on('request', (req) => {
+    const body = req.postData();
+    const operation = body && /"query":"(mutation|query) (\w+)/.exec(body);
+    if (!operation) return;
+    const { variables } = JSON.parse(body);
+    if (operation[1] === 'mutation') out.sent.push({ operation: operation[2], input: variables.input });
+    else if (/reviewQueue\(/.test(JSON.parse(body).query)) out.queries.push({ operation: operation[2], variables });
+  });
+  const shot = async (name) => page.screenshot({ path: join(outputDir, name) });
+  const axe = async (label) => {
+    if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE);
+    const violations = await page.evaluate(async () => {
+      const result = await window.axe.run(document, { resultTypes: ['violations'] });
+      return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
+    });
+    out.axe.push({ label, violations });
+  };
+  const article = (runId) => page.locator(`article[aria-labelledby="run-${runId}"]`);
+  const shown = () => page.locator('article.run').evaluateAll((els) => els.map((el) => el.getAttribute('aria-labelledby').slice(4)));
+  const claimText = async (runId) => (await article(runId).locator('.review-claim').allInnerTexts()).join(' | ');
+  const apply = () => page.getByRole('button', { name: 'Apply filters' }).click();
+
+  // the runs, before the page opens: 1043 is due first (over $100), then 1042, then the weather run
+  out.runs.r1043 = await start('refund-agent', 'Please refund order 1043');
+  out.runs.r1042 = await start('refund-agent', 'Please refund order 1042');
+  out.runs.weather = await start('weather-agent', "What's the weather like?");
+  await claimAs(other, out.runs.r1042);
+
+  page.setDefaultTimeout(TIMEOUT);
+  await page.setViewportSize({ width: 1280, height: 1400 });
+  await page.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+  await page.getByLabel('API key or token').fill(apiKey);
+  await page.keyboard.press('Enter');
+  await page.getByText('Live: new runs and decisions appear as they happen').waitFor();
+  page.setDefaultTimeout(STEP);
+
+  await step('queue', async () => {
+    for (const runId of [out.runs.r1043, out.runs.r1042, out.runs.weather]) await article(runId).waitFor({ timeout: TIMEOUT });
+    out.queue = {
+      headings: await page.getByRole('heading', { level: 2 }).allInnerTexts(),
+      order: await shown(),
+      claimOther: await claimText(out.runs.r1042),
+      claimButtons: await article(out.runs.r1042).getByRole('button', { name: /^(Claim|Release)/ }).count(),
+      approveOther: await article(out.runs.r1042).getByRole('button', { name: 'Approve', exact: true }).count(),
+    };
+    await axe('the queue');
+  });
+
+  await step('claim', async () => {
+    const sentBefore = out.sent.length;
+    await article(out.runs.r1043).getByRole('button', { name: /^Claim/ }).click();
+    await article(out.runs.r1043).getByRole('button', { name: /^Release/ }).waitFor({ timeout: TIMEOUT });
+    out.claim = { sent: out.sent.slice(sentBefore), text: await claimText(out.runs.r1043) };
+    await article(out.runs.r1043).evaluate((el) => el.scrollIntoView({ block: 'start' }));
+    await shot('inbox-review-queue-claims.png');
+    await axe('a question claimed');
+  });
+
+  await step('filters', async () => {
+    out.filters = {};
+    await page.getByLabel('Claimed by me').check();
+    await apply();
+    // the listing is drawn anew for new filters: empty until the queue answers
+    await article(out.runs.weather).waitFor({ state: 'detached', timeout: TIMEOUT });
+    await article(out.runs.r1043).waitFor({ timeout: TIMEOUT });
+    out.filters.claimedByMe = await shown();
+    await page.getByLabel('Claimed by me').uncheck();
+    await page.getByLabel('Unclaimed').check();
+    await apply();
+    await article(out.runs.weather).waitFor({ timeout: TIMEOUT });
+    await article(out.runs.r1043).waitFor({ state: 'detached', timeout: TIMEOUT });
+    out.filters.unclaimed = await shown();
+    await page.getByLabel('Unclaimed').uncheck();
+    await page.getByLabel('Tools').fill('issue_refund');
+    await apply();
+    await article(out.runs.weather).waitFor({ state: 'detached', timeout: TIMEOUT });
+    await article(out.runs.r1043).waitFor({ timeout: TIMEOUT });
+    out.filters.tools = await shown();
+    out.filters.sent = out.queries.map((q) => q.variables.filter);
+    await axe('the queue filtered');
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await article(out.runs.weather).waitFor({ timeout: TIMEOUT });
+  });
+
+  await step('release', async () => {
+    const sentBefore = out.sent.length;
+    await article(out.runs.r1043).getByRole('button', { name: /^Release/ }).click();
+    await article(out.runs.r1043).getByRole('button', { name: /^Claim/ }).waitFor({ timeout: TIMEOUT });
+    out.release = { sent: out.sent.slice(sentBefore), text: await claimText(out.runs.r1043) };
+  });
+
+  await step('live', async () => {
+    await claimAs(other, out.runs.weather);
+    await article(out.runs.weather).locator('.review-claim', { hasText: 'key:reviewer-b' }).waitFor({ timeout: TIMEOUT });
+    out.live = { claim: await claimText(out.runs.weather) };
+    out.runs.late = await start('refund-agent', 'Please refund order 2001');
+    await article(out.runs.late).waitFor({ timeout: TIMEOUT });
+    out.live.order = await shown();
+  });
+
+  await step('bulk', async () => {
+    out.runs.hold = await start('json-echo', '{"hold": {"note": "bulk"}}');
+    await article(out.runs.hold).waitFor({ timeout: TIMEOUT });
+    for (const runId of [out.runs.late, out.runs.hold]) await article(runId).getByRole('checkbox', { name: /bulk decision/ }).check();
+    const sentBefore = out.sent.length;
+    await page.getByRole('button', { name: 'Approve selected' }).click();
+    for (const runId of [out.runs.late, out.runs.hold]) await article(runId).waitFor({ state: 'detached', timeout: TIMEOUT });
+    out.bulk = { sent: out.sent.slice(sentBefore), order: await shown() };
+    await axe('after a bulk decision across agents');
+  });
+
+  await step('agents', async () => {
+    await page.goto(`${baseUrl}/inbox?view=agents`, { waitUntil: 'load', timeout: TIMEOUT });
+    await page.getByText('Live: new runs and decisions appear as they happen').waitFor({ timeout: TIMEOUT });
+    await article(out.runs.r1043).waitFor({ timeout: TIMEOUT });
+    out.agents = { headings: await page.getByRole('heading', { level: 2 }).allInnerTexts() };
+  });
+  process.stdout.write(JSON.stringify(out) + '\n');
+} catch (error) {
+  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
+  try {
+    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-review-queue-failure.png'), fullPage: true });
+  } catch {
+    // no page to capture
+  }
+  process.exitCode = 1;
+} finally {
+  await close();
+}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from storage import DecisionKind, EventType, ReviewClaimDocument, SnapshotDocument, SnapshotStore
+from storage.protocol import ReviewClaimWrite
 
 from ..access import Principal, check_resource
 from ..deciding.questions import DecisionRequest, Questions, check_decidable
@@ -111,15 +112,17 @@ class ReviewClaims:
                 data["until"] = claim["until"]
             event = self._journal.new_event(stored_run(doc, me), event_type, by=me, data=data, at=now)
             written = await self._store.record_review_claim(
-                agent_id,
-                run_id,
-                index=index,
-                tool_call_id=call["toolCallId"],
-                question_id=call.get("questionId"),
-                version=doc["version"],
-                claim=claim,
-                now=now,
-                event=event,
+                ReviewClaimWrite(
+                    agent_id=agent_id,
+                    run_id=run_id,
+                    index=index,
+                    tool_call_id=call["toolCallId"],
+                    question_id=call.get("questionId"),
+                    version=doc["version"],
+                    claim=claim,
+                    now=now,
+                    event=event,
+                )
             )
             if written is not None:
                 return ClaimAnswer(run=written, tool_call_id=call["toolCallId"], question_id=question_id, claim=claim)

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
 
-from .. import rules
 from ..documents import EventDocument, ReviewClaimDocument, SnapshotDocument
-from ..protocol import QueueFilter, QueueKey, queue_key
+from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite, queue_key
 from ..rules import matches
 from .copying import copied
 
@@ -90,32 +89,19 @@ class MemoryReviewQueue:
                 total += doc["pendingCount"]
         return total
 
-    async def record_review_claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None,
-        version: int,
-        claim: ReviewClaimDocument | None,
-        now: datetime,
-        event: EventDocument,
-    ) -> SnapshotDocument | None:
-        doc = self._runs.get(run_id)
-        condition = rules.review_claim_write(agent_id, run_id, index, tool_call_id, question_id, version)
-        if doc is None or not matches(condition, doc):
+    async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
+        doc = self._runs.get(write.run_id)
+        if doc is None or not matches(write.condition(), doc):
             return None
-        kept: list[Any] = copied([claim, event])  # before changing anything
+        kept: list[Any] = copied([write.claim, write.event])  # before changing anything
         kept_claim: ReviewClaimDocument | None = kept[0]
         kept_event: EventDocument = kept[1]
-        call = doc["toolCalls"][index]
+        call = doc["toolCalls"][write.index]
         if kept_claim is None:
             call.pop("reviewClaim", None)
         else:
             call["reviewClaim"] = kept_claim
-        self._touch(doc, now)
+        self._touch(doc, write.now)
         self._append([kept_event])
         return copied(doc)
 

@@ -7,9 +7,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import rules
-from ..documents import EventDocument, ReviewClaimDocument, SnapshotDocument
-from ..protocol import QueueFilter, QueueKey
+from ..documents import SnapshotDocument
+from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
 from .mapping import NOT_FINISHED, page, read_snapshots
@@ -94,27 +93,14 @@ class MongoReviewQueue(MongoStoreBase):
                 plans.append(await page(self._runs.find(query).sort(REVIEW_QUEUE_ORDER), limit).explain())
         return plans
 
-    async def record_review_claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None,
-        version: int,
-        claim: ReviewClaimDocument | None,
-        now: datetime,
-        event: EventDocument,
-    ) -> SnapshotDocument | None:
-        path = f"toolCalls.{index}.reviewClaim"
-        update: Document = {"$set": {"updatedAt": now}, "$inc": {"version": 1}}
-        if claim is None:
+    async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
+        path = f"toolCalls.{write.index}.reviewClaim"
+        update: Document = {"$set": {"updatedAt": write.now}, "$inc": {"version": 1}}
+        if write.claim is None:
             update["$unset"] = {path: ""}
         else:
-            update["$set"][path] = dict(claim)
-        condition = rules.review_claim_write(agent_id, run_id, index, tool_call_id, question_id, version)
-        return await self._update_then_append(event, run_id, compiled(condition), update)
+            update["$set"][path] = dict(write.claim)
+        return await self._update_then_append(write.event, write.run_id, compiled(write.condition()), update)
 
 
 __all__ = ["MongoReviewQueue", "queue_queries"]

@@ -30,6 +30,7 @@ from .writes import (
     KeyAnswer,
     KeyReservation,
     NoticeWrite,
+    ReviewClaimWrite,
     WebhookAttempt,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "NoticeWrite",
     "QueueFilter",
     "QueueKey",
+    "ReviewClaimWrite",
     "ReviewQueueStore",
     "RunFilter",
     "RunPage",

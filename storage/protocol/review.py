@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from ..documents import EventDocument, ReviewClaimDocument, SnapshotDocument
+from ..documents import SnapshotDocument
+from .writes import ReviewClaimWrite
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,21 +64,9 @@ class ReviewQueueStore(Protocol):
         in the index, never decoding their calls."""
         ...
 
-    async def record_review_claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None,
-        version: int,
-        claim: ReviewClaimDocument | None,
-        now: datetime,
-        event: EventDocument,
-    ) -> SnapshotDocument | None:
+    async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
         """Set (``claim``) or clear (``None``) ``toolCalls[index].reviewClaim``, with ``event``, as
-        one unit of work, on the condition ``rules.review_claim_write``: the call still waits on
+        one unit of work, on the condition ``write.condition()`` (``rules.review_claim_write``): the call still waits on
         the question and the run is still at ``version`` (so a claim read as free is never taken
         over another's written since). Returns the updated run, or ``None`` (nothing written)."""
         ...

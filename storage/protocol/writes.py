@@ -17,6 +17,7 @@ from ..documents import (
     EventDocument,
     IdempotencyDocument,
     NoticeKind,
+    ReviewClaimDocument,
     RunErrorDocument,
     RunUpdateBatchDocument,
     ToolCallDocument,
@@ -182,6 +183,29 @@ class NoticeWrite:
         return rules.all_of(
             rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id),
             rules.notice_unsent(self.index, self.notice),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewClaimWrite:
+    """``ReviewQueueStore.record_review_claim``: set ``claim`` (``None``: clear it) on call
+    ``index`` (as ``DecisionWrite`` names it) of a run still at ``version``, at ``now`` (UTC), with
+    ``event`` (its ``reviewClaimed`` or ``reviewReleased`` event)."""
+
+    agent_id: str
+    run_id: str
+    index: int
+    tool_call_id: str
+    question_id: str | None
+    version: int
+    claim: ReviewClaimDocument | None
+    now: datetime
+    event: EventDocument
+
+    def condition(self) -> rules.AllOf:
+        """What the run must meet (``rules.review_claim_write``)."""
+        return rules.review_claim_write(
+            self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id, self.version
         )
 
 

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime
 from typing import Any
 
-from .. import rules
-from ..documents import EventDocument, ReviewClaimDocument, SnapshotDocument
-from ..protocol import QueueFilter, QueueKey
+from ..documents import SnapshotDocument
+from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite
 from . import conditions
 from .connection import _Connection
 from .rows import _COLUMNS, _calls, _calls_text, _marks, _ms, _snapshot
@@ -101,44 +99,30 @@ class _Review(_Connection):
         """SQLite's query plan of each query of a queue page (``EXPLAIN QUERY PLAN``)."""
         return [await self._explain(sql, params) for sql, params in queue_sql(queue_filter, limit, None)]
 
-    async def record_review_claim(
-        self,
-        agent_id: str,
-        run_id: str,
-        *,
-        index: int,
-        tool_call_id: str,
-        question_id: str | None,
-        version: int,
-        claim: ReviewClaimDocument | None,
-        now: datetime,
-        event: EventDocument,
-    ) -> SnapshotDocument | None:
-        on_columns, on_calls = conditions.split(
-            rules.review_claim_write(agent_id, run_id, index, tool_call_id, question_id, version)
-        )
+    async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
+        on_columns, on_calls = conditions.split(write.condition())
         sql, params = conditions.where(on_columns)
 
-        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
+        def claim(db: sqlite3.Connection) -> SnapshotDocument | None:
             rows = db.execute(f"SELECT tool_calls FROM run_snapshots WHERE {sql}", params).fetchall()
             if not rows:
                 return None
             calls = _calls(rows[0][0])
             if not conditions.calls_match(on_calls, calls):
                 return None
-            if claim is None:
-                calls[index].pop("reviewClaim", None)
+            if write.claim is None:
+                calls[write.index].pop("reviewClaim", None)
             else:
-                calls[index]["reviewClaim"] = claim
+                calls[write.index]["reviewClaim"] = write.claim
             updated = db.execute(
                 "UPDATE run_snapshots SET tool_calls = ?, updated_at = ?, version = version + 1 WHERE run_id = ? "
                 f"RETURNING {_COLUMNS}",
-                (_calls_text(calls), _ms(now), run_id),
+                (_calls_text(calls), _ms(write.now), write.run_id),
             ).fetchall()
-            self._append_in(db, event)
+            self._append_in(db, write.event)
             return _snapshot(updated[0])
 
-        return await self._write(write)
+        return await self._write(claim)
 
 
 __all__ = ["_Review", "queue_sql"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from storage import QueueFilter, ReviewClaimDocument, SnapshotDocument, SnapshotStore, queue_key
-from storage.protocol import DecisionWrite
+from storage.protocol import DecisionWrite, ReviewClaimWrite
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -85,15 +85,17 @@ async def test_a_review_claim_is_one_conditional_write_and_the_decision_clears_i
 
     async def write(version: int, value: ReviewClaimDocument | None, event_id: str) -> SnapshotDocument | None:
         return await store.record_review_claim(
-            "refund-agent",
-            "run",
-            index=0,
-            tool_call_id="c1",
-            question_id=None,
-            version=version,
-            claim=value,
-            now=T0,
-            event=feed_event(event_id),
+            ReviewClaimWrite(
+                agent_id="refund-agent",
+                run_id="run",
+                index=0,
+                tool_call_id="c1",
+                question_id=None,
+                version=version,
+                claim=value,
+                now=T0,
+                event=feed_event(event_id),
+            )
         )
 
     claimed = await write(1, claim, "e1")

@@ -29,6 +29,7 @@ from .documents import (
     ToolCallDocument,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
+    pending_delivery,
 )
 from .memory import MemorySnapshotStore
 from .protocol import (
@@ -117,6 +118,7 @@ __all__ = [
     "earliest_deadline",
     "event_list",
     "event_size",
+    "pending_delivery",
     "queue_key",
     "sort_key",
     "store_from_url",

@@ -7,6 +7,7 @@ the memory store and MongoDB compare and order them identically.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -309,6 +310,40 @@ class WebhookDeliveryDocument(TypedDict):
     lease: WebhookLeaseDocument | None
 
 
+def pending_delivery(
+    delivery_id: str,
+    endpoint_id: str,
+    event: Mapping[str, Any],
+    *,
+    resource_id: str | None,
+    type: str,
+    body: str,
+    now: datetime,
+    due: datetime | None = None,
+) -> WebhookDeliveryDocument:
+    """A new delivery of ``event`` (its ``_id``, ``agentId`` and ``runId``) to ``endpoint_id``:
+    pending, never attempted, created ``now`` and due at ``due`` (``None``: ``now``); UTC."""
+    return {
+        "_id": delivery_id,
+        "endpointId": endpoint_id,
+        "eventId": event["_id"],
+        "agentId": event["agentId"],
+        "runId": event["runId"],
+        "resourceId": resource_id,
+        "type": type,
+        "body": body,
+        "status": "pending",
+        "attempts": 0,
+        "createdAt": now,
+        "nextAttemptAt": now if due is None else due,
+        "lastAttemptAt": None,
+        "lastStatusCode": None,
+        "lastError": None,
+        "finishedAt": None,
+        "lease": None,
+    }
+
+
 class RunUpdateBatchDocument(TypedDict):
     """Updates of one continuation of a run, written together (collection or table ``run_updates``):
     what ``runUpdates`` subscribers on other instances read (docs/architecture.md "Run updates")."""
@@ -346,4 +381,5 @@ __all__ = [
     "WebhookDeliveryDocument",
     "WebhookDeliveryStatus",
     "WebhookLeaseDocument",
+    "pending_delivery",
 ]

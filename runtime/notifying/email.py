@@ -29,6 +29,7 @@ from storage import (
     StoreUnavailableError,
     WebhookDeliveryDocument,
     WebhookDeliveryStatus,
+    pending_delivery,
     utcnow,
 )
 from storage.protocol import DeliveryLease, WebhookAttempt
@@ -140,25 +141,15 @@ class EmailOutbox:
     def _message(
         self, event: EventDocument, run: SnapshotDocument, key: str, body: dict[str, Any], now: datetime
     ) -> WebhookDeliveryDocument:
-        return {
-            "_id": f"{event['_id']}.{key.replace('.', '_')}.{EMAIL}",
-            "endpointId": EMAIL,
-            "eventId": event["_id"],
-            "agentId": run["agentId"],
-            "runId": run["_id"],
-            "resourceId": run["resourceId"],
-            "type": f"email.{body['moment']}",
-            "body": json.dumps(body, default=str),
-            "status": "pending",
-            "attempts": 0,
-            "createdAt": now,
-            "nextAttemptAt": now,
-            "lastAttemptAt": None,
-            "lastStatusCode": None,
-            "lastError": None,
-            "finishedAt": None,
-            "lease": None,
-        }
+        return pending_delivery(
+            f"{event['_id']}.{key.replace('.', '_')}.{EMAIL}",
+            EMAIL,
+            event,
+            resource_id=run["resourceId"],
+            type=f"email.{body['moment']}",
+            body=json.dumps(body, default=str),
+            now=now,
+        )
 
     # -- send ------------------------------------------------------------------------------------
     def compose(self, message: WebhookDeliveryDocument) -> EmailMessage:
@@ -215,13 +206,10 @@ class EmailOutbox:
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
             error = f"{type(exc).__name__}: {exc}"[:256]
         now = utcnow()
-        status: WebhookDeliveryStatus
-        if error is None:
-            status, next_at = "delivered", now
-        elif now >= message["createdAt"] + timedelta(seconds=self._retry.retry_for):
-            status, next_at = "failed", now
-        else:
-            status, next_at = "pending", now + timedelta(seconds=self._retry.delay(message["attempts"] + 1))
+        outcome, next_at = self._retry.after_attempt(
+            message["createdAt"], message["attempts"], now, delivered=error is None
+        )
+        status: WebhookDeliveryStatus = "pending" if outcome == "retrying" else outcome
         await self._store.finish_webhook_attempt(
             WebhookAttempt(
                 delivery_id=message["_id"],

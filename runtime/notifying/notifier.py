@@ -26,6 +26,7 @@ from storage import (
     SnapshotStore,
     StoreUnavailableError,
     WebhookDeliveryDocument,
+    pending_delivery,
     utcnow,
 )
 from storage.protocol import DeliveryLease, EventsAfter, NoticeWrite, WebhookAttempt
@@ -153,25 +154,16 @@ class DeadlineNotifier:
             for notice, after in notices_for(rules, call["toolName"], call["args"]).after.items():
                 body = {"notice": notice, "index": index, "toolCallId": call["toolCallId"]}
                 timers.append(
-                    {
-                        "_id": timer_id(event["_id"], index, notice),
-                        "endpointId": NOTICES,
-                        "eventId": event["_id"],
-                        "agentId": run["agentId"],
-                        "runId": run["_id"],
-                        "resourceId": run["resourceId"],
-                        "type": f"notice.{notice}",
-                        "body": json.dumps({**body, "questionId": call.get("questionId")}),
-                        "status": "pending",
-                        "attempts": 0,
-                        "createdAt": now,
-                        "nextAttemptAt": event["at"] + after,
-                        "lastAttemptAt": None,
-                        "lastStatusCode": None,
-                        "lastError": None,
-                        "finishedAt": None,
-                        "lease": None,
-                    }
+                    pending_delivery(
+                        timer_id(event["_id"], index, notice),
+                        NOTICES,
+                        event,
+                        resource_id=run["resourceId"],
+                        type=f"notice.{notice}",
+                        body=json.dumps({**body, "questionId": call.get("questionId")}),
+                        now=now,
+                        due=event["at"] + after,
+                    )
                 )
         return timers
 

@@ -19,7 +19,14 @@ from datetime import datetime, timedelta
 
 import httpx2
 
-from storage import EventDocument, SnapshotStore, StoreUnavailableError, WebhookDeliveryDocument, utcnow
+from storage import (
+    EventDocument,
+    SnapshotStore,
+    StoreUnavailableError,
+    WebhookDeliveryDocument,
+    pending_delivery,
+    utcnow,
+)
 from storage.protocol import DeliveryLease, EventsAfter, WebhookAttempt
 
 from ..events.journal import event_id_floor
@@ -175,25 +182,15 @@ class WebhookDispatcher:
                 run = None
             body = delivery_body(event, webhook_type, run, self._public_url)
             deliveries.append(
-                {
-                    "_id": f"{event['_id']}.{endpoint.id}",
-                    "endpointId": endpoint.id,
-                    "eventId": event["_id"],
-                    "agentId": event["agentId"],
-                    "runId": event["runId"],
-                    "resourceId": event.get("resourceId", run["resourceId"] if run is not None else None),
-                    "type": webhook_type,
-                    "body": body,
-                    "status": "pending",
-                    "attempts": 0,
-                    "createdAt": now,
-                    "nextAttemptAt": now,
-                    "lastAttemptAt": None,
-                    "lastStatusCode": None,
-                    "lastError": None,
-                    "finishedAt": None,
-                    "lease": None,
-                }
+                pending_delivery(
+                    f"{event['_id']}.{endpoint.id}",
+                    endpoint.id,
+                    event,
+                    resource_id=event.get("resourceId", run["resourceId"] if run is not None else None),
+                    type=webhook_type,
+                    body=body,
+                    now=now,
+                )
             )
         added = await self._store.add_webhook_deliveries(deliveries)
         for delivery in deliveries:
@@ -269,16 +266,9 @@ class WebhookDispatcher:
                 await self._interrupted(delivery)
                 raise
         now = utcnow()
-        deadline = delivery["createdAt"] + timedelta(seconds=self._retry.retry_for)
-        if result == "delivered":
-            outcome: DeliveryOutcome = "delivered"
-            next_at = now
-        elif endpoint is None or now >= deadline:
-            outcome, next_at = "failed", now
-        else:
-            outcome = "retrying"
-            wait = timedelta(seconds=self._retry.delay(delivery["attempts"] + 1))
-            next_at = min(now + wait, deadline)
+        outcome, next_at = self._retry.after_attempt(
+            delivery["createdAt"], delivery["attempts"], now, delivered=result == "delivered", give_up=endpoint is None
+        )
         status = "pending" if outcome == "retrying" else outcome
         try:
             recorded = await self._store.finish_webhook_attempt(

@@ -12,7 +12,7 @@ import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -96,6 +96,19 @@ class RetryPolicy:
         initial_delay * 2 ** (attempts - 1))``, then ``d / 2 + rand() * d / 2`` (equal jitter)."""
         base = min(self.max_delay, self.initial_delay * 2.0 ** max(attempts - 1, 0))
         return float(base / 2 + rand() * base / 2)
+
+    def after_attempt(
+        self, created_at: datetime, attempts: int, now: datetime, *, delivered: bool, give_up: bool = False
+    ) -> tuple[DeliveryOutcome, datetime]:
+        """What follows the attempt made ``now`` of a delivery created at ``created_at`` that had
+        ``attempts`` before it: ``delivered``; ``failed`` when ``give_up`` or ``retry_for`` has
+        passed; else ``retrying`` after ``delay``, at the latest at the end of ``retry_for``. UTC."""
+        deadline = created_at + timedelta(seconds=self.retry_for)
+        if delivered:
+            return "delivered", now
+        if give_up or now >= deadline:
+            return "failed", now
+        return "retrying", min(now + timedelta(seconds=self.delay(attempts + 1)), deadline)
 
 
 def inbox_url(public_url: str, agent_id: str, run_id: str) -> str:

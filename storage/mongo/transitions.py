@@ -11,6 +11,7 @@ from typing import Any, cast
 from pymongo import ASCENDING
 
 from .. import rules
+from .._query import utcnow
 from ..documents import (
     ApprovalDocument,
     DecisionDocument,
@@ -24,6 +25,7 @@ from ..protocol import DecisionClaim, KeyAnswer, KeyReservation
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive
 from .conditions import compiled, merged
+from .counts import MARKER, added_at, removed_at
 from .idempotency import MongoIdempotencyKeys
 from .mapping import NOT_FINISHED, page, read_snapshots
 from .reachability import reachable
@@ -244,23 +246,42 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
         appending the event. ``key``'s answer is written after the deletion, a write of its own."""
         held = self._held(agent_id, run_id, by)
-        if event is not None:
-            marked = await self._update(run_id, held, {"$push": {"pendingEvents": encode(event, EVENT_FIELDS)}})
+        if event is not None:  # the completion and the run's removal from its counts, recorded first (counts)
+            now = utcnow()
+            leaving: Document = {
+                "$push": {"pendingEvents": encode(event, EVENT_FIELDS)},
+                "$set": {f"{MARKER}.removed": now},
+                "$min": {f"{MARKER}.since": now},
+            }
+            marked = await self._update(run_id, held, leaving)
             if marked is None:
                 return False
             pending = cast(Document, marked).get("pendingEvents") or []
             if self.before_event is not None:
                 await self.before_event(pending)
             await self._append_each(pending)
+            await self._count_removed(cast(Document, marked))
         async with reachable(), self._lock(run_id):
             doc = await self._runs.find_one_and_delete(held)
         if doc is None:
             return False
+        if event is None:  # no completion recorded first: counted after the deletion
+            await self._count_removed({**doc, MARKER: {"removed": utcnow(), **(doc.get(MARKER) or {})}})
         await self._delete_history(doc["historyId"])
         await self._updates_after(run_id, updates)
         if key is not None:
             await self.complete_idempotency_key(key.key_id, key.result, by=key.by, now=key.now)
         return True
+
+    async def _count_removed(self, doc: Document) -> None:
+        """Write run ``doc``'s count entries before its deletion: its ``i`` entry if its insert
+        left it unwritten, and its ``d`` entry (``counts``)."""
+        added, removed = added_at(doc), removed_at(doc)
+        async with reachable():
+            if added is not None:
+                await self._counts.record(doc, "i", added)
+            if removed is not None:
+                await self._counts.record(doc, "d", removed)
 
     async def release_claim(
         self,

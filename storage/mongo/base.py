@@ -65,6 +65,7 @@ class MongoStoreBase:
         self._counts = KeptCounts(
             lambda: self.database[schema.COUNTS],
             lambda: self._runs,
+            lambda: self._events,
             lambda: self._locks.hold if self._rewrites_whole_documents else None,
         )
         self.before_event: Callable[[Sequence[Mapping[str, Any]]], Awaitable[None]] | None = None
@@ -305,7 +306,7 @@ class MongoStoreBase:
         await self._append_each(pending)
         if added is not None:
             async with reachable():
-                await self._counts.record(doc, "i", added)
+                await self._counts.record(doc, "i")
         doc.pop(MARKER, None)
         async with reachable(), self._lock(doc["_id"]):
             await self._runs.update_one({"_id": doc["_id"], "version": doc["version"]}, {"$unset": cleared})

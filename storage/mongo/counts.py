@@ -1,30 +1,12 @@
 """Kept counts of ``MongoSnapshotStore``: collection ``run_counts``, one document per listing filter
-combination a run belongs to (its agent; agent and thread; agent and resource; agent, thread and
-resource), so a ``totalCount`` without dates reads one to k documents by ``_id`` (docs/storage.md
-"Kept counts on MongoDB").
+combination a run belongs to, so a ``totalCount`` without dates reads one to k documents by ``_id``.
 
-MongoDB-wire servers have no multi-document transaction on every engine, so a run's write and its
-count cannot change together. Each document holds ``n``, the runs counted for good, and
-``pending``, entries ``i<hash of run id>`` (a run added) or ``d<hash>`` (a run removed), each
-``{run, at}``: setting an entry is idempotent, so writing it again after a crash counts nothing
-twice. A total is ``n`` plus the entries ``i`` minus the entries ``d``.
-
-- A run whose membership changes carries ``countsPending`` (``MARKER``) from that write (its
-  insert: ``added``; the write that records its ``completed`` event: ``removed``) until after its
-  entries are written: ``added`` cleared with its ``pendingEvents`` after an insert, both gone with
-  the run after a deletion (whose write first writes a missing ``i`` entry). A process that dies in
-  between leaves the marker, and the sweeper writes the entries again (``complete_pending_events``,
-  after the claim grace period); meanwhile a total counts such a run by its marker (``total``).
-- The sweeper folds entries older than the grace into ``n`` (``settle``): an ``i`` entry once its
-  run is no longer ``added`` (or is gone), a ``d`` entry once its run is gone; each fold is one
-  conditional update of one document (the entry still there: ``$inc`` and ``$unset`` together),
-  so two sweepers fold it once.
-
-The guarantee: a total is the runs listed at some moment of its read, also while a dead process's
-leftovers wait for the sweeper. A process stalled longer than the grace period between a
-run's write and its entries could have its entries written again after they were folded (the
-same assumption as a claim's lease). FerretDB 1.24 applies an update by reading then rewriting the
-document, so there every write of an agent's counts holds that agent's write lease (``locked``).
+No multi-document transactions: each count holds ``n`` and idempotent entries ``i<hash>`` (a run
+added) and ``d<hash>`` (a run removed). A run's insert marks it (``countsPending``) until its ``i``
+entries are written; its completion marks it and its ``completed`` event, whose ``d`` entries the
+sweeper writes once the run is gone (so an approval writes no count); a total corrects for the
+marked runs and events whose entries are missing; the sweeper folds entries into ``n`` a grace
+period after they were written. docs/storage.md "Kept counts on MongoDB" has the whole protocol.
 """
 
 from __future__ import annotations
@@ -42,7 +24,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.cursor import AsyncCursor
 from pymongo.errors import BulkWriteError, OperationFailure
 
-from .._query import normalized_filter
+from .._query import normalized_filter, utcnow
 from ..protocol import RunFilter
 
 Document = dict[str, Any]
@@ -52,6 +34,26 @@ MARKER = "countsPending"
 """The snapshot field of a run whose count entries may not be written yet: ``{since, added?,
 removed?}``, ``added`` from its insert and ``removed`` from the write recording its ``completed``
 event (each the time of that write), ``since`` the earliest (indexed: ``counts_pending``)."""
+
+
+EVENT_MARKER = "countsPending"
+"""The field of a ``completed`` event in ``run_events`` whose run's ``d`` entries may not be
+written yet: ``{at, threadId, resourceId}``, the time its completion was recorded (indexed:
+``events_counts_pending``, sparse) and the run's fields its counts are of (``with_run_keys``).
+Never read back as part of the event (``mapping.read_events``)."""
+
+
+def with_run_keys(events: Sequence[Document], run: Document) -> list[Document]:
+    """``events`` (stored form, about to be appended) with each ``countsPending`` (a time, as the
+    run's write recorded it) completed by run ``run``'s ``threadId`` and ``resourceId``."""
+    done = []
+    for event in events:
+        marker = event.get(EVENT_MARKER)
+        if isinstance(marker, datetime):
+            keys = {"at": marker, "threadId": run.get("threadId"), "resourceId": run.get("resourceId")}
+            event = {**event, EVENT_MARKER: keys}
+        done.append(event)
+    return done
 
 
 def added_at(doc: Document) -> datetime | None:
@@ -119,6 +121,7 @@ class KeptCounts:
     Args:
         counts: Returns the ``run_counts`` collection.
         runs: Returns the ``run_snapshots`` collection.
+        events: Returns the ``run_events`` collection.
         lock: Returns a lease on a name (``counts:<agent>``) held while an agent's counts are
             written, or ``None`` where single-document updates are atomic.
     """
@@ -127,10 +130,12 @@ class KeptCounts:
         self,
         counts: Callable[[], AsyncCollection[Document]],
         runs: Callable[[], AsyncCollection[Document]],
+        events: Callable[[], AsyncCollection[Document]],
         lock: Callable[[], Lock | None],
     ) -> None:
         self._counts = counts
         self._runs = runs
+        self._events = events
         self._lock = lock
 
     def _locked(self, agent_id: str) -> AbstractAsyncContextManager[None]:
@@ -141,35 +146,50 @@ class KeptCounts:
         """The sum of the counts ``keys`` (a count never written is 0), corrected by the runs
         ``matching`` (the filter's equality fields) whose entry is not written yet.
 
-        Those runs carry ``countsPending`` (read first, through its sparse index ``counts_pending``:
-        only the runs being inserted or finished now, or left so by a dead process): a run added
-        whose ``i`` entry is missing is counted, one removed (its ``completed`` event recorded)
-        whose ``d`` entry is missing is not. Read in that order, the total is the runs listed at
-        some moment of the read, even before the sweeper recovers a dead writer's run.
+        Read first: the runs carrying ``countsPending`` (sparse index ``counts_pending``: only the
+        runs being inserted or finished now, or left so by a dead process), then the ``completed``
+        events carrying it (sparse index ``events_counts_pending``: runs finished since the
+        sweeper's last pass), then the counts. A run added whose ``i`` entry is missing is
+        counted; a run finished (its ``completed`` event pending in it, or the run gone) whose
+        ``d`` entry is missing is not. So the total is the runs listed at some moment of the read.
         """
+        fields = {"agentId": 1, "threadId": 1, "resourceId": 1, MARKER: 1, "pendingEvents.type": 1}
         moving = await hinted(
-            self._runs().find(
-                {**matching, f"{MARKER}.since": {"$exists": True}},
-                {"agentId": 1, "threadId": 1, "resourceId": 1, MARKER: 1},
-            ),
-            "counts_pending",
+            self._runs().find({**matching, f"{MARKER}.since": {"$exists": True}}, fields), "counts_pending"
+        )
+        of_runs = {(k if k == "agentId" else f"{EVENT_MARKER}.{k}"): v for k, v in matching.items()}
+        finished = await hinted(
+            self._events().find({**of_runs, f"{EVENT_MARKER}.at": {"$exists": True}}, {"runId": 1, EVENT_MARKER: 1}),
+            "events_counts_pending",
         )
         found = await self._counts().find({"_id": {"$in": list(keys)}}, {"n": 1, "pending": 1}).to_list()
         total = sum(int(doc.get("n", 0)) + _pending(doc) for doc in found)
         pending = {doc["_id"]: doc.get("pending") or {} for doc in found}
-        for run in moving:
-            for kind, at, change in (("i", added_at(run), 1), ("d", removed_at(run), -1)):
-                if at is None:
-                    continue
-                name = entry(kind, run["_id"])
-                total += change * sum(
-                    name not in pending.get(count_id, {}) for count_id in set(run_keys(run)) & set(keys)
-                )
-        return total
+        wanted = set(keys)
 
-    async def record(self, doc: Document, kind: str, at: datetime) -> None:
+        def missing(run: Document, kind: str) -> int:
+            name = entry(kind, run["_id"])
+            return sum(name not in pending.get(count_id, {}) for count_id in set(run_keys(run)) & wanted)
+
+        listed: set[str] = set()
+        leaving: dict[str, Document] = {}
+        for run in moving:
+            if added_at(run) is not None:
+                total += missing(run, "i")
+            if _finished(run):
+                leaving[run["_id"]] = run
+            else:
+                listed.add(run["_id"])
+        for event in finished:
+            if event["runId"] not in listed:
+                leaving.setdefault(event["runId"], _run_of(event, matching["agentId"]))
+        return total - sum(missing(run, "d") for run in leaving.values())
+
+    async def record(self, doc: Document, kind: str) -> None:
         """Write run ``doc``'s entry ``kind`` (``i``: added, ``d``: removed) into each of its
-        counts, dated ``at`` (its ``countsPending``); writing it again changes nothing."""
+        counts, dated now (``settle`` folds it a grace period later); writing it again changes
+        nothing but its date."""
+        at = utcnow()
         name = f"pending.{entry(kind, doc['_id'])}"
         keys = run_keys(doc)
         change = {"$set": {name: {"run": doc["_id"], "at": at}}, "$min": {"pendingSince": at}}
@@ -179,6 +199,32 @@ class KeptCounts:
             if done.matched_count < len(ops):  # a count not made yet: make it, then write again
                 await self._create(keys)
                 await self._counts().bulk_write(ops, ordered=False)
+
+    async def record_removals(self, *, before: datetime, limit: int) -> int:
+        """Write the ``d`` entries of the runs finished before ``before`` whose ``completed`` event
+        still carries ``countsPending`` and whose snapshot is gone, then clear the event's field
+        (one update each); at most ``limit`` events. Returns the events cleared."""
+        events = self._events()
+        flagged = await hinted(
+            events.find({f"{EVENT_MARKER}.at": {"$lt": before}}, {"runId": 1, "agentId": 1, EVENT_MARKER: 1}).limit(
+                limit
+            ),
+            "events_counts_pending",
+        )
+        if not flagged:
+            return 0
+        present = {
+            d["_id"]
+            for d in await self._runs().find({"_id": {"$in": [e["runId"] for e in flagged]}}, {"_id": 1}).to_list()
+        }
+        cleared = 0
+        for event in flagged:
+            if event["runId"] in present:  # still being finished (``complete_pending_events`` deletes it)
+                continue
+            await self.record(_run_of(event, event["agentId"]), "d")
+            await events.update_one({"_id": event["_id"]}, {"$unset": {EVENT_MARKER: ""}})
+            cleared += 1
+        return cleared
 
     async def add_many(self, docs: Iterable[Document]) -> None:
         """Count new runs at once (the data generator's bulk insert): one ``$inc`` per count.
@@ -203,11 +249,19 @@ class KeptCounts:
         ids = list({value["run"] for _, _, value in due})
         found = await self._runs().find({"_id": {"$in": ids}}, {MARKER: 1}).to_list()
         present = {d["_id"]: d for d in found}
+        flagged = await hinted(
+            self._events().find({"runId": {"$in": ids}, f"{EVENT_MARKER}.at": {"$exists": True}}, {"runId": 1}),
+            "events_counts_pending",
+        )
+        unsettled = {e["runId"] for e in flagged}  # ``record_removals`` may write their ``d`` entry again
         folds: dict[str, list[UpdateOne]] = {}
         folded = 0
         for count_id, name, value in due:
             run = present.get(value["run"])
-            done = run is None or (name.startswith("i") and added_at(run) is None)
+            if name.startswith("i"):
+                done = run is None or added_at(run) is None
+            else:
+                done = run is None and value["run"] not in unsettled
             if done:
                 path = f"pending.{name}"
                 change = {"$inc": {"n": 1 if name.startswith("i") else -1}, "$unset": {path: ""}}
@@ -271,12 +325,29 @@ async def hinted(cursor: AsyncCursor[Document], index: str) -> list[Document]:
         return await cursor.to_list()
 
 
+def _run_of(event: Document, agent_id: str) -> Document:
+    """The fields of a finished run that its counts are of, from its ``completed`` event's marker."""
+    marker = event[EVENT_MARKER]
+    return {
+        "_id": event["runId"],
+        "agentId": agent_id,
+        "threadId": marker["threadId"],
+        "resourceId": marker["resourceId"],
+    }
+
+
+def _finished(run: Document) -> bool:
+    """Whether snapshot ``run`` records its ``completed`` event (so it is no longer listed: ``NOT_FINISHED``)."""
+    return any(event.get("type") == "completed" for event in run.get("pendingEvents") or [])
+
+
 def _pending(doc: Document) -> int:
     return sum(1 if name.startswith("i") else -1 for name in doc.get("pending") or {})
 
 
 __all__ = [
     "EQUALITY_FIELDS",
+    "EVENT_MARKER",
     "MARKER",
     "KeptCounts",
     "added_at",
@@ -286,4 +357,5 @@ __all__ = [
     "key",
     "removed_at",
     "run_keys",
+    "with_run_keys",
 ]

@@ -16,7 +16,7 @@ from ..documents import SCHEMA_VERSION, EventDocument, SnapshotDocument
 from ..protocol import DuplicateRunError, RunFilter, SortKey, event_list
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
-from .counts import EQUALITY_FIELDS, MARKER, added_at, filter_keys, removed_at
+from .counts import EQUALITY_FIELDS, MARKER, added_at, filter_keys, removed_at, with_run_keys
 from .mapping import NOT_FINISHED, keyset, listing_query, page, read_snapshot, read_snapshots, stored_snapshot
 from .reachability import reachable
 from .schema import LISTING_ORDER, REVERSE_ORDER
@@ -137,26 +137,25 @@ class MongoRuns(MongoStoreBase):
 
     async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
         """Append the events left inside snapshots by a process that died between a write and its
-        append (``pendingEvents`` older than ``before``), write the count entries it left
+        append (``pendingEvents`` older than ``before``), write the ``i`` entries it left
         unwritten (``countsPending`` older than ``before``), and finish what they record: a run
-        whose ``completed`` event was pending is deleted with its history. Then fold the count
-        entries older than ``before`` into their counts (``KeptCounts.settle``). Returns how many
-        snapshots were completed (``pending_events`` and ``counts_pending`` indexes)."""
+        whose ``completed`` event was pending is deleted with its history. Then write the ``d``
+        entries of runs finished before ``before`` (``KeptCounts.record_removals``) and fold the
+        entries written before ``before`` into their counts (``KeptCounts.settle``). Returns how
+        many snapshots were completed (``pending_events`` and ``counts_pending`` indexes)."""
         left = {"$or": [{"pendingEvents.at": {"$lt": before}}, {f"{MARKER}.since": {"$lt": before}}]}
         async with reachable():
             fields = {"pendingEvents": 1, "historyId": 1, "version": 1, MARKER: 1, "agentId": 1}
             fields |= {"threadId": 1, "resourceId": 1}
             docs = await page(self._runs.find(left, fields), limit).to_list()
         for doc in docs:
-            events = doc.get("pendingEvents") or []
+            events = with_run_keys(doc.get("pendingEvents") or [], doc)
             await self._append_each(events)
             completed = [e["_id"] for e in events if e["type"] == "completed"]
-            added, removed = added_at(doc), removed_at(doc)
-            async with reachable():
-                if added is not None:
-                    await self._counts.record(doc, "i", added)
-                if removed is not None and completed:
-                    await self._counts.record(doc, "d", removed)
+            removed = removed_at(doc)
+            if added_at(doc) is not None:  # its ``d`` entry comes from its event (``record_removals``)
+                async with reachable():
+                    await self._counts.record(doc, "i")
             async with reachable(), self._lock(doc["_id"]):
                 if completed:
                     gone = await self._runs.find_one_and_delete({"_id": doc["_id"], "pendingEvents._id": completed[0]})
@@ -167,6 +166,7 @@ class MongoRuns(MongoStoreBase):
             if gone is not None:
                 await self._delete_history(gone["historyId"])
         async with reachable():
+            await self._counts.record_removals(before=before, limit=limit)
             await self._counts.settle(before=before, limit=limit)
         return len(docs)
 

@@ -15,7 +15,7 @@ from pymongo.errors import DuplicateKeyError
 from .._run_lock import RunWriteLocks
 from ..documents import SCHEMA_VERSION
 from ..rules import FINISHING_EVENTS
-from .counts import MARKER, KeptCounts
+from .counts import EVENT_MARKER, MARKER, KeptCounts
 from .mapping import NOT_FINISHED
 
 Document = dict[str, Any]
@@ -130,6 +130,7 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await events.create_index([("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at")
     await events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
     await events.create_index(EVENTS_RETENTION_INDEX, name="events_retention", sparse=True)
+    await events.create_index([(f"{EVENT_MARKER}.at", ASCENDING)], name="events_counts_pending", sparse=True)
     await deliveries.create_index([("status", ASCENDING), ("nextAttemptAt", ASCENDING)], name="deliveries_due")
     await deliveries.create_index([("status", ASCENDING), ("_id", DESCENDING)], name="deliveries_order")
     await deliveries.create_index(DELIVERIES_FINISHED_INDEX, name="deliveries_finished")

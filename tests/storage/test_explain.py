@@ -209,12 +209,12 @@ async def test_a_total_without_dates_reads_kept_counts_by_key(planner: Planner, 
     with SENT.recording() as sent:
         total = await planner.store.count_runs("refund-agent", FILTERS[name])
 
-    # then it reads kept counts by their key, and of the runs only those whose count is being
-    # written (`counts_pending`), and the total is the runs listed
-    assert {one.collection for one in sent} == {"run_counts", "run_snapshots"}, sent
+    # then it reads kept counts by their key, and of the runs and events only those whose count
+    # is being written (`counts_pending`, `events_counts_pending`), and the total is the runs listed
+    assert {one.collection for one in sent} == {"run_counts", "run_snapshots", "run_events"}, sent
+    indexes = {"run_counts": ("_id_",), "run_snapshots": ("counts_pending",), "run_events": ("events_counts_pending",)}
     for one, plan in await planner.plans(sent):
-        expected = ("_id_",) if one.collection == "run_counts" else ("counts_pending",)
-        assert plan.indexes == expected, (one, plan)
+        assert plan.indexes == indexes[one.collection], (one, plan)
     assert total == len(await planner.store.list_runs("refund-agent", FILTERS[name]))
 
 
@@ -276,7 +276,7 @@ async def test_the_sweepers_reads_use_indexes(planner: Planner) -> None:
         "run_snapshots": {"pendingCount", "pendingEvents.at", "countsPending.since", "expiresAt"},
         "run_counts": {"pendingSince"},
         "webhook_deliveries": {"status"},
-        "run_events": {"agentId"},
+        "run_events": {"agentId", "countsPending.at"},
     }
     explained = await planner.plans(sent)
     assert {one.collection for one, _ in explained} == set(expected), sent

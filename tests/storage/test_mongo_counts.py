@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from runtime._journal import event_id
+from runtime.events.journal import event_id
 from storage import EventDocument, MongoSnapshotStore, RunFilter
 from storage._query import utcnow
 from tests._servers import with_database

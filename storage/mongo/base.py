@@ -28,6 +28,7 @@ from . import schema
 from .counts import MARKER, KeptCounts, added_at, removed_at
 from .mapping import read_snapshot
 from .reachability import UNAVAILABLE_CODES, reachable
+from .windows import Windows
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,10 @@ class MongoStoreBase:
         self._inline_history_limit = inline_history_limit
         self._client: AsyncMongoClient[Document] | None = None
         self._locks = RunWriteLocks(lambda: self.database[schema.LOCKS])
+        self._windows = Windows()
+        self._windowed_pages = False
+        """Whether listing pages are read through windows (``windows``): on DocumentDB (FerretDB 2),
+        whose planner sorts every match of a page's filter."""
         self._rewrites_whole_documents = False
         """Whether the server applies an update by reading then rewriting the document (FerretDB
         1.x), so concurrent updates of one document need a lease (``counts``)."""
@@ -151,6 +156,7 @@ class MongoStoreBase:
         async with reachable():
             build = await self.database.command("buildInfo")
             self._rewrites_whole_documents = "ferretdbVersion" in build  # FerretDB 1.x
+            self._windowed_pages = isinstance(build.get("ferretdb"), Mapping)  # FerretDB 2: DocumentDB
             await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)), self._counts)
 
     async def _needs_write_leases(self) -> bool:

@@ -20,6 +20,7 @@ from .counts import EQUALITY_FIELDS, MARKER, added_at, filter_keys, removed_at, 
 from .mapping import NOT_FINISHED, keyset, listing_query, page, read_snapshot, read_snapshots, stored_snapshot
 from .reachability import reachable
 from .schema import LISTING_ORDER, REVERSE_ORDER
+from .windows import filter_key
 
 Document = dict[str, Any]
 
@@ -57,15 +58,30 @@ class MongoRuns(MongoStoreBase):
             bounds.append(keyset(after, "$lt"))
         if before is not None:
             bounds.append(keyset(before, "$gt"))
-        if bounds:
-            query["$and"] = bounds
-        cursor = self._runs.find(query).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
-        if skip and not from_end:
-            cursor = cursor.skip(skip)
-        if limit is not None:
-            cursor = page(cursor, limit)
-        async with reachable():
-            docs = await cursor.to_list()
+
+        async def read(window: Document | None) -> list[Document]:
+            conditions = [*bounds, window] if window else bounds
+            found = {**query, "$and": conditions} if conditions else query
+            cursor = self._runs.find(found).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
+            if skip and not from_end:
+                cursor = cursor.skip(skip)
+            if limit is not None:
+                cursor = page(cursor, limit)
+            async with reachable():
+                return await cursor.to_list()
+
+        if limit is not None and not (skip and not from_end) and self._windowed_pages:
+            cursor_key = before if from_end else after
+            docs = await self._windows.page(
+                filter_key(agent_id, run_filter),
+                limit,
+                cursor=None if cursor_key is None else cursor_key.created_at,
+                older=not from_end,
+                read=read,
+                learn=(after if from_end else before) is None,
+            )
+        else:
+            docs = await read(None)
         if from_end:
             docs.reverse()
         return read_snapshots(docs)

@@ -44,6 +44,9 @@ def read_snapshots(docs: list[Document]) -> list[SnapshotDocument]:
 
 
 def read_events(docs: list[Document]) -> list[EventDocument]:
+    """Stored events as read, without the store's own ``countsPending`` (``counts.EVENT_MARKER``)."""
+    for doc in docs:
+        doc.pop("countsPending", None)
     return [cast(EventDocument, decode(doc, EVENT_FIELDS)) for doc in docs]
 
 

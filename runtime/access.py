@@ -2,8 +2,8 @@
 
 Plain data, no HTTP or GraphQL: ``server/`` turns credentials into a ``Principal``, ``resolvers/``
 apply the visibility rule to what they read, and the runtime checks the resource rule on every
-write (``check_start``; decisions in ``runtime.deciding.gate``). Scopes and identities (``key:<name>``,
-``jwt:<sub>``, ``policy:<rule>``...): SECURITY.md "Authorization".
+write (``check_start``; ``check_resource``, first of a decision's checks in ``runtime.deciding.gate``).
+Scopes and identities (``key:<name>``, ``jwt:<sub>``, ``policy:<rule>``...): SECURITY.md "Authorization".
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from storage import ExpiryAction
+from storage import ExpiryAction, SnapshotDocument
 
-from .errors import ForbiddenError
+from .errors import ForbiddenError, RunNotFoundError
 
 CredentialKind = Literal["key", "jwt"]
 """The kind of credential a principal authenticated with: an API key or a JWT."""
@@ -222,6 +222,13 @@ def check_start(principal: Principal, resource_id: str | None) -> None:
     raise ForbiddenError(f"resourceId {resource_id!r} is not one of the resources this caller may use")
 
 
+def check_resource(doc: SnapshotDocument, principal: Principal | None) -> None:
+    """Raises ``RunNotFoundError`` when the run ``doc`` is outside ``principal``'s resources
+    (``None``: unrestricted): a decision's first check, before anything about the run is shown."""
+    if principal is not None and not principal.may_use_resource(doc["resourceId"]):
+        raise RunNotFoundError(doc["agentId"], doc["_id"])
+
+
 __all__ = [
     "ALL_SCOPES",
     "ANONYMOUS",
@@ -234,5 +241,6 @@ __all__ = [
     "Recipients",
     "ToolApprovalRule",
     "can_see_run",
+    "check_resource",
     "check_start",
 ]

@@ -28,7 +28,7 @@ from storage import (
 )
 
 from ._json import canonical_json, fingerprint
-from .continuing.claims import renewing
+from .continuing.claims import renewing, whole_milliseconds
 from .errors import IdempotencyKeyReusedError, RunsgateError
 from .outcome import RunOutcome
 
@@ -54,25 +54,26 @@ class HeldKey:
         clock: Callable[[], datetime],
         *,
         fingerprint: str = "",
-        until: Callable[[], datetime] | None = None,
+        lease: timedelta | None = None,
         store: IdempotencyKeys | None = None,
         reserved: bool = False,
     ):
         self.key_id, self.by, self._encode, self._clock = key_id, by, encode, clock
-        self._fingerprint, self._lease_until, self._store = fingerprint, until, store
+        self._fingerprint, self._lease, self._store = fingerprint, lease, store
         self.answered = False
         """Whether the store wrote the answer (``written``)."""
         self.reserved = reserved or store is None
         """Whether this request holds the key (always, unless deferred)."""
 
-    def reservation(self) -> KeyReservation | None:
-        """The reservation a decision's write takes (``RunStore.record_decision``'s ``key``), or
-        ``None`` when the key is held already; call ``taken`` once that write succeeded."""
-        if self.reserved or self._lease_until is None:
+    def reservation(self, now: datetime | None = None) -> KeyReservation | None:
+        """The reservation a decision's write takes (``RunStore.record_decision``'s ``key``), made
+        at ``now`` (the write's time, from the guard's clock; ``None``: read it), or ``None`` when
+        the key is held already; call ``taken`` once that write succeeded."""
+        if self.reserved or self._lease is None:
             return None
-        now = self._clock()
+        now = self._clock() if now is None else now
         return KeyReservation(
-            key_id=self.key_id, fingerprint=self._fingerprint, by=self.by, until=self._lease_until(), now=now
+            key_id=self.key_id, fingerprint=self._fingerprint, by=self.by, until=now + self._lease, now=now
         )
 
     def taken(self) -> None:
@@ -106,9 +107,10 @@ class HeldKey:
             raise RuntimeError(f"idempotency key {self.key_id!r} is not reserved")
         return found["createdAt"]
 
-    def answer(self, answer: Any) -> KeyAnswer:
-        """The key's answer ``answer`` as a store write takes it; pass it to one write only."""
-        now = self._clock()
+    def answer(self, answer: Any, now: datetime | None = None) -> KeyAnswer:
+        """The key's answer ``answer`` as a store write at ``now`` (the write's time, from the guard's
+        clock; ``None``: read it) takes it; pass it to one write only."""
+        now = self._clock() if now is None else now
         return KeyAnswer(key_id=self.key_id, result=self._encode(answer), by=self.by, now=now)
 
     def written(self) -> None:
@@ -151,9 +153,10 @@ class IdempotencyGuard:
         self._polls = polls
         self._owner = owner
         self._lease = lease
+        self._lease_ms = whole_milliseconds(lease)
 
     def _until(self) -> datetime:
-        return to_bson_precision(self._clock() + timedelta(seconds=self._lease))
+        return self._clock() + self._lease_ms
 
     async def _reserve(self, key_id: str, expected: str, by: str) -> IdempotencyDocument | None:
         reservation = KeyReservation(key_id=key_id, fingerprint=expected, now=self._clock(), by=by, until=self._until())
@@ -216,7 +219,9 @@ class IdempotencyGuard:
         me = f"{self._owner}:{uuid.uuid4().hex}"
         encoded = cast(Callable[[Any], dict[str, Any]], encode)
         if defer and self._store.reserves_with_decisions:
-            held = HeldKey(key_id, me, encoded, self._clock, fingerprint=expected, until=self._until, store=self._store)
+            held = HeldKey(
+                key_id, me, encoded, self._clock, fingerprint=expected, lease=self._lease_ms, store=self._store
+            )
             try:
                 return await self._act(held, action, encode)
             except IdempotencyKeyTakenError as exc:

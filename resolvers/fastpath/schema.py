@@ -45,7 +45,7 @@ class PreparedSchema(FederationSchema):
             and well_formed(operation_name, variable_values, operation_extensions)
             else None
         )
-        limits = context_limits(context_value)
+        limits = None if entry is None else context_limits(context_value)  # else QueryCost reads them
         cost = (
             None
             if entry is None or limits is None

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 
-from storage import SnapshotStore, to_bson_precision
+from storage import SnapshotStore
 
 from .._cancel import stop_if_cancelled
 
@@ -17,8 +17,15 @@ logger = logging.getLogger(__name__)
 
 
 def claim_expiry(now: datetime, ttl: float) -> datetime:
-    """``now + ttl`` seconds, UTC, at millisecond precision."""
-    return to_bson_precision(now + timedelta(seconds=ttl))
+    """``now + ttl`` seconds, at millisecond precision when ``now`` is (a manager's clock): ``ttl``
+    truncated to whole milliseconds."""
+    return now + whole_milliseconds(ttl)
+
+
+def whole_milliseconds(seconds: float) -> timedelta:
+    """``seconds`` truncated to whole milliseconds, so that a time at millisecond (BSON) precision
+    plus it stays at that precision."""
+    return timedelta(milliseconds=timedelta(seconds=seconds) // timedelta(milliseconds=1))
 
 
 @asynccontextmanager

@@ -38,7 +38,7 @@ from .._json import jsonable
 from ..access import Principal
 from ..deciding.gate import DecisionGate
 from ..errors import RunNotFoundError, RunNotReadyError
-from ..events.journal import Journal
+from ..events.journal import Journal, stored_run
 from ..idempotency import HeldKey
 from ..outcome import RunOutcome
 from ..registry import AgentRegistry
@@ -157,8 +157,9 @@ class Continuation:
                 publisher.abort()
                 raise
             if isinstance(result, RunOutcome):
-                kind, fields = _outcome_update(result)
-                await publisher.finish(kind, **fields)
+                if not publisher.closed_out:  # a completion's write ended its updates already
+                    kind, fields = _outcome_update(result)
+                    await publisher.finish(kind, **fields)
                 return result
             await publisher.finish()  # every new call was approved by a policy: continue again at once
             doc, takeover = result, False
@@ -257,11 +258,12 @@ class Continuation:
             )
             return await self.journal.failed(scope, exc, run=released, tools_ran=kept, event=failure)
         if isinstance(ran, Finished):
-            completion = self.journal.completed_event(scope, ran.output)
-            # the updates still queued and the outcome's are written with the completion
-            updates = await publisher.closing("completed", output=ran.output)
+            # the completion's write: its event, the updates still queued and the outcome's, the key's answer
+            now = self.now()
+            completion = self.journal.completed_event(scope, ran.output, at=now)
             outcome = self.journal.completed_outcome(scope, ran.output)
-            answer = None if key is None else key.answer(outcome)
+            answer = None if key is None else key.answer(outcome, now)
+            updates = await publisher.closing("completed", now, output=ran.output)
             deleted = await self.store.delete_claimed(
                 ClaimedDeletion(agent_id=agent_id, run_id=run_id, by=me, event=completion, updates=updates, key=answer)
             )
@@ -334,18 +336,19 @@ class DecisionClaims:
         if not rules.matches(rules.last_pending(doc["version"]), doc):  # as the decision's write checks it
             return None
         owner = self._continuation
-        scope = owner.scope(doc, self._principal)
         decisions = [decision if i == index else c["decision"] for i, c in enumerate(doc["toolCalls"])]
         decided = [
             {"toolCallId": c["toolCallId"], "kind": d["kind"]}
             for c, d in zip(doc["toolCalls"], decisions, strict=True)
             if d is not None
         ]
+        now = decision["decidedAt"]  # the decision's write takes the claim
+        run = stored_run(doc, self._principal)
         resumed = owner.journal.new_event(
-            scope, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}
+            run, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}, at=now
         )
-        update, batch = owner.updates.resumed(scope.agent_id, scope.run_id, resumed["_id"])
-        taken_at, now = monotonic(), owner.now()
+        update, batch = owner.updates.resumed(run.agent_id, run.run_id, resumed["_id"], at=now)
+        taken_at = monotonic()
         claim = DecisionClaim(
             by=owner.instance_id,
             until=claim_expiry(now, owner.claim_ttl),

@@ -29,7 +29,7 @@ from storage.protocol import ApprovalWrite, DecisionWrite
 from storage.rules import call_expired
 
 from .._json import jsonable, rfc3339
-from ..access import Principal, ToolApprovalRule
+from ..access import Principal, ToolApprovalRule, check_resource
 from ..errors import (
     DuplicateApproverError,
     ForbiddenError,
@@ -49,7 +49,6 @@ from .questions import (
     Questions,
     check_addressable,
     check_decidable,
-    check_resource,
     find_call,
     validate_resume_data,
 )
@@ -255,7 +254,12 @@ class DecisionGate:
             WrongToolCallKindError, ToolCallAlreadyDecidedError: ``check_decidable``.
             InvalidResumeDataError: The resume data fails the call's ``resumeSchema``.
         """
-        index = await self._questions.asked(doc, request, decider.principal, forwarded=decider.kind == "supervisor")
+        if allowed is not None and (
+            request.question_id is not None or "questionNumber" in doc["toolCalls"][allowed.index]
+        ):
+            index = allowed.index  # ``allowed`` found it on this read (``Questions.asked``'s own steps)
+        else:
+            index = await self._questions.asked(doc, request, decider.principal, forwarded=decider.kind == "supervisor")
         if allowed is None or allowed.index != index:
             allowed = await self.allowed(doc, request, decider)
             assert allowed is not None  # find_call found the call
@@ -356,7 +360,7 @@ class DecisionGate:
             return await self._record_approval(doc, run, checked, decision)
         preceding = [self._journal.expired_event(run, call, now)] if decider.kind == "expiry" else []  # ids in order
         event = self._journal.decision_event(run, call, decision, **extra)
-        reservation = None if key is None else key.reservation()
+        reservation = None if key is None else key.reservation(now)
         write = DecisionWrite(
             agent_id=doc["agentId"],
             run_id=doc["_id"],

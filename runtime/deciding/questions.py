@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from storage import DecisionDocument, DecisionKind, EventDocument, SnapshotDocument, SnapshotStore, ToolCallDocument
 
-from ..access import Principal
+from ..access import Principal, check_resource
 from ..errors import (
     AmbiguousToolCallError,
     DecideThroughSupervisorError,
@@ -242,12 +242,6 @@ class Questions:
         return ToolCallAlreadyDecidedError(
             doc["_id"], answered.tool_call_id, answered.decision, question_id=answered.question_id, asking=asking
         )
-
-
-def check_resource(doc: SnapshotDocument, principal: Principal | None) -> None:
-    """Raises ``RunNotFoundError`` when ``doc`` is outside ``principal``'s resources."""
-    if principal is not None and not principal.may_use_resource(doc["resourceId"]):
-        raise RunNotFoundError(doc["agentId"], doc["_id"])
 
 
 def check_addressable(doc: SnapshotDocument, *, forwarded: bool) -> None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from pydantic_core import to_jsonable_python
+
 from storage import (
     EXPIRY_DECIDER,
     DecisionDocument,
@@ -21,7 +23,7 @@ from storage import (
     rules,
 )
 
-from .._json import fingerprint, jsonable, rfc3339
+from .._json import fingerprint, rfc3339
 from ..outcome import RunOutcome
 from ..running.deferred import model_id, question_id
 
@@ -114,11 +116,10 @@ class Journal:
             "type": event_type,
             "at": at or self._now(),
             "by": by,
-            "data": jsonable(data),
+            "data": to_jsonable_python(data),
         }
-        retention = rules.retention_from(event_type, event["at"])
-        if retention is not None:
-            event["retentionFrom"] = retention
+        if event_type in rules.FINISHING_EVENTS:  # rules.retention_from
+            event["retentionFrom"] = event["at"]
         return event
 
     async def event(
@@ -135,10 +136,10 @@ class Journal:
         ``new_event``s written with its claim (``RunStore.claim(events=...)``)."""
         await self._store.append_event(self.new_event(scope, event_type, by=by, data=data, at=at))
 
-    def completed_event(self, scope: RunRef, output: Any) -> EventDocument:
-        """The ``completed`` event (its data keeps the output, read by ``delegate()``), to write
-        with the run's deletion (``RunStore.delete_claimed(event=...)``)."""
-        return self.new_event(scope, "completed", by=scope.principal, data={"output": output})
+    def completed_event(self, scope: RunRef, output: Any, *, at: datetime | None = None) -> EventDocument:
+        """The ``completed`` event at ``at`` (``None``: now; its data keeps the output, read by
+        ``delegate()``), to write with the run's deletion (``RunStore.delete_claimed(event=...)``)."""
+        return self.new_event(scope, "completed", by=scope.principal, data={"output": output}, at=at)
 
     async def completed(self, scope: RunRef, output: Any, *, event: EventDocument | None = None) -> RunOutcome:
         """The ``completed`` outcome. ``event``: the ``completed_event`` the store already wrote

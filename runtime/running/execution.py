@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,8 +17,8 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from pydantic_core import to_jsonable_python
 
-from .._json import jsonable
 from ..registry import AnyAgent
 from .decision_toolset import DecisionCapability, needs_decision_context
 from .identity import CallIdentity
@@ -58,6 +59,8 @@ async def run_agent(
 
     ``DeferredToolRequests`` is added to an ``output_type`` that lacks it, so any agent can suspend
     (pydantic-ai refuses that for an agent with output validators: those list it themselves).
+    The run is a task of its own (awaited, cancelled with the caller): each time a streaming model
+    yields, the event loop resumes only the run's frames, not those of the request that waits.
     ``CallIdentity`` gives every tool call an identity (``runtime.running.identity``);
     ``DecisionCapability`` shows a tool re-run after a decision only what was decided
     (``runtime.running.decision_toolset``).
@@ -75,19 +78,21 @@ async def run_agent(
             model = WholeAnswers(used)
     with entered(scope):
         chosen: dict[str, Any] = {} if output_type is None else {"output_type": output_type}
-        result = await agent.run(
-            prompt,
-            message_history=history,
-            deferred_tool_results=results,
-            model=model,
-            capabilities=capabilities,
-            event_stream_handler=events,
-            **chosen,
+        result = await asyncio.get_running_loop().create_task(
+            agent.run(
+                prompt,
+                message_history=history,
+                deferred_tool_results=results,
+                model=model,
+                capabilities=capabilities,
+                event_stream_handler=events,
+                **chosen,
+            )
         )
     output = result.output
     if isinstance(output, DeferredToolRequests):
         return Deferred(requests=output, messages=result.all_messages(), history=result.all_messages_json())
-    return Finished(output=jsonable(output))
+    return Finished(output=to_jsonable_python(output))
 
 
 def can_stream(model: Model) -> bool:

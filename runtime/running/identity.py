@@ -82,8 +82,8 @@ def sub_run_id(parent_run_id: str, tool_call_id: str) -> str:
 def model_tool_call_id(part: ToolCallPart) -> str:
     """The id the model gave ``part`` (its ``tool_call_id`` when runsgate never renamed it: a
     history stored before identities, schema version 2)."""
-    ours = _metadata.section(part.provider_details)
-    if ours is not None and isinstance(ours.get("modelToolCallId"), str):
+    ours = (part.provider_details or {}).get(_metadata.KEY)  # the note ``identified`` wrote
+    if isinstance(ours, dict) and isinstance(ours.get("modelToolCallId"), str):
         return str(ours["modelToolCallId"])
     return part.tool_call_id
 

@@ -27,8 +27,7 @@ from ..events.feed import EventFeed
 from ..events.journal import event_id_floor
 from ..subscription_budgets import OwnerBudget
 from .listener import Listener, RunUpdatesOverflowError
-from .publishing import MAX_BATCH_BYTES
-from .run_updates import RunUpdate, before_next, capped, decode, end_id, update_id
+from .run_updates import MAX_BATCH_BYTES, RunUpdate, before_next, capped, decode, end_id, update_id
 
 if TYPE_CHECKING:
     from ..lifecycle import RunManager

@@ -31,13 +31,21 @@ from pydantic_ai.messages import (
     TextPartDelta,
     ToolCallPart,
 )
+from pydantic_core import to_jsonable_python
 
 from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument, ToolCallDocument
 
-from .._json import jsonable
 from ..subscription_budgets import OwnerBudget
 from .listener import Listener
-from .run_updates import TEXT_CHARS, RunUpdate, UpdateKind, built, encode, update_id
+from .run_updates import (
+    TEXT_CHARS,
+    RunUpdate,
+    UpdateKind,
+    batch_documents,
+    built,
+    first_batch,
+    update_id,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +53,6 @@ FIRST_TEXT_DELAY = 0.05
 """Seconds the first text delta waits before it is written, at most, by default
 (``UpdateHub``'s ``first_text_delay``)."""
 
-MAX_BATCH_BYTES = 256 * 1024
-"""Bytes of updates per stored batch at most (a batch holds at least one update)."""
 
 RunKey = tuple[str, str]
 """``(agentId, runId)``."""
@@ -131,18 +137,22 @@ class UpdateHub:
         """Whether a continuation of the run is publishing on this process now."""
         return (agent_id, run_id) in self._publishers
 
-    def resumed(self, agent_id: str, run_id: str, continuation_id: str) -> tuple[RunUpdate, RunUpdateBatchDocument]:
-        """The ``resumed`` update of the continuation ``continuation_id`` and its batch, to store
-        with the claim (``RunStore.claim``'s ``updates``) before ``publisher(resumed=...)``."""
+    def resumed(
+        self, agent_id: str, run_id: str, continuation_id: str, *, at: datetime | None = None
+    ) -> tuple[RunUpdate, RunUpdateBatchDocument]:
+        """The ``resumed`` update of the continuation ``continuation_id`` at ``at`` (``None``: now)
+        and its batch, to store with the claim (``RunStore.claim``'s ``updates``) before
+        ``publisher(resumed=...)``."""
+        at = self.now() if at is None else at
         update = RunUpdate(
             id=update_id(continuation_id, 0),
             agent_id=agent_id,
             run_id=run_id,
             continuation_id=continuation_id,
             kind="resumed",
-            at=self.now(),
+            at=at,
         )
-        return update, _batch_document(self, agent_id, run_id, [update])
+        return update, batch_documents(agent_id, run_id, [update], at)[0]
 
     def publisher(
         self, agent_id: str, run_id: str, continuation_id: str, *, resumed: RunUpdate | None = None
@@ -202,6 +212,8 @@ class UpdatePublisher:
         self._done = False
         self._closing = False
         """``closing``: the batch writer stops; the store's final write takes what is queued."""
+        self.closed_out = False
+        """``closed`` ended the continuation's updates (``finish`` has nothing left to do)."""
         self._outcome: RunUpdate | None = None
         self._declined: dict[str, tuple[str | None, str | None]] = {}
         """Call id -> ``(reason, decidedBy)`` of the declined calls this continuation answers (``answering``)."""
@@ -240,12 +252,12 @@ class UpdatePublisher:
             self._seq += 1
         return _Published(seq=seq, kind=kind, run=run, fields=fields, at=time.monotonic())
 
-    def built(self, published: Sequence[_Published]) -> list[RunUpdate]:
+    def built(self, published: Sequence[_Published], now: datetime | None = None) -> list[RunUpdate]:
         """``published`` as ``RunUpdate``s, each built once, at the time it was published by the
-        hub's clock (``_Published.at``)."""
+        hub's clock (``_Published.at``, counted back from ``now``, the hub's now when ``None``)."""
         unbuilt = [p for p in published if p.update is None]
         if unbuilt:
-            now, counted = self._hub.now(), time.monotonic()
+            now, counted = self._hub.now() if now is None else now, time.monotonic()
             made = built(
                 self.agent_id,
                 self.run_id,
@@ -308,7 +320,7 @@ class UpdatePublisher:
             if unrun is not None:
                 self._started(unrun)
             if returned.outcome == "success":
-                ended: dict[str, Any] = {"result": jsonable(returned.content)}
+                ended: dict[str, Any] = {"result": to_jsonable_python(returned.content)}
             else:
                 ended = {"error": returned.model_response_str()}
             self.publish("tool_call_ended", tool_call_id=returned.tool_call_id, tool_name=returned.tool_name, **ended)
@@ -336,18 +348,22 @@ class UpdatePublisher:
         finally:
             self._hub.ended(self)
 
-    async def closing(self, kind: UpdateKind, **fields: Any) -> list[RunUpdateBatchDocument]:
+    async def closing(
+        self, kind: UpdateKind, now: datetime | None = None, /, **fields: Any
+    ) -> list[RunUpdateBatchDocument]:
         """Stop the batch writer (after the batch it is writing) and return what is unwritten,
-        ending with the outcome ``kind``, as the batches of the store's final write (``RunStore``'s
-        ``updates``); then call ``closed``. The outcome reaches no subscriber before that."""
+        ending with the outcome ``kind``, as the batches of the store's final write at ``now``
+        (``RunStore``'s ``updates``; ``None``: the hub's now); then call ``closed``. The outcome
+        reaches no subscriber before that."""
         self._closing = True
         self._ending.set()
         self._soon.set()
         self._wake.set()
         await asyncio.shield(self._task)
-        updates = self.built([*self._pending, self._new(kind, None, fields)])
+        now = self._hub.now() if now is None else now
+        updates = self.built([*self._pending, self._new(kind, None, fields)], now)
         self._outcome = updates[-1]
-        return [_batch_document(self._hub, self.agent_id, self.run_id, batch) for batch in _batches(updates)]
+        return batch_documents(self.agent_id, self.run_id, updates, now)
 
     async def closed(self, *, written: bool) -> None:
         """The final write after ``closing`` ended. ``written``: it stored those batches (the
@@ -356,11 +372,12 @@ class UpdatePublisher:
             if written and self._outcome is not None:
                 self._hub.deliver(self._outcome)
             else:
-                for batch in _batches(self.built(self._pending)):
-                    await self._write(batch)
+                now = self._hub.now()
+                await self._write(self.built(self._pending, now), now)
             self._pending.clear()
             self.unwritten.clear()
         finally:
+            self.closed_out = True
             self._hub.ended(self)
 
     def abort(self) -> None:
@@ -385,14 +402,15 @@ class UpdatePublisher:
             if self._first_text is not None and not self._done and await self._grace():
                 return
             if self._pending:
-                batch = _first_batch(self.built(self._pending))
+                now = self._hub.now()
+                batch = first_batch(self.built(self._pending, now))
                 text = None if self._first_text is None else self._first_text.update
                 first = [i for i, update in enumerate(batch) if update is text]
                 if first and not self._done:  # the first delta ends its batch
                     batch = batch[: first[0] + 1]
                 self._first_text = None
                 del self._pending[: len(batch)]
-                await self._write(batch)
+                await self._write(batch, now)
                 del self.unwritten[: len(batch)]
             if self._done:
                 if not self._pending:  # finished: what it queued is written
@@ -416,37 +434,15 @@ class UpdatePublisher:
                 await self._soon.wait()
         self._soon.clear()
 
-    async def _write(self, batch: list[RunUpdate]) -> None:
-        document = _batch_document(self._hub, self.agent_id, self.run_id, batch)
-        try:
-            await self._hub.store.append_run_updates(document)
-        except Exception:  # progress only: the outcome is in the event log too
-            logger.warning("run %s: %d update(s) could not be stored", self.run_id, len(batch), exc_info=True)
-
-
-def _batch_document(hub: UpdateHub, agent_id: str, run_id: str, batch: list[RunUpdate]) -> RunUpdateBatchDocument:
-    return {"_id": batch[-1].id, "agentId": agent_id, "runId": run_id, "at": hub.now(), "updates": encode(batch)}
-
-
-def _batches(pending: list[RunUpdate]) -> list[list[RunUpdate]]:
-    """``pending`` cut into batches in order (``_first_batch``)."""
-    batches, rest = [], pending
-    while rest:
-        batch = _first_batch(rest)
-        batches.append(batch)
-        rest = rest[len(batch) :]
-    return batches
-
-
-def _first_batch(pending: list[RunUpdate]) -> list[RunUpdate]:
-    """The first updates of ``pending`` that fit in ``MAX_BATCH_BYTES`` (at least one)."""
-    size, count = 0, 0
-    for update in pending:
-        size += update.size
-        if count and size > MAX_BATCH_BYTES:
-            break
-        count += 1
-    return pending[:count]
+    async def _write(self, updates: list[RunUpdate], now: datetime) -> None:
+        """Store ``updates`` in their batches (``batch_documents``), written at ``now``."""
+        for document in batch_documents(self.agent_id, self.run_id, updates, now):
+            try:
+                await self._hub.store.append_run_updates(document)
+            except Exception:  # progress only: the outcome is in the event log too
+                logger.warning(
+                    "run %s: update(s) up to %s could not be stored", self.run_id, document["_id"], exc_info=True
+                )
 
 
 def _before(now: datetime, seconds: float) -> datetime:
@@ -457,9 +453,9 @@ def _before(now: datetime, seconds: float) -> datetime:
 
 def _args(part: ToolCallPart) -> Any:
     try:
-        return jsonable(part.args_as_dict())
+        return to_jsonable_python(part.args_as_dict())
     except Exception:  # the model's arguments are not a JSON object: as it sent them
-        return part.args if isinstance(part.args, str) else jsonable(part.args)
+        return part.args if isinstance(part.args, str) else to_jsonable_python(part.args)
 
 
 __all__ = ["UpdateHub", "UpdatePublisher"]

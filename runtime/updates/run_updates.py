@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from storage import SnapshotDocument, strict_json
+from storage import RunUpdateBatchDocument, SnapshotDocument, strict_json
 
 UpdateKind = Literal[
     "resumed",
@@ -46,6 +46,9 @@ _ERROR_CHARS = 4096
 
 TEXT_CHARS = 4096
 """Characters of text per ``text`` update at most (a longer delta is sent as several)."""
+
+MAX_BATCH_BYTES = 256 * 1024
+"""Bytes of updates per stored batch at most (a batch holds at least one update)."""
 
 
 def update_id(continuation_id: str, seq: int) -> str:
@@ -202,23 +205,51 @@ def encode(updates: list[RunUpdate]) -> str:
     return strict_json.dumps_shown([u.to_json() for u in updates], ensure_ascii=False, separators=(",", ":"))
 
 
+def first_batch(pending: list[RunUpdate]) -> list[RunUpdate]:
+    """The first updates of ``pending`` that fit in ``MAX_BATCH_BYTES`` (at least one)."""
+    size, count = 0, 0
+    for update in pending:
+        size += update.size
+        if count and size > MAX_BATCH_BYTES:
+            break
+        count += 1
+    return pending[:count]
+
+
+def batch_documents(agent_id: str, run_id: str, updates: list[RunUpdate], at: datetime) -> list[RunUpdateBatchDocument]:
+    """``updates`` (in order) as the batches that store them (``first_batch`` after
+    ``first_batch``), written at ``at`` (UTC)."""
+    documents: list[RunUpdateBatchDocument] = []
+    rest = updates
+    while rest:
+        batch = first_batch(rest)
+        rest = rest[len(batch) :]
+        documents.append(
+            {"_id": batch[-1].id, "agentId": agent_id, "runId": run_id, "at": at, "updates": encode(batch)}
+        )
+    return documents
+
+
 def decode(text: str, *, agent_id: str, run_id: str) -> list[RunUpdate]:
     """Inverse of ``encode``."""
     return [RunUpdate.from_json(item, agent_id=agent_id, run_id=run_id) for item in json.loads(text)]
 
 
 __all__ = [
+    "MAX_BATCH_BYTES",
     "MAX_UPDATE_BYTES",
     "OUTCOME_KINDS",
     "TEXT_CHARS",
     "UPDATE_ID",
     "RunUpdate",
     "UpdateKind",
+    "batch_documents",
     "before_next",
     "built",
     "capped",
     "decode",
     "encode",
     "end_id",
+    "first_batch",
     "update_id",
 ]

@@ -11,7 +11,6 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .. import rules
 from ..documents import EventDocument
-from ..protocol import event_list
 from ..protocol.events import within_bytes
 from ..protocol.filters import EventsAfter
 from .copying import copied
@@ -34,20 +33,21 @@ class MemoryEventLog:
         """``(retentionFrom, agentId, runId, _id)`` of each event with a ``retentionFrom``, oldest first."""
 
     async def append_event(self, event: EventDocument) -> None:
-        self._append(event)
+        self._append([copied(event)])
 
-    def _append(self, event: EventDocument | Sequence[EventDocument] | None) -> None:
-        """Append ``event`` (one, several in order, or nothing for ``None``) without awaiting:
-        after a state change, in the same step of the event loop, so the two form one unit of work."""
-        for one in event_list(event):
-            stored = copied(one)
-            self._events.setdefault((one["agentId"], one["runId"]), []).append(stored)
-            by_agent = self._agent_events.get(one["agentId"])
+    def _append(self, events: Sequence[EventDocument]) -> None:
+        """Keep ``events``, in order, as they are (the caller's copies, made at the store's boundary)
+        without awaiting: after a state change, in the same step of the event loop, so the two form
+        one unit of work."""
+        for event in events:
+            agent_id, run_id = event["agentId"], event["runId"]
+            self._events.setdefault((agent_id, run_id), []).append(event)
+            by_agent = self._agent_events.get(agent_id)
             if by_agent is None:
-                by_agent = self._agent_events[one["agentId"]] = SortedKeyList(key=_event_id)
-            by_agent.add(stored)
-            if "retentionFrom" in stored:
-                self._retention.add((stored["retentionFrom"], one["agentId"], one["runId"], one["_id"]))
+                by_agent = self._agent_events[agent_id] = SortedKeyList(key=_event_id)
+            by_agent.add(event)
+            if "retentionFrom" in event:
+                self._retention.add((event["retentionFrom"], agent_id, run_id, event["_id"]))
 
     async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
         """Nothing is ever pending: a change and its event are written at once."""

@@ -4,6 +4,7 @@ answered keys sorted by ``finishedAt`` (the index ``rules.key_expired`` is appli
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -53,13 +54,14 @@ class MemoryIdempotencyKeys:
         return True
 
     async def complete_idempotency_key(self, answer: KeyAnswer) -> None:
-        self._complete_key(answer)
+        self._complete_key(answer, copied(answer.result))
 
-    def _complete_key(self, answer: KeyAnswer) -> None:
-        """``complete_idempotency_key`` in one step (no await: ``delete_claimed``'s ``key`` too)."""
+    def _complete_key(self, answer: KeyAnswer, result: dict[str, Any]) -> None:
+        """``complete_idempotency_key`` in one step (no await: ``delete_claimed``'s ``key`` too),
+        keeping ``result`` as it is (the caller's copy of ``answer.result``)."""
         doc = self._reserved(answer.key_id, answer.by)
         if doc is not None:
-            doc["result"] = copied(answer.result)
+            doc["result"] = result
             doc["finishedAt"] = answer.now
             self._keys_finished.add((answer.now, answer.key_id))
 

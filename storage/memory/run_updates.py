@@ -28,20 +28,18 @@ class MemoryRunUpdateLog:
         """``(at, agentId, runId, _id)`` of every update batch: what pruning reads, oldest first."""
 
     async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
-        self._add_run_updates((batch,))
+        self._add_run_updates([copied(batch)])
 
     def _add_run_updates(self, updates: Sequence[RunUpdateBatchDocument]) -> None:
-        """Keep ``updates`` in the same step as the caller's change (``RunStore``'s ``updates``)."""
+        """Keep ``updates`` as they are (the caller's copies, made at the store's boundary) in the
+        same step as the caller's change (``RunStore``'s ``updates``)."""
         for batch in updates:
-            self._add_batch(batch)
-
-    def _add_batch(self, batch: RunUpdateBatchDocument) -> None:
-        key = (batch["agentId"], batch["runId"])
-        batches = self._updates.get(key)
-        if batches is None:
-            batches = self._updates[key] = SortedKeyList(key=_batch_id)
-        batches.add(copied(batch))
-        self._updates_written.add((batch["at"], batch["agentId"], batch["runId"], batch["_id"]))
+            key = (batch["agentId"], batch["runId"])
+            batches = self._updates.get(key)
+            if batches is None:
+                batches = self._updates[key] = SortedKeyList(key=_batch_id)
+            batches.add(batch)
+            self._updates_written.add((batch["at"], batch["agentId"], batch["runId"], batch["_id"]))
 
     async def list_run_updates(
         self, agent_id: str, run_id: str, *, after: str | None, limit: int

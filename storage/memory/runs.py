@@ -7,11 +7,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from .. import rules
 from .._listing_index import ListingIndex, expiring_page
 from .._query import normalized_filter
-from ..documents import EventDocument, SnapshotDocument
+from ..documents import EventDocument, RunUpdateBatchDocument, SnapshotDocument
 from ..protocol import (
     EVERY_RUN,
     ApprovalWrite,
@@ -102,8 +103,9 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
 
     # -- writing -------------------------------------------------------------------------------
     async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: Events = None) -> None:
+        events, _, _ = _copies(event_list(event))
         await self.insert_many([(snapshot, history)])
-        self._append(event)  # insert_many never awaits: the same step of the event loop
+        self._append(events)  # insert_many never awaits: the same step of the event loop
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         self._refuse_duplicates(snapshots)
@@ -145,40 +147,45 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
+        claim = write.claimed(doc)
+        events, updates, kept = _copies(
+            [*write.events(), *(claim.events if claim else ())], claim.updates if claim else (), write.decision
+        )
         if write.key is not None:  # in the same step as the decision
             taken = await self.reserve_idempotency_key(write.key)
             if taken is not None:
                 raise IdempotencyKeyTakenError(taken)
-        events = write.events()
-        claim = write.claimed(doc)
         if claim is not None:
             doc["status"] = "resuming"
             doc["claim"] = claim.document()
-            events.extend(claim.events)
-            self._add_run_updates(claim.updates)
-        doc["toolCalls"][write.index]["decision"] = copied(write.decision)
+            self._add_run_updates(updates)
+        doc["toolCalls"][write.index]["decision"] = kept
         return self._record_decided(doc, write.now, events)
 
     async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
+        events, _, (kept_approval, kept_decision) = _copies(
+            event_list(write.event), (), [write.approval, write.decision]
+        )
         call = doc["toolCalls"][write.index]
-        call["approvals"] = [*(call.get("approvals") or []), copied(write.approval)]
+        call["approvals"] = [*(call.get("approvals") or []), kept_approval]
         if write.decision is None:
             self._touch(doc, write.now)
-            self._append(write.event)
+            self._append(events)
             return copied(doc)
-        call["decision"] = copied(write.decision)
-        return self._record_decided(doc, write.now, event_list(write.event))
+        call["decision"] = kept_decision
+        return self._record_decided(doc, write.now, events)
 
     async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
+        events, _, _ = _copies([write.event])
         doc["toolCalls"][write.index][write.notice] = True
         self._touch(doc, write.now)
-        self._append(write.event)
+        self._append(events)
         return copied(doc)
 
     def _record_decided(
@@ -196,11 +203,12 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
+        events, updates, _ = _copies(write.events, write.updates)
         doc["status"] = "resuming"
         doc["claim"] = write.document()
         self._touch(doc, write.now)
-        self._append(write.events)
-        self._add_run_updates(write.updates)
+        self._append(events)
+        self._add_run_updates(updates)
         return copied(doc)
 
     def _meeting(self, run_id: str, condition: rules.Condition) -> SnapshotDocument | None:
@@ -219,8 +227,9 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
+        events, updates, kept_calls = _copies(event_list(write.event), write.updates, write.tool_calls)
         self._swap_history(doc, write.history, write.history_id)
-        doc["toolCalls"] = copied(write.tool_calls)
+        doc["toolCalls"] = kept_calls
         doc["pendingCount"] = write.pending_count()
         self._deadlines.set_deadline(doc)
         doc["status"] = "suspended"
@@ -228,37 +237,41 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
         doc["lastError"] = None
         doc["suspendedAt"] = write.now
         self._touch(doc, write.now)
-        self._append(write.event)
-        self._add_run_updates(write.updates)
+        self._append(events)
+        self._add_run_updates(updates)
         return copied(doc)
 
     async def delete_claimed(self, write: ClaimedDeletion) -> bool:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return False
+        events, updates, result = _copies(
+            event_list(write.event), write.updates, None if write.key is None else write.key.result
+        )
         del self._runs[write.run_id]
         self._decided.discard(write.run_id)
         self._deadlines.drop(doc)
         self._listing.remove(doc)
         self._histories.pop(doc["historyId"], None)
-        self._append(write.event)
-        self._add_run_updates(write.updates)
+        self._append(events)
+        self._add_run_updates(updates)
         if write.key is not None:
-            self._complete_key(write.key)
+            self._complete_key(write.key, result)
         return True
 
     async def release_claim(self, write: ClaimRelease) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
+        events, updates, kept_error = _copies(event_list(write.event), write.updates, write.error)
         if write.history is not None and write.history_id is not None:
             self._swap_history(doc, write.history, write.history_id)
         doc["status"] = "suspended"
         doc["claim"] = None
-        doc["lastError"] = copied(write.error)
+        doc["lastError"] = kept_error
         self._touch(doc, write.now)
-        self._append(write.event)
-        self._add_run_updates(write.updates)
+        self._append(events)
+        self._add_run_updates(updates)
         return copied(doc)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
@@ -285,6 +298,16 @@ class MemoryRunStore(MemoryEventLog, MemoryIdempotencyKeys, MemoryRunUpdateLog):
             self._decided.add(doc["_id"])
         else:
             self._decided.discard(doc["_id"])
+
+
+def _copies(
+    events: Sequence[EventDocument], updates: Sequence[RunUpdateBatchDocument] = (), value: Any = None
+) -> tuple[list[EventDocument], list[RunUpdateBatchDocument], Any]:
+    """The store's own copies of what one write keeps (its events, update batches and one other
+    value), made in one ``copied`` before the write changes anything: a float that is not finite
+    refuses the whole write."""
+    kept: list[Any] = copied([list(events), list(updates), value])
+    return kept[0], kept[1], kept[2]
 
 
 __all__ = ["MemoryRunStore"]

@@ -59,16 +59,16 @@ class _Decisions(_Connection):
 
         return await self._write(write_in)
 
-    async def record_notice(self, write_in: NoticeWrite) -> SnapshotDocument | None:
-        def write(db: sqlite3.Connection) -> SnapshotDocument | None:
-            found = self._calls_where(db, write_in.condition())
+    async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
+        def notice(db: sqlite3.Connection) -> SnapshotDocument | None:
+            found = self._calls_where(db, write.condition())
             if found is None:
                 return None
             calls, _ = found
-            calls[write_in.index][write_in.notice] = True
-            return self._write_calls(db, write_in.run_id, calls, write_in.now, [write_in.event])
+            calls[write.index][write.notice] = True
+            return self._write_calls(db, write.run_id, calls, write.now, [write.event])
 
-        return await self._write(write)
+        return await self._write(notice)
 
     @staticmethod
     def _calls_where(

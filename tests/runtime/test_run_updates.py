@@ -687,7 +687,7 @@ async def _finished_run_with_batches(store: SnapshotStore, run_id: str, batches:
 async def test_streams_replaying_stored_updates_hold_at_most_their_owners_budget(registry: AgentRegistry) -> None:
     runtime = importlib.import_module("runtime")
     from runtime.events.feed import REPLAY_PAGE_BYTES
-    from runtime.updates.publishing import MAX_BATCH_BYTES
+    from runtime.updates.run_updates import MAX_BATCH_BYTES
 
     store = _ReadBatches()
     await store.open()

@@ -43,6 +43,8 @@ CALLS = st.fixed_dictionaries(
             st.lists(st.fixed_dictionaries({"decidedBy": st.sampled_from(["a", "b"]), "decidedAt": TIMES}), max_size=3)
         ),
         "expiresAt": maybe_null(TIMES),
+        "reminded": maybe_null(st.booleans()),
+        "escalated": maybe_null(st.booleans()),
     },
 )
 """A tool call as stored: each optional field missing, null or set (a decision of any shape)."""
@@ -83,6 +85,7 @@ ARGUMENTS = st.fixed_dictionaries(
         "now": BOUNDS,
         "idle_before": BOUNDS,
         "version": maybe_null(st.integers(0, 2)),
+        "notice": st.sampled_from(["reminded", "escalated"]),
     }
 )
 """The arguments of the rules, from the same values as the documents."""
@@ -95,6 +98,7 @@ def every_rule(a: dict[str, Any]) -> dict[str, rules.Condition]:
         "call_undecided": rules.call_undecided(a["index"], a["call"], a["question"]),
         "pending_call": rules.pending_call(a["agent"], a["run"], a["index"], a["call"], a["question"]),
         "approvals_counted": rules.approvals_counted(a["index"], a["count"]),
+        "notice_unsent": rules.notice_unsent(a["index"], a["notice"]),
         "lease_lapsed": rules.lease_lapsed(a["now"]),
         "claimable": rules.claimable(a["now"], a["version"]),
         "last_pending": rules.last_pending(a["count"]),
@@ -119,7 +123,16 @@ def test_every_rule_of_storage_rules_is_checked() -> None:
         if inspect.isfunction(function := getattr(rules, name))
         and function.__annotations__["return"] in CONDITION_TYPES
     } - {"all_of", "any_of"}
-    some = {"agent": "a1", "run": "r0", "by": "i1", "index": 0, "call": "c1", "question": None, "count": 0}
+    some = {
+        "agent": "a1",
+        "run": "r0",
+        "by": "i1",
+        "index": 0,
+        "call": "c1",
+        "question": None,
+        "count": 0,
+        "notice": "reminded",
+    }
     assert found == set(every_rule({**some, "now": T0, "idle_before": T0, "version": None}))
 
 

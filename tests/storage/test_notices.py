@@ -8,7 +8,7 @@ import asyncio
 from datetime import timedelta
 
 from storage import EventDocument, SnapshotStore
-from storage.protocol import NoticeWrite
+from storage.protocol import DecisionWrite, NoticeWrite
 
 from ._contract import T0, decision, snapshot, tool_call
 
@@ -116,7 +116,15 @@ async def test_a_notice_needs_the_question_still_waiting(store: SnapshotStore) -
         )
     )
     await store.record_decision(
-        "refund-agent", "run", index=0, tool_call_id="c1", question_id="q1", decision=decision(), now=T1
+        DecisionWrite(
+            agent_id="refund-agent",
+            run_id="run",
+            index=0,
+            tool_call_id="c1",
+            question_id="q1",
+            decision=decision(),
+            now=T1,
+        )
     )
     decided = await store.record_notice(
         NoticeWrite(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from storage import SQLiteSnapshotStore
+from storage.protocol import DecisionWrite
 
 from ._contract import T0, decision, snapshot
 
@@ -61,7 +62,11 @@ async def _count(path: Path) -> tuple[Counter[str], Counter[str]]:
         on[0] = True
         decided = await asyncio.gather(
             *(
-                store.record_decision(AGENT, f"run-{i}", index=0, tool_call_id="c1", decision=decision(), now=T0)
+                store.record_decision(
+                    DecisionWrite(
+                        agent_id=AGENT, run_id=f"run-{i}", index=0, tool_call_id="c1", decision=decision(), now=T0
+                    )
+                )
                 for i in range(10)
             )
         )

@@ -1,0 +1,29 @@
+"""``bench.approval_share`` at a tiny size (no timing asserted): both sides run in the same rounds,
+the bare run continues the demo's history to its answer, and the call counts show that the whole
+approval makes every call the bare run makes, and runsgate's own on top."""
+
+from __future__ import annotations
+
+from pydantic_ai import models
+
+from bench.approval_share import _bare, _calls, measure
+
+models.ALLOW_MODEL_REQUESTS = False
+
+
+async def test_the_bare_run_continues_the_history_to_its_answer() -> None:
+    approve = await _bare(0)
+    await approve()
+    counts = await _calls(_bare, 1)
+    assert counts["pydantic_ai"] > 0
+    assert counts["runsgate runtime"] < 50  # the demo's tools and script only
+
+
+async def test_both_sides_are_measured_in_the_same_rounds() -> None:
+    lines = await measure(rounds=2, approvals=2)
+    rounds = [line for line in lines if line.strip().startswith("round ")]
+    assert len(rounds) == 2
+    assert any(line.startswith("whole - bare, median of rounds: ") for line in lines)
+    totals = next(line for line in lines if line.strip().startswith("total")).split()
+    whole, bare, streamed = int(totals[1]), int(totals[3]), int(totals[5])
+    assert whole > streamed > bare > 0

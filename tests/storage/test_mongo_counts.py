@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from runtime.events.journal import event_id
 from storage import EventDocument, MongoSnapshotStore, RunFilter
 from storage._query import utcnow
+from storage.mongo import schema
 from storage.protocol import ClaimedDeletion, ClaimWrite, DecisionWrite
 from tests._servers import with_database
 
@@ -214,3 +215,38 @@ async def _first_runs_at_once(uri: str) -> None:
         await stores[0].drop_all()
         for store in stores:
             await store.close()
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        "mongodb_server",
+        pytest.param(
+            "ferretdb1_server",
+            marks=pytest.mark.xfail(strict=True, reason="FerretDB 1.24 lists a run with two pending events"),
+        ),
+    ],
+)
+def test_a_run_finished_with_an_older_event_pending_is_no_longer_listed(
+    request: pytest.FixtureRequest, server: str
+) -> None:
+    SERVER[:] = [request.getfixturevalue(server)]
+    machine = MongoCountsMachine()
+    try:
+        # given a run whose insert died after it was stored (its ``suspended`` event left pending)
+        machine.insert_then_die(("refund-agent", None, None))
+        run_id = machine.ids[0]
+
+        # when its finish dies once its ``completed`` event is recorded after that one
+        machine.finish_then_die(0)
+        stored = machine._run(machine.stores[0].database[schema.RUNS].find_one({"_id": run_id}))
+        assert [event["type"] for event in stored["pendingEvents"]] == ["suspended", "completed"]
+
+        # then it is finished: not read, not listed, not counted (FerretDB 1.24 matched
+        # ``pendingEvents.type: {$ne: "completed"}`` on such a run, so it was listed with a total of 0)
+        for store in machine.stores:
+            assert machine._run(store.get("refund-agent", run_id)) is None
+            assert machine._run(store.list_runs("refund-agent", RunFilter())) == []
+            assert machine._run(store.count_runs("refund-agent", RunFilter())) == 0
+    finally:
+        machine.teardown()

@@ -217,16 +217,7 @@ async def _first_runs_at_once(uri: str) -> None:
             await store.close()
 
 
-@pytest.mark.parametrize(
-    "server",
-    [
-        "mongodb_server",
-        pytest.param(
-            "ferretdb1_server",
-            marks=pytest.mark.xfail(strict=True, reason="FerretDB 1.24 lists a run with two pending events"),
-        ),
-    ],
-)
+@pytest.mark.parametrize("server", ["mongodb_server", "ferretdb1_server"])
 def test_a_run_finished_with_an_older_event_pending_is_no_longer_listed(
     request: pytest.FixtureRequest, server: str
 ) -> None:

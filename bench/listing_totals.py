@@ -8,7 +8,8 @@ in each of ``--rounds`` rounds, every server in turn answers ``--per-round`` req
 scenario sent one after another:
 
 - ``page+total``, ``thread page+total``, ``resource page+total``: the first page of 20 with
-  ``totalCount``, unfiltered, of ``thread-7``, of ``customer-3``;
+  ``totalCount``, unfiltered, of ``thread-7``, of ``customer-3``; ``next page+total``: the
+  unfiltered page after the first;
 - ``page``, ``raw page``: the first page of 20 without a total, through GraphQL and through
   ``/bench/raw-page`` (the same store calls without GraphQL).
 
@@ -45,8 +46,8 @@ from tests._servers import ROOT, documentdb, free_port, listening_process, with_
 from .queries import AGENT, PAGE_SIZE, page_body
 
 PAGE_WITH_TOTAL = """
-query PageWithTotal($agentId: ID!, $first: Int, $filter: SuspendedRunFilter) {
-  suspendedRuns(agentId: $agentId, first: $first, filter: $filter) {
+query PageWithTotal($agentId: ID!, $first: Int, $after: String, $filter: SuspendedRunFilter) {
+  suspendedRuns(agentId: $agentId, first: $first, after: $after, filter: $filter) {
     totalCount
     edges {
       cursor
@@ -73,6 +74,7 @@ SCENARIOS: dict[str, tuple[str, str]] = {
     "page+total": ("/graphql", _with_total(first=PAGE_SIZE)),
     "thread page+total": ("/graphql", _with_total(first=PAGE_SIZE, filter={"threadId": THREAD})),
     "resource page+total": ("/graphql", _with_total(first=PAGE_SIZE, filter={"resourceId": RESOURCE})),
+    "next page+total": ("/graphql", ""),  # the page after the first, its cursor read at warm-up (``Server.bodies``)
     "page": ("/graphql", page_body(first=PAGE_SIZE)),
     "raw page": ("/bench/raw-page", page_body(first=PAGE_SIZE)),
 }
@@ -91,6 +93,8 @@ class Server:
     """Scenario -> its median milliseconds in each round."""
     totals: dict[str, int] = field(default_factory=dict)
     """Scenario -> the ``totalCount`` answered (checked equal across versions)."""
+    bodies: dict[str, str] = field(default_factory=dict)
+    """Scenario -> its body on this server, where it depends on the server's answers."""
 
     def median(self, scenario: str) -> float:
         return statistics.median(self.rounds[scenario])
@@ -153,6 +157,7 @@ def documentdb_database(base: str, runs: int, version: str, source: Path) -> str
 def one_round(client: httpx.Client, server: Server, per_round: int) -> None:
     """``per_round`` sequential requests of each scenario against ``server``; records each median."""
     for name, (path, body) in SCENARIOS.items():
+        body = server.bodies.get(name, body)
         timings = []
         for _ in range(per_round):
             began = time.perf_counter()
@@ -239,9 +244,14 @@ def main(argv: list[str]) -> int:
             url = stack.enter_context(serve(versions[version], log, **variables))
             servers.append(Server(version=version, store=store, runs=runs, url=url))
         client = stack.enter_context(httpx.Client(timeout=600))
-        for server in servers:  # warm-up: imports, caches, connections
-            for path, body in SCENARIOS.values():
-                client.post(server.url + path, content=body, headers={"content-type": "application/json"})
+        for server in servers:  # warm-up: imports, caches, connections; the second page's cursor
+            for name, (path, body) in SCENARIOS.items():
+                if name == "next page+total":
+                    continue
+                answer = client.post(server.url + path, content=body, headers={"content-type": "application/json"})
+                if name == "page+total":
+                    cursor = answer.json()["data"]["suspendedRuns"]["pageInfo"]["endCursor"]
+                    server.bodies["next page+total"] = _with_total(first=PAGE_SIZE, after=cursor)
         for number in range(args.rounds):
             turn = servers[number % len(servers) :] + servers[: number % len(servers)]  # rotate who goes first
             for server in turn:

@@ -25,8 +25,10 @@ from ..documents import SCHEMA_VERSION, EventDocument, RunUpdateBatchDocument, S
 from ..protocol import NewerSchemaError, event_list
 from ..stored_json import EVENT_FIELDS, encode
 from . import schema
+from .counts import MARKER, KeptCounts, added_at, removed_at
 from .mapping import read_snapshot
 from .reachability import UNAVAILABLE_CODES, reachable
+from .windows import Windows
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,19 @@ class MongoStoreBase:
         self._inline_history_limit = inline_history_limit
         self._client: AsyncMongoClient[Document] | None = None
         self._locks = RunWriteLocks(lambda: self.database[schema.LOCKS])
+        self._windows = Windows()
+        self._windowed_pages = False
+        """Whether listing pages are read through windows (``windows``): on DocumentDB (FerretDB 2),
+        whose planner sorts every match of a page's filter."""
+        self._rewrites_whole_documents = False
+        """Whether the server applies an update by reading then rewriting the document (FerretDB
+        1.x), so concurrent updates of one document need a lease (``counts``)."""
+        self._counts = KeptCounts(
+            lambda: self.database[schema.COUNTS],
+            lambda: self._runs,
+            lambda: self._events,
+            lambda: self._locks.hold if self._rewrites_whole_documents else None,
+        )
         self.before_event: Callable[[Sequence[Mapping[str, Any]]], Awaitable[None]] | None = None
         """Test-only: awaited with the events about to be appended, between a run's state change
         (which recorded them in ``pendingEvents``) and their append."""
@@ -139,7 +154,10 @@ class MongoStoreBase:
             await self.close()
             raise NewerSchemaError(found, SCHEMA_VERSION)
         async with reachable():
-            await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)))
+            build = await self.database.command("buildInfo")
+            self._rewrites_whole_documents = "ferretdbVersion" in build  # FerretDB 1.x
+            self._windowed_pages = isinstance(build.get("ferretdb"), Mapping)  # FerretDB 2: DocumentDB
+            await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)), self._counts)
 
     async def _needs_write_leases(self) -> bool:
         """The ``write_leases`` argument, else whether the server's ``buildInfo`` names FerretDB
@@ -280,17 +298,24 @@ class MongoStoreBase:
 
     async def _settle_pending_events(self, doc: Document) -> None:
         """Append every event pending in the snapshot ``doc`` (as just written) to ``run_events``,
-        ignoring the ones already there (same ``_id``), then clear ``pendingEvents`` unless the
-        run was written again since (that writer settles them). ``doc`` is returned without the
-        field. ``before_event`` runs first (tests inject a crash there)."""
+        ignoring the ones already there (same ``_id``); write its count entries when it carries
+        ``countsPending`` (an insert's, ``counts``); then clear both fields unless the run was
+        written again since (that writer settles them). ``doc`` is returned without the fields.
+        ``before_event`` runs first (tests inject a crash there)."""
         pending = doc.pop("pendingEvents", None) or []
+        added = added_at(doc)
+        cleared: Document = {"pendingEvents": ""}
+        if added is not None:  # an insert's marker: the entry, then the marker (``removed`` stays)
+            cleared[MARKER if removed_at(doc) is None else f"{MARKER}.added"] = ""
         if self.before_event is not None:
             await self.before_event(pending)
         await self._append_each(pending)
+        if added is not None:
+            async with reachable():
+                await self._counts.record(doc, "i")
+        doc.pop(MARKER, None)
         async with reachable(), self._lock(doc["_id"]):
-            await self._runs.update_one(
-                {"_id": doc["_id"], "version": doc["version"]}, {"$unset": {"pendingEvents": ""}}
-            )
+            await self._runs.update_one({"_id": doc["_id"], "version": doc["version"]}, {"$unset": cleared})
 
     async def _append_each(self, events: Sequence[Document]) -> None:
         """Insert ``events`` into ``run_events`` by one unordered ``insert`` command, skipping

@@ -22,11 +22,13 @@ def stored_snapshot(snapshot: SnapshotDocument) -> Document:
     return {**encode_snapshot(snapshot), "expiresAt": earliest_deadline(snapshot["toolCalls"])}
 
 
-NOT_FINISHED: Document = {"pendingEvents.type": {"$ne": "completed"}}
+NOT_FINISHED: Document = {"$nor": [{"pendingEvents.type": "completed"}]}
 """Snapshots whose ``completed`` event is not pending: one that is belongs to a finished run, never
 read, listed, counted, claimed or taken over again, only completed by the sweeper
 (``complete_pending_events``; this store's own condition: only it records events inside the
-snapshot, the other stores delete a finished run with its event)."""
+snapshot, the other stores delete a finished run with its event). A ``$nor``, not ``$ne``:
+FerretDB 1.24 matches ``{"pendingEvents.type": {"$ne": "completed"}}`` on a snapshot whose
+``completed`` event follows another pending one. ``conditions.merged`` joins ``$nor`` lists."""
 
 
 def read_snapshot(doc: Document | None) -> SnapshotDocument | None:
@@ -44,6 +46,9 @@ def read_snapshots(docs: list[Document]) -> list[SnapshotDocument]:
 
 
 def read_events(docs: list[Document]) -> list[EventDocument]:
+    """Stored events as read, without the store's own ``countsPending`` (``counts.EVENT_MARKER``)."""
+    for doc in docs:
+        doc.pop("countsPending", None)
     return [cast(EventDocument, decode(doc, EVENT_FIELDS)) for doc in docs]
 
 

@@ -11,14 +11,17 @@ from typing import Any
 
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from .._query import utcnow
 from ..documents import SCHEMA_VERSION, SnapshotDocument
 from ..protocol import EVERY_RUN, DuplicateRunError, RunFilter, RunPage, event_list
 from ..protocol.writes import Events
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
+from .counts import EQUALITY_FIELDS, MARKER, added_at, filter_keys, removed_at, with_run_keys
 from .mapping import NOT_FINISHED, keyset, listing_query, page, read_snapshot, read_snapshots, stored_snapshot
 from .reachability import reachable
 from .schema import LISTING_ORDER, REVERSE_ORDER
+from .windows import filter_key
 
 Document = dict[str, Any]
 
@@ -49,21 +52,40 @@ class MongoRuns(MongoStoreBase):
             bounds.append(keyset(after, "$lt"))
         if before is not None:
             bounds.append(keyset(before, "$gt"))
-        if bounds:
-            query["$and"] = bounds
-        cursor = self._runs.find(query).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
-        if skip and not from_end:
-            cursor = cursor.skip(skip)
-        if limit is not None:
-            cursor = page(cursor, limit)
-        async with reachable():
-            docs = await cursor.to_list()
+
+        async def read(extra: Document | None) -> list[Document]:
+            conditions = [*bounds, extra] if extra else bounds
+            found = {**query, "$and": conditions} if conditions else query
+            cursor = self._runs.find(found).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
+            if skip and not from_end:
+                cursor = cursor.skip(skip)
+            if limit is not None:
+                cursor = page(cursor, limit)
+            async with reachable():
+                return await cursor.to_list()
+
+        if limit is not None and not (skip and not from_end) and self._windowed_pages:
+            cursor_key = before if from_end else after
+            docs = await self._windows.page(
+                filter_key(agent_id, run_filter),
+                limit,
+                cursor=None if cursor_key is None else cursor_key.created_at,
+                older=not from_end,
+                read=read,
+                learn=(after if from_end else before) is None,
+            )
+        else:
+            docs = await read(None)
         if from_end:
             docs.reverse()
         return read_snapshots(docs)
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
+        keys = filter_keys(agent_id, run_filter)
         async with reachable():
+            if keys is not None:  # the kept counts (``counts``)
+                matching = {k: v for k, v in listing_query(agent_id, run_filter).items() if k in EQUALITY_FIELDS}
+                return await self._counts.total(keys, matching)
             return await self._runs.count_documents(listing_query(agent_id, run_filter))
 
     async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> Mapping[str, Any]:
@@ -86,6 +108,8 @@ class MongoRuns(MongoStoreBase):
         stored = stored_snapshot(snapshot)
         if events:  # recorded inside the snapshot first, then appended (_settle_pending_events)
             stored["pendingEvents"] = [encode(one, EVENT_FIELDS) for one in events]
+        inserted = utcnow()
+        stored[MARKER] = {"since": inserted, "added": inserted}  # counted after the insert, then cleared (counts)
         try:
             async with reachable():
                 await self._runs.insert_one(stored)
@@ -96,8 +120,7 @@ class MongoRuns(MongoStoreBase):
             with suppress(Exception):
                 await self._delete_history(snapshot["historyId"])
             raise
-        if events:
-            await self._settle_pending_events(stored)
+        await self._settle_pending_events(stored)
 
     async def insert_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """Bulk insert (data generator): all histories (inline size only), then all snapshots."""
@@ -113,29 +136,42 @@ class MongoRuns(MongoStoreBase):
                 await self._runs.insert_many([stored_snapshot(s) for s, _ in snapshots], ordered=False)
         except BulkWriteError as exc:
             raise DuplicateRunError(f"bulk insert failed: {exc.details.get('writeErrors', [])[:1]}") from exc
+        async with reachable():
+            await self._counts.add_many(dict(s) for s, _ in snapshots)
 
     async def complete_pending_events(self, *, before: datetime, limit: int) -> int:
         """Append the events left inside snapshots by a process that died between a write and its
-        append (``pendingEvents`` older than ``before``), and finish what they record: a run
-        whose ``completed`` event was pending is deleted with its history. Returns how many
-        snapshots were completed (``pending_events`` index)."""
+        append (``pendingEvents`` older than ``before``), write the ``i`` entries it left
+        unwritten (``countsPending`` older than ``before``), and finish what they record: a run
+        whose ``completed`` event was pending is deleted with its history. Then write the ``d``
+        entries of runs finished before ``before`` (``KeptCounts.record_removals``) and fold the
+        entries written before ``before`` into their counts (``KeptCounts.settle``). Returns how
+        many snapshots were completed (``pending_events`` and ``counts_pending`` indexes)."""
+        left = {"$or": [{"pendingEvents.at": {"$lt": before}}, {f"{MARKER}.since": {"$lt": before}}]}
         async with reachable():
-            fields = {"pendingEvents": 1, "historyId": 1, "version": 1}
-            docs = await page(self._runs.find({"pendingEvents.at": {"$lt": before}}, fields), limit).to_list()
+            fields = {"pendingEvents": 1, "historyId": 1, "version": 1, MARKER: 1, "agentId": 1}
+            fields |= {"threadId": 1, "resourceId": 1}
+            docs = await page(self._runs.find(left, fields), limit).to_list()
         for doc in docs:
-            events = doc["pendingEvents"]
+            events = with_run_keys(doc.get("pendingEvents") or [], doc)
             await self._append_each(events)
             completed = [e["_id"] for e in events if e["type"] == "completed"]
+            removed = removed_at(doc)
+            if added_at(doc) is not None:  # its ``d`` entry comes from its event (``record_removals``)
+                async with reachable():
+                    await self._counts.record(doc, "i")
             async with reachable(), self._lock(doc["_id"]):
                 if completed:
                     gone = await self._runs.find_one_and_delete({"_id": doc["_id"], "pendingEvents._id": completed[0]})
                 else:
                     gone = None
-                    await self._runs.update_one(
-                        {"_id": doc["_id"], "version": doc["version"]}, {"$unset": {"pendingEvents": ""}}
-                    )
+                    cleared = {"pendingEvents": "", MARKER if removed is None else f"{MARKER}.added": ""}
+                    await self._runs.update_one({"_id": doc["_id"], "version": doc["version"]}, {"$unset": cleared})
             if gone is not None:
                 await self._delete_history(gone["historyId"])
+        async with reachable():
+            await self._counts.record_removals(before=before, limit=limit)
+            await self._counts.settle(before=before, limit=limit)
         return len(docs)
 
 

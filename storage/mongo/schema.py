@@ -12,8 +12,11 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from .._run_lock import RunWriteLocks
 from ..documents import SCHEMA_VERSION
 from ..rules import FINISHING_EVENTS
+from .counts import EVENT_MARKER, MARKER, KeptCounts
+from .mapping import NOT_FINISHED
 
 Document = dict[str, Any]
 
@@ -27,6 +30,7 @@ LOCKS = "run_write_locks"
 DELIVERIES = "webhook_deliveries"
 CURSORS = "webhook_cursors"
 UPDATES = "run_updates"
+COUNTS = "run_counts"
 META = "runsgate_meta"
 
 COLLECTIONS = (
@@ -38,6 +42,7 @@ COLLECTIONS = (
     DELIVERIES,
     CURSORS,
     UPDATES,
+    COUNTS,
     f"{LARGE_HISTORIES}.files",
     f"{LARGE_HISTORIES}.chunks",
 )
@@ -91,10 +96,16 @@ EVENTS_RETENTION_INDEX = [("retentionFrom", ASCENDING)]
 """Index ``events_retention`` (sparse: only finishing events have ``retentionFrom``), the walk of
 ``list_expired_events``, oldest first."""
 
-BACKFILL_VERSION = 2
+BACKFILL_VERSION = 3
 """The backfills this runsgate applies (``runsgate_meta`` document ``backfill``): 1 = the
 ``finishedAt`` of idempotency keys answered before it, 2 = the ``retentionFrom`` of finishing
-events written before it (the time of the open)."""
+events written before it (the time of the open), 3 = the kept counts of ``run_counts``
+(``counts.KeptCounts.rebuild``)."""
+
+BACKFILL_LEASE = 600.0
+"""Seconds one process holds the backfill's lease (``run_write_locks`` ``backfill``): the others
+opening the store meanwhile wait for it, so no writer of this version runs during a rebuild of the
+counts; a lease left by a process that died lapses after this."""
 
 BACKFILL_BATCH = 500
 """Events one write of backfill 2 dates (one single-document update each)."""
@@ -118,9 +129,12 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await runs.create_index(AGENT_EXPIRING_INDEX, name="agent_expiring")
     await runs.create_index(REVIEW_QUEUE_ORDER, name="review_queue")
     await runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
+    await runs.create_index([(f"{MARKER}.since", ASCENDING)], name="counts_pending", sparse=True)
+    await database[COUNTS].create_index([("pendingSince", ASCENDING)], name="counts_due", sparse=True)
     await events.create_index([("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at")
     await events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
     await events.create_index(EVENTS_RETENTION_INDEX, name="events_retention", sparse=True)
+    await events.create_index([(f"{EVENT_MARKER}.at", ASCENDING)], name="events_counts_pending", sparse=True)
     await deliveries.create_index([("status", ASCENDING), ("nextAttemptAt", ASCENDING)], name="deliveries_due")
     await deliveries.create_index([("status", ASCENDING), ("_id", DESCENDING)], name="deliveries_order")
     await deliveries.create_index(DELIVERIES_FINISHED_INDEX, name="deliveries_finished")
@@ -158,13 +172,27 @@ async def raise_schema_version(meta: AsyncCollection[Document], version: int) ->
         await meta.update_one({"_id": "schema"}, {"$max": {"version": version}})
 
 
-async def backfill(database: AsyncDatabase[Document], now: datetime) -> None:
-    """Once per database (``runsgate_meta`` document ``backfill`` below ``BACKFILL_VERSION``):
-    give every answered idempotency key without a ``finishedAt`` the time ``now`` (UTC), so it
-    expires a retention period after this open (keys in flight stay without one), and every
-    finishing event without a ``retentionFrom`` the time ``now`` too; then record the version."""
+async def backfill(database: AsyncDatabase[Document], now: datetime, counts: KeptCounts) -> None:
+    """Once per database (``runsgate_meta`` document ``backfill`` below ``BACKFILL_VERSION``),
+    under the backfill's lease (``BACKFILL_LEASE``): give every answered idempotency key without a
+    ``finishedAt`` the time ``now`` (UTC), so it expires a retention period after this open (keys
+    in flight stay without one), every finishing event without a ``retentionFrom`` the time
+    ``now`` too, and set ``counts`` from the runs listed (``KeptCounts.rebuild``); then record
+    the version."""
+    if await _backfilled(database) >= BACKFILL_VERSION:
+        return
+    leases = RunWriteLocks(lambda: database[LOCKS], lease=BACKFILL_LEASE, wait=2 * BACKFILL_LEASE)
+    async with leases.hold("backfill"):
+        await _backfill_held(database, now, counts)
+
+
+async def _backfilled(database: AsyncDatabase[Document]) -> int:
     meta = await database[META].find_one({"_id": "backfill"})
-    done = 0 if meta is None else int(meta["version"])
+    return 0 if meta is None else int(meta["version"])
+
+
+async def _backfill_held(database: AsyncDatabase[Document], now: datetime, counts: KeptCounts) -> None:
+    done = await _backfilled(database)  # another process may have done it while this one waited
     if done >= BACKFILL_VERSION:
         return
     if done < 1:
@@ -172,7 +200,9 @@ async def backfill(database: AsyncDatabase[Document], now: datetime) -> None:
         await database[KEYS].update_many(
             {"finishedAt": {"$exists": False}, "$or": answered}, {"$set": {"finishedAt": now}}
         )
-    await _date_finishing_events(database[EVENTS], now)
+    if done < 2:
+        await _date_finishing_events(database[EVENTS], now)
+    await counts.rebuild(NOT_FINISHED)
     try:
         await database[META].update_one({"_id": "backfill"}, {"$max": {"version": BACKFILL_VERSION}}, upsert=True)
     except DuplicateKeyError:  # another process's upsert inserted it first
@@ -195,8 +225,10 @@ async def _date_finishing_events(events: AsyncCollection[Document], now: datetim
 
 __all__ = [
     "AGENT_EXPIRING_INDEX",
+    "BACKFILL_LEASE",
     "BACKFILL_VERSION",
     "COLLECTIONS",
+    "COUNTS",
     "DELIVERIES_FINISHED_INDEX",
     "EVENTS_RETENTION_INDEX",
     "EVENT_FEED_INDEX",

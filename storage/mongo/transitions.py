@@ -11,6 +11,7 @@ from typing import Any, cast
 from pymongo import ASCENDING
 
 from .. import rules
+from .._query import utcnow
 from ..documents import EventDocument, SnapshotDocument
 from ..protocol import (
     ApprovalWrite,
@@ -24,6 +25,7 @@ from ..protocol import (
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive
 from .conditions import compiled, merged
+from .counts import EVENT_MARKER, MARKER, added_at, with_run_keys
 from .idempotency import MongoIdempotencyKeys
 from .mapping import NOT_FINISHED, page, read_snapshots
 from .reachability import reachable
@@ -186,23 +188,35 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
         appending the event. ``key``'s answer is written after the deletion, a write of its own."""
         run_id, event, held = write.run_id, write.event, compiled(write.condition())
-        if event is not None:
-            marked = await self._update(run_id, held, {"$push": {"pendingEvents": encode(event, EVENT_FIELDS)}})
+        if event is not None:  # recorded first, with the run's removal from its counts (``_leaving``)
+            marked = await self._update(run_id, held, _leaving(encode(event, EVENT_FIELDS)))
             if marked is None:
                 return False
-            pending = cast(Document, marked).get("pendingEvents") or []
+            pending = with_run_keys(cast(Document, marked).get("pendingEvents") or [], cast(Document, marked))
             if self.before_event is not None:
                 await self.before_event(pending)
             await self._append_each(pending)
+            await self._count_added(cast(Document, marked))
         async with reachable(), self._lock(run_id):
             doc = await self._runs.find_one_and_delete(held)
         if doc is None:
             return False
+        if event is None:  # not on the runtime's path: counted after the deletion (docs/storage.md)
+            await self._count_added(doc)
+            async with reachable():
+                await self._counts.record(doc, "d")
         await self._delete_history(doc["historyId"])
         await self._updates_after(run_id, write.updates)
         if write.key is not None:
             await self.complete_idempotency_key(write.key)
         return True
+
+    async def _count_added(self, doc: Document) -> None:
+        """Write run ``doc``'s ``i`` entries before its deletion if its insert left them unwritten
+        (``counts``); its ``d`` entries come from its ``completed`` event (``record_removals``)."""
+        if added_at(doc) is not None:
+            async with reachable():
+                await self._counts.record(doc, "i")
 
     async def release_claim(self, write: ClaimRelease) -> SnapshotDocument | None:
         changes: Document = {"status": "suspended", "claim": None, "lastError": dict(write.error)}
@@ -236,6 +250,19 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         """The server's query plan of ``list_expired_runs`` (index checks)."""
         async with reachable():
             return cast(Mapping[str, Any], await self._expired_cursor(now, limit).explain())
+
+
+def _leaving(event: Document) -> Document:
+    """The update recording ``event`` (stored form) inside a run about to be deleted, with the
+    run's removal from its counts: ``countsPending.removed`` on the run and on the event (whose
+    ``d`` entries the sweeper writes once the run is gone: ``KeptCounts.record_removals``), so the
+    approval's path writes no count."""
+    now = utcnow()
+    return {
+        "$push": {"pendingEvents": {**event, EVENT_MARKER: now}},
+        "$set": {f"{MARKER}.removed": now},
+        "$min": {f"{MARKER}.since": now},
+    }
 
 
 __all__ = ["MongoRunTransitions"]

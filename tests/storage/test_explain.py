@@ -19,6 +19,7 @@ FerretDB 1.24 plans every query as a full scan: skipped (bench/RESULTS.md).
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 
 from storage import MongoSnapshotStore, RunFilter, sort_key
+from storage.mongo.windows import WINDOWED_TRIES
 from storage.protocol import DeliveryLease, EventsAfter, RunPage
 
 from ._contract import T0, snapshot, tool_call
@@ -52,6 +54,10 @@ FILTERS = {
 resources); dates are a range inside any of them."""
 
 
+UNDATED = [name for name, f in FILTERS.items() if (f.from_date, f.to_date, f.expires_before) == (None, None, None)]
+"""The filters whose totals are kept (no date bounds)."""
+
+
 @dataclass(frozen=True)
 class Plan:
     """What the tests read of a plan, whichever engine made it."""
@@ -62,6 +68,8 @@ class Plan:
     """Whether it scans a whole collection (``Seq Scan``, ``COLLSCAN``)."""
     sort: bool
     """Whether it sorts in a step of its own (``Sort``, ``SORT``)."""
+    conditions: tuple[str, ...] = ()
+    """DocumentDB: the conditions its index scans apply (``Index Cond``, BSON as hex)."""
 
 
 def _documentdb_plan(plan: Mapping[str, Any]) -> Plan:
@@ -70,7 +78,12 @@ def _documentdb_plan(plan: Mapping[str, Any]) -> Plan:
         indexes=tuple(str(n["Index Name"]) for n in nodes if "Index Name" in n),
         full_scan=any(n["Node Type"] == "Seq Scan" for n in nodes),
         sort=any(n["Node Type"] in ("Sort", "Incremental Sort") for n in nodes),
+        conditions=tuple(str(n["Index Cond"]) for n in nodes if "Index Cond" in n),
     )
+
+
+SINCE = re.compile(r"@>=?\) 'BSONHEX[0-9a-f]*?" + b"createdAt\0".hex())
+"""An index condition bounding ``createdAt`` from below (``$gte``, ``$gt``), as DocumentDB prints it."""
 
 
 def _mongod_plan(plan: Mapping[str, Any]) -> Plan:
@@ -154,6 +167,31 @@ async def planner(mongodb_uri: str) -> AsyncIterator[Planner]:
         await store.close()
 
 
+HOLDING_NONE = {name for name, f in FILTERS.items() if f.thread_id == "t1"}
+"""The filters no run of ``refund-agent`` matches (its runs are the even ones: threads t0 and t2)."""
+
+
+def _window(one: Sent) -> str | None:
+    """The operator of the ``createdAt`` window a listing read applies (``$gte``, ``$lte``), or ``None``."""
+    windows = [c["createdAt"] for c in one.command["filter"].get("$and", []) if set(c) == {"createdAt"}]
+    assert len(windows) <= 1, one
+    return next(iter(windows[0])) if windows else None
+
+
+def _expected_windows(engine: str, name: str) -> list[str | None]:
+    """The reads of the first page, the page after it and the page from the end before it.
+
+    mongod, or a filter holding no run: one read each without a window (nothing learnt). Else on
+    DocumentDB: the first page reads without a window (none remembered) and learns the span of
+    its 3 runs; the page after it holds 3 runs in a window of twice that span from its cursor
+    (the runs are evenly spread); the page from the end before that cursor has 2 runs (the
+    first page's newer two), so each of its ``WINDOWED_TRIES`` windows holds less than a page
+    and a read without a window follows."""
+    if engine != "documentdb" or name in HOLDING_NONE:
+        return [None, None, None]
+    return [None, "$gte", *["$lte"] * WINDOWED_TRIES, None]
+
+
 @pytest.mark.parametrize("name", list(FILTERS))
 async def test_every_listing_filter_uses_an_index_holding_its_equality_fields(planner: Planner, name: str) -> None:
     # when the store reads a first page, a cursor page, a page from the end, and the count
@@ -165,8 +203,15 @@ async def test_every_listing_filter_uses_an_index_holding_its_equality_fields(pl
         await store.list_runs("refund-agent", run_filter, RunPage(limit=3, after=bound))
         await store.list_runs("refund-agent", run_filter, RunPage(limit=3, before=bound, from_end=True))
         await store.count_runs("refund-agent", run_filter)
-    listings = [one for one in sent if one.collection == "run_snapshots"]
-    assert len(listings) == 4, sent
+    listings = [
+        one for one in sent if one.collection == "run_snapshots" and one.command.get("hint") != "counts_pending"
+    ]
+    # each page reads as storage/mongo/windows.py does for this data (a new store: no window known);
+    # a total without dates reads kept counts
+    pages = [one for one in listings if one.name == "find"]
+    assert len(first) == (0 if name in HOLDING_NONE else 3), first
+    assert [_window(one) for one in pages] == _expected_windows(planner.engine, name), sent
+    assert len(listings) - len(pages) == (0 if name in UNDATED else 1), sent
 
     # then each plan scans an index that holds every field the filter names by equality, or, with
     # expiresBefore, the agent's deadlines (agent_expiring); never the whole collection
@@ -182,31 +227,57 @@ async def test_every_listing_filter_uses_an_index_holding_its_equality_fields(pl
 
     # and a page (not the count) sorts in a step of its own on DocumentDB; on mongod it walks the
     # listing index in order (with expiresBefore, a range on another field, it may sort)
-    pages = [plan for one, plan in await planner.plans(listings) if one.name == "find"]
-    assert len(pages) == 3, pages
+    plans = [plan for one, plan in await planner.plans(pages)]
     if planner.engine == "documentdb":
-        assert all(plan.sort for plan in pages), pages
+        assert all(plan.sort for plan in plans), plans
     elif run_filter.expires_before is None:
-        assert not any(plan.sort for plan in pages), pages
+        assert not any(plan.sort for plan in plans), plans
 
 
-UNDATED = [name for name, f in FILTERS.items() if (f.from_date, f.to_date, f.expires_before) == (None, None, None)]
-"""The filters whose totals are kept (no date bounds)."""
-
-
-@pytest.mark.xfail(strict=True, reason="issue 44: a MongoDB total counts the matching runs, O(matches)")
 @pytest.mark.parametrize("name", UNDATED)
 async def test_a_total_without_dates_reads_kept_counts_by_key(planner: Planner, name: str) -> None:
     # when the store counts the runs of a filter without dates
     with SENT.recording() as sent:
         total = await planner.store.count_runs("refund-agent", FILTERS[name])
 
-    # then it reads kept counts by their key, never the runs, and the total is the runs listed
-    assert sent
-    assert all(one.collection == "run_counts" for one in sent), sent
+    # then it reads kept counts by their key, and of the runs and events only those whose count
+    # is being written (`counts_pending`, `events_counts_pending`), and the total is the runs listed
+    assert {one.collection for one in sent} == {"run_counts", "run_snapshots", "run_events"}, sent
+    indexes = {"run_counts": ("_id_",), "run_snapshots": ("counts_pending",), "run_events": ("events_counts_pending",)}
     for one, plan in await planner.plans(sent):
-        assert plan.indexes == ("_id_",), (one, plan)
+        assert plan.indexes == indexes[one.collection], (one, plan)
     assert total == len(await planner.store.list_runs("refund-agent", FILTERS[name]))
+
+
+@pytest.mark.parametrize("name", ["agent", "thread", "resource", "thread+resource", "restricted"])
+async def test_a_documentdb_page_of_many_runs_reads_a_window_of_its_listing_index(planner: Planner, name: str) -> None:
+    if planner.engine != "documentdb":
+        pytest.skip("mongod walks the listing index in listing order: no window needed")
+    # given 600 more runs of one agent, thread and resource, a minute apart
+    many = [
+        (snapshot(f"many-{i:03d}", created=T0 + timedelta(minutes=i), thread="t1", resource="r1"), b"[]")
+        for i in range(600)
+    ]
+    await planner.store.insert_many(many)
+
+    # and the filter's pages read once (the store learns where its runs are: storage/mongo/windows.py)
+    run_filter = FILTERS[name]
+    first = await planner.store.list_runs("refund-agent", run_filter, RunPage(limit=20))
+    await planner.store.list_runs("refund-agent", run_filter, RunPage(limit=20, after=sort_key(first[-1])))
+
+    # when the store reads a first page of the filter and the page after it
+    with SENT.recording() as sent:
+        first = await planner.store.list_runs("refund-agent", run_filter, RunPage(limit=20))
+        await planner.store.list_runs("refund-agent", run_filter, RunPage(limit=20, after=sort_key(first[-1])))
+    pages = [one for one in sent if one.collection == "run_snapshots" and one.command.get("sort")]
+
+    # then each page's index scan reads only a window of createdAt (a lower bound in its condition),
+    # through a listing index that holds the filter's fields by equality, then createdAt
+    assert pages, sent
+    keys = await planner.index_keys("run_snapshots")
+    for one, plan in await planner.plans(pages):
+        assert any(SINCE.search(condition) for condition in plan.conditions), (one, plan)
+        assert all(keys[index][-2:] == ("createdAt", "_id") for index in plan.indexes), (one, plan, keys)
 
 
 async def test_the_deadline_read_uses_a_deadline_index(planner: Planner) -> None:
@@ -236,9 +307,10 @@ async def test_the_sweepers_reads_use_indexes(planner: Planner) -> None:
         await planner.store.list_events_of_runs("refund-agent", ["run-000", "run-002"])
 
     expected = {
-        "run_snapshots": {"pendingCount", "pendingEvents.at", "expiresAt"},
+        "run_snapshots": {"pendingCount", "pendingEvents.at", "countsPending.since", "expiresAt"},
+        "run_counts": {"pendingSince"},
         "webhook_deliveries": {"status"},
-        "run_events": {"agentId"},
+        "run_events": {"agentId", "countsPending.at"},
     }
     explained = await planner.plans(sent)
     assert {one.collection for one, _ in explained} == set(expected), sent

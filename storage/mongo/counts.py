@@ -1,0 +1,361 @@
+"""Kept counts of ``MongoSnapshotStore``: collection ``run_counts``, one document per listing filter
+combination a run belongs to, so a ``totalCount`` without dates reads one to k documents by ``_id``.
+
+No multi-document transactions: each count holds ``n`` and idempotent entries ``i<hash>`` (a run
+added) and ``d<hash>`` (a run removed). A run's insert marks it (``countsPending``) until its ``i``
+entries are written; its completion marks it and its ``completed`` event, whose ``d`` entries the
+sweeper writes once the run is gone (so an approval writes no count); a total corrects for the
+marked runs and events whose entries are missing; the sweeper folds entries into ``n`` a grace
+period after they were written. docs/storage.md "Kept counts on MongoDB" has the whole protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+from pymongo import UpdateOne
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.cursor import AsyncCursor
+from pymongo.errors import BulkWriteError, OperationFailure
+
+from .._query import normalized_filter, utcnow
+from ..protocol import RunFilter
+
+Document = dict[str, Any]
+Lock = Callable[[str], AbstractAsyncContextManager[None]]
+
+MARKER = "countsPending"
+"""The snapshot field of a run whose count entries may not be written yet: ``{since, added?,
+removed?}``, ``added`` from its insert and ``removed`` from the write recording its ``completed``
+event (each the time of that write), ``since`` the earliest (indexed: ``counts_pending``)."""
+
+
+EVENT_MARKER = "countsPending"
+"""The field of a ``completed`` event in ``run_events`` whose run's ``d`` entries may not be
+written yet: ``{at, threadId, resourceId}``, the time its completion was recorded (indexed:
+``events_counts_pending``, sparse) and the run's fields its counts are of (``with_run_keys``).
+Never read back as part of the event (``mapping.read_events``)."""
+
+
+def with_run_keys(events: Sequence[Document], run: Document) -> list[Document]:
+    """``events`` (stored form, about to be appended) with each ``countsPending`` (a time, as the
+    run's write recorded it) completed by run ``run``'s ``threadId`` and ``resourceId``."""
+    done = []
+    for event in events:
+        marker = event.get(EVENT_MARKER)
+        if isinstance(marker, datetime):
+            keys = {"at": marker, "threadId": run.get("threadId"), "resourceId": run.get("resourceId")}
+            event = {**event, EVENT_MARKER: keys}
+        done.append(event)
+    return done
+
+
+def added_at(doc: Document) -> datetime | None:
+    """When run ``doc`` was inserted, while its ``i`` entry may be unwritten."""
+    return (doc.get(MARKER) or {}).get("added")
+
+
+def removed_at(doc: Document) -> datetime | None:
+    """When run ``doc``'s completion was recorded, while its ``d`` entry may be unwritten."""
+    return (doc.get(MARKER) or {}).get("removed")
+
+
+EQUALITY_FIELDS = ("agentId", "threadId", "resourceId")
+"""The fields of a listing filter a count stands for (its dates aside)."""
+
+
+def key(agent_id: str, thread_id: str | None, resource_id: str | None) -> str:
+    """``_id`` of the count of one filter combination (``None``: not part of it)."""
+    return json.dumps([agent_id, thread_id, resource_id], separators=(",", ":"))
+
+
+def run_keys(doc: Document) -> list[str]:
+    """The counts a run is part of: its agent's, and its thread's, resource's and both's when it has them."""
+    agent, thread, resource = doc["agentId"], doc.get("threadId"), doc.get("resourceId")
+    keys = [key(agent, None, None)]
+    if thread is not None:
+        keys.append(key(agent, thread, None))
+    if resource is not None:
+        keys.append(key(agent, None, resource))
+    if thread is not None and resource is not None:
+        keys.append(key(agent, thread, resource))
+    return keys
+
+
+def filter_keys(agent_id: str, run_filter: RunFilter) -> list[str] | None:
+    """The counts whose sum is the total of ``run_filter`` (k of them for k allowed resources), or
+    ``None`` when the filter has dates (``from_date``, ``to_date``, ``expires_before``): those
+    totals count their runs."""
+    f = normalized_filter(run_filter)
+    if f.from_date is not None or f.to_date is not None or f.expires_before is not None:
+        return None
+    if f.resource_ids is not None:
+        return [key(agent_id, f.thread_id, resource) for resource in sorted(f.resource_ids)]
+    return [key(agent_id, f.thread_id, f.resource_id)]
+
+
+def entry(kind: str, run_id: str) -> str:
+    """The name of run ``run_id``'s entry: ``kind`` ``i`` (added) or ``d`` (removed), then a hash
+    (a run id may hold characters a field name may not)."""
+    return kind + hashlib.sha256(run_id.encode()).hexdigest()[:32]
+
+
+def _agent(count_id: str) -> str:
+    return str(json.loads(count_id)[0])
+
+
+@asynccontextmanager
+async def _unlocked(_: str) -> AsyncIterator[None]:
+    yield
+
+
+class KeptCounts:
+    """The counts of one database.
+
+    Args:
+        counts: Returns the ``run_counts`` collection.
+        runs: Returns the ``run_snapshots`` collection.
+        events: Returns the ``run_events`` collection.
+        lock: Returns a lease on a name (``counts:<agent>``) held while an agent's counts are
+            written, or ``None`` where single-document updates are atomic.
+    """
+
+    def __init__(
+        self,
+        counts: Callable[[], AsyncCollection[Document]],
+        runs: Callable[[], AsyncCollection[Document]],
+        events: Callable[[], AsyncCollection[Document]],
+        lock: Callable[[], Lock | None],
+    ) -> None:
+        self._counts = counts
+        self._runs = runs
+        self._events = events
+        self._lock = lock
+
+    def _locked(self, agent_id: str) -> AbstractAsyncContextManager[None]:
+        lock = self._lock()
+        return _unlocked(agent_id) if lock is None else lock(f"counts:{agent_id}")
+
+    async def total(self, keys: Sequence[str], matching: Document) -> int:
+        """The sum of the counts ``keys`` (a count never written is 0), corrected by the runs
+        ``matching`` (the filter's equality fields) whose entry is not written yet.
+
+        Read first: the runs carrying ``countsPending`` (sparse index ``counts_pending``: only the
+        runs being inserted or finished now, or left so by a dead process), then the ``completed``
+        events carrying it (sparse index ``events_counts_pending``: runs finished since the
+        sweeper's last pass), then the counts. A run added whose ``i`` entry is missing is
+        counted; a run finished (its ``completed`` event pending in it, or the run gone) whose
+        ``d`` entry is missing is not. So the total is the runs listed at some moment of the read.
+        """
+        fields = {"agentId": 1, "threadId": 1, "resourceId": 1, MARKER: 1, "pendingEvents.type": 1}
+        moving = await hinted(
+            self._runs().find({**matching, f"{MARKER}.since": {"$exists": True}}, fields), "counts_pending"
+        )
+        of_runs = {(k if k == "agentId" else f"{EVENT_MARKER}.{k}"): v for k, v in matching.items()}
+        finished = await hinted(
+            self._events().find({**of_runs, f"{EVENT_MARKER}.at": {"$exists": True}}, {"runId": 1, EVENT_MARKER: 1}),
+            "events_counts_pending",
+        )
+        found = await self._counts().find({"_id": {"$in": list(keys)}}, {"n": 1, "pending": 1}).to_list()
+        total = sum(int(doc.get("n", 0)) + _pending(doc) for doc in found)
+        pending = {doc["_id"]: doc.get("pending") or {} for doc in found}
+        wanted = set(keys)
+
+        def missing(run: Document, kind: str) -> int:
+            name = entry(kind, run["_id"])
+            return sum(name not in pending.get(count_id, {}) for count_id in set(run_keys(run)) & wanted)
+
+        listed: set[str] = set()
+        leaving: dict[str, Document] = {}
+        for run in moving:
+            if added_at(run) is not None:
+                total += missing(run, "i")
+            if _finished(run):
+                leaving[run["_id"]] = run
+            else:
+                listed.add(run["_id"])
+        for event in finished:
+            if event["runId"] not in listed:
+                leaving.setdefault(event["runId"], _run_of(event, matching["agentId"]))
+        return total - sum(missing(run, "d") for run in leaving.values())
+
+    async def record(self, doc: Document, kind: str) -> None:
+        """Write run ``doc``'s entry ``kind`` (``i``: added, ``d``: removed) into each of its
+        counts, dated now (``settle`` folds it a grace period later); writing it again changes
+        nothing but its date."""
+        at = utcnow()
+        name = f"pending.{entry(kind, doc['_id'])}"
+        keys = run_keys(doc)
+        change = {"$set": {name: {"run": doc["_id"], "at": at}}, "$min": {"pendingSince": at}}
+        ops = [UpdateOne({"_id": count_id}, change) for count_id in keys]
+        async with self._locked(doc["agentId"]):
+            done = await self._counts().bulk_write(ops, ordered=False)
+            if done.matched_count < len(ops):  # a count not made yet: make it, then write again
+                await self._create(keys)
+                await self._counts().bulk_write(ops, ordered=False)
+
+    async def record_removals(self, *, before: datetime, limit: int) -> int:
+        """Write the ``d`` entries of the runs finished before ``before`` whose ``completed`` event
+        still carries ``countsPending`` and whose snapshot is gone, then clear the event's field
+        (one update each); at most ``limit`` events. Returns the events cleared."""
+        events = self._events()
+        flagged = await hinted(
+            events.find({f"{EVENT_MARKER}.at": {"$lt": before}}, {"runId": 1, "agentId": 1, EVENT_MARKER: 1}).limit(
+                limit
+            ),
+            "events_counts_pending",
+        )
+        if not flagged:
+            return 0
+        present = {
+            d["_id"]
+            for d in await self._runs().find({"_id": {"$in": [e["runId"] for e in flagged]}}, {"_id": 1}).to_list()
+        }
+        cleared = 0
+        for event in flagged:
+            if event["runId"] in present:  # still being finished (``complete_pending_events`` deletes it)
+                continue
+            await self.record(_run_of(event, event["agentId"]), "d")
+            await events.update_one({"_id": event["_id"]}, {"$unset": {EVENT_MARKER: ""}})
+            cleared += 1
+        return cleared
+
+    async def add_many(self, docs: Iterable[Document]) -> None:
+        """Count new runs at once (the data generator's bulk insert): one ``$inc`` per count.
+        Not idempotent: a bulk insert interrupted between its runs and this is counted short."""
+        added: Counter[str] = Counter(count_id for doc in docs for count_id in run_keys(doc))
+        by_agent: dict[str, list[UpdateOne]] = {}
+        for count_id, runs in added.items():
+            by_agent.setdefault(_agent(count_id), []).append(UpdateOne({"_id": count_id}, {"$inc": {"n": runs}}))
+        await self._create(list(added))
+        for agent_id, ops in by_agent.items():
+            async with self._locked(agent_id):
+                await self._counts().bulk_write(ops, ordered=False)
+
+    async def settle(self, *, before: datetime, limit: int) -> int:
+        """Fold the entries dated before ``before`` whose runs are done with them into ``n``
+        (docs/storage.md "Kept counts on MongoDB"), at most ``limit`` counts; returns the entries folded."""
+        counts = self._counts()
+        docs = await counts.find({"pendingSince": {"$lt": before}}, {"pending": 1}).limit(limit).to_list()
+        if not docs:
+            return 0
+        due = [(d["_id"], name, value) for d in docs for name, value in d["pending"].items() if value["at"] < before]
+        ids = list({value["run"] for _, _, value in due})
+        found = await self._runs().find({"_id": {"$in": ids}}, {MARKER: 1}).to_list()
+        present = {d["_id"]: d for d in found}
+        flagged = await hinted(
+            self._events().find({"runId": {"$in": ids}, f"{EVENT_MARKER}.at": {"$exists": True}}, {"runId": 1}),
+            "events_counts_pending",
+        )
+        unsettled = {e["runId"] for e in flagged}  # ``record_removals`` may write their ``d`` entry again
+        folds: dict[str, list[UpdateOne]] = {}
+        folded = 0
+        for count_id, name, value in due:
+            run = present.get(value["run"])
+            if name.startswith("i"):
+                done = run is None or added_at(run) is None
+            else:
+                done = run is None and value["run"] not in unsettled
+            if done:
+                path = f"pending.{name}"
+                change = {"$inc": {"n": 1 if name.startswith("i") else -1}, "$unset": {path: ""}}
+                folds.setdefault(_agent(count_id), []).append(
+                    UpdateOne({"_id": count_id, path: {"$exists": True}}, change)
+                )
+                folded += 1
+        for doc in docs:  # a count left with no entry no longer needs the sweeper
+            op = UpdateOne({"_id": doc["_id"], "pending": {}}, {"$unset": {"pendingSince": ""}})
+            folds.setdefault(_agent(doc["_id"]), []).append(op)
+        for agent_id, ops in folds.items():
+            async with self._locked(agent_id):
+                await counts.bulk_write(ops, ordered=True)
+        return folded
+
+    async def rebuild(self, not_finished: Document) -> None:
+        """Set every count from the runs stored that ``not_finished`` matches (the listing's
+        condition): the backfill of a database written before counts (O(runs), once). The
+        caller keeps other writers of this version away meanwhile (``schema.backfill``'s lease)."""
+        counts, runs = self._counts(), self._runs()
+        await counts.delete_many({})
+        text = {"$type": "string"}
+        scopes: list[tuple[Document, Document]] = [
+            ({}, {"a": "$agentId"}),
+            ({"threadId": text}, {"a": "$agentId", "t": "$threadId"}),
+            ({"resourceId": text}, {"a": "$agentId", "r": "$resourceId"}),
+            ({"threadId": text, "resourceId": text}, {"a": "$agentId", "t": "$threadId", "r": "$resourceId"}),
+        ]
+        for match, group in scopes:
+            pipeline = [{"$match": {**not_finished, **match}}, {"$group": {"_id": group, "n": {"$sum": 1}}}]
+            batch: list[Document] = []
+            async for found in await runs.aggregate(pipeline):
+                g = found["_id"]
+                batch.append({"_id": key(g["a"], g.get("t"), g.get("r")), "n": found["n"], "pending": {}})
+                if len(batch) >= 1000:
+                    await counts.insert_many(batch)
+                    batch = []
+            if batch:
+                await counts.insert_many(batch)
+
+    async def _create(self, keys: Sequence[str]) -> None:
+        """Make the counts ``keys`` that do not exist yet (``n`` 0, no entry), by inserts: one that
+        exists already refuses the insert (its unique ``_id``), and is kept. Never by upserts:
+        FerretDB 2.5 on DocumentDB let concurrent upserts of one missing ``_id`` each insert it,
+        the later ones replacing the first with its entries."""
+        try:
+            await self._counts().insert_many([{"_id": k, "n": 0, "pending": {}} for k in keys], ordered=False)
+        except BulkWriteError as exc:
+            if any(error.get("code") != 11000 for error in exc.details.get("writeErrors", [])):
+                raise
+
+
+async def hinted(cursor: AsyncCursor[Document], index: str) -> list[Document]:
+    """``cursor``'s documents read through ``index``; without the hint when the server has no such
+    index (a database whose collections were dropped under a running store: ``drop_all``)."""
+    try:
+        return await cursor.clone().hint(index).to_list()
+    except OperationFailure as exc:
+        if "hint" not in str(exc).lower():
+            raise
+        return await cursor.to_list()
+
+
+def _run_of(event: Document, agent_id: str) -> Document:
+    """The fields of a finished run that its counts are of, from its ``completed`` event's marker."""
+    marker = event[EVENT_MARKER]
+    return {
+        "_id": event["runId"],
+        "agentId": agent_id,
+        "threadId": marker["threadId"],
+        "resourceId": marker["resourceId"],
+    }
+
+
+def _finished(run: Document) -> bool:
+    """Whether snapshot ``run`` records its ``completed`` event (so it is no longer listed: ``NOT_FINISHED``)."""
+    return any(event.get("type") == "completed" for event in run.get("pendingEvents") or [])
+
+
+def _pending(doc: Document) -> int:
+    return sum(1 if name.startswith("i") else -1 for name in doc.get("pending") or {})
+
+
+__all__ = [
+    "EQUALITY_FIELDS",
+    "EVENT_MARKER",
+    "MARKER",
+    "KeptCounts",
+    "added_at",
+    "entry",
+    "filter_keys",
+    "hinted",
+    "key",
+    "removed_at",
+    "run_keys",
+    "with_run_keys",
+]

@@ -1,0 +1,138 @@
+"""Windowed listing pages for DocumentDB, whose planner sorts every run a page's filter matches:
+a page is first read inside a window of ``createdAt`` next to its anchor (the cursor, or the top
+of the filter's last first page), which its listing index bounds, and widened until it holds the
+page; a window that held fewer runs than the page proves nothing, so the last try has none.
+
+The windows are remembered per filter in the process (``Windows``), so a page usually takes one
+read; the span adapts to the runs' density (docs/storage.md "DocumentDB pages").
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .._query import normalized_filter
+from ..protocol import RunFilter
+
+Document = dict[str, Any]
+
+FIRST_SPAN = timedelta(minutes=10)
+"""The span of a page's first window when the filter has no remembered one."""
+
+GROWTH = 16
+"""How much wider each next window is, at least."""
+
+WINDOWED_TRIES = 3
+"""Windowed reads of one page before the read without a window."""
+
+REMEMBERED = 4096
+"""Filters whose window a process remembers (least recently used forgotten first)."""
+
+
+@dataclass
+class Window:
+    """What one filter's last page showed: its newest run's ``createdAt`` (a first page's) and the
+    span of ``createdAt`` that held a page, with room."""
+
+    top: datetime | None
+    span: timedelta | None
+    """``None``: the last read without a window held less than a page, so the next has none either."""
+
+
+def filter_key(agent_id: str, run_filter: RunFilter) -> tuple[Any, ...]:
+    """The key a filter's window is remembered under."""
+    f = normalized_filter(run_filter)
+    resources = None if f.resource_ids is None else tuple(sorted(f.resource_ids))
+    return (agent_id, f.thread_id, f.resource_id, resources, f.from_date, f.to_date, f.expires_before)
+
+
+class Windows:
+    """The remembered windows of one store (bounded, least recently used forgotten first)."""
+
+    def __init__(self) -> None:
+        self._known: OrderedDict[tuple[Any, ...], Window] = OrderedDict()
+
+    def _get(self, key: tuple[Any, ...]) -> Window | None:
+        found = self._known.get(key)
+        if found is not None:
+            self._known.move_to_end(key)
+        return found
+
+    def _put(self, key: tuple[Any, ...], window: Window) -> None:
+        self._known[key] = window
+        self._known.move_to_end(key)
+        while len(self._known) > REMEMBERED:
+            self._known.popitem(last=False)
+
+    async def page(
+        self,
+        key: tuple[Any, ...],
+        limit: int,
+        *,
+        cursor: datetime | None,
+        older: bool,
+        read: Callable[[Document | None], Awaitable[list[Document]]],
+        learn: bool = True,
+    ) -> list[Document]:
+        """The page of ``limit`` runs that ``read(None)`` returns (the whole filter, sorted and
+        limited), read first through windows: ``read({"createdAt": {"$gte"|"$lte": bound}})``.
+
+        ``older``: the page walks towards older runs (newest first), so a window is every run from
+        ``bound`` on; else towards newer ones. ``cursor``: the ``createdAt`` of the page's cursor,
+        the window's anchor; a first page walking older is anchored at the filter's remembered
+        top (newer runs are inside every such window); a first page of a filter not remembered,
+        or walking newer, has no window. A windowed read returning fewer than ``limit`` runs is tried wider; the last
+        try has no window. Each read is correct on its own: every run outside its window sorts
+        after every run inside it. ``learn``: whether the page teaches the filter's window (not
+        a read bounded on its far side too, such as ``hasPreviousPage``'s run before a cursor)."""
+        known = self._get(key)
+        anchor = cursor
+        if anchor is not None and anchor.tzinfo is None:  # stored times are UTC
+            anchor = anchor.replace(tzinfo=UTC)
+        first = cursor is None
+        if first and older:
+            anchor = known.top if known is not None else None
+        if anchor is None or limit <= 0 or (known is not None and known.span is None):
+            return self._learn(key, await read(None), limit if learn else 0, first=first, anchor=None, known=known)
+        span = known.span if known is not None and known.span is not None else FIRST_SPAN
+        for _ in range(WINDOWED_TRIES):
+            bound = anchor - span if older else anchor + span
+            docs = await read({"createdAt": {"$gte" if older else "$lte": bound}})
+            if len(docs) >= limit:
+                break
+            span *= max(GROWTH, 2 * limit // max(len(docs), 1))
+        else:
+            return self._learn(key, await read(None), limit if learn else 0, first=first, anchor=anchor, known=known)
+        return self._learn(key, docs, limit if learn else 0, first=first, anchor=anchor, known=known)
+
+    def _learn(
+        self,
+        key: tuple[Any, ...],
+        docs: list[Document],
+        limit: int,
+        *,
+        first: bool,
+        anchor: datetime | None,
+        known: Window | None,
+    ) -> list[Document]:
+        """Remember what page ``docs`` showed (returned as is): a full page, the span it needed
+        from its anchor (doubled) and a first page's top; a first page short of ``limit`` (read
+        without a window at last), that the filter needs no window. ``limit`` 0: nothing."""
+        if limit <= 1:  # a page of one run shows no span
+            return docs
+        if len(docs) < limit:
+            if first:  # the whole filter holds less than a page
+                self._put(key, Window(top=None, span=None))
+            return docs
+        start = docs[0]["createdAt"] if first or anchor is None else anchor
+        reach = abs(start - docs[-1]["createdAt"])
+        top = docs[0]["createdAt"] if first else (known.top if known is not None else None)
+        self._put(key, Window(top=top, span=2 * reach + timedelta(milliseconds=1)))
+        return docs
+
+
+__all__ = ["FIRST_SPAN", "GROWTH", "WINDOWED_TRIES", "Window", "Windows", "filter_key"]

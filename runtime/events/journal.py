@@ -79,6 +79,17 @@ def event_id_floor(epoch_ns: int) -> str:
     return f"{max(epoch_ns, 0):020d}"
 
 
+def question_data(call: ToolCallDocument) -> dict[str, Any]:
+    """What every event about the question ``call`` waits on names: its call's ``toolCallId``,
+    ``modelToolCallId`` and ``toolName``, and its ``questionId``."""
+    return {
+        "toolCallId": call["toolCallId"],
+        "modelToolCallId": model_id(call),
+        "questionId": question_id(call),
+        "toolName": call["toolName"],
+    }
+
+
 class Journal:
     """Builds events and the matching ``RunOutcome``; appends the events that record no state change.
 
@@ -166,10 +177,7 @@ class Journal:
         """The ``decision`` event (or, ``kind`` ``approval``, one approval of several) of
         ``decision`` on the question ``call`` waits on, by its decider, at its time; ``data`` adds to it."""
         details = {
-            "toolCallId": call["toolCallId"],
-            "modelToolCallId": model_id(call),
-            "questionId": question_id(call),
-            "toolName": call["toolName"],
+            **question_data(call),
             "kind": decision["kind"],
             "reason": decision["reason"],
             "argsFingerprint": fingerprint(call["args"]),
@@ -182,10 +190,7 @@ class Journal:
     def expired_event(self, run: RunRef, call: ToolCallDocument, now: datetime) -> EventDocument:
         """The ``expired`` event of the question ``call`` waits on, whose deadline passed by ``now`` (UTC)."""
         data = {
-            "toolCallId": call["toolCallId"],
-            "modelToolCallId": model_id(call),
-            "questionId": question_id(call),
-            "toolName": call["toolName"],
+            **question_data(call),
             "expiresAt": rfc3339(call["expiresAt"]),
             "onExpiry": call.get("onExpiry", "decline"),
         }

@@ -34,8 +34,7 @@ from storage.protocol import DeliveryLease, EventsAfter, NoticeWrite, WebhookAtt
 from .._json import rfc3339
 from ..access import ToolApprovalRule
 from ..deciding.rules import covering, owner
-from ..events.journal import Journal, event_id_floor, stored_run
-from ..running.deferred import model_id, question_id
+from ..events.journal import Journal, event_id_floor, question_data, stored_run
 from .schedule import notices_for
 
 logger = logging.getLogger(__name__)
@@ -204,13 +203,7 @@ class DeadlineNotifier:
         if call["toolCallId"] != body["toolCallId"] or call.get("questionId") != body["questionId"]:
             return False
         now = self._now()
-        data = {
-            "toolCallId": call["toolCallId"],
-            "modelToolCallId": model_id(call),
-            "questionId": question_id(call),
-            "toolName": call["toolName"],
-            "dueAt": rfc3339(timer["nextAttemptAt"]),
-        }
+        data = {**question_data(call), "dueAt": rfc3339(timer["nextAttemptAt"])}
         event = self._journal.new_event(stored_run(run), notice, by=DEADLINE_BY, at=now, data=data)
         written = await self._store.record_notice(
             NoticeWrite(

@@ -144,8 +144,6 @@ class ToolCallDocument(TypedDict):
     # the reviewers' queue (issue 45)
     reviewClaim: NotRequired[ReviewClaimDocument]
     """Who reviews the question now (absent: nobody); cleared by the decision's own write."""
-    escalatedAt: NotRequired[datetime]
-    """UTC; when the question's wait was escalated (absent: not escalated)."""
 
 
 class ClaimDocument(TypedDict):

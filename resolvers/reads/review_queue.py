@@ -181,7 +181,7 @@ def _item(item: QueueItem, schemas: ToolSchemas, now: datetime) -> ReviewQueueIt
         waited_seconds=max(0.0, (now - doc["suspendedAt"]).total_seconds()),
         expires_at=call.get("expiresAt"),
         review_claim=None if item.claim is None else ReviewClaim.from_document(item.claim),
-        escalated="escalatedAt" in call,
+        escalated=call.get("escalated") is True,
     )
 
 

@@ -135,8 +135,8 @@ class DeadlineNotifier:
         timers: list[WebhookDeliveryDocument] = []
         for event in wanted:
             run = runs.get(event["runId"])
-            if run is not None and run["agentId"] != event["agentId"]:
-                run = None
+            if run is not None and (run["agentId"] != event["agentId"] or run.get("parentRunId") is not None):
+                run = None  # another agent's run of that id; or a sub-run, decided on its supervisor's run
             if self._on_event is not None:
                 await self._on_event(event, run)
             if event["type"] == "suspended" and run is not None:

@@ -165,7 +165,7 @@ class ReviewQueue:
                     query.claimed_by_me is not None and (claim is not None and claim["by"] == me) != query.claimed_by_me
                 )
                 or (query.unclaimed is not None and (claim is None) != query.unclaimed)
-                or (query.escalated is not None and ("escalatedAt" in call) != query.escalated)
+                or (query.escalated is not None and (call.get("escalated") is True) != query.escalated)
                 or (query.expires_before is not None and (deadline is None or deadline >= query.expires_before))
                 or not await self._gate.may_decide(doc, index, principal)
             ):

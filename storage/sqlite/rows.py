@@ -84,8 +84,6 @@ def _calls_text(calls: Sequence[ToolCallDocument]) -> str:
         if "reviewClaim" in call:
             claim = call["reviewClaim"]
             encoded["reviewClaim"] = {**claim, "at": _ms(claim["at"]), "until": _ms(claim["until"])}
-        if "escalatedAt" in call:
-            encoded["escalatedAt"] = _ms(call["escalatedAt"])
         stored.append(encoded)
     return _dumps(stored)
 
@@ -103,8 +101,6 @@ def _calls(text: str) -> list[ToolCallDocument]:
         if "reviewClaim" in call:
             claim = call["reviewClaim"]
             claim["at"], claim["until"] = _datetime(claim["at"]), _datetime(claim["until"])
-        if "escalatedAt" in call:
-            call["escalatedAt"] = _datetime(call["escalatedAt"])
     return cast(list[ToolCallDocument], calls)
 
 

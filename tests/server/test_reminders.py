@@ -127,7 +127,6 @@ query($filter: ReviewQueueFilter) {
 }"""
 
 
-@pytest.mark.xfail(strict=True, reason="the queue read escalatedAt, which no write sets (new-user trial)")
 async def test_an_escalated_question_says_so_in_the_queue(serve: Serve) -> None:
     served = await serve(tool_rules=NOTICES, **FAST)
     gql = served.client()
@@ -145,7 +144,6 @@ async def test_an_escalated_question_says_so_in_the_queue(serve: Serve) -> None:
     assert not_escalated["nodes"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="a sub-run's questions were noticed too (new-user trial)")
 async def test_a_sub_runs_question_is_noticed_only_on_its_supervisors_run(serve: Serve) -> None:
     served = await serve(tool_rules=NOTICES, **FAST)
     gql = served.client()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from runtime.webhooks.messages import WEBHOOK_EVENT_TYPES
 
 from .._auth import TestKey
@@ -254,3 +256,27 @@ async def test_a_review_claim_names_a_question_never_a_call_by_its_state(serve: 
     missing = (await x.data(CLAIM, input={**question(item), "runId": "no-such-run"}))["claimReview"]
     assert missing["__typename"] == "RunNotFound", missing
     assert (await queue(x))["nodes"][0]["reviewClaim"] is None
+
+
+NATURAL_CLAIM = """
+mutation($input: ReviewClaimInput!) {
+  claimReview(input: $input) {
+    __typename
+    ... on ReviewClaimed { reviewClaim { by until } }
+    ... on ReviewAlreadyClaimed { reviewClaim { by until } }
+  }
+}"""
+
+
+@pytest.mark.xfail(strict=True, reason="reviewClaim was ReviewClaim on one answer, ReviewClaim! on the other")
+async def test_both_answers_of_a_claim_select_review_claim_without_an_alias(serve: Serve) -> None:
+    served = await serve(keys=[X, Y], tool_rules=[])
+    x, y = served.client(X), served.client(Y)
+    await x.suspend(REFUND, REFUND_PROMPT)
+    [item] = (await queue(x))["nodes"]
+
+    claimed = (await x.data(NATURAL_CLAIM, input=question(item)))["claimReview"]
+    refused = (await y.data(NATURAL_CLAIM, input=question(item)))["claimReview"]
+
+    assert (claimed["__typename"], claimed["reviewClaim"]["by"]) == ("ReviewClaimed", f"key:{X.name}")
+    assert (refused["__typename"], refused["reviewClaim"]) == ("ReviewAlreadyClaimed", claimed["reviewClaim"])

@@ -353,7 +353,10 @@ class ReviewAlreadyClaimed(UserError):
     run_id: strawberry.ID
     tool_call_id: strawberry.ID
     question_id: strawberry.ID
-    review_claim: ReviewClaimType
+    review_claim: ReviewClaimType | None = strawberry.field(
+        description="The claim held; always set here. Nullable as `ReviewClaimed.reviewClaim` is, so one "
+        "selection of `reviewClaim` serves both answers without an alias."
+    )
 
 
 @strawberry.type(description="The caller holds no live review claim on the question; nothing was recorded.")

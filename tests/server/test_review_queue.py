@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from runtime.webhooks.messages import WEBHOOK_EVENT_TYPES
 
 from .._auth import TestKey
@@ -268,7 +266,6 @@ mutation($input: ReviewClaimInput!) {
 }"""
 
 
-@pytest.mark.xfail(strict=True, reason="reviewClaim was ReviewClaim on one answer, ReviewClaim! on the other")
 async def test_both_answers_of_a_claim_select_review_claim_without_an_alias(serve: Serve) -> None:
     served = await serve(keys=[X, Y], tool_rules=[])
     x, y = served.client(X), served.client(Y)

@@ -366,7 +366,6 @@ async def test_new_key_prints_a_key_and_the_entry_that_accepts_it(capsys: pytest
     assert response.json()["data"]["suspendedRuns"]["totalCount"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="new-key has no --email: users hand-edit the entry (trial of issue 45)")
 def test_new_key_puts_a_valid_email_in_the_entry_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["new-key", "--name", "ops", "--email", "ops@example.com"]) == 0
     entry = json.loads(capsys.readouterr().out.split("RUNSGATE_API_KEYS entry: ", 1)[1])

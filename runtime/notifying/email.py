@@ -102,6 +102,8 @@ class EmailOutbox:
         self._poll_interval = poll_interval
         self._retry = retry or RetryPolicy()
         self._lease = timedelta(seconds=2 * timeout + 10)
+        self._unaddressed: set[tuple[str, str, str, str]] = set()
+        """(identity, agent, run, question) already warned about: one warning each, not one per scan."""
 
     # -- queue -----------------------------------------------------------------------------------
     async def on_event(self, event: EventDocument, run: SnapshotDocument | None) -> None:
@@ -120,7 +122,7 @@ class EmailOutbox:
             for identity in told:
                 address = self._addresses.get(identity)
                 if address is None:
-                    logger.warning("email: %s has no address; %s of run %s not sent", identity, moment, run["_id"])
+                    self._warn_unaddressed(identity, moment, run, question_id(call))
                     continue
                 body = {
                     "to": identity,
@@ -137,6 +139,17 @@ class EmailOutbox:
                 messages.append(self._message(event, run, f"{index}-{identity}", body, now))
         if messages:
             await self._store.add_webhook_deliveries(messages)
+
+    def _warn_unaddressed(self, identity: str, moment: Moment, run: SnapshotDocument, question: str) -> None:
+        """Warn once per recipient and question that ``identity`` has no address (the start-time
+        check refuses such recipients when it can; this is for rules it did not see)."""
+        seen = (identity, run["agentId"], run["_id"], question)
+        if seen in self._unaddressed:
+            return
+        if len(self._unaddressed) >= 10_000:  # a bound on a long-lived process's memory
+            self._unaddressed.clear()
+        self._unaddressed.add(seen)
+        logger.warning("email: %s has no address; %s of run %s not sent", identity, moment, run["_id"])
 
     def _message(
         self, event: EventDocument, run: SnapshotDocument, key: str, body: dict[str, Any], now: datetime

@@ -154,7 +154,6 @@ def test_a_long_argument_is_cut_in_the_email() -> None:
     assert len(line) < 300
 
 
-@pytest.mark.xfail(strict=True, reason="an unknown or address-less recipient started fine (trial of issue 45)")
 @pytest.mark.parametrize(
     ("recipient", "expected"),
     [
@@ -187,7 +186,6 @@ def test_smtp_refuses_to_start_when_a_recipient_cannot_be_mailed(
     assert f"runsgate: invalid configuration: {expected}" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(strict=True, reason="the warning came on every poll (trial of issue 45)")
 async def test_a_recipient_without_an_address_is_warned_about_once_per_question(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

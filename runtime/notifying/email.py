@@ -5,8 +5,8 @@
 adds one message per recipient with an address to ``webhook_deliveries`` (endpoint ``EMAIL``,
 insert-if-absent by id) when a question starts to wait, is reminded, is escalated. ``send_once``
 leases the due messages, as the webhook dispatcher leases deliveries, and sends each through the
-SMTP server (``aiosmtplib``), with one signed link per action (``LinkSigner``) made as it is sent;
-a failed attempt is retried on ``RetryPolicy``. Nothing here is on the decision path.
+SMTP server (``aiosmtplib``), the call shown as ``summary`` shows it, with one signed link per
+action (``LinkSigner``) made as it is sent; a failed attempt is retried on ``RetryPolicy``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ..running.deferred import question_id
 from ..webhooks.messages import RetryPolicy, inbox_url
 from .links import LinkAction, LinkSigner
 from .schedule import Moment, notices_for
+from .summary import argument_lines, call_summary
 
 logger = logging.getLogger(__name__)
 
@@ -182,10 +183,12 @@ class EmailOutbox:
             return f"{self._public_url}/links/{token}"
 
         actions: list[LinkAction] = ["approve", "decline"] if body["approval"] else []
+        shown = body["shown"].get("args") if body["approval"] else body["shown"].get("suspendPayload")
         lines = [
             f"{body['toolName']} (agent {agent_id}, run {run_id}) is {body['moment']}.",
             "",
-            json.dumps(body["shown"], indent=2, ensure_ascii=False),
+            "Arguments:" if body["approval"] else "The agent asks:",
+            *argument_lines(shown),
             "",
             *(f"{action.capitalize()}: {link(action)}" for action in actions),
             f"Open in the inbox: {link('open')}",
@@ -197,7 +200,8 @@ class EmailOutbox:
         email = EmailMessage()
         email["From"] = self._sender
         email["To"] = body["address"]
-        email["Subject"] = f"[runsgate] {SUBJECTS[body['moment']]}: {body['toolName']} ({run_id})"
+        summary = call_summary(body["toolName"], shown)
+        email["Subject"] = f"[runsgate] {SUBJECTS[body['moment']]}: {summary} (run {run_id})"
         email.set_content("\n".join(lines))
         return email
 

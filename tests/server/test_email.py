@@ -118,9 +118,6 @@ def test_smtp_needs_a_link_secret_and_a_public_url() -> None:
     load_settings(smtp_url="smtp://mail.example.com", link_secret=SECRET, public_url="https://runs.example.com")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a two-call run sent two emails of one subject, with raw JSON (trial of issue 45)"
-)
 async def test_each_call_gets_its_own_subject_and_its_arguments_as_lines(serve: Serve, smtp: tuple[Inbox, int]) -> None:
     inbox, port = smtp
     served = await serve(
@@ -144,7 +141,6 @@ async def test_each_call_gets_its_own_subject_and_its_arguments_as_lines(serve: 
     assert "{" not in texts[0]
 
 
-@pytest.mark.xfail(strict=True, reason="the body showed raw JSON (trial of issue 45)")
 def test_a_long_argument_is_cut_in_the_email() -> None:
     outbox = _outbox(addresses={"key:alice": "alice@example.com"})
     text = _text(outbox.compose(_message({"note": "x" * 5000, "order_id": 1042})))

@@ -120,7 +120,6 @@ async def test_the_button_decides_as_the_recipient_and_a_second_click_says_who_a
     assert "key:alice" in shown.text
 
 
-@pytest.mark.xfail(strict=True, reason="the page named the internal call id, not the tool (trial of issue 45)")
 async def test_the_answer_names_the_tool_its_arguments_the_run_and_the_outcome(page: Page) -> None:
     run_id, call = await page.waiting()
 

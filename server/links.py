@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from runtime import Principal, RunManager, RunsgateError
 from runtime.deciding.questions import decided_in_events
 from runtime.notifying.links import Link, LinkExpiredError, LinkInvalidError, LinkSigner
+from runtime.notifying.summary import call_summary
 from runtime.running.deferred import question_id
 from runtime.webhooks.dispatcher import inbox_url
 from storage import SnapshotStore
@@ -81,6 +82,11 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
 
 def _when(value: datetime) -> str:
     return value.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _shown(call: Any) -> Any:
+    """What a person is shown of ``call``: its arguments, or what the agent asks."""
+    return call["args"] if call["requiresApproval"] else call["suspendPayload"]
 
 
 def _refused(exc: LinkExpiredError | LinkInvalidError) -> HTMLResponse:
@@ -162,6 +168,8 @@ class Links:
         decided = await self._decided(store, link)
         if decided is not None:
             return decided
+        doc = await store.get(link.agent_id, link.run_id)  # before deciding, which may resume the run
+        call = next((c for c in doc["toolCalls"] if c["toolCallId"] == link.tool_call_id), None) if doc else None
         runs: RunManager = request.app.state.runs
         decide = runs.approve if link.action == "approve" else runs.decline
         try:
@@ -178,8 +186,12 @@ class Links:
             status = {"FORBIDDEN": 403, "RUN_NOT_FOUND": 404}.get(exc.code.name, 409)
             return _page("Nothing was decided", f"<p>{html.escape(exc.message)}</p>", status)
         done = "approved" if link.action == "approve" else "declined"
+        tool = "the call" if call is None else call["toolName"]
+        summary = "the call" if call is None else call_summary(call["toolName"], _shown(call))
         return _page(
-            f"You {done} it", f"<p>{html.escape(link.tool_call_id)} was {done} by {html.escape(link.recipient)}.</p>"
+            f"You {done} {tool}",
+            f"<p>You {done} {html.escape(summary)} on run <code>{html.escape(link.run_id)}</code> "
+            f"(agent {html.escape(link.agent_id)}), as <strong>{html.escape(link.recipient)}</strong>.</p>",
         )
 
     async def _decided(self, store: SnapshotStore, link: Link) -> Response | None:

@@ -29,6 +29,7 @@ from runtime import (
     load_registry,
     tool_rule_problems,
 )
+from runtime.access import Recipients
 from runtime.notifying.email import EmailOutbox
 from runtime.notifying.notifier import DeadlineNotifier
 from runtime.notifying.schedule import has_notices
@@ -84,8 +85,9 @@ def tool_rules(settings: Settings, agents: AgentRegistry) -> list[ToolApprovalRu
     else none; checked against the registered agents' tools (``runtime.tool_rule_problems``).
 
     Raises:
-        ConfigError: A rule is invalid or names a tool or argument the agents do not have; the
-            message names ``RUNSGATE_TOOL_RULES`` (or the module whose ``TOOL_RULES`` it is).
+        ConfigError: A rule is invalid or names a tool or argument the agents do not have, or
+            (with ``RUNSGATE_SMTP_URL`` set) a recipient no email can reach; the message names
+            ``RUNSGATE_TOOL_RULES`` (or the module whose ``TOOL_RULES`` it is).
             Also ``RUNSGATE_AGENTS`` unset, when the default rules are read.
     """
     configured: list[ToolRuleConfig] = settings.tool_rules
@@ -104,10 +106,33 @@ def tool_rules(settings: Settings, agents: AgentRegistry) -> list[ToolApprovalRu
                 wrong = "; ".join(describe_error(e, f"rule {e['loc'][0] if e['loc'] else '?'}") for e in exc.errors())
                 raise ConfigError(f"invalid configuration: {source}: {wrong}") from None
     rules = [ToolApprovalRule(**rule.model_dump()) for rule in configured]
-    problems = tool_rule_problems(rules, agents)
+    problems = tool_rule_problems(rules, agents) + _recipient_problems(settings, rules)
     if problems:
         raise ConfigError(f"invalid configuration: {source}: " + "; ".join(problems))
     return rules
+
+
+def _recipient_problems(settings: Settings, rules: list[ToolApprovalRule]) -> list[str]:
+    """With ``RUNSGATE_SMTP_URL`` set, one line per recipient of ``rules`` without an address: a
+    ``key:<name>`` no API key has (a typo), a key whose entry has no ``email``, a ``jwt:...``
+    that ``RUNSGATE_RECIPIENTS`` does not list. Without SMTP no email is sent: none."""
+    if settings.smtp_url is None:
+        return []
+    keys = {key.name: key for key in settings.api_keys}
+    listed = {entry.principal for entry in settings.recipients}
+    problems: dict[str, None] = {}
+    for rule in rules:
+        if not isinstance(rule.recipients, Recipients):
+            continue
+        for identity in (*rule.recipients.waiting, *rule.recipients.reminded, *rule.recipients.escalated):
+            kind, _, name = identity.partition(":")
+            if kind == "key" and name not in keys:
+                problems[f"recipients {identity}: no API key of RUNSGATE_API_KEYS is named {name}"] = None
+            elif kind == "key" and keys[name].email is None:
+                problems[f"recipients {identity}: its RUNSGATE_API_KEYS entry has no email"] = None
+            elif kind != "key" and identity not in listed:
+                problems[f"recipients {identity}: no RUNSGATE_RECIPIENTS entry names it"] = None
+    return list(problems)
 
 
 def check_webhook_agents(settings: Settings, agents: AgentRegistry) -> None:

@@ -5,8 +5,8 @@
 adds one message per recipient with an address to ``webhook_deliveries`` (endpoint ``EMAIL``,
 insert-if-absent by id) when a question starts to wait, is reminded, is escalated. ``send_once``
 leases the due messages, as the webhook dispatcher leases deliveries, and sends each through the
-SMTP server (``aiosmtplib``), with one signed link per action (``LinkSigner``) made as it is sent;
-a failed attempt is retried on ``RetryPolicy``. Nothing here is on the decision path.
+SMTP server (``aiosmtplib``), the call shown as ``summary`` shows it, with one signed link per
+action (``LinkSigner``) made as it is sent; a failed attempt is retried on ``RetryPolicy``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ..running.deferred import question_id
 from ..webhooks.messages import RetryPolicy, inbox_url
 from .links import LinkAction, LinkSigner
 from .schedule import Moment, notices_for
+from .summary import argument_lines, call_summary
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +103,8 @@ class EmailOutbox:
         self._poll_interval = poll_interval
         self._retry = retry or RetryPolicy()
         self._lease = timedelta(seconds=2 * timeout + 10)
+        self._unaddressed: set[tuple[str, str, str, str]] = set()
+        """(identity, agent, run, question) already warned about: one warning each, not one per scan."""
 
     # -- queue -----------------------------------------------------------------------------------
     async def on_event(self, event: EventDocument, run: SnapshotDocument | None) -> None:
@@ -120,7 +123,7 @@ class EmailOutbox:
             for identity in told:
                 address = self._addresses.get(identity)
                 if address is None:
-                    logger.warning("email: %s has no address; %s of run %s not sent", identity, moment, run["_id"])
+                    self._warn_unaddressed(identity, moment, run, question_id(call))
                     continue
                 body = {
                     "to": identity,
@@ -137,6 +140,17 @@ class EmailOutbox:
                 messages.append(self._message(event, run, f"{index}-{identity}", body, now))
         if messages:
             await self._store.add_webhook_deliveries(messages)
+
+    def _warn_unaddressed(self, identity: str, moment: Moment, run: SnapshotDocument, question: str) -> None:
+        """Warn once per recipient and question that ``identity`` has no address (the start-time
+        check refuses such recipients when it can; this is for rules it did not see)."""
+        seen = (identity, run["agentId"], run["_id"], question)
+        if seen in self._unaddressed:
+            return
+        if len(self._unaddressed) >= 10_000:  # a bound on a long-lived process's memory
+            self._unaddressed.clear()
+        self._unaddressed.add(seen)
+        logger.warning("email: %s has no address; %s of run %s not sent", identity, moment, run["_id"])
 
     def _message(
         self, event: EventDocument, run: SnapshotDocument, key: str, body: dict[str, Any], now: datetime
@@ -169,10 +183,12 @@ class EmailOutbox:
             return f"{self._public_url}/links/{token}"
 
         actions: list[LinkAction] = ["approve", "decline"] if body["approval"] else []
+        shown = body["shown"].get("args") if body["approval"] else body["shown"].get("suspendPayload")
         lines = [
             f"{body['toolName']} (agent {agent_id}, run {run_id}) is {body['moment']}.",
             "",
-            json.dumps(body["shown"], indent=2, ensure_ascii=False),
+            "Arguments:" if body["approval"] else "The agent asks:",
+            *argument_lines(shown),
             "",
             *(f"{action.capitalize()}: {link(action)}" for action in actions),
             f"Open in the inbox: {link('open')}",
@@ -184,7 +200,8 @@ class EmailOutbox:
         email = EmailMessage()
         email["From"] = self._sender
         email["To"] = body["address"]
-        email["Subject"] = f"[runsgate] {SUBJECTS[body['moment']]}: {body['toolName']} ({run_id})"
+        summary = call_summary(body["toolName"], shown)
+        email["Subject"] = f"[runsgate] {SUBJECTS[body['moment']]}: {summary} (run {run_id})"
         email.set_content("\n".join(lines))
         return email
 

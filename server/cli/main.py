@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     key.add_argument("--name", required=True, help="who holds the key (recorded as decidedBy)")
     key.add_argument("--scopes", default="runs:read,runs:decide,runs:start", help="comma-separated scopes")
     key.add_argument("--resources", default="*", help='comma-separated resourceIds, or "*" for every run')
+    key.add_argument(
+        "--email", type=_address, metavar="ADDRESS", help="where the key's holder gets the emails of rules naming it"
+    )
     seed = commands.add_parser(
         "seed",
         help="write N realistic suspended runs (clones of real demo runs) into a SQLite or MongoDB store",
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             getattr(args, "workers", 1),
         )
     if args.command == "new-key":
-        return _new_key(args.name, args.scopes, args.resources)
+        return _new_key(args.name, args.scopes, args.resources, args.email)
     if args.command == "seed":
         from .seed import run_seed_command
 
@@ -108,8 +111,25 @@ def _or(items: Iterable[str]) -> str:
     return f"{', '.join(listed[:-1])} or {listed[-1]}" if len(listed) > 1 else "".join(listed)
 
 
-def _new_key(name: str, scopes: str, resources: str) -> int:
-    """Print a fresh API key (shown once) and the JSON entry to add to ``RUNSGATE_API_KEYS``."""
+def _address(value: str) -> str:
+    """``value`` when it is an email address (``local@domain``) as ``RUNSGATE_API_KEYS`` takes it.
+
+    Raises:
+        argparse.ArgumentTypeError: It is not.
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    from ..settings.links import Email
+
+    try:
+        return TypeAdapter(Email).validate_python(value)
+    except ValidationError:
+        raise argparse.ArgumentTypeError(f"not an email address (local@domain): {value!r}") from None
+
+
+def _new_key(name: str, scopes: str, resources: str, email: str | None = None) -> int:
+    """Print a fresh API key (shown once) and the JSON entry to add to ``RUNSGATE_API_KEYS``
+    (with ``email`` when given)."""
     from ..auth import hash_api_key, new_api_key
 
     key = new_api_key()
@@ -119,6 +139,8 @@ def _new_key(name: str, scopes: str, resources: str) -> int:
         "scopes": [s.strip() for s in scopes.split(",") if s.strip()],
         "resources": "*" if resources.strip() == "*" else [r.strip() for r in resources.split(",") if r.strip()],
     }
+    if email is not None:
+        entry["email"] = email
     print(f"key (give it to {name}; it is not stored anywhere): {key}")
     print(f"RUNSGATE_API_KEYS entry: {json.dumps(entry)}")
     return 0

@@ -366,6 +366,21 @@ async def test_new_key_prints_a_key_and_the_entry_that_accepts_it(capsys: pytest
     assert response.json()["data"]["suspendedRuns"]["totalCount"] == 0
 
 
+def test_new_key_puts_a_valid_email_in_the_entry_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["new-key", "--name", "ops", "--email", "ops@example.com"]) == 0
+    entry = json.loads(capsys.readouterr().out.split("RUNSGATE_API_KEYS entry: ", 1)[1])
+    assert entry["email"] == "ops@example.com"
+    assert ApiKeyConfig.model_validate(entry).email == "ops@example.com"
+
+    with pytest.raises(SystemExit) as refused:
+        main(["new-key", "--name", "ops", "--email", "ops at example.com"])
+    assert refused.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("runsgate: invalid configuration: --email: ")
+    assert "ops at example.com" in err
+
+
 # -- odd tokens never reach a 500 (issue: security, second pass) ---------------------------------
 async def test_a_jwks_token_whose_alg_does_not_match_its_key_gets_401_and_one_info_line(
     caplog: pytest.LogCaptureFixture,

@@ -10,19 +10,27 @@ start. On the memory store, a SQLite file and MongoDB.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import re
 from collections.abc import Iterator
 from email.message import Message
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from runtime import ToolApprovalRule
+from runtime.notifying.email import EmailOutbox
+from runtime.notifying.links import LinkSigner
 from server.settings import ConfigError, load_settings
+from storage.memory.store import MemorySnapshotStore
 
-from .._auth import ALL, TestKey
-from .._graphql import REFUND, REFUND_PROMPT, WAIT
+from .._auth import ALL, TestKey, api_keys_json
+from .._graphql import REFUND, REFUND_PROMPT, TWO_REFUNDS_PROMPT, WAIT
 from .._smtp import Inbox, smtp_server
+from ._cli import serve_with_only
 from .conftest import Serve
 
 SECRET = "a-link-secret-of-at-least-32-bytes-0123456789"
@@ -108,3 +116,125 @@ def test_smtp_needs_a_link_secret_and_a_public_url() -> None:
     assert "hunter2" not in str(no_secret.value)
     assert "mailer:***@mail.example.com" in str(no_secret.value)
     load_settings(smtp_url="smtp://mail.example.com", link_secret=SECRET, public_url="https://runs.example.com")
+
+
+async def test_each_call_gets_its_own_subject_and_its_arguments_as_lines(serve: Serve, smtp: tuple[Inbox, int]) -> None:
+    inbox, port = smtp
+    served = await serve(
+        tool_rules=[{"tool": "issue_refund", "recipients": {"waiting": ["key:alice"]}}],
+        keys=[ALICE],
+        link_secret=SECRET,
+        smtp_url=f"smtp://127.0.0.1:{port}",
+        public_url="http://test",
+        webhook_poll_interval=0.05,
+    )
+    await served.client().suspend(REFUND, TWO_REFUNDS_PROMPT)
+
+    sent = await _until(lambda: (got := inbox.to("alice@example.com")) and len(got) >= 2 and got)
+    subjects = sorted(" ".join(str(message["Subject"]).split()) for message in sent)  # unfolded
+    assert len(set(subjects)) == 2, subjects
+    assert "issue_refund (order_id 1042, amount 49.9)" in subjects[0]
+    assert "issue_refund (order_id 1043, amount 120.0)" in subjects[1]
+    texts = sorted(_text(message) for message in sent)
+    assert "\norder_id: 1042\namount: 49.9\n" in texts[0]
+    assert '"args"' not in texts[0]
+    assert "{" not in texts[0]
+
+
+def test_a_long_argument_is_cut_in_the_email() -> None:
+    outbox = _outbox(addresses={"key:alice": "alice@example.com"})
+    text = _text(outbox.compose(_message({"note": "x" * 5000, "order_id": 1042})))
+    assert "order_id: 1042" in text
+    line = next(line for line in text.splitlines() if line.startswith("note: "))
+    assert line.endswith("…")
+    assert len(line) < 300
+
+
+@pytest.mark.parametrize(
+    ("recipient", "expected"),
+    [
+        ("key:bbo", "RUNSGATE_TOOL_RULES: recipients key:bbo: no API key of RUNSGATE_API_KEYS is named bbo"),
+        ("key:bob", "RUNSGATE_TOOL_RULES: recipients key:bob: its RUNSGATE_API_KEYS entry has no email"),
+        ("jwt:carol", "RUNSGATE_TOOL_RULES: recipients jwt:carol: no RUNSGATE_RECIPIENTS entry names it"),
+    ],
+)
+def test_smtp_refuses_to_start_when_a_recipient_cannot_be_mailed(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    recipient: str,
+    expected: str,
+) -> None:
+    bob = TestKey("bob", "rg_test_bob_0123456789abcdefghijklmnopqrstuvwxyz")
+    rules = [{"tool": "issue_refund", "recipients": {"escalated": ["key:alice", recipient]}}]
+    status = serve_with_only(
+        monkeypatch,
+        tmp_path,
+        {
+            "RUNSGATE_TOOL_RULES": json.dumps(rules),
+            "RUNSGATE_API_KEYS": api_keys_json(ALICE, bob),
+            "RUNSGATE_SMTP_URL": "smtp://127.0.0.1:25",
+            "RUNSGATE_LINK_SECRET": SECRET,
+            "RUNSGATE_PUBLIC_URL": "https://runs.example.com",
+        },
+    )
+    assert status == 2
+    assert f"runsgate: invalid configuration: {expected}" in capsys.readouterr().err
+
+
+async def test_a_recipient_without_an_address_is_warned_about_once_per_question(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    outbox = _outbox(addresses={})
+    run = _run({"order_id": 1042})
+    with caplog.at_level(logging.WARNING, logger="runtime.notifying.email"):
+        for number in range(6):
+            await outbox.on_event(_event(f"e{number}", "escalated"), run)  # type: ignore[arg-type]
+        await outbox.on_event(_event("e9", "escalated"), _run({"order_id": 1042}, question="q2"))  # type: ignore[arg-type]
+    warned = [r.getMessage() for r in caplog.records if "has no address" in r.getMessage()]
+    assert len(warned) == 2, warned
+
+
+def _outbox(addresses: dict[str, str]) -> EmailOutbox:
+    rule = ToolApprovalRule(tool="issue_refund", recipients={"waiting": ["key:alice"], "escalated": ["key:alice"]})
+    return EmailOutbox(
+        MemorySnapshotStore(),
+        rules=[rule],
+        addresses=addresses,
+        signer=LinkSigner(SECRET, ttl=3600),
+        public_url="http://test",
+        smtp_url="smtp://127.0.0.1:25",
+        sender="runsgate@localhost",
+        instance_id="test",
+    )
+
+
+def _run(args: dict[str, Any], question: str = "q1") -> dict[str, Any]:
+    call = {
+        "toolCallId": "c1",
+        "questionId": question,
+        "toolName": "issue_refund",
+        "args": args,
+        "requiresApproval": True,
+        "suspendPayload": None,
+        "decision": None,
+    }
+    return {"_id": "r1", "agentId": REFUND, "runId": "r1", "resourceId": "t", "toolCalls": [call]}
+
+
+def _event(event_id: str, kind: str) -> dict[str, Any]:
+    return {"_id": event_id, "agentId": REFUND, "runId": "r1", "type": kind, "data": {"toolCallId": "c1"}}
+
+
+def _message(args: dict[str, Any]) -> Any:
+    body = {
+        "to": "key:alice",
+        "address": "alice@example.com",
+        "moment": "waiting",
+        "toolCallId": "c1",
+        "questionId": "q1",
+        "toolName": "issue_refund",
+        "shown": {"args": args},
+        "approval": True,
+    }
+    return {"agentId": REFUND, "runId": "r1", "body": json.dumps(body)}

@@ -120,6 +120,17 @@ async def test_the_button_decides_as_the_recipient_and_a_second_click_says_who_a
     assert "key:alice" in shown.text
 
 
+async def test_the_answer_names_the_tool_its_arguments_the_run_and_the_outcome(page: Page) -> None:
+    run_id, call = await page.waiting()
+
+    answer = await page.click(page.token(run_id, call))
+
+    assert answer.status_code == 200, answer.text
+    assert "You approved issue_refund (order_id 1042, amount 49.9)" in answer.text
+    assert run_id in answer.text
+    assert call["toolCallId"] not in answer.text
+
+
 async def test_a_decline_link_declines(page: Page) -> None:
     run_id, call = await page.waiting()
     answer = await page.click(page.token(run_id, call, "decline", recipient="key:bob"))

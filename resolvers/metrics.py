@@ -33,6 +33,9 @@ KNOWN_OPERATION_NAMES = frozenset(
         "InboxDecideMany",
         "InboxEvents",
         "InboxRunUpdates",
+        "InboxQueue",
+        "InboxClaimReview",
+        "InboxReleaseReview",
         # README.md, docs/api.md and examples/
         "StartRun",
         "SuspendedRuns",

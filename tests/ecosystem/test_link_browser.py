@@ -93,7 +93,7 @@ def test_an_approve_link_opened_in_chromium_decides_only_when_its_button_is_clic
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the click decided, as alice, once
     assert seen["after"]["status"] == 200, seen["after"]
-    assert seen["after"]["title"] == "You approved it"
+    assert seen["after"]["title"] == "You approved issue_refund"
     decisions = [(e["by"], e["data"]["kind"]) for e in events if e["type"] == "decision"]
     assert decisions == [("key:alice", "approved")]
     # and axe reports no violation on the page

@@ -147,8 +147,16 @@ try {
   await step('args', async () => {
     await article(out.runs.args).waitFor({ timeout: TIMEOUT });
     out.args = { folded: await panel(out.runs.args, 'Arguments'), card: (await article(out.runs.args).boundingBox()).height };
-    await article(out.runs.args).locator('dd details summary').first().click();
-    out.args.unfolded = await panel(out.runs.args, 'Arguments');
+    // unfold, and read once the list is shown: a re-render of the listing may land between the
+    // click and the read (then the panel is read again, and unfolded again if it closed)
+    const deadline = Date.now() + STEP;
+    do {
+      const shown = await panel(out.runs.args, 'Arguments');
+      if (shown && shown.open === 0) await article(out.runs.args).locator('dd details summary').first().click();
+      out.args.unfolded = await panel(out.runs.args, 'Arguments');
+      if (out.args.unfolded?.text.includes('SKU-129')) break;
+      await page.waitForTimeout(100);
+    } while (Date.now() < deadline);
     await shot('inbox-queue-arguments.png', article(out.runs.args).locator('.call'));
     await axe('arguments folded and unfolded');
   });

@@ -3,15 +3,18 @@
 ``profile [approvals]``: the real app called as ASGI in process (``bench.inprocess.call``), memory
 store, ``approveToolCall`` → COMPLETED on fresh refund runs (started untimed): CPU ms of one approval
 (``time.process_time``, best of ``ROUNDS`` rounds), then a cProfile of the approvals, its self time
-grouped by where the code lives (``AREAS``) and its top functions. ``targets [rounds] [per_round]``:
-a memory and a SQLite ``bench.serve`` process running at once, approve → completed timed over HTTP
-in paired rounds (the order alternates), the in-process CPU time, and the median ``fdatasync`` of a
-4 KiB write in the SQLite file's folder; whether each target holds.
+grouped by where the code lives (``AREAS``) and its top functions.
+
+``targets [rounds] [per_round] [--documentdb]``: a memory and a SQLite ``bench.serve`` process
+running at once (with ``--documentdb`` a third on FerretDB 2.5 with DocumentDB), approve →
+completed timed over HTTP in rounds (the order rotates), the in-process CPU time, and the median
+``fdatasync`` of a 4 KiB write in the SQLite file's folder; whether each target holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import cProfile
 import json
 import os
@@ -36,6 +39,8 @@ ROUNDS = 5
 SQLITE_MARGIN_MS = 1.0
 """Issue 44's bound on SQLite's approve p50 above memory's, on a quiet machine: the two durable
 commits of an approval (the decision's, the completion's) and their hand-offs."""
+DOCUMENTDB_FACTOR = 2.0
+"""Issue 44's bound on DocumentDB's approve p50, as a multiple of SQLite's in the same rounds."""
 AREAS = [
     (
         "model's run (pydantic-ai, pydantic-graph, the demo's script)",
@@ -285,43 +290,46 @@ def fdatasync_ms(folder: Path, samples: int = 200) -> float:
     return statistics.median(timings)
 
 
-def targets(rounds: int = 5, per_round: int = 20) -> list[str]:
+def targets(rounds: int = 5, per_round: int = 20, documentdb: bool = False) -> list[str]:
     """Markdown lines: the paired rounds over HTTP, the in-process CPU time and the fsync time, and
-    each target's verdict."""
+    each target's verdict. ``documentdb``: a third server on FerretDB 2.5 with DocumentDB in the
+    same rounds (issue 44: its p50 at most 2x SQLite's)."""
     import httpx
+
+    from tests._servers import documentdb as documentdb_server
+    from tests._servers import with_database
 
     from .runner import round_trip_ms, runsgate_server
 
-    memory_p50: list[float] = []
-    sqlite_p50: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="bench-targets-") as tmp:
+    names = ["memory", "SQLite", *(["DocumentDB"] if documentdb else [])]
+    p50: dict[str, list[float]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory(prefix="bench-targets-") as tmp, contextlib.ExitStack() as stack:
         folder = Path(tmp)
-        with (
-            runsgate_server(folder / "memory.log", 120, RUNSGATE_STORE="memory://", RUNSGATE_TOOL_RULES="[]") as (
-                memory_url,
-                _,
-            ),
-            runsgate_server(
-                folder / "sqlite.log", 120, RUNSGATE_STORE=f"sqlite:///{folder / 'bench.db'}", RUNSGATE_TOOL_RULES="[]"
-            ) as (sqlite_url, _),
-            httpx.Client(base_url=memory_url, timeout=120) as memory,
-            httpx.Client(base_url=sqlite_url, timeout=120) as sqlite,
-        ):
-            round_trip_ms(memory, 5)  # warm-up
-            round_trip_ms(sqlite, 5)
-            for number in range(rounds):
-                pair = [(memory, memory_p50), (sqlite, sqlite_p50)]
-                for client, figures in pair if number % 2 == 0 else reversed(pair):
-                    figures.append(round_trip_ms(client, per_round))
-            fsync = fdatasync_ms(folder)
+        stores = {"memory": "memory://", "SQLite": f"sqlite:///{folder / 'bench.db'}"}
+        if documentdb:
+            stores["DocumentDB"] = with_database(stack.enter_context(documentdb_server()), "bench_targets")
+        clients = {}
+        for name, store in stores.items():
+            url, _ = stack.enter_context(
+                runsgate_server(folder / f"{name}.log", 120, RUNSGATE_STORE=store, RUNSGATE_TOOL_RULES="[]")
+            )
+            clients[name] = stack.enter_context(httpx.Client(base_url=url, timeout=120))
+        for client in clients.values():
+            round_trip_ms(client, 5)  # warm-up
+        for number in range(rounds):
+            order = names[number % len(names) :] + names[: number % len(names)]
+            for name in order:
+                p50[name].append(round_trip_ms(clients[name], per_round))
+        fsync = fdatasync_ms(folder)
     cpu, _ = asyncio.run(cpu_ms())
+    memory_p50, sqlite_p50 = p50["memory"], p50["SQLite"]
     memory_ms, sqlite_ms = statistics.median(memory_p50), statistics.median(sqlite_p50)
     memory_bound, sqlite_bound = 2 * cpu, memory_ms + SQLITE_MARGIN_MS
     gap = statistics.median(s - m for m, s in zip(memory_p50, sqlite_p50, strict=True))
-    rows = ", ".join(f"{m:.1f}/{s:.1f}" for m, s in zip(memory_p50, sqlite_p50, strict=True))
-    return [
-        f"- approve -> completed p50 over HTTP, {rounds} paired rounds of {per_round} "
-        f"(memory/SQLite ms per round): {rows}",
+    rows = ", ".join("/".join(f"{p50[name][r]:.1f}" for name in names) for r in range(rounds))
+    lines = [
+        f"- approve -> completed p50 over HTTP, {rounds} rounds of {per_round}, the order rotating "
+        f"({'/'.join(names)} ms per round): {rows}",
         f"- memory p50 (median of rounds): {memory_ms:.2f} ms; SQLite p50: {sqlite_ms:.2f} ms",
         f"- SQLite p50 - memory p50 within each round, median of rounds: {gap:.2f} ms",
         f"- in-process CPU time of one approval (memory store): {cpu:.2f} ms",
@@ -333,12 +341,25 @@ def targets(rounds: int = 5, per_round: int = 20) -> list[str]:
         f"{'met' if sqlite_ms <= sqlite_bound else 'not met'} (SQLite - memory = {sqlite_ms - memory_ms:.2f} ms, "
         f"{(sqlite_ms - memory_ms) / fsync:.1f} fsync times)",
     ]
+    if documentdb:
+        documentdb_ms = statistics.median(p50["DocumentDB"])
+        ratio = statistics.median(d / s for s, d in zip(sqlite_p50, p50["DocumentDB"], strict=True))
+        lines.append(
+            f"- target DocumentDB p50 <= {DOCUMENTDB_FACTOR:g} x SQLite p50 (issue 44): DocumentDB p50 "
+            f"{documentdb_ms:.2f} ms, {ratio:.2f}x SQLite's (median of per-round ratios): "
+            f"{'met' if ratio <= DOCUMENTDB_FACTOR else 'not met'}"
+        )
+    return lines
 
 
 def main(argv: list[str]) -> int:
     what = argv[0] if argv else "profile"
-    numbers = [int(a) for a in argv[1:]]
-    lines = asyncio.run(profile(*numbers)) if what == "profile" else targets(*numbers)
+    numbers = [int(a) for a in argv[1:] if a != "--documentdb"]
+    if what == "profile":
+        lines = asyncio.run(profile(*numbers))
+    else:
+        rounds, per_round = (numbers + [5, 20][len(numbers) :])[:2]
+        lines = targets(rounds, per_round, documentdb="--documentdb" in argv)
     print("\n".join(lines))
     return 0
 

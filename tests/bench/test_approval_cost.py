@@ -38,10 +38,21 @@ def test_fdatasync_is_timed_in_the_folder(tmp_path: Path) -> None:
 @pytest.mark.process
 def test_the_targets_are_measured_in_paired_rounds() -> None:
     lines = targets(rounds=2, per_round=2)
-    assert lines[0].startswith("- approve -> completed p50 over HTTP, 2 paired rounds of 2")
+    assert lines[0].startswith("- approve -> completed p50 over HTTP, 2 rounds of 2, the order rotating (memory/SQLite")
     rounds = lines[0].split("): ")[1].split(", ")  # memory/SQLite ms, each round
     assert len(rounds) == 2
     assert all(float(m) > 0 and float(q) > 0 for m, q in (r.split("/") for r in rounds)), rounds
     verdicts = [line for line in lines if line.startswith("- target ")]
     assert len(verdicts) == 2
     assert all(line.split(": ")[1].split(" (")[0] in ("met", "not met") for line in verdicts), verdicts
+
+
+@pytest.mark.process
+def test_documentdb_is_timed_in_the_same_rounds() -> None:
+    lines = targets(rounds=2, per_round=2, documentdb=True)
+    assert "(memory/SQLite/DocumentDB ms per round)" in lines[0]
+    rounds = lines[0].split("): ")[1].split(", ")
+    assert all(len(r.split("/")) == 3 and all(float(ms) > 0 for ms in r.split("/")) for r in rounds), rounds
+    verdict = lines[-1]
+    assert verdict.startswith("- target DocumentDB p50 <= 2 x SQLite p50 (issue 44): DocumentDB p50 ")
+    assert verdict.rsplit(": ", 1)[1] in ("met", "not met"), verdict

@@ -45,8 +45,6 @@ RULES = json.dumps([{"tool": "issue_refund", "scope": "refunds:approve"}])
 LIMIT = 64 * 1024
 """The server's ``RUNSGATE_MAX_RESPONSE_BYTES``."""
 
-pytestmark = pytest.mark.xfail(strict=True, reason="reviewQueueEvents is not built yet")
-
 ITEM = "agentId runId toolCallId questionId toolName escalated reviewClaim { by } toolCall { args }"
 EVENTS = document(
     f"""

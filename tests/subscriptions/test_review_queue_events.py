@@ -234,3 +234,34 @@ async def test_a_message_over_the_byte_budget_is_refused(server: str) -> None:
     assert message["payload"]["data"] is None, message
     [error] = message["payload"]["errors"]
     assert error["extensions"] == {"code": "RESPONSE_TOO_LARGE", "maxResponseBytes": LIMIT}, error
+
+
+RELEASE = document(
+    """
+    mutation Release($input: ReviewClaimInput!) {
+      releaseReview(input: $input) { __typename ... on UserError { code message } }
+    }
+    """
+)
+
+
+async def test_a_question_leaves_and_enters_again_as_it_stops_and_starts_passing_the_filter(server: str) -> None:
+    async with gql_of(server, X) as gql:
+        after = await marker(gql)
+        async with stream(server, X, afterEventId=after, filter={"unclaimed": True, "agentIds": [REFUND]}) as free:
+            refund = await gql.suspend(REFUND, "Please refund order 1042", resourceId="customer-8")
+            entered = await free.next()
+            assert (entered["runId"], entered["change"]) == (refund["runId"], "ENTERED")
+            question = {key: entered[key] for key in ("agentId", "runId", "toolCallId", "questionId")}
+
+            # when it is claimed, then it left the unclaimed queue
+            assert (await gql.data(CLAIM, input=question))["claimReview"]["__typename"] == "ReviewClaimed"
+            left = await free.next()
+            assert (left["change"], left["cause"], left["item"]) == ("LEFT", "reviewClaimed", None)
+            assert {key: left[key] for key in question} == question
+
+            # when it is released, then it is back
+            assert (await gql.data(RELEASE, input=question))["releaseReview"]["__typename"] == "ReviewClaimed"
+            back = await free.next()
+            assert (back["change"], back["cause"]) == ("ENTERED", "reviewReleased")
+            assert back["item"]["reviewClaim"] is None

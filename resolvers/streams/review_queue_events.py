@@ -54,6 +54,10 @@ class ReviewQueueEvent:
     )
     change: ReviewQueueChange
     at: datetime = strawberry.field(description="UTC time of the run event.")
+    by: str | None = strawberry.field(
+        description="Who caused the run event: a principal (`key:alice`, `jwt:<sub>`), `expiry`, `policy:<rule>` "
+        "or an instance id (as its `by` in `runEvents`)."
+    )
     agent_id: strawberry.ID
     run_id: strawberry.ID
     tool_call_id: strawberry.ID
@@ -72,6 +76,7 @@ def _message(change: QueueChange, info: Info, now: datetime) -> ReviewQueueEvent
         cause=event["type"],
         change=ReviewQueueChange(change.kind),
         at=event["at"],
+        by=event["by"],
         agent_id=strawberry.ID(change.agent_id),
         run_id=strawberry.ID(change.run_id),
         tool_call_id=strawberry.ID(change.tool_call_id),

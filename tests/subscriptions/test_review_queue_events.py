@@ -50,7 +50,7 @@ EVENTS = document(
     f"""
     subscription Queue($filter: ReviewQueueFilter, $afterEventId: ID) {{
       reviewQueueEvents(filter: $filter, afterEventId: $afterEventId) {{
-        id eventId cause change at agentId runId toolCallId questionId toolName item {{ {ITEM} }}
+        id eventId cause change at by agentId runId toolCallId questionId toolName item {{ {ITEM} }}
       }}
     }}
     """
@@ -159,13 +159,19 @@ async def test_a_question_enters_changes_and_leaves_only_for_who_may_decide_it(s
             changed = await mine.next()
             assert (changed["change"], changed["cause"]) == ("CHANGED", "reviewClaimed")
             assert changed["item"]["reviewClaim"] == {"by": f"key:{X.name}"}
+            assert changed["by"] == f"key:{X.name}"
             outcome = await gql.approve(REFUND, refund["runId"], call["toolCallId"])
             assert outcome["status"] == "COMPLETED", outcome
             left = await mine.next()
             last = await gql.suspend(WEATHER, WEATHER_PROMPT, resourceId="customer-7")
 
             # then the refund left, named by its question, and nothing else was said of it
-            assert (left["change"], left["cause"], left["item"]) == ("LEFT", "decision", None)
+            assert (left["change"], left["cause"], left["item"], left["by"]) == (
+                "LEFT",
+                "decision",
+                None,
+                f"key:{X.name}",
+            )
             assert {key: left[key] for key in question} == question
             assert left["toolName"] == "issue_refund"
             assert await mine.until(last["runId"]) == [(last["runId"], "ENTERED", "suspended")]

@@ -1,6 +1,6 @@
 """Authorization at the GraphQL edge: the scope of each root field, and what a read may show.
 
-Permission classes (``CanRead``, ``CanReadEvents``, ``CanDecide``, ``CanStart``,
+Permission classes (``CanRead``, ``CanReadEvents``, ``CanDecide``, ``CanDecideEvents``, ``CanStart``,
 ``CanReadWebhooks``) declare each root field's scope (else ``FORBIDDEN``, the resolver never
 runs); a run outside the principal's resources is reported exactly as a missing one
 (``restricted``, ``visible``). Writes are checked by the runtime. The rules: SECURITY.md
@@ -74,6 +74,13 @@ class CanDecide(_ScopePermission):
     """``runs:decide``: approve, decline, resume and retry runs."""
 
     scope = DECIDE
+
+
+class CanDecideEvents(CanDecide):
+    """``runs:decide`` on a subscription field: the refusal is the stream's one result (``CanReadEvents``)."""
+
+    def on_unauthorized(self) -> Any:
+        return _refused(AccessDenied(self.scope))
 
 
 class CanStart(_ScopePermission):

@@ -28,6 +28,9 @@ APPROVALS: Final = 2
 """Approvals assumed per tool call (``approvals``)."""
 PROBLEMS: Final = 10
 """Problems assumed per refused input (``problems``)."""
+QUEUE_EVENT: Final = 2
+"""Points for each ``reviewQueueEvents`` message beside its objects: the run read from the store
+and the gate's check of its questions."""
 
 PAGE: Final = "page"
 """A connection's ``FieldCost.page``: its page size is the request's, else the default."""
@@ -69,6 +72,7 @@ FIELD_COSTS: Final[dict[str, FieldCost]] = {
     "ReviewQueueConnection.nodes": OF_PAGE,
     "ReviewQueueConnection.edges": OF_PAGE,
     "ReviewQueueConnection.totalCount": FieldCost(points=TOTAL_COUNT),
+    "Subscription.reviewQueueEvents": FieldCost(points=QUEUE_EVENT),
     "Query.agents": FieldCost(size=AGENTS),
     "Query.runEvents": FieldCost(size=EVENTS),
     "Query._entities": FieldCost(size=("representations",)),
@@ -114,6 +118,7 @@ __all__ = [
     "OF_PAGE_SIZE",
     "PAGE",
     "PROBLEMS",
+    "QUEUE_EVENT",
     "TOOL_CALLS",
     "TOTAL_COUNT",
     "FieldCost",

@@ -110,7 +110,12 @@ def decode_cursor(cursor: str) -> QueuePosition:
         ) from None
 
 
-def _query(info: Info, queue_filter: ReviewQueueFilter | None) -> QueueQuery:
+def queue_query(queue_filter: ReviewQueueFilter | None) -> QueueQuery:
+    """The queue's filters as ``queue_filter`` gives them.
+
+    Raises:
+        QueryArgumentError: A list of over ``MAX_FILTER_ITEMS`` items (``BAD_USER_INPUT``).
+    """
     if queue_filter is None:
         return QueueQuery()
     for name, values in (("agentIds", queue_filter.agent_ids), ("toolNames", queue_filter.tool_names)):
@@ -146,10 +151,12 @@ async def review_queue_connection(
     if not 0 <= limit <= context.max_page_size:
         raise QueryArgumentError(f"`first` must be between 0 and {context.max_page_size}", argument="first")
     position = None if after is None else decode_cursor(after)
-    query, principal, queue = _query(info, queue_filter), context.principal, context.runs.review_queue
+    query, principal, queue = queue_query(queue_filter), context.principal, context.runs.review_queue
     items, more, end = await queue.page(principal, query, first=limit, after=position)
     schemas, now = context.agents.tool_schemas(), context.runs.now()
-    edges = [ReviewQueueEdge(cursor=encode_cursor(item.position), node=_item(item, schemas, now)) for item in items]
+    edges = [
+        ReviewQueueEdge(cursor=encode_cursor(item.position), node=queue_item(item, schemas, now)) for item in items
+    ]
 
     async def count() -> int:
         return await queue.count(principal, query)
@@ -166,7 +173,8 @@ async def review_queue_connection(
     )
 
 
-def _item(item: QueueItem, schemas: ToolSchemas, now: datetime) -> ReviewQueueItem:
+def queue_item(item: QueueItem, schemas: ToolSchemas, now: datetime) -> ReviewQueueItem:
+    """``item`` as the queue shows it at ``now`` (UTC)."""
     doc, call = item.run, item.run["toolCalls"][item.index]
     run = SuspendedRun.from_document(doc, schemas)
     shown = run.tool_calls[item.index]
@@ -185,4 +193,11 @@ def _item(item: QueueItem, schemas: ToolSchemas, now: datetime) -> ReviewQueueIt
     )
 
 
-__all__ = ["ReviewQueueConnection", "ReviewQueueFilter", "review_queue_connection"]
+__all__ = [
+    "ReviewQueueConnection",
+    "ReviewQueueFilter",
+    "ReviewQueueItem",
+    "queue_item",
+    "queue_query",
+    "review_queue_connection",
+]

@@ -1,2 +1,3 @@
 """The subscription fields: ``suspendedRunEvents`` (``subscriptions``), ``runUpdates``
-(``run_updates``), and which run events a subscriber may receive (``visibility``)."""
+(``run_updates``), ``reviewQueueEvents`` (``review_queue_events``), and which run events a
+subscriber may receive (``visibility``)."""

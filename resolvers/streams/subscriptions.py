@@ -1,5 +1,6 @@
 """Subscription fields: ``suspendedRunEvents`` streams an agent's run events as they happen;
-``runUpdates`` one run's progress (``resolvers.streams.run_updates``).
+``runUpdates`` one run's progress (``resolvers.streams.run_updates``); ``reviewQueueEvents`` the
+caller's reviewers' queue (``resolvers.streams.review_queue_events``).
 
 Served over WebSocket with the ``graphql-transport-ws`` protocol (docs/api.md "Subscriptions"). The events come
 from the event log through the process's ``runtime.EventFeed`` (one poller per agent, shared by
@@ -18,11 +19,13 @@ import strawberry
 
 from storage import EventDocument
 
-from ..access import CanReadEvents
+from ..access import CanDecideEvents, CanReadEvents
 from ..agents import require_agent
 from ..context import Info, fresh_loaders
 from ..errors import QueryArgumentError, SubscriptionEndedError, stream_endings
+from ..reads.review_queue import ReviewQueueFilter
 from ..types import RunEvent
+from .review_queue_events import REVIEW_QUEUE_EVENTS_DESCRIPTION, ReviewQueueEvent, review_queue_events
 from .run_updates import RUN_UPDATES_DESCRIPTION, RunUpdate, run_updates
 from .visibility import can_see_event
 
@@ -121,5 +124,21 @@ class Subscription:
         try:
             async for update in stream:
                 yield update
+        finally:
+            await stream.aclose()  # at once, when the client stops the subscription
+
+    @strawberry.subscription(
+        description=REVIEW_QUEUE_EVENTS_DESCRIPTION, permission_classes=[CanReadEvents, CanDecideEvents]
+    )
+    async def review_queue_events(
+        self,
+        info: Info,
+        queue_filter: Annotated[ReviewQueueFilter | None, strawberry.argument(name="filter")] = None,
+        after_event_id: strawberry.ID | None = None,
+    ) -> AsyncGenerator[ReviewQueueEvent, None]:
+        stream = review_queue_events(info, queue_filter, after_event_id)
+        try:
+            async for message in stream:
+                yield message
         finally:
             await stream.aclose()  # at once, when the client stops the subscription

@@ -229,6 +229,15 @@ class DecisionGate:
         decider = Decider(name=principal.identity, principal=principal)
         return refusal(doc, call, rules, decider, kind, call["args"]) is None
 
+    def may_decide_tool(self, principal: Principal, resource_id: str | None, tool_name: str) -> bool:
+        """Whether ``principal`` may decide some call of ``tool_name`` in a run of ``resource_id``
+        whatever its arguments and agent: it may use the resource and holds every scope any rule of
+        the tool names (what is known of a question once its run is gone: no more than
+        ``may_decide`` allows)."""
+        return principal.may_use_resource(resource_id) and all(
+            principal.has_scope(rule.scope) for rule in self._rules if rule.tool == tool_name and rule.scope
+        )
+
     async def check(
         self, doc: SnapshotDocument, request: DecisionRequest, decider: Decider, *, allowed: Allowed | None = None
     ) -> Checked:

@@ -1,8 +1,8 @@
 """The live feed of the event log: what subscriptions stream (docs/architecture.md "Events").
 
 ``EventFeed`` polls ``EventLog.list_events_after`` every ``poll_interval`` seconds, one poller per
-agent in this process shared by its subscribers, and re-reads the last ``lookback`` seconds of
-ids on each poll, skipping those already delivered; delivery is at least once across
+agent (and one for every agent's events) in this process shared by its subscribers, and re-reads
+the last ``lookback`` seconds of ids on each poll, skipping those already delivered; delivery is at least once across
 reconnections (``after_event_id``). What a subscriber holds is bounded in bytes: its replay's
 pages and its live queue, and its owner's together (``runtime.subscription_budgets``). Why:
 docs/architecture.md "Events".
@@ -91,7 +91,8 @@ class _Subscriber:
 
 @dataclass(eq=False)
 class _Poller:
-    agent_id: str
+    agent_id: str | None
+    """``None``: every agent's events (``reviewQueueEvents``)."""
     cursor: str
     """Every event with an id up to here was read (or is older than the lookback when it appears)."""
     subscribers: set[_Subscriber] = field(default_factory=set)
@@ -143,24 +144,26 @@ class EventFeed:
         self._max_queued_bytes = max_queued_bytes
         self.budgets = budgets or SubscriptionBudgets()
         self._clock_ns = clock_ns
-        self._pollers: dict[str, _Poller] = {}
+        self._pollers: dict[str | None, _Poller] = {}
         self._closed = False
 
     @property
-    def polled_agents(self) -> dict[str, int]:
-        """Agent id -> number of subscribers, for each agent whose log is being polled now."""
+    def polled_agents(self) -> dict[str | None, int]:
+        """Agent id -> number of subscribers, for each agent whose log is being polled now
+        (``None``: every agent's events, polled together)."""
         return {agent_id: len(p.subscribers) for agent_id, p in self._pollers.items()}
 
     async def subscribe(
         self,
-        agent_id: str,
+        agent_id: str | None,
         *,
         after_event_id: str | None = None,
         accept: EventPredicate = lambda _: True,
         resource_ids: frozenset[str] | None = None,
         owner: str | None = None,
     ) -> AsyncGenerator[EventDocument, None]:
-        """Yield ``agent_id``'s events as they are appended, on any instance, forever.
+        """Yield ``agent_id``'s events (every agent's when ``None``) as they are appended, on any
+        instance, forever.
 
         ``after_event_id`` (exclusive): the events after it are replayed from the store first, in
         ``_id`` order, in pages of at most ``REPLAY_PAGE_BYTES`` (less near ``owner``'s
@@ -242,12 +245,12 @@ class EventFeed:
             subscriber.queued_bytes = 0
             self.budgets.release(owner, budget)
 
-    def _poller(self, agent_id: str) -> _Poller:
+    def _poller(self, agent_id: str | None) -> _Poller:
         poller = self._pollers.get(agent_id)
         if poller is None:
             poller = _Poller(agent_id=agent_id, cursor=event_id_floor(self._clock_ns() - self._lookback_ns))
             poller.task = asyncio.get_running_loop().create_task(
-                self._run(poller), name=f"runsgate-event-feed-{agent_id}"
+                self._run(poller), name=f"runsgate-event-feed-{'*' if agent_id is None else agent_id}"
             )
             self._pollers[agent_id] = poller
         return poller

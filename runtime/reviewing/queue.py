@@ -125,6 +125,26 @@ class ReviewQueue:
             total += len(await self._items(doc, principal, query, None))
         return total
 
+    async def run(self, run_id: str) -> SnapshotDocument | None:
+        """The stored run ``run_id``, or ``None`` (finished and deleted, or never stored)."""
+        found = await self._store.get_many([run_id])
+        return found[0] if found else None
+
+    async def listed(self, doc: SnapshotDocument, principal: Principal, query: QueueQuery) -> list[QueueItem]:
+        """The questions of ``doc`` the queue lists for ``principal`` now, in order (none unless
+        the run is suspended)."""
+        if doc["status"] != "suspended":
+            return []
+        return await self._items(doc, principal, query, None)
+
+    async def may_decide(self, doc: SnapshotDocument, index: int, principal: Principal) -> bool:
+        """``DecisionGate.may_decide``, decided or not."""
+        return await self._gate.may_decide(doc, index, principal)
+
+    def may_decide_tool(self, principal: Principal, resource_id: str | None, tool_name: str) -> bool:
+        """``DecisionGate.may_decide_tool``."""
+        return self._gate.may_decide_tool(principal, resource_id, tool_name)
+
     async def _runs(
         self, principal: Principal, query: QueueQuery, after: QueuePosition | None, *, batch: int
     ) -> AsyncIterator[tuple[SnapshotDocument, int]]:

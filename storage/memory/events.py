@@ -1,5 +1,5 @@
-"""The memory store's ``EventLog``: each run's events in append order, and each agent's sorted by
-``_id`` (creation order) for the subscription feed's keyset walk."""
+"""The memory store's ``EventLog``: each run's events in append order, and each agent's (and every
+agent's) sorted by ``_id`` (creation order) for the subscription feed's keyset walk."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ class MemoryEventLog:
         """(agentId, runId) -> the run's events, in append order."""
         self._agent_events: dict[str, SortedKeyList] = {}
         """agentId -> its events sorted by ``_id`` (creation order), for ``list_events_after``."""
+        self._all_events: SortedKeyList = SortedKeyList(key=_event_id)
+        """Every agent's events sorted by ``_id``, for ``list_events_after`` of every agent."""
         self._retention: SortedList = SortedList()
         """``(retentionFrom, agentId, runId, _id)`` of each event with a ``retentionFrom``, oldest first."""
 
@@ -46,6 +48,7 @@ class MemoryEventLog:
             if by_agent is None:
                 by_agent = self._agent_events[agent_id] = SortedKeyList(key=_event_id)
             by_agent.add(event)
+            self._all_events.add(event)
             if "retentionFrom" in event:
                 self._retention.add((event["retentionFrom"], agent_id, run_id, event["_id"]))
 
@@ -83,6 +86,7 @@ class MemoryEventLog:
             for event in events:
                 if by_agent is not None:
                     by_agent.remove(event)
+                self._all_events.remove(event)
                 if "retentionFrom" in event:
                     self._retention.discard((event["retentionFrom"], agent_id, run_id, event["_id"]))
             deleted += len(events)
@@ -105,7 +109,7 @@ class MemoryEventLog:
     async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
         agent_id, after_event_id, limit = query.agent_id, query.after_event_id, query.limit
         resource_ids, max_bytes = query.resource_ids, query.max_bytes
-        events = self._agent_events.get(agent_id)
+        events = self._all_events if agent_id is None else self._agent_events.get(agent_id)
         if events is None:
             return []
         found = events.irange_key(min_key=after_event_id, inclusive=(False, True)) if after_event_id else iter(events)

@@ -95,7 +95,7 @@ class MongoEvents(MongoStoreBase):
     async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
         agent_id, after_event_id, limit = query.agent_id, query.after_event_id, query.limit
         resource_ids, max_bytes = query.resource_ids, query.max_bytes
-        where: Document = {"agentId": agent_id}
+        where: Document = {} if agent_id is None else {"agentId": agent_id}  # None: the _id index's order
         if after_event_id is not None:
             where["_id"] = {"$gt": after_event_id}
         if resource_ids is not None:

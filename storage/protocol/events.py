@@ -81,7 +81,8 @@ class EventLog(Protocol):
         ...
 
     async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
-        """Events of ``query.agent_id`` whose ``_id`` sorts strictly after ``query.after_event_id``, in ``_id`` order.
+        """Events of ``query.agent_id`` (every agent's when ``None``) whose ``_id`` sorts strictly after
+        ``query.after_event_id``, in ``_id`` order.
 
         Event ids are time-ordered strings (``EventDocument._id``), so this is a keyset walk of the
         log in the order events were created, all runs of the agent together (the subscription

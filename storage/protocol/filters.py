@@ -71,7 +71,7 @@ class EventsAfter:
     """A page of the event log (``EventLog.list_events_after``).
 
     Attributes:
-        agent_id: Only this agent's events.
+        agent_id: Only this agent's events; ``None``: every agent's (the reviewers' queue).
         after_event_id: Exclusive lower bound on ``_id`` (compared as strings), or ``None``.
         limit: At most this many events; ask again after the last one for more.
         resource_ids: Access restriction as ``RunFilter.resource_ids``: only events whose
@@ -83,7 +83,7 @@ class EventsAfter:
         ValueError: ``limit`` or ``max_bytes`` is below 1.
     """
 
-    agent_id: str
+    agent_id: str | None
     after_event_id: str | None
     limit: int
     resource_ids: frozenset[str] | None = None

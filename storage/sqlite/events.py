@@ -102,8 +102,13 @@ class _Events(_Connection):
     async def list_events_after(self, query: EventsAfter) -> list[EventDocument]:
         agent_id, after_event_id, limit = query.agent_id, query.after_event_id, query.limit
         resource_ids, max_bytes = query.resource_ids, query.max_bytes
-        sql = f"SELECT {_EVENT_COLUMNS} FROM run_events WHERE agent_id = ?"
-        params: list[Any] = [agent_id]
+        sql = f"SELECT {_EVENT_COLUMNS} FROM run_events WHERE "
+        params: list[Any] = []
+        if agent_id is None:  # every agent's: the primary key's order
+            sql += "1"
+        else:
+            sql += "agent_id = ?"
+            params.append(agent_id)
         if after_event_id is not None:
             sql += " AND event_id > ?"
             params.append(after_event_id)

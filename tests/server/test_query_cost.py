@@ -245,3 +245,10 @@ def test_a_document_with_fragments_costs_what_its_inlined_form_costs(data: st.Da
     assert cost(fragmented, variables) == cost(inlined, variables), (fragmented, inlined)
     if "..." not in fragmented:
         assert cost(fragmented, variables) == cost(document, variables)
+
+
+def test_a_review_queue_message_costs_its_read_beside_its_objects() -> None:
+    # each message of reviewQueueEvents reads its run and checks its questions: 2 points more
+    item = "item { toolCall { args } reviewClaim { by } }"
+    assert cost(f"subscription {{ reviewQueueEvents {{ id change {item} }} }}") == 1 + 2 + 1 + 1 + 1 + 1
+    assert cost("subscription { reviewQueueEvents { id } }") == 3

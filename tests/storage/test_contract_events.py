@@ -194,3 +194,20 @@ async def test_a_page_of_events_after_holds_at_most_max_bytes_and_one_event_at_l
     assert walked == [f"{n:03d}" for n in range(3, 12)]
     with pytest.raises(ValueError, match="max_bytes"):
         await store.list_events_after(EventsAfter(agent_id="refund-agent", after_event_id=None, limit=10, max_bytes=0))
+
+
+async def test_events_after_of_no_agent_walk_every_agents_log_in_id_order(store: SnapshotStore) -> None:
+    # the reviewers' queue follows every agent's events at once, in creation order
+    for event_id, agent_id in [("003", "refund-agent"), ("001", "weather-agent"), ("002", "refund-agent")]:
+        await store.append_event({**feed_event(event_id, agent_id=agent_id), "resourceId": f"r-{event_id}"})
+    await store.append_event({**feed_event("004", agent_id="supervisor-agent"), "resourceId": "r-004"})
+
+    first = await store.list_events_after(EventsAfter(agent_id=None, after_event_id=None, limit=2))
+    rest = await store.list_events_after(EventsAfter(agent_id=None, after_event_id=first[-1]["_id"], limit=10))
+    allowed = await store.list_events_after(
+        EventsAfter(agent_id=None, after_event_id="001", limit=10, resource_ids=frozenset({"r-003", "r-004"}))
+    )
+
+    assert [(e["_id"], e["agentId"]) for e in first] == [("001", "weather-agent"), ("002", "refund-agent")]
+    assert [(e["_id"], e["agentId"]) for e in rest] == [("003", "refund-agent"), ("004", "supervisor-agent")]
+    assert [e["_id"] for e in allowed] == ["003", "004"]

@@ -304,13 +304,14 @@ async def test_the_sweepers_reads_use_indexes(planner: Planner) -> None:
         await planner.store.list_expired_runs(now=later, limit=50)
         await planner.store.claim_webhook_deliveries(DeliveryLease(by="i1", until=later, now=later, limit=10))
         await planner.store.list_events_after(EventsAfter(agent_id="refund-agent", after_event_id=None, limit=100))
+        await planner.store.list_events_after(EventsAfter(agent_id=None, after_event_id="0", limit=100))
         await planner.store.list_events_of_runs("refund-agent", ["run-000", "run-002"])
 
     expected = {
         "run_snapshots": {"pendingCount", "pendingEvents.at", "countsPending.since", "expiresAt"},
         "run_counts": {"pendingSince"},
         "webhook_deliveries": {"status"},
-        "run_events": {"agentId", "countsPending.at"},
+        "run_events": {"agentId", "countsPending.at", "_id"},  # _id: every agent's walk (reviewQueueEvents)
     }
     explained = await planner.plans(sent)
     assert {one.collection for one, _ in explained} == set(expected), sent

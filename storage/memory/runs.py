@@ -19,6 +19,7 @@ from ..protocol import (
     ClaimedDeletion,
     ClaimedReplacement,
     ClaimRelease,
+    ClaimRenewal,
     ClaimWrite,
     DecisionWrite,
     DuplicateRunError,
@@ -221,11 +222,11 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc = self._runs.get(run_id)
         return doc if doc is not None and matches(condition, doc) else None
 
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        doc = self._meeting(run_id, rules.held(agent_id, run_id, by))
+    async def renew_claim(self, write: ClaimRenewal) -> bool:
+        doc = self._meeting(write.run_id, write.condition())
         if doc is None or doc["claim"] is None:
             return False
-        doc["claim"]["until"] = until
+        doc["claim"]["until"] = write.until
         return True
 
     async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:

@@ -18,6 +18,7 @@ from ..protocol import (
     ClaimedDeletion,
     ClaimedReplacement,
     ClaimRelease,
+    ClaimRenewal,
     ClaimWrite,
     DecisionWrite,
     NoticeWrite,
@@ -134,14 +135,9 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             await self._updates_after(write.run_id, write.updates)
         return doc
 
-    @staticmethod
-    def _held(agent_id: str, run_id: str, by: str) -> Document:
-        return compiled(rules.held(agent_id, run_id, by))
-
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        held = self._held(agent_id, run_id, by)
-        async with reachable(), self._lock(run_id):
-            result = await self._runs.update_one(held, {"$set": {"claim.until": until}})
+    async def renew_claim(self, write: ClaimRenewal) -> bool:
+        async with reachable(), self._lock(write.run_id):
+            result = await self._runs.update_one(compiled(write.condition()), {"$set": {"claim.until": write.until}})
         return result.matched_count == 1
 
     async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:

@@ -14,6 +14,7 @@ from .writes import (
     ClaimedDeletion,
     ClaimedReplacement,
     ClaimRelease,
+    ClaimRenewal,
     ClaimWrite,
     DecisionWrite,
     Events,
@@ -110,8 +111,9 @@ class RunStore(Protocol):
         Returns the claimed run, or ``None`` (nothing written).
         """
 
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        """Extend a claim still held by ``by``; ``False`` if it was lost (nothing written)."""
+    async def renew_claim(self, write: ClaimRenewal) -> bool:
+        """Extend the claim to ``until`` while ``by`` still holds it (``write.condition()``);
+        ``False`` if it was lost (nothing written)."""
 
     async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:
         """The claimed run suspended again: store its new pending calls and history, and ``event``

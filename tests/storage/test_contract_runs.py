@@ -21,7 +21,15 @@ from storage import (
     rules,
     sort_key,
 )
-from storage.protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite, DecisionWrite, RunPage
+from storage.protocol import (
+    ClaimedDeletion,
+    ClaimedReplacement,
+    ClaimRelease,
+    ClaimRenewal,
+    ClaimWrite,
+    DecisionWrite,
+    RunPage,
+)
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -278,7 +286,9 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
             now=T0 + timedelta(seconds=5),
         )
     )
-    renewed_by_other = await store.renew_claim("refund-agent", "run", by="i2", until=T0 + timedelta(days=1))
+    renewed_by_other = await store.renew_claim(
+        ClaimRenewal(agent_id="refund-agent", run_id="run", by="i2", until=T0 + timedelta(days=1))
+    )
     takeover = await store.claim(
         ClaimWrite(
             agent_id="refund-agent",
@@ -289,7 +299,9 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
         )
     )
     stale_delete = await store.delete_claimed(ClaimedDeletion(agent_id="refund-agent", run_id="run", by="i1"))
-    stale_renew = await store.renew_claim("refund-agent", "run", by="i1", until=T0 + timedelta(days=1))
+    stale_renew = await store.renew_claim(
+        ClaimRenewal(agent_id="refund-agent", run_id="run", by="i1", until=T0 + timedelta(days=1))
+    )
 
     assert too_soon is None
     assert renewed_by_other is False
@@ -301,10 +313,7 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
     assert await store.load_history("refund-agent", "run") == b"old"
 
 
-@pytest.mark.xfail(strict=True, reason="renew_claim takes four keywords, not one write record")
 async def test_a_claim_is_renewed_by_one_write_while_held(store: SnapshotStore) -> None:
-    from storage.protocol import ClaimRenewal
-
     await store.insert(snapshot("run"), b"[]")
     await store.record_decision(
         DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)

@@ -93,7 +93,6 @@ async def test_a_decided_question_gets_no_notice(store: SnapshotStore, registry:
     assert [e["type"] for e in await store.list_events(REFUND, single) if e["type"] in ("reminded", "escalated")] == []
 
 
-@pytest.mark.xfail(strict=True, reason="fire_once reads each timer's run with its own get")
 async def test_a_fire_reads_the_runs_of_its_timers_in_one_query(
     store: SnapshotStore, registry: AgentRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,16 +33,11 @@ from ..events.journal import event_id_floor
 from .http import post_delivery
 from .messages import (
     WEBHOOK_EVENT_TYPES,
-    WEBHOOK_EVENTS,
     AttemptResult,
     DeliveryOutcome,
     RetryPolicy,
     WebhookEndpoint,
     delivery_body,
-    endpoint_id,
-    inbox_url,
-    payload,
-    pending_calls,
 )
 
 logger = logging.getLogger(__name__)
@@ -346,16 +341,4 @@ class WebhookDispatcher:
             await self._client.aclose()
 
 
-__all__ = [
-    "WEBHOOK_EVENTS",
-    "WEBHOOK_EVENT_TYPES",
-    "AttemptResult",
-    "DeliveryOutcome",
-    "RetryPolicy",
-    "WebhookDispatcher",
-    "WebhookEndpoint",
-    "endpoint_id",
-    "inbox_url",
-    "payload",
-    "pending_calls",
-]
+__all__ = ["INTERNAL_ENDPOINTS", "WebhookDispatcher"]

@@ -2,7 +2,7 @@
 
 The parts of ``runtime.webhooks.dispatcher`` that hold no state: the event types, a receiver
 (``WebhookEndpoint``), the retry schedule (``RetryPolicy``) and the payload of a delivery
-(``payload``). ``runtime.webhooks.dispatcher`` re-exports every public name.
+(``payload``); the dispatcher and the server import them from here.
 """
 
 from __future__ import annotations

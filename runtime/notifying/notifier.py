@@ -12,7 +12,6 @@ instance, is left as it is. The webhook dispatcher turns those events into ``cal
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,13 +23,13 @@ from storage import (
     NoticeKind,
     SnapshotDocument,
     SnapshotStore,
-    StoreUnavailableError,
     WebhookDeliveryDocument,
     pending_delivery,
     utcnow,
 )
 from storage.protocol import DeliveryLease, EventsAfter, NoticeWrite, WebhookAttempt
 
+from .._cancel import in_rounds
 from .._json import rfc3339
 from ..access import ToolApprovalRule
 from ..deciding.rules import covering, owner
@@ -231,15 +230,7 @@ class DeadlineNotifier:
     async def run_forever(self) -> None:
         """Scan, then fire, every ``poll_interval`` seconds until cancelled; store errors are
         logged, not raised."""
-        while True:
-            for step in (self.scan_once, self.fire_once):
-                try:
-                    await step()
-                except StoreUnavailableError as exc:
-                    logger.warning("notices: the store did not answer: %s", exc)
-                except Exception:
-                    logger.exception("notices: a round failed")
-            await asyncio.sleep(self._poll_interval)
+        await in_rounds((self.scan_once, self.fire_once), every=self._poll_interval, name="notices", logger=logger)
 
 
 __all__ = ["DEADLINE_BY", "NOTICES", "DeadlineNotifier", "timer_id"]

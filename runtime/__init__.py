@@ -47,7 +47,8 @@ from .sweeper import StalledRunSweeper
 from .updates.feed import RunUpdateFeed
 from .updates.publishing import UpdateHub
 from .updates.run_updates import UPDATE_ID, RunUpdate, UpdateKind
-from .webhooks.dispatcher import WEBHOOK_EVENTS, RetryPolicy, WebhookDispatcher, WebhookEndpoint
+from .webhooks.dispatcher import WebhookDispatcher
+from .webhooks.messages import WEBHOOK_EVENTS, RetryPolicy, WebhookEndpoint
 
 __all__ = [
     "ALL_SCOPES",

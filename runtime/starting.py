@@ -65,12 +65,14 @@ class Starter:
         if keyed and (earlier := await self.answered(scope)) is not None:
             return earlier
         started = self.now()
-        await self.journal.event(
-            scope,
-            "started",
-            by=scope.principal,
-            at=started,
-            data={"prompt": prompt, "parentRunId": parent_run_id, "instanceId": self.instance_id},
+        await self.journal.append(
+            self.journal.new_event(
+                scope,
+                "started",
+                by=scope.principal,
+                at=started,
+                data={"prompt": prompt, "parentRunId": parent_run_id, "instanceId": self.instance_id},
+            )
         )
         try:
             ran = await run_agent(agent, scope, model=self.model, prompt=prompt)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -129,26 +129,13 @@ class StalledRunSweeper:
         self._active.pop(run_id, None)
 
     async def _take_over(self, doc: SnapshotDocument) -> RunOutcome | None:
-        try:
-            outcome = await self._manager.take_over(doc)
-        except AgentNotFoundError:
-            logger.warning("stalled run %s belongs to agent %s, not registered here", doc["_id"], doc["agentId"])
-            return None
-        except Exception:
-            logger.exception("taking over run %s failed", doc["_id"])
-            return None
-        logger.info("took over run %s of agent %s: %s", doc["_id"], doc["agentId"], outcome.status)
+        outcome = await _logged(self._manager.take_over, doc, "stalled", "taking over")
+        if outcome is not None:
+            logger.info("took over run %s of agent %s: %s", doc["_id"], doc["agentId"], outcome.status)
         return outcome
 
     async def _expire(self, doc: SnapshotDocument) -> RunOutcome | None:
-        try:
-            return await self._manager.expire(doc)
-        except AgentNotFoundError:
-            logger.warning("expired run %s belongs to agent %s, not registered here", doc["_id"], doc["agentId"])
-            return None
-        except Exception:
-            logger.exception("applying the deadline of run %s failed", doc["_id"])
-            return None
+        return await _logged(self._manager.expire, doc, "expired", "applying the deadline of")
 
     def _start_all(
         self, stalled: list[SnapshotDocument], expired: list[SnapshotDocument]
@@ -190,6 +177,21 @@ class StalledRunSweeper:
                 task.cancel()
             if self._active:
                 await asyncio.wait(list(self._active.values()))
+
+
+async def _logged(
+    action: Callable[[SnapshotDocument], Awaitable[RunOutcome | None]], doc: SnapshotDocument, kind: str, doing: str
+) -> RunOutcome | None:
+    """``action(doc)``, or ``None`` when it raised: a run of an agent not registered here is left to
+    an instance that has it (a warning naming the ``kind`` of run), any other error is logged with
+    its traceback (``"{doing} run ... failed"``)."""
+    try:
+        return await action(doc)
+    except AgentNotFoundError:
+        logger.warning("%s run %s belongs to agent %s, not registered here", kind, doc["_id"], doc["agentId"])
+    except Exception:
+        logger.exception("%s run %s failed", doing, doc["_id"])
+    return None
 
 
 __all__ = ["StalledRunSweeper"]

@@ -26,7 +26,7 @@ from runtime.deciding.questions import decided_in_events
 from runtime.notifying.links import Link, LinkExpiredError, LinkInvalidError, LinkSigner
 from runtime.notifying.summary import call_summary
 from runtime.running.deferred import question_id
-from runtime.webhooks.dispatcher import inbox_url
+from runtime.webhooks.messages import inbox_url
 from storage import SnapshotStore
 
 from .settings import Settings

@@ -281,7 +281,7 @@ class WebhookDeliveryDocument(TypedDict):
     """``{eventId}.{endpointId}``: the ``webhook-id`` header, the same on every retry; sorts in
     the order of the events (newest first in listings)."""
     endpointId: str
-    """Short hash of the endpoint's URL (``runtime.webhooks.dispatcher.endpoint_id``)."""
+    """Short hash of the endpoint's URL (``runtime.webhooks.messages.endpoint_id``)."""
     eventId: str
     agentId: str
     runId: str

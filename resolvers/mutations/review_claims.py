@@ -9,7 +9,7 @@ from typing import Annotated
 
 import strawberry
 
-from runtime import RunsgateError
+from runtime import Principal, RunsgateError
 from runtime.reviewing.claims import ClaimAnswer
 
 from ..access import CanDecide
@@ -66,9 +66,18 @@ ReviewClaimResult = Annotated[
 ]
 
 
-async def _answer(info: Info, write: Callable[[], Awaitable[ClaimAnswer]]) -> ReviewClaimed | ReviewClaimError:
+ReviewClaimAction = Callable[[str, str, str, str, Principal], Awaitable[ClaimAnswer]]
+"""``ReviewClaims.claim`` or ``ReviewClaims.release``: ``(agentId, runId, toolCallId, questionId, principal)``."""
+
+
+async def _answer(info: Info, input: ReviewClaimInput, write: ReviewClaimAction) -> ReviewClaimed | ReviewClaimError:
+    """``write`` on the question ``input`` names, by the caller: the claim as written, or the
+    domain error's GraphQL type (a member of ``ReviewClaimResult``; any other raises ``TypeError``)."""
     try:
-        answer = await write()
+        agent_id = str(input.agent_id)
+        info.context.runs.check_agent(agent_id)
+        named = (agent_id, str(input.run_id), str(input.tool_call_id), str(input.question_id))
+        answer = await write(*named, info.context.principal)
     except RunsgateError as error:
         user_error = to_user_error(error)
         if isinstance(user_error, ReviewClaimError):
@@ -82,23 +91,13 @@ async def _answer(info: Info, write: Callable[[], Awaitable[ClaimAnswer]]) -> Re
     )
 
 
-def _named(info: Info, input: ReviewClaimInput) -> tuple[str, str, str, str]:
-    agent_id = str(input.agent_id)
-    info.context.runs.check_agent(agent_id)
-    return agent_id, str(input.run_id), str(input.tool_call_id), str(input.question_id)
-
-
 @strawberry.mutation(
     description="Mark a pending question as being reviewed by the caller, for `RUNSGATE_REVIEW_CLAIM_TTL` seconds "
     "(claimed again: from now). Advice, not a lock: others see it in `reviewQueue` and may still decide.",
     permission_classes=[CanDecide],
 )
 async def claim_review(info: Info, input: ReviewClaimInput) -> ReviewClaimResult:
-    async def write() -> ClaimAnswer:
-        named = _named(info, input)
-        return await info.context.runs.review_claims.claim(*named, info.context.principal)
-
-    return await _answer(info, write)
+    return await _answer(info, input, info.context.runs.review_claims.claim)
 
 
 @strawberry.mutation(
@@ -106,11 +105,7 @@ async def claim_review(info: Info, input: ReviewClaimInput) -> ReviewClaimResult
     permission_classes=[CanDecide],
 )
 async def release_review(info: Info, input: ReviewClaimInput) -> ReviewClaimResult:
-    async def write() -> ClaimAnswer:
-        named = _named(info, input)
-        return await info.context.runs.review_claims.release(*named, info.context.principal)
-
-    return await _answer(info, write)
+    return await _answer(info, input, info.context.runs.review_claims.release)
 
 
 __all__ = ["ReviewClaimInput", "claim_review", "release_review"]

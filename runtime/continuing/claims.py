@@ -10,6 +10,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 
 from storage import SnapshotStore
+from storage.protocol import ClaimRenewal
 
 from .._cancel import stop_if_cancelled
 
@@ -72,7 +73,9 @@ def renewing_claim(
     """Extend the claim ``by`` holds on the run every ``ttl / 3`` seconds while the body runs
     (``renewing``)."""
     return renewing(
-        lambda: store.renew_claim(agent_id, run_id, by=by, until=claim_expiry(clock(), ttl)),
+        lambda: store.renew_claim(
+            ClaimRenewal(agent_id=agent_id, run_id=run_id, by=by, until=claim_expiry(clock(), ttl))
+        ),
         every=ttl / 3,
         lease=f"the claim of {by} on run {run_id}",
     )

@@ -32,7 +32,7 @@ from storage import (
     StoreUnavailableError,
     rules,
 )
-from storage.protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite
+from storage.protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimRenewal, ClaimWrite
 
 from .._json import jsonable
 from ..access import Principal
@@ -220,7 +220,7 @@ class Continuation:
         # Still ours? Paused after the claim for part of its lease, this instance may have lost the
         # run to another's takeover: then it runs no tool. A fresher claim cannot have been lost.
         if monotonic() - taken_at >= self.claim_ttl * FRESH_FOR and not await self.store.renew_claim(
-            agent_id, run_id, by=me, until=claim_expiry(self.now(), self.claim_ttl)
+            ClaimRenewal(agent_id=agent_id, run_id=run_id, by=me, until=claim_expiry(self.now(), self.claim_ttl))
         ):
             return _claim_lost(scope)
         captured: list[ModelMessage] = []

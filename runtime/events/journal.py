@@ -133,19 +133,11 @@ class Journal:
             event["retentionFrom"] = event["at"]
         return event
 
-    async def event(
-        self,
-        scope: RunRef,
-        event_type: EventType,
-        *,
-        by: str | None,
-        data: dict[str, Any],
-        at: datetime | None = None,
-    ) -> None:
-        """Append one event of the run in ``scope`` that records no state change of its own
-        (``started``); ``data`` is made JSON-safe. A continuation's ``takeover`` and ``resumed`` are
-        ``new_event``s written with its claim (``RunStore.claim(events=...)``)."""
-        await self._store.append_event(self.new_event(scope, event_type, by=by, data=data, at=at))
+    async def append(self, event: EventDocument) -> None:
+        """Write ``event`` (a ``new_event``) alone: one that records no state change of its own
+        (``started``). A continuation's ``takeover`` and ``resumed`` are written with its claim
+        instead (``RunStore.claim(events=...)``)."""
+        await self._store.append_event(event)
 
     def completed_event(self, scope: RunRef, output: Any, *, at: datetime | None = None) -> EventDocument:
         """The ``completed`` event at ``at`` (``None``: now; its data keeps the output, read by

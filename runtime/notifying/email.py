@@ -11,7 +11,6 @@ action (``LinkSigner``) made as it is sent; a failed attempt is retried on ``Ret
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -22,19 +21,11 @@ from urllib.parse import unquote, urlsplit
 
 import aiosmtplib
 
-from storage import (
-    EventDocument,
-    SnapshotDocument,
-    SnapshotStore,
-    StoreUnavailableError,
-    WebhookDeliveryDocument,
-    WebhookDeliveryStatus,
-    pending_delivery,
-    utcnow,
-)
-from storage.protocol import DeliveryLease, WebhookAttempt
+from storage import EventDocument, SnapshotDocument, SnapshotStore, WebhookDeliveryDocument, pending_delivery, utcnow
+from storage.protocol import DeliveryLease
 from storage.url_credentials import masked
 
+from .._cancel import in_rounds
 from ..access import ToolApprovalRule
 from ..deciding.rules import covering, owner
 from ..running.deferred import question_id
@@ -222,35 +213,16 @@ class EmailOutbox:
             await aiosmtplib.send(self.compose(message), **self._smtp)
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
             error = f"{type(exc).__name__}: {exc}"[:256]
-        now = utcnow()
-        outcome, next_at = self._retry.after_attempt(
-            message["createdAt"], message["attempts"], now, delivered=error is None
+        _, attempt = self._retry.attempt(
+            message, by=self._instance_id, now=utcnow(), delivered=error is None, error=error
         )
-        status: WebhookDeliveryStatus = "pending" if outcome == "retrying" else outcome
-        await self._store.finish_webhook_attempt(
-            WebhookAttempt(
-                delivery_id=message["_id"],
-                by=self._instance_id,
-                status=status,
-                at=now,
-                next_attempt_at=next_at,
-                status_code=None,
-                error=error,
-            )
-        )
+        await self._store.finish_webhook_attempt(attempt)
         if error is not None:
-            logger.warning("email %s through %s: %s (%s)", message["_id"], self._where, error, status)
+            logger.warning("email %s through %s: %s (%s)", message["_id"], self._where, error, attempt.status)
 
     async def run_forever(self) -> None:
         """Send due messages every ``poll_interval`` seconds until cancelled; errors are logged."""
-        while True:
-            try:
-                await self.send_once()
-            except StoreUnavailableError as exc:
-                logger.warning("email: the store did not answer: %s", exc)
-            except Exception:
-                logger.exception("email: sending failed")
-            await asyncio.sleep(self._poll_interval)
+        await in_rounds((self.send_once,), every=self._poll_interval, name="email", logger=logger)
 
 
 __all__ = ["EMAIL", "EmailOutbox"]

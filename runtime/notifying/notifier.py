@@ -12,7 +12,6 @@ instance, is left as it is. The webhook dispatcher turns those events into ``cal
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,13 +23,13 @@ from storage import (
     NoticeKind,
     SnapshotDocument,
     SnapshotStore,
-    StoreUnavailableError,
     WebhookDeliveryDocument,
     pending_delivery,
     utcnow,
 )
 from storage.protocol import DeliveryLease, EventsAfter, NoticeWrite, WebhookAttempt
 
+from .._cancel import in_rounds
 from .._json import rfc3339
 from ..access import ToolApprovalRule
 from ..deciding.rules import covering, owner
@@ -168,16 +167,21 @@ class DeadlineNotifier:
 
     # -- fire ------------------------------------------------------------------------------------
     async def fire_once(self, *, limit: int = 50) -> int:
-        """Lease the due timers and record their notices. Returns how many notices this call
-        recorded (a timer whose question was decided or already noticed records none). Raises
-        ``StoreUnavailableError``; a timer leased but not finished is fired again once its lease ends."""
+        """Lease the due timers, read their runs in one ``get_many``, and record their notices.
+        Returns how many notices this call recorded (a timer whose question was decided or already
+        noticed records none). Raises ``StoreUnavailableError``; a timer leased but not finished is
+        fired again once its lease ends."""
         now = self._now()
         due = await self._store.claim_webhook_deliveries(
             DeliveryLease(by=self._instance_id, until=now + self._lease, now=now, limit=limit, endpoint_id=NOTICES)
         )
+        if not due:
+            return 0
+        runs = {doc["_id"]: doc for doc in await self._store.get_many([timer["runId"] for timer in due])}
         recorded = 0
         for timer in due:
-            if await self._fire(timer):
+            run = runs.get(timer["runId"])
+            if await self._fire(timer, None if run is None or run["agentId"] != timer["agentId"] else run):
                 recorded += 1
             await self._store.finish_webhook_attempt(
                 WebhookAttempt(
@@ -192,11 +196,12 @@ class DeadlineNotifier:
             )
         return recorded
 
-    async def _fire(self, timer: WebhookDeliveryDocument) -> bool:
+    async def _fire(self, timer: WebhookDeliveryDocument, run: SnapshotDocument | None) -> bool:
+        """Record ``timer``'s notice on ``run`` (its run as read before the fire, ``None`` when
+        gone) if the question still waits; the write's condition decides (``NoticeWrite``)."""
         body: dict[str, Any] = json.loads(timer["body"])
         notice: NoticeKind = body["notice"]
         index: int = body["index"]
-        run = await self._store.get(timer["agentId"], timer["runId"])
         if run is None or index >= len(run["toolCalls"]):
             return False
         call = run["toolCalls"][index]
@@ -225,15 +230,7 @@ class DeadlineNotifier:
     async def run_forever(self) -> None:
         """Scan, then fire, every ``poll_interval`` seconds until cancelled; store errors are
         logged, not raised."""
-        while True:
-            for step in (self.scan_once, self.fire_once):
-                try:
-                    await step()
-                except StoreUnavailableError as exc:
-                    logger.warning("notices: the store did not answer: %s", exc)
-                except Exception:
-                    logger.exception("notices: a round failed")
-            await asyncio.sleep(self._poll_interval)
+        await in_rounds((self.scan_once, self.fire_once), every=self._poll_interval, name="notices", logger=logger)
 
 
 __all__ = ["DEADLINE_BY", "NOTICES", "DeadlineNotifier", "timer_id"]

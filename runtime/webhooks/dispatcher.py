@@ -29,20 +29,16 @@ from storage import (
 )
 from storage.protocol import DeliveryLease, EventsAfter, WebhookAttempt
 
+from .._cancel import in_rounds
 from ..events.journal import event_id_floor
 from .http import post_delivery
 from .messages import (
     WEBHOOK_EVENT_TYPES,
-    WEBHOOK_EVENTS,
     AttemptResult,
     DeliveryOutcome,
     RetryPolicy,
     WebhookEndpoint,
     delivery_body,
-    endpoint_id,
-    inbox_url,
-    payload,
-    pending_calls,
 )
 
 logger = logging.getLogger(__name__)
@@ -265,23 +261,17 @@ class WebhookDispatcher:
             except asyncio.CancelledError:
                 await self._interrupted(delivery)
                 raise
-        now = utcnow()
-        outcome, next_at = self._retry.after_attempt(
-            delivery["createdAt"], delivery["attempts"], now, delivered=result == "delivered", give_up=endpoint is None
+        outcome, attempt = self._retry.attempt(
+            delivery,
+            by=self._instance_id,
+            now=utcnow(),
+            delivered=result == "delivered",
+            give_up=endpoint is None,
+            status_code=status_code,
+            error=error,
         )
-        status = "pending" if outcome == "retrying" else outcome
         try:
-            recorded = await self._store.finish_webhook_attempt(
-                WebhookAttempt(
-                    delivery_id=delivery["_id"],
-                    by=self._instance_id,
-                    status=status,
-                    at=now,
-                    next_attempt_at=next_at,
-                    status_code=status_code,
-                    error=error,
-                )
-            )
+            recorded = await self._store.finish_webhook_attempt(attempt)
         except StoreUnavailableError as exc:
             logger.warning("webhook delivery %s: its attempt could not be recorded: %s", delivery["_id"], exc)
             return  # the lease expires and the delivery is sent again (at least once)
@@ -324,16 +314,9 @@ class WebhookDispatcher:
         """Scan and send every ``poll_interval`` seconds until cancelled; store errors are
         logged, not raised. Cancelling also cancels the attempts in flight: their leases expire
         and an instance sends them again."""
+        steps = (self.scan_once, self._start_due)  # a failed scan does not hold up the retries
         try:
-            while True:
-                for step in (self.scan_once, self._start_due):  # a failed scan does not hold up the retries
-                    try:
-                        await step()
-                    except StoreUnavailableError as exc:
-                        logger.warning("webhooks: the store did not answer: %s", exc)
-                    except Exception:
-                        logger.exception("webhooks: dispatching failed")
-                await asyncio.sleep(self._poll_interval)
+            await in_rounds(steps, every=self._poll_interval, name="webhooks", logger=logger)
         finally:
             for task in list(self._active.values()):
                 task.cancel()
@@ -346,16 +329,4 @@ class WebhookDispatcher:
             await self._client.aclose()
 
 
-__all__ = [
-    "WEBHOOK_EVENTS",
-    "WEBHOOK_EVENT_TYPES",
-    "AttemptResult",
-    "DeliveryOutcome",
-    "RetryPolicy",
-    "WebhookDispatcher",
-    "WebhookEndpoint",
-    "endpoint_id",
-    "inbox_url",
-    "payload",
-    "pending_calls",
-]
+__all__ = ["INTERNAL_ENDPOINTS", "WebhookDispatcher"]

@@ -2,7 +2,7 @@
 
 The parts of ``runtime.webhooks.dispatcher`` that hold no state: the event types, a receiver
 (``WebhookEndpoint``), the retry schedule (``RetryPolicy``) and the payload of a delivery
-(``payload``). ``runtime.webhooks.dispatcher`` re-exports every public name.
+(``payload``); the dispatcher and the server import them from here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from urllib.parse import urlencode
 
 from standardwebhooks import Webhook
 
-from storage import EventDocument, SnapshotDocument, strict_json
+from storage import EventDocument, SnapshotDocument, WebhookDeliveryDocument, WebhookDeliveryStatus, strict_json
+from storage.protocol import WebhookAttempt
 
 WEBHOOK_EVENT_TYPES: dict[str, str] = {
     "suspended": "run.suspended",
@@ -109,6 +110,34 @@ class RetryPolicy:
         if give_up or now >= deadline:
             return "failed", now
         return "retrying", min(now + timedelta(seconds=self.delay(attempts + 1)), deadline)
+
+    def attempt(
+        self,
+        delivery: WebhookDeliveryDocument,
+        *,
+        by: str,
+        now: datetime,
+        delivered: bool,
+        give_up: bool = False,
+        status_code: int | None = None,
+        error: str | None = None,
+    ) -> tuple[DeliveryOutcome, WebhookAttempt]:
+        """The attempt made ``now`` (UTC) by ``by``, the lease holder, of ``delivery``: what
+        follows it (``after_attempt``) and the write recording it (``finish_webhook_attempt``),
+        whose status is ``pending`` again while ``retrying``."""
+        outcome, next_at = self.after_attempt(
+            delivery["createdAt"], delivery["attempts"], now, delivered=delivered, give_up=give_up
+        )
+        status: WebhookDeliveryStatus = "pending" if outcome == "retrying" else outcome
+        return outcome, WebhookAttempt(
+            delivery_id=delivery["_id"],
+            by=by,
+            status=status,
+            at=now,
+            next_attempt_at=next_at,
+            status_code=status_code,
+            error=error,
+        )
 
 
 def inbox_url(public_url: str, agent_id: str, run_id: str) -> str:

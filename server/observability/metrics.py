@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from runtime import AgentRegistry
-from runtime.webhooks.dispatcher import AttemptResult, DeliveryOutcome
+from runtime.webhooks.messages import AttemptResult, DeliveryOutcome
 from storage import RunFilter, SnapshotStore, StoreUnavailableError
 
 logger = logging.getLogger("runsgate.metrics")

@@ -13,22 +13,7 @@ from .. import rules
 from .._listing_index import ListingIndex, expiring_page
 from .._query import normalized_filter
 from ..documents import EventDocument, RunUpdateBatchDocument, SnapshotDocument
-from ..protocol import (
-    EVERY_RUN,
-    ApprovalWrite,
-    ClaimedDeletion,
-    ClaimedReplacement,
-    ClaimRelease,
-    ClaimWrite,
-    DecisionWrite,
-    DuplicateRunError,
-    IdempotencyKeyTakenError,
-    NoticeWrite,
-    RunFilter,
-    RunPage,
-    event_list,
-)
-from ..protocol.writes import Events
+from ..protocol import EVERY_RUN, DuplicateRunError, IdempotencyKeyTakenError, RunFilter, RunPage, event_list, writes
 from ..rules import matches
 from .copying import copied
 from .deadlines import DeadlineIndex
@@ -104,7 +89,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         return self._histories.get(doc["historyId"]) if doc is not None else None
 
     # -- writing -------------------------------------------------------------------------------
-    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: Events = None) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: writes.Events = None) -> None:
         events, _, _ = _copies(event_list(event))
         await self.insert_many([(snapshot, history)])
         self._append(events)  # insert_many never awaits: the same step of the event loop
@@ -146,7 +131,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         self._deadlines.set_deadline(doc)
         self._queue.refresh(doc)
 
-    async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
+    async def record_decision(self, write: writes.DecisionWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
@@ -166,7 +151,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc["toolCalls"][write.index].pop("reviewClaim", None)
         return self._record_decided(doc, write.now, events)
 
-    async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
+    async def record_approval(self, write: writes.ApprovalWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
@@ -176,22 +161,18 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         call = doc["toolCalls"][write.index]
         call["approvals"] = [*(call.get("approvals") or []), kept_approval]
         if write.decision is None:
-            self._touch(doc, write.now)
-            self._append(events)
-            return copied(doc)
+            return self._written(doc, write.now, events)
         call["decision"] = kept_decision
         call.pop("reviewClaim", None)
         return self._record_decided(doc, write.now, events)
 
-    async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
+    async def record_notice(self, write: writes.NoticeWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
         events, _, _ = _copies([write.event])
         doc["toolCalls"][write.index][write.notice] = True
-        self._touch(doc, write.now)
-        self._append(events)
-        return copied(doc)
+        return self._written(doc, write.now, events)
 
     def _record_decided(
         self, doc: SnapshotDocument, now: datetime, events: Sequence[EventDocument]
@@ -200,35 +181,30 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         ``rules.earliest_deadline``) and ``events``."""
         doc["pendingCount"] = rules.pending_count(doc["toolCalls"])
         self._deadlines.set_deadline(doc)
-        self._touch(doc, now)
-        self._append(events)
-        return copied(doc)
+        return self._written(doc, now, events)
 
-    async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:
+    async def claim(self, write: writes.ClaimWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
         events, updates, _ = _copies(write.events, write.updates)
         doc["status"] = "resuming"
         doc["claim"] = write.document()
-        self._touch(doc, write.now)
-        self._append(events)
-        self._add_run_updates(updates)
-        return copied(doc)
+        return self._written(doc, write.now, events, updates)
 
     def _meeting(self, run_id: str, condition: rules.Condition) -> SnapshotDocument | None:
         """The run, when it meets ``condition`` (a write's), else ``None``."""
         doc = self._runs.get(run_id)
         return doc if doc is not None and matches(condition, doc) else None
 
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        doc = self._meeting(run_id, rules.held(agent_id, run_id, by))
+    async def renew_claim(self, write: writes.ClaimRenewal) -> bool:
+        doc = self._meeting(write.run_id, write.condition())
         if doc is None or doc["claim"] is None:
             return False
-        doc["claim"]["until"] = until
+        doc["claim"]["until"] = write.until
         return True
 
-    async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:
+    async def replace_claimed(self, write: writes.ClaimedReplacement) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
@@ -241,12 +217,9 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc["claim"] = None
         doc["lastError"] = None
         doc["suspendedAt"] = write.now
-        self._touch(doc, write.now)
-        self._append(events)
-        self._add_run_updates(updates)
-        return copied(doc)
+        return self._written(doc, write.now, events, updates)
 
-    async def delete_claimed(self, write: ClaimedDeletion) -> bool:
+    async def delete_claimed(self, write: writes.ClaimedDeletion) -> bool:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return False
@@ -265,7 +238,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
             self._complete_key(write.key, result)
         return True
 
-    async def release_claim(self, write: ClaimRelease) -> SnapshotDocument | None:
+    async def release_claim(self, write: writes.ClaimRelease) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition())
         if doc is None:
             return None
@@ -275,10 +248,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc["status"] = "suspended"
         doc["claim"] = None
         doc["lastError"] = kept_error
-        self._touch(doc, write.now)
-        self._append(events)
-        self._add_run_updates(updates)
-        return copied(doc)
+        return self._written(doc, write.now, events, updates)
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
         condition = rules.stalled(now, idle_before)
@@ -296,6 +266,20 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         self._histories.pop(doc["historyId"], None)
         self._histories[history_id] = bytes(history)
         doc["historyId"] = history_id
+
+    def _written(
+        self,
+        doc: SnapshotDocument,
+        now: datetime,
+        events: Sequence[EventDocument],
+        updates: Sequence[RunUpdateBatchDocument] = (),
+    ) -> SnapshotDocument:
+        """The end of a write that changed ``doc`` at ``now``: its version and indexes (``_touch``),
+        then its ``events`` and run-update batches kept; a copy of ``doc`` as written."""
+        self._touch(doc, now)
+        self._append(events)
+        self._add_run_updates(updates)
+        return copied(doc)
 
     def _touch(self, doc: SnapshotDocument, now: datetime) -> None:
         doc["updatedAt"] = now

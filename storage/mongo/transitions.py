@@ -13,15 +13,7 @@ from pymongo import ASCENDING
 from .. import rules
 from .._query import utcnow
 from ..documents import EventDocument, SnapshotDocument
-from ..protocol import (
-    ApprovalWrite,
-    ClaimedDeletion,
-    ClaimedReplacement,
-    ClaimRelease,
-    ClaimWrite,
-    DecisionWrite,
-    NoticeWrite,
-)
+from ..protocol import writes
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive
 from .conditions import compiled, merged
@@ -44,9 +36,9 @@ def _deadline_once_decided(index: int) -> Derive:
     return derive
 
 
-def _claimed_once_decided(deadline: Derive, write: DecisionWrite) -> Derive:
+def _claimed_once_decided(deadline: Derive, write: writes.DecisionWrite) -> Derive:
     """``deadline``, and the run claimed as ``write.claim`` says when the write claims it
-    (``DecisionWrite.claimed``)."""
+    (``writes.DecisionWrite.claimed``)."""
 
     def derive(current: Document) -> Document:
         fields = deadline(current)
@@ -58,7 +50,7 @@ def _claimed_once_decided(deadline: Derive, write: DecisionWrite) -> Derive:
     return derive
 
 
-def _claim_events(write: DecisionWrite) -> Callable[[Document], Sequence[EventDocument]]:
+def _claim_events(write: writes.DecisionWrite) -> Callable[[Document], Sequence[EventDocument]]:
     """The events written after the decision's: ``write.claim.events`` when the write claimed the run."""
 
     def events(current: Document) -> Sequence[EventDocument]:
@@ -71,7 +63,7 @@ def _claim_events(write: DecisionWrite) -> Callable[[Document], Sequence[EventDo
 class MongoRunTransitions(MongoIdempotencyKeys):
     """Decisions, approvals, claims and the sweeper's reads of ``MongoSnapshotStore``."""
 
-    async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
+    async def record_decision(self, write: writes.DecisionWrite) -> SnapshotDocument | None:
         if write.key is not None:
             raise ValueError(
                 "MongoSnapshotStore reserves idempotency keys by their own write (reserves_with_decisions)"
@@ -95,7 +87,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             await self._updates_after(write.run_id, claim.updates)
         return doc
 
-    async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
+    async def record_approval(self, write: writes.ApprovalWrite) -> SnapshotDocument | None:
         path, decision = f"toolCalls.{write.index}", write.decision
         changes: Document = {"updatedAt": write.now}
         ended: Document = {}
@@ -115,7 +107,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             None if decision is None else _deadline_once_decided(write.index),
         )
 
-    async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
+    async def record_notice(self, write: writes.NoticeWrite) -> SnapshotDocument | None:
         return await self._update_then_append(
             write.event,
             write.run_id,
@@ -123,7 +115,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             {"$set": {f"toolCalls.{write.index}.{write.notice}": True, "updatedAt": write.now}, "$inc": {"version": 1}},
         )
 
-    async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:
+    async def claim(self, write: writes.ClaimWrite) -> SnapshotDocument | None:
         doc = await self._update_then_append(
             write.events,
             write.run_id,
@@ -134,17 +126,12 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             await self._updates_after(write.run_id, write.updates)
         return doc
 
-    @staticmethod
-    def _held(agent_id: str, run_id: str, by: str) -> Document:
-        return compiled(rules.held(agent_id, run_id, by))
-
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        held = self._held(agent_id, run_id, by)
-        async with reachable(), self._lock(run_id):
-            result = await self._runs.update_one(held, {"$set": {"claim.until": until}})
+    async def renew_claim(self, write: writes.ClaimRenewal) -> bool:
+        async with reachable(), self._lock(write.run_id):
+            result = await self._runs.update_one(compiled(write.condition()), {"$set": {"claim.until": write.until}})
         return result.matched_count == 1
 
-    async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:
+    async def replace_claimed(self, write: writes.ClaimedReplacement) -> SnapshotDocument | None:
         changes: Document = {
             "toolCalls": [encode_tool_call(c) for c in write.tool_calls],
             "pendingCount": write.pending_count(),
@@ -161,7 +148,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         return doc
 
     async def _update_claimed_with_history(
-        self, write: ClaimedReplacement | ClaimRelease, changes: Document, history: bytes, history_id: str
+        self, write: writes.ClaimedReplacement | writes.ClaimRelease, changes: Document, history: bytes, history_id: str
     ) -> SnapshotDocument | None:
         """Set ``changes`` and point the snapshot to a new history, only while ``write.by`` holds
         the claim, with ``write.event``.
@@ -182,7 +169,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         await self._delete_history(current["historyId"] if doc is not None else history_id)
         return doc
 
-    async def delete_claimed(self, write: ClaimedDeletion) -> bool:
+    async def delete_claimed(self, write: writes.ClaimedDeletion) -> bool:
         """With ``event``: recorded inside the snapshot first (still under the claim), appended,
         then the snapshot deleted. A process dying in between leaves a snapshot that is never
         claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
@@ -218,7 +205,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             async with reachable():
                 await self._counts.record(doc, "i")
 
-    async def release_claim(self, write: ClaimRelease) -> SnapshotDocument | None:
+    async def release_claim(self, write: writes.ClaimRelease) -> SnapshotDocument | None:
         changes: Document = {"status": "suspended", "claim": None, "lastError": dict(write.error)}
         changes["updatedAt"] = write.now
         if write.history is None or write.history_id is None:

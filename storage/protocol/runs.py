@@ -8,17 +8,8 @@ from datetime import datetime
 from typing import Protocol
 
 from ..documents import SnapshotDocument
+from . import writes
 from .filters import EVERY_RUN, RunFilter, RunPage
-from .writes import (
-    ApprovalWrite,
-    ClaimedDeletion,
-    ClaimedReplacement,
-    ClaimRelease,
-    ClaimWrite,
-    DecisionWrite,
-    Events,
-    NoticeWrite,
-)
 
 
 class RunStore(Protocol):
@@ -55,12 +46,12 @@ class RunStore(Protocol):
         """The run's message history (pydantic-ai JSON bytes), or ``None`` if the run is gone."""
 
     # -- writing -----------------------------------------------------------------------------
-    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: Events = None) -> None:
+    async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: writes.Events = None) -> None:
         """Store a new suspended run, and ``event`` (its ``suspended`` event, and the ``decision``
         events of calls an approval policy decided) with it as one unit of work (``storage.protocol``).
         Raises ``DuplicateRunError`` (nothing written)."""
 
-    async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
+    async def record_decision(self, write: writes.DecisionWrite) -> SnapshotDocument | None:
         """Set ``toolCalls[index].decision`` if the run is suspended and that call still waits on
         ``question_id`` with no decision (``write.condition()``, ``rules.pending_call``; ``None``:
         a document written before questions had ids). One conditional update; returns the updated
@@ -76,7 +67,7 @@ class RunStore(Protocol):
         written) when another request holds or answered the key.
         """
 
-    async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
+    async def record_approval(self, write: writes.ApprovalWrite) -> SnapshotDocument | None:
         """Append ``approval`` to ``toolCalls[index].approvals`` (two-person approval), and with
         ``decision`` (the last approval needed) also set the call's decision.
 
@@ -88,7 +79,7 @@ class RunStore(Protocol):
         event, then the ``decision`` event) is written with the update as one unit of work.
         """
 
-    async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
+    async def record_notice(self, write: writes.NoticeWrite) -> SnapshotDocument | None:
         """Set ``toolCalls[index][notice]`` to ``True`` (a reminder or an escalation), once.
 
         One conditional update (``write.condition()``: ``rules.pending_call`` and
@@ -96,7 +87,7 @@ class RunStore(Protocol):
         records it. ``event`` is written with the update as one unit of work. Returns the updated
         run, or ``None`` when any condition failed (nothing written)."""
 
-    async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:
+    async def claim(self, write: writes.ClaimWrite) -> SnapshotDocument | None:
         """Take the claim to continue a run whose every call is decided.
 
         Succeeds when the run is ``suspended`` with ``pendingCount == 0``, or ``resuming`` with a
@@ -110,10 +101,11 @@ class RunStore(Protocol):
         Returns the claimed run, or ``None`` (nothing written).
         """
 
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        """Extend a claim still held by ``by``; ``False`` if it was lost (nothing written)."""
+    async def renew_claim(self, write: writes.ClaimRenewal) -> bool:
+        """Extend the claim to ``until`` while ``by`` still holds it (``write.condition()``);
+        ``False`` if it was lost (nothing written)."""
 
-    async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:
+    async def replace_claimed(self, write: writes.ClaimedReplacement) -> SnapshotDocument | None:
         """The claimed run suspended again: store its new pending calls and history, and ``event``
         (its ``suspended`` event, and the ``decision`` events of calls an approval policy decided)
         with them as one unit of work. ``pendingCount`` counts the calls without a decision.
@@ -125,7 +117,7 @@ class RunStore(Protocol):
         ``lastError`` are cleared. Returns the new document, or ``None`` if the claim was lost.
         """
 
-    async def delete_claimed(self, write: ClaimedDeletion) -> bool:
+    async def delete_claimed(self, write: writes.ClaimedDeletion) -> bool:
         """The claimed run finished: delete its snapshot and history, only while ``by`` holds the
         claim, and write ``event`` (its ``completed`` event) as one unit of work with the deletion:
         the run is never gone without its ``completed`` event. ``False`` (nothing written) if the
@@ -133,7 +125,7 @@ class RunStore(Protocol):
         written only if the deletion is, in its transaction (SQLite; memory in the same step),
         else right after it (MongoDB: a failure raises, the run being gone)."""
 
-    async def release_claim(self, write: ClaimRelease) -> SnapshotDocument | None:
+    async def release_claim(self, write: writes.ClaimRelease) -> SnapshotDocument | None:
         """Continuing failed: back to ``suspended`` with decisions kept and ``lastError`` set, and
         ``event`` (its ``failed`` event) written with that change as one unit of work.
 

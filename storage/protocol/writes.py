@@ -247,6 +247,13 @@ class _WhileHeld:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimRenewal(_WhileHeld):
+    """``RunStore.renew_claim``: the claim ``by`` holds on the run extended to ``until`` (UTC)."""
+
+    until: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimedReplacement(_WhileHeld):
     """``RunStore.replace_claimed``: the claimed run suspended again at ``now`` (UTC) with
     ``tool_calls`` and ``history`` (stored under the new ``history_id``), ``event`` and ``updates``."""

@@ -6,21 +6,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from .. import rules
 from ..documents import SnapshotDocument
-from ..protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite
+from ..protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimRenewal, ClaimWrite
 from . import conditions
 from .connection import _Connection
 from .idempotency import complete_key_in
 from .rows import _COLUMNS, _calls_text, _error_text, _ms, _optional_ms, _snapshot
-
-
-def _held(agent_id: str, run_id: str, by: str) -> tuple[str, list[Any]]:
-    """The ``WHERE`` fragment of ``rules.held`` and its parameters."""
-    return conditions.where(rules.held(agent_id, run_id, by))
 
 
 class _Claims(_Connection):
@@ -36,10 +29,10 @@ class _Claims(_Connection):
             write.updates,
         )
 
-    async def renew_claim(self, agent_id: str, run_id: str, *, by: str, until: datetime) -> bool:
-        held, params = _held(agent_id, run_id, by)
+    async def renew_claim(self, write: ClaimRenewal) -> bool:
+        held, params = conditions.where(write.condition())
         sql = f"UPDATE run_snapshots SET claim_until = ? WHERE {held} RETURNING run_id"
-        rows = await self._write(lambda db: db.execute(sql, (_ms(until), *params)).fetchall())
+        rows = await self._write(lambda db: db.execute(sql, (_ms(write.until), *params)).fetchall())
         return bool(rows)
 
     async def replace_claimed(self, write: ClaimedReplacement) -> SnapshotDocument | None:

@@ -170,6 +170,10 @@ class _Connection:
         return [str(row[3]) for row in await self._read("EXPLAIN QUERY PLAN " + sql, params)]
 
     # -- writing -------------------------------------------------------------------------------
+    async def _delete(self, sql: str, params: Sequence[Any]) -> int:
+        """Run the ``DELETE`` statement ``sql`` as one write (``_write``); how many rows it deleted."""
+        return await self._write(lambda db: max(db.execute(sql, params).rowcount, 0))
+
     async def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """``body(connection)`` as one write, atomic and durable when this returns: run whole on
         the writer's thread inside a ``BEGIN IMMEDIATE`` transaction, committed when it returns,

@@ -6,7 +6,7 @@ claim a last decision takes (``rules.last_pending``)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -47,30 +47,38 @@ class _Decisions(_Connection):
         return await self._write(write_in)
 
     async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
+        def approve(call: ToolCallDocument) -> None:
+            call["approvals"] = [*(call.get("approvals") or []), write.approval]
+            if write.decision is not None:
+                call["decision"] = write.decision
+                call.pop("reviewClaim", None)
+
+        return await self._change_call(write, approve, event_list(write.event))
+
+    async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
+        def notice(call: ToolCallDocument) -> None:
+            call[write.notice] = True
+
+        return await self._change_call(write, notice, [write.event])
+
+    async def _change_call(
+        self,
+        write: ApprovalWrite | NoticeWrite,
+        change: Callable[[ToolCallDocument], None],
+        events: Sequence[EventDocument],
+    ) -> SnapshotDocument | None:
+        """One write: ``change`` call ``write.index`` of the run meeting ``write.condition()``, then
+        its calls (``_write_calls``) with ``events``; ``None`` (nothing written) when no run meets it."""
+
         def write_in(db: sqlite3.Connection) -> SnapshotDocument | None:
             found = self._calls_where(db, write.condition())
             if found is None:
                 return None
             calls, _ = found
-            call = calls[write.index]
-            call["approvals"] = [*(call.get("approvals") or []), write.approval]
-            if write.decision is not None:
-                call["decision"] = write.decision
-                call.pop("reviewClaim", None)
-            return self._write_calls(db, write.run_id, calls, write.now, event_list(write.event))
+            change(calls[write.index])
+            return self._write_calls(db, write.run_id, calls, write.now, events)
 
         return await self._write(write_in)
-
-    async def record_notice(self, write: NoticeWrite) -> SnapshotDocument | None:
-        def notice(db: sqlite3.Connection) -> SnapshotDocument | None:
-            found = self._calls_where(db, write.condition())
-            if found is None:
-                return None
-            calls, _ = found
-            calls[write.index][write.notice] = True
-            return self._write_calls(db, write.run_id, calls, write.now, [write.event])
-
-        return await self._write(notice)
 
     @staticmethod
     def _calls_where(

@@ -113,8 +113,7 @@ class _IdempotencyKeys(_Connection):
         await self._write(lambda db: db.execute(f"DELETE FROM idempotency_keys WHERE {held}", (key_id, *extra)))
 
     async def delete_expired_idempotency_keys(self, *, before: datetime, limit: int) -> int:
-        sql, params = self._expired_keys_sql(before, limit)
-        return await self._write(lambda db: max(db.execute(sql, params).rowcount, 0))
+        return await self._delete(*self._expired_keys_sql(before, limit))
 
     async def explain_expired_idempotency_keys(self, *, before: datetime, limit: int) -> list[str]:
         """SQLite's query plan of ``delete_expired_idempotency_keys`` (``EXPLAIN QUERY PLAN``)."""

@@ -38,4 +38,4 @@ class _RunUpdates(_Connection):
             "DELETE FROM run_updates WHERE (agent_id, run_id, batch_id) IN "
             "(SELECT agent_id, run_id, batch_id FROM run_updates WHERE at < ? ORDER BY at LIMIT ?)"
         )
-        return await self._write(lambda db: max(db.execute(sql, (_ms(before), limit)).rowcount, 0))
+        return await self._delete(sql, (_ms(before), limit))

@@ -93,8 +93,7 @@ class _WebhookDeliveries(_Connection):
         return bool(await self._write(lambda db: db.execute(sql, params).fetchall()))
 
     async def delete_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> int:
-        sql, params = self._expired_deliveries_sql(before, limit)
-        return await self._write(lambda db: max(db.execute(sql, params).rowcount, 0))
+        return await self._delete(*self._expired_deliveries_sql(before, limit))
 
     async def explain_expired_webhook_deliveries(self, *, before: datetime, limit: int) -> list[str]:
         """SQLite's query plan of ``delete_expired_webhook_deliveries`` (``EXPLAIN QUERY PLAN``)."""

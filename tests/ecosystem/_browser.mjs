@@ -1,6 +1,6 @@
-// What the inbox browser scripts share (inbox-progress.mjs, inbox-review.mjs): the API as a signed-in
-// client calls it, the WCAG 2 contrast of an element's text, axe-core's source, and Debian's
-// Chromium started headless on a profile of its own.
+// What the inbox browser scripts share (inbox-*.mjs): the API as a signed-in client calls it, the
+// WCAG 2 contrast of an element's text in each of its states, axe-core's source and violations,
+// Debian's Chromium started headless on a profile of its own, and what a script does when it fails.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -57,6 +57,44 @@ export function contrastOf(el) {
   };
   const [l1, l2] = [luminance(text), luminance(background)].sort((a, b) => b - a);
   return { ratio: Math.round(((l1 + 0.05) / (l2 + 0.05)) * 100) / 100, color: getComputedStyle(el).color, background: `rgb(${background.slice(0, 3).map(Math.round).join(', ')})` };
+}
+
+// The contrast of `el`'s text (`contrastOf`) at rest, hovered, focused, and hovered while focused:
+// { rest, hover, focus, hoverFocus }. `rest()` moves the pointer and the focus away from it.
+export async function contrastStates(el, rest) {
+  await rest();
+  const states = { rest: await el.evaluate(contrastOf) };
+  await el.hover();
+  states.hover = await el.evaluate(contrastOf);
+  await rest();
+  await el.focus();
+  states.focus = await el.evaluate(contrastOf);
+  await el.hover();
+  states.hoverFocus = await el.evaluate(contrastOf);
+  await rest();
+  return states;
+}
+
+// axe-core's violations on `page` as it is now: [{ id, impact, help, nodes: [selector] }]. axe-core
+// is evaluated once per document, through devtools: not subject to the page's CSP.
+export async function axeViolations(page) {
+  if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE);
+  return page.evaluate(async () => {
+    const result = await window.axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
+  });
+}
+
+// A script stopped by `error`: prints it and `out` (what was recorded so far) on stderr, saves the
+// browser's first page to `screenshot` when there is one, and sets exit status 1.
+export async function failed(error, out, context, screenshot) {
+  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
+  try {
+    await context.pages()[0].screenshot({ path: screenshot, fullPage: true });
+  } catch {
+    // no page to capture
+  }
+  process.exitCode = 1;
 }
 
 // Chromium (CHROMIUM_BIN, else /usr/bin/chromium) on a new profile: { context, close }, where close()

@@ -19,7 +19,7 @@
 // Records rather than stops on what it does not find, so each check is the test's.
 // Prints JSON: {runs, edit, approve, bulk, form, json, legacy, sent, pageErrors, cspViolations, consoleErrors}.
 import { join } from 'node:path';
-import { api, launchChromium } from './_browser.mjs';
+import { api, failed, launchChromium } from './_browser.mjs';
 
 const [baseUrl, outputDir, apiKey] = process.argv.slice(2);
 const TIMEOUT = 60_000;
@@ -158,13 +158,7 @@ try {
   await legacy.screenshot({ path: join(outputDir, 'inbox-numbers-legacy.png'), fullPage: true });
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {
-  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
-  try {
-    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-numbers-failure.png'), fullPage: true });
-  } catch {
-    // no page to capture
-  }
-  process.exitCode = 1;
+  await failed(error, out, context, join(outputDir, 'inbox-numbers-failure.png'));
 } finally {
   await close();
 }

@@ -16,7 +16,7 @@
 // Prints JSON: {runs, approve, cut, bulk, expiry, events, updates, requests, contrast, axe, dismissed, pageErrors,
 // cspViolations, consoleErrors}.
 import { join } from 'node:path';
-import { AXE_SOURCE, api, contrastOf, launchChromium } from './_browser.mjs';
+import { api, axeViolations, contrastStates, failed, launchChromium } from './_browser.mjs';
 
 const [baseUrl, outputDir, apiKey] = process.argv.slice(2);
 const TIMEOUT = 60_000;
@@ -109,27 +109,11 @@ try {
       await el.scrollIntoViewIfNeeded();
       const label = (await el.innerText()).trim().slice(0, 60);
       const tag = await el.evaluate((node) => `${node.tagName.toLowerCase()}${node.className ? `.${node.className}` : ''}`);
-      await rest();
-      const states = { rest: await el.evaluate(contrastOf) };
-      await el.hover();
-      states.hover = await el.evaluate(contrastOf);
-      await rest();
-      await el.focus();
-      states.focus = await el.evaluate(contrastOf);
-      await el.hover();
-      states.hoverFocus = await el.evaluate(contrastOf);
-      await rest();
+      const states = await contrastStates(el, rest);
       out.contrast.push({ where, tag, label, states });
     }
   };
-  const axe = async (label) => {
-    if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE);
-    const violations = await page.evaluate(async () => {
-      const result = await window.axe.run(document, { resultTypes: ['violations'] });
-      return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
-    });
-    out.axe.push({ label, violations });
-  };
+  const axe = async (label) => out.axe.push({ label, violations: await axeViolations(page) });
 
   await page.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
   await page.getByLabel('API key or token').focus();
@@ -207,13 +191,7 @@ try {
   out.dismissed = (await card(out.runs.approve).count()) === 0;
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {
-  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
-  try {
-    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-progress-failure.png'), fullPage: true });
-  } catch {
-    // no page to capture
-  }
-  process.exitCode = 1;
+  await failed(error, out, context, join(outputDir, 'inbox-progress-failure.png'));
 } finally {
   await close();
 }

@@ -13,7 +13,7 @@
 // answer, and the card shown once the page read the run again (null: the run left the page).
 // Prints JSON: {runs, questions, paths: {NAME: {sent, message, after}}, pageErrors, cspViolations}.
 import { join } from 'node:path';
-import { api, launchChromium } from './_browser.mjs';
+import { api, failed, launchChromium } from './_browser.mjs';
 
 const [baseUrl, outputDir, keyX, keyY] = process.argv.slice(2);
 const TIMEOUT = 60_000;
@@ -133,13 +133,7 @@ try {
   await page.screenshot({ path: join(outputDir, 'inbox-questions.png'), fullPage: true });
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {
-  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
-  try {
-    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-questions-failure.png'), fullPage: true });
-  } catch {
-    // no page to capture
-  }
-  process.exitCode = 1;
+  await failed(error, out, context, join(outputDir, 'inbox-questions-failure.png'));
 } finally {
   await close();
 }

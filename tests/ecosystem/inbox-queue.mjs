@@ -18,7 +18,7 @@
 // Each step records what it found or the error that stopped it, so each check is the test's.
 // Prints JSON: {runs, place, activity, args, question, keys, axe, sent, pageErrors, cspViolations, errors}.
 import { join } from 'node:path';
-import { AXE_SOURCE, api, launchChromium } from './_browser.mjs';
+import { api, axeViolations, failed, launchChromium } from './_browser.mjs';
 
 const [baseUrl, outputDir, apiKey] = process.argv.slice(2);
 const TIMEOUT = 60_000;
@@ -50,14 +50,7 @@ try {
     if (locator) await locator.evaluate((el) => el.scrollIntoView({ block: 'start' }));
     await page.screenshot({ path: join(outputDir, name) });
   };
-  const axe = async (label) => {
-    if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE);
-    const violations = await page.evaluate(async () => {
-      const result = await window.axe.run(document, { resultTypes: ['violations'] });
-      return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
-    });
-    out.axe.push({ label, violations });
-  };
+  const axe = async (label) => out.axe.push({ label, violations: await axeViolations(page) });
   const article = (runId) => page.locator(`article[aria-labelledby="run-${runId}"]`);
   const approve = (runId) => article(runId).getByRole('button', { name: 'Approve', exact: true });
   const entries = () => page.locator('[role="log"] > ol > li');
@@ -220,13 +213,7 @@ try {
   });
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {
-  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
-  try {
-    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-queue-failure.png'), fullPage: true });
-  } catch {
-    // no page to capture
-  }
-  process.exitCode = 1;
+  await failed(error, out, context, join(outputDir, 'inbox-queue-failure.png'));
 } finally {
   await close();
 }

@@ -18,7 +18,7 @@
 // stopped it. Prints JSON: {runs, queue, claim, filters, release, live, bulk, agents, axe, sent,
 // pageErrors, cspViolations, errors}.
 import { join } from 'node:path';
-import { AXE_SOURCE, api, launchChromium } from './_browser.mjs';
+import { api, axeViolations, failed, launchChromium } from './_browser.mjs';
 
 const [baseUrl, outputDir, apiKey, otherKey] = process.argv.slice(2);
 const TIMEOUT = 60_000;
@@ -62,14 +62,7 @@ try {
     else if (/reviewQueue\(/.test(JSON.parse(body).query)) out.queries.push({ operation: operation[2], variables });
   });
   const shot = async (name) => page.screenshot({ path: join(outputDir, name) });
-  const axe = async (label) => {
-    if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE);
-    const violations = await page.evaluate(async () => {
-      const result = await window.axe.run(document, { resultTypes: ['violations'] });
-      return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
-    });
-    out.axe.push({ label, violations });
-  };
+  const axe = async (label) => out.axe.push({ label, violations: await axeViolations(page) });
   const article = (runId) => page.locator(`article[aria-labelledby="run-${runId}"]`);
   const shown = () => page.locator('article.run').evaluateAll((els) => els.map((el) => el.getAttribute('aria-labelledby').slice(4)));
   const claimText = async (runId) => (await article(runId).locator('.review-claim').allInnerTexts()).join(' | ');
@@ -172,13 +165,7 @@ try {
   });
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {
-  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
-  try {
-    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-review-queue-failure.png'), fullPage: true });
-  } catch {
-    // no page to capture
-  }
-  process.exitCode = 1;
+  await failed(error, out, context, join(outputDir, 'inbox-review-queue-failure.png'));
 } finally {
   await close();
 }

@@ -11,7 +11,7 @@
 // It records rather than stops on what it does not find, so each check is the test's.
 // Prints JSON: {runs, signIn, bulkBars, buttons, subRun, conversations, axe, pageErrors, cspViolations}.
 import { join } from 'node:path';
-import { AXE_SOURCE, api, contrastOf, launchChromium } from './_browser.mjs';
+import { api, axeViolations, contrastStates, failed, launchChromium } from './_browser.mjs';
 
 const [baseUrl, outputDir, apiKey] = process.argv.slice(2);
 const TIMEOUT = 60_000;
@@ -38,27 +38,11 @@ try {
       await button.scrollIntoViewIfNeeded();
       const label = (await button.innerText()).trim();
       const disabled = await button.isDisabled();
-      await rest();
-      const states = { rest: await button.evaluate(contrastOf) };
-      await button.hover();
-      states.hover = await button.evaluate(contrastOf);
-      await rest();
-      await button.focus();
-      states.focus = await button.evaluate(contrastOf);
-      await button.hover();
-      states.hoverFocus = await button.evaluate(contrastOf);
-      await rest();
+      const states = await contrastStates(button, rest);
       out.buttons.push({ where, label, disabled, states });
     }
   };
-  const axe = async (label) => {
-    if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE);
-    const violations = await page.evaluate(async () => {
-      const result = await window.axe.run(document, { resultTypes: ['violations'] });
-      return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
-    });
-    out.axe.push({ label, violations });
-  };
+  const axe = async (label) => out.axe.push({ label, violations: await axeViolations(page) });
   const section = (agentId) => page.locator(`section[aria-labelledby="agent-${agentId}"]`);
   const article = (runId) => page.locator(`article[aria-labelledby="run-${runId}"]`);
 
@@ -142,13 +126,7 @@ try {
   }
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {
-  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
-  try {
-    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-review-failure.png'), fullPage: true });
-  } catch {
-    // no page to capture
-  }
-  process.exitCode = 1;
+  await failed(error, out, context, join(outputDir, 'inbox-review-failure.png'));
 } finally {
   await close();
 }

@@ -8,14 +8,11 @@
 // first, for the field error), and sees a run decided elsewhere leave the listing. When the server's schema has them (issue 18), it also edits and
 // approves a call and approves two in bulk. axe-core checks the page twice. Prints JSON on stdout:
 // {runs, features, activity, requests, pageErrors, cspViolations, navigations, axe, resumeError, ...}
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-
-const require = createRequire(import.meta.url);
-const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+import { axeViolations, failed } from './_browser.mjs';
 
 const [baseUrl, outputDir, apiKey] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
@@ -87,14 +84,7 @@ try {
     await page.screenshot({ path, fullPage: true });
     out.screenshots.push(path);
   };
-  const axe = async (label) => {
-    if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(AXE_SOURCE); // devtools evaluation: not subject to the page's CSP
-    const violations = await page.evaluate(async () => {
-      const result = await window.axe.run(document, { resultTypes: ['violations'] });
-      return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => n.target.join(' ')) }));
-    });
-    out.axe.push({ label, violations });
-  };
+  const axe = async (label) => out.axe.push({ label, violations: await axeViolations(page) });
   const activity = (text) => page.locator('[role="log"] li', { hasText: text }).first().waitFor();
   const run = (runId) => page.locator(`article[aria-labelledby="run-${runId}"]`);
   // keyboard only: focus moves with Tab, buttons are pressed with Enter or Space
@@ -265,13 +255,7 @@ try {
   out.paging.back = await waitShown([out.runs.paged[2], out.runs.paged[1]]);
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {
-  process.stderr.write(`${error.stack || error}\n${JSON.stringify(out)}\n`);
-  try {
-    await context.pages()[0].screenshot({ path: join(outputDir, 'inbox-failure.png'), fullPage: true });
-  } catch {
-    // no page to capture
-  }
-  process.exitCode = 1;
+  await failed(error, out, context, join(outputDir, 'inbox-failure.png'));
 } finally {
   await context.close();
   rmSync(userDataDir, { recursive: true, force: true });

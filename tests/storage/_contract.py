@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from storage import (
     SCHEMA_VERSION,
@@ -81,4 +82,27 @@ def feed_event(event_id: str, *, agent_id: str = "refund-agent", run_id: str = "
         "at": T0,
         "by": None,
         "data": {},
+    }
+
+
+def run_event(
+    event_id: str,
+    event_type: str,
+    *,
+    run_id: str = "run",
+    at: datetime = T0,
+    by: str | None = None,
+    data: dict[str, Any] | None = None,
+) -> EventDocument:
+    """An event of ``refund-agent``'s run ``run_id`` (thread ``t1``, resource ``r1``)."""
+    return {
+        "_id": event_id,
+        "runId": run_id,
+        "agentId": "refund-agent",
+        "threadId": "t1",
+        "resourceId": "r1",
+        "type": event_type,  # type: ignore[typeddict-item]
+        "at": at,
+        "by": by,
+        "data": data or {},
     }

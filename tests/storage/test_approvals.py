@@ -10,7 +10,7 @@ from datetime import timedelta
 from storage import ApprovalDocument, EventDocument, SnapshotStore
 from storage.protocol import ApprovalWrite, ClaimedReplacement, ClaimWrite, DecisionWrite
 
-from ._contract import T0, decision, snapshot, tool_call
+from ._contract import T0, decision, run_event, snapshot, tool_call
 
 T1 = T0 + timedelta(seconds=1)
 
@@ -20,17 +20,7 @@ def approval(by: str, at: object = T0) -> ApprovalDocument:
 
 
 def event(event_id: str, event_type: str = "approval", run_id: str = "run") -> EventDocument:
-    return {
-        "_id": event_id,
-        "runId": run_id,
-        "agentId": "refund-agent",
-        "threadId": "t1",
-        "resourceId": "r1",
-        "type": event_type,  # type: ignore[typeddict-item]
-        "at": T0,
-        "by": "key:alice",
-        "data": {"n": event_id},
-    }
+    return run_event(event_id, event_type, run_id=run_id, by="key:alice", data={"n": event_id})
 
 
 async def _two_person_run(store: SnapshotStore, run_id: str = "run") -> None:

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from storage import DecisionClaim, EventDocument, SnapshotStore
-from storage.protocol import ClaimWrite, DecisionWrite
+from storage.protocol import ClaimRenewal, ClaimWrite, DecisionWrite
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -66,7 +66,9 @@ async def test_the_last_decision_claims_the_run_with_its_events_in_one_write(sto
         await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="instance-b", until=UNTIL, now=T0))
         is None
     )
-    assert await store.renew_claim("refund-agent", "run", by="instance-a", until=UNTIL + timedelta(seconds=1))
+    assert await store.renew_claim(
+        ClaimRenewal(agent_id="refund-agent", run_id="run", by="instance-a", until=UNTIL + timedelta(seconds=1))
+    )
     assert (
         await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by="instance-b", until=UNTIL, now=UNTIL))
         is None

@@ -18,9 +18,18 @@ from storage import (
     RunFilter,
     SnapshotStore,
     SQLiteSnapshotStore,
+    rules,
     sort_key,
 )
-from storage.protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimWrite, DecisionWrite, RunPage
+from storage.protocol import (
+    ClaimedDeletion,
+    ClaimedReplacement,
+    ClaimRelease,
+    ClaimRenewal,
+    ClaimWrite,
+    DecisionWrite,
+    RunPage,
+)
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -277,7 +286,9 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
             now=T0 + timedelta(seconds=5),
         )
     )
-    renewed_by_other = await store.renew_claim("refund-agent", "run", by="i2", until=T0 + timedelta(days=1))
+    renewed_by_other = await store.renew_claim(
+        ClaimRenewal(agent_id="refund-agent", run_id="run", by="i2", until=T0 + timedelta(days=1))
+    )
     takeover = await store.claim(
         ClaimWrite(
             agent_id="refund-agent",
@@ -288,7 +299,9 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
         )
     )
     stale_delete = await store.delete_claimed(ClaimedDeletion(agent_id="refund-agent", run_id="run", by="i1"))
-    stale_renew = await store.renew_claim("refund-agent", "run", by="i1", until=T0 + timedelta(days=1))
+    stale_renew = await store.renew_claim(
+        ClaimRenewal(agent_id="refund-agent", run_id="run", by="i1", until=T0 + timedelta(days=1))
+    )
 
     assert too_soon is None
     assert renewed_by_other is False
@@ -298,6 +311,28 @@ async def test_expired_claim_is_taken_over_and_the_old_holder_is_fenced(store: S
     assert stale_delete is False
     assert stale_renew is False
     assert await store.load_history("refund-agent", "run") == b"old"
+
+
+async def test_a_claim_is_renewed_by_one_write_while_held(store: SnapshotStore) -> None:
+    await store.insert(snapshot("run"), b"[]")
+    await store.record_decision(
+        DecisionWrite(agent_id="refund-agent", run_id="run", index=0, tool_call_id="c1", decision=decision(), now=T0)
+    )
+    await store.claim(
+        ClaimWrite(agent_id="refund-agent", run_id="run", by="i1", until=T0 + timedelta(seconds=10), now=T0)
+    )
+    later = T0 + timedelta(minutes=5)
+
+    by_other = await store.renew_claim(ClaimRenewal(agent_id="refund-agent", run_id="run", by="i2", until=later))
+    renewed = await store.renew_claim(ClaimRenewal(agent_id="refund-agent", run_id="run", by="i1", until=later))
+
+    assert ClaimRenewal(agent_id="refund-agent", run_id="run", by="i1", until=later).condition() == rules.held(
+        "refund-agent", "run", "i1"
+    )
+    assert (by_other, renewed) == (False, True)
+    got = await store.get("refund-agent", "run")
+    assert got is not None
+    assert got["claim"] == {"by": "i1", "until": later}
 
 
 async def test_a_claim_writes_its_events_with_it_and_a_refused_claim_none(store: SnapshotStore) -> None:

@@ -22,6 +22,7 @@ from storage.protocol import (
     ClaimedDeletion,
     ClaimedReplacement,
     ClaimRelease,
+    ClaimRenewal,
     ClaimWrite,
     DecisionWrite,
     DeliveryLease,
@@ -130,7 +131,7 @@ async def _every_conditional_write(store: SnapshotStore) -> None:
     )
     for by in ("i1", "i2"):
         await store.claim(ClaimWrite(agent_id="refund-agent", run_id="run", by=by, until=later, now=T0, version=5))
-        await store.renew_claim("refund-agent", "run", by=by, until=later)
+        await store.renew_claim(ClaimRenewal(agent_id="refund-agent", run_id="run", by=by, until=later))
     error = {"type": "RuntimeError", "message": "boom", "at": T0}
     await store.release_claim(ClaimRelease(agent_id="refund-agent", run_id="run", by="i1", error=error, now=T0))  # type: ignore[arg-type]
     await store.list_stalled_runs(now=later, idle_before=later, limit=10)

@@ -7,67 +7,42 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from storage import EventDocument, SnapshotStore
+from storage import NoticeKind, SnapshotStore
 from storage.protocol import DecisionWrite, NoticeWrite
 
-from ._contract import T0, decision, snapshot, tool_call
+from ._contract import T0, decision, run_event, snapshot, tool_call
 
 T1 = T0 + timedelta(seconds=1)
 
 
-def event(event_id: str, event_type: str = "reminded", run_id: str = "run") -> EventDocument:
-    return {
-        "_id": event_id,
-        "runId": run_id,
-        "agentId": "refund-agent",
-        "threadId": "t1",
-        "resourceId": "r1",
-        "type": event_type,  # type: ignore[typeddict-item]
-        "at": T1,
-        "by": "notices",
-        "data": {"toolCallId": "c1"},
-    }
+def notice(
+    kind: NoticeKind,
+    event_id: str,
+    *,
+    agent_id: str = "refund-agent",
+    run_id: str = "run",
+    question_id: str | None = None,
+) -> NoticeWrite:
+    """The ``kind`` notice of call ``c1`` (index 0) of ``run_id``, at ``T1``, with its event ``event_id``."""
+    event = run_event(event_id, kind, run_id=run_id, at=T1, by="notices", data={"toolCallId": "c1"})
+    return NoticeWrite(
+        agent_id=agent_id,
+        run_id=run_id,
+        index=0,
+        tool_call_id="c1",
+        question_id=question_id,
+        notice=kind,
+        now=T1,
+        event=event,
+    )
 
 
 async def test_a_notice_is_recorded_once_with_its_event(store: SnapshotStore) -> None:
     await store.insert(snapshot("run", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
 
-    first = await store.record_notice(
-        NoticeWrite(
-            agent_id="refund-agent",
-            run_id="run",
-            index=0,
-            tool_call_id="c1",
-            question_id=None,
-            notice="reminded",
-            now=T1,
-            event=event("001"),
-        )
-    )
-    again = await store.record_notice(
-        NoticeWrite(
-            agent_id="refund-agent",
-            run_id="run",
-            index=0,
-            tool_call_id="c1",
-            question_id=None,
-            notice="reminded",
-            now=T1,
-            event=event("002"),
-        )
-    )
-    escalated = await store.record_notice(
-        NoticeWrite(
-            agent_id="refund-agent",
-            run_id="run",
-            index=0,
-            tool_call_id="c1",
-            question_id=None,
-            notice="escalated",
-            now=T1,
-            event=event("003", "escalated"),
-        )
-    )
+    first = await store.record_notice(notice("reminded", "001"))
+    again = await store.record_notice(notice("reminded", "002"))
+    escalated = await store.record_notice(notice("escalated", "003"))
 
     assert first is not None
     assert first["toolCalls"][0]["reminded"] is True
@@ -91,30 +66,8 @@ async def test_a_notice_needs_the_question_still_waiting(store: SnapshotStore) -
     call["questionId"] = "q1"
     await store.insert(snapshot("run", calls=[call]), b"[]")
 
-    other_question = await store.record_notice(
-        NoticeWrite(
-            agent_id="refund-agent",
-            run_id="run",
-            index=0,
-            tool_call_id="c1",
-            question_id="q0",
-            notice="reminded",
-            now=T1,
-            event=event("001"),
-        )
-    )
-    other_agent = await store.record_notice(
-        NoticeWrite(
-            agent_id="weather-agent",
-            run_id="run",
-            index=0,
-            tool_call_id="c1",
-            question_id="q1",
-            notice="reminded",
-            now=T1,
-            event=event("002"),
-        )
-    )
+    other_question = await store.record_notice(notice("reminded", "001", question_id="q0"))
+    other_agent = await store.record_notice(notice("reminded", "002", agent_id="weather-agent", question_id="q1"))
     await store.record_decision(
         DecisionWrite(
             agent_id="refund-agent",
@@ -126,18 +79,7 @@ async def test_a_notice_needs_the_question_still_waiting(store: SnapshotStore) -
             now=T1,
         )
     )
-    decided = await store.record_notice(
-        NoticeWrite(
-            agent_id="refund-agent",
-            run_id="run",
-            index=0,
-            tool_call_id="c1",
-            question_id="q1",
-            notice="escalated",
-            now=T1,
-            event=event("003", "escalated"),
-        )
-    )
+    decided = await store.record_notice(notice("escalated", "003", question_id="q1"))
 
     assert (other_question, other_agent, decided) == (None, None, None)
     assert await store.list_events("refund-agent", "run") == []
@@ -153,18 +95,7 @@ async def test_a_notice_racing_on_two_clients_is_recorded_once(
 
         results = await asyncio.gather(
             *(
-                client.record_notice(
-                    NoticeWrite(
-                        agent_id="refund-agent",
-                        run_id=run_id,
-                        index=0,
-                        tool_call_id="c1",
-                        question_id=None,
-                        notice="escalated",
-                        now=T1,
-                        event=event(f"{round_}-{n}", "escalated", run_id=run_id),
-                    )
-                )
+                client.record_notice(notice("escalated", f"{round_}-{n}", run_id=run_id))
                 for n, client in enumerate((first, second))
             )
         )

@@ -30,6 +30,7 @@ from storage.protocol import (
     ClaimedDeletion,
     ClaimedReplacement,
     ClaimRelease,
+    ClaimRenewal,
     ClaimWrite,
     DecisionWrite,
     DeliveryLease,
@@ -374,7 +375,9 @@ HELD_CASES = [
 
 Write = Callable[[SnapshotStore, str, str, str], Awaitable[object]]
 HELD_WRITES: dict[str, Write] = {
-    "renew_claim": lambda s, agent, run, by: s.renew_claim(agent, run, by=by, until=NOW + timedelta(hours=1)),
+    "renew_claim": lambda s, agent, run, by: s.renew_claim(
+        ClaimRenewal(agent_id=agent, run_id=run, by=by, until=NOW + timedelta(hours=1))
+    ),
     "replace_claimed": lambda s, agent, run, by: s.replace_claimed(
         ClaimedReplacement(
             agent_id=agent,

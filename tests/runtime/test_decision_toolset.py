@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.toolsets import FunctionToolset
 
-from runtime.running import decision_toolset
-from runtime.running.decision_toolset import DecisionToolset, needs_decision_context
+from runtime.running.decision_toolset import DecisionToolset, RunCapability, needs_decision_context
 from runtime.running.identity import CallIdentity
 
 
@@ -43,15 +41,12 @@ def test_a_call_with_answers_to_replay_or_not_approved_needs_it() -> None:
         assert needs_decision_context(_results(a=approved, b=ours))
 
 
-@pytest.mark.xfail(strict=True, reason="two capabilities: CallIdentity and DecisionCapability")
-def test_one_capability_gives_identities_and_wraps_the_tools_only_when_asked() -> None:
+def test_one_capability_gives_identities_and_wraps_the_tools() -> None:
     """pydantic-ai dispatches each hook, and wraps each node's event stream, once per capability:
     a run gets one of runsgate's, whichever it needs."""
-    capability = decision_toolset.RunCapability  # type: ignore[attr-defined]
     toolset = FunctionToolset[None]()
-    plain = capability(run_id="r")
-    assert isinstance(plain, CallIdentity)
-    assert plain.get_wrapper_toolset(toolset) is None
-    wrapped = capability(run_id="r", decisions=True).get_wrapper_toolset(toolset)
+    assert CallIdentity(run_id="r").get_wrapper_toolset(toolset) is None
+    assert isinstance(RunCapability(run_id="r"), CallIdentity)
+    wrapped = RunCapability(run_id="r").get_wrapper_toolset(toolset)
     assert isinstance(wrapped, DecisionToolset)
     assert wrapped.wrapped is toolset

@@ -421,6 +421,28 @@ async def test_the_view_serves_prepared_requests_as_strawberry_does(
     assert served == {True: fast, False: 0}
 
 
+UNKNOWN_RUN_APPROVAL = (
+    'mutation { approveToolCall(input: {agentId: "refund-agent", runId: "none", toolCallId: "c_none"}) '
+    "{ __typename ... on UserError { code } } }"
+)
+
+
+@pytest.mark.xfail(strict=True, reason="the view's shorter path serves prepared queries only")
+async def test_a_mutation_sent_as_one_json_object_takes_the_views_shorter_path(
+    app: Starlette, http: httpx.AsyncClient
+) -> None:
+    # given the view's count of requests it served itself (server/view/prepared_http.py)
+    view = graphql_view(app)
+    served = view.prepared_requests
+
+    # when a mutation is sent as one JSON object
+    response = await http.post("/graphql", json={"query": UNKNOWN_RUN_APPROVAL})
+
+    # then the view served it without Strawberry's request parsing, with the mutation's answer
+    assert view.prepared_requests == served + 1
+    assert response.json() == {"data": {"approveToolCall": {"__typename": "RunNotFound", "code": "RUN_NOT_FOUND"}}}
+
+
 async def test_a_root_plan_calls_the_resolver_once_even_when_it_fails(app: Starlette, http: httpx.AsyncClient) -> None:
     # given a prepared listing answered by its root plan (resolvers/fastpath/root_plan.py)
     await _listing(http, first=1)

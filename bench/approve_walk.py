@@ -3,10 +3,11 @@
 The real app, called in process over HTTP (httpx's ASGI transport), with authentication on (an
 API key holding every scope), compiled execution on (the default), the memory store and the demo
 refund agent: a run is started, then its last pending call is approved with an idempotency key,
-and the continuation runs to ``COMPLETED``. While the approval's request runs, ``sys.setprofile``
-records every Python call into a product module (``server``, ``resolvers``, ``runtime``,
-``storage``; ``runtime.demo`` excluded; a coroutine or generator resumed is not a call);
-consecutive calls into one module count as one stay.
+and the continuation runs to ``COMPLETED``, no update batch written while it runs
+(``UPDATES_WAIT``). While the approval's request runs, ``sys.setprofile`` records every Python
+call into a product module (``server``, ``resolvers``, ``runtime``, ``storage``; ``runtime.demo``
+excluded; a coroutine or generator resumed is not a call); consecutive calls into one module
+count as one stay.
 
 Prints the modules visited, the stays, and the returns (stays into a module already visited:
 stays minus modules); ``--list`` prints the stays in order too (docs/architecture.md "The
@@ -26,6 +27,10 @@ import httpx
 
 PRODUCT = ("server", "resolvers", "runtime", "storage")
 EXCLUDED = ("runtime.demo",)
+UPDATES_WAIT = 60.0
+"""Seconds the run's update batches wait (``RUNSGATE_RUN_UPDATES_INTERVAL`` and its first text
+delay): longer than the traced run takes on any machine, so no batch is written while it runs,
+as on a quiet machine with the defaults, and the walk does not depend on the load."""
 KEY = "rg_bench_walk_0123456789abcdefghijklmnopqrstuvwxyz"
 
 START = """
@@ -87,6 +92,8 @@ async def walk() -> Walk:
         agents="runtime.demo:AGENTS",
         tool_rules=[],
         api_keys=[ApiKeyConfig.model_validate({**entry, "resources": "*"})],
+        run_updates_interval=UPDATES_WAIT,
+        run_updates_first_text_delay=UPDATES_WAIT,
     )
     app = create_app(settings)
     headers = {"Authorization": f"Bearer {KEY}"}

@@ -60,7 +60,7 @@ class Piece:
     fastpath: Pieces = EVERY_PIECE
     """The fast path's shortcuts its app is built with (``resolvers.fastpath.install``)."""
     prepared_requests: bool = True
-    """The view serves prepared queries itself (``server.view.prepared_http``)."""
+    """The view serves a JSON object's query or mutation itself (``server.view.prepared_http``)."""
 
 
 def _from_fields() -> list[Patch]:

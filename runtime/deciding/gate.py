@@ -202,7 +202,7 @@ class DecisionGate:
             edited = jsonable(validate_edited_args(self._agents.get_agent(owner), tool, request.edited_args))
         args = call["args"] if edited is None else edited
         scopes = R.required_scopes(rules, tool, args) if request.kind != "declined" else []
-        refused = refusal(doc, call, rules, decider, request.kind, args)
+        refused = refusal(doc, call, rules, decider, request.kind, args, scopes)
         if refused is not None:
             raise refused
         if edited is not None and R.edit_forbidden(rules, tool, call["args"], edited):

@@ -55,14 +55,17 @@ def refusal(
     decider: Decider,
     kind: str,
     args: Any,
+    scopes: Sequence[str] | None = None,
 ) -> RunsgateError | None:
     """Why ``decider`` may not make a decision of ``kind`` on ``call`` of ``doc`` with ``args``
     under the rules of its owner, or ``None``: a scope the rules require of an approval or a
     resume (``ForbiddenError``), or, for an approval, separation of duties (the run's starter, or
     anyone when the starter is unknown; trusted in-process callers and forwarded decisions,
-    checked on the supervisor's call, excepted)."""
+    checked on the supervisor's call, excepted). ``scopes``: the scopes the rules require of this
+    decision (``R.required_scopes``; none for a decline), when the caller has them already."""
     tool = call["toolName"]
-    scopes = R.required_scopes(rules, tool, args) if kind != "declined" else []
+    if scopes is None:
+        scopes = R.required_scopes(rules, tool, args) if kind != "declined" else []
     missing = next((scope for scope in scopes if not decider.holds(scope)), None)
     if missing is not None:
         return ForbiddenError(f"approving {tool!r} needs the scope {missing!r}", required_scope=missing)

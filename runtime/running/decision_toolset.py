@@ -3,11 +3,11 @@
 pydantic-ai re-runs a deferred tool call only through ``ToolApproved``, which sets
 ``RunContext.tool_call_approved``. runsgate re-runs calls that were resumed as well as calls
 that were approved, so it installs ``DecisionToolset`` around every agent's tools, for each run
-that re-runs such a call (``DecisionCapability``, passed to ``Agent.run`` when
-``needs_decision_context``): for a call re-run by runsgate it replaces the
-context's ``tool_call_approved`` with whether the call was really approved, and gives the call a
-fresh copy of its ``tool_call_metadata["runsgate"]`` in which ``suspend()`` counts its
-``suspend()`` points (``asked``), so each point gets its own answer, in order.
+that re-runs such a call (``RunCapability``, when ``needs_decision_context``): for a call
+re-run by runsgate it replaces the context's ``tool_call_approved`` with whether the call was
+really approved, and gives the call a fresh copy of its ``tool_call_metadata["runsgate"]`` in
+which ``suspend()`` counts its ``suspend()`` points (``asked``), so each point gets its own
+answer, in order.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import RunContext
-from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.tools import DeferredToolResults
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from . import metadata as _metadata
+from .identity import CallIdentity
 
 
 @dataclass
@@ -47,22 +47,24 @@ def decided_context(ctx: RunContext[Any]) -> RunContext[Any]:
 
 
 @dataclass
-class DecisionCapability(AbstractCapability[Any]):
-    """Installs ``DecisionToolset`` around the run's toolset."""
+class RunCapability(CallIdentity):
+    """``CallIdentity``'s call identities and ``DecisionToolset`` around the run's toolset, in one
+    capability: pydantic-ai dispatches each hook, and wraps each node's event stream, once per
+    capability. A run that needs no wrapper (``needs_decision_context``) carries ``CallIdentity``."""
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return DecisionToolset(toolset)
 
 
 def needs_decision_context(results: DeferredToolResults | None) -> bool:
-    """Whether a run continued with ``results`` needs ``DecisionCapability``: some call it re-runs
+    """Whether a run continued with ``results`` needs ``DecisionToolset``: some call it re-runs
     has answers to replay, or must not see itself approved (a resumed or delegated call).
 
     A call only approved, with no answers, sees through pydantic-ai alone what the wrapper would
     show it: ``tool_call_approved`` true (``ToolApproved``) and a ``suspend()`` that asks its
     first question (without ``asked`` in its metadata, ``suspend()`` replays nothing). A run
-    without ``results`` re-runs no call. Leaving the capability out of such runs spares
-    pydantic-ai's per-hook capability work.
+    without ``results`` re-runs no call. Leaving the wrapper out of such runs spares a layer
+    around every tool call.
     """
     if results is None:
         return False
@@ -73,4 +75,4 @@ def needs_decision_context(results: DeferredToolResults | None) -> bool:
     return False
 
 
-__all__ = ["DecisionCapability", "DecisionToolset", "decided_context", "needs_decision_context"]
+__all__ = ["DecisionToolset", "RunCapability", "decided_context", "needs_decision_context"]

@@ -20,7 +20,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_core import to_jsonable_python
 
 from ..registry import AnyAgent
-from .decision_toolset import DecisionCapability, needs_decision_context
+from .decision_toolset import RunCapability, needs_decision_context
 from .identity import CallIdentity
 from .scope import RunScope, entered
 
@@ -61,17 +61,17 @@ async def run_agent(
     (pydantic-ai refuses that for an agent with output validators: those list it themselves).
     The run is a task of its own (awaited, cancelled with the caller): each time a streaming model
     yields, the event loop resumes only the run's frames, not those of the request that waits.
-    ``CallIdentity`` gives every tool call an identity (``runtime.running.identity``);
-    ``DecisionCapability`` shows a tool re-run after a decision only what was decided
+    Its one capability of runsgate's, ``CallIdentity``, gives every tool call an identity
+    (``runtime.running.identity``); when ``needs_decision_context``, ``RunCapability`` does that
+    and also shows a tool re-run after a decision only what was decided
     (``runtime.running.decision_toolset``).
 
     Raises:
         Exception: Whatever the model, a tool or pydantic-ai raised.
     """
     output_type = _output_type_with_deferred(agent)
-    capabilities: list[Any] = [CallIdentity(run_id=scope.run_id)]
-    if needs_decision_context(results):
-        capabilities.append(DecisionCapability())
+    capability = RunCapability if needs_decision_context(results) else CallIdentity
+    capabilities = [capability(run_id=scope.run_id)]
     if events is not None:
         used = model if model is not None else agent.model
         if isinstance(used, Model) and not can_stream(used):

@@ -64,7 +64,8 @@ class AuthenticatedView:
     authenticator: Authenticator
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        parameter = has_credential_parameter(scope.get("query_string", b"").decode("latin-1"))
+        query_string: bytes = scope.get("query_string", b"")
+        parameter = has_credential_parameter(query_string.decode("latin-1")) if query_string else None
         if parameter is not None:
             await _credential_in_query(scope, receive, send, parameter)
             return

@@ -1,6 +1,6 @@
 """The ``/graphql`` view: Strawberry's ASGI view, speaking the GraphQL-over-HTTP spec
 (``GraphQLOverHTTP``, ``server.view.conformance``), answering within a budget in bytes
-(``EncodedAnswer``), serving prepared queries by a shorter path (``PreparedView``) and GraphiQL
+(``EncodedAnswer``), serving one JSON object by a shorter path (``PreparedView``) and GraphiQL
 offline (``server.view.graphiql``); and its ``graphql-transport-ws`` handler's base
 (``TransportWsHandler``). ``/graphql`` serves GET and POST (``GRAPHQL_METHODS``). Why:
 docs/api.md and docs/architecture.md "Requests and answers".
@@ -146,13 +146,14 @@ def _unparsable(what: str, reason: str | None) -> str:
 
 
 class PreparedView(GraphQL[Context, None]):
-    """Strawberry's ASGI view serving a prepared query by a shorter path (``run_prepared``)."""
+    """Strawberry's ASGI view serving one JSON object's query or mutation by a shorter path
+    (``run_prepared``)."""
 
     prepared: PreparedRequests | None = None
     """The fast path's HTTP half (``server.view.prepared_http``), set by ``server.app.create_app``
     when the schema has prepared operations; None: Strawberry's ``run`` serves every request."""
     prepared_requests: int = 0
-    """Requests served by ``run_prepared`` (tests and benchmarks read it)."""
+    """Requests served by ``run_prepared``, prepared or not (tests and benchmarks read it)."""
 
     async def run(
         self,
@@ -160,7 +161,8 @@ class PreparedView(GraphQL[Context, None]):
         context: Context = UNSET,
         root_value: None = UNSET,
     ) -> Any:
-        """A prepared query through ``run_prepared``; any other request as Strawberry's ``run``.
+        """One JSON object's query or mutation through ``run_prepared``; any other request as
+        Strawberry's ``run``.
         Then the request's contexts let go of what their DataLoaders read (``Context.release``)."""
         try:
             if isinstance(request, Request) and context is UNSET and root_value is UNSET:
@@ -175,9 +177,9 @@ class PreparedView(GraphQL[Context, None]):
                 request.state.graphql_contexts = []
 
     async def run_prepared(self, request: Request) -> Response | None:
-        """The fast path's response to a prepared query (``prepared``), when the view has one
-        (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any other request,
-        which Strawberry's ``run`` then serves."""
+        """The fast path's response to a request ``prepared.serve`` takes (one JSON object), when
+        the view has one (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any
+        other request, which Strawberry's ``run`` then serves."""
         if self.prepared is None:
             return None
         response = await self.prepared.serve(self, request)
@@ -188,8 +190,8 @@ class PreparedView(GraphQL[Context, None]):
 
 class GraphQLView(GraphQLOverHTTP, PreparedView):
     """Strawberry's ASGI view with the spec's response media type (``GraphQLOverHTTP``), answers
-    within their budget in bytes, an offline GraphiQL, and a shorter path for prepared queries
-    (``PreparedView.run_prepared``). ``GraphQLOverHTTP`` comes first among its bases, so that its
+    within their budget in bytes, an offline GraphiQL, and a shorter path for a JSON object's
+    query or mutation (``PreparedView.run_prepared``). ``GraphQLOverHTTP`` comes first among its bases, so that its
     ``run`` holds the fast path's answers to the spec too."""
 
     graphql_transport_ws_handler_class = TransportWsHandler

@@ -1,7 +1,8 @@
-"""The fast path's HTTP half: ``PreparedRequests`` serves a ``POST`` of a prepared query
-(``resolvers.fastpath.prepared``) without Strawberry's request parsing. Imported only when
-compiled execution is on; the private Strawberry names it needs are in
-``resolvers.fastpath.internals``. Which requests qualify: docs/architecture.md "Fast path".
+"""The fast path's HTTP half: ``PreparedRequests`` serves a ``POST`` of one JSON object (a query,
+prepared or not, or a mutation; ``resolvers.fastpath.prepared`` runs a prepared one) without
+Strawberry's request parsing. Imported only when compiled execution is on; the private
+Strawberry names it needs are in ``resolvers.fastpath.internals``. Which requests qualify:
+docs/architecture.md "Fast path".
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ class PreparedRequests:
         return None
 
     async def serve(self, view: GraphQL[Context, None], request: Request) -> Response | None:
-        """The response to ``request`` when it is a ``POST`` of a prepared query operation, built
-        by ``view``'s own methods (``server.view.graphql_view.GraphQLView``'s) in the order of
-        Strawberry's ``run`` (the same response); None,
-        having changed nothing, for any other request, which Strawberry's ``run`` then serves
-        with the body already decoded (``GraphQLView.parse_json``)."""
+        """The response to ``request`` when it is a ``POST`` of ``application/json`` asking for no
+        streaming transport, whose body is one JSON object with a string ``query`` and parameters
+        of the spec's types (``well_formed``), built by ``view``'s own methods in the order of
+        Strawberry's ``run`` (``server.view.graphql_view.GraphQLView``'s: the same response; its
+        ``execute_single`` runs the operation, prepared or not, and refuses what HTTP does not
+        serve); None, having changed nothing, for any other request, which Strawberry's ``run``
+        then serves with the body already decoded (``GraphQLView.parse_json``)."""
         if request.method != "POST":
             return None
         content_type = request.headers.get("content-type")
@@ -58,11 +61,7 @@ class PreparedRequests:
         operation_name = data.get("operationName")
         variables = data.get("variables")
         extensions = data.get("extensions")
-        if (
-            not isinstance(query, str)
-            or not well_formed(operation_name, variables, extensions)
-            or self.prepared.get(query, operation_name) is None
-        ):
+        if not isinstance(query, str) or not well_formed(operation_name, variables, extensions):
             return None
         await view.get_root_value(request)  # as Strawberry's run; the view's root value is None
         request_adapter = view.request_adapter_class(request)

@@ -1,4 +1,4 @@
-"""``needs_decision_context``: which continued runs get ``DecisionCapability``.
+"""``needs_decision_context``: which continued runs get ``DecisionToolset``; ``RunCapability``.
 
 The runs themselves are covered by the multi-question, delegation and approval tests; these
 check the predicate on the ``DeferredToolResults`` shapes ``deferred_tool_results`` builds.
@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic_ai.tools import DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.toolsets import FunctionToolset
 
-from runtime.running.decision_toolset import needs_decision_context
+from runtime.running.decision_toolset import DecisionToolset, RunCapability, needs_decision_context
+from runtime.running.identity import CallIdentity
 
 
 def _results(**calls: dict[str, Any] | None) -> DeferredToolResults:
@@ -37,3 +39,14 @@ def test_a_call_with_answers_to_replay_or_not_approved_needs_it() -> None:
     delegated = {"decision": "approved", "approved": False, "answers": [], "call": {}}
     for ours in (resumed, approved_after_answers, delegated):
         assert needs_decision_context(_results(a=approved, b=ours))
+
+
+def test_one_capability_gives_identities_and_wraps_the_tools() -> None:
+    """pydantic-ai dispatches each hook, and wraps each node's event stream, once per capability:
+    a run gets one of runsgate's, whichever it needs."""
+    toolset = FunctionToolset[None]()
+    assert CallIdentity(run_id="r").get_wrapper_toolset(toolset) is None
+    assert isinstance(RunCapability(run_id="r"), CallIdentity)
+    wrapped = RunCapability(run_id="r").get_wrapper_toolset(toolset)
+    assert isinstance(wrapped, DecisionToolset)
+    assert wrapped.wrapped is toolset

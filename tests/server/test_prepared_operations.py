@@ -336,6 +336,12 @@ async def test_an_operation_type_not_allowed_is_refused_as_by_strawberry() -> No
     assert schema.prepared_operations.executed == executed
 
 
+UNKNOWN_RUN_APPROVAL = (
+    'mutation { approveToolCall(input: {agentId: "refund-agent", runId: "none", toolCallId: "c_none"}) '
+    "{ __typename ... on UserError { code } } }"
+)
+
+
 PAGE = "query Page($a: ID!, $n: Int) { suspendedRuns(agentId: $a, first: $n) { edges { node { runId } } } }"
 PAGE_BODY = json.dumps({"query": PAGE, "variables": {"a": REFUND, "n": 1}}).encode()
 FRAMINGS: list[tuple[str, dict[str, str], bytes, int]] = [
@@ -360,7 +366,7 @@ FRAMINGS: list[tuple[str, dict[str, str], bytes, int]] = [
         "named",
         {"content-type": "application/json"},
         json.dumps({"query": PAGE, "variables": {"a": REFUND}, "operationName": "Page", "extensions": {}}).encode(),
-        1,  # the first send prepares the operation under its name
+        2,  # the first send prepares the operation under its name, both take the view's path
     ),
     ("media type in capitals", {"content-type": "Application/JSON"}, PAGE_BODY, 0),
     ("a json-like media type", {"content-type": "application/json-patch+json"}, PAGE_BODY, 0),
@@ -375,7 +381,16 @@ FRAMINGS: list[tuple[str, dict[str, str], bytes, int]] = [
     ("null", {"content-type": "application/json"}, b"null", 0),
     ("NaN", {"content-type": "application/json"}, PAGE_BODY.replace(b'"n": 1', b'"n": NaN'), 0),
     ("not json", {"content-type": "application/json"}, PAGE_BODY[:-1], 0),
-    ("an unknown name", {"content-type": "application/json"}, PAGE_BODY.replace(b"}}", b'}, "operationName": "X"}'), 0),
+    ("an unknown name", {"content-type": "application/json"}, PAGE_BODY.replace(b"}}", b'}, "operationName": "X"}'), 2),
+    ("a mutation", {"content-type": "application/json"}, json.dumps({"query": UNKNOWN_RUN_APPROVAL}).encode(), 2),
+    (
+        "a subscription",
+        {"content-type": "application/json", "accept": GRAPHQL_RESPONSE},
+        json.dumps({"query": "subscription { __typename }"}).encode(),
+        2,
+    ),
+    ("no query", {"content-type": "application/json"}, b'{"variables": {}}', 0),
+    ("a query not a string", {"content-type": "application/json"}, b'{"query": 5}', 0),
     (
         "variables a list",
         {"content-type": "application/json"},
@@ -419,6 +434,21 @@ async def test_the_view_serves_prepared_requests_as_strawberry_does(
     assert answers[True] == answers[False]
     assert all(status < 500 for status, *_ in answers[True])
     assert served == {True: fast, False: 0}
+
+
+async def test_a_mutation_sent_as_one_json_object_takes_the_views_shorter_path(
+    app: Starlette, http: httpx.AsyncClient
+) -> None:
+    # given the view's count of requests it served itself (server/view/prepared_http.py)
+    view = graphql_view(app)
+    served = view.prepared_requests
+
+    # when a mutation is sent as one JSON object
+    response = await http.post("/graphql", json={"query": UNKNOWN_RUN_APPROVAL})
+
+    # then the view served it without Strawberry's request parsing, with the mutation's answer
+    assert view.prepared_requests == served + 1
+    assert response.json()["data"] == {"approveToolCall": {"__typename": "RunNotFound", "code": "RUN_NOT_FOUND"}}
 
 
 async def test_a_root_plan_calls_the_resolver_once_even_when_it_fails(app: Starlette, http: httpx.AsyncClient) -> None:

@@ -205,13 +205,14 @@ async def _exists(
 ) -> bool:
     """Whether a matching run lies before the page's first run (or after its last).
 
-    One index probe of limit 1 (Relay: report it when it can be done efficiently). For an
-    empty page the cursor's position is the bound.
+    One index probe of limit 1 (Relay: report it when it can be done efficiently), for the run
+    next to the bound, so a store reads from the bound, not from the newest run. For an empty
+    page the cursor's position is the bound.
     """
     store = info.context.store
     if before is not None:
         bound = sort_key(before[0]) if before else fallback
-        return bool(await store.list_runs(agent_id, store_filter, RunPage(limit=1, before=bound)))
+        return bool(await store.list_runs(agent_id, store_filter, RunPage(limit=1, before=bound, from_end=True)))
     bound = sort_key(after[-1]) if after else fallback
     return bool(await store.list_runs(agent_id, store_filter, RunPage(limit=1, after=bound)))
 

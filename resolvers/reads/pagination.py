@@ -7,10 +7,14 @@ mixing, bounds, the default page of ``max``, a page past the end): docs/api.md "
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
 from dataclasses import dataclass
+from typing import Any
+
+from strawberry.types.nodes import SelectedField
 
 from storage import RunFilter, SnapshotDocument, SortKey, sort_key
 from storage.protocol import RunPage
@@ -147,7 +151,43 @@ async def suspended_runs_connection(
         page=page, first=first, after=after, last=last, before=before, max_page_size=context.max_page_size
     )
     store = context.store
-    docs = await store.list_runs(
+    # the total and the page are separate reads: when both are asked for, they run together
+    counting = asyncio.ensure_future(store.count_runs(agent_id, store_filter)) if _selects_total(info) else None
+    if counting is not None:  # its error is raised by totalCount, if the response still reads it
+        counting.add_done_callback(_retrieved)
+    try:
+        docs, has_next, has_previous = await _page(info, agent_id, store_filter, request)
+    except BaseException:
+        if counting is not None:
+            counting.cancel()
+        raise
+    schemas = info.context.agents.tool_schemas()
+    edges = [
+        SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d, schemas)) for d in docs
+    ]
+
+    async def count_runs() -> int:
+        if counting is not None:
+            return await counting
+        return await store.count_runs(agent_id, store_filter)
+
+    return SuspendedRunConnection(
+        edges=edges,
+        page_info=PageInfo(
+            has_next_page=has_next,
+            has_previous_page=has_previous,
+            start_cursor=edges[0].cursor if edges else None,
+            end_cursor=edges[-1].cursor if edges else None,
+        ),
+        count_runs=count_runs,
+    )
+
+
+async def _page(
+    info: Info, agent_id: str, store_filter: RunFilter, request: PageRequest
+) -> tuple[list[SnapshotDocument], bool, bool]:
+    """The page's runs, ``hasNextPage`` and ``hasPreviousPage``."""
+    docs = await info.context.store.list_runs(
         agent_id,
         store_filter,
         RunPage(
@@ -161,37 +201,40 @@ async def suspended_runs_connection(
     more = len(docs) > request.limit
     if request.from_end:
         docs = docs[1:] if more else docs
-        has_previous = more
         has_next = request.before is not None and await _exists(
             info, agent_id, store_filter, after=docs, fallback=request.before
         )
-    else:
-        docs = docs[: request.limit]
-        has_next = more
-        if request.page_number is not None:
-            has_previous = request.page_number > 0
-        else:
-            has_previous = request.after is not None and await _exists(
-                info, agent_id, store_filter, before=docs, fallback=request.after
-            )
-    schemas = info.context.agents.tool_schemas()
-    edges = [
-        SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d, schemas)) for d in docs
-    ]
-
-    async def count_runs() -> int:
-        return await store.count_runs(agent_id, store_filter)
-
-    return SuspendedRunConnection(
-        edges=edges,
-        page_info=PageInfo(
-            has_next_page=has_next,
-            has_previous_page=has_previous,
-            start_cursor=edges[0].cursor if edges else None,
-            end_cursor=edges[-1].cursor if edges else None,
-        ),
-        count_runs=count_runs,
+        return docs, has_next, more
+    docs = docs[: request.limit]
+    if request.page_number is not None:
+        return docs, more, request.page_number > 0
+    has_previous = request.after is not None and await _exists(
+        info, agent_id, store_filter, before=docs, fallback=request.after
     )
+    return docs, more, has_previous
+
+
+def _retrieved(task: asyncio.Future[int]) -> None:
+    """Mark a finished count's error as seen: a response that fails first never reads it."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _selects_total(info: Info) -> bool:
+    """Whether the connection being resolved selects ``totalCount`` (directly or through a
+    fragment, and not turned off by ``@skip``/``@include`` with a literal or a variable)."""
+    pending: list[Any] = [s for field in info.selected_fields for s in field.selections]
+    while pending:
+        selection = pending.pop()
+        directives = selection.directives
+        if directives.get("skip", {}).get("if") is True or directives.get("include", {}).get("if") is False:
+            continue
+        if isinstance(selection, SelectedField):
+            if selection.name == "totalCount":
+                return True
+        else:  # a fragment spread or an inline fragment
+            pending.extend(selection.selections)
+    return False
 
 
 async def _exists(

@@ -62,7 +62,6 @@ TOTAL = "fragment Total on SuspendedRunConnection { totalCount }"
         f"query {{ {PAGE} {{ ... on SuspendedRunConnection {{ totalCount }} nodes {{ runId }} }} }}",
     ],
 )
-@pytest.mark.xfail(strict=True, reason="issue 44: the total is read after the page")
 async def test_the_total_is_counted_while_the_page_is_read(document: str) -> None:
     store, page = await _page(document)
     assert page["totalCount"] == 3

@@ -7,10 +7,14 @@ mixing, bounds, the default page of ``max``, a page past the end): docs/api.md "
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
 from dataclasses import dataclass
+from typing import Any
+
+from strawberry.types.nodes import SelectedField
 
 from storage import RunFilter, SnapshotDocument, SortKey, sort_key
 from storage.protocol import RunPage
@@ -147,39 +151,24 @@ async def suspended_runs_connection(
         page=page, first=first, after=after, last=last, before=before, max_page_size=context.max_page_size
     )
     store = context.store
-    docs = await store.list_runs(
-        agent_id,
-        store_filter,
-        RunPage(
-            limit=request.limit + 1,
-            skip=request.skip,
-            after=request.after,
-            before=request.before,
-            from_end=request.from_end,
-        ),
-    )
-    more = len(docs) > request.limit
-    if request.from_end:
-        docs = docs[1:] if more else docs
-        has_previous = more
-        has_next = request.before is not None and await _exists(
-            info, agent_id, store_filter, after=docs, fallback=request.before
-        )
-    else:
-        docs = docs[: request.limit]
-        has_next = more
-        if request.page_number is not None:
-            has_previous = request.page_number > 0
-        else:
-            has_previous = request.after is not None and await _exists(
-                info, agent_id, store_filter, before=docs, fallback=request.after
-            )
+    # the total and the page are separate reads: when both are asked for, they run together
+    counting = asyncio.ensure_future(store.count_runs(agent_id, store_filter)) if _selects_total(info) else None
+    if counting is not None:  # its error is raised by totalCount, if the response still reads it
+        counting.add_done_callback(_retrieved)
+    try:
+        docs, has_next, has_previous = await _page(info, agent_id, store_filter, request)
+    except BaseException:
+        if counting is not None:
+            counting.cancel()
+        raise
     schemas = info.context.agents.tool_schemas()
     edges = [
         SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d, schemas)) for d in docs
     ]
 
     async def count_runs() -> int:
+        if counting is not None:
+            return await counting
         return await store.count_runs(agent_id, store_filter)
 
     return SuspendedRunConnection(
@@ -194,6 +183,60 @@ async def suspended_runs_connection(
     )
 
 
+async def _page(
+    info: Info, agent_id: str, store_filter: RunFilter, request: PageRequest
+) -> tuple[list[SnapshotDocument], bool, bool]:
+    """The page's runs, ``hasNextPage`` and ``hasPreviousPage``."""
+    docs = await info.context.store.list_runs(
+        agent_id,
+        store_filter,
+        RunPage(
+            limit=request.limit + 1,
+            skip=request.skip,
+            after=request.after,
+            before=request.before,
+            from_end=request.from_end,
+        ),
+    )
+    more = len(docs) > request.limit
+    if request.from_end:
+        docs = docs[1:] if more else docs
+        has_next = request.before is not None and await _exists(
+            info, agent_id, store_filter, after=docs, fallback=request.before
+        )
+        return docs, has_next, more
+    docs = docs[: request.limit]
+    if request.page_number is not None:
+        return docs, more, request.page_number > 0
+    has_previous = request.after is not None and await _exists(
+        info, agent_id, store_filter, before=docs, fallback=request.after
+    )
+    return docs, more, has_previous
+
+
+def _retrieved(task: asyncio.Future[int]) -> None:
+    """Mark a finished count's error as seen: a response that fails first never reads it."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _selects_total(info: Info) -> bool:
+    """Whether the connection being resolved selects ``totalCount`` (directly or through a
+    fragment, and not turned off by ``@skip``/``@include`` with a literal or a variable)."""
+    pending: list[Any] = [s for field in info.selected_fields for s in field.selections]
+    while pending:
+        selection = pending.pop()
+        directives = selection.directives
+        if directives.get("skip", {}).get("if") is True or directives.get("include", {}).get("if") is False:
+            continue
+        if isinstance(selection, SelectedField):
+            if selection.name == "totalCount":
+                return True
+        else:  # a fragment spread or an inline fragment
+            pending.extend(selection.selections)
+    return False
+
+
 async def _exists(
     info: Info,
     agent_id: str,
@@ -205,13 +248,14 @@ async def _exists(
 ) -> bool:
     """Whether a matching run lies before the page's first run (or after its last).
 
-    One index probe of limit 1 (Relay: report it when it can be done efficiently). For an
-    empty page the cursor's position is the bound.
+    One index probe of limit 1 (Relay: report it when it can be done efficiently), for the run
+    next to the bound, so a store reads from the bound, not from the newest run. For an empty
+    page the cursor's position is the bound.
     """
     store = info.context.store
     if before is not None:
         bound = sort_key(before[0]) if before else fallback
-        return bool(await store.list_runs(agent_id, store_filter, RunPage(limit=1, before=bound)))
+        return bool(await store.list_runs(agent_id, store_filter, RunPage(limit=1, before=bound, from_end=True)))
     bound = sort_key(after[-1]) if after else fallback
     return bool(await store.list_runs(agent_id, store_filter, RunPage(limit=1, after=bound)))
 

@@ -53,8 +53,15 @@ def read_events(docs: list[Document]) -> list[EventDocument]:
 
 
 def keyset(key: SortKey, op: str) -> Document:
-    """Runs after (``$lt``) or before (``$gt``) ``key`` in listing order."""
-    return {"$or": [{"createdAt": {op: key.created_at}}, {"createdAt": key.created_at, "_id": {op: key.run_id}}]}
+    """Runs after (``$lt``) or before (``$gt``) ``key`` in listing order: one range of
+    ``createdAt`` up to (from) the key's, less the runs of that instant on the key's side of
+    its ``_id``. Not an ``$or`` with an ``_id`` range: DocumentDB makes that range an index
+    condition, a scan of every run on one side of a random id (docs/storage.md "Windows instead")."""
+    inclusive, other_side = ("$lte", "$gte") if op == "$lt" else ("$gte", "$lte")
+    return {
+        "createdAt": {inclusive: key.created_at},
+        "$nor": [{"createdAt": key.created_at, "_id": {other_side: key.run_id}}],
+    }
 
 
 def page(cursor: AsyncCursor[Document], limit: int) -> AsyncCursor[Document]:

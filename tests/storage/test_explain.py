@@ -26,7 +26,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from bson import MaxKey, MinKey, decode
 
+from resolvers import Context, schema
+from runtime import RunManager
+from runtime.demo import refund_agent
+from runtime.registry import AgentRegistry
 from storage import MongoSnapshotStore, RunFilter, sort_key
 from storage.mongo.windows import WINDOWED_TRIES
 from storage.protocol import DeliveryLease, EventsAfter, RunPage
@@ -82,8 +87,27 @@ def _documentdb_plan(plan: Mapping[str, Any]) -> Plan:
     )
 
 
-SINCE = re.compile(r"@>=?\) 'BSONHEX[0-9a-f]*?" + b"createdAt\0".hex())
-"""An index condition bounding ``createdAt`` from below (``$gte``, ``$gt``), as DocumentDB prints it."""
+_OPERAND = re.compile(r"OPERATOR\(documentdb_api_catalog\.(@[^)]+)\) 'BSONHEX([0-9a-f]+)'")
+
+
+def _bounds(condition: str) -> dict[str, set[str]]:
+    """Per field, the sides an index condition (DocumentDB's ``Index Cond``, BSON as hex) bounds
+    it on: ``low``, ``high`` (a range ``@<>``, such as ``$gte`` and ``$lte`` merged, may bound
+    both), or another operator as printed (``@=``)."""
+    sides: dict[str, set[str]] = {}
+    for operator, operand in _OPERAND.findall(condition):
+        for field, value in decode(bytes.fromhex(operand)).items():
+            side = sides.setdefault(field, set())
+            if operator == "@<>":  # {"min": ..., "max": ..., "minInclusive": ..., "maxInclusive": ...}
+                side |= {"low"} if not isinstance(value.get("min", MinKey()), MinKey) else set()
+                side |= {"high"} if not isinstance(value.get("max", MaxKey()), MaxKey) else set()
+            elif operator in ("@>", "@>="):
+                side.add("low")
+            elif operator in ("@<", "@<="):
+                side.add("high")
+            else:
+                side.add(operator)
+    return sides
 
 
 def _mongod_plan(plan: Mapping[str, Any]) -> Plan:
@@ -276,8 +300,72 @@ async def test_a_documentdb_page_of_many_runs_reads_a_window_of_its_listing_inde
     assert pages, sent
     keys = await planner.index_keys("run_snapshots")
     for one, plan in await planner.plans(pages):
-        assert any(SINCE.search(condition) for condition in plan.conditions), (one, plan)
+        assert any("low" in _bounds(condition).get("createdAt", set()) for condition in plan.conditions), (one, plan)
         assert all(keys[index][-2:] == ("createdAt", "_id") for index in plan.indexes), (one, plan, keys)
+
+
+API_PAGE = """
+query Page($filter: SuspendedRunFilter, $after: String) {
+  suspendedRuns(agentId: "refund-agent", filter: $filter, first: 20, after: $after) {
+    totalCount
+    edges { cursor node { runId } }
+    pageInfo { hasNextPage hasPreviousPage endCursor }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "variables"),
+    [("agent", None), ("thread", {"threadId": "t1"}), ("resource", {"resourceId": "r1"})],
+)
+async def test_a_documentdb_page_after_a_cursor_reads_a_window_bounded_on_both_sides(
+    planner: Planner, name: str, variables: dict[str, str] | None
+) -> None:
+    if planner.engine != "documentdb":
+        pytest.skip("mongod walks the listing index in listing order: no window needed")
+    # given 600 more runs of one agent, thread and resource, a minute apart, and the API (the
+    # resolver asks the store for the page and whether a run lies before it: hasPreviousPage)
+    many = [
+        (snapshot(f"many-{i:03d}", created=T0 + timedelta(minutes=i), thread="t1", resource="r1"), b"[]")
+        for i in range(600)
+    ]
+    await planner.store.insert_many(many)
+    agents = AgentRegistry({"refund-agent": refund_agent})
+    context = Context(store=planner.store, runs=RunManager(planner.store, agents, instance_id="i1"), agents=agents)
+
+    async def api_page(after: str | None) -> dict[str, Any]:
+        answer = await schema.execute(
+            API_PAGE, variable_values={"filter": variables, "after": after}, context_value=context
+        )
+        assert answer.errors is None, answer.errors
+        assert answer.data is not None
+        return dict(answer.data["suspendedRuns"])
+
+    # and the filter's first page and the page after it read once (the store learns its windows)
+    first = await api_page(None)
+    await api_page(first["pageInfo"]["endCursor"])
+
+    # when the API reads the page after the first page's cursor again
+    with SENT.recording() as sent:
+        second = await api_page(first["pageInfo"]["endCursor"])
+    assert second["pageInfo"]["hasPreviousPage"], second
+    assert len(second["edges"]) == 20, second
+    pages = [
+        one for one in sent if one.collection == "run_snapshots" and one.name == "find" and one.command.get("sort")
+    ]
+
+    # then it reads two windows of createdAt, each from a cursor: the page towards older runs, and
+    # the run just before the page towards newer ones (not from the newest run)
+    assert [_window(one) for one in pages] == ["$gte", "$lte"], sent
+    # and each index scan of each read bounds createdAt on both sides and names no _id: a range of
+    # `_id` after a cursor is a scan of every run on one side of a random id (O(runs))
+    for one, plan in await planner.plans(pages):
+        assert plan.conditions, (one, plan)
+        for condition in plan.conditions:
+            bounds = _bounds(condition)
+            assert {"low", "high"} <= bounds.get("createdAt", set()), (one, condition, bounds)
+            assert "_id" not in bounds, (one, condition, bounds)
 
 
 async def test_the_deadline_read_uses_a_deadline_index(planner: Planner) -> None:

@@ -9,6 +9,7 @@ and ``RUNSGATE_PUBLIC_URL`` are required: the emails' links would not work witho
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings
@@ -54,10 +55,21 @@ class LinkSettings(BaseSettings):
 
     @field_validator("smtp_url")
     @classmethod
-    def _smtp_scheme(cls, value: str | None) -> str | None:
-        if value and not value.startswith(("smtp://", "smtps://")):
+    def _smtp_url(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        if not value.startswith(("smtp://", "smtps://")):
             raise ValueError("must start with smtp:// or smtps://")
-        return value or None
+        parts = urlsplit(value)
+        try:
+            parts.port  # noqa: B018 (urllib checks the port when it is read)
+        except ValueError:
+            raise ValueError("its port must be a number from 1 to 65535") from None
+        if parts.port == 0:
+            raise ValueError("its port must be a number from 1 to 65535")
+        if not parts.hostname:
+            raise ValueError("it names no host")
+        return value
 
     @field_validator("link_secret")
     @classmethod

@@ -182,7 +182,6 @@ def test_smtp_refuses_to_start_when_a_recipient_cannot_be_mailed(
     assert f"runsgate: invalid configuration: {expected}" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(strict=True, reason="an SMTP URL's port is read only when the first email is sent")
 @pytest.mark.parametrize(
     ("url", "expected"),
     [

@@ -42,7 +42,7 @@ PrincipalIdentity = Annotated[str, Field(pattern=r"^(key|jwt):\S.*$", max_length
 class RecipientsConfig(BaseModel):
     """A rule's ``recipients`` (docs/configuration.md "Reminders, escalation and email")."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     waiting: list[PrincipalIdentity] = Field(default_factory=list)
     reminded: list[PrincipalIdentity] = Field(default_factory=list)
     escalated: list[PrincipalIdentity] = Field(default_factory=list)
@@ -53,8 +53,9 @@ class ToolRuleConfig(BaseModel):
     ``tool`` needs ``scope`` too; a call of it waits at most ``expiresAfter`` seconds; it is
     approved automatically, needs several approvers, or may not be edited."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
-    """An unknown key (a misspelt ``aprovals``) is refused, never ignored: it could drop an effect."""
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", strict=True)
+    """An unknown key (a misspelt ``aprovals``) is refused, never ignored: it could drop an effect;
+    a value of another JSON type (``"yes"`` for ``true``, ``"2"`` for ``2``) is refused, never coerced."""
 
     tool: Annotated[str, Field(min_length=1)]
     scope: Scope | None = None

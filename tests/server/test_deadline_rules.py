@@ -105,7 +105,6 @@ def test_a_misspelt_key_of_a_rule_is_refused_naming_it(monkeypatch: pytest.Monke
         load_settings()
 
 
-@pytest.mark.xfail(strict=True, reason="a rule's values are coerced: 'yes' is read as true")
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [

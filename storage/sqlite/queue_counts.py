@@ -90,15 +90,23 @@ def statements() -> list[str]:
 
 
 async def rebuild(conn: aiosqlite.Connection) -> None:
-    """Inside ``open()``'s transaction: set every count from the runs stored (four grouped walks
-    of the waiting runs, O(runs) once)."""
+    """Inside ``open()``'s transaction: set every count from the runs stored, by one grouped walk of
+    the runs (O(runs) once) into a temporary table of (agent, thread, resource) sums, which the
+    four scopes then sum up."""
     await conn.execute("DELETE FROM review_counts")
-    for scope, (thread, resource, present) in key_parts("run_snapshots").items():
-        await conn.execute(
-            f"INSERT INTO review_counts (scope, thread_id, resource_id, agent_id, questions) "
-            f"SELECT {scope}, {thread}, {resource}, agent_id, sum(pending_count) FROM run_snapshots "
-            f"WHERE {WAITING.format(row='run_snapshots')} AND {present} GROUP BY {thread}, {resource}, agent_id"
-        )
+    await conn.execute(
+        "CREATE TEMP TABLE review_groups AS SELECT agent_id, thread_id, resource_id, sum(pending_count) AS questions "
+        f"FROM run_snapshots WHERE {WAITING.format(row='run_snapshots')} GROUP BY agent_id, thread_id, resource_id"
+    )
+    try:
+        for scope, (thread, resource, present) in key_parts("review_groups").items():
+            await conn.execute(
+                f"INSERT INTO review_counts (scope, thread_id, resource_id, agent_id, questions) "
+                f"SELECT {scope}, {thread}, {resource}, agent_id, sum(questions) FROM review_groups "
+                f"WHERE {present} GROUP BY {thread}, {resource}, agent_id"
+            )
+    finally:
+        await conn.execute("DROP TABLE temp.review_groups")
 
 
 def kept_count_sql(f: QueueFilter) -> tuple[str, list[Any]]:

@@ -114,9 +114,11 @@ class ReviewQueue:
         return items, False, last
 
     async def count(self, principal: Principal, query: QueueQuery) -> int:
-        """How many questions the queue holds for ``principal``: the store's sum of the matching
-        runs' pending calls when only run filters apply and no rule bars the principal
-        (``DecisionGate.bars_none``), else every matching run read and its questions checked."""
+        """How many questions the queue holds for ``principal``: the store's count of the matching
+        runs' pending calls (``count_review_questions``: kept counts on memory and SQLite) when only
+        run filters apply and no rule bars the principal (``DecisionGate.bars_none``), else every
+        matching run read and its questions checked (``expires_before`` included: a run's other
+        calls may be due later)."""
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
         if all(value is None for value in on_questions) and self._gate.bars_none(principal):
             return await self._store.count_review_questions(_store_filter(principal, query))

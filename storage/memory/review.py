@@ -14,14 +14,35 @@ from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite, queue_key
 from ..rules import matches
 from .copying import copied
 
+Group = tuple[str | None, str | None, bool, bool]
+"""A count's filter combination: ``(thread, resource, by thread, by resource)``."""
+
+
+def _groups(doc: SnapshotDocument) -> list[Group]:
+    """The filter combinations whose counts a run adds to (as ``run_counts`` keys the listing's)."""
+    thread, resource = doc["threadId"], doc["resourceId"]
+    groups: list[Group] = [(None, None, False, False)]
+    if thread is not None:
+        groups.append((thread, None, True, False))
+    if resource is not None:
+        groups.append((None, resource, False, True))
+    if thread is not None and resource is not None:
+        groups.append((thread, resource, True, True))
+    return groups
+
 
 class QueueIndex:
-    """Queue-order keys of the runs with a pending call; ``refresh`` costs O(log n), a page walks
-    only from its cursor on."""
+    """Queue-order keys of the runs with a pending call, and the queue's kept counts: per filter
+    combination and agent, the pending calls of those runs that are not sub-runs. ``refresh``
+    costs O(log n), a page walks only from its cursor on, ``count`` is O(agents) a key."""
 
     def __init__(self) -> None:
         self._keys = SortedList()
         self._by_run: dict[str, tuple[Any, ...]] = {}
+        self._counted: dict[str, tuple[str, list[Group], int]] = {}
+        """Run id -> (its agent, its groups, its pending calls) of every run counted."""
+        self._counts: dict[Group, dict[str, int]] = {}
+        """Group -> agent -> pending calls; an entry that reaches 0 is deleted."""
 
     def refresh(self, doc: SnapshotDocument) -> None:
         """Re-index ``doc`` after a write (listed while it is suspended with a pending call)."""
@@ -30,12 +51,54 @@ class QueueIndex:
             key = queue_key(doc).order()
             self._keys.add(key)
             self._by_run[doc["_id"]] = key
+            if doc["parentRunId"] is None:
+                counted = (doc["agentId"], _groups(doc), doc["pendingCount"])
+                self._counted[doc["_id"]] = counted
+                self._add(*counted)
 
     def drop(self, run_id: str) -> None:
         """Forget the run (deleted, or no longer waiting)."""
         key = self._by_run.pop(run_id, None)
         if key is not None:
             self._keys.remove(key)
+        counted = self._counted.pop(run_id, None)
+        if counted is not None:
+            agent, groups, questions = counted
+            self._add(agent, groups, -questions)
+
+    def _add(self, agent: str, groups: list[Group], questions: int) -> None:
+        for group in groups:
+            by_agent = self._counts.setdefault(group, {})
+            total = by_agent.get(agent, 0) + questions
+            if total:
+                by_agent[agent] = total
+            else:
+                del by_agent[agent]
+                if not by_agent:
+                    del self._counts[group]
+
+    def count(self, f: QueueFilter) -> int:
+        """The pending calls of the waiting runs (sub-runs left out) ``f`` matches, from the kept
+        counts: O(agents) per resource of ``resource_ids``. ``f.expires_before`` is not read."""
+        allowed = f.resource_ids
+        if allowed is not None and f.resource_id is not None:
+            allowed = None if f.resource_id in allowed else frozenset()
+        resources = [f.resource_id] if allowed is None else sorted(allowed)
+        total = 0
+        for resource in resources:
+            by_agent = self._counts.get((f.thread_id, resource, f.thread_id is not None, resource is not None), {})
+            if f.agent_ids is None:
+                total += sum(by_agent.values())
+            else:
+                total += sum(by_agent.get(agent, 0) for agent in f.agent_ids)
+        return total
+
+    def due_before(self, bound: datetime) -> Any:
+        """Run ids in queue order whose earliest pending deadline is before ``bound``."""
+        for key in self._keys:
+            if key[0] or key[1] >= bound:
+                return
+            yield key[-1]
 
     def after(self, after: QueueKey | None) -> Any:
         """Run ids in queue order, strictly after ``after``."""
@@ -82,8 +145,10 @@ class MemoryReviewQueue:
         return found
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
-        total = 0
-        for run_id in self._queue.after(None):
+        if queue_filter.expires_before is None:
+            return self._queue.count(queue_filter)
+        total = 0  # a walk of the runs due before the bound, in queue order: O(matches)
+        for run_id in self._queue.due_before(queue_filter.expires_before):
             doc = self._runs[run_id]
             if doc["parentRunId"] is None and in_queue_filter(queue_filter, doc):
                 total += doc["pendingCount"]

@@ -60,8 +60,11 @@ class ReviewQueueStore(Protocol):
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
         """The pending calls (``pendingCount``) of the runs ``list_review_runs`` would list for
-        ``queue_filter``, sub-runs (``parentRunId`` set) left out: one pass over the matching runs
-        in the index, never decoding their calls."""
+        ``queue_filter``, sub-runs (``parentRunId`` set) left out. Memory and SQLite read kept
+        counts (per filter combination and agent) unless ``expires_before`` is set: O(agents) per
+        resource of ``resource_ids``, at any number of runs; otherwise (MongoDB, and every store
+        with ``expires_before``) one pass over the matching runs of an index, never decoding their
+        calls."""
         ...
 
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:

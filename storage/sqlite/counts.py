@@ -35,6 +35,11 @@ _KEYS = {
 """Scope -> (its ``thread_id``, its ``resource_id``, whether a run has that row), for a run ``{row}``."""
 
 
+def key_parts(row: str) -> dict[int, tuple[str, str, str]]:
+    """``_KEYS`` for the run ``row`` (``NEW``, ``OLD`` or a table): scope -> its three SQL parts."""
+    return {scope: tuple(part.format(row=row) for part in parts) for scope, parts in _KEYS.items()}  # type: ignore[misc]
+
+
 def _added(row: str) -> str:
     statements = []
     for scope, (thread, resource, present) in _KEYS.items():
@@ -123,4 +128,14 @@ def kept_count_sql(agent_id: str, run_filter: RunFilter) -> tuple[str, list[Any]
     return f"{select}resource_id = ?", [agent_id, scope, thread, f.resource_id]
 
 
-__all__ = ["TABLES", "kept_count_sql", "rebuild", "statements"]
+__all__ = [
+    "AGENT",
+    "RESOURCE",
+    "TABLES",
+    "THREAD",
+    "THREAD_RESOURCE",
+    "kept_count_sql",
+    "key_parts",
+    "rebuild",
+    "statements",
+]

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..documents import SnapshotDocument
 from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite
-from . import conditions
+from . import conditions, queue_counts
 from .connection import _Connection
 from .rows import _COLUMNS, _calls, _calls_text, _marks, _ms, _snapshot
 
@@ -31,10 +31,17 @@ def _filter_sql(f: QueueFilter) -> tuple[str, list[Any]]:
     return clauses, params
 
 
+def _matches_nothing(f: QueueFilter) -> bool:
+    """An empty set of agents or resources (``INDEXED BY`` finds no plan for its ``AND 0``)."""
+    return (f.agent_ids is not None and not f.agent_ids) or (f.resource_ids is not None and not f.resource_ids)
+
+
 def queue_sql(f: QueueFilter, limit: int, after: QueueKey | None) -> list[tuple[str, list[Any]]]:
     """The queries of one page, run in turn until ``limit`` runs are read: the runs with a
     deadline (earliest first), then, unless ``after`` is past them or ``expires_before`` is
-    set, those without one (oldest first)."""
+    set, those without one (oldest first); none when ``f`` matches nothing."""
+    if _matches_nothing(f):
+        return []
     extra, extra_params = _filter_sql(f)
     queries = []
     if after is None or after.expires_at is not None:
@@ -68,6 +75,21 @@ def queue_sql(f: QueueFilter, limit: int, after: QueueKey | None) -> list[tuple[
     return queries
 
 
+def _count_sql(f: QueueFilter) -> tuple[str, list[Any]]:
+    """The query of ``count_review_questions``: the kept counts (``queue_counts``), or with
+    ``expires_before`` a sum over the runs of ``runs_review_queue`` due before it, O(matches)."""
+    if f.expires_before is None:
+        return queue_counts.kept_count_sql(f)
+    if _matches_nothing(f):
+        return "SELECT 0", []
+    extra, params = _filter_sql(f)
+    return (
+        f"SELECT coalesce(sum(pending_count), 0) FROM run_snapshots INDEXED BY runs_review_queue "
+        f"WHERE {_WAITING} AND parent_run_id IS NULL AND expires_at < ?{extra}",
+        [_ms(f.expires_before), *params],
+    )
+
+
 class _Review(_Connection):
     """``ReviewQueueStore`` on ``run_snapshots``."""
 
@@ -83,17 +105,12 @@ class _Review(_Connection):
         return found
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
-        extra, params = _filter_sql(queue_filter)
-        where = f"{_WAITING} AND parent_run_id IS NULL"
-        if queue_filter.expires_before is not None:
-            where += " AND expires_at < ?"
-            params = [_ms(queue_filter.expires_before), *params]
-        rows = await self._read(
-            f"SELECT coalesce(sum(pending_count), 0) FROM run_snapshots INDEXED BY runs_review_queue "
-            f"WHERE {where}{extra}",
-            params,
-        )
+        rows = await self._read(*_count_sql(queue_filter))
         return int(rows[0][0])
+
+    async def explain_review_count(self, queue_filter: QueueFilter) -> list[str]:
+        """SQLite's query plan of ``count_review_questions`` (``EXPLAIN QUERY PLAN``)."""
+        return await self._explain(*_count_sql(queue_filter))
 
     async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[list[str]]:
         """SQLite's query plan of each query of a queue page (``EXPLAIN QUERY PLAN``)."""

@@ -122,3 +122,73 @@ async def test_a_review_claim_is_one_conditional_write_and_the_decision_clears_i
     assert decided is not None
     assert "reviewClaim" not in decided["toolCalls"][0]
     assert [e["_id"] for e in await store.list_events("refund-agent", "run")] == ["e1", "e3", "e4", "e5"]
+
+
+def _mixed_runs() -> list[SnapshotDocument]:
+    """Runs of three agents, every thread and resource (none too), 1 to 3 calls, some sub-runs."""
+    runs = []
+    for number in range(24):
+        calls = [tool_call(f"c{index}") for index in range(1 + number % 3)]
+        doc = snapshot(
+            f"m{number:02}",
+            agent_id=("refund-agent", "weather-agent", "mail-agent")[number % 3],
+            thread=(None, "t1", "t2")[number // 3 % 3],
+            resource=(None, "r1", "r2")[number // 9 % 3],
+            calls=calls,
+        )
+        if number % 7 == 6:
+            doc["parentRunId"] = "m00"
+        runs.append(doc)
+    return runs
+
+
+QUEUE_FILTERS = [
+    QueueFilter(),
+    QueueFilter(agent_ids=frozenset({"refund-agent"})),
+    QueueFilter(agent_ids=frozenset({"weather-agent", "mail-agent"})),
+    QueueFilter(thread_id="t1"),
+    QueueFilter(resource_id="r2"),
+    QueueFilter(thread_id="t2", resource_id="r1"),
+    QueueFilter(resource_ids=frozenset({"r1", "r2"})),
+    QueueFilter(agent_ids=frozenset({"mail-agent"}), thread_id="t1", resource_ids=frozenset({"r2"})),
+    QueueFilter(resource_id="r1", resource_ids=frozenset({"r2"})),
+    QueueFilter(resource_id="r1", resource_ids=frozenset({"r1"})),
+]
+
+
+def _expected(runs: list[SnapshotDocument], f: QueueFilter) -> int:
+    """The pending calls of the waiting runs ``f`` matches, sub-runs left out (counted by hand)."""
+    return sum(
+        doc["pendingCount"]
+        for doc in runs
+        if doc["status"] == "suspended"
+        and doc["parentRunId"] is None
+        and (f.agent_ids is None or doc["agentId"] in f.agent_ids)
+        and (f.thread_id is None or doc["threadId"] == f.thread_id)
+        and (f.resource_id is None or doc["resourceId"] == f.resource_id)
+        and (f.resource_ids is None or doc["resourceId"] in f.resource_ids)
+    )
+
+
+async def test_the_count_sums_the_pending_calls_of_every_filter_combination(store: SnapshotStore) -> None:
+    runs = _mixed_runs()
+    await store.insert_many([(doc, b"[]") for doc in runs[:12]])
+    for doc in runs[12:]:
+        await store.insert(doc, b"[]")
+    for doc in runs[1::4]:  # a call of some runs decided
+        written = await store.record_decision(
+            DecisionWrite(
+                agent_id=doc["agentId"], run_id=doc["_id"], index=0, tool_call_id="c0", decision=decision(), now=T0
+            )
+        )
+        assert written is not None
+        doc.update(written)
+    for f in QUEUE_FILTERS:
+        assert await store.count_review_questions(f) == _expected(runs, f), f
+
+
+async def test_an_empty_set_of_agents_or_resources_matches_nothing(store: SnapshotStore) -> None:
+    await _seed(store)
+    for empty in (QueueFilter(agent_ids=frozenset()), QueueFilter(resource_ids=frozenset())):
+        assert await _ids(store, empty, limit=10) == []
+        assert await store.count_review_questions(empty) == 0

@@ -9,13 +9,14 @@ from datetime import datetime
 import aiosqlite
 
 from ...rules import FINISHING_EVENTS
-from .. import counts
+from .. import counts, queue_counts
 from ..rows import _marks, _ms
 
-BACKFILL_VERSION = 3
+BACKFILL_VERSION = 4
 """The backfills this runsgate applies: 1 = ``idempotency_keys.finished_at`` of answered keys,
 2 = ``run_events.retention_from`` of finishing events (the time of the open), 3 = the kept
-counts of ``run_counts`` (``counts.rebuild``)."""
+counts of ``run_counts`` (``counts.rebuild``), 4 = the queue's kept counts of ``review_counts``
+(``queue_counts.rebuild``)."""
 
 
 async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
@@ -24,8 +25,9 @@ async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
     answered key without one ``finished_at`` = ``now`` (UTC), so it expires a retention period
     after this open (never earlier than its answer allows), every finishing event without one
     ``retention_from`` = ``now`` too (a run that finished long before keeps its events a retention
-    period after the upgrade), set the kept counts from the runs stored (``counts.rebuild``: the
-    triggers keep them from then on), and record ``BACKFILL_VERSION``."""
+    period after the upgrade), set the kept counts and the queue's from the runs stored
+    (``counts.rebuild``, ``queue_counts.rebuild``: the triggers keep them from then on), and record
+    ``BACKFILL_VERSION``."""
     columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(idempotency_keys)")}
     if "finished_at" not in columns:
         await conn.execute("ALTER TABLE idempotency_keys ADD COLUMN finished_at INTEGER")
@@ -45,7 +47,9 @@ async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
         finishing = sorted(FINISHING_EVENTS)
         finished = f"retention_from IS NULL AND type IN ({_marks(len(finishing))})"
         await conn.execute(f"UPDATE run_events SET retention_from = ? WHERE {finished}", (_ms(now), *finishing))
-    await counts.rebuild(conn)
+    if done < 3:
+        await counts.rebuild(conn)
+    await queue_counts.rebuild(conn)
     await conn.execute(
         "INSERT INTO runsgate_meta (key, value) VALUES ('backfill', ?) ON CONFLICT (key) DO UPDATE "
         "SET value = excluded.value WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)",

@@ -16,7 +16,7 @@ import aiosqlite
 
 from ...documents import SCHEMA_VERSION
 from ...protocol import NewerSchemaError, StoreUnavailableError
-from .. import counts
+from .. import counts, queue_counts
 from .backfill import backfill
 
 _TABLES = """
@@ -151,6 +151,7 @@ _TABLE_NAMES = (
     "webhook_deliveries",
     "run_updates",
     "run_counts",
+    "review_counts",
 )
 
 _DATA_TABLES = _TABLE_NAMES[1:]
@@ -198,7 +199,7 @@ async def _prepare(conn: aiosqlite.Connection, path: Path, busy_timeout: float) 
         for statement in _TABLES.split(";"):
             if statement.strip():
                 await conn.execute(statement)
-        for statement in counts.statements():  # triggers hold ";" of their own
+        for statement in [*counts.statements(), *queue_counts.statements()]:  # triggers hold ";" of their own
             await conn.execute(statement)
         # the file's version only grows: once this version opened it, an older runsgate refuses it
         await conn.execute(

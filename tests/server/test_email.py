@@ -150,6 +150,28 @@ def test_a_long_argument_is_cut_in_the_email() -> None:
     assert len(line) < 300
 
 
+@pytest.mark.xfail(strict=True, reason="the links' lifetime is always said in hours")
+@pytest.mark.parametrize(
+    ("ttl", "said"),
+    [
+        (15, "expires after 15 seconds."),
+        (1, "expires after 1 second."),
+        (90, "expires after 90 seconds."),
+        (900, "expires after 15 minutes."),
+        (3600, "expires after 1 hour."),
+        (5401, "expires after 5401 seconds."),
+        (7200, "expires after 2 hours."),
+        (5400.5, "expires after 90 minutes."),
+        (259_200, "expires after 3 days."),
+        (86_400 * 365, "expires after 365 days."),
+    ],
+)
+def test_the_email_says_how_long_its_links_last_in_a_unit_a_person_reads(ttl: float, said: str) -> None:
+    outbox = _outbox(addresses={"key:alice": "alice@example.com"}, ttl=ttl)
+    text = " ".join(_text(outbox.compose(_message({"order_id": 1042}))).split())
+    assert said in text
+
+
 @pytest.mark.parametrize(
     ("recipient", "expected"),
     [
@@ -223,13 +245,13 @@ async def test_a_recipient_without_an_address_is_warned_about_once_per_question(
     assert len(warned) == 2, warned
 
 
-def _outbox(addresses: dict[str, str]) -> EmailOutbox:
+def _outbox(addresses: dict[str, str], ttl: float = 3600) -> EmailOutbox:
     rule = ToolApprovalRule(tool="issue_refund", recipients={"waiting": ["key:alice"], "escalated": ["key:alice"]})
     return EmailOutbox(
         MemorySnapshotStore(),
         rules=[rule],
         addresses=addresses,
-        signer=LinkSigner(SECRET, ttl=3600),
+        signer=LinkSigner(SECRET, ttl=ttl),
         public_url="http://test",
         smtp_url="smtp://127.0.0.1:25",
         sender="runsgate@localhost",

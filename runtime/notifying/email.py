@@ -32,7 +32,7 @@ from ..running.deferred import question_id
 from ..webhooks.messages import RetryPolicy, inbox_url
 from .links import LinkAction, LinkSigner
 from .schedule import Moment, notices_for
-from .summary import argument_lines, call_summary
+from .summary import argument_lines, call_summary, duration_text
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class EmailOutbox:
             f"Open in the inbox: {link('open')}",
             "",
             "A link shows the question and a button; only the button decides, as you. Each link works once and "
-            f"expires after {self._signer.ttl / 3600:g} hours.",
+            f"expires after {duration_text(self._signer.ttl)}.",
             f"Inbox: {inbox_url(self._public_url, agent_id, run_id)}",
         ]
         email = EmailMessage()

@@ -42,4 +42,16 @@ def call_summary(tool_name: str, shown: Any) -> str:
     return f"{tool_name} ({inner})" if inner else tool_name
 
 
-__all__ = ["argument_lines", "call_summary", "value_text"]
+_UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` (> 0) rounded to the second, in the largest unit that holds it whole:
+    ``15 seconds``, ``90 minutes``, ``1 hour``, ``3 days``."""
+    whole = max(1, round(seconds))
+    name, size = next((name, size) for name, size in _UNITS if whole % size == 0)
+    count = whole // size
+    return f"{count} {name}{'' if count == 1 else 's'}"
+
+
+__all__ = ["argument_lines", "call_summary", "duration_text", "value_text"]

@@ -150,7 +150,6 @@ def test_a_long_argument_is_cut_in_the_email() -> None:
     assert len(line) < 300
 
 
-@pytest.mark.xfail(strict=True, reason="the links' lifetime is always said in hours")
 @pytest.mark.parametrize(
     ("ttl", "said"),
     [

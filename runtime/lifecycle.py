@@ -101,7 +101,7 @@ class RunManager:
         self._queued = QueuedContinuations(self._continuation, limit=bulk_concurrency)
         self.review_queue = ReviewQueue(store, self._gate, self.now)
         """The reviewers' queue (``runtime.reviewing.queue``)."""
-        self.review_claims = ReviewClaims(store, journal, review_claim_ttl, self.now)
+        self.review_claims = ReviewClaims(store, self._gate, journal, review_claim_ttl, self.now)
         """Review claims on pending questions (``runtime.reviewing.claims``)."""
         self._starter = Starter(
             store=store,

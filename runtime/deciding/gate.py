@@ -219,15 +219,25 @@ class DecisionGate:
 
     async def may_decide(self, doc: SnapshotDocument, index: int, principal: Principal) -> bool:
         """Whether ``principal`` may approve (or resume) call ``index`` of ``doc`` with the model's
-        arguments, as ``allowed`` would find: its resources, the scopes the rules of the call's
-        owner require, separation of duties (the reviewers' queue lists only such questions)."""
+        arguments (``refusal_of`` finds no refusal; the reviewers' queue lists only such questions)."""
+        return await self.refusal_of(doc, index, principal) is None
+
+    async def refusal_of(self, doc: SnapshotDocument, index: int, principal: Principal) -> RunsgateError | None:
+        """Why ``principal`` may not approve (or resume) call ``index`` of ``doc`` with the model's
+        arguments, as ``allowed`` would find, or ``None``: ``RunNotFoundError`` (the run is outside
+        its resources), ``DecideThroughSupervisorError`` (a sub-run), ``ForbiddenError`` (a scope
+        the rules of the call's owner require), ``SeparationOfDutiesError``. Nothing is raised."""
         if not principal.may_use_resource(doc["resourceId"]) or doc["parentRunId"] is not None:
-            return False
+            try:
+                check_resource(doc, principal)
+                check_addressable(doc, forwarded=False)
+            except RunsgateError as refused:
+                return refused
         call = doc["toolCalls"][index]
         rules = R.covering(self._rules, await self._owner(doc, call))
         kind = "approved" if call["requiresApproval"] else "resumed"
         decider = Decider(name=principal.identity, principal=principal)
-        return refusal(doc, call, rules, decider, kind, call["args"]) is None
+        return refusal(doc, call, rules, decider, kind, call["args"])
 
     def may_decide_tool(self, principal: Principal, resource_id: str | None, tool_name: str) -> bool:
         """Whether ``principal`` may decide some call of ``tool_name`` in a run of ``resource_id``

@@ -66,7 +66,6 @@ async def waiting(gql: GraphQLClient, **fields: Any) -> dict[str, str]:
     }
 
 
-@pytest.mark.xfail(strict=True, reason="claimReview does not ask the gate yet")
 async def test_the_requester_may_not_claim_what_separation_of_duties_keeps_it_from_approving(serve: Serve) -> None:
     rules = [{"tool": "issue_refund", "separationOfDuties": True, "requireReviewClaim": True}]
     served = await serve(keys=[ALICE, CAROL], tool_rules=rules)
@@ -84,7 +83,6 @@ async def test_the_requester_may_not_claim_what_separation_of_duties_keeps_it_fr
     assert LEDGER == [{"orderId": 1042, "amount": 49.9}]
 
 
-@pytest.mark.xfail(strict=True, reason="claimReview does not ask the gate yet")
 async def test_a_principal_without_the_rules_scope_may_not_claim_the_question(serve: Serve) -> None:
     rules = [{"tool": "issue_refund", "scope": "refunds:approve", "requireReviewClaim": True}]
     served = await serve(keys=[BOB, GINA, ELSEWHERE], tool_rules=rules)

@@ -398,13 +398,16 @@ class DecisionGate:
         self, doc: SnapshotDocument, run: RunRef, checked: Checked, decision: DecisionDocument
     ) -> SnapshotDocument | None:
         """One approval of a call that needs several, with its ``approval`` event, and the decision
-        with its event when it is the last one needed (one unit of work)."""
+        with its event when it is the last one needed (one unit of work). An approval that is not
+        the last ends its approver's own review claim in the same write."""
         call, by = checked.call, decision["decidedBy"]
         required, approvals = call.get("approvalsRequired", 1), call.get("approvals") or []
         if any(approval["decidedBy"] == by for approval in approvals):
             raise DuplicateApproverError(doc["_id"], call["toolCallId"], by, required)
         approval: ApprovalDocument = {"decidedBy": by, "decidedAt": decision["decidedAt"]}
         last = len(approvals) + 1 >= required
+        held = call.get("reviewClaim")  # the approver's own, ended now: it may not approve again
+        ends_claim_of = by if not last and by is not None and held is not None and held["by"] == by else None
         events = [
             self._journal.decision_event(
                 run, call, decision, kind="approval", approvals=len(approvals) + 1, approvalsRequired=required
@@ -423,6 +426,7 @@ class DecisionGate:
             decision=decision if last else None,
             now=decision["decidedAt"],
             event=events,
+            ends_review_claim_of=ends_claim_of,
         )
         return await self._store.record_approval(write)
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from runtime.demo import LEDGER
 
 from .._auth import ALL, TestKey
@@ -100,7 +98,6 @@ async def test_a_principal_without_the_rules_scope_may_not_claim_the_question(se
     assert (approved["__typename"], approved["status"]) == ("RunOutcome", "COMPLETED"), approved
 
 
-@pytest.mark.xfail(strict=True, reason="a first approval keeps its approver's review claim")
 async def test_a_first_of_two_approvals_ends_its_approvers_review_claim(serve: Serve) -> None:
     rules = [{"tool": "issue_refund", "approvals": 2, "requireReviewClaim": True}]
     served = await serve(keys=[ALICE, CAROL, GINA], tool_rules=rules)

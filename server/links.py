@@ -6,8 +6,9 @@ and one button, a form whose only field is the signed token (no cookie is involv
 request decides nothing its sender's link would not). The POST decides as the token's recipient,
 with that principal's grants (``RUNSGATE_API_KEYS`` or ``RUNSGATE_RECIPIENTS``), through the same
 gate as the API; the question's identity and an idempotency key named after the token make one
-token decide once. A question decided already says by whom and when; an expired or altered token
-says so and changes nothing.
+token decide once. Where a rule requires the review claim, the POST takes it for the recipient
+and decides in one write (409, who and since when, if another principal holds it). A question
+decided already says by whom and when; an expired or altered token says so and changes nothing.
 """
 
 from __future__ import annotations
@@ -181,6 +182,7 @@ class Links:
                 idempotency_key=f"link:{link.jti}",
                 question_id=link.question_id,
                 wait_for="recorded",
+                claiming_review=True,
             )
         except RunsgateError as exc:
             status = {"FORBIDDEN": 403, "RUN_NOT_FOUND": 404}.get(exc.code.name, 409)

@@ -28,7 +28,7 @@ from storage import (
 from storage.protocol import ApprovalWrite, DecisionWrite
 from storage.rules import call_expired
 
-from .._json import jsonable, rfc3339
+from .._json import jsonable
 from ..access import Principal, ToolApprovalRule, check_resource
 from ..errors import (
     DuplicateApproverError,
@@ -39,7 +39,7 @@ from ..errors import (
 from ..events.journal import Journal, RunRef, stored_run
 from ..idempotency import HeldKey
 from ..registry import AgentRegistry
-from ..reviewing.errors import ReviewClaimRequiredError
+from ..reviewing.errors import ReviewAlreadyClaimedError, ReviewClaimRequiredError
 from ..running.deferred import question_id
 from ..running.identity import sub_run_id
 from . import rules as R
@@ -85,6 +85,9 @@ class Checked:
     """The edited arguments as the tool's validator reads them (``None``: not edited)."""
     scopes: list[str]
     """The scopes the rules require of this decision (checked held)."""
+    claimant: str | None = None
+    """The decider, when the decision takes the question's review claim as it is recorded: its
+    write then needs no other principal's live claim (``rules.review_claim_open``)."""
 
 
 ClaimOffer = Callable[[SnapshotDocument, int, DecisionDocument], DecisionClaim | None]
@@ -262,6 +265,9 @@ class DecisionGate:
             ForbiddenError: An edit of a call needing several approvals, or one that would need
                 more; a forwarded decision with fewer approvers than the call needs.
             WrongToolCallKindError, ToolCallAlreadyDecidedError: ``check_decidable``.
+            ReviewClaimRequiredError: A rule requires the review claim, not held by the decider.
+            ForbiddenError, SeparationOfDutiesError, ReviewAlreadyClaimedError: The same rule, with
+                ``request.claiming_review``: ``claimReview``'s refusals.
             InvalidResumeDataError: The resume data fails the call's ``resumeSchema``.
         """
         if allowed is not None and (
@@ -297,13 +303,21 @@ class DecisionGate:
                 )
         check_decidable(doc, index, request)
         args = call["args"] if edited is None else edited
+        claimant = None
         if decider.kind == "person" and decider.principal is not None and R.review_claim_required(rules, tool, args):
             claim = active_review_claim(call, self._now())
-            if claim is None or claim["by"] != decider.name:
+            if request.claiming_review:  # as ``claimReview`` would, then the decision in one write
+                refused = await self.refusal_of(doc, index, decider.principal)
+                if refused is not None:
+                    raise refused
+                if claim is not None and claim["by"] != decider.name:
+                    raise ReviewAlreadyClaimedError(doc["_id"], call["toolCallId"], question_id(call), claim)
+                claimant = decider.name
+            elif claim is None or claim["by"] != decider.name:
                 raise ReviewClaimRequiredError(doc["_id"], call["toolCallId"], claim)
         if request.kind == "resumed":
             validate_resume_data(call["resumeSchema"], request.resume_data)
-        return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes)
+        return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes, claimant=claimant)
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
@@ -388,6 +402,7 @@ class DecisionGate:
             preceding_events=preceding,
             claim=None if claim is None else claim(doc, index, decision),
             key=reservation,
+            claimant=checked.claimant,
         )
         written = await self._store.record_decision(write)
         if written is not None and reservation is not None and key is not None:
@@ -427,6 +442,7 @@ class DecisionGate:
             now=decision["decidedAt"],
             event=events,
             ends_review_claim_of=ends_claim_of,
+            claimant=checked.claimant,
         )
         return await self._store.record_approval(write)
 
@@ -450,7 +466,7 @@ class DecisionGate:
                 kind="approved" if approve else "declined",
                 tool_call_id=call["toolCallId"],
                 question_id=question_id(call),
-                reason=None if approve else _expiry_reason(call, restricted=fallback_approves),
+                reason=None if approve else R.expiry_reason(call, restricted=fallback_approves),
             )
             decider = Decider(name=EXPIRY_DECIDER, kind="expiry")
             try:
@@ -479,19 +495,6 @@ def _decision(
     if scopes:
         decision["scopes"] = list(scopes)
     return decision
-
-
-def _expiry_reason(call: ToolCallDocument, *, restricted: bool) -> str:
-    """What the model reads for a call declined on expiry."""
-    why = (
-        " Its rules need a person with a scope or several approvers, which an expiry cannot stand in for."
-        if restricted
-        else ""
-    )
-    return (
-        f"The approval request for this call expired at {rfc3339(call['expiresAt'])} without a decision, "
-        f"so the tool was not run.{why}"
-    )
 
 
 __all__ = ["POLICY_PREFIX", "Allowed", "Checked", "Decider", "DecisionGate"]

@@ -290,7 +290,6 @@ def _message(args: dict[str, Any]) -> Any:
     return {"agentId": REFUND, "runId": "r1", "body": json.dumps(body)}
 
 
-@pytest.mark.xfail(strict=True, reason="the starter is among the recipients under separation of duties")
 async def test_the_requester_is_not_told_of_a_question_it_may_not_approve(
     serve: Serve, smtp: tuple[Inbox, int]
 ) -> None:

@@ -101,7 +101,7 @@ class RunManager:
         self._queued = QueuedContinuations(self._continuation, limit=bulk_concurrency)
         self.review_queue = ReviewQueue(store, self._gate, self.now)
         """The reviewers' queue (``runtime.reviewing.queue``)."""
-        self.review_claims = ReviewClaims(store, journal, review_claim_ttl, self.now)
+        self.review_claims = ReviewClaims(store, self._gate, journal, review_claim_ttl, self.now)
         """Review claims on pending questions (``runtime.reviewing.claims``)."""
         self._starter = Starter(
             store=store,
@@ -233,14 +233,15 @@ class RunManager:
         edited_args: Any = None,
         question_id: str | None = None,
         wait_for: DecisionWait = "outcome",
+        claiming_review: bool = False,
     ) -> RunOutcome:
         """Approve the question ``question_id`` of the call ``tool_call_id`` (``None``: the call's
         first question; docs/api.md "Questions"); its tool runs when the run continues.
 
         ``edited_args`` (a JSON object) replace the model's, checked by the tool's validator first.
         ``principal`` (``Caller``) is recorded as ``decidedBy`` and held to its resources and scopes;
-        ``wait_for``: ``outcome`` or ``recorded`` (``DecisionWait``). Every decision passes the gate
-        (``runtime.deciding.gate``) with every rule of the agent whose tool it is.
+        ``wait_for``: ``outcome`` or ``recorded`` (``DecisionWait``); ``claiming_review``: see
+        ``DecisionRequest``. Every decision passes the gate with every rule of the tool's agent.
 
         Returns:
             ``suspended`` while questions wait; else the continuation's outcome (``resuming`` at once
@@ -256,6 +257,7 @@ class RunManager:
             question_id=question_id,
             edited_args=None if edited_args is None else jsonable(edited_args),
             idempotency_key=idempotency_key,
+            claiming_review=claiming_review,
         )
         return await self._decisions.once(agent_id, run_id, "approveToolCall", request, principal, wait_for)
 
@@ -270,6 +272,7 @@ class RunManager:
         idempotency_key: str | None = None,
         question_id: str | None = None,
         wait_for: DecisionWait = "outcome",
+        claiming_review: bool = False,
     ) -> RunOutcome:
         """Decline a call waiting for approval; the tool never runs, the model reads ``reason``.
 
@@ -282,6 +285,7 @@ class RunManager:
             question_id=question_id,
             reason=reason,
             idempotency_key=idempotency_key,
+            claiming_review=claiming_review,
         )
         return await self._decisions.once(agent_id, run_id, "declineToolCall", request, principal, wait_for)
 

@@ -2,12 +2,12 @@
 (issue 45 part 5; SECURITY.md "Signed links").
 
 Opening a link never decides (mail scanners and previews fetch links): the page shows the question
-and one button, a form whose only field is the signed token (no cookie is involved, so a forged
-request decides nothing its sender's link would not). The POST decides as the token's recipient,
-with that principal's grants (``RUNSGATE_API_KEYS`` or ``RUNSGATE_RECIPIENTS``), through the same
-gate as the API; the question's identity and an idempotency key named after the token make one
-token decide once. A question decided already says by whom and when; an expired or altered token
-says so and changes nothing.
+and one button, a form whose only field is the signed token (no cookie: a forged request decides
+nothing its sender's link would not). The POST decides as the token's recipient, with its grants
+(``RUNSGATE_API_KEYS`` or ``RUNSGATE_RECIPIENTS``), through the same gate as the API, taking the
+review claim a rule requires as it decides; the question's identity and an idempotency key named
+after the token make one token decide once. A question decided already says by whom and when; an
+expired or altered token says so and changes nothing.
 """
 
 from __future__ import annotations
@@ -181,6 +181,7 @@ class Links:
                 idempotency_key=f"link:{link.jti}",
                 question_id=link.question_id,
                 wait_for="recorded",
+                claiming_review=True,
             )
         except RunsgateError as exc:
             status = {"FORBIDDEN": 403, "RUN_NOT_FOUND": 404}.get(exc.code.name, 409)

@@ -175,6 +175,20 @@ def review_claim_write(
     return all_of(pending_call(agent_id, run_id, index, tool_call_id, question_id), Equals("version", version))
 
 
+def review_claim_held(index: int, by: str) -> Equals:
+    """Call ``index``'s review claim is ``by``'s, live or lapsed: the one an approval that does not
+    yet decide the call ends (``record_approval``'s ``ends_review_claim_of``)."""
+    return Equals(f"toolCalls.{index}.reviewClaim.by", by)
+
+
+def review_claim_open(index: int, by: str, now: datetime) -> AnyOf:
+    """No principal but ``by`` holds a live review claim on call ``index`` at ``now`` (UTC): none is
+    stored, it is ``by``'s, or it lapsed (``until`` at or before ``now``). The condition of a
+    decision that takes the review claim as it decides (a link's, ``claimant``)."""
+    path = f"toolCalls.{index}.reviewClaim"
+    return any_of(NoValue(path), Equals(f"{path}.by", by), AtMost(f"{path}.until", now))
+
+
 def approvals_counted(index: int, count: int) -> Length:
     """Call ``index`` holds exactly ``count`` approvals (``record_approval``'s ``approvals_before``)."""
     return Length(f"toolCalls.{index}.approvals", count)
@@ -320,6 +334,8 @@ __all__ = [
     "pending_call",
     "pending_count",
     "retention_from",
+    "review_claim_held",
+    "review_claim_open",
     "review_claim_write",
     "stalled",
     "value_at",

@@ -18,11 +18,13 @@ from ..errors import (
     AgentNotFound,
     AmbiguousToolCall,
     DecideThroughSupervisor,
+    Forbidden,
     QuestionNotPending,
     ReviewAlreadyClaimed,
     ReviewClaimNotHeld,
     RunNotFound,
     RunNotReady,
+    SeparationOfDuties,
     ToolCallAlreadyDecided,
     ToolCallNotFound,
     WrongToolCallKind,
@@ -56,6 +58,8 @@ ReviewClaimError = (
     | WrongToolCallKind
     | AmbiguousToolCall
     | DecideThroughSupervisor
+    | Forbidden
+    | SeparationOfDuties
     | ReviewAlreadyClaimed
     | ReviewClaimNotHeld
     | RunNotReady
@@ -93,7 +97,9 @@ async def _answer(info: Info, input: ReviewClaimInput, write: ReviewClaimAction)
 
 @strawberry.mutation(
     description="Mark a pending question as being reviewed by the caller, for `RUNSGATE_REVIEW_CLAIM_TTL` seconds "
-    "(claimed again: from now). Advice, not a lock: others see it in `reviewQueue` and may still decide.",
+    "(claimed again: from now). Advice, not a lock: others see it in `reviewQueue` and may still decide. Only a "
+    "caller who may approve (or resume) the question may claim it: else the refusal its decision would get "
+    "(`Forbidden`, `SeparationOfDuties`, `RunNotFound`).",
     permission_classes=[CanDecide],
 )
 async def claim_review(info: Info, input: ReviewClaimInput) -> ReviewClaimResult:

@@ -28,7 +28,7 @@ from storage import (
 from storage.protocol import ApprovalWrite, DecisionWrite
 from storage.rules import call_expired
 
-from .._json import jsonable, rfc3339
+from .._json import jsonable
 from ..access import Principal, ToolApprovalRule, check_resource
 from ..errors import (
     DuplicateApproverError,
@@ -39,7 +39,7 @@ from ..errors import (
 from ..events.journal import Journal, RunRef, stored_run
 from ..idempotency import HeldKey
 from ..registry import AgentRegistry
-from ..reviewing.errors import ReviewClaimRequiredError
+from ..reviewing.errors import ReviewAlreadyClaimedError, ReviewClaimRequiredError
 from ..running.deferred import question_id
 from ..running.identity import sub_run_id
 from . import rules as R
@@ -85,6 +85,9 @@ class Checked:
     """The edited arguments as the tool's validator reads them (``None``: not edited)."""
     scopes: list[str]
     """The scopes the rules require of this decision (checked held)."""
+    claimant: str | None = None
+    """The decider, when the decision takes the question's review claim as it is recorded: its
+    write then needs no other principal's live claim (``rules.review_claim_open``)."""
 
 
 ClaimOffer = Callable[[SnapshotDocument, int, DecisionDocument], DecisionClaim | None]
@@ -219,15 +222,25 @@ class DecisionGate:
 
     async def may_decide(self, doc: SnapshotDocument, index: int, principal: Principal) -> bool:
         """Whether ``principal`` may approve (or resume) call ``index`` of ``doc`` with the model's
-        arguments, as ``allowed`` would find: its resources, the scopes the rules of the call's
-        owner require, separation of duties (the reviewers' queue lists only such questions)."""
+        arguments (``refusal_of`` finds no refusal; the reviewers' queue lists only such questions)."""
+        return await self.refusal_of(doc, index, principal) is None
+
+    async def refusal_of(self, doc: SnapshotDocument, index: int, principal: Principal) -> RunsgateError | None:
+        """Why ``principal`` may not approve (or resume) call ``index`` of ``doc`` with the model's
+        arguments, as ``allowed`` would find, or ``None``: ``RunNotFoundError`` (the run is outside
+        its resources), ``DecideThroughSupervisorError`` (a sub-run), ``ForbiddenError`` (a scope
+        the rules of the call's owner require), ``SeparationOfDutiesError``. Nothing is raised."""
         if not principal.may_use_resource(doc["resourceId"]) or doc["parentRunId"] is not None:
-            return False
+            try:
+                check_resource(doc, principal)
+                check_addressable(doc, forwarded=False)
+            except RunsgateError as refused:
+                return refused
         call = doc["toolCalls"][index]
         rules = R.covering(self._rules, await self._owner(doc, call))
         kind = "approved" if call["requiresApproval"] else "resumed"
         decider = Decider(name=principal.identity, principal=principal)
-        return refusal(doc, call, rules, decider, kind, call["args"]) is None
+        return refusal(doc, call, rules, decider, kind, call["args"])
 
     def may_decide_tool(self, principal: Principal, resource_id: str | None, tool_name: str) -> bool:
         """Whether ``principal`` may decide some call of ``tool_name`` in a run of ``resource_id``
@@ -252,6 +265,9 @@ class DecisionGate:
             ForbiddenError: An edit of a call needing several approvals, or one that would need
                 more; a forwarded decision with fewer approvers than the call needs.
             WrongToolCallKindError, ToolCallAlreadyDecidedError: ``check_decidable``.
+            ReviewClaimRequiredError: A rule requires the review claim, not held by the decider.
+            ForbiddenError, SeparationOfDutiesError, ReviewAlreadyClaimedError: The same rule, with
+                ``request.claiming_review``: ``claimReview``'s refusals.
             InvalidResumeDataError: The resume data fails the call's ``resumeSchema``.
         """
         if allowed is not None and (
@@ -287,13 +303,21 @@ class DecisionGate:
                 )
         check_decidable(doc, index, request)
         args = call["args"] if edited is None else edited
+        claimant = None
         if decider.kind == "person" and decider.principal is not None and R.review_claim_required(rules, tool, args):
             claim = active_review_claim(call, self._now())
-            if claim is None or claim["by"] != decider.name:
+            if request.claiming_review:  # as ``claimReview`` would, then the decision in one write
+                refused = await self.refusal_of(doc, index, decider.principal)
+                if refused is not None:
+                    raise refused
+                if claim is not None and claim["by"] != decider.name:
+                    raise ReviewAlreadyClaimedError(doc["_id"], call["toolCallId"], question_id(call), claim)
+                claimant = decider.name
+            elif claim is None or claim["by"] != decider.name:
                 raise ReviewClaimRequiredError(doc["_id"], call["toolCallId"], claim)
         if request.kind == "resumed":
             validate_resume_data(call["resumeSchema"], request.resume_data)
-        return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes)
+        return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes, claimant=claimant)
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
@@ -378,6 +402,7 @@ class DecisionGate:
             preceding_events=preceding,
             claim=None if claim is None else claim(doc, index, decision),
             key=reservation,
+            claimant=checked.claimant,
         )
         written = await self._store.record_decision(write)
         if written is not None and reservation is not None and key is not None:
@@ -388,13 +413,16 @@ class DecisionGate:
         self, doc: SnapshotDocument, run: RunRef, checked: Checked, decision: DecisionDocument
     ) -> SnapshotDocument | None:
         """One approval of a call that needs several, with its ``approval`` event, and the decision
-        with its event when it is the last one needed (one unit of work)."""
+        with its event when it is the last one needed (one unit of work). An approval that is not
+        the last ends its approver's own review claim in the same write."""
         call, by = checked.call, decision["decidedBy"]
         required, approvals = call.get("approvalsRequired", 1), call.get("approvals") or []
         if any(approval["decidedBy"] == by for approval in approvals):
             raise DuplicateApproverError(doc["_id"], call["toolCallId"], by, required)
         approval: ApprovalDocument = {"decidedBy": by, "decidedAt": decision["decidedAt"]}
         last = len(approvals) + 1 >= required
+        held = call.get("reviewClaim")  # the approver's own, ended now: it may not approve again
+        ends_claim_of = by if not last and by is not None and held is not None and held["by"] == by else None
         events = [
             self._journal.decision_event(
                 run, call, decision, kind="approval", approvals=len(approvals) + 1, approvalsRequired=required
@@ -413,6 +441,8 @@ class DecisionGate:
             decision=decision if last else None,
             now=decision["decidedAt"],
             event=events,
+            ends_review_claim_of=ends_claim_of,
+            claimant=checked.claimant,
         )
         return await self._store.record_approval(write)
 
@@ -436,7 +466,7 @@ class DecisionGate:
                 kind="approved" if approve else "declined",
                 tool_call_id=call["toolCallId"],
                 question_id=question_id(call),
-                reason=None if approve else _expiry_reason(call, restricted=fallback_approves),
+                reason=None if approve else R.expiry_reason(call, restricted=fallback_approves),
             )
             decider = Decider(name=EXPIRY_DECIDER, kind="expiry")
             try:
@@ -465,19 +495,6 @@ def _decision(
     if scopes:
         decision["scopes"] = list(scopes)
     return decision
-
-
-def _expiry_reason(call: ToolCallDocument, *, restricted: bool) -> str:
-    """What the model reads for a call declined on expiry."""
-    why = (
-        " Its rules need a person with a scope or several approvers, which an expiry cannot stand in for."
-        if restricted
-        else ""
-    )
-    return (
-        f"The approval request for this call expired at {rfc3339(call['expiresAt'])} without a decision, "
-        f"so the tool was not run.{why}"
-    )
 
 
 __all__ = ["POLICY_PREFIX", "Allowed", "Checked", "Decider", "DecisionGate"]

@@ -45,6 +45,9 @@ class DecisionRequest:
     edited_args: Any = None
     """The arguments an approval replaces the model's with (JSON object); ``None``: not edited."""
     idempotency_key: str | None = None
+    claiming_review: bool = False
+    """Where a rule requires the question's review claim, take it for the decider as the decision
+    is recorded (a link's button) instead of requiring it held already (``DecisionGate.check``)."""
 
 
 class FirstQuestionAnswered(Exception):

@@ -1,6 +1,7 @@
 """Who decides (``Decider``) and why a decider may not (``refusal``): the scopes the rules require
 and separation of duties, one rule in one place for the gate's checks and the reviewers' queue
-(``DecisionGate.allowed``, ``DecisionGate.may_decide``); and the review claim held on a question."""
+(``DecisionGate.allowed``, ``DecisionGate.may_decide``), and the starter it leaves out of a
+question's email (``barred_starter``); and the review claim held on a question."""
 
 from __future__ import annotations
 
@@ -78,10 +79,19 @@ def refusal(
     return None
 
 
+def barred_starter(doc: SnapshotDocument, call: ToolCallDocument, rules: Sequence[ToolApprovalRule]) -> str | None:
+    """The principal who started ``doc`` when separation of duties keeps it from approving
+    ``call`` under ``rules`` (those of its owner; ``refusal``'s rule), else ``None`` (no such rule,
+    not an approval, or the run records no starter)."""
+    if not call["requiresApproval"] or not R.separation_of_duties(rules, call["toolName"], call["args"]):
+        return None
+    return doc.get("startedBy")
+
+
 def active_review_claim(call: ToolCallDocument, now: datetime) -> ReviewClaimDocument | None:
     """The review claim held on ``call``'s question at ``now`` (UTC), or ``None`` (none, or lapsed)."""
     claim = call.get("reviewClaim")
     return claim if claim is not None and claim["until"] > now else None
 
 
-__all__ = ["Decider", "DeciderKind", "active_review_claim", "refusal"]
+__all__ = ["Decider", "DeciderKind", "active_review_claim", "barred_starter", "refusal"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from storage import ExpiryAction, ToolCallDocument
 
+from .._json import rfc3339
 from ..access import Principal, ToolApprovalRule
 from ..registry import AgentRegistry, tool_schemas
 
@@ -184,6 +185,20 @@ def _may_be_number(schema: Any) -> bool:
     return "number" in kinds or "integer" in kinds
 
 
+def expiry_reason(call: ToolCallDocument, *, restricted: bool) -> str:
+    """What the model reads for ``call`` declined on expiry (``restricted``: its rules kept an
+    ``approve`` fallback from approving it)."""
+    why = (
+        " Its rules need a person with a scope or several approvers, which an expiry cannot stand in for."
+        if restricted
+        else ""
+    )
+    return (
+        f"The approval request for this call expired at {rfc3339(call['expiresAt'])} without a decision, "
+        f"so the tool was not run.{why}"
+    )
+
+
 __all__ = [
     "Deadline",
     "approvals_required",
@@ -191,6 +206,7 @@ __all__ = [
     "covering",
     "deadline_for",
     "edit_forbidden",
+    "expiry_reason",
     "missing_approval_scope",
     "owner",
     "required_scopes",

@@ -1,7 +1,8 @@
 """Review claims (``claimReview``, ``releaseReview``): who is reviewing a pending question, for
 ``RUNSGATE_REVIEW_CLAIM_TTL`` seconds. Advice, not a lock: the gate lets anyone decide (unless a
-rule requires the claim), and the decision's own write ends it. Each is one conditional write
-on the question and the run's version, with its ``reviewClaimed`` or ``reviewReleased`` event."""
+rule requires the claim), and the decision's own write ends it. Only a principal the gate would
+let decide the question may claim it (``DecisionGate.refusal_of``). Each is one conditional
+write on the question and the run's version, with its ``reviewClaimed`` or ``reviewReleased`` event."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from storage import DecisionKind, EventType, ReviewClaimDocument, SnapshotDocume
 from storage.protocol import ReviewClaimWrite
 
 from ..access import Principal, check_resource
+from ..deciding.gate import DecisionGate
 from ..deciding.questions import DecisionRequest, Questions, check_decidable
 from ..deciding.refusals import active_review_claim
 from ..errors import RunNotReadyError
@@ -38,13 +40,17 @@ class ReviewClaims:
 
     Args:
         store: Where runs and events live.
+        gate: Tells who may decide a question, and so claim it.
         journal: Builds the events.
         ttl: Seconds a review claim lasts from its last ``claim``.
         now: Aware UTC now at millisecond precision.
     """
 
-    def __init__(self, store: SnapshotStore, journal: Journal, ttl: float, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self, store: SnapshotStore, gate: DecisionGate, journal: Journal, ttl: float, now: Callable[[], datetime]
+    ) -> None:
         self._store = store
+        self._gate = gate
         self._questions = Questions(store)
         self._journal = journal
         self._ttl = timedelta(seconds=ttl)
@@ -60,6 +66,8 @@ class ReviewClaims:
             RunNotFoundError, ToolCallNotFoundError, QuestionNotPendingError,
                 ToolCallAlreadyDecidedError, DecideThroughSupervisorError: as a decision naming the
                 question would get.
+            ForbiddenError, SeparationOfDutiesError: The gate would refuse ``principal``'s approval
+                (or resume) of the question (``DecisionGate.refusal_of``).
             ReviewAlreadyClaimedError: Another principal's review claim holds it.
             RunNotReadyError: The run kept changing.
         """
@@ -95,6 +103,9 @@ class ReviewClaims:
             claim: ReviewClaimDocument | None = None
             event_type: EventType = "reviewClaimed"
             if claiming:
+                refused = await self._gate.refusal_of(doc, index, principal)
+                if refused is not None:
+                    raise refused
                 if held is not None and held["by"] != me:
                     raise ReviewAlreadyClaimedError(run_id, call["toolCallId"], question_id, held)
                 since = held["at"] if held is not None else now

@@ -160,10 +160,11 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         )
         call = doc["toolCalls"][write.index]
         call["approvals"] = [*(call.get("approvals") or []), kept_approval]
+        if write.ends_review_claim():
+            call.pop("reviewClaim", None)
         if write.decision is None:
             return self._written(doc, write.now, events)
         call["decision"] = kept_decision
-        call.pop("reviewClaim", None)
         return self._record_decided(doc, write.now, events)
 
     async def record_notice(self, write: writes.NoticeWrite) -> SnapshotDocument | None:

@@ -90,10 +90,9 @@ class MongoRunTransitions(MongoIdempotencyKeys):
     async def record_approval(self, write: writes.ApprovalWrite) -> SnapshotDocument | None:
         path, decision = f"toolCalls.{write.index}", write.decision
         changes: Document = {"updatedAt": write.now}
-        ended: Document = {}
+        ended: Document = {"$unset": {f"{path}.reviewClaim": ""}} if write.ends_review_claim() else {}
         if decision is not None:
             changes[f"{path}.decision"] = encode(decision, DECISION_FIELDS)
-            ended = {"$unset": {f"{path}.reviewClaim": ""}}
         return await self._update_then_append(
             write.event,
             write.run_id,

@@ -74,7 +74,8 @@ class RunStore(Protocol):
         One conditional update (``write.condition()``), on the conditions of ``record_decision`` plus: the call has
         exactly ``approvals_before`` approvals (absent counts as none), so of two approvals read
         on the same state only one is recorded, and each approval is recorded once. Without
-        ``decision`` ``pendingCount`` is unchanged; with it, it drops by one. Returns the updated
+        ``decision`` ``pendingCount`` is unchanged; with it, it drops by one. The call's review
+        claim is cleared when ``write.ends_review_claim()``. Returns the updated
         run, or ``None`` when any condition failed (nothing written). ``event`` (the ``approval``
         event, then the ``decision`` event) is written with the update as one unit of work.
         """

@@ -104,7 +104,8 @@ class DecisionWrite:
     undecided ``tool_call_id`` waiting on ``question_id`` (``None``: a call stored before calls
     had one), at ``now`` (UTC), with ``event`` (the ``decision`` event) after
     ``preceding_events`` (the sweeper's ``expired``), and optionally the run's ``claim`` and an
-    idempotency ``key``."""
+    idempotency ``key``. The call's review claim ends with it; with ``claimant`` (a decision that
+    takes the review claim as it decides), only while no other principal holds a live one."""
 
     agent_id: str
     run_id: str
@@ -117,10 +118,15 @@ class DecisionWrite:
     preceding_events: Sequence[EventDocument] = ()
     claim: DecisionClaim | None = None
     key: KeyReservation | None = None
+    claimant: str | None = None
 
     def condition(self) -> rules.AllOf:
-        """What the run must meet to be written at all (``rules.pending_call``)."""
-        return rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id)
+        """What the run must meet to be written at all (``rules.pending_call``; with ``claimant``,
+        ``rules.review_claim_open``)."""
+        pending = rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id)
+        if self.claimant is None:
+            return pending
+        return rules.all_of(pending, rules.review_claim_open(self.index, self.claimant, self.now))
 
     def claiming(self) -> rules.AllOf | None:
         """What the run must meet, besides ``condition``, for the write to claim it too
@@ -142,7 +148,11 @@ class DecisionWrite:
 class ApprovalWrite:
     """``RunStore.record_approval``: one more ``approval`` of call ``index`` (as ``DecisionWrite``
     names it), which held ``approvals_before`` approvals when read, and ``decision`` when it is
-    the last one needed; ``event``: the ``approval`` event, then the ``decision`` event."""
+    the last one needed; ``event``: the ``approval`` event, then the ``decision`` event.
+
+    The last approval ends the call's review claim, whoever holds it; another ends the one of
+    ``ends_review_claim_of`` (its approver's), written only while that principal holds it, live or
+    lapsed (``rules.review_claim_held``). ``claimant``: as ``DecisionWrite``'s."""
 
     agent_id: str
     run_id: str
@@ -154,13 +164,26 @@ class ApprovalWrite:
     decision: DecisionDocument | None
     now: datetime
     event: Events = None
+    ends_review_claim_of: str | None = None
+    claimant: str | None = None
 
     def condition(self) -> rules.AllOf:
-        """What the run must meet (``rules.pending_call`` and ``rules.approvals_counted``)."""
-        return rules.all_of(
+        """What the run must meet (``rules.pending_call`` and ``rules.approvals_counted``; with
+        ``ends_review_claim_of``, ``rules.review_claim_held``; with ``claimant``,
+        ``rules.review_claim_open``)."""
+        conditions: list[rules.Condition] = [
             rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id),
             rules.approvals_counted(self.index, self.approvals_before),
-        )
+        ]
+        if self.ends_review_claim_of is not None:
+            conditions.append(rules.review_claim_held(self.index, self.ends_review_claim_of))
+        if self.claimant is not None:
+            conditions.append(rules.review_claim_open(self.index, self.claimant, self.now))
+        return rules.all_of(*conditions)
+
+    def ends_review_claim(self) -> bool:
+        """Whether the write clears the call's review claim: the last approval, or ``ends_review_claim_of``."""
+        return self.decision is not None or self.ends_review_claim_of is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -49,9 +49,10 @@ class _Decisions(_Connection):
     async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
         def approve(call: ToolCallDocument) -> None:
             call["approvals"] = [*(call.get("approvals") or []), write.approval]
+            if write.ends_review_claim():
+                call.pop("reviewClaim", None)
             if write.decision is not None:
                 call["decision"] = write.decision
-                call.pop("reviewClaim", None)
 
         return await self._change_call(write, approve, event_list(write.event))
 

@@ -22,10 +22,11 @@ import httpx
 import pytest
 
 from runtime import ToolApprovalRule
-from runtime.notifying.email import EmailOutbox
+from runtime.notifying.email import EMAIL, EmailOutbox
 from runtime.notifying.links import LinkSigner
 from server.settings import ConfigError, load_settings
 from storage.memory.store import MemorySnapshotStore
+from storage.protocol import DeliveryListing
 
 from .._auth import ALL, TestKey, api_keys_json
 from .._graphql import REFUND, REFUND_PROMPT, TWO_REFUNDS_PROMPT, WAIT
@@ -287,3 +288,45 @@ def _message(args: dict[str, Any]) -> Any:
         "approval": True,
     }
     return {"agentId": REFUND, "runId": "r1", "body": json.dumps(body)}
+
+
+async def test_the_requester_is_not_told_of_a_question_it_may_not_approve(
+    serve: Serve, smtp: tuple[Inbox, int]
+) -> None:
+    inbox, port = smtp
+    bob = TestKey("bob", "rg_test_bob_0123456789abcdefghijklmnopqrstuvwxyz", ALL, email="bob@example.com")
+    everyone = ["key:alice", "key:bob"]
+    rules = [
+        {
+            "tool": "issue_refund",
+            "separationOfDuties": True,
+            "remindAfter": 0.2,
+            "escalateAfter": 0.4,
+            "recipients": {"waiting": everyone, "reminded": everyone, "escalated": everyone},
+        }
+    ]
+    served = await serve(
+        tool_rules=rules,
+        keys=[ALICE, bob],
+        link_secret=SECRET,
+        smtp_url=f"smtp://127.0.0.1:{port}",
+        public_url="http://test",
+        webhook_poll_interval=0.05,
+        subscription_lookback=1.0,
+    )
+    run = await served.client(ALICE).suspend(REFUND, REFUND_PROMPT)
+
+    # bob is told three times; alice, who started the run, never (each moment's messages are
+    # queued together, so once bob's three are sent alice's would be queued)
+    told = await _until(lambda: (got := inbox.to("bob@example.com")) and len(got) >= 3 and got)
+    assert sorted(str(message["Subject"]).split(":")[0] for message in told) == [
+        "[runsgate] Escalated",
+        "[runsgate] Reminder",
+        "[runsgate] Waiting for you",
+    ]
+    store = served.app.state.store
+    queued = await store.list_webhook_deliveries(DeliveryListing(status=None, resource_ids=None, limit=100))
+    emails = [json.loads(d["body"]) for d in queued if d["endpointId"] == EMAIL and d["runId"] == run["runId"]]
+    assert sorted(email["moment"] for email in emails) == ["escalated", "reminded", "waiting"]
+    assert {email["to"] for email in emails} == {"key:bob"}
+    assert inbox.to("alice@example.com") == []

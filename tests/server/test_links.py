@@ -231,3 +231,48 @@ async def test_two_person_approval_holds_through_links(serve: Serve) -> None:
     assert first.status_code == 200, first.text
     assert again.status_code == 409
     assert last.status_code == 200, last.text
+
+
+CLAIM = """
+mutation($input: ReviewClaimInput!) {
+  claimReview(input: $input) { __typename ... on ReviewClaimed { reviewClaim { by since } } }
+}"""
+QUEUE = "query { reviewQueue { nodes { runId reviewClaim { by since } } } }"
+
+
+async def test_under_a_required_review_claim_the_button_claims_and_decides_as_one_action(serve: Serve) -> None:
+    carol = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz", (*ALL, "refunds:approve"))
+    rules = [{"tool": "issue_refund", "scope": "refunds:approve", "requireReviewClaim": True}]
+    served = await serve(keys=[ALICE, carol], link_secret=SECRET, tool_rules=rules)
+    page = Page(served)
+    try:
+        # a question nobody claimed: alice's button claims it for her and approves it
+        run_id, call = await page.waiting()
+        answer = await page.click(page.token(run_id, call))
+        assert answer.status_code == 200, answer.text
+        decisions = [e for e in await page.gql.run_events(REFUND, run_id) if e["type"] == "decision"]
+        assert [(e["by"], e["data"]["kind"]) for e in decisions] == [("key:alice", "approved")]
+
+        # a question alice claimed herself: her button keeps her claim and declines it
+        run_id, call = await page.waiting()
+        named = {"agentId": REFUND, "runId": run_id, "toolCallId": call["toolCallId"], "questionId": call["questionId"]}
+        alice = served.client(ALICE)
+        assert (await alice.data(CLAIM, input=named))["claimReview"]["__typename"] == "ReviewClaimed"
+        answer = await page.click(page.token(run_id, call, "decline"))
+        assert answer.status_code == 200, answer.text
+
+        # a question carol claims: alice's button says who and since when, and changes nothing
+        run_id, call = await page.waiting()
+        named = {"agentId": REFUND, "runId": run_id, "toolCallId": call["toolCallId"], "questionId": call["questionId"]}
+        by_carol = served.client(carol)
+        held = (await by_carol.data(CLAIM, input=named))["claimReview"]["reviewClaim"]
+        refused = await page.click(page.token(run_id, call))
+        assert refused.status_code == 409, refused.text
+        assert "key:carol" in refused.text
+        assert held["since"][:19] in refused.text
+        calls = await _calls(page.gql, run_id)
+        assert calls is not None
+        assert calls[0]["decision"] is None
+        assert (await by_carol.data(QUEUE))["reviewQueue"]["nodes"] == [{"runId": run_id, "reviewClaim": held}]
+    finally:
+        await page.http.aclose()

@@ -45,6 +45,9 @@ CALLS = st.fixed_dictionaries(
         "expiresAt": maybe_null(TIMES),
         "reminded": maybe_null(st.booleans()),
         "escalated": maybe_null(st.booleans()),
+        "reviewClaim": maybe_null(
+            st.fixed_dictionaries({"by": st.sampled_from(["i1", "i2"])}, optional={"until": maybe_null(TIMES)})
+        ),
     },
 )
 """A tool call as stored: each optional field missing, null or set (a decision of any shape)."""
@@ -102,6 +105,8 @@ def every_rule(a: dict[str, Any]) -> dict[str, rules.Condition]:
         "review_claim_write": rules.review_claim_write(
             a["agent"], a["run"], a["index"], a["call"], a["question"], a["count"]
         ),
+        "review_claim_held": rules.review_claim_held(a["index"], a["by"]),
+        "review_claim_open": rules.review_claim_open(a["index"], a["by"], a["now"]),
         "lease_lapsed": rules.lease_lapsed(a["now"]),
         "claimable": rules.claimable(a["now"], a["version"]),
         "last_pending": rules.last_pending(a["count"]),

@@ -3,6 +3,7 @@ keeping every message it got (``Inbox``)."""
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,9 @@ def _free_port() -> int:
 def smtp_server() -> Iterator[tuple[Inbox, int]]:
     """An SMTP server on 127.0.0.1 for the block: its ``Inbox`` and port."""
     inbox = Inbox()
+    # aiosmtpd logs each connection at INFO from its own thread, which may outlive the test whose
+    # captured stream a handler writes to ("--- Logging error ---" in the suite's output)
+    logging.getLogger("mail.log").setLevel(logging.WARNING)
     controller = Controller(inbox, hostname="127.0.0.1", port=_free_port())
     controller.start()
     try:

@@ -32,7 +32,7 @@ from resolvers import Context, schema
 from runtime import RunManager
 from runtime.demo import refund_agent
 from runtime.registry import AgentRegistry
-from storage import MongoSnapshotStore, RunFilter, sort_key
+from storage import MongoSnapshotStore, QueueFilter, QueueKey, RunFilter, queue_key, sort_key
 from storage.mongo.windows import WINDOWED_TRIES
 from storage.protocol import DeliveryLease, EventsAfter, RunPage
 
@@ -366,6 +366,67 @@ async def test_a_documentdb_page_after_a_cursor_reads_a_window_bounded_on_both_s
             bounds = _bounds(condition)
             assert {"low", "high"} <= bounds.get("createdAt", set()), (one, condition, bounds)
             assert "_id" not in bounds, (one, condition, bounds)
+
+
+QUEUE_FILTERS = {
+    "every run": QueueFilter(),
+    "agents": QueueFilter(agent_ids=frozenset({"refund-agent", "weather-agent"})),
+    "resource": QueueFilter(resource_id="r1"),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="a queue page sorts every match on DocumentDB; its cursor ranges _id")
+@pytest.mark.parametrize("name", list(QUEUE_FILTERS))
+async def test_a_documentdb_queue_page_reads_a_window_of_its_order(planner: Planner, name: str) -> None:
+    if planner.engine != "documentdb":
+        pytest.skip("mongod walks review_queue in queue order: no window needed")
+    # given 600 more waiting runs with a deadline and 600 without, a minute apart
+    many = []
+    for i in range(600):
+        call = tool_call("c1")
+        call["expiresAt"] = T0 + timedelta(days=1, minutes=i)
+        for run_id, calls in ((f"dated-{i:03d}", [call]), (f"undated-{i:03d}", [tool_call("c1")])):
+            doc = snapshot(run_id, created=T0 + timedelta(minutes=i), calls=calls)
+            many.append((doc, b"[]"))
+    await planner.store.insert_many(many)
+    queue_filter = QUEUE_FILTERS[name]
+    every = await planner.store.list_review_runs(queue_filter, limit=10_000)
+    undated = next(i for i, doc in enumerate(every) if "expiresAt" not in doc)
+
+    async def pages() -> list[list[str]]:
+        # the first page, the page after it, a page from the last dated runs into the undated
+        # ones, and a page among the undated ones
+        read = []
+        for after in (None, queue_key(every[19]), queue_key(every[undated - 5]), queue_key(every[undated + 100])):
+            docs = await planner.store.list_review_runs(queue_filter, limit=20, after=after)
+            read.append([doc["_id"] for doc in docs])
+        return read
+
+    def expected(after: QueueKey | None) -> list[str]:
+        start = 0 if after is None else next(i for i, doc in enumerate(every) if queue_key(doc) == after) + 1
+        return [doc["_id"] for doc in every[start : start + 20]]
+
+    # and the pages read once (the store learns where the queue's runs are)
+    await pages()
+
+    # when the store reads them again, each in queue order
+    with SENT.recording() as sent:
+        read = await pages()
+    afters = (None, queue_key(every[19]), queue_key(every[undated - 5]), queue_key(every[undated + 100]))
+    assert read == [expected(after) for after in afters]
+    finds = [one for one in sent if one.collection == "run_snapshots" and one.command.get("sort")]
+
+    # then each read's index scan bounds its order's first field on both sides (deadlines:
+    # expiresAt; the runs without one: suspendedAt), and names no _id (a range of random ids
+    # scans every run on one side of the cursor's)
+    assert finds, sent
+    for one, plan in await planner.plans(finds):
+        field = "suspendedAt" if "$type" in one.command["filter"]["expiresAt"] else "expiresAt"
+        bounds = [_bounds(condition) for condition in plan.conditions]
+        assert any({"low", "high"} <= sides.get(field, set()) for sides in bounds) or (
+            field == "suspendedAt" and any("high" in sides.get(field, set()) for sides in bounds)
+        ), (one, plan)
+        assert not any("_id" in sides for sides in bounds), (one, plan)
 
 
 async def test_the_deadline_read_uses_a_deadline_index(planner: Planner) -> None:

@@ -13,6 +13,7 @@ from ..documents import SnapshotDocument
 from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
+from .counts import hinted
 from .mapping import NOT_FINISHED, page, read_snapshots
 from .reachability import reachable
 from .schema import REVIEW_QUEUE_ORDER
@@ -108,7 +109,11 @@ class MongoReviewQueue(MongoStoreBase):
                 bounded = query if window is None else merged(query, {"$and": [window]})
                 cursor = page(self._runs.find(bounded).sort(REVIEW_QUEUE_ORDER), wanted)
                 async with reachable():
-                    return await cursor.to_list()
+                    if window is None:
+                        return await cursor.to_list()
+                    # a window through review_queue alone: without the hint, DocumentDB may AND in
+                    # `stalled`'s every waiting run (`pendingCount`) while its statistics are young
+                    return await hinted(cursor, "review_queue")
 
             if not self._windowed_pages:
                 found.extend(await read(None))

@@ -441,6 +441,8 @@ async def test_a_documentdb_queue_page_reads_a_window_of_its_order(planner: Plan
             sides = {"low", "high"}
         assert any(sides <= found.get(field(one), set()) for found in bounds), (one, plan)
         assert not any("_id" in found for found in bounds), (one, plan)
+        # a window through review_queue alone, never beside `stalled`'s every waiting run
+        assert not windowed(one) or plan.indexes == ("review_queue",), (one, plan)
 
 
 async def test_the_deadline_read_uses_a_deadline_index(planner: Planner) -> None:

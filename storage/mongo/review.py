@@ -1,9 +1,11 @@
 """The reviewers' queue of ``MongoSnapshotStore``: pages of index ``review_queue`` in queue order
-(``QueueKey``), and the review claims written on a run's calls (``ReviewQueueStore``)."""
+(``QueueKey``; on DocumentDB read through windows, ``windows.Windows``), and the review claims
+written on a run's calls (``ReviewQueueStore``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +13,7 @@ from ..documents import SnapshotDocument
 from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
+from .counts import hinted
 from .mapping import NOT_FINISHED, page, read_snapshots
 from .reachability import reachable
 from .schema import REVIEW_QUEUE_ORDER
@@ -35,30 +38,55 @@ def _filtered(f: QueueFilter) -> Document:
     return query
 
 
-def queue_queries(f: QueueFilter, after: QueueKey | None) -> list[Document]:
-    """The filters of one page, read in turn in ``REVIEW_QUEUE_ORDER``: the runs with a deadline,
-    then (unless ``after`` is past them or ``expires_before`` is set) those without one."""
-    queries = []
+@dataclass(frozen=True)
+class QueuePart:
+    """One of a queue page's reads, in ``REVIEW_QUEUE_ORDER``: the runs with a deadline (``field``
+    ``expiresAt``) or those without one (``suspendedAt``), matching ``query``; ``anchor``: the
+    cursor's ``field``, when the cursor lies in this part."""
+
+    field: str
+    query: Document
+    anchor: datetime | None
+
+
+def queue_queries(f: QueueFilter, after: QueueKey | None) -> list[QueuePart]:
+    """The reads of one page, in turn: the runs with a deadline, then (unless ``after`` is past
+    them or ``expires_before`` is set) those without one. A cursor is one range of the part's
+    first field from the cursor's on, less the runs of that value up to the cursor (a ``$nor``):
+    never an ``$or`` with a range of ``_id``, which DocumentDB scans from a random id on
+    (docs/storage.md "Windows instead")."""
+    parts = []
     if after is None or after.expires_at is not None:
         dated = {**_filtered(f), "expiresAt": dict(_DATED)}
         if f.expires_before is not None:
             dated["expiresAt"]["$lt"] = f.expires_before
+        anchor = None
         if after is not None and after.expires_at is not None:
-            e, s, r = after.expires_at, after.suspended_at, after.run_id
-            dated["$or"] = [
-                {"expiresAt": {"$gt": e}},
-                {"expiresAt": e, "suspendedAt": {"$gt": s}},
-                {"expiresAt": e, "suspendedAt": s, "_id": {"$gt": r}},
+            anchor, s, r = after.expires_at, after.suspended_at, after.run_id
+            dated["expiresAt"]["$gte"] = anchor
+            up_to = [
+                {"expiresAt": anchor, "suspendedAt": {"$lt": s}},
+                {"expiresAt": anchor, "suspendedAt": s, "_id": {"$lte": r}},
             ]
-        queries.append(dated)
+            dated = merged(dated, {"$nor": up_to})
+        parts.append(QueuePart("expiresAt", dated, anchor))
     if f.expires_before is None:
         # stored null when no pending call has a deadline; ``$type`` means the same on every engine
         undated = {**_filtered(f), "expiresAt": {"$type": "null"}}
+        anchor = None
         if after is not None and after.expires_at is None:
-            s, r = after.suspended_at, after.run_id
-            undated["$or"] = [{"suspendedAt": {"$gt": s}}, {"suspendedAt": s, "_id": {"$gt": r}}]
-        queries.append(undated)
-    return queries
+            anchor, r = after.suspended_at, after.run_id
+            undated["suspendedAt"] = {"$gte": anchor}
+            undated = merged(undated, {"$nor": [{"suspendedAt": anchor, "_id": {"$lte": r}}]})
+        parts.append(QueuePart("suspendedAt", undated, anchor))
+    return parts
+
+
+def _window_key(f: QueueFilter, field: str) -> tuple[Any, ...]:
+    """The key a queue part's window is remembered under (never a listing's: its first item is a tuple)."""
+    agents = None if f.agent_ids is None else tuple(sorted(f.agent_ids))
+    resources = None if f.resource_ids is None else tuple(sorted(f.resource_ids))
+    return (("queue", field), agents, f.thread_id, f.resource_id, resources, f.expires_before)
 
 
 class MongoReviewQueue(MongoStoreBase):
@@ -67,13 +95,34 @@ class MongoReviewQueue(MongoStoreBase):
     async def list_review_runs(
         self, queue_filter: QueueFilter, *, limit: int, after: QueueKey | None = None
     ) -> list[SnapshotDocument]:
+        """On DocumentDB each part is read through windows of its first field (``Windows``), as
+        listing pages are: the planner sorts every run a read matches."""
         found: list[Document] = []
-        for query in queue_queries(queue_filter, after):
-            if len(found) >= limit:
+        for part in queue_queries(queue_filter, after):
+            wanted = limit - len(found)
+            if wanted <= 0:
                 break
-            cursor = page(self._runs.find(query).sort(REVIEW_QUEUE_ORDER), limit - len(found))
-            async with reachable():
-                found.extend(await cursor.to_list())
+
+            async def read(
+                window: Document | None, query: Document = part.query, wanted: int = wanted
+            ) -> list[Document]:
+                bounded = query if window is None else merged(query, {"$and": [window]})
+                cursor = page(self._runs.find(bounded).sort(REVIEW_QUEUE_ORDER), wanted)
+                async with reachable():
+                    if window is None:
+                        return await cursor.to_list()
+                    # a window through review_queue alone: without the hint, DocumentDB may AND in
+                    # `stalled`'s every waiting run (`pendingCount`) while its statistics are young
+                    return await hinted(cursor, "review_queue")
+
+            if not self._windowed_pages:
+                found.extend(await read(None))
+                continue
+            key = _window_key(queue_filter, part.field)
+            windowed = self._windows.page(
+                key, wanted, cursor=part.anchor, older=False, read=read, field=part.field, first_from_top=True
+            )
+            found.extend(await windowed)
         return read_snapshots(found)
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
@@ -88,9 +137,9 @@ class MongoReviewQueue(MongoStoreBase):
     async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[Mapping[str, Any]]:
         """The server's query plan of each query of a queue page (index checks, ``bench/``)."""
         plans: list[Mapping[str, Any]] = []
-        for query in queue_queries(queue_filter, None):
+        for part in queue_queries(queue_filter, None):
             async with reachable():
-                plans.append(await page(self._runs.find(query).sort(REVIEW_QUEUE_ORDER), limit).explain())
+                plans.append(await page(self._runs.find(part.query).sort(REVIEW_QUEUE_ORDER), limit).explain())
         return plans
 
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
@@ -103,4 +152,4 @@ class MongoReviewQueue(MongoStoreBase):
         return await self._update_then_append(write.event, write.run_id, compiled(write.condition()), update)
 
 
-__all__ = ["MongoReviewQueue", "queue_queries"]
+__all__ = ["MongoReviewQueue", "QueuePart", "queue_queries"]

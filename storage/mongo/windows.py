@@ -1,7 +1,8 @@
-"""Windowed listing pages for DocumentDB, whose planner sorts every run a page's filter matches:
-a page is first read inside a window of ``createdAt`` next to its anchor (the cursor, or the top
-of the filter's last first page), which its listing index bounds, and widened until it holds the
-page; a window that held fewer runs than the page proves nothing, so the last try has none.
+"""Windowed pages for DocumentDB, whose planner sorts every run a page's filter matches: a page
+is first read inside a window of its order's first field (``createdAt`` for listings, a deadline
+for the queue) next to its anchor (the cursor, or the top of the filter's last first page), which
+an index bounds, and widened until it holds the page; a window that held fewer runs than the page
+proves nothing, so the last try has none.
 
 The windows are remembered per filter in the process (``Windows``), so a page usually takes one
 read; the span adapts to the runs' density (docs/storage.md "DocumentDB pages").
@@ -35,8 +36,8 @@ REMEMBERED = 4096
 
 @dataclass
 class Window:
-    """What one filter's last page showed: its newest run's ``createdAt`` (a first page's) and the
-    span of ``createdAt`` that held a page, with room."""
+    """What one filter's last page showed: the order's first field of its first run (a first
+    page's; a listing's newest ``createdAt``) and the span of that field that held a page, with room."""
 
     top: datetime | None
     span: timedelta | None
@@ -77,16 +78,21 @@ class Windows:
         older: bool,
         read: Callable[[Document | None], Awaitable[list[Document]]],
         learn: bool = True,
+        field: str = "createdAt",
+        first_from_top: bool = False,
     ) -> list[Document]:
         """The page of ``limit`` runs that ``read(None)`` returns (the whole filter, sorted and
-        limited), read first through windows: ``read({"createdAt": {"$gte"|"$lte": bound}})``.
+        limited), read first through windows: ``read({field: {"$gte"|"$lte": bound}})``, ``field``
+        the first field of the read's order (a datetime in every run ``read`` returns).
 
         ``older``: the page walks towards older runs (newest first), so a window is every run from
-        ``bound`` on; else towards newer ones. ``cursor``: the ``createdAt`` of the page's cursor,
+        ``bound`` on; else towards newer ones. ``cursor``: the ``field`` of the page's cursor,
         the window's anchor; a first page walking older is anchored at the filter's remembered
-        top (newer runs are inside every such window); a first page of a filter not remembered,
-        or walking newer, has no window. A windowed read returning fewer than ``limit`` runs is tried wider; the last
-        try has no window. Each read is correct on its own: every run outside its window sorts
+        top (newer runs are inside every such window), and so is one walking newer with
+        ``first_from_top`` (the key's pages all walk newer: older runs are inside each window);
+        a first page of a filter not remembered, or walking newer without it, has no window. A
+        windowed read returning fewer than ``limit`` runs is tried wider; the last try has no
+        window. Each read is correct on its own: every run outside its window sorts
         after every run inside it. ``learn``: whether the page teaches the filter's window (not
         a read bounded on its far side too, such as ``hasPreviousPage``'s run before a cursor)."""
         known = self._get(key)
@@ -94,26 +100,31 @@ class Windows:
         if anchor is not None and anchor.tzinfo is None:  # stored times are UTC
             anchor = anchor.replace(tzinfo=UTC)
         first = cursor is None
-        if first and older:
+        if first and (older or first_from_top):
             anchor = known.top if known is not None else None
         if anchor is None or limit <= 0 or (known is not None and known.span is None):
-            return self._learn(key, await read(None), limit if learn else 0, first=first, anchor=None, known=known)
+            return self._learn(
+                key, await read(None), limit if learn else 0, field, first=first, anchor=None, known=known
+            )
         span = known.span if known is not None and known.span is not None else FIRST_SPAN
         for _ in range(WINDOWED_TRIES):
             bound = anchor - span if older else anchor + span
-            docs = await read({"createdAt": {"$gte" if older else "$lte": bound}})
+            docs = await read({field: {"$gte" if older else "$lte": bound}})
             if len(docs) >= limit:
                 break
             span *= max(GROWTH, 2 * limit // max(len(docs), 1))
         else:
-            return self._learn(key, await read(None), limit if learn else 0, first=first, anchor=anchor, known=known)
-        return self._learn(key, docs, limit if learn else 0, first=first, anchor=anchor, known=known)
+            return self._learn(
+                key, await read(None), limit if learn else 0, field, first=first, anchor=anchor, known=known
+            )
+        return self._learn(key, docs, limit if learn else 0, field, first=first, anchor=anchor, known=known)
 
     def _learn(
         self,
         key: tuple[Any, ...],
         docs: list[Document],
         limit: int,
+        field: str,
         *,
         first: bool,
         anchor: datetime | None,
@@ -128,9 +139,9 @@ class Windows:
             if first:  # the whole filter holds less than a page
                 self._put(key, Window(top=None, span=None))
             return docs
-        start = docs[0]["createdAt"] if first or anchor is None else anchor
-        reach = abs(start - docs[-1]["createdAt"])
-        top = docs[0]["createdAt"] if first else (known.top if known is not None else None)
+        start = docs[0][field] if first or anchor is None else anchor
+        reach = abs(start - docs[-1][field])
+        top = docs[0][field] if first else (known.top if known is not None else None)
         self._put(key, Window(top=top, span=2 * reach + timedelta(milliseconds=1)))
         return docs
 

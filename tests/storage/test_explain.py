@@ -32,7 +32,7 @@ from resolvers import Context, schema
 from runtime import RunManager
 from runtime.demo import refund_agent
 from runtime.registry import AgentRegistry
-from storage import MongoSnapshotStore, RunFilter, sort_key
+from storage import MongoSnapshotStore, QueueFilter, QueueKey, RunFilter, queue_key, sort_key
 from storage.mongo.windows import WINDOWED_TRIES
 from storage.protocol import DeliveryLease, EventsAfter, RunPage
 
@@ -366,6 +366,83 @@ async def test_a_documentdb_page_after_a_cursor_reads_a_window_bounded_on_both_s
             bounds = _bounds(condition)
             assert {"low", "high"} <= bounds.get("createdAt", set()), (one, condition, bounds)
             assert "_id" not in bounds, (one, condition, bounds)
+
+
+QUEUE_FILTERS = {
+    "every run": QueueFilter(),
+    "agents": QueueFilter(agent_ids=frozenset({"refund-agent", "weather-agent"})),
+    "resource": QueueFilter(resource_id="r1"),
+}
+
+
+@pytest.mark.parametrize("name", list(QUEUE_FILTERS))
+async def test_a_documentdb_queue_page_reads_a_window_of_its_order(planner: Planner, name: str) -> None:
+    if planner.engine != "documentdb":
+        pytest.skip("mongod walks review_queue in queue order: no window needed")
+    # given 600 more waiting runs with a deadline and 600 without, a minute apart
+    many = []
+    for i in range(600):
+        call = tool_call("c1")
+        call["expiresAt"] = T0 + timedelta(minutes=60 + i)  # after the deadlines of the planner's runs
+        for run_id, calls in ((f"dated-{i:03d}", [call]), (f"undated-{i:03d}", [tool_call("c1")])):
+            doc = snapshot(run_id, created=T0 + timedelta(minutes=i), calls=calls)
+            many.append((doc, b"[]"))
+    await planner.store.insert_many(many)
+    queue_filter = QUEUE_FILTERS[name]
+    every = await planner.store.list_review_runs(queue_filter, limit=10_000)
+    undated = next(i for i, doc in enumerate(every) if "expiresAt" not in doc)
+
+    # the first page, the page after it, a page from the last dated runs into the undated ones, and
+    # a page among the undated ones
+    afters = (None, queue_key(every[19]), queue_key(every[undated - 5]), queue_key(every[undated + 100]))
+
+    async def pages() -> list[list[str]]:
+        read = []
+        for after in afters:
+            docs = await planner.store.list_review_runs(queue_filter, limit=20, after=after)
+            read.append([doc["_id"] for doc in docs])
+        return read
+
+    def expected(after: QueueKey | None) -> list[str]:
+        start = 0 if after is None else next(i for i, doc in enumerate(every) if queue_key(doc) == after) + 1
+        return [doc["_id"] for doc in every[start : start + 20]]
+
+    # and the pages read once (the store learns where the queue's runs are)
+    await pages()
+
+    # when the store reads them again, each in queue order
+    with SENT.recording() as sent:
+        read = await pages()
+    assert read == [expected(after) for after in afters]
+    finds = [one for one in sent if one.collection == "run_snapshots" and one.command.get("sort")]
+
+    # then each read but one is a window of its order's first field (deadlines: expiresAt; the runs
+    # without one: suspendedAt): the dated runs left after the third page's cursor hold less than a
+    # page, so its windows are tried wider and then it reads without one, from its cursor on
+    def field(one: Sent) -> str:
+        return "suspendedAt" if "$type" in one.command["filter"]["expiresAt"] else "expiresAt"
+
+    def windowed(one: Sent) -> bool:
+        return any(set(c) == {field(one)} for c in one.command["filter"].get("$and", []))
+
+    [unbounded] = [one for one in finds if not windowed(one)]
+    assert field(unbounded) == "expiresAt", unbounded
+    assert "$gte" in unbounded.command["filter"]["expiresAt"], unbounded
+    # and each read's index scan bounds that field on both sides (a first page of the runs without a
+    # deadline: above), or from its cursor on, and names no _id (a range of random ids scans every
+    # run on one side of the cursor's)
+    for one, plan in await planner.plans(finds):
+        bounds = [_bounds(condition) for condition in plan.conditions]
+        if not windowed(one):
+            sides = {"low"}  # from its cursor
+        elif field(one) == "suspendedAt" and "suspendedAt" not in one.command["filter"]:
+            sides = {"high"}  # the first of the runs without a deadline, up to the window's end
+        else:
+            sides = {"low", "high"}
+        assert any(sides <= found.get(field(one), set()) for found in bounds), (one, plan)
+        assert not any("_id" in found for found in bounds), (one, plan)
+        # a window through review_queue alone, never beside `stalled`'s every waiting run
+        assert not windowed(one) or plan.indexes == ("review_queue",), (one, plan)
 
 
 async def test_the_deadline_read_uses_a_deadline_index(planner: Planner) -> None:

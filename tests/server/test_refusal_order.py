@@ -17,6 +17,7 @@ import pytest
 from runtime.demo import LEDGER
 
 from .._graphql import REFUND, TWO_REFUNDS_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient
+from ..runtime import agents
 from .conftest import Serve
 
 UNKNOWN = "c_000000000000000000000000"
@@ -32,14 +33,15 @@ START = f"""
 mutation($input: StartRunInput!) {{
   startRun(input: $input) {{ __typename ... on RunOutcome {{ runId status run {{ toolCalls {{ {CALL} }} }} }} }}
 }}"""
+DECIDED = f"{ANSWER} ... on RunOutcome {{ status }}"
 DOCUMENTS = {
-    "approveToolCall": f"mutation($input: ApproveToolCallInput!) {{ approveToolCall(input: $input) {{ {ANSWER} }} }}",
-    "declineToolCall": f"mutation($input: DeclineToolCallInput!) {{ declineToolCall(input: $input) {{ {ANSWER} }} }}",
-    "resumeRun": f"mutation($input: ResumeRunInput!) {{ resumeRun(input: $input) {{ {ANSWER} }} }}",
+    "approveToolCall": f"mutation($input: ApproveToolCallInput!) {{ approveToolCall(input: $input) {{ {DECIDED} }} }}",
+    "declineToolCall": f"mutation($input: DeclineToolCallInput!) {{ declineToolCall(input: $input) {{ {DECIDED} }} }}",
+    "resumeRun": f"mutation($input: ResumeRunInput!) {{ resumeRun(input: $input) {{ {DECIDED} }} }}",
     "claimReview": f"mutation($input: ReviewClaimInput!) {{ claimReview(input: $input) {{ {ANSWER} }} }}",
 }
 BULK = f"""
-mutation($input: DecideToolCallsInput!) {{ decideToolCalls(input: $input) {{ results {{ {ANSWER} }} }} }}
+mutation($input: DecideToolCallsInput!) {{ decideToolCalls(input: $input) {{ results {{ {DECIDED} }} }} }}
 """
 RUN = f"""
 query($agentId: ID!, $runId: ID!) {{ suspendedRun(agentId: $agentId, runId: $runId) {{ toolCalls {{ {CALL} }} }} }}
@@ -72,13 +74,13 @@ async def send(gql: GraphQLClient, path: str, agent: str, run_id: str, call_id: 
 
 async def unchanged(gql: GraphQLClient, agent: str, run_id: str, calls: list[dict[str, Any]]) -> None:
     run = (await gql.data(RUN, agentId=agent, runId=run_id))["suspendedRun"]
-    assert run is not None and run["toolCalls"] == calls, run
+    assert run is not None
+    assert run["toolCalls"] == calls, run
     events = (await gql.data(EVENTS, agentId=agent, runId=run_id))["runEvents"]
     assert [e["type"] for e in events] == ["started", "suspended"], events
     assert LEDGER == []
 
 
-@pytest.mark.xfail(strict=True, reason="the question is checked before the call: QuestionNotPending")
 @pytest.mark.parametrize("path", PATHS)
 async def test_an_unknown_call_named_with_a_pending_question_is_tool_call_not_found(serve: Serve, path: str) -> None:
     gql = (await serve(tool_rules=[])).client()
@@ -94,7 +96,6 @@ async def test_an_unknown_call_named_with_a_pending_question_is_tool_call_not_fo
     await unchanged(gql, agent, run_id, calls)
 
 
-@pytest.mark.xfail(strict=True, reason="the question is checked before the call: QuestionNotPending")
 @pytest.mark.parametrize("path", [p for p in PATHS if p != "resumeRun"])
 async def test_another_calls_id_with_a_pending_question_is_tool_call_not_found(serve: Serve, path: str) -> None:
     gql = (await serve(tool_rules=[])).client()
@@ -107,7 +108,8 @@ async def test_another_calls_id_with_a_pending_question_is_tool_call_not_found(s
     # then the call named asks no such question: not found, naming both; nothing changed
     assert answer["__typename"] == "ToolCallNotFound", answer
     assert (answer["runId"], answer["missing"]) == (run_id, second["toolCallId"])
-    assert second["toolCallId"] in answer["message"] and first["questionId"] in answer["message"], answer
+    assert second["toolCallId"] in answer["message"], answer
+    assert first["questionId"] in answer["message"], answer
     await unchanged(gql, agent, run_id, calls)
 
 
@@ -122,3 +124,41 @@ async def test_an_unknown_question_of_a_known_call_stays_question_not_pending(se
     # then the question is the one not pending, as before
     assert answer["__typename"] == "QuestionNotPending", answer
     await unchanged(gql, agent, run_id, calls)
+
+
+@pytest.mark.usefixtures("clean_test_agents")
+async def test_a_call_of_an_earlier_turn_is_checked_before_the_question(serve: Serve) -> None:
+    gql = (await serve(agents="tests.runtime.agents:TEST_AGENTS", tool_rules=[])).client()
+    agent = "gated-agent"
+    outcome = (await gql.data(START, input={"agentId": agent, "prompt": "go"}))["startRun"]
+    run_id, [turn_1] = outcome["runId"], outcome["run"]["toolCalls"]
+    declined = await send(gql, "declineToolCall", agent, run_id, turn_1["toolCallId"], turn_1["questionId"])
+    assert declined["__typename"] == "RunOutcome", declined
+    [turn_2] = (await gql.data(RUN, agentId=agent, runId=run_id))["suspendedRun"]["toolCalls"]
+
+    # when turn 1's call is named with the question turn 2's call asks now
+    answer = await send(gql, "approveToolCall", agent, run_id, turn_1["toolCallId"], turn_2["questionId"])
+
+    # then that call asks no such question: not found, naming both
+    assert answer["__typename"] == "ToolCallNotFound", answer
+    assert answer["missing"] == turn_1["toolCallId"], answer
+    assert turn_2["questionId"] in answer["message"], answer
+
+    # and an unknown call named with turn 1's answered question is not found either
+    unknown = await send(gql, "approveToolCall", agent, run_id, UNKNOWN, turn_1["questionId"])
+    assert (unknown["__typename"], unknown["missing"]) == ("ToolCallNotFound", UNKNOWN), unknown
+
+    # while turn 1's call named with its own question says how it was answered
+    late = await send(gql, "approveToolCall", agent, run_id, turn_1["toolCallId"], turn_1["questionId"])
+    assert late["__typename"] == "QuestionNotPending", late
+    [still] = (await gql.data(RUN, agentId=agent, runId=run_id))["suspendedRun"]["toolCalls"]
+    assert (still["toolCallId"], still["decision"]) == (turn_2["toolCallId"], None)
+
+    # and once the run finished, an unknown call is not found rather than its question not pending
+    done = await send(gql, "approveToolCall", agent, run_id, turn_2["toolCallId"], turn_2["questionId"])
+    assert done["__typename"] == "RunOutcome", done
+    gone = await send(gql, "approveToolCall", agent, run_id, UNKNOWN, turn_2["questionId"])
+    assert (gone["__typename"], gone["missing"]) == ("ToolCallNotFound", UNKNOWN), gone
+    finished = await send(gql, "approveToolCall", agent, run_id, turn_2["toolCallId"], turn_2["questionId"])
+    assert finished["__typename"] == "QuestionNotPending", finished
+    assert agents.GATED == [2]

@@ -37,7 +37,6 @@ BAD_LITERALS = {
     "{ __typename } }",
 }
 """Literals their scalar refuses while the document is validated (``DateTime``, ``JSON``)."""
-NO_CODE = pytest.mark.xfail(strict=True, reason="a scalar's refusal of a literal wraps its error: no code")
 
 
 @pytest.fixture
@@ -296,11 +295,7 @@ REQUEST_ERRORS: list[tuple[str, dict[str, object], str, str]] = [
 @pytest.mark.parametrize("accept", ["application/json", GRAPHQL_RESPONSE])
 @pytest.mark.parametrize("method", ["POST", "GET"])
 @pytest.mark.parametrize(
-    ("parameters", "code", "says"),
-    [
-        pytest.param(*case[1:], id=case[0], marks=[NO_CODE] if case[0].startswith("datetime") else [])
-        for case in REQUEST_ERRORS
-    ],
+    ("parameters", "code", "says"), [case[1:] for case in REQUEST_ERRORS], ids=[case[0] for case in REQUEST_ERRORS]
 )
 async def test_every_request_error_has_a_code(
     http: httpx.AsyncClient, method: str, accept: str, parameters: dict[str, object], code: str, says: str
@@ -343,7 +338,6 @@ async def test_a_prepared_query_whose_variables_do_not_coerce_is_bad_user_input(
     assert [error["extensions"]["code"] for error in body["errors"]] == ["BAD_USER_INPUT"], body
 
 
-@NO_CODE
 @pytest.mark.parametrize("case", list(BAD_LITERALS))
 async def test_a_literal_its_scalar_refuses_fails_validation_on_both_paths(settings: Settings, case: str) -> None:
     # given an app on the compiled path (the default) and one on Strawberry's alone

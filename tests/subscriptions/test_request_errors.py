@@ -73,7 +73,6 @@ async def test_a_document_that_cannot_run_is_an_error_message_with_the_http_code
     assert "Exception in worker task" not in written, written
 
 
-@pytest.mark.xfail(strict=True, reason="a scalar's refusal of a literal wraps its error: no code")
 async def test_a_subscription_with_a_literal_its_scalar_refuses_is_a_validation_failure(
     server: tuple[str, Path],
 ) -> None:

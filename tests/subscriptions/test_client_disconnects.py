@@ -59,7 +59,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield Server(url, log, {"reviewQueueEvents": QUEUE_START, "suspendedRunEvents": first_event})
 
 
-@pytest.mark.xfail(strict=True, reason="a send on the closed socket is logged as ERROR with a traceback")
 @pytest.mark.parametrize("fields", [[field] for field in SUBSCRIPTIONS] + [list(SUBSCRIPTIONS)], ids=str)
 async def test_a_client_closing_during_a_replay_logs_no_error(server: Server, fields: list[str]) -> None:
     url, log = server.url, server.log

@@ -133,21 +133,20 @@ class RunNotFoundError(RunsgateError):
 
 
 class ToolCallNotFoundError(RunsgateError):
-    """The run has no such pending tool call (``tool_call_id`` ``None``: none waiting for resume data)."""
+    """The run has no such pending tool call (``tool_call_id`` ``None``: none waiting for resume data;
+    with ``question_id``, no call with that id asks that question: another call of the run does)."""
 
     code = ErrorCode.TOOL_CALL_NOT_FOUND
 
-    def __init__(self, run_id: str, tool_call_id: str | None) -> None:
-        if tool_call_id is None:
-            message = f"Run {run_id!r} has no tool call waiting for resume data."
-        else:
-            message = f"Run {run_id!r} has no pending tool call {tool_call_id!r}."
-        super().__init__(message)
-        self.run_id = run_id
-        self.tool_call_id = tool_call_id
+    def __init__(self, run_id: str, tool_call_id: str | None, question_id: str | None = None) -> None:
+        asking = "" if question_id is None else f" asking question {question_id!r}"
+        named = "tool call waiting for resume data" if tool_call_id is None else f"pending tool call {tool_call_id!r}"
+        super().__init__(f"Run {run_id!r} has no {named}{asking}.")
+        self.run_id, self.tool_call_id, self.question_id = run_id, tool_call_id, question_id
 
     def details(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "tool_call_id": self.tool_call_id}
+        asked = {} if self.question_id is None else {"question_id": self.question_id}  # absent in older answers
+        return {"run_id": self.run_id, "tool_call_id": self.tool_call_id, **asked}
 
 
 class ToolCallAlreadyDecidedError(RunsgateError):

@@ -104,29 +104,34 @@ def decided_in_events(
 def find_call(doc: SnapshotDocument, request: DecisionRequest) -> int:
     """The index of the call of ``doc`` asking the question ``request`` names, decided or not.
 
-    A ``questionId`` names the call asking it now. Without one, a ``toolCallId`` names the call
-    with that identity (failing that, the one pending call whose model id it is), and the request
-    its first question; a resume naming neither, the one call waiting for resume data.
+    A ``questionId`` names the call asking it now (the call named, when ``toolCallId`` is given
+    too). Without one, a ``toolCallId`` names the call with that identity (failing that, the one
+    pending call whose model id it is), and the request its first question; a resume naming
+    neither, the one call waiting for resume data. The call named is checked before the
+    question: a question that waits is never reported as not pending.
 
     Raises:
-        QuestionNotPendingError: ``request.question_id`` is asked by no call of the run (or not by
-            the call ``request.tool_call_id`` names): it was answered and the call moved on.
+        ToolCallNotFoundError: No call of ``doc`` has the identity named (or, without an id, none
+            waits for resume data); with ``question_id`` set, the call named does not ask the
+            question, which another call of the run asks now.
+        QuestionNotPendingError: ``request.question_id`` is asked by no call of the run: it was
+            answered and the call moved on, or it was never asked.
         FirstQuestionAnswered: The request names only a call that asks a later question than its
             first (``question_number`` above 1).
-        ToolCallNotFoundError: No such call (or, without an id, none waits for resume data).
         AmbiguousToolCallError: Several pending calls have that identity (documents written
             before identities) or model id, or, without an id, several wait for resume data.
     """
     run_id, calls, named = doc["_id"], doc["toolCalls"], request.tool_call_id
     if request.question_id is not None:
-        asked = [
-            i
-            for i, call in enumerate(calls)
-            if question_id(call) == request.question_id and named in (None, call["toolCallId"], model_id(call))
-        ]
-        if not asked:
-            raise QuestionNotPendingError(run_id, named, request.question_id)
-        return asked[0]
+        asking = [i for i, call in enumerate(calls) if question_id(call) == request.question_id]
+        asked = [i for i in asking if named in (None, calls[i]["toolCallId"], model_id(calls[i]))]
+        if asked:
+            return asked[0]
+        if named is not None and not any(named in (call["toolCallId"], model_id(call)) for call in calls):
+            raise ToolCallNotFoundError(run_id, named)  # not now: ``Questions`` looks in the trail
+        if asking:
+            raise ToolCallNotFoundError(run_id, named, request.question_id)
+        raise QuestionNotPendingError(run_id, named, request.question_id)
     index = _only_resume_call(run_id, calls) if named is None else _named_call(run_id, calls, named)
     if calls[index].get("questionNumber", 1) > 1:  # absent before schema version 4: the gate reads the trail
         raise FirstQuestionAnswered(index)
@@ -162,9 +167,10 @@ class Questions:
             DecideThroughSupervisorError: ``check_addressable``.
             ToolCallAlreadyDecidedError: The request names only a call (or, a resume, none) whose
                 first question was decided: in an earlier turn, or the call asks another now.
+            ToolCallNotFoundError: No call of the run has the identity named, ever; or the call
+                named does not ask the question named, which another call asks now.
             QuestionNotPendingError: The request names a question no call asks now: with the
                 decision that answered it, or without one when it was never asked.
-            ToolCallNotFoundError: No call of the run has the identity named, ever.
             AmbiguousToolCallError: ``find_call``.
             RunNotFoundError: The run is outside the principal's resources.
         """
@@ -189,6 +195,8 @@ class Questions:
         answered = decided_in_events(events, request.tool_call_id, request.question_id)
         if answered is None:
             return RunNotFoundError(agent_id, run_id)
+        if request.tool_call_id is not None and not _decided_call(events, request.tool_call_id):
+            return ToolCallNotFoundError(run_id, request.tool_call_id)  # the call first, as on a stored run
         if request.question_id is not None:
             return QuestionNotPendingError(
                 run_id, answered.tool_call_id, request.question_id, answered.decision, finished=True
@@ -200,14 +208,24 @@ class Questions:
     async def _not_asked(
         self, doc: SnapshotDocument, request: DecisionRequest, principal: Principal | None, missing: Exception
     ) -> Exception:
-        """The answer to ``request``, which ``find_call`` found asked by no call (``missing``)."""
+        """The answer to ``request``, which ``find_call`` found asked by no call (``missing``): the
+        call named first (does the run, or its audit trail, know it?), then the question."""
         if isinstance(missing, FirstQuestionAnswered):
             call = doc["toolCalls"][missing.index]
             return await self._answered(doc, principal, call["toolCallId"], None, asking=question_id(call))
-        if request.tool_call_id is None and request.question_id is None:
-            return missing  # no call waits for resume data
+        named, question = request.tool_call_id, request.question_id
+        check_resource(doc, principal)  # the run's calls and trail are shown only to who may decide it
+        unasked = isinstance(missing, ToolCallNotFoundError) and missing.question_id is not None
+        if (named is None and question is None) or unasked:
+            return missing  # no call waits for resume data; the call named does not ask the question
         assert isinstance(missing, RunsgateError)
-        return await self._answered(doc, principal, request.tool_call_id, request.question_id, unknown=missing)
+        events = await self._store.list_events(doc["agentId"], doc["_id"])
+        if question is not None and named is not None and isinstance(missing, ToolCallNotFoundError):
+            if not _decided_call(events, named):
+                return missing  # never a call of the run
+            if any(question_id(call) == question for call in doc["toolCalls"]):
+                return ToolCallNotFoundError(doc["_id"], named, question)  # an earlier turn's call
+        return await self._answered(doc, principal, named, question, unknown=missing, events=events)
 
     async def _first_of_legacy_call(self, doc: SnapshotDocument, index: int, principal: Principal | None) -> None:
         """Raises ``ToolCallAlreadyDecidedError`` when the run's audit trail records a decision of an
@@ -232,12 +250,16 @@ class Questions:
         *,
         asking: str | None = None,
         unknown: RunsgateError | None = None,
+        events: Sequence[EventDocument] | None = None,
     ) -> RunsgateError:
         """The answer to a request naming the question ``question`` (or, when ``None``, the first
         question of the call ``tool_call_id``) that ``doc`` no longer asks, from the run's audit
-        trail; ``unknown`` when the trail records no decision on it (else ``QuestionNotPendingError``)."""
+        trail (``events``, when read already); ``unknown`` when the trail records no decision on it
+        (else ``QuestionNotPendingError``)."""
         check_resource(doc, principal)  # the trail is shown only to who may decide the run
-        answered = decided_in_events(await self._store.list_events(doc["agentId"], doc["_id"]), tool_call_id, question)
+        if events is None:
+            events = await self._store.list_events(doc["agentId"], doc["_id"])
+        answered = decided_in_events(events, tool_call_id, question)
         if answered is None:
             return unknown or QuestionNotPendingError(doc["_id"], tool_call_id, question)
         if question is not None:
@@ -245,6 +267,15 @@ class Questions:
         return ToolCallAlreadyDecidedError(
             doc["_id"], answered.tool_call_id, answered.decision, question_id=answered.question_id, asking=asking
         )
+
+
+def _decided_call(events: Sequence[EventDocument], tool_call_id: str) -> bool:
+    """Whether ``events`` (a run's audit trail) record a decision of the call ``tool_call_id``: a
+    call no longer in the run was decided before it moved on."""
+    return any(
+        e["type"] == "decision" and tool_call_id in (e["data"].get("toolCallId"), e["data"].get("modelToolCallId"))
+        for e in events
+    )
 
 
 def check_addressable(doc: SnapshotDocument, *, forwarded: bool) -> None:

@@ -22,8 +22,10 @@ from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.websockets import WebSocket
+from starlette.websockets import WebSocketDisconnected as SocketClosed
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler, Operation
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
@@ -90,6 +92,9 @@ class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
     A credential that expires (a JWT's ``exp``, ``Principal.expires_at``) closes the socket
     with 4403 at that instant, which ends every operation still running (subscriptions
     included); an operation that arrives after it is refused the same way.
+
+    A send that finds the socket closed (the client went away, as a client may at any time) ends
+    its operation with one DEBUG line: no ERROR, no traceback (``handle_task_exception``).
     """
 
     _expiry: asyncio.Task[None] | None = None
@@ -132,7 +137,18 @@ class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
         ``RESPONSE_TOO_LARGE`` in its place (``encoded_answer``)."""
         if isinstance(message, dict) and message.get("type") == "next" and isinstance(self.view, GraphQLView):
             message = await encoded_answer(message, self.view.max_response_bytes, message=True)
-        await super().send_message(message)
+        try:
+            await super().send_message(message)
+        except SocketClosed as closed:  # starlette's, once a send (another operation's) found the socket gone
+            raise WebSocketDisconnected from closed  # Strawberry's, as for the send that found it
+
+    async def handle_task_exception(self, error: Exception) -> None:
+        """Strawberry's (ERROR, with the traceback), but for ``WebSocketDisconnected``: the client
+        closed the socket while an operation was sending, which ends that operation (DEBUG)."""
+        if isinstance(error, WebSocketDisconnected):
+            logger.debug("WebSocket operation ended: the client closed the socket")
+            return
+        await super().handle_task_exception(error)
 
 
 _PARSING: ContextVar[str] = ContextVar("runsgate_parsing", default="body")

@@ -48,8 +48,10 @@ class SubscriptionOverHTTPError(GraphQLError):
 
 def request_error_code(error: GraphQLError, *, before_execution: bool) -> str | None:
     """The ``extensions.code`` of an error of a request error (``is_request_error``), or None for
-    one that is no mistake of the client's (a fault while parsing or validating: a wrapped
-    exception).
+    one that is no mistake of the client's (a fault while parsing or validating: an exception
+    Strawberry wrapped, located nowhere in the document). A literal its scalar refuses (a
+    ``DateTime`` without an offset, a ``JSON`` number out of range) is the client's: graphql-core's
+    validation locates it and keeps the scalar's exception as its ``original_error``.
 
     By type where there is one: a ``GraphQLSyntaxError`` (the document does not parse, or has too
     many tokens) is ``GRAPHQL_PARSE_FAILED``; ``OperationResolutionError`` (an unknown operation
@@ -69,7 +71,8 @@ def request_error_code(error: GraphQLError, *, before_execution: bool) -> str | 
     if isinstance(error, SubscriptionOverHTTPError):
         return SUBSCRIPTIONS_OVER_WEBSOCKET_CODE
     if before_execution:
-        return GRAPHQL_VALIDATION_FAILED if error.original_error is None else None
+        fault = error.original_error is not None and not error.nodes
+        return None if fault else GRAPHQL_VALIDATION_FAILED
     return BAD_USER_INPUT
 
 

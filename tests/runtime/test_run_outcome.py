@@ -62,6 +62,7 @@ def test_a_completed_outcome_round_trips() -> None:
         RunNotFoundError("a", "r"),
         ToolCallNotFoundError("r", "c"),
         ToolCallNotFoundError("r", None),
+        ToolCallNotFoundError("r", "c", "q"),
         ToolCallAlreadyDecidedError("r", "c", DECISION),
         WrongToolCallKindError("r", "c", "approval"),
         AmbiguousToolCallError("r", ["c1", "c2"]),

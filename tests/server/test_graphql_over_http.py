@@ -15,6 +15,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
+from server.app import create_app
 from server.settings import Settings
 from server.view.conformance import preferred_media_type
 
@@ -29,6 +30,13 @@ LIST_FROM = """
 query List($from: DateTime!) { suspendedRuns(agentId: "refund-agent", filter: {fromDate: $from}) { totalCount } }
 """
 BAD_PAGE = '{ suspendedRuns(agentId: "refund-agent", page: {page: -1, perPage: 1}) { totalCount } }'
+BAD_LITERALS = {
+    "queue-deadline": '{ reviewQueue(filter: {expiresBefore: "yesterday"}) { totalCount } }',
+    "runs-from": '{ suspendedRuns(agentId: "refund-agent", filter: {fromDate: "yesterday"}) { totalCount } }',
+    "json-number": 'mutation { resumeRun(input: {agentId: "weather-agent", runId: "r", resumeData: 1e999}) '
+    "{ __typename } }",
+}
+"""Literals their scalar refuses while the document is validated (``DateTime``, ``JSON``)."""
 
 
 @pytest.fixture
@@ -279,6 +287,8 @@ REQUEST_ERRORS: list[tuple[str, dict[str, object], str, str]] = [
         "Must provide an operation.",
     ),
     ("subscription", {"query": SUBSCRIBE}, "SUBSCRIPTIONS_OVER_WEBSOCKET", "WebSocket"),
+    ("datetime-literal", {"query": BAD_LITERALS["queue-deadline"]}, "GRAPHQL_VALIDATION_FAILED", "'yesterday'"),
+    ("datetime-filter", {"query": BAD_LITERALS["runs-from"]}, "GRAPHQL_VALIDATION_FAILED", "not RFC 3339"),
 ]
 
 
@@ -326,3 +336,23 @@ async def test_a_prepared_query_whose_variables_do_not_coerce_is_bad_user_input(
     body = response.json()
     assert "data" not in body, body
     assert [error["extensions"]["code"] for error in body["errors"]] == ["BAD_USER_INPUT"], body
+
+
+@pytest.mark.parametrize("case", list(BAD_LITERALS))
+async def test_a_literal_its_scalar_refuses_fails_validation_on_both_paths(settings: Settings, case: str) -> None:
+    # given an app on the compiled path (the default) and one on Strawberry's alone
+    answers: dict[bool, list[httpx.Response]] = {}
+    for compiled in (True, False):
+        app = create_app(settings.model_copy(update={"compiled_execution": compiled}))
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http,
+        ):
+            # when a document with a literal its scalar refuses is sent twice (the second from the caches)
+            answers[compiled] = [await http.post("/graphql", json={"query": BAD_LITERALS[case]}) for _ in range(2)]
+
+    # then each answer is a validation failure with its code, byte for byte the same on both paths
+    standard = answers[False][0]
+    assert [error["extensions"]["code"] for error in standard.json()["errors"]] == ["GRAPHQL_VALIDATION_FAILED"]
+    for response in [*answers[True], *answers[False]]:
+        assert (response.status_code, response.content) == (standard.status_code, standard.content)

@@ -71,3 +71,28 @@ async def test_a_document_that_cannot_run_is_an_error_message_with_the_http_code
     written = log.read_text()[written_before:]
     assert "Traceback" not in written, written
     assert "Exception in worker task" not in written, written
+
+
+async def test_a_subscription_with_a_literal_its_scalar_refuses_is_a_validation_failure(
+    server: tuple[str, Path],
+) -> None:
+    url, log = server
+    written_before = len(log.read_text())
+    query = 'query { reviewQueue(filter: {expiresBefore: "yesterday"}) { totalCount } }'
+    over_http = post(url, None, query).json()["errors"]
+
+    async with ws_connect(url) as ws:
+        # when a subscription whose filter holds a DateTime its scalar refuses is sent
+        subscription = 'subscription { reviewQueueEvents(filter: {expiresBefore: "yesterday"}) { id } }'
+        operation = await ws.subscribe(subscription, {})
+        refused = await ws.receive()
+
+    # then it is the error message with the code and words HTTP gives the same literal in a query
+    assert (refused["type"], refused["id"]) == ("error", operation), refused
+    [error] = refused["payload"]
+    assert error.get("extensions") == {"code": "GRAPHQL_VALIDATION_FAILED"}, error
+    assert [e["extensions"] for e in over_http] == [{"code": "GRAPHQL_VALIDATION_FAILED"}], over_http
+    assert error["message"] == over_http[0]["message"], (error, over_http)
+    await asyncio.sleep(0.2)  # the lines written before the answers reach the file
+    written = log.read_text()[written_before:]
+    assert "Traceback" not in written, written

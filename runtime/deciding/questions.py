@@ -102,24 +102,20 @@ def decided_in_events(
 
 
 def find_call(doc: SnapshotDocument, request: DecisionRequest) -> int:
-    """The index of the call of ``doc`` asking the question ``request`` names, decided or not.
-
-    A ``questionId`` names the call asking it now (the call named, when ``toolCallId`` is given
-    too). Without one, a ``toolCallId`` names the call with that identity (failing that, the one
-    pending call whose model id it is), and the request its first question; a resume naming
-    neither, the one call waiting for resume data. The call named is checked before the
-    question: a question that waits is never reported as not pending.
+    """The index of the call of ``doc`` asking the question ``request`` names, decided or not: by
+    ``questionId`` the call asking it now (the call named, with ``toolCallId`` too); else by
+    ``toolCallId`` the call with that identity (or the one pending call with that model id) and
+    its first question; a resume naming neither, the one call waiting for resume data. The call
+    is checked before the question: a question that waits is never reported as not pending.
 
     Raises:
-        ToolCallNotFoundError: No call of ``doc`` has the identity named (or, without an id, none
-            waits for resume data); with ``question_id`` set, the call named does not ask the
-            question, which another call of the run asks now.
-        QuestionNotPendingError: ``request.question_id`` is asked by no call of the run: it was
-            answered and the call moved on, or it was never asked.
-        FirstQuestionAnswered: The request names only a call that asks a later question than its
-            first (``question_number`` above 1).
-        AmbiguousToolCallError: Several pending calls have that identity (documents written
-            before identities) or model id, or, without an id, several wait for resume data.
+        ToolCallNotFoundError: No call has the identity named (or none waits for resume data); with
+            ``question_id`` set, the call named does not ask the question another call asks now.
+        QuestionNotPendingError: No call of the run asks ``request.question_id`` (answered, or
+            never asked).
+        FirstQuestionAnswered: The call named asks a later question than its first.
+        AmbiguousToolCallError: Several pending calls have that identity or model id, or several
+            wait for resume data.
     """
     run_id, calls, named = doc["_id"], doc["toolCalls"], request.tool_call_id
     if request.question_id is not None:

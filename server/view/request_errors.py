@@ -48,21 +48,16 @@ class SubscriptionOverHTTPError(GraphQLError):
 
 def request_error_code(error: GraphQLError, *, before_execution: bool) -> str | None:
     """The ``extensions.code`` of an error of a request error (``is_request_error``), or None for
-    one that is no mistake of the client's (a fault while parsing or validating: an exception
-    Strawberry wrapped, located nowhere in the document). A literal its scalar refuses (a
-    ``DateTime`` without an offset, a ``JSON`` number out of range) is the client's: graphql-core's
-    validation locates it and keeps the scalar's exception as its ``original_error``.
+    a fault while parsing or validating (an exception Strawberry wrapped, located nowhere in the
+    document; a literal its scalar refuses is located, so the client's).
 
-    By type where there is one: a ``GraphQLSyntaxError`` (the document does not parse, or has too
-    many tokens) is ``GRAPHQL_PARSE_FAILED``; ``OperationResolutionError`` (an unknown operation
-    name, no operation) is ``OPERATION_RESOLUTION_FAILURE``, as is the error of
-    ``resolvers.documents.operation_name`` (several operations and no name), which carries that code
-    itself; ``SubscriptionOverHTTPError`` is ``SUBSCRIPTIONS_OVER_WEBSOCKET``.
-    Otherwise by the step that refused the request (graphql-core gives no other type): an error
-    ``before_execution`` (Strawberry's ``PreExecutionError``: parsing and validation) is
-    ``GRAPHQL_VALIDATION_FAILED``; one of the execution step, which refuses a request only while
-    coercing its variables (``ExecutionContext.build``: the operation was resolved before it), is
-    ``BAD_USER_INPUT``.
+    By type: ``GraphQLSyntaxError`` is ``GRAPHQL_PARSE_FAILED``; ``OperationResolutionError`` (an
+    unknown operation name, no operation) is ``OPERATION_RESOLUTION_FAILURE``, as is the error of
+    ``resolvers.documents.operation_name``, which carries that code itself;
+    ``SubscriptionOverHTTPError`` is ``SUBSCRIPTIONS_OVER_WEBSOCKET``. Otherwise by the step that
+    refused the request: ``before_execution`` (parsing and validation) is
+    ``GRAPHQL_VALIDATION_FAILED``; the execution step, which refuses a request only while
+    coercing its variables (``ExecutionContext.build``), is ``BAD_USER_INPUT``.
     """
     if isinstance(error, GraphQLSyntaxError):
         return GRAPHQL_PARSE_FAILED

@@ -11,16 +11,12 @@ median and maximum per poll interval.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+from bench.subscription_latency import report
 from tests._graphql import REFUND, REFUND_PROMPT, GraphQLClient, GraphQLWebSocket, ws_connect
-from tests._servers import ferretdb, runsgate_processes, with_database
 
 QUEUE = """subscription Queue { reviewQueueEvents(filter: {resourceId: "bench"}) {
   change runId toolCallId item { toolName } } }"""
@@ -58,23 +54,7 @@ async def measure(a: str, b: str, runs: int) -> list[tuple[float, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--intervals", default="1,0.2")
-    args = parser.parse_args()
-    with ferretdb() as server, tempfile.TemporaryDirectory() as tmp:
-        for interval in args.intervals.split(","):
-            logs = [Path(tmp) / f"a-{interval}.log", Path(tmp) / f"b-{interval}.log"]
-            with runsgate_processes(
-                logs, MONGODB_URI=with_database(server), RUNSGATE_SUBSCRIPTION_POLL_INTERVAL=interval
-            ) as (a, b):
-                pairs = asyncio.run(measure(a, b, args.runs))
-            entered, left = [p[0] for p in pairs], [p[1] for p in pairs]
-            print(
-                f"poll interval {interval} s, {args.runs} runs: ENTERED after median "
-                f"{statistics.median(entered):.3f} s (max {max(entered):.3f} s), LEFT after median "
-                f"{statistics.median(left):.3f} s (max {max(left):.3f} s)"
-            )
+    report(__doc__.splitlines()[0], measure, ("ENTERED", "LEFT"))
 
 
 if __name__ == "__main__":

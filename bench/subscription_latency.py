@@ -16,7 +16,9 @@ import functools
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from tests._graphql import EVENTS, start_refund_run, ws_connect
 from tests._servers import ferretdb, runsgate_processes, with_database
@@ -58,8 +60,15 @@ async def measure(a: str, b: str, runs: int) -> list[tuple[float, float]]:
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+Measure = Callable[[str, str, int], Coroutine[Any, Any, list[tuple[float, float]]]]
+"""``measure(a, b, runs)``: ``runs`` pairs of seconds, instance A's URL and instance B's."""
+
+
+def report(description: str, measure: Measure, names: tuple[str, str]) -> None:
+    """Parse ``--runs`` and ``--intervals``; for each poll interval, start FerretDB's two runsgate
+    processes on one fresh database, ``measure`` them, and print the median and maximum of each
+    side of the pairs, named ``names``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--intervals", default="1,0.2")
     args = parser.parse_args()
@@ -70,13 +79,15 @@ def main() -> None:
                 logs, MONGODB_URI=with_database(server), RUNSGATE_SUBSCRIPTION_POLL_INTERVAL=interval
             ) as (a, b):
                 pairs = asyncio.run(measure(a, b, args.runs))
-            started = [p[0] for p in pairs]
-            suspended = [p[1] for p in pairs]
-            print(
-                f"poll interval {interval} s, {args.runs} runs: started event after "
-                f"median {statistics.median(started):.3f} s (max {max(started):.3f} s), suspended event after "
-                f"median {statistics.median(suspended):.3f} s (max {max(suspended):.3f} s)"
-            )
+            sides = [
+                f"{name} after median {statistics.median(seconds):.3f} s (max {max(seconds):.3f} s)"
+                for name, seconds in zip(names, zip(*pairs, strict=True), strict=True)
+            ]
+            print(f"poll interval {interval} s, {args.runs} runs: {', '.join(sides)}")
+
+
+def main() -> None:
+    report(__doc__.splitlines()[0], measure, ("started event", "suspended event"))
 
 
 if __name__ == "__main__":

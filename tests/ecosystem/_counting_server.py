@@ -2,8 +2,8 @@
 
     python -m tests.ecosystem._counting_server --port PORT
 
-The same ``create_app`` as ``python -m server serve`` (memory store, or MongoDB when
-``MONGODB_URI`` is set), except that the store records each ``get_many`` call (the one read
+The same ``create_app`` as ``python -m server serve`` (memory store, a SQLite file when
+``RUNSGATE_STORE`` names one, or MongoDB when ``MONGODB_URI`` is set), except that the store records each ``get_many`` call (the one read
 that ``_entities`` and ``node`` make through the run loader), as
 ``tests/resolvers/test_loaders.py`` counts event reads. On MongoDB, PyMongo's command
 monitoring also records every ``find`` sent to ``run_snapshots``, as the server received it.
@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from server.app import create_app
 from server.settings import Settings, load_settings
-from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotDocument, SnapshotStore
+from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotDocument, SnapshotStore, SQLiteSnapshotStore
 
 GET_MANY_CALLS: list[list[str]] = []
 SNAPSHOT_FINDS: list[Any] = []
@@ -40,6 +40,12 @@ class CountingMemoryStore(MemorySnapshotStore):
 
 
 class CountingMongoStore(MongoSnapshotStore):
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        GET_MANY_CALLS.append(list(run_ids))
+        return await super().get_many(run_ids)
+
+
+class CountingSQLiteStore(SQLiteSnapshotStore):
     async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
         GET_MANY_CALLS.append(list(run_ids))
         return await super().get_many(run_ids)
@@ -62,6 +68,8 @@ class SnapshotFinds(monitoring.CommandListener):
 def make_store(settings: Settings) -> SnapshotStore:
     if settings.mongodb_uri:
         return CountingMongoStore(settings.mongodb_uri, server_selection_timeout=settings.mongodb_timeout)
+    if settings.sqlite_path is not None:
+        return CountingSQLiteStore(settings.sqlite_path, busy_timeout=settings.sqlite_busy_timeout)
     return CountingMemoryStore()
 
 

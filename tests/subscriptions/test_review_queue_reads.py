@@ -51,7 +51,6 @@ def reads_of(server: str, run_id: str) -> int:
     return sum(run_id in call for call in calls)
 
 
-@pytest.mark.xfail(strict=True, reason="each subscriber's watch reads the event's run itself")
 async def test_three_subscribers_cost_one_read_of_the_event_run(server: str) -> None:
     async with gql_of(server, X) as gql:
         # given that starting a run that waits reads nothing back

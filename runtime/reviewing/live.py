@@ -117,9 +117,9 @@ class LiveQueue:
         return await asyncio.shield(read)
 
     def _done(self, event_id: str, read: asyncio.Task[SnapshotDocument | None]) -> None:
-        if read.cancelled() or read.exception() is not None:  # never kept: the next asks again
-            if self._reads.get(event_id) is read:
-                del self._reads[event_id]
+        failed = read.cancelled() or read.exception() is not None
+        if failed and self._reads.get(event_id) is read:  # never kept: the next asks again
+            del self._reads[event_id]
 
 
 class QueueWatch:

@@ -1,12 +1,11 @@
-"""runsgate for the federation test: the real app, with a store that records its batched reads.
+"""runsgate for the federation and live-queue tests: the real app, its store recording its reads.
 
     python -m tests.ecosystem._counting_server --port PORT
 
 The same ``create_app`` as ``python -m server serve`` (memory store, a SQLite file when
-``RUNSGATE_STORE`` names one, or MongoDB when ``MONGODB_URI`` is set), except that the store records each ``get_many`` call (the one read
-that ``_entities`` and ``node`` make through the run loader), as
-``tests/resolvers/test_loaders.py`` counts event reads. On MongoDB, PyMongo's command
-monitoring also records every ``find`` sent to ``run_snapshots``, as the server received it.
+``RUNSGATE_STORE`` names one, or MongoDB when ``MONGODB_URI`` is set), except that the store
+records each ``get_many`` call (the run loader's read, the live queue's read of an event's run).
+On MongoDB, PyMongo's command monitoring also records every ``find`` sent to ``run_snapshots``.
 ``GET /test/store-reads`` answers ``{"getMany": [[runId...]...], "snapshotFinds": [filter...]}``,
 so a test can count the store queries behind requests made over HTTP.
 """

@@ -58,7 +58,8 @@ async def _populate(clock: MovedClock) -> tuple[RunManager, list[EventDocument]]
                 (WEATHER, "What's the weather like?"),
             ):
                 outcome = await manager.start_run(agent, prompt, thread_id=thread, resource_id=resource)
-                assert outcome.status == "suspended" and outcome.run is not None
+                assert outcome.status == "suspended"
+                assert outcome.run is not None
                 started.append(outcome.run)
         if round_ == 0:
             await notifier.scan_once()

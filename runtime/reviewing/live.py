@@ -79,8 +79,8 @@ class LiveQueue:
 
     The first watch to take an event reads its run (``ReviewQueue.run``, in a task of its own, so
     a subscriber leaving mid-read ends no other's); the others take the same document. The
-    ``kept`` latest events' reads are kept, so a subscriber more than ``kept`` queue events behind
-    the first reads the run itself: at most ``kept`` documents are held.
+    ``kept`` latest events' reads are kept: a subscriber more than ``kept`` queue events behind
+    the first reads the run itself, keeping nothing. At most ``kept`` documents are held.
 
     Args:
         queue: The queue (its rule and the store).
@@ -107,13 +107,15 @@ class LiveQueue:
             StoreUnavailableError: The store failed (every watch waiting on that read hears it;
                 the next to take the event reads again).
         """
-        read = self._reads.get(event["_id"])
+        event_id = event["_id"]
+        read = self._reads.get(event_id)
         if read is None:
             read = asyncio.get_running_loop().create_task(self.queue.run(event["runId"]))
-            read.add_done_callback(functools.partial(self._done, event["_id"]))
-            self._reads[event["_id"]] = read
-            while len(self._reads) > self._kept:
-                self._reads.popitem(last=False)
+            read.add_done_callback(functools.partial(self._done, event_id))
+            if len(self._reads) < self._kept or event_id > next(iter(self._reads)):
+                self._reads[event_id] = read  # a straggler's read never displaces those ahead's
+                while len(self._reads) > self._kept:
+                    self._reads.popitem(last=False)
         return await asyncio.shield(read)
 
     def _done(self, event_id: str, read: asyncio.Task[SnapshotDocument | None]) -> None:

@@ -32,6 +32,7 @@ from .idempotency import HeldKey, IdempotencyGuard, keyed_run_id
 from .outcome import RunOutcome
 from .registry import AgentRegistry
 from .reviewing.claims import ReviewClaims
+from .reviewing.live import LiveQueue
 from .reviewing.queue import ReviewQueue
 from .running.scope import RunScope
 from .starting import Starter
@@ -101,6 +102,8 @@ class RunManager:
         self._queued = QueuedContinuations(self._continuation, limit=bulk_concurrency)
         self.review_queue = ReviewQueue(store, self._gate, self.now)
         """The reviewers' queue (``runtime.reviewing.queue``)."""
+        self.live_queue = LiveQueue(self.review_queue)
+        """The queue kept live: its subscribers' watches (``runtime.reviewing.live``)."""
         self.review_claims = ReviewClaims(store, self._gate, journal, review_claim_ttl, self.now)
         """Review claims on pending questions (``runtime.reviewing.claims``)."""
         self._starter = Starter(

@@ -1,13 +1,12 @@
 """Deciding from an email: ``GET /links/{token}`` shows the question, ``POST /links`` decides
 (issue 45 part 5; SECURITY.md "Signed links").
 
-Opening a link never decides (mail scanners and previews fetch links): the page shows the question
-and one button, a form whose only field is the signed token (no cookie: a forged request decides
-nothing its sender's link would not). The POST decides as the token's recipient, with its grants
-(``RUNSGATE_API_KEYS`` or ``RUNSGATE_RECIPIENTS``), through the same gate as the API, taking the
-review claim a rule requires as it decides; the question's identity and an idempotency key named
-after the token make one token decide once. A question decided already says by whom and when; an
-expired or altered token says so and changes nothing.
+Opening a link never decides (mail scanners fetch links): the page shows the question, another's
+review claim on it (who, since, until) and one button, a form whose only field is the signed token
+(no cookie). The POST decides as the token's recipient, with its grants, through the same gate as
+the API, taking the review claim a rule requires as it decides; the question's identity and an
+idempotency key named after the token make one token decide once. A question decided already says
+by whom and when; an expired or altered token says so and changes nothing.
 """
 
 from __future__ import annotations
@@ -23,11 +22,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from runtime import Principal, RunManager, RunsgateError
 from runtime.deciding.questions import decided_in_events
+from runtime.deciding.refusals import active_review_claim
+from runtime.deciding.rules import review_claim_required
 from runtime.notifying.links import Link, LinkExpiredError, LinkInvalidError, LinkSigner
 from runtime.notifying.summary import call_summary
 from runtime.running.deferred import question_id
 from runtime.webhooks.messages import inbox_url
-from storage import SnapshotStore
+from storage import SnapshotStore, ToolCallDocument
 
 from .settings import Settings
 
@@ -98,6 +99,22 @@ def _refused(exc: LinkExpiredError | LinkInvalidError) -> HTMLResponse:
     return _page("This link is not valid", "<p>It was altered or cut short. Nothing was changed.</p>", 400)
 
 
+def _claim_warning(runs: RunManager, call: ToolCallDocument, recipient: str) -> str:
+    """The page's warning when a principal other than ``recipient`` holds the question's live
+    review claim (who, since when, until when), else ``""``."""
+    claim = active_review_claim(call, runs.now())
+    if claim is None or claim["by"] == recipient:
+        return ""
+    if review_claim_required(runs.tool_rules, call["toolName"], call["args"]):
+        outcome = "While it holds, your button is refused and changes nothing."
+    else:
+        outcome = "A review claim is advice: your button still decides."
+    return (
+        f'<p role="alert"><strong>{html.escape(claim["by"])}</strong> has been reviewing this question since '
+        f"{_when(claim['at'])} (until {_when(claim['until'])}). {outcome}</p>"
+    )
+
+
 class Links:
     """The two routes over one process's settings, store and ``RunManager``."""
 
@@ -135,12 +152,14 @@ class Links:
             or not principal.may_use_resource(doc["resourceId"])
         ):
             return _page("Nothing to decide here", "<p>This question is no longer waiting for you.</p>", 404)
+        runs: RunManager = request.app.state.runs
         verb = "Approve" if link.action == "approve" else "Decline"
         shown = {"args": call["args"]} if call["requiresApproval"] else {"suspendPayload": call["suspendPayload"]}
         body = (
             f"<p><strong>{html.escape(call['toolName'])}</strong>, asked by agent {html.escape(link.agent_id)} "
             f"(run <code>{html.escape(link.run_id)}</code>), waiting since {_when(doc['suspendedAt'])}.</p>"
             f"<pre>{html.escape(json.dumps(shown, indent=2, ensure_ascii=False))}</pre>"
+            f"{_claim_warning(runs, call, link.recipient)}"
             f"<p>You decide as <strong>{html.escape(link.recipient)}</strong>.</p>"
             '<form method="post" action="/links">'
             f'<input type="hidden" name="token" value="{html.escape(request.path_params["token"])}">'

@@ -2,8 +2,9 @@
 
 Every agent's run events come from the event log through the process's ``runtime.EventFeed`` (one
 poller for all of them, shared by every such subscriber); ``runtime.reviewing.live`` turns each
-into the changes of the subscriber's queue, read from the store as it is when sent. A message's
-``id`` resumes the stream after it (``afterEventId``); a run event's id resumes after that event.
+into the changes of the subscriber's queue, its run read once per event for every subscriber.
+A message's ``id`` resumes the stream after it (``afterEventId``); a run event's id resumes after
+that event.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import datetime
 
 import strawberry
 
-from runtime.reviewing.live import QueueChange, QueueWatch
+from runtime.reviewing.live import QueueChange
 
 from ..context import Info, fresh_loaders
 from ..errors import QueryArgumentError, SubscriptionEndedError, stream_endings
@@ -115,7 +116,7 @@ async def review_queue_events(
     feed = context.events
     if feed is None:
         raise SubscriptionEndedError("subscriptions are not served here", code="SUBSCRIPTIONS_UNAVAILABLE")
-    watch = QueueWatch(context.runs.review_queue, context.principal, query)
+    watch = context.runs.live_queue.watch(context.principal, query)
     after, skip_to = None, None
     if resume is not None:
         after = resume.group(1)

@@ -13,7 +13,15 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from storage import QueueFilter, QueueKey, ReviewClaimDocument, SnapshotDocument, SnapshotStore, queue_key
+from storage import (
+    QueueFilter,
+    QueueKey,
+    ReviewClaimDocument,
+    SnapshotDocument,
+    SnapshotStore,
+    ToolCallDocument,
+    queue_key,
+)
 
 from ..access import Principal
 from ..deciding.gate import DecisionGate
@@ -40,6 +48,37 @@ class QueueQuery:
     expires_before: datetime | None = None
     escalated: bool | None = None
 
+    def store_filter(self, resource_ids: frozenset[str] | None) -> QueueFilter:
+        """Its run filters, as the store applies them, for a principal of ``resource_ids``."""
+        return QueueFilter(
+            agent_ids=self.agent_ids,
+            thread_id=self.thread_id,
+            resource_id=self.resource_id,
+            expires_before=self.expires_before,
+            resource_ids=resource_ids,
+        )
+
+    def admits_run(self, agent_id: str, thread_id: str | None, resource_id: str | None) -> bool:
+        """Whether a run of this agent, thread and resource passes the run filters (agents,
+        thread, resource; ``QueueFilter.admits``, as the stores apply them)."""
+        return self.store_filter(None).admits(agent_id, thread_id, resource_id)
+
+    def admits_tool(self, tool_name: str) -> bool:
+        """Whether a question of ``tool_name`` passes the tool filter."""
+        return self.tool_names is None or tool_name in self.tool_names
+
+    def admits_question(self, call: ToolCallDocument, claim: ReviewClaimDocument | None, me: str) -> bool:
+        """Whether a pending ``call`` with its live review ``claim`` passes the question filters
+        (tool, claimed by ``me``, unclaimed, escalated, its own deadline before ``expires_before``)."""
+        deadline = call.get("expiresAt")
+        return (
+            self.admits_tool(call["toolName"])
+            and (self.claimed_by_me is None or (claim is not None and claim["by"] == me) == self.claimed_by_me)
+            and (self.unclaimed is None or (claim is None) == self.unclaimed)
+            and (self.escalated is None or (call.get("escalated") is True) == self.escalated)
+            and (self.expires_before is None or (deadline is not None and deadline < self.expires_before))
+        )
+
 
 @dataclass(frozen=True)
 class QueuePosition:
@@ -60,16 +99,6 @@ class QueueItem:
     claim: ReviewClaimDocument | None
     """Its live review claim."""
     position: QueuePosition
-
-
-def _store_filter(principal: Principal, query: QueueQuery) -> QueueFilter:
-    return QueueFilter(
-        agent_ids=query.agent_ids,
-        thread_id=query.thread_id,
-        resource_id=query.resource_id,
-        expires_before=query.expires_before,
-        resource_ids=principal.resources,
-    )
 
 
 def _within(doc: SnapshotDocument, index: int) -> tuple[bool, datetime, int]:
@@ -121,7 +150,7 @@ class ReviewQueue:
         calls may be due later)."""
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
         if all(value is None for value in on_questions) and self._gate.bars_none(principal):
-            return await self._store.count_review_questions(_store_filter(principal, query))
+            return await self._store.count_review_questions(query.store_filter(principal.resources))
         total = 0
         async for doc, _ in self._runs(principal, query, None, batch=500):
             total += len(await self._items(doc, principal, query, None))
@@ -151,7 +180,7 @@ class ReviewQueue:
         self, principal: Principal, query: QueueQuery, after: QueuePosition | None, *, batch: int
     ) -> AsyncIterator[tuple[SnapshotDocument, int]]:
         """The runs from ``after``'s on (its own run first, when it is unchanged), in queue order."""
-        store_filter = _store_filter(principal, query)
+        store_filter = query.store_filter(principal.resources)
         key = None if after is None else after.run
         if key is not None:
             for doc in await self._store.get_many([key.run_id]):
@@ -180,17 +209,7 @@ class ReviewQueue:
             if after is not None and after.run == key and position.within <= after.within:
                 continue
             claim = active_review_claim(call, now)
-            deadline = call.get("expiresAt")
-            if (
-                (query.tool_names is not None and call["toolName"] not in query.tool_names)
-                or (
-                    query.claimed_by_me is not None and (claim is not None and claim["by"] == me) != query.claimed_by_me
-                )
-                or (query.unclaimed is not None and (claim is None) != query.unclaimed)
-                or (query.escalated is not None and (call.get("escalated") is True) != query.escalated)
-                or (query.expires_before is not None and (deadline is None or deadline >= query.expires_before))
-                or not await self._gate.may_decide(doc, index, principal)
-            ):
+            if not query.admits_question(call, claim, me) or not await self._gate.may_decide(doc, index, principal):
                 continue
             found.append(QueueItem(run=doc, index=index, claim=claim, position=position))
         found.sort(key=lambda item: item.position.within)

@@ -109,12 +109,8 @@ class QueueIndex:
 def in_queue_filter(f: QueueFilter, doc: SnapshotDocument) -> bool:
     """Whether ``doc`` passes the store's part of the queue's filter (``QueueFilter``)."""
     deadline = doc.get("expiresAt")
-    return (
-        (f.agent_ids is None or doc["agentId"] in f.agent_ids)
-        and (f.thread_id is None or doc["threadId"] == f.thread_id)
-        and (f.resource_id is None or doc["resourceId"] == f.resource_id)
-        and (f.resource_ids is None or doc["resourceId"] in f.resource_ids)
-        and (f.expires_before is None or (deadline is not None and deadline < f.expires_before))
+    return f.admits(doc["agentId"], doc["threadId"], doc["resourceId"]) and (
+        f.expires_before is None or (deadline is not None and deadline < f.expires_before)
     )
 
 

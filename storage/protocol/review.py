@@ -25,6 +25,17 @@ class QueueFilter:
     resource_ids: frozenset[str] | None = None
     """Access restriction: only runs of these resources (``None``: no restriction)."""
 
+    def admits(self, agent_id: str, thread_id: str | None, resource_id: str | None) -> bool:
+        """Whether a run of this agent, thread and resource passes the filters on runs (agents,
+        thread, resource, the access restriction; ``expires_before`` is not read): the rule each
+        store states in its own terms, and ``reviewQueueEvents`` applies to an event's run."""
+        return (
+            (self.agent_ids is None or agent_id in self.agent_ids)
+            and (self.thread_id is None or thread_id == self.thread_id)
+            and (self.resource_id is None or resource_id == self.resource_id)
+            and (self.resource_ids is None or resource_id in self.resource_ids)
+        )
+
 
 @dataclass(frozen=True)
 class QueueKey:

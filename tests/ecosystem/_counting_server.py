@@ -1,12 +1,11 @@
-"""runsgate for the federation test: the real app, with a store that records its batched reads.
+"""runsgate for the federation and live-queue tests: the real app, its store recording its reads.
 
     python -m tests.ecosystem._counting_server --port PORT
 
-The same ``create_app`` as ``python -m server serve`` (memory store, or MongoDB when
-``MONGODB_URI`` is set), except that the store records each ``get_many`` call (the one read
-that ``_entities`` and ``node`` make through the run loader), as
-``tests/resolvers/test_loaders.py`` counts event reads. On MongoDB, PyMongo's command
-monitoring also records every ``find`` sent to ``run_snapshots``, as the server received it.
+The same ``create_app`` as ``python -m server serve`` (memory store, a SQLite file when
+``RUNSGATE_STORE`` names one, or MongoDB when ``MONGODB_URI`` is set), except that the store
+records each ``get_many`` call (the run loader's read, the live queue's read of an event's run).
+On MongoDB, PyMongo's command monitoring also records every ``find`` sent to ``run_snapshots``.
 ``GET /test/store-reads`` answers ``{"getMany": [[runId...]...], "snapshotFinds": [filter...]}``,
 so a test can count the store queries behind requests made over HTTP.
 """
@@ -27,7 +26,7 @@ from starlette.routing import Route
 
 from server.app import create_app
 from server.settings import Settings, load_settings
-from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotDocument, SnapshotStore
+from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotDocument, SnapshotStore, SQLiteSnapshotStore
 
 GET_MANY_CALLS: list[list[str]] = []
 SNAPSHOT_FINDS: list[Any] = []
@@ -40,6 +39,12 @@ class CountingMemoryStore(MemorySnapshotStore):
 
 
 class CountingMongoStore(MongoSnapshotStore):
+    async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
+        GET_MANY_CALLS.append(list(run_ids))
+        return await super().get_many(run_ids)
+
+
+class CountingSQLiteStore(SQLiteSnapshotStore):
     async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
         GET_MANY_CALLS.append(list(run_ids))
         return await super().get_many(run_ids)
@@ -62,6 +67,8 @@ class SnapshotFinds(monitoring.CommandListener):
 def make_store(settings: Settings) -> SnapshotStore:
     if settings.mongodb_uri:
         return CountingMongoStore(settings.mongodb_uri, server_selection_timeout=settings.mongodb_timeout)
+    if settings.sqlite_path is not None:
+        return CountingSQLiteStore(settings.sqlite_path, busy_timeout=settings.sqlite_busy_timeout)
     return CountingMemoryStore()
 
 

@@ -276,3 +276,45 @@ async def test_under_a_required_review_claim_the_button_claims_and_decides_as_on
         assert (await by_carol.data(QUEUE))["reviewQueue"]["nodes"] == [{"runId": run_id, "reviewClaim": held}]
     finally:
         await page.http.aclose()
+
+
+CLAIM_UNTIL = CLAIM.replace("by since", "by since until")
+
+
+async def test_the_page_warns_of_another_principals_review_claim_and_still_decides_nothing(serve: Serve) -> None:
+    carol = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz", (*ALL, "refunds:approve"))
+    rules = [{"tool": "issue_refund", "scope": "refunds:approve", "requireReviewClaim": True}]
+    served = await serve(keys=[ALICE, carol], link_secret=SECRET, tool_rules=rules)
+    page = Page(served)
+    try:
+        run_id, call = await page.waiting()
+        named = {"agentId": REFUND, "runId": run_id, "toolCallId": call["toolCallId"], "questionId": call["questionId"]}
+        token = page.token(run_id, call)
+        # given a question nobody claimed: the page shows no warning
+        free = await page.http.get(f"/links/{token}")
+        assert free.status_code == 200, free.text
+        assert "reviewing this question" not in free.text
+
+        # when carol claims it, then alice's page names her, since when and until when
+        held = (await served.client(carol).data(CLAIM_UNTIL, input=named))["claimReview"]["reviewClaim"]
+        claimed = await page.http.get(f"/links/{token}")
+        assert claimed.status_code == 200, claimed.text
+        assert 'role="alert"' in claimed.text
+        assert "key:carol" in claimed.text
+        assert held["since"][:19] in claimed.text
+        assert held["until"][:19] in claimed.text
+        assert '<button type="submit">Approve</button>' in claimed.text
+        # and opening it decided nothing
+        calls = await _calls(page.gql, run_id)
+        assert calls is not None
+        assert calls[0]["decision"] is None
+
+        # when alice claims a question herself, then her own page warns of no one
+        run_id, call = await page.waiting()
+        mine = {"agentId": REFUND, "runId": run_id, "toolCallId": call["toolCallId"], "questionId": call["questionId"]}
+        assert (await served.client(ALICE).data(CLAIM, input=mine))["claimReview"]["__typename"] == "ReviewClaimed"
+        own = await page.http.get(f"/links/{page.token(run_id, call)}")
+        assert own.status_code == 200, own.text
+        assert "reviewing this question" not in own.text
+    finally:
+        await page.http.aclose()

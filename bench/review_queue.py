@@ -12,6 +12,9 @@ principal holding every scope. Each scenario is the median of ``--repeat`` reads
 - ``page+total``: the first 20 and ``totalCount``; ``agent page+total``: of ``weather-agent`` (half
   the runs); ``thread page+total``: of ``thread-7`` (1/100); ``resource page+total``: for a
   principal limited to ``customer-3`` (1/10);
+- ``graphql page``, ``graphql page+total``: the first page of 20 (``runId`` of each item), then
+  the same with ``totalCount``, as the ``reviewQueue`` resolver reads them (``schema.execute`` in
+  process, no HTTP), so a change in how the resolver orders its reads shows;
 - ``store due count``: the store's count of the questions due within a day (``expiresBefore``,
   O(matches) by design); ``due total``: ``totalCount`` of that filter, which reads each matching
   run and checks its questions (up to 10,000 runs only).
@@ -156,9 +159,41 @@ async def sqlite_store(folder: Path, runs: int) -> tuple[SQLiteSnapshotStore, fl
     return store, built
 
 
+GRAPHQL_PAGE = "query { reviewQueue(first: %d) { %s nodes { runId } } }"
+
+
+async def _graphql(
+    store: SnapshotStore,
+    manager: RunManager,
+    runs: int,
+    repeat: int,
+    figures: dict[str, float],
+    totals: dict[str, int],
+    name: str,
+) -> None:
+    """The ``graphql page`` and ``graphql page+total`` scenarios (module docstring)."""
+    from resolvers import Context, schema
+
+    context = Context(store=store, runs=manager, agents=AgentRegistry(AGENTS), principal=EVERYONE)
+    for scenario, selection in (("graphql page", ""), ("graphql page+total", "totalCount")):
+
+        async def read(document: str = GRAPHQL_PAGE % (PAGE, selection), scenario: str = scenario) -> None:
+            result = await schema.execute(document, context_value=context)
+            assert result.errors is None, result.errors
+            assert result.data is not None
+            assert result.data["reviewQueue"]["nodes"], scenario
+            if "totalCount" in result.data["reviewQueue"]:
+                totals[scenario] = result.data["reviewQueue"]["totalCount"]
+
+        await read()  # warm-up
+        figures[scenario] = await _median_ms(read, repeat)
+        print(f"  {name:10} {runs:>9,} {scenario:20} {figures[scenario]:9.2f} ms  (load {load()})", flush=True)
+
+
 async def measure(name: str, store: SnapshotStore, runs: int, repeat: int) -> dict[str, float]:
     """Every scenario on ``store`` (already holding ``runs`` runs); prints and returns the medians."""
-    queue = RunManager(store, AgentRegistry(AGENTS), instance_id="bench").review_queue
+    queue_manager = RunManager(store, AgentRegistry(AGENTS), instance_id="bench")
+    queue = queue_manager.review_queue
     everything = QueueQuery()
     scenarios: dict[str, tuple[Principal, QueueQuery, bool]] = {
         "page": (EVERYONE, everything, False),
@@ -169,6 +204,7 @@ async def measure(name: str, store: SnapshotStore, runs: int, repeat: int) -> di
     }
     figures: dict[str, float] = {}
     totals: dict[str, int] = {}
+    await _graphql(store, queue_manager, runs, repeat, figures, totals, name)
     for scenario, (principal, query, with_total) in scenarios.items():
 
         async def read(

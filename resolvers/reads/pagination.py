@@ -152,9 +152,9 @@ async def suspended_runs_connection(
     )
     store = context.store
     # the total and the page are separate reads: when both are asked for, they run together
-    counting = asyncio.ensure_future(store.count_runs(agent_id, store_filter)) if _selects_total(info) else None
+    counting = asyncio.ensure_future(store.count_runs(agent_id, store_filter)) if selects_total(info) else None
     if counting is not None:  # its error is raised by totalCount, if the response still reads it
-        counting.add_done_callback(_retrieved)
+        counting.add_done_callback(retrieved)
     try:
         docs, has_next, has_previous = await _page(info, agent_id, store_filter, request)
     except BaseException:
@@ -214,13 +214,13 @@ async def _page(
     return docs, more, has_previous
 
 
-def _retrieved(task: asyncio.Future[int]) -> None:
+def retrieved(task: asyncio.Future[int]) -> None:
     """Mark a finished count's error as seen: a response that fails first never reads it."""
     if not task.cancelled():
         task.exception()
 
 
-def _selects_total(info: Info) -> bool:
+def selects_total(info: Info) -> bool:
     """Whether the connection being resolved selects ``totalCount`` (directly or through a
     fragment, and not turned off by ``@skip``/``@include`` with a literal or a variable)."""
     pending: list[Any] = [s for field in info.selected_fields for s in field.selections]
@@ -260,4 +260,11 @@ async def _exists(
     return bool(await store.list_runs(agent_id, store_filter, RunPage(limit=1, after=bound)))
 
 
-__all__ = ["decode_cursor", "encode_cursor", "page_request", "suspended_runs_connection"]
+__all__ = [
+    "decode_cursor",
+    "encode_cursor",
+    "page_request",
+    "retrieved",
+    "selects_total",
+    "suspended_runs_connection",
+]

@@ -4,6 +4,7 @@ of a question's queue position), so pages are keyset walks."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -19,6 +20,7 @@ from ..context import Info
 from ..errors import QueryArgumentError
 from ..scalars import parse_datetime, serialize_datetime
 from ..types import PageInfo, ReviewClaim, SuspendedRun, SuspendedToolCall, ToolSchemas
+from .pagination import retrieved, selects_total
 
 MAX_FILTER_ITEMS = 100
 """Most ``agentIds`` or ``toolNames`` a filter names."""
@@ -141,7 +143,7 @@ async def review_queue_connection(
     info: Info, *, queue_filter: ReviewQueueFilter | None, first: int | None, after: str | None
 ) -> ReviewQueueConnection:
     """One page of the caller's queue (the field's permission classes checked ``runs:read`` and
-    ``runs:decide``).
+    ``runs:decide``); when the document selects ``totalCount``, it is counted while the page is read.
 
     Raises:
         QueryArgumentError: Bad arguments (``BAD_USER_INPUT``).
@@ -152,13 +154,24 @@ async def review_queue_connection(
         raise QueryArgumentError(f"`first` must be between 0 and {context.max_page_size}", argument="first")
     position = None if after is None else decode_cursor(after)
     query, principal, queue = queue_query(queue_filter), context.principal, context.runs.review_queue
-    items, more, end = await queue.page(principal, query, first=limit, after=position)
+    # the total and the page are separate reads: when both are asked for, they run together
+    counting = asyncio.ensure_future(queue.count(principal, query)) if selects_total(info) else None
+    if counting is not None:  # its error is raised by totalCount, if the response still reads it
+        counting.add_done_callback(retrieved)
+    try:
+        items, more, end = await queue.page(principal, query, first=limit, after=position)
+    except BaseException:
+        if counting is not None:
+            counting.cancel()
+        raise
     schemas, now = context.agents.tool_schemas(), context.runs.now()
     edges = [
         ReviewQueueEdge(cursor=encode_cursor(item.position), node=queue_item(item, schemas, now)) for item in items
     ]
 
     async def count() -> int:
+        if counting is not None:
+            return await counting
         return await queue.count(principal, query)
 
     return ReviewQueueConnection(

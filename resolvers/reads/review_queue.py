@@ -147,9 +147,7 @@ async def review_queue_connection(
         QueryArgumentError: Bad arguments (``BAD_USER_INPUT``).
     """
     context = info.context
-    limit = context.max_page_size if first is None else first
-    if not 0 <= limit <= context.max_page_size:
-        raise QueryArgumentError(f"`first` must be between 0 and {context.max_page_size}", argument="first")
+    limit = context.limits.page_size(first)
     position = None if after is None else decode_cursor(after)
     query, principal, queue = queue_query(queue_filter), context.principal, context.runs.review_queue
     items, more, end = await queue.page(principal, query, first=limit, after=position)
@@ -163,11 +161,8 @@ async def review_queue_connection(
 
     return ReviewQueueConnection(
         edges=edges,
-        page_info=PageInfo(
-            has_next_page=more,
-            has_previous_page=after is not None,
-            start_cursor=edges[0].cursor if edges else None,
-            end_cursor=None if end is None else encode_cursor(end),
+        page_info=PageInfo.forward(
+            edges[0].cursor if edges else None, None if end is None else encode_cursor(end), more=more, after=after
         ),
         count=count,
     )

@@ -96,7 +96,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
         context = Context(
             store=state.store,
             runs=state.runs,
-            agents=state.runs.agents,
+            agents=state.agents,
             principal=principal_of(request),
             limits=state.limits,
             request=request,

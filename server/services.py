@@ -196,11 +196,12 @@ class Services:
         return self._run_updates
 
     def expose(self, state: State) -> None:
-        """Put them where requests find them: ``settings``, ``store``, ``runs``, ``events``,
-        ``run_updates`` and ``webhook_endpoints`` of the app's ``state``."""
+        """Put them where requests find them: ``settings``, ``store``, ``runs`` (and its
+        ``agents``), ``events``, ``run_updates`` and ``webhook_endpoints`` of the app's ``state``."""
         state.settings = self.settings
         state.store = self.store
         state.runs = self.runs
+        state.agents = self.runs.agents
         state.events = self.events
         state.run_updates = self.run_updates
         state.webhook_endpoints = self.webhook_endpoints

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -111,7 +112,8 @@ def decode_cursor(cursor: str) -> QueuePosition:
 
 
 def queue_query(queue_filter: ReviewQueueFilter | None) -> QueueQuery:
-    """The queue's filters as ``queue_filter`` gives them.
+    """The queue's filters as ``queue_filter`` gives them: each field of ``QueueQuery`` is the
+    filter's of the same name, its lists as sets.
 
     Raises:
         QueryArgumentError: A list of over ``MAX_FILTER_ITEMS`` items (``BAD_USER_INPUT``).
@@ -125,16 +127,8 @@ def queue_query(queue_filter: ReviewQueueFilter | None) -> QueueQuery:
             )
     agents = None if queue_filter.agent_ids is None else frozenset(str(a) for a in queue_filter.agent_ids)
     tools = None if queue_filter.tool_names is None else frozenset(queue_filter.tool_names)
-    return QueueQuery(
-        agent_ids=agents,
-        tool_names=tools,
-        thread_id=queue_filter.thread_id,
-        resource_id=queue_filter.resource_id,
-        claimed_by_me=queue_filter.claimed_by_me,
-        unclaimed=queue_filter.unclaimed,
-        expires_before=queue_filter.expires_before,
-        escalated=queue_filter.escalated,
-    )
+    given = {field.name: getattr(queue_filter, field.name) for field in dataclasses.fields(QueueQuery)}
+    return QueueQuery(**{**given, "agent_ids": agents, "tool_names": tools})
 
 
 async def review_queue_connection(

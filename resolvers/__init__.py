@@ -1,6 +1,6 @@
 """The GraphQL layer: Strawberry types, queries and mutations over ``runtime``/``storage``."""
 
-from .context import Context, begin_operation
+from .context import Context, RequestLimits, begin_operation
 from .schema import build_schema, schema
 
-__all__ = ["Context", "begin_operation", "build_schema", "schema"]
+__all__ = ["Context", "RequestLimits", "begin_operation", "build_schema", "schema"]

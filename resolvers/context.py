@@ -6,14 +6,15 @@ It lives here, not in ``server/``, so that arrows point one way (server -> resol
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Final
 
 from strawberry.types import Info as _Info
 
 from runtime import ANONYMOUS, AgentRegistry, EventFeed, Principal, RunManager, RunUpdateFeed
 from storage import SnapshotStore
 
+from .argument_errors import QueryArgumentError
 from .loaders import Loaders
 
 
@@ -48,6 +49,49 @@ def fresh_loaders() -> None:
         current.loaders = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class RequestLimits:
+    """The caps a request is held to (``RUNSGATE_`` settings of the same names).
+
+    Attributes:
+        max_page_size: Cap on ``first``/``last``/``perPage`` and the default page size.
+        max_resume_data_bytes: Cap on ``resumeData`` serialized as JSON (UTF-8 bytes).
+        max_resume_data_depth: Cap on the nesting depth of ``resumeData`` (arrays and objects).
+        max_prompt_bytes: Cap on a ``startRun`` ``prompt`` (UTF-8 bytes).
+        max_reason_bytes: Cap on a ``declineToolCall`` ``reason`` (UTF-8 bytes).
+        max_bulk_decisions: Most items of one ``decideToolCalls``.
+        max_query_cost: The most a document may cost (``resolvers.documents.cost``, docs/api.md "Query cost").
+    """
+
+    max_page_size: int = 100
+    max_resume_data_bytes: int = 64 * 1024
+    max_resume_data_depth: int = 32
+    max_prompt_bytes: int = 32 * 1024
+    max_reason_bytes: int = 4 * 1024
+    max_bulk_decisions: int = 100
+    max_query_cost: int = 10_000
+
+    def page_size(self, first: int | None) -> int:
+        """A forward-only page's size: ``first``, else ``max_page_size``.
+
+        Raises:
+            QueryArgumentError: ``first`` outside ``0..max_page_size`` (``BAD_USER_INPUT``).
+        """
+        size = self.max_page_size if first is None else first
+        if not 0 <= size <= self.max_page_size:
+            raise QueryArgumentError(f"`first` must be between 0 and {self.max_page_size}", argument="first")
+        return size
+
+    @classmethod
+    def of(cls, settings: Any) -> RequestLimits:
+        """The limits read from ``settings``: any object with an attribute of each field's name."""
+        return cls(**{name.name: getattr(settings, name.name) for name in fields(cls)})
+
+
+DEFAULT_LIMITS: Final = RequestLimits()
+"""The limits of a ``Context`` made without any (tests, a schema executed outside the server)."""
+
+
 @dataclass(kw_only=True)
 class Context:
     """What every resolver may use during one request.
@@ -60,13 +104,7 @@ class Context:
             resources limit what it reads here and what ``runs`` lets it decide (the runtime
             receives it and records its name as ``decidedBy``). ``ANONYMOUS`` (every scope,
             every run) when authentication is off.
-        max_page_size: Cap on ``first``/``last``/``perPage`` and the default page size.
-        max_resume_data_bytes: Cap on ``resumeData`` serialized as JSON (UTF-8 bytes).
-        max_resume_data_depth: Cap on the nesting depth of ``resumeData`` (arrays and objects).
-        max_prompt_bytes: Cap on a ``startRun`` ``prompt`` (UTF-8 bytes).
-        max_reason_bytes: Cap on a ``declineToolCall`` ``reason`` (UTF-8 bytes).
-        max_bulk_decisions: Most items of one ``decideToolCalls``.
-        max_query_cost: The most a document may cost (``resolvers.documents.cost``, docs/api.md "Query cost").
+        limits: The request limits (``RequestLimits``), the server's settings of those names.
         loaders: Fresh DataLoaders for this operation, restricted to the principal's
             resources (per HTTP request, per WebSocket operation: ``begin_operation``).
         events: The process's event feed (subscriptions); ``None`` where none runs.
@@ -81,13 +119,7 @@ class Context:
     runs: RunManager
     agents: AgentRegistry
     principal: Principal = ANONYMOUS
-    max_page_size: int = 100
-    max_resume_data_bytes: int = 64 * 1024
-    max_resume_data_depth: int = 32
-    max_prompt_bytes: int = 32 * 1024
-    max_reason_bytes: int = 4 * 1024
-    max_bulk_decisions: int = 100
-    max_query_cost: int = 10_000
+    limits: RequestLimits = DEFAULT_LIMITS
     request: Any = None
     response: Any = None
     events: EventFeed | None = None

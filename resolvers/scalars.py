@@ -5,6 +5,7 @@ literal parser that reads variables inside literals as graphql-js does; mapped t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from datetime import UTC, datetime
@@ -128,14 +129,7 @@ def parse_json_literal(node: ValueNode, variables: dict[str, Any] | None = None)
 
 _STRAWBERRY_JSON = DEFAULT_SCALAR_REGISTRY[JSON]
 
-JSON_SCALAR = ScalarDefinition(
-    name=_STRAWBERRY_JSON.name,
-    description=_STRAWBERRY_JSON.description,
-    specified_by_url=_STRAWBERRY_JSON.specified_by_url,
-    serialize=_STRAWBERRY_JSON.serialize,
-    parse_value=_STRAWBERRY_JSON.parse_value,
-    parse_literal=parse_json_literal,
-)
+JSON_SCALAR: ScalarDefinition = dataclasses.replace(_STRAWBERRY_JSON, parse_literal=parse_json_literal)
 """Strawberry's ``JSON`` scalar (same name, description, URL, ``serialize`` and ``parse_value``)
 with ``parse_json_literal`` as its literal parser. Fields keep the annotation
 ``strawberry.scalars.JSON``; the schema maps it to this definition (``StrawberryConfig.scalar_map``)."""

@@ -334,6 +334,12 @@ class PageInfo:
     start_cursor: str | None
     end_cursor: str | None
 
+    @classmethod
+    def forward(cls, start: str | None, end: str | None, *, more: bool, after: str | None) -> PageInfo:
+        """The page info of a forward-only page (``first``/``after``): its first and last
+        cursors, whether more follow, and a previous page whenever ``after`` was given."""
+        return cls(has_next_page=more, has_previous_page=after is not None, start_cursor=start, end_cursor=end)
+
 
 @strawberry.type(description="A suspended run and its opaque cursor.")
 class SuspendedRunEdge:

@@ -9,7 +9,7 @@ Scopes and identities (``key:<name>``, ``jwt:<sub>``, ``policy:<rule>``...): SEC
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -51,18 +51,19 @@ class Principal:
     credential: CredentialKind | None = None
     issuer: str | None = None
     expires_at: datetime | None = None
+    identity: str = field(init=False)
+    """Who this is, in the one format of every decider (module docstring): ``key:<name>``,
+    ``jwt:<sub>``, ``jwt:<iss>|<sub>``, or ``name`` itself for a principal made in code."""
 
-    @property
-    def identity(self) -> str:
-        """Who this is, in the one format of every decider (module docstring): ``key:<name>``,
-        ``jwt:<sub>``, ``jwt:<iss>|<sub>``, or ``name`` itself for a principal made in code."""
+    def __post_init__(self) -> None:
+        identity = self.name
         if self.credential == "key":
-            return f"key:{self.name}"
-        if self.credential == "jwt":
-            if self.issuer is None:
-                return f"jwt:{self.name}"
-            return "jwt:" + self.issuer.replace("%", "%25").replace("|", "%7C") + "|" + self.name
-        return self.name
+            identity = f"key:{self.name}"
+        elif self.credential == "jwt" and self.issuer is None:
+            identity = f"jwt:{self.name}"
+        elif self.credential == "jwt" and self.issuer is not None:
+            identity = "jwt:" + self.issuer.replace("%", "%25").replace("|", "%7C") + "|" + self.name
+        object.__setattr__(self, "identity", identity)
 
     def has_scope(self, scope: str) -> bool:
         """Whether ``scope`` was granted."""

@@ -25,7 +25,7 @@ from starlette.websockets import WebSocket
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types.unset import UnsetType
 
-from resolvers import Context, build_schema
+from resolvers import Context, RequestLimits, build_schema
 from resolvers.metrics import set_operation_names
 from storage import SnapshotStore, StoreUnavailableError, strict_json
 
@@ -93,19 +93,12 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state
-        settings = state.settings
         context = Context(
             store=state.store,
             runs=state.runs,
-            agents=state.runs.agents,
+            agents=state.agents,
             principal=principal_of(request),
-            max_page_size=settings.max_page_size,
-            max_resume_data_bytes=settings.max_resume_data_bytes,
-            max_resume_data_depth=settings.max_resume_data_depth,
-            max_prompt_bytes=settings.max_prompt_bytes,
-            max_reason_bytes=settings.max_reason_bytes,
-            max_bulk_decisions=settings.max_bulk_decisions,
-            max_query_cost=settings.max_query_cost,
+            limits=state.limits,
             request=request,
             response=response,
             events=state.events,
@@ -243,6 +236,7 @@ def create_app(
     )
     app.state.principal_streams = graphql.streams  # /metrics counts its sockets and operations
     app.state.tracing = tracing
+    app.state.limits = RequestLimits.of(settings)  # every request's Context holds them
     return app
 
 

@@ -12,6 +12,7 @@ import asyncio
 import gc
 import logging
 from types import TracebackType
+from typing import TypedDict
 
 from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import State
@@ -195,11 +196,12 @@ class Services:
         return self._run_updates
 
     def expose(self, state: State) -> None:
-        """Put them where requests find them: ``settings``, ``store``, ``runs``, ``events``,
-        ``run_updates`` and ``webhook_endpoints`` of the app's ``state``."""
+        """Put them where requests find them: ``settings``, ``store``, ``runs`` (and its
+        ``agents``), ``events``, ``run_updates`` and ``webhook_endpoints`` of the app's ``state``."""
         state.settings = self.settings
         state.store = self.store
         state.runs = self.runs
+        state.agents = self.runs.agents
         state.events = self.events
         state.run_updates = self.run_updates
         state.webhook_endpoints = self.webhook_endpoints
@@ -281,15 +283,15 @@ class Services:
                 event_retention=settings.event_retention,
             )
             self._tasks.append(asyncio.create_task(sweeper.run_forever(), name="runsgate-sweeper"))
+        loop = _loop(settings)
         outbox = _email_outbox(settings, rules, store)
         if has_notices(rules):
             notifier = DeadlineNotifier(
                 store,
                 rules=rules,
                 agent_ids=agents.ids(),
-                instance_id=settings.instance_id,
-                poll_interval=settings.webhook_poll_interval,
                 lookback=settings.subscription_lookback,
+                **loop,
                 on_event=None if outbox is None else outbox.on_event,
             )
             self._tasks.append(asyncio.create_task(notifier.run_forever(), name="runsgate-notices"))
@@ -300,14 +302,13 @@ class Services:
                 store,
                 agent_ids=agents.ids(),
                 endpoints=[webhook.to_endpoint() for webhook in settings.webhooks],
-                instance_id=settings.instance_id,
                 public_url=settings.inbox_base_url,
-                poll_interval=settings.webhook_poll_interval,
                 lookback=settings.subscription_lookback,
                 retry=settings.retry_policy,
                 connect_timeout=settings.webhook_connect_timeout,
                 read_timeout=settings.webhook_read_timeout,
                 on_attempt=count_webhook_attempt,
+                **loop,
             )
             self._tasks.append(asyncio.create_task(self._dispatcher.run_forever(), name="runsgate-webhooks"))
             logger.info("webhooks: %d receiver(s)", len(settings.webhooks))
@@ -329,6 +330,19 @@ class Services:
         await self.store.close()
 
 
+class _Loop(TypedDict):
+    """What each background loop (notices, email, webhooks) is given alike."""
+
+    instance_id: str
+    """This instance's id in the loop's leases."""
+    poll_interval: float
+    """Seconds between two rounds (``RUNSGATE_WEBHOOK_POLL_INTERVAL``)."""
+
+
+def _loop(settings: Settings) -> _Loop:
+    return _Loop(instance_id=settings.instance_id, poll_interval=settings.webhook_poll_interval)
+
+
 def _email_outbox(settings: Settings, rules: list[ToolApprovalRule], store: SnapshotStore) -> EmailOutbox | None:
     """The email outbox of ``RUNSGATE_SMTP_URL`` (``None`` without it): addresses from the API keys'
     ``email`` (``key:<name>``) and ``RUNSGATE_RECIPIENTS``."""
@@ -345,9 +359,8 @@ def _email_outbox(settings: Settings, rules: list[ToolApprovalRule], store: Snap
         public_url=settings.inbox_base_url,
         smtp_url=settings.smtp_url,
         sender=settings.smtp_from,
-        instance_id=settings.instance_id,
-        poll_interval=settings.webhook_poll_interval,
         retry=settings.retry_policy,
+        **_loop(settings),
     )
 
 

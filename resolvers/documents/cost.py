@@ -2,7 +2,7 @@
 answer, multiplied by the page sizes and list sizes it asks for, and by the bytes of
 ``conversation(maxBytes)``, with the values of its variables. ``document_cost`` computes it in
 time linear in the document (each fragment once, without recursion); ``QueryCost`` refuses a
-document over ``Context.max_query_cost`` at Strawberry's validation step (``QUERY_TOO_COSTLY``)
+document over ``RequestLimits.max_query_cost`` at Strawberry's validation step (``QUERY_TOO_COSTLY``)
 and reports the cost in ``extensions.cost``; the prepared path asks ``operation_cost`` too. What
 each field costs is ``resolvers.documents.weights``' table.
 """
@@ -45,6 +45,7 @@ from graphql.language import (
 )
 from strawberry.extensions import SchemaExtension
 
+from ..context import RequestLimits
 from .fragments import dependency_order, fragment_definitions
 from .weights import AGENTS, FIELD_COSTS, JSON_VALUE, KIB, OBJECT, OF_PAGE_SIZE, PAGE, FieldCost
 
@@ -397,14 +398,13 @@ def schema_of(schema: Any) -> GraphQLSchema:
 
 
 def context_limits(context: Any) -> tuple[CostLimits, int] | None:
-    """The cost limits of a request's ``Context``, and its ``max_query_cost``; None for another
+    """The cost limits of a request's ``Context``, and its ``max_query_cost`` (``Context.limits``); None for another
     context (a schema executed outside the server), whose documents are not costed."""
-    maximum = getattr(context, "max_query_cost", None)
+    limits = getattr(context, "limits", None)
     agents = getattr(context, "agents", None)
-    page = getattr(context, "max_page_size", None)
-    if not isinstance(maximum, int) or not isinstance(page, int) or agents is None:
+    if not isinstance(limits, RequestLimits) or agents is None:
         return None
-    return CostLimits(max_page_size=page, agents=len(agents)), maximum
+    return CostLimits(max_page_size=limits.max_page_size, agents=len(agents)), limits.max_query_cost
 
 
 _ABORTED: Final = "Validation aborted."
@@ -421,7 +421,7 @@ def _too_complex() -> GraphQLError:
 
 
 class QueryCost(SchemaExtension):
-    """Refuse, at validation, a document whose cost passes ``Context.max_query_cost``: a request
+    """Refuse, at validation, a document whose cost passes ``RequestLimits.max_query_cost``: a request
     error (no ``data``) with ``QUERY_TOO_COSTLY``, ``requestedQueryCost`` and
     ``maximumAvailable``; and report the cost of every document that validated in the answer's
     ``extensions.cost``. Over HTTP and WebSocket alike (Strawberry's validation step); the

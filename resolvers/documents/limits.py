@@ -21,7 +21,7 @@ from strawberry.types.field import StrawberryField
 from strawberry.utils.await_maybe import await_maybe
 from strawberry.utils.str_converters import to_camel_case
 
-from ..context import Context, Info
+from ..context import DEFAULT_LIMITS, Context, Info, RequestLimits
 from ..errors import QueryArgumentError
 
 
@@ -31,9 +31,9 @@ class Limit:
 
     Attributes:
         max_bytes: UTF-8 bytes of a string (or of compact JSON), when fixed.
-        setting: Name of the ``Context`` attribute holding the limit instead (a ``RUNSGATE_``
+        setting: Name of the ``RequestLimits`` attribute holding the limit instead (a ``RUNSGATE_``
             setting, e.g. ``max_prompt_bytes``).
-        depth_setting: ``JSON`` inputs: the ``Context`` attribute holding the deepest nesting.
+        depth_setting: ``JSON`` inputs: the ``RequestLimits`` attribute holding the deepest nesting.
         min_bytes: Shortest accepted (``idempotencyKey``: not empty).
     """
 
@@ -47,8 +47,11 @@ class Limit:
         if self.max_bytes is not None:
             return self.max_bytes
         assert self.setting is not None
-        source = context if context is not None else Context
-        return int(getattr(source, self.setting))
+        return int(getattr(_limits(context), self.setting))
+
+
+def _limits(context: Context | None) -> RequestLimits:
+    return context.limits if context is not None else DEFAULT_LIMITS
 
 
 ID_BYTES: Final = 128
@@ -149,8 +152,7 @@ def _check_json(value: Any, limit: Limit, path: str, context: Context | None) ->
     if value is None:
         return
     assert limit.depth_setting is not None
-    source = context if context is not None else Context
-    max_depth = int(getattr(source, limit.depth_setting))
+    max_depth = int(getattr(_limits(context), limit.depth_setting))
     if json_depth(value, stop_above=max_depth) > max_depth:
         raise QueryArgumentError(f"`{path}` is nested deeper than {max_depth} levels", argument=path)
     most = limit.bytes_for(context)

@@ -48,7 +48,7 @@ class FieldCost:
         points: Points for the field itself (a ``JSON`` value, a mutation, a count).
         per_kib: The argument in bytes whose every started KiB adds a point (``maxBytes``).
         page: ``"page"`` for a connection: its page size is the request's ``page.perPage``,
-            ``first`` or ``last``, else ``Context.max_page_size``, and is the size of its lists
+            ``first`` or ``last``, else ``RequestLimits.max_page_size``, and is the size of its lists
             marked ``"of page"``; or the path of a list argument whose length is the page size.
         size: For a list: a number of items assumed, ``"of page"`` (the enclosing field's page),
             ``"agents"`` (the registered agents), or the path of a list argument (its length).

@@ -38,7 +38,7 @@ def check(info: Info, input: DecideToolCallsInput) -> None:
             ``RUNSGATE_MAX_BULK_DECISIONS``, or an item giving a field its kind does not take
             (``reason`` is for DECLINED only...).
     """
-    limit = info.context.max_bulk_decisions
+    limit = info.context.limits.max_bulk_decisions
     if not input.decisions:
         raise QueryArgumentError("`input.decisions` is empty: give at least one decision", argument="input.decisions")
     if len(input.decisions) > limit:

@@ -148,7 +148,7 @@ async def suspended_runs_connection(
     context = info.context
     store_filter = restricted(info, to_store_filter(run_filter))
     request = page_request(
-        page=page, first=first, after=after, last=last, before=before, max_page_size=context.max_page_size
+        page=page, first=first, after=after, last=last, before=before, max_page_size=context.limits.max_page_size
     )
     store = context.store
     # the total and the page are separate reads: when both are asked for, they run together

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -113,7 +114,8 @@ def decode_cursor(cursor: str) -> QueuePosition:
 
 
 def queue_query(queue_filter: ReviewQueueFilter | None) -> QueueQuery:
-    """The queue's filters as ``queue_filter`` gives them.
+    """The queue's filters as ``queue_filter`` gives them: each field of ``QueueQuery`` is the
+    filter's of the same name, its lists as sets.
 
     Raises:
         QueryArgumentError: A list of over ``MAX_FILTER_ITEMS`` items (``BAD_USER_INPUT``).
@@ -127,16 +129,8 @@ def queue_query(queue_filter: ReviewQueueFilter | None) -> QueueQuery:
             )
     agents = None if queue_filter.agent_ids is None else frozenset(str(a) for a in queue_filter.agent_ids)
     tools = None if queue_filter.tool_names is None else frozenset(queue_filter.tool_names)
-    return QueueQuery(
-        agent_ids=agents,
-        tool_names=tools,
-        thread_id=queue_filter.thread_id,
-        resource_id=queue_filter.resource_id,
-        claimed_by_me=queue_filter.claimed_by_me,
-        unclaimed=queue_filter.unclaimed,
-        expires_before=queue_filter.expires_before,
-        escalated=queue_filter.escalated,
-    )
+    given = {field.name: getattr(queue_filter, field.name) for field in dataclasses.fields(QueueQuery)}
+    return QueueQuery(**{**given, "agent_ids": agents, "tool_names": tools})
 
 
 async def review_queue_connection(
@@ -149,9 +143,7 @@ async def review_queue_connection(
         QueryArgumentError: Bad arguments (``BAD_USER_INPUT``).
     """
     context = info.context
-    limit = context.max_page_size if first is None else first
-    if not 0 <= limit <= context.max_page_size:
-        raise QueryArgumentError(f"`first` must be between 0 and {context.max_page_size}", argument="first")
+    limit = context.limits.page_size(first)
     position = None if after is None else decode_cursor(after)
     query, principal, queue = queue_query(queue_filter), context.principal, context.runs.review_queue
     # the total and the page are separate reads: when both are asked for, they run together
@@ -176,11 +168,8 @@ async def review_queue_connection(
 
     return ReviewQueueConnection(
         edges=edges,
-        page_info=PageInfo(
-            has_next_page=more,
-            has_previous_page=after is not None,
-            start_cursor=edges[0].cursor if edges else None,
-            end_cursor=None if end is None else encode_cursor(end),
+        page_info=PageInfo.forward(
+            edges[0].cursor if edges else None, None if end is None else encode_cursor(end), more=more, after=after
         ),
         count=count,
     )

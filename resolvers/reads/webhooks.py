@@ -137,9 +137,7 @@ async def webhook_deliveries_connection(
         QueryArgumentError: ``first`` outside ``0..max`` or a cursor not made here (``BAD_USER_INPUT``).
     """
     context = info.context
-    limit = context.max_page_size if first is None else first
-    if not 0 <= limit <= context.max_page_size:
-        raise QueryArgumentError(f"`first` must be between 0 and {context.max_page_size}", argument="first")
+    limit = context.limits.page_size(first)
     docs = await context.store.list_webhook_deliveries(
         DeliveryListing(
             status=None if status is None else status.value,
@@ -155,11 +153,8 @@ async def webhook_deliveries_connection(
     edges = [WebhookDeliveryEdge(cursor=_encode(d["_id"]), node=WebhookDelivery.from_document(d, urls)) for d in docs]
     return WebhookDeliveryConnection(
         edges=edges,
-        page_info=PageInfo(
-            has_next_page=more,
-            has_previous_page=after is not None,
-            start_cursor=edges[0].cursor if edges else None,
-            end_cursor=edges[-1].cursor if edges else None,
+        page_info=PageInfo.forward(
+            edges[0].cursor if edges else None, edges[-1].cursor if edges else None, more=more, after=after
         ),
     )
 

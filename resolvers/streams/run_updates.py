@@ -7,6 +7,7 @@ missing one). The updates come from the process's ``runtime.RunUpdateFeed``.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import AsyncGenerator
 from datetime import datetime
@@ -88,23 +89,9 @@ class RunUpdate:
         run = None
         if update.run is not None:
             run = SuspendedRun.from_document(update.run, info.context.agents.tool_schemas())
-        return cls(
-            id=strawberry.ID(update.id),
-            kind=RunUpdateKind(update.kind),
-            at=update.at,
-            continuation_id=strawberry.ID(update.continuation_id),
-            text=update.text,
-            tool_call_id=None if update.tool_call_id is None else strawberry.ID(update.tool_call_id),
-            tool_name=update.tool_name,
-            args=update.args,
-            result=update.result,
-            error=update.error,
-            reason=update.reason,
-            decided_by=update.decided_by,
-            output=update.output,
-            truncated=update.truncated,
-            run=run,
-        )
+        # each field is the update's of the same name (ids are strings), but its kind and run
+        shown = {field.name: getattr(update, field.name) for field in dataclasses.fields(cls) if field.name != "run"}
+        return cls(**{**shown, "kind": RunUpdateKind(update.kind), "run": run})
 
 
 RUN_UPDATES_DESCRIPTION = (

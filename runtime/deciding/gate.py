@@ -71,6 +71,8 @@ class Allowed:
     """The rules of the call's owner."""
     edited: Any
     """The edited arguments as the tool's validator reads them (``None``: not edited)."""
+    required: R.Requirements
+    """What the rules require of a decision with the arguments decided on (edited or not)."""
     scopes: list[str]
     """The scopes the rules require of this decision (held by the decider)."""
 
@@ -203,14 +205,14 @@ class DecisionGate:
         edited = None
         if request.edited_args is not None and call["requiresApproval"]:
             edited = jsonable(validate_edited_args(self._agents.get_agent(owner), tool, request.edited_args))
-        args = call["args"] if edited is None else edited
-        scopes = R.required_scopes(rules, tool, args) if request.kind != "declined" else []
-        refused = refusal(doc, call, rules, decider, request.kind, args, scopes)
+        required = R.requirements(rules, tool, call["args"] if edited is None else edited)
+        refused = refusal(doc, call, required, decider, request.kind)
         if refused is not None:
             raise refused
         if edited is not None and R.edit_forbidden(rules, tool, call["args"], edited):
             raise ForbiddenError(f"the arguments of {tool!r} may not be edited")
-        return Allowed(index=index, rules=rules, edited=edited, scopes=scopes)
+        scopes = required.scopes if request.kind != "declined" else []
+        return Allowed(index=index, rules=rules, edited=edited, required=required, scopes=scopes)
 
     def bars_none(self, principal: Principal) -> bool:
         """Whether no rule could keep ``principal`` from approving a call within its resources: it
@@ -240,7 +242,7 @@ class DecisionGate:
         rules = R.covering(self._rules, await self._owner(doc, call))
         kind = "approved" if call["requiresApproval"] else "resumed"
         decider = Decider(name=principal.identity, principal=principal)
-        return refusal(doc, call, rules, decider, kind, call["args"])
+        return refusal(doc, call, R.requirements(rules, call["toolName"], call["args"]), decider, kind)
 
     def may_decide_tool(self, principal: Principal, resource_id: str | None, tool_name: str) -> bool:
         """Whether ``principal`` may decide some call of ``tool_name`` in a run of ``resource_id``
@@ -279,7 +281,7 @@ class DecisionGate:
         if allowed is None or allowed.index != index:
             allowed = await self.allowed(doc, request, decider)
             assert allowed is not None  # find_call found the call
-        call, rules, edited = doc["toolCalls"][index], allowed.rules, allowed.edited
+        call, edited, needs = doc["toolCalls"][index], allowed.edited, allowed.required
         tool, required = call["toolName"], call.get("approvalsRequired", 1)
         if edited is not None and decider.kind != "supervisor":  # a forwarded edit was checked on the supervisor's call
             if required > 1:
@@ -287,24 +289,22 @@ class DecisionGate:
                     f"{tool!r} needs {required} approvals of the same arguments: approve it without editedArgs, "
                     "or decline it"
                 )
-            if R.approvals_required(rules, tool, edited) > required:
+            if needs.approvals > required:
                 raise ForbiddenError(
                     f"{tool!r} with these editedArgs needs several approvals: approve the model's arguments, or "
                     "decline it and let the agent ask again"
                 )
         if decider.kind == "supervisor" and request.kind == "approved":
             approvers = len(set(decider.approvers))
-            args = call["args"] if edited is None else edited
-            needed = max(required, R.approvals_required(rules, tool, args))
+            needed = max(required, needs.approvals)
             if approvers < needed:
                 raise ForbiddenError(
                     f"{tool!r} needs {needed} approvals; the supervisor's call forwarded {approvers}: decline it "
                     "and let the agent ask again"
                 )
         check_decidable(doc, index, request)
-        args = call["args"] if edited is None else edited
         claimant = None
-        if decider.kind == "person" and decider.principal is not None and R.review_claim_required(rules, tool, args):
+        if decider.kind == "person" and decider.principal is not None and needs.review_claim:
             claim = active_review_claim(call, self._now())
             if request.claiming_review:  # as ``claimReview`` would, then the decision in one write
                 refused = await self.refusal_of(doc, index, decider.principal)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from storage import ReviewClaimDocument, SnapshotDocument, ToolCallDocument
 
@@ -50,28 +50,21 @@ class Decider:
 
 
 def refusal(
-    doc: SnapshotDocument,
-    call: ToolCallDocument,
-    rules: Sequence[ToolApprovalRule],
-    decider: Decider,
-    kind: str,
-    args: Any,
-    scopes: Sequence[str] | None = None,
+    doc: SnapshotDocument, call: ToolCallDocument, required: R.Requirements, decider: Decider, kind: str
 ) -> RunsgateError | None:
-    """Why ``decider`` may not make a decision of ``kind`` on ``call`` of ``doc`` with ``args``
-    under the rules of its owner, or ``None``: a scope the rules require of an approval or a
-    resume (``ForbiddenError``), or, for an approval, separation of duties (the run's starter, or
-    anyone when the starter is unknown; trusted in-process callers and forwarded decisions,
-    checked on the supervisor's call, excepted). ``scopes``: the scopes the rules require of this
-    decision (``R.required_scopes``; none for a decline), when the caller has them already."""
+    """Why ``decider`` may not make a decision of ``kind`` on ``call`` of ``doc``, given what the
+    rules of its owner require of it with the arguments decided on (``R.requirements``), or
+    ``None``: a scope the rules require of an approval or a resume (``ForbiddenError``), or, for an
+    approval, separation of duties (the run's starter, or anyone when the starter is unknown;
+    trusted in-process callers and forwarded decisions, checked on the supervisor's call,
+    excepted)."""
     tool = call["toolName"]
-    if scopes is None:
-        scopes = R.required_scopes(rules, tool, args) if kind != "declined" else []
+    scopes = required.scopes if kind != "declined" else []
     missing = next((scope for scope in scopes if not decider.holds(scope)), None)
     if missing is not None:
         return ForbiddenError(f"approving {tool!r} needs the scope {missing!r}", required_scope=missing)
     person = decider.kind == "person" and decider.principal is not None
-    if kind == "approved" and person and R.separation_of_duties(rules, tool, args):
+    if kind == "approved" and person and required.separation_of_duties:
         known = "startedBy" in doc
         started_by = doc.get("startedBy")
         if not known or started_by == decider.name:

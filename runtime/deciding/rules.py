@@ -72,6 +72,34 @@ def edit_forbidden(rules: Iterable[ToolApprovalRule], tool_name: str | None, arg
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class Requirements:
+    """What the rules ask of a decision on one call (``requirements``), read once for the gate's checks.
+
+    Attributes:
+        scopes: ``required_scopes``: the scopes approving or resuming the call needs.
+        approvals: ``approvals_required``: the distinct principals needed to approve it.
+        separation_of_duties: ``separation_of_duties``: its run's starter may not approve it.
+        review_claim: ``review_claim_required``: a person decides it only while holding its review claim.
+    """
+
+    scopes: list[str]
+    approvals: int
+    separation_of_duties: bool
+    review_claim: bool
+
+
+def requirements(rules: Sequence[ToolApprovalRule], tool_name: str | None, args: Any) -> Requirements:
+    """What ``rules`` (a sequence: read four times) ask of a decision on a call of ``tool_name``
+    with ``args``, the four rules of ``Requirements`` in one call."""
+    return Requirements(
+        scopes=required_scopes(rules, tool_name, args),
+        approvals=approvals_required(rules, tool_name, args),
+        separation_of_duties=separation_of_duties(rules, tool_name, args),
+        review_claim=review_claim_required(rules, tool_name, args),
+    )
+
+
 def separation_of_duties(rules: Iterable[ToolApprovalRule], tool_name: str | None, args: Any) -> bool:
     """Whether a rule with ``separation_of_duties`` applies to a call of ``tool_name`` with ``args``:
     its run's starter may not approve or edit it."""
@@ -201,6 +229,7 @@ def expiry_reason(call: ToolCallDocument, *, restricted: bool) -> str:
 
 __all__ = [
     "Deadline",
+    "Requirements",
     "approvals_required",
     "auto_approving_rule",
     "covering",
@@ -210,6 +239,7 @@ __all__ = [
     "missing_approval_scope",
     "owner",
     "required_scopes",
+    "requirements",
     "restricted",
     "review_claim_required",
     "separation_of_duties",

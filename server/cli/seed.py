@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 import time
 from typing import Protocol, runtime_checkable
@@ -41,14 +42,8 @@ def run_seed_command(args: argparse.Namespace) -> int:
         print(f"runsgate: {exc}", file=sys.stderr)
         return 2
     try:
-        plan = SeedPlan(
-            runs=args.runs,
-            agents=args.agents,
-            threads=args.threads,
-            resources=args.resources,
-            days=args.days,
-            seed=args.seed,
-        )
+        # each field of the plan is the command option of its name (--runs, --agents, ...)
+        plan = SeedPlan(**{option.name: getattr(args, option.name) for option in dataclasses.fields(SeedPlan)})
     except ValueError as exc:  # "runs must be >= 0": the message begins with the option's name
         option, _, why = str(exc).partition(" ")
         print(f"{INVALID}--{option}: {why} (got {getattr(args, option, '?')})", file=sys.stderr)

@@ -8,7 +8,6 @@ from datetime import datetime
 
 from sortedcontainers import SortedList
 
-from .. import rules
 from ..documents import SnapshotDocument
 
 
@@ -22,11 +21,10 @@ class DeadlineIndex:
         self._expiring_by_agent: dict[str, SortedList] = {}
         """agentId -> ``(expiresAt, runId)`` of its runs with a deadline (the ``expiresBefore`` filter)."""
 
-    def set_deadline(self, doc: SnapshotDocument) -> None:
-        """Set ``doc["expiresAt"]`` from its pending calls (``rules.earliest_deadline``; removed
-        when none has a deadline) and re-index it."""
+    def set_deadline(self, doc: SnapshotDocument, deadline: datetime | None) -> None:
+        """Set ``doc["expiresAt"]`` to ``deadline`` (the earliest of its pending calls',
+        ``rules.earliest_deadline``; ``None``: removed) and re-index it."""
         self.drop(doc)
-        deadline = rules.earliest_deadline(doc["toolCalls"])
         doc.pop("expiresAt", None)
         if deadline is not None:
             doc["expiresAt"] = deadline

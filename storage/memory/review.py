@@ -152,7 +152,7 @@ class MemoryReviewQueue:
 
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
         doc = self._runs.get(write.run_id)
-        if doc is None or not matches(write.condition(), doc):
+        if doc is None or not matches(write.condition, doc):
             return None
         kept: list[Any] = copied([write.claim, write.event])  # before changing anything
         kept_claim: ReviewClaimDocument | None = kept[0]

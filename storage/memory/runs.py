@@ -128,16 +128,16 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         self._histories[doc["historyId"]] = history
         if doc["pendingCount"] == 0:
             self._decided.add(doc["_id"])
-        self._deadlines.set_deadline(doc)
+        self._deadlines.set_deadline(doc, rules.earliest_deadline(doc["toolCalls"]))
         self._queue.refresh(doc)
 
     async def record_decision(self, write: writes.DecisionWrite) -> SnapshotDocument | None:
-        doc = self._meeting(write.run_id, write.condition())
+        doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
         claim = write.claimed(doc)
         events, updates, kept = _copies(
-            [*write.events(), *(claim.events if claim else ())], claim.updates if claim else (), write.decision
+            [*write.events, *(claim.events if claim else ())], claim.updates if claim else (), write.decision
         )
         if write.key is not None:  # in the same step as the decision
             taken = await self.reserve_idempotency_key(write.key)
@@ -146,13 +146,12 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         if claim is not None:
             doc["status"] = "resuming"
             doc["claim"] = claim.document()
-            self._add_run_updates(updates)
         doc["toolCalls"][write.index]["decision"] = kept
         doc["toolCalls"][write.index].pop("reviewClaim", None)
-        return self._record_decided(doc, write.now, events)
+        return self._record_decided(doc, write.now, events, updates)
 
     async def record_approval(self, write: writes.ApprovalWrite) -> SnapshotDocument | None:
-        doc = self._meeting(write.run_id, write.condition())
+        doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
         events, _, (kept_approval, kept_decision) = _copies(
@@ -168,7 +167,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         return self._record_decided(doc, write.now, events)
 
     async def record_notice(self, write: writes.NoticeWrite) -> SnapshotDocument | None:
-        doc = self._meeting(write.run_id, write.condition())
+        doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
         events, _, _ = _copies([write.event])
@@ -176,16 +175,21 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         return self._written(doc, write.now, events)
 
     def _record_decided(
-        self, doc: SnapshotDocument, now: datetime, events: Sequence[EventDocument]
+        self,
+        doc: SnapshotDocument,
+        now: datetime,
+        events: Sequence[EventDocument],
+        updates: Sequence[RunUpdateBatchDocument] = (),
     ) -> SnapshotDocument:
-        """One more call of ``doc`` decided: its count and deadline (``rules.pending_count``,
-        ``rules.earliest_deadline``) and ``events``."""
-        doc["pendingCount"] = rules.pending_count(doc["toolCalls"])
-        self._deadlines.set_deadline(doc)
-        return self._written(doc, now, events)
+        """One more call of ``doc`` decided: its count and deadline (``rules.derived``), its
+        ``events`` and ``updates``."""
+        derived = rules.derived(doc)
+        doc["pendingCount"] = derived["pendingCount"]
+        self._deadlines.set_deadline(doc, derived["expiresAt"])
+        return self._written(doc, now, events, updates)
 
     async def claim(self, write: writes.ClaimWrite) -> SnapshotDocument | None:
-        doc = self._meeting(write.run_id, write.condition())
+        doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
         events, updates, _ = _copies(write.events, write.updates)
@@ -199,21 +203,21 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         return doc if doc is not None and matches(condition, doc) else None
 
     async def renew_claim(self, write: writes.ClaimRenewal) -> bool:
-        doc = self._meeting(write.run_id, write.condition())
+        doc = self._meeting(write.run_id, write.condition)
         if doc is None or doc["claim"] is None:
             return False
         doc["claim"]["until"] = write.until
         return True
 
     async def replace_claimed(self, write: writes.ClaimedReplacement) -> SnapshotDocument | None:
-        doc = self._meeting(write.run_id, write.condition())
+        doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
         events, updates, kept_calls = _copies(event_list(write.event), write.updates, write.tool_calls)
         self._swap_history(doc, write.history, write.history_id)
         doc["toolCalls"] = kept_calls
-        doc["pendingCount"] = write.pending_count()
-        self._deadlines.set_deadline(doc)
+        doc["pendingCount"] = write.pending_count
+        self._deadlines.set_deadline(doc, write.expires_at)
         doc["status"] = "suspended"
         doc["claim"] = None
         doc["lastError"] = None
@@ -221,7 +225,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         return self._written(doc, write.now, events, updates)
 
     async def delete_claimed(self, write: writes.ClaimedDeletion) -> bool:
-        doc = self._meeting(write.run_id, write.condition())
+        doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return False
         events, updates, result = _copies(
@@ -240,7 +244,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         return True
 
     async def release_claim(self, write: writes.ClaimRelease) -> SnapshotDocument | None:
-        doc = self._meeting(write.run_id, write.condition())
+        doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
         events, updates, kept_error = _copies(event_list(write.event), write.updates, write.error)
@@ -279,7 +283,8 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         then its ``events`` and run-update batches kept; a copy of ``doc`` as written."""
         self._touch(doc, now)
         self._append(events)
-        self._add_run_updates(updates)
+        if updates:
+            self._add_run_updates(updates)
         return copied(doc)
 
     def _touch(self, doc: SnapshotDocument, now: datetime) -> None:

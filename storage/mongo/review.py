@@ -149,7 +149,7 @@ class MongoReviewQueue(MongoStoreBase):
             update["$unset"] = {path: ""}
         else:
             update["$set"][path] = dict(write.claim)
-        return await self._update_then_append(write.event, write.run_id, compiled(write.condition()), update)
+        return await self._update_then_append(write.event, write.run_id, compiled(write.condition), update)
 
 
 __all__ = ["MongoReviewQueue", "QueuePart", "queue_queries"]

@@ -73,7 +73,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         doc = await self._update_then_append(
             write.event,
             write.run_id,
-            compiled(write.condition()),
+            compiled(write.condition),
             {
                 "$set": {f"toolCalls.{write.index}.decision": decided, "updatedAt": write.now},
                 "$unset": {f"toolCalls.{write.index}.reviewClaim": ""},
@@ -96,7 +96,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         return await self._update_then_append(
             write.event,
             write.run_id,
-            compiled(write.condition()),
+            compiled(write.condition),
             {
                 **ended,
                 "$set": changes,
@@ -110,7 +110,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         return await self._update_then_append(
             write.event,
             write.run_id,
-            compiled(write.condition()),
+            compiled(write.condition),
             {"$set": {f"toolCalls.{write.index}.{write.notice}": True, "updatedAt": write.now}, "$inc": {"version": 1}},
         )
 
@@ -118,7 +118,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         doc = await self._update_then_append(
             write.events,
             write.run_id,
-            merged(compiled(write.condition()), NOT_FINISHED),
+            merged(compiled(write.condition), NOT_FINISHED),
             {"$set": {"status": "resuming", "claim": write.document(), "updatedAt": write.now}, "$inc": {"version": 1}},
         )
         if doc is not None:
@@ -127,19 +127,19 @@ class MongoRunTransitions(MongoIdempotencyKeys):
 
     async def renew_claim(self, write: writes.ClaimRenewal) -> bool:
         async with reachable(), self._lock(write.run_id):
-            result = await self._runs.update_one(compiled(write.condition()), {"$set": {"claim.until": write.until}})
+            result = await self._runs.update_one(compiled(write.condition), {"$set": {"claim.until": write.until}})
         return result.matched_count == 1
 
     async def replace_claimed(self, write: writes.ClaimedReplacement) -> SnapshotDocument | None:
         changes: Document = {
             "toolCalls": [encode_tool_call(c) for c in write.tool_calls],
-            "pendingCount": write.pending_count(),
+            "pendingCount": write.pending_count,
             "status": "suspended",
             "claim": None,
             "lastError": None,
             "suspendedAt": write.now,
             "updatedAt": write.now,
-            "expiresAt": write.expires_at(),
+            "expiresAt": write.expires_at,
         }
         doc = await self._update_claimed_with_history(write, changes, write.history, write.history_id)
         if doc is not None:
@@ -156,7 +156,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         another instance relies on; then whichever history the snapshot no longer points to is
         deleted (never the live one).
         """
-        held = compiled(write.condition())
+        held = compiled(write.condition)
         async with reachable():
             current = await self._runs.find_one(held, {"historyId": 1})
         if current is None:
@@ -173,7 +173,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         then the snapshot deleted. A process dying in between leaves a snapshot that is never
         claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
         appending the event. ``key``'s answer is written after the deletion, a write of its own."""
-        run_id, event, held = write.run_id, write.event, compiled(write.condition())
+        run_id, event, held = write.run_id, write.event, compiled(write.condition)
         if event is not None:  # recorded first, with the run's removal from its counts (``_leaving``)
             marked = await self._update(run_id, held, _leaving(encode(event, EVENT_FIELDS)))
             if marked is None:
@@ -209,7 +209,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         changes["updatedAt"] = write.now
         if write.history is None or write.history_id is None:
             doc = await self._update_then_append(
-                write.event, write.run_id, compiled(write.condition()), {"$set": changes, "$inc": {"version": 1}}
+                write.event, write.run_id, compiled(write.condition), {"$set": changes, "$inc": {"version": 1}}
             )
         else:
             doc = await self._update_claimed_with_history(write, changes, write.history, write.history_id)

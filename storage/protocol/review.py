@@ -80,7 +80,7 @@ class ReviewQueueStore(Protocol):
 
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
         """Set (``claim``) or clear (``None``) ``toolCalls[index].reviewClaim``, with ``event``, as
-        one unit of work, on the condition ``write.condition()`` (``rules.review_claim_write``): the call still waits on
+        one unit of work, on the condition ``write.condition`` (``rules.review_claim_write``): the call still waits on
         the question and the run is still at ``version`` (so a claim read as free is never taken
         over another's written since). Returns the updated run, or ``None`` (nothing written)."""
         ...

@@ -53,13 +53,13 @@ class RunStore(Protocol):
 
     async def record_decision(self, write: writes.DecisionWrite) -> SnapshotDocument | None:
         """Set ``toolCalls[index].decision`` if the run is suspended and that call still waits on
-        ``question_id`` with no decision (``write.condition()``, ``rules.pending_call``; ``None``:
+        ``question_id`` with no decision (``write.condition``, ``rules.pending_call``; ``None``:
         a document written before questions had ids). One conditional update; returns the updated
         run, or ``None`` when a condition failed (nothing written). ``event`` is written with it
         as one unit of work, after ``preceding_events``; ``expiresAt`` becomes the earliest
         deadline of the calls still pending.
 
-        With ``claim``, when the run also meets ``write.claiming()`` (``rules.last_pending``), the
+        With ``claim``, when the run also meets ``write.claiming`` (``rules.last_pending``), the
         same write claims it (status ``resuming``, ``claim.by`` until ``claim.until``) and writes
         ``claim.events`` after the decision's; the returned status tells which happened. With
         ``key`` (only where ``reserves_with_decisions``), the same write reserves the idempotency
@@ -71,7 +71,7 @@ class RunStore(Protocol):
         """Append ``approval`` to ``toolCalls[index].approvals`` (two-person approval), and with
         ``decision`` (the last approval needed) also set the call's decision.
 
-        One conditional update (``write.condition()``), on the conditions of ``record_decision`` plus: the call has
+        One conditional update (``write.condition``), on the conditions of ``record_decision`` plus: the call has
         exactly ``approvals_before`` approvals (absent counts as none), so of two approvals read
         on the same state only one is recorded, and each approval is recorded once. Without
         ``decision`` ``pendingCount`` is unchanged; with it, it drops by one. The call's review
@@ -83,7 +83,7 @@ class RunStore(Protocol):
     async def record_notice(self, write: writes.NoticeWrite) -> SnapshotDocument | None:
         """Set ``toolCalls[index][notice]`` to ``True`` (a reminder or an escalation), once.
 
-        One conditional update (``write.condition()``: ``rules.pending_call`` and
+        One conditional update (``write.condition``: ``rules.pending_call`` and
         ``rules.notice_unsent``), so of several instances noticing the same deadline only one
         records it. ``event`` is written with the update as one unit of work. Returns the updated
         run, or ``None`` when any condition failed (nothing written)."""
@@ -103,7 +103,7 @@ class RunStore(Protocol):
         """
 
     async def renew_claim(self, write: writes.ClaimRenewal) -> bool:
-        """Extend the claim to ``until`` while ``by`` still holds it (``write.condition()``);
+        """Extend the claim to ``until`` while ``by`` still holds it (``write.condition``);
         ``False`` if it was lost (nothing written)."""
 
     async def replace_claimed(self, write: writes.ClaimedReplacement) -> SnapshotDocument | None:

@@ -1,11 +1,12 @@
 """The writes of the store protocols, each one value: what a write changes and on which
-conditions (``storage.rules``), named once here for every store. The contract of each write is
-on its protocol method (``RunStore``, ``IdempotencyKeys``, ``WebhookDeliveries``)."""
+conditions (``storage.rules``), named once here for every store. A write's conditions are plain
+fields, made with it. The contract of each write is on its protocol method (``RunStore``,
+``IdempotencyKeys``, ``WebhookDeliveries``)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,10 +25,14 @@ from ..documents import (
     WebhookDeliveryStatus,
     WebhookLeaseDocument,
 )
-from .events import event_list
 
 Events = EventDocument | Sequence[EventDocument] | None
 """A write's ``event``: one event, several written in order, or none (``event_list``)."""
+
+
+_made = object.__setattr__
+"""``_made(write, name, value)``: set a field a frozen write derives from its others, once, as it
+is made (``__post_init__``)."""
 
 
 # -- idempotency keys ------------------------------------------------------------------------
@@ -105,7 +110,12 @@ class DecisionWrite:
     had one), at ``now`` (UTC), with ``event`` (the ``decision`` event) after
     ``preceding_events`` (the sweeper's ``expired``), and optionally the run's ``claim`` and an
     idempotency ``key``. The call's review claim ends with it; with ``claimant`` (a decision that
-    takes the review claim as it decides), only while no other principal holds a live one."""
+    takes the review claim as it decides), only while no other principal holds a live one.
+
+    Derived: ``condition``, what the run must meet to be written at all (``rules.pending_call``;
+    with ``claimant``, ``rules.review_claim_open``); ``claiming``, what it must meet besides for
+    the write to claim it too (``rules.last_pending``; ``None`` without ``claim``); ``events``,
+    the decision's events in order (``preceding_events``, then ``event``)."""
 
     agent_id: str
     run_id: str
@@ -119,29 +129,22 @@ class DecisionWrite:
     claim: DecisionClaim | None = None
     key: KeyReservation | None = None
     claimant: str | None = None
+    condition: rules.AllOf = field(init=False)
+    claiming: rules.AllOf | None = field(init=False)
+    events: tuple[EventDocument, ...] = field(init=False)
 
-    def condition(self) -> rules.AllOf:
-        """What the run must meet to be written at all (``rules.pending_call``; with ``claimant``,
-        ``rules.review_claim_open``)."""
+    def __post_init__(self) -> None:
         pending = rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id)
-        if self.claimant is None:
-            return pending
-        return rules.all_of(pending, rules.review_claim_open(self.index, self.claimant, self.now))
-
-    def claiming(self) -> rules.AllOf | None:
-        """What the run must meet, besides ``condition``, for the write to claim it too
-        (``rules.last_pending``); ``None`` without ``claim``."""
-        return None if self.claim is None else rules.last_pending(self.claim.version)
+        if self.claimant is not None:
+            pending = rules.all_of(pending, rules.review_claim_open(self.index, self.claimant, self.now))
+        _made(self, "condition", pending)
+        _made(self, "claiming", None if self.claim is None else rules.last_pending(self.claim.version))
+        _made(self, "events", (*self.preceding_events, *(() if self.event is None else (self.event,))))
 
     def claimed(self, run: Mapping[str, Any]) -> DecisionClaim | None:
         """``claim`` when the write claims ``run`` (a snapshot as read before it: it meets
         ``claiming``), else ``None``."""
-        ready = self.claiming()
-        return self.claim if ready is not None and rules.matches(ready, run) else None
-
-    def events(self) -> list[EventDocument]:
-        """The events of the decision, in order: ``preceding_events``, then ``event``."""
-        return [*self.preceding_events, *event_list(self.event)]
+        return self.claim if self.claiming is not None and rules.matches(self.claiming, run) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,11 +169,12 @@ class ApprovalWrite:
     event: Events = None
     ends_review_claim_of: str | None = None
     claimant: str | None = None
+    condition: rules.AllOf = field(init=False)
+    """What the run must meet (``rules.pending_call`` and ``rules.approvals_counted``; with
+    ``ends_review_claim_of``, ``rules.review_claim_held``; with ``claimant``,
+    ``rules.review_claim_open``)."""
 
-    def condition(self) -> rules.AllOf:
-        """What the run must meet (``rules.pending_call`` and ``rules.approvals_counted``; with
-        ``ends_review_claim_of``, ``rules.review_claim_held``; with ``claimant``,
-        ``rules.review_claim_open``)."""
+    def __post_init__(self) -> None:
         conditions: list[rules.Condition] = [
             rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id),
             rules.approvals_counted(self.index, self.approvals_before),
@@ -179,7 +183,7 @@ class ApprovalWrite:
             conditions.append(rules.review_claim_held(self.index, self.ends_review_claim_of))
         if self.claimant is not None:
             conditions.append(rules.review_claim_open(self.index, self.claimant, self.now))
-        return rules.all_of(*conditions)
+        _made(self, "condition", rules.all_of(*conditions))
 
     def ends_review_claim(self) -> bool:
         """Whether the write clears the call's review claim: the last approval, or ``ends_review_claim_of``."""
@@ -200,13 +204,12 @@ class NoticeWrite:
     notice: NoticeKind
     now: datetime
     event: EventDocument
+    condition: rules.AllOf = field(init=False)
+    """What the run must meet (``rules.pending_call`` and ``rules.notice_unsent``)."""
 
-    def condition(self) -> rules.AllOf:
-        """What the run must meet (``rules.pending_call`` and ``rules.notice_unsent``)."""
-        return rules.all_of(
-            rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id),
-            rules.notice_unsent(self.index, self.notice),
-        )
+    def __post_init__(self) -> None:
+        pending = rules.pending_call(self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id)
+        _made(self, "condition", rules.all_of(pending, rules.notice_unsent(self.index, self.notice)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,12 +227,14 @@ class ReviewClaimWrite:
     claim: ReviewClaimDocument | None
     now: datetime
     event: EventDocument
+    condition: rules.AllOf = field(init=False)
+    """What the run must meet (``rules.review_claim_write``)."""
 
-    def condition(self) -> rules.AllOf:
-        """What the run must meet (``rules.review_claim_write``)."""
-        return rules.review_claim_write(
+    def __post_init__(self) -> None:
+        condition = rules.review_claim_write(
             self.agent_id, self.run_id, self.index, self.tool_call_id, self.question_id, self.version
         )
+        _made(self, "condition", condition)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,10 +251,12 @@ class ClaimWrite:
     events: Sequence[EventDocument] = ()
     version: int | None = None
     updates: Sequence[RunUpdateBatchDocument] = ()
+    condition: rules.AllOf = field(init=False)
+    """What the run must meet (``rules.owned`` and ``rules.claimable``)."""
 
-    def condition(self) -> rules.AllOf:
-        """What the run must meet (``rules.owned`` and ``rules.claimable``)."""
-        return rules.all_of(rules.owned(self.agent_id, self.run_id), rules.claimable(self.now, self.version))
+    def __post_init__(self) -> None:
+        claimable = rules.claimable(self.now, self.version)
+        _made(self, "condition", rules.all_of(rules.owned(self.agent_id, self.run_id), claimable))
 
     def document(self) -> ClaimDocument:
         """The run's ``claim`` once taken."""
@@ -263,10 +270,11 @@ class _WhileHeld:
     agent_id: str
     run_id: str
     by: str
+    condition: rules.AllOf = field(init=False)
+    """What the run must meet (``rules.held``)."""
 
-    def condition(self) -> rules.AllOf:
-        """What the run must meet (``rules.held``)."""
-        return rules.held(self.agent_id, self.run_id, self.by)
+    def __post_init__(self) -> None:
+        _made(self, "condition", rules.held(self.agent_id, self.run_id, self.by))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -287,14 +295,15 @@ class ClaimedReplacement(_WhileHeld):
     now: datetime
     event: Events = None
     updates: Sequence[RunUpdateBatchDocument] = ()
+    pending_count: int = field(init=False)
+    """The run's ``pendingCount`` (``rules.pending_count``)."""
+    expires_at: datetime | None = field(init=False)
+    """The run's ``expiresAt`` (``rules.earliest_deadline``)."""
 
-    def pending_count(self) -> int:
-        """The run's ``pendingCount`` (``rules.pending_count``)."""
-        return rules.pending_count(self.tool_calls)
-
-    def expires_at(self) -> datetime | None:
-        """The run's ``expiresAt`` (``rules.earliest_deadline``)."""
-        return rules.earliest_deadline(self.tool_calls)
+    def __post_init__(self) -> None:
+        _WhileHeld.__post_init__(self)
+        _made(self, "pending_count", rules.pending_count(self.tool_calls))
+        _made(self, "expires_at", rules.earliest_deadline(self.tool_calls))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -327,6 +336,7 @@ class ClaimRelease(_WhileHeld):
     def __post_init__(self) -> None:
         if self.history is not None and self.history_id is None:
             raise ValueError("a new history needs a new history_id")
+        _WhileHeld.__post_init__(self)
 
 
 # -- webhook deliveries ----------------------------------------------------------------------

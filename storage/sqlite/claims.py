@@ -20,7 +20,7 @@ class _Claims(_Connection):
     """``RunStore``'s claims and the writes of a claimed run."""
 
     async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:
-        sql, params = conditions.where(write.condition())
+        sql, params = conditions.where(write.condition)
         return await self._update_returning(
             "UPDATE run_snapshots SET status = 'resuming', claim_by = ?, claim_until = ?, updated_at = ?, "
             f"version = version + 1 WHERE {sql}",
@@ -30,7 +30,7 @@ class _Claims(_Connection):
         )
 
     async def renew_claim(self, write: ClaimRenewal) -> bool:
-        held, params = conditions.where(write.condition())
+        held, params = conditions.where(write.condition)
         sql = f"UPDATE run_snapshots SET claim_until = ? WHERE {held} RETURNING run_id"
         rows = await self._write(lambda db: db.execute(sql, (_ms(write.until), *params)).fetchall())
         return bool(rows)
@@ -41,7 +41,7 @@ class _Claims(_Connection):
             write,
             "tool_calls = ?, pending_count = ?, status = 'suspended', claim_by = NULL, claim_until = NULL, "
             "last_error = NULL, suspended_at = ?, updated_at = ?, expires_at = ?",
-            (_calls_text(write.tool_calls), write.pending_count(), now, now, _optional_ms(write.expires_at())),
+            (_calls_text(write.tool_calls), write.pending_count, now, now, _optional_ms(write.expires_at)),
             write.history,
             write.history_id,
         )
@@ -58,7 +58,7 @@ class _Claims(_Connection):
         while ``write.by`` holds the claim; the old history is deleted, and ``write.event`` and
         ``write.updates`` appended, in the same transaction."""
         compressed = await self._compress(history)
-        held, held_params = conditions.where(write.condition())
+        held, held_params = conditions.where(write.condition)
 
         def write_in(db: sqlite3.Connection) -> SnapshotDocument | None:
             current = db.execute(f"SELECT history_id FROM run_snapshots WHERE {held}", held_params).fetchall()
@@ -81,7 +81,7 @@ class _Claims(_Connection):
         return await self._write(write_in)
 
     async def delete_claimed(self, write: ClaimedDeletion) -> bool:
-        held, params = conditions.where(write.condition())
+        held, params = conditions.where(write.condition)
 
         def write_in(db: sqlite3.Connection) -> bool:
             rows = db.execute(f"DELETE FROM run_snapshots WHERE {held} RETURNING history_id", params).fetchall()
@@ -100,7 +100,7 @@ class _Claims(_Connection):
         assignments = "status = 'suspended', claim_by = NULL, claim_until = NULL, last_error = ?, updated_at = ?"
         params = (_error_text(write.error), _ms(write.now))
         if write.history is None or write.history_id is None:
-            held, held_params = conditions.where(write.condition())
+            held, held_params = conditions.where(write.condition)
             return await self._update_returning(
                 f"UPDATE run_snapshots SET {assignments}, version = version + 1 WHERE {held}",
                 (*params, *held_params),

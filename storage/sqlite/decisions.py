@@ -27,7 +27,7 @@ class _Decisions(_Connection):
         claim, key = write.claim, write.key
 
         def write_in(db: sqlite3.Connection) -> SnapshotDocument | None:
-            found = self._calls_where(db, write.condition(), also=write.claiming())
+            found = self._calls_where(db, write.condition, also=write.claiming)
             if found is None:
                 return None
             if key is not None:  # raising rolls this write back alone (``_write``)
@@ -38,11 +38,11 @@ class _Decisions(_Connection):
             calls[write.index]["decision"] = write.decision
             calls[write.index].pop("reviewClaim", None)
             if claimed and claim is not None:
-                events = [*write.events(), *claim.events]
+                events = [*write.events, *claim.events]
                 written = self._write_calls(db, write.run_id, calls, write.now, events, claim=claim)
                 self._updates_in(db, claim.updates)
                 return written
-            return self._write_calls(db, write.run_id, calls, write.now, write.events())
+            return self._write_calls(db, write.run_id, calls, write.now, write.events)
 
         return await self._write(write_in)
 
@@ -68,11 +68,11 @@ class _Decisions(_Connection):
         change: Callable[[ToolCallDocument], None],
         events: Sequence[EventDocument],
     ) -> SnapshotDocument | None:
-        """One write: ``change`` call ``write.index`` of the run meeting ``write.condition()``, then
+        """One write: ``change`` call ``write.index`` of the run meeting ``write.condition``, then
         its calls (``_write_calls``) with ``events``; ``None`` (nothing written) when no run meets it."""
 
         def write_in(db: sqlite3.Connection) -> SnapshotDocument | None:
-            found = self._calls_where(db, write.condition())
+            found = self._calls_where(db, write.condition)
             if found is None:
                 return None
             calls, _ = found

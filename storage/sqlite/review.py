@@ -117,7 +117,7 @@ class _Review(_Connection):
         return [await self._explain(sql, params) for sql, params in queue_sql(queue_filter, limit, None)]
 
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
-        on_columns, on_calls = conditions.split(write.condition())
+        on_columns, on_calls = conditions.split(write.condition)
         sql, params = conditions.where(on_columns)
 
         def claim(db: sqlite3.Connection) -> SnapshotDocument | None:

@@ -326,7 +326,7 @@ async def test_a_claim_is_renewed_by_one_write_while_held(store: SnapshotStore) 
     by_other = await store.renew_claim(ClaimRenewal(agent_id="refund-agent", run_id="run", by="i2", until=later))
     renewed = await store.renew_claim(ClaimRenewal(agent_id="refund-agent", run_id="run", by="i1", until=later))
 
-    assert ClaimRenewal(agent_id="refund-agent", run_id="run", by="i1", until=later).condition() == rules.held(
+    assert ClaimRenewal(agent_id="refund-agent", run_id="run", by="i1", until=later).condition == rules.held(
         "refund-agent", "run", "i1"
     )
     assert (by_other, renewed) == (False, True)

@@ -11,7 +11,6 @@ one step of the event loop: nothing can come between them (no hook).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -171,7 +170,7 @@ def _crash_before(store: SnapshotStore, event_type: str) -> None:
 async def test_a_crash_between_suspending_a_continued_run_again_and_its_suspended_event_loses_neither(
     durable: SnapshotStore, registry: AgentRegistry
 ) -> None:
-    manager = RunManager(durable, registry, instance_id="instance-a", claim_ttl=0.2)
+    manager = RunManager(durable, registry, instance_id="instance-a", claim_ttl=30)
     started = await manager.start_run(GUESS, "guess")
     assert started.run is not None
 
@@ -180,8 +179,10 @@ async def test_a_crash_between_suspending_a_continued_run_again_and_its_suspende
     _crash_before(durable, "suspended")
     with pytest.raises(_Crash):
         await manager.resume(GUESS, started.run_id, None, 3)
-    await asyncio.sleep(0.3)  # its claim expires (one clock for all: the log is in time order)
-    await StalledRunSweeper(_later(manager, "instance-b", 0), interval=1).sweep_once()
+    # its claim expires: instance-b's clock is 31 s ahead (so is every later write, and the log
+    # stays in time order), and no real lease is so short that a loaded machine lets it lapse
+    later = _later(manager, "instance-b", 31)
+    await StalledRunSweeper(later, interval=1).sweep_once()
 
     # then the run waits on the next question, and the continuation's end is in the log before
     # anything else happens to the run
@@ -190,7 +191,7 @@ async def test_a_crash_between_suspending_a_continued_run_again_and_its_suspende
     assert stored["status"] == "suspended"
     assert stored["toolCalls"][0]["suspendPayload"] == {"question": "An even number?", "attempt": 1}
     question = stored["toolCalls"][0]["questionId"]
-    outcome = await manager.resume(GUESS, started.run_id, None, 4, question_id=question)
+    outcome = await later.resume(GUESS, started.run_id, None, 4, question_id=question)
     assert outcome.status == "completed"
     types = [e["type"] for e in await durable.list_events(GUESS, started.run_id)]
     for before, after in itertools.pairwise(types):

@@ -118,7 +118,6 @@ def test_claims_and_new_runs_appear_live(seen: dict[str, Any]) -> None:
     assert live["order"] == [runs["r1043"], runs["r1042"], runs["late"], runs["weather"]], live
 
 
-@pytest.mark.xfail(strict=True, reason="the queue's page follows one suspendedRunEvents stream per agent")
 def test_the_queue_follows_one_subscription_of_its_own(seen: dict[str, Any]) -> None:
     _step(seen, "stream")
     _step(seen, "reconnect")
@@ -135,7 +134,6 @@ def test_another_reviewers_decision_names_the_call_and_the_change(seen: dict[str
     assert 'declined, reason "Refunded by phone"' in line, line
 
 
-@pytest.mark.xfail(strict=True, reason="the queue's page follows one suspendedRunEvents stream per agent")
 def test_after_a_reconnection_the_queue_resumes_after_its_last_message(seen: dict[str, Any]) -> None:
     _step(seen, "reconnect")
     stream, runs = seen["stream"], seen["runs"]

@@ -20,9 +20,11 @@
 //   sends again, the id of the last queue message it had, the new refund's card and its activity
 //   line, and the subscriptions open then;
 // - bulk: a refund and a json-echo `hold` selected, then "Approve selected": the mutations sent;
+// - whole: in a second tab whose queue answers say each question waited `60.0` seconds, what
+//   the cards say they waited, and the tab's page errors;
 // - agents: `/inbox?view=agents`, the per-agent listing: its level-2 headings;
 // and axe-core's violations in each state. Each step records what it found or the error that
-// stopped it. Prints JSON: {runs, queue, claim, filters, release, live, stream (both steps), bulk, agents, axe, sent,
+// stopped it. Prints JSON: {runs, queue, claim, filters, release, live, stream (both steps), bulk, whole, agents, axe, sent,
 // pageErrors, cspViolations, errors}.
 import { join } from 'node:path';
 import { api, axeViolations, failed, launchChromium } from './_browser.mjs';
@@ -237,6 +239,26 @@ try {
     for (const runId of [out.runs.late, out.runs.hold]) await article(runId).waitFor({ state: 'detached', timeout: TIMEOUT });
     out.bulk = { sent: out.sent.slice(sentBefore), order: await shown() };
     await axe('after a bulk decision across agents');
+  });
+
+  await step('whole', async () => {
+    // in a tab of its own, whose queue answers say each question waited `60.0` seconds, as the
+    // server writes a whole number of seconds: the page keeps such a number as the text it is
+    const tab = await context.newPage();
+    out.whole = { pageErrors: [] };
+    tab.on('pageerror', (error) => out.whole.pageErrors.push(String(error)));
+    await tab.route(/\/graphql$/, async (route) => {
+      if (!/InboxQueue/.test(route.request().postData() || '')) return route.continue();
+      const response = await route.fetch();
+      const body = (await response.text()).replace(/"waitedSeconds":[-+.eE0-9]+/g, '"waitedSeconds":60.0');
+      return route.fulfill({ response, body });
+    });
+    await tab.goto(`${baseUrl}/inbox`, { waitUntil: 'load', timeout: TIMEOUT });
+    await tab.getByLabel('API key or token').fill(apiKey);
+    await tab.keyboard.press('Enter');
+    await tab.locator('article.run').first().waitFor({ timeout: TIMEOUT });
+    out.whole.waited = await tab.locator('article.run dt:text-is("Waiting for") + dd').allInnerTexts();
+    await tab.close();
   });
 
   await step('agents', async () => {

@@ -153,6 +153,17 @@ def test_a_bulk_decision_sends_one_mutation_per_agent(seen: dict[str, Any]) -> N
     assert by_agent == {"refund-agent": [runs["late"]], "json-echo": [runs["hold"]]}, by_agent
 
 
+@pytest.mark.xfail(strict=True, reason="a whole waitedSeconds is kept as JSON text and compared as a number")
+def test_a_whole_number_of_seconds_waited_is_shown(seen: dict[str, Any]) -> None:
+    # the server writes a float as Python does (`60.0`); the page keeps such a number as the text
+    # it is (JSON.rawJSON), which "waited" compared with 60 and threw: the page went blank
+    whole = seen.get("whole", {})
+    assert whole.get("pageErrors") == [], whole
+    _step(seen, "whole")
+    assert whole["waited"], whole
+    assert all(text.startswith("1 min") for text in whole["waited"]), whole
+
+
 def test_the_per_agent_listing_stays_at_view_agents(seen: dict[str, Any]) -> None:
     _step(seen, "agents")
     headings = seen["agents"]["headings"]

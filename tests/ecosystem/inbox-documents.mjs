@@ -25,6 +25,7 @@ function check(source) {
     ...(f.bulk ? { decideMany: docs.decideManyMutation(f) } : {}),
     ...(f.reviewQueue ? { reviewQueue: docs.reviewQueueQuery(f), CLAIM_REVIEW: docs.CLAIM_REVIEW, RELEASE_REVIEW: docs.RELEASE_REVIEW } : {}),
     ...(f.progress ? { RUN_UPDATES: docs.RUN_UPDATES, RUN_NOW: docs.RUN_NOW } : {}),
+    ...(f.queueEvents ? { REVIEW_QUEUE_EVENTS: docs.REVIEW_QUEUE_EVENTS, RUN_OUTCOME_EVENTS: docs.RUN_OUTCOME_EVENTS } : {}),
   };
   const errors = {};
   for (const [name, text] of Object.entries(documents)) {

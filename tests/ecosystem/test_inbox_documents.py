@@ -32,6 +32,8 @@ def test_every_inbox_document_validates_against_the_schema_with_every_reviewer_w
     assert {"RUN_UPDATES", "RUN_NOW"} <= set(seen["current"]["documents"])
     # and so are the review queue's (its listing, a review claim taken and released)
     assert {"reviewQueue", "CLAIM_REVIEW", "RELEASE_REVIEW"} <= set(seen["current"]["documents"])
+    # and so are its live updates (the queue's stream, the end of a run whose progress stopped)
+    assert {"REVIEW_QUEUE_EVENTS", "RUN_OUTCOME_EVENTS"} <= set(seen["current"]["documents"])
 
 
 def test_every_inbox_document_costs_less_than_the_default_limit_even_at_its_largest_page() -> None:
@@ -60,4 +62,4 @@ def test_every_inbox_document_costs_less_than_the_default_limit_even_at_its_larg
     # then each passes the default limit, and the listing costs what docs/api.md says
     assert {name: found for name, found in costs.items() if found[1] > limit} == {}
     assert costs["suspendedRuns"] == (753, 7_503)
-    assert len(costs) == 13
+    assert len(costs) == 15

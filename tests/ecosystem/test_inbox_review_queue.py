@@ -3,9 +3,10 @@
 ``inbox-review-queue.mjs`` signs the page in with an API key against a server with the
 ``json-echo`` test agent and deadlines on refunds, while a second reviewer claims questions
 through the API. It records the queue's order across agents, review claims shown, taken and
-released, the queue's filters, live updates, a bulk decision across two agents, the per-agent
-listing kept at ``?view=agents``, and axe-core's violations. It runs once for the module; the
-screenshot of docs/inbox.md is a copy of ``tests/ecosystem/output/inbox-review-queue-claims.png``.
+released, the queue's filters, live updates (one subscription, resumed after a reconnection), a
+bulk decision across two agents, the per-agent listing kept at ``?view=agents``, and axe-core's
+violations. It runs once for the module; the screenshot of docs/inbox.md is a copy of
+``tests/ecosystem/output/inbox-review-queue-claims.png``.
 """
 
 from __future__ import annotations
@@ -117,12 +118,49 @@ def test_claims_and_new_runs_appear_live(seen: dict[str, Any]) -> None:
     assert live["order"] == [runs["r1043"], runs["r1042"], runs["late"], runs["weather"]], live
 
 
+def test_the_queue_follows_one_subscription_of_its_own(seen: dict[str, Any]) -> None:
+    _step(seen, "stream")
+    _step(seen, "reconnect")
+    stream = seen["stream"]
+    # one subscription for the queue, not one per agent (three agents here)
+    assert stream["openBefore"] == ["reviewQueueEvents"], stream
+    assert stream["openAfter"] == ["reviewQueueEvents"], stream
+
+
+def test_another_reviewers_decision_names_the_call_and_the_change(seen: dict[str, Any]) -> None:
+    _step(seen, "stream")
+    line = seen["stream"]["decisionLine"]
+    assert "by key:reviewer-b: issue_refund (call " in line, line
+    assert 'declined, reason "Refunded by phone"' in line, line
+
+
+def test_after_a_reconnection_the_queue_resumes_after_its_last_message(seen: dict[str, Any]) -> None:
+    _step(seen, "reconnect")
+    stream, runs = seen["stream"], seen["runs"]
+    # the page subscribes again after the last message it had, so what happened while it was
+    # disconnected comes as messages: another principal's new question enters, logged as one
+    assert stream["lastQueueId"], stream
+    assert stream["resubscribed"] == [{"operation": "reviewQueueEvents", "afterEventId": stream["lastQueueId"]}], stream
+    assert f"New question on run {runs['missed']} (refund-agent): issue_refund (call " in stream["enteredLine"], stream
+    assert "order_id 2002" in stream["enteredLine"], stream
+
+
 def test_a_bulk_decision_sends_one_mutation_per_agent(seen: dict[str, Any]) -> None:
     _step(seen, "bulk")
     runs, sent = seen["runs"], seen["bulk"]["sent"]
     assert [item["operation"] for item in sent] == ["InboxDecideMany", "InboxDecideMany"], sent
     by_agent = {item["input"]["agentId"]: [d["runId"] for d in item["input"]["decisions"]] for item in sent}
     assert by_agent == {"refund-agent": [runs["late"]], "json-echo": [runs["hold"]]}, by_agent
+
+
+def test_a_whole_number_of_seconds_waited_is_shown(seen: dict[str, Any]) -> None:
+    # the server writes a float as Python does (`60.0`); the page keeps such a number as the text
+    # it is (JSON.rawJSON); compared with 60 as such, it threw and the page went blank
+    whole = seen.get("whole", {})
+    assert whole.get("pageErrors") == [], whole
+    _step(seen, "whole")
+    assert whole["waited"], whole
+    assert all(text.startswith("1 min") for text in whole["waited"]), whole
 
 
 def test_the_per_agent_listing_stays_at_view_agents(seen: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@
 // decision's `waitFor` and the `runUpdates` subscription, which the page's progress needs, and the
 // `questionId` every decision names (the question its card showed). With the reviewers' queue
 // (`reviewQueue`, `claimReview`, `releaseReview`), the page lists the queue instead of one
-// listing per agent.
+// listing per agent, and follows it through `reviewQueueEvents` where the server has it.
 
 /** One introspection query: which optional fields and types the server's schema has. */
 export const FEATURES = `query InboxFeatures {
@@ -53,6 +53,8 @@ export function features(data) {
     bulkQuestionIds: item.has('questionId'),
     // one listing across agents, in the queue's order, with review claims
     reviewQueue: query.has('reviewQueue') && mutation.has('claimReview') && mutation.has('releaseReview'),
+    // the queue kept current by its own subscription, instead of each agent's events
+    queueEvents: subscription.has('reviewQueueEvents'),
   };
 }
 
@@ -185,6 +187,25 @@ export const RUN_EVENTS = `subscription InboxEvents($agentId: ID!) {
   suspendedRunEvents(agentId: $agentId) { id type at by runId threadId resourceId data }
 }`;
 
+/** The reviewers' queue kept current (graphql-transport-ws on /graphql), with the listing's
+ * filter: what each run event did to one question of the caller's queue; sent only when
+ * `features().queueEvents`. `afterEventId` (a message's `id`) resumes after that message. */
+export const REVIEW_QUEUE_EVENTS = `subscription InboxQueueEvents($filter: ReviewQueueFilter, $afterEventId: ID) {
+  reviewQueueEvents(filter: $filter, afterEventId: $afterEventId) {
+    id eventId cause change at by agentId runId toolCallId questionId toolName
+    item { toolCall { args } }
+  }
+}`;
+
+/** The events that end one run's continuation (suspended, completed, failed), after
+ * `afterEventId`: how the queue's page, which follows no agent's events, learns the outcome of a
+ * run whose progress stream stopped early. */
+export const RUN_OUTCOME_EVENTS = `subscription InboxRunOutcome($agentId: ID!, $runId: ID!, $afterEventId: ID) {
+  suspendedRunEvents(agentId: $agentId, filter: {runId: $runId, kinds: [SUSPENDED, COMPLETED, FAILED]}, afterEventId: $afterEventId) {
+    id type at by runId
+  }
+}`;
+
 const progressRun = 'runId status lastError { type message } toolCalls { toolCallId toolName requiresApproval decision { kind } }';
 
 /** The progress of one run after a decision (graphql-transport-ws on /graphql); sent only when
@@ -196,9 +217,10 @@ export const RUN_UPDATES = `subscription InboxRunUpdates($agentId: ID!, $runId: 
   }
 }`;
 
-/** The run as stored, and its events: what the page shows when its progress stream ended before
- * the outcome (the server shutting down, the store unavailable, the socket closed). */
+/** The run as stored, and its events, oldest first: what the page shows when its progress stream
+ * ended before the outcome (the server shutting down, the store unavailable, the socket closed),
+ * and the data of a decision the queue's stream reports. */
 export const RUN_NOW = `query InboxRunNow($agentId: ID!, $runId: ID!) {
   suspendedRun(agentId: $agentId, runId: $runId) { ${progressRun} }
-  runEvents(agentId: $agentId, runId: $runId) { type at data }
+  runEvents(agentId: $agentId, runId: $runId) { id type at by data }
 }`;

@@ -7,7 +7,8 @@ import Form, { getDefaultRegistry } from '@rjsf/core';
 import * as docs from './documents.js';
 import { EXACT, formValue, isRaw, parseJSON, roundedNote, typedNumber, unsafeNumbers, unsendable } from './exact.js';
 import { cfworkerValidator, schemaProblems } from './validator.js';
-import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request, storedToken, storeToken } from './api.js';
+import { AuthRequired, request, storedToken, storeToken } from './api.js';
+import { useAgentEvents, useQueueEvents } from './live.js';
 import { Progress, useProgress } from './progress.jsx';
 import { Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, useShortcuts } from './queue.jsx';
 import { JsonValue, argsSummary, callSummary, editSummary, questionOf } from './values.jsx';
@@ -68,14 +69,6 @@ export function describe(result, what) {
     default:
       return `${what}: not recorded, ${result.code}: ${result.message}`;
   }
-}
-
-/** A live `decision` event's data for a person: `issue_refund (call …) approved, edited amount`. */
-function decisionText(data) {
-  const id = data.toolCallId ? ` (call ${data.toolCallId.length > 12 ? `${data.toolCallId.slice(0, 10)}…` : data.toolCallId})` : '';
-  const edited = data.editedArgs ? `, arguments edited (${editSummary(data.originalArgs, data.editedArgs) || 'unchanged'})` : '';
-  const reason = data.reason ? `, reason ${JSON.stringify(data.reason)}` : '';
-  return `${data.toolName || 'a call'}${id} ${String(data.kind || 'decided').toLowerCase()}${edited}${reason}`;
 }
 
 /** `[{path, message}]` (InvalidResumeData's problems) -> an rjsf ErrorSchema. */
@@ -655,14 +648,24 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
   const query = useMemo(() => (queue ? docs.reviewQueueQuery(features) : docs.suspendedRunsQuery(features)), [queue, features]);
   const [reload, setReload] = useState(0);
 
+  // one read at a time: what asks for another meanwhile (a live message, a decision) gets one
+  // more once it is answered; a read for other filters, another page or credential replaces it
+  const reading = useRef(null);
   useEffect(() => {
-    let current = true;
+    const key = JSON.stringify([agent.id, queue, query, filters, page, token]);
+    if (reading.current && reading.current.key === key) {
+      reading.current.again = true;
+      return;
+    }
+    const mine = { key, again: false };
+    reading.current = mine;
+    const current = () => reading.current === mine;
     const variables = queue
       ? { filter: queueFilter(filters), first: page.first, after: page.after }
       : { agentId: agent.id, filter: filterVariables(filters, features), ...page };
     request(token, query, variables)
       .then((data) => {
-        if (!current) return;
+        if (!current()) return;
         const found = queue ? queueConnection(data.reviewQueue) : data.suspendedRuns;
         setConnection(found);
         setError('');
@@ -671,13 +674,15 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         setSelection((before) => new Map([...before].filter(([key, item]) => open.has(`${key}\u0000${item.questionId}`))));
       })
       .catch((e) => {
-        if (!current) return;
+        if (!current()) return;
         if (e instanceof AuthRequired) onAuth(e);
         else setError(e.message);
+      })
+      .finally(() => {
+        if (!current()) return;
+        reading.current = null;
+        if (mine.again) setReload((n) => n + 1);
       });
-    return () => {
-      current = false;
-    };
   }, [agent.id, queue, query, filters, features, page, token, refresh, reload, onAuth]);
 
   useEffect(() => flushFocus()); // the focus a decision asked for, once its card's buttons are enabled again
@@ -990,6 +995,8 @@ function Filters({ agents, features, queue, filters, onApply }) {
   );
 }
 
+const NO_AGENTS = [];
+
 /** What names the queue's listing (AgentListing's `agent` with `queue`). */
 const QUEUE_LISTING = {
   id: 'review-queue',
@@ -1082,58 +1089,30 @@ function App() {
     };
   }, [token, onAuth]);
 
-  // one socket, one subscription per agent shown (RUNSGATE_MAX_WS_OPERATIONS bounds them: filter
-  // by agent when there are more agents than that)
-  const watched = useMemo(() => (filters.agentId ? agents.filter((a) => a.id === filters.agentId) : agents), [agents, filters.agentId]);
-  useEffect(() => {
-    if (phase !== 'ready' || watched.length === 0) return undefined;
-    const bumpAll = () => setRefresh((before) => Object.fromEntries(watched.map((a) => [a.id, (before[a.id] || 0) + 1])));
-    const client = liveClient(token, {
-      onConnected: () => {
-        setLive('live');
-        bumpAll(); // what happened while not connected
-      },
-      onClosed: (event) => {
-        setLive('reconnecting');
-        if (event && event.code === FORBIDDEN_CLOSE) onAuth(new AuthRequired('the live connection was refused (an expired or revoked token?)', Boolean(token)));
-      },
-    });
-    const stops = watched.map((agent) =>
-      client.subscribe(
-        { query: docs.RUN_EVENTS, variables: { agentId: agent.id } },
-        {
-          next: ({ data }) => {
-            const event = data && data.suspendedRunEvents;
-            if (!event) return;
-            if (event.type === 'suspended') log(`New suspended run ${event.runId} (${agent.name || agent.id}).`);
-            else if (event.type === 'decision') {
-              const d = event.data || {};
-              if (!own.current.has(`${event.runId}\u0000${d.toolCallId}`)) log(`Decision on run ${event.runId} by ${event.by || 'someone'}: ${decisionText(d)}.`);
-            }
-            else if (event.type === 'reviewClaimed' || event.type === 'reviewReleased') {
-              // one's own claim and release are logged by their action: its event only once
-              const d = event.data || {};
-              const mine = `review\u0000${event.runId}\u0000${d.toolCallId}`;
-              if (own.current.has(mine)) own.current.delete(mine);
-              else log(`${d.toolName || 'A call'} on run ${event.runId}: ${event.type === 'reviewClaimed' ? 'being reviewed by' : 'released by'} ${event.by || 'someone'}.`);
-            }
-            else if (event.type === 'completed' || event.type === 'failed') log(`Run ${event.runId} ${event.type}.`);
-            sawEvent(agent.id, event);
-            setRefresh((before) => ({ ...before, [agent.id]: (before[agent.id] || 0) + 1 }));
-          },
-          error: (error) => log(`Live updates for ${agent.id} stopped: ${(error && error.message) || (error && error.reason) || 'closed'}`, 'problem'),
-          complete: () => {},
-        },
-      ),
-    );
-    return () => {
-      stops.forEach((stop) => stop());
-      client.dispose();
-    };
-  }, [phase, watched, token, log, onAuth, sawEvent]);
-
-  // the reviewers' queue where the server has it (`?view=agents`: one listing per agent)
+  // the reviewers' queue where the server has it (`?view=agents`: one listing per agent), kept
+  // current by its own stream where the server has that (live.js), else by each agent's events
   const queueView = Boolean(features && features.reviewQueue && !AGENTS_VIEW);
+  const queueStream = queueView && features.queueEvents;
+  const watched = useMemo(() => (filters.agentId ? agents.filter((a) => a.id === filters.agentId) : agents), [agents, filters.agentId]);
+  const bump = useCallback((ids = [QUEUE_LISTING.id]) => setRefresh((before) => ({ ...before, ...Object.fromEntries(ids.map((id) => [id, (before[id] || 0) + 1])) })), []);
+  const queueFilterJson = useMemo(() => JSON.stringify(queueFilter(filters)), [filters]);
+  useAgentEvents({ agents: phase === 'ready' && !queueStream ? watched : NO_AGENTS, token, log, own, sawEvent, bump, setLive, onAuth });
+  useQueueEvents({
+    enabled: phase === 'ready' && queueStream,
+    filter: queueFilterJson,
+    token,
+    agentName: (id) => {
+      const found = agents.find((a) => a.id === id);
+      return (found && found.name) || id;
+    },
+    log,
+    own,
+    waiting: progress.waiting,
+    sawEvent,
+    bump,
+    setLive,
+    onAuth,
+  });
   const agentName = (id) => {
     const found = agents.find((a) => a.id === id);
     return (found && found.name) || id;

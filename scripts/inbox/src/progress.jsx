@@ -1,6 +1,6 @@
 // The progress of runs after a decision: each decided run the page follows through `runUpdates`
 // (docs/inbox.md "After a decision"), from "Recorded, continuing…" to its outcome.
-import React, { useCallback, useEffect, useReducer, useRef } from 'react';
+import React, { useCallback, useEffect, useReducer, useRef, useState } from 'react';
 import * as docs from './documents.js';
 import { AuthRequired, FORBIDDEN_CLOSE, progressClient, request } from './api.js';
 import { roundedNote } from './exact.js';
@@ -237,10 +237,14 @@ function Card({ card, onDismiss }) {
 
 /** The page's progress cards and the streams behind them. `follow(agentId, runId, what)` starts
  * following a decided run; `sawEvent(agentId, event)` reads a run again whose stream ended before
- * its outcome, when the agent's live events report it suspended, completed or failed. */
+ * its outcome, when the agent's live events report it suspended, completed or failed. `waiting`
+ * lists those runs read again and still continuing, `[{key, agentId, runId, after}]` (`after`: the
+ * id of the last event read), for a page that does not follow each agent's events to watch them. */
 export function useProgress(token, onAuth) {
   const [cards, dispatch] = useReducer(reducer, []);
   const streams = useRef({ client: null, active: new Map(), queue: [], waiting: new Set() });
+  const [waiting, setWaiting] = useState([]);
+  const unwait = useCallback((key) => setWaiting((before) => (before.some((w) => w.key === key) ? before.filter((w) => w.key !== key) : before)), []);
 
   const reread = useCallback(
     (agentId, runId) => {
@@ -248,7 +252,14 @@ export function useProgress(token, onAuth) {
       request(token, docs.RUN_NOW, { agentId, runId })
         .then((data) => {
           const outcome = outcomeFromRead(data);
-          if (outcome.status !== 'RESUMING') streams.current.waiting.delete(key);
+          if (outcome.status !== 'RESUMING') {
+            streams.current.waiting.delete(key);
+            unwait(key);
+          } else if (streams.current.waiting.has(key)) {
+            const events = data.runEvents || [];
+            const after = events.length ? events[events.length - 1].id : null;
+            setWaiting((before) => [...before.filter((w) => w.key !== key), { key, agentId, runId, after }]);
+          }
           dispatch({ type: 'reread', key, outcome });
         })
         .catch((e) => {
@@ -256,7 +267,7 @@ export function useProgress(token, onAuth) {
           else dispatch({ type: 'reread', key, outcome: { status: 'UNREADABLE', message: e.message } });
         });
     },
-    [token, onAuth],
+    [token, onAuth, unwait],
   );
 
   const start = useCallback(
@@ -320,11 +331,12 @@ export function useProgress(token, onAuth) {
       const s = streams.current;
       if (s.active.has(key) || s.queue.some((job) => keyOf(job.agentId, job.runId) === key)) return;
       s.waiting.delete(key);
+      unwait(key);
       dispatch({ type: 'follow', key, agentId, runId, what });
       s.queue.push({ agentId, runId });
       start();
     },
-    [start],
+    [start, unwait],
   );
 
   const sawEvent = useCallback(
@@ -347,12 +359,14 @@ export function useProgress(token, onAuth) {
       });
       s.active.clear();
       s.queue = [];
+      s.waiting.clear();
+      setWaiting([]);
       if (s.client) s.client.dispose();
       s.client = null;
     };
   }, [token]);
 
-  return { cards, follow, sawEvent, dismiss };
+  return { cards, follow, sawEvent, dismiss, waiting };
 }
 
 /** The section of progress cards, newest first; nothing while no decided run is followed. */

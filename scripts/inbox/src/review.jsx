@@ -3,6 +3,7 @@
 // since when). A review claim is advice, not a lock: Approve stays on a card someone else claimed.
 import React from 'react';
 import * as docs from './documents.js';
+import { plain } from './exact.js';
 import { callSummary } from './values.jsx';
 
 const SOON_SECONDS = 3600;
@@ -44,7 +45,8 @@ export function queueConnection(queue) {
     }
     const calls = item.run.toolCalls.filter((call) => !call.decision && call.toolCallId === item.toolCallId);
     const call = calls.find((c) => c.questionId === item.questionId) || calls[0];
-    if (call) run.toolCalls.push({ ...call, reviewClaim: item.reviewClaim, escalated: item.escalated, waitedSeconds: item.waitedSeconds, queued: true });
+    // a whole number of seconds (`60.0`) is read as its JSON text (exact.js): a double here, to compare
+    if (call) run.toolCalls.push({ ...call, reviewClaim: item.reviewClaim, escalated: item.escalated, waitedSeconds: plain(item.waitedSeconds), queued: true });
   }
   return { totalCount: queue.totalCount, pageInfo: queue.pageInfo, nodes: [...runs.values()] };
 }

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from runtime.demo import LEDGER
 
 from .._auth import ALL, TestKey
@@ -133,7 +131,6 @@ CLAIM_OR_DUPLICATE = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45 trial fault 1: an approver may claim again and block the others")
 async def test_an_approver_who_already_approved_may_not_claim_nor_list_the_question(serve: Serve) -> None:
     rules = [{"tool": "issue_refund", "approvals": 2, "requireReviewClaim": True}]
     served = await serve(keys=[ALICE, CAROL, GINA], tool_rules=rules)

@@ -356,7 +356,6 @@ async def test_the_page_after_deciding_names_the_outcome(serve: Serve) -> None:
     assert "Outcome: declined; the run goes on (RESUMING): the tool does not run." in declined.text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45 trial fault 6: a link expires by the reading server's TTL")
 async def test_a_link_expires_by_the_ttl_it_was_made_under_and_an_older_one_by_the_current(page: Page) -> None:
     run_id, call = await page.waiting()
     two_hours_ago = LinkSigner(SECRET, ttl=3600, clock=lambda: time.time() - 7200)

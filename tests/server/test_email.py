@@ -333,7 +333,6 @@ async def test_the_requester_is_not_told_of_a_question_it_may_not_approve(
     assert inbox.to("alice@example.com") == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45 trial fault 5: recipients without SMTP start silently")
 async def test_recipients_without_smtp_are_a_warning_at_start_naming_the_rules(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

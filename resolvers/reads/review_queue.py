@@ -12,6 +12,7 @@ from datetime import datetime
 
 import strawberry
 
+from runtime import AgentNotFoundError, AgentRegistry
 from runtime.reviewing.queue import QueueItem, QueuePosition, QueueQuery
 from storage import QueueKey
 
@@ -110,11 +111,13 @@ def decode_cursor(cursor: str) -> QueuePosition:
         ) from None
 
 
-def queue_query(queue_filter: ReviewQueueFilter | None) -> QueueQuery:
-    """The queue's filters as ``queue_filter`` gives them.
+def queue_query(queue_filter: ReviewQueueFilter | None, registry: AgentRegistry) -> QueueQuery:
+    """The queue's filters as ``queue_filter`` gives them, its agents those of ``registry``.
 
     Raises:
-        QueryArgumentError: A list of over ``MAX_FILTER_ITEMS`` items (``BAD_USER_INPUT``).
+        QueryArgumentError: A list of over ``MAX_FILTER_ITEMS`` items (``BAD_USER_INPUT``); an
+            agent id ``registry`` does not hold (``AGENT_NOT_FOUND``, argument ``filter.agentIds``,
+            the first in the list; the message lists the known agents, as ``suspendedRuns``').
     """
     if queue_filter is None:
         return QueueQuery()
@@ -123,6 +126,10 @@ def queue_query(queue_filter: ReviewQueueFilter | None) -> QueueQuery:
             raise QueryArgumentError(
                 f"`filter.{name}` names at most {MAX_FILTER_ITEMS} items", argument=f"filter.{name}"
             )
+    unknown = next((str(a) for a in queue_filter.agent_ids or () if str(a) not in registry), None)
+    if unknown is not None:
+        message = AgentNotFoundError(unknown, registry.ids()).message
+        raise QueryArgumentError(message, argument="filter.agentIds", code="AGENT_NOT_FOUND")
     agents = None if queue_filter.agent_ids is None else frozenset(str(a) for a in queue_filter.agent_ids)
     tools = None if queue_filter.tool_names is None else frozenset(queue_filter.tool_names)
     return QueueQuery(
@@ -151,7 +158,7 @@ async def review_queue_connection(
     if not 0 <= limit <= context.max_page_size:
         raise QueryArgumentError(f"`first` must be between 0 and {context.max_page_size}", argument="first")
     position = None if after is None else decode_cursor(after)
-    query, principal, queue = queue_query(queue_filter), context.principal, context.runs.review_queue
+    query, principal, queue = queue_query(queue_filter, context.agents), context.principal, context.runs.review_queue
     items, more, end = await queue.page(principal, query, first=limit, after=position)
     schemas, now = context.agents.tool_schemas(), context.runs.now()
     edges = [

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from runtime.webhooks.messages import WEBHOOK_EVENT_TYPES
 
 from .._auth import TestKey
@@ -284,7 +282,6 @@ async def test_both_answers_of_a_claim_select_review_claim_without_an_alias(serv
 UNKNOWN_AGENT = "query { reviewQueue(filter: {agentIds: [\"refund-agent\", \"nope\"]}) { totalCount } }"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45 trial fault 4: an unknown agent id in the filter is silent")
 async def test_an_unknown_agent_in_the_queues_filter_is_agent_not_found(serve: Serve) -> None:
     served = await serve()
     body = await served.client().execute(UNKNOWN_AGENT)

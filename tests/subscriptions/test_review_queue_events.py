@@ -225,7 +225,6 @@ async def test_a_stream_needs_runs_decide_and_a_valid_resume_id(server: str) -> 
     assert message["payload"]["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", message
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45 trial fault 4: an unknown agent id in the filter is silent")
 async def test_a_stream_of_an_unknown_agent_is_agent_not_found(server: str) -> None:
     async with stream(server, X, filter={"agentIds": ["nope"]}) as unknown:
         message = await unknown.ws.receive()

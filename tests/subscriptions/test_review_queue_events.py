@@ -203,6 +203,9 @@ async def test_a_stream_resumes_after_a_message_and_the_filter_applies(server: s
         # and after a run event's id, with the events after it
         async with stream(server, X, afterEventId=messages[1]["eventId"]) as resumed:
             assert (await resumed.next())["id"] == messages[2]["id"]
+        # and after an index past its event's changes, as after that event (docs/api.md "Resume")
+        async with stream(server, X, afterEventId=f"{messages[1]['eventId']}:999") as resumed:
+            assert (await resumed.next())["id"] == messages[2]["id"]
 
         # when a stream asks for one agent's questions, then it hears of no other's
         async with stream(server, X, afterEventId=after, filter={"agentIds": [REFUND]}) as refunds:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 from itsdangerous import BadSignature, TimestampSigner, URLSafeTimedSerializer
 

@@ -23,7 +23,8 @@ async def test_an_approver_hears_its_question_leave_after_its_approval_of_two(re
     rules = [ToolApprovalRule(tool="issue_refund", approvals=2)]
     manager = RunManager(store, registry, instance_id="a", tool_rules=rules)
     started = await manager.start_run("refund-agent", "Please refund order 1042")
-    assert started.status == "suspended" and started.run is not None
+    assert started.status == "suspended"
+    assert started.run is not None
     live = LiveQueue(manager.review_queue)
     bob, carol = live.watch(BOB, QueueQuery()), live.watch(CAROL, QueueQuery())
     call_id = started.run["toolCalls"][0]["toolCallId"]

@@ -279,7 +279,7 @@ async def test_both_answers_of_a_claim_select_review_claim_without_an_alias(serv
     assert (refused["__typename"], refused["reviewClaim"]) == ("ReviewAlreadyClaimed", claimed["reviewClaim"])
 
 
-UNKNOWN_AGENT = "query { reviewQueue(filter: {agentIds: [\"refund-agent\", \"nope\"]}) { totalCount } }"
+UNKNOWN_AGENT = 'query { reviewQueue(filter: {agentIds: ["refund-agent", "nope"]}) { totalCount } }'
 
 
 async def test_an_unknown_agent_in_the_queues_filter_is_agent_not_found(serve: Serve) -> None:

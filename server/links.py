@@ -20,7 +20,7 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from runtime import Principal, RunManager, RunsgateError
+from runtime import Principal, RunManager, RunOutcome, RunsgateError
 from runtime.deciding.questions import decided_in_events
 from runtime.deciding.refusals import active_review_claim
 from runtime.deciding.rules import review_claim_required
@@ -115,6 +115,25 @@ def _claim_warning(runs: RunManager, call: ToolCallDocument, recipient: str) -> 
     )
 
 
+def _outcome(outcome: RunOutcome, asked: ToolCallDocument | None, link: Link, done: str) -> str:
+    """What the decision ``done`` (``approved``, ``declined``) by ``link`` on ``asked`` (the call as
+    read before it) led to, as recorded: an approval of several, the run still waiting on other
+    questions, or the run going on (``RESUMING``: its result follows in the inbox)."""
+    run = outcome.run
+    call = None if run is None else next((c for c in run["toolCalls"] if c["toolCallId"] == link.tool_call_id), None)
+    if outcome.status == "suspended" and call is not None and call["decision"] is None:
+        given, needed = len(call.get("approvals") or []), call.get("approvalsRequired", 1)
+        return f"{given} of {needed} approvals given; it still waits for {needed - given} more, by another principal."
+    needed = 1 if asked is None else asked.get("approvalsRequired", 1)
+    if done == "approved" and needed > 1:
+        done = f"approved ({needed} of {needed} approvals)"
+    if outcome.status == "suspended":
+        waiting = 0 if run is None else sum(c["decision"] is None for c in run["toolCalls"])
+        return f"{done}; the run still waits on {waiting} other question(s) (SUSPENDED)."
+    runs = "runs now" if done.startswith("approved") else "does not run"
+    return f"{done}; the run goes on ({outcome.status.upper()}): the tool {runs}."
+
+
 class Links:
     """The two routes over one process's settings, store and ``RunManager``."""
 
@@ -125,6 +144,14 @@ class Links:
     def _read(self, token: str) -> Link:
         return self._signer.read(token)
 
+    def _recipient(self, link: Link) -> Principal | HTMLResponse:
+        """The principal ``link`` decides as, or the 403 page GET and POST both answer when
+        ``RUNSGATE_API_KEYS`` and ``RUNSGATE_RECIPIENTS`` no longer name it."""
+        principal = recipient_principal(self._settings, link.recipient)
+        if principal is None:
+            return _page("Not allowed", f"<p>{html.escape(link.recipient)} is no longer a known principal.</p>", 403)
+        return principal
+
     async def show(self, request: Request) -> Response:
         """``GET /links/{token}``: the question and a button; never a decision."""
         try:
@@ -134,8 +161,10 @@ class Links:
         inbox = inbox_url(self._settings.inbox_base_url, link.agent_id, link.run_id)
         if link.action == "open":
             return RedirectResponse(inbox, status_code=303, headers=HEADERS)
+        principal = self._recipient(link)
+        if not isinstance(principal, Principal):
+            return principal
         store: SnapshotStore = request.app.state.store
-        principal = recipient_principal(self._settings, link.recipient)
         decided = await self._decided(store, link)
         if decided is not None:
             return decided
@@ -144,13 +173,7 @@ class Links:
             None if doc is None else next((c for c in doc["toolCalls"] if c["toolCallId"] == link.tool_call_id), None)
         )
         asking = call is not None and call["decision"] is None and question_id(call) == link.question_id
-        if (
-            doc is None
-            or call is None
-            or not asking
-            or principal is None
-            or not principal.may_use_resource(doc["resourceId"])
-        ):
+        if doc is None or call is None or not asking or not principal.may_use_resource(doc["resourceId"]):
             return _page("Nothing to decide here", "<p>This question is no longer waiting for you.</p>", 404)
         runs: RunManager = request.app.state.runs
         verb = "Approve" if link.action == "approve" else "Decline"
@@ -180,9 +203,9 @@ class Links:
             return _refused(exc)
         if link.action == "open":
             return _page("This link decides nothing", "<p>It opens the question in the inbox.</p>", 400)
-        principal = recipient_principal(self._settings, link.recipient)
-        if principal is None:
-            return _page("Not allowed", f"<p>{html.escape(link.recipient)} is no longer a known principal.</p>", 403)
+        principal = self._recipient(link)
+        if not isinstance(principal, Principal):
+            return principal
         store: SnapshotStore = request.app.state.store
         decided = await self._decided(store, link)
         if decided is not None:
@@ -192,7 +215,7 @@ class Links:
         runs: RunManager = request.app.state.runs
         decide = runs.approve if link.action == "approve" else runs.decline
         try:
-            await decide(
+            outcome = await decide(
                 link.agent_id,
                 link.run_id,
                 link.tool_call_id,
@@ -211,7 +234,8 @@ class Links:
         return _page(
             f"You {done} {tool}",
             f"<p>You {done} {html.escape(summary)} on run <code>{html.escape(link.run_id)}</code> "
-            f"(agent {html.escape(link.agent_id)}), as <strong>{html.escape(link.recipient)}</strong>.</p>",
+            f"(agent {html.escape(link.agent_id)}), as <strong>{html.escape(link.recipient)}</strong>.</p>"
+            f"<p>Outcome: {html.escape(_outcome(outcome, call, link, done))}</p>",
         )
 
     async def _decided(self, store: SnapshotStore, link: Link) -> Response | None:

@@ -273,6 +273,12 @@ class Services:
                 "(allowed on loopback only; set RUNSGATE_API_KEYS or a JWT for anything else)",
                 settings.host,
             )
+        if settings.smtp_url is None and (unmailed := _unmailed(rules)):
+            logger.warning(
+                "RUNSGATE_SMTP_URL is not set: the recipients of tool rules %s get no email (no email when a "
+                "question waits, no reminder, no escalation); the queue and webhooks still tell",
+                ", ".join(unmailed),
+            )
         if settings.sweep_interval > 0:
             sweeper = StalledRunSweeper(
                 self._runs,
@@ -341,6 +347,16 @@ class _Loop(TypedDict):
 
 def _loop(settings: Settings) -> _Loop:
     return _Loop(instance_id=settings.instance_id, poll_interval=settings.webhook_poll_interval)
+
+
+def _unmailed(rules: list[ToolApprovalRule]) -> list[str]:
+    """Each rule of ``rules`` naming recipients, as ``<name> (<tool>)``, or ``#<place, from 1> (<tool>)``."""
+    return [
+        f"{rule.name or f'#{place}'} ({rule.tool})"
+        for place, rule in enumerate(rules, 1)
+        if isinstance(rule.recipients, Recipients)
+        and (rule.recipients.waiting or rule.recipients.reminded or rule.recipients.escalated)
+    ]
 
 
 def _email_outbox(settings: Settings, rules: list[ToolApprovalRule], store: SnapshotStore) -> EmailOutbox | None:

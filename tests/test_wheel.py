@@ -51,11 +51,30 @@ def readme_install() -> list[list[str]]:
 def test_the_readmes_production_install_takes_the_locks_versions_with_their_hashes() -> None:
     # the versions of uv.lock, with their hashes, exported by uv; then the project without dependencies
     assert readme_install() == [
-        ["./dev", "run", "uv", "export", "--frozen", "--no-dev", "--no-emit-project", "-o", "requirements.txt"],
+        [
+            "./dev",
+            "run",
+            "uv",
+            "export",
+            "--quiet",
+            "--frozen",
+            "--no-dev",
+            "--no-emit-project",
+            "-o",
+            "requirements.txt",
+        ],
         ["python3", "-m", "venv", ".venv-prod"],
         [".venv-prod/bin/pip", "install", "--require-hashes", "-r", "requirements.txt"],
         [".venv-prod/bin/pip", "install", "--no-deps", "."],
     ]
+
+
+def test_the_readmes_export_step_writes_its_file_and_prints_nothing(tmp_path: Path) -> None:
+    export = readme_install()[0]
+    requirements = tmp_path / "requirements.txt"
+    printed = _ok(_uv(), *_as_here(export[3:], requirements, ROOT), cwd=ROOT, env=_clean_env())
+    assert "--hash=sha256:" in requirements.read_text()
+    assert printed == ""
 
 
 def _uv() -> str:

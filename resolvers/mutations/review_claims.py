@@ -18,6 +18,7 @@ from ..errors import (
     AgentNotFound,
     AmbiguousToolCall,
     DecideThroughSupervisor,
+    DuplicateApprover,
     Forbidden,
     QuestionNotPending,
     ReviewAlreadyClaimed,
@@ -60,6 +61,7 @@ ReviewClaimError = (
     | DecideThroughSupervisor
     | Forbidden
     | SeparationOfDuties
+    | DuplicateApprover
     | ReviewAlreadyClaimed
     | ReviewClaimNotHeld
     | RunNotReady

@@ -14,6 +14,7 @@ from datetime import datetime
 
 import strawberry
 
+from runtime import AgentNotFoundError, AgentRegistry
 from runtime.reviewing.queue import QueueItem, QueuePosition, QueueQuery
 from storage import QueueKey
 
@@ -113,12 +114,14 @@ def decode_cursor(cursor: str) -> QueuePosition:
         ) from None
 
 
-def queue_query(queue_filter: ReviewQueueFilter | None) -> QueueQuery:
-    """The queue's filters as ``queue_filter`` gives them: each field of ``QueueQuery`` is the
-    filter's of the same name, its lists as sets.
+def queue_query(queue_filter: ReviewQueueFilter | None, registry: AgentRegistry) -> QueueQuery:
+    """The queue's filters as ``queue_filter`` gives them, its agents those of ``registry``: each
+    field of ``QueueQuery`` is the filter's of the same name, its lists as sets.
 
     Raises:
-        QueryArgumentError: A list of over ``MAX_FILTER_ITEMS`` items (``BAD_USER_INPUT``).
+        QueryArgumentError: A list of over ``MAX_FILTER_ITEMS`` items (``BAD_USER_INPUT``); an
+            agent id ``registry`` does not hold (``AGENT_NOT_FOUND``, argument ``filter.agentIds``,
+            the first in the list; the message lists the known agents, as ``suspendedRuns``').
     """
     if queue_filter is None:
         return QueueQuery()
@@ -127,6 +130,10 @@ def queue_query(queue_filter: ReviewQueueFilter | None) -> QueueQuery:
             raise QueryArgumentError(
                 f"`filter.{name}` names at most {MAX_FILTER_ITEMS} items", argument=f"filter.{name}"
             )
+    unknown = next((str(a) for a in queue_filter.agent_ids or () if str(a) not in registry), None)
+    if unknown is not None:
+        message = AgentNotFoundError(unknown, registry.ids()).message
+        raise QueryArgumentError(message, argument="filter.agentIds", code="AGENT_NOT_FOUND")
     agents = None if queue_filter.agent_ids is None else frozenset(str(a) for a in queue_filter.agent_ids)
     tools = None if queue_filter.tool_names is None else frozenset(queue_filter.tool_names)
     given = {field.name: getattr(queue_filter, field.name) for field in dataclasses.fields(QueueQuery)}
@@ -145,7 +152,7 @@ async def review_queue_connection(
     context = info.context
     limit = context.limits.page_size(first)
     position = None if after is None else decode_cursor(after)
-    query, principal, queue = queue_query(queue_filter), context.principal, context.runs.review_queue
+    query, principal, queue = queue_query(queue_filter, context.agents), context.principal, context.runs.review_queue
     # the total and the page are separate reads: when both are asked for, they run together
     counting = asyncio.ensure_future(queue.count(principal, query)) if selects_total(info) else None
     if counting is not None:  # its error is raised by totalCount, if the response still reads it

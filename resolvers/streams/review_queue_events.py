@@ -101,8 +101,8 @@ async def review_queue_events(
     checked ``runs:read`` and ``runs:decide``).
 
     Raises:
-        QueryArgumentError: ``afterEventId`` is neither a message's nor a run event's id, or a
-            filter is too long.
+        QueryArgumentError: ``afterEventId`` is neither a message's nor a run event's id, a
+            filter is too long, or names an unknown agent (``queue_query``).
         SubscriptionEndedError: ``SHUTTING_DOWN``, ``STORE_UNAVAILABLE``, ``SUBSCRIPTIONS_UNAVAILABLE``,
             ``SUBSCRIPTION_OVERFLOW`` (as ``suspendedRunEvents``).
     """
@@ -111,8 +111,8 @@ async def review_queue_events(
         raise QueryArgumentError(
             "`afterEventId` is not the id of a queue message or run event", argument="afterEventId"
         )
-    query = queue_query(queue_filter)
     context = info.context
+    query = queue_query(queue_filter, context.agents)
     feed = context.events
     if feed is None:
         raise SubscriptionEndedError("subscriptions are not served here", code="SUBSCRIPTIONS_UNAVAILABLE")

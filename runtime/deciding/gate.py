@@ -53,7 +53,7 @@ from .questions import (
     find_call,
     validate_resume_data,
 )
-from .refusals import Decider, active_review_claim, refusal
+from .refusals import Decider, active_review_claim, bars_none, refusal, repeated_approval
 
 POLICY_PREFIX = "policy:"
 """``decidedBy`` of an automatic approval: ``policy:<rule name>``."""
@@ -215,12 +215,8 @@ class DecisionGate:
         return Allowed(index=index, rules=rules, edited=edited, required=required, scopes=scopes)
 
     def bars_none(self, principal: Principal) -> bool:
-        """Whether no rule could keep ``principal`` from approving a call within its resources: it
-        holds every scope a rule names, and no rule has separation of duties."""
-        return all(
-            (rule.scope is None or principal.has_scope(rule.scope)) and not rule.separation_of_duties
-            for rule in self._rules
-        )
+        """``refusals.bars_none`` under every per-tool rule."""
+        return bars_none(self._rules, principal)
 
     async def may_decide(self, doc: SnapshotDocument, index: int, principal: Principal) -> bool:
         """Whether ``principal`` may approve (or resume) call ``index`` of ``doc`` with the model's
@@ -231,7 +227,7 @@ class DecisionGate:
         """Why ``principal`` may not approve (or resume) call ``index`` of ``doc`` with the model's
         arguments, as ``allowed`` would find, or ``None``: ``RunNotFoundError`` (the run is outside
         its resources), ``DecideThroughSupervisorError`` (a sub-run), ``ForbiddenError`` (a scope
-        the rules of the call's owner require), ``SeparationOfDutiesError``. Nothing is raised."""
+        the rules require), ``SeparationOfDutiesError``, ``DuplicateApproverError``. Raises nothing."""
         if not principal.may_use_resource(doc["resourceId"]) or doc["parentRunId"] is not None:
             try:
                 check_resource(doc, principal)
@@ -242,7 +238,9 @@ class DecisionGate:
         rules = R.covering(self._rules, await self._owner(doc, call))
         kind = "approved" if call["requiresApproval"] else "resumed"
         decider = Decider(name=principal.identity, principal=principal)
-        return refusal(doc, call, R.requirements(rules, call["toolName"], call["args"]), decider, kind)
+        return refusal(
+            doc, call, R.requirements(rules, call["toolName"], call["args"]), decider, kind
+        ) or repeated_approval(doc, call, decider.name)
 
     def may_decide_tool(self, principal: Principal, resource_id: str | None, tool_name: str) -> bool:
         """Whether ``principal`` may decide some call of ``tool_name`` in a run of ``resource_id``

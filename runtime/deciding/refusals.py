@@ -1,7 +1,8 @@
-"""Who decides (``Decider``) and why a decider may not (``refusal``): the scopes the rules require
-and separation of duties, one rule in one place for the gate's checks and the reviewers' queue
-(``DecisionGate.allowed``, ``DecisionGate.may_decide``), and the starter it leaves out of a
-question's email (``barred_starter``); and the review claim held on a question."""
+"""Who decides (``Decider``) and why a decider may not (``refusal``, ``repeated_approval``): the
+scopes the rules require, separation of duties and an approval given already, one rule in one
+place for the gate's checks and the reviewers' queue (``DecisionGate.allowed``,
+``DecisionGate.may_decide``), and the starter it leaves out of a question's email
+(``barred_starter``); and the review claim held on a question."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Literal
 from storage import ReviewClaimDocument, SnapshotDocument, ToolCallDocument
 
 from ..access import Principal, ToolApprovalRule
-from ..errors import ForbiddenError, RunsgateError
+from ..errors import DuplicateApproverError, ForbiddenError, RunsgateError
 from ..reviewing.errors import SeparationOfDutiesError
 from . import rules as R
 
@@ -72,6 +73,26 @@ def refusal(
     return None
 
 
+def bars_none(rules: Sequence[ToolApprovalRule], principal: Principal) -> bool:
+    """Whether no rule of ``rules`` could keep ``principal`` from approving a call within its
+    resources: it holds every scope a rule names, and no rule has separation of duties or needs
+    several approvals (one who gave an approval may not give another: ``repeated_approval``)."""
+    return all(
+        (rule.scope is None or principal.has_scope(rule.scope))
+        and not rule.separation_of_duties
+        and rule.approvals <= 1
+        for rule in rules
+    )
+
+
+def repeated_approval(doc: SnapshotDocument, call: ToolCallDocument, name: str | None) -> RunsgateError | None:
+    """``DuplicateApproverError`` when ``name`` already gave one of the approvals ``call`` of
+    ``doc`` needs (it may not approve it again, so neither claim nor list it), else ``None``."""
+    if any(approval["decidedBy"] == name for approval in call.get("approvals") or []):
+        return DuplicateApproverError(doc["_id"], call["toolCallId"], name, call.get("approvalsRequired", 1))
+    return None
+
+
 def barred_starter(doc: SnapshotDocument, call: ToolCallDocument, rules: Sequence[ToolApprovalRule]) -> str | None:
     """The principal who started ``doc`` when separation of duties keeps it from approving
     ``call`` under ``rules`` (those of its owner; ``refusal``'s rule), else ``None`` (no such rule,
@@ -87,4 +108,12 @@ def active_review_claim(call: ToolCallDocument, now: datetime) -> ReviewClaimDoc
     return claim if claim is not None and claim["until"] > now else None
 
 
-__all__ = ["Decider", "DeciderKind", "active_review_claim", "barred_starter", "refusal"]
+__all__ = [
+    "Decider",
+    "DeciderKind",
+    "active_review_claim",
+    "barred_starter",
+    "bars_none",
+    "refusal",
+    "repeated_approval",
+]

@@ -1,19 +1,22 @@
 """Signed links (issue 45 part 5; SECURITY.md "Signed links"): ``LinkSigner`` makes and reads the
 token of a link naming a recipient, a question and an action, signed with HMAC-SHA256
-(``itsdangerous``) and stamped with its time. A token read after ``ttl`` seconds is
-``LinkExpiredError``; one altered, or signed with another secret, ``LinkInvalidError``. That a
-link is used once is the decision's business (the question's identity, and an idempotency key
-named after the token's ``jti``), not the token's.
+(``itsdangerous``), stamped with its time and carrying its own expiry (``exp``, signed with it).
+A token read after its expiry (one made before tokens carried it: ``ttl`` seconds after it was
+made) is ``LinkExpiredError``; one altered, or signed with another secret, ``LinkInvalidError``.
+That a link is used once is the decision's business (the question's identity, and an idempotency
+key named after the token's ``jti``), not the token's.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
-from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
+from itsdangerous import BadSignature, TimestampSigner, URLSafeTimedSerializer
 
 LinkAction = Literal["approve", "decline", "open"]
 """What a link asks: approve or decline the question, or open it in the inbox."""
@@ -55,12 +58,25 @@ class Link:
 
 
 class LinkSigner:
-    """Makes and reads link tokens with one secret (``RUNSGATE_LINK_SECRET``)."""
+    """Makes and reads link tokens with one secret (``RUNSGATE_LINK_SECRET``).
 
-    def __init__(self, secret: str, *, ttl: float) -> None:
+    Args:
+        secret: The shared secret.
+        ttl: Seconds a new token is valid (written in it as ``exp``), and those of a token made
+            before tokens carried ``exp``.
+        clock: Seconds since the epoch, now (``time.time``).
+    """
+
+    def __init__(self, secret: str, *, ttl: float, clock: Callable[[], float] = time.time) -> None:
         if ttl <= 0:
             raise ValueError("ttl must be positive (seconds)")
-        self._serializer = URLSafeTimedSerializer(secret, salt=SALT)
+
+        class Stamp(TimestampSigner):
+            def get_timestamp(self) -> int:
+                return int(clock())
+
+        self._serializer = URLSafeTimedSerializer(secret, salt=SALT, signer=Stamp)
+        self._clock = clock
         self.ttl = ttl
 
     def make(
@@ -76,26 +92,29 @@ class LinkSigner:
             question_id=question_id,
             action=action,
         )
-        return str(self._serializer.dumps(asdict(link)))
+        return str(self._serializer.dumps({**asdict(link), "exp": int(self._clock() + self.ttl)}))
 
     def read(self, token: str) -> Link:
         """The ``Link`` a token names.
 
         Raises:
-            LinkExpiredError: Genuine, but made more than ``ttl`` seconds ago.
+            LinkExpiredError: Genuine, but past its ``exp`` (without one: made more than ``ttl``
+                seconds ago).
             LinkInvalidError: Anything else that is not a token this secret made.
         """
         try:
-            fields: Any = self._serializer.loads(token, max_age=max(1, round(self.ttl)))
-        except SignatureExpired as exc:
-            made = exc.date_signed.astimezone(UTC) if exc.date_signed is not None else None
-            raise LinkExpiredError(made) from None
-        except (BadSignature, UnicodeError, ValueError):
-            raise LinkInvalidError("the link is not valid") from None
-        try:
+            fields, made = self._serializer.loads(token, return_timestamp=True)
+            fields = dict(fields)
+            expires = fields.pop("exp", None)
             link = Link(**fields)
-        except TypeError:
+        except (BadSignature, UnicodeError, ValueError, TypeError):
             raise LinkInvalidError("the link is not valid") from None
+        if expires is None:
+            expires = made.timestamp() + max(1, round(self.ttl))  # made before tokens carried their expiry
+        elif not isinstance(expires, int) or isinstance(expires, bool):
+            raise LinkInvalidError("the link is not valid")
+        if self._clock() > expires:
+            raise LinkExpiredError(made.astimezone(UTC))
         if link.action not in ("approve", "decline", "open"):
             raise LinkInvalidError("the link is not valid")
         return link

@@ -224,7 +224,9 @@ class QueueWatch:
         if event["type"] == "suspended" or not self._query.admits_tool(question.tool_name):
             return None  # it never was in the subscriber's queue
         if doc is not None and question.index is not None:
-            could = await self._queue.may_decide(doc, question.index, self._principal)
+            could = await self._queue.may_decide(doc, question.index, self._principal) or (
+                event["type"] == "approval" and event["by"] == self._principal.identity  # its approver's until now
+            )
         else:
             could = self._queue.may_decide_tool(self._principal, event.get("resourceId"), question.tool_name)
         return "left" if could else None

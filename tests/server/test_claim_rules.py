@@ -122,3 +122,33 @@ async def test_a_first_of_two_approvals_ends_its_approvers_review_claim(serve: S
     assert claimed["__typename"] == "ReviewClaimed", claimed
     second = (await carol.data(APPROVE, input=question))["approveToolCall"]
     assert (second["__typename"], second["status"]) == ("RunOutcome", "COMPLETED"), second
+
+
+QUEUE = "query { reviewQueue { totalCount nodes { runId } } }"
+CLAIM_OR_DUPLICATE = (
+    "mutation($input: ReviewClaimInput!) { claimReview(input: $input) { "
+    f"{ANSWER} ... on DuplicateApprover {{ approvalsRequired }} }} }}"
+)
+
+
+async def test_an_approver_who_already_approved_may_not_claim_nor_list_the_question(serve: Serve) -> None:
+    rules = [{"tool": "issue_refund", "approvals": 2, "requireReviewClaim": True}]
+    served = await serve(keys=[ALICE, CAROL, GINA], tool_rules=rules)
+    alice, carol, gina = served.client(ALICE), served.client(CAROL), served.client(GINA)
+    question = await waiting(alice)
+    assert (await carol.data(CLAIM, input=question))["claimReview"]["__typename"] == "ReviewClaimed"
+    first = (await carol.data(APPROVE, input=question))["approveToolCall"]
+    assert (first["__typename"], first["status"]) == ("RunOutcome", "SUSPENDED"), first
+
+    again = (await carol.data(CLAIM_OR_DUPLICATE, input=question))["claimReview"]
+
+    assert (again["__typename"], again["code"]) == ("DuplicateApprover", "DUPLICATE_APPROVER"), again
+    assert again["approvalsRequired"] == 2
+    # the gate's refusal is the queue's rule: carol's queue no longer lists what she may not approve
+    assert (await carol.data(QUEUE))["reviewQueue"] == {"totalCount": 0, "nodes": []}
+    listed = (await gina.data(QUEUE))["reviewQueue"]
+    assert listed == {"totalCount": 1, "nodes": [{"runId": question["runId"]}]}, listed
+    claimed = (await gina.data(CLAIM, input=question))["claimReview"]
+    assert (claimed["__typename"], claimed["reviewClaim"]["by"]) == ("ReviewClaimed", f"key:{GINA.name}"), claimed
+    second = (await gina.data(APPROVE, input=question))["approveToolCall"]
+    assert (second["__typename"], second["status"]) == ("RunOutcome", "COMPLETED"), second

@@ -24,7 +24,8 @@ import pytest
 from runtime import ToolApprovalRule
 from runtime.notifying.email import EMAIL, EmailOutbox
 from runtime.notifying.links import LinkSigner
-from server.settings import ConfigError, load_settings
+from server.services import Services
+from server.settings import DEMO_AGENTS, ConfigError, Settings, load_settings
 from storage.memory.store import MemorySnapshotStore
 from storage.protocol import DeliveryListing
 
@@ -330,3 +331,26 @@ async def test_the_requester_is_not_told_of_a_question_it_may_not_approve(
     assert sorted(email["moment"] for email in emails) == ["escalated", "reminded", "waiting"]
     assert {email["to"] for email in emails} == {"key:bob"}
     assert inbox.to("alice@example.com") == []
+
+
+async def test_recipients_without_smtp_are_a_warning_at_start_naming_the_rules(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rules = [
+        {"name": "refund-mail", "tool": "issue_refund", "recipients": {"waiting": ["key:alice"]}},
+        {"tool": "issue_refund", "expiresAfter": 60},
+        {"tool": "issue_refund", "recipients": {"escalated": ["key:boss"]}},
+    ]
+    settings = Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False, tool_rules=rules)
+
+    with caplog.at_level(logging.WARNING, logger="runsgate"):
+        async with Services(settings):
+            pass
+
+    warned = [
+        r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "RUNSGATE_SMTP_URL" in r.getMessage()
+    ]
+    assert warned == [
+        "RUNSGATE_SMTP_URL is not set: the recipients of tool rules refund-mail (issue_refund), #3 (issue_refund) "
+        "get no email (no email when a question waits, no reminder, no escalation); the queue and webhooks still tell"
+    ]

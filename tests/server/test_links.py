@@ -318,3 +318,78 @@ async def test_the_page_warns_of_another_principals_review_claim_and_still_decid
         assert "reviewing this question" not in own.text
     finally:
         await page.http.aclose()
+
+
+async def test_a_link_of_a_recipient_no_longer_configured_is_refused_alike_on_get_and_post(page: Page) -> None:
+    run_id, call = await page.waiting()
+    token = page.token(run_id, call, recipient="key:mallory")
+
+    shown = await page.http.get(f"/links/{token}")
+    clicked = await page.click(token)
+
+    for answer in (shown, clicked):
+        assert answer.status_code == 403, answer.text
+        assert "key:mallory is no longer a known principal" in answer.text
+    calls = await _calls(page.gql, run_id)
+    assert calls is not None
+    assert calls[0]["decision"] is None
+
+
+async def test_the_page_after_deciding_names_the_outcome(serve: Serve) -> None:
+    carol = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz")
+    served = await serve(keys=[ALICE, carol], link_secret=SECRET, tool_rules=[{"tool": "issue_refund", "approvals": 2}])
+    page = Page(served)
+    try:
+        run_id, call = await page.waiting()
+        first = await page.click(page.token(run_id, call))
+        last = await page.click(page.token(run_id, call, recipient="key:carol"))
+        declined_run, declined_call = await page.waiting()
+        declined = await page.click(page.token(declined_run, declined_call, "decline"))
+    finally:
+        await page.http.aclose()
+
+    assert first.status_code == 200, first.text
+    assert "Outcome: 1 of 2 approvals given; it still waits for 1 more, by another principal." in first.text
+    assert last.status_code == 200, last.text
+    assert "Outcome: approved (2 of 2 approvals); the run goes on (RESUMING): the tool runs now." in last.text
+    assert declined.status_code == 200, declined.text
+    assert "Outcome: declined; the run goes on (RESUMING): the tool does not run." in declined.text
+
+
+async def test_a_link_expires_by_the_ttl_it_was_made_under_and_an_older_one_by_the_current(page: Page) -> None:
+    run_id, call = await page.waiting()
+    two_hours_ago = LinkSigner(SECRET, ttl=3600, clock=lambda: time.time() - 7200)
+    short_lived = two_hours_ago.make(
+        recipient="key:alice",
+        agent_id=REFUND,
+        run_id=run_id,
+        tool_call_id=call["toolCallId"],
+        question_id=call["questionId"],
+        action="approve",
+    )
+
+    class TwoHoursAgo(TimestampSigner):
+        def get_timestamp(self) -> int:
+            return int(time.time()) - 7200
+
+    made_before = URLSafeTimedSerializer(SECRET, salt=SALT, signer=TwoHoursAgo).dumps(
+        {
+            "jti": "1" * 32,
+            "recipient": "key:alice",
+            "agent_id": REFUND,
+            "run_id": run_id,
+            "tool_call_id": call["toolCallId"],
+            "question_id": call["questionId"],
+            "action": "approve",
+        }
+    )
+
+    # the server's RUNSGATE_LINK_TTL is 3 days: the link made for 1 hour still expired after it
+    expired = await page.http.get(f"/links/{short_lived}")
+    assert expired.status_code == 410, expired.text
+    assert (await page.click(short_lived)).status_code == 410
+    # a link made before links carried their expiry is read with the current TTL, as before
+    assert (await page.http.get(f"/links/{made_before}")).status_code == 200
+    calls = await _calls(page.gql, run_id)
+    assert calls is not None
+    assert calls[0]["decision"] is None

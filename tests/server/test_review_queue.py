@@ -277,3 +277,18 @@ async def test_both_answers_of_a_claim_select_review_claim_without_an_alias(serv
 
     assert (claimed["__typename"], claimed["reviewClaim"]["by"]) == ("ReviewClaimed", f"key:{X.name}")
     assert (refused["__typename"], refused["reviewClaim"]) == ("ReviewAlreadyClaimed", claimed["reviewClaim"])
+
+
+UNKNOWN_AGENT = 'query { reviewQueue(filter: {agentIds: ["refund-agent", "nope"]}) { totalCount } }'
+
+
+async def test_an_unknown_agent_in_the_queues_filter_is_agent_not_found(serve: Serve) -> None:
+    served = await serve()
+    body = await served.client().execute(UNKNOWN_AGENT)
+
+    assert body["data"] is None, body
+    [error] = body["errors"]
+    assert (error["extensions"]["code"], error["extensions"]["argument"]) == ("AGENT_NOT_FOUND", "filter.agentIds")
+    assert error["message"] == (
+        "No agent is registered with id 'nope'; known agents: refund-agent, support-supervisor, weather-agent."
+    )

@@ -203,6 +203,9 @@ async def test_a_stream_resumes_after_a_message_and_the_filter_applies(server: s
         # and after a run event's id, with the events after it
         async with stream(server, X, afterEventId=messages[1]["eventId"]) as resumed:
             assert (await resumed.next())["id"] == messages[2]["id"]
+        # and after an index past its event's changes, as after that event (docs/api.md "Resume")
+        async with stream(server, X, afterEventId=f"{messages[1]['eventId']}:999") as resumed:
+            assert (await resumed.next())["id"] == messages[2]["id"]
 
         # when a stream asks for one agent's questions, then it hears of no other's
         async with stream(server, X, afterEventId=after, filter={"agentIds": [REFUND]}) as refunds:
@@ -223,6 +226,14 @@ async def test_a_stream_needs_runs_decide_and_a_valid_resume_id(server: str) -> 
     async with stream(server, X, afterEventId="not-an-id") as bad:
         message = await bad.ws.receive()
     assert message["payload"]["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", message
+
+
+async def test_a_stream_of_an_unknown_agent_is_agent_not_found(server: str) -> None:
+    async with stream(server, X, filter={"agentIds": ["nope"]}) as unknown:
+        message = await unknown.ws.receive()
+    assert message["type"] == "next", message
+    [error] = message["payload"]["errors"]
+    assert (error["extensions"]["code"], error["extensions"]["argument"]) == ("AGENT_NOT_FOUND", "filter.agentIds")
 
 
 async def test_a_message_over_the_byte_budget_is_refused(server: str) -> None:

@@ -5,7 +5,6 @@ capability is counted on its own."""
 
 from __future__ import annotations
 
-import pytest
 from pydantic_ai import models
 
 from bench.approval_share import _bare, _calls, measure
@@ -31,7 +30,6 @@ async def test_both_sides_are_measured_in_the_same_rounds() -> None:
     assert whole > streamed > bare > 0
 
 
-@pytest.mark.xfail(strict=True, reason="the bench does not count the call identity's capability on its own yet")
 async def test_the_call_identitys_capability_is_counted_on_its_own() -> None:
     lines = await measure(rounds=1, approvals=1)
     totals = next(line for line in lines if line.strip().startswith("total")).split()

@@ -4,8 +4,9 @@ Side by side in one process and the same rounds (their order alternating): (a) t
 ``approveToolCall`` → COMPLETED through the real app called as ASGI in process (memory store,
 authentication off, ``bench.approval_cost.memory_app``), (b) a bare pydantic-ai ``Agent.run`` of
 the same demo refund agent (its ``FunctionModel`` and tools) continuing the same message history
-with the one deferred approval, no event handler, and (c) the same with an ``event_stream_handler``
-that reads every event (the model then streams, as in runsgate). Runs and histories are made untimed.
+with the one deferred approval, no event handler, (c) the same with an ``event_stream_handler``
+that reads every event (the model then streams, as in runsgate), and (d) (c) with the one capability
+runsgate gives every run (``CallIdentity``). Runs and histories are made untimed.
 Prints CPU ms per approval (``time.process_time``) for each round, the medians and the median of
 per-round differences (issue 44's target: (a) ≤ (b) + 1 ms), and, independent of the machine's
 load, the Python function calls per approval of each, by where the code lives.
@@ -44,11 +45,13 @@ PLACES = (
 """Place -> path fragment of its code, first match wins; every other call is ``other``."""
 
 
-async def _bare(number: int, *, streamed: bool = False) -> Callable[[], Awaitable[None]]:
+async def _bare(number: int, *, streamed: bool = False, identified: bool = False) -> Callable[[], Awaitable[None]]:
     """A refund run of the demo agent suspended on its approval (made now); the coroutine function
     that continues its history with the approval and checks the run finished (``streamed``: with
-    an ``event_stream_handler`` that reads every event, as runsgate's run does, so the model streams)."""
+    an ``event_stream_handler`` that reads every event, as runsgate's run does, so the model streams;
+    ``identified``: with runsgate's ``CallIdentity`` capability for the run, as every run has)."""
     from runtime.demo.refund import refund_agent
+    from runtime.running.identity import CallIdentity
 
     started = await refund_agent.run(f"Please refund order {1042 + number % 2}")
     requests = started.output
@@ -63,7 +66,10 @@ async def _bare(number: int, *, streamed: bool = False) -> Callable[[], Awaitabl
 
     async def approve() -> None:
         result = await refund_agent.run(
-            message_history=history, deferred_tool_results=results, event_stream_handler=handler if streamed else None
+            message_history=history,
+            deferred_tool_results=results,
+            event_stream_handler=handler if streamed else None,
+            capabilities=[CallIdentity(run_id=f"bare-{number}")] if identified else None,
         )
         if not isinstance(result.output, str):
             raise RuntimeError(f"the bare continuation did not finish: {result.output!r}")
@@ -113,30 +119,41 @@ async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
     async def streamed(number: int) -> Callable[[], Awaitable[None]]:
         return await _bare(number, streamed=True)
 
-    makers: dict[str, Maker] = {"whole approval": whole, "bare Agent.run": _bare, "bare, streamed": streamed}
+    async def identified(number: int) -> Callable[[], Awaitable[None]]:
+        return await _bare(number, streamed=True, identified=True)
+
+    makers: dict[str, Maker] = {
+        "whole approval": whole,
+        "bare Agent.run": _bare,
+        "bare, streamed": streamed,
+        "bare, streamed, identified": identified,
+    }
     figures: dict[str, list[float]] = {name: [] for name in makers}
     async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
         for make in makers.values():
             await _cpu_ms(make, 20)  # warm-up
         for number in range(rounds):
-            order = list(makers.items())[number % 3 :] + list(makers.items())[: number % 3]
+            order = list(makers.items())[number % len(makers) :] + list(makers.items())[: number % len(makers)]
             for name, make in order:
                 figures[name].append(await _cpu_ms(make, approvals))
         calls = {name: await _calls(make, 10) for name, make in makers.items()}
-    whole_ms, bare_ms, streamed_ms = figures.values()
+    whole_ms, bare_ms, streamed_ms, identified_ms = figures.values()
     gap = statistics.median(a - b for a, b in zip(whole_ms, bare_ms, strict=True))
     streaming = statistics.median(s - b for s, b in zip(streamed_ms, bare_ms, strict=True))
-    lines = [f"rounds {rounds} x {approvals} approvals, CPU ms per approval (whole / bare / bare, streamed):"]
+    identity = statistics.median(i - s for i, s in zip(identified_ms, streamed_ms, strict=True))
+    named = " / ".join(makers)
+    lines = [f"rounds {rounds} x {approvals} approvals, CPU ms per approval ({named}):"]
     lines += [
-        f"  round {n + 1}: {a:.2f} / {b:.2f} / {c:.2f}"
-        for n, (a, b, c) in enumerate(zip(whole_ms, bare_ms, streamed_ms, strict=True))
+        f"  round {n + 1}: {a:.2f} / {b:.2f} / {c:.2f} / {d:.2f}"
+        for n, (a, b, c, d) in enumerate(zip(whole_ms, bare_ms, streamed_ms, identified_ms, strict=True))
     ]
     lines += [
         "median " + ", ".join(f"{name} {statistics.median(ms):.2f} ms" for name, ms in figures.items()),
         "best " + ", ".join(f"{name} {min(ms):.2f} ms" for name, ms in figures.items()),
         f"whole - bare, median of rounds: {gap:.2f} ms (target <= 1 ms: {'met' if gap <= 1 else 'not met'})",
         f"bare, streamed - bare, median of rounds: {streaming:.2f} ms",
-        "Python calls per approval (whole / bare / bare, streamed):",
+        f"bare, streamed, identified - bare, streamed, median of rounds: {identity:.2f} ms",
+        f"Python calls per approval ({named}):",
     ]
     counted = list(calls.values())
     for place in sorted(set().union(*counted), key=lambda p: -counted[0][p]):

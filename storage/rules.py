@@ -87,7 +87,7 @@ def value_at(doc: Mapping[str, Any], path: str) -> Any:
     """The value at dotted ``path`` of ``doc`` (list items by number), ``None`` when missing."""
     current: Any = doc
     for part in path.split("."):
-        if isinstance(current, Mapping):
+        if type(current) is dict or isinstance(current, Mapping):
             current = current.get(part, _MISSING)
         elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
             current = current[int(part)]

@@ -52,7 +52,8 @@ def scripted_model(
     Streamed, the response is the same as whole: its text in word-sized deltas, each tool call as
     a ``DeltaToolCall`` with its name and id and then its JSON arguments in ``ARGS_CHUNK``-character
     deltas, thinking as ``DeltaThinkingPart`` deltas. ``time_to_first_token`` and
-    ``time_per_token`` (seconds) pace the stream like a remote model; a whole answer is not paced.
+    ``time_per_token`` (seconds) pace the stream like a remote model (0: no pause, not even a yield
+    to the event loop); a whole answer is not paced.
 
     Raises (when streamed):
         TypeError: The script answered with a part that is not text, thinking or a tool call.
@@ -60,10 +61,11 @@ def scripted_model(
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[StreamItem]:
         response = await script(messages, info)
-        await asyncio.sleep(time_to_first_token)
+        if time_to_first_token > 0:
+            await asyncio.sleep(time_to_first_token)
         first = True
         for item in stream_items(response):
-            if not first:
+            if not first and time_per_token > 0:
                 await asyncio.sleep(time_per_token)
             first = False
             yield item

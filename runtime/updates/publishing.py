@@ -231,7 +231,7 @@ class UpdatePublisher:
         if self._done:
             return
         published = self._new(kind, run, fields)
-        if self._hub.is_listened(self.agent_id, self.run_id):
+        if (self.agent_id, self.run_id) in self._hub._listeners:  # is_listened, without a call per update
             for update in self.built([published]):
                 self._hub.deliver(update)
         self._pending.append(published)
@@ -295,10 +295,14 @@ class UpdatePublisher:
         (``args_valid`` ``None``: it is followed by its result event) is held back until that
         result: a denied one (``outcome`` ``denied``) is ``tool_call_declined``, any other (a call
         skipped after the final result) is started, then ended."""
-        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):  # most events
+            text = event.delta.content_delta
+            if len(text) <= TEXT_CHARS:
+                self.publish("text", text=text)
+            else:
+                self._text(text)
+        elif isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
             self._text(event.part.content)
-        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-            self._text(event.delta.content_delta)
         elif isinstance(event, FunctionToolCallEvent):
             if event.args_valid is None:
                 self._unrun[event.part.tool_call_id] = event.part

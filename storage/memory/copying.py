@@ -26,12 +26,16 @@ def copied(value: _T) -> _T:
     return cast(_T, _copy_any(value))
 
 
+_SHARED = frozenset((str, int, bool, bytes, datetime, type(None)))
+"""Exact types shared as they are without a call: most of a document's values."""
+
+
 def _copy_any(value: Any) -> Any:
     kind = type(value)
     if kind is dict:
-        return {k: _copy_any(v) for k, v in value.items()}
+        return {k: v if type(v) in _SHARED else _copy_any(v) for k, v in value.items()}
     if kind is list:
-        return [_copy_any(v) for v in value]
+        return [v if type(v) in _SHARED else _copy_any(v) for v in value]
     if kind is float and not math.isfinite(value):
         raise NotStrictJsonError("a float that is not finite (NaN, Infinity) has no JSON form")
     if isinstance(value, _IMMUTABLE):

@@ -1,6 +1,7 @@
 """``bench.approval_share`` at a tiny size (no timing asserted): both sides run in the same rounds,
 the bare run continues the demo's history to its answer, and the call counts show that the whole
-approval makes every call the bare run makes, and runsgate's own on top."""
+approval makes every call the bare run makes, and runsgate's own on top; the call identity's
+capability is counted on its own."""
 
 from __future__ import annotations
 
@@ -27,3 +28,11 @@ async def test_both_sides_are_measured_in_the_same_rounds() -> None:
     totals = next(line for line in lines if line.strip().startswith("total")).split()
     whole, bare, streamed = int(totals[1]), int(totals[3]), int(totals[5])
     assert whole > streamed > bare > 0
+
+
+async def test_the_call_identitys_capability_is_counted_on_its_own() -> None:
+    lines = await measure(rounds=1, approvals=1)
+    totals = next(line for line in lines if line.strip().startswith("total")).split()
+    whole, streamed, identified = int(totals[1]), int(totals[5]), int(totals[7])
+    assert whole > identified > streamed
+    assert any(line.startswith("bare, streamed, identified - bare, streamed, median of rounds: ") for line in lines)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from pydantic_ai import models
 
 from bench.handoffs import measure, report
@@ -13,7 +12,6 @@ from bench.handoffs import measure, report
 models.ALLOW_MODEL_REQUESTS = False
 
 
-@pytest.mark.xfail(strict=True, reason="the history is read again after the claiming decision")
 def test_an_approval_commits_twice_and_hands_off_three_times_on_sqlite() -> None:
     counts, timings = asyncio.run(measure(approvals=3, warm_up=2))
 

@@ -13,7 +13,7 @@ from ..protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimR
 from . import conditions
 from .connection import _Connection
 from .idempotency import complete_key_in
-from .rows import _COLUMNS, _calls_text, _error_text, _ms, _optional_ms, _snapshot
+from .rows import _COLUMNS, Row, _calls_text, _error_text, _ms, _optional_ms, _snapshot
 
 
 class _Claims(_Connection):
@@ -21,13 +21,24 @@ class _Claims(_Connection):
 
     async def claim(self, write: ClaimWrite) -> SnapshotDocument | None:
         sql, params = conditions.where(write.condition)
-        return await self._update_returning(
+        update = (
             "UPDATE run_snapshots SET status = 'resuming', claim_by = ?, claim_until = ?, updated_at = ?, "
-            f"version = version + 1 WHERE {sql}",
-            (write.by, _ms(write.until), _ms(write.now), *params),
-            write.events,
-            write.updates,
+            f"version = version + 1 WHERE {sql} RETURNING {_COLUMNS}"
         )
+
+        def write_in(db: sqlite3.Connection) -> tuple[Row | None, bytes | None]:
+            rows = db.execute(update, (write.by, _ms(write.until), _ms(write.now), *params)).fetchall()
+            if not rows:
+                return None, None
+            self._append_in(db, write.events)
+            self._updates_in(db, write.updates)
+            return rows[0], self._history_in(db, rows[0][16])  # what the continuation loads next
+
+        row, history = await self._write(write_in)
+        if row is None:
+            return None
+        self._keep_history(write.agent_id, write.run_id, history, write.now, write.until)
+        return _snapshot(row)
 
     async def renew_claim(self, write: ClaimRenewal) -> bool:
         held, params = conditions.where(write.condition)
@@ -59,6 +70,7 @@ class _Claims(_Connection):
         ``write.updates`` appended, in the same transaction."""
         compressed = await self._compress(history)
         held, held_params = conditions.where(write.condition)
+        self._forget_history(write.agent_id, write.run_id)
 
         def write_in(db: sqlite3.Connection) -> SnapshotDocument | None:
             current = db.execute(f"SELECT history_id FROM run_snapshots WHERE {held}", held_params).fetchall()
@@ -82,6 +94,7 @@ class _Claims(_Connection):
 
     async def delete_claimed(self, write: ClaimedDeletion) -> bool:
         held, params = conditions.where(write.condition)
+        self._forget_history(write.agent_id, write.run_id)
 
         def write_in(db: sqlite3.Connection) -> bool:
             rows = db.execute(f"DELETE FROM run_snapshots WHERE {held} RETURNING history_id", params).fetchall()
@@ -100,6 +113,7 @@ class _Claims(_Connection):
         assignments = "status = 'suspended', claim_by = NULL, claim_until = NULL, last_error = ?, updated_at = ?"
         params = (_error_text(write.error), _ms(write.now))
         if write.history is None or write.history_id is None:
+            self._forget_history(write.agent_id, write.run_id)
             held, held_params = conditions.where(write.condition)
             return await self._update_returning(
                 f"UPDATE run_snapshots SET {assignments}, version = version + 1 WHERE {held}",

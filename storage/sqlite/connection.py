@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import suppress
+from datetime import datetime
 from pathlib import Path
+from time import monotonic
 from typing import Any, Literal, TypeVar
 
 import aiosqlite
@@ -29,6 +32,11 @@ T = TypeVar("T")
 
 LARGE_HISTORY_BYTES = 1024 * 1024
 """Histories from this size are compressed in a worker thread, not on the event loop."""
+
+KEPT_HISTORY_BYTES = 256 * 1024
+"""A claiming write keeps the run's history for ``load_history`` up to this compressed size."""
+KEPT_HISTORIES = 64
+"""At most this many histories kept by claiming writes (the oldest dropped first)."""
 
 
 class _Connection:
@@ -55,6 +63,10 @@ class _Connection:
         """Whether the file is ``auto_vacuum = INCREMENTAL``: each commit gives free pages back (``file.space``)."""
         self.before_event: Callable[[Sequence[EventDocument]], Coroutine[Any, Any, None]] | None = None
         """Test-only: awaited between a run's state change and the event written with it."""
+        self._kept_histories: OrderedDict[tuple[str, str], tuple[bytes, float]] = OrderedDict()
+        """Per (agent, run): the compressed history a claiming write of this store read in its
+        transaction, and until when (``time.monotonic``) ``load_history`` may answer it
+        (``_keep_history``)."""
 
     @property
     def path(self) -> Path:
@@ -168,6 +180,46 @@ class _Connection:
     async def _explain(self, sql: str, params: Sequence[Any]) -> list[str]:
         """SQLite's query plan of ``sql`` (``EXPLAIN QUERY PLAN``), one line per step."""
         return [str(row[3]) for row in await self._read("EXPLAIN QUERY PLAN " + sql, params)]
+
+    # -- histories kept by claiming writes -----------------------------------------------------
+    @staticmethod
+    def _history_in(db: sqlite3.Connection, history_id: str) -> bytes | None:
+        """Inside a claiming write's transaction: the compressed history ``history_id``, or
+        ``None`` when it is larger than ``KEPT_HISTORY_BYTES`` (or missing)."""
+        row = db.execute(
+            "SELECT data FROM run_histories WHERE history_id = ? AND length(data) <= ?",
+            (history_id, KEPT_HISTORY_BYTES),
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def _keep_history(
+        self, agent_id: str, run_id: str, compressed: bytes | None, now: datetime, until: datetime
+    ) -> None:
+        """After a committed claiming write (claim taken at ``now``, held ``until``, UTC): keep
+        ``compressed`` for one ``load_history`` of the run within half the claim's lease, on
+        this process's monotonic clock. Only the claim's holder changes a run's history, so
+        within the lease it is what a read would find; every claimed write of this store forgets
+        it first (``_forget_history``)."""
+        key = (agent_id, run_id)
+        self._kept_histories.pop(key, None)
+        lease = (until - now).total_seconds() / 2
+        if compressed is None or lease <= 0:
+            return
+        self._kept_histories[key] = (compressed, monotonic() + lease)
+        while len(self._kept_histories) > KEPT_HISTORIES:
+            self._kept_histories.popitem(last=False)
+
+    def _forget_history(self, agent_id: str, run_id: str) -> None:
+        """Before a write that changes or deletes the run's history: drop what ``_keep_history`` kept."""
+        self._kept_histories.pop((agent_id, run_id), None)
+
+    def _kept_history(self, agent_id: str, run_id: str) -> bytes | None:
+        """The compressed history ``_keep_history`` kept for the run, taken (answered once), or
+        ``None`` when there is none or its time ran out."""
+        kept = self._kept_histories.pop((agent_id, run_id), None)
+        if kept is None or monotonic() >= kept[1]:
+            return None
+        return kept[0]
 
     # -- writing -------------------------------------------------------------------------------
     async def _delete(self, sql: str, params: Sequence[Any]) -> int:

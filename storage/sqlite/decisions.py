@@ -26,10 +26,10 @@ class _Decisions(_Connection):
     async def record_decision(self, write: DecisionWrite) -> SnapshotDocument | None:
         claim, key = write.claim, write.key
 
-        def write_in(db: sqlite3.Connection) -> SnapshotDocument | None:
+        def write_in(db: sqlite3.Connection) -> tuple[SnapshotDocument | None, bytes | None]:
             found = self._calls_where(db, write.condition, also=write.claiming)
             if found is None:
-                return None
+                return None, None
             if key is not None:  # raising rolls this write back alone (``_write``)
                 taken = reserve_key_in(db, key)
                 if taken is not None:
@@ -41,10 +41,13 @@ class _Decisions(_Connection):
                 events = [*write.events, *claim.events]
                 written = self._write_calls(db, write.run_id, calls, write.now, events, claim=claim)
                 self._updates_in(db, claim.updates)
-                return written
-            return self._write_calls(db, write.run_id, calls, write.now, write.events)
+                return written, self._history_in(db, written["historyId"])  # what the continuation loads next
+            return self._write_calls(db, write.run_id, calls, write.now, write.events), None
 
-        return await self._write(write_in)
+        written, history = await self._write(write_in)
+        if written is not None and claim is not None and written["claim"] is not None:
+            self._keep_history(write.agent_id, write.run_id, history, write.now, claim.until)
+        return written
 
     async def record_approval(self, write: ApprovalWrite) -> SnapshotDocument | None:
         def approve(call: ToolCallDocument) -> None:

@@ -125,14 +125,18 @@ class _Runs(_Connection):
         return await self._explain(*self._count_sql(agent_id, run_filter))
 
     async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
-        rows = await self._read(
-            "SELECT h.data FROM run_snapshots AS s JOIN run_histories AS h ON h.history_id = s.history_id "
-            "WHERE s.run_id = ? AND s.agent_id = ?",
-            (run_id, agent_id),
-        )
-        if not rows:
-            return None
-        compressed: bytes = rows[0][0]
+        """The run's history; right after this store's claiming write on the run, the one that
+        write read in its transaction (``_keep_history``), with no read of its own."""
+        compressed = self._kept_history(agent_id, run_id)
+        if compressed is None:
+            rows = await self._read(
+                "SELECT h.data FROM run_snapshots AS s JOIN run_histories AS h ON h.history_id = s.history_id "
+                "WHERE s.run_id = ? AND s.agent_id = ?",
+                (run_id, agent_id),
+            )
+            if not rows:
+                return None
+            compressed = rows[0][0]
         if len(compressed) >= LARGE_HISTORY_BYTES // 8:
             return await asyncio.to_thread(zlib.decompress, compressed)
         return zlib.decompress(compressed)

@@ -40,6 +40,7 @@ class SQLiteSnapshotStore(
             for table in _DATA_TABLES:
                 db.execute(f"DELETE FROM {table}")
 
+        self._kept_histories.clear()
         await self._write(write)
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from storage import DecisionClaim, EventDocument, SnapshotStore
-from storage.protocol import ClaimRenewal, ClaimWrite, DecisionWrite
+from storage.protocol import ClaimedDeletion, ClaimedReplacement, ClaimRenewal, ClaimWrite, DecisionWrite
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -122,3 +122,69 @@ async def test_a_refused_decision_writes_neither_its_claim_nor_any_event(store: 
     assert stored is not None
     assert (stored["status"], stored["claim"], stored["version"]) == ("suspended", None, 2)
     assert [e["_id"] for e in await store.list_events("refund-agent", "run")] == ["e-decision-c1"]
+
+
+async def test_the_history_loaded_after_a_claim_is_the_stored_one_until_the_holder_changes_it(
+    store: SnapshotStore,
+) -> None:
+    # given a run claimed by its last decision (SQLite keeps the history that write read)
+    await store.insert(snapshot("run"), b'["first"]')
+    assert await _decide(store, 0, "c1", _claim(version=1)) is not None
+
+    # then its history loads, twice, as stored
+    assert await store.load_history("refund-agent", "run") == b'["first"]'
+    assert await store.load_history("refund-agent", "run") == b'["first"]'
+
+    # when the holder suspends it again with a new history, then claims it again
+    replaced = await store.replace_claimed(
+        ClaimedReplacement(
+            agent_id="refund-agent",
+            run_id="run",
+            by="instance-a",
+            tool_calls=[tool_call("c2")],
+            history=b'["second"]',
+            history_id="h-second",
+            now=T0,
+        )
+    )
+    assert replaced is not None
+    assert await store.load_history("refund-agent", "run") == b'["second"]'
+    again = _claim(version=replaced["version"], events=[_event("e-resumed-again", "resumed")])
+    assert await _decide(store, 0, "c2", again) is not None
+    assert await store.load_history("refund-agent", "run") == b'["second"]'
+
+    # then, once it finished, it has no history any more
+    assert await store.delete_claimed(ClaimedDeletion(agent_id="refund-agent", run_id="run", by="instance-a"))
+    assert await store.load_history("refund-agent", "run") is None
+
+
+async def test_a_run_taken_over_after_its_claim_lapsed_loads_the_new_holders_history(
+    two_clients: tuple[SnapshotStore, SnapshotStore],
+) -> None:
+    first, second = two_clients
+    # given a run the first client's decision claimed with a lease that lapsed at once
+    await first.insert(snapshot("run"), b'["first"]')
+    assert await _decide(first, 0, "c1", _claim(version=1, until=T0)) is not None
+
+    # when the second client takes it over and suspends it again with a new history
+    later = T0 + timedelta(seconds=60)
+    taken = await second.claim(
+        ClaimWrite(
+            agent_id="refund-agent", run_id="run", by="instance-b", until=later + timedelta(seconds=60), now=later
+        )
+    )
+    assert taken is not None
+    assert await second.replace_claimed(
+        ClaimedReplacement(
+            agent_id="refund-agent",
+            run_id="run",
+            by="instance-b",
+            tool_calls=[tool_call("c2")],
+            history=b'["second"]',
+            history_id="h-second",
+            now=later,
+        )
+    )
+
+    # then the first client loads the new holder's history, not the one its own claim read
+    assert await first.load_history("refund-agent", "run") == b'["second"]'

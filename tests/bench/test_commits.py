@@ -54,6 +54,31 @@ def test_each_fsync_goes_to_the_write_whose_commit_ran_last_before_it() -> None:
     )
 
 
+def test_each_mongodb_command_counts_in_its_store_call_with_its_round_trip() -> None:
+    trace = [
+        "1.000\tcall\tA\t0\tget",
+        "1.001\tmongo\tA\tfind\trun_snapshots\t7",
+        "1.003\tmongoend\t7\t2500",
+        "1.004\tdone\tA\t0\tget",
+        "1.010\tcall\tA\t0\tdelete_claimed",
+        "1.011\tmongo\tA\tfindAndModify\trun_histories\t8",
+        "1.011\tmongo\tA\tinsert\trun_updates\t9",
+        "1.013\tmongoend\t9\t1000",
+        "1.014\tmongoend\t8\t3000",
+        "1.015\tdone\tA\t0\tdelete_claimed",
+    ]
+    get, deletion = steps(trace, [])
+    assert (dict(get.commands), dict(get.micros), get.reads, get.commits) == (
+        {"find run_snapshots": 1},
+        {"find run_snapshots": 2500},
+        1,
+        0,
+    )
+    assert dict(deletion.commands) == {"findAndModify run_histories": 1, "insert run_updates": 1}
+    assert dict(deletion.micros) == {"findAndModify run_histories": 3000, "insert run_updates": 1000}
+    assert deletion.commits == 2
+
+
 def test_strace_lines_give_the_time_and_file_of_each_sync() -> None:
     text = (
         "4242 1700000000.123456 fdatasync(7</tmp/a/bench.db-wal>) = 0\n"

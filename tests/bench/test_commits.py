@@ -134,11 +134,16 @@ def test_an_approval_is_counted_on_memory_and_sqlite(tmp_path: Path) -> None:
             assert (plain.commits, keyed.commits) == (2, 2), [(s.name, s.commits) for s in keyed.steps]
 
 
-WRITES_PER_APPROVAL = {"mongo": (9, 11), "ferretdb1": (17, 21)}
+WRITES_PER_APPROVAL = {"mongo": (8, 10), "ferretdb1": (14, 18)}
 """MongoDB write commands (each its own commit) of one approval, without and with an idempotency
 key: on DocumentDB (FerretDB 2.5, or ``MONGODB_URI``), whose conditional writes are atomic and take
 no write lease, and on FerretDB 1.24, where every write to a run holds one (an insert and a delete
 in ``run_write_locks``; docs/storage.md "Write leases")."""
+
+
+COMMANDS_PER_APPROVAL = {"mongo": (10, 12), "ferretdb1": (16, 20)}
+"""Every MongoDB command of one approval (reads, writes, write leases), without and with an
+idempotency key, on the servers of ``WRITES_PER_APPROVAL``."""
 
 
 @pytest.mark.process
@@ -147,6 +152,10 @@ in ``run_write_locks``; docs/storage.md "Write leases")."""
     shutil.which("strace") is None, reason="strace counts the fsyncs (python -m bench.commits installs it)"
 )
 @pytest.mark.parametrize("kind", ["mongo", "ferretdb1"])
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 44: 13 commands on DocumentDB (a read before the decision's write, two before its history)",
+)
 def test_an_approval_is_counted_on_documentdb_and_ferretdb(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
@@ -163,7 +172,7 @@ def test_an_approval_is_counted_on_documentdb_and_ferretdb(
     if kind == "mongo":
         assert set(leases.values()) == {0}, leases  # no write lease where conditional writes are atomic
     else:
-        assert leases["record_decision"] == 2, leases
+        assert leases["record_decision"] == 1, leases  # the pending events are left to the claim's holder
         assert leases["delete_claimed"] >= 2, leases
     for approval in (plain, keyed):
         # the decision's events (`decision`, `resumed`) are appended by one insert command
@@ -172,3 +181,9 @@ def test_an_approval_is_counted_on_documentdb_and_ferretdb(
     assert (plain.commits, keyed.commits) == WRITES_PER_APPROVAL[kind], [
         (step.name, dict(step.writes)) for approval in (plain, keyed) for step in approval.steps
     ]
+    # every command, reads included: the run read once before the decision (whose write claims
+    # it with no read first) and its history once by the id the claim read
+    assert (plain.commands, keyed.commands) == COMMANDS_PER_APPROVAL[kind], [
+        (step.name, dict(step.commands)) for approval in (plain, keyed) for step in approval.steps
+    ]
+    assert plain.reads == 2, [(step.name, dict(step.commands)) for step in plain.steps]

@@ -124,7 +124,7 @@ class _Runs(_Connection):
         """SQLite's query plan of ``count_runs`` (``EXPLAIN QUERY PLAN``), one line per step."""
         return await self._explain(*self._count_sql(agent_id, run_filter))
 
-    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+    async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
         rows = await self._read(
             "SELECT h.data FROM run_snapshots AS s JOIN run_histories AS h ON h.history_id = s.history_id "
             "WHERE s.run_id = ? AND s.agent_id = ?",

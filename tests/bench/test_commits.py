@@ -152,10 +152,6 @@ idempotency key, on the servers of ``WRITES_PER_APPROVAL``."""
     shutil.which("strace") is None, reason="strace counts the fsyncs (python -m bench.commits installs it)"
 )
 @pytest.mark.parametrize("kind", ["mongo", "ferretdb1"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 44: 13 commands on DocumentDB (a read before the decision's write, two before its history)",
-)
 def test_an_approval_is_counted_on_documentdb_and_ferretdb(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

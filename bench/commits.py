@@ -89,7 +89,8 @@ def install(path: str) -> None:
     set by a wrapped ``sqlite3.connect``; connections numbered in opening order), with the store
     call whose write ran it on the writer's thread (``_call``), and each statement a task queues
     on an aiosqlite connection (the reader: ``Connection._execute`` wrapped); each MongoDB command
-    started, with its task."""
+    started, with its task and request id, and the time each took to its reply (PyMongo's
+    ``duration_micros``: the round trip, the server's work included)."""
     import aiosqlite
     from pymongo import monitoring
 
@@ -126,13 +127,20 @@ def install(path: str) -> None:
     class Commands(monitoring.CommandListener):
         def started(self, event: monitoring.CommandStartedEvent) -> None:
             target = event.command.get(event.command_name)
-            log("mongo", _task(), event.command_name, target if isinstance(target, str) else "")
+            task = _call.get()  # the store call's, in the tasks it gathers too (their context is a copy)
+            log(
+                "mongo",
+                _task() if task == "-" else task,
+                event.command_name,
+                target if isinstance(target, str) else "",
+                str(event.request_id),
+            )
 
         def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-            pass
+            log("mongoend", str(event.request_id), str(event.duration_micros))
 
         def failed(self, event: monitoring.CommandFailedEvent) -> None:
-            pass
+            log("mongoend", str(event.request_id), str(event.duration_micros))
 
     monitoring.register(Commands())
 
@@ -157,6 +165,10 @@ class Step:
     commits: int = 0
     reads: int = 0
     fsyncs: Counter[str] = field(default_factory=Counter)
+    commands: Counter[str] = field(default_factory=Counter)
+    """Every MongoDB command, reads and writes, by ``"<command> <collection>"``."""
+    micros: Counter[str] = field(default_factory=Counter)
+    """The round-trip microseconds of ``commands``, summed by the same key."""
 
 
 def _sql_summary(step: Step, sql: str) -> None:
@@ -188,6 +200,7 @@ def steps(trace_lines: list[str], fsync_lines: list[tuple[float, str]]) -> list[
     open_calls: dict[str, Step] = {}
     last_write: dict[str, Step] = {}
     writes_run: list[tuple[float, Step]] = []
+    started: dict[str, tuple[Step, str]] = {}
     for line in trace_lines:
         at, kind, *rest = line.rstrip("\n").split("\t")
         if kind == "call" and rest[1] == "0":
@@ -208,12 +221,18 @@ def steps(trace_lines: list[str], fsync_lines: list[tuple[float, str]]) -> list[
         elif kind == "mongo":
             step = open_calls.get(rest[0], outside)
             command, collection = rest[1], rest[2]
+            step.commands[f"{command} {collection}".strip()] += 1
+            if len(rest) > 3:
+                started[rest[3]] = (step, f"{command} {collection}".strip())
             if command in MONGO_WRITES:
                 step.commits += 1
                 step.writes[f"{command} {collection}"] += 1
                 writes_run.append((float(at), step))
             elif command in ("find", "aggregate", "count", "getMore", "distinct"):
                 step.reads += 1
+        elif kind == "mongoend" and rest[0] in started:
+            step, key = started.pop(rest[0])
+            step.micros[key] += int(rest[1])
     for synced, path in fsync_lines:
         before = [step for ran, step in writes_run if ran <= synced]
         (before[-1] if before else outside).fsyncs[path] += 1
@@ -293,6 +312,11 @@ class Approval:
     @property
     def reads(self) -> int:
         return sum(s.reads for s in self.steps)
+
+    @property
+    def commands(self) -> int:
+        """Every MongoDB command of the approval, reads included."""
+        return sum(sum(s.commands.values()) for s in self.steps)
 
 
 def suspended_run(client: Any, keyed: bool) -> tuple[str, str, dict[str, Any]]:
@@ -421,6 +445,31 @@ def lines(results: list[Approval]) -> list[str]:
                 f"| {number} | `{step.name}` | {_describe(step.writes)} | {step.commits} | {step.reads} | "
                 f"{_describe(step.fsyncs)} |"
             )
+        if any(a.commands for a in group):
+            out += ["", *_command_lines(group)]
+    return out
+
+
+def _command_lines(group: list[Approval]) -> list[str]:
+    """Markdown: each MongoDB command of the approvals in ``group`` by store call (in the first
+    approval's order), how many each approval sent, and the median of its summed round trips."""
+    import statistics
+
+    out = [
+        f"MongoDB commands ({min(a.commands for a in group)}-{max(a.commands for a in group)} per approval):",
+        "",
+        "| store call | command | per approval | round trips, median ms |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    keys: dict[tuple[str, str], None] = {}
+    for approval in group:
+        for step in approval.steps:
+            keys.update(dict.fromkeys((step.name, command) for command in step.commands))
+    for name, command in keys:
+        counts = [sum(s.commands[command] for s in a.steps if s.name == name) for a in group]
+        micros = [sum(s.micros[command] for s in a.steps if s.name == name) for a in group]
+        spread = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
+        out.append(f"| `{name}` | {command} | {spread} | {statistics.median(micros) / 1000:.2f} |")
     return out
 
 

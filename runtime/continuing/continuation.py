@@ -226,7 +226,7 @@ class Continuation:
         captured: list[ModelMessage] = []
         try:
             async with renewing_claim(self.store, agent_id, run_id, by=me, ttl=self.claim_ttl, clock=self.now):
-                stored = await self.store.load_history(agent_id, run_id)
+                stored = await self.store.load_history(agent_id, run_id, history_id=claimed["historyId"])
                 if stored is None:
                     raise LookupError(f"the message history of run {run_id!r} is missing")
                 history, calls = identified_legacy(ModelMessagesTypeAdapter.validate_json(stored), claimed)

@@ -84,7 +84,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
                 found.append(doc)
         return found
 
-    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+    async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
         doc = self._owned(agent_id, run_id)
         return self._histories.get(doc["historyId"]) if doc is not None else None
 

@@ -5,6 +5,7 @@ snapshot before appending them (docs/storage.md "One unit of work")."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -41,6 +42,26 @@ DERIVE_TRIES = 10
 the first follows a write by another writer that changed the run's version meanwhile."""
 
 
+class Appended:
+    """Ids of events this store appended to ``run_events`` and left pending in their run's
+    snapshot, by run, for at most ``limit`` runs (the oldest forgotten first: an event forgotten is
+    appended again, and skipped there as a duplicate)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._ids: dict[str, frozenset[str]] = {}
+
+    def put(self, run_id: str, event_ids: Sequence[str]) -> None:
+        self._ids.pop(run_id, None)
+        self._ids[run_id] = frozenset(event_ids)
+        while len(self._ids) > self._limit:
+            del self._ids[next(iter(self._ids))]
+
+    def pop(self, run_id: str) -> frozenset[str]:
+        """The ids kept for ``run_id`` (none: empty), forgotten: the run is being written again."""
+        return self._ids.pop(run_id, frozenset())
+
+
 class MongoStoreBase:
     """The client, collections, lifecycle, histories and conditional updates of ``MongoSnapshotStore``
     (its arguments are documented there)."""
@@ -73,6 +94,7 @@ class MongoStoreBase:
             lambda: self._events,
             lambda: self._locks.hold if self._rewrites_whole_documents else None,
         )
+        self._appended = Appended()
         self.before_event: Callable[[Sequence[Mapping[str, Any]]], Awaitable[None]] | None = None
         """Test-only: awaited with the events about to be appended, between a run's state change
         (which recorded them in ``pendingEvents``) and their append."""
@@ -283,25 +305,37 @@ class MongoStoreBase:
         preceding_events: Sequence[EventDocument] = (),
         *,
         then_events: Callable[[Document], Sequence[EventDocument]] | None = None,
+        keep_pending: bool = False,
+        also: Callable[[], Awaitable[None]] | None = None,
     ) -> SnapshotDocument | None:
         """``_update`` with ``event`` (one or several, after ``preceding_events``, before those of
         ``then_events``) recorded inside the snapshot (``pendingEvents``) by the same
-        single-document write, then appended to ``run_events`` (``_settle_pending_events``)."""
+        single-document write, then appended to ``run_events`` (``_settle_pending_events``, with
+        ``keep_pending``). ``also``: awaited once the update matched, beside the append."""
         events = [*preceding_events, *event_list(event)]
         if events:
             pushed = {"$each": [encode(one, EVENT_FIELDS) for one in events]}
             update = {**update, "$push": {**update.get("$push", {}), "pendingEvents": pushed}}
         doc = await self._update(run_id, query, update, derive, then_events)
         if doc is not None and (events or (then_events is not None and cast(Document, doc).get("pendingEvents"))):
-            await self._settle_pending_events(cast(Document, doc))
+            await self._settle_pending_events(cast(Document, doc), keep=keep_pending, also=also)
+        elif doc is not None and also is not None:
+            await also()
         return doc
 
-    async def _settle_pending_events(self, doc: Document) -> None:
+    async def _settle_pending_events(
+        self, doc: Document, *, keep: bool = False, also: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         """Append every event pending in the snapshot ``doc`` (as just written) to ``run_events``,
-        ignoring the ones already there (same ``_id``); write its count entries when it carries
-        ``countsPending`` (an insert's, ``counts``); then clear both fields unless the run was
-        written again since (that writer settles them). ``doc`` is returned without the fields.
-        ``before_event`` runs first (tests inject a crash there)."""
+        ignoring the ones already there (same ``_id``), with ``also()`` awaited beside it; write
+        its count entries when it carries ``countsPending`` (an insert's, ``counts``); then clear
+        both fields unless the run was written again since (that writer settles them).
+
+        ``keep``: a write that claimed the run, whose holder writes it again (ends or releases the
+        claim, each settling the events pending then): the events are left in the snapshot once
+        appended, unless it carries an insert's marker, and their ids kept in this store
+        (``_appended``) so that the next write of the run appends them no more. ``doc`` is
+        returned without the fields. ``before_event`` runs first (tests inject a crash there)."""
         pending = doc.pop("pendingEvents", None) or []
         added = added_at(doc)
         cleared: Document = {"pendingEvents": ""}
@@ -309,17 +343,28 @@ class MongoStoreBase:
             cleared[MARKER if removed_at(doc) is None else f"{MARKER}.added"] = ""
         if self.before_event is not None:
             await self.before_event(pending)
-        await self._append_each(pending)
+        if also is None:
+            await self._append_each(pending, doc["_id"])
+        else:
+            await asyncio.gather(self._append_each(pending, doc["_id"]), also())
         if added is not None:
             async with reachable():
                 await self._counts.record(doc, "i")
         doc.pop(MARKER, None)
+        if keep and added is None:
+            self._appended.put(doc["_id"], [event["_id"] for event in pending])
+            return
         async with reachable(), self._lock(doc["_id"]):
             await self._runs.update_one({"_id": doc["_id"], "version": doc["version"]}, {"$unset": cleared})
 
-    async def _append_each(self, events: Sequence[Document]) -> None:
+    async def _append_each(self, events: Sequence[Document], run_id: str | None = None) -> None:
         """Insert ``events`` into ``run_events`` by one unordered ``insert`` command, skipping
-        those already there (appended before, by the writer or by an earlier recovery)."""
+        those already there (appended before, by the writer or by an earlier recovery); with
+        ``run_id``, first leaving out those this store appended for that run and kept pending
+        (``_settle_pending_events``)."""
+        if run_id is not None:
+            known = self._appended.pop(run_id)
+            events = [event for event in events if event["_id"] not in known]
         if not events:
             return
         try:

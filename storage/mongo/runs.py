@@ -18,7 +18,16 @@ from ..protocol.writes import Events
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
 from .counts import EQUALITY_FIELDS, MARKER, added_at, filter_keys, removed_at, with_run_keys
-from .mapping import NOT_FINISHED, keyset, listing_query, page, read_snapshot, read_snapshots, stored_snapshot
+from .mapping import (
+    NOT_FINISHED,
+    STORE_FIELDS,
+    keyset,
+    listing_query,
+    page,
+    read_snapshot,
+    read_snapshots,
+    stored_snapshot,
+)
 from .reachability import reachable
 from .schema import LISTING_ORDER, REVERSE_ORDER
 from .windows import filter_key
@@ -31,7 +40,7 @@ class MongoRuns(MongoStoreBase):
 
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
         async with reachable():
-            doc = await self._runs.find_one({"_id": run_id, "agentId": agent_id, **NOT_FINISHED})
+            doc = await self._runs.find_one({"_id": run_id, "agentId": agent_id, **NOT_FINISHED}, STORE_FIELDS)
         return read_snapshot(doc)
 
     async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
@@ -39,7 +48,7 @@ class MongoRuns(MongoStoreBase):
             return []
         async with reachable():
             ids = list(dict.fromkeys(run_ids))
-            docs = await page(self._runs.find({"_id": {"$in": ids}, **NOT_FINISHED}), len(ids)).to_list()
+            docs = await page(self._runs.find({"_id": {"$in": ids}, **NOT_FINISHED}, STORE_FIELDS), len(ids)).to_list()
         return read_snapshots(docs)
 
     async def list_runs(
@@ -56,7 +65,7 @@ class MongoRuns(MongoStoreBase):
         async def read(extra: Document | None) -> list[Document]:
             conditions = [*bounds, extra] if extra else bounds
             found = {**query, "$and": conditions} if conditions else query
-            cursor = self._runs.find(found).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
+            cursor = self._runs.find(found, STORE_FIELDS).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
             if skip and not from_end:
                 cursor = cursor.skip(skip)
             if limit is not None:
@@ -93,7 +102,12 @@ class MongoRuns(MongoStoreBase):
         async with reachable():
             return await page(self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER), limit).explain()
 
-    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+    async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
+        """One read by ``history_id`` when given and still stored, else the run's then its history's."""
+        if history_id is not None:
+            found = await self._read_history(history_id)
+            if found is not None:
+                return found
         snapshot = await self.get(agent_id, run_id)
         if snapshot is None:
             return None

@@ -4,6 +4,7 @@ and the sweeper's reads of stalled and expired runs (``RunStore``). Every condit
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -13,7 +14,7 @@ from pymongo import ASCENDING
 from .. import rules
 from .._query import utcnow
 from ..documents import EventDocument, SnapshotDocument
-from ..protocol import writes
+from ..protocol import event_list, writes
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive
 from .conditions import compiled, merged
@@ -70,15 +71,34 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             )
         claim, deadline = write.claim, _deadline_once_decided(write.index)
         decided = encode(write.decision, DECISION_FIELDS)
+        update: Document = {
+            "$set": {f"toolCalls.{write.index}.decision": decided, "updatedAt": write.now},
+            "$unset": {f"toolCalls.{write.index}.reviewClaim": ""},
+            "$inc": {"pendingCount": -1, "version": 1},
+        }
+        claiming = write.claiming
+        if claim is not None and claiming is not None:
+            # the run as its claim's events were made (the last pending call, at ``claim.version``):
+            # its deadline is then none, so the write needs no read first; otherwise, read and derive
+            doc = await self._update_then_append(
+                [*event_list(write.event), *claim.events],
+                write.run_id,
+                merged(compiled(write.condition), compiled(claiming)),
+                {
+                    **update,
+                    "$set": {**update["$set"], "expiresAt": None, "status": "resuming", "claim": claim.document()},
+                },
+                preceding_events=write.preceding_events,
+                keep_pending=True,
+                also=lambda: self._updates_after(write.run_id, claim.updates),
+            )
+            if doc is not None:
+                return doc
         doc = await self._update_then_append(
             write.event,
             write.run_id,
             compiled(write.condition),
-            {
-                "$set": {f"toolCalls.{write.index}.decision": decided, "updatedAt": write.now},
-                "$unset": {f"toolCalls.{write.index}.reviewClaim": ""},
-                "$inc": {"pendingCount": -1, "version": 1},
-            },
+            update,
             deadline if claim is None else _claimed_once_decided(deadline, write),
             write.preceding_events,
             then_events=None if claim is None else _claim_events(write),
@@ -181,7 +201,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             pending = with_run_keys(cast(Document, marked).get("pendingEvents") or [], cast(Document, marked))
             if self.before_event is not None:
                 await self.before_event(pending)
-            await self._append_each(pending)
+            await self._append_each(pending, run_id)
             await self._count_added(cast(Document, marked))
         async with reachable(), self._lock(run_id):
             doc = await self._runs.find_one_and_delete(held)
@@ -191,10 +211,13 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             await self._count_added(doc)
             async with reachable():
                 await self._counts.record(doc, "d")
-        await self._delete_history(doc["historyId"])
-        await self._updates_after(run_id, write.updates)
-        if write.key is not None:
-            await self.complete_idempotency_key(write.key)
+        # the run is gone: what is left of it are independent writes, sent at once
+        key = write.key
+        await asyncio.gather(
+            self._delete_history(doc["historyId"]),
+            self._updates_after(run_id, write.updates),
+            *([] if key is None else [self.complete_idempotency_key(key)]),
+        )
         return True
 
     async def _count_added(self, doc: Document) -> None:

@@ -42,8 +42,10 @@ class RunStore(Protocol):
         """Number of runs of ``agent_id`` matching ``run_filter`` (``totalCount``)."""
         ...
 
-    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
-        """The run's message history (pydantic-ai JSON bytes), or ``None`` if the run is gone."""
+    async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
+        """The run's message history (pydantic-ai JSON bytes), or ``None`` if the run is gone.
+        ``history_id``: the run's ``historyId`` as read by the holder of its claim (a history is
+        never rewritten under its id): a store may read that history without reading the run."""
 
     # -- writing -----------------------------------------------------------------------------
     async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: writes.Events = None) -> None:

@@ -124,7 +124,7 @@ class _Runs(_Connection):
         """SQLite's query plan of ``count_runs`` (``EXPLAIN QUERY PLAN``), one line per step."""
         return await self._explain(*self._count_sql(agent_id, run_filter))
 
-    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+    async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
         """The run's history; right after this store's claiming write on the run, the one that
         write read in its transaction (``_keep_history``), with no read of its own."""
         compressed = self._kept_history(agent_id, run_id)

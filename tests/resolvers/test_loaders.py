@@ -74,9 +74,9 @@ class HistoryCountingStore(MemorySnapshotStore):
         super().__init__()
         self.history_reads: list[str] = []
 
-    async def load_history(self, agent_id: str, run_id: str) -> bytes | None:
+    async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
         self.history_reads.append(run_id)
-        return await super().load_history(agent_id, run_id)
+        return await super().load_history(agent_id, run_id, history_id=history_id)
 
 
 async def test_a_page_reads_histories_only_when_it_selects_conversations_and_then_once_per_run() -> None:

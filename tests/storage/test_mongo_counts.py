@@ -241,3 +241,46 @@ def test_a_run_finished_with_an_older_event_pending_is_no_longer_listed(
             assert machine._run(store.count_runs("refund-agent", RunFilter())) == 0
     finally:
         machine.teardown()
+
+
+@pytest.mark.parametrize("server", ["mongodb_server", "ferretdb1_server"])
+def test_a_run_whose_completion_is_marked_in_its_snapshot_and_its_event_is_subtracted_once(
+    request: pytest.FixtureRequest, server: str
+) -> None:
+    SERVER[:] = [request.getfixturevalue(server)]
+    machine = MongoCountsMachine()
+    store = machine.stores[1]
+    seen: list[dict[str, int]] = []
+
+    async def appended_then_counted(events: Any) -> None:
+        if not any(event.get("type") == "completed" for event in events):
+            return
+        # the completion's event appended (marked), its snapshot not yet deleted (marked too)
+        await store._append_each(events)
+        run = await store.database[schema.RUNS].find_one({"_id": machine.ids[0]})
+        assert run is not None
+        assert run["countsPending"].get("removed") is not None, run
+        event = await store.database[schema.EVENTS].find_one({"runId": machine.ids[0], "type": "completed"})
+        assert event is not None
+        assert event["countsPending"]["at"] is not None, event
+        seen.append({repr(f): await store.count_runs("refund-agent", f) for f in FILTERS})
+
+    try:
+        # given two runs of one thread and resource, their counts written
+        for _ in range(2):
+            machine._run(machine._one(machine.stores[0], ("insert", ("refund-agent", "t1", "r1"))))
+
+        # when the first is finished, and counted while both its snapshot and its `completed`
+        # event say its `d` entries may be missing
+        store.before_event = appended_then_counted
+        machine._run(machine._finish(store, 0))
+        store.before_event = None
+
+        # then it is subtracted once: one run is left in every total that counted both
+        expected = {repr(f): len(machine._run(machine.stores[0].list_runs("refund-agent", f))) for f in FILTERS}
+        assert set(expected.values()) == {0, 1}, expected
+        assert seen == [expected]
+        for one in machine.stores:
+            assert {repr(f): machine._run(one.count_runs("refund-agent", f)) for f in FILTERS} == expected
+    finally:
+        machine.teardown()

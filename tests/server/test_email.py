@@ -357,7 +357,6 @@ async def test_recipients_without_smtp_are_a_warning_at_start_naming_the_rules(
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45: a prior approver is still reminded")
 async def test_a_recipient_who_already_approved_is_not_reminded(smtp: tuple[Inbox, int]) -> None:
     inbox, port = smtp
     everyone = ["key:alice", "key:bob"]

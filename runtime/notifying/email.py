@@ -5,9 +5,9 @@
 adds one message per recipient with an address, but none the gate would refuse an approval
 (``barred_recipients``), to ``webhook_deliveries`` (endpoint ``EMAIL``, insert-if-absent by id)
 when a question starts to wait, is reminded, is escalated. ``send_once`` leases the due
-messages, as the webhook dispatcher leases deliveries, and sends each through the SMTP server (``aiosmtplib``), the call
-shown as ``summary`` shows it, with one signed link per action (``LinkSigner``) made as it is
-sent; a failed attempt is retried on ``RetryPolicy``.
+messages, as the webhook dispatcher leases deliveries, and sends each through the SMTP server
+(``aiosmtplib``), shown as ``summary`` shows it, with one signed link per action
+(``LinkSigner``) made as it is sent; a failed attempt is retried on ``RetryPolicy``.
 """
 
 from __future__ import annotations

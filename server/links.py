@@ -20,7 +20,7 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from runtime import Principal, RunManager, RunOutcome, RunsgateError
+from runtime import DuplicateApproverError, Principal, RunManager, RunOutcome, RunsgateError
 from runtime.deciding.questions import decided_in_events
 from runtime.deciding.refusals import active_review_claim
 from runtime.deciding.rules import review_claim_required
@@ -115,6 +115,23 @@ def _claim_warning(runs: RunManager, call: ToolCallDocument, recipient: str) -> 
     )
 
 
+def _refused_approval(refused: RunsgateError | None, call: ToolCallDocument, recipient: str) -> str:
+    """The page's note when the gate refuses ``recipient`` an approval of ``call``
+    (``DecisionGate.refusal_of``), before any button: when it already gave one of the approvals,
+    since when and how many are still wanted; otherwise the refusal's message. ``""`` when none."""
+    if isinstance(refused, DuplicateApproverError):
+        given = [a for a in call.get("approvals") or [] if a["decidedBy"] == recipient]
+        when = f" at {_when(given[0]['decidedAt'])}" if given else ""
+        count, needed = len(call.get("approvals") or []), call.get("approvalsRequired", 1)
+        return (
+            f'<p role="status">You already approved this question{when}. It waits for another approver '
+            f"({count} of {needed} approvals given); your approval cannot count twice.</p>"
+        )
+    if refused is not None:
+        return f'<p role="alert">You may not approve it: {html.escape(refused.message)}</p>'
+    return ""
+
+
 def _outcome(outcome: RunOutcome, asked: ToolCallDocument | None, link: Link, done: str) -> str:
     """What the decision ``done`` (``approved``, ``declined``) by ``link`` on ``asked`` (the call as
     read before it) led to, as recorded: an approval of several, the run still waiting on other
@@ -177,16 +194,24 @@ class Links:
             return _page("Nothing to decide here", "<p>This question is no longer waiting for you.</p>", 404)
         runs: RunManager = request.app.state.runs
         verb = "Approve" if link.action == "approve" else "Decline"
+        refused = await runs.review_queue.refusal_of(doc, doc["toolCalls"].index(call), principal)
+        if link.action == "decline" and not isinstance(refused, DuplicateApproverError):
+            refused = None  # the gate lets one refused an approval still decline
+        button = (
+            ""
+            if link.action == "approve" and refused is not None
+            else '<form method="post" action="/links">'
+            f'<input type="hidden" name="token" value="{html.escape(request.path_params["token"])}">'
+            f'<button type="submit">{verb}</button></form>'
+        )
         shown = {"args": call["args"]} if call["requiresApproval"] else {"suspendPayload": call["suspendPayload"]}
         body = (
             f"<p><strong>{html.escape(call['toolName'])}</strong>, asked by agent {html.escape(link.agent_id)} "
             f"(run <code>{html.escape(link.run_id)}</code>), waiting since {_when(doc['suspendedAt'])}.</p>"
             f"<pre>{html.escape(json.dumps(shown, indent=2, ensure_ascii=False))}</pre>"
             f"{_claim_warning(runs, call, link.recipient)}"
-            f"<p>You decide as <strong>{html.escape(link.recipient)}</strong>.</p>"
-            '<form method="post" action="/links">'
-            f'<input type="hidden" name="token" value="{html.escape(request.path_params["token"])}">'
-            f'<button type="submit">{verb}</button></form>'
+            f"{_refused_approval(refused, call, link.recipient)}"
+            f"<p>You decide as <strong>{html.escape(link.recipient)}</strong>.</p>{button}"
             f'<p><a href="{html.escape(inbox)}">Open in the inbox</a></p>'
         )
         return _page(f"{verb} {call['toolName']}?", body)

@@ -1,8 +1,8 @@
 """Who decides (``Decider``) and why a decider may not (``refusal``, ``repeated_approval``): the
 scopes the rules require, separation of duties and an approval given already, one rule in one
 place for the gate's checks and the reviewers' queue (``DecisionGate.allowed``,
-``DecisionGate.may_decide``), and the starter it leaves out of a question's email
-(``barred_starter``); and the review claim held on a question."""
+``DecisionGate.may_decide``), and the principals it leaves out of a question's email
+(``barred_recipients``); and the review claim held on a question."""
 
 from __future__ import annotations
 
@@ -93,13 +93,19 @@ def repeated_approval(doc: SnapshotDocument, call: ToolCallDocument, name: str |
     return None
 
 
-def barred_starter(doc: SnapshotDocument, call: ToolCallDocument, rules: Sequence[ToolApprovalRule]) -> str | None:
-    """The principal who started ``doc`` when separation of duties keeps it from approving
-    ``call`` under ``rules`` (those of its owner; ``refusal``'s rule), else ``None`` (no such rule,
-    not an approval, or the run records no starter)."""
-    if not call["requiresApproval"] or not R.separation_of_duties(rules, call["toolName"], call["args"]):
-        return None
-    return doc.get("startedBy")
+def barred_recipients(
+    doc: SnapshotDocument, call: ToolCallDocument, rules: Sequence[ToolApprovalRule]
+) -> frozenset[str | None]:
+    """The principals the gate would refuse an approval of ``call`` of ``doc`` under ``rules``
+    (those of its owner), whom its email leaves out: the run's starter when separation of duties
+    bars it (``refusal``'s rule; not when the run records no starter), and each who already gave
+    one of its approvals (``repeated_approval``'s rule). Empty for a call that is not an approval."""
+    if not call["requiresApproval"]:
+        return frozenset()
+    barred = {approval["decidedBy"] for approval in call.get("approvals") or []}
+    if R.separation_of_duties(rules, call["toolName"], call["args"]) and doc.get("startedBy") is not None:
+        barred.add(doc["startedBy"])
+    return frozenset(barred)
 
 
 def active_review_claim(call: ToolCallDocument, now: datetime) -> ReviewClaimDocument | None:
@@ -112,7 +118,7 @@ __all__ = [
     "Decider",
     "DeciderKind",
     "active_review_claim",
-    "barred_starter",
+    "barred_recipients",
     "bars_none",
     "refusal",
     "repeated_approval",

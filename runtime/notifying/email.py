@@ -2,12 +2,12 @@
 "Deciding from an email").
 
 ``EmailOutbox.on_event`` (the ``DeadlineNotifier``'s hook, so each event is read once per scan)
-adds one message per recipient with an address (not the run's starter where separation of duties
-bars it) to ``webhook_deliveries`` (endpoint ``EMAIL``, insert-if-absent by id) when a question
-starts to wait, is reminded, is escalated. ``send_once`` leases the due messages, as the webhook
-dispatcher leases deliveries, and sends each through the SMTP server (``aiosmtplib``), the call
-shown as ``summary`` shows it, with one signed link per action (``LinkSigner``) made as it is
-sent; a failed attempt is retried on ``RetryPolicy``.
+adds one message per recipient with an address, but none the gate would refuse an approval
+(``barred_recipients``), to ``webhook_deliveries`` (endpoint ``EMAIL``, insert-if-absent by id)
+when a question starts to wait, is reminded, is escalated. ``send_once`` leases the due
+messages, as the webhook dispatcher leases deliveries, and sends each through the SMTP server
+(``aiosmtplib``), shown as ``summary`` shows it, with one signed link per action
+(``LinkSigner``) made as it is sent; a failed attempt is retried on ``RetryPolicy``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from storage.url_credentials import masked
 
 from .._cancel import in_rounds
 from ..access import ToolApprovalRule
-from ..deciding.refusals import barred_starter
+from ..deciding.refusals import barred_recipients
 from ..deciding.rules import covering, owner
 from ..running.deferred import question_id
 from ..webhooks.messages import RetryPolicy, inbox_url
@@ -113,8 +113,8 @@ class EmailOutbox:
                 continue
             rules = covering(self._rules, owner(run["agentId"], call))
             told = notices_for(rules, call["toolName"], call["args"]).told(moment)
-            barred = barred_starter(run, call, rules)  # its links could only answer 409
-            for identity in (identity for identity in told if identity != barred):
+            barred = barred_recipients(run, call, rules)  # their approve links could only answer 409
+            for identity in (identity for identity in told if identity not in barred):
                 address = self._addresses.get(identity)
                 if address is None:
                     self._warn_unaddressed(identity, moment, run, question_id(call))

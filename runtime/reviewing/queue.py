@@ -26,6 +26,7 @@ from storage import (
 from ..access import Principal
 from ..deciding.gate import DecisionGate
 from ..deciding.refusals import active_review_claim
+from ..errors import RunsgateError
 
 BATCH = 50
 """Runs read at once while filling a page (more when the page is larger)."""
@@ -171,6 +172,10 @@ class ReviewQueue:
     async def may_decide(self, doc: SnapshotDocument, index: int, principal: Principal) -> bool:
         """``DecisionGate.may_decide``, decided or not."""
         return await self._gate.may_decide(doc, index, principal)
+
+    async def refusal_of(self, doc: SnapshotDocument, index: int, principal: Principal) -> RunsgateError | None:
+        """``DecisionGate.refusal_of``: why ``principal`` may not approve call ``index`` of ``doc``."""
+        return await self._gate.refusal_of(doc, index, principal)
 
     def may_decide_tool(self, principal: Principal, resource_id: str | None, tool_name: str) -> bool:
         """``DecisionGate.may_decide_tool``."""

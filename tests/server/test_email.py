@@ -26,6 +26,7 @@ from runtime.notifying.email import EMAIL, EmailOutbox
 from runtime.notifying.links import LinkSigner
 from server.services import Services
 from server.settings import DEMO_AGENTS, ConfigError, Settings, load_settings
+from storage import utcnow
 from storage.memory.store import MemorySnapshotStore
 from storage.protocol import DeliveryListing
 
@@ -354,3 +355,33 @@ async def test_recipients_without_smtp_are_a_warning_at_start_naming_the_rules(
         "RUNSGATE_SMTP_URL is not set: the recipients of tool rules refund-mail (issue_refund), #3 (issue_refund) "
         "get no email (no email when a question waits, no reminder, no escalation); the queue and webhooks still tell"
     ]
+
+
+async def test_a_recipient_who_already_approved_is_not_reminded(smtp: tuple[Inbox, int]) -> None:
+    inbox, port = smtp
+    everyone = ["key:alice", "key:bob"]
+    rule = ToolApprovalRule(tool="issue_refund", approvals=2, recipients={"reminded": everyone, "escalated": everyone})
+    outbox = EmailOutbox(
+        MemorySnapshotStore(),
+        rules=[rule],
+        addresses={"key:alice": "alice@example.com", "key:bob": "bob@example.com"},
+        signer=LinkSigner(SECRET, ttl=3600),
+        public_url="http://test",
+        smtp_url=f"smtp://127.0.0.1:{port}",
+        sender="runsgate@localhost",
+        instance_id="test",
+    )
+    run = _run({"order_id": 1042})
+    run["toolCalls"][0] |= {"approvalsRequired": 2, "approvals": [{"decidedBy": "key:bob", "decidedAt": utcnow()}]}
+
+    await outbox.on_event(_event("e1", "reminded"), run)  # type: ignore[arg-type]
+    await outbox.on_event(_event("e2", "escalated"), run)  # type: ignore[arg-type]
+    sent = await outbox.send_once()
+
+    assert sent == 2
+    told = await _until(lambda: len(got := inbox.to("alice@example.com")) >= 2 and got)
+    assert sorted(str(message["Subject"]).split(":")[0] for message in told) == [
+        "[runsgate] Escalated",
+        "[runsgate] Reminder",
+    ]
+    assert inbox.to("bob@example.com") == []

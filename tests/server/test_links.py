@@ -393,3 +393,37 @@ async def test_a_link_expires_by_the_ttl_it_was_made_under_and_an_older_one_by_t
     calls = await _calls(page.gql, run_id)
     assert calls is not None
     assert calls[0]["decision"] is None
+
+
+async def test_a_prior_approver_is_told_so_and_shown_no_approve_button(serve: Serve) -> None:
+    carol = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz")
+    bob = TestKey("bob", "rg_test_bob_0123456789abcdefghijklmnopqrstuvwxyz")
+    served = await serve(
+        keys=[ALICE, bob, carol], link_secret=SECRET, tool_rules=[{"tool": "issue_refund", "approvals": 2}]
+    )
+    page = Page(served)
+    try:
+        run_id, call = await page.waiting()
+        first = await page.click(page.token(run_id, call, recipient="key:bob"))
+        approve = await page.http.get(f"/links/{page.token(run_id, call, recipient='key:bob')}")
+        decline = await page.http.get(f"/links/{page.token(run_id, call, 'decline', recipient='key:bob')}")
+        other = await page.http.get(f"/links/{page.token(run_id, call, recipient='key:carol')}")
+        doc = await served.app.state.store.get(REFUND, run_id)
+        declined = await page.click(page.token(run_id, call, "decline", recipient="key:bob"))
+    finally:
+        await page.http.aclose()
+    assert first.status_code == 200, first.text
+    given = doc["toolCalls"][0]["approvals"][0]["decidedAt"].isoformat(timespec="seconds").replace("+00:00", "Z")
+    assert approve.status_code == 200, approve.text
+    said = approve.text.index("You already approved")
+    assert given in approve.text
+    assert "waits for another approver" in approve.text
+    assert "<button" not in approve.text
+    # he may still decline (the gate allows it); the note comes before the button
+    assert "You already approved" in decline.text
+    assert decline.text.index("You already approved") < decline.text.index(">Decline</button>")
+    assert said > 0
+    # another approver still gets the button, and no such note
+    assert ">Approve</button>" in other.text
+    assert "You already approved" not in other.text
+    assert declined.status_code == 200, declined.text

@@ -36,6 +36,8 @@ KNOWN_OPERATION_NAMES = frozenset(
         "InboxQueue",
         "InboxClaimReview",
         "InboxReleaseReview",
+        "InboxQueueEvents",
+        "InboxRunOutcome",
         # README.md, docs/api.md and examples/
         "StartRun",
         "SuspendedRuns",

@@ -269,6 +269,17 @@ def runsgate_servers(
             stop_process(proc)
 
 
+def store_variables(request: pytest.FixtureRequest, folder: Path) -> dict[str, str]:
+    """The variables putting a runsgate process's store where ``request.param`` (one of
+    ``STORE_KINDS``) says: the memory store (none), a SQLite file in ``folder``, or a fresh
+    database on the ``mongodb_server`` fixture's server."""
+    if request.param == "sqlite":
+        return {"RUNSGATE_STORE": f"sqlite:///{folder / 'runsgate.db'}"}
+    if request.param == "mongo":
+        return {"MONGODB_URI": with_database(request.getfixturevalue("mongodb_server"))}
+    return {}
+
+
 @contextmanager
 def runsgate_processes(logs: list[Path], command: Sequence[str] = SERVE, **variables: str) -> Iterator[list[str]]:
     """``runsgate_servers``, yielding only the base URLs."""

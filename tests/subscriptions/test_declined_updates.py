@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests._servers import runsgate_process, with_database
+from tests._servers import runsgate_process, store_variables
 
 from .._graphql import REFUND, WAIT, GraphQLClient, GraphQLWebSocket, document, ws_connect
 from ..conftest import STORE_KINDS
@@ -50,11 +50,7 @@ RULES = json.dumps([{"tool": "issue_refund", "argument": "amount", "above": 500,
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One runsgate process on the memory store, a SQLite file, then a fresh MongoDB database."""
     folder = tmp_path_factory.mktemp(f"declined-{request.param}")
-    store: dict[str, str] = {}
-    if request.param == "sqlite":
-        store = {"RUNSGATE_STORE": f"sqlite:///{folder / 'runsgate.db'}"}
-    elif request.param == "mongo":
-        store = {"MONGODB_URI": with_database(request.getfixturevalue("mongodb_server"))}
+    store = store_variables(request, folder)
     with runsgate_process(
         folder / "server.log",
         RUNSGATE_TOOL_RULES=RULES,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests._servers import runsgate_process, with_database
+from tests._servers import runsgate_process, store_variables
 
 from .._auth import ADMIN, TestKey, api_keys_json
 from .._graphql import REFUND, WEATHER, WEATHER_PROMPT, GraphQLClient, GraphQLWebSocket, document, ws_connect
@@ -68,11 +68,7 @@ CLAIM = document(
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A secured runsgate process on the memory store, a SQLite file, then a fresh MongoDB database."""
     folder = tmp_path_factory.mktemp(f"queue-{request.param}")
-    store: dict[str, str] = {}
-    if request.param == "sqlite":
-        store = {"RUNSGATE_STORE": f"sqlite:///{folder / 'runsgate.db'}"}
-    elif request.param == "mongo":
-        store = {"MONGODB_URI": with_database(request.getfixturevalue("mongodb_server"))}
+    store = store_variables(request, folder)
     with runsgate_process(
         folder / "server.log",
         RUNSGATE_AUTH="on",

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests._servers import runsgate_process, with_database
+from tests._servers import runsgate_process, store_variables
 
 from .._auth import ADMIN, api_keys_json
 from .._graphql import REFUND
@@ -28,11 +28,7 @@ COUNTING_SERVER = [sys.executable, "-m", "tests.ecosystem._counting_server"]
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A secured counting runsgate process on the memory store, a SQLite file, then MongoDB."""
     folder = tmp_path_factory.mktemp(f"queue-reads-{request.param}")
-    store: dict[str, str] = {}
-    if request.param == "sqlite":
-        store = {"RUNSGATE_STORE": f"sqlite:///{folder / 'runsgate.db'}"}
-    elif request.param == "mongo":
-        store = {"MONGODB_URI": with_database(request.getfixturevalue("mongodb_server"))}
+    store = store_variables(request, folder)
     with runsgate_process(
         folder / "server.log",
         COUNTING_SERVER,

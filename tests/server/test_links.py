@@ -56,8 +56,15 @@ class Page:
         assert calls is not None
         return run["runId"], calls[0]
 
-    def token(self, run_id: str, call: dict[str, Any], action: str = "approve", recipient: str = "key:alice") -> str:
-        return self.signer.make(
+    def token(
+        self,
+        run_id: str,
+        call: dict[str, Any],
+        action: str = "approve",
+        recipient: str = "key:alice",
+        signer: LinkSigner | None = None,
+    ) -> str:
+        return (signer or self.signer).make(
             recipient=recipient,
             agent_id=REFUND,
             run_id=run_id,
@@ -68,6 +75,27 @@ class Page:
 
     async def click(self, token: str) -> httpx.Response:
         return await self.http.post("/links", data={"token": token})
+
+
+def _link_made_before_expiry(run_id: str, call: dict[str, Any], *, age: int, jti: str) -> str:
+    """A link to approve ``call`` for key:alice in the format made before links carried their own
+    expiry (no ``exp``: read with the current TTL), signed ``age`` seconds ago."""
+
+    class Then(TimestampSigner):
+        def get_timestamp(self) -> int:
+            return int(time.time()) - age
+
+    return URLSafeTimedSerializer(SECRET, salt=SALT, signer=Then).dumps(
+        {
+            "jti": jti,
+            "recipient": "key:alice",
+            "agent_id": REFUND,
+            "run_id": run_id,
+            "tool_call_id": call["toolCallId"],
+            "question_id": call["questionId"],
+            "action": "approve",
+        }
+    )
 
 
 @pytest.fixture
@@ -157,30 +185,8 @@ async def test_an_altered_or_expired_link_says_so_and_changes_nothing(page: Page
     token = page.token(run_id, call)
     altered = token[:-3] + ("AAA" if not token.endswith("AAA") else "BBB")
     other_run = page.token("someone-elses-run", call)
-    forged = LinkSigner("another-secret-of-at-least-32-bytes-012345", ttl=3600).make(
-        recipient="key:alice",
-        agent_id=REFUND,
-        run_id=run_id,
-        tool_call_id=call["toolCallId"],
-        question_id=call["questionId"],
-        action="approve",
-    )
-
-    class Old(TimestampSigner):
-        def get_timestamp(self) -> int:
-            return int(time.time()) - 30 * 86400
-
-    expired = URLSafeTimedSerializer(SECRET, salt=SALT, signer=Old).dumps(
-        {
-            "jti": "0" * 32,
-            "recipient": "key:alice",
-            "agent_id": REFUND,
-            "run_id": run_id,
-            "tool_call_id": call["toolCallId"],
-            "question_id": call["questionId"],
-            "action": "approve",
-        }
-    )
+    forged = page.token(run_id, call, signer=LinkSigner("another-secret-of-at-least-32-bytes-012345", ttl=3600))
+    expired = _link_made_before_expiry(run_id, call, age=30 * 86400, jti="0" * 32)
 
     for bad in (altered, forged):
         assert (await page.click(bad)).status_code == 400
@@ -359,30 +365,8 @@ async def test_the_page_after_deciding_names_the_outcome(serve: Serve) -> None:
 async def test_a_link_expires_by_the_ttl_it_was_made_under_and_an_older_one_by_the_current(page: Page) -> None:
     run_id, call = await page.waiting()
     two_hours_ago = LinkSigner(SECRET, ttl=3600, clock=lambda: time.time() - 7200)
-    short_lived = two_hours_ago.make(
-        recipient="key:alice",
-        agent_id=REFUND,
-        run_id=run_id,
-        tool_call_id=call["toolCallId"],
-        question_id=call["questionId"],
-        action="approve",
-    )
-
-    class TwoHoursAgo(TimestampSigner):
-        def get_timestamp(self) -> int:
-            return int(time.time()) - 7200
-
-    made_before = URLSafeTimedSerializer(SECRET, salt=SALT, signer=TwoHoursAgo).dumps(
-        {
-            "jti": "1" * 32,
-            "recipient": "key:alice",
-            "agent_id": REFUND,
-            "run_id": run_id,
-            "tool_call_id": call["toolCallId"],
-            "question_id": call["questionId"],
-            "action": "approve",
-        }
-    )
+    short_lived = page.token(run_id, call, signer=two_hours_ago)
+    made_before = _link_made_before_expiry(run_id, call, age=7200, jti="1" * 32)
 
     # the server's RUNSGATE_LINK_TTL is 3 days: the link made for 1 hour still expired after it
     expired = await page.http.get(f"/links/{short_lived}")

@@ -57,10 +57,6 @@ def test_another_reviewers_first_approval_logs_a_line_that_says_so(seen: dict[st
     assert "" not in approval["lines"], approval["lines"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a read of the queue answering before the approval drops the run from the page's order: no place is kept",
-)
 def test_the_approvers_card_keeps_its_place_with_its_result(seen: dict[str, Any]) -> None:
     _step(seen, "settled")
     settled = seen["settled"]

@@ -89,7 +89,9 @@ export function queueLine(message, agentName, decided) {
     return `New question ${where} (${agentName(message.agentId)}): ${callSummary({ toolName, toolCallId: message.toolCallId, args })}.`;
   }
   if (cause === 'decision') return `Decision ${where} by ${by || 'someone'}: ${decided ? decisionText(decided) : `${call} decided`}.`;
-  if (cause === 'approval' && change === 'CHANGED') return `${call} ${where}: approved by ${by || 'someone'}, more approvals needed.`;
+  // CHANGED in a queue that was told of the question, ENTERED in one that was not (a subscription
+  // started after it was asked): either way another approval is needed
+  if (cause === 'approval' && change !== 'LEFT') return `${call} ${where}: approved by ${by || 'someone'}, more approvals needed.`;
   if (cause === 'expired' && change === 'LEFT') return `${call} ${where}: its deadline passed.`;
   if (cause === 'escalated' && change !== 'LEFT') return `${call} ${where}: escalated.`;
   return null;
@@ -156,8 +158,10 @@ export function useQueueEvents({ enabled, filter, token, agentName, log, own, wa
             claimLine(own, log, message.cause, message.runId, message.toolCallId, message.toolName, message.by);
           } else if (message.cause === 'decision' || message.cause === 'approval') {
             if (own.current.has(ownCall)) return;
-            if (message.cause === 'approval') log(queueLine(message, names.current));
-            else {
+            if (message.cause === 'approval') {
+              const line = queueLine(message, names.current);
+              if (line) log(line); // never an empty line
+            } else {
               // the decision's kind, edit and reason are in its run event, not in the message
               request(token, docs.RUN_NOW, { agentId: message.agentId, runId: message.runId })
                 .then((data) => {

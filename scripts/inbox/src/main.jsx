@@ -628,6 +628,11 @@ function BulkBar({ agent, count, busy, decide }) {
 
 /** What the result of a recorded decision says in the decided card's place. */
 function settledText(verb, call, runId, result, change) {
+  const given = call.approvals ? call.approvals.length + 1 : 1;
+  if (verb.startsWith('Approved') && call.approvalsRequired > given && result.status === 'SUSPENDED') {
+    // one approval of several: the call still waits, in the other reviewers' queues
+    return `${verb}: ${callSummary(call)} on run ${runId}: ${given} of ${call.approvalsRequired} approvals given; waits for another approver.`;
+  }
   const status = result.status === 'RESUMING' ? 'recorded, continuing (its progress is under "Progress after decisions")' : `recorded; the run is now ${result.status}`;
   return `${verb}: ${callSummary(call)} on run ${runId}${change ? ` (${change})` : ''}: ${status}.`;
 }
@@ -644,6 +649,11 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
   const [messages, setMessages] = useState({});
   // runs decided here, shown in their card's place (queue.jsx): runId -> {runId, questionId, height, text, ok, compact}
   const [slots, setSlots] = useState(() => new Map());
+  // runs whose decision is on its way, as their card showed them: runId -> run. A read of the
+  // listing may answer first without the run (a live message of the decision, or an approval of
+  // several, which the server drops from the approver's own queue): the card keeps its place
+  // until the answer settles it or the page reads the runs again.
+  const deciding = useRef(new Map());
   const order = useRef([]);
   const query = useMemo(() => (queue ? docs.reviewQueueQuery(features) : docs.suspendedRunsQuery(features)), [queue, features]);
   const [reload, setReload] = useState(0);
@@ -745,6 +755,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
       const last = run.toolCalls.filter((c) => !c.decision).length === 1;
       const next = nextCardKey(call.questionId);
       ownDecision(run.runId, call.toolCallId);
+      deciding.current.set(run.runId, run);
       setBusy(true);
       let result = null;
       try {
@@ -762,6 +773,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         if (e instanceof AuthRequired) onAuth(e);
         else log(`${what}: failed, ${e.message}`, 'problem');
       } finally {
+        deciding.current.delete(run.runId);
         setBusy(false);
         if (!result || result.__typename !== 'InvalidResumeData') setReload((n) => n + 1);
       }
@@ -778,6 +790,10 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
     const heights = new Map(selected.map((item) => [item.runId, runHeight(domId('run', item.runId))]));
     const next = nextCardKey(null, new Set(selected.map((item) => item.questionId)));
     selected.forEach((item) => ownDecision(item.runId, item.toolCallId));
+    for (const item of selected) {
+      const run = runs.find((r) => r.runId === item.runId);
+      if (run) deciding.current.set(item.runId, run);
+    }
     const groups = new Map();
     for (const item of selected) groups.set(item.agentId, [...(groups.get(item.agentId) || []), item]);
     const name = kind === 'APPROVED' ? 'approval' : 'decline';
@@ -825,6 +841,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
       if (e instanceof AuthRequired) onAuth(e);
       else log(`Bulk decision failed: ${e.message}`, 'problem');
     } finally {
+      selected.forEach((item) => deciding.current.delete(item.runId));
       setBusy(false);
       setReload((n) => n + 1);
     }
@@ -846,11 +863,12 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
   const byId = new Map(runs.map((run) => [run.runId, run]));
   const shown = (id) => {
     const slot = slots.get(id);
-    const run = byId.get(id);
+    const run = byId.get(id) || deciding.current.get(id);
     if (slot && !(run && run.toolCalls.some((c) => !c.decision && c.questionId !== slot.questionId))) return { slot };
     return run ? { run } : null;
   };
-  order.current = placeRuns(order.current, runs.map((run) => run.runId), slots);
+  const kept = new Set([...slots.keys(), ...deciding.current.keys()]);
+  order.current = placeRuns(order.current, runs.map((run) => run.runId), kept);
   const items = order.current.map((id) => [id, shown(id)]).filter(([, item]) => item);
   const turnPage = (next) => {
     setSlots(new Map());

@@ -164,22 +164,26 @@ class MongoStoreBase:
             StoreUnavailableError: MongoDB cannot be reached (nor, for a ``mongodb+srv://`` URI,
                 its DNS records read).
             NewerSchemaError: A snapshot has a ``schemaVersion`` above ``SCHEMA_VERSION``.
+            Whatever it raises, it closes the client it made first.
         """
-        async with reachable():  # a mongodb+srv:// URI's DNS lookup may fail here already
-            self._client = AsyncMongoClient(
-                self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate"
-            )
-            self._write_leases = await self._needs_write_leases()
-            await schema.create_indexes(self.database)
-            found = await schema.stored_schema_version(self.database)
-        if found > SCHEMA_VERSION:
-            await self.close()
-            raise NewerSchemaError(found, SCHEMA_VERSION)
-        async with reachable():
-            build = await self.database.command("buildInfo")
-            self._rewrites_whole_documents = "ferretdbVersion" in build  # FerretDB 1.x
-            self._windowed_pages = isinstance(build.get("ferretdb"), Mapping)  # FerretDB 2: DocumentDB
-            await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)), self._counts)
+        try:
+            async with reachable():  # a mongodb+srv:// URI's DNS lookup may fail here already
+                self._client = AsyncMongoClient(
+                    self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate"
+                )
+                self._write_leases = await self._needs_write_leases()
+                await schema.create_indexes(self.database)
+                found = await schema.stored_schema_version(self.database)
+            if found > SCHEMA_VERSION:
+                raise NewerSchemaError(found, SCHEMA_VERSION)
+            async with reachable():
+                build = await self.database.command("buildInfo")
+                self._rewrites_whole_documents = "ferretdbVersion" in build  # FerretDB 1.x
+                self._windowed_pages = isinstance(build.get("ferretdb"), Mapping)  # FerretDB 2: DocumentDB
+                await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)), self._counts)
+        except BaseException:
+            await self.close()  # an open that fails leaves no client behind
+            raise
 
     async def _needs_write_leases(self) -> bool:
         """The ``write_leases`` argument, else whether the server's ``buildInfo`` names FerretDB

@@ -113,7 +113,6 @@ async def test_mongodb_waits_the_server_selection_timeout_given() -> None:
     assert 0.3 <= waited < 3.0  # the default is 5 s
 
 
-@pytest.mark.xfail(strict=True, reason="a failed open keeps its client")
 async def test_an_open_that_fails_closes_the_client_it_made() -> None:
     # an unclosed AsyncMongoClient is reported, when collected, in whatever runs then
     store = store_from_url("mongodb://127.0.0.1:1/x", server_selection_timeout=0.3)  # nothing listens there

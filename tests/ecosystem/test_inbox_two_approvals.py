@@ -37,7 +37,13 @@ def seen(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     }
     with runsgate_process(log, **variables) as base_url:
         found: dict[str, Any] = run_node_json(
-            "inbox-two-approvals.mjs", base_url, str(OUTPUT), ALICE.key, BOB.key, env={"CHROMIUM_BIN": chromium}, timeout=300
+            "inbox-two-approvals.mjs",
+            base_url,
+            str(OUTPUT),
+            ALICE.key,
+            BOB.key,
+            env={"CHROMIUM_BIN": chromium},
+            timeout=300,
         )
     assert found["pageErrors"] == []
     assert found["cspViolations"] == []

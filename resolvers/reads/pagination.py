@@ -11,8 +11,9 @@ import asyncio
 import base64
 import binascii
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from strawberry.types.nodes import SelectedField
 
@@ -25,6 +26,8 @@ from ..errors import QueryArgumentError
 from ..inputs import PageInput, SuspendedRunFilter
 from ..scalars import parse_datetime, serialize_datetime
 from ..types import PageInfo, SuspendedRun, SuspendedRunConnection, SuspendedRunEdge
+
+T = TypeVar("T")
 
 
 def encode_cursor(key: SortKey) -> str:
@@ -151,25 +154,13 @@ async def suspended_runs_connection(
         page=page, first=first, after=after, last=last, before=before, max_page_size=context.limits.max_page_size
     )
     store = context.store
-    # the total and the page are separate reads: when both are asked for, they run together
-    counting = asyncio.ensure_future(store.count_runs(agent_id, store_filter)) if selects_total(info) else None
-    if counting is not None:  # its error is raised by totalCount, if the response still reads it
-        counting.add_done_callback(retrieved)
-    try:
-        docs, has_next, has_previous = await _page(info, agent_id, store_filter, request)
-    except BaseException:
-        if counting is not None:
-            counting.cancel()
-        raise
+    (docs, has_next, has_previous), count_runs = await with_total(
+        info, lambda: store.count_runs(agent_id, store_filter), _page(info, agent_id, store_filter, request)
+    )
     schemas = info.context.agents.tool_schemas()
     edges = [
         SuspendedRunEdge(cursor=encode_cursor(sort_key(d)), node=SuspendedRun.from_document(d, schemas)) for d in docs
     ]
-
-    async def count_runs() -> int:
-        if counting is not None:
-            return await counting
-        return await store.count_runs(agent_id, store_filter)
 
     return SuspendedRunConnection(
         edges=edges,
@@ -214,7 +205,34 @@ async def _page(
     return docs, more, has_previous
 
 
-def retrieved(task: asyncio.Future[int]) -> None:
+async def with_total(
+    info: Info, count: Callable[[], Awaitable[int]], page: Awaitable[T]
+) -> tuple[T, Callable[[], Awaitable[int]]]:
+    """A connection's page (``page`` awaited) and its ``totalCount`` resolver: when the document
+    selects ``totalCount`` (``selects_total``), ``count()`` starts before the page is read and runs
+    beside it (its error raised by ``totalCount`` only if the response still reads it; cancelled
+    if the page fails); otherwise it is called only if ``totalCount`` is resolved after all.
+
+    Raises:
+        Whatever awaiting ``page`` raises.
+    """
+    counting = asyncio.ensure_future(count()) if selects_total(info) else None
+    if counting is not None:
+        counting.add_done_callback(_retrieved)
+    try:
+        read = await page
+    except BaseException:
+        if counting is not None:
+            counting.cancel()
+        raise
+
+    async def total() -> int:
+        return await (counting if counting is not None else count())
+
+    return read, total
+
+
+def _retrieved(task: asyncio.Future[int]) -> None:
     """Mark a finished count's error as seen: a response that fails first never reads it."""
     if not task.cancelled():
         task.exception()
@@ -264,7 +282,7 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "page_request",
-    "retrieved",
     "selects_total",
     "suspended_runs_connection",
+    "with_total",
 ]

@@ -4,7 +4,6 @@ of a question's queue position), so pages are keyset walks."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import dataclasses
@@ -22,7 +21,7 @@ from ..context import Info
 from ..errors import QueryArgumentError
 from ..scalars import parse_datetime, serialize_datetime
 from ..types import PageInfo, ReviewClaim, SuspendedRun, SuspendedToolCall, ToolSchemas
-from .pagination import retrieved, selects_total
+from .pagination import with_total
 
 MAX_FILTER_ITEMS = 100
 """Most ``agentIds`` or ``toolNames`` a filter names."""
@@ -153,25 +152,13 @@ async def review_queue_connection(
     limit = context.limits.page_size(first)
     position = None if after is None else decode_cursor(after)
     query, principal, queue = queue_query(queue_filter, context.agents), context.principal, context.runs.review_queue
-    # the total and the page are separate reads: when both are asked for, they run together
-    counting = asyncio.ensure_future(queue.count(principal, query)) if selects_total(info) else None
-    if counting is not None:  # its error is raised by totalCount, if the response still reads it
-        counting.add_done_callback(retrieved)
-    try:
-        items, more, end = await queue.page(principal, query, first=limit, after=position)
-    except BaseException:
-        if counting is not None:
-            counting.cancel()
-        raise
+    (items, more, end), count = await with_total(
+        info, lambda: queue.count(principal, query), queue.page(principal, query, first=limit, after=position)
+    )
     schemas, now = context.agents.tool_schemas(), context.runs.now()
     edges = [
         ReviewQueueEdge(cursor=encode_cursor(item.position), node=queue_item(item, schemas, now)) for item in items
     ]
-
-    async def count() -> int:
-        if counting is not None:
-            return await counting
-        return await queue.count(principal, query)
 
     return ReviewQueueConnection(
         edges=edges,

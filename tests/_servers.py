@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from server.settings import DEMO_AGENTS
+from storage import MongoSnapshotStore
 
 from . import _documentdb, _processes
 from ._processes import scaled
@@ -56,6 +57,17 @@ def require_process_marker(what: str) -> None:
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now, of the worker's own block under pytest-xdist (``_documentdb.free_port``)."""
     return _documentdb.free_port()
+
+
+STORE_SELECTION_WAIT = 60.0
+"""Seconds a test's MongoDB store waits for its server, before ``scaled`` (the product's default,
+5 s, which a busy machine's FerretDB can miss on a first ``hello``; a test of that timeout passes
+its own)."""
+
+
+def mongo_store(uri: str, **options: Any) -> MongoSnapshotStore:
+    """``MongoSnapshotStore(uri, **options)`` waiting ``scaled(STORE_SELECTION_WAIT)`` seconds for its server."""
+    return MongoSnapshotStore(uri, server_selection_timeout=scaled(STORE_SELECTION_WAIT), **options)
 
 
 READY_WAIT = 90.0

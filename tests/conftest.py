@@ -16,7 +16,7 @@ from server.settings import Settings
 from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
 from . import _documentdb, _processes, _servers
-from ._servers import documentdb, ferretdb, with_database
+from ._servers import documentdb, ferretdb, mongo_store, with_database
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 HERE = Path(__file__).resolve().parent
@@ -288,7 +288,7 @@ async def open_store(request: pytest.FixtureRequest, kind: str) -> AsyncIterator
         finally:
             await sqlite.close()
         return
-    mongo = MongoSnapshotStore(kind_uri(request, kind))
+    mongo = mongo_store(kind_uri(request, kind))
     await mongo.open()
     try:
         yield mongo
@@ -314,7 +314,7 @@ async def open_two_clients(
         pair: tuple[SnapshotStore, SnapshotStore] = (SQLiteSnapshotStore(path), SQLiteSnapshotStore(path))
     else:
         uri = kind_uri(request, kind)
-        pair = (MongoSnapshotStore(uri), MongoSnapshotStore(uri))
+        pair = (mongo_store(uri), mongo_store(uri))
     for client in pair:
         await client.open()
     try:

@@ -39,9 +39,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from runtime import AgentRegistry, RunManager, delegate, suspend
-from storage import MemorySnapshotStore, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore
+from storage import MemorySnapshotStore, SnapshotStore, SQLiteSnapshotStore
 
-from .._servers import with_database
+from .._servers import mongo_store, with_database
 
 IDS = st.sampled_from(["a", "b", "call_0"])
 """Model ids from a small pool, so they collide."""
@@ -229,7 +229,7 @@ def test_each_tool_runs_with_its_own_calls_arguments_and_answers(
                 store = SQLiteSnapshotStore(tmp_path / f"{name}.db")
             else:
                 assert mongodb is not None
-                store = MongoSnapshotStore(with_database(mongodb, f"rg_{name}"))
+                store = mongo_store(with_database(mongodb, f"rg_{name}"))
             await store.open()
             return store
 

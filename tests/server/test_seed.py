@@ -22,10 +22,10 @@ from server.app import create_app
 from server.cli import INVALID
 from server.cli.main import main
 from server.settings import DEMO_AGENTS, ConfigError, Settings, load_settings
-from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
+from storage import RunFilter, SnapshotStore, SQLiteSnapshotStore
 
 from .. import _processes
-from .._servers import ROOT, server_env
+from .._servers import ROOT, mongo_store, server_env
 
 models.ALLOW_MODEL_REQUESTS = False
 
@@ -118,7 +118,7 @@ def test_runsgate_seed_writes_into_mongodb_uri(mongodb_uri: str) -> None:
     assert "wrote 30 suspended runs" in result.stdout
 
     async def count() -> int:
-        store = MongoSnapshotStore(mongodb_uri)
+        store = mongo_store(mongodb_uri)
         await store.open()
         try:
             return await store.count_runs("refund-agent", RunFilter())

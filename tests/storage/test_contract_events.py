@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 
 from storage import (
-    MongoSnapshotStore,
     SnapshotStore,
 )
 from storage.protocol import EventsAfter
+from tests._servers import mongo_store
 
 from ._contract import T0, feed_event
 
@@ -147,7 +147,7 @@ async def test_events_after_rejects_a_limit_below_one(store: SnapshotStore) -> N
 
 @pytest.mark.mongo
 async def test_mongo_has_an_index_in_event_feed_order(mongodb_uri: str) -> None:
-    mongo = MongoSnapshotStore(mongodb_uri)
+    mongo = mongo_store(mongodb_uri)
     await mongo.open()
     try:
         indexes = await mongo.database["run_events"].index_information()

@@ -30,6 +30,7 @@ from storage.protocol import (
     DecisionWrite,
     RunPage,
 )
+from tests._servers import mongo_store
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -638,7 +639,7 @@ async def test_open_refuses_snapshots_of_a_newer_schema(store: SnapshotStore) ->
 
     reopened: SnapshotStore = store
     if isinstance(store, MongoSnapshotStore):
-        reopened = MongoSnapshotStore(store.uri)
+        reopened = mongo_store(store.uri)
     elif isinstance(store, SQLiteSnapshotStore):
         reopened = SQLiteSnapshotStore(store.path)
     with pytest.raises(NewerSchemaError) as refused:
@@ -695,9 +696,8 @@ async def test_skip_limit_and_count_within_a_filtered_date_range_after_bulk_and_
 
 @pytest.mark.mongo
 async def test_history_over_16_mb_is_stored_and_read_back(mongodb_uri: str) -> None:
-    from storage import MongoSnapshotStore
 
-    mongo = MongoSnapshotStore(mongodb_uri)
+    mongo = mongo_store(mongodb_uri)
     await mongo.open()
     try:
         history = os.urandom(17 * 1024 * 1024)  # incompressible: still 17 MB after zlib

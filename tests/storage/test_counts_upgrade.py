@@ -23,6 +23,7 @@ from pymongo import AsyncMongoClient
 
 from storage import MongoSnapshotStore, RunFilter, SnapshotStore, SQLiteSnapshotStore
 from storage.protocol import ClaimedDeletion, DecisionWrite
+from tests._servers import mongo_store
 
 from ..conftest import kind_uri
 from ._contract import T0, decision, snapshot
@@ -57,7 +58,7 @@ async def upgraded(request: pytest.FixtureRequest, tmp_path: Path, kind: str) ->
             if docs:
                 await database[name].insert_many(docs)
         await client.close()
-        store = MongoSnapshotStore(uri)
+        store = mongo_store(uri)
     await store.open()
     try:
         yield store

@@ -13,6 +13,7 @@ from typing import Any
 
 from storage import SCHEMA_VERSION, EventDocument, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore, rules
 from storage.protocol import EventsAfter
+from tests._servers import mongo_store
 
 from ._contract import T0
 from .test_key_retention import V3, mongo  # noqa: F401 (the fixture)
@@ -173,7 +174,7 @@ async def test_a_mongodb_database_of_an_earlier_version_gets_its_finished_runs_d
     await mongo.database["runsgate_meta"].update_one({"_id": "backfill"}, {"$set": {"version": 1}})
 
     # when this runsgate opens it
-    store = MongoSnapshotStore(mongo.uri)
+    store = mongo_store(mongo.uri)
     opened = datetime.now(UTC).replace(microsecond=0)
     await store.open()
     try:

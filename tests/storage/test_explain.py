@@ -35,6 +35,7 @@ from runtime.registry import AgentRegistry
 from storage import MongoSnapshotStore, QueueFilter, QueueKey, RunFilter, queue_key, sort_key
 from storage.mongo.windows import WINDOWED_TRIES
 from storage.protocol import DeliveryLease, EventsAfter, RunPage
+from tests._servers import mongo_store
 
 from ._contract import T0, snapshot, tool_call
 from ._sent import SENT, Sent
@@ -162,7 +163,7 @@ class Planner:
 
 @pytest.fixture
 async def planner(mongodb_uri: str) -> AsyncIterator[Planner]:
-    store = MongoSnapshotStore(mongodb_uri)
+    store = mongo_store(mongodb_uri)
     await store.open()
     try:
         build = await store.database.command("buildInfo")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from storage import SCHEMA_VERSION, KeyReservation, MongoSnapshotStore, SQLiteSnapshotStore, to_bson_precision
+from tests._servers import mongo_store
 
 from ..conftest import kind_uri
 from ._contract import T0
@@ -89,7 +90,7 @@ async def test_a_sqlite_file_of_an_earlier_version_gets_its_answered_keys_a_fini
 )
 async def mongo(request: pytest.FixtureRequest) -> AsyncIterator[MongoSnapshotStore]:
     """A MongoDB store (DocumentDB, then FerretDB 1.24) on a fresh database, dropped afterwards."""
-    store = MongoSnapshotStore(kind_uri(request, request.param))
+    store = mongo_store(kind_uri(request, request.param))
     await store.open()
     try:
         yield store
@@ -117,7 +118,7 @@ async def test_a_mongodb_database_of_an_earlier_version_gets_its_answered_keys_a
 
     # when this runsgate opens it
     before_open = to_bson_precision(datetime.now(UTC))
-    store = MongoSnapshotStore(mongo.uri)
+    store = mongo_store(mongo.uri)
     await store.open()
     try:
         after_open = datetime.now(UTC)

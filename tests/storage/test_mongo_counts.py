@@ -26,7 +26,7 @@ from storage import EventDocument, MongoSnapshotStore, RunFilter
 from storage._query import utcnow
 from storage.mongo import schema
 from storage.protocol import ClaimedDeletion, ClaimWrite, DecisionWrite
-from tests._servers import with_database
+from tests._servers import mongo_store, with_database
 
 from ._contract import T0, decision, snapshot
 
@@ -60,7 +60,7 @@ class MongoCountsMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         uri = with_database(SERVER[0])
-        self.stores = [MongoSnapshotStore(uri), MongoSnapshotStore(uri)]
+        self.stores = [mongo_store(uri), mongo_store(uri)]
         for store in self.stores:
             self._run(store.open())
         self.ids: list[str] = []
@@ -195,7 +195,7 @@ async def test_the_first_runs_of_new_counts_written_at_once_are_all_counted(
 
 async def _first_runs_at_once(uri: str) -> None:
     # given two stores on a fresh database (no count exists yet)
-    stores = [MongoSnapshotStore(uri), MongoSnapshotStore(uri)]
+    stores = [mongo_store(uri), mongo_store(uri)]
     for store in stores:
         await store.open()
     try:

@@ -13,6 +13,7 @@ import pytest
 
 from storage import MongoSnapshotStore, RunFilter, sort_key
 from storage.protocol import RunPage
+from tests._servers import mongo_store
 
 from ..conftest import open_store
 from ._contract import T0, snapshot
@@ -35,7 +36,7 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[tuple[MongoSna
             run = snapshot(f"run-{i:03d}", created=created, thread=rng.choice(["t1", "t2", None]), resource="r1")
             runs.append((run, b"[]"))
         await windowed.insert_many(runs)
-        plain = MongoSnapshotStore(windowed.uri)
+        plain = mongo_store(windowed.uri)
         await plain.open()
         plain._windowed_pages = False
         try:

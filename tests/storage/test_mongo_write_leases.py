@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from storage import EventDocument, MongoSnapshotStore
+from storage import EventDocument
 from storage._run_lock import needs_write_leases
 from storage.protocol import ClaimWrite, DecisionWrite
+from tests._servers import mongo_store
 
 from ..conftest import MONGO_SERVERS, kind_uri
 from ._contract import T0, decision, feed_event, snapshot, tool_call
@@ -39,7 +40,7 @@ def test_only_ferretdb_before_2_needs_write_leases(build_info: dict[str, Any], l
 @pytest.mark.parametrize("kind", list(MONGO_SERVERS))
 async def test_open_takes_write_leases_on_ferretdb_1_only(kind: str, request: pytest.FixtureRequest) -> None:
     uri = kind_uri(request, kind)
-    detected, forced = MongoSnapshotStore(uri), MongoSnapshotStore(uri, write_leases=True)
+    detected, forced = mongo_store(uri), mongo_store(uri, write_leases=True)
     for store in (detected, forced):
         await store.open()
     try:
@@ -67,8 +68,8 @@ async def test_racing_writers_keep_every_decision_once_and_one_claim(kind: str, 
     On DocumentDB one client takes write leases (an instance of the version before: a rolling
     upgrade); on FerretDB 1.24 all of them do."""
     uri = kind_uri(request, kind)
-    clients = [MongoSnapshotStore(uri) for _ in range(3)]
-    clients.append(MongoSnapshotStore(uri, write_leases=True if kind == "mongo" else None))
+    clients = [mongo_store(uri) for _ in range(3)]
+    clients.append(mongo_store(uri, write_leases=True if kind == "mongo" else None))
     for client in clients:
         await client.open()
     first = clients[0]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from pymongo import AsyncMongoClient
 
-from storage import SCHEMA_VERSION, MongoSnapshotStore, NewerSchemaError, SQLiteSnapshotStore
+from storage import SCHEMA_VERSION, NewerSchemaError, SQLiteSnapshotStore
+from tests._servers import mongo_store
 
 from ._contract import snapshot
 
@@ -33,7 +34,7 @@ async def _database_docs(uri: str, collection: str) -> list[dict[str, object]]:
 
 @pytest.mark.mongo
 async def test_mongo_open_writes_the_schema_document_and_reads_it_alone(mongodb_uri: str) -> None:
-    store = MongoSnapshotStore(mongodb_uri)
+    store = mongo_store(mongodb_uri)
     await store.open()
     try:
         assert await _database_docs(mongodb_uri, "runsgate_meta") == [
@@ -43,7 +44,7 @@ async def test_mongo_open_writes_the_schema_document_and_reads_it_alone(mongodb_
 
         # when only the metadata document says the store is newer (no snapshot does)
         await store.database["runsgate_meta"].update_one({"_id": "schema"}, {"$set": {"version": SCHEMA_VERSION + 1}})
-        reopened = MongoSnapshotStore(mongodb_uri)
+        reopened = mongo_store(mongodb_uri)
 
         # then the next start refuses it: the document is what open() reads
         with pytest.raises(NewerSchemaError) as refused:
@@ -57,7 +58,7 @@ async def test_mongo_open_writes_the_schema_document_and_reads_it_alone(mongodb_
 
 @pytest.mark.mongo
 async def test_mongo_a_store_written_before_the_schema_document_is_checked_once(mongodb_uri: str) -> None:
-    store = MongoSnapshotStore(mongodb_uri)
+    store = mongo_store(mongodb_uri)
     await store.open()
     try:
         # given a database of before the metadata document, holding a snapshot of a newer version
@@ -68,14 +69,14 @@ async def test_mongo_a_store_written_before_the_schema_document_is_checked_once(
 
         # then a start refuses it, and records the version it found
         with pytest.raises(NewerSchemaError):
-            await MongoSnapshotStore(mongodb_uri).open()
+            await mongo_store(mongodb_uri).open()
         assert await _database_docs(mongodb_uri, "runsgate_meta") == [{"_id": "schema", "version": SCHEMA_VERSION + 1}]
 
         # and a database of before it holding only current snapshots starts, and gets the document
         await store.database["run_snapshots"].delete_many({})
         await store.database.drop_collection("runsgate_meta")
         await store.insert(snapshot("today"), b"h")
-        again = MongoSnapshotStore(mongodb_uri)
+        again = mongo_store(mongodb_uri)
         await again.open()
         await again.close()
         assert await _database_docs(mongodb_uri, "runsgate_meta") == [
@@ -90,7 +91,7 @@ async def test_mongo_a_store_written_before_the_schema_document_is_checked_once(
 
 @pytest.mark.mongo
 async def test_mongo_inserting_a_newer_snapshot_raises_the_stored_version(mongodb_uri: str) -> None:
-    store = MongoSnapshotStore(mongodb_uri)
+    store = mongo_store(mongodb_uri)
     await store.open()
     try:
         newer = snapshot("from-the-future")
@@ -129,7 +130,7 @@ async def test_sqlite_open_reads_the_version_row_not_the_snapshots(tmp_path: Pat
 async def test_mongo_stores_opened_at_once_on_a_fresh_database_all_start(mongodb_uri: str) -> None:
     # given several processes' stores starting together on a database without the document
     # (FerretDB applies an upsert as a read then an insert, so two can race on the insert)
-    stores = [MongoSnapshotStore(mongodb_uri) for _ in range(6)]
+    stores = [mongo_store(mongodb_uri) for _ in range(6)]
     try:
         for _ in range(5):
             # when they all record the schema version at once

@@ -25,7 +25,6 @@ from storage import (
     EventDocument,
     KeyAnswer,
     KeyReservation,
-    MongoSnapshotStore,
     RunFilter,
     SnapshotDocument,
     SnapshotStore,
@@ -33,6 +32,7 @@ from storage import (
 )
 from storage.protocol import DecisionWrite, EventsAfter
 from storage.strict_json import NotStrictJsonError
+from tests._servers import mongo_store
 
 from ._contract import snapshot
 
@@ -295,7 +295,7 @@ async def test_any_json_is_stored_and_read_back_unchanged(
 
 @pytest.mark.mongo
 async def test_mongo_stores_json_as_text_and_still_reads_documents_written_before(mongodb_uri: str) -> None:
-    store = MongoSnapshotStore(mongodb_uri)
+    store = mongo_store(mongodb_uri)
     await store.open()
     try:
         # given a snapshot, an event and a key written by this version, and one of each written before
@@ -327,7 +327,7 @@ async def test_mongo_stores_json_as_text_and_still_reads_documents_written_befor
 
 @pytest.mark.mongo
 async def test_a_snapshot_mongo_refuses_leaves_no_history_behind(mongodb_uri: str) -> None:
-    store = MongoSnapshotStore(mongodb_uri)
+    store = mongo_store(mongodb_uri)
     await store.open()
     try:
         # given a snapshot over MongoDB's 16 MB document limit

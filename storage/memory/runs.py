@@ -229,9 +229,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return False
-        events, updates, result = kept(
-            event_list(write.event), write.updates, None if write.key is None else write.key.result
-        )
+        events, updates, result = kept(write.events, write.updates, None if write.key is None else write.key.result)
         del self._runs[write.run_id]
         self._decided.discard(write.run_id)
         self._deadlines.drop(doc)

@@ -84,6 +84,8 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         return found
 
     async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
+        if history_id is not None and history_id in self._histories:  # never rewritten under its id
+            return self._histories[history_id]
         doc = self._owned(agent_id, run_id)
         return self._histories.get(doc["historyId"]) if doc is not None else None
 

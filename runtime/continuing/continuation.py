@@ -356,13 +356,14 @@ class DecisionClaims:
         if not rules.matches(rules.last_pending(doc["version"]), doc):  # as the decision's write checks it
             return None
         owner = self._continuation
+        now = decision["decidedAt"]  # the decision's write takes the claim
+        until = owner.claim_until(now)
         decisions = [decision if i == index else c["decision"] for i, c in enumerate(doc["toolCalls"])]
         decided = [
             {"toolCallId": c["toolCallId"], "kind": d["kind"]}
             for c, d in zip(doc["toolCalls"], decisions, strict=True)
             if d is not None
         ]
-        now = decision["decidedAt"]  # the decision's write takes the claim
         run = stored_run(doc, self._principal)
         resumed = owner.journal.new_event(
             run, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}, at=now
@@ -371,7 +372,7 @@ class DecisionClaims:
         taken_at = monotonic()
         claim = DecisionClaim(
             by=owner.instance_id,
-            until=owner.claim_until(now),
+            until=until,
             version=doc["version"],
             events=[resumed],
             updates=[batch],

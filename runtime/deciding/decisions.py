@@ -114,6 +114,7 @@ class Decisions:
         fingerprints: a replay answers what the first request answered, whatever its ``wait``.
         """
         name, principal = split(caller)
+        keyed = owned(operation, name)
         decider = Decider(name=name, principal=principal)
         doc = await self.store.get(agent_id, run_id)
         allowed = None
@@ -136,7 +137,7 @@ class Decisions:
         }
         return await self.idempotency.run(
             agent_id=agent_id,
-            operation=owned(operation, name),
+            operation=keyed,
             key=request.idempotency_key,
             arguments=arguments,
             action=functools.partial(self._decide, agent_id, run_id, request, decider, doc, allowed, wait),

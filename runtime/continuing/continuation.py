@@ -271,8 +271,8 @@ class Continuation:
             now = self.now()
             completion = self.journal.completed_event(scope, ran.output, at=now)
             outcome = self.journal.completed_outcome(scope, ran.output)
-            answer = None if key is None else key.answer(outcome, now)
             updates = await publisher.closing("completed", now, output=ran.output)
+            answer = None if key is None else key.answer(outcome, now)
             deleted = await self.store.delete_claimed(
                 ClaimedDeletion(agent_id=agent_id, run_id=run_id, by=me, event=completion, updates=updates, key=answer)
             )

@@ -253,6 +253,35 @@ def earliest_deadline(calls: Sequence[ToolCallDocument], *, deciding: int | None
     return min(deadlines, default=None)
 
 
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A run as a decision's write leaves it (``deciding``)."""
+
+    claimed: bool
+    """The write takes the run's claim too: it met the write's ``claiming`` condition."""
+    pending_count: int
+    """``SnapshotDocument.pendingCount`` once the call is decided."""
+    expires_at: datetime | None
+    """``SnapshotDocument.expiresAt`` once the call is decided."""
+
+
+def deciding(
+    doc: SnapshotDocument, condition: Condition, index: int, claiming: Condition | None = None
+) -> Decided | None:
+    """What a decision's write on call ``index`` of ``doc`` (the run as stored) changes besides
+    the call, or ``None`` when ``doc`` does not meet the write's ``condition``: whether it meets
+    ``claiming`` too (``None``: never), and the fields that follow from the calls with call
+    ``index`` decided (``pending_count``, ``earliest_deadline``)."""
+    if not matches(condition, doc):
+        return None
+    calls = doc["toolCalls"]
+    return Decided(
+        claimed=claiming is not None and matches(claiming, doc),
+        pending_count=pending_count(c for i, c in enumerate(calls) if i != index),
+        expires_at=earliest_deadline(calls, deciding=index),
+    )
+
+
 def derived(doc: SnapshotDocument) -> dict[str, Any]:
     """The fields of ``doc`` that follow from its calls (``pendingCount``, ``expiresAt``)."""
     return {"pendingCount": pending_count(doc["toolCalls"]), "expiresAt": earliest_deadline(doc["toolCalls"])}
@@ -310,6 +339,7 @@ __all__ = [
     "AtMost",
     "Before",
     "Condition",
+    "Decided",
     "Equals",
     "Length",
     "NoValue",
@@ -318,6 +348,7 @@ __all__ = [
     "approvals_counted",
     "call_undecided",
     "claimable",
+    "deciding",
     "delivery_expired",
     "derived",
     "earliest_deadline",

@@ -1,26 +1,17 @@
-"""Keeping leases alive: a claim while an instance continues a run (docs/architecture.md "Claims"),
-an idempotency key while its request runs."""
+"""Keeping leases alive: renewed in a task while a body runs (a run's claim while an instance
+continues it, docs/architecture.md "Claims"; an idempotency key while its request runs)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import datetime, timedelta
-
-from storage import SnapshotStore
-from storage.protocol import ClaimRenewal
+from contextlib import asynccontextmanager
+from datetime import timedelta
 
 from .._cancel import stop_if_cancelled
 
 logger = logging.getLogger(__name__)
-
-
-def claim_expiry(now: datetime, ttl: float) -> datetime:
-    """``now + ttl`` seconds, at millisecond precision when ``now`` is (a manager's clock): ``ttl``
-    truncated to whole milliseconds."""
-    return now + whole_milliseconds(ttl)
 
 
 def whole_milliseconds(seconds: float) -> timedelta:
@@ -59,23 +50,3 @@ async def renewing(renew: Callable[[], Awaitable[bool]], *, every: float, lease:
     finally:
         task.cancel()
         await asyncio.wait([task])
-
-
-def renewing_claim(
-    store: SnapshotStore,
-    agent_id: str,
-    run_id: str,
-    *,
-    by: str,
-    ttl: float,
-    clock: Callable[[], datetime],
-) -> AbstractAsyncContextManager[None]:
-    """Extend the claim ``by`` holds on the run every ``ttl / 3`` seconds while the body runs
-    (``renewing``)."""
-    return renewing(
-        lambda: store.renew_claim(
-            ClaimRenewal(agent_id=agent_id, run_id=run_id, by=by, until=claim_expiry(clock(), ttl))
-        ),
-        every=ttl / 3,
-        lease=f"the claim of {by} on run {run_id}",
-    )

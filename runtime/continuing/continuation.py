@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from time import monotonic
 from typing import Any
 
@@ -41,14 +42,14 @@ from ..errors import RunNotFoundError, RunNotReadyError
 from ..events.journal import Journal, stored_run
 from ..idempotency import HeldKey
 from ..outcome import RunOutcome
-from ..registry import AgentRegistry
-from ..running.deferred import deferred_tool_results, results_applied, settled, tool_call_documents, with_edited_args
+from ..registry import AgentRegistry, AnyAgent
+from ..running.deferred import continued, results_applied, settled, tool_call_documents
 from ..running.execution import Finished, run_agent
 from ..running.identity import identified_legacy
 from ..running.scope import RunScope, SubRuns
 from ..updates.publishing import UpdateHub, UpdatePublisher
 from ..updates.run_updates import RunUpdate, UpdateKind
-from .claims import claim_expiry, renewing_claim
+from .claims import renewing, whole_milliseconds
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,15 @@ class Continuation:
     now: Callable[[], datetime]
     updates: UpdateHub
     """Where each claim's run of the agent publishes its updates."""
+    _lease: timedelta = field(init=False)
+    """``claim_ttl`` in whole milliseconds: a claim's ``until`` stays at the clock's precision."""
+
+    def __post_init__(self) -> None:
+        self._lease = whole_milliseconds(self.claim_ttl)
+
+    def claim_until(self, now: datetime) -> datetime:
+        """When a claim taken or renewed at ``now`` (the manager's clock) lapses."""
+        return now + self._lease
 
     def scope(self, doc: SnapshotDocument, principal: str | None) -> RunScope:
         """The scope ``doc``'s agent runs in, on behalf of ``principal``."""
@@ -101,7 +111,7 @@ class Continuation:
             RunNotReadyError: Calls still wait for decisions, or another instance holds an
                 unexpired claim on the run.
         """
-        self.agents.get_agent(agent_id)
+        agent = self.agents.get_agent(agent_id)
         doc = await self.store.get(agent_id, run_id)
         if doc is None or (caller is not None and not caller.may_use_resource(doc["resourceId"])):
             raise RunNotFoundError(agent_id, run_id)
@@ -115,7 +125,7 @@ class Continuation:
                 run_id,
                 f"Run {run_id!r} is being continued by another instance (claim until {claim['until']}).",
             )
-        return await self.run(doc, principal)
+        return await self.run(doc, principal, agent=agent)
 
     async def run(
         self,
@@ -125,13 +135,15 @@ class Continuation:
         takeover: bool = False,
         held: Held | None = None,
         key: HeldKey | None = None,
+        agent: AnyAgent | None = None,
     ) -> RunOutcome:
         """Claim and continue ``doc``'s run on behalf of ``principal``; its updates are published
         (``runtime.updates.publishing``), its outcome once the store holds it.
 
         ``takeover``: found stalled by the sweeper (a ``takeover`` event is logged). ``held``: already
         claimed with its decision (``DecisionClaims``). ``key``: the request's idempotency key, whose
-        answer a completion writes with the run's deletion. If the decided tools ran and the agent then
+        answer a completion writes with the run's deletion. ``agent``: the run's agent, when the
+        caller got it already (else read from the registry). If the decided tools ran and the agent then
         failed, the history with their results is kept, so a retry does not run them again.
 
         Returns:
@@ -141,6 +153,7 @@ class Continuation:
         Raises:
             AgentNotFoundError: The run's agent is no longer registered.
         """
+        agent = self.agents.get_agent(doc["agentId"]) if agent is None else agent
         while True:
             scope = self.scope(doc, principal)
             if held is None:
@@ -152,7 +165,7 @@ class Continuation:
             held = None
             publisher = self.updates.publisher(scope.agent_id, scope.run_id, resumed.continuation_id, resumed=resumed)
             try:
-                result = await self._continue(doc, scope, publisher, taken_at, key)
+                result = await self._continue(doc, agent, scope, publisher, taken_at, key)
             except BaseException:
                 publisher.abort()
                 raise
@@ -170,7 +183,6 @@ class Continuation:
         """Claim the run as read in ``doc``, with its ``takeover`` and ``resumed`` events; the
         claimed run and the claim, or ``None``."""
         me = self.instance_id
-        self.agents.get_agent(scope.agent_id)
         events = []
         if doc["status"] == "resuming" or takeover:
             events.append(
@@ -194,7 +206,7 @@ class Continuation:
                 agent_id=scope.agent_id,
                 run_id=scope.run_id,
                 by=me,
-                until=claim_expiry(now, self.claim_ttl),
+                until=self.claim_until(now),
                 now=now,
                 events=events,
                 version=doc["version"],
@@ -206,6 +218,7 @@ class Continuation:
     async def _continue(
         self,
         claimed: SnapshotDocument,
+        agent: AnyAgent,
         scope: RunScope,
         publisher: UpdatePublisher,
         taken_at: float,
@@ -215,25 +228,21 @@ class Continuation:
         with every new call approved by a policy (to continue again). ``taken_at``: when the claim
         was taken (``Held``)."""
         agent_id, run_id, me = scope.agent_id, scope.run_id, self.instance_id
-        agent = self.agents.get_agent(agent_id)
-        call_ids = [c["toolCallId"] for c in claimed["toolCalls"]]
+        calls = claimed["toolCalls"]
         # Still ours? Paused after the claim for part of its lease, this instance may have lost the
         # run to another's takeover: then it runs no tool. A fresher claim cannot have been lost.
         if monotonic() - taken_at >= self.claim_ttl * FRESH_FOR and not await self.store.renew_claim(
-            ClaimRenewal(agent_id=agent_id, run_id=run_id, by=me, until=claim_expiry(self.now(), self.claim_ttl))
+            ClaimRenewal(agent_id=agent_id, run_id=run_id, by=me, until=self.claim_until(self.now()))
         ):
             return _claim_lost(scope)
         captured: list[ModelMessage] = []
         try:
-            async with renewing_claim(self.store, agent_id, run_id, by=me, ttl=self.claim_ttl, clock=self.now):
+            async with self._renewing_claim(agent_id, run_id):
                 stored = await self.store.load_history(agent_id, run_id, history_id=claimed["historyId"])
                 if stored is None:
                     raise LookupError(f"the message history of run {run_id!r} is missing")
                 history, calls = identified_legacy(ModelMessagesTypeAdapter.validate_json(stored), claimed)
-                call_ids = [c["toolCallId"] for c in calls]
-                history = with_edited_args(history, calls)
-                already_ran = results_applied(history, call_ids)
-                results = None if already_ran else deferred_tool_results(calls)
+                history, results = continued(history, calls)
                 publisher.answering(calls)
                 with capture_run_messages() as captured:
                     ran = await run_agent(
@@ -242,7 +251,7 @@ class Continuation:
         except Exception as exc:
             error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}
             captured = settled(captured)
-            kept = results_applied(captured, call_ids)
+            kept = results_applied(captured, [c["toolCallId"] for c in calls])
             failure = self.journal.failed_event(scope, exc, tools_ran=kept)
             released = await self.store.release_claim(
                 ClaimRelease(
@@ -262,8 +271,8 @@ class Continuation:
             now = self.now()
             completion = self.journal.completed_event(scope, ran.output, at=now)
             outcome = self.journal.completed_outcome(scope, ran.output)
-            answer = None if key is None else key.answer(outcome, now)
             updates = await publisher.closing("completed", now, output=ran.output)
+            answer = None if key is None else key.answer(outcome, now)
             deleted = await self.store.delete_claimed(
                 ClaimedDeletion(agent_id=agent_id, run_id=run_id, by=me, event=completion, updates=updates, key=answer)
             )
@@ -301,6 +310,17 @@ class Continuation:
             return replaced
         return await self.journal.suspended(scope, replaced, event=suspension)
 
+    def _renewing_claim(self, agent_id: str, run_id: str) -> AbstractAsyncContextManager[None]:
+        """Extend this instance's claim on the run every ``claim_ttl / 3`` seconds while the body
+        runs (``claims.renewing``)."""
+
+        async def renew() -> bool:
+            until = self.claim_until(self.now())
+            return await self.store.renew_claim(ClaimRenewal(agent_id=agent_id, run_id=run_id, by=me, until=until))
+
+        me = self.instance_id
+        return renewing(renew, every=self.claim_ttl / 3, lease=f"the claim of {me} on run {run_id}")
+
     async def _refused(self, scope: RunScope, exc: Exception) -> RunOutcome:
         """The store refused to hold the run as it suspended again: the run fails, keeping its
         decisions and its last stored history (its decided tools may run again on ``retry``),
@@ -336,13 +356,14 @@ class DecisionClaims:
         if not rules.matches(rules.last_pending(doc["version"]), doc):  # as the decision's write checks it
             return None
         owner = self._continuation
+        now = decision["decidedAt"]  # the decision's write takes the claim
+        until = owner.claim_until(now)
         decisions = [decision if i == index else c["decision"] for i, c in enumerate(doc["toolCalls"])]
         decided = [
             {"toolCallId": c["toolCallId"], "kind": d["kind"]}
             for c, d in zip(doc["toolCalls"], decisions, strict=True)
             if d is not None
         ]
-        now = decision["decidedAt"]  # the decision's write takes the claim
         run = stored_run(doc, self._principal)
         resumed = owner.journal.new_event(
             run, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}, at=now
@@ -351,7 +372,7 @@ class DecisionClaims:
         taken_at = monotonic()
         claim = DecisionClaim(
             by=owner.instance_id,
-            until=claim_expiry(now, owner.claim_ttl),
+            until=until,
             version=doc["version"],
             events=[resumed],
             updates=[batch],

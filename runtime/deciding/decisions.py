@@ -24,7 +24,7 @@ from ..continuing.queued import QueuedContinuations
 from ..errors import RunNotFoundError, RunsgateError
 from ..idempotency import HeldKey, IdempotencyGuard, NothingWritten
 from ..outcome import RunOutcome
-from ..registry import AgentRegistry
+from ..registry import AgentRegistry, AnyAgent
 from ..running.deferred import question_id
 from .fair_slots import FairSlots
 from .gate import Allowed, Decider, DecisionGate
@@ -114,6 +114,7 @@ class Decisions:
         fingerprints: a replay answers what the first request answered, whatever its ``wait``.
         """
         name, principal = split(caller)
+        keyed = owned(operation, name)
         decider = Decider(name=name, principal=principal)
         doc = await self.store.get(agent_id, run_id)
         allowed = None
@@ -136,7 +137,7 @@ class Decisions:
         }
         return await self.idempotency.run(
             agent_id=agent_id,
-            operation=owned(operation, name),
+            operation=keyed,
             key=request.idempotency_key,
             arguments=arguments,
             action=functools.partial(self._decide, agent_id, run_id, request, decider, doc, allowed, wait),
@@ -154,13 +155,13 @@ class Decisions:
         wait: DecisionWait,
         key: HeldKey | None,
     ) -> RunOutcome:
-        self.agents.get_agent(agent_id)
+        agent = self.agents.get_agent(agent_id)
         # Continued here at once: the decision of the run's last call claims it in the same write.
         claims = DecisionClaims(self.continuation, decider.name) if wait == "outcome" else None
         updated = await self.gate.decide(
             agent_id, run_id, request, decider, read=read, allowed=allowed, claim=claims, key=key
         )
-        return await self._continued(updated, decider, wait, claims, key)
+        return await self._continued(updated, decider, wait, claims, key, agent)
 
     async def _continued(
         self,
@@ -169,6 +170,7 @@ class Decisions:
         wait: DecisionWait,
         claims: DecisionClaims | None = None,
         key: HeldKey | None = None,
+        agent: AnyAgent | None = None,
     ) -> RunOutcome:
         if updated["pendingCount"] > 0:
             return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="suspended", run=updated)
@@ -176,7 +178,7 @@ class Decisions:
             self.queued.queue(updated, decider.name)
             return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="resuming")
         held = None if claims is None else claims.held(updated)
-        return await self.continuation.run(updated, decider.name, held=held, key=key)
+        return await self.continuation.run(updated, decider.name, held=held, key=key, agent=agent)
 
     async def forward(self, inner: SnapshotDocument, index: int, answer: dict[str, Any]) -> RunOutcome:
         """Record a supervisor's decision ``answer`` (``runtime.running.deferred.deferred_tool_results``) on

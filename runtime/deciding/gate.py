@@ -90,6 +90,8 @@ class Checked:
     claimant: str | None = None
     """The decider, when the decision takes the question's review claim as it is recorded: its
     write then needs no other principal's live claim (``rules.review_claim_open``)."""
+    at: datetime
+    """When the checks passed, by the gate's clock: the decision's time (``decidedAt``)."""
 
 
 ClaimOffer = Callable[[SnapshotDocument, int, DecisionDocument], DecisionClaim | None]
@@ -315,7 +317,7 @@ class DecisionGate:
                 raise ReviewClaimRequiredError(doc["_id"], call["toolCallId"], claim)
         if request.kind == "resumed":
             validate_resume_data(call["resumeSchema"], request.resume_data)
-        return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes, claimant=claimant)
+        return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes, claimant=claimant, at=self._now())
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
@@ -371,7 +373,7 @@ class DecisionGate:
         claim: ClaimOffer | None = None,
         key: HeldKey | None = None,
     ) -> SnapshotDocument | None:
-        now, call, index = self._now(), checked.call, checked.index
+        now, call, index = checked.at, checked.call, checked.index
         edit = request.edited_args if checked.edited is not None else None
         decision = _decision(request, decider, now, edited=edit, scopes=checked.scopes)
         run = stored_run(doc, decider.name)

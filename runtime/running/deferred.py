@@ -256,6 +256,23 @@ def with_edited_args(messages: Sequence[ModelMessage], calls: Sequence[ToolCallD
     return edited_messages
 
 
+def continued(
+    messages: Sequence[ModelMessage], calls: Sequence[ToolCallDocument]
+) -> tuple[list[ModelMessage], DeferredToolResults | None]:
+    """What a continuation gives pydantic-ai for a run stored with ``messages`` whose ``calls`` are
+    all decided: the history with edited arguments applied (``with_edited_args``), and the calls'
+    results (``deferred_tool_results``), or ``None`` when the history already answers every call
+    (``results_applied``: the tools ran before a failure, so they are not run again).
+
+    Raises:
+        ValueError: A call has no decision.
+    """
+    history = with_edited_args(messages, calls)
+    if results_applied(history, [call["toolCallId"] for call in calls]):
+        return history, None
+    return history, deferred_tool_results(calls)
+
+
 def settled(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     """``messages`` (captured from a run that failed) without the trailing responses the model
     never finished: a streamed request that failed leaves its partial response, ``state``

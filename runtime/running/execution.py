@@ -70,12 +70,12 @@ async def run_agent(
         Exception: Whatever the model, a tool or pydantic-ai raised.
     """
     output_type = _output_type_with_deferred(agent)
-    capability = RunCapability if needs_decision_context(results) else CallIdentity
-    capabilities = [capability(run_id=scope.run_id)]
     if events is not None:
         used = model if model is not None else agent.model
         if isinstance(used, Model) and not can_stream(used):
             model = WholeAnswers(used)
+    capability = RunCapability if needs_decision_context(results) else CallIdentity
+    capabilities = [capability(run_id=scope.run_id)]
     with entered(scope):
         chosen: dict[str, Any] = {} if output_type is None else {"output_type": output_type}
         result = await asyncio.get_running_loop().create_task(

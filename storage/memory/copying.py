@@ -1,13 +1,15 @@
-"""How the memory store copies documents in and out: dicts and lists copied, immutable scalars
-shared, a float that is not finite refused as the other stores refuse it."""
+"""How the memory store copies documents in and out, and what a write keeps: dicts and lists
+copied, immutable scalars shared, a float that is not finite refused as the other stores refuse it."""
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
+from ..documents import EventDocument, RunUpdateBatchDocument
 from ..strict_json import NotStrictJsonError
 
 _T = TypeVar("_T")
@@ -43,4 +45,14 @@ def _copy_any(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-__all__ = ["copied"]
+def kept(
+    events: Sequence[EventDocument], updates: Sequence[RunUpdateBatchDocument] = (), value: Any = None
+) -> tuple[list[EventDocument], list[RunUpdateBatchDocument], Any]:
+    """The store's own copies of what one write keeps (its events, update batches and one other
+    value), made in one ``copied`` before the write changes anything: a float that is not finite
+    refuses the whole write (``NotStrictJsonError``)."""
+    copies: list[Any] = _copy_any([list(events), list(updates), value])
+    return copies[0], copies[1], copies[2]
+
+
+__all__ = ["copied", "kept"]

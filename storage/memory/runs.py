@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from .. import rules
 from .._listing_index import ListingIndex, expiring_page
@@ -15,7 +14,7 @@ from .._query import normalized_filter
 from ..documents import EventDocument, RunUpdateBatchDocument, SnapshotDocument
 from ..protocol import EVERY_RUN, DuplicateRunError, IdempotencyKeyTakenError, RunFilter, RunPage, event_list, writes
 from ..rules import matches
-from .copying import copied
+from .copying import copied, kept
 from .deadlines import DeadlineIndex
 from .events import MemoryEventLog
 from .keys import MemoryIdempotencyKeys
@@ -85,12 +84,14 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         return found
 
     async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
+        if history_id is not None and history_id in self._histories:  # never rewritten under its id
+            return self._histories[history_id]
         doc = self._owned(agent_id, run_id)
         return self._histories.get(doc["historyId"]) if doc is not None else None
 
     # -- writing -------------------------------------------------------------------------------
     async def insert(self, snapshot: SnapshotDocument, history: bytes, *, event: writes.Events = None) -> None:
-        events, _, _ = _copies(event_list(event))
+        events, _, _ = kept(event_list(event))
         await self.insert_many([(snapshot, history)])
         self._append(events)  # insert_many never awaits: the same step of the event loop
 
@@ -132,11 +133,12 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         self._queue.refresh(doc)
 
     async def record_decision(self, write: writes.DecisionWrite) -> SnapshotDocument | None:
-        doc = self._meeting(write.run_id, write.condition)
-        if doc is None:
+        doc = self._runs.get(write.run_id)
+        decided = None if doc is None else rules.deciding(doc, write.condition, write.index, write.claiming)
+        if doc is None or decided is None:
             return None
-        claim = write.claimed(doc)
-        events, updates, kept = _copies(
+        claim = write.claim if decided.claimed else None
+        events, updates, kept_decision = kept(
             [*write.events, *(claim.events if claim else ())], claim.updates if claim else (), write.decision
         )
         if write.key is not None:  # in the same step as the decision
@@ -146,17 +148,18 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         if claim is not None:
             doc["status"] = "resuming"
             doc["claim"] = claim.document()
-        doc["toolCalls"][write.index]["decision"] = kept
-        doc["toolCalls"][write.index].pop("reviewClaim", None)
-        return self._record_decided(doc, write.now, events, updates)
+        call = doc["toolCalls"][write.index]
+        call["decision"] = kept_decision
+        call.pop("reviewClaim", None)
+        doc["pendingCount"] = decided.pending_count
+        self._deadlines.set_deadline(doc, decided.expires_at)
+        return self._written(doc, write.now, events, updates)
 
     async def record_approval(self, write: writes.ApprovalWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
-        events, _, (kept_approval, kept_decision) = _copies(
-            event_list(write.event), (), [write.approval, write.decision]
-        )
+        events, _, (kept_approval, kept_decision) = kept(event_list(write.event), (), [write.approval, write.decision])
         call = doc["toolCalls"][write.index]
         call["approvals"] = [*(call.get("approvals") or []), kept_approval]
         if write.ends_review_claim():
@@ -170,7 +173,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
-        events, _, _ = _copies([write.event])
+        events, _, _ = kept([write.event])
         doc["toolCalls"][write.index][write.notice] = True
         return self._written(doc, write.now, events)
 
@@ -192,7 +195,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
-        events, updates, _ = _copies(write.events, write.updates)
+        events, updates, _ = kept(write.events, write.updates)
         doc["status"] = "resuming"
         doc["claim"] = write.document()
         return self._written(doc, write.now, events, updates)
@@ -213,7 +216,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
-        events, updates, kept_calls = _copies(event_list(write.event), write.updates, write.tool_calls)
+        events, updates, kept_calls = kept(event_list(write.event), write.updates, write.tool_calls)
         self._swap_history(doc, write.history, write.history_id)
         doc["toolCalls"] = kept_calls
         doc["pendingCount"] = write.pending_count
@@ -228,9 +231,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return False
-        events, updates, result = _copies(
-            event_list(write.event), write.updates, None if write.key is None else write.key.result
-        )
+        events, updates, result = kept(write.events, write.updates, None if write.key is None else write.key.result)
         del self._runs[write.run_id]
         self._decided.discard(write.run_id)
         self._deadlines.drop(doc)
@@ -247,7 +248,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         doc = self._meeting(write.run_id, write.condition)
         if doc is None:
             return None
-        events, updates, kept_error = _copies(event_list(write.event), write.updates, write.error)
+        events, updates, kept_error = kept(event_list(write.event), write.updates, write.error)
         if write.history is not None and write.history_id is not None:
             self._swap_history(doc, write.history, write.history_id)
         doc["status"] = "suspended"
@@ -295,16 +296,6 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
             self._decided.add(doc["_id"])
         else:
             self._decided.discard(doc["_id"])
-
-
-def _copies(
-    events: Sequence[EventDocument], updates: Sequence[RunUpdateBatchDocument] = (), value: Any = None
-) -> tuple[list[EventDocument], list[RunUpdateBatchDocument], Any]:
-    """The store's own copies of what one write keeps (its events, update batches and one other
-    value), made in one ``copied`` before the write changes anything: a float that is not finite
-    refuses the whole write."""
-    kept: list[Any] = copied([list(events), list(updates), value])
-    return kept[0], kept[1], kept[2]
 
 
 __all__ = ["MemoryRunStore"]

@@ -314,6 +314,12 @@ class ClaimedDeletion(_WhileHeld):
     event: EventDocument | None = None
     updates: Sequence[RunUpdateBatchDocument] = ()
     key: KeyAnswer | None = None
+    events: tuple[EventDocument, ...] = field(init=False)
+    """The events written: ``event``, if any."""
+
+    def __post_init__(self) -> None:
+        _WhileHeld.__post_init__(self)
+        _made(self, "events", () if self.event is None else (self.event,))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

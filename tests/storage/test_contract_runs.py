@@ -45,6 +45,18 @@ async def test_insert_get_and_history_roundtrip(store: SnapshotStore) -> None:
     assert await store.load_history("refund-agent", "run-1") == b'[{"kind":"request"}]'
 
 
+async def test_a_history_is_read_by_the_id_its_claim_holder_read(store: SnapshotStore) -> None:
+    """``load_history(history_id=...)``: the history stored under that id; an id no longer stored
+    reads the run's own history."""
+    doc = snapshot("run-1")
+    await store.insert(doc, b'[{"kind":"request"}]')
+
+    by_id = await store.load_history("refund-agent", "run-1", history_id=doc["historyId"])
+    unknown = await store.load_history("refund-agent", "run-1", history_id="gone")
+
+    assert by_id == unknown == b'[{"kind":"request"}]'
+
+
 async def test_another_agents_run_is_invisible(store: SnapshotStore) -> None:
     await store.insert(snapshot("run-1", agent_id="refund-agent"), b"[]")
 

@@ -705,3 +705,32 @@ def test_all_of_and_any_of_combine_as_all_and_any(doc: dict[str, Any], first: li
 def test_equals_refuses_none() -> None:
     with pytest.raises(ValueError, match="NoValue"):
         Equals("lastError", None)  # type: ignore[arg-type]
+
+
+@PROPERTIES
+@given(
+    due=st.lists(st.one_of(st.none(), st.integers(-3, 3)), min_size=1, max_size=4),
+    decided=st.lists(st.booleans(), min_size=4, max_size=4),
+    index=st.integers(0, 3),
+    version=st.integers(1, 3),
+)
+def test_deciding_gives_what_the_decided_run_derives(
+    due: list[int | None], decided: list[bool], index: int, version: int
+) -> None:
+    """``rules.deciding`` gives the run's derived fields as they are once call ``index`` is decided
+    (``rules.derived``), and the claim only on a run meeting ``claiming``; ``None`` off ``condition``."""
+    calls = [_call(f"c{i}", due=None if d is None else timedelta(minutes=d)) for i, d in enumerate(due)]
+    calls = [_decided(c) if decided[i] else c for i, c in enumerate(calls)]
+    doc = snapshot("r1", calls=calls)
+    doc["version"], doc["pendingCount"] = 2, rules.pending_count(calls)
+    index = index % len(calls)
+    pending = rules.pending_call(AGENT, "r1", index, f"c{index}", None)
+    found = rules.deciding(doc, pending, index, rules.last_pending(version))
+    if decided[index]:
+        assert found is None
+        return
+    after: SnapshotDocument = {**doc, "toolCalls": [_decided(c) if i == index else c for i, c in enumerate(calls)]}
+    assert found is not None
+    assert {"pendingCount": found.pending_count, "expiresAt": found.expires_at} == rules.derived(after)
+    assert found.claimed is (version == 2 and doc["pendingCount"] == 1) is matches(rules.last_pending(version), doc)
+    assert rules.deciding(doc, pending, index) == rules.Decided(False, found.pending_count, found.expires_at)

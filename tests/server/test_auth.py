@@ -381,7 +381,6 @@ def test_new_key_puts_a_valid_email_in_the_entry_and_refuses_a_bad_one(capsys: p
     assert "ops at example.com" in err
 
 
-@pytest.mark.xfail(strict=True, reason="new-key prints an entry the server refuses")
 @pytest.mark.parametrize(
     ("option", "value", "said"),
     [("--name", "", "at least 1 character"), ("--scopes", "runs:read,not a scope", "not a scope")],

@@ -7,7 +7,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NoReturn
 
 from . import INVALID
@@ -131,7 +131,7 @@ _OPTIONS = {"name": "--name", "scopes": "--scopes", "resources": "--resources", 
 """The option of each field of a key's entry."""
 
 
-def _check_entry(entry: dict[str, object]) -> None:
+def _check_entry(entry: Mapping[str, object]) -> None:
     """Refuse an entry ``RUNSGATE_API_KEYS`` would refuse (``ApiKeyConfig``, the server's own
     check), naming its option: one line ``runsgate: invalid configuration: --name: ...``.
 

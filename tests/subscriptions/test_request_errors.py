@@ -108,7 +108,6 @@ VARIABLE_CASES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="over WebSocket: a query's is a `next` without a code, a subscription's another code")
 @pytest.mark.parametrize("case", list(VARIABLE_CASES))
 async def test_variables_that_do_not_coerce_are_an_error_message_with_the_http_code(
     server: tuple[str, Path], case: str

@@ -115,18 +115,25 @@ def _claim_warning(runs: RunManager, call: ToolCallDocument, recipient: str) -> 
     )
 
 
+def _prior_approval(call: ToolCallDocument, recipient: str) -> str:
+    """The note saying ``recipient`` gave one of the approvals ``call`` needs: since when and how
+    many are given and needed; ``""`` when it gave none."""
+    given = [a for a in call.get("approvals") or [] if a["decidedBy"] == recipient]
+    if not given:
+        return ""
+    count, needed = len(call.get("approvals") or []), call.get("approvalsRequired", 1)
+    return (
+        f'<p role="status">You already approved this question at {_when(given[0]["decidedAt"])}. It waits '
+        f"for another approver ({count} of {needed} approvals given); your approval cannot count twice.</p>"
+    )
+
+
 def _refused_approval(refused: RunsgateError | None, call: ToolCallDocument, recipient: str) -> str:
     """The page's note when the gate refuses ``recipient`` an approval of ``call``
     (``DecisionGate.refusal_of``), before any button: when it already gave one of the approvals,
-    since when and how many are still wanted; otherwise the refusal's message. ``""`` when none."""
-    if isinstance(refused, DuplicateApproverError):
-        given = [a for a in call.get("approvals") or [] if a["decidedBy"] == recipient]
-        when = f" at {_when(given[0]['decidedAt'])}" if given else ""
-        count, needed = len(call.get("approvals") or []), call.get("approvalsRequired", 1)
-        return (
-            f'<p role="status">You already approved this question{when}. It waits for another approver '
-            f"({count} of {needed} approvals given); your approval cannot count twice.</p>"
-        )
+    ``_prior_approval``; otherwise the refusal's message. ``""`` when none."""
+    if isinstance(refused, DuplicateApproverError) and (given := _prior_approval(call, recipient)):
+        return given
     if refused is not None:
         return f'<p role="alert">You may not approve it: {html.escape(refused.message)}</p>'
     return ""
@@ -237,6 +244,9 @@ class Links:
             return decided
         doc = await store.get(link.agent_id, link.run_id)  # before deciding, which may resume the run
         call = next((c for c in doc["toolCalls"] if c["toolCallId"] == link.tool_call_id), None) if doc else None
+        given = _prior_approval(call, link.recipient) if link.action == "approve" and call is not None else ""
+        if given:  # a second click: the link's key would replay the first approval's outcome
+            return _page("Already approved", f"{given}<p>Nothing was changed.</p>", 409)
         runs: RunManager = request.app.state.runs
         decide = runs.approve if link.action == "approve" else runs.decline
         try:

@@ -7,7 +7,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NoReturn
 
 from . import INVALID
@@ -127,6 +127,30 @@ def _address(value: str) -> str:
         raise argparse.ArgumentTypeError(f"not an email address (local@domain): {value!r}") from None
 
 
+_OPTIONS = {"name": "--name", "scopes": "--scopes", "resources": "--resources", "email": "--email"}
+"""The option of each field of a key's entry."""
+
+
+def _check_entry(entry: Mapping[str, object]) -> None:
+    """Refuse an entry ``RUNSGATE_API_KEYS`` would refuse (``ApiKeyConfig``, the server's own
+    check), naming its option: one line ``runsgate: invalid configuration: --name: ...``.
+
+    Raises:
+        SystemExit: Status 2, the entry is refused.
+    """
+    from pydantic import ValidationError
+
+    from ..settings.security import ApiKeyConfig
+
+    try:
+        ApiKeyConfig.model_validate(entry)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else "name"
+        print(f"{INVALID}{_OPTIONS.get(field, field)}: {error['msg']} (got {error['input']!r})", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def _new_key(name: str, scopes: str, resources: str, email: str | None = None) -> int:
     """Print a fresh API key (shown once) and the JSON entry to add to ``RUNSGATE_API_KEYS``
     (with ``email`` when given)."""
@@ -141,6 +165,7 @@ def _new_key(name: str, scopes: str, resources: str, email: str | None = None) -
     }
     if email is not None:
         entry["email"] = email
+    _check_entry(entry)
     print(f"key (give it to {name}; it is not stored anywhere): {key}")
     print(f"RUNSGATE_API_KEYS entry: {json.dumps(entry)}")
     return 0

@@ -1,18 +1,20 @@
 """The ``graphql-transport-ws`` handler of ``/graphql`` (``WsHandler``, on ``graphql_view.TransportWsHandler``).
-- A document that cannot run gets the protocol's ``error`` message with HTTP's errors and
-  ``extensions.code`` (``request_errors.request_error_code``); that operation ends, the socket goes on.
+- A document that cannot run, or whose variables do not coerce, gets the protocol's ``error``
+  message with HTTP's errors and ``extensions.code`` (``request_errors.request_error_code``); that
+  operation ends, the socket goes on.
 - ``PrincipalStreams`` bounds what one principal holds open: one operation past
   ``RUNSGATE_MAX_WS_OPERATIONS`` (a socket) or ``..._PER_PRINCIPAL`` (all its sockets) is the
   ``error`` message ``TOO_MANY_OPERATIONS``; one socket past ``RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL``
   is closed at ``connection_init`` with 1013 (Try Again Later, RFC 6455), which clients retry.
-- Strawberry's hook for it is private (``_handle_pre_execution_error``): ``missing()`` names it when
-  an upgrade removed it; the handler then keeps Strawberry's behaviour, and the app logs a warning.
+- Strawberry's hooks for it are private (``_PRIVATE_HOOKS``): ``missing()`` names one an upgrade
+  removed; the handler then keeps Strawberry's behaviour there, and the app logs a warning.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -21,9 +23,11 @@ from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler, Operation
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage
+from strawberry.types import ExecutionResult
 from strawberry.types.execution import PreExecutionError
 
 from resolvers import Context
+from resolvers.documents.executor import VariableCoercionError
 
 from ..http.http_errors import CODES
 from .graphql_view import TransportWsHandler
@@ -41,7 +45,10 @@ TOO_MANY_OPERATIONS = "TOO_MANY_OPERATIONS"
 TRY_AGAIN_LATER = 1013
 """The close code of a WebSocket one more than its principal may have (RFC 6455's registry)."""
 
-_PRIVATE_HOOKS = {"_handle_pre_execution_error": ("self", "operation", "result")}
+_PRIVATE_HOOKS = {
+    "_handle_pre_execution_error": ("self", "operation", "result"),
+    "_send_result_stream": ("self", "operation", "result_source"),
+}
 """Strawberry's private methods this handler overrides, with their parameters."""
 
 
@@ -79,6 +86,22 @@ def formatted_request_error(error: GraphQLError) -> dict[str, Any]:
     if extensions:
         formatted["extensions"] = extensions
     return formatted
+
+
+def _not_coerced(result: ExecutionResult) -> bool:
+    """Whether ``result`` is an operation that never ran: its variables do not coerce."""
+    return (
+        result.data is None
+        and bool(result.errors)
+        and all(isinstance(error, VariableCoercionError) for error in result.errors or [])
+    )
+
+
+async def _after(first: Any, rest: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
+    """``first``, then what ``rest`` yields."""
+    yield first
+    async for result in rest:
+        yield result
 
 
 class TooManyWebSocketsError(Exception):
@@ -225,6 +248,19 @@ class WsHandler(TransportWsHandler):
         finally:
             if self._streams is not None:
                 self._streams.leave(self.context)
+
+    async def _send_result_stream(self, operation: Operation[Context, None], result_source: Any) -> None:
+        """Strawberry's, but a first result of variables that do not coerce (a query's or a
+        mutation's, which Strawberry sends as ``next``) is answered as
+        ``_handle_pre_execution_error`` answers a request error."""
+        results = aiter(result_source)
+        first = await anext(results, None)
+        if first is None:
+            return
+        if type(first) is ExecutionResult and _not_coerced(first):
+            await self._handle_pre_execution_error(operation, PreExecutionError(data=None, errors=first.errors))
+            return
+        await super()._send_result_stream(operation, _after(first, results))
 
     async def _handle_pre_execution_error(self, operation: Operation[Context, None], result: PreExecutionError) -> None:
         """Answer a request error with the ``error`` message (module docstring), where Strawberry

@@ -381,6 +381,25 @@ def test_new_key_puts_a_valid_email_in_the_entry_and_refuses_a_bad_one(capsys: p
     assert "ops at example.com" in err
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [("--name", "", "at least 1 character"), ("--scopes", "runs:read,not a scope", "not a scope")],
+)
+def test_new_key_refuses_what_the_server_would_refuse(
+    option: str, value: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given an option the key's entry cannot hold (RUNSGATE_API_KEYS refuses it at the server's start)
+    argv = ["new-key", "--name", "ops", option, value]
+    # when a key is asked for, then nothing is printed on stdout and the option is named (exit status 2)
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"runsgate: invalid configuration: {option}: "), err
+    assert said in err, err
+
+
 # -- odd tokens never reach a 500 (issue: security, second pass) ---------------------------------
 async def test_a_jwks_token_whose_alg_does_not_match_its_key_gets_401_and_one_info_line(
     caplog: pytest.LogCaptureFixture,

@@ -379,6 +379,33 @@ async def test_a_link_expires_by_the_ttl_it_was_made_under_and_an_older_one_by_t
     assert calls[0]["decision"] is None
 
 
+async def test_a_second_click_on_one_of_two_approvals_says_it_was_given_and_changes_nothing(serve: Serve) -> None:
+    # given a refund that needs two approvers, approved once from bob's link
+    bob = TestKey("bob", "rg_test_bob_0123456789abcdefghijklmnopqrstuvwxyz")
+    served = await serve(keys=[ALICE, bob], link_secret=SECRET, tool_rules=[{"tool": "issue_refund", "approvals": 2}])
+    page = Page(served)
+    try:
+        run_id, call = await page.waiting()
+        token = page.token(run_id, call, recipient="key:bob")
+        first = await page.click(token)
+        # when he clicks the same link's button again
+        second = await page.click(token)
+        events = await page.gql.run_events(REFUND, run_id)
+        doc = await served.app.state.store.get(REFUND, run_id)
+    finally:
+        await page.http.aclose()
+    assert first.status_code == 200, first.text
+    # then he is told his approval was given, when, and that it waits for another; nothing changed
+    given = doc["toolCalls"][0]["approvals"][0]["decidedAt"].isoformat(timespec="seconds").replace("+00:00", "Z")
+    assert second.status_code == 409, second.text
+    assert "You already approved this question" in second.text
+    assert given in second.text
+    assert "1 of 2 approvals given" in second.text
+    assert "You approved" not in second.text
+    assert [e["by"] for e in events if e["type"] == "approval"] == ["key:bob"]
+    assert len(doc["toolCalls"][0]["approvals"]) == 1
+
+
 async def test_a_prior_approver_is_told_so_and_shown_no_approve_button(serve: Serve) -> None:
     carol = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz")
     bob = TestKey("bob", "rg_test_bob_0123456789abcdefghijklmnopqrstuvwxyz")

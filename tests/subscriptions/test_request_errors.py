@@ -96,3 +96,34 @@ async def test_a_subscription_with_a_literal_its_scalar_refuses_is_a_validation_
     await asyncio.sleep(0.2)  # the lines written before the answers reach the file
     written = log.read_text()[written_before:]
     assert "Traceback" not in written, written
+
+
+QUEUE = "query Q($a: ReviewQueueFilter) { reviewQueue(filter: $a) { totalCount } }"
+VARIABLE_CASES = {
+    "a query": (QUEUE, {"a": "x"}),
+    "a subscription": (
+        "subscription S($a: ReviewQueueFilter) { reviewQueueEvents(filter: $a) { id } }",
+        {"a": {"expiresBefore": "x"}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(VARIABLE_CASES))
+async def test_variables_that_do_not_coerce_are_an_error_message_with_the_http_code(
+    server: tuple[str, Path], case: str
+) -> None:
+    url, _ = server
+    document, variables = VARIABLE_CASES[case]
+    # given variables their types refuse, which HTTP answers as a request error (in a query)
+    over_http = post(url, None, QUEUE, **variables).json()
+    assert {error["extensions"]["code"] for error in over_http["errors"]} == {"BAD_USER_INPUT"}, over_http
+
+    async with ws_connect(url) as ws:
+        # when it is sent over WebSocket
+        operation = await ws.subscribe(document, variables)
+        refused = await ws.receive()
+
+    # then it gets the protocol's error message with the code HTTP gives such variables
+    assert refused["type"] == "error", refused
+    assert refused["id"] == operation
+    assert {error.get("extensions", {}).get("code") for error in refused["payload"]} == {"BAD_USER_INPUT"}, refused

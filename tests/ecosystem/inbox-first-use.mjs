@@ -138,7 +138,8 @@ try {
       record.scrolls = await page.evaluate(() => window.__scrolls);
       record.slot = await slot.evaluate((el) => {
         const b = el.getBoundingClientRect();
-        return { inView: b.top < window.innerHeight && b.bottom > 0, text: el.innerText, top: b.top, bottom: b.bottom };
+        const line = el.querySelector('p').getBoundingClientRect();
+        return { inView: b.top < window.innerHeight && b.bottom > 0, text: el.innerText, top: b.top, bottom: b.bottom, lineInView: line.top >= 0 && line.bottom <= window.innerHeight };
       });
       record.focus = await page.evaluate(() => {
         const active = document.activeElement;

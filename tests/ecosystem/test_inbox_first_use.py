@@ -70,6 +70,7 @@ def test_a_decision_with_the_mouse_does_not_scroll_the_page(seen: dict[str, Any]
     assert max(scrolls) - min(scrolls) <= 1, record
     # the decided card's place, with its result, stays where the reviewer looks
     assert record["slot"]["inView"], record
+    assert record["slot"]["lineInView"], record
     assert "recorded" in record["slot"]["text"], record
     # the focus is on the next card, without scrolling to it
     assert (record["focus"]["run"], record["focus"]["text"]) == (record["next"], "Approve"), record

@@ -50,7 +50,6 @@ def _step(seen: dict[str, Any], name: str) -> None:
     assert name not in seen["errors"], seen["errors"][name]
 
 
-@pytest.mark.xfail(strict=True, reason="the inbox ignores agentId and runId in its address")
 def test_an_inbox_link_opens_its_run(seen: dict[str, Any]) -> None:
     _step(seen, "link")
     link = seen["link"]

@@ -10,7 +10,7 @@ import { cfworkerValidator, schemaProblems } from './validator.js';
 import { AuthRequired, request, storedToken, storeToken } from './api.js';
 import { useAgentEvents, useQueueEvents } from './live.js';
 import { Progress, useProgress } from './progress.jsx';
-import { Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, useShortcuts } from './queue.jsx';
+import { LINKED, Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, showLinked, useShortcuts } from './queue.jsx';
 import { JsonValue, argsSummary, callSummary, editSummary, questionOf } from './values.jsx';
 import { AGENTS_VIEW, ClaimButton, ClaimStatus, queueConnection, queueFilter, reviewAction, waited } from './review.jsx';
 
@@ -639,7 +639,7 @@ function settledText(verb, call, runId, result, change) {
 
 /** One listing: an agent's suspended runs (`agent`), or with `queue` the reviewers' queue across
  * agents (`agent` then names the listing), its items grouped into runs (review.jsx). */
-function AgentListing({ agent, queue = false, agentName, features, filters, token, refresh, log, onAuth, follow, ownDecision }) {
+function AgentListing({ agent, queue = false, agentName, features, filters, token, refresh, log, onAuth, follow, ownDecision, linked = null }) {
   // the queue pages forward only (`first`, `after`): `back` holds the cursors of the pages before
   const [page, setPage] = useState(queue ? { first: PAGE_SIZE, after: null, back: [] } : { first: PAGE_SIZE });
   const [connection, setConnection] = useState(null);
@@ -696,6 +696,30 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
   }, [agent.id, queue, query, filters, features, page, token, refresh, reload, onAuth]);
 
   useEffect(() => flushFocus()); // the focus a decision asked for, once its card's buttons are enabled again
+
+  // the run the page's address names (an inbox link): shown and focused once the listing is read,
+  // else a line saying whether it still waits
+  const [linkNote, setLinkNote] = useState('');
+  const linkDone = useRef(false);
+  useEffect(() => {
+    if (!linked || linkDone.current || !connection) return;
+    linkDone.current = true;
+    if (showLinked(domId('run', linked.runId))) return;
+    const named = `Run ${linked.runId}${linked.agentId ? ` (${agentName(linked.agentId)})` : ''}`;
+    if (!linked.agentId) {
+      setLinkNote(`${named}, which the link names, is not in this listing: it no longer waits for a decision, or not on this page.`);
+      return;
+    }
+    request(token, docs.RUN_NOW, { agentId: linked.agentId, runId: linked.runId })
+      .then((data) =>
+        setLinkNote(
+          data.suspendedRun
+            ? `${named}, which the link names, still waits, but not in this listing (another page, or a question you may not decide).`
+            : `${named}, which the link names, no longer waits for a decision: it was decided, or it ended.`,
+        ),
+      )
+      .catch((e) => setLinkNote(`${named}, which the link names, could not be read: ${e.message}`));
+  }, [linked, connection, token, agentName]);
 
   const settle = useCallback((entries) => setSlots((before) => new Map([...before, ...entries.map((slot) => [slot.runId, slot])])), []);
   const compact = useCallback(
@@ -881,6 +905,11 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         {agent.name || agent.id} <span className="count">{connection ? `${connection.totalCount} waiting` : 'loading…'}</span>
       </h2>
       {agent.description && <p className="description">{agent.description}</p>}
+      {linkNote && (
+        <p className="link-note" role="status">
+          {linkNote}
+        </p>
+      )}
       {error && (
         <p className="problem" role="alert">
           {error}
@@ -1054,7 +1083,8 @@ function App() {
   const [message, setMessage] = useState('');
   const [features, setFeatures] = useState(null);
   const [agents, setAgents] = useState([]);
-  const [filters, setFilters] = useState(EMPTY_FILTERS);
+  // an inbox link lists its run's agent
+  const [filters, setFilters] = useState(() => (LINKED && LINKED.agentId ? { ...EMPTY_FILTERS, agentId: LINKED.agentId } : EMPTY_FILTERS));
   const [activity, setActivity] = useState([]);
   const [live, setLive] = useState('connecting');
   const [refresh, setRefresh] = useState({});
@@ -1220,6 +1250,7 @@ function App() {
               onAuth={onAuth}
               follow={progress.follow}
               ownDecision={ownDecision}
+              linked={LINKED}
             />
           )}
           {!queueView && watched.map((agent) => (
@@ -1235,6 +1266,7 @@ function App() {
               onAuth={onAuth}
               follow={progress.follow}
               ownDecision={ownDecision}
+              linked={LINKED && (!LINKED.agentId || LINKED.agentId === agent.id) ? LINKED : null}
             />
           ))}
         </div>

@@ -6,6 +6,24 @@
 import React, { useEffect, useRef } from 'react';
 
 const CARD = '[data-card]';
+
+/** The run an address names (`?agentId=...&runId=...`: an email's or a webhook's inbox link), or null. */
+export const LINKED = (() => {
+  const params = new URLSearchParams(window.location.search);
+  return params.get('runId') ? { agentId: params.get('agentId') || '', runId: params.get('runId') } : null;
+})();
+
+/** Bring the run card holding element id `id` into view (its top) and focus its first action;
+ * false when the page has no such card. */
+export function showLinked(id) {
+  const el = document.getElementById(id);
+  const run = el && el.closest('article');
+  if (!run) return false;
+  run.scrollIntoView({ block: 'start' });
+  const action = firstAction(run);
+  if (action) action.focus({ preventScroll: true });
+  return true;
+}
 const FIELD = 'input:not([type="checkbox"]), textarea, select, button';
 
 /** The cards of the page, in reading order. */

@@ -60,7 +60,6 @@ def test_an_inbox_link_opens_its_run(seen: dict[str, Any]) -> None:
     assert seen["runs"]["refunds"][0] in link["gone"], link
 
 
-@pytest.mark.xfail(strict=True, reason="the focus after a decision scrolls the next card into view")
 @pytest.mark.parametrize("viewport", ["wide", "small"])
 def test_a_decision_with_the_mouse_does_not_scroll_the_page(seen: dict[str, Any], viewport: str) -> None:
     _step(seen, f"scroll-{viewport}")

@@ -10,7 +10,7 @@ import { cfworkerValidator, schemaProblems } from './validator.js';
 import { AuthRequired, request, storedToken, storeToken } from './api.js';
 import { useAgentEvents, useQueueEvents } from './live.js';
 import { Progress, useProgress } from './progress.jsx';
-import { LINKED, Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, showLinked, useShortcuts } from './queue.jsx';
+import { LINKED, Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, actionOffset, runHeight, showLinked, useShortcuts } from './queue.jsx';
 import { JsonValue, argsSummary, callSummary, editSummary, questionOf } from './values.jsx';
 import { AGENTS_VIEW, ClaimButton, ClaimStatus, queueConnection, queueFilter, reviewAction, waited } from './review.jsx';
 
@@ -776,6 +776,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
       if (features.progress) input.waitFor = 'RECORDED'; // answer once recorded; the progress follows
       // the card's place and the next card, as they are before the page changes
       const height = runHeight(domId('run', run.runId));
+      const offset = actionOffset(domId('run', run.runId), height);
       const last = run.toolCalls.filter((c) => !c.decision).length === 1;
       const next = nextCardKey(call.questionId);
       ownDecision(run.runId, call.toolCallId);
@@ -789,7 +790,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         const text = `${describe(result, what)} Call: ${callSummary(call)}${change ? `; ${change}` : ''}.`;
         log(text, recorded ? 'ok' : 'problem');
         if (recorded && last && height) {
-          settle([{ runId: run.runId, questionId: call.questionId, height, ok: true, text: settledText(verb, call, run.runId, result, change) }]);
+          settle([{ runId: run.runId, questionId: call.questionId, height, offset, ok: true, text: settledText(verb, call, run.runId, result, change) }]);
           requestFocus(next, call.questionId);
         } else setMessages((m) => ({ ...m, [key]: describe(result, what) }));
         if (features.progress && recorded && result.status === 'RESUMING') follow(ids.agentId, run.runId, what);

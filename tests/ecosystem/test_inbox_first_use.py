@@ -74,7 +74,6 @@ def test_a_decision_with_the_mouse_does_not_scroll_the_page(seen: dict[str, Any]
     assert (record["focus"]["run"], record["focus"]["text"]) == (record["next"], "Approve"), record
 
 
-@pytest.mark.xfail(strict=True, reason="a read-only key is shown a queue loading for ever and 'Live'")
 def test_a_read_only_key_is_told_it_has_no_queue(seen: dict[str, Any]) -> None:
     _step(seen, "readonly")
     readonly = seen["readonly"]

@@ -7,7 +7,7 @@ import Form, { getDefaultRegistry } from '@rjsf/core';
 import * as docs from './documents.js';
 import { EXACT, formValue, isRaw, parseJSON, roundedNote, typedNumber, unsafeNumbers, unsendable } from './exact.js';
 import { cfworkerValidator, schemaProblems } from './validator.js';
-import { AuthRequired, request, storedToken, storeToken } from './api.js';
+import { AuthRequired, GraphQLRequestError, request, storedToken, storeToken } from './api.js';
 import { useAgentEvents, useQueueEvents } from './live.js';
 import { Progress, useProgress } from './progress.jsx';
 import { LINKED, Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, actionOffset, runHeight, showLinked, useShortcuts } from './queue.jsx';
@@ -1086,6 +1086,8 @@ function App() {
   const [agents, setAgents] = useState([]);
   // an inbox link lists its run's agent
   const [filters, setFilters] = useState(() => (LINKED && LINKED.agentId ? { ...EMPTY_FILTERS, agentId: LINKED.agentId } : EMPTY_FILTERS));
+  // the scope a key lacks to have a review queue (a read-only key), or ''
+  const [noQueue, setNoQueue] = useState('');
   const [activity, setActivity] = useState([]);
   const [live, setLive] = useState('connecting');
   const [refresh, setRefresh] = useState({});
@@ -1120,8 +1122,21 @@ function App() {
           if (e instanceof AuthRequired) throw e; // introspection off: no optional feature
         }
         const list = await request(token, docs.AGENTS);
+        const known = docs.features(found);
+        let lacking = '';
+        if (known.reviewQueue && !AGENTS_VIEW) {
+          // a key that may not decide has no queue: the page says so instead of a listing
+          try {
+            await request(token, docs.reviewQueueQuery(known), { filter: null, first: 1, after: null });
+          } catch (e) {
+            if (!(e instanceof GraphQLRequestError) || e.code !== 'FORBIDDEN') throw e;
+            lacking = e.requiredScope || 'runs:decide';
+          }
+        }
         if (!current) return;
-        setFeatures(docs.features(found));
+        setNoQueue(lacking);
+        setFeatures(known);
+
         setAgents(list.agents);
         setPhase('ready');
       } catch (e) {
@@ -1141,11 +1156,11 @@ function App() {
   // the reviewers' queue where the server has it (`?view=agents`: one listing per agent), kept
   // current by its own stream where the server has that (live.js), else by each agent's events
   const queueView = Boolean(features && features.reviewQueue && !AGENTS_VIEW);
-  const queueStream = queueView && features.queueEvents;
+  const queueStream = queueView && features.queueEvents && !noQueue;
   const watched = useMemo(() => (filters.agentId ? agents.filter((a) => a.id === filters.agentId) : agents), [agents, filters.agentId]);
   const bump = useCallback((ids = [QUEUE_LISTING.id]) => setRefresh((before) => ({ ...before, ...Object.fromEntries(ids.map((id) => [id, (before[id] || 0) + 1])) })), []);
   const queueFilterJson = useMemo(() => JSON.stringify(queueFilter(filters)), [filters]);
-  useAgentEvents({ agents: phase === 'ready' && !queueStream ? watched : NO_AGENTS, token, log, own, sawEvent, bump, setLive, onAuth });
+  useAgentEvents({ agents: phase === 'ready' && !queueStream && !noQueue ? watched : NO_AGENTS, token, log, own, sawEvent, bump, setLive, onAuth });
   useQueueEvents({
     enabled: phase === 'ready' && queueStream,
     filter: queueFilterJson,
@@ -1191,8 +1206,8 @@ function App() {
     <>
       <header>
         <h1>runsgate inbox</h1>
-        <p className={`live ${live}`} role="status">
-          {live === 'live' ? 'Live: new runs and decisions appear as they happen' : 'Connecting for live updates…'}
+        <p className={`live ${noQueue ? 'off' : live}`} role="status">
+          {noQueue ? 'No live updates: this key has no review queue.' : live === 'live' ? 'Live: new runs and decisions appear as they happen' : 'Connecting for live updates…'}
         </p>
         {token && (
           <button
@@ -1237,7 +1252,16 @@ function App() {
           <Progress cards={progress.cards} onDismiss={progress.dismiss} />
         </div>
         <div className="queue">
-          {queueView && (
+          {queueView && noQueue && (
+            <section className="agent" aria-labelledby="no-queue">
+              <h2 id="no-queue">No review queue for this key</h2>
+              <p>
+                This key may not decide (it lacks the scope <code>{noQueue}</code>), so it has no queue of questions to decide. It may still read the
+                suspended runs: <a href="?view=agents">see them per agent</a>.
+              </p>
+            </section>
+          )}
+          {queueView && !noQueue && (
             <AgentListing
               key={JSON.stringify(filters)}
               agent={QUEUE_LISTING}

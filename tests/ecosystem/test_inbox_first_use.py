@@ -85,7 +85,6 @@ def test_a_read_only_key_is_told_it_has_no_queue(seen: dict[str, Any]) -> None:
     assert any(link["href"].endswith("?view=agents") for link in readonly["links"]), readonly
 
 
-@pytest.mark.xfail(strict=True, reason="a partial approval's activity line says only 'recorded; SUSPENDED'")
 def test_a_partial_approvals_activity_line_says_so(seen: dict[str, Any]) -> None:
     _step(seen, "partial")
     partial, (one, bulk) = seen["partial"], seen["runs"]["big"]

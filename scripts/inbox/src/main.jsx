@@ -10,7 +10,7 @@ import { cfworkerValidator, schemaProblems } from './validator.js';
 import { AuthRequired, GraphQLRequestError, request, storedToken, storeToken } from './api.js';
 import { useAgentEvents, useQueueEvents } from './live.js';
 import { Progress, useProgress } from './progress.jsx';
-import { LINKED, Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, actionOffset, runHeight, showLinked, useShortcuts } from './queue.jsx';
+import { LINKED, Settled, Shortcuts, actionOffset, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, showLinked, useShortcuts } from './queue.jsx';
 import { JsonValue, argsSummary, callSummary, editSummary, questionOf } from './values.jsx';
 import { AGENTS_VIEW, ClaimButton, ClaimStatus, queueConnection, queueFilter, reviewAction, waited } from './review.jsx';
 
@@ -626,13 +626,26 @@ function BulkBar({ agent, count, busy, decide }) {
   );
 }
 
+/** "1 of 2 approvals given; waits for another approver" when `result` records an approval of
+ * `call` that is one of several it needs (the call still waits, in the other reviewers' queues),
+ * else null. */
+function partialApproval(call, result) {
+  const given = call.approvals ? call.approvals.length + 1 : 1;
+  if (!(call.approvalsRequired > given) || result.__typename !== 'RunOutcome' || result.status !== 'SUSPENDED') return null;
+  return `${given} of ${call.approvalsRequired} approvals given; waits for another approver`;
+}
+
+/** What an approval's (or other decision's) `result` says, after `what`: as `describe`, or that it
+ * was one approval of several. */
+function approvalText(result, what, call, approving) {
+  const partial = approving && partialApproval(call, result);
+  return partial ? `${what}: ${partial}.` : describe(result, what);
+}
+
 /** What the result of a recorded decision says in the decided card's place. */
 function settledText(verb, call, runId, result, change) {
-  const given = call.approvals ? call.approvals.length + 1 : 1;
-  if (verb.startsWith('Approved') && call.approvalsRequired > given && result.status === 'SUSPENDED') {
-    // one approval of several: the call still waits, in the other reviewers' queues
-    return `${verb}: ${callSummary(call)} on run ${runId}: ${given} of ${call.approvalsRequired} approvals given; waits for another approver.`;
-  }
+  const partial = verb.startsWith('Approved') && partialApproval(call, result);
+  if (partial) return `${verb}: ${callSummary(call)} on run ${runId}: ${partial}.`;
   const status = result.status === 'RESUMING' ? 'recorded, continuing (its progress is under "Progress after decisions")' : `recorded; the run is now ${result.status}`;
   return `${verb}: ${callSummary(call)} on run ${runId}${change ? ` (${change})` : ''}: ${status}.`;
 }
@@ -787,12 +800,13 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         const data = await request(token, document, { input });
         result = Object.values(data)[0];
         const recorded = result.__typename === 'RunOutcome';
-        const text = `${describe(result, what)} Call: ${callSummary(call)}${change ? `; ${change}` : ''}.`;
+        const said = approvalText(result, what, call, kind === 'approve');
+        const text = `${said} Call: ${callSummary(call)}${change ? `; ${change}` : ''}.`;
         log(text, recorded ? 'ok' : 'problem');
         if (recorded && last && height) {
           settle([{ runId: run.runId, questionId: call.questionId, height, offset, ok: true, text: settledText(verb, call, run.runId, result, change) }]);
           requestFocus(next, call.questionId);
-        } else setMessages((m) => ({ ...m, [key]: describe(result, what) }));
+        } else setMessages((m) => ({ ...m, [key]: said }));
         if (features.progress && recorded && result.status === 'RESUMING') follow(ids.agentId, run.runId, what);
       } catch (e) {
         if (e instanceof AuthRequired) onAuth(e);
@@ -843,7 +857,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         log(
           `Bulk ${name} of ${items.length} call${items.length === 1 ? '' : 's'} on ${agentName(agentId)}: ${recorded} recorded${refused ? `, ${refused} not recorded` : ''}${change ? ` (${change})` : ''}.`,
           refused ? 'problem' : 'ok',
-          results.map((result, i) => describe(result, `${callSummary(items[i].call)} on run ${items[i].runId}`)),
+          results.map((result, i) => approvalText(result, `${callSummary(items[i].call)} on run ${items[i].runId}`, items[i].call, kind === 'APPROVED')),
         );
         settle(
           results.flatMap((result, i) => {
@@ -1136,7 +1150,6 @@ function App() {
         if (!current) return;
         setNoQueue(lacking);
         setFeatures(known);
-
         setAgents(list.agents);
         setPhase('ready');
       } catch (e) {

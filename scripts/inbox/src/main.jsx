@@ -1237,7 +1237,7 @@ function App() {
         )}
       </header>
       <main className="queue-page">
-        <Filters agents={agents} features={features} queue={queueView} filters={filters} onApply={setFilters} />
+        {!noQueue && <Filters agents={agents} features={features} queue={queueView} filters={filters} onApply={setFilters} />}
         {/* beside the queue (inbox.css): what it shows grows without moving the cards */}
         <div className="side">
           <Shortcuts />

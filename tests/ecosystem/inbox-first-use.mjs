@@ -12,17 +12,19 @@
 // - readonly: READ_KEY at /inbox: the page's text, its links, and whether it says "Live";
 // - partial: a refund of $640 (two approvals) approved on its card, another in bulk: the activity
 //   lines (the bulk entry's item);
-// Each step records what it found or the error that stopped it. Prints JSON:
-// {runs, link, scroll, readonly, partial, pageErrors, cspViolations, errors}.
+// and axe-core's violations after the link to a decided run, each decision and on the read-only
+// key's page. Each step records what it found or the error that stopped it. Prints JSON:
+// {runs, link, scroll, readonly, partial, axe, pageErrors, cspViolations, errors}.
 import { join } from 'node:path';
-import { api, failed, launchChromium } from './_browser.mjs';
+import { api, axeViolations, failed, launchChromium } from './_browser.mjs';
 
 const [baseUrl, outputDir, apiKey, readKey] = process.argv.slice(2);
 const TIMEOUT = 60_000;
 const STEP = 15_000;
 const { start } = api(baseUrl, apiKey);
 const { context, close } = await launchChromium();
-const out = { runs: {}, link: {}, scroll: {}, pageErrors: [], cspViolations: [], errors: {} };
+const out = { runs: {}, link: {}, scroll: {}, axe: [], pageErrors: [], cspViolations: [], errors: {} };
+const axe = async (page, label) => out.axe.push({ label, violations: await axeViolations(page) });
 const step = async (name, body) => {
   try {
     await body();
@@ -96,6 +98,7 @@ try {
     const note = page.getByText(/no longer waits/);
     await note.first().waitFor({ timeout: STEP });
     out.link.gone = await note.first().innerText();
+    await axe(page, 'a link to a run that no longer waits');
   });
 
   for (const [name, size] of [
@@ -148,6 +151,7 @@ try {
       });
       record.next = next;
       out.scroll[name] = record;
+      await axe(page, `a decision at ${size.width}x${size.height}`);
       await page.screenshot({ path: join(outputDir, `inbox-first-use-scroll-${name}.png`) });
     });
   }
@@ -181,6 +185,7 @@ try {
       links: await tab.getByRole('link').evaluateAll((els) => els.map((el) => ({ text: el.innerText, href: el.getAttribute('href') }))),
     };
     await tab.screenshot({ path: join(outputDir, 'inbox-first-use-readonly.png') });
+    await axe(tab, 'a read-only key');
     await tab.close();
   });
   process.stdout.write(JSON.stringify(out) + '\n');

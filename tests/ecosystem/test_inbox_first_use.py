@@ -3,7 +3,8 @@
 ``inbox-first-use.mjs`` signs the page in with a key that may decide (and, in its own tab, with a
 read-only one) against a server with the demo agents. It records what an email's inbox link opens,
 whether the page scrolls after a decision made with the mouse (at 1280x900 and 390x700), what a
-read-only key is shown, and the activity lines of a partial (1 of 2) approval, single and in bulk.
+read-only key is shown, and the activity lines of a partial (1 of 2) approval, single and in bulk;
+axe-core in those states.
 """
 
 from __future__ import annotations
@@ -95,3 +96,15 @@ def test_a_partial_approvals_activity_line_says_so(seen: dict[str, Any]) -> None
     assert f"on run {bulk}" in partial["bulk"], partial
     assert "1 of 2 approvals given" in partial["bulk"], partial
     assert one != bulk
+
+
+def test_axe_finds_no_violation_in_those_states(seen: dict[str, Any]) -> None:
+    labels = [check["label"] for check in seen["axe"]]
+    assert labels == [
+        "a link to a run that no longer waits",
+        "a decision at 1280x900",
+        "a decision at 390x700",
+        "a read-only key",
+    ], labels
+    for check in seen["axe"]:
+        assert check["violations"] == [], f"{check['label']}: {json.dumps(check['violations'], indent=1)}"

@@ -34,7 +34,15 @@ export class AuthRequired extends Error {
   }
 }
 
-export class GraphQLRequestError extends Error {}
+/** A request the server answered with errors (or not at all): `code` and `requiredScope` are the
+ * first error's `extensions` (FORBIDDEN, and the scope the key lacks), when it has them. */
+export class GraphQLRequestError extends Error {
+  constructor(message, extensions = {}) {
+    super(message);
+    this.code = extensions.code || null;
+    this.requiredScope = extensions.requiredScope || null;
+  }
+}
 
 function endpoint() {
   return new URL('graphql', new URL('.', window.location.href)).href;
@@ -59,7 +67,7 @@ export async function request(token, query, variables = {}) {
   const firstError = body && body.errors && body.errors[0] && body.errors[0].message;
   if (response.status === 401) throw new AuthRequired(firstError || 'Authentication required', Boolean(token));
   if (!body || (body.errors && body.errors.length)) {
-    throw new GraphQLRequestError(firstError || `The server answered ${response.status}`);
+    throw new GraphQLRequestError(firstError || `The server answered ${response.status}`, (body && body.errors && body.errors[0] && body.errors[0].extensions) || {});
   }
   return body.data;
 }

@@ -7,10 +7,10 @@ import Form, { getDefaultRegistry } from '@rjsf/core';
 import * as docs from './documents.js';
 import { EXACT, formValue, isRaw, parseJSON, roundedNote, typedNumber, unsafeNumbers, unsendable } from './exact.js';
 import { cfworkerValidator, schemaProblems } from './validator.js';
-import { AuthRequired, request, storedToken, storeToken } from './api.js';
+import { AuthRequired, GraphQLRequestError, request, storedToken, storeToken } from './api.js';
 import { useAgentEvents, useQueueEvents } from './live.js';
 import { Progress, useProgress } from './progress.jsx';
-import { Settled, Shortcuts, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, useShortcuts } from './queue.jsx';
+import { LINKED, Settled, Shortcuts, actionOffset, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, showLinked, useShortcuts } from './queue.jsx';
 import { JsonValue, argsSummary, callSummary, editSummary, questionOf } from './values.jsx';
 import { AGENTS_VIEW, ClaimButton, ClaimStatus, queueConnection, queueFilter, reviewAction, waited } from './review.jsx';
 
@@ -626,20 +626,33 @@ function BulkBar({ agent, count, busy, decide }) {
   );
 }
 
+/** "1 of 2 approvals given; waits for another approver" when `result` records an approval of
+ * `call` that is one of several it needs (the call still waits, in the other reviewers' queues),
+ * else null. */
+function partialApproval(call, result) {
+  const given = call.approvals ? call.approvals.length + 1 : 1;
+  if (!(call.approvalsRequired > given) || result.__typename !== 'RunOutcome' || result.status !== 'SUSPENDED') return null;
+  return `${given} of ${call.approvalsRequired} approvals given; waits for another approver`;
+}
+
+/** What an approval's (or other decision's) `result` says, after `what`: as `describe`, or that it
+ * was one approval of several. */
+function approvalText(result, what, call, approving) {
+  const partial = approving && partialApproval(call, result);
+  return partial ? `${what}: ${partial}.` : describe(result, what);
+}
+
 /** What the result of a recorded decision says in the decided card's place. */
 function settledText(verb, call, runId, result, change) {
-  const given = call.approvals ? call.approvals.length + 1 : 1;
-  if (verb.startsWith('Approved') && call.approvalsRequired > given && result.status === 'SUSPENDED') {
-    // one approval of several: the call still waits, in the other reviewers' queues
-    return `${verb}: ${callSummary(call)} on run ${runId}: ${given} of ${call.approvalsRequired} approvals given; waits for another approver.`;
-  }
+  const partial = verb.startsWith('Approved') && partialApproval(call, result);
+  if (partial) return `${verb}: ${callSummary(call)} on run ${runId}: ${partial}.`;
   const status = result.status === 'RESUMING' ? 'recorded, continuing (its progress is under "Progress after decisions")' : `recorded; the run is now ${result.status}`;
   return `${verb}: ${callSummary(call)} on run ${runId}${change ? ` (${change})` : ''}: ${status}.`;
 }
 
 /** One listing: an agent's suspended runs (`agent`), or with `queue` the reviewers' queue across
  * agents (`agent` then names the listing), its items grouped into runs (review.jsx). */
-function AgentListing({ agent, queue = false, agentName, features, filters, token, refresh, log, onAuth, follow, ownDecision }) {
+function AgentListing({ agent, queue = false, agentName, features, filters, token, refresh, log, onAuth, follow, ownDecision, linked = null }) {
   // the queue pages forward only (`first`, `after`): `back` holds the cursors of the pages before
   const [page, setPage] = useState(queue ? { first: PAGE_SIZE, after: null, back: [] } : { first: PAGE_SIZE });
   const [connection, setConnection] = useState(null);
@@ -697,6 +710,30 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
 
   useEffect(() => flushFocus()); // the focus a decision asked for, once its card's buttons are enabled again
 
+  // the run the page's address names (an inbox link): shown and focused once the listing is read,
+  // else a line saying whether it still waits
+  const [linkNote, setLinkNote] = useState('');
+  const linkDone = useRef(false);
+  useEffect(() => {
+    if (!linked || linkDone.current || !connection) return;
+    linkDone.current = true;
+    if (showLinked(domId('run', linked.runId))) return;
+    const named = `Run ${linked.runId}${linked.agentId ? ` (${agentName(linked.agentId)})` : ''}`;
+    if (!linked.agentId) {
+      setLinkNote(`${named}, which the link names, is not in this listing: it no longer waits for a decision, or not on this page.`);
+      return;
+    }
+    request(token, docs.RUN_NOW, { agentId: linked.agentId, runId: linked.runId })
+      .then((data) =>
+        setLinkNote(
+          data.suspendedRun
+            ? `${named}, which the link names, still waits, but not in this listing (another page, or a question you may not decide).`
+            : `${named}, which the link names, no longer waits for a decision: it was decided, or it ended.`,
+        ),
+      )
+      .catch((e) => setLinkNote(`${named}, which the link names, could not be read: ${e.message}`));
+  }, [linked, connection, token, agentName]);
+
   const settle = useCallback((entries) => setSlots((before) => new Map([...before, ...entries.map((slot) => [slot.runId, slot])])), []);
   const compact = useCallback(
     (runId) => setSlots((before) => (before.has(runId) ? new Map(before).set(runId, { ...before.get(runId), compact: true }) : before)),
@@ -752,6 +789,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
       if (features.progress) input.waitFor = 'RECORDED'; // answer once recorded; the progress follows
       // the card's place and the next card, as they are before the page changes
       const height = runHeight(domId('run', run.runId));
+      const offset = actionOffset(domId('run', run.runId), height);
       const last = run.toolCalls.filter((c) => !c.decision).length === 1;
       const next = nextCardKey(call.questionId);
       ownDecision(run.runId, call.toolCallId);
@@ -762,12 +800,13 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         const data = await request(token, document, { input });
         result = Object.values(data)[0];
         const recorded = result.__typename === 'RunOutcome';
-        const text = `${describe(result, what)} Call: ${callSummary(call)}${change ? `; ${change}` : ''}.`;
+        const said = approvalText(result, what, call, kind === 'approve');
+        const text = `${said} Call: ${callSummary(call)}${change ? `; ${change}` : ''}.`;
         log(text, recorded ? 'ok' : 'problem');
         if (recorded && last && height) {
-          settle([{ runId: run.runId, questionId: call.questionId, height, ok: true, text: settledText(verb, call, run.runId, result, change) }]);
+          settle([{ runId: run.runId, questionId: call.questionId, height, offset, ok: true, text: settledText(verb, call, run.runId, result, change) }]);
           requestFocus(next, call.questionId);
-        } else setMessages((m) => ({ ...m, [key]: describe(result, what) }));
+        } else setMessages((m) => ({ ...m, [key]: said }));
         if (features.progress && recorded && result.status === 'RESUMING') follow(ids.agentId, run.runId, what);
       } catch (e) {
         if (e instanceof AuthRequired) onAuth(e);
@@ -818,7 +857,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         log(
           `Bulk ${name} of ${items.length} call${items.length === 1 ? '' : 's'} on ${agentName(agentId)}: ${recorded} recorded${refused ? `, ${refused} not recorded` : ''}${change ? ` (${change})` : ''}.`,
           refused ? 'problem' : 'ok',
-          results.map((result, i) => describe(result, `${callSummary(items[i].call)} on run ${items[i].runId}`)),
+          results.map((result, i) => approvalText(result, `${callSummary(items[i].call)} on run ${items[i].runId}`, items[i].call, kind === 'APPROVED')),
         );
         settle(
           results.flatMap((result, i) => {
@@ -881,6 +920,11 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         {agent.name || agent.id} <span className="count">{connection ? `${connection.totalCount} waiting` : 'loading…'}</span>
       </h2>
       {agent.description && <p className="description">{agent.description}</p>}
+      {linkNote && (
+        <p className="link-note" role="status">
+          {linkNote}
+        </p>
+      )}
       {error && (
         <p className="problem" role="alert">
           {error}
@@ -1054,7 +1098,10 @@ function App() {
   const [message, setMessage] = useState('');
   const [features, setFeatures] = useState(null);
   const [agents, setAgents] = useState([]);
-  const [filters, setFilters] = useState(EMPTY_FILTERS);
+  // an inbox link lists its run's agent
+  const [filters, setFilters] = useState(() => (LINKED && LINKED.agentId ? { ...EMPTY_FILTERS, agentId: LINKED.agentId } : EMPTY_FILTERS));
+  // the scope a key lacks to have a review queue (a read-only key), or ''
+  const [noQueue, setNoQueue] = useState('');
   const [activity, setActivity] = useState([]);
   const [live, setLive] = useState('connecting');
   const [refresh, setRefresh] = useState({});
@@ -1089,8 +1136,20 @@ function App() {
           if (e instanceof AuthRequired) throw e; // introspection off: no optional feature
         }
         const list = await request(token, docs.AGENTS);
+        const known = docs.features(found);
+        let lacking = '';
+        if (known.reviewQueue && !AGENTS_VIEW) {
+          // a key that may not decide has no queue: the page says so instead of a listing
+          try {
+            await request(token, docs.reviewQueueQuery(known), { filter: null, first: 1, after: null });
+          } catch (e) {
+            if (!(e instanceof GraphQLRequestError) || e.code !== 'FORBIDDEN') throw e;
+            lacking = e.requiredScope || 'runs:decide';
+          }
+        }
         if (!current) return;
-        setFeatures(docs.features(found));
+        setNoQueue(lacking);
+        setFeatures(known);
         setAgents(list.agents);
         setPhase('ready');
       } catch (e) {
@@ -1110,11 +1169,11 @@ function App() {
   // the reviewers' queue where the server has it (`?view=agents`: one listing per agent), kept
   // current by its own stream where the server has that (live.js), else by each agent's events
   const queueView = Boolean(features && features.reviewQueue && !AGENTS_VIEW);
-  const queueStream = queueView && features.queueEvents;
+  const queueStream = queueView && features.queueEvents && !noQueue;
   const watched = useMemo(() => (filters.agentId ? agents.filter((a) => a.id === filters.agentId) : agents), [agents, filters.agentId]);
   const bump = useCallback((ids = [QUEUE_LISTING.id]) => setRefresh((before) => ({ ...before, ...Object.fromEntries(ids.map((id) => [id, (before[id] || 0) + 1])) })), []);
   const queueFilterJson = useMemo(() => JSON.stringify(queueFilter(filters)), [filters]);
-  useAgentEvents({ agents: phase === 'ready' && !queueStream ? watched : NO_AGENTS, token, log, own, sawEvent, bump, setLive, onAuth });
+  useAgentEvents({ agents: phase === 'ready' && !queueStream && !noQueue ? watched : NO_AGENTS, token, log, own, sawEvent, bump, setLive, onAuth });
   useQueueEvents({
     enabled: phase === 'ready' && queueStream,
     filter: queueFilterJson,
@@ -1160,8 +1219,8 @@ function App() {
     <>
       <header>
         <h1>runsgate inbox</h1>
-        <p className={`live ${live}`} role="status">
-          {live === 'live' ? 'Live: new runs and decisions appear as they happen' : 'Connecting for live updates…'}
+        <p className={`live ${noQueue ? 'off' : live}`} role="status">
+          {noQueue ? 'No live updates: this key has no review queue.' : live === 'live' ? 'Live: new runs and decisions appear as they happen' : 'Connecting for live updates…'}
         </p>
         {token && (
           <button
@@ -1178,7 +1237,7 @@ function App() {
         )}
       </header>
       <main className="queue-page">
-        <Filters agents={agents} features={features} queue={queueView} filters={filters} onApply={setFilters} />
+        {!noQueue && <Filters agents={agents} features={features} queue={queueView} filters={filters} onApply={setFilters} />}
         {/* beside the queue (inbox.css): what it shows grows without moving the cards */}
         <div className="side">
           <Shortcuts />
@@ -1206,7 +1265,16 @@ function App() {
           <Progress cards={progress.cards} onDismiss={progress.dismiss} />
         </div>
         <div className="queue">
-          {queueView && (
+          {queueView && noQueue && (
+            <section className="agent" aria-labelledby="no-queue">
+              <h2 id="no-queue">No review queue for this key</h2>
+              <p>
+                This key may not decide (it lacks the scope <code>{noQueue}</code>), so it has no queue of questions to decide. It may still read the
+                suspended runs: <a href="?view=agents">see them per agent</a>.
+              </p>
+            </section>
+          )}
+          {queueView && !noQueue && (
             <AgentListing
               key={JSON.stringify(filters)}
               agent={QUEUE_LISTING}
@@ -1220,6 +1288,7 @@ function App() {
               onAuth={onAuth}
               follow={progress.follow}
               ownDecision={ownDecision}
+              linked={LINKED}
             />
           )}
           {!queueView && watched.map((agent) => (
@@ -1235,6 +1304,7 @@ function App() {
               onAuth={onAuth}
               follow={progress.follow}
               ownDecision={ownDecision}
+              linked={LINKED && (!LINKED.agentId || LINKED.agentId === agent.id) ? LINKED : null}
             />
           ))}
         </div>

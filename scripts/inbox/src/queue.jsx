@@ -3,9 +3,27 @@
 // to the next card's first action; keyboard shortcuts move between cards and decide, after a
 // confirmation. A card is any element with `data-card` (its questionId); its first action is the
 // element with `data-first-action`, else its first field.
-import React, { useEffect, useRef } from 'react';
+import React, { useEffect, useLayoutEffect, useRef, useState } from 'react';
 
 const CARD = '[data-card]';
+
+/** The run an address names (`?agentId=...&runId=...`: an email's or a webhook's inbox link), or null. */
+export const LINKED = (() => {
+  const params = new URLSearchParams(window.location.search);
+  return params.get('runId') ? { agentId: params.get('agentId') || '', runId: params.get('runId') } : null;
+})();
+
+/** Bring the run card holding element id `id` into view (its top) and focus its first action;
+ * false when the page has no such card. */
+export function showLinked(id) {
+  const el = document.getElementById(id);
+  const run = el && el.closest('article');
+  if (!run) return false;
+  run.scrollIntoView({ block: 'start' });
+  const action = firstAction(run);
+  if (action) action.focus({ preventScroll: true });
+  return true;
+}
 const FIELD = 'input:not([type="checkbox"]), textarea, select, button';
 
 /** The cards of the page, in reading order. */
@@ -34,7 +52,8 @@ export function nextCardKey(key, skip = new Set()) {
 let wanted = null; // { key, from }: the card whose first action gets the focus once it can
 
 /** Ask for the focus on card `key`'s first action once it is enabled, if the reviewer's focus is
- * then still on the card keyed `from`, a decided card's place, or nowhere. */
+ * then still on the card keyed `from`, a decided card's place, or nowhere. The page does not
+ * scroll to it: what the reviewer looks at stays still (Tab, or `j`, then brings it into view). */
 export function requestFocus(key, from = null) {
   wanted = key ? { key, from } : null;
   flushFocus();
@@ -57,7 +76,7 @@ export function flushFocus() {
     active.disabled ||
     active.closest('[data-settled]') ||
     (wanted.from && active.closest(cardSelector(wanted.from)));
-  if (free) focusAction(action);
+  if (free) action.focus({ preventScroll: true });
   wanted = null;
 }
 
@@ -66,6 +85,18 @@ export function runHeight(id) {
   const el = document.getElementById(id);
   const run = el && el.closest('article');
   return run ? run.getBoundingClientRect().height : 0;
+}
+
+/** How far (px) below the top of the run holding element id `id` the focused element is (the
+ * button just pressed), at most `height` less 4rem; 0 when the focus is elsewhere. The decided
+ * card's place shows its result there, where the reviewer looked. */
+export function actionOffset(id, height) {
+  const el = document.getElementById(id);
+  const run = el && el.closest('article');
+  const active = document.activeElement;
+  if (!run || !active || !run.contains(active)) return 0;
+  const offset = active.getBoundingClientRect().top - run.getBoundingClientRect().top;
+  return Math.max(0, Math.min(offset, height - 64));
 }
 
 /** `previous` run ids kept in place (those still listed, and the decided ones in `slots`), with
@@ -86,6 +117,14 @@ export function placeRuns(previous, listed, slots) {
  * left the view (the browser's scroll anchoring keeps what is in view still). */
 export function Settled({ slot, onCompact }) {
   const ref = useRef(null);
+  const line = useRef(null);
+  // the result line where the pressed button was, lifted as much as it must to end in view
+  const [lift, setLift] = useState(0);
+  useLayoutEffect(() => {
+    if (!slot.offset || !line.current) return;
+    const over = line.current.getBoundingClientRect().bottom - window.innerHeight;
+    if (over > 0) setLift(Math.min(slot.offset, over + 8));
+  }, [slot.offset]);
   useEffect(() => {
     if (slot.compact || typeof IntersectionObserver !== 'function') return undefined;
     const observer = new IntersectionObserver((entries) => {
@@ -97,7 +136,9 @@ export function Settled({ slot, onCompact }) {
   const style = slot.compact ? undefined : { minHeight: `${slot.height}px` };
   return (
     <div className={`run settled ${slot.ok ? 'ok' : 'problem'}${slot.compact ? ' compact' : ''}`} data-settled={slot.runId} ref={ref} style={style}>
-      <p>{slot.text}</p>
+      <p ref={line} style={slot.compact || !slot.offset ? undefined : { marginTop: `${slot.offset - lift}px` }}>
+        {slot.text}
+      </p>
     </div>
   );
 }

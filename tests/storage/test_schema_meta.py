@@ -18,7 +18,7 @@ from storage import SCHEMA_VERSION, MongoSnapshotStore, NewerSchemaError, SQLite
 
 from ._contract import snapshot
 
-BACKFILLED = {"_id": "backfill", "version": 3}
+BACKFILLED = {"_id": "backfill", "version": 4}
 """The ``runsgate_meta`` document of the backfills an open applied (``storage/mongo/schema.py``)."""
 
 

@@ -14,7 +14,7 @@ from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
 from .counts import EVENT_MARKER, hinted, queue_key, queue_scope
-from .mapping import NOT_FINISHED, page, read_snapshots
+from .mapping import NOT_FINISHED, STORE_FIELDS, page, read_snapshots
 from .reachability import reachable
 from .schema import REVIEW_QUEUE_ORDER
 
@@ -107,7 +107,7 @@ class MongoReviewQueue(MongoStoreBase):
                 window: Document | None, query: Document = part.query, wanted: int = wanted
             ) -> list[Document]:
                 bounded = query if window is None else merged(query, {"$and": [window]})
-                cursor = page(self._runs.find(bounded).sort(REVIEW_QUEUE_ORDER), wanted)
+                cursor = page(self._runs.find(bounded, STORE_FIELDS).sort(REVIEW_QUEUE_ORDER), wanted)
                 async with reachable():
                     if window is None:
                         return await cursor.to_list()

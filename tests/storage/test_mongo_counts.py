@@ -444,7 +444,7 @@ async def test_a_queue_total_reads_its_kept_counts_and_marked_runs_only(
             # then it reads the counts of its keys, and the runs and completions whose entries may
             # be missing through the sparse indexes of their markers: never an aggregation of the
             # runs, whose cost grows with them (issue 45 "Cost")
-            assert {name for name, *_ in sent} == {"find"}, sent
+            assert {name for name, *_ in sent} <= {"find"}, sent  # none at all for no agent
             for _, collection, query, hint in sent:
                 if collection == "run_counts":
                     assert set(query) <= {"_id", "scope"}, query
@@ -458,7 +458,6 @@ async def test_a_queue_total_reads_its_kept_counts_and_marked_runs_only(
         await store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the queue's page returned the store's own fields of a snapshot")
 @pytest.mark.parametrize("server", ["mongodb_server", "ferretdb1_server"])
 async def test_a_queue_page_holds_none_of_the_stores_own_fields(request: pytest.FixtureRequest, server: str) -> None:
     store = MongoSnapshotStore(with_database(request.getfixturevalue(server)))

@@ -17,7 +17,10 @@ principal holding every scope. Each scenario is the median of ``--repeat`` reads
   process, no HTTP), so a change in how the resolver orders its reads shows;
 - ``store due count``: the store's count of the questions due within a day (``expiresBefore``,
   O(matches) by design); ``due total``: ``totalCount`` of that filter, which reads each matching
-  run and checks its questions (up to 10,000 runs only).
+  run and checks its questions (up to 10,000 runs only);
+- ``store total``, ``store page``: the store's own reads of the queue (``count_review_questions``
+  without dates, ``list_review_runs`` of 20), beside ``store listing total`` and ``store listing
+  page`` (``count_runs``, ``list_runs`` of 20 of ``refund-agent``, what ``suspendedRuns`` reads).
 
 Each figure is printed with the 1-minute load average read after it. A SQLite file of more than
 10,000 runs is built from 10,000 seeded ones copied in SQL (``INSERT ... SELECT`` with new run ids,
@@ -55,11 +58,13 @@ from storage import (
     MemorySnapshotStore,
     MongoSnapshotStore,
     QueueFilter,
+    RunFilter,
     SnapshotStore,
     SQLiteSnapshotStore,
     earliest_deadline,
     utcnow,
 )
+from storage.protocol import RunPage
 
 PAGE = 20
 TEMPLATE_RUNS = 10_000
@@ -229,6 +234,15 @@ async def measure(name: str, store: SnapshotStore, runs: int, repeat: int) -> di
         figures["due total"] = await _median_ms(lambda: queue.count(EVERYONE, QueueQuery(expires_before=bound)), 3)
         totals["due total"] = await queue.count(EVERYONE, QueueQuery(expires_before=bound))
     for scenario in ("store due count", "due total")[: 2 if runs <= TEMPLATE_RUNS else 1]:
+        print(f"  {name:10} {runs:>9,} {scenario:20} {figures[scenario]:9.2f} ms  (load {load()})", flush=True)
+    store_reads: dict[str, Callable[[], Awaitable[Any]]] = {
+        "store total": lambda: store.count_review_questions(QueueFilter()),
+        "store page": lambda: store.list_review_runs(QueueFilter(), limit=PAGE),
+        "store listing total": lambda: store.count_runs("refund-agent", RunFilter()),
+        "store listing page": lambda: store.list_runs("refund-agent", RunFilter(), RunPage(limit=PAGE)),
+    }
+    for scenario, store_read in store_reads.items():
+        figures[scenario] = await _median_ms(store_read, repeat)
         print(f"  {name:10} {runs:>9,} {scenario:20} {figures[scenario]:9.2f} ms  (load {load()})", flush=True)
     print(f"  {name:10} {runs:>9,} totals {totals}", flush=True)
     if isinstance(store, SQLiteSnapshotStore) and hasattr(store, "explain_review_count"):

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
-SCHEMA_VERSION = 5
-"""Version of the snapshot document layout written by this code: 5 since a run records who
+SCHEMA_VERSION = 6
+"""Version of the snapshot document layout written by this code: 6 since a MongoDB snapshot records
+the changes of its waiting questions for the queue's kept counts (``questionsPending``), which an
+older runsgate would not write (so it must refuse the store); 5 since a run records who
 started it (``startedBy``); 4 since each tool call's
 question carries its place in the call's life (``questionNumber``); 3 since each tool call's
 ``toolCallId`` is runsgate's own identity (the model's id in ``modelToolCallId``, the stored

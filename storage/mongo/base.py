@@ -26,7 +26,7 @@ from ..documents import SCHEMA_VERSION, EventDocument, RunUpdateBatchDocument, S
 from ..protocol import NewerSchemaError, event_list
 from ..stored_json import EVENT_FIELDS, encode
 from . import schema
-from .counts import MARKER, KeptCounts, added_at, removed_at
+from .counts import MARKER, QUEUE_MARKER, KeptCounts, added_at, removed_at
 from .mapping import read_snapshot
 from .reachability import UNAVAILABLE_CODES, reachable
 from .windows import Windows
@@ -180,7 +180,7 @@ class MongoStoreBase:
                 build = await self.database.command("buildInfo")
                 self._rewrites_whole_documents = "ferretdbVersion" in build  # FerretDB 1.x
                 self._windowed_pages = isinstance(build.get("ferretdb"), Mapping)  # FerretDB 2: DocumentDB
-                await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)), self._counts)
+                await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)))
         except BaseException:
             await self.close()  # an open that fails leaves no client behind
             raise
@@ -315,7 +315,8 @@ class MongoStoreBase:
         """``_update`` with ``event`` (one or several, after ``preceding_events``, before those of
         ``then_events``) recorded inside the snapshot (``pendingEvents``) by the same
         single-document write, then appended to ``run_events`` (``_settle_pending_events``, with
-        ``keep_pending``). ``also``: awaited once the update matched, beside the append."""
+        ``keep_pending``). ``also``: awaited once the update matched, beside the append. The
+        snapshot is returned without the moves of its questions (``counts.QUEUE_MARKER``)."""
         events = [*preceding_events, *event_list(event)]
         if events:
             pushed = {"$each": [encode(one, EVENT_FIELDS) for one in events]}
@@ -325,6 +326,8 @@ class MongoStoreBase:
             await self._settle_pending_events(cast(Document, doc), keep=keep_pending, also=also)
         elif doc is not None and also is not None:
             await also()
+        if doc is not None:
+            cast(Document, doc).pop(QUEUE_MARKER, None)
         return doc
 
     async def _settle_pending_events(
@@ -332,8 +335,10 @@ class MongoStoreBase:
     ) -> None:
         """Append every event pending in the snapshot ``doc`` (as just written) to ``run_events``,
         ignoring the ones already there (same ``_id``), with ``also()`` awaited beside it; write
-        its count entries when it carries ``countsPending`` (an insert's, ``counts``); then clear
-        both fields unless the run was written again since (that writer settles them).
+        its count entries when it carries ``countsPending`` (an insert's, ``counts``), with the
+        moves of its questions (``QUEUE_MARKER``); then clear those fields unless the run was
+        written again since (that writer settles them; moves without an insert's marker are left
+        to the sweeper, ``complete_pending_events``).
 
         ``keep``: a write that claimed the run, whose holder writes it again (ends or releases the
         claim, each settling the events pending then): the events are left in the snapshot once
@@ -343,8 +348,9 @@ class MongoStoreBase:
         pending = doc.pop("pendingEvents", None) or []
         added = added_at(doc)
         cleared: Document = {"pendingEvents": ""}
-        if added is not None:  # an insert's marker: the entry, then the marker (``removed`` stays)
+        if added is not None:  # an insert's marker: the entries, then the markers (``removed`` stays)
             cleared[MARKER if removed_at(doc) is None else f"{MARKER}.added"] = ""
+            cleared[QUEUE_MARKER] = ""
         if self.before_event is not None:
             await self.before_event(pending)
         if also is None:
@@ -355,6 +361,7 @@ class MongoStoreBase:
             async with reachable():
                 await self._counts.record(doc, "i")
         doc.pop(MARKER, None)
+        doc.pop(QUEUE_MARKER, None)
         if keep and added is None:
             self._appended.put(doc["_id"], [event["_id"] for event in pending])
             return

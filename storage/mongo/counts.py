@@ -1,18 +1,19 @@
 """Kept counts of ``MongoSnapshotStore``: collection ``run_counts``, one document per listing filter
-combination a run belongs to, so a ``totalCount`` without dates reads one to k documents by ``_id``.
+combination a run belongs to, and one per queue filter combination, read by ``_id`` (or ``scope``).
 
-No multi-document transactions: each count holds ``n`` and idempotent entries ``i<hash>`` (a run
-added) and ``d<hash>`` (a run removed). A run's insert marks it (``countsPending``) until its ``i``
-entries are written; its completion marks it and its ``completed`` event, whose ``d`` entries the
-sweeper writes once the run is gone (so an approval writes no count); a total corrects for the
-marked runs and events whose entries are missing; the sweeper folds entries into ``n`` a grace
-period after they were written. docs/storage.md "Kept counts on MongoDB" has the whole protocol.
+No multi-document transactions: each count holds ``n`` and idempotent entries: ``i<hash>`` (a run
+added), ``d<hash>`` (a run removed), ``m<hash>`` (a change of a run's waiting questions, valued).
+Writes mark the run (``countsPending``, ``questionsPending``) or its ``completed`` event; the
+insert and the sweeper write the entries, a total corrects for the marked runs and events whose
+entries are missing, and the sweeper folds entries into ``n`` a grace period after they were
+written. docs/storage.md "Kept counts on MongoDB" has the whole protocol.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -43,14 +44,53 @@ written yet: ``{at, threadId, resourceId}``, the time its completion was recorde
 Never read back as part of the event (``mapping.read_events``)."""
 
 
+QUEUE_MARKER = "questionsPending"
+"""The snapshot field of a run whose questions changed by writes whose ``m`` entries may not be
+written yet: ``{since, moves: {<id>: q}}``, each move the change in the run's waiting questions
+(``pendingCount`` while suspended, not a sub-run) that one write made, set by that write itself
+(``moved``; indexed: ``questions_pending``, sparse). Cleared once written (``record``)."""
+
+
+def moved(update: Document, questions: int, now: datetime) -> Document:
+    """``update`` (a run's single-document write) that also records a change of ``questions`` in the
+    run's waiting questions under a new move id (``QUEUE_MARKER``); ``update`` itself when 0."""
+    if not questions:
+        return update
+    fields = {f"{QUEUE_MARKER}.moves.{secrets.token_hex(8)}": questions, f"{QUEUE_MARKER}.since": now}
+    return {**update, "$set": {**update.get("$set", {}), **fields}}
+
+
+def inserted_moves(doc: Document, now: datetime) -> Document | None:
+    """The ``QUEUE_MARKER`` of run ``doc`` as inserted: its waiting questions as one move, or ``None``."""
+    questions = waiting_questions(doc)
+    return {"since": now, "moves": {secrets.token_hex(8): questions}} if questions else None
+
+
+def waiting_questions(doc: Document) -> int:
+    """The questions run ``doc`` adds to the queue: its ``pendingCount`` while suspended, not a sub-run."""
+    waiting = doc.get("status") == "suspended" and doc.get("parentRunId") is None
+    return int(doc.get("pendingCount") or 0) if waiting else 0
+
+
+def moves_of(doc: Document) -> dict[str, int]:
+    """The moves run ``doc`` (or its finished run's event marker, ``_run_of``) carries; none for a sub-run."""
+    if doc.get("parentRunId") is not None:
+        return {}
+    return dict((doc.get(QUEUE_MARKER) or {}).get("moves") or {})
+
+
 def with_run_keys(events: Sequence[Document], run: Document) -> list[Document]:
     """``events`` (stored form, about to be appended) with each ``countsPending`` (a time, as the
-    run's write recorded it) completed by run ``run``'s ``threadId`` and ``resourceId``."""
+    run's write recorded it) completed by run ``run``'s ``threadId`` and ``resourceId``, and the
+    moves of its questions not yet written (``QUEUE_MARKER``), which the sweeper writes with its
+    ``d`` entries once the run is gone."""
     done = []
     for event in events:
         marker = event.get(EVENT_MARKER)
         if isinstance(marker, datetime):
             keys = {"at": marker, "threadId": run.get("threadId"), "resourceId": run.get("resourceId")}
+            if moves := moves_of(run):
+                keys["moves"] = moves
             event = {**event, EVENT_MARKER: keys}
         done.append(event)
     return done
@@ -88,6 +128,28 @@ def run_keys(doc: Document) -> list[str]:
     return keys
 
 
+def queue_key(agent_id: str, thread_id: str | None, resource_id: str | None) -> str:
+    """``_id`` of the queue's count of one filter combination: ``key``'s, marked ``"q"``."""
+    return json.dumps([agent_id, thread_id, resource_id, "q"], separators=(",", ":"))
+
+
+def queue_scope(thread_id: str | None, resource_id: str | None) -> str:
+    """The ``scope`` of the queue's counts of one thread and resource, every agent's (indexed:
+    ``queue_scope``), so a total of every agent reads one count per agent."""
+    return json.dumps([thread_id, resource_id], separators=(",", ":"))
+
+
+def run_queue_keys(doc: Document) -> list[str]:
+    """The queue's counts run ``doc`` is part of (``run_keys``' combinations); none for a sub-run."""
+    if doc.get("parentRunId") is not None:
+        return []
+    return [_as_queue_key(count_id) for count_id in run_keys(doc)]
+
+
+def _as_queue_key(count_id: str) -> str:
+    return queue_key(*json.loads(count_id))
+
+
 def filter_keys(agent_id: str, run_filter: RunFilter) -> list[str] | None:
     """The counts whose sum is the total of ``run_filter`` (k of them for k allowed resources), or
     ``None`` when the filter has dates (``from_date``, ``to_date``, ``expires_before``): those
@@ -108,6 +170,22 @@ def entry(kind: str, run_id: str) -> str:
 
 def _agent(count_id: str) -> str:
     return str(json.loads(count_id)[0])
+
+
+def new_count(count_id: str) -> Document:
+    """A count not written yet: ``n`` 0, no entry; a queue's with its ``scope``."""
+    parts = json.loads(count_id)
+    doc: Document = {"_id": count_id, "n": 0, "pending": {}}
+    if len(parts) == 4:
+        doc["scope"] = queue_scope(parts[1], parts[2])
+    return doc
+
+
+def weight(name: str, value: Document) -> int:
+    """What entry ``name`` adds to its count: an ``m`` entry its ``q``, ``i`` 1, ``d`` -1."""
+    if name.startswith("m"):
+        return int(value["q"])
+    return 1 if name.startswith("i") else -1
 
 
 @asynccontextmanager
@@ -163,7 +241,7 @@ class KeptCounts:
             "events_counts_pending",
         )
         found = await self._counts().find({"_id": {"$in": list(keys)}}, {"n": 1, "pending": 1}).to_list()
-        total = sum(int(doc.get("n", 0)) + _pending(doc) for doc in found)
+        total = sum(int(doc.get("n", 0)) + pending_total(doc) for doc in found)
         pending = {doc["_id"]: doc.get("pending") or {} for doc in found}
         wanted = set(keys)
 
@@ -185,20 +263,73 @@ class KeptCounts:
                 leaving.setdefault(event["runId"], _run_of(event, matching["agentId"]))
         return total - sum(missing(run, "d") for run in leaving.values())
 
-    async def record(self, doc: Document, kind: str) -> None:
-        """Write run ``doc``'s entry ``kind`` (``i``: added, ``d``: removed) into each of its
-        counts, dated now (``settle`` folds it a grace period later); writing it again changes
-        nothing but its date."""
+    async def queue_total(
+        self, counts: Document, runs: Document, events: Document, count_of: Callable[[Document], str | None]
+    ) -> int:
+        """The sum of the queue's counts ``counts`` selects, corrected by the moves whose ``m``
+        entry is not written yet of the runs ``runs`` selects and of the finished runs whose
+        ``completed`` event ``events`` selects (each a run's fields as ``_run_of`` gives them):
+        such a move is added when its entry is missing from the count ``count_of(run)`` (``None``:
+        the run is not in the total). Read in ``total``'s order, for the same reason: the runs
+        carrying moves (sparse index ``questions_pending``), the events carrying them, the counts."""
+        fields = {"agentId": 1, "threadId": 1, "resourceId": 1, "parentRunId": 1, QUEUE_MARKER: 1}
+        moving = await hinted(
+            self._runs().find({**runs, f"{QUEUE_MARKER}.since": {"$exists": True}}, fields), "questions_pending"
+        )
+        flagged = {**events, f"{EVENT_MARKER}.at": {"$exists": True}, f"{EVENT_MARKER}.moves": {"$exists": True}}
+        finished = await hinted(
+            self._events().find(flagged, {"runId": 1, "agentId": 1, EVENT_MARKER: 1}), "events_counts_pending"
+        )
+        found = await self._counts().find(counts, {"n": 1, "pending": 1}).to_list()
+        total = sum(int(doc.get("n", 0)) + pending_total(doc) for doc in found)
+        pending = {doc["_id"]: doc.get("pending") or {} for doc in found}
+        seen: set[tuple[str, str]] = set()
+        for run in [*moving, *(_run_of(event, event["agentId"]) for event in finished)]:
+            count_id = count_of(run)
+            for move, questions in moves_of(run).items():
+                if count_id is None or (run["_id"], move) in seen:
+                    continue
+                seen.add((run["_id"], move))
+                total += questions * (entry("m", f"{run['_id']}:{move}") not in pending.get(count_id, {}))
+        return total
+
+    async def record(self, doc: Document, kind: str | None) -> None:
+        """Write run ``doc``'s entry ``kind`` (``i``: added, ``d``: removed, ``None``: none) into each
+        of its counts, and an ``m`` entry of each move it carries (``moves_of``) into each of its
+        queue's counts, dated now (``settle`` folds them a grace period later); writing one again
+        changes nothing but its date."""
+        await self.record_many([(doc, kind)])
+
+    async def record_many(self, runs: Sequence[tuple[Document, str | None]]) -> None:
+        """``record`` of several runs: one ``update`` command per agent."""
         at = utcnow()
-        name = f"pending.{entry(kind, doc['_id'])}"
-        keys = run_keys(doc)
-        change = {"$set": {name: {"run": doc["_id"], "at": at}}, "$min": {"pendingSince": at}}
-        ops = [UpdateOne({"_id": count_id}, change) for count_id in keys]
-        async with self._locked(doc["agentId"]):
-            done = await self._counts().bulk_write(ops, ordered=False)
-            if done.matched_count < len(ops):  # a count not made yet: make it, then write again
-                await self._create(keys)
-                await self._counts().bulk_write(ops, ordered=False)
+        entries: dict[str, Document] = {}
+        for doc, kind in runs:
+            if kind is not None:
+                name = f"pending.{entry(kind, doc['_id'])}"
+                for count_id in run_keys(doc):
+                    entries.setdefault(count_id, {})[name] = {"run": doc["_id"], "at": at}
+            for move, questions in moves_of(doc).items():
+                value = {"run": doc["_id"], "at": at, "q": questions, "m": move}
+                for count_id in run_queue_keys(doc):
+                    entries.setdefault(count_id, {})[f"pending.{entry('m', doc['_id'] + ':' + move)}"] = value
+        by_agent: dict[str, list[str]] = {}
+        for count_id in entries:
+            by_agent.setdefault(_agent(count_id), []).append(count_id)
+        for agent_id, ids in by_agent.items():
+            ops = [UpdateOne({"_id": i}, {"$set": entries[i], "$min": {"pendingSince": at}}) for i in ids]
+            async with self._locked(agent_id):
+                done = await self._counts().bulk_write(ops, ordered=False)
+                if done.matched_count < len(ops):  # a count not made yet: make it, then write again
+                    await self._create(ids)
+                    await self._counts().bulk_write(ops, ordered=False)
+
+    async def moved_runs(self, limit: int) -> list[Document]:
+        """The runs carrying moves not yet written (``QUEUE_MARKER``), at most ``limit``, with the
+        fields ``record`` and the marker's clearing read."""
+        fields = {"agentId": 1, "threadId": 1, "resourceId": 1, "parentRunId": 1, "version": 1, QUEUE_MARKER: 1}
+        found = self._runs().find({f"{QUEUE_MARKER}.since": {"$exists": True}}, fields).limit(limit)
+        return await hinted(found, "questions_pending")
 
     async def record_removals(self, *, before: datetime, limit: int) -> int:
         """Write the ``d`` entries of the runs finished before ``before`` whose ``completed`` event
@@ -229,7 +360,11 @@ class KeptCounts:
     async def add_many(self, docs: Iterable[Document]) -> None:
         """Count new runs at once (the data generator's bulk insert): one ``$inc`` per count.
         Not idempotent: a bulk insert interrupted between its runs and this is counted short."""
-        added: Counter[str] = Counter(count_id for doc in docs for count_id in run_keys(doc))
+        added: Counter[str] = Counter()
+        for doc in docs:
+            added.update(run_keys(doc))
+            if questions := waiting_questions(doc):
+                added.update({count_id: questions for count_id in run_queue_keys(doc)})
         by_agent: dict[str, list[UpdateOne]] = {}
         for count_id, runs in added.items():
             by_agent.setdefault(_agent(count_id), []).append(UpdateOne({"_id": count_id}, {"$inc": {"n": runs}}))
@@ -247,7 +382,7 @@ class KeptCounts:
             return 0
         due = [(d["_id"], name, value) for d in docs for name, value in d["pending"].items() if value["at"] < before]
         ids = list({value["run"] for _, _, value in due})
-        found = await self._runs().find({"_id": {"$in": ids}}, {MARKER: 1}).to_list()
+        found = await self._runs().find({"_id": {"$in": ids}}, {MARKER: 1, QUEUE_MARKER: 1}).to_list()
         present = {d["_id"]: d for d in found}
         flagged = await hinted(
             self._events().find({"runId": {"$in": ids}, f"{EVENT_MARKER}.at": {"$exists": True}}, {"runId": 1}),
@@ -260,11 +395,14 @@ class KeptCounts:
             run = present.get(value["run"])
             if name.startswith("i"):
                 done = run is None or added_at(run) is None
+            elif name.startswith("m"):  # written again while its run or its event still carries it
+                moves = {} if run is None else (run.get(QUEUE_MARKER) or {}).get("moves") or {}
+                done = value["m"] not in moves and value["run"] not in unsettled
             else:
                 done = run is None and value["run"] not in unsettled
             if done:
                 path = f"pending.{name}"
-                change = {"$inc": {"n": 1 if name.startswith("i") else -1}, "$unset": {path: ""}}
+                change = {"$inc": {"n": weight(name, value)}, "$unset": {path: ""}}
                 folds.setdefault(_agent(count_id), []).append(
                     UpdateOne({"_id": count_id, path: {"$exists": True}}, change)
                 )
@@ -277,38 +415,13 @@ class KeptCounts:
                 await counts.bulk_write(ops, ordered=True)
         return folded
 
-    async def rebuild(self, not_finished: Document) -> None:
-        """Set every count from the runs stored that ``not_finished`` matches (the listing's
-        condition): the backfill of a database written before counts (O(runs), once). The
-        caller keeps other writers of this version away meanwhile (``schema.backfill``'s lease)."""
-        counts, runs = self._counts(), self._runs()
-        await counts.delete_many({})
-        text = {"$type": "string"}
-        scopes: list[tuple[Document, Document]] = [
-            ({}, {"a": "$agentId"}),
-            ({"threadId": text}, {"a": "$agentId", "t": "$threadId"}),
-            ({"resourceId": text}, {"a": "$agentId", "r": "$resourceId"}),
-            ({"threadId": text, "resourceId": text}, {"a": "$agentId", "t": "$threadId", "r": "$resourceId"}),
-        ]
-        for match, group in scopes:
-            pipeline = [{"$match": {**not_finished, **match}}, {"$group": {"_id": group, "n": {"$sum": 1}}}]
-            batch: list[Document] = []
-            async for found in await runs.aggregate(pipeline):
-                g = found["_id"]
-                batch.append({"_id": key(g["a"], g.get("t"), g.get("r")), "n": found["n"], "pending": {}})
-                if len(batch) >= 1000:
-                    await counts.insert_many(batch)
-                    batch = []
-            if batch:
-                await counts.insert_many(batch)
-
     async def _create(self, keys: Sequence[str]) -> None:
         """Make the counts ``keys`` that do not exist yet (``n`` 0, no entry), by inserts: one that
         exists already refuses the insert (its unique ``_id``), and is kept. Never by upserts:
         FerretDB 2.5 on DocumentDB let concurrent upserts of one missing ``_id`` each insert it,
         the later ones replacing the first with its entries."""
         try:
-            await self._counts().insert_many([{"_id": k, "n": 0, "pending": {}} for k in keys], ordered=False)
+            await self._counts().insert_many([new_count(k) for k in keys], ordered=False)
         except BulkWriteError as exc:
             if any(error.get("code") != 11000 for error in exc.details.get("writeErrors", [])):
                 raise
@@ -333,6 +446,7 @@ def _run_of(event: Document, agent_id: str) -> Document:
         "agentId": agent_id,
         "threadId": marker["threadId"],
         "resourceId": marker["resourceId"],
+        QUEUE_MARKER: {"moves": marker.get("moves") or {}},
     }
 
 
@@ -341,21 +455,31 @@ def _finished(run: Document) -> bool:
     return any(event.get("type") == "completed" for event in run.get("pendingEvents") or [])
 
 
-def _pending(doc: Document) -> int:
-    return sum(1 if name.startswith("i") else -1 for name in doc.get("pending") or {})
+def pending_total(doc: Document) -> int:
+    """What count ``doc``'s entries add to its ``n`` (``weight``)."""
+    return sum(weight(name, value) for name, value in (doc.get("pending") or {}).items())
 
 
 __all__ = [
     "EQUALITY_FIELDS",
     "EVENT_MARKER",
     "MARKER",
+    "QUEUE_MARKER",
     "KeptCounts",
     "added_at",
     "entry",
     "filter_keys",
     "hinted",
+    "inserted_moves",
     "key",
+    "moved",
+    "moves_of",
+    "new_count",
+    "pending_total",
+    "queue_key",
+    "queue_scope",
     "removed_at",
     "run_keys",
+    "waiting_questions",
     "with_run_keys",
 ]

@@ -31,9 +31,9 @@ FerretDB 1.24 matches ``{"pendingEvents.type": {"$ne": "completed"}}`` on a snap
 ``completed`` event follows another pending one. ``conditions.merged`` joins ``$nor`` lists."""
 
 
-STORE_FIELDS: Document = {"pendingEvents": 0, "countsPending": 0}
+STORE_FIELDS: Document = {"pendingEvents": 0, "countsPending": 0, "questionsPending": 0}
 """The projection leaving out the fields this store keeps in a snapshot for itself (its events
-pending, ``counts.MARKER``): reads of runs give the snapshot without them."""
+pending, ``counts.MARKER``, ``counts.QUEUE_MARKER``): reads of runs give the snapshot without them."""
 
 
 def read_snapshot(doc: Document | None) -> SnapshotDocument | None:

@@ -13,8 +13,8 @@ from ..documents import SnapshotDocument
 from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
-from .counts import hinted
-from .mapping import NOT_FINISHED, page, read_snapshots
+from .counts import EVENT_MARKER, hinted, queue_key, queue_scope
+from .mapping import NOT_FINISHED, STORE_FIELDS, page, read_snapshots
 from .reachability import reachable
 from .schema import REVIEW_QUEUE_ORDER
 
@@ -107,7 +107,7 @@ class MongoReviewQueue(MongoStoreBase):
                 window: Document | None, query: Document = part.query, wanted: int = wanted
             ) -> list[Document]:
                 bounded = query if window is None else merged(query, {"$and": [window]})
-                cursor = page(self._runs.find(bounded).sort(REVIEW_QUEUE_ORDER), wanted)
+                cursor = page(self._runs.find(bounded, STORE_FIELDS).sort(REVIEW_QUEUE_ORDER), wanted)
                 async with reachable():
                     if window is None:
                         return await cursor.to_list()
@@ -126,13 +126,48 @@ class MongoReviewQueue(MongoStoreBase):
         return read_snapshots(found)
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
+        """Without ``expires_before``: the queue's kept counts (``counts.KeptCounts.queue_total``),
+        one per agent and allowed resource, whatever the number of runs; with it, a sum over the
+        runs due before it (O(matches))."""
+        if queue_filter.expires_before is None:
+            async with reachable():
+                return await self._kept_questions(queue_filter)
         query = merged(_filtered(queue_filter), no_value("parentRunId"))  # not a sub-run
-        if queue_filter.expires_before is not None:
-            query["expiresAt"] = {**_DATED, "$lt": queue_filter.expires_before}
+        query["expiresAt"] = {**_DATED, "$lt": queue_filter.expires_before}
         pipeline = [{"$match": query}, {"$group": {"_id": None, "total": {"$sum": "$pendingCount"}}}]
         async with reachable():
             found = await (await self._runs.aggregate(pipeline)).to_list()
         return int(found[0]["total"]) if found else 0
+
+    async def _kept_questions(self, f: QueueFilter) -> int:
+        """The questions of ``f`` (without dates) from the queue's counts: those of its agents (every
+        agent's by ``scope``), its thread and each resource it allows (the queue's rule as
+        ``QueueFilter.admits`` and SQLite's ``kept_count_sql`` state it)."""
+        allowed = f.resource_ids
+        if allowed is not None and f.resource_id is not None:
+            allowed = None if f.resource_id in allowed else frozenset()
+        resources: list[str | None] = [f.resource_id] if allowed is None else [*sorted(allowed)]
+        if not resources or (f.agent_ids is not None and not f.agent_ids):
+            return 0
+        by_resource = resources != [None]
+        runs: Document = {} if f.agent_ids is None else {"agentId": {"$in": sorted(f.agent_ids)}}
+        events = dict(runs)
+        if f.thread_id is not None:
+            runs["threadId"] = events[f"{EVENT_MARKER}.threadId"] = f.thread_id
+        if by_resource:
+            runs["resourceId"] = events[f"{EVENT_MARKER}.resourceId"] = {"$in": resources}
+        if f.agent_ids is None:
+            counts: Document = {"scope": {"$in": [queue_scope(f.thread_id, r) for r in resources]}}
+        else:
+            counts = {"_id": {"$in": [queue_key(a, f.thread_id, r) for a in sorted(f.agent_ids) for r in resources]}}
+
+        def count_of(run: Document) -> str | None:
+            agent, thread, resource = run["agentId"], run.get("threadId"), run.get("resourceId")
+            if not f.admits(agent, thread, resource):
+                return None
+            return queue_key(agent, f.thread_id, resource if by_resource else None)
+
+        return await self._counts.queue_total(counts, runs, events, count_of)
 
     async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[Mapping[str, Any]]:
         """The server's query plan of each query of a queue page (index checks, ``bench/``)."""

@@ -9,6 +9,7 @@ from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
+from pymongo import UpdateOne
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from .._query import utcnow
@@ -17,7 +18,16 @@ from ..protocol import EVERY_RUN, DuplicateRunError, RunFilter, RunPage, event_l
 from ..protocol.writes import Events
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
-from .counts import EQUALITY_FIELDS, MARKER, added_at, filter_keys, removed_at, with_run_keys
+from .counts import (
+    EQUALITY_FIELDS,
+    MARKER,
+    QUEUE_MARKER,
+    added_at,
+    filter_keys,
+    inserted_moves,
+    removed_at,
+    with_run_keys,
+)
 from .mapping import (
     NOT_FINISHED,
     STORE_FIELDS,
@@ -124,6 +134,8 @@ class MongoRuns(MongoStoreBase):
             stored["pendingEvents"] = [encode(one, EVENT_FIELDS) for one in events]
         inserted = utcnow()
         stored[MARKER] = {"since": inserted, "added": inserted}  # counted after the insert, then cleared (counts)
+        if (questions := inserted_moves(stored, inserted)) is not None:
+            stored[QUEUE_MARKER] = questions  # the queue's too, by the same write
         try:
             async with reachable():
                 await self._runs.insert_one(stored)
@@ -157,21 +169,23 @@ class MongoRuns(MongoStoreBase):
         """Append the events left inside snapshots by a process that died between a write and its
         append (``pendingEvents`` older than ``before``), write the ``i`` entries it left
         unwritten (``countsPending`` older than ``before``), and finish what they record: a run
-        whose ``completed`` event was pending is deleted with its history. Then write the ``d``
-        entries of runs finished before ``before`` (``KeptCounts.record_removals``) and fold the
-        entries written before ``before`` into their counts (``KeptCounts.settle``). Returns how
-        many snapshots were completed (``pending_events`` and ``counts_pending`` indexes)."""
+        whose ``completed`` event was pending is deleted with its history. Then write the moves of
+        the runs' questions (``_record_moves``), the ``d`` entries of runs finished before
+        ``before`` (``KeptCounts.record_removals``), and fold the entries written before ``before``
+        into their counts (``KeptCounts.settle``). Returns how many snapshots were completed
+        (``pending_events`` and ``counts_pending`` indexes)."""
         left = {"$or": [{"pendingEvents.at": {"$lt": before}}, {f"{MARKER}.since": {"$lt": before}}]}
         async with reachable():
-            fields = {"pendingEvents": 1, "historyId": 1, "version": 1, MARKER: 1, "agentId": 1}
-            fields |= {"threadId": 1, "resourceId": 1}
+            fields = {"pendingEvents": 1, "historyId": 1, "version": 1, MARKER: 1, QUEUE_MARKER: 1, "agentId": 1}
+            fields |= {"threadId": 1, "resourceId": 1, "parentRunId": 1}
             docs = await page(self._runs.find(left, fields), limit).to_list()
         for doc in docs:
             events = with_run_keys(doc.get("pendingEvents") or [], doc)
             await self._append_each(events)
             completed = [e["_id"] for e in events if e["type"] == "completed"]
             removed = removed_at(doc)
-            if added_at(doc) is not None:  # its ``d`` entry comes from its event (``record_removals``)
+            added = added_at(doc) is not None
+            if added:  # its ``d`` entry comes from its event (``record_removals``), with its moves
                 async with reachable():
                     await self._counts.record(doc, "i")
             async with reachable(), self._lock(doc["_id"]):
@@ -180,13 +194,47 @@ class MongoRuns(MongoStoreBase):
                 else:
                     gone = None
                     cleared = {"pendingEvents": "", MARKER if removed is None else f"{MARKER}.added": ""}
+                    if added:  # its moves were written too
+                        cleared[QUEUE_MARKER] = ""
                     await self._runs.update_one({"_id": doc["_id"], "version": doc["version"]}, {"$unset": cleared})
             if gone is not None:
                 await self._delete_history(gone["historyId"])
+        await self._record_moves(MOVES_BATCH)
         async with reachable():
             await self._counts.record_removals(before=before, limit=limit)
             await self._counts.settle(before=before, limit=limit)
         return len(docs)
+
+    async def _record_moves(self, limit: int) -> None:
+        """Write the ``m`` entries of the moves runs carry (``QUEUE_MARKER``, whatever their age: a
+        decision leaves them to this pass), at most ``limit`` runs, then clear each run's marker:
+        all of it while the run is at the version read, else the moves written (a write since
+        added its own)."""
+        async with reachable():
+            docs = await self._counts.moved_runs(limit)
+            if not docs:
+                return
+            await self._counts.record_many([(doc, None) for doc in docs])
+        per_run = [  # the whole marker at the version read, else the moves written (harmless after)
+            [
+                UpdateOne({"_id": doc["_id"], "version": doc["version"]}, {"$unset": {QUEUE_MARKER: ""}}),
+                UpdateOne({"_id": doc["_id"]}, {"$unset": {f"{QUEUE_MARKER}.moves.{m}": "" for m in moves}}),
+            ]
+            if (moves := doc[QUEUE_MARKER].get("moves") or {})
+            else [UpdateOne({"_id": doc["_id"], "version": doc["version"]}, {"$unset": {QUEUE_MARKER: ""}})]
+            for doc in docs
+        ]
+        if not self._write_leases:  # each update atomic on its own: one ordered command for the batch
+            async with reachable():
+                await self._runs.bulk_write([op for ops in per_run for op in ops], ordered=True)
+            return
+        for doc, ops in zip(docs, per_run, strict=True):
+            async with reachable(), self._lock(doc["_id"]):
+                await self._runs.bulk_write(ops, ordered=True)
+
+
+MOVES_BATCH = 1000
+"""Runs one sweep writes the moves of at most (``_record_moves``)."""
 
 
 __all__ = ["MongoRuns"]

@@ -15,7 +15,8 @@ from pymongo.errors import DuplicateKeyError
 from .._run_lock import RunWriteLocks
 from ..documents import SCHEMA_VERSION
 from ..rules import FINISHING_EVENTS
-from .counts import EVENT_MARKER, MARKER, KeptCounts
+from .conditions import merged, no_value
+from .counts import EVENT_MARKER, MARKER, QUEUE_MARKER, key, new_count, queue_key
 from .mapping import NOT_FINISHED
 
 Document = dict[str, Any]
@@ -96,11 +97,15 @@ EVENTS_RETENTION_INDEX = [("retentionFrom", ASCENDING)]
 """Index ``events_retention`` (sparse: only finishing events have ``retentionFrom``), the walk of
 ``list_expired_events``, oldest first."""
 
-BACKFILL_VERSION = 3
+BACKFILL_VERSION = 4
 """The backfills this runsgate applies (``runsgate_meta`` document ``backfill``): 1 = the
 ``finishedAt`` of idempotency keys answered before it, 2 = the ``retentionFrom`` of finishing
 events written before it (the time of the open), 3 = the kept counts of ``run_counts``
-(``counts.KeptCounts.rebuild``)."""
+(``rebuild_counts``), 4 = the queue's kept counts there (``rebuild_queue_counts``)."""
+
+WAITING: Document = merged({"status": "suspended", "pendingCount": {"$gt": 0}}, no_value("parentRunId"), NOT_FINISHED)
+"""The runs the reviewers' queue counts (``count_review_questions``): suspended with a pending
+call, not a sub-run, not finished."""
 
 BACKFILL_LEASE = 600.0
 """Seconds one process holds the backfill's lease (``run_write_locks`` ``backfill``): the others
@@ -130,7 +135,9 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await runs.create_index(REVIEW_QUEUE_ORDER, name="review_queue")
     await runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
     await runs.create_index([(f"{MARKER}.since", ASCENDING)], name="counts_pending", sparse=True)
+    await runs.create_index([(f"{QUEUE_MARKER}.since", ASCENDING)], name="questions_pending", sparse=True)
     await database[COUNTS].create_index([("pendingSince", ASCENDING)], name="counts_due", sparse=True)
+    await database[COUNTS].create_index([("scope", ASCENDING)], name="queue_scope", sparse=True)
     await events.create_index([("agentId", ASCENDING), ("runId", ASCENDING), ("at", ASCENDING)], name="agent_run_at")
     await events.create_index(EVENT_FEED_INDEX, name="agent_event_order")
     await events.create_index(EVENTS_RETENTION_INDEX, name="events_retention", sparse=True)
@@ -172,18 +179,18 @@ async def raise_schema_version(meta: AsyncCollection[Document], version: int) ->
         await meta.update_one({"_id": "schema"}, {"$max": {"version": version}})
 
 
-async def backfill(database: AsyncDatabase[Document], now: datetime, counts: KeptCounts) -> None:
+async def backfill(database: AsyncDatabase[Document], now: datetime) -> None:
     """Once per database (``runsgate_meta`` document ``backfill`` below ``BACKFILL_VERSION``),
     under the backfill's lease (``BACKFILL_LEASE``): give every answered idempotency key without a
     ``finishedAt`` the time ``now`` (UTC), so it expires a retention period after this open (keys
     in flight stay without one), every finishing event without a ``retentionFrom`` the time
-    ``now`` too, and set ``counts`` from the runs listed (``KeptCounts.rebuild``); then record
-    the version."""
+    ``now`` too, set the listing's counts from the runs listed (``rebuild_counts``) and the
+    queue's from the runs waiting (``rebuild_queue_counts``); then record the version."""
     if await _backfilled(database) >= BACKFILL_VERSION:
         return
     leases = RunWriteLocks(lambda: database[LOCKS], lease=BACKFILL_LEASE, wait=2 * BACKFILL_LEASE)
     async with leases.hold("backfill"):
-        await _backfill_held(database, now, counts)
+        await _backfill_held(database, now)
 
 
 async def _backfilled(database: AsyncDatabase[Document]) -> int:
@@ -191,7 +198,7 @@ async def _backfilled(database: AsyncDatabase[Document]) -> int:
     return 0 if meta is None else int(meta["version"])
 
 
-async def _backfill_held(database: AsyncDatabase[Document], now: datetime, counts: KeptCounts) -> None:
+async def _backfill_held(database: AsyncDatabase[Document], now: datetime) -> None:
     done = await _backfilled(database)  # another process may have done it while this one waited
     if done >= BACKFILL_VERSION:
         return
@@ -202,11 +209,52 @@ async def _backfill_held(database: AsyncDatabase[Document], now: datetime, count
         )
     if done < 2:
         await _date_finishing_events(database[EVENTS], now)
-    await counts.rebuild(NOT_FINISHED)
+    if done < 3:
+        await rebuild_counts(database)
+    await rebuild_queue_counts(database)
     try:
         await database[META].update_one({"_id": "backfill"}, {"$max": {"version": BACKFILL_VERSION}}, upsert=True)
     except DuplicateKeyError:  # another process's upsert inserted it first
         await database[META].update_one({"_id": "backfill"}, {"$max": {"version": BACKFILL_VERSION}})
+
+
+async def rebuild_counts(database: AsyncDatabase[Document]) -> None:
+    """Set every listing count of ``run_counts`` from the runs listed (``NOT_FINISHED``): O(runs),
+    once. The caller keeps other writers of this version away meanwhile (the backfill's lease)."""
+    await database[COUNTS].delete_many({"scope": {"$exists": False}})
+    await _count_groups(database, NOT_FINISHED, {"$sum": 1}, key)
+
+
+async def rebuild_queue_counts(database: AsyncDatabase[Document]) -> None:
+    """Set every queue count of ``run_counts`` from the ``pendingCount`` of the runs ``WAITING``
+    matches, and clear their moves (``QUEUE_MARKER``), which that counts: O(runs), once, as
+    ``rebuild_counts``."""
+    await database[COUNTS].delete_many({"scope": {"$exists": True}})
+    await database[RUNS].update_many({f"{QUEUE_MARKER}.since": {"$exists": True}}, {"$unset": {QUEUE_MARKER: ""}})
+    await _count_groups(database, WAITING, {"$sum": "$pendingCount"}, queue_key)
+
+
+async def _count_groups(database: AsyncDatabase[Document], match: Document, total: Document, name: Any) -> None:
+    """Insert a count (``name(agent, thread, resource)``) of ``total`` summed over the runs ``match``
+    selects for each filter combination they belong to (``counts.run_keys``)."""
+    text = {"$type": "string"}
+    scopes: list[tuple[Document, Document]] = [
+        ({}, {"a": "$agentId"}),
+        ({"threadId": text}, {"a": "$agentId", "t": "$threadId"}),
+        ({"resourceId": text}, {"a": "$agentId", "r": "$resourceId"}),
+        ({"threadId": text, "resourceId": text}, {"a": "$agentId", "t": "$threadId", "r": "$resourceId"}),
+    ]
+    for scope, group in scopes:
+        pipeline = [{"$match": merged(match, scope)}, {"$group": {"_id": group, "n": total}}]
+        batch: list[Document] = []
+        async for found in await database[RUNS].aggregate(pipeline):
+            g = found["_id"]
+            batch.append({**new_count(name(g["a"], g.get("t"), g.get("r"))), "n": found["n"]})
+            if len(batch) >= 1000:
+                await database[COUNTS].insert_many(batch)
+                batch = []
+        if batch:
+            await database[COUNTS].insert_many(batch)
 
 
 async def _date_finishing_events(events: AsyncCollection[Document], now: datetime) -> None:
@@ -239,8 +287,11 @@ __all__ = [
     "REVERSE_ORDER",
     "REVIEW_QUEUE_ORDER",
     "RUN_UPDATES_INDEX",
+    "WAITING",
     "backfill",
     "create_indexes",
     "raise_schema_version",
+    "rebuild_counts",
+    "rebuild_queue_counts",
     "stored_schema_version",
 ]

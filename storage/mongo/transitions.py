@@ -18,7 +18,7 @@ from ..protocol import event_list, writes
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
 from .base import Derive
 from .conditions import compiled, merged
-from .counts import EVENT_MARKER, MARKER, added_at, with_run_keys
+from .counts import EVENT_MARKER, MARKER, added_at, moved, with_run_keys
 from .idempotency import MongoIdempotencyKeys
 from .mapping import NOT_FINISHED, page, read_snapshots
 from .reachability import reachable
@@ -76,6 +76,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             "$unset": {f"toolCalls.{write.index}.reviewClaim": ""},
             "$inc": {"pendingCount": -1, "version": 1},
         }
+        update = moved(update, -1, utcnow())  # suspended (``pending_call``): one question fewer
         claiming = write.claiming
         if claim is not None and claiming is not None:
             # the run as its claim's events were made (the last pending call, at ``claim.version``):
@@ -113,16 +114,17 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         ended: Document = {"$unset": {f"{path}.reviewClaim": ""}} if write.ends_review_claim() else {}
         if decision is not None:
             changes[f"{path}.decision"] = encode(decision, DECISION_FIELDS)
+        update: Document = {
+            **ended,
+            "$set": changes,
+            "$push": {f"{path}.approvals": dict(write.approval)},
+            "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},
+        }
         return await self._update_then_append(
             write.event,
             write.run_id,
             compiled(write.condition),
-            {
-                **ended,
-                "$set": changes,
-                "$push": {f"{path}.approvals": dict(write.approval)},
-                "$inc": {"pendingCount": 0 if decision is None else -1, "version": 1},
-            },
+            moved(update, 0 if decision is None else -1, utcnow()),  # suspended (``pending_call``)
             None if decision is None else _deadline_once_decided(write.index),
         )
 
@@ -161,6 +163,9 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             "updatedAt": write.now,
             "expiresAt": write.expires_at,
         }
+        # held (resuming, so no question counted: a run is claimed with every call decided), now
+        # suspended with ``pending_count`` questions
+        changes = moved({"$set": changes}, write.pending_count, utcnow())["$set"]
         doc = await self._update_claimed_with_history(write, changes, write.history, write.history_id)
         if doc is not None:
             await self._updates_after(write.run_id, write.updates)

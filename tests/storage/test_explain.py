@@ -34,10 +34,10 @@ from runtime.demo import refund_agent
 from runtime.registry import AgentRegistry
 from storage import MongoSnapshotStore, QueueFilter, QueueKey, RunFilter, queue_key, sort_key
 from storage.mongo.windows import WINDOWED_TRIES
-from storage.protocol import DeliveryLease, EventsAfter, RunPage
+from storage.protocol import DecisionWrite, DeliveryLease, EventsAfter, RunPage
 from tests._servers import mongo_store
 
-from ._contract import T0, snapshot, tool_call
+from ._contract import T0, decision, snapshot, tool_call
 from ._sent import SENT, Sent
 from .test_mongo_conditions import _every_conditional_write
 
@@ -217,6 +217,16 @@ def _expected_windows(engine: str, name: str) -> list[str | None]:
     return [None, "$gte", *["$lte"] * WINDOWED_TRIES, None]
 
 
+QUEUE_COUNTED = {
+    "every run": QueueFilter(),
+    "agent": QueueFilter(agent_ids=frozenset({"refund-agent"})),
+    "thread": QueueFilter(thread_id="t1"),
+    "resources": QueueFilter(resource_ids=frozenset({"r1", "r2"})),
+    "agents thread resource": QueueFilter(agent_ids=frozenset({"refund-agent"}), thread_id="t1", resource_id="r1"),
+}
+"""Queue filters without dates, whose totals read kept counts."""
+
+
 @pytest.mark.parametrize("name", list(FILTERS))
 async def test_every_listing_filter_uses_an_index_holding_its_equality_fields(planner: Planner, name: str) -> None:
     # when the store reads a first page, a cursor page, a page from the end, and the count
@@ -272,6 +282,40 @@ async def test_a_total_without_dates_reads_kept_counts_by_key(planner: Planner, 
     for one, plan in await planner.plans(sent):
         assert plan.indexes == indexes[one.collection], (one, plan)
     assert total == len(await planner.store.list_runs("refund-agent", FILTERS[name]))
+
+
+@pytest.mark.parametrize("name", list(QUEUE_COUNTED))
+async def test_a_queue_total_without_dates_reads_kept_counts(planner: Planner, name: str) -> None:
+    # given a decision whose move in the run's questions is not written yet
+    store = planner.store
+    waiting = await store.list_review_runs(QueueFilter(), limit=1)
+    call = waiting[0]["toolCalls"][0]
+    decided = DecisionWrite(
+        agent_id=waiting[0]["agentId"],
+        run_id=waiting[0]["_id"],
+        index=0,
+        tool_call_id=call["toolCallId"],
+        question_id=call.get("questionId"),
+        decision=decision(),
+        now=T0,
+    )
+    assert await store.record_decision(decided) is not None
+
+    # when the store counts the queue's questions of a filter without dates
+    with SENT.recording() as sent:
+        await store.count_review_questions(QUEUE_COUNTED[name])
+
+    # then it reads the queue's counts by key (every agent's by scope), and of the runs and events
+    # only those whose moves are being written (`questions_pending`, `events_counts_pending`)
+    indexes = {
+        "run_counts": {("_id_",), ("queue_scope",)},
+        "run_snapshots": {("questions_pending",)},
+        "run_events": {("events_counts_pending",)},
+    }
+    assert {one.collection for one in sent} == set(indexes), sent
+    for one, plan in await planner.plans(sent):
+        assert plan.indexes in indexes[one.collection], (one, plan)
+        assert not plan.full_scan, (one, plan)
 
 
 @pytest.mark.parametrize("name", ["agent", "thread", "resource", "thread+resource", "restricted"])
@@ -474,7 +518,13 @@ async def test_the_sweepers_reads_use_indexes(planner: Planner) -> None:
         await planner.store.list_events_of_runs("refund-agent", ["run-000", "run-002"])
 
     expected = {
-        "run_snapshots": {"pendingCount", "pendingEvents.at", "countsPending.since", "expiresAt"},
+        "run_snapshots": {
+            "pendingCount",
+            "pendingEvents.at",
+            "countsPending.since",
+            "questionsPending.since",
+            "expiresAt",
+        },
         "run_counts": {"pendingSince"},
         "webhook_deliveries": {"status"},
         "run_events": {"agentId", "countsPending.at", "_id"},  # _id: every agent's walk (reviewQueueEvents)

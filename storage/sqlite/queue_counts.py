@@ -6,9 +6,8 @@ sub-run), per filter combination as ``run_counts`` keys the listing's (``counts`
 Triggers on ``run_snapshots`` keep them in the transaction of every insert, delete and change of
 the columns they read, whichever code writes (``drop_all``, an older runsgate of the same schema
 version, the ``sqlite3`` shell), so they equal the runs' sum in every committed state.
-``file.backfill`` fills them once for a file written before them (backfill 4). ``review_marks``
-indexes the same runs by what may make the gate refuse a principal one of their questions
-(``ReviewCandidates``), kept by triggers too (backfill 5).
+``file.backfill`` fills them once (backfill 4). ``review_marks`` indexes the same runs by what
+may make the gate refuse a principal a question (``ReviewCandidates``), kept alike (backfill 5).
 """
 
 from __future__ import annotations

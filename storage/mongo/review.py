@@ -161,9 +161,9 @@ class MongoReviewQueue(MongoStoreBase):
         self, queue_filter: QueueFilter, candidates: ReviewCandidates, *, limit: int, after: str | None = None
     ) -> list[SnapshotDocument]:
         found: dict[str, Document] = {}
-        for query, _ in candidate_queries(queue_filter, candidates, after) if limit > 0 else ():
-            async with reachable():
-                for doc in await page(self._runs.find(query).sort([("_id", 1)]), limit).to_list():
+        for query, index in candidate_queries(queue_filter, candidates, after) if limit > 0 else ():
+            async with reachable():  # hinted: else DocumentDB ANDs in `stalled`'s every waiting run
+                for doc in await hinted(page(self._runs.find(query).sort([("_id", 1)]), limit), index):
                     found[doc["_id"]] = doc
         return read_snapshots([found[run_id] for run_id in sorted(found)[:limit]])
 

@@ -1,5 +1,6 @@
 """A SQLite file written before the queue's candidate marks (``review_marks``, backfill 5) lists
-the same candidate runs after the upgrade as the runs it holds call for.
+the same candidate runs after the upgrade as the runs it holds call for; and the candidate read
+walks ``review_marks`` by key, one range per part.
 
 Two older files: ``tests/data/v5-before-queue-counts`` (commit 76625f9, backfill 3), and one at
 backfill 4 made here as that version left it: no ``review_marks`` and no triggers, with a run
@@ -93,3 +94,19 @@ async def test_a_file_at_backfill_4_gets_the_marks_of_every_run(tmp_path: Path) 
         await store.close()
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT value FROM runsgate_meta WHERE key = 'backfill'").fetchone() == ("5",)
+
+
+async def test_the_candidate_read_walks_each_part_by_key(tmp_path: Path) -> None:
+    store = SQLiteSnapshotStore(tmp_path / "runs.db")
+    await store.open()
+    every = ReviewCandidates(
+        approver="key:alice", starter="key:alice", unknown_starter=True, tool_names=frozenset({"ask_city"})
+    )
+    try:
+        for queue_filter in (EVERY, QueueFilter(agent_ids=frozenset({"x"}), resource_ids=frozenset({"r1"}))):
+            plan = await store.explain_review_candidates(queue_filter, every)
+            walks = [line for line in plan if line.startswith("SEARCH m ")]
+            assert walks == ["SEARCH m USING PRIMARY KEY (kind=? AND value=? AND run_id>?)"] * 4, plan
+            assert not any(line.startswith("SCAN run_snapshots") or line.startswith("SCAN r") for line in plan), plan
+    finally:
+        await store.close()

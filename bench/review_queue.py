@@ -12,6 +12,9 @@ principal holding every scope. Each scenario is the median of ``--repeat`` reads
 - ``page+total``: the first 20 and ``totalCount``; ``agent page+total``: of ``weather-agent`` (half
   the runs); ``thread page+total``: of ``thread-7`` (1/100); ``resource page+total``: for a
   principal limited to ``customer-3`` (1/10);
+- ``barred page+total``: the first 20 and ``totalCount`` for a reviewer under a two-approver rule
+  (refunds over $500, as the demo's), who gave the first of two approvals on one question in every
+  1,000 runs: the gate refuses it those (``refusal_candidates``);
 - ``graphql page``, ``graphql page+total``: the first page of 20 (``runId`` of each item), then
   the same with ``totalCount``, as the ``reviewQueue`` resolver reads them (``schema.execute`` in
   process, no HTTP), so a change in how the resolver orders its reads shows;
@@ -49,10 +52,10 @@ from typing import Any
 
 from pydantic_ai import models
 
-from runtime import AgentRegistry, Principal, RunManager
+from runtime import AgentRegistry, Principal, RunManager, ToolApprovalRule
 from runtime.access import ALL_SCOPES
 from runtime.demo import AGENTS
-from runtime.reviewing.queue import QueueQuery
+from runtime.reviewing.queue import QueueQuery, ReviewQueue
 from runtime.seed import SEEDABLE_AGENTS, SeedPlan, _Cloner, make_templates
 from storage import (
     MemorySnapshotStore,
@@ -71,6 +74,10 @@ TEMPLATE_RUNS = 10_000
 """Runs a large SQLite file is copied from."""
 EVERYONE = Principal(name="bench", scopes=ALL_SCOPES)
 ONE_RESOURCE = Principal(name="bench-3", scopes=ALL_SCOPES, resources=frozenset({"customer-3"}))
+REVIEWER = Principal(name="bench-reviewer", scopes=ALL_SCOPES)
+"""Gave one approval of two in every ``APPROVED_EVERY`` runs (``_seed``)."""
+APPROVED_EVERY = 1000
+TWO_APPROVERS = ToolApprovalRule(tool="issue_refund", argument="amount", above=500, approvals=2)
 
 
 def load() -> str:
@@ -101,7 +108,11 @@ async def _seed(store: SnapshotStore, runs: int) -> None:
     written = 0
     while written < runs:
         batch = [cloner.clone(written + i) for i in range(min(5000, runs - written))]
-        for doc, _ in batch:
+        for number, (doc, _) in enumerate(batch, start=written):
+            approval = next((call for call in doc["toolCalls"] if call["requiresApproval"]), None)
+            if number % APPROVED_EVERY == 0 and approval is not None:
+                approval["approvalsRequired"] = 2
+                approval["approvals"] = [{"decidedBy": REVIEWER.identity, "decidedAt": doc["suspendedAt"]}]
             if rng.random() < 0.5:
                 for call in doc["toolCalls"]:
                     call["expiresAt"] = doc["suspendedAt"] + timedelta(minutes=rng.randrange(10, 7 * 24 * 60))
@@ -199,29 +210,32 @@ async def measure(name: str, store: SnapshotStore, runs: int, repeat: int) -> di
     """Every scenario on ``store`` (already holding ``runs`` runs); prints and returns the medians."""
     queue_manager = RunManager(store, AgentRegistry(AGENTS), instance_id="bench")
     queue = queue_manager.review_queue
+    barred = RunManager(store, AgentRegistry(AGENTS), instance_id="bench", tool_rules=[TWO_APPROVERS]).review_queue
     everything = QueueQuery()
-    scenarios: dict[str, tuple[Principal, QueueQuery, bool]] = {
-        "page": (EVERYONE, everything, False),
-        "page+total": (EVERYONE, everything, True),
-        "agent page+total": (EVERYONE, QueueQuery(agent_ids=frozenset({"weather-agent"})), True),
-        "thread page+total": (EVERYONE, QueueQuery(thread_id="thread-7"), True),
-        "resource page+total": (ONE_RESOURCE, everything, True),
+    scenarios: dict[str, tuple[Principal, QueueQuery, bool, ReviewQueue]] = {
+        "page": (EVERYONE, everything, False, queue),
+        "page+total": (EVERYONE, everything, True, queue),
+        "agent page+total": (EVERYONE, QueueQuery(agent_ids=frozenset({"weather-agent"})), True, queue),
+        "thread page+total": (EVERYONE, QueueQuery(thread_id="thread-7"), True, queue),
+        "resource page+total": (ONE_RESOURCE, everything, True, queue),
+        "barred page+total": (REVIEWER, everything, True, barred),
     }
     figures: dict[str, float] = {}
     totals: dict[str, int] = {}
     await _graphql(store, queue_manager, runs, repeat, figures, totals, name)
-    for scenario, (principal, query, with_total) in scenarios.items():
+    for scenario, (principal, query, with_total, read_queue) in scenarios.items():
 
         async def read(
             principal: Principal = principal,
             query: QueueQuery = query,
             with_total: bool = with_total,
             scenario: str = scenario,
+            read_queue: ReviewQueue = read_queue,
         ) -> None:
-            items, _, _ = await queue.page(principal, query, first=PAGE)
+            items, _, _ = await read_queue.page(principal, query, first=PAGE)
             assert items, scenario
             if with_total:
-                totals[scenario] = await queue.count(principal, query)
+                totals[scenario] = await read_queue.count(principal, query)
 
         await read()  # warm-up
         figures[scenario] = await _median_ms(read, repeat)

@@ -1,7 +1,8 @@
 """Who decides (``Decider``) and why a decider may not (``refusal``, ``repeated_approval``): the
 scopes the rules require, separation of duties and an approval given already, one rule in one
 place for the gate's checks and the reviewers' queue (``DecisionGate.allowed``,
-``DecisionGate.may_decide``), and the principals it leaves out of a question's email
+``DecisionGate.may_decide``); the runs that may hold a refused question (``refusal_candidates``,
+the queue's flat total), the principals it leaves out of a question's email
 (``barred_recipients``); and the review claim held on a question."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from storage import ReviewClaimDocument, SnapshotDocument, ToolCallDocument
+from storage import ReviewCandidates, ReviewClaimDocument, SnapshotDocument, ToolCallDocument
 
 from ..access import Principal, ToolApprovalRule
 from ..errors import DuplicateApproverError, ForbiddenError, RunsgateError
@@ -85,6 +86,23 @@ def bars_none(rules: Sequence[ToolApprovalRule], principal: Principal) -> bool:
     )
 
 
+def refusal_candidates(rules: Sequence[ToolApprovalRule], principal: Principal) -> ReviewCandidates:
+    """A superset of the runs within ``principal``'s resources holding a pending question that
+    ``refusal`` or ``repeated_approval`` refuses it under ``rules``: the runs where it gave an
+    approval (``repeated_approval``, whatever the rules now say); with a rule of separation of
+    duties, the runs it started and those that record no starter; the runs with a pending call of
+    a tool whose rule names a scope it lacks. A new refusal needs its part here: the queue's total
+    subtracts only the refused questions of these runs (``ReviewQueue.count``)."""
+    return ReviewCandidates(
+        approver=principal.identity,
+        starter=principal.identity if any(rule.separation_of_duties for rule in rules) else None,
+        unknown_starter=any(rule.separation_of_duties for rule in rules),
+        tool_names=frozenset(
+            rule.tool for rule in rules if rule.scope is not None and not principal.has_scope(rule.scope)
+        ),
+    )
+
+
 def repeated_approval(doc: SnapshotDocument, call: ToolCallDocument, name: str | None) -> RunsgateError | None:
     """``DuplicateApproverError`` when ``name`` already gave one of the approvals ``call`` of
     ``doc`` needs (it may not approve it again, so neither claim nor list it), else ``None``."""
@@ -121,5 +139,6 @@ __all__ = [
     "barred_recipients",
     "bars_none",
     "refusal",
+    "refusal_candidates",
     "repeated_approval",
 ]

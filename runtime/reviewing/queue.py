@@ -25,7 +25,7 @@ from storage import (
 
 from ..access import Principal
 from ..deciding.gate import DecisionGate
-from ..deciding.refusals import active_review_claim
+from ..deciding.refusals import active_review_claim, refusal_candidates
 from ..errors import RunsgateError
 
 BATCH = 50
@@ -144,14 +144,27 @@ class ReviewQueue:
         return items, False, last
 
     async def count(self, principal: Principal, query: QueueQuery) -> int:
-        """How many questions the queue holds for ``principal``: the store's count of the matching
-        runs' pending calls (``count_review_questions``: kept counts on memory and SQLite) when only
-        run filters apply and no rule bars the principal (``DecisionGate.bars_none``), else every
-        matching run read and its questions checked (``expires_before`` included: a run's other
-        calls may be due later)."""
+        """How many questions the queue holds for ``principal``. With run filters only: the store's
+        kept count of the matching runs' pending calls (``count_review_questions``), less those the
+        gate refuses it (``DecisionGate.may_decide``) among the candidate runs that may hold one
+        (``refusal_candidates``, read through the store's indexes: ``list_review_candidates``), so
+        O(candidates), not O(matches). With a question filter (tools, review claims, escalation,
+        ``expires_before``: a run's other calls may be due later), every matching run is read and
+        its questions checked."""
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
-        if all(value is None for value in on_questions) and self._gate.bars_none(principal):
-            return await self._store.count_review_questions(query.store_filter(principal.resources))
+        if all(value is None for value in on_questions):
+            store_filter = query.store_filter(principal.resources)
+            total = await self._store.count_review_questions(store_filter)
+            candidates, after = refusal_candidates(self._gate.rules, principal), None
+            while True:
+                docs = await self._store.list_review_candidates(store_filter, candidates, limit=500, after=after)
+                for doc in docs:
+                    for index, call in enumerate(doc["toolCalls"]):
+                        if call["decision"] is None and not await self._gate.may_decide(doc, index, principal):
+                            total -= 1
+                if len(docs) < 500:
+                    return total
+                after = docs[-1]["_id"]
         total = 0
         async for doc, _ in self._runs(principal, query, None, batch=500):
             total += len(await self._items(doc, principal, query, None))

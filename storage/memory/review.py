@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
 
 from ..documents import EventDocument, ReviewClaimDocument, SnapshotDocument
-from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite, queue_key
+from ..protocol import QueueFilter, QueueKey, ReviewCandidates, ReviewClaimWrite, queue_key
 from ..rules import matches
 from .copying import copied
 
@@ -31,6 +32,32 @@ def _groups(doc: SnapshotDocument) -> list[Group]:
     return groups
 
 
+Mark = tuple[str, str | None]
+"""A candidate part a counted run belongs to: ``("approver", identity)``, ``("starter", identity)``
+(``None``: in-process code), ``("unknown starter", None)``, ``("tool", name)``."""
+
+
+def _marks(doc: SnapshotDocument) -> set[Mark]:
+    """The candidate parts (``ReviewCandidates``) of a counted run: its pending calls' tools and
+    approvers, and its starter."""
+    pending = [call for call in doc["toolCalls"] if call["decision"] is None]
+    marks: set[Mark] = {("tool", call["toolName"]) for call in pending}
+    marks.update(("approver", a["decidedBy"]) for call in pending for a in call.get("approvals") or ())
+    marks.add(("starter", doc["startedBy"]) if "startedBy" in doc else ("unknown starter", None))
+    return marks
+
+
+def _wanted(c: ReviewCandidates) -> list[Mark]:
+    wanted: list[Mark] = [("tool", name) for name in sorted(c.tool_names)]
+    if c.approver is not None:
+        wanted.append(("approver", c.approver))
+    if c.starter is not None:
+        wanted.append(("starter", c.starter))
+    if c.unknown_starter:
+        wanted.append(("unknown starter", None))
+    return wanted
+
+
 class QueueIndex:
     """Queue-order keys of the runs with a pending call, and the queue's kept counts: per filter
     combination and agent, the pending calls of those runs that are not sub-runs. ``refresh``
@@ -43,6 +70,10 @@ class QueueIndex:
         """Run id -> (its agent, its groups, its pending calls) of every run counted."""
         self._counts: dict[Group, dict[str, int]] = {}
         """Group -> agent -> pending calls; an entry that reaches 0 is deleted."""
+        self._marked: dict[str, set[Mark]] = {}
+        """Run id -> its candidate parts, for every run counted."""
+        self._by_mark: dict[Mark, Any] = {}
+        """Candidate part -> the sorted ids of its runs; an empty one is deleted."""
 
     def refresh(self, doc: SnapshotDocument) -> None:
         """Re-index ``doc`` after a write (listed while it is suspended with a pending call)."""
@@ -55,6 +86,9 @@ class QueueIndex:
                 counted = (doc["agentId"], _groups(doc), doc["pendingCount"])
                 self._counted[doc["_id"]] = counted
                 self._add(*counted)
+                self._marked[doc["_id"]] = marks = _marks(doc)
+                for mark in marks:
+                    self._by_mark.setdefault(mark, SortedList()).add(doc["_id"])
 
     def drop(self, run_id: str) -> None:
         """Forget the run (deleted, or no longer waiting)."""
@@ -65,6 +99,11 @@ class QueueIndex:
         if counted is not None:
             agent, groups, questions = counted
             self._add(agent, groups, -questions)
+        for mark in self._marked.pop(run_id, ()):
+            ids = self._by_mark[mark]
+            ids.remove(run_id)
+            if not ids:
+                del self._by_mark[mark]
 
     def _add(self, agent: str, groups: list[Group], questions: int) -> None:
         for group in groups:
@@ -92,6 +131,20 @@ class QueueIndex:
             else:
                 total += sum(by_agent.get(agent, 0) for agent in f.agent_ids)
         return total
+
+    def candidates(self, c: ReviewCandidates, after: str | None) -> Iterator[str]:
+        """The ids of the counted runs in any part of ``c``, each once, in order, after ``after``:
+        a merge of each part's sorted ids from ``after`` on."""
+        parts = [
+            ids.irange(minimum=after, inclusive=(False, True)) if after is not None else iter(ids)
+            for mark in _wanted(c)
+            if (ids := self._by_mark.get(mark)) is not None
+        ]
+        last = None
+        for run_id in heapq.merge(*parts):
+            if run_id != last:
+                yield run_id
+            last = run_id
 
     def due_before(self, bound: datetime) -> Any:
         """Run ids in queue order whose earliest pending deadline is before ``bound``."""
@@ -149,6 +202,20 @@ class MemoryReviewQueue:
             if doc["parentRunId"] is None and in_queue_filter(queue_filter, doc):
                 total += doc["pendingCount"]
         return total
+
+    async def list_review_candidates(
+        self, queue_filter: QueueFilter, candidates: ReviewCandidates, *, limit: int, after: str | None = None
+    ) -> list[SnapshotDocument]:
+        found: list[SnapshotDocument] = []
+        if limit <= 0:
+            return found
+        for run_id in self._queue.candidates(candidates, after):
+            doc = self._runs[run_id]
+            if in_queue_filter(queue_filter, doc):
+                found.append(copied(doc))
+                if len(found) >= limit:
+                    break
+        return found
 
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
         doc = self._runs.get(write.run_id)

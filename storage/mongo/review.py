@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..documents import SnapshotDocument
-from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite
+from ..protocol import QueueFilter, QueueKey, ReviewCandidates, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
 from .counts import EVENT_MARKER, hinted, queue_key, queue_scope
@@ -80,6 +80,29 @@ def queue_queries(f: QueueFilter, after: QueueKey | None) -> list[QueuePart]:
             undated = merged(undated, {"$nor": [{"suspendedAt": anchor, "_id": {"$lte": r}}]})
         parts.append(QueuePart("suspendedAt", undated, anchor))
     return parts
+
+
+def candidate_queries(f: QueueFilter, c: ReviewCandidates, after: str | None) -> list[tuple[Document, str]]:
+    """The reads of one page of ``list_review_candidates``, one per part of ``c`` with the index
+    it walks (``REVIEW_CANDIDATE_INDEXES``): the runs ``count_review_questions`` counts for ``f``
+    (``expires_before`` too) holding the part, from ``after`` on in ``_id`` order. A part of
+    tools matches a run with a decided call of one (a superset); no starter is ``$exists``, which
+    means the same on every engine (docs/storage.md "Conditions that mean the same ...")."""
+    base = merged(_filtered(f), no_value("parentRunId"))
+    if f.expires_before is not None:
+        base["expiresAt"] = {**_DATED, "$lt": f.expires_before}
+    if after is not None:
+        base["_id"] = {"$gt": after}
+    parts: list[tuple[Document, str]] = []
+    if c.tool_names:
+        parts.append(({"toolCalls.toolName": {"$in": sorted(c.tool_names)}}, "review_tool"))
+    if c.approver is not None:
+        parts.append(({"toolCalls.approvals.decidedBy": c.approver}, "review_approver"))
+    if c.starter is not None:
+        parts.append(({"startedBy": c.starter}, "review_starter"))
+    if c.unknown_starter:
+        parts.append(({"startedBy": {"$exists": False}}, "review_starter"))
+    return [(merged(base, part), index) for part, index in parts]
 
 
 def _window_key(f: QueueFilter, field: str) -> tuple[Any, ...]:
@@ -169,6 +192,16 @@ class MongoReviewQueue(MongoStoreBase):
 
         return await self._counts.queue_total(counts, runs, events, count_of)
 
+    async def list_review_candidates(
+        self, queue_filter: QueueFilter, candidates: ReviewCandidates, *, limit: int, after: str | None = None
+    ) -> list[SnapshotDocument]:
+        found: dict[str, Document] = {}
+        for query, index in candidate_queries(queue_filter, candidates, after) if limit > 0 else ():
+            async with reachable():  # hinted: else DocumentDB ANDs in `stalled`'s every waiting run
+                for doc in await hinted(page(self._runs.find(query).sort([("_id", 1)]), limit), index):
+                    found[doc["_id"]] = doc
+        return read_snapshots([found[run_id] for run_id in sorted(found)[:limit]])
+
     async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[Mapping[str, Any]]:
         """The server's query plan of each query of a queue page (index checks, ``bench/``)."""
         plans: list[Mapping[str, Any]] = []
@@ -187,4 +220,4 @@ class MongoReviewQueue(MongoStoreBase):
         return await self._update_then_append(write.event, write.run_id, compiled(write.condition), update)
 
 
-__all__ = ["MongoReviewQueue", "QueuePart", "queue_queries"]
+__all__ = ["MongoReviewQueue", "QueuePart", "candidate_queries", "queue_queries"]

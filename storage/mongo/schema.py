@@ -82,6 +82,14 @@ REVIEW_QUEUE_ORDER = [("expiresAt", ASCENDING), ("suspendedAt", ASCENDING), ("_i
 in this order, then those without one (``expiresAt`` null) by ``suspendedAt``."""
 """The sweeper's expiry pass walks index ``expiring`` (``list_expired_runs``), earliest deadline first."""
 
+REVIEW_CANDIDATE_INDEXES: list[tuple[str, list[tuple[str, int]]]] = [
+    ("review_approver", [("toolCalls.approvals.decidedBy", ASCENDING), ("_id", ASCENDING)]),
+    ("review_starter", [("startedBy", ASCENDING), ("_id", ASCENDING)]),
+    ("review_tool", [("toolCalls.toolName", ASCENDING), ("_id", ASCENDING)]),
+]
+"""The queue total's candidate runs (``list_review_candidates``), one index per part of
+``ReviewCandidates`` in ``_id`` order (multikey through ``toolCalls``)."""
+
 AGENT_EXPIRING_INDEX = [("agentId", ASCENDING), ("expiresAt", ASCENDING)]
 """The ``expiresBefore`` listing filter: an agent's runs by deadline."""
 
@@ -133,6 +141,8 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await runs.create_index(EXPIRY_ORDER, name="expiring")
     await runs.create_index(AGENT_EXPIRING_INDEX, name="agent_expiring")
     await runs.create_index(REVIEW_QUEUE_ORDER, name="review_queue")
+    for name, keys in REVIEW_CANDIDATE_INDEXES:
+        await runs.create_index(keys, name=name)
     await runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
     await runs.create_index([(f"{MARKER}.since", ASCENDING)], name="counts_pending", sparse=True)
     await runs.create_index([(f"{QUEUE_MARKER}.since", ASCENDING)], name="questions_pending", sparse=True)
@@ -285,6 +295,7 @@ __all__ = [
     "LISTING_INDEXES",
     "LISTING_ORDER",
     "REVERSE_ORDER",
+    "REVIEW_CANDIDATE_INDEXES",
     "REVIEW_QUEUE_ORDER",
     "RUN_UPDATES_INDEX",
     "WAITING",

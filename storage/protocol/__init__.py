@@ -14,7 +14,7 @@ from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
 from .events import EventLog, event_list, event_size
 from .filters import EVERY_RUN, DeliveryListing, EventsAfter, RunFilter, RunPage, SortKey, sort_key
 from .keys import IdempotencyKeys, IdempotencyKeyTakenError
-from .review import QueueFilter, QueueKey, ReviewQueueStore, queue_key
+from .review import QueueFilter, QueueKey, ReviewCandidates, ReviewQueueStore, queue_key
 from .run_updates import RunUpdateLog
 from .runs import RunStore
 from .store import SnapshotStore
@@ -58,6 +58,7 @@ __all__ = [
     "NoticeWrite",
     "QueueFilter",
     "QueueKey",
+    "ReviewCandidates",
     "ReviewClaimWrite",
     "ReviewQueueStore",
     "RunFilter",

@@ -52,6 +52,24 @@ class QueueKey:
         return (self.expires_at is None, deadline, self.suspended_at, self.run_id)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReviewCandidates:
+    """The runs that may hold a question the gate refuses one principal (``list_review_candidates``):
+    the union of the runs with a pending call ``approver`` gave an approval of, the runs
+    ``starter`` started, with ``unknown_starter`` those that record no starter (``startedBy``
+    absent), and the runs with a pending call of one of ``tool_names``. ``None``/``False``/empty:
+    that part is left out."""
+
+    approver: str | None = None
+    starter: str | None = None
+    unknown_starter: bool = False
+    tool_names: frozenset[str] = frozenset()
+
+    def none(self) -> bool:
+        """Whether no run is a candidate (every part left out)."""
+        return self.approver is None and self.starter is None and not self.unknown_starter and not self.tool_names
+
+
 def queue_key(doc: SnapshotDocument) -> QueueKey:
     """The queue-order key of a stored run (``expiresAt``: its earliest pending deadline)."""
     return QueueKey(doc.get("expiresAt"), doc["suspendedAt"], doc["_id"])
@@ -78,6 +96,16 @@ class ReviewQueueStore(Protocol):
         calls."""
         ...
 
+    async def list_review_candidates(
+        self, queue_filter: QueueFilter, candidates: ReviewCandidates, *, limit: int, after: str | None = None
+    ) -> list[SnapshotDocument]:
+        """The runs ``count_review_questions`` counts for ``queue_filter`` that are ``candidates``
+        (any of its parts), each once, in ``runId`` order, strictly after run id ``after``; at most
+        ``limit``. Each part is read through an index of its own (memory: sorted run ids per part;
+        SQLite: ``review_marks``; MongoDB: one index per part, none on FerretDB 1.24), so a page
+        costs O(parts x limit) reads, and a walk O(candidates), whatever the number of runs."""
+        ...
+
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
         """Set (``claim``) or clear (``None``) ``toolCalls[index].reviewClaim``, with ``event``, as
         one unit of work, on the condition ``write.condition`` (``rules.review_claim_write``): the call still waits on
@@ -86,4 +114,4 @@ class ReviewQueueStore(Protocol):
         ...
 
 
-__all__ = ["QueueFilter", "QueueKey", "ReviewQueueStore", "queue_key"]
+__all__ = ["QueueFilter", "QueueKey", "ReviewCandidates", "ReviewQueueStore", "queue_key"]

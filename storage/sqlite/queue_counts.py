@@ -6,7 +6,8 @@ sub-run), per filter combination as ``run_counts`` keys the listing's (``counts`
 Triggers on ``run_snapshots`` keep them in the transaction of every insert, delete and change of
 the columns they read, whichever code writes (``drop_all``, an older runsgate of the same schema
 version, the ``sqlite3`` shell), so they equal the runs' sum in every committed state.
-``file.backfill`` fills them once for a file written before them (backfill 4).
+``file.backfill`` fills them once (backfill 4). ``review_marks`` indexes the same runs by what
+may make the gate refuse a principal a question (``ReviewCandidates``), kept alike (backfill 5).
 """
 
 from __future__ import annotations
@@ -83,10 +84,61 @@ thread or resource, but ``review_counts_moved`` keeps the counts exact if anythi
 ``UPDATE`` of both kinds of column fires the one its keys call for)."""
 
 
+def _mark(row: str, table: str = "") -> str:
+    """The statement adding the marks of run ``row`` when it is counted: the tools and approvers
+    of its pending calls, its starter (``''``: in-process code) or ``u`` when it records none.
+    ``table``: ``"run_snapshots AS r"`` with ``row`` ``r`` to mark every run (``rebuild_marks``)."""
+    waiting, pending = WAITING.format(row=row), "json_type(c.value, '$.decision') = 'null'"
+    both = f"{table}, " if table else ""
+    alone = f" FROM {table}" if table else ""
+    return (
+        "INSERT OR IGNORE INTO review_marks (kind, value, run_id) "
+        f"SELECT 't', json_extract(c.value, '$.toolName'), {row}.run_id FROM {both}json_each({row}.tool_calls) AS c "
+        f"WHERE {waiting} AND {pending} "
+        f"UNION SELECT 'a', json_extract(a.value, '$.decidedBy'), {row}.run_id "
+        f"FROM {both}json_each({row}.tool_calls) AS c, json_each(c.value, '$.approvals') AS a "
+        f"WHERE {waiting} AND {pending} AND json_type(a.value, '$.decidedBy') = 'text' "
+        f"UNION SELECT 's', {row}.started_by, {row}.run_id{alone} WHERE {waiting} AND {row}.started_by IS NOT NULL "
+        f"UNION SELECT 'u', '', {row}.run_id{alone} WHERE {waiting} AND {row}.started_by IS NULL;"
+    )
+
+
+MARKS = f"""
+CREATE TABLE IF NOT EXISTS review_marks (
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (kind, value, run_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS review_marks_run ON review_marks (run_id);
+CREATE TRIGGER IF NOT EXISTS review_marks_inserted AFTER INSERT ON run_snapshots
+WHEN {WAITING.format(row="NEW")} BEGIN
+    {_mark("NEW")}
+END;
+CREATE TRIGGER IF NOT EXISTS review_marks_deleted AFTER DELETE ON run_snapshots
+WHEN {WAITING.format(row="OLD")} BEGIN
+    DELETE FROM review_marks WHERE run_id = OLD.run_id;
+END;
+CREATE TRIGGER IF NOT EXISTS review_marks_changed
+AFTER UPDATE OF run_id, tool_calls, status, pending_count, parent_run_id, started_by ON run_snapshots
+WHEN ({WAITING.format(row="OLD")}) OR ({WAITING.format(row="NEW")}) BEGIN
+    DELETE FROM review_marks WHERE run_id = OLD.run_id;
+    {_mark("NEW")}
+END;
+"""
+"""``review_marks``: one row per (part, value) of ``ReviewCandidates`` a counted run belongs to,
+keyed part first so each part's runs are one range in run id order, and its three triggers (a
+write that changes a counted run's calls re-marks it)."""
+
+
 def statements() -> list[str]:
-    """``TABLES`` as separate statements (a trigger's body holds ``;`` of its own)."""
-    table, *triggers = TABLES.split("CREATE TRIGGER")
-    return [table.strip(), *(f"CREATE TRIGGER {body.strip()}" for body in triggers)]
+    """``TABLES`` and ``MARKS`` as separate statements (a trigger's body holds ``;`` of its own)."""
+    found = []
+    for text in (TABLES, MARKS):
+        tables, *triggers = text.split("CREATE TRIGGER")
+        found += [s.strip() for s in tables.split(";") if s.strip()]
+        found += [f"CREATE TRIGGER {body.strip()}" for body in triggers]
+    return found
 
 
 async def rebuild(conn: aiosqlite.Connection) -> None:
@@ -107,6 +159,12 @@ async def rebuild(conn: aiosqlite.Connection) -> None:
             )
     finally:
         await conn.execute("DROP TABLE temp.review_groups")
+
+
+async def rebuild_marks(conn: aiosqlite.Connection) -> None:
+    """Inside ``open()``'s transaction: set ``review_marks`` from the runs stored (O(runs) once)."""
+    await conn.execute("DELETE FROM review_marks")
+    await conn.execute(_mark("r", "run_snapshots AS r"))
 
 
 def kept_count_sql(f: QueueFilter) -> tuple[str, list[Any]]:
@@ -136,4 +194,4 @@ def kept_count_sql(f: QueueFilter) -> tuple[str, list[Any]]:
     return sql, params
 
 
-__all__ = ["TABLES", "WAITING", "kept_count_sql", "rebuild", "statements"]
+__all__ = ["MARKS", "TABLES", "WAITING", "kept_count_sql", "rebuild", "rebuild_marks", "statements"]

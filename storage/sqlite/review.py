@@ -7,7 +7,7 @@ import sqlite3
 from typing import Any
 
 from ..documents import SnapshotDocument
-from ..protocol import QueueFilter, QueueKey, ReviewClaimWrite
+from ..protocol import QueueFilter, QueueKey, ReviewCandidates, ReviewClaimWrite
 from . import conditions, queue_counts
 from .connection import _Connection
 from .rows import _COLUMNS, _calls, _calls_text, _marks, _ms, _snapshot
@@ -90,6 +90,30 @@ def _count_sql(f: QueueFilter) -> tuple[str, list[Any]]:
     )
 
 
+def candidates_sql(f: QueueFilter, c: ReviewCandidates, limit: int, after: str | None) -> tuple[str, list[Any]] | None:
+    """The query of one page of ``list_review_candidates`` (``None``: it matches nothing): per
+    part of ``c``, a walk of ``review_marks`` in run id order from ``after`` on, to its first
+    ``limit`` runs that pass ``f``; their union's first ``limit``, in run id order."""
+    parts = [("t", name) for name in sorted(c.tool_names)]
+    parts += [(kind, value) for kind, value in (("a", c.approver), ("s", c.starter)) if value is not None]
+    parts += [("u", "")] if c.unknown_starter else []
+    if not parts or _matches_nothing(f):
+        return None
+    extra, extra_params = _filter_sql(f)
+    if f.expires_before is not None:
+        extra += " AND expires_at < ?"
+        extra_params.append(_ms(f.expires_before))
+    selects, params = [], list[Any]()
+    for kind, value in parts:
+        selects.append(
+            "SELECT run_id FROM (SELECT m.run_id FROM review_marks AS m JOIN run_snapshots AS r ON r.run_id = m.run_id "
+            f"WHERE m.kind = ? AND m.value = ? AND m.run_id > ?{extra} ORDER BY m.run_id LIMIT ?)"
+        )
+        params += [kind, value, after or "", *extra_params, limit]
+    sql = f"SELECT {_COLUMNS} FROM run_snapshots WHERE run_id IN ({' UNION '.join(selects)}) ORDER BY run_id LIMIT ?"
+    return sql, [*params, limit]
+
+
 class _Review(_Connection):
     """``ReviewQueueStore`` on ``run_snapshots``."""
 
@@ -103,6 +127,17 @@ class _Review(_Connection):
             params[-1] = limit - len(found)
             found.extend(_snapshot(row) for row in await self._read(sql, params))
         return found
+
+    async def list_review_candidates(
+        self, queue_filter: QueueFilter, candidates: ReviewCandidates, *, limit: int, after: str | None = None
+    ) -> list[SnapshotDocument]:
+        query = candidates_sql(queue_filter, candidates, limit, after) if limit > 0 else None
+        return [] if query is None else [_snapshot(row) for row in await self._read(*query)]
+
+    async def explain_review_candidates(self, queue_filter: QueueFilter, candidates: ReviewCandidates) -> list[str]:
+        """SQLite's query plan of a page of ``list_review_candidates`` (``EXPLAIN QUERY PLAN``)."""
+        query = candidates_sql(queue_filter, candidates, 500, None)
+        return [] if query is None else await self._explain(*query)
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
         rows = await self._read(*_count_sql(queue_filter))
@@ -142,4 +177,4 @@ class _Review(_Connection):
         return await self._write(claim)
 
 
-__all__ = ["_Review", "queue_sql"]
+__all__ = ["_Review", "candidates_sql", "queue_sql"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from storage import QueueFilter, ReviewClaimDocument, SnapshotDocument, SnapshotStore, queue_key
-from storage.protocol import DecisionWrite, ReviewClaimWrite
+from storage import QueueFilter, ReviewCandidates, ReviewClaimDocument, SnapshotDocument, SnapshotStore, queue_key
+from storage.protocol import ApprovalWrite, DecisionWrite, ReviewClaimWrite
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -192,3 +192,100 @@ async def test_an_empty_set_of_agents_or_resources_matches_nothing(store: Snapsh
     for empty in (QueueFilter(agent_ids=frozenset()), QueueFilter(resource_ids=frozenset())):
         assert await _ids(store, empty, limit=10) == []
         assert await store.count_review_questions(empty) == 0
+
+
+async def _candidate_ids(
+    store: SnapshotStore, candidates: ReviewCandidates, queue_filter: QueueFilter = EVERY, *, limit: int = 100
+) -> list[str]:
+    """Every candidate run's id, walked ``limit`` at a time by run id."""
+    walked: list[str] = []
+    after = None
+    while True:
+        page = await store.list_review_candidates(queue_filter, candidates, limit=limit, after=after)
+        walked.extend(doc["_id"] for doc in page)
+        if len(page) < limit:
+            return walked
+        after = page[-1]["_id"]
+
+
+async def _seed_candidates(store: SnapshotStore) -> None:
+    """Runs by starter (``s-`` known, ``u-`` unknown), approver (``a-``) and pending tool (``t-``)."""
+    approved = tool_call("c1")
+    approved["approvalsRequired"] = 3
+    approved["approvals"] = [{"decidedBy": "key:alice", "decidedAt": T0}]
+    docs = [
+        snapshot("a-1", calls=[approved, tool_call("c2", approval=False)]),
+        snapshot("s-1"),
+        snapshot("s-2", resource="r2"),
+        snapshot("s-3"),
+        snapshot("t-1", agent_id="weather-agent", calls=[tool_call("c1", approval=False)]),
+        snapshot("t-2", agent_id="weather-agent", thread="t2", calls=[tool_call("c1", approval=False)]),
+        snapshot("u-1"),
+    ]
+    starters = {"s-1": "key:alice", "s-2": "key:alice", "s-3": None}  # s-3: in-process code; u-1: unknown
+    for doc in docs:
+        if doc["_id"] != "u-1":
+            doc["startedBy"] = starters.get(doc["_id"], "key:carol")
+    sub = snapshot("s-sub")
+    sub["startedBy"], sub["parentRunId"] = "key:alice", "s-1"
+    resuming = snapshot("s-resuming")
+    resuming["startedBy"], resuming["status"] = "key:alice", "resuming"
+    for doc in [*docs, sub, resuming]:
+        await store.insert(doc, b"[]")
+
+
+async def test_candidate_runs_are_listed_by_each_part_once_in_run_id_order(store: SnapshotStore) -> None:
+    await _seed_candidates(store)
+    assert await _candidate_ids(store, ReviewCandidates()) == []
+    assert await _candidate_ids(store, ReviewCandidates(approver="key:alice")) == ["a-1"]
+    assert await _candidate_ids(store, ReviewCandidates(approver="key:bob")) == []
+    assert await _candidate_ids(store, ReviewCandidates(starter="key:alice")) == ["s-1", "s-2"]
+    assert await _candidate_ids(store, ReviewCandidates(unknown_starter=True)) == ["u-1"]
+    assert await _candidate_ids(store, ReviewCandidates(tool_names=frozenset({"ask_city"}))) == ["a-1", "t-1", "t-2"]
+    every = ReviewCandidates(
+        approver="key:alice", starter="key:alice", unknown_starter=True, tool_names=frozenset({"ask_city"})
+    )
+    expected = ["a-1", "s-1", "s-2", "t-1", "t-2", "u-1"]
+    assert await _candidate_ids(store, every) == expected
+    for limit in (1, 2, 4):
+        assert await _candidate_ids(store, every, limit=limit) == expected
+    assert await _candidate_ids(store, every, QueueFilter(agent_ids=frozenset({"weather-agent"}))) == ["t-1", "t-2"]
+    assert await _candidate_ids(store, every, QueueFilter(thread_id="t2")) == ["t-2"]
+    assert await _candidate_ids(store, every, QueueFilter(resource_ids=frozenset({"r2"}))) == ["s-2"]
+    assert await _candidate_ids(store, every, QueueFilter(resource_id="r1", agent_ids=frozenset())) == []
+    assert await store.list_review_candidates(EVERY, every, limit=0) == []
+
+
+async def test_a_candidate_run_follows_its_writes(store: SnapshotStore) -> None:
+    await _seed_candidates(store)
+    weather = ReviewCandidates(tool_names=frozenset({"ask_city"}))
+    written = await store.record_decision(
+        DecisionWrite(
+            agent_id="weather-agent",
+            run_id="t-1",
+            index=0,
+            tool_call_id="c1",
+            decision=decision("resumed"),
+            now=T0 + HOUR,
+            event=feed_event("x", agent_id="weather-agent", run_id="t-1"),
+        )
+    )
+    assert written is not None
+    assert await _candidate_ids(store, weather) == ["a-1", "t-2"]  # t-1 left the queue
+    bob = ReviewCandidates(approver="key:bob")
+    assert await _candidate_ids(store, bob) == []
+    approval = await store.record_approval(
+        ApprovalWrite(
+            agent_id="refund-agent",
+            run_id="a-1",
+            index=0,
+            tool_call_id="c1",
+            approval={"decidedBy": "key:bob", "decidedAt": T0 + HOUR},
+            approvals_before=1,
+            decision=None,
+            now=T0 + HOUR,
+            event=feed_event("y", run_id="a-1"),
+        )
+    )
+    assert approval is not None
+    assert await _candidate_ids(store, bob) == ["a-1"]

@@ -155,7 +155,7 @@ async def test_a_sqlite_file_of_an_earlier_version_gets_its_finished_runs_dates_
     with sqlite3.connect(path) as conn:
         meta = dict(conn.execute("SELECT key, value FROM runsgate_meta").fetchall())
     conn.close()
-    assert meta == {"schema_version": str(SCHEMA_VERSION), "backfill": "4"}
+    assert meta == {"schema_version": str(SCHEMA_VERSION), "backfill": "5"}
 
 
 async def test_a_mongodb_database_of_an_earlier_version_gets_its_finished_runs_dates_once(

@@ -32,7 +32,7 @@ from resolvers import Context, schema
 from runtime import RunManager
 from runtime.demo import refund_agent
 from runtime.registry import AgentRegistry
-from storage import MongoSnapshotStore, QueueFilter, QueueKey, RunFilter, queue_key, sort_key
+from storage import MongoSnapshotStore, QueueFilter, QueueKey, ReviewCandidates, RunFilter, queue_key, sort_key
 from storage.mongo.windows import WINDOWED_TRIES
 from storage.protocol import DecisionWrite, DeliveryLease, EventsAfter, RunPage
 from tests._servers import mongo_store
@@ -566,4 +566,25 @@ async def test_every_write_by_key_finds_its_document_through_the_id_index(planne
     # then every one of them (writes, and reads naming an _id) finds its document through `_id`
     for one, plan in await planner.plans(by_key):
         assert plan.indexes == ("_id_",), (one, plan)
+        assert not plan.full_scan, (one, plan)
+
+
+async def test_the_queue_totals_candidate_reads_use_their_indexes(planner: Planner) -> None:
+    every = ReviewCandidates(
+        approver="key:alice", starter="key:alice", unknown_starter=True, tool_names=frozenset({"ask_city"})
+    )
+    with SENT.recording() as sent:
+        await planner.store.list_review_candidates(QueueFilter(), every, limit=50)
+
+    explained = await planner.plans(sent)
+    indexes = {"toolCalls.toolName": "review_tool", "toolCalls.approvals.decidedBy": "review_approver"}
+    assert len(explained) == 4, sent
+    for one, plan in explained:
+        part = next(
+            field
+            for field in ("toolCalls.toolName", "toolCalls.approvals.decidedBy", "startedBy")
+            if field in one.command["filter"]
+        )
+        # the part's own index alone: never beside `stalled`'s every waiting run
+        assert plan.indexes == (indexes.get(part, "review_starter"),), (one, plan)
         assert not plan.full_scan, (one, plan)

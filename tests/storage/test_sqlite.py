@@ -174,7 +174,7 @@ async def test_a_file_of_a_newer_schema_version_is_refused_and_left_unchanged(
     db = sqlite3.connect(sqlite_path)
     try:
         assert db.execute("SELECT key, value FROM runsgate_meta ORDER BY key").fetchall() == [
-            ("backfill", "4"),
+            ("backfill", "5"),
             ("schema_version", str(SCHEMA_VERSION + 1)),
         ]
         assert db.execute("SELECT run_id FROM run_snapshots").fetchall() == [("kept",)]

@@ -12,11 +12,12 @@ from ...rules import FINISHING_EVENTS
 from .. import counts, queue_counts
 from ..rows import _marks, _ms
 
-BACKFILL_VERSION = 4
+BACKFILL_VERSION = 5
 """The backfills this runsgate applies: 1 = ``idempotency_keys.finished_at`` of answered keys,
 2 = ``run_events.retention_from`` of finishing events (the time of the open), 3 = the kept
 counts of ``run_counts`` (``counts.rebuild``), 4 = the queue's kept counts of ``review_counts``
-(``queue_counts.rebuild``)."""
+(``queue_counts.rebuild``), 5 = the queue's candidate marks of ``review_marks``
+(``queue_counts.rebuild_marks``)."""
 
 
 async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
@@ -25,8 +26,9 @@ async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
     answered key without one ``finished_at`` = ``now`` (UTC), so it expires a retention period
     after this open (never earlier than its answer allows), every finishing event without one
     ``retention_from`` = ``now`` too (a run that finished long before keeps its events a retention
-    period after the upgrade), set the kept counts and the queue's from the runs stored
-    (``counts.rebuild``, ``queue_counts.rebuild``: the triggers keep them from then on), and record
+    period after the upgrade), set the kept counts, the queue's and its marks from the runs stored
+    (``counts.rebuild``, ``queue_counts.rebuild``, ``rebuild_marks``: the triggers keep them from
+    then on), and record
     ``BACKFILL_VERSION``."""
     columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(idempotency_keys)")}
     if "finished_at" not in columns:
@@ -49,7 +51,9 @@ async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
         await conn.execute(f"UPDATE run_events SET retention_from = ? WHERE {finished}", (_ms(now), *finishing))
     if done < 3:
         await counts.rebuild(conn)
-    await queue_counts.rebuild(conn)
+    if done < 4:
+        await queue_counts.rebuild(conn)
+    await queue_counts.rebuild_marks(conn)
     await conn.execute(
         "INSERT INTO runsgate_meta (key, value) VALUES ('backfill', ?) ON CONFLICT (key) DO UPDATE "
         "SET value = excluded.value WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)",

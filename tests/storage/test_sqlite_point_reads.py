@@ -32,7 +32,6 @@ async def sqlite(sqlite_path: Path) -> AsyncIterator[SQLiteSnapshotStore]:
         await store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="get reads on the reader's thread (aiosqlite): one hand-off back")
 async def test_a_runs_read_on_the_opening_loop_wakes_it_from_no_other_thread(
     sqlite: SQLiteSnapshotStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

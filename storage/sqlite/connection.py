@@ -39,6 +39,12 @@ KEPT_HISTORY_BYTES = 256 * 1024
 """A claiming write keeps the run's history for ``load_history`` up to this compressed size."""
 KEPT_HISTORIES = 64
 """At most this many histories kept by claiming writes (the oldest dropped first)."""
+KEPT_HISTORY = (
+    "(SELECT data FROM run_histories WHERE history_id = run_snapshots.history_id "
+    f"AND length(data) <= {KEPT_HISTORY_BYTES})"
+)
+"""A column of a claiming ``UPDATE``'s ``RETURNING``: the run's compressed history, ``NULL``
+when it is larger than ``KEPT_HISTORY_BYTES`` (``_kept_in``), read in the write's transaction."""
 
 
 class _Connection:
@@ -211,14 +217,9 @@ class _Connection:
 
     # -- histories kept by claiming writes -----------------------------------------------------
     @staticmethod
-    def _history_in(db: sqlite3.Connection, history_id: str) -> bytes | None:
-        """Inside a claiming write's transaction: the compressed history ``history_id``, or
-        ``None`` when it is larger than ``KEPT_HISTORY_BYTES`` (or missing)."""
-        row = db.execute(
-            "SELECT data FROM run_histories WHERE history_id = ? AND length(data) <= ?",
-            (history_id, KEPT_HISTORY_BYTES),
-        ).fetchone()
-        return None if row is None else bytes(row[0])
+    def _kept_in(row: Row) -> bytes | None:
+        """The history ``KEPT_HISTORY`` read into the last column of ``row``, or ``None``."""
+        return None if row[-1] is None else bytes(row[-1])
 
     def _keep_history(
         self, agent_id: str, run_id: str, compressed: bytes | None, now: datetime, until: datetime

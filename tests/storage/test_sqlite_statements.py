@@ -39,7 +39,6 @@ def _histories_read(ran: list[str]) -> list[str]:
     return [sql for sql in ran if sql.lstrip().upper().startswith("SELECT DATA FROM RUN_HISTORIES")]
 
 
-@pytest.mark.xfail(strict=True, reason="the claiming writes read the history in a SELECT of its own")
 async def test_the_last_decision_reads_the_history_it_keeps_in_its_update(
     traced: tuple[SQLiteSnapshotStore, list[str]],
 ) -> None:
@@ -70,7 +69,6 @@ async def test_the_last_decision_reads_the_history_it_keeps_in_its_update(
     assert ran == []  # the kept history: not read again
 
 
-@pytest.mark.xfail(strict=True, reason="the claiming writes read the history in a SELECT of its own")
 async def test_a_claim_reads_the_history_it_keeps_in_its_update(
     traced: tuple[SQLiteSnapshotStore, list[str]],
 ) -> None:

@@ -4,9 +4,11 @@ approvals: ``./dev run python -m bench.handoffs [approvals]``.
 The real app called as ASGI in process (``bench.inprocess.call``), one app per store in one event
 loop, ``approveToolCall`` → COMPLETED on fresh refund runs (started untimed; run updates held for
 the outcome, so the count is the approval's own). Counted per approval, whatever the machine's
-load: COMMITs on the SQLite writer's connection, hand-offs back to the event loop from the writer's
-thread and from any other thread (``call_soon_threadsafe``: one per transaction or read), and the
-event loop's iterations. Timed: approvals alternate between the stores one by one (the order
+load: COMMITs and statements (SQLite's trace, triggers' included) on the SQLite writer's
+connection, the WAL frames (pages) its transactions wrote, hand-offs back to the event loop from
+the writer's thread and from any other thread (``call_soon_threadsafe``), the event loop's
+iterations, and the CPU time of the writer's and the reader's threads (the writer's includes the
+trace that counts its statements). Timed: approvals alternate between the stores one by one (the order
 swaps every pair), each to its answer (``time.perf_counter``) and its CPU time
 (``time.process_time``, every thread of the process); medians, and the median of SQLite - memory
 within each pair.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+import struct
 import sys
 import tempfile
 import threading
@@ -36,6 +39,8 @@ from .queries import APPROVE, START_REFUND
 from .serve import create_bench_app
 
 WRITER_THREAD = "runsgate-sqlite-writer"
+THREAD_CPU = ("writer thread CPU ms", "reader thread CPU ms")
+"""Counts that are CPU milliseconds of a SQLite store's threads (``Counts.counted`` keeps µs)."""
 
 
 @dataclass
@@ -46,7 +51,9 @@ class Counts:
     counted: Counter[str] = field(default_factory=Counter)
 
     def per_approval(self) -> dict[str, float]:
-        return {name: n / self.approvals for name, n in sorted(self.counted.items())}
+        """Each count divided by the approvals (the thread CPU times in ms)."""
+        scale = {name: 1000.0 for name in THREAD_CPU}
+        return {name: n / self.approvals / scale.get(name, 1.0) for name, n in sorted(self.counted.items())}
 
 
 def app_on(store: str | None) -> ASGIApp:
@@ -103,6 +110,34 @@ def install(loop: asyncio.AbstractEventLoop, current: list[Counts], on: list[boo
     loop.call_soon_threadsafe = counted_wake  # type: ignore[method-assign,assignment]
 
 
+def wal_frames(shm: Path) -> int:
+    """The WAL's last committed frame (``mxFrame`` of the wal-index header in the ``-shm`` file,
+    native byte order); 0 after a checkpoint restarted the WAL."""
+    with shm.open("rb") as f:
+        return int(struct.unpack_from("=I", f.read(20), 16)[0])
+
+
+def count_transactions(writer: Any, shm: Path, current: list[Counts], on: list[bool]) -> None:
+    """Wrap ``writer._run`` (one transaction on the writer's thread): count into ``current[0]``,
+    while ``on[0]``, the WAL frames each transaction wrote."""
+    run = writer._run
+
+    def counted_run(batch: Any) -> None:
+        before = wal_frames(shm)
+        run(batch)
+        after = wal_frames(shm)
+        if on[0]:  # a checkpoint restarted the WAL during it: its frames are all there are
+            current[0].counted["WAL frames written"] += after - before if after >= before else after
+
+    writer._run = counted_run
+
+
+def thread_cpu_us(thread: threading.Thread) -> int:
+    """CPU time of ``thread`` so far, in µs."""
+    assert thread.ident is not None
+    return time.clock_gettime_ns(time.pthread_getcpuclockid(thread.ident)) // 1000
+
+
 def uninstall(loop: asyncio.AbstractEventLoop) -> None:
     """Take ``install``'s counters off ``loop``."""
     for name in ("_run_once", "call_soon_threadsafe"):
@@ -121,14 +156,19 @@ async def measure(approvals: int = 200, warm_up: int = 20) -> tuple[dict[str, Co
             apps["memory"].router.lifespan_context(apps["memory"]),  # type: ignore[attr-defined]
             apps["sqlite"].router.lifespan_context(apps["sqlite"]),  # type: ignore[attr-defined]
         ):
-            writer = apps["sqlite"].state.store._writer  # type: ignore[attr-defined]
+            store = apps["sqlite"].state.store  # type: ignore[attr-defined]
+            writer = store._writer
             current = [counts["sqlite"]]
 
             def statement(sql: str) -> None:
-                if on[0] and sql.strip().upper() == "COMMIT":
-                    current[0].counted["COMMITs"] += 1
+                if on[0]:
+                    current[0].counted["statements on the writer"] += 1
+                    if sql.strip().upper() == "COMMIT":
+                        current[0].counted["COMMITs"] += 1
 
             await writer.call(lambda db: db.set_trace_callback(statement))
+            count_transactions(writer, Path(tmp) / "bench.db-shm", current, on)
+            threads = dict(zip(THREAD_CPU, (writer._thread, store._reader._thread), strict=True))
             loop = asyncio.get_running_loop()
             install(loop, current, on)
             try:
@@ -141,12 +181,16 @@ async def measure(approvals: int = 200, warm_up: int = 20) -> tuple[dict[str, Co
                     for name in ("memory", "sqlite") if number % 2 == 0 else ("sqlite", "memory"):
                         current[0] = counts[name]
                         on[0] = True
+                        spent = {key: thread_cpu_us(thread) for key, thread in threads.items()}
                         cpu, wall = time.process_time(), time.perf_counter()
                         await pending[name][number]()
                         timings[f"{name} wall"].append((time.perf_counter() - wall) * 1000)
                         timings[f"{name} cpu"].append((time.process_time() - cpu) * 1000)
                         await asyncio.sleep(0.001)  # what the approval left to background tasks runs (and counts)
                         on[0] = False
+                        if name == "sqlite":
+                            for key, thread in threads.items():
+                                counts[name].counted[key] += thread_cpu_us(thread) - spent[key]
                         counts[name].approvals += 1
             finally:
                 uninstall(loop)

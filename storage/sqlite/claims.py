@@ -11,7 +11,7 @@ from typing import Any
 from ..documents import SnapshotDocument
 from ..protocol import ClaimedDeletion, ClaimedReplacement, ClaimRelease, ClaimRenewal, ClaimWrite
 from . import conditions
-from .connection import _Connection
+from .connection import KEPT_HISTORY, _Connection
 from .idempotency import complete_key_in
 from .rows import _COLUMNS, Row, _calls_text, _error_text, _ms, _optional_ms, _snapshot
 
@@ -23,7 +23,7 @@ class _Claims(_Connection):
         sql, params = conditions.where(write.condition)
         update = (
             "UPDATE run_snapshots SET status = 'resuming', claim_by = ?, claim_until = ?, updated_at = ?, "
-            f"version = version + 1 WHERE {sql} RETURNING {_COLUMNS}"
+            f"version = version + 1 WHERE {sql} RETURNING {_COLUMNS}, {KEPT_HISTORY}"
         )
 
         def write_in(db: sqlite3.Connection) -> tuple[Row | None, bytes | None]:
@@ -32,7 +32,7 @@ class _Claims(_Connection):
                 return None, None
             self._append_in(db, write.events)
             self._updates_in(db, write.updates)
-            return rows[0], self._history_in(db, rows[0][16])  # what the continuation loads next
+            return rows[0], self._kept_in(rows[0])  # what the continuation loads next
 
         row, history = await self._write(write_in)
         if row is None:

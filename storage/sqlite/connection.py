@@ -1,11 +1,13 @@
 """The SQLite store's connections: opening a file (``schema``), reads on the reader connection
-(aiosqlite), and every write as one function run in a ``BEGIN IMMEDIATE`` transaction on the
-writer's thread, the writes that queue sharing one commit (``writer``; docs/storage.md "SQLite")."""
+(aiosqlite), a run's read by key on the event loop (``_read_point``), and every write as one
+function run in a ``BEGIN IMMEDIATE`` transaction on the writer's thread, the writes that queue
+sharing one commit (``writer``; docs/storage.md "SQLite")."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Sequence
@@ -37,11 +39,18 @@ KEPT_HISTORY_BYTES = 256 * 1024
 """A claiming write keeps the run's history for ``load_history`` up to this compressed size."""
 KEPT_HISTORIES = 64
 """At most this many histories kept by claiming writes (the oldest dropped first)."""
+KEPT_HISTORY = (
+    "(SELECT data FROM run_histories WHERE history_id = run_snapshots.history_id "
+    f"AND length(data) <= {KEPT_HISTORY_BYTES})"
+)
+"""A column of a claiming ``UPDATE``'s ``RETURNING``: the run's compressed history, ``NULL``
+when it is larger than ``KEPT_HISTORY_BYTES`` (``_kept_in``), read in the write's transaction."""
 
 
 class _Connection:
-    """The file, its two connections and its transactions, which every part of the store uses
-    (``SQLiteSnapshotStore`` documents the arguments)."""
+    """The file, its connections (the writer, the reader, the loop's for reads by key) and its
+    transactions, which every part of the store uses (``SQLiteSnapshotStore`` documents the
+    arguments)."""
 
     def __init__(
         self,
@@ -57,6 +66,10 @@ class _Connection:
         self._synchronous = synchronous
         self._writer: Writer | None = None
         self._reader: aiosqlite.Connection | None = None
+        self._point: sqlite3.Connection | None = None
+        """A read-only connection of the thread ``open()`` ran on, which never waits for a lock
+        (``_read_point``)."""
+        self._point_thread: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         """The loop ``open()`` ran on, where ``before_event`` runs."""
         self._incremental = False
@@ -123,6 +136,8 @@ class _Connection:
                 await self._writer.open(self._pragmas())
                 self._reader = await self._connect()
                 await self._reader.execute_fetchall("PRAGMA query_only = 1")
+                self._point = _point_connection(self._path)
+                self._point_thread = threading.get_ident()
         except sqlite3.Error as exc:  # connect() itself: a missing directory, a directory as path
             await self.close()
             raise StoreUnavailableError(_open_problem(self._path, exc)) from exc
@@ -143,6 +158,10 @@ class _Connection:
         if self._reader is not None:
             with suppress(sqlite3.Error):
                 await self._reader.close()
+        point, self._point = self._point, None
+        if point is not None:
+            with suppress(sqlite3.Error):  # closed from another thread: freed with the object
+                point.close()
         self._reader = self._writer = None
 
     async def ping(self) -> None:
@@ -158,6 +177,21 @@ class _Connection:
     async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with _available(self._path):
             return list(await self._read_conn.execute_fetchall(sql, params))
+
+    async def _read_point(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        """The rows of ``sql``, a read of one row by key: run at once on the calling thread when it
+        is the one ``open()`` ran on (the event loop's: no hand-off to another thread), in a read
+        transaction of its own that never waits for a lock (WAL readers need none but in rare
+        cases such as a WAL recovery); on the reader's thread (``_read``) when called from another
+        thread or when SQLite fails it there (busy: ``_read`` then waits the busy timeout, and
+        raises what ``_read`` raises)."""
+        point = self._point
+        if point is not None and threading.get_ident() == self._point_thread:
+            try:
+                return point.execute(sql, params).fetchall()
+            except sqlite3.Error:
+                pass  # the reader's thread reads it again, waiting for a lock, and reports a failure
+        return await self._read(sql, params)
 
     async def _read_within(
         self, sql: str, params: Sequence[Any], size: Callable[[Row], int], max_bytes: int, *, batch: int = 32
@@ -183,14 +217,9 @@ class _Connection:
 
     # -- histories kept by claiming writes -----------------------------------------------------
     @staticmethod
-    def _history_in(db: sqlite3.Connection, history_id: str) -> bytes | None:
-        """Inside a claiming write's transaction: the compressed history ``history_id``, or
-        ``None`` when it is larger than ``KEPT_HISTORY_BYTES`` (or missing)."""
-        row = db.execute(
-            "SELECT data FROM run_histories WHERE history_id = ? AND length(data) <= ?",
-            (history_id, KEPT_HISTORY_BYTES),
-        ).fetchone()
-        return None if row is None else bytes(row[0])
+    def _kept_in(row: Row) -> bytes | None:
+        """The history ``KEPT_HISTORY`` read into the last column of ``row``, or ``None``."""
+        return None if row[-1] is None else bytes(row[-1])
 
     def _keep_history(
         self, agent_id: str, run_id: str, compressed: bytes | None, now: datetime, until: datetime
@@ -285,3 +314,15 @@ class _Connection:
         if hook is not None and loop is not None:
             asyncio.run_coroutine_threadsafe(hook(events), loop).result()
         db.executemany(_INSERT_EVENT, [_event_row(one) for one in events])
+
+
+def _point_connection(path: Path) -> sqlite3.Connection:
+    """A read-only connection to ``path`` on the calling thread with a busy timeout of 0: a read
+    SQLite finds busy fails at once (``_read_point`` reads it again on the reader's thread)."""
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA query_only = 1")
+    except BaseException:
+        conn.close()
+        raise
+    return conn

@@ -15,7 +15,7 @@ from ..documents import EventDocument, SnapshotDocument, ToolCallDocument
 from ..protocol import ApprovalWrite, DecisionClaim, DecisionWrite, IdempotencyKeyTakenError, NoticeWrite, event_list
 from ..rules import Condition
 from . import conditions
-from .connection import _Connection
+from .connection import KEPT_HISTORY, _Connection
 from .idempotency import reserve_key_in
 from .rows import _COLUMNS, _calls, _calls_text, _deadline_ms, _ms, _snapshot
 
@@ -39,10 +39,10 @@ class _Decisions(_Connection):
             calls[write.index].pop("reviewClaim", None)
             if claimed and claim is not None:
                 events = [*write.events, *claim.events]
-                written = self._write_calls(db, write.run_id, calls, write.now, events, claim=claim)
+                written, history = self._write_calls(db, write.run_id, calls, write.now, events, claim=claim)
                 self._updates_in(db, claim.updates)
-                return written, self._history_in(db, written["historyId"])  # what the continuation loads next
-            return self._write_calls(db, write.run_id, calls, write.now, write.events), None
+                return written, history  # what the continuation loads next
+            return self._write_calls(db, write.run_id, calls, write.now, write.events)[0], None
 
         written, history = await self._write(write_in)
         if written is not None and claim is not None and written["claim"] is not None:
@@ -80,7 +80,7 @@ class _Decisions(_Connection):
                 return None
             calls, _ = found
             change(calls[write.index])
-            return self._write_calls(db, write.run_id, calls, write.now, events)
+            return self._write_calls(db, write.run_id, calls, write.now, events)[0]
 
         return await self._write(write_in)
 
@@ -114,17 +114,19 @@ class _Decisions(_Connection):
         events: Sequence[EventDocument],
         *,
         claim: DecisionClaim | None = None,
-    ) -> SnapshotDocument:
+    ) -> tuple[SnapshotDocument, bytes | None]:
         """Write the run's changed ``calls``, their pending count (``rules.pending_count``) and
         deadline (``rules.earliest_deadline``), with ``claim`` its claim (status ``resuming``),
-        and ``events``, in the caller's transaction."""
-        claiming, claim_params = "", list[Any]()
+        and ``events``, in the caller's transaction. Returns the run as written and, with
+        ``claim``, its history as the continuation loads it next (``KEPT_HISTORY``; else ``None``)."""
+        claiming, claim_params, kept = "", list[Any](), ""
         if claim is not None:
             claiming = "status = 'resuming', claim_by = ?, claim_until = ?, "
             claim_params = [claim.by, _ms(claim.until)]
+            kept = f", {KEPT_HISTORY}"
         updated = db.execute(
             f"UPDATE run_snapshots SET {claiming}tool_calls = ?, pending_count = ?, updated_at = ?, "
-            f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}",
+            f"expires_at = ?, version = version + 1 WHERE run_id = ? RETURNING {_COLUMNS}{kept}",
             (
                 *claim_params,
                 _calls_text(calls),
@@ -135,4 +137,4 @@ class _Decisions(_Connection):
             ),
         ).fetchall()
         self._append_in(db, events)
-        return _snapshot(updated[0])
+        return _snapshot(updated[0]), None if claim is None else self._kept_in(updated[0])

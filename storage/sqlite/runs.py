@@ -54,7 +54,7 @@ class _Runs(_Connection):
     """``RunStore``'s reads, inserts and sweeper reads on ``run_snapshots`` and ``run_histories``."""
 
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
-        rows = await self._read(
+        rows = await self._read_point(
             f"SELECT {_COLUMNS} FROM run_snapshots WHERE run_id = ? AND agent_id = ?", (run_id, agent_id)
         )
         return _snapshot(rows[0]) if rows else None

@@ -108,11 +108,13 @@ class Windows:
             )
         span = known.span if known is not None and known.span is not None else FIRST_SPAN
         for _ in range(WINDOWED_TRIES):
-            bound = anchor - span if older else anchor + span
+            bound = _bound(anchor, span, older)
+            if bound is None:  # wider than the dates a window can name: the last try's read
+                continue
             docs = await read({field: {"$gte" if older else "$lte": bound}})
             if len(docs) >= limit:
                 break
-            span *= max(GROWTH, 2 * limit // max(len(docs), 1))
+            span = _grown(span, max(GROWTH, 2 * limit // max(len(docs), 1)))
         else:
             return self._learn(
                 key, await read(None), limit if learn else 0, field, first=first, anchor=anchor, known=known
@@ -144,6 +146,22 @@ class Windows:
         top = docs[0][field] if first else (known.top if known is not None else None)
         self._put(key, Window(top=top, span=2 * reach + timedelta(milliseconds=1)))
         return docs
+
+
+def _bound(anchor: datetime, span: timedelta, older: bool) -> datetime | None:
+    """``anchor`` moved by ``span`` towards the walk, or ``None`` past the dates Python holds."""
+    try:
+        return anchor - span if older else anchor + span
+    except OverflowError:
+        return None
+
+
+def _grown(span: timedelta, factor: int) -> timedelta:
+    """``span`` times ``factor``, at most ``timedelta.max``."""
+    try:
+        return span * factor
+    except OverflowError:
+        return timedelta.max
 
 
 __all__ = ["FIRST_SPAN", "GROWTH", "WINDOWED_TRIES", "Window", "Windows", "filter_key"]

@@ -9,6 +9,7 @@ the principal approve (or resume) it (``DecisionGate.may_decide``) and it passes
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -154,17 +155,23 @@ class ReviewQueue:
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
         if all(value is None for value in on_questions):
             store_filter = query.store_filter(principal.resources)
-            total = await self._store.count_review_questions(store_filter)
-            candidates, after = refusal_candidates(self._gate.rules, principal), None
+            candidates = refusal_candidates(self._gate.rules, principal)
+            # the kept count and the first candidates, read at once (neither depends on the other)
+            total: int
+            total, docs = await asyncio.gather(
+                self._store.count_review_questions(store_filter),
+                self._store.list_review_candidates(store_filter, candidates, limit=500),
+            )
             while True:
-                docs = await self._store.list_review_candidates(store_filter, candidates, limit=500, after=after)
                 for doc in docs:
                     for index, call in enumerate(doc["toolCalls"]):
                         if call["decision"] is None and not await self._gate.may_decide(doc, index, principal):
                             total -= 1
                 if len(docs) < 500:
                     return total
-                after = docs[-1]["_id"]
+                docs = await self._store.list_review_candidates(
+                    store_filter, candidates, limit=500, after=docs[-1]["_id"]
+                )
         total = 0
         async for doc, _ in self._runs(principal, query, None, batch=500):
             total += len(await self._items(doc, principal, query, None))

@@ -4,6 +4,7 @@ written on a run's calls (``ReviewQueueStore``)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -195,11 +196,12 @@ class MongoReviewQueue(MongoStoreBase):
     async def list_review_candidates(
         self, queue_filter: QueueFilter, candidates: ReviewCandidates, *, limit: int, after: str | None = None
     ) -> list[SnapshotDocument]:
-        found: dict[str, Document] = {}
-        for query, index in candidate_queries(queue_filter, candidates, after) if limit > 0 else ():
+        async def part(query: Document, index: str) -> list[Document]:
             async with reachable():  # hinted: else DocumentDB ANDs in `stalled`'s every waiting run
-                for doc in await hinted(page(self._runs.find(query).sort([("_id", 1)]), limit), index):
-                    found[doc["_id"]] = doc
+                return await hinted(page(self._runs.find(query).sort([("_id", 1)]), limit), index)
+
+        parts = candidate_queries(queue_filter, candidates, after) if limit > 0 else []
+        found = {doc["_id"]: doc for docs in await asyncio.gather(*(part(*one) for one in parts)) for doc in docs}
         return read_snapshots([found[run_id] for run_id in sorted(found)[:limit]])
 
     async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[Mapping[str, Any]]:

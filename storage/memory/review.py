@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -182,16 +182,7 @@ class MemoryReviewQueue:
     async def list_review_runs(
         self, queue_filter: QueueFilter, *, limit: int, after: QueueKey | None = None
     ) -> list[SnapshotDocument]:
-        found: list[SnapshotDocument] = []
-        if limit <= 0:
-            return found
-        for run_id in self._queue.after(after):
-            doc = self._runs[run_id]
-            if in_queue_filter(queue_filter, doc):
-                found.append(copied(doc))
-                if len(found) >= limit:
-                    break
-        return found
+        return self._first(self._queue.after(after), queue_filter, limit)
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
         if queue_filter.expires_before is None:
@@ -206,10 +197,14 @@ class MemoryReviewQueue:
     async def list_review_candidates(
         self, queue_filter: QueueFilter, candidates: ReviewCandidates, *, limit: int, after: str | None = None
     ) -> list[SnapshotDocument]:
+        return self._first(self._queue.candidates(candidates, after), queue_filter, limit)
+
+    def _first(self, run_ids: Iterable[str], queue_filter: QueueFilter, limit: int) -> list[SnapshotDocument]:
+        """Copies of the first ``limit`` runs of ``run_ids`` that ``queue_filter`` admits."""
         found: list[SnapshotDocument] = []
         if limit <= 0:
             return found
-        for run_id in self._queue.candidates(candidates, after):
+        for run_id in run_ids:
             doc = self._runs[run_id]
             if in_queue_filter(queue_filter, doc):
                 found.append(copied(doc))

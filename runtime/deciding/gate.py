@@ -53,7 +53,7 @@ from .questions import (
     find_call,
     validate_resume_data,
 )
-from .refusals import Decider, active_review_claim, bars_none, refusal, repeated_approval
+from .refusals import Decider, active_review_claim, refusal, repeated_approval
 
 POLICY_PREFIX = "policy:"
 """``decidedBy`` of an automatic approval: ``policy:<rule name>``."""
@@ -215,10 +215,6 @@ class DecisionGate:
             raise ForbiddenError(f"the arguments of {tool!r} may not be edited")
         scopes = required.scopes if request.kind != "declined" else []
         return Allowed(index=index, rules=rules, edited=edited, required=required, scopes=scopes)
-
-    def bars_none(self, principal: Principal) -> bool:
-        """``refusals.bars_none`` under every per-tool rule."""
-        return bars_none(self._rules, principal)
 
     async def may_decide(self, doc: SnapshotDocument, index: int, principal: Principal) -> bool:
         """Whether ``principal`` may approve (or resume) call ``index`` of ``doc`` with the model's

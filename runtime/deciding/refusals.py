@@ -74,18 +74,6 @@ def refusal(
     return None
 
 
-def bars_none(rules: Sequence[ToolApprovalRule], principal: Principal) -> bool:
-    """Whether no rule of ``rules`` could keep ``principal`` from approving a call within its
-    resources: it holds every scope a rule names, and no rule has separation of duties or needs
-    several approvals (one who gave an approval may not give another: ``repeated_approval``)."""
-    return all(
-        (rule.scope is None or principal.has_scope(rule.scope))
-        and not rule.separation_of_duties
-        and rule.approvals <= 1
-        for rule in rules
-    )
-
-
 def refusal_candidates(rules: Sequence[ToolApprovalRule], principal: Principal) -> ReviewCandidates:
     """A superset of the runs within ``principal``'s resources holding a pending question that
     ``refusal`` or ``repeated_approval`` refuses it under ``rules``: the runs where it gave an
@@ -137,7 +125,6 @@ __all__ = [
     "DeciderKind",
     "active_review_claim",
     "barred_recipients",
-    "bars_none",
     "refusal",
     "refusal_candidates",
     "repeated_approval",

@@ -86,20 +86,24 @@ thread or resource, but ``review_counts_moved`` keeps the counts exact if anythi
 
 def _mark(row: str, table: str = "") -> str:
     """The statement adding the marks of run ``row`` when it is counted: the tools and approvers
-    of its pending calls, its starter (``''``: in-process code) or ``u`` when it records none.
-    ``table``: ``"run_snapshots AS r"`` with ``row`` ``r`` to mark every run (``rebuild_marks``)."""
+    of its pending calls, its starter (``''``: in-process code) or ``u`` when it records none, and
+    ``x`` when its calls are not JSON SQLite reads (an older runsgate stored ``Infinity``): such a
+    run is a candidate of every part. ``table``: ``"run_snapshots AS r"`` with ``row`` ``r`` to
+    mark every run (``rebuild_marks``)."""
     waiting, pending = WAITING.format(row=row), "json_type(c.value, '$.decision') = 'null'"
     both = f"{table}, " if table else ""
     alone = f" FROM {table}" if table else ""
+    calls = f"json_each(CASE WHEN json_valid({row}.tool_calls) THEN {row}.tool_calls ELSE '[]' END)"
     return (
         "INSERT OR IGNORE INTO review_marks (kind, value, run_id) "
-        f"SELECT 't', json_extract(c.value, '$.toolName'), {row}.run_id FROM {both}json_each({row}.tool_calls) AS c "
+        f"SELECT 't', json_extract(c.value, '$.toolName'), {row}.run_id FROM {both}{calls} AS c "
         f"WHERE {waiting} AND {pending} "
         f"UNION SELECT 'a', json_extract(a.value, '$.decidedBy'), {row}.run_id "
-        f"FROM {both}json_each({row}.tool_calls) AS c, json_each(c.value, '$.approvals') AS a "
+        f"FROM {both}{calls} AS c, json_each(c.value, '$.approvals') AS a "
         f"WHERE {waiting} AND {pending} AND json_type(a.value, '$.decidedBy') = 'text' "
         f"UNION SELECT 's', {row}.started_by, {row}.run_id{alone} WHERE {waiting} AND {row}.started_by IS NOT NULL "
-        f"UNION SELECT 'u', '', {row}.run_id{alone} WHERE {waiting} AND {row}.started_by IS NULL;"
+        f"UNION SELECT 'u', '', {row}.run_id{alone} WHERE {waiting} AND {row}.started_by IS NULL "
+        f"UNION SELECT 'x', '', {row}.run_id{alone} WHERE {waiting} AND NOT json_valid({row}.tool_calls);"
     )
 
 

@@ -106,7 +106,28 @@ async def test_the_candidate_read_walks_each_part_by_key(tmp_path: Path) -> None
         for queue_filter in (EVERY, QueueFilter(agent_ids=frozenset({"x"}), resource_ids=frozenset({"r1"}))):
             plan = await store.explain_review_candidates(queue_filter, every)
             walks = [line for line in plan if line.startswith("SEARCH m ")]
-            assert walks == ["SEARCH m USING PRIMARY KEY (kind=? AND value=? AND run_id>?)"] * 4, plan
+            # one range per part, and one of the runs whose calls SQLite cannot read (``x``)
+            assert walks == ["SEARCH m USING PRIMARY KEY (kind=? AND value=? AND run_id>?)"] * 5, plan
             assert not any(line.startswith("SCAN run_snapshots") or line.startswith("SCAN r") for line in plan), plan
+    finally:
+        await store.close()
+
+
+async def test_a_run_whose_calls_sqlite_cannot_read_is_a_candidate_of_every_part(tmp_path: Path) -> None:
+    # given a waiting run whose calls an older runsgate stored with Infinity (not JSON to SQLite)
+    path = tmp_path / "runs.db"
+    store = SQLiteSnapshotStore(path)
+    await store.open()
+    try:
+        await store.insert(snapshot("run-inf", calls=[tool_call("c1")], created=T0), b"[]")
+        with sqlite3.connect(path) as db:
+            changed = db.execute(
+                "UPDATE run_snapshots SET tool_calls = replace(tool_calls, '25.5', 'Infinity') WHERE run_id = 'run-inf'"
+            ).rowcount
+        assert changed == 1
+        # then the write is kept, and every part's candidates hold the run (a superset the gate checks)
+        for part in PARTS:
+            listed = [doc["_id"] for doc in await store.list_review_candidates(EVERY, part, limit=10)]
+            assert listed == ["run-inf"], part
     finally:
         await store.close()

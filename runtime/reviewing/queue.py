@@ -156,12 +156,15 @@ class ReviewQueue:
         if all(value is None for value in on_questions):
             store_filter = query.store_filter(principal.resources)
             candidates = refusal_candidates(self._gate.rules, principal)
-            # the kept count and the first candidates, read at once (neither depends on the other)
-            total: int
-            total, docs = await asyncio.gather(
-                self._store.count_review_questions(store_filter),
-                self._store.list_review_candidates(store_filter, candidates, limit=500),
-            )
+            # the first candidates read while the kept count is (neither depends on the other)
+            first = asyncio.ensure_future(self._store.list_review_candidates(store_filter, candidates, limit=500))
+            try:
+                total = await self._store.count_review_questions(store_filter)
+            except BaseException:
+                first.cancel()
+                await asyncio.gather(first, return_exceptions=True)
+                raise
+            docs = await first
             while True:
                 for doc in docs:
                     for index, call in enumerate(doc["toolCalls"]):

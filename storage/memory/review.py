@@ -47,17 +47,6 @@ def _marks(doc: SnapshotDocument) -> set[Mark]:
     return marks
 
 
-def _wanted(c: ReviewCandidates) -> list[Mark]:
-    wanted: list[Mark] = [("tool", name) for name in sorted(c.tool_names)]
-    if c.approver is not None:
-        wanted.append(("approver", c.approver))
-    if c.starter is not None:
-        wanted.append(("starter", c.starter))
-    if c.unknown_starter:
-        wanted.append(("unknown starter", None))
-    return wanted
-
-
 class QueueIndex:
     """Queue-order keys of the runs with a pending call, and the queue's kept counts: per filter
     combination and agent, the pending calls of those runs that are not sub-runs. ``refresh``
@@ -137,7 +126,7 @@ class QueueIndex:
         a merge of each part's sorted ids from ``after`` on."""
         parts = [
             ids.irange(minimum=after, inclusive=(False, True)) if after is not None else iter(ids)
-            for mark in _wanted(c)
+            for mark in c.parts()
             if (ids := self._by_mark.get(mark)) is not None
         ]
         last = None

@@ -65,9 +65,16 @@ class ReviewCandidates:
     unknown_starter: bool = False
     tool_names: frozenset[str] = frozenset()
 
-    def none(self) -> bool:
-        """Whether no run is a candidate (every part left out)."""
-        return self.approver is None and self.starter is None and not self.unknown_starter and not self.tool_names
+    def parts(self) -> list[tuple[str, str | None]]:
+        """Its parts, each ``(kind, value)``: ``("tool", name)`` per tool in name order, then
+        ``("approver", identity)``, ``("starter", identity)``, ``("unknown starter", None)``."""
+        parts: list[tuple[str, str | None]] = [("tool", name) for name in sorted(self.tool_names)]
+        parts += [
+            (kind, value)
+            for kind, value in (("approver", self.approver), ("starter", self.starter))
+            if value is not None
+        ]
+        return parts + ([("unknown starter", None)] if self.unknown_starter else [])
 
 
 def queue_key(doc: SnapshotDocument) -> QueueKey:

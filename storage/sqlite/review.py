@@ -90,14 +90,16 @@ def _count_sql(f: QueueFilter) -> tuple[str, list[Any]]:
     )
 
 
+_MARK_KINDS = {"tool": "t", "approver": "a", "starter": "s", "unknown starter": "u"}
+"""``review_marks.kind`` of each part of ``ReviewCandidates`` (``queue_counts._mark``)."""
+
+
 def candidates_sql(f: QueueFilter, c: ReviewCandidates, limit: int, after: str | None) -> tuple[str, list[Any]] | None:
     """The query of one page of ``list_review_candidates`` (``None``: it matches nothing): per
     part of ``c`` (and the runs whose calls SQLite cannot read), a walk of ``review_marks`` in run
     id order from ``after`` on, to its first ``limit`` runs that pass ``f``; their union's first
     ``limit``, in run id order."""
-    parts = [("t", name) for name in sorted(c.tool_names)]
-    parts += [(kind, value) for kind, value in (("a", c.approver), ("s", c.starter)) if value is not None]
-    parts += [("u", "")] if c.unknown_starter else []
+    parts = [(_MARK_KINDS[kind], value or "") for kind, value in c.parts()]
     if not parts or _matches_nothing(f):
         return None
     parts.append(("x", ""))  # calls SQLite cannot read (``queue_counts._mark``): a candidate of every part

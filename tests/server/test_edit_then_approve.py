@@ -271,3 +271,24 @@ async def test_an_edit_racing_a_decline_has_one_winner(gql: GraphQLClient) -> No
         else:
             assert results[0]["decision"] == {"kind": "DECLINED"}
             assert LEDGER == []
+
+
+@pytest.mark.xfail(strict=True, reason="edits are read in lax mode: true is order 1, '12.5' a float")
+async def test_an_edit_is_read_as_the_json_it_is_never_converted_into_another_value(gql: GraphQLClient) -> None:
+    # given a refund of order 1044 waiting for approval
+    run_id, calls = await _start(gql, "refund-agent", SMALL_ORDER)
+    call_id = calls[0]["toolCallId"]
+
+    # when it is approved with a boolean for the order's number (lax mode reads true as order 1)
+    boolean = await _approve(gql, "refund-agent", run_id, call_id, editedArgs={"order_id": True, "amount": 12.5})
+
+    # then the edit is refused with its path, and nothing changed: no refund of order 1 was issued
+    assert boolean["__typename"] == "InvalidToolArguments", boolean
+    assert [p["path"] for p in boolean["problems"]] == [["order_id"]]
+    await _unchanged(gql, run_id, calls)
+
+    # and so is a number given as text: what was approved is what the decision records
+    text = await _approve(gql, "refund-agent", run_id, call_id, editedArgs={"order_id": 1044, "amount": "12.5"})
+    assert text["__typename"] == "InvalidToolArguments", text
+    assert [p["path"] for p in text["problems"]] == [["amount"]]
+    await _unchanged(gql, run_id, calls)

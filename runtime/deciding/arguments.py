@@ -4,14 +4,15 @@ An approver may replace the arguments the model gave a call (``editedArgs``). Th
 before anything is recorded, by the validator pydantic-ai itself runs on a call's arguments
 before calling the tool: the ``SchemaValidator`` of the function tool's ``function_schema``
 (``pydantic_ai.tools.Tool``), found among the agent's toolsets (``AbstractToolset.apply`` visits
-every leaf toolset; function tools live in ``FunctionToolset.tools``). It runs in pydantic's lax
-mode with the tool's own field validators, so it accepts exactly what the tool will accept
-(``"12"`` for a ``float``) and refuses what its JSON Schema cannot express. A tool's extra
-``args_validator`` function needs the run's context; pydantic-ai runs it when the call runs.
+every leaf toolset; function tools live in ``FunctionToolset.tools``), in pydantic's strict JSON
+mode with the tool's field validators: no value becomes another (``true`` is no integer), so the
+tool gets what a person approved. A tool's extra ``args_validator`` function needs the run's
+context; pydantic-ai runs it when the call runs.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,8 +42,8 @@ def argument_validator(agent: AnyAgent, tool_name: str) -> SchemaValidator | Non
 
 
 def validate_edited_args(agent: AnyAgent, tool_name: str, edited: Any) -> dict[str, Any]:
-    """Check ``edited`` (JSON) as arguments of ``agent``'s tool ``tool_name``; the arguments as the
-    validator returns them (what the tool is called with: ``"12.5"`` read as ``12.5`` for a float).
+    """Check ``edited`` (JSON) as arguments of ``agent``'s tool ``tool_name``, strictly (pydantic's
+    strict JSON mode); the arguments as the validator returns them (what the tool is called with).
 
     Raises:
         InvalidToolArgumentsError: ``edited`` is not an object, fails the tool's validator (one
@@ -56,7 +57,7 @@ def validate_edited_args(agent: AnyAgent, tool_name: str, edited: Any) -> dict[s
         message = "runsgate cannot reach this tool's argument validator; approve it without editedArgs"
         raise InvalidToolArgumentsError(tool_name, [ToolArgumentProblem(path=[], message=message)])
     try:
-        validated: dict[str, Any] = validator.validate_python(dict(edited))
+        validated: dict[str, Any] = validator.validate_json(json.dumps(dict(edited)), strict=True)
     except ValidationError as exc:
         problems = [ToolArgumentProblem(path=list(error["loc"]), message=error["msg"]) for error in exc.errors()]
         raise InvalidToolArgumentsError(tool_name, problems) from None

@@ -27,9 +27,9 @@ async def test_an_edited_approval_runs_the_tools_validator_once(
     call = started.run["toolCalls"][0]["toolCallId"]
 
     outcome = await manager.approve(
-        "refund-agent", started.run_id, call, edited_args={"order_id": 1042, "amount": "12.5"}
+        "refund-agent", started.run_id, call, edited_args={"order_id": 1042, "amount": 12.5}
     )
 
     assert outcome.status == "completed"
-    assert seen == [{"order_id": 1042, "amount": "12.5"}]
+    assert seen == [{"order_id": 1042, "amount": 12.5}]
     assert LEDGER == [{"orderId": 1042, "amount": 12.5}]

@@ -1,7 +1,7 @@
 """Edit, then approve (issue 18 part 1) over HTTP: ``approveToolCall(editedArgs)``.
 
-The edited arguments are checked by the tool's own pydantic validator (lax mode: ``"12.5"`` is a
-float for it, as for the tool), refused with ``InvalidToolArguments`` changing nothing; the tool
+The edited arguments are checked by the tool's own pydantic validator (strict JSON mode: ``true``
+is no integer, ``"12.5"`` no float), refused with ``InvalidToolArguments`` changing nothing; the tool
 runs with them, the decision, its event and the stored model history show them, a multi-question
 tool re-runs with them, and the per-tool rules are evaluated on them (``allowEdits: false``
 forbids edits). ``runtime.demo.LEDGER`` records the refunds really issued.
@@ -139,8 +139,8 @@ async def test_the_tool_runs_with_the_edited_arguments_shown_in_the_decision_and
     first, second = (call["toolCallId"] for call in calls)
     original = calls[0]["args"]
 
-    # when the first is approved with a smaller amount, given as text (pydantic's lax mode reads a float)
-    waiting = await _approve(gql, "refund-agent", run_id, first, editedArgs={"order_id": 1044, "amount": "12.5"})
+    # when the first is approved with a smaller amount
+    waiting = await _approve(gql, "refund-agent", run_id, first, editedArgs={"order_id": 1044, "amount": 12.5})
 
     # then its decision shows the edited arguments as sent, the model's are listed unchanged
     assert waiting["status"] == "SUSPENDED", waiting
@@ -150,7 +150,7 @@ async def test_the_tool_runs_with_the_edited_arguments_shown_in_the_decision_and
         "kind": "APPROVED",
         "decidedBy": "key:test-admin",
         "reason": None,
-        "editedArgs": {"order_id": 1044, "amount": "12.5"},
+        "editedArgs": {"order_id": 1044, "amount": 12.5},
     }
 
     # and when the second is approved as the model asked, the first refund ran with the edited amount
@@ -164,7 +164,7 @@ async def test_the_tool_runs_with_the_edited_arguments_shown_in_the_decision_and
     events = (await gql.data(EVENTS, agentId="refund-agent", runId=run_id))["runEvents"]
     decisions = [event["data"] for event in events if event["type"] == "decision"]
     assert decisions[0]["originalArgs"] == original
-    assert decisions[0]["editedArgs"] == {"order_id": 1044, "amount": "12.5"}
+    assert decisions[0]["editedArgs"] == {"order_id": 1044, "amount": 12.5}
     assert "editedArgs" not in decisions[1]
 
 
@@ -273,13 +273,12 @@ async def test_an_edit_racing_a_decline_has_one_winner(gql: GraphQLClient) -> No
             assert LEDGER == []
 
 
-@pytest.mark.xfail(strict=True, reason="edits are read in lax mode: true is order 1, '12.5' a float")
 async def test_an_edit_is_read_as_the_json_it_is_never_converted_into_another_value(gql: GraphQLClient) -> None:
     # given a refund of order 1044 waiting for approval
     run_id, calls = await _start(gql, "refund-agent", SMALL_ORDER)
     call_id = calls[0]["toolCallId"]
 
-    # when it is approved with a boolean for the order's number (lax mode reads true as order 1)
+    # when it is approved with a boolean for the order's number (a lax read would make it order 1)
     boolean = await _approve(gql, "refund-agent", run_id, call_id, editedArgs={"order_id": True, "amount": 12.5})
 
     # then the edit is refused with its path, and nothing changed: no refund of order 1 was issued

@@ -494,9 +494,17 @@ async def test_rules_read_an_edit_as_the_tools_validator_reads_it(demo: Server) 
     outcome = await demo.start(REFUND, "Please refund order 1043")
     (call,) = outcome["run"]["toolCalls"]
 
-    # when the amount is edited to "25", which the tool's validator reads as the number 25
-    edited = await demo.approve(
+    # when the amount is edited to "25", text the tool's validator does not read as a number
+    text = await demo.approve(
         ALICE, outcome["runId"], call["toolCallId"], editedArgs={"order_id": 1043, "amount": "25"}
+    )
+
+    # then the edit is refused, not compared with the rule's limit as a string
+    assert text["__typename"] == "InvalidToolArguments", text
+
+    # and when it is edited to the integer 25, which the validator reads as the float 25.0
+    edited = await demo.approve(
+        ALICE, outcome["runId"], call["toolCallId"], editedArgs={"order_id": 1043, "amount": 25}
     )
 
     # then it is below the two-approver limit, and the refund runs with it

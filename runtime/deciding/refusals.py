@@ -66,12 +66,20 @@ def refusal(
     if missing is not None:
         return ForbiddenError(f"approving {tool!r} needs the scope {missing!r}", required_scope=missing)
     person = decider.kind == "person" and decider.principal is not None
-    if kind == "approved" and person and required.separation_of_duties:
-        known = "startedBy" in doc
-        started_by = doc.get("startedBy")
-        if not known or started_by == decider.name:
-            return SeparationOfDutiesError(doc["_id"], call["toolCallId"], started_by, known)
+    if kind == "approved" and person and _starter_barred(doc, required.separation_of_duties, decider.name):
+        return SeparationOfDutiesError(doc["_id"], call["toolCallId"], doc.get("startedBy"), "startedBy" in doc)
     return None
+
+
+def _starter_barred(doc: SnapshotDocument, separation_of_duties: bool, name: str | None) -> bool:
+    """Separation of duties' rule: under it, ``name`` may not approve a call of ``doc`` when it
+    started the run, nor may anyone when the run records no starter."""
+    return separation_of_duties and ("startedBy" not in doc or doc.get("startedBy") == name)
+
+
+def _approvers(call: ToolCallDocument) -> set[str | None]:
+    """Who gave one of the approvals ``call`` needs (each may not approve it again)."""
+    return {approval["decidedBy"] for approval in call.get("approvals") or []}
 
 
 def refusal_candidates(rules: Sequence[ToolApprovalRule], principal: Principal) -> ReviewCandidates:
@@ -94,7 +102,7 @@ def refusal_candidates(rules: Sequence[ToolApprovalRule], principal: Principal) 
 def repeated_approval(doc: SnapshotDocument, call: ToolCallDocument, name: str | None) -> RunsgateError | None:
     """``DuplicateApproverError`` when ``name`` already gave one of the approvals ``call`` of
     ``doc`` needs (it may not approve it again, so neither claim nor list it), else ``None``."""
-    if any(approval["decidedBy"] == name for approval in call.get("approvals") or []):
+    if name in _approvers(call):
         return DuplicateApproverError(doc["_id"], call["toolCallId"], name, call.get("approvalsRequired", 1))
     return None
 
@@ -103,14 +111,18 @@ def barred_recipients(
     doc: SnapshotDocument, call: ToolCallDocument, rules: Sequence[ToolApprovalRule]
 ) -> frozenset[str | None]:
     """The principals the gate would refuse an approval of ``call`` of ``doc`` under ``rules``
-    (those of its owner), whom its email leaves out: the run's starter when separation of duties
-    bars it (``refusal``'s rule; not when the run records no starter), and each who already gave
-    one of its approvals (``repeated_approval``'s rule). Empty for a call that is not an approval."""
+    (those of its owner), whom its email leaves out: each who already gave one of its approvals
+    and the run's starter when separation of duties bars it (the rules ``repeated_approval`` and
+    ``refusal`` apply; when the run records no starter, none is named). Empty for a call that is
+    not an approval."""
     if not call["requiresApproval"]:
         return frozenset()
-    barred = {approval["decidedBy"] for approval in call.get("approvals") or []}
-    if R.separation_of_duties(rules, call["toolName"], call["args"]) and doc.get("startedBy") is not None:
-        barred.add(doc["startedBy"])
+    barred = _approvers(call)
+    starter = doc.get("startedBy")
+    if starter is not None and _starter_barred(
+        doc, R.separation_of_duties(rules, call["toolName"], call["args"]), starter
+    ):
+        barred.add(starter)
     return frozenset(barred)
 
 

@@ -402,6 +402,10 @@ class GraphQLWebSocket:
         await self._socket.send(json.dumps(message))
         return operation
 
+    async def send_text(self, text: str) -> None:
+        """Send ``text`` as one message, as it is (a malformed message, say)."""
+        await self._socket.send(text)
+
     async def complete(self, operation: str) -> None:
         """Stop one operation (the client's ``complete``)."""
         await self._socket.send(json.dumps({"id": operation, "type": "complete"}))

@@ -9,13 +9,14 @@ errors (``server/view/request_errors.py``'s codes). Nothing of it is a fault: no
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .._graphql import post, ws_connect
+from .._graphql import WsClosed, post, ws_connect
 from .._servers import runsgate_process
 
 AGENTS = "query Agents { agents { id } }"
@@ -127,3 +128,63 @@ async def test_variables_that_do_not_coerce_are_an_error_message_with_the_http_c
     assert refused["type"] == "error", refused
     assert refused["id"] == operation
     assert {error.get("extensions", {}).get("code") for error in refused["payload"]} == {"BAD_USER_INPUT"}, refused
+
+
+def _subscribe(payload: Any, **fields: Any) -> str:
+    return json.dumps({"id": "1", "type": "subscribe", "payload": payload, **fields})
+
+
+MALFORMED = {
+    "a list": ("[]", "a JSON object"),
+    "a number": ("1", "a JSON object"),
+    "a string": ('"x"', "a JSON object"),
+    "null": ("null", "a JSON object"),
+    "true": ("true", "a JSON object"),
+    "a type that is no string": ('{"type": 1}', "`type`"),
+    "a subscribe whose payload is a string": (_subscribe("x"), "`payload`"),
+    "a subscribe whose payload is a list": (_subscribe([1]), "`payload`"),
+    "a subscribe whose query is a number": (_subscribe({"query": 1}), "`payload.query`"),
+    "a subscribe whose variables are a list": (_subscribe({"query": AGENTS, "variables": [1]}), "`payload.variables`"),
+    "a subscribe whose variables are a string": (
+        _subscribe({"query": AGENTS, "variables": "x"}),
+        "`payload.variables`",
+    ),
+    "a subscribe whose operationName is a number": (
+        _subscribe({"query": AGENTS, "operationName": 1}),
+        "`payload.operationName`",
+    ),
+    "a subscribe whose extensions are a list": (
+        _subscribe({"query": AGENTS, "extensions": []}),
+        "`payload.extensions`",
+    ),
+    "a subscribe whose id is a number": (_subscribe({"query": AGENTS}, id=1), "`id`"),
+    "a complete whose id is a list": ('{"type": "complete", "id": []}', "`id`"),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="a message of the wrong shape raises inside Strawberry's handler")
+@pytest.mark.parametrize("case", list(MALFORMED))
+async def test_a_message_of_the_wrong_shape_closes_the_socket_with_4400_naming_the_fault(
+    server: tuple[str, Path], case: str
+) -> None:
+    url, log = server
+    text, named = MALFORMED[case]
+    written_before = len(log.read_text())
+
+    async def send() -> None:
+        async with ws_connect(url) as ws:
+            await ws.send_text(text)
+            await ws.receive()
+
+    # when an acknowledged socket gets a message the protocol does not define
+    with pytest.raises(WsClosed) as closed:
+        await send()
+
+    # then it is closed with 4400, as graphql-transport-ws says, naming what is wrong
+    assert closed.value.code == 4400, closed.value
+    assert named in closed.value.reason, closed.value
+    # and the server logged no fault
+    await asyncio.sleep(0.2)
+    written = log.read_text()[written_before:]
+    assert "Traceback" not in written, written
+    assert "Exception in" not in written, written

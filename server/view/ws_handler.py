@@ -1,13 +1,13 @@
 """The ``graphql-transport-ws`` handler of ``/graphql`` (``WsHandler``, on ``graphql_view.TransportWsHandler``).
-- A document that cannot run, or whose variables do not coerce, gets the protocol's ``error``
-  message with HTTP's errors and ``extensions.code`` (``request_errors.request_error_code``); that
-  operation ends, the socket goes on.
+- A message of a shape the protocol does not define closes the socket with 4400 naming the field; a
+  document that cannot run, or whose variables do not coerce, gets the ``error`` message with HTTP's
+  errors and ``extensions.code`` (``request_errors.request_error_code``), and the socket goes on.
 - ``PrincipalStreams`` bounds what one principal holds open: one operation past
   ``RUNSGATE_MAX_WS_OPERATIONS`` (a socket) or ``..._PER_PRINCIPAL`` (all its sockets) is the
   ``error`` message ``TOO_MANY_OPERATIONS``; one socket past ``RUNSGATE_MAX_WS_CONNECTIONS_PER_PRINCIPAL``
   is closed at ``connection_init`` with 1013 (Try Again Later, RFC 6455), which clients retry.
-- Strawberry's hooks for it are private (``_PRIVATE_HOOKS``): ``missing()`` names one an upgrade
-  removed; the handler then keeps Strawberry's behaviour there, and the app logs a warning.
+- Strawberry's private hooks it overrides (``_PRIVATE_HOOKS``) are checked at start (``missing()``):
+  without one, Strawberry's behaviour stays there and the app logs a warning.
 """
 
 from __future__ import annotations
@@ -86,6 +86,37 @@ def formatted_request_error(error: GraphQLError) -> dict[str, Any]:
     if extensions:
         formatted["extensions"] = extensions
     return formatted
+
+
+_OPTIONAL_OBJECTS = {"connection_init": ("payload",), "ping": ("payload",), "pong": ("payload",)}
+"""The fields of the messages without an operation that are an object or null when present."""
+_SUBSCRIBE_PAYLOAD = (("query", str), ("variables", dict), ("operationName", str), ("extensions", dict))
+"""A ``subscribe`` payload's fields and their JSON type (each may be null; a missing query is
+answered as HTTP answers a request without one)."""
+
+
+def message_problem(message: Any) -> str | None:
+    """What makes ``message`` (parsed JSON) no ``graphql-transport-ws`` message, or ``None``: the
+    protocol closes the socket with 4400 for such a message, and the reason names the field."""
+    if not isinstance(message, dict):
+        return "A graphql-transport-ws message must be a JSON object"
+    kind = message.get("type")
+    if not isinstance(kind, str):
+        return "A message's `type` must be a string"
+    for name in _OPTIONAL_OBJECTS.get(kind, ()):
+        if message.get(name) is not None and not isinstance(message[name], dict):
+            return f"A {kind} message's `{name}` must be an object or null"
+    if kind in ("subscribe", "complete") and not isinstance(message.get("id"), str):
+        return f"A {kind} message's `id` must be a string"
+    if kind == "subscribe":
+        payload = message.get("payload")
+        if not isinstance(payload, dict):
+            return "A subscribe message's `payload` must be an object"
+        for name, json_type in _SUBSCRIBE_PAYLOAD:
+            if payload.get(name) is not None and not isinstance(payload[name], json_type):
+                kind_of = "a string" if json_type is str else "an object"
+                return f"A subscribe message's `payload.{name}` must be {kind_of} or null"
+    return None
 
 
 def _not_coerced(result: ExecutionResult) -> bool:
@@ -198,6 +229,15 @@ class WsHandler(TransportWsHandler):
         streams = getattr(self.view, "streams", None)
         return streams if isinstance(streams, PrincipalStreams) else None
 
+    async def handle_message(self, message: Any) -> None:
+        """Strawberry's, for a message of the protocol's shape; any other closes the socket with
+        4400 and the field it gets wrong (``message_problem``), where Strawberry's would raise."""
+        problem = message_problem(message)
+        if problem is not None:
+            await self.handle_invalid_message(problem)
+            return
+        await super().handle_message(message)
+
     async def handle_connection_init(self, message: Any) -> None:
         """Strawberry's, whose ``on_ws_connect`` (``server.app.GraphQLApp``) admits the socket for
         its principal, or refuses it: closed with 1013 (module docstring)."""
@@ -277,6 +317,7 @@ __all__ = [
     "TooManyWebSocketsError",
     "WsHandler",
     "formatted_request_error",
+    "message_problem",
     "missing",
     "too_many_operations",
 ]

@@ -162,7 +162,6 @@ MALFORMED = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="a message of the wrong shape raises inside Strawberry's handler")
 @pytest.mark.parametrize("case", list(MALFORMED))
 async def test_a_message_of_the_wrong_shape_closes_the_socket_with_4400_naming_the_fault(
     server: tuple[str, Path], case: str

@@ -202,12 +202,7 @@ def _operations(doc: Path) -> list[tuple[int, str]]:
     return found
 
 
-_API_MD = pytest.mark.xfail(strict=True, reason="docs/api.md's Questions example selects `decision` with two types")
-
-
-@pytest.mark.parametrize(
-    "doc", [pytest.param(d, marks=_API_MD) if d.name == "api.md" else d for d in DOCS], ids=lambda doc: doc.name
-)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda doc: doc.name)
 def test_every_graphql_operation_in_the_docs_is_valid_against_the_schema(doc: Path) -> None:
     # given the operations the README and the docs show, to be pasted as they are
     operations = _operations(doc)

@@ -79,6 +79,15 @@ def test_no_file_names_the_outside_design_document() -> None:
     assert naming == []
 
 
+def test_git_tracks_no_symlink() -> None:
+    # given every file git tracks, with its mode (120000: a symlink)
+    staged = _processes.run(
+        ["git", "ls-files", "--stage"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
+    # then none is a symlink: one into a checkout (node_modules) points elsewhere in every other clone
+    assert [line.split("\t")[-1] for line in staged if line.startswith("120000 ")] == []
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_named_repository_path_exists(doc: Path) -> None:
     # given a Markdown file naming files of the repository in backticks (`server/app.py`)

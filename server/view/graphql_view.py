@@ -33,7 +33,7 @@ from strawberry.types.unset import UNSET
 from resolvers import Context, begin_operation
 from resolvers.documents.operation_name import set_requested_operation_name
 
-from ..http.encoding import encode_within, too_large
+from ..http.encoding import CHUNK, encode_within, too_large
 from .conformance import JSON, GraphQLOverHTTP
 from .graphiql import offline_graphiql_html
 
@@ -239,8 +239,10 @@ class GraphQLView(GraphQLOverHTTP, PreparedView):
         self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response
     ) -> Response:
         """Strawberry's response, sending the chunks of the ``EncodedAnswer``s that
-        ``process_result`` made one by one (each let go once sent), with their total as
-        ``Content-Length``; a batch is a JSON array of them."""
+        ``process_result`` made, with their total as ``Content-Length``; a batch is a JSON array
+        of them. Up to ``CHUNK`` bytes in all, one body (a plain ``Response``: no streaming task
+        waiting for the client's disconnect beside it); more, one chunk at a time, each let go
+        once sent."""
         answers = response_data if isinstance(response_data, list) else [response_data]
         if not all(isinstance(answer, EncodedAnswer) for answer in answers):
             return super().create_response(response_data, sub_response)
@@ -253,13 +255,18 @@ class GraphQLView(GraphQLOverHTTP, PreparedView):
         if isinstance(response_data, list):
             parts.append(b"]" if answers else b"[]")
 
-        async def body() -> AsyncIterator[bytes]:
-            parts.reverse()
-            while parts:
-                yield parts.pop()
-
         length = sum(map(len, parts))
-        response = StreamingResponse(body(), media_type=JSON, headers={"content-length": str(length)})
+        response: Response
+        if length <= CHUNK:
+            response = Response(b"".join(parts), media_type=JSON)
+        else:
+
+            async def body() -> AsyncIterator[bytes]:
+                parts.reverse()
+                while parts:
+                    yield parts.pop()
+
+            response = StreamingResponse(body(), media_type=JSON, headers={"content-length": str(length)})
         response.headers.raw.extend(sub_response.headers.raw)
         if sub_response.background:
             response.background = sub_response.background

@@ -228,7 +228,6 @@ async def _body_messages(app: Any, body: dict[str, Any]) -> list[dict[str, Any]]
     return [message for message in sent if message["type"] == "http.response.body"]
 
 
-@pytest.mark.xfail(strict=True, reason="every answer is streamed, a small one too")
 async def test_an_answer_within_one_chunk_is_sent_as_one_body() -> None:
     app = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False))
     async with app.router.lifespan_context(app):

@@ -1,5 +1,6 @@
 """The ``/graphql`` view: Strawberry's ASGI view, speaking the GraphQL-over-HTTP spec
-(``GraphQLOverHTTP``, ``server.view.conformance``), answering within a budget in bytes
+(``GraphQLOverHTTP``, ``server.view.conformance``), decoding each request's JSON once and
+strictly (``parse_json``, ``decode_json``), answering within a budget in bytes
 (``EncodedAnswer``), serving one JSON object by a shorter path (``PreparedView``) and GraphiQL
 offline (``server.view.graphiql``); and its ``graphql-transport-ws`` handler's base
 (``TransportWsHandler``). ``/graphql`` serves GET and POST (``GRAPHQL_METHODS``). Why:
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -32,6 +34,7 @@ from strawberry.types.unset import UNSET
 
 from resolvers import Context, begin_operation
 from resolvers.documents.operation_name import set_requested_operation_name
+from storage import strict_json
 
 from ..http.encoding import CHUNK, encode_within, too_large
 from .conformance import JSON, GraphQLOverHTTP
@@ -151,6 +154,9 @@ class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
         await super().handle_task_exception(error)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
 _PARSING: ContextVar[str] = ContextVar("runsgate_parsing", default="body")
 """What ``GraphQLView.parse_json`` decodes in this task: the request body, or a query parameter."""
 
@@ -159,6 +165,26 @@ def _unparsable(what: str, reason: str | None) -> str:
     """Strawberry's 400 text for JSON it cannot parse, with the reason when runsgate refused it."""
     text = "Unable to parse request body as JSON" if what == "body" else "Unable to parse a query parameter as JSON"
     return text if reason is None else f"{text}: {reason}"
+
+
+class RefusedJson(json.JSONDecodeError):
+    """``decode_json``'s refusal; ``reason`` says why in a few words (``None``: malformed text)."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(f"request JSON is not strict JSON: {reason or 'malformed'}", "", 0)
+        self.reason = reason
+
+
+def _refusal(exc: BaseException) -> str | None:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, strict_json.NotStrictJsonError):
+        return f"{exc} (RFC 8259 JSON has no NaN, Infinity or number beyond a double)"
+    if isinstance(exc, UnicodeEncodeError):
+        return "a string holds a lone UTF-16 surrogate"
+    if isinstance(exc, json.JSONDecodeError):
+        return None
+    return "a number has more digits than allowed" if "digits" in str(exc) else None
 
 
 class PreparedView(GraphQL[Context, None]):
@@ -290,6 +316,24 @@ class GraphQLView(GraphQLOverHTTP, PreparedView):
             reason = getattr(known[2], "reason", None)
             raise HTTPException(400, _unparsable(_PARSING.get(), reason)) from known[2]
         return known[1]
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Strict JSON for request bodies, GET variables and WebSocket messages.
+
+        Refused (``json.JSONDecodeError``, so HTTP answers 400 and a WebSocket closes with 4400):
+        what is not RFC 8259 JSON (``storage.strict_json.loads``: malformed text, ``NaN``,
+        ``Infinity``, a number beyond a double such as ``1e999``), numbers longer than Python's
+        int limit, nesting deeper than the parser's recursion limit, and strings with a lone
+        UTF-16 surrogate (``"\\ud800"``), which no store could encode.
+        """
+        try:
+            value = strict_json.loads(data)
+            escapes = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
+            if escapes.search(data):  # type: ignore[arg-type]
+                json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+        except (ValueError, RecursionError) as exc:
+            raise RefusedJson(_refusal(exc)) from None
+        return value
 
     def parse_query_params(self, params: Any) -> dict[str, Any]:
         """Strawberry's, with a 400 for a ``variables`` or ``extensions`` parameter that is not

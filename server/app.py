@@ -30,6 +30,7 @@ from resolvers.metrics import set_operation_names
 from storage import SnapshotStore, StoreUnavailableError, strict_json
 
 from .auth import Authenticator
+from .http.encoding import EncodedAnswer
 from .http.frames import NoFraming
 from .http.hosts import LoopbackHostsOnly
 from .http.http_errors import routing_refusal
@@ -45,7 +46,7 @@ from .settings import ConfigError, Settings, load_settings, security_problems
 from .view.authenticated import AuthenticatedView, principal_of
 from .view.conformance import GRAPHQL_METHODS
 from .view.graphiql import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH
-from .view.graphql_view import EncodedAnswer, GraphQLView
+from .view.graphql_view import GraphQLView
 from .view.ws_handler import PrincipalStreams, WsHandler
 from .view.ws_handler import missing as ws_hooks_missing
 

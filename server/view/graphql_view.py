@@ -1,7 +1,7 @@
 """The ``/graphql`` view: Strawberry's ASGI view, speaking the GraphQL-over-HTTP spec
 (``GraphQLOverHTTP``, ``server.view.conformance``), decoding each request's JSON once and
 strictly (``parse_json``, ``decode_json``), answering within a budget in bytes
-(``EncodedAnswer``), serving one JSON object by a shorter path (``PreparedView``) and GraphiQL
+(``server.http.encoding.EncodedAnswer``), serving one JSON object by a shorter path (``PreparedView``) and GraphiQL
 offline (``server.view.graphiql``); and its ``graphql-transport-ws`` handler's base
 (``TransportWsHandler``). ``/graphql`` serves GET and POST (``GRAPHQL_METHODS``). Why:
 docs/api.md and docs/architecture.md "Requests and answers".
@@ -19,7 +19,6 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
@@ -36,7 +35,7 @@ from resolvers import Context, begin_operation
 from resolvers.documents.operation_name import set_requested_operation_name
 from storage import strict_json
 
-from ..http.encoding import CHUNK, encode_within, too_large
+from ..http.encoding import CHUNK, EncodedAnswer, encoded_answer
 from .conformance import JSON, GraphQLOverHTTP
 from .graphiql import offline_graphiql_html
 
@@ -57,34 +56,6 @@ _DECODED: ContextVar[tuple[object, object, json.JSONDecodeError | None] | None] 
 
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """``RUNSGATE_MAX_RESPONSE_BYTES``' default: the most bytes one answer may take (4 MiB)."""
-
-
-class EncodedAnswer(dict[str, Any]):
-    """An answer (a response body, or a WebSocket message) with its JSON already encoded within
-    the budget, in ``chunks``; ``GraphQLView.encode_json`` and ``create_response`` send those."""
-
-    def __init__(self, answer: dict[str, Any], chunks: list[bytes]) -> None:
-        super().__init__(answer)
-        self.chunks = chunks
-
-    @property
-    def size(self) -> int:
-        return sum(map(len, self.chunks))
-
-
-async def encoded_answer(answer: dict[str, Any], limit: int, *, message: bool = False) -> EncodedAnswer:
-    """``answer`` (a response, or with ``message`` a WebSocket message whose ``payload`` is one)
-    encoded within ``limit`` bytes (``server.http.encoding``); past it, the refusal
-    ``RESPONSE_TOO_LARGE`` in its place, with the answer's ``extensions`` (its cost)."""
-    encoded = await encode_within(answer, limit)
-    if encoded is not None:
-        return EncodedAnswer(answer, encoded)
-    logger.info("answer over RUNSGATE_MAX_RESPONSE_BYTES (%d bytes) refused", limit)
-    response = answer.get("payload") or {} if message else answer
-    refused = too_large(limit, response.get("extensions"))
-    if message:
-        refused = {**answer, "payload": refused}
-    return EncodedAnswer(refused, [orjson.dumps(refused)])
 
 
 class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):

@@ -18,12 +18,10 @@ from typing import cast
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
 from resolvers import Context
-from runtime import UNAUTHENTICATED, Principal
 
 from ..auth import AuthenticationError, Authenticator
 from ..http.http_errors import refusal
@@ -32,13 +30,8 @@ from ..observability.logs import has_credential_parameter
 logger = logging.getLogger("runsgate.auth")
 
 PRINCIPAL_KEY = "runsgate.principal"
-"""Key of the authenticated principal in the ASGI scope of an HTTP request."""
-
-
-def principal_of(request: Request | WebSocket) -> Principal:
-    """The principal ``AuthenticatedView`` put in the request's scope (none yet: no scope at all)."""
-    principal = request.scope.get(PRINCIPAL_KEY)
-    return principal if isinstance(principal, Principal) else UNAUTHENTICATED
+"""Key of the authenticated principal in the ASGI scope of an HTTP request (``AuthenticatedView``
+puts it there before the view runs; none: no token was asked for, or a WebSocket)."""
 
 
 def unauthorized(error: AuthenticationError) -> JSONResponse:
@@ -110,4 +103,4 @@ def _executes_nothing(scope: Scope) -> bool:
     return "query" not in parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
 
 
-__all__ = ["PRINCIPAL_KEY", "AuthenticatedView", "principal_of", "unauthorized"]
+__all__ = ["PRINCIPAL_KEY", "AuthenticatedView", "unauthorized"]

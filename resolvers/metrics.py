@@ -10,15 +10,15 @@ name when the server knows it (``KNOWN_OPERATION_NAMES``: its own clients', plus
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from graphql import OperationDefinitionNode
 from prometheus_client import Counter, Histogram
 from strawberry.extensions import SchemaExtension
 
-from runtime import ErrorCode, RunsgateError
+from runtime import ErrorCode
 
 KNOWN_OPERATION_NAMES = frozenset(
     {
@@ -89,7 +89,6 @@ for _kind in ("approve", "decline", "resume"):
         DECISIONS.labels(_kind, _outcome)  # present at 0 from the start
 
 _names: frozenset[str] = KNOWN_OPERATION_NAMES
-_T = TypeVar("_T")
 
 
 def set_operation_names(extra: Iterable[str]) -> None:
@@ -185,17 +184,3 @@ def decision_outcome(code: ErrorCode | None) -> str:
     if code is ErrorCode.TOOL_CALL_ALREADY_DECIDED:
         return "conflict"
     return str(code.value).lower()
-
-
-async def counted_decision(kind: DecisionKind, call: Awaitable[_T]) -> _T:
-    """Await a runtime decision call and count it in ``runsgate_decisions_total``; re-raises its error."""
-    try:
-        result = await call
-    except RunsgateError as error:
-        DECISIONS.labels(kind, decision_outcome(error.code)).inc()
-        raise
-    except Exception:
-        DECISIONS.labels(kind, "unexpected_error").inc()
-        raise
-    DECISIONS.labels(kind, "recorded").inc()
-    return result

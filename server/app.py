@@ -27,9 +27,11 @@ from strawberry.types.unset import UnsetType
 
 from resolvers import Context, RequestLimits, build_schema
 from resolvers.metrics import set_operation_names
+from runtime import UNAUTHENTICATED
 from storage import SnapshotStore, StoreUnavailableError, strict_json
 
 from .auth import Authenticator
+from .http.encoding import EncodedAnswer
 from .http.frames import NoFraming
 from .http.hosts import LoopbackHostsOnly
 from .http.http_errors import routing_refusal
@@ -42,10 +44,10 @@ from .observability.metrics import metrics, process_metrics
 from .observability.tracing import start_tracing
 from .services import Services
 from .settings import ConfigError, Settings, load_settings, security_problems
-from .view.authenticated import AuthenticatedView, principal_of
+from .view.authenticated import PRINCIPAL_KEY, AuthenticatedView
 from .view.conformance import GRAPHQL_METHODS
 from .view.graphiql import GRAPHIQL_ASSETS_DIR, GRAPHIQL_ASSETS_PATH
-from .view.graphql_view import EncodedAnswer, GraphQLView
+from .view.graphql_view import GraphQLView
 from .view.ws_handler import PrincipalStreams, WsHandler
 from .view.ws_handler import missing as ws_hooks_missing
 
@@ -97,7 +99,7 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
             store=state.store,
             runs=state.runs,
             agents=state.agents,
-            principal=principal_of(request),
+            principal=request.scope.get(PRINCIPAL_KEY, UNAUTHENTICATED),
             limits=state.limits,
             request=request,
             response=response,

@@ -428,8 +428,8 @@ class QueryCost(SchemaExtension):
     prepared path computes the same (``resolvers.fastpath.prepared``). A document graphql-core
     gave up validating (``Validation aborted.``) is told why."""
 
-    def __init__(self) -> None:
-        self.cost: Cost | None = None
+    cost: Cost | None = None
+    """The operation's cost, once it validated (``on_validate``); None before, or not costed."""
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context

@@ -124,19 +124,19 @@ class RecordPreparedOperation(SchemaExtension):
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
-        document = context.graphql_document
-        # the operationName the request gave (None included): Strawberry keeps it in this
-        # attribute (``ExecutionContext.__post_init__``); ``operation_name`` would answer the
-        # document's only operation's name instead. Nothing is recorded should it be missing.
-        provided = provided_operation_name(context, _MISSING)
-        if (
-            isinstance(context.query, str)
-            and document is not None
-            and (provided is None or isinstance(provided, str))
-            and context.operation_type is OperationType.QUERY
-        ):
-            schema = graphql_schema(context.schema)
-            self.prepared.record(context.query, provided, document, context.operation_name, schema)
+        if context.operation_type is OperationType.QUERY:  # only queries are kept: a mutation asks nothing more
+            document = context.graphql_document
+            # the operationName the request gave (None included): Strawberry keeps it in this
+            # attribute (``ExecutionContext.__post_init__``); ``operation_name`` would answer the
+            # document's only operation's name instead. Nothing is recorded should it be missing.
+            provided = provided_operation_name(context, _MISSING)
+            if (
+                isinstance(context.query, str)
+                and document is not None
+                and (provided is None or isinstance(provided, str))
+            ):
+                schema = graphql_schema(context.schema)
+                self.prepared.record(context.query, provided, document, context.operation_name, schema)
         yield
 
 

@@ -1,23 +1,22 @@
 """``RunOutcome``, the result unions, and the one template every mutation follows.
 
-Each mutation is check (scope, input limits, ``check``) -> perform (one runtime call with the
-caller's ``Principal``) -> errors as data (a domain error becomes the ``UserError`` type of the
-field's result union, nothing changed). ``DecisionMutation`` is that template for the decisions;
-``start_result`` and ``retry_result`` convert the others. Why: docs/architecture.md "Requests and answers".
+Each mutation is check (scope, input limits) -> perform (one runtime call with the caller's
+``Principal``, made by the mutation's resolver) -> errors as data (a domain error becomes the
+``UserError`` type of the field's result union, nothing changed). ``decision_result`` does the
+last step for the decisions, counting each; ``start_result`` and ``retry_result`` for the others.
+Why: docs/architecture.md "Requests and answers".
 """
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Awaitable
-from typing import Annotated, ClassVar, Generic, TypeVar
+from typing import Annotated
 
 import strawberry
 
-from runtime import Principal, RunManager, RunsgateError
+from runtime import AgentRegistry, RunsgateError
 from runtime import RunOutcome as DomainOutcome
 
-from ..context import Info
 from ..errors import (
     AgentNotFound,
     AmbiguousToolCall,
@@ -37,7 +36,7 @@ from ..errors import (
     WrongToolCallKind,
     to_user_error,
 )
-from ..metrics import DecisionKind, counted_decision
+from ..metrics import DECISIONS, DecisionKind, decision_outcome
 from ..scalars import JSON
 from ..types import RunStatus, SuspendedRun, ToolSchemas
 
@@ -151,56 +150,36 @@ def decision_error(error: RunsgateError) -> DecisionError:
     raise _unexpected(error, "DecisionResult") from error
 
 
-InputT = TypeVar("InputT")
+async def decision_result(
+    kind: DecisionKind, decision: Awaitable[DomainOutcome], agents: AgentRegistry
+) -> RunOutcome | DecisionError:
+    """Await a decision's runtime call (``approveToolCall``, ``declineToolCall``, ``resumeRun``),
+    count it in ``runsgate_decisions_total`` under ``kind`` and its outcome, as ``decideToolCalls``
+    counts each item, and give its domain error as data; its calls' ``argsSchema`` from ``agents``.
 
-
-class DecisionMutation(abc.ABC, Generic[InputT]):
-    """The decision path of ``approveToolCall``, ``declineToolCall`` and ``resumeRun``.
-
-    A subclass names its ``kind`` (the ``runsgate_decisions_total`` label), may add input
-    checks (``check``) and says which runtime call it makes (``perform``); ``mutate`` runs the
-    template of the module docstring.
+    Raises:
+        TypeError: A domain error outside ``DecisionResult`` (a bug).
+        Exception: What the call raised other than a domain error (counted ``unexpected_error``).
     """
-
-    kind: ClassVar[DecisionKind]
-
-    @classmethod
-    def check(cls, info: Info, input: InputT) -> None:
-        """Input checks made before anything is read or written; none by default.
-
-        Raises:
-            QueryArgumentError: The input breaks a limit (a GraphQL error, ``BAD_USER_INPUT``).
-        """
-
-    @classmethod
-    @abc.abstractmethod
-    def perform(cls, runs: RunManager, principal: Principal, input: InputT) -> Awaitable[DomainOutcome]:
-        """The runtime call, given the caller (``runtime.RunManager`` checks it after its read)."""
-
-    @classmethod
-    async def mutate(cls, info: Info, input: InputT) -> RunOutcome | DecisionError:
-        """check -> perform (counted) -> errors as data (the input's sizes were checked before:
-        ``resolvers.documents.limits.InputLimits``).
-
-        Raises:
-            QueryArgumentError: From ``check``; nothing was read or written.
-        """
-        cls.check(info, input)
-        context = info.context
-        try:
-            outcome = await counted_decision(cls.kind, cls.perform(context.runs, context.principal, input))
-        except RunsgateError as error:
-            return decision_error(error)
-        return RunOutcome.from_domain(outcome, context.agents.tool_schemas())
+    try:
+        outcome = await decision
+    except RunsgateError as error:
+        DECISIONS.labels(kind, decision_outcome(error.code)).inc()
+        return decision_error(error)
+    except Exception:
+        DECISIONS.labels(kind, "unexpected_error").inc()
+        raise
+    DECISIONS.labels(kind, "recorded").inc()
+    return RunOutcome.from_domain(outcome, agents.tool_schemas())
 
 
 __all__ = [
-    "DecisionMutation",
     "DecisionResult",
     "RetryRunResult",
     "RunOutcome",
     "StartRunResult",
     "decision_error",
+    "decision_result",
     "retry_result",
     "start_result",
 ]

@@ -4,19 +4,23 @@
 its turn every ``CHUNK`` bytes or ``SCAN_STEP`` values, and gives up (None) as soon as the bytes
 written would pass the budget: an answer beyond it is never encoded whole. An answer whose
 bound (``bound``) fits is written by orjson in one call. ``too_large`` is the answer sent
-instead (``RESPONSE_TOO_LARGE``). Why and the figures: docs/architecture.md.
+instead (``RESPONSE_TOO_LARGE``); ``encoded_answer`` gives one or the other as an ``EncodedAnswer``,
+which the view sends as encoded. Why and the figures: docs/architecture.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Generator, Iterator
 from typing import Any, Final
 
 import orjson
 
 from storage import strict_json
+
+logger = logging.getLogger("runsgate.graphql")
 
 CODE: Final = "RESPONSE_TOO_LARGE"
 """The ``extensions.code`` of an answer refused for its size."""
@@ -232,4 +236,43 @@ def too_large(limit: int, extensions: Any = None) -> dict[str, Any]:
     return answer
 
 
-__all__ = ["CHUNK", "CODE", "SCAN_STEP", "AnswerTooLarge", "bound", "chunks", "encode_within", "too_large"]
+class EncodedAnswer(dict[str, Any]):
+    """An answer (a response body, or a WebSocket message) with its JSON already encoded within
+    the budget, in ``chunks``; ``GraphQLView.encode_json`` and ``create_response`` send those."""
+
+    def __init__(self, answer: dict[str, Any], chunks: list[bytes]) -> None:
+        super().__init__(answer)
+        self.chunks = chunks
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.chunks))
+
+
+async def encoded_answer(answer: dict[str, Any], limit: int, *, message: bool = False) -> EncodedAnswer:
+    """``answer`` (a response, or with ``message`` a WebSocket message whose ``payload`` is one)
+    encoded within ``limit`` bytes (``server.http.encoding``); past it, the refusal
+    ``RESPONSE_TOO_LARGE`` in its place, with the answer's ``extensions`` (its cost)."""
+    encoded = await encode_within(answer, limit)
+    if encoded is not None:
+        return EncodedAnswer(answer, encoded)
+    logger.info("answer over RUNSGATE_MAX_RESPONSE_BYTES (%d bytes) refused", limit)
+    response = answer.get("payload") or {} if message else answer
+    refused = too_large(limit, response.get("extensions"))
+    if message:
+        refused = {**answer, "payload": refused}
+    return EncodedAnswer(refused, [orjson.dumps(refused)])
+
+
+__all__ = [
+    "CHUNK",
+    "CODE",
+    "SCAN_STEP",
+    "AnswerTooLarge",
+    "EncodedAnswer",
+    "bound",
+    "chunks",
+    "encode_within",
+    "encoded_answer",
+    "too_large",
+]

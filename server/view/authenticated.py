@@ -12,21 +12,16 @@ valid one the connection is closed with 4403 and no operation runs (Strawberry c
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from typing import cast
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
 from resolvers import Context
-from runtime import UNAUTHENTICATED, Principal
-from storage import strict_json
 
 from ..auth import AuthenticationError, Authenticator
 from ..http.http_errors import refusal
@@ -34,17 +29,9 @@ from ..observability.logs import has_credential_parameter
 
 logger = logging.getLogger("runsgate.auth")
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
-
 PRINCIPAL_KEY = "runsgate.principal"
-"""Key of the authenticated principal in the ASGI scope of an HTTP request."""
-
-
-def principal_of(request: Request | WebSocket) -> Principal:
-    """The principal ``AuthenticatedView`` put in the request's scope (none yet: no scope at all)."""
-    principal = request.scope.get(PRINCIPAL_KEY)
-    return principal if isinstance(principal, Principal) else UNAUTHENTICATED
+"""Key of the authenticated principal in the ASGI scope of an HTTP request (``AuthenticatedView``
+puts it there before the view runs; none: no token was asked for, or a WebSocket)."""
 
 
 def unauthorized(error: AuthenticationError) -> JSONResponse:
@@ -91,44 +78,6 @@ class AuthenticatedView:
         context.authenticated(principal)
         return cast(UnsetType, UNSET)
 
-    def decode_json(self, data: str | bytes) -> object:
-        """Strict JSON for request bodies, GET variables and WebSocket messages.
-
-        Refused (``json.JSONDecodeError``, so HTTP answers 400 and a WebSocket closes with 4400):
-        what is not RFC 8259 JSON (``storage.strict_json.loads``: malformed text, ``NaN``,
-        ``Infinity``, a number beyond a double such as ``1e999``), numbers longer than Python's
-        int limit, nesting deeper than the parser's recursion limit, and strings with a lone
-        UTF-16 surrogate (``"\\ud800"``), which no store could encode.
-        """
-        try:
-            value = strict_json.loads(data)
-            escapes = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
-            if escapes.search(data):  # type: ignore[arg-type]
-                json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate
-        except (ValueError, RecursionError) as exc:
-            raise RefusedJson(_refusal(exc)) from None
-        return value
-
-
-class RefusedJson(json.JSONDecodeError):
-    """``decode_json``'s refusal; ``reason`` says why in a few words (``None``: malformed text)."""
-
-    def __init__(self, reason: str | None) -> None:
-        super().__init__(f"request JSON is not strict JSON: {reason or 'malformed'}", "", 0)
-        self.reason = reason
-
-
-def _refusal(exc: BaseException) -> str | None:
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    if isinstance(exc, strict_json.NotStrictJsonError):
-        return f"{exc} (RFC 8259 JSON has no NaN, Infinity or number beyond a double)"
-    if isinstance(exc, UnicodeEncodeError):
-        return "a string holds a lone UTF-16 surrogate"
-    if isinstance(exc, json.JSONDecodeError):
-        return None
-    return "a number has more digits than allowed" if "digits" in str(exc) else None
-
 
 async def _credential_in_query(scope: Scope, receive: Receive, send: Send, parameter: str) -> None:
     """Refuse a request carrying a credential in its query string (``server.observability.logs.CREDENTIAL_PARAMETERS``):
@@ -154,4 +103,4 @@ def _executes_nothing(scope: Scope) -> bool:
     return "query" not in parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
 
 
-__all__ = ["PRINCIPAL_KEY", "AuthenticatedView", "principal_of", "unauthorized"]
+__all__ = ["PRINCIPAL_KEY", "AuthenticatedView", "unauthorized"]

@@ -153,7 +153,13 @@ class GraphQLOverHTTP(GraphQL[Context, None]):
             response = refusal(exc.reason, exc.status_code, headers=headers)
         if isinstance(request, Request) and isinstance(response, Response) and response.media_type == JSON:
             response.headers["vary"] = "Accept"
-            if preferred_media_type(request.headers.get("accept")) == GRAPHQL_RESPONSE_JSON:
+            accept = request.headers.get("accept")
+            # a client that does not name the spec's media type gets JSON (preferred_media_type)
+            if (
+                accept
+                and GRAPHQL_RESPONSE_JSON in accept.lower()
+                and preferred_media_type(accept) == GRAPHQL_RESPONSE_JSON
+            ):
                 response.headers["content-type"] = f"{GRAPHQL_RESPONSE_JSON}; charset=utf-8"
                 if getattr(request.state, "graphql_request_error", False):
                     response.status_code = 400

@@ -1,6 +1,7 @@
 """The ``/graphql`` view: Strawberry's ASGI view, speaking the GraphQL-over-HTTP spec
-(``GraphQLOverHTTP``, ``server.view.conformance``), answering within a budget in bytes
-(``EncodedAnswer``), serving one JSON object by a shorter path (``PreparedView``) and GraphiQL
+(``GraphQLOverHTTP``, ``server.view.conformance``), decoding each request's JSON once and
+strictly (``parse_json``, ``decode_json``), answering within a budget in bytes
+(``server.http.encoding.EncodedAnswer``), serving one JSON object by a shorter path (``PreparedView``) and GraphiQL
 offline (``server.view.graphiql``); and its ``graphql-transport-ws`` handler's base
 (``TransportWsHandler``). ``/graphql`` serves GET and POST (``GRAPHQL_METHODS``). Why:
 docs/api.md and docs/architecture.md "Requests and answers".
@@ -12,12 +13,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
@@ -32,8 +33,9 @@ from strawberry.types.unset import UNSET
 
 from resolvers import Context, begin_operation
 from resolvers.documents.operation_name import set_requested_operation_name
+from storage import strict_json
 
-from ..http.encoding import encode_within, too_large
+from ..http.encoding import CHUNK, EncodedAnswer, encoded_answer
 from .conformance import JSON, GraphQLOverHTTP
 from .graphiql import offline_graphiql_html
 
@@ -54,34 +56,6 @@ _DECODED: ContextVar[tuple[object, object, json.JSONDecodeError | None] | None] 
 
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """``RUNSGATE_MAX_RESPONSE_BYTES``' default: the most bytes one answer may take (4 MiB)."""
-
-
-class EncodedAnswer(dict[str, Any]):
-    """An answer (a response body, or a WebSocket message) with its JSON already encoded within
-    the budget, in ``chunks``; ``GraphQLView.encode_json`` and ``create_response`` send those."""
-
-    def __init__(self, answer: dict[str, Any], chunks: list[bytes]) -> None:
-        super().__init__(answer)
-        self.chunks = chunks
-
-    @property
-    def size(self) -> int:
-        return sum(map(len, self.chunks))
-
-
-async def encoded_answer(answer: dict[str, Any], limit: int, *, message: bool = False) -> EncodedAnswer:
-    """``answer`` (a response, or with ``message`` a WebSocket message whose ``payload`` is one)
-    encoded within ``limit`` bytes (``server.http.encoding``); past it, the refusal
-    ``RESPONSE_TOO_LARGE`` in its place, with the answer's ``extensions`` (its cost)."""
-    encoded = await encode_within(answer, limit)
-    if encoded is not None:
-        return EncodedAnswer(answer, encoded)
-    logger.info("answer over RUNSGATE_MAX_RESPONSE_BYTES (%d bytes) refused", limit)
-    response = answer.get("payload") or {} if message else answer
-    refused = too_large(limit, response.get("extensions"))
-    if message:
-        refused = {**answer, "payload": refused}
-    return EncodedAnswer(refused, [orjson.dumps(refused)])
 
 
 class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
@@ -151,6 +125,9 @@ class TransportWsHandler(BaseGraphQLTransportWSHandler[Context, None]):
         await super().handle_task_exception(error)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
 _PARSING: ContextVar[str] = ContextVar("runsgate_parsing", default="body")
 """What ``GraphQLView.parse_json`` decodes in this task: the request body, or a query parameter."""
 
@@ -159,6 +136,26 @@ def _unparsable(what: str, reason: str | None) -> str:
     """Strawberry's 400 text for JSON it cannot parse, with the reason when runsgate refused it."""
     text = "Unable to parse request body as JSON" if what == "body" else "Unable to parse a query parameter as JSON"
     return text if reason is None else f"{text}: {reason}"
+
+
+class RefusedJson(json.JSONDecodeError):
+    """``decode_json``'s refusal; ``reason`` says why in a few words (``None``: malformed text)."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(f"request JSON is not strict JSON: {reason or 'malformed'}", "", 0)
+        self.reason = reason
+
+
+def _refusal(exc: BaseException) -> str | None:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, strict_json.NotStrictJsonError):
+        return f"{exc} (RFC 8259 JSON has no NaN, Infinity or number beyond a double)"
+    if isinstance(exc, UnicodeEncodeError):
+        return "a string holds a lone UTF-16 surrogate"
+    if isinstance(exc, json.JSONDecodeError):
+        return None
+    return "a number has more digits than allowed" if "digits" in str(exc) else None
 
 
 class PreparedView(GraphQL[Context, None]):
@@ -239,8 +236,10 @@ class GraphQLView(GraphQLOverHTTP, PreparedView):
         self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response
     ) -> Response:
         """Strawberry's response, sending the chunks of the ``EncodedAnswer``s that
-        ``process_result`` made one by one (each let go once sent), with their total as
-        ``Content-Length``; a batch is a JSON array of them."""
+        ``process_result`` made, with their total as ``Content-Length``; a batch is a JSON array
+        of them. Up to ``CHUNK`` bytes in all, one body (a plain ``Response``: no streaming task
+        waiting for the client's disconnect beside it); more, one chunk at a time, each let go
+        once sent."""
         answers = response_data if isinstance(response_data, list) else [response_data]
         if not all(isinstance(answer, EncodedAnswer) for answer in answers):
             return super().create_response(response_data, sub_response)
@@ -253,13 +252,18 @@ class GraphQLView(GraphQLOverHTTP, PreparedView):
         if isinstance(response_data, list):
             parts.append(b"]" if answers else b"[]")
 
-        async def body() -> AsyncIterator[bytes]:
-            parts.reverse()
-            while parts:
-                yield parts.pop()
-
         length = sum(map(len, parts))
-        response = StreamingResponse(body(), media_type=JSON, headers={"content-length": str(length)})
+        response: Response
+        if length <= CHUNK:
+            response = Response(b"".join(parts), media_type=JSON)
+        else:
+
+            async def body() -> AsyncIterator[bytes]:
+                parts.reverse()
+                while parts:
+                    yield parts.pop()
+
+            response = StreamingResponse(body(), media_type=JSON, headers={"content-length": str(length)})
         response.headers.raw.extend(sub_response.headers.raw)
         if sub_response.background:
             response.background = sub_response.background
@@ -283,6 +287,24 @@ class GraphQLView(GraphQLOverHTTP, PreparedView):
             reason = getattr(known[2], "reason", None)
             raise HTTPException(400, _unparsable(_PARSING.get(), reason)) from known[2]
         return known[1]
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Strict JSON for request bodies, GET variables and WebSocket messages.
+
+        Refused (``json.JSONDecodeError``, so HTTP answers 400 and a WebSocket closes with 4400):
+        what is not RFC 8259 JSON (``storage.strict_json.loads``: malformed text, ``NaN``,
+        ``Infinity``, a number beyond a double such as ``1e999``), numbers longer than Python's
+        int limit, nesting deeper than the parser's recursion limit, and strings with a lone
+        UTF-16 surrogate (``"\\ud800"``), which no store could encode.
+        """
+        try:
+            value = strict_json.loads(data)
+            escapes = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
+            if escapes.search(data):  # type: ignore[arg-type]
+                json.dumps(value, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+        except (ValueError, RecursionError) as exc:
+            raise RefusedJson(_refusal(exc)) from None
+        return value
 
     def parse_query_params(self, params: Any) -> dict[str, Any]:
         """Strawberry's, with a 400 for a ``variables`` or ``extensions`` parameter that is not

@@ -191,3 +191,51 @@ def test_the_bound_is_never_below_the_encoded_size(value: Any) -> None:
     written = encoded(value)
     assert written is not None
     assert found >= len(written) or found == (1 << 30) + 1
+
+
+async def _body_messages(app: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``http.response.body`` messages the app sends for a ``POST /graphql`` of ``body``."""
+    raw = json.dumps(body).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/graphql",
+        "raw_path": b"/graphql",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"localhost"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("localhost", 80),
+    }
+    received = False
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal received
+        if not received:
+            received = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        await asyncio.Event().wait()  # the client stays connected
+        raise AssertionError
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return [message for message in sent if message["type"] == "http.response.body"]
+
+
+async def test_an_answer_within_one_chunk_is_sent_as_one_body() -> None:
+    app = create_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, auth=False))
+    async with app.router.lifespan_context(app):
+        # given an answer under one chunk, served by the standard path, then by the prepared one
+        answers = [await _body_messages(app, {"query": "{ agents { id } }"}) for _ in range(2)]
+
+    # then each is one body message, the whole answer
+    for messages in answers:
+        assert len(messages) == 1
+        assert not messages[0].get("more_body", False)
+        assert json.loads(messages[0]["body"])["data"]["agents"]

@@ -31,6 +31,8 @@ from .._auth import ADMIN, TestKey
 from .._graphql import REFUND, REFUND_PROMPT, START_RUN, SUSPENDED_RUNS
 from ._cli import serve_with_only
 
+READER = TestKey("test-two-headers", "rg_test_two_headers_0123456789abcdefghijklmnopqrstuv", scopes=("runs:read",))
+"""A second valid key, which a request may not send beside another."""
 SECRET = "test-secret-that-is-long-enough-for-hs256-0123456789"
 LIST = 'query { suspendedRuns(agentId: "refund-agent") { totalCount nodes { runId resourceId } } }'
 
@@ -134,6 +136,22 @@ async def test_an_api_key_is_the_principal_that_decides() -> None:
         ).json()
 
     assert events["data"]["runEvents"][0] == {"type": "started", "by": f"key:{ADMIN.name}"}
+
+
+@pytest.mark.xfail(strict=True, reason="two Authorization headers are accepted: the first wins")
+async def test_two_authorization_headers_get_401_naming_them_and_run_nothing() -> None:
+    async with running(keyed(ADMIN, READER)) as client:
+        # when a request sends two credentials, each valid on its own
+        headers = [("Authorization", f"Bearer {READER.key}"), ("Authorization", f"Bearer {ADMIN.key}")]
+        body = {"query": START_RUN, "variables": {"input": {"agentId": REFUND, "prompt": REFUND_PROMPT}}}
+        refused = await client.post("/graphql", json=body, headers=headers)
+        listed = (await post(client, LIST, ADMIN.key)).json()
+
+    # then it is refused as RFC 6750 refuses a repeated credential, before anything runs
+    assert refused.status_code == 401, refused.text
+    assert "one Authorization header" in refused.json()["errors"][0]["message"], refused.text
+    assert 'error="invalid_request"' in refused.headers["www-authenticate"], refused.headers
+    assert listed["data"]["suspendedRuns"]["totalCount"] == 0, listed
 
 
 # -- JWT --------------------------------------------------------------------------------------

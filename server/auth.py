@@ -13,7 +13,7 @@ import hashlib
 import logging
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,12 +31,27 @@ JWKS_COOLDOWN = 30.0
 
 
 class AuthenticationError(Exception):
-    """No valid credentials. ``token_given`` tells a missing token from a bad one (RFC 6750)."""
+    """No valid credentials. ``token_given`` tells a missing token from a bad one, ``malformed``
+    a request RFC 6750 calls ``invalid_request`` (a credential repeated)."""
 
-    def __init__(self, message: str, *, token_given: bool) -> None:
+    def __init__(self, message: str, *, token_given: bool, malformed: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.token_given = token_given
+        self.malformed = malformed
+
+
+def authorization_header(values: Sequence[str]) -> str | None:
+    """The one ``Authorization`` header among a request's ``values`` of it (``None``: none).
+
+    Raises:
+        AuthenticationError: More than one (``malformed``): which one counts is not for the
+            server to guess.
+    """
+    if len(values) > 1:
+        message = f"send one Authorization header, not {len(values)}"
+        raise AuthenticationError(message, token_given=True, malformed=True)
+    return values[0] if values else None
 
 
 def hash_api_key(key: str) -> str:
@@ -263,4 +278,4 @@ def _sentence(exc: Exception) -> str:
     return re.sub(r'[^\x20-\x7e]|["\\]', "", str(exc))[:200] or type(exc).__name__
 
 
-__all__ = ["AuthenticationError", "Authenticator", "JwtVerifier", "hash_api_key", "new_api_key"]
+__all__ = ["AuthenticationError", "Authenticator", "JwtVerifier", "authorization_header", "hash_api_key", "new_api_key"]

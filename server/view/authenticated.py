@@ -23,7 +23,7 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from resolvers import Context
 
-from ..auth import AuthenticationError, Authenticator
+from ..auth import AuthenticationError, Authenticator, authorization_header
 from ..http.http_errors import refusal
 from ..observability.logs import has_credential_parameter
 
@@ -35,11 +35,13 @@ puts it there before the view runs; none: no token was asked for, or a WebSocket
 
 
 def unauthorized(error: AuthenticationError) -> JSONResponse:
-    """401 with ``WWW-Authenticate: Bearer`` (``error="invalid_token"`` when a token was sent)."""
+    """401 with ``WWW-Authenticate: Bearer`` (``error="invalid_token"`` when a token was sent), or
+    400 with ``error="invalid_request"`` when the request repeated it (RFC 6750 3.1)."""
     challenge = 'Bearer realm="runsgate"'
     if error.token_given:
-        challenge += f', error="invalid_token", error_description="{error.message}"'
-    return refusal(error.message, 401, headers={"WWW-Authenticate": challenge})
+        code = "invalid_request" if error.malformed else "invalid_token"
+        challenge += f', error="{code}", error_description="{error.message}"'
+    return refusal(error.message, 400 if error.malformed else 401, headers={"WWW-Authenticate": challenge})
 
 
 class AuthenticatedView:
@@ -59,7 +61,8 @@ class AuthenticatedView:
         if scope["type"] == "http" and not _executes_nothing(scope):
             request = Request(scope, receive)
             try:
-                scope[PRINCIPAL_KEY] = await self.authenticator.authenticate(request.headers.get("authorization"))
+                header = authorization_header(request.headers.getlist("authorization"))
+                scope[PRINCIPAL_KEY] = await self.authenticator.authenticate(header)
             except AuthenticationError as error:
                 await unauthorized(error)(scope, receive, send)
                 return
@@ -69,9 +72,9 @@ class AuthenticatedView:
         """Authenticate a WebSocket at ``connection_init`` (payload first, then the upgrade header)."""
         params = context.connection_params if isinstance(context.connection_params, dict) else {}
         header = params.get("Authorization", params.get("authorization"))
-        if header is None and context.request is not None:
-            header = context.request.headers.get("authorization")
         try:
+            if header is None and context.request is not None:
+                header = authorization_header(context.request.headers.getlist("authorization"))
             principal = await self.authenticator.authenticate(header if isinstance(header, str) else None)
         except AuthenticationError as error:
             raise ConnectionRejectionError({"message": error.message}) from None

@@ -4,7 +4,10 @@ docs/benchmarks.md "The reviewers' queue"): ``./dev run python -m bench.review_q
 On the memory store and a SQLite file at each ``--sizes`` (default 10,000 and 1,000,000), and on
 FerretDB 2.5 with DocumentDB at each ``--documentdb`` size (default 10,000; ``FERRETDB2_BIN`` or
 ``./dev documentdb``, as ``bench.listing_totals``), ``runsgate seed``'s runs (refund and weather
-agents, 100 threads, 10 resources), half with a deadline on each pending call, are stored; then
+agents, 100 threads, 10 resources), half with a deadline on each pending call (``--deadlines``
+FRACTION: that share, e.g. 0 for a queue without deadlines, whose first pages on MongoDB read two
+parts before ``queueAt``; SQLite files are kept by size, so give another ``--files`` folder), are
+stored; then
 ``RunManager.review_queue`` is read as ``reviewQueue`` reads it, in process, for an unrestricted
 principal holding every scope. Each scenario is the median of ``--repeat`` reads:
 
@@ -100,8 +103,9 @@ async def _median_ms(action: Callable[[], Awaitable[Any]], repeat: int) -> float
     return statistics.median(times)
 
 
-async def _seed(store: SnapshotStore, runs: int) -> None:
-    """``runs`` of ``runsgate seed``'s runs, half with deadlines, inserted 5,000 at a time."""
+async def _seed(store: SnapshotStore, runs: int, deadlines: float = 0.5) -> None:
+    """``runs`` of ``runsgate seed``'s runs, a share ``deadlines`` of them with deadlines, inserted
+    5,000 at a time."""
     plan = SeedPlan(runs=runs, agents=len(SEEDABLE_AGENTS), threads=100, resources=10, seed=45)
     cloner = _Cloner(plan, await make_templates(SEEDABLE_AGENTS), utcnow())
     rng = random.Random(45)
@@ -113,7 +117,7 @@ async def _seed(store: SnapshotStore, runs: int) -> None:
             if number % APPROVED_EVERY == 0 and approval is not None:
                 approval["approvalsRequired"] = 2
                 approval["approvals"] = [{"decidedBy": REVIEWER.identity, "decidedAt": doc["suspendedAt"]}]
-            if rng.random() < 0.5:
+            if rng.random() < deadlines:
                 for call in doc["toolCalls"]:
                     call["expiresAt"] = doc["suspendedAt"] + timedelta(minutes=rng.randrange(10, 7 * 24 * 60))
                 deadline = earliest_deadline(doc["toolCalls"])
@@ -152,7 +156,7 @@ def _fresh(path: Path) -> bool:
     return True
 
 
-async def sqlite_store(folder: Path, runs: int) -> tuple[SQLiteSnapshotStore, float]:
+async def sqlite_store(folder: Path, runs: int, deadlines: float = 0.5) -> tuple[SQLiteSnapshotStore, float]:
     """The open store of ``folder/queue-N.db``, built first when missing; seconds the build took."""
     path = folder / f"queue-{runs}.db"
     began = time.perf_counter()
@@ -161,7 +165,7 @@ async def sqlite_store(folder: Path, runs: int) -> tuple[SQLiteSnapshotStore, fl
         store = SQLiteSnapshotStore(partial)
         await store.open()
         try:
-            await _seed(store, min(runs, TEMPLATE_RUNS))
+            await _seed(store, min(runs, TEMPLATE_RUNS), deadlines)
         finally:
             await store.close()
         if runs > TEMPLATE_RUNS:
@@ -271,11 +275,11 @@ async def run(args: argparse.Namespace) -> None:
     for runs in sizes:
         began = time.perf_counter()
         memory = MemorySnapshotStore()
-        await _seed(memory, runs)
+        await _seed(memory, runs, args.deadlines)
         print(f"  memory {runs:,}: seeded in {time.perf_counter() - began:.0f} s", flush=True)
         await measure("memory", memory, runs, args.repeat)
         del memory
-        store, built = await sqlite_store(args.files, runs)
+        store, built = await sqlite_store(args.files, runs, args.deadlines)
         print(f"  sqlite {runs:,}: built in {built:.0f} s", flush=True)
         try:
             await measure("sqlite", store, runs, args.repeat)
@@ -290,7 +294,7 @@ async def run(args: argparse.Namespace) -> None:
             try:
                 await mongo.drop_all()
                 began = time.perf_counter()
-                await _seed(mongo, runs)
+                await _seed(mongo, runs, args.deadlines)
                 print(f"  documentdb {runs:,}: seeded in {time.perf_counter() - began:.0f} s", flush=True)
                 await measure("documentdb", mongo, runs, args.repeat)
             finally:
@@ -307,6 +311,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--before", type=Path, help="a checkout of the code before the change, measured first")
     parser.add_argument("--repeat", type=int, default=20, help="reads per scenario (the median is shown)")
     parser.add_argument("--label", default="after", help=argparse.SUPPRESS)
+    parser.add_argument("--deadlines", type=float, default=0.5, help="share of runs with deadlines")
     args = parser.parse_args(argv)
     print(f"load average at start: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}", flush=True)
     with contextlib.ExitStack() as stack:

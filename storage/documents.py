@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
-SCHEMA_VERSION = 6
-"""Version of the snapshot document layout written by this code: 6 since a MongoDB snapshot records
+SCHEMA_VERSION = 7
+"""Version of the snapshot document layout written by this code: 7 since a MongoDB snapshot carries
+its place in the reviewers' queue (``queueAt``), which an older runsgate would not write (so it
+must refuse the store); 6 since a MongoDB snapshot records
 the changes of its waiting questions for the queue's kept counts (``questionsPending``), which an
 older runsgate would not write (so it must refuse the store); 5 since a run records who
 started it (``startedBy``); 4 since each tool call's

@@ -3,6 +3,7 @@ pages: the mapping between ``storage.documents`` and what MongoDB holds (docs/st
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from pymongo.asynchronous.cursor import AsyncCursor
@@ -10,16 +11,47 @@ from pymongo.asynchronous.cursor import AsyncCursor
 from .._query import normalized_filter
 from ..documents import EventDocument, SnapshotDocument
 from ..protocol import RunFilter, SortKey
-from ..rules import earliest_deadline
+from ..rules import earliest_deadline, pending_count
 from ..stored_json import EVENT_FIELDS, decode, decode_snapshot, encode_snapshot
 
 Document = dict[str, Any]
 
 
+UNDATED_FROM = datetime(5000, 1, 1, tzinfo=UTC)
+"""Where the runs without a deadline start in ``queueAt`` (``queue_at``): after every deadline."""
+_YEAR_ONE = datetime(1, 1, 1, tzinfo=UTC)
+_LAST_DEADLINE = UNDATED_FROM - timedelta(milliseconds=1)
+_LAST_PLACE = datetime.max.replace(microsecond=999000, tzinfo=UTC)
+
+
+def queue_at(expires_at: datetime | None, suspended_at: datetime, pending: int) -> datetime | None:
+    """A run's ``queueAt``, its place in the reviewers' queue, so that (``queueAt``,
+    ``suspendedAt``, ``_id``) is the queue's order: the deadline ``expires_at`` (UTC), else
+    ``UNDATED_FROM`` plus the time from year 1 to ``suspended_at`` (year 5000 to 9999, oldest
+    first); ``None`` when no call is ``pending`` (no queue holds the run). A deadline from year 5000
+    on (a rule allows a century) counts as the last millisecond before; a place past year 9999, as
+    its last millisecond. Millisecond shifts of whole-millisecond dates: BSON keeps the order."""
+    if pending <= 0:
+        return None
+    if expires_at is not None:
+        return min(_utc(expires_at), _LAST_DEADLINE)
+    try:
+        return UNDATED_FROM + (_utc(suspended_at) - _YEAR_ONE)
+    except OverflowError:
+        return _LAST_PLACE
+
+
+def _utc(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # stored times are UTC
+
+
 def stored_snapshot(snapshot: SnapshotDocument) -> Document:
-    """``snapshot`` as stored: its JSON encoded (``stored_json``) and ``expiresAt`` set, null
-    when no pending call has a deadline (``rules.earliest_deadline``)."""
-    return {**encode_snapshot(snapshot), "expiresAt": earliest_deadline(snapshot["toolCalls"])}
+    """``snapshot`` as stored: its JSON encoded (``stored_json``), ``expiresAt`` set, null when
+    no pending call has a deadline (``rules.earliest_deadline``), and ``queueAt`` (``queue_at``)."""
+    calls = snapshot["toolCalls"]
+    deadline = earliest_deadline(calls)
+    place = queue_at(deadline, snapshot["suspendedAt"], pending_count(calls))
+    return {**encode_snapshot(snapshot), "expiresAt": deadline, "queueAt": place}
 
 
 NOT_FINISHED: Document = {"$nor": [{"pendingEvents.type": "completed"}]}
@@ -37,10 +69,12 @@ pending, ``counts.MARKER``, ``counts.QUEUE_MARKER``): reads of runs give the sna
 
 
 def read_snapshot(doc: Document | None) -> SnapshotDocument | None:
-    """A stored snapshot as read: its tool- and client-defined JSON decoded (``stored_json``), and
-    ``expiresAt`` dropped when null (stored as null so the index and ``$lt`` see no deadline)."""
+    """A stored snapshot as read: its tool- and client-defined JSON decoded (``stored_json``),
+    ``expiresAt`` dropped when null (stored as null so the index and ``$lt`` see no deadline), and
+    the store's own ``queueAt`` dropped."""
     if doc is None:
         return None
+    doc.pop("queueAt", None)
     if doc.get("expiresAt", 0) is None:
         del doc["expiresAt"]
     return cast(SnapshotDocument, decode_snapshot(doc))
@@ -101,9 +135,11 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
 
 
 __all__ = [
+    "UNDATED_FROM",
     "keyset",
     "listing_query",
     "page",
+    "queue_at",
     "read_events",
     "read_snapshot",
     "read_snapshots",

@@ -1,6 +1,6 @@
-"""The reviewers' queue of ``MongoSnapshotStore``: pages of index ``review_queue`` in queue order
-(``QueueKey``; on DocumentDB read through windows, ``windows.Windows``), and the review claims
-written on a run's calls (``ReviewQueueStore``)."""
+"""The reviewers' queue of ``MongoSnapshotStore``: pages of index ``review_queue_at`` in queue order
+(``QueueKey``, stored as ``queueAt``; on DocumentDB read through windows, ``windows.Windows``), and
+the review claims written on a run's calls (``ReviewQueueStore``)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,17 @@ from ..protocol import QueueFilter, QueueKey, ReviewCandidates, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
 from .counts import EVENT_MARKER, hinted, queue_key, queue_scope
-from .mapping import NOT_FINISHED, STORE_FIELDS, page, read_snapshots
+from .mapping import NOT_FINISHED, STORE_FIELDS, UNDATED_FROM, page, queue_at, read_snapshots
 from .reachability import reachable
-from .schema import REVIEW_QUEUE_ORDER
+from .schema import REVIEW_QUEUE_INDEX, REVIEW_QUEUE_ORDER
 
 Document = dict[str, Any]
 
 _DATED: Document = {"$gt": datetime(1, 1, 1, tzinfo=UTC)}
 """A date (``expiresAt`` holds one, or null: no pending deadline)."""
+
+_PLACED: Document = {"$gt": datetime(1, 1, 1, tzinfo=UTC)}
+"""A place in the queue (``queueAt`` holds one, or null: no pending call)."""
 
 
 def _filtered(f: QueueFilter) -> Document:
@@ -40,47 +43,40 @@ def _filtered(f: QueueFilter) -> Document:
 
 
 @dataclass(frozen=True)
-class QueuePart:
-    """One of a queue page's reads, in ``REVIEW_QUEUE_ORDER``: the runs with a deadline (``field``
-    ``expiresAt``) or those without one (``suspendedAt``), matching ``query``; ``anchor``: the
-    cursor's ``field``, when the cursor lies in this part."""
+class QueueRead:
+    """A queue page's one read, in ``REVIEW_QUEUE_ORDER``: the runs matching ``query``, one range
+    of ``queueAt`` (``mapping.queue_at``); ``anchor``: the cursor's ``queueAt``, if any."""
 
-    field: str
     query: Document
     anchor: datetime | None
 
 
-def queue_queries(f: QueueFilter, after: QueueKey | None) -> list[QueuePart]:
-    """The reads of one page, in turn: the runs with a deadline, then (unless ``after`` is past
-    them or ``expires_before`` is set) those without one. A cursor is one range of the part's
-    first field from the cursor's on, less the runs of that value up to the cursor (a ``$nor``):
-    never an ``$or`` with a range of ``_id``, which DocumentDB scans from a random id on
-    (docs/storage.md "Windows instead")."""
-    parts = []
-    if after is None or after.expires_at is not None:
-        dated = {**_filtered(f), "expiresAt": dict(_DATED)}
-        if f.expires_before is not None:
-            dated["expiresAt"]["$lt"] = f.expires_before
-        anchor = None
-        if after is not None and after.expires_at is not None:
-            anchor, s, r = after.expires_at, after.suspended_at, after.run_id
-            dated["expiresAt"]["$gte"] = anchor
-            up_to = [
-                {"expiresAt": anchor, "suspendedAt": {"$lt": s}},
-                {"expiresAt": anchor, "suspendedAt": s, "_id": {"$lte": r}},
-            ]
-            dated = merged(dated, {"$nor": up_to})
-        parts.append(QueuePart("expiresAt", dated, anchor))
-    if f.expires_before is None:
-        # stored null when no pending call has a deadline; ``$type`` means the same on every engine
-        undated = {**_filtered(f), "expiresAt": {"$type": "null"}}
-        anchor = None
-        if after is not None and after.expires_at is None:
-            anchor, r = after.suspended_at, after.run_id
-            undated["suspendedAt"] = {"$gte": anchor}
-            undated = merged(undated, {"$nor": [{"suspendedAt": anchor, "_id": {"$lte": r}}]})
-        parts.append(QueuePart("suspendedAt", undated, anchor))
-    return parts
+def queue_query(f: QueueFilter, after: QueueKey | None) -> QueueRead:
+    """The read of a page: the runs ``f`` matches by ``queueAt``, those with a deadline and then
+    those without one in one range (``expires_before``: the runs with a deadline before it). A
+    cursor (any ``QueueKey``, those issued before ``queueAt`` too) is that range from the cursor's
+    ``queueAt`` on, less the runs of that value up to the cursor (a ``$nor``): never an ``$or``
+    with a range of ``_id``, which DocumentDB scans from a random id on (docs/storage.md "Windows
+    instead")."""
+    place: Document = dict(_PLACED)
+    query = {**_filtered(f), "queueAt": place}
+    if f.expires_before is not None:
+        place["$lt"] = min(_utc(f.expires_before), UNDATED_FROM)
+    anchor = None
+    if after is not None:
+        anchor = queue_at(after.expires_at, after.suspended_at, 1)
+        s, r = after.suspended_at, after.run_id
+        place["$gte"] = anchor
+        up_to = [
+            {"queueAt": anchor, "suspendedAt": {"$lt": s}},
+            {"queueAt": anchor, "suspendedAt": s, "_id": {"$lte": r}},
+        ]
+        query = merged(query, {"$nor": up_to})
+    return QueueRead(query, anchor)
+
+
+def _utc(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def candidate_queries(f: QueueFilter, c: ReviewCandidates, after: str | None) -> list[tuple[Document, str]]:
@@ -106,11 +102,11 @@ def candidate_queries(f: QueueFilter, c: ReviewCandidates, after: str | None) ->
     return [(merged(base, part), index) for part, index in parts]
 
 
-def _window_key(f: QueueFilter, field: str) -> tuple[Any, ...]:
-    """The key a queue part's window is remembered under (never a listing's: its first item is a tuple)."""
+def _window_key(f: QueueFilter) -> tuple[Any, ...]:
+    """The key a queue filter's window is remembered under (never a listing's: its first item is a tuple)."""
     agents = None if f.agent_ids is None else tuple(sorted(f.agent_ids))
     resources = None if f.resource_ids is None else tuple(sorted(f.resource_ids))
-    return (("queue", field), agents, f.thread_id, f.resource_id, resources, f.expires_before)
+    return (("queue", "queueAt"), agents, f.thread_id, f.resource_id, resources, f.expires_before)
 
 
 class MongoReviewQueue(MongoStoreBase):
@@ -119,45 +115,43 @@ class MongoReviewQueue(MongoStoreBase):
     async def list_review_runs(
         self, queue_filter: QueueFilter, *, limit: int, after: QueueKey | None = None
     ) -> list[SnapshotDocument]:
-        """On DocumentDB each part is read through windows of its first field (``Windows``), as
-        listing pages are: the planner sorts every run a read matches."""
-        found: list[Document] = []
-        for part in queue_queries(queue_filter, after):
-            wanted = limit - len(found)
-            if wanted <= 0:
-                break
+        """On DocumentDB the page is read through windows of ``queueAt`` (``Windows``), as listing
+        pages are: the planner sorts every run a read matches. A window's span is measured past
+        ``UNDATED_FROM`` once a page reaches the runs without a deadline (``split``)."""
+        part = queue_query(queue_filter, after)
 
-            async def read(
-                window: Document | None, query: Document = part.query, wanted: int = wanted
-            ) -> list[Document]:
-                bounded = query if window is None else merged(query, {"$and": [window]})
-                cursor = page(self._runs.find(bounded, STORE_FIELDS).sort(REVIEW_QUEUE_ORDER), wanted)
-                async with reachable():
-                    if window is None:
-                        return await cursor.to_list()
-                    # a window through review_queue alone: without the hint, DocumentDB may AND in
-                    # `stalled`'s every waiting run (`pendingCount`) while its statistics are young
-                    return await hinted(cursor, "review_queue")
+        async def read(window: Document | None) -> list[Document]:
+            bounded = part.query if window is None else merged(part.query, {"$and": [window]})
+            cursor = page(self._runs.find(bounded, STORE_FIELDS).sort(REVIEW_QUEUE_ORDER), limit)
+            async with reachable():
+                if window is None:
+                    return await cursor.to_list()
+                # a window through the queue's index alone: without the hint, DocumentDB may AND
+                # in `stalled`'s every waiting run (`pendingCount`) while its statistics are young
+                return await hinted(cursor, REVIEW_QUEUE_INDEX)
 
-            if not self._windowed_pages:
-                found.extend(await read(None))
-                continue
-            key = _window_key(queue_filter, part.field)
-            windowed = self._windows.page(
-                key, wanted, cursor=part.anchor, older=False, read=read, field=part.field, first_from_top=True
-            )
-            found.extend(await windowed)
+        if not self._windowed_pages or limit <= 0:
+            return read_snapshots(await read(None) if limit > 0 else [])
+        found = await self._windows.page(
+            _window_key(queue_filter),
+            limit,
+            cursor=part.anchor,
+            older=False,
+            read=read,
+            field="queueAt",
+            first_from_top=True,
+            split=UNDATED_FROM,
+        )
         return read_snapshots(found)
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
         """Without ``expires_before``: the queue's kept counts (``counts.KeptCounts.queue_total``),
         one per agent and allowed resource, whatever the number of runs; with it, a sum over the
-        runs due before it (O(matches))."""
+        runs due before it (O(matches)), a range of ``queueAt``."""
         if queue_filter.expires_before is None:
             async with reachable():
                 return await self._kept_questions(queue_filter)
-        query = merged(_filtered(queue_filter), no_value("parentRunId"))  # not a sub-run
-        query["expiresAt"] = {**_DATED, "$lt": queue_filter.expires_before}
+        query = merged(queue_query(queue_filter, None).query, no_value("parentRunId"))  # not a sub-run
         pipeline = [{"$match": query}, {"$group": {"_id": None, "total": {"$sum": "$pendingCount"}}}]
         async with reachable():
             found = await (await self._runs.aggregate(pipeline)).to_list()
@@ -205,12 +199,10 @@ class MongoReviewQueue(MongoStoreBase):
         return read_snapshots([found[run_id] for run_id in sorted(found)[:limit]])
 
     async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[Mapping[str, Any]]:
-        """The server's query plan of each query of a queue page (index checks, ``bench/``)."""
-        plans: list[Mapping[str, Any]] = []
-        for part in queue_queries(queue_filter, None):
-            async with reachable():
-                plans.append(await page(self._runs.find(part.query).sort(REVIEW_QUEUE_ORDER), limit).explain())
-        return plans
+        """The server's query plan of the query of a queue page, in a list (index checks, ``bench/``)."""
+        query = queue_query(queue_filter, None).query
+        async with reachable():
+            return [await page(self._runs.find(query).sort(REVIEW_QUEUE_ORDER), limit).explain()]
 
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
         path = f"toolCalls.{write.index}.reviewClaim"
@@ -222,4 +214,4 @@ class MongoReviewQueue(MongoStoreBase):
         return await self._update_then_append(write.event, write.run_id, compiled(write.condition), update)
 
 
-__all__ = ["MongoReviewQueue", "QueuePart", "candidate_queries", "queue_queries"]
+__all__ = ["MongoReviewQueue", "QueueRead", "candidate_queries", "queue_query"]

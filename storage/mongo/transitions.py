@@ -20,7 +20,7 @@ from .base import Derive
 from .conditions import compiled, merged
 from .counts import EVENT_MARKER, MARKER, added_at, moved, with_run_keys
 from .idempotency import MongoIdempotencyKeys
-from .mapping import NOT_FINISHED, page, read_snapshots
+from .mapping import NOT_FINISHED, page, queue_at, read_snapshots
 from .reachability import reachable
 from .schema import EXPIRY_ORDER
 
@@ -29,10 +29,14 @@ Document = dict[str, Any]
 
 def _deadline_once_decided(index: int) -> Derive:
     """The ``derive`` of a write deciding call ``index``: the run's ``expiresAt`` becomes
-    ``rules.earliest_deadline`` with that call decided (``None``: no other pending call has one)."""
+    ``rules.earliest_deadline`` with that call decided (``None``: no other pending call has one),
+    and its ``queueAt`` follows (``mapping.queue_at``)."""
 
     def derive(current: Document) -> Document:
-        return {"expiresAt": rules.earliest_deadline(current["toolCalls"], deciding=index)}
+        calls = current["toolCalls"]
+        deadline = rules.earliest_deadline(calls, deciding=index)
+        pending = rules.pending_count(c for i, c in enumerate(calls) if i != index)
+        return {"expiresAt": deadline, "queueAt": queue_at(deadline, current["suspendedAt"], pending)}
 
     return derive
 
@@ -87,7 +91,9 @@ class MongoRunTransitions(MongoIdempotencyKeys):
                 merged(compiled(write.condition), compiled(claiming)),
                 {
                     **update,
-                    "$set": {**update["$set"], "expiresAt": None, "status": "resuming", "claim": claim.document()},
+                    # no call left pending: no deadline, no place in the queue
+                    "$set": {**update["$set"], "expiresAt": None, "queueAt": None, "status": "resuming"}
+                    | {"claim": claim.document()},
                 },
                 preceding_events=write.preceding_events,
                 keep_pending=True,
@@ -162,6 +168,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             "suspendedAt": write.now,
             "updatedAt": write.now,
             "expiresAt": write.expires_at,
+            "queueAt": queue_at(write.expires_at, write.now, write.pending_count),
         }
         # held (resuming, so no question counted: a run is claimed with every call decided), now
         # suspended with ``pending_count`` questions

@@ -1,5 +1,5 @@
 """Windowed pages for DocumentDB, whose planner sorts every run a page's filter matches: a page
-is first read inside a window of its order's first field (``createdAt`` for listings, a deadline
+is first read inside a window of its order's first field (``createdAt`` for listings, ``queueAt``
 for the queue) next to its anchor (the cursor, or the top of the filter's last first page), which
 an index bounds, and widened until it holds the page; a window that held fewer runs than the page
 proves nothing, so the last try has none.
@@ -42,6 +42,8 @@ class Window:
     top: datetime | None
     span: timedelta | None
     """``None``: the last read without a window held less than a page, so the next has none either."""
+    past: datetime | None = None
+    """With a ``split``: the first run past it of the last page that held runs on both sides."""
 
 
 def filter_key(agent_id: str, run_filter: RunFilter) -> tuple[Any, ...]:
@@ -80,6 +82,7 @@ class Windows:
         learn: bool = True,
         field: str = "createdAt",
         first_from_top: bool = False,
+        split: datetime | None = None,
     ) -> list[Document]:
         """The page of ``limit`` runs that ``read(None)`` returns (the whole filter, sorted and
         limited), read first through windows: ``read({field: {"$gte"|"$lte": bound}})``, ``field``
@@ -94,7 +97,14 @@ class Windows:
         windowed read returning fewer than ``limit`` runs is tried wider; the last try has no
         window. Each read is correct on its own: every run outside its window sorts
         after every run inside it. ``learn``: whether the page teaches the filter's window (not
-        a read bounded on its far side too, such as ``hasPreviousPage``'s run before a cursor)."""
+        a read bounded on its far side too, such as ``hasPreviousPage``'s run before a cursor).
+        ``split`` (walking newer only): where ``field`` jumps between two kinds of runs (the queue's
+        runs without a deadline start there). A page holding runs on both sides is measured from
+        its first run past it (remembered: ``past``), and a first page's next window is anchored
+        there too; every run before ``split`` is inside such a window. A page anchored before
+        ``split`` is anchored at a remembered top past it (the last first page held fewer runs
+        before it than a page); when its windows hold less than the page, one window from
+        ``past`` (of the remembered span) is read before the read without a window."""
         known = self._get(key)
         anchor = cursor
         if anchor is not None and anchor.tzinfo is None:  # stored times are UTC
@@ -102,11 +112,15 @@ class Windows:
         first = cursor is None
         if first and (older or first_from_top):
             anchor = known.top if known is not None else None
+        past = known.past if known is not None and split is not None else None
+        if past is not None and anchor is not None and anchor < past and known is not None and known.top == past:
+            anchor = past  # before the split, fewer runs than a page: the first page's window
         if anchor is None or limit <= 0 or (known is not None and known.span is None):
             return self._learn(
-                key, await read(None), limit if learn else 0, field, first=first, anchor=None, known=known
+                key, await read(None), limit if learn else 0, field, first=first, anchor=None, known=known, split=split
             )
-        span = known.span if known is not None and known.span is not None else FIRST_SPAN
+        span = known_span = known.span if known is not None and known.span is not None else FIRST_SPAN
+        learnt = limit if learn else 0
         for _ in range(WINDOWED_TRIES):
             bound = _bound(anchor, span, older)
             if bound is None:  # wider than the dates a window can name: the last try's read
@@ -116,10 +130,22 @@ class Windows:
                 break
             span = _grown(span, max(GROWTH, 2 * limit // max(len(docs), 1)))
         else:
+            if past is not None and split is not None and anchor < past and not older:
+                # the runs before the split left after the anchor hold less than the page: from past it
+                docs = await read({field: {"$lte": _bound(past, known_span, older) or past}})
+                if len(docs) >= limit:
+                    return self._learn(key, docs, learnt, field, first=first, anchor=past, known=known, split=split)
             return self._learn(
-                key, await read(None), limit if learn else 0, field, first=first, anchor=anchor, known=known
+                key,
+                await read(None),
+                limit if learn else 0,
+                field,
+                first=first,
+                anchor=anchor,
+                known=known,
+                split=split,
             )
-        return self._learn(key, docs, limit if learn else 0, field, first=first, anchor=anchor, known=known)
+        return self._learn(key, docs, learnt, field, first=first, anchor=anchor, known=known, split=split)
 
     def _learn(
         self,
@@ -131,10 +157,12 @@ class Windows:
         first: bool,
         anchor: datetime | None,
         known: Window | None,
+        split: datetime | None = None,
     ) -> list[Document]:
         """Remember what page ``docs`` showed (returned as is): a full page, the span it needed
-        from its anchor (doubled) and a first page's top; a first page short of ``limit`` (read
-        without a window at last), that the filter needs no window. ``limit`` 0: nothing."""
+        from its anchor (doubled) and a first page's top, both from its first run past ``split``
+        when it holds runs on both sides; a first page short of ``limit`` (read without a window
+        at last), that the filter needs no window. ``limit`` 0: nothing."""
         if limit <= 1:  # a page of one run shows no span
             return docs
         if len(docs) < limit:
@@ -142,9 +170,13 @@ class Windows:
                 self._put(key, Window(top=None, span=None))
             return docs
         start = docs[0][field] if first or anchor is None else anchor
-        reach = abs(start - docs[-1][field])
         top = docs[0][field] if first else (known.top if known is not None else None)
-        self._put(key, Window(top=top, span=2 * reach + timedelta(milliseconds=1)))
+        past = known.past if known is not None else None
+        if split is not None and docs[0][field] < split <= docs[-1][field]:
+            start = past = next(doc[field] for doc in docs if doc[field] >= split)
+            top = start if first else top
+        reach = abs(start - docs[-1][field])
+        self._put(key, Window(top=top, span=2 * reach + timedelta(milliseconds=1), past=past))
         return docs
 
 

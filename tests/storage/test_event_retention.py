@@ -187,7 +187,7 @@ async def test_a_mongodb_database_of_an_earlier_version_gets_its_finished_runs_d
         assert dates[0] == dates[1]
         assert opened <= dates[0] <= datetime.now(UTC)
         meta = [doc async for doc in store.database["runsgate_meta"].find({"_id": "backfill"})]
-        assert meta == [{"_id": "backfill", "version": 4}]
+        assert meta == [{"_id": "backfill", "version": 5}]
         assert await store.list_expired_events(before=T0 + 2 * HOUR, limit=10) == []
         assert sorted(await store.list_expired_events(before=dates[0] + HOUR, limit=10)) == [
             ("agent-a", "run-failed"),

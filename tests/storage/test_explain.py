@@ -461,33 +461,23 @@ async def test_a_documentdb_queue_page_reads_a_window_of_its_order(planner: Plan
     assert read == [expected(after) for after in afters]
     finds = [one for one in sent if one.collection == "run_snapshots" and one.command.get("sort")]
 
-    # then each read but one is a window of its order's first field (deadlines: expiresAt; the runs
-    # without one: suspendedAt): the dated runs left after the third page's cursor hold less than a
-    # page, so its windows are tried wider and then it reads without one, from its cursor on
-    def field(one: Sent) -> str:
-        return "suspendedAt" if "$type" in one.command["filter"]["expiresAt"] else "expiresAt"
-
+    # then each read is a window of one range of queueAt (the runs with a deadline, then those
+    # without one): the third page's cursor lies among the last dated runs, which hold less than a
+    # page, so after its windows it reads one from the first run without a deadline (Windows'
+    # split), never the rest of the queue without a window
     def windowed(one: Sent) -> bool:
-        return any(set(c) == {field(one)} for c in one.command["filter"].get("$and", []))
+        return any(set(c) == {"queueAt"} for c in one.command["filter"].get("$and", []))
 
-    [unbounded] = [one for one in finds if not windowed(one)]
-    assert field(unbounded) == "expiresAt", unbounded
-    assert "$gte" in unbounded.command["filter"]["expiresAt"], unbounded
-    # and each read's index scan bounds that field on both sides (a first page of the runs without a
-    # deadline: above), or from its cursor on, and names no _id (a range of random ids scans every
-    # run on one side of the cursor's)
+    assert all(windowed(one) for one in finds), finds
+    assert all("expiresAt" not in one.command["filter"] for one in finds), finds
+    # and each read's index scan bounds queueAt on both sides, and names no _id (a range of random
+    # ids scans every run on one side of the cursor's)
     for one, plan in await planner.plans(finds):
         bounds = [_bounds(condition) for condition in plan.conditions]
-        if not windowed(one):
-            sides = {"low"}  # from its cursor
-        elif field(one) == "suspendedAt" and "suspendedAt" not in one.command["filter"]:
-            sides = {"high"}  # the first of the runs without a deadline, up to the window's end
-        else:
-            sides = {"low", "high"}
-        assert any(sides <= found.get(field(one), set()) for found in bounds), (one, plan)
+        assert any({"low", "high"} <= found.get("queueAt", set()) for found in bounds), (one, plan)
         assert not any("_id" in found for found in bounds), (one, plan)
-        # a window through review_queue alone, never beside `stalled`'s every waiting run
-        assert not windowed(one) or plan.indexes == ("review_queue",), (one, plan)
+        # a window through review_queue_at alone, never beside `stalled`'s every waiting run
+        assert plan.indexes == ("review_queue_at",), (one, plan)
 
 
 async def test_the_deadline_read_uses_a_deadline_index(planner: Planner) -> None:

@@ -129,7 +129,7 @@ async def test_a_mongodb_database_of_an_earlier_version_gets_its_answered_keys_a
             assert before_open <= stored[key_id]["finishedAt"] <= after_open, stored[key_id]
         assert "finishedAt" not in stored["in-flight"]
         meta = [doc async for doc in store.database["runsgate_meta"].find({"_id": "backfill"})]
-        assert meta == [{"_id": "backfill", "version": 4}]
+        assert meta == [{"_id": "backfill", "version": 5}]
         assert await store.delete_expired_idempotency_keys(before=before_open, limit=10) == 0
         assert await store.delete_expired_idempotency_keys(before=after_open + timedelta(days=400), limit=10) == 2
         assert [doc["_id"] async for doc in keys.find({})] == ["in-flight"]

@@ -19,7 +19,7 @@ from tests._servers import mongo_store
 
 from ._contract import snapshot
 
-BACKFILLED = {"_id": "backfill", "version": 4}
+BACKFILLED = {"_id": "backfill", "version": 5}
 """The ``runsgate_meta`` document of the backfills an open applied (``storage/mongo/schema.py``)."""
 
 

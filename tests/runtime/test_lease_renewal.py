@@ -11,7 +11,6 @@ import pytest
 from runtime.continuing.claims import renewing
 
 
-@pytest.mark.xfail(strict=True, reason="renewing starts its loop's task at once")
 async def test_a_body_shorter_than_the_period_starts_no_task() -> None:
     # given a lease renewed every minute
     renewals: list[None] = []

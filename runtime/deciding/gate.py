@@ -201,7 +201,8 @@ class DecisionGate:
         except (RunsgateError, FirstQuestionAnswered):
             return None
         call = doc["toolCalls"][index]
-        owner = await self._owner(doc, call)
+        legacy = call.get("delegated") and "delegatedTo" not in call  # ``_owner``'s case, tested inline
+        owner = await self._owner(doc, call) if legacy else R.owner(doc["agentId"], call)
         rules = R.covering(self._rules, owner)
         tool = call["toolName"]
         edited = None
@@ -233,7 +234,9 @@ class DecisionGate:
             except RunsgateError as refused:
                 return refused
         call = doc["toolCalls"][index]
-        rules = R.covering(self._rules, await self._owner(doc, call))
+        legacy = call.get("delegated") and "delegatedTo" not in call  # ``_owner``'s case, tested inline
+        owner = await self._owner(doc, call) if legacy else R.owner(doc["agentId"], call)
+        rules = R.covering(self._rules, owner)
         kind = "approved" if call["requiresApproval"] else "resumed"
         decider = Decider(name=principal.identity, principal=principal)
         return refusal(
@@ -317,7 +320,9 @@ class DecisionGate:
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
-        schema version 3 (no ``delegatedTo``), the agent of the sub-run it waits on."""
+        schema version 3 (no ``delegatedTo``), the agent of the sub-run it waits on. ``allowed`` and
+        ``refusal_of`` test that case inline and call ``rules.owner`` otherwise: a call of a
+        function of this module from them would enter the gate again (``bench.approve_walk``)."""
         if call.get("delegated") and "delegatedTo" not in call:
             found = await self._store.get_many([sub_run_id(doc["_id"], call["toolCallId"])])
             if found:

@@ -18,7 +18,6 @@ def test_the_walk_completes_the_run(traced: Walk) -> None:
     assert "runtime.lifecycle" in traced.stays
 
 
-@pytest.mark.xfail(strict=True, reason="the gate calls back into itself for the call's owner")
 def test_the_gate_is_entered_at_most_four_times(traced: Walk) -> None:
     # reading the run and checking it once, then checking and recording the decision: the owner
     # of a call is read from the call itself, without a call back into the gate

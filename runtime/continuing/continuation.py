@@ -353,8 +353,6 @@ class DecisionClaims:
         """The claim of a decision on call ``index`` of ``doc`` (as read), with its ``resumed``
         event; ``None`` when other calls of ``doc`` still wait."""
         self._made = None
-        if not rules.matches(rules.last_pending(doc["version"]), doc):  # as the decision's write checks it
-            return None
         owner = self._continuation
         now = decision["decidedAt"]  # the decision's write takes the claim
         until = owner.claim_until(now)
@@ -364,6 +362,9 @@ class DecisionClaims:
             for c, d in zip(doc["toolCalls"], decisions, strict=True)
             if d is not None
         ]
+        # Asked after the parts above (cheap, dropped when other calls wait): one stay in storage.rules.
+        if not rules.matches(rules.last_pending(doc["version"]), doc):  # as the decision's write checks it
+            return None
         run = stored_run(doc, self._principal)
         resumed = owner.journal.new_event(
             run, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}, at=now

@@ -24,7 +24,6 @@ def test_the_gate_is_entered_at_most_four_times(traced: Walk) -> None:
     assert traced.stays.count("runtime.deciding.gate") <= 4
 
 
-@pytest.mark.xfail(strict=True, reason="the decision's claim leaves the continuation for its rule and comes back")
 def test_the_continuation_is_entered_at_most_four_times(traced: Walk) -> None:
     # the decision's claims made, the claim offered to the decision's write, the continuation run
     # (twice: around the run's scope and publisher)

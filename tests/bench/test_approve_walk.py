@@ -28,3 +28,10 @@ def test_the_continuation_is_entered_at_most_four_times(traced: Walk) -> None:
     # the decision's claims made, the claim offered to the decision's write, the continuation run
     # (twice: around the run's scope and publisher)
     assert traced.stays.count("runtime.continuing.continuation") <= 4
+
+
+@pytest.mark.xfail(strict=True, reason="the publisher comes back from run_updates to list what it built")
+def test_the_run_updates_are_built_and_batched_in_one_stay(traced: Walk) -> None:
+    # the continuation's closing builds its queued updates and their batches in one stay in
+    # runtime.updates.run_updates, after the one that made the decision's ``resumed`` update
+    assert traced.stays.count("runtime.updates.run_updates") <= 2

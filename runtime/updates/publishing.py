@@ -266,7 +266,11 @@ class UpdatePublisher:
             )
             for p, update in zip(unbuilt, made, strict=True):
                 p.update = update
-        return [p.update for p in published if p.update is not None]
+        updates: list[RunUpdate] = []
+        for p in published:  # a loop: a comprehension is a call into this module in Python 3.11
+            if p.update is not None:
+                updates.append(p.update)
+        return updates
 
     def answering(self, calls: Sequence[ToolCallDocument]) -> None:
         """The decided calls whose answers this continuation gives the agent

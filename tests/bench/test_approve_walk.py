@@ -30,7 +30,6 @@ def test_the_continuation_is_entered_at_most_four_times(traced: Walk) -> None:
     assert traced.stays.count("runtime.continuing.continuation") <= 4
 
 
-@pytest.mark.xfail(strict=True, reason="the publisher comes back from run_updates to list what it built")
 def test_the_run_updates_are_built_and_batched_in_one_stay(traced: Walk) -> None:
     # the continuation's closing builds its queued updates and their batches in one stay in
     # runtime.updates.run_updates, after the one that made the decision's ``resumed`` update

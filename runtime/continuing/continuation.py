@@ -280,7 +280,7 @@ class Continuation:
             if not deleted:
                 return _claim_lost(scope)
             if key is not None:
-                key.written()
+                key.answered = True
             return outcome
         calls = tool_call_documents(ran.requests, ran.messages, previous=calls)
         suspended_at = self.now()

@@ -407,7 +407,7 @@ class DecisionGate:
         )
         written = await self._store.record_decision(write)
         if written is not None and reservation is not None and key is not None:
-            key.taken()
+            key.reserved = True
         return written
 
     async def _record_approval(

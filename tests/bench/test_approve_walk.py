@@ -36,7 +36,6 @@ def test_the_run_updates_are_built_and_batched_in_one_stay(traced: Walk) -> None
     assert traced.stays.count("runtime.updates.run_updates") <= 2
 
 
-@pytest.mark.xfail(strict=True, reason="the writes' acknowledgements are calls into runtime.idempotency")
 def test_the_idempotency_key_is_entered_at_most_four_times(traced: Walk) -> None:
     # the key looked up (around its fingerprint), its reservation made, its answer made: a write
     # that took either is acknowledged on the key's fields, without a call back

@@ -42,7 +42,6 @@ def test_the_idempotency_key_is_entered_at_most_four_times(traced: Walk) -> None
     assert traced.stays.count("runtime.idempotency") <= 4
 
 
-@pytest.mark.xfail(strict=True, reason="each run-update batch is encoded by a call into storage.strict_json")
 def test_run_updates_are_encoded_without_a_call_into_storage(traced: Walk) -> None:
     # the request's body is read by storage.strict_json; the run's update batches are made of their
     # updates' texts, each made once (for its size too)

@@ -457,8 +457,6 @@ def test_a_stored_batch_is_rfc_8259_json_a_value_no_json_holds_written_null() ->
     assert strict_json.loads(text)[0]["result"] == {"ratio": None, "paid": 12}
 
 
-
-@pytest.mark.xfail(strict=True, reason="an update's size counts the NaN its batch writes null")
 def test_an_updates_size_is_the_bytes_its_batch_stores_for_it() -> None:
     run_updates = importlib.import_module("runtime.updates.run_updates")
     updates = [

@@ -33,6 +33,7 @@ async def renewing(renew: Callable[[], Awaitable[bool]], *, every: float, lease:
     """
     loop = asyncio.get_running_loop()
     renewal: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle
 
     async def once() -> None:
         nonlocal timer

@@ -320,9 +320,8 @@ class DecisionGate:
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
-        schema version 3 (no ``delegatedTo``), the agent of the sub-run it waits on. ``allowed`` and
-        ``refusal_of`` test that case inline and call ``rules.owner`` otherwise: a call of a
-        function of this module from them would enter the gate again (``bench.approve_walk``)."""
+        schema version 3 (no ``delegatedTo``), the agent of the sub-run it waits on. Its callers test
+        that case inline, so an approval's walk does not enter the gate again for it."""
         if call.get("delegated") and "delegatedTo" not in call:
             found = await self._store.get_many([sub_run_id(doc["_id"], call["toolCallId"])])
             if found:

@@ -46,3 +46,10 @@ def test_run_updates_are_encoded_without_a_call_into_storage(traced: Walk) -> No
     # the request's body is read by storage.strict_json; the run's update batches are made of their
     # updates' texts, each made once (for its size too)
     assert traced.stays.count("storage.strict_json") <= 1
+
+
+@pytest.mark.xfail(strict=True, reason="the claim's resumed update is made through the update hub")
+def test_the_publisher_is_entered_at_most_seven_times(traced: Walk) -> None:
+    # the claim's ``resumed`` update and its batch are data (``runtime.updates.run_updates``): the
+    # publisher is entered for the continuation only (made, answering, the handler, the closing)
+    assert traced.stays.count("runtime.updates.publishing") <= 7

@@ -48,7 +48,7 @@ from ..running.execution import Finished, run_agent
 from ..running.identity import identified_legacy
 from ..running.scope import RunScope, SubRuns
 from ..updates.publishing import UpdateHub, UpdatePublisher
-from ..updates.run_updates import RunUpdate, UpdateKind
+from ..updates.run_updates import RunUpdate, UpdateKind, resumed_update
 from .claims import renewing, whole_milliseconds
 
 logger = logging.getLogger(__name__)
@@ -199,8 +199,8 @@ class Continuation:
         # Written with the claim as one unit of work (only if it succeeds): every claim is in the
         # log before anything else can happen to it, even if this instance stops right after. The
         # claim needs the run unchanged since ``doc`` was read, so the events describe what it took.
-        resumed, batch = self.updates.resumed(scope.agent_id, scope.run_id, events[-1]["_id"])
         taken_at, now = monotonic(), self.now()
+        resumed, batch = resumed_update(scope.agent_id, scope.run_id, events[-1]["_id"], now)
         claimed = await self.store.claim(
             ClaimWrite(
                 agent_id=scope.agent_id,
@@ -369,7 +369,7 @@ class DecisionClaims:
         resumed = owner.journal.new_event(
             run, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}, at=now
         )
-        update, batch = owner.updates.resumed(run.agent_id, run.run_id, resumed["_id"], at=now)
+        update, batch = resumed_update(run.agent_id, run.run_id, resumed["_id"], now)
         taken_at = monotonic()
         claim = DecisionClaim(
             by=owner.instance_id,

@@ -243,6 +243,23 @@ def batch_documents(agent_id: str, run_id: str, updates: list[RunUpdate], at: da
     return documents
 
 
+def resumed_update(
+    agent_id: str, run_id: str, continuation_id: str, at: datetime
+) -> tuple[RunUpdate, RunUpdateBatchDocument]:
+    """The ``resumed`` update of the continuation ``continuation_id`` at ``at`` (UTC) and its batch,
+    to store with the claim (``RunStore.claim``'s ``updates``, ``DecisionClaim.updates``) before
+    ``UpdateHub.publisher(resumed=...)`` delivers it."""
+    update = RunUpdate(
+        id=update_id(continuation_id, 0),
+        agent_id=agent_id,
+        run_id=run_id,
+        continuation_id=continuation_id,
+        kind="resumed",
+        at=at,
+    )
+    return update, batch_documents(agent_id, run_id, [update], at)[0]
+
+
 def decode(text: str, *, agent_id: str, run_id: str) -> list[RunUpdate]:
     """Inverse of ``encode``."""
     return [RunUpdate.from_json(item, agent_id=agent_id, run_id=run_id) for item in json.loads(text)]
@@ -264,5 +281,6 @@ __all__ = [
     "encode",
     "end_id",
     "first_batch",
+    "resumed_update",
     "update_id",
 ]

@@ -48,7 +48,6 @@ def test_run_updates_are_encoded_without_a_call_into_storage(traced: Walk) -> No
     assert traced.stays.count("storage.strict_json") <= 1
 
 
-@pytest.mark.xfail(strict=True, reason="the claim's resumed update is made through the update hub")
 def test_the_publisher_is_entered_at_most_seven_times(traced: Walk) -> None:
     # the claim's ``resumed`` update and its batch are data (``runtime.updates.run_updates``): the
     # publisher is entered for the continuation only (made, answering, the handler, the closing)

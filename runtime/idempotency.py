@@ -61,24 +61,22 @@ class HeldKey:
         self.key_id, self.by, self._encode, self._clock = key_id, by, encode, clock
         self._fingerprint, self._lease, self._store = fingerprint, lease, store
         self.answered = False
-        """Whether the store wrote the answer (``written``)."""
+        """Whether the store wrote the answer: set by the action once the write holding ``answer``'s
+        result succeeded (a field, not a method: the write's caller sets it without a call back here)."""
         self.reserved = reserved or store is None
-        """Whether this request holds the key (always, unless deferred)."""
+        """Whether this request holds the key (always, unless deferred): set by the action once the
+        write holding ``reservation`` succeeded, as ``answered`` is."""
 
     def reservation(self, now: datetime | None = None) -> KeyReservation | None:
         """The reservation a decision's write takes (``RunStore.record_decision``'s ``key``), made
         at ``now`` (the write's time, from the guard's clock; ``None``: read it), or ``None`` when
-        the key is held already; call ``taken`` once that write succeeded."""
+        the key is held already; set ``reserved`` once that write succeeded."""
         if self.reserved or self._lease is None:
             return None
         now = self._clock() if now is None else now
         return KeyReservation(
             key_id=self.key_id, fingerprint=self._fingerprint, by=self.by, until=now + self._lease, now=now
         )
-
-    def taken(self) -> None:
-        """The write holding ``reservation`` succeeded: this request holds the key."""
-        self.reserved = True
 
     async def reserve(self) -> None:
         """Reserve a deferred key by its own write, before a write that cannot take it.
@@ -109,13 +107,10 @@ class HeldKey:
 
     def answer(self, answer: Any, now: datetime | None = None) -> KeyAnswer:
         """The key's answer ``answer`` as a store write at ``now`` (the write's time, from the guard's
-        clock; ``None``: read it) takes it; pass it to one write only."""
+        clock; ``None``: read it) takes it; pass it to one write only, and set ``answered`` once
+        that write succeeded."""
         now = self._clock() if now is None else now
         return KeyAnswer(key_id=self.key_id, result=self._encode(answer), by=self.by, now=now)
-
-    def written(self) -> None:
-        """The write holding ``answer``'s result succeeded."""
-        self.answered = True
 
 
 class IdempotencyGuard:

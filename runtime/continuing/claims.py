@@ -22,31 +22,42 @@ def whole_milliseconds(seconds: float) -> timedelta:
 
 @asynccontextmanager
 async def renewing(renew: Callable[[], Awaitable[bool]], *, every: float, lease: str) -> AsyncIterator[None]:
-    """Keep a lease alive while the body runs: ``renew`` every ``every`` seconds, in a task of
-    its own (a run's claim, an idempotency key's reservation).
+    """Keep a lease alive while the body runs: ``renew`` every ``every`` seconds, each renewal in a
+    task of its own started by a timer when it is due (a run's claim, an idempotency key's
+    reservation), so a body shorter than ``every`` starts no task.
 
     ``renew`` answering ``False`` (the lease was taken over) stops the renewals; the body's final
     compare-and-set then fails. A store error is logged and retried at the next period. ``lease``
-    names the lease in the logs and the task's name.
+    names the lease in the logs and the renewals' task name. The body's end cancels the next
+    renewal, and one in flight, which it awaits.
     """
+    loop = asyncio.get_running_loop()
+    renewal: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle
 
-    async def loop() -> None:
-        while True:
-            await asyncio.sleep(every)
-            try:
-                held = await renew()
-            except Exception:
-                logger.warning("renewing %s failed", lease, exc_info=True)
-                continue
-            finally:
-                stop_if_cancelled()  # the body's end awaits this task (runtime/_cancel.py)
-            if not held:
-                logger.warning("%s was taken over while held", lease)
-                return
+    async def once() -> None:
+        nonlocal timer
+        try:
+            held = await renew()
+        except Exception:
+            logger.warning("renewing %s failed", lease, exc_info=True)
+            held = True
+        finally:
+            stop_if_cancelled()  # the body's end awaits this task (runtime/_cancel.py)
+        if not held:
+            logger.warning("%s was taken over while held", lease)
+            return
+        timer = loop.call_later(every, due)
 
-    task = asyncio.create_task(loop(), name=f"runsgate-renewing {lease}")
+    def due() -> None:
+        nonlocal renewal
+        renewal = loop.create_task(once(), name=f"runsgate-renewing {lease}")
+
+    timer = loop.call_later(every, due)
     try:
         yield
     finally:
-        task.cancel()
-        await asyncio.wait([task])
+        timer.cancel()
+        if renewal is not None and not renewal.done():
+            renewal.cancel()
+            await asyncio.wait([renewal])

@@ -48,7 +48,7 @@ from ..running.execution import Finished, run_agent
 from ..running.identity import identified_legacy
 from ..running.scope import RunScope, SubRuns
 from ..updates.publishing import UpdateHub, UpdatePublisher
-from ..updates.run_updates import RunUpdate, UpdateKind
+from ..updates.run_updates import RunUpdate, UpdateKind, resumed_update
 from .claims import renewing, whole_milliseconds
 
 logger = logging.getLogger(__name__)
@@ -199,8 +199,8 @@ class Continuation:
         # Written with the claim as one unit of work (only if it succeeds): every claim is in the
         # log before anything else can happen to it, even if this instance stops right after. The
         # claim needs the run unchanged since ``doc`` was read, so the events describe what it took.
-        resumed, batch = self.updates.resumed(scope.agent_id, scope.run_id, events[-1]["_id"])
         taken_at, now = monotonic(), self.now()
+        resumed, batch = resumed_update(scope.agent_id, scope.run_id, events[-1]["_id"], now)
         claimed = await self.store.claim(
             ClaimWrite(
                 agent_id=scope.agent_id,
@@ -280,7 +280,7 @@ class Continuation:
             if not deleted:
                 return _claim_lost(scope)
             if key is not None:
-                key.written()
+                key.answered = True
             return outcome
         calls = tool_call_documents(ran.requests, ran.messages, previous=calls)
         suspended_at = self.now()
@@ -353,8 +353,6 @@ class DecisionClaims:
         """The claim of a decision on call ``index`` of ``doc`` (as read), with its ``resumed``
         event; ``None`` when other calls of ``doc`` still wait."""
         self._made = None
-        if not rules.matches(rules.last_pending(doc["version"]), doc):  # as the decision's write checks it
-            return None
         owner = self._continuation
         now = decision["decidedAt"]  # the decision's write takes the claim
         until = owner.claim_until(now)
@@ -364,11 +362,14 @@ class DecisionClaims:
             for c, d in zip(doc["toolCalls"], decisions, strict=True)
             if d is not None
         ]
+        # Asked after the parts above (cheap, dropped when other calls wait): one stay in storage.rules.
+        if not rules.matches(rules.last_pending(doc["version"]), doc):  # as the decision's write checks it
+            return None
         run = stored_run(doc, self._principal)
         resumed = owner.journal.new_event(
             run, "resumed", by=self._principal, data={"instanceId": owner.instance_id, "decisions": decided}, at=now
         )
-        update, batch = owner.updates.resumed(run.agent_id, run.run_id, resumed["_id"], at=now)
+        update, batch = resumed_update(run.agent_id, run.run_id, resumed["_id"], now)
         taken_at = monotonic()
         claim = DecisionClaim(
             by=owner.instance_id,

@@ -201,7 +201,8 @@ class DecisionGate:
         except (RunsgateError, FirstQuestionAnswered):
             return None
         call = doc["toolCalls"][index]
-        owner = await self._owner(doc, call)
+        legacy = call.get("delegated") and "delegatedTo" not in call  # ``_owner``'s case, tested inline
+        owner = await self._owner(doc, call) if legacy else R.owner(doc["agentId"], call)
         rules = R.covering(self._rules, owner)
         tool = call["toolName"]
         edited = None
@@ -233,7 +234,9 @@ class DecisionGate:
             except RunsgateError as refused:
                 return refused
         call = doc["toolCalls"][index]
-        rules = R.covering(self._rules, await self._owner(doc, call))
+        legacy = call.get("delegated") and "delegatedTo" not in call  # ``_owner``'s case, tested inline
+        owner = await self._owner(doc, call) if legacy else R.owner(doc["agentId"], call)
+        rules = R.covering(self._rules, owner)
         kind = "approved" if call["requiresApproval"] else "resumed"
         decider = Decider(name=principal.identity, principal=principal)
         return refusal(
@@ -317,7 +320,8 @@ class DecisionGate:
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
-        schema version 3 (no ``delegatedTo``), the agent of the sub-run it waits on."""
+        schema version 3 (no ``delegatedTo``), the agent of the sub-run it waits on. Its callers test
+        that case inline, so an approval's walk does not enter the gate again for it."""
         if call.get("delegated") and "delegatedTo" not in call:
             found = await self._store.get_many([sub_run_id(doc["_id"], call["toolCallId"])])
             if found:
@@ -402,7 +406,7 @@ class DecisionGate:
         )
         written = await self._store.record_decision(write)
         if written is not None and reservation is not None and key is not None:
-            key.taken()
+            key.reserved = True
         return written
 
     async def _record_approval(

@@ -44,7 +44,6 @@ from .run_updates import (
     batch_documents,
     built,
     first_batch,
-    update_id,
 )
 
 logger = logging.getLogger(__name__)
@@ -137,29 +136,12 @@ class UpdateHub:
         """Whether a continuation of the run is publishing on this process now."""
         return (agent_id, run_id) in self._publishers
 
-    def resumed(
-        self, agent_id: str, run_id: str, continuation_id: str, *, at: datetime | None = None
-    ) -> tuple[RunUpdate, RunUpdateBatchDocument]:
-        """The ``resumed`` update of the continuation ``continuation_id`` at ``at`` (``None``: now)
-        and its batch, to store with the claim (``RunStore.claim``'s ``updates``) before
-        ``publisher(resumed=...)``."""
-        at = self.now() if at is None else at
-        update = RunUpdate(
-            id=update_id(continuation_id, 0),
-            agent_id=agent_id,
-            run_id=run_id,
-            continuation_id=continuation_id,
-            kind="resumed",
-            at=at,
-        )
-        return update, batch_documents(agent_id, run_id, [update], at)[0]
-
     def publisher(
         self, agent_id: str, run_id: str, continuation_id: str, *, resumed: RunUpdate | None = None
     ) -> UpdatePublisher:
         """A publisher for the continuation ``continuation_id`` (the id of its ``resumed`` event),
-        already started: its ``resumed`` update is sent (``resumed``: the one ``resumed()`` made,
-        already stored with the claim, is only delivered here)."""
+        already started: its ``resumed`` update is sent (``resumed``: the one
+        ``run_updates.resumed_update`` made, already stored with the claim, is only delivered here)."""
         publisher = UpdatePublisher(
             self, agent_id=agent_id, run_id=run_id, continuation_id=continuation_id, resumed=resumed
         )
@@ -266,7 +248,11 @@ class UpdatePublisher:
             )
             for p, update in zip(unbuilt, made, strict=True):
                 p.update = update
-        return [p.update for p in published if p.update is not None]
+        updates: list[RunUpdate] = []
+        for p in published:  # a loop: a comprehension is a call into this module in Python 3.11
+            if p.update is not None:
+                updates.append(p.update)
+        return updates
 
     def answering(self, calls: Sequence[ToolCallDocument]) -> None:
         """The decided calls whose answers this continuation gives the agent

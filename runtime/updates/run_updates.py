@@ -44,6 +44,8 @@ MAX_UPDATE_BYTES = 64 * 1024
 
 _ERROR_CHARS = 4096
 
+_SEPARATORS = (",", ":")
+
 TEXT_CHARS = 4096
 """Characters of text per ``text`` update at most (a longer delta is sent as several)."""
 
@@ -152,10 +154,21 @@ class RunUpdate:
         )
 
     @functools.cached_property
+    def stored(self) -> str:
+        """Its JSON text as its batch stores it (``encode``): ``storage.strict_json.dumps_shown`` of
+        ``to_json``, a float that is not finite written ``null``. ``json.dumps`` refusing such a
+        float (``allow_nan=False``, as ``strict_json.dumps``) makes it for every other update
+        without a call into ``storage``."""
+        data = self.to_json()
+        try:
+            return json.dumps(data, allow_nan=False, ensure_ascii=False, separators=_SEPARATORS)
+        except ValueError:
+            return strict_json.dumps_shown(data, ensure_ascii=False, separators=_SEPARATORS)
+
+    @functools.cached_property
     def size(self) -> int:
-        """Bytes of its JSON (what storing and buffering it costs, roughly: ``encode`` writes a
-        float that is not finite ``null``)."""
-        return len(json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":")).encode())
+        """Bytes of its stored JSON (``stored``): what storing and buffering it costs."""
+        return len(self.stored.encode())
 
 
 def built(
@@ -199,10 +212,10 @@ def capped(update: RunUpdate) -> RunUpdate:
 
 
 def encode(updates: list[RunUpdate]) -> str:
-    """The JSON text a batch stores (``RunUpdateBatchDocument.updates``): RFC 8259 JSON
-    (``storage.strict_json``), a float that is not finite (a tool's result) written ``null``, as
-    every reply shows it."""
-    return strict_json.dumps_shown([u.to_json() for u in updates], ensure_ascii=False, separators=(",", ":"))
+    """The JSON text a batch stores (``RunUpdateBatchDocument.updates``): RFC 8259 JSON, the array
+    of its updates' ``stored`` texts (a float that is not finite, a tool's result, written
+    ``null``, as every reply shows it), each made once."""
+    return "[" + ",".join([u.stored for u in updates]) + "]"
 
 
 def first_batch(pending: list[RunUpdate]) -> list[RunUpdate]:
@@ -230,6 +243,23 @@ def batch_documents(agent_id: str, run_id: str, updates: list[RunUpdate], at: da
     return documents
 
 
+def resumed_update(
+    agent_id: str, run_id: str, continuation_id: str, at: datetime
+) -> tuple[RunUpdate, RunUpdateBatchDocument]:
+    """The ``resumed`` update of the continuation ``continuation_id`` at ``at`` (UTC) and its batch,
+    to store with the claim (``RunStore.claim``'s ``updates``, ``DecisionClaim.updates``) before
+    ``UpdateHub.publisher(resumed=...)`` delivers it."""
+    update = RunUpdate(
+        id=update_id(continuation_id, 0),
+        agent_id=agent_id,
+        run_id=run_id,
+        continuation_id=continuation_id,
+        kind="resumed",
+        at=at,
+    )
+    return update, batch_documents(agent_id, run_id, [update], at)[0]
+
+
 def decode(text: str, *, agent_id: str, run_id: str) -> list[RunUpdate]:
     """Inverse of ``encode``."""
     return [RunUpdate.from_json(item, agent_id=agent_id, run_id=run_id) for item in json.loads(text)]
@@ -251,5 +281,6 @@ __all__ = [
     "encode",
     "end_id",
     "first_batch",
+    "resumed_update",
     "update_id",
 ]

@@ -457,6 +457,29 @@ def test_a_stored_batch_is_rfc_8259_json_a_value_no_json_holds_written_null() ->
     assert strict_json.loads(text)[0]["result"] == {"ratio": None, "paid": 12}
 
 
+def test_an_updates_size_is_the_bytes_its_batch_stores_for_it() -> None:
+    run_updates = importlib.import_module("runtime.updates.run_updates")
+    updates = [
+        run_updates.RunUpdate(
+            id=f"00000000000000000001-000000000001.0000000{n}",
+            agent_id=PACED,
+            run_id="r1",
+            continuation_id="00000000000000000001-000000000001",
+            kind="tool_call_ended",
+            at=datetime.now(UTC),
+            tool_call_id="c1",
+            tool_name="pay_out",
+            result=result,
+        )
+        for n, result in enumerate(({"ratio": float("nan"), "note": "é"}, {"paid": 12}))
+    ]
+
+    text = run_updates.encode(updates)
+
+    # the batch is its updates' texts in a JSON array: its size, less the brackets and commas
+    assert len(text.encode()) == sum(u.size for u in updates) + len(updates) + 1
+
+
 async def test_the_sweeper_prunes_the_update_batches_older_than_the_retention(
     memory_store: MemorySnapshotStore, registry: AgentRegistry
 ) -> None:

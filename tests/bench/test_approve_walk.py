@@ -1,0 +1,54 @@
+"""``bench.approve_walk``: the runtime and storage part of one approval's walk goes one way (the
+counts of stays into a module are what the walk's figures are made of; no timing asserted)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.approve_walk import Walk, walk
+
+
+@pytest.fixture(scope="module")
+async def traced() -> Walk:
+    return await walk()
+
+
+def test_the_walk_completes_the_run(traced: Walk) -> None:
+    assert traced.stays[0].startswith("server.")
+    assert "runtime.lifecycle" in traced.stays
+
+
+def test_the_gate_is_entered_at_most_four_times(traced: Walk) -> None:
+    # reading the run and checking it once, then checking and recording the decision: the owner
+    # of a call is read from the call itself, without a call back into the gate
+    assert traced.stays.count("runtime.deciding.gate") <= 4
+
+
+def test_the_continuation_is_entered_at_most_four_times(traced: Walk) -> None:
+    # the decision's claims made, the claim offered to the decision's write, the continuation run
+    # (twice: around the run's scope and publisher)
+    assert traced.stays.count("runtime.continuing.continuation") <= 4
+
+
+def test_the_run_updates_are_built_and_batched_in_one_stay(traced: Walk) -> None:
+    # the continuation's closing builds its queued updates and their batches in one stay in
+    # runtime.updates.run_updates, after the one that made the decision's ``resumed`` update
+    assert traced.stays.count("runtime.updates.run_updates") <= 2
+
+
+def test_the_idempotency_key_is_entered_at_most_four_times(traced: Walk) -> None:
+    # the key looked up (around its fingerprint), its reservation made, its answer made: a write
+    # that took either is acknowledged on the key's fields, without a call back
+    assert traced.stays.count("runtime.idempotency") <= 4
+
+
+def test_run_updates_are_encoded_without_a_call_into_storage(traced: Walk) -> None:
+    # the request's body is read by storage.strict_json; the run's update batches are made of their
+    # updates' texts, each made once (for its size too)
+    assert traced.stays.count("storage.strict_json") <= 1
+
+
+def test_the_publisher_is_entered_at_most_seven_times(traced: Walk) -> None:
+    # the claim's ``resumed`` update and its batch are data (``runtime.updates.run_updates``): the
+    # publisher is entered for the continuation only (made, answering, the handler, the closing)
+    assert traced.stays.count("runtime.updates.publishing") <= 7

@@ -95,7 +95,8 @@ EDITED_ARGS_DESCRIPTION = (
 
 QUESTION_ID_DESCRIPTION = (
     "The question decided (the call's `questionId` as listed); when it no longer waits, the decision is "
-    "refused with `QuestionNotPending`. Omitted: the call's first question (`ToolCallAlreadyDecided` once it is answered)."
+    "refused with `QuestionNotPending`. Omitted: the call's first question (`ToolCallAlreadyDecided` once "
+    "it is answered)."
 )
 
 

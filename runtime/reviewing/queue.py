@@ -30,7 +30,8 @@ from ..deciding.refusals import active_review_claim, refusal_candidates
 from ..errors import RunsgateError
 
 BATCH = 50
-"""Runs read at once while filling a page (more when the page is larger)."""
+"""Runs read at once while filling a page past its first read (more when the page is larger); the
+first read asks for ``first + 1`` runs, as a listing page does: most runs hold a listed question."""
 SCAN_RUNS = 2000
 """Runs one page reads at most: a page of selective question filters (tools, review claims,
 escalation, scopes) ends early after it, with ``has_next`` and a cursor to continue from."""
@@ -130,7 +131,8 @@ class ReviewQueue:
         items: list[QueueItem] = []
         last: QueuePosition | None = after
         read = 0
-        async for doc, scanned in self._runs(principal, query, after, batch=max(BATCH, first + 1)):
+        runs = self._runs(principal, query, after, batch=first + 1, then=max(BATCH, first + 1))
+        async for doc, scanned in runs:
             read += scanned
             for item in await self._items(doc, principal, query, after):
                 if len(items) == first:
@@ -205,9 +207,10 @@ class ReviewQueue:
         return self._gate.may_decide_tool(principal, resource_id, tool_name)
 
     async def _runs(
-        self, principal: Principal, query: QueueQuery, after: QueuePosition | None, *, batch: int
+        self, principal: Principal, query: QueueQuery, after: QueuePosition | None, *, batch: int, then: int = 0
     ) -> AsyncIterator[tuple[SnapshotDocument, int]]:
-        """The runs from ``after``'s on (its own run first, when it is unchanged), in queue order."""
+        """The runs from ``after``'s on (its own run first, when it is unchanged), in queue order:
+        ``batch`` runs a read, ``max(batch, then)`` after the first."""
         store_filter = query.store_filter(principal.resources)
         key = None if after is None else after.run
         if key is not None:
@@ -220,7 +223,7 @@ class ReviewQueue:
                 yield doc, 1
             if len(docs) < batch:
                 return
-            key = queue_key(docs[-1])
+            key, batch = queue_key(docs[-1]), max(batch, then)
 
     async def _items(
         self, doc: SnapshotDocument, principal: Principal, query: QueueQuery, after: QueuePosition | None

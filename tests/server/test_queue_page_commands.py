@@ -59,16 +59,18 @@ COMMANDS = Commands()
 monitoring.register(COMMANDS)
 
 
-async def sent(gql: GraphQLClient, document: str, **variables: Any) -> list[tuple[str, str, Any]]:
+async def sent(
+    gql: GraphQLClient, document: str, *, in_order: bool = False, **variables: Any
+) -> list[tuple[str, str, Any]]:
     """``(command, collection, limit)`` of each command sent while ``document`` was answered
-    (``limit`` ``None`` when the command has none), sorted."""
+    (``limit`` ``None`` when the command has none), sorted, or as sent when ``in_order``."""
     COMMANDS.recording = commands = []
     try:
         await gql.data(document, **variables)
     finally:
         COMMANDS.recording = None
     named = [(name := next(iter(command)), str(command[name]), command.get("limit")) for command in commands]
-    return sorted(named, key=repr)
+    return named if in_order else sorted(named, key=repr)
 
 
 @pytest.mark.parametrize("serve", ["mongo"], indirect=True)
@@ -100,3 +102,21 @@ async def test_a_queue_page_with_its_total_sends_what_a_listing_page_does(serve:
         ("find", "run_snapshots", 500),
         ("find", "run_snapshots", None),
     ]
+
+
+@pytest.mark.xfail(strict=True, reason="the candidates read is sent beside the kept count's reads")
+@pytest.mark.parametrize("serve", ["mongo"], indirect=True)
+async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Serve) -> None:
+    served = await serve(tool_rules=[])
+    gql = served.client()
+    for number in range(3):
+        await gql.suspend(REFUND, REFUND_PROMPT, resourceId=f"customer-{number}")
+
+    commands = await sent(gql, QUEUE_PAGE, in_order=True)
+
+    # the page beside its total, whose reads follow one another: the kept count's three, then the
+    # candidate runs (a third command at once cost a loaded server more than one more round trip
+    # after the count: bench/RESULTS.md "Issue 45: a queue page's commands")
+    candidates, counts = commands.index(("find", "run_snapshots", 500)), commands.index(("find", "run_counts", None))
+    assert candidates > counts, commands
+    assert len(commands) == 5, commands

@@ -9,7 +9,6 @@ the principal approve (or resume) it (``DecisionGate.may_decide``) and it passes
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -153,20 +152,15 @@ class ReviewQueue:
         (``refusal_candidates``, read through the store's indexes: ``list_review_candidates``), so
         O(candidates), not O(matches). With a question filter (tools, review claims, escalation,
         ``expires_before``: a run's other calls may be due later), every matching run is read and
-        its questions checked."""
+        its questions checked. The reads follow one another (the kept count, then the candidates)."""
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
         if all(value is None for value in on_questions):
             store_filter = query.store_filter(principal.resources)
             candidates = refusal_candidates(self._gate.rules, principal)
-            # the first candidates read while the kept count is (neither depends on the other)
-            first = asyncio.ensure_future(self._store.list_review_candidates(store_filter, candidates, limit=500))
-            try:
-                total = await self._store.count_review_questions(store_filter)
-            except BaseException:
-                first.cancel()
-                await asyncio.gather(first, return_exceptions=True)
-                raise
-            docs = await first
+            total = await self._store.count_review_questions(store_filter)
+            # after the count, not beside it: the page is read beside the count already, and a
+            # third command at once cost a loaded DocumentDB more than this read's round trip
+            docs = await self._store.list_review_candidates(store_filter, candidates, limit=500)
             while True:
                 for doc in docs:
                     for index, call in enumerate(doc["toolCalls"]):

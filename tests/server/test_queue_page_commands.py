@@ -104,7 +104,6 @@ async def test_a_queue_page_with_its_total_sends_what_a_listing_page_does(serve:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="the candidates read is sent beside the kept count's reads")
 @pytest.mark.parametrize("serve", ["mongo"], indirect=True)
 async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Serve) -> None:
     served = await serve(tool_rules=[])

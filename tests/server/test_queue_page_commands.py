@@ -115,7 +115,7 @@ async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Se
 
     # the page beside its total, whose reads follow one another: the kept count's three, then the
     # candidate runs (a third command at once cost a loaded server more than one more round trip
-    # after the count: bench/RESULTS.md "Issue 45: a queue page's commands")
+    # after the count: bench/RESULTS.md "A queue page's commands")
     candidates, counts = commands.index(("find", "run_snapshots", 500)), commands.index(("find", "run_counts", None))
     assert candidates > counts, commands
     assert len(commands) == 5, commands

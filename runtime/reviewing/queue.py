@@ -9,7 +9,6 @@ the principal approve (or resume) it (``DecisionGate.may_decide``) and it passes
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,7 +29,8 @@ from ..deciding.refusals import active_review_claim, refusal_candidates
 from ..errors import RunsgateError
 
 BATCH = 50
-"""Runs read at once while filling a page (more when the page is larger)."""
+"""Runs read at once while filling a page past its first read (more when the page is larger); the
+first read asks for ``first + 1`` runs, as a listing page does: most runs hold a listed question."""
 SCAN_RUNS = 2000
 """Runs one page reads at most: a page of selective question filters (tools, review claims,
 escalation, scopes) ends early after it, with ``has_next`` and a cursor to continue from."""
@@ -130,7 +130,8 @@ class ReviewQueue:
         items: list[QueueItem] = []
         last: QueuePosition | None = after
         read = 0
-        async for doc, scanned in self._runs(principal, query, after, batch=max(BATCH, first + 1)):
+        runs = self._runs(principal, query, after, batch=first + 1, then=max(BATCH, first + 1))
+        async for doc, scanned in runs:
             read += scanned
             for item in await self._items(doc, principal, query, after):
                 if len(items) == first:
@@ -151,20 +152,15 @@ class ReviewQueue:
         (``refusal_candidates``, read through the store's indexes: ``list_review_candidates``), so
         O(candidates), not O(matches). With a question filter (tools, review claims, escalation,
         ``expires_before``: a run's other calls may be due later), every matching run is read and
-        its questions checked."""
+        its questions checked. The reads follow one another (the kept count, then the candidates)."""
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
         if all(value is None for value in on_questions):
             store_filter = query.store_filter(principal.resources)
             candidates = refusal_candidates(self._gate.rules, principal)
-            # the first candidates read while the kept count is (neither depends on the other)
-            first = asyncio.ensure_future(self._store.list_review_candidates(store_filter, candidates, limit=500))
-            try:
-                total = await self._store.count_review_questions(store_filter)
-            except BaseException:
-                first.cancel()
-                await asyncio.gather(first, return_exceptions=True)
-                raise
-            docs = await first
+            total = await self._store.count_review_questions(store_filter)
+            # after the count, not beside it: the page is read beside the count already, and a
+            # third command at once cost a loaded DocumentDB more than this read's round trip
+            docs = await self._store.list_review_candidates(store_filter, candidates, limit=500)
             while True:
                 for doc in docs:
                     for index, call in enumerate(doc["toolCalls"]):
@@ -205,9 +201,10 @@ class ReviewQueue:
         return self._gate.may_decide_tool(principal, resource_id, tool_name)
 
     async def _runs(
-        self, principal: Principal, query: QueueQuery, after: QueuePosition | None, *, batch: int
+        self, principal: Principal, query: QueueQuery, after: QueuePosition | None, *, batch: int, then: int = 0
     ) -> AsyncIterator[tuple[SnapshotDocument, int]]:
-        """The runs from ``after``'s on (its own run first, when it is unchanged), in queue order."""
+        """The runs from ``after``'s on (its own run first, when it is unchanged), in queue order:
+        ``batch`` runs a read, ``max(batch, then)`` after the first."""
         store_filter = query.store_filter(principal.resources)
         key = None if after is None else after.run
         if key is not None:
@@ -220,7 +217,7 @@ class ReviewQueue:
                 yield doc, 1
             if len(docs) < batch:
                 return
-            key = queue_key(docs[-1])
+            key, batch = queue_key(docs[-1]), max(batch, then)
 
     async def _items(
         self, doc: SnapshotDocument, principal: Principal, query: QueueQuery, after: QueuePosition | None

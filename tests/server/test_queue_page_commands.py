@@ -1,0 +1,121 @@
+"""The MongoDB commands one ``reviewQueue`` page with its ``totalCount`` sends, beside one
+``suspendedRuns`` page with its total (issue 45 "Cost"), on FerretDB 2.5 over DocumentDB, over HTTP.
+
+Each command the app's client sends while one GraphQL request is answered is recorded through
+PyMongo's command monitoring (``Commands``: every client made after this module's import reports
+to it); no time is measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pymongo import monitoring
+
+from .._graphql import REFUND, REFUND_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient
+from .conftest import Serve
+
+pytestmark = pytest.mark.mongo
+
+QUEUE_PAGE = """{
+  reviewQueue(first: 20) {
+    totalCount
+    edges { cursor node {
+      agentId runId toolCallId questionId toolName waitedSeconds expiresAt escalated
+      run { runId agentId status suspendedAt toolCalls { toolCallId toolName args } }
+      toolCall { toolCallId questionId args }
+      reviewClaim { by since until byMe }
+    } }
+  }
+}"""
+LISTING_PAGE = """query($agentId: ID!) {
+  suspendedRuns(agentId: $agentId, first: 20) {
+    totalCount
+    edges { cursor node { runId status threadId resourceId createdAt suspendedAt
+      toolCalls { toolCallId toolName args requiresApproval suspendPayload } } }
+  }
+}"""
+
+
+class Commands(monitoring.CommandListener):
+    """Every command sent while ``recording`` is a list (appended to it, as sent)."""
+
+    def __init__(self) -> None:
+        self.recording: list[dict[str, Any]] | None = None
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if self.recording is not None:
+            self.recording.append(dict(event.command))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+COMMANDS = Commands()
+monitoring.register(COMMANDS)
+
+
+async def sent(
+    gql: GraphQLClient, document: str, *, in_order: bool = False, **variables: Any
+) -> list[tuple[str, str, Any]]:
+    """``(command, collection, limit)`` of each command sent while ``document`` was answered
+    (``limit`` ``None`` when the command has none), sorted, or as sent when ``in_order``."""
+    COMMANDS.recording = commands = []
+    try:
+        await gql.data(document, **variables)
+    finally:
+        COMMANDS.recording = None
+    named = [(name := next(iter(command)), str(command[name]), command.get("limit")) for command in commands]
+    return named if in_order else sorted(named, key=repr)
+
+
+@pytest.mark.parametrize("serve", ["mongo"], indirect=True)
+async def test_a_queue_page_with_its_total_sends_what_a_listing_page_does(serve: Serve) -> None:
+    served = await serve(tool_rules=[{"tool": "issue_refund", "agentId": REFUND, "expiresAfter": 600}])
+    gql = served.client()
+    # given 30 waiting runs of two agents: more than a page of 20
+    for number in range(15):
+        await gql.suspend(REFUND, REFUND_PROMPT, resourceId=f"customer-{number}")
+        await gql.suspend(WEATHER, WEATHER_PROMPT)
+
+    queue = await sent(gql, QUEUE_PAGE)
+    listing = await sent(gql, LISTING_PAGE, agentId=REFUND)
+
+    # the listing: one find of 21 runs (the page and whether more follow) and its kept-count total
+    # (the runs and the events not yet counted, then the counts)
+    assert listing == [
+        ("find", "run_counts", None),
+        ("find", "run_events", None),
+        ("find", "run_snapshots", 21),
+        ("find", "run_snapshots", None),
+    ]
+    # the queue: the same, and the one read of the runs where the caller's questions may be
+    # refused (``refusal_candidates``: where it gave an approval), never one read per item
+    assert queue == [
+        ("find", "run_counts", None),
+        ("find", "run_events", None),
+        ("find", "run_snapshots", 21),
+        ("find", "run_snapshots", 500),
+        ("find", "run_snapshots", None),
+    ]
+
+
+@pytest.mark.parametrize("serve", ["mongo"], indirect=True)
+async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Serve) -> None:
+    served = await serve(tool_rules=[])
+    gql = served.client()
+    for number in range(3):
+        await gql.suspend(REFUND, REFUND_PROMPT, resourceId=f"customer-{number}")
+
+    commands = await sent(gql, QUEUE_PAGE, in_order=True)
+
+    # the page beside its total, whose reads follow one another: the kept count's three, then the
+    # candidate runs (a third command at once cost a loaded server more than one more round trip
+    # after the count: bench/RESULTS.md "A queue page's commands")
+    candidates, counts = commands.index(("find", "run_snapshots", 500)), commands.index(("find", "run_counts", None))
+    assert candidates > counts, commands
+    assert len(commands) == 5, commands

@@ -88,23 +88,15 @@ class Windows:
         limited), read first through windows: ``read({field: {"$gte"|"$lte": bound}})``, ``field``
         the first field of the read's order (a datetime in every run ``read`` returns).
 
-        ``older``: the page walks towards older runs (newest first), so a window is every run from
-        ``bound`` on; else towards newer ones. ``cursor``: the ``field`` of the page's cursor,
-        the window's anchor; a first page walking older is anchored at the filter's remembered
-        top (newer runs are inside every such window), and so is one walking newer with
-        ``first_from_top`` (the key's pages all walk newer: older runs are inside each window);
-        a first page of a filter not remembered, or walking newer without it, has no window. A
-        windowed read returning fewer than ``limit`` runs is tried wider; the last try has no
-        window. Each read is correct on its own: every run outside its window sorts
-        after every run inside it. ``learn``: whether the page teaches the filter's window (not
-        a read bounded on its far side too, such as ``hasPreviousPage``'s run before a cursor).
-        ``split`` (walking newer only): where ``field`` jumps between two kinds of runs (the queue's
-        runs without a deadline start there). A page holding runs on both sides is measured from
-        its first run past it (remembered: ``past``), and a first page's next window is anchored
-        there too; every run before ``split`` is inside such a window. A page anchored before
-        ``split`` is anchored at a remembered top past it (the last first page held fewer runs
-        before it than a page); when its windows hold less than the page, one window from
-        ``past`` (of the remembered span) is read before the read without a window."""
+        ``older``: the page walks towards older runs (newest first), a window being every run from
+        ``bound`` on; else towards newer ones. ``cursor``: the ``field`` of the page's cursor, the
+        window's anchor; a first page walking older, or newer with ``first_from_top``, is anchored
+        at the filter's remembered top; else a first page has no window. A windowed read returning
+        fewer than ``limit`` runs is tried wider; the last try has no window, and each read is
+        correct on its own. ``learn``: whether the page teaches the filter's window (not a read
+        bounded on its far side too). ``split`` (walking newer only): where ``field`` jumps between
+        two kinds of runs (the queue's undated runs start there): a page holding both is measured
+        from its first run past it (``past``), where a page anchored before it reads from next."""
         known = self._get(key)
         anchor = cursor
         if anchor is not None and anchor.tzinfo is None:  # stored times are UTC

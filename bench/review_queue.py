@@ -296,6 +296,9 @@ async def run(args: argparse.Namespace) -> None:
                 began = time.perf_counter()
                 await _seed(mongo, runs, args.deadlines)
                 print(f"  documentdb {runs:,}: seeded in {time.perf_counter() - began:.0f} s", flush=True)
+                if args.settle > 0:
+                    print(f"  documentdb {runs:,}: settling {args.settle:.0f} s", flush=True)
+                    await asyncio.sleep(args.settle)
                 await measure("documentdb", mongo, runs, args.repeat)
             finally:
                 await mongo.drop_all()
@@ -312,6 +315,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=20, help="reads per scenario (the median is shown)")
     parser.add_argument("--label", default="after", help=argparse.SUPPRESS)
     parser.add_argument("--deadlines", type=float, default=0.5, help="share of runs with deadlines")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds to wait after seeding DocumentDB before reading (its table statistics are young at first)",
+    )
     args = parser.parse_args(argv)
     print(f"load average at start: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}", flush=True)
     with contextlib.ExitStack() as stack:

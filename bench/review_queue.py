@@ -293,6 +293,7 @@ async def run(args: argparse.Namespace) -> None:
             await mongo.open()
             try:
                 await mongo.drop_all()
+                await mongo.open()  # its indexes again, as `runsgate seed --reset` does
                 began = time.perf_counter()
                 await _seed(mongo, runs, args.deadlines)
                 print(f"  documentdb {runs:,}: seeded in {time.perf_counter() - began:.0f} s", flush=True)

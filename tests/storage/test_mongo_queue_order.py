@@ -139,3 +139,45 @@ async def test_a_database_written_before_queue_places_lists_its_queue_in_order_a
     finally:
         await again.drop_all()
         await again.close()
+
+
+@pytest.mark.xfail(strict=True, reason="queue_at reads any stored suspendedAt as a datetime")
+def test_a_run_whose_times_are_no_dates_is_placed_last_in_the_queue() -> None:
+    # given a run stored by hand or by an older version with times that are no dates
+    last = queue_at(None, T0, 1)
+    assert last is not None
+    # then it still has a place, after every run whose times are dates: it stays listed
+    placed = [queue_at(None, "yesterday", 1), queue_at("soon", "yesterday", 1), queue_at(7, T0, 1)]  # type: ignore[arg-type]
+    assert all(place is not None and place > last for place in placed), placed
+    assert queue_at("soon", T0, 0) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.xfail(strict=True, reason="backfill 5 reads any stored suspendedAt as a datetime")
+@pytest.mark.parametrize("kind", list(MONGO_SERVERS))
+async def test_a_database_holding_a_run_whose_time_is_no_date_opens_and_places_it_last(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    # given a database of schema version 5 with one more waiting run, without a deadline, whose
+    # suspendedAt is text
+    uri = kind_uri(request, kind)
+    client: AsyncMongoClient[Any] = AsyncMongoClient(uri, tz_aware=True)
+    for name, docs in json_util.loads((V5_DATA / "mongo.json").read_text()).items():
+        if name == schema.RUNS and docs:
+            docs.append(
+                {**docs[0], "_id": "odd-time", "suspendedAt": "yesterday", "pendingCount": 1, "expiresAt": None}
+            )
+        if docs:
+            await client.get_default_database()[name].insert_many(docs)
+    await client.close()
+    store = mongo_store(uri)
+    # when it is opened (backfill 5)
+    await store.open()
+    try:
+        # then every run is placed, the odd one last in the queue
+        runs = store.database[schema.RUNS]
+        assert await runs.count_documents({"queueAt": {"$exists": False}}) == 0
+        places = {doc["_id"]: doc["queueAt"] for doc in await runs.find({"pendingCount": {"$gt": 0}}).to_list()}
+        assert places["odd-time"] == max(places.values()), places
+    finally:
+        await store.drop_all()
+        await store.close()

@@ -21,24 +21,29 @@ UNDATED_FROM = datetime(5000, 1, 1, tzinfo=UTC)
 """Where the runs without a deadline start in ``queueAt`` (``queue_at``): after every deadline."""
 _YEAR_ONE = datetime(1, 1, 1, tzinfo=UTC)
 _LAST_DEADLINE = UNDATED_FROM - timedelta(milliseconds=1)
-_LAST_PLACE = datetime.max.replace(microsecond=999000, tzinfo=UTC)
+LAST_PLACE = datetime.max.replace(microsecond=999000, tzinfo=UTC)
+"""The last place in the queue (``queue_at``)."""
 
 
-def queue_at(expires_at: datetime | None, suspended_at: datetime, pending: int) -> datetime | None:
+def queue_at(expires_at: Any, suspended_at: Any, pending: int) -> datetime | None:
     """A run's ``queueAt``, its place in the reviewers' queue, so that (``queueAt``,
     ``suspendedAt``, ``_id``) is the queue's order: the deadline ``expires_at`` (UTC), else
     ``UNDATED_FROM`` plus the time from year 1 to ``suspended_at`` (year 5000 to 9999, oldest
     first); ``None`` when no call is ``pending`` (no queue holds the run). A deadline from year 5000
-    on (a rule allows a century) counts as the last millisecond before; a place past year 9999, as
-    its last millisecond. Millisecond shifts of whole-millisecond dates: BSON keeps the order."""
+    on (a rule allows a century) counts as the last millisecond before; a place past year 9999, or
+    of a run whose stored times are no dates (written by hand or an older version), as its last
+    millisecond: such a run stays listed, last. Millisecond shifts of whole-millisecond dates:
+    BSON keeps the order."""
     if pending <= 0:
         return None
-    if expires_at is not None:
+    if isinstance(expires_at, datetime):
         return min(_utc(expires_at), _LAST_DEADLINE)
+    if not isinstance(suspended_at, datetime) or expires_at is not None:
+        return LAST_PLACE
     try:
         return UNDATED_FROM + (_utc(suspended_at) - _YEAR_ONE)
     except OverflowError:
-        return _LAST_PLACE
+        return LAST_PLACE
 
 
 def _utc(at: datetime) -> datetime:
@@ -135,6 +140,7 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
 
 
 __all__ = [
+    "LAST_PLACE",
     "UNDATED_FROM",
     "keyset",
     "listing_query",

@@ -17,7 +17,7 @@ from ..documents import SCHEMA_VERSION
 from ..rules import FINISHING_EVENTS
 from .conditions import merged, no_value
 from .counts import EVENT_MARKER, MARKER, QUEUE_MARKER, key, new_count, queue_key
-from .mapping import NOT_FINISHED, UNDATED_FROM, queue_at
+from .mapping import LAST_PLACE, NOT_FINISHED, UNDATED_FROM, queue_at
 from .reachability import UNAVAILABLE_CODES
 
 Document = dict[str, Any]
@@ -267,10 +267,11 @@ async def place_runs_in_queue(database: AsyncDatabase[Document]) -> None:
     unplaced: Document = {"queueAt": {"$exists": False}}
     shift = (UNDATED_FROM - datetime(1, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
     deadline = {"$min": ["$expiresAt", UNDATED_FROM - timedelta(milliseconds=1)]}
+    undated = {"$cond": [{"$eq": [{"$type": "$suspendedAt"}, "date"]}, {"$add": ["$suspendedAt", shift]}, LAST_PLACE]}
     place = {
         "$cond": [
             {"$gt": ["$pendingCount", 0]},
-            {"$cond": [{"$eq": [{"$type": "$expiresAt"}, "date"]}, deadline, {"$add": ["$suspendedAt", shift]}]},
+            {"$cond": [{"$eq": [{"$type": "$expiresAt"}, "date"]}, deadline, undated]},
             None,
         ]
     }
@@ -283,8 +284,8 @@ async def place_runs_in_queue(database: AsyncDatabase[Document]) -> None:
     batch: list[UpdateOne] = []
     fields = {"expiresAt": 1, "suspendedAt": 1, "pendingCount": 1}
     async for doc in runs.find(unplaced, fields, batch_size=BACKFILL_BATCH):
-        suspended, pending = doc.get("suspendedAt"), int(doc.get("pendingCount") or 0)
-        at = None if suspended is None else queue_at(doc.get("expiresAt"), suspended, pending)
+        pending = doc.get("pendingCount")
+        at = queue_at(doc.get("expiresAt"), doc.get("suspendedAt"), pending if isinstance(pending, int) else 0)
         batch.append(UpdateOne({"_id": doc["_id"], **unplaced}, {"$set": {"queueAt": at}}))
         if len(batch) >= BACKFILL_BATCH:
             await runs.bulk_write(batch, ordered=False)

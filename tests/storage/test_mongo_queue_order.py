@@ -141,7 +141,6 @@ async def test_a_database_written_before_queue_places_lists_its_queue_in_order_a
         await again.close()
 
 
-@pytest.mark.xfail(strict=True, reason="queue_at reads any stored suspendedAt as a datetime")
 def test_a_run_whose_times_are_no_dates_is_placed_last_in_the_queue() -> None:
     # given a run stored by hand or by an older version with times that are no dates
     last = queue_at(None, T0, 1)
@@ -152,7 +151,6 @@ def test_a_run_whose_times_are_no_dates_is_placed_last_in_the_queue() -> None:
     assert queue_at("soon", T0, 0) is None  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(strict=True, reason="backfill 5 reads any stored suspendedAt as a datetime")
 @pytest.mark.parametrize("kind", list(MONGO_SERVERS))
 async def test_a_database_holding_a_run_whose_time_is_no_date_opens_and_places_it_last(
     request: pytest.FixtureRequest, kind: str

@@ -201,8 +201,7 @@ class DecisionGate:
         except (RunsgateError, FirstQuestionAnswered):
             return None
         call = doc["toolCalls"][index]
-        legacy = call.get("delegated") and "delegatedTo" not in call  # ``_owner``'s case, tested inline
-        owner = await self._owner(doc, call) if legacy else R.owner(doc["agentId"], call)
+        owner = R.owner(doc["agentId"], call) if R.owner_known(call) else await self._owner(doc, call)
         rules = R.covering(self._rules, owner)
         tool = call["toolName"]
         edited = None
@@ -234,8 +233,7 @@ class DecisionGate:
             except RunsgateError as refused:
                 return refused
         call = doc["toolCalls"][index]
-        legacy = call.get("delegated") and "delegatedTo" not in call  # ``_owner``'s case, tested inline
-        owner = await self._owner(doc, call) if legacy else R.owner(doc["agentId"], call)
+        owner = R.owner(doc["agentId"], call) if R.owner_known(call) else await self._owner(doc, call)
         rules = R.covering(self._rules, owner)
         kind = "approved" if call["requiresApproval"] else "resumed"
         decider = Decider(name=principal.identity, principal=principal)
@@ -320,9 +318,8 @@ class DecisionGate:
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
-        schema version 3 (no ``delegatedTo``), the agent of the sub-run it waits on. Its callers test
-        that case inline, so an approval's walk does not enter the gate again for it."""
-        if call.get("delegated") and "delegatedTo" not in call:
+        schema version 3 (no ``delegatedTo``, ``rules.owner_known``), the agent of the sub-run it waits on."""
+        if not R.owner_known(call):
             found = await self._store.get_many([sub_run_id(doc["_id"], call["toolCallId"])])
             if found:
                 return found[0]["agentId"]

@@ -29,6 +29,12 @@ def owner(agent_id: str, call: ToolCallDocument) -> str:
     return delegated["agentId"] if delegated else agent_id
 
 
+def owner_known(call: ToolCallDocument) -> bool:
+    """Whether ``owner`` names ``call``'s owner from the call alone: all but a delegated call stored
+    before schema version 3 (no ``delegatedTo``), whose owner is its sub-run's agent."""
+    return not call.get("delegated") or "delegatedTo" in call
+
+
 def covering(rules: Iterable[ToolApprovalRule], agent_id: str) -> tuple[ToolApprovalRule, ...]:
     """The rules that cover calls of ``agent_id``'s tools."""
     return tuple(rule for rule in rules if rule.covers_agent(agent_id))

@@ -37,16 +37,17 @@ def queue_at(expires_at: Any, suspended_at: Any, pending: int) -> datetime | Non
     if pending <= 0:
         return None
     if isinstance(expires_at, datetime):
-        return min(_utc(expires_at), _LAST_DEADLINE)
+        return min(as_utc(expires_at), _LAST_DEADLINE)
     if not isinstance(suspended_at, datetime) or expires_at is not None:
         return LAST_PLACE
     try:
-        return UNDATED_FROM + (_utc(suspended_at) - _YEAR_ONE)
+        return UNDATED_FROM + (as_utc(suspended_at) - _YEAR_ONE)
     except OverflowError:
         return LAST_PLACE
 
 
-def _utc(at: datetime) -> datetime:
+def as_utc(at: datetime) -> datetime:
+    """``at``, a naive datetime read as UTC (stored times are UTC)."""
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # stored times are UTC
 
 
@@ -142,6 +143,7 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
 __all__ = [
     "LAST_PLACE",
     "UNDATED_FROM",
+    "as_utc",
     "keyset",
     "listing_query",
     "page",

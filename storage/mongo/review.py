@@ -15,7 +15,7 @@ from ..protocol import QueueFilter, QueueKey, ReviewCandidates, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
 from .counts import EVENT_MARKER, hinted, queue_key, queue_scope
-from .mapping import NOT_FINISHED, STORE_FIELDS, UNDATED_FROM, page, queue_at, read_snapshots
+from .mapping import NOT_FINISHED, STORE_FIELDS, UNDATED_FROM, as_utc, page, queue_at, read_snapshots
 from .reachability import reachable
 from .schema import REVIEW_QUEUE_INDEX, REVIEW_QUEUE_ORDER
 
@@ -61,7 +61,7 @@ def queue_query(f: QueueFilter, after: QueueKey | None) -> QueueRead:
     place: Document = dict(_PLACED)
     query = {**_filtered(f), "queueAt": place}
     if f.expires_before is not None:
-        place["$lt"] = min(_utc(f.expires_before), UNDATED_FROM)
+        place["$lt"] = min(as_utc(f.expires_before), UNDATED_FROM)
     anchor = None
     if after is not None:
         anchor = queue_at(after.expires_at, after.suspended_at, 1)
@@ -73,10 +73,6 @@ def queue_query(f: QueueFilter, after: QueueKey | None) -> QueueRead:
         ]
         query = merged(query, {"$nor": up_to})
     return QueueRead(query, anchor)
-
-
-def _utc(at: datetime) -> datetime:
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def candidate_queries(f: QueueFilter, c: ReviewCandidates, after: str | None) -> list[tuple[Document, str]]:

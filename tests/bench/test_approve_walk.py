@@ -59,3 +59,8 @@ def test_the_memory_store_reindexes_a_run_in_one_stay_per_write(traced: Walk) ->
     # storage.memory.indexes (deadline, queue, decided, listing), never one module per index
     assert traced.stays.count("storage.memory.indexes") <= 2
     assert "storage.memory.deadlines" not in traced.stays
+
+
+def test_the_walk_returns_at_most_74_times(traced: Walk) -> None:
+    # issue 43's figure (docs/architecture.md "The approval's walk"); the target is 42
+    assert traced.returns <= 74

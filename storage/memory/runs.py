@@ -1,6 +1,6 @@
 """The memory store's ``RunStore``: runs and histories by id, listed through sorted indexes
-(``listing``, ``deadlines``), every condition of a write and of the sweeper's reads applied as
-``storage.rules`` defines it (``rules.matches``)."""
+(``indexes``: each write re-indexes its run in one call), every condition of a write and of the
+sweeper's reads applied as ``storage.rules`` defines it (``rules.matches``)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from .. import rules
-from .._listing_index import ListingIndex, expiring_page
+from .._listing_index import expiring_page
 from .._query import normalized_filter
 from ..documents import EventDocument, RunUpdateBatchDocument, SnapshotDocument
 from ..protocol import EVERY_RUN, DuplicateRunError, IdempotencyKeyTakenError, RunFilter, RunPage, event_list, writes
 from ..rules import matches
 from .copying import copied, kept
-from .deadlines import DeadlineIndex
 from .events import MemoryEventLog
+from .indexes import UNCHANGED, RunIndexes, Unchanged
 from .keys import MemoryIdempotencyKeys
-from .review import MemoryReviewQueue, QueueIndex
+from .review import MemoryReviewQueue
 from .run_updates import MemoryRunUpdateLog
 
 
@@ -30,12 +30,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         super().__init__()
         self._runs: dict[str, SnapshotDocument] = {}
         self._histories: dict[str, bytes] = {}
-        self._listing = ListingIndex()
-        self._deadlines = DeadlineIndex()
-        self._queue = QueueIndex()
-        self._decided: set[str] = set()
-        """Ids of runs whose every call is decided (``pendingCount == 0``): what the sweeper reads
-        (``list_stalled_runs``), so it never scans the waiting runs (MongoDB: index ``stalled``)."""
+        self._indexes = RunIndexes()
 
     # -- reading -------------------------------------------------------------------------------
     def _owned(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
@@ -56,13 +51,13 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         if normalized.expires_before is not None:
             keys = expiring_page(self._expiring_matches(agent_id, normalized), window)
             return [copied(self._runs[run_id]) for _, run_id in keys]
-        return [copied(self._runs[run_id]) for run_id in self._listing.page(agent_id, normalized, window)]
+        return [copied(self._runs[run_id]) for run_id in self._indexes.listing.page(agent_id, normalized, window)]
 
     async def count_runs(self, agent_id: str, run_filter: RunFilter) -> int:
         normalized = normalized_filter(run_filter)
         if normalized.expires_before is not None:
             return len(self._expiring_matches(agent_id, normalized))
-        return self._listing.count(agent_id, normalized)
+        return self._indexes.listing.count(agent_id, normalized)
 
     def _expiring_matches(self, agent_id: str, run_filter: RunFilter) -> list[SnapshotDocument]:
         """The agent's runs expiring before ``run_filter.expires_before`` that pass its other
@@ -71,7 +66,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         if f.expires_before is None:
             return []
         found = []
-        for run_id in self._deadlines.of_agent_before(agent_id, f.expires_before):
+        for run_id in self._indexes.deadlines.of_agent_before(agent_id, f.expires_before):
             doc = self._runs[run_id]
             if (
                 (f.thread_id is None or doc["threadId"] == f.thread_id)
@@ -100,10 +95,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         docs = [copied(snapshot) for snapshot, _ in snapshots]
         for doc, (_, history) in zip(docs, snapshots, strict=True):
             self._store(doc, bytes(history))
-        if len(docs) == 1:
-            self._listing.add(docs[0])
-        else:
-            self._listing.add_many(docs)
+        self._indexes.add(docs)
 
     def adopt_many(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         """``insert_many`` without copying: the store takes the documents over (data generator).
@@ -116,7 +108,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         self._refuse_duplicates(snapshots)
         for doc, history in snapshots:
             self._store(doc, history)
-        self._listing.add_many([doc for doc, _ in snapshots])
+        self._indexes.add([doc for doc, _ in snapshots])
 
     def _refuse_duplicates(self, snapshots: Sequence[tuple[SnapshotDocument, bytes]]) -> None:
         ids = [s["_id"] for s, _ in snapshots]
@@ -124,13 +116,15 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
             raise DuplicateRunError(f"a run with one of these ids is already stored: {ids[:5]}")
 
     def _store(self, doc: SnapshotDocument, history: bytes) -> None:
-        """Keep ``doc`` and its ``history``, indexed by deadline and decided state (not listed yet)."""
+        """Keep ``doc`` and its ``history``, its ``expiresAt`` the earliest deadline of its pending
+        calls (not indexed yet)."""
         self._runs[doc["_id"]] = doc
         self._histories[doc["historyId"]] = history
-        if doc["pendingCount"] == 0:
-            self._decided.add(doc["_id"])
-        self._deadlines.set_deadline(doc, rules.earliest_deadline(doc["toolCalls"]))
-        self._queue.refresh(doc)
+        deadline = rules.earliest_deadline(doc["toolCalls"])
+        if deadline is None:
+            doc.pop("expiresAt", None)
+        else:
+            doc["expiresAt"] = deadline
 
     async def record_decision(self, write: writes.DecisionWrite) -> SnapshotDocument | None:
         doc = self._runs.get(write.run_id)
@@ -152,8 +146,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         call["decision"] = kept_decision
         call.pop("reviewClaim", None)
         doc["pendingCount"] = decided.pending_count
-        self._deadlines.set_deadline(doc, decided.expires_at)
-        return self._written(doc, write.now, events, updates)
+        return self._written(doc, write.now, events, updates, expires_at=decided.expires_at)
 
     async def record_approval(self, write: writes.ApprovalWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition)
@@ -188,8 +181,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         ``events`` and ``updates``."""
         derived = rules.derived(doc)
         doc["pendingCount"] = derived["pendingCount"]
-        self._deadlines.set_deadline(doc, derived["expiresAt"])
-        return self._written(doc, now, events, updates)
+        return self._written(doc, now, events, updates, expires_at=derived["expiresAt"])
 
     async def claim(self, write: writes.ClaimWrite) -> SnapshotDocument | None:
         doc = self._meeting(write.run_id, write.condition)
@@ -220,12 +212,11 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         self._swap_history(doc, write.history, write.history_id)
         doc["toolCalls"] = kept_calls
         doc["pendingCount"] = write.pending_count
-        self._deadlines.set_deadline(doc, write.expires_at)
         doc["status"] = "suspended"
         doc["claim"] = None
         doc["lastError"] = None
         doc["suspendedAt"] = write.now
-        return self._written(doc, write.now, events, updates)
+        return self._written(doc, write.now, events, updates, expires_at=write.expires_at)
 
     async def delete_claimed(self, write: writes.ClaimedDeletion) -> bool:
         doc = self._meeting(write.run_id, write.condition)
@@ -233,10 +224,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
             return False
         events, updates, result = kept(write.events, write.updates, None if write.key is None else write.key.result)
         del self._runs[write.run_id]
-        self._decided.discard(write.run_id)
-        self._deadlines.drop(doc)
-        self._queue.drop(write.run_id)
-        self._listing.remove(doc)
+        self._indexes.drop(doc)
         self._histories.pop(doc["historyId"], None)
         self._append(events)
         self._add_run_updates(updates)
@@ -258,13 +246,14 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
 
     async def list_stalled_runs(self, *, now: datetime, idle_before: datetime, limit: int) -> list[SnapshotDocument]:
         condition = rules.stalled(now, idle_before)
-        stalled = [doc for doc in (self._runs[run_id] for run_id in self._decided) if matches(condition, doc)]
+        stalled = [doc for doc in (self._runs[run_id] for run_id in self._indexes.decided) if matches(condition, doc)]
         stalled.sort(key=lambda doc: (doc["updatedAt"], doc["_id"]))
         return [copied(doc) for doc in stalled[:limit]]
 
     async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
         condition = rules.expired(now)
-        found = (doc for doc in map(self._runs.__getitem__, self._deadlines.due(now)) if matches(condition, doc))
+        due = map(self._runs.__getitem__, self._indexes.deadlines.due(now))
+        found = (doc for doc in due if matches(condition, doc))
         return [copied(doc) for doc in itertools.islice(found, limit)]
 
     def _swap_history(self, doc: SnapshotDocument, history: bytes, history_id: str) -> None:
@@ -279,23 +268,19 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
         now: datetime,
         events: Sequence[EventDocument],
         updates: Sequence[RunUpdateBatchDocument] = (),
+        *,
+        expires_at: datetime | Unchanged | None = UNCHANGED,
     ) -> SnapshotDocument:
-        """The end of a write that changed ``doc`` at ``now``: its version and indexes (``_touch``),
-        then its ``events`` and run-update batches kept; a copy of ``doc`` as written."""
-        self._touch(doc, now)
+        """The end of a write that changed ``doc`` at ``now``: its time and version, its indexes
+        (``RunIndexes.written``, with its new deadline ``expires_at`` when the write moved it), then
+        its ``events`` and run-update batches kept; a copy of ``doc`` as written."""
+        doc["updatedAt"] = now
+        doc["version"] += 1
+        self._indexes.written(doc, expires_at)
         self._append(events)
         if updates:
             self._add_run_updates(updates)
         return copied(doc)
-
-    def _touch(self, doc: SnapshotDocument, now: datetime) -> None:
-        doc["updatedAt"] = now
-        doc["version"] += 1
-        self._queue.refresh(doc)
-        if doc["pendingCount"] == 0:
-            self._decided.add(doc["_id"])
-        else:
-            self._decided.discard(doc["_id"])
 
 
 __all__ = ["MemoryRunStore"]

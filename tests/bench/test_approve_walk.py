@@ -52,3 +52,15 @@ def test_the_publisher_is_entered_at_most_seven_times(traced: Walk) -> None:
     # the claim's ``resumed`` update and its batch are data (``runtime.updates.run_updates``): the
     # publisher is entered for the continuation only (made, answering, the handler, the closing)
     assert traced.stays.count("runtime.updates.publishing") <= 7
+
+
+def test_the_memory_store_reindexes_a_run_in_one_stay_per_write(traced: Walk) -> None:
+    # the decision's write and the completion's deletion each re-index the run by one call into
+    # storage.memory.indexes (deadline, queue, decided, listing), never one module per index
+    assert traced.stays.count("storage.memory.indexes") <= 2
+    assert "storage.memory.deadlines" not in traced.stays
+
+
+def test_the_walk_returns_at_most_74_times(traced: Walk) -> None:
+    # issue 43's figure (docs/architecture.md "The approval's walk"); the target is 42
+    assert traced.returns <= 74

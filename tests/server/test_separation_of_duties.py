@@ -118,7 +118,7 @@ async def _forget_starter(store: Any, run_id: str) -> None:
     """Make the stored run look as a version before 5 wrote it: no ``startedBy``."""
     if isinstance(store, MemorySnapshotStore):
         store._runs[run_id].pop("startedBy")
-        store._queue.refresh(store._runs[run_id])  # its queue index re-reads it, as after a write
+        store._indexes.written(store._runs[run_id])  # its indexes re-read it, as after a write
     elif isinstance(store, SQLiteSnapshotStore):
         await store._write(
             lambda db: db.execute("UPDATE run_snapshots SET started_by = NULL WHERE run_id = ?", (run_id,))

@@ -38,6 +38,23 @@ Derive = Callable[[Document], Document]
 """Fields of an update computed from the whole matching document (``MongoStoreBase._update``)."""
 DUPLICATE_KEY = 11000
 DERIVE_TRIES = 10
+DELETE_TRIES = 10
+"""Deletes ``deleted_one`` sends at most while a read still finds a document matching its query."""
+
+
+async def deleted_one(collection: AsyncCollection[Document], query: Document) -> Document | None:
+    """``find_one_and_delete(query)``: the document deleted, or ``None`` when none matched, a miss
+    confirmed by a read. DocumentDB 0.106 (FerretDB 2.5) can answer a conditional delete with
+    nothing when another command updates the matching document at that moment, though it matches
+    before and after (``tests/storage/test_concurrent_writes.py``): while the read finds a match,
+    the delete is sent again, ``DELETE_TRIES`` deletes in all. Call under ``reachable()``."""
+    for _ in range(DELETE_TRIES):
+        doc = await collection.find_one_and_delete(query)
+        if doc is not None or await collection.find_one(query, {"_id": 1}) is None:
+            return doc
+    return None
+
+
 """Reads of a run ``_update`` makes for one ``derive`` before it reports no match: each read after
 the first follows a write by another writer that changed the run's version meanwhile."""
 

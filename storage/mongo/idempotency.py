@@ -15,7 +15,7 @@ from .. import rules
 from ..documents import IdempotencyDocument
 from ..protocol import KeyAnswer, KeyReservation
 from ..stored_json import IDEMPOTENCY_FIELDS, decode, encode
-from .base import MongoStoreBase
+from .base import MongoStoreBase, deleted_one
 from .conditions import compiled, no_value
 from .reachability import reachable
 from .schema import KEYS_FINISHED_INDEX
@@ -83,7 +83,7 @@ class MongoIdempotencyKeys(MongoStoreBase):
 
     async def release_idempotency_key(self, key_id: str, *, by: str | None = None) -> None:
         async with reachable(), self._lock(_key_lock(key_id)):
-            await self._keys.delete_one(_held_key(key_id, by))
+            await deleted_one(self._keys, _held_key(key_id, by))
 
     async def delete_expired_idempotency_keys(self, *, before: datetime, limit: int) -> int:
         if limit < 1:
@@ -96,8 +96,8 @@ class MongoIdempotencyKeys(MongoStoreBase):
             # under the key's lease on FerretDB 1.x: FerretDB 1.24 deletes by a query then a
             # write, and a new reservation may take the id between the two
             async with reachable(), self._lock(_key_lock(doc["_id"])):
-                gone = await self._keys.delete_one({**expired, "_id": doc["_id"]})
-            deleted += gone.deleted_count
+                gone = await deleted_one(self._keys, {**expired, "_id": doc["_id"]})
+            deleted += gone is not None
         return deleted
 
 

@@ -17,7 +17,7 @@ from ..documents import SCHEMA_VERSION, SnapshotDocument
 from ..protocol import EVERY_RUN, DuplicateRunError, RunFilter, RunPage, event_list
 from ..protocol.writes import Events
 from ..stored_json import EVENT_FIELDS, encode
-from .base import MongoStoreBase
+from .base import MongoStoreBase, deleted_one
 from .counts import (
     EQUALITY_FIELDS,
     MARKER,
@@ -190,7 +190,7 @@ class MongoRuns(MongoStoreBase):
                     await self._counts.record(doc, "i")
             async with reachable(), self._lock(doc["_id"]):
                 if completed:
-                    gone = await self._runs.find_one_and_delete({"_id": doc["_id"], "pendingEvents._id": completed[0]})
+                    gone = await deleted_one(self._runs, {"_id": doc["_id"], "pendingEvents._id": completed[0]})
                 else:
                     gone = None
                     cleared = {"pendingEvents": "", MARKER if removed is None else f"{MARKER}.added": ""}

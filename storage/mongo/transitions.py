@@ -16,7 +16,7 @@ from .._query import utcnow
 from ..documents import EventDocument, SnapshotDocument
 from ..protocol import event_list, writes
 from ..stored_json import DECISION_FIELDS, EVENT_FIELDS, encode, encode_tool_call
-from .base import Derive
+from .base import Derive, deleted_one
 from .conditions import compiled, merged
 from .counts import EVENT_MARKER, MARKER, added_at, moved, with_run_keys
 from .idempotency import MongoIdempotencyKeys
@@ -216,7 +216,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             await self._append_each(pending, run_id)
             await self._count_added(cast(Document, marked))
         async with reachable(), self._lock(run_id):
-            doc = await self._runs.find_one_and_delete(held)
+            doc = await deleted_one(self._runs, held)
         if doc is None:
             return False
         if event is None:  # not on the runtime's path: counted after the deletion (docs/storage.md)

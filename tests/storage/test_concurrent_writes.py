@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
-
 from storage import SnapshotStore
 from storage.protocol import ClaimedDeletion, ClaimRenewal, ClaimWrite, DecisionWrite
 
@@ -30,11 +28,7 @@ async def _claimed(store: SnapshotStore, run_id: str) -> None:
     )
 
 
-async def test_a_completion_is_written_while_its_holder_renews_the_claim(
-    store: SnapshotStore, request: pytest.FixtureRequest
-) -> None:
-    if request.node.callspec.params["store"] == "mongo":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="DocumentDB misses a delete racing an update"))
+async def test_a_completion_is_written_while_its_holder_renews_the_claim(store: SnapshotStore) -> None:
     missed = []
     for round_ in range(ROUNDS):
         run_id = f"run-{round_}"

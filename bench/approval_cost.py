@@ -9,6 +9,14 @@ grouped by where the code lives (``AREAS``) and its top functions.
 running at once (with ``--documentdb`` a third on FerretDB 2.5 with DocumentDB), approve →
 completed timed over HTTP in rounds (the order rotates), the in-process CPU time, and the median
 ``fdatasync`` of a 4 KiB write in the SQLite file's folder; whether each target holds.
+
+``paired [rounds] [per_round] --before DIR [--seeded N] [--documentdb-uri URI]``: the DocumentDB
+approval before and after a change: two ``bench.serve`` processes on FerretDB 2.5 with DocumentDB
+(started, or the one at URI), one of this checkout and one of DIR (e.g. a ``git archive`` of the
+commit before), each on a database of its own, emptied first, then holding ``N`` runs of
+``runsgate seed`` made by its own code (default 0), so its indexes are of a realistic size;
+approve → completed p50 over HTTP in rounds whose order rotates, and the median over the rounds
+of after / before within a round.
 """
 
 from __future__ import annotations
@@ -352,10 +360,68 @@ def targets(rounds: int = 5, per_round: int = 20, documentdb: bool = False) -> l
     return lines
 
 
+def paired(before: Path, rounds: int = 5, per_round: int = 20, seeded: int = 0, uri: str = "") -> list[str]:
+    """Markdown lines: the DocumentDB approval's p50 of this checkout and of ``before`` in paired
+    rounds (module docstring, ``paired``)."""
+    import httpx
+    from pymongo import MongoClient
+
+    from tests._servers import ROOT, with_database
+    from tests._servers import documentdb as documentdb_server
+
+    from .listing_totals import seed
+    from .runner import checkout_server, round_trip_ms
+
+    versions = {"before": before.resolve(), "after": ROOT}
+    p50: dict[str, list[float]] = {version: [] for version in versions}
+    with tempfile.TemporaryDirectory(prefix="bench-paired-") as tmp, contextlib.ExitStack() as stack:
+        base = uri or stack.enter_context(documentdb_server())
+        clients = {}
+        for version, source in versions.items():
+            store = with_database(base, f"bench_approval_{version}")
+            client: MongoClient[dict[str, Any]]
+            with MongoClient(store) as client:
+                client.drop_database(client.get_default_database().name)
+            if seeded:
+                seed(seeded, source, MONGODB_URI=store)
+            log = Path(tmp) / f"{version}.log"
+            served = checkout_server(source, log, 120, RUNSGATE_STORE=store, RUNSGATE_TOOL_RULES="[]")
+            url, _ = stack.enter_context(served)
+            clients[version] = stack.enter_context(httpx.Client(base_url=url, timeout=120))
+        for client_of in clients.values():
+            round_trip_ms(client_of, 5)  # warm-up
+        names = list(versions)
+        for number in range(rounds):
+            for version in names[number % 2 :] + names[: number % 2]:
+                p50[version].append(round_trip_ms(clients[version], per_round))
+    ratio = statistics.median(a / b for b, a in zip(p50["before"], p50["after"], strict=True))
+    rows = ", ".join(f"{b:.1f}/{a:.1f}" for b, a in zip(p50["before"], p50["after"], strict=True))
+    return [
+        f"- DocumentDB approve -> completed p50 over HTTP, {rounds} rounds of {per_round}, {seeded:,} seeded "
+        f"runs, the order rotating (before/after ms per round): {rows}",
+        f"- before p50 (median of rounds): {statistics.median(p50['before']):.2f} ms; after: "
+        f"{statistics.median(p50['after']):.2f} ms; after / before within a round, median: {ratio:.3f}",
+    ]
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    """The value after ``name`` in ``argv``, if any."""
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
 def main(argv: list[str]) -> int:
     what = argv[0] if argv else "profile"
-    numbers = [int(a) for a in argv[1:] if a != "--documentdb"]
-    if what == "profile":
+    options = {"--before", "--seeded", "--documentdb-uri"}
+    given = [a for i, a in enumerate(argv[1:], 1) if a not in options and argv[i - 1] not in options]
+    numbers = [int(a) for a in given if a != "--documentdb"]
+    if what == "paired":
+        before = _option(argv, "--before")
+        if before is None:
+            raise SystemExit("paired needs --before DIR")
+        rounds, per_round = (numbers + [5, 20][len(numbers) :])[:2]
+        seeded, uri = int(_option(argv, "--seeded") or 0), _option(argv, "--documentdb-uri") or ""
+        lines = paired(Path(before), rounds, per_round, seeded, uri)
+    elif what == "profile":
         lines = asyncio.run(profile(*numbers))
     else:
         rounds, per_round = (numbers + [5, 20][len(numbers) :])[:2]

@@ -11,7 +11,11 @@ scenario sent one after another:
   ``totalCount``, unfiltered, of ``thread-7``, of ``customer-3``; ``next page+total``: the
   unfiltered page after the first;
 - ``page``, ``raw page``: the first page of 20 without a total, through GraphQL and through
-  ``/bench/raw-page`` (the same store calls without GraphQL).
+  ``/bench/raw-page`` (the same store calls without GraphQL);
+- ``queue page+total``, ``queue thread page+total``, ``queue resource page+total``: the
+  reviewers' queue (``reviewQueue``, every agent) read the same way: its first 20 questions with
+  ``totalCount``, unfiltered, of ``thread-7``, of ``customer-3`` (issue 45: the same flat cost as
+  ``suspendedRuns``).
 
 Each figure is the median over the rounds of a scenario's median in that round; each ratio is
 the median over the rounds of the ratio within the round (large size / small size, after /
@@ -62,12 +66,30 @@ query PageWithTotal($agentId: ID!, $first: Int, $after: String, $filter: Suspend
 """
 """``bench.queries.PAGE``'s page with its ``totalCount``."""
 
+QUEUE_WITH_TOTAL = """
+query QueueWithTotal($first: Int, $filter: ReviewQueueFilter) {
+  reviewQueue(first: $first, filter: $filter) {
+    totalCount
+    edges {
+      cursor
+      node { agentId runId toolCallId toolName expiresAt toolCall { args requiresApproval suspendPayload } }
+    }
+    pageInfo { hasNextPage endCursor }
+  }
+}
+"""
+"""A page of the reviewers' queue with its ``totalCount``, as ``PAGE_WITH_TOTAL`` reads a listing's."""
+
 THREADS, RESOURCES = 100, 10
 THREAD, RESOURCE = "thread-7", "customer-3"
 
 
 def _with_total(**variables: Any) -> str:
     return json.dumps({"query": PAGE_WITH_TOTAL, "variables": {"agentId": AGENT, **variables}}, separators=(",", ":"))
+
+
+def _queue_with_total(**variables: Any) -> str:
+    return json.dumps({"query": QUEUE_WITH_TOTAL, "variables": variables}, separators=(",", ":"))
 
 
 SCENARIOS: dict[str, tuple[str, str]] = {
@@ -77,6 +99,9 @@ SCENARIOS: dict[str, tuple[str, str]] = {
     "next page+total": ("/graphql", ""),  # the page after the first, its cursor read at warm-up (``Server.bodies``)
     "page": ("/graphql", page_body(first=PAGE_SIZE)),
     "raw page": ("/bench/raw-page", page_body(first=PAGE_SIZE)),
+    "queue page+total": ("/graphql", _queue_with_total(first=PAGE_SIZE)),
+    "queue thread page+total": ("/graphql", _queue_with_total(first=PAGE_SIZE, filter={"threadId": THREAD})),
+    "queue resource page+total": ("/graphql", _queue_with_total(first=PAGE_SIZE, filter={"resourceId": RESOURCE})),
 }
 """Scenario -> (path, body)."""
 
@@ -167,7 +192,7 @@ def one_round(client: httpx.Client, server: Server, per_round: int) -> None:
             answer = response.json()
             if answer.get("errors"):
                 raise RuntimeError(f"{server.version} {server.store} {name}: {answer['errors']}")
-        page = answer["data"]["suspendedRuns"]
+        [page] = answer["data"].values()  # suspendedRuns or reviewQueue
         expected = min(PAGE_SIZE, page.get("totalCount", PAGE_SIZE))
         if len(page["edges"]) != expected:
             raise RuntimeError(f"{server.version} {server.store} {name}: {len(page['edges'])} runs, not {expected}")

@@ -98,11 +98,29 @@ def _env(**variables: str) -> dict[str, str]:
 @contextmanager
 def runsgate_server(log: Path, timeout: float, *, workers: int = 1, **variables: str) -> Iterator[tuple[str, int]]:
     """A ``python -m bench.serve`` process (``--workers``); yields its base URL and pid, stops it afterwards."""
+    with _served(ROOT, log, timeout, workers, variables) as served:
+        yield served
+
+
+@contextmanager
+def checkout_server(source: Path, log: Path, timeout: float, **variables: str) -> Iterator[tuple[str, int]]:
+    """``runsgate_server`` of the code at ``source`` (a checkout, e.g. ``git archive`` of an older commit)."""
+    with _served(source, log, timeout, 1, variables) as served:
+        yield served
+
+
+@contextmanager
+def _served(
+    source: Path, log: Path, timeout: float, workers: int, variables: dict[str, str]
+) -> Iterator[tuple[str, int]]:
     port = free_port()
     command = [sys.executable, "-m", "bench.serve", "--port", str(port)]
     if workers != 1:
         command += ["--workers", str(workers)]
-    with listening_process(command, port, log, env=_env(**variables), timeout=timeout, stop_timeout=30) as proc:
+    env = _env(**variables)
+    if source != ROOT:
+        env["PYTHONPATH"] = str(source)
+    with listening_process(command, port, log, cwd=source, env=env, timeout=timeout, stop_timeout=30) as proc:
         yield f"http://127.0.0.1:{port}", proc.pid
 
 
@@ -415,6 +433,7 @@ __all__ = [
     "bench_mongo",
     "bench_sqlite",
     "bench_workers",
+    "checkout_server",
     "measure",
     "paired_round_trips",
     "runsgate_server",

@@ -1,4 +1,4 @@
-"""The reviewers' queue of ``MongoSnapshotStore``: pages of index ``review_queue_at`` in queue order
+"""The reviewers' queue of ``MongoSnapshotStore``: pages of index ``REVIEW_QUEUE_INDEX`` in queue order
 (``QueueKey``, stored as ``queueAt``; on DocumentDB read through windows, ``windows.Windows``), and
 the review claims written on a run's calls (``ReviewQueueStore``)."""
 
@@ -113,7 +113,9 @@ class MongoReviewQueue(MongoStoreBase):
     ) -> list[SnapshotDocument]:
         """On DocumentDB the page is read through windows of ``queueAt`` (``Windows``), as listing
         pages are: the planner sorts every run a read matches. A window's span is measured past
-        ``UNDATED_FROM`` once a page reaches the runs without a deadline (``split``)."""
+        ``UNDATED_FROM`` once a page reaches the runs without a deadline (``split``). A window is
+        an index condition of ``REVIEW_QUEUE_INDEX`` beside the filter's agents, thread and
+        resources (``REVIEW_QUEUE_KEYS``), so only the filter's runs inside it are fetched."""
         part = queue_query(queue_filter, after)
 
         async def read(window: Document | None) -> list[Document]:

@@ -83,10 +83,17 @@ REVIEW_QUEUE_ORDER = [("queueAt", ASCENDING), ("suspendedAt", ASCENDING), ("_id"
 """The reviewers' queue walks index ``REVIEW_QUEUE_INDEX`` (``list_review_runs``) in this order, one
 range: ``queueAt`` (``mapping.queue_at``) puts the runs with a deadline first, earliest first, then
 those without one, oldest first."""
-REVIEW_QUEUE_INDEX = "review_queue_at"
-"""Not ``review_queue``, that index's name before ``queueAt`` (on ``expiresAt``), which ``create_indexes``
-drops: a runsgate of schema version 6 opening the database makes its indexes before it reads the
-schema version, and would fail on a name holding other fields instead of refusing the database."""
+REVIEW_QUEUE_KEYS = [*REVIEW_QUEUE_ORDER, ("agentId", ASCENDING), ("threadId", ASCENDING), ("resourceId", ASCENDING)]
+"""Index ``REVIEW_QUEUE_INDEX``: the queue's order, then the fields a queue filter names by equality
+(``QueueFilter``'s agents, thread, resources), which never change the order (``_id`` is unique): on
+DocumentDB each field of an index is a term of its own, so a filtered page's window fetches only
+the filter's runs; mongod checks them in the index before fetching."""
+REVIEW_QUEUE_INDEX = "review_queue_filters"
+"""A new name for new keys: a runsgate opening the database makes its indexes before it reads the
+schema version, and would fail on a name holding other keys (``RETIRED_QUEUE_INDEXES``)."""
+RETIRED_QUEUE_INDEXES = ("review_queue", "review_queue_at")
+"""The queue's indexes of older versions, which ``create_indexes`` drops: ``review_queue`` (on
+``expiresAt``, before schema version 7), ``review_queue_at`` (``REVIEW_QUEUE_ORDER`` alone)."""
 
 REVIEW_CANDIDATE_INDEXES: list[tuple[str, list[tuple[str, int]]]] = [
     ("review_approver", [("toolCalls.approvals.decidedBy", ASCENDING), ("_id", ASCENDING)]),
@@ -110,6 +117,9 @@ DELIVERIES_FINISHED_INDEX = [("finishedAt", ASCENDING)]
 EVENTS_RETENTION_INDEX = [("retentionFrom", ASCENDING)]
 """Index ``events_retention`` (sparse: only finishing events have ``retentionFrom``), the walk of
 ``list_expired_events``, oldest first."""
+
+INDEX_NOT_FOUND = 27
+"""The server's code for an index that does not exist (``IndexNotFound``)."""
 
 BACKFILL_VERSION = 5
 """The backfills this runsgate applies (``runsgate_meta`` document ``backfill``): 1 = the
@@ -148,9 +158,9 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await runs.create_index([("schemaVersion", DESCENDING)], name="schema_version")
     await runs.create_index(EXPIRY_ORDER, name="expiring")
     await runs.create_index(AGENT_EXPIRING_INDEX, name="agent_expiring")
-    await runs.create_index(REVIEW_QUEUE_ORDER, name=REVIEW_QUEUE_INDEX)
-    if any(index["name"] == "review_queue" for index in await (await runs.list_indexes()).to_list()):
-        await runs.drop_index("review_queue")  # the queue's index before schema version 7
+    await runs.create_index(REVIEW_QUEUE_KEYS, name=REVIEW_QUEUE_INDEX)
+    for retired in RETIRED_QUEUE_INDEXES:
+        await _drop_index(runs, retired)
     for name, keys in REVIEW_CANDIDATE_INDEXES:
         await runs.create_index(keys, name=name)
     await runs.create_index([("pendingEvents.at", ASCENDING)], name="pending_events", sparse=True)
@@ -168,6 +178,18 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await database[KEYS].create_index(KEYS_FINISHED_INDEX, name="keys_finished", sparse=True)
     await updates.create_index(RUN_UPDATES_INDEX, name="run_updates_order")
     await updates.create_index([("at", ASCENDING)], name="run_updates_written")
+
+
+async def _drop_index(collection: AsyncCollection[Document], name: str) -> None:
+    """Drop index ``name`` of ``collection`` if it exists (another process opening the store may
+    drop it first)."""
+    if not any(index["name"] == name for index in await (await collection.list_indexes()).to_list()):
+        return
+    try:
+        await collection.drop_index(name)
+    except OperationFailure as exc:
+        if exc.code != INDEX_NOT_FOUND:
+            raise
 
 
 async def stored_schema_version(database: AsyncDatabase[Document]) -> int:
@@ -344,9 +366,11 @@ __all__ = [
     "KEYS_FINISHED_INDEX",
     "LISTING_INDEXES",
     "LISTING_ORDER",
+    "RETIRED_QUEUE_INDEXES",
     "REVERSE_ORDER",
     "REVIEW_CANDIDATE_INDEXES",
     "REVIEW_QUEUE_INDEX",
+    "REVIEW_QUEUE_KEYS",
     "REVIEW_QUEUE_ORDER",
     "RUN_UPDATES_INDEX",
     "WAITING",

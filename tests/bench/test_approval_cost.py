@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic_ai import models
 
-from bench.approval_cost import _profiled, cpu_ms, fdatasync_ms, targets
+from bench.approval_cost import _profiled, cpu_ms, fdatasync_ms, paired, targets
+from tests._servers import ROOT
 
 models.ALLOW_MODEL_REQUESTS = False
 
@@ -56,3 +57,14 @@ def test_documentdb_is_timed_in_the_same_rounds() -> None:
     verdict = lines[-1]
     assert verdict.startswith("- target DocumentDB p50 <= 2 x SQLite p50 (issue 44): DocumentDB p50 ")
     assert verdict.rsplit(": ", 1)[1] in ("met", "not met"), verdict
+
+
+@pytest.mark.process
+@pytest.mark.mongo
+def test_documentdb_versions_are_timed_in_paired_rounds(mongodb_server: str) -> None:
+    # this checkout served twice, as "before" and "after", each on a seeded database of its own
+    lines = paired(ROOT, rounds=2, per_round=2, seeded=6, uri=mongodb_server)
+    assert lines[0].startswith("- DocumentDB approve -> completed p50 over HTTP, 2 rounds of 2, 6 seeded runs")
+    rounds = lines[0].split("): ")[1].split(", ")
+    assert all(len(r.split("/")) == 2 and all(float(ms) > 0 for ms in r.split("/")) for r in rounds), rounds
+    assert float(lines[1].rsplit(": ", 1)[1]) > 0, lines

@@ -33,6 +33,7 @@ from runtime import RunManager
 from runtime.demo import refund_agent
 from runtime.registry import AgentRegistry
 from storage import MongoSnapshotStore, QueueFilter, QueueKey, ReviewCandidates, RunFilter, queue_key, sort_key
+from storage.mongo.schema import REVIEW_QUEUE_INDEX
 from storage.mongo.windows import WINDOWED_TRIES
 from storage.protocol import DecisionWrite, DeliveryLease, EventsAfter, RunPage
 from tests._servers import mongo_store
@@ -476,8 +477,63 @@ async def test_a_documentdb_queue_page_reads_a_window_of_its_order(planner: Plan
         bounds = [_bounds(condition) for condition in plan.conditions]
         assert any({"low", "high"} <= found.get("queueAt", set()) for found in bounds), (one, plan)
         assert not any("_id" in found for found in bounds), (one, plan)
-        # a window through review_queue_at alone, never beside `stalled`'s every waiting run
-        assert plan.indexes == ("review_queue_at",), (one, plan)
+        # a window through the queue's index alone, never beside `stalled`'s every waiting run
+        assert plan.indexes == (REVIEW_QUEUE_INDEX,), (one, plan)
+
+
+QUEUE_NARROWED = {
+    "agent": QueueFilter(agent_ids=frozenset({"weather-agent"})),
+    "thread": QueueFilter(thread_id="t1"),
+    "resource": QueueFilter(resource_id="r1"),
+    "restricted": QueueFilter(resource_ids=frozenset({"r1", "r2"})),
+    "thread+restricted": QueueFilter(thread_id="t1", resource_ids=frozenset({"r1"})),
+}
+"""Queue filters naming fields by equality, each matching a part of the runs."""
+
+
+@pytest.mark.parametrize("name", list(QUEUE_NARROWED))
+async def test_a_documentdb_queue_page_finds_its_filters_runs_in_the_queues_index(planner: Planner, name: str) -> None:
+    if planner.engine != "documentdb":
+        pytest.skip("mongod walks review_queue in queue order: no window needed")
+    # given 1,200 more waiting runs of two agents, four threads and three resources, a minute
+    # apart, half with a deadline
+    many = []
+    for i in range(1200):
+        call = tool_call("c1")
+        if i % 2:
+            call["expiresAt"] = T0 + timedelta(minutes=60 + i)
+        agent = ("refund-agent", "weather-agent")[i % 3 == 0]
+        doc = snapshot(f"many-{i:04d}", agent_id=agent, created=T0 + timedelta(minutes=i), calls=[call])
+        doc["threadId"], doc["resourceId"] = f"t{i % 4}", f"r{i % 3}"
+        many.append((doc, b"[]"))
+    await planner.store.insert_many(many)
+    queue_filter = QUEUE_NARROWED[name]
+    every = await planner.store.list_review_runs(queue_filter, limit=10_000)
+    assert 60 < len(every) < 1000, len(every)  # a part of the 1,260 waiting runs
+
+    async def pages() -> list[list[str]]:
+        first = await planner.store.list_review_runs(queue_filter, limit=20)
+        after = await planner.store.list_review_runs(queue_filter, limit=20, after=queue_key(first[-1]))
+        return [[doc["_id"] for doc in docs] for docs in (first, after)]
+
+    await pages()  # the store learns where the filter's runs are
+
+    # when the store reads the filter's first page and the page after it again
+    with SENT.recording() as sent:
+        read = await pages()
+    assert read == [[doc["_id"] for doc in every[:20]], [doc["_id"] for doc in every[20:40]]]
+    finds = [one for one in sent if one.collection == "run_snapshots" and one.command.get("sort")]
+
+    # then each read scans the queue's index with the filter's fields as its index conditions,
+    # beside the window of queueAt: only the filter's runs are fetched, never every run of the window
+    equal = {"agentId"} if queue_filter.agent_ids is not None else set()
+    equal |= {"threadId"} if queue_filter.thread_id is not None else set()
+    equal |= {"resourceId"} if (queue_filter.resource_id, queue_filter.resource_ids) != (None, None) else set()
+    assert finds, sent
+    for one, plan in await planner.plans(finds):
+        named = set().union(*(_bounds(condition) for condition in plan.conditions))
+        assert {"queueAt", *equal} <= named, (one, plan)
+        assert plan.indexes == (REVIEW_QUEUE_INDEX,), (one, plan)
 
 
 async def test_the_deadline_read_uses_a_deadline_index(planner: Planner) -> None:

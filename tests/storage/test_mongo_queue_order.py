@@ -75,9 +75,9 @@ def _waiting_in_order(raw: list[dict[str, Any]]) -> list[str]:
 
 
 async def _indexes(store: MongoSnapshotStore) -> set[str]:
-    """The queue's indexes of ``store``'s runs: today's, and the one before ``queueAt``."""
+    """The queue's indexes of ``store``'s runs: today's, and those of older versions."""
     found = {index["name"] for index in await (await store.database[schema.RUNS].list_indexes()).to_list()}
-    return found & {schema.REVIEW_QUEUE_INDEX, "review_queue"}
+    return found & {schema.REVIEW_QUEUE_INDEX, *schema.RETIRED_QUEUE_INDEXES}
 
 
 async def _walk(store: MongoSnapshotStore, limit: int) -> list[str]:
@@ -124,6 +124,9 @@ async def test_a_database_written_before_queue_places_lists_its_queue_in_order_a
         # its counts stay as they are (a runsgate of 6 wrote them and the old index)
         await runs.update_many({}, {"$unset": {"queueAt": ""}})
         await runs.create_index([("expiresAt", 1), ("suspendedAt", 1), ("_id", 1)], name="review_queue")
+        # (and the queue's index of a runsgate of 7 before the filters' fields: dropped at the open too)
+        await runs.create_index(schema.REVIEW_QUEUE_ORDER, name="review_queue_at")
+        assert await _indexes(store) == {schema.REVIEW_QUEUE_INDEX, *schema.RETIRED_QUEUE_INDEXES}
         await store.database[schema.META].update_one({"_id": "backfill"}, {"$set": {"version": 4}})
         await store.database[schema.COUNTS].insert_one({"_id": "left by version 6", "n": 1})
     finally:

@@ -204,6 +204,11 @@ def sequential(client: httpx.Client, path: str, body: str, samples: int) -> Load
     )
 
 
+DRAIN_TIMEOUT = 1800
+"""Seconds a bench waits for one answer, ``/readyz`` behind the requests wrk left queued included,
+which on a loaded machine can take minutes (the test suite runs the benches at tiny sizes)."""
+
+
 def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_wrk: bool = True) -> None:
     """Every scenario against one running server, then the round trip and the peak RSS.
 
@@ -211,7 +216,7 @@ def measure(url: str, pid: int, result: SizeResult, settings: Settings, *, with_
     measured in ``Settings.rounds`` interleaved rounds and keeps its median round.
     ``with_wrk=False``: sequential samples instead of wrk (``Settings.sequential_samples``).
     """
-    with httpx.Client(base_url=url, timeout=1800) as client:
+    with httpx.Client(base_url=url, timeout=DRAIN_TIMEOUT) as client:
         chosen = bodies(client, result.runs)
         if with_wrk:  # without it, the first scenario measured was 10-25% slower than the same work later
             for name in SCENARIOS:
@@ -359,12 +364,12 @@ def bench_workers(path: Path, runs: int, settings: Settings, logs: Path) -> Work
             _,
         ),
     ):
-        with httpx.Client(timeout=60) as client:
+        with httpx.Client(timeout=DRAIN_TIMEOUT) as client:
             for url in (one, two):
                 body = bodies(client, runs, base=url)["graphql first"][1]
         for url in (one, two):
             run_wrk(url + "/graphql", body, seconds=1, connections=settings.connections)
-            httpx.get(url + "/readyz", timeout=60)
+            httpx.get(url + "/readyz", timeout=DRAIN_TIMEOUT)
         for _ in range(settings.rounds):
             for url, loads in ((one, result.one), (two, result.two)):
                 loads.append(

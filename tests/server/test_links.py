@@ -180,6 +180,19 @@ async def test_the_recipients_grants_apply(page: Page) -> None:
     assert calls[0]["decision"] is None
 
 
+@pytest.mark.xfail(strict=True, reason="the page names no other secret; a missing token reads as altered")
+async def test_a_post_without_a_token_says_so_and_changes_nothing(page: Page) -> None:
+    run_id, _ = await page.waiting()
+    for body in ({}, {"token": ""}):
+        answer = await page.http.post("/links", data=body)
+        assert answer.status_code == 400
+        assert "no link token" in answer.text
+    assert "signed with another secret" in (await page.click("x")).text
+    calls = await _calls(page.gql, run_id)
+    assert calls is not None
+    assert calls[0]["decision"] is None
+
+
 async def test_an_altered_or_expired_link_says_so_and_changes_nothing(page: Page) -> None:
     run_id, call = await page.waiting()
     token = page.token(run_id, call)

@@ -96,7 +96,11 @@ def _refused(exc: LinkExpiredError | LinkInvalidError) -> HTMLResponse:
         return _page(
             "This link expired", f"<p>Nothing was changed.{made} Ask for a new one, or use the inbox.</p>", 410
         )
-    return _page("This link is not valid", "<p>It was altered or cut short. Nothing was changed.</p>", 400)
+    return _page(
+        "This link is not valid",
+        "<p>It was altered, cut short, or signed with another secret. Nothing was changed.</p>",
+        400,
+    )
 
 
 def _claim_warning(runs: RunManager, call: ToolCallDocument, recipient: str) -> str:
@@ -229,6 +233,8 @@ class Links:
         if len(body) > MAX_FORM_BYTES:
             return _page("This request is too large", "<p>Nothing was changed.</p>", 413)
         token = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0]
+        if not token:
+            return _page("No link was sent", "<p>The form carries no link token. Nothing was changed.</p>", 400)
         try:
             link = self._read(token)
         except (LinkExpiredError, LinkInvalidError) as exc:

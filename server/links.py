@@ -4,9 +4,9 @@
 Opening a link never decides (mail scanners fetch links): the page shows the question, another's
 review claim on it (who, since, until) and one button, a form whose only field is the signed token
 (no cookie). The POST decides as the token's recipient, with its grants, through the same gate as
-the API, taking the review claim a rule requires as it decides; the question's identity and an
-idempotency key named after the token make one token decide once. A question decided already says
-by whom and when; an expired or altered token says so and changes nothing.
+the API, taking the review claim a rule requires as it decides; the question's identity makes one
+token decide once (a second POST, at once or later, is refused by the gate). A question decided
+already says by whom and when; an expired or altered token says so and changes nothing.
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ class Links:
         doc = await store.get(link.agent_id, link.run_id)  # before deciding, which may resume the run
         call = next((c for c in doc["toolCalls"] if c["toolCallId"] == link.tool_call_id), None) if doc else None
         given = _prior_approval(call, link.recipient) if link.action == "approve" and call is not None else ""
-        if given:  # a second click: the link's key would replay the first approval's outcome
+        if given:  # a second click on one of several approvals: said with when it was given
             return _page("Already approved", f"{given}<p>Nothing was changed.</p>", 409)
         runs: RunManager = request.app.state.runs
         decide = runs.approve if link.action == "approve" else runs.decline
@@ -261,12 +261,14 @@ class Links:
                 link.run_id,
                 link.tool_call_id,
                 principal=principal,
-                idempotency_key=f"link:{link.jti}",
                 question_id=link.question_id,
                 wait_for="recorded",
                 claiming_review=True,
             )
         except RunsgateError as exc:
+            decided = await self._decided(store, link)  # meanwhile, by another click or another person
+            if decided is not None:
+                return decided
             status = {"FORBIDDEN": 403, "RUN_NOT_FOUND": 404}.get(exc.code.name, 409)
             return _page("Nothing was decided", f"<p>{html.escape(exc.message)}</p>", status)
         done = "approved" if link.action == "approve" else "declined"

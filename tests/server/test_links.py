@@ -149,11 +149,7 @@ async def test_the_button_decides_as_the_recipient_and_a_second_click_says_who_a
     assert "key:alice" in shown.text
 
 
-async def test_two_clicks_at_once_decide_once_and_the_later_says_who_and_when(
-    page: Page, request: pytest.FixtureRequest
-) -> None:
-    if request.node.callspec.params["serve"] != "memory":  # the memory store's reads interleave nothing
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the link's key replays the first click's 200"))
+async def test_two_clicks_at_once_decide_once_and_the_later_says_who_and_when(page: Page) -> None:
     run_id, call = await page.waiting()
     token = page.token(run_id, call)
 

@@ -38,6 +38,8 @@ Derive = Callable[[Document], Document]
 """Fields of an update computed from the whole matching document (``MongoStoreBase._update``)."""
 DUPLICATE_KEY = 11000
 DERIVE_TRIES = 10
+"""Reads of a run ``_update`` makes for one ``derive`` before it reports no match: each read after
+the first follows a write by another writer that changed the run's version meanwhile."""
 DELETE_TRIES = 10
 """Deletes ``deleted_one`` sends at most while a read still finds a document matching its query."""
 
@@ -53,10 +55,6 @@ async def deleted_one(collection: AsyncCollection[Document], query: Document) ->
         if doc is not None or await collection.find_one(query, {"_id": 1}) is None:
             return doc
     return None
-
-
-"""Reads of a run ``_update`` makes for one ``derive`` before it reports no match: each read after
-the first follows a write by another writer that changed the run's version meanwhile."""
 
 
 class Appended:

@@ -78,7 +78,7 @@ STAGES = [
         "runtime/running/execution.py",
         "run_agent",
     ),
-    ("  of that, runsgate's publishing of the run's events", "runtime/updates/publishing.py", "seen"),
+    ("  of that, runsgate's event stream handler (publishing handle)", "runtime/updates/publishing.py", "handle"),
     ("JSON encoding (json.dumps)", "json/__init__.py", "dumps"),
     ("JSON decoding (json.loads)", "json/__init__.py", "loads"),
     ("copies (copy.deepcopy)", "/copy.py", "deepcopy"),
@@ -131,7 +131,7 @@ def memory_app() -> ASGIApp:
 async def cpu_ms(approvals: int = 100, rounds: int = ROUNDS) -> tuple[float, float]:
     """In-process CPU milliseconds of one approval on the memory store, and of the model's run in
     it (``time.process_time`` while ``runtime.continuing.continuation.run_agent`` runs: pydantic-ai's
-    ``Agent.run``, the tool and runsgate's publishing of its events, wrapped here): the round with the
+    ``Agent.run``, the tool and runsgate's event stream handler, wrapped here): the round with the
     least approval time of ``rounds`` rounds of ``approvals`` (after a warm-up round)."""
     from runtime.continuing import continuation as _continuation
 
@@ -233,7 +233,7 @@ async def profile(approvals: int = 200) -> list[str]:
         areas[_area(filename)] = areas.get(_area(filename), 0.0) + entry[2]
     lines = [
         f"- in-process CPU time of one approval (memory store, best of {ROUNDS} rounds of 100): {cpu:.2f} ms, "
-        f"of which the model's run (``run_agent``: pydantic-ai's Agent.run, the tool, the events published) "
+        f"of which the model's run (``run_agent``: pydantic-ai's Agent.run, the tool, the event handler) "
         f"{model:.2f} ms ({100 * model / cpu:.0f}%), the rest {cpu - model:.2f} ms",
         f"- profiled: {approvals} approvals, {total * 1000 / approvals:.2f} CPU ms each under cProfile (its own "
         "overhead included; the shares below are of that CPU time)",

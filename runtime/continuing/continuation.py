@@ -244,10 +244,9 @@ class Continuation:
                 history, calls = identified_legacy(ModelMessagesTypeAdapter.validate_json(stored), claimed)
                 history, results = continued(history, calls)
                 publisher.answering(calls)
-                model = publisher.reading(self.model if self.model is not None else agent.model)
                 with capture_run_messages() as captured:
                     ran = await run_agent(
-                        agent, scope, model=model, history=history, results=results, events=publisher.handle
+                        agent, scope, model=self.model, history=history, results=results, events=publisher.handle
                     )
         except Exception as exc:
             error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}

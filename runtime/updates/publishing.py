@@ -1,8 +1,7 @@
 """Publishing a continuation's updates (docs/architecture.md "Run updates").
 
 ``UpdateHub`` is this process's switchboard; each continuation running here publishes through an
-``UpdatePublisher``, which reads the agent run's events (``handle``, the run's
-``event_stream_handler``; the model's answers through ``ReadsStream``, ``reading``): every update goes
+``UpdatePublisher``, whose ``handle`` is the agent run's ``event_stream_handler``: every update goes
 at once to this process's subscribers (``Listener``s, bounded in bytes) and, coalesced into
 batches, to the store for other instances: the first update with the claim, the first text delta
 at most ``first_text_delay`` seconds after it (with the outcome, if the continuation ends by then), and
@@ -16,8 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,19 +25,12 @@ from pydantic_ai.messages import (
     AgentStreamEvent,
     FunctionToolCallEvent,
     FunctionToolResultEvent,
-    ModelMessage,
-    ModelResponseStreamEvent,
     PartDeltaEvent,
     PartStartEvent,
     TextPart,
     TextPartDelta,
     ToolCallPart,
 )
-from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.fallback import FallbackModel
-from pydantic_ai.models.function import FunctionModel
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
 from pydantic_core import to_jsonable_python
 
 from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument, ToolCallDocument
@@ -276,27 +267,14 @@ class UpdatePublisher:
             and not call.get("delegated")
         }
 
-    async def handle(self, ctx: RunContext[Any] | None, stream: AsyncIterable[AgentStreamEvent]) -> None:
-        """The agent run's ``event_stream_handler``: publish what each node's events say (``seen``;
-        a model answer read by ``ReadsStream`` comes as a completed stream without events)."""
+    async def handle(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
+        """The agent run's ``event_stream_handler``: publish what the events say. Never raises for
+        an event it cannot read (logged), so an update never fails a run."""
         async for event in stream:
-            self.seen(event)
-
-    def reading(self, model: Model | str | None) -> Model | str | None:
-        """The model the continuation's run asks: ``model`` (``None``: none, the agent's then
-        pydantic-ai's choice) wrapped in a ``ReadsStream`` that hands this publisher the events of
-        its answers (``seen``); ``model`` itself when it is no model runsgate can wrap."""
-        if not isinstance(model, Model | str):
-            return model
-        return ReadsStream(model, self.seen)
-
-    def seen(self, event: AgentStreamEvent) -> None:
-        """Publish what one event of the agent run says (the model's answer, or a node that runs
-        tools). Never raises for an event it cannot read (logged), so an update never fails a run."""
-        try:
-            self._on(event)
-        except Exception:
-            logger.exception("run %s: an agent event could not be published", self.run_id)
+            try:
+                self._on(event)
+            except Exception:
+                logger.exception("run %s: an agent event could not be published", self.run_id)
 
     def _on(self, event: AgentStreamEvent) -> None:
         """Publish what ``event`` says. A call pydantic-ai settles without running it
@@ -457,58 +435,6 @@ class UpdatePublisher:
                 )
 
 
-class ReadsStream(WrapperModel):
-    """A model asked for a stream (an agent run with an ``event_stream_handler``) that reads its
-    model's stream itself: each event goes to ``seen`` as it arrives, and once the stream ended the
-    whole response is handed over as an already-completed stream that sends no events
-    (pydantic-ai's ``CompletedStreamedResponse``). A model that cannot stream (``can_stream``) is
-    asked for its whole response, with no events.
-
-    pydantic-ai then never streams the model's answer event by event through its run, whose
-    machinery (cancel scopes and a lock per event, the stream wrappers) costs several times what
-    the model's own stream does; the publisher reads the same events, in the same order. Here, not
-    in ``runtime.running``: each event is published without a call into another module of runsgate.
-    """
-
-    def __init__(self, wrapped: Model | str, seen: Callable[[ModelResponseStreamEvent], None]) -> None:
-        super().__init__(wrapped)
-        self._seen = seen
-        self._streams = can_stream(self.wrapped)
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        if self._streams:
-            seen = self._seen
-            async with self.wrapped.request_stream(
-                messages, model_settings, model_request_parameters, run_context
-            ) as stream:
-                async for event in stream:
-                    seen(event)
-            response = stream.get()
-        else:
-            response = await self.wrapped.request(messages, model_settings, model_request_parameters)
-        yield CompletedStreamedResponse(response, model_request_parameters=model_request_parameters)
-
-
-def can_stream(model: Model) -> bool:
-    """Whether ``model`` answers a streamed request: it implements ``request_stream`` (as every
-    provider's model does; pydantic-ai's own check), a ``FunctionModel`` only with a
-    ``stream_function``, a wrapper or a fallback chain when all it wraps do."""
-    if isinstance(model, FunctionModel):
-        return model.stream_function is not None
-    if isinstance(model, WrapperModel):
-        return can_stream(model.wrapped)
-    if isinstance(model, FallbackModel):
-        return all(can_stream(m) for m in model.models)
-    return type(model).request_stream is not Model.request_stream
-
-
 def _before(now: datetime, seconds: float) -> datetime:
     """``seconds`` before ``now``, truncated to milliseconds (BSON's precision, as the clock's)."""
     at = now - timedelta(seconds=max(seconds, 0.0))
@@ -522,4 +448,4 @@ def _args(part: ToolCallPart) -> Any:
         return part.args if isinstance(part.args, str) else to_jsonable_python(part.args)
 
 
-__all__ = ["ReadsStream", "UpdateHub", "UpdatePublisher", "can_stream"]
+__all__ = ["UpdateHub", "UpdatePublisher"]

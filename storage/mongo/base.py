@@ -42,6 +42,8 @@ DERIVE_TRIES = 10
 the first follows a write by another writer that changed the run's version meanwhile."""
 DELETE_TRIES = 10
 """Deletes ``deleted_one`` sends at most while a read still finds a document matching its query."""
+DELETE_PAUSE = 0.2
+"""Seconds ``deleted_one`` waits at most between two deletes (doubling from 1 ms)."""
 
 
 async def deleted_one(collection: AsyncCollection[Document], query: Document) -> Document | None:
@@ -49,8 +51,12 @@ async def deleted_one(collection: AsyncCollection[Document], query: Document) ->
     confirmed by a read. DocumentDB 0.106 (FerretDB 2.5) can answer a conditional delete with
     nothing when another command updates the matching document at that moment, though it matches
     before and after (``tests/storage/test_concurrent_writes.py``): while the read finds a match,
-    the delete is sent again, ``DELETE_TRIES`` deletes in all. Call under ``reachable()``."""
-    for _ in range(DELETE_TRIES):
+    the delete is sent again after a pause that doubles from 1 ms to ``DELETE_PAUSE`` (so a burst of
+    writes to it, such as the sweeper's marks, ends first), ``DELETE_TRIES`` deletes in all, about
+    0.45 s at most. Call under ``reachable()``."""
+    for attempt in range(DELETE_TRIES):
+        if attempt:
+            await asyncio.sleep(min(DELETE_PAUSE, 0.001 * 2 ** (attempt - 1)))
         doc = await collection.find_one_and_delete(query)
         if doc is not None or await collection.find_one(query, {"_id": 1}) is None:
             return doc

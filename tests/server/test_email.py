@@ -385,3 +385,49 @@ async def test_a_recipient_who_already_approved_is_not_reminded(smtp: tuple[Inbo
         "[runsgate] Reminder",
     ]
     assert inbox.to("bob@example.com") == []
+
+
+@pytest.mark.xfail(strict=True, reason="recipients the gate would refuse are still emailed")
+async def test_only_recipients_the_gate_would_let_decide_are_told(serve: Serve, smtp: tuple[Inbox, int]) -> None:
+    inbox, port = smtp
+    keys = [
+        TestKey("alice", ALICE.key, (*ALL, "refunds:approve"), email="alice@example.com"),
+        TestKey("bob", "rg_test_bob_0123456789abcdefghijklmnopqrstuvwxyz", ALL, email="bob@example.com"),
+        TestKey(
+            "carol",
+            "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz",
+            ("runs:read", "refunds:approve"),
+            email="carol@example.com",
+        ),
+        TestKey(
+            "dave",
+            "rg_test_dave_0123456789abcdefghijklmnopqrstuvwxyz",
+            (*ALL, "refunds:approve"),
+            resources=("another-customer",),
+            email="dave@example.com",
+        ),
+    ]
+    rules = [
+        {
+            "tool": "issue_refund",
+            "scope": "refunds:approve",
+            "recipients": {"waiting": [f"key:{key.name}" for key in keys]},
+        }
+    ]
+    served = await serve(
+        tool_rules=rules,
+        keys=keys,
+        link_secret=SECRET,
+        smtp_url=f"smtp://127.0.0.1:{port}",
+        public_url="http://test",
+        webhook_poll_interval=0.05,
+    )
+    run = await served.client(keys[0]).suspend(REFUND, REFUND_PROMPT, resourceId="customer-1")
+
+    # alice may approve; bob lacks the rule's scope, carol runs:decide, dave the run's resource
+    await _until(lambda: inbox.to("alice@example.com"))
+    store = served.app.state.store
+    queued = await store.list_webhook_deliveries(DeliveryListing(status=None, resource_ids=None, limit=100))
+    emails = [json.loads(d["body"]) for d in queued if d["endpointId"] == EMAIL and d["runId"] == run["runId"]]
+    assert {email["to"] for email in emails} == {"key:alice"}
+    assert inbox.to("bob@example.com") == inbox.to("carol@example.com") == inbox.to("dave@example.com") == []

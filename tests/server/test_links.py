@@ -465,3 +465,25 @@ async def test_a_prior_approver_is_told_so_and_shown_no_approve_button(serve: Se
     assert ">Approve</button>" in other.text
     assert "You already approved" not in other.text
     assert declined.status_code == 200, declined.text
+
+
+@pytest.mark.xfail(strict=True, reason="a link decides without the recipient's runs:decide")
+async def test_a_recipient_without_runs_decide_decides_nothing_by_link(serve: Serve) -> None:
+    reader = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz", ("runs:read", "refunds:approve"))
+    served = await serve(
+        keys=[ALICE, reader], link_secret=SECRET, tool_rules=[{"tool": "issue_refund", "scope": "refunds:approve"}]
+    )
+    page = Page(served)
+    run_id, call = await page.waiting()
+    shown = await page.http.get(f"/links/{page.token(run_id, call, recipient='key:carol')}")
+    approved = await page.click(page.token(run_id, call, recipient="key:carol"))
+    declined = await page.click(page.token(run_id, call, action="decline", recipient="key:carol"))
+    await page.http.aclose()
+
+    assert 'type="submit"' not in shown.text
+    assert "runs:decide" in shown.text
+    assert (approved.status_code, declined.status_code) == (403, 403)
+    assert "runs:decide" in approved.text
+    calls = await _calls(page.gql, run_id)
+    assert calls is not None
+    assert calls[0]["decision"] is None

@@ -28,7 +28,7 @@ from runtime.notifying.links import Link, LinkExpiredError, LinkInvalidError, Li
 from runtime.notifying.summary import call_summary
 from runtime.running.deferred import question_id
 from runtime.webhooks.messages import inbox_url
-from storage import SnapshotStore, ToolCallDocument
+from storage import DecisionKind, SnapshotStore, ToolCallDocument
 
 from .settings import Settings
 
@@ -132,15 +132,14 @@ def _prior_approval(call: ToolCallDocument, recipient: str) -> str:
     )
 
 
-def _refused_approval(refused: RunsgateError | None, call: ToolCallDocument, recipient: str) -> str:
-    """The page's note when the gate refuses ``recipient`` an approval of ``call``
-    (``DecisionGate.refusal_of``), before any button: when it already gave one of the approvals,
-    ``_prior_approval``; otherwise the refusal's message. ``""`` when none."""
-    if isinstance(refused, DuplicateApproverError) and (given := _prior_approval(call, recipient)):
-        return given
-    if refused is not None:
-        return f'<p role="alert">You may not approve it: {html.escape(refused.message)}</p>'
-    return ""
+def _refused_note(refused: RunsgateError | None, call: ToolCallDocument, recipient: str, verb: str) -> str:
+    """The page's note before any button: why the gate refuses ``recipient`` the link's action
+    (``verb``) on ``call`` (``DecisionGate.refusal_of``); else, when it gave one of the approvals
+    already, ``_prior_approval`` (said on a decline link too, which it may still use). ``""``
+    when none."""
+    if refused is not None and not isinstance(refused, DuplicateApproverError):
+        return f'<p role="alert">You may not {verb.lower()} it: {html.escape(refused.message)}</p>'
+    return _prior_approval(call, recipient)
 
 
 def _outcome(outcome: RunOutcome, asked: ToolCallDocument | None, link: Link, done: str) -> str:
@@ -205,12 +204,11 @@ class Links:
             return _page("Nothing to decide here", "<p>This question is no longer waiting for you.</p>", 404)
         runs: RunManager = request.app.state.runs
         verb = "Approve" if link.action == "approve" else "Decline"
-        refused = await runs.review_queue.refusal_of(doc, doc["toolCalls"].index(call), principal)
-        if link.action == "decline" and not isinstance(refused, DuplicateApproverError):
-            refused = None  # the gate lets one refused an approval still decline
+        kind: DecisionKind = "approved" if link.action == "approve" else "declined"  # one refused approving may decline
+        refused = await runs.review_queue.refusal_of(doc, doc["toolCalls"].index(call), principal, kind)
         button = (
             ""
-            if link.action == "approve" and refused is not None
+            if refused is not None
             else '<form method="post" action="/links">'
             f'<input type="hidden" name="token" value="{html.escape(request.path_params["token"])}">'
             f'<button type="submit">{verb}</button></form>'
@@ -221,7 +219,7 @@ class Links:
             f"(run <code>{html.escape(link.run_id)}</code>), waiting since {_when(doc['suspendedAt'])}.</p>"
             f"<pre>{html.escape(json.dumps(shown, indent=2, ensure_ascii=False))}</pre>"
             f"{_claim_warning(runs, call, link.recipient)}"
-            f"{_refused_approval(refused, call, link.recipient)}"
+            f"{_refused_note(refused, call, link.recipient, verb)}"
             f"<p>You decide as <strong>{html.escape(link.recipient)}</strong>.</p>{button}"
             f'<p><a href="{html.escape(inbox)}">Open in the inbox</a></p>'
         )

@@ -31,12 +31,12 @@ from runtime import (
     tool_rule_problems,
 )
 from runtime.access import Recipients
-from runtime.notifying.email import EmailOutbox
+from runtime.notifying.email import EmailOutbox, Recipient
 from runtime.notifying.notifier import DeadlineNotifier
 from runtime.notifying.schedule import has_notices
 from storage import NewerSchemaError, SnapshotStore, StoreUnavailableError, store_from_url
 
-from .links import link_signer
+from .links import link_signer, recipient_principal
 from .observability.metrics import count_webhook_attempt
 from .settings import ConfigError, Settings, ToolRuleConfig, describe_error
 
@@ -290,7 +290,7 @@ class Services:
             )
             self._tasks.append(asyncio.create_task(sweeper.run_forever(), name="runsgate-sweeper"))
         loop = _loop(settings)
-        outbox = _email_outbox(settings, rules, store)
+        outbox = _email_outbox(settings, rules, store, self._runs)
         if has_notices(rules):
             notifier = DeadlineNotifier(
                 store,
@@ -359,18 +359,27 @@ def _unmailed(rules: list[ToolApprovalRule]) -> list[str]:
     ]
 
 
-def _email_outbox(settings: Settings, rules: list[ToolApprovalRule], store: SnapshotStore) -> EmailOutbox | None:
-    """The email outbox of ``RUNSGATE_SMTP_URL`` (``None`` without it): addresses from the API keys'
-    ``email`` (``key:<name>``) and ``RUNSGATE_RECIPIENTS``."""
+def _email_outbox(
+    settings: Settings, rules: list[ToolApprovalRule], store: SnapshotStore, runs: RunManager
+) -> EmailOutbox | None:
+    """The email outbox of ``RUNSGATE_SMTP_URL`` (``None`` without it): recipients from the API
+    keys with an ``email`` (``key:<name>``) and ``RUNSGATE_RECIPIENTS``, each with the grants its
+    links decide with (``recipient_principal``); the gate's refusal leaves a recipient out."""
     signer = link_signer(settings)
     if settings.smtp_url is None or signer is None:
         return None
     addresses = {f"key:{key.name}": key.email for key in settings.api_keys if key.email is not None}
     addresses.update({entry.principal: entry.email for entry in settings.recipients})
+    recipients = {
+        identity: Recipient(address, principal)
+        for identity, address in addresses.items()
+        if (principal := recipient_principal(settings, identity)) is not None
+    }
     return EmailOutbox(
         store,
         rules=rules,
-        addresses=addresses,
+        recipients=recipients,
+        refusal_of=runs.review_queue.refusal_of,
         signer=signer,
         public_url=settings.inbox_base_url,
         smtp_url=settings.smtp_url,

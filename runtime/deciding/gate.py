@@ -20,6 +20,7 @@ from storage import (
     ApprovalDocument,
     DecisionClaim,
     DecisionDocument,
+    DecisionKind,
     EventDocument,
     SnapshotDocument,
     SnapshotStore,
@@ -221,11 +222,13 @@ class DecisionGate:
         arguments (``refusal_of`` finds no refusal; the reviewers' queue lists only such questions)."""
         return await self.refusal_of(doc, index, principal) is None
 
-    async def refusal_of(self, doc: SnapshotDocument, index: int, principal: Principal) -> RunsgateError | None:
-        """Why ``principal`` may not approve (or resume) call ``index`` of ``doc`` with the model's
-        arguments, as ``allowed`` would find, or ``None``: ``RunNotFoundError`` (the run is outside
-        its resources), ``DecideThroughSupervisorError`` (a sub-run), ``ForbiddenError`` (a scope
-        the rules require), ``SeparationOfDutiesError``, ``DuplicateApproverError``. Raises nothing."""
+    async def refusal_of(
+        self, doc: SnapshotDocument, index: int, principal: Principal, kind: DecisionKind | None = None
+    ) -> RunsgateError | None:
+        """Why ``principal`` may not approve or resume (or ``kind``) call ``index`` of ``doc`` with
+        the model's arguments, as ``allowed`` would find, or ``None``: ``RunNotFoundError`` (not its
+        resources), ``DecideThroughSupervisorError`` (a sub-run), ``ForbiddenError`` (``runs:decide``,
+        a rule's scope), ``SeparationOfDutiesError``, ``DuplicateApproverError``. Raises nothing."""
         if not principal.may_use_resource(doc["resourceId"]) or doc["parentRunId"] is not None:
             try:
                 check_resource(doc, principal)
@@ -235,11 +238,11 @@ class DecisionGate:
         call = doc["toolCalls"][index]
         owner = R.owner(doc["agentId"], call) if R.owner_known(call) else await self._owner(doc, call)
         rules = R.covering(self._rules, owner)
-        kind = "approved" if call["requiresApproval"] else "resumed"
+        kind = kind or ("approved" if call["requiresApproval"] else "resumed")
         decider = Decider(name=principal.identity, principal=principal)
-        return refusal(
-            doc, call, R.requirements(rules, call["toolName"], call["args"]), decider, kind
-        ) or repeated_approval(doc, call, decider.name)
+        return refusal(doc, call, R.requirements(rules, call["toolName"], call["args"]), decider, kind) or (
+            repeated_approval(doc, call, decider.name) if kind == "approved" else None
+        )
 
     def may_decide_tool(self, principal: Principal, resource_id: str | None, tool_name: str) -> bool:
         """Whether ``principal`` may decide some call of ``tool_name`` in a run of ``resource_id``

@@ -1,9 +1,9 @@
-"""Who decides (``Decider``) and why a decider may not (``refusal``, ``repeated_approval``): the
-scopes the rules require, separation of duties and an approval given already, one rule in one
-place for the gate's checks and the reviewers' queue (``DecisionGate.allowed``,
-``DecisionGate.may_decide``); the runs that may hold a refused question (``refusal_candidates``,
-the queue's flat total), the principals it leaves out of a question's email
-(``barred_recipients``); and the review claim held on a question."""
+"""Who decides (``Decider``) and why a decider may not (``refusal``, ``repeated_approval``):
+``runs:decide``, the scopes the rules require, separation of duties and an approval given
+already, one rule in one place for the gate's checks, the reviewers' queue and the recipients of
+a question's email (``DecisionGate.allowed``, ``DecisionGate.refusal_of``); the runs that may
+hold a refused question (``refusal_candidates``, the queue's flat total); and the review claim
+held on a question."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Literal
 
 from storage import ReviewCandidates, ReviewClaimDocument, SnapshotDocument, ToolCallDocument
 
-from ..access import Principal, ToolApprovalRule
+from ..access import DECIDE, Principal, ToolApprovalRule
 from ..errors import DuplicateApproverError, ForbiddenError, RunsgateError
 from ..reviewing.errors import SeparationOfDutiesError
 from . import rules as R
@@ -56,16 +56,19 @@ def refusal(
 ) -> RunsgateError | None:
     """Why ``decider`` may not make a decision of ``kind`` on ``call`` of ``doc``, given what the
     rules of its owner require of it with the arguments decided on (``R.requirements``), or
-    ``None``: a scope the rules require of an approval or a resume (``ForbiddenError``), or, for an
-    approval, separation of duties (the run's starter, or anyone when the starter is unknown;
-    trusted in-process callers and forwarded decisions, checked on the supervisor's call,
-    excepted)."""
+    ``None``: an API caller without ``runs:decide`` (``ForbiddenError``, whatever the path: a link
+    decides with its recipient's grants), a scope the rules require of an approval or a resume
+    (``ForbiddenError``), or, for an approval, separation of duties (the run's starter, or anyone
+    when the starter is unknown; trusted in-process callers and forwarded decisions, checked on the
+    supervisor's call, excepted)."""
     tool = call["toolName"]
+    person = decider.kind == "person" and decider.principal is not None
+    if person and not decider.holds(DECIDE):
+        return ForbiddenError(f"deciding needs the scope {DECIDE!r}", required_scope=DECIDE)
     scopes = required.scopes if kind != "declined" else []
     missing = next((scope for scope in scopes if not decider.holds(scope)), None)
     if missing is not None:
         return ForbiddenError(f"approving {tool!r} needs the scope {missing!r}", required_scope=missing)
-    person = decider.kind == "person" and decider.principal is not None
     if kind == "approved" and person and _starter_barred(doc, required.separation_of_duties, decider.name):
         return SeparationOfDutiesError(doc["_id"], call["toolCallId"], doc.get("startedBy"), "startedBy" in doc)
     return None
@@ -88,7 +91,8 @@ def refusal_candidates(rules: Sequence[ToolApprovalRule], principal: Principal) 
     approval (``repeated_approval``, whatever the rules now say); with a rule of separation of
     duties, the runs it started and those that record no starter; the runs with a pending call of
     a tool whose rule names a scope it lacks. A new refusal needs its part here: the queue's total
-    subtracts only the refused questions of these runs (``ReviewQueue.count``)."""
+    subtracts only the refused questions of these runs (``ReviewQueue.count``). ``runs:decide``
+    needs none: the queue refuses a principal without it outright."""
     return ReviewCandidates(
         approver=principal.identity,
         starter=principal.identity if any(rule.separation_of_duties for rule in rules) else None,
@@ -107,25 +111,6 @@ def repeated_approval(doc: SnapshotDocument, call: ToolCallDocument, name: str |
     return None
 
 
-def barred_recipients(
-    doc: SnapshotDocument, call: ToolCallDocument, rules: Sequence[ToolApprovalRule]
-) -> frozenset[str | None]:
-    """The principals the gate would refuse an approval of ``call`` of ``doc`` under ``rules``
-    (those of its owner), whom its email leaves out: each who already gave one of its approvals
-    and the run's starter when separation of duties bars it (the rules ``repeated_approval`` and
-    ``refusal`` apply; when the run records no starter, none is named). Empty for a call that is
-    not an approval."""
-    if not call["requiresApproval"]:
-        return frozenset()
-    barred = _approvers(call)
-    starter = doc.get("startedBy")
-    if starter is not None and _starter_barred(
-        doc, R.separation_of_duties(rules, call["toolName"], call["args"]), starter
-    ):
-        barred.add(starter)
-    return frozenset(barred)
-
-
 def active_review_claim(call: ToolCallDocument, now: datetime) -> ReviewClaimDocument | None:
     """The review claim held on ``call``'s question at ``now`` (UTC), or ``None`` (none, or lapsed)."""
     claim = call.get("reviewClaim")
@@ -136,7 +121,6 @@ __all__ = [
     "Decider",
     "DeciderKind",
     "active_review_claim",
-    "barred_recipients",
     "refusal",
     "refusal_candidates",
     "repeated_approval",

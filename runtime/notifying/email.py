@@ -1,20 +1,20 @@
 """Email to a rule's recipients, sent once across instances (issue 45 part 5; docs/api.md
 "Deciding from an email").
 
-``EmailOutbox.on_event`` (the ``DeadlineNotifier``'s hook, so each event is read once per scan)
-adds one message per recipient with an address, but none the gate would refuse an approval
-(``barred_recipients``), to ``webhook_deliveries`` (endpoint ``EMAIL``, insert-if-absent by id)
-when a question starts to wait, is reminded, is escalated. ``send_once`` leases the due
-messages, as the webhook dispatcher leases deliveries, and sends each through the SMTP server
-(``aiosmtplib``), shown as ``summary`` shows it, with one signed link per action
-(``LinkSigner``) made as it is sent; a failed attempt is retried on ``RetryPolicy``.
+``EmailOutbox.on_event`` (the ``DeadlineNotifier``'s hook) queues one message per recipient the
+gate lets approve (or resume) the question with its grants (``DecisionGate.refusal_of``, as the
+queue lists it) in ``webhook_deliveries`` (endpoint ``EMAIL``, insert-if-absent by id) when a
+question starts to wait, is reminded, is escalated. ``send_once`` leases the due messages, as
+webhook deliveries are leased, and sends each through the SMTP server (``aiosmtplib``) with one
+signed link per action (``LinkSigner``); a failed attempt is retried on ``RetryPolicy``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 from typing import Any
@@ -27,9 +27,9 @@ from storage.protocol import DeliveryLease
 from storage.url_credentials import masked
 
 from .._cancel import in_rounds
-from ..access import ToolApprovalRule
-from ..deciding.refusals import barred_recipients
+from ..access import Principal, ToolApprovalRule
 from ..deciding.rules import covering, owner
+from ..errors import RunsgateError
 from ..running.deferred import question_id
 from ..webhooks.messages import RetryPolicy, inbox_url
 from .links import LinkAction, LinkSigner
@@ -43,6 +43,17 @@ EMAIL = "runsgate-email"
 
 SUBJECTS: dict[Moment, str] = {"waiting": "Waiting for you", "reminded": "Reminder", "escalated": "Escalated"}
 
+Refusal = Callable[[SnapshotDocument, int, Principal], Awaitable[RunsgateError | None]]
+"""Why a principal may not approve (or resume) call ``index`` of a run (``DecisionGate.refusal_of``)."""
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """A principal told by email: its ``address`` and the ``principal`` its links decide as."""
+
+    address: str
+    principal: Principal
+
 
 class EmailOutbox:
     """Queues and sends the emails of waiting questions (module docstring).
@@ -50,7 +61,9 @@ class EmailOutbox:
     Args:
         store: The shared store.
         rules: The tool rules (their ``recipients``).
-        addresses: Principal identity -> email address (API keys' ``email``, ``RUNSGATE_RECIPIENTS``).
+        recipients: Principal identity -> its address and grants (API keys with an ``email``,
+            ``RUNSGATE_RECIPIENTS``).
+        refusal_of: The gate's refusal of a question to a principal: one it refuses is not told.
         signer: Makes the links.
         public_url: Base URL of the links and the inbox (``RUNSGATE_PUBLIC_URL``).
         smtp_url: ``smtp://[user:password@]host[:port]`` or ``smtps://...``.
@@ -66,7 +79,8 @@ class EmailOutbox:
         store: SnapshotStore,
         *,
         rules: Sequence[ToolApprovalRule],
-        addresses: Mapping[str, str],
+        recipients: Mapping[str, Recipient],
+        refusal_of: Refusal,
         signer: LinkSigner,
         public_url: str,
         smtp_url: str,
@@ -78,7 +92,8 @@ class EmailOutbox:
     ) -> None:
         self._store = store
         self._rules = tuple(rules)
-        self._addresses = dict(addresses)
+        self._recipients = dict(recipients)
+        self._refusal_of = refusal_of
         self._signer = signer
         self._public_url = public_url.rstrip("/")
         parts = urlsplit(smtp_url)
@@ -112,16 +127,16 @@ class EmailOutbox:
             if call["decision"] is not None or call["toolCallId"] not in named:
                 continue
             rules = covering(self._rules, owner(run["agentId"], call))
-            told = notices_for(rules, call["toolName"], call["args"]).told(moment)
-            barred = barred_recipients(run, call, rules)  # their approve links could only answer 409
-            for identity in (identity for identity in told if identity not in barred):
-                address = self._addresses.get(identity)
-                if address is None:
+            for identity in notices_for(rules, call["toolName"], call["args"]).told(moment):
+                recipient = self._recipients.get(identity)
+                if recipient is None:
                     self._warn_unaddressed(identity, moment, run, question_id(call))
                     continue
+                if await self._refusal_of(run, index, recipient.principal) is not None:
+                    continue  # its links could only be refused, and it may not be shown the run
                 body = {
                     "to": identity,
-                    "address": address,
+                    "address": recipient.address,
                     "moment": moment,
                     "toolCallId": call["toolCallId"],
                     "questionId": question_id(call),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from storage import (
+    DecisionKind,
     QueueFilter,
     QueueKey,
     ReviewClaimDocument,
@@ -192,9 +193,11 @@ class ReviewQueue:
         """``DecisionGate.may_decide``, decided or not."""
         return await self._gate.may_decide(doc, index, principal)
 
-    async def refusal_of(self, doc: SnapshotDocument, index: int, principal: Principal) -> RunsgateError | None:
-        """``DecisionGate.refusal_of``: why ``principal`` may not approve call ``index`` of ``doc``."""
-        return await self._gate.refusal_of(doc, index, principal)
+    async def refusal_of(
+        self, doc: SnapshotDocument, index: int, principal: Principal, kind: DecisionKind | None = None
+    ) -> RunsgateError | None:
+        """``DecisionGate.refusal_of``: why ``principal`` may not approve (or ``kind``) call ``index`` of ``doc``."""
+        return await self._gate.refusal_of(doc, index, principal, kind)
 
     def may_decide_tool(self, principal: Principal, resource_id: str | None, tool_name: str) -> bool:
         """``DecisionGate.may_decide_tool``."""

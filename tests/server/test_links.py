@@ -467,7 +467,6 @@ async def test_a_prior_approver_is_told_so_and_shown_no_approve_button(serve: Se
     assert declined.status_code == 200, declined.text
 
 
-@pytest.mark.xfail(strict=True, reason="a link decides without the recipient's runs:decide")
 async def test_a_recipient_without_runs_decide_decides_nothing_by_link(serve: Serve) -> None:
     reader = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz", ("runs:read", "refunds:approve"))
     served = await serve(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from runtime.webhooks.messages import WEBHOOK_EVENT_TYPES
 
 from .._auth import TestKey
@@ -292,3 +294,15 @@ async def test_an_unknown_agent_in_the_queues_filter_is_agent_not_found(serve: S
     assert error["message"] == (
         "No agent is registered with id 'nope'; known agents: refund-agent, support-supervisor, weather-agent."
     )
+
+
+@pytest.mark.xfail(strict=True, reason="an empty list filter silently matches nothing")
+@pytest.mark.parametrize("name", ["agentIds", "toolNames"])
+async def test_an_empty_list_in_the_queues_filter_is_bad_user_input(serve: Serve, name: str) -> None:
+    served = await serve()
+    body = await served.client().execute(f"query {{ reviewQueue(filter: {{{name}: []}}) {{ totalCount }} }}")
+
+    assert body["data"] is None, body
+    [error] = body["errors"]
+    assert (error["extensions"]["code"], error["extensions"]["argument"]) == ("BAD_USER_INPUT", f"filter.{name}")
+    assert error["message"] == f"`filter.{name}` is empty, so it would match nothing: leave it out to list them all"

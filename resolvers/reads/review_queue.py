@@ -29,8 +29,10 @@ MAX_FILTER_ITEMS = 100
 
 @strawberry.input(description="Which questions the reviewers' queue lists (every filter given must hold).")
 class ReviewQueueFilter:
-    agent_ids: list[strawberry.ID] | None = strawberry.field(default=None, description="Only these agents' runs.")
-    tool_names: list[str] | None = strawberry.field(default=None, description="Only calls of these tools.")
+    agent_ids: list[strawberry.ID] | None = strawberry.field(
+        default=None, description="Only these agents' runs (not empty)."
+    )
+    tool_names: list[str] | None = strawberry.field(default=None, description="Only calls of these tools (not empty).")
     thread_id: str | None = None
     resource_id: str | None = None
     claimed_by_me: bool | None = strawberry.field(
@@ -118,7 +120,7 @@ def queue_query(queue_filter: ReviewQueueFilter | None, registry: AgentRegistry)
     field of ``QueueQuery`` is the filter's of the same name, its lists as sets.
 
     Raises:
-        QueryArgumentError: A list of over ``MAX_FILTER_ITEMS`` items (``BAD_USER_INPUT``); an
+        QueryArgumentError: An empty list, or one of over ``MAX_FILTER_ITEMS`` items (``BAD_USER_INPUT``); an
             agent id ``registry`` does not hold (``AGENT_NOT_FOUND``, argument ``filter.agentIds``,
             the first in the list; the message lists the known agents, as ``suspendedRuns``').
     """
@@ -128,6 +130,11 @@ def queue_query(queue_filter: ReviewQueueFilter | None, registry: AgentRegistry)
         if values is not None and len(values) > MAX_FILTER_ITEMS:
             raise QueryArgumentError(
                 f"`filter.{name}` names at most {MAX_FILTER_ITEMS} items", argument=f"filter.{name}"
+            )
+        if values is not None and not values:
+            raise QueryArgumentError(
+                f"`filter.{name}` is empty, so it would match nothing: leave it out to list them all",
+                argument=f"filter.{name}",
             )
     unknown = next((str(a) for a in queue_filter.agent_ids or () if str(a) not in registry), None)
     if unknown is not None:

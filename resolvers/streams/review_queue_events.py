@@ -102,7 +102,7 @@ async def review_queue_events(
 
     Raises:
         QueryArgumentError: ``afterEventId`` is neither a message's nor a run event's id, a
-            filter is too long, or names an unknown agent (``queue_query``).
+            filter is empty or too long, or names an unknown agent (``queue_query``).
         SubscriptionEndedError: ``SHUTTING_DOWN``, ``STORE_UNAVAILABLE``, ``SUBSCRIPTIONS_UNAVAILABLE``,
             ``SUBSCRIPTION_OVERFLOW`` (as ``suspendedRunEvents``).
     """

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+
 from .._graphql import (
     REFUND,
     REFUND_PROMPT,
@@ -125,3 +127,15 @@ async def test_start_run_of_an_unknown_agent_is_agent_not_found(gql: GraphQLClie
     # and the message lists the agents the caller may use
     known = "refund-agent, support-supervisor, weather-agent"
     assert result["message"] == f"No agent is registered with id 'nope'; known agents: {known}."
+
+
+@pytest.mark.xfail(strict=True, reason="an empty prompt starts a run")
+@pytest.mark.parametrize("prompt", ["", "  \n\t"])
+async def test_an_empty_prompt_is_bad_user_input_and_starts_nothing(gql: GraphQLClient, prompt: str) -> None:
+    body = await gql.execute(START_RUN, input={"agentId": REFUND, "prompt": prompt})
+
+    assert body["data"] is None, body
+    [error] = body["errors"]
+    assert (error["extensions"]["code"], error["extensions"]["argument"]) == ("BAD_USER_INPUT", "input.prompt")
+    assert error["message"] == "`input.prompt` is empty: give the agent something to do"
+    assert (await gql.suspended_runs(REFUND))["totalCount"] == 0

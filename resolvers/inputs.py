@@ -46,7 +46,7 @@ class PageInput:
 @strawberry.input
 class StartRunInput:
     agent_id: strawberry.ID
-    prompt: str
+    prompt: str = strawberry.field(description="What the agent is asked; not empty or blank.")
     thread_id: str | None = None
     resource_id: str | None = None
     idempotency_key: str | None = strawberry.field(

@@ -129,7 +129,6 @@ async def test_start_run_of_an_unknown_agent_is_agent_not_found(gql: GraphQLClie
     assert result["message"] == f"No agent is registered with id 'nope'; known agents: {known}."
 
 
-@pytest.mark.xfail(strict=True, reason="an empty prompt starts a run")
 @pytest.mark.parametrize("prompt", ["", "  \n\t"])
 async def test_an_empty_prompt_is_bad_user_input_and_starts_nothing(gql: GraphQLClient, prompt: str) -> None:
     body = await gql.execute(START_RUN, input={"agentId": REFUND, "prompt": prompt})

@@ -22,7 +22,7 @@ from runtime.demo import LEDGER
 from server.settings import ApiKeyConfig, Settings
 
 from .._auth import TestKey
-from .._graphql import REFUND, GraphQLClient, data
+from .._graphql import REFUND, WEATHER, WEATHER_PROMPT, GraphQLClient, data
 from .._servers import runsgate_process, shared_store_env
 
 DECIDE = """
@@ -284,3 +284,26 @@ async def test_an_empty_batch_is_bad_input(gql: GraphQLClient) -> None:
 
     (error,) = answer["errors"]
     assert error["extensions"] == {"code": "BAD_USER_INPUT", "argument": "input.decisions"}
+
+
+@pytest.mark.xfail(strict=True, reason="a RESUMED item without resumeData answers WrongToolCallKind")
+async def test_a_resume_without_resume_data_is_bad_input_naming_the_field(gql: GraphQLClient) -> None:
+    # given a weather run waiting for data (ask_city)
+    started = await gql.data(START, input={"agentId": WEATHER, "prompt": WEATHER_PROMPT})
+    run_id = started["startRun"]["runId"]
+    (call,) = started["startRun"]["run"]["toolCalls"]
+
+    # when it is resumed in a batch without resumeData
+    answer = await gql.execute(
+        DECIDE,
+        input={
+            "agentId": WEATHER,
+            "decisions": [{"runId": run_id, "toolCallId": call["toolCallId"], "kind": "RESUMED"}],
+        },
+    )
+
+    # then the batch is refused as bad input naming the missing field, and the run still waits
+    (error,) = answer["errors"]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT", "argument": "input.decisions[0].resumeData"}
+    assert error["message"] == "`input.decisions[0].resumeData` is required for RESUMED decisions"
+    assert (await gql.data(RUN, agentId=WEATHER, runId=run_id))["suspendedRun"]["toolCalls"] == [{"decision": None}]

@@ -157,7 +157,7 @@ class ToolCallDecisionInput:
     reason: str | None = strawberry.field(default=None, description="DECLINED only: passed to the model.")
     edited_args: JSON | None = strawberry.field(default=None, description="APPROVED only. " + EDITED_ARGS_DESCRIPTION)
     resume_data: JSON | None = strawberry.field(
-        default=None, description="RESUMED only: validated against the call's `resumeSchema`."
+        default=None, description="RESUMED only, and required there: validated against the call's `resumeSchema`."
     )
     question_id: strawberry.ID | None = question_id_field()
 

@@ -36,7 +36,7 @@ def check(info: Info, input: DecideToolCallsInput) -> None:
     Raises:
         QueryArgumentError: ``BAD_USER_INPUT``: no decision, or more than
             ``RUNSGATE_MAX_BULK_DECISIONS``, or an item giving a field its kind does not take
-            (``reason`` is for DECLINED only...).
+            (``reason`` is for DECLINED only...), or a RESUMED item without ``resumeData``.
     """
     limit = info.context.limits.max_bulk_decisions
     if not input.decisions:
@@ -54,6 +54,10 @@ def check(info: Info, input: DecideToolCallsInput) -> None:
                 raise QueryArgumentError(
                     f"`{at}.{field}` is for {_ONLY_WITH[field].name} decisions only", argument=f"{at}.{field}"
                 )
+        if item.kind == Kind.RESUMED and item.resume_data is None:
+            raise QueryArgumentError(
+                f"`{at}.resumeData` is required for RESUMED decisions", argument=f"{at}.resumeData"
+            )
 
 
 def _decision(item: ToolCallDecisionInput) -> BulkDecision:

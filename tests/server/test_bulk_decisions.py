@@ -286,7 +286,6 @@ async def test_an_empty_batch_is_bad_input(gql: GraphQLClient) -> None:
     assert error["extensions"] == {"code": "BAD_USER_INPUT", "argument": "input.decisions"}
 
 
-@pytest.mark.xfail(strict=True, reason="a RESUMED item without resumeData answers WrongToolCallKind")
 async def test_a_resume_without_resume_data_is_bad_input_naming_the_field(gql: GraphQLClient) -> None:
     # given a weather run waiting for data (ask_city)
     started = await gql.data(START, input={"agentId": WEATHER, "prompt": WEATHER_PROMPT})

@@ -531,3 +531,20 @@ async def test_declining_the_supervisors_call_completes_both_runs_without_refund
     assert LEDGER == []
     await _assert_gone(gql, SUPERVISOR, outer["runId"])
     await _assert_gone(gql, REFUND, inner_id)
+
+
+@pytest.mark.xfail(strict=True, reason="a late resume naming no call of a finished run is RunNotFound")
+async def test_resuming_a_finished_run_again_naming_no_call_is_already_decided(gql: GraphQLClient) -> None:
+    # given a weather run resumed without naming its one call, so it completed and is gone
+    run = await gql.suspend(WEATHER, WEATHER_PROMPT)
+    done = await gql.resume(WEATHER, run["runId"], {"name": "Paris"})
+    assert done["status"] == "COMPLETED", done
+    [event] = [e for e in await gql.run_events(WEATHER, run["runId"]) if e["type"] == "decision"]
+
+    # when it is resumed again the same way, as a late or repeated request would
+    again = await gql.resume(WEATHER, run["runId"], {"name": "Paris"})
+
+    # then the answer names the call and the decision its events recorded, as a stored run's would
+    assert again["__typename"] == "ToolCallAlreadyDecided", again
+    assert (again["runId"], again["toolCallId"]) == (run["runId"], _call_id(run))
+    assert again["decision"] == {"kind": "RESUMED", "decidedAt": event["at"], "decidedBy": event["by"], "reason": None}

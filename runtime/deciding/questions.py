@@ -184,15 +184,22 @@ class Questions:
     ) -> RunsgateError:
         """The answer to a decision on a run no longer stored: the decision of the question it names
         if the events the principal may see record it (a late or duplicate decision on a run that
-        finished; ``QuestionNotPendingError`` when it named the question, as on a stored run), else
-        ``RunNotFoundError``."""
+        finished; ``QuestionNotPendingError`` when it named the question, as on a stored run; a
+        resume naming neither call nor question names the one call the trail records resumed),
+        else ``RunNotFoundError``."""
         resources = principal.resources if principal is not None else None
         events = await self._store.list_events_of_runs(agent_id, [run_id], resource_ids=resources)
-        answered = decided_in_events(events, request.tool_call_id, request.question_id)
+        named = request.tool_call_id
+        if named is None and request.question_id is None:  # a resume of the one call that waited for data
+            resumed = {
+                e["data"]["toolCallId"] for e in events if e["type"] == "decision" and e["data"]["kind"] == "resumed"
+            }
+            named = next(iter(resumed)) if len(resumed) == 1 else None
+        answered = decided_in_events(events, named, request.question_id)
         if answered is None:
             return RunNotFoundError(agent_id, run_id)
-        if request.tool_call_id is not None and not _decided_call(events, request.tool_call_id):
-            return ToolCallNotFoundError(run_id, request.tool_call_id)  # the call first, as on a stored run
+        if named is not None and not _decided_call(events, named):
+            return ToolCallNotFoundError(run_id, named)  # the call first, as on a stored run
         if request.question_id is not None:
             return QuestionNotPendingError(
                 run_id, answered.tool_call_id, request.question_id, answered.decision, finished=True

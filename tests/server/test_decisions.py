@@ -533,7 +533,6 @@ async def test_declining_the_supervisors_call_completes_both_runs_without_refund
     await _assert_gone(gql, REFUND, inner_id)
 
 
-@pytest.mark.xfail(strict=True, reason="a late resume naming no call of a finished run is RunNotFound")
 async def test_resuming_a_finished_run_again_naming_no_call_is_already_decided(gql: GraphQLClient) -> None:
     # given a weather run resumed without naming its one call, so it completed and is gone
     run = await gql.suspend(WEATHER, WEATHER_PROMPT)

@@ -238,6 +238,20 @@ def check_resource(doc: SnapshotDocument, principal: Principal | None) -> None:
         raise RunNotFoundError(doc["agentId"], doc["_id"])
 
 
+def check_decider(doc: SnapshotDocument, principal: Principal | None) -> None:
+    """A decision's first check by ``principal`` (``None``: runsgate's own deciders), on every
+    path (the API, a link, a queue's listing): ``check_resource``, then ``runs:decide``.
+
+    Raises:
+        RunNotFoundError: The run is outside its resources (nothing about it is shown).
+        ForbiddenError: It lacks ``runs:decide`` (``required_scope``): a link decides with its
+            recipient's grants, which need not hold it.
+    """
+    check_resource(doc, principal)
+    if principal is not None and not principal.has_scope(DECIDE):
+        raise ForbiddenError(f"deciding needs the scope {DECIDE!r}", required_scope=DECIDE)
+
+
 __all__ = [
     "ALL_SCOPES",
     "ANONYMOUS",
@@ -250,6 +264,7 @@ __all__ = [
     "Recipients",
     "ToolApprovalRule",
     "can_see_run",
+    "check_decider",
     "check_resource",
     "check_start",
 ]

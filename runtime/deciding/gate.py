@@ -30,7 +30,7 @@ from storage.protocol import ApprovalWrite, DecisionWrite
 from storage.rules import call_expired
 
 from .._json import jsonable
-from ..access import Principal, ToolApprovalRule, check_resource
+from ..access import Principal, ToolApprovalRule, check_decider
 from ..errors import (
     DuplicateApproverError,
     ForbiddenError,
@@ -192,10 +192,10 @@ class DecisionGate:
             DecideThroughSupervisorError: The run is a sub-run and the decision is not forwarded
                 from its supervisor (``check_addressable``), whatever call it names.
             InvalidToolArgumentsError: The edited arguments fail the tool's validator.
-            ForbiddenError: A rule needs a scope the decider lacks (``required_scope``), or
-                forbids the edit.
+            ForbiddenError: The decider lacks ``runs:decide`` or a scope a rule needs
+                (``required_scope``), or a rule forbids the edit.
         """
-        check_resource(doc, decider.principal)
+        check_decider(doc, decider.principal)
         check_addressable(doc, forwarded=decider.kind == "supervisor")
         try:
             index = find_call(doc, request)
@@ -229,12 +229,12 @@ class DecisionGate:
         the model's arguments, as ``allowed`` would find, or ``None``: ``RunNotFoundError`` (not its
         resources), ``DecideThroughSupervisorError`` (a sub-run), ``ForbiddenError`` (``runs:decide``,
         a rule's scope), ``SeparationOfDutiesError``, ``DuplicateApproverError``. Raises nothing."""
-        if not principal.may_use_resource(doc["resourceId"]) or doc["parentRunId"] is not None:
-            try:
-                check_resource(doc, principal)
+        try:
+            check_decider(doc, principal)
+            if doc["parentRunId"] is not None:
                 check_addressable(doc, forwarded=False)
-            except RunsgateError as refused:
-                return refused
+        except RunsgateError as refused:
+            return refused
         call = doc["toolCalls"][index]
         owner = R.owner(doc["agentId"], call) if R.owner_known(call) else await self._owner(doc, call)
         rules = R.covering(self._rules, owner)

@@ -1,7 +1,7 @@
 """Who decides (``Decider``) and why a decider may not (``refusal``, ``repeated_approval``):
-``runs:decide``, the scopes the rules require, separation of duties and an approval given
-already, one rule in one place for the gate's checks, the reviewers' queue and the recipients of
-a question's email (``DecisionGate.allowed``, ``DecisionGate.refusal_of``); the runs that may
+the scopes the rules require, separation of duties and an approval given already, one rule in
+one place for the gate's checks, the reviewers' queue and the recipients of a question's email
+(``DecisionGate.allowed``, ``DecisionGate.refusal_of``); the runs that may
 hold a refused question (``refusal_candidates``, the queue's flat total); and the review claim
 held on a question."""
 
@@ -14,7 +14,7 @@ from typing import Literal
 
 from storage import ReviewCandidates, ReviewClaimDocument, SnapshotDocument, ToolCallDocument
 
-from ..access import DECIDE, Principal, ToolApprovalRule
+from ..access import Principal, ToolApprovalRule
 from ..errors import DuplicateApproverError, ForbiddenError, RunsgateError
 from ..reviewing.errors import SeparationOfDutiesError
 from . import rules as R
@@ -56,19 +56,16 @@ def refusal(
 ) -> RunsgateError | None:
     """Why ``decider`` may not make a decision of ``kind`` on ``call`` of ``doc``, given what the
     rules of its owner require of it with the arguments decided on (``R.requirements``), or
-    ``None``: an API caller without ``runs:decide`` (``ForbiddenError``, whatever the path: a link
-    decides with its recipient's grants), a scope the rules require of an approval or a resume
-    (``ForbiddenError``), or, for an approval, separation of duties (the run's starter, or anyone
-    when the starter is unknown; trusted in-process callers and forwarded decisions, checked on the
-    supervisor's call, excepted)."""
+    ``None``: a scope the rules require of an approval or a resume (``ForbiddenError``), or, for an
+    approval, separation of duties (the run's starter, or anyone when the starter is unknown;
+    trusted in-process callers and forwarded decisions, checked on the supervisor's call,
+    excepted). ``runs:decide`` and the resources come first (``access.check_decider``)."""
     tool = call["toolName"]
-    person = decider.kind == "person" and decider.principal is not None
-    if person and not decider.holds(DECIDE):
-        return ForbiddenError(f"deciding needs the scope {DECIDE!r}", required_scope=DECIDE)
     scopes = required.scopes if kind != "declined" else []
     missing = next((scope for scope in scopes if not decider.holds(scope)), None)
     if missing is not None:
         return ForbiddenError(f"approving {tool!r} needs the scope {missing!r}", required_scope=missing)
+    person = decider.kind == "person" and decider.principal is not None
     if kind == "approved" and person and _starter_barred(doc, required.separation_of_duties, decider.name):
         return SeparationOfDutiesError(doc["_id"], call["toolCallId"], doc.get("startedBy"), "startedBy" in doc)
     return None

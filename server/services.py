@@ -45,8 +45,8 @@ logger = logging.getLogger("runsgate")
 
 def make_store(settings: Settings) -> SnapshotStore:
     """The store ``settings.store_url`` names, not opened (``storage.store_from_url``): a SQLite
-    file, MongoDB (waiting ``RUNSGATE_MONGODB_TIMEOUT`` seconds for a server), or the in-memory
-    store (lost on restart).
+    file, MongoDB (waiting ``RUNSGATE_MONGODB_TIMEOUT`` seconds for a server, and
+    ``RUNSGATE_MONGODB_SOCKET_TIMEOUT`` for an answer), or the in-memory store (lost on restart).
 
     A SQLite write waits for the database lock at most ``settings.sqlite_busy_timeout``.
     """
@@ -54,6 +54,7 @@ def make_store(settings: Settings) -> SnapshotStore:
         settings.store_url,
         busy_timeout=settings.sqlite_busy_timeout,
         server_selection_timeout=settings.mongodb_timeout,
+        socket_timeout=settings.mongodb_socket_timeout,
     )
 
 

@@ -43,6 +43,8 @@ class StoreOptions:
     """SQLite: seconds a write waits for the database lock (``None``: its default)."""
     server_selection_timeout: float | None = None
     """MongoDB: seconds an operation waits for a reachable server (``None``: its default)."""
+    socket_timeout: float | None = None
+    """MongoDB: seconds a command waits for the server's answer (``None``: its default)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -92,13 +94,18 @@ def _sqlite(url: str, options: StoreOptions) -> SnapshotStore:
 def _mongodb(url: str, options: StoreOptions) -> SnapshotStore:
     from .mongo import MongoSnapshotStore  # PyMongo is imported here, and only here
 
-    if options.server_selection_timeout is None:
-        return MongoSnapshotStore(url)
-    return MongoSnapshotStore(url, server_selection_timeout=options.server_selection_timeout)
+    selection, socket = options.server_selection_timeout, options.socket_timeout
+    return MongoSnapshotStore(
+        url,
+        server_selection_timeout=MONGODB_TIMEOUT if selection is None else selection,
+        socket_timeout=MONGODB_SOCKET_TIMEOUT if socket is None else socket,
+    )
 
 
 MONGODB_TIMEOUT = 5.0
 """Seconds MongoDB's start-up check waits for a server when none is given (``MongoSnapshotStore``'s default)."""
+MONGODB_SOCKET_TIMEOUT = 30.0
+"""Seconds a MongoDB command waits for its answer when none is given (``MongoSnapshotStore``'s default)."""
 
 
 def _mongodb_reachable(url: str, options: StoreOptions) -> None:
@@ -179,17 +186,26 @@ def store_entry(url: str) -> StoreEntry:
 
 
 def store_from_url(
-    url: str, *, busy_timeout: float | None = None, server_selection_timeout: float | None = None
+    url: str,
+    *,
+    busy_timeout: float | None = None,
+    server_selection_timeout: float | None = None,
+    socket_timeout: float | None = None,
 ) -> SnapshotStore:
     """The store ``url`` names, not yet opened: a new ``MemorySnapshotStore`` each call for
     ``memory://``, a ``SQLiteSnapshotStore`` for ``sqlite:///path``, a ``MongoSnapshotStore`` for
-    ``mongodb://`` and ``mongodb+srv://``. ``busy_timeout`` (SQLite) and ``server_selection_timeout``
-    (MongoDB) are in seconds; ``None`` keeps the store's default, and a store ignores the other's.
+    ``mongodb://`` and ``mongodb+srv://``. ``busy_timeout`` (SQLite), ``server_selection_timeout``
+    and ``socket_timeout`` (MongoDB) are in seconds; ``None`` keeps the store's default, and a
+    store ignores the others'.
 
     Raises:
         UnknownStoreError: No store takes ``url``; the message names the accepted forms.
     """
-    options = StoreOptions(busy_timeout=busy_timeout, server_selection_timeout=server_selection_timeout)
+    options = StoreOptions(
+        busy_timeout=busy_timeout,
+        server_selection_timeout=server_selection_timeout,
+        socket_timeout=socket_timeout,
+    )
     return store_entry(url).create(url, options)
 
 

@@ -60,7 +60,11 @@ def run_seed_command(args: argparse.Namespace) -> int:
             why = f"the store is the {entry.name} store, {IN_PROCESS}"
             print(INVALID + refused(setting, why, settings.store_url), file=sys.stderr)
         return 2
-    store = store_from_url(settings.store_url, server_selection_timeout=settings.mongodb_timeout)
+    store = store_from_url(
+        settings.store_url,
+        server_selection_timeout=settings.mongodb_timeout,
+        socket_timeout=settings.mongodb_socket_timeout,
+    )
     if args.reset and not isinstance(store, Resettable):
         print(f"{INVALID}--reset: the {entry.name} store cannot delete its runs, events and keys", file=sys.stderr)
         return 2

@@ -74,6 +74,8 @@ class Settings(SecuritySettings, WebhookSettings, StreamSettings, LinkSettings):
     """``mongodb://`` URI; its path names the database (default ``runsgate``). Unset: ``store``."""
     mongodb_timeout: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 5.0
     """Seconds to wait for a reachable MongoDB server before an operation fails."""
+    mongodb_socket_timeout: Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)] = 30.0
+    """Seconds a MongoDB command waits for the server's answer (one that accepts it and never answers)."""
     agents: str | None = None
     """``package.module:attribute`` of the agent registry to serve (mapping id -> Agent, or agents
     with names). Required to serve (``agents_path``): no agents are served by default, not even

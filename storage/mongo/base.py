@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext, suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -92,10 +92,12 @@ class MongoStoreBase:
         uri: str,
         *,
         server_selection_timeout: float = 5.0,
+        socket_timeout: float = 30.0,
         inline_history_limit: int = 8 * 1024 * 1024,
         write_leases: bool | None = None,
     ) -> None:
         self._uri = uri
+        self._socket_timeout_ms = int(socket_timeout * 1000)
         self._leases_setting = write_leases
         self._write_leases = True  # until open() asks the server
         self._timeout_ms = int(server_selection_timeout * 1000)
@@ -189,11 +191,10 @@ class MongoStoreBase:
         """
         try:
             async with reachable():  # a mongodb+srv:// URI's DNS lookup may fail here already
-                self._client = AsyncMongoClient(
-                    self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate"
-                )
+                self._client = self._new_client(socketTimeoutMS=self._socket_timeout_ms)
                 self._write_leases = await self._needs_write_leases()
-                await schema.create_indexes(self.database)
+                async with self._unbounded() as database:  # an index build takes what it takes
+                    await schema.create_indexes(database)
                 found = await schema.stored_schema_version(self.database)
             if found > SCHEMA_VERSION:
                 raise NewerSchemaError(found, SCHEMA_VERSION)
@@ -201,7 +202,8 @@ class MongoStoreBase:
                 build = await self.database.command("buildInfo")
                 self._rewrites_whole_documents = "ferretdbVersion" in build  # FerretDB 1.x
                 self._windowed_pages = isinstance(build.get("ferretdb"), Mapping)  # FerretDB 2: DocumentDB
-                await schema.backfill(self.database, to_bson_precision(datetime.now(UTC)))
+                async with self._unbounded() as database:
+                    await schema.backfill(database, to_bson_precision(datetime.now(UTC)))
         except BaseException:
             await self.close()  # an open that fails leaves no client behind
             raise
@@ -227,6 +229,22 @@ class MongoStoreBase:
     async def _raise_schema_version(self, version: int) -> None:
         """Record that the store holds documents of ``version`` (the stored version only grows)."""
         await schema.raise_schema_version(self.database[schema.META], version)
+
+    def _new_client(self, **options: Any) -> AsyncMongoClient[Document]:
+        """A client of the store's URI, waiting ``server_selection_timeout`` for a server."""
+        return AsyncMongoClient(
+            self._uri, tz_aware=True, serverSelectionTimeoutMS=self._timeout_ms, appname="runsgate", **options
+        )
+
+    @asynccontextmanager
+    async def _unbounded(self) -> AsyncIterator[AsyncDatabase[Document]]:
+        """The database through a client of its own without the socket timeout, closed after: for
+        the open's index builds and backfills, whose one command may wait for minutes."""
+        client = self._new_client()
+        try:
+            yield client.get_default_database(default="runsgate")
+        finally:
+            await client.close()
 
     async def close(self) -> None:
         if self._client is not None:

@@ -33,8 +33,9 @@ def dns_failed(exc: ConfigurationError) -> bool:
 
 @asynccontextmanager
 async def reachable() -> AsyncIterator[None]:
-    """Turn connection failures, a failed DNS lookup of a ``mongodb+srv://`` URI, and server
-    errors of ``UNAVAILABLE_CODES`` into ``StoreUnavailableError`` (no internals leak upward)."""
+    """Turn connection failures (an answer that did not come within the socket timeout among
+    them), a failed DNS lookup of a ``mongodb+srv://`` URI, and server errors of
+    ``UNAVAILABLE_CODES`` into ``StoreUnavailableError`` (no internals leak upward)."""
     try:
         yield
     except ConnectionFailure as exc:

@@ -37,6 +37,9 @@ class MongoSnapshotStore(
         uri: A ``mongodb://`` URI; its path names the database (default ``runsgate``).
         server_selection_timeout: Seconds to wait for a reachable server before an operation
             fails with ``StoreUnavailableError``.
+        socket_timeout: Seconds a command waits for the server's answer (PyMongo's
+            ``socketTimeoutMS``) before it fails with ``StoreUnavailableError``: a server that
+            accepts it and never answers; ``open()``'s index builds and backfills have none.
         inline_history_limit: Compressed histories up to this many bytes are stored in one
             document; larger ones go to GridFS.
         write_leases: Whether every write holds a write lease (``_run_lock``); by default

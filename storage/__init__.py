@@ -33,6 +33,7 @@ from .documents import (
 )
 from .memory import MemorySnapshotStore
 from .protocol import (
+    ApproverSeeingCount,
     DecisionClaim,
     DuplicateRunError,
     EventLog,
@@ -78,6 +79,7 @@ __all__ = [
     "EXPIRY_DECIDER",
     "SCHEMA_VERSION",
     "ApprovalDocument",
+    "ApproverSeeingCount",
     "ClaimDocument",
     "DecisionClaim",
     "DecisionDocument",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from storage import (
+    ApproverSeeingCount,
     DecisionKind,
     QueueFilter,
     QueueKey,
@@ -153,12 +154,22 @@ class ReviewQueue:
         (``refusal_candidates``, read through the store's indexes: ``list_review_candidates``), so
         O(candidates), not O(matches). With a question filter (tools, review claims, escalation,
         ``expires_before``: a run's other calls may be due later), every matching run is read and
-        its questions checked. The reads follow one another (the kept count, then the candidates)."""
+        its questions checked. The reads follow one another (the kept count, then the candidates);
+        where the candidates are only the runs ``principal`` approved in, a store that can
+        (``ApproverSeeingCount``) tells within the count's reads whether there is one to read."""
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
         if all(value is None for value in on_questions):
             store_filter = query.store_filter(principal.resources)
             candidates = refusal_candidates(self._gate.rules, principal)
-            total = await self._store.count_review_questions(store_filter)
+            if isinstance(self._store, ApproverSeeingCount) and candidates.parts() == [
+                ("approver", principal.identity)
+            ]:
+                # the approver part alone: the count's own reads tell whether it holds a run
+                total, seen = await self._store.count_review_questions_seeing(store_filter, principal.identity)
+                if not seen:
+                    return total
+            else:
+                total = await self._store.count_review_questions(store_filter)
             # after the count, not beside it: the page is read beside the count already, and a
             # third command at once cost a loaded DocumentDB more than this read's round trip
             docs = await self._store.list_review_candidates(store_filter, candidates, limit=500)

@@ -51,6 +51,15 @@ written yet: ``{since, moves: {<id>: q}}``, each move the change in the run's wa
 (``moved``; indexed: ``questions_pending``, sparse). Cleared once written (``record``)."""
 
 
+QUEUE_RUN_FIELDS: Document = {"agentId": 1, "threadId": 1, "resourceId": 1, "parentRunId": 1, QUEUE_MARKER: 1}
+"""The fields of a run carrying moves that a queue total reads."""
+
+
+def moving_query(runs: Document) -> Document:
+    """The runs ``runs`` selects that carry moves whose entries may not be written (``QUEUE_MARKER``)."""
+    return {**runs, f"{QUEUE_MARKER}.since": {"$exists": True}}
+
+
 def moved(update: Document, questions: int, now: datetime) -> Document:
     """``update`` (a run's single-document write) that also records a change of ``questions`` in the
     run's waiting questions under a new move id (``QUEUE_MARKER``); ``update`` itself when 0."""
@@ -264,18 +273,22 @@ class KeptCounts:
         return total - sum(missing(run, "d") for run in leaving.values())
 
     async def queue_total(
-        self, counts: Document, runs: Document, events: Document, count_of: Callable[[Document], str | None]
+        self,
+        counts: Document,
+        runs: Document,
+        events: Document,
+        count_of: Callable[[Document], str | None],
+        moving: list[Document] | None = None,
     ) -> int:
         """The sum of the queue's counts ``counts`` selects, corrected by the moves whose ``m``
         entry is not written yet of the runs ``runs`` selects and of the finished runs whose
         ``completed`` event ``events`` selects (each a run's fields as ``_run_of`` gives them):
         such a move is added when its entry is missing from the count ``count_of(run)`` (``None``:
         the run is not in the total). Read in ``total``'s order, for the same reason: the runs
-        carrying moves (sparse index ``questions_pending``), the events carrying them, the counts."""
-        fields = {"agentId": 1, "threadId": 1, "resourceId": 1, "parentRunId": 1, QUEUE_MARKER: 1}
-        moving = await hinted(
-            self._runs().find({**runs, f"{QUEUE_MARKER}.since": {"$exists": True}}, fields), "questions_pending"
-        )
+        carrying moves (sparse index ``questions_pending``; ``moving``: read already, at least
+        ``moving_query(runs)``'s runs, with ``QUEUE_RUN_FIELDS``), the events carrying them, the counts."""
+        if moving is None:
+            moving = await hinted(self._runs().find(moving_query(runs), QUEUE_RUN_FIELDS), "questions_pending")
         flagged = {**events, f"{EVENT_MARKER}.at": {"$exists": True}, f"{EVENT_MARKER}.moves": {"$exists": True}}
         finished = await hinted(
             self._events().find(flagged, {"runId": 1, "agentId": 1, EVENT_MARKER: 1}), "events_counts_pending"

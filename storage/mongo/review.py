@@ -14,7 +14,7 @@ from ..documents import SnapshotDocument
 from ..protocol import QueueFilter, QueueKey, ReviewCandidates, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
-from .counts import EVENT_MARKER, hinted, queue_key, queue_scope
+from .counts import EVENT_MARKER, QUEUE_MARKER, QUEUE_RUN_FIELDS, hinted, moving_query, queue_key, queue_scope
 from .mapping import NOT_FINISHED, STORE_FIELDS, UNDATED_FROM, as_utc, page, queue_at, read_snapshots
 from .reachability import reachable
 from .schema import REVIEW_QUEUE_INDEX, REVIEW_QUEUE_ORDER
@@ -98,6 +98,25 @@ def candidate_queries(f: QueueFilter, c: ReviewCandidates, after: str | None) ->
     return [(merged(base, part), index) for part, index in parts]
 
 
+APPROVED_READ = 500
+"""Runs the kept count's first read returns at most when it also looks for an approver's approvals."""
+
+
+def _approved(approver: str) -> Document:
+    """The suspended runs holding an approval by ``approver`` (index ``review_approver``)."""
+    return {"toolCalls.approvals.decidedBy": approver, "status": "suspended"}
+
+
+def _holds_approval(doc: Document, approver: str) -> bool:
+    """Whether run ``doc`` (its ``toolCalls.approvals.decidedBy`` read) is suspended and holds an
+    approval by ``approver``."""
+    return doc.get("status") == "suspended" and any(
+        approval.get("decidedBy") == approver
+        for call in doc.get("toolCalls") or []
+        for approval in call.get("approvals") or []
+    )
+
+
 def _window_key(f: QueueFilter) -> tuple[Any, ...]:
     """The key a queue filter's window is remembered under (never a listing's: its first item is a tuple)."""
     agents = None if f.agent_ids is None else tuple(sorted(f.agent_ids))
@@ -148,23 +167,34 @@ class MongoReviewQueue(MongoStoreBase):
         runs due before it (O(matches)), a range of ``queueAt``."""
         if queue_filter.expires_before is None:
             async with reachable():
-                return await self._kept_questions(queue_filter)
+                return (await self._kept_questions(queue_filter, None))[0]
         query = merged(queue_query(queue_filter, None).query, no_value("parentRunId"))  # not a sub-run
         pipeline = [{"$match": query}, {"$group": {"_id": None, "total": {"$sum": "$pendingCount"}}}]
         async with reachable():
             found = await (await self._runs.aggregate(pipeline)).to_list()
         return int(found[0]["total"]) if found else 0
 
-    async def _kept_questions(self, f: QueueFilter) -> int:
+    async def count_review_questions_seeing(self, queue_filter: QueueFilter, approver: str) -> tuple[int, bool]:
+        """The kept count's first read (the runs carrying moves) also reads the suspended runs
+        holding an approval by ``approver`` (one ``$or`` of two indexes, ``APPROVED_READ`` runs at
+        most, else ``True`` and the runs carrying moves read alone); ``expires_before``: ``True``."""
+        if queue_filter.expires_before is not None:
+            return await self.count_review_questions(queue_filter), True
+        async with reachable():
+            return await self._kept_questions(queue_filter, approver)
+
+    async def _kept_questions(self, f: QueueFilter, approver: str | None) -> tuple[int, bool]:
         """The questions of ``f`` (without dates) from the queue's counts: those of its agents (every
         agent's by ``scope``), its thread and each resource it allows (the queue's rule as
-        ``QueueFilter.admits`` and SQLite's ``kept_count_sql`` state it)."""
+        ``QueueFilter.admits`` and SQLite's ``kept_count_sql`` state it); and whether a suspended
+        run may hold an approval by ``approver`` (``None``: not read, ``True``; none when ``f``
+        matches nothing)."""
         allowed = f.resource_ids
         if allowed is not None and f.resource_id is not None:
             allowed = None if f.resource_id in allowed else frozenset()
         resources: list[str | None] = [f.resource_id] if allowed is None else [*sorted(allowed)]
         if not resources or (f.agent_ids is not None and not f.agent_ids):
-            return 0
+            return 0, False  # nothing matches: no candidate either
         by_resource = resources != [None]
         runs: Document = {} if f.agent_ids is None else {"agentId": {"$in": sorted(f.agent_ids)}}
         events = dict(runs)
@@ -183,7 +213,28 @@ class MongoReviewQueue(MongoStoreBase):
                 return None
             return queue_key(agent, f.thread_id, resource if by_resource else None)
 
-        return await self._counts.queue_total(counts, runs, events, count_of)
+        moving, approved = None, True
+        if approver is not None:
+            moving, approved = await self._moving_or_approved(runs, approver)
+        return await self._counts.queue_total(counts, runs, events, count_of, moving), approved
+
+    async def _moving_or_approved(self, runs: Document, approver: str) -> tuple[list[Document] | None, bool]:
+        """The runs carrying moves among ``runs`` (with others, which ``count_of`` leaves out) and
+        whether a suspended run holds an approval by ``approver``, in one read; ``(None, True)``
+        past ``APPROVED_READ`` runs (the caller reads the moving runs alone)."""
+        either = {"$or": [moving_query(runs), _approved(approver)]}
+        fields = {**QUEUE_RUN_FIELDS, "status": 1, "toolCalls.approvals.decidedBy": 1}
+        # no `limit`: after a find with one, FerretDB 2.5 holds the connection's next command
+        # about 12 ms (bench/RESULTS.md "The queue's candidates in its count's read"); one batch,
+        # closed when more runs match
+        found: list[Document] = []
+        async with self._runs.find(either, fields).batch_size(APPROVED_READ + 1) as cursor:
+            async for doc in cursor:
+                found.append(doc)
+                if len(found) > APPROVED_READ:
+                    return None, True
+        moving = [doc for doc in found if (doc.get(QUEUE_MARKER) or {}).get("since") is not None]
+        return moving, any(_holds_approval(doc, approver) for doc in found)
 
     async def list_review_candidates(
         self, queue_filter: QueueFilter, candidates: ReviewCandidates, *, limit: int, after: str | None = None

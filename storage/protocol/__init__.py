@@ -14,7 +14,7 @@ from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
 from .events import EventLog, event_list, event_size
 from .filters import EVERY_RUN, DeliveryListing, EventsAfter, RunFilter, RunPage, SortKey, sort_key
 from .keys import IdempotencyKeys, IdempotencyKeyTakenError
-from .review import QueueFilter, QueueKey, ReviewCandidates, ReviewQueueStore, queue_key
+from .review import ApproverSeeingCount, QueueFilter, QueueKey, ReviewCandidates, ReviewQueueStore, queue_key
 from .run_updates import RunUpdateLog
 from .runs import RunStore
 from .store import SnapshotStore
@@ -38,6 +38,7 @@ from .writes import (
 __all__ = [
     "EVERY_RUN",
     "ApprovalWrite",
+    "ApproverSeeingCount",
     "ClaimRelease",
     "ClaimRenewal",
     "ClaimWrite",

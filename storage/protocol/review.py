@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ..documents import SnapshotDocument
 from .writes import ReviewClaimWrite
@@ -121,4 +121,17 @@ class ReviewQueueStore(Protocol):
         ...
 
 
-__all__ = ["QueueFilter", "QueueKey", "ReviewCandidates", "ReviewQueueStore", "queue_key"]
+@runtime_checkable
+class ApproverSeeingCount(Protocol):
+    """A store whose queue total also tells, in the same commands, whether a principal may hold
+    a candidate run of the approver part (``ReviewCandidates.approver``): the queue's total then
+    reads its candidates only when there may be one (MongoDB: one round trip less)."""
+
+    async def count_review_questions_seeing(self, queue_filter: QueueFilter, approver: str) -> tuple[int, bool]:
+        """``count_review_questions(queue_filter)``, and ``False`` when no suspended run holds an
+        approval given by ``approver`` (``list_review_candidates`` of that part alone then returns
+        nothing, whatever the filter); ``True`` when one may (read them to know)."""
+        ...
+
+
+__all__ = ["ApproverSeeingCount", "QueueFilter", "QueueKey", "ReviewCandidates", "ReviewQueueStore", "queue_key"]

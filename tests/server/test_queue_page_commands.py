@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from pymongo import monitoring
 
+from storage.mongo import review
+
 from .._graphql import REFUND, REFUND_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient
 from .conftest import Serve
 
@@ -93,29 +95,56 @@ async def test_a_queue_page_with_its_total_sends_what_a_listing_page_does(serve:
         ("find", "run_snapshots", 21),
         ("find", "run_snapshots", None),
     ]
-    # the queue: the same, and the one read of the runs where the caller's questions may be
-    # refused (``refusal_candidates``: where it gave an approval), never one read per item
-    assert queue == [
-        ("find", "run_counts", None),
-        ("find", "run_events", None),
-        ("find", "run_snapshots", 21),
-        ("find", "run_snapshots", 500),
-        ("find", "run_snapshots", None),
-    ]
+    # the queue: the same, never one read per item; the kept count's read of the runs carrying
+    # moves also tells that no run holds an approval by the caller (``refusal_candidates``' only
+    # part here), so no run is read where the gate could refuse it a question
+    assert queue == listing
+
+
+APPROVE_FIRST = """mutation($input: ApproveToolCallInput!) {
+  approveToolCall(input: $input) { ... on RunOutcome { status } }
+}"""
 
 
 @pytest.mark.parametrize("serve", ["mongo"], indirect=True)
 async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Serve) -> None:
-    served = await serve(tool_rules=[])
+    served = await serve(tool_rules=[{"tool": "issue_refund", "approvals": 2}])
     gql = served.client()
-    for number in range(3):
-        await gql.suspend(REFUND, REFUND_PROMPT, resourceId=f"customer-{number}")
+    runs = [await gql.suspend(REFUND, REFUND_PROMPT, resourceId=f"customer-{number}") for number in range(3)]
+    # the caller gives the first of two approvals on one question: the gate refuses it a second
+    first = runs[0]
+    given = {"agentId": REFUND, "runId": first["runId"], "toolCallId": first["toolCalls"][0]["toolCallId"]}
+    assert (await gql.data(APPROVE_FIRST, input=given))["approveToolCall"] == {"status": "SUSPENDED"}
 
     commands = await sent(gql, QUEUE_PAGE, in_order=True)
+    total = (await gql.data("{ reviewQueue(first: 20) { totalCount nodes { runId } } }"))["reviewQueue"]
 
     # the page beside its total, whose reads follow one another: the kept count's three, then the
     # candidate runs (a third command at once cost a loaded server more than one more round trip
-    # after the count: bench/RESULTS.md "A queue page's commands")
+    # after the count: bench/RESULTS.md "A queue page's commands"), read since its first read
+    # found a run holding the caller's approval
     candidates, counts = commands.index(("find", "run_snapshots", 500)), commands.index(("find", "run_counts", None))
     assert candidates > counts, commands
     assert len(commands) == 5, commands
+    assert total["totalCount"] == len(total["nodes"]) == 2, total
+
+
+@pytest.mark.parametrize("serve", ["mongo"], indirect=True)
+async def test_a_queue_total_past_the_approvals_its_count_reads_reads_them_apart(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = await serve(tool_rules=[{"tool": "issue_refund", "approvals": 2}])
+    gql = served.client()
+    runs = [await gql.suspend(REFUND, REFUND_PROMPT, resourceId=f"customer-{number}") for number in range(3)]
+    for run in runs[:2]:  # the caller's first of two approvals, on two questions
+        given = {"agentId": REFUND, "runId": run["runId"], "toolCallId": run["toolCalls"][0]["toolCallId"]}
+        assert (await gql.data(APPROVE_FIRST, input=given))["approveToolCall"] == {"status": "SUSPENDED"}
+    monkeypatch.setattr(review, "APPROVED_READ", 1)  # the count's first read holds one run at most
+
+    commands = await sent(gql, QUEUE_PAGE, in_order=True)
+    total = (await gql.data("{ reviewQueue(first: 20) { totalCount nodes { runId } } }"))["reviewQueue"]
+
+    # past it, the runs carrying moves are read alone, then the candidates: the total stays exact
+    assert [command[1] for command in commands].count("run_snapshots") == 4, commands
+    assert commands[-1] == ("find", "run_snapshots", 500), commands
+    assert total["totalCount"] == len(total["nodes"]) == 1, total

@@ -151,9 +151,11 @@ class _Review(_Connection):
         """SQLite's query plan of ``count_review_questions`` (``EXPLAIN QUERY PLAN``)."""
         return await self._explain(*_count_sql(queue_filter))
 
-    async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[list[str]]:
-        """SQLite's query plan of each query of a queue page (``EXPLAIN QUERY PLAN``)."""
-        return [await self._explain(sql, params) for sql, params in queue_sql(queue_filter, limit, None)]
+    async def explain_review_queue(
+        self, queue_filter: QueueFilter, limit: int, *, after: QueueKey | None = None
+    ) -> list[list[str]]:
+        """SQLite's query plan of each query of a queue page after ``after`` (``EXPLAIN QUERY PLAN``)."""
+        return [await self._explain(sql, params) for sql, params in queue_sql(queue_filter, limit, after)]
 
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
         on_columns, on_calls = conditions.split(write.condition)

@@ -1,5 +1,6 @@
-"""The SQLite store's reviewers' queue: pages of index ``runs_review_queue`` in queue order
-(``QueueKey``), and the review claims written on a run's calls (``ReviewQueueStore``)."""
+"""The SQLite store's reviewers' queue: pages of index ``runs_review_queue`` (or of its copy
+leading with the thread or the resource, ``_index``) in queue order (``QueueKey``), and the review
+claims written on a run's calls (``ReviewQueueStore``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ from .connection import _Connection
 from .rows import _COLUMNS, _calls, _calls_text, _marks, _ms, _snapshot
 
 _WAITING = "pending_count > 0 AND status = 'suspended'"
-"""The partial condition of index ``runs_review_queue``: every queue query states it as is."""
+"""The partial condition of the queue's indexes: every queue query states it as is."""
+
+
+def _index(f: QueueFilter) -> str:
+    """The index a page of ``f`` and its count with ``expires_before`` search: the one leading
+    with ``f``'s thread, else with its resource (named, or a principal's only one), else
+    ``runs_review_queue``; the filter's other fields are checked while walking it."""
+    if f.thread_id is not None:
+        return "runs_review_queue_thread"
+    if f.resource_id is not None or (f.resource_ids is not None and len(f.resource_ids) == 1):
+        return "runs_review_queue_resource"
+    return "runs_review_queue"
 
 
 def _filter_sql(f: QueueFilter) -> tuple[str, list[Any]]:
@@ -43,7 +55,7 @@ def queue_sql(f: QueueFilter, limit: int, after: QueueKey | None) -> list[tuple[
     if _matches_nothing(f):
         return []
     extra, extra_params = _filter_sql(f)
-    queries = []
+    table, queries = f"run_snapshots INDEXED BY {_index(f)}", []
     if after is None or after.expires_at is not None:
         where, params = f"{_WAITING} AND expires_at IS NOT NULL", list[Any]()
         if after is not None and after.expires_at is not None:
@@ -55,8 +67,7 @@ def queue_sql(f: QueueFilter, limit: int, after: QueueKey | None) -> list[tuple[
         order = "expires_at, suspended_at, run_id"
         queries.append(
             (
-                f"SELECT {_COLUMNS} FROM run_snapshots INDEXED BY runs_review_queue WHERE {where}{extra} "
-                f"ORDER BY {order} LIMIT ?",
+                f"SELECT {_COLUMNS} FROM {table} WHERE {where}{extra} ORDER BY {order} LIMIT ?",
                 [*params, *extra_params, limit],
             )
         )
@@ -67,8 +78,7 @@ def queue_sql(f: QueueFilter, limit: int, after: QueueKey | None) -> list[tuple[
             params += [_ms(after.suspended_at), after.run_id]
         queries.append(
             (
-                f"SELECT {_COLUMNS} FROM run_snapshots INDEXED BY runs_review_queue WHERE {where}{extra} "
-                "ORDER BY suspended_at, run_id LIMIT ?",
+                f"SELECT {_COLUMNS} FROM {table} WHERE {where}{extra} ORDER BY suspended_at, run_id LIMIT ?",
                 [*params, *extra_params, limit],
             )
         )
@@ -77,14 +87,14 @@ def queue_sql(f: QueueFilter, limit: int, after: QueueKey | None) -> list[tuple[
 
 def _count_sql(f: QueueFilter) -> tuple[str, list[Any]]:
     """The query of ``count_review_questions``: the kept counts (``queue_counts``), or with
-    ``expires_before`` a sum over the runs of ``runs_review_queue`` due before it, O(matches)."""
+    ``expires_before`` a sum over the runs of its index (``_index``) due before it, O(matches)."""
     if f.expires_before is None:
         return queue_counts.kept_count_sql(f)
     if _matches_nothing(f):
         return "SELECT 0", []
     extra, params = _filter_sql(f)
     return (
-        f"SELECT coalesce(sum(pending_count), 0) FROM run_snapshots INDEXED BY runs_review_queue "
+        f"SELECT coalesce(sum(pending_count), 0) FROM run_snapshots INDEXED BY {_index(f)} "
         f"WHERE {_WAITING} AND parent_run_id IS NULL AND expires_at < ?{extra}",
         [_ms(f.expires_before), *params],
     )

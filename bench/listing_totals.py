@@ -19,7 +19,8 @@ scenario sent one after another:
 
 Each figure is the median over the rounds of a scenario's median in that round; each ratio is
 the median over the rounds of the ratio within the round (large size / small size, after /
-before, raw / GraphQL), where both sides ran seconds apart, so the machine's drift cancels.
+before, raw / GraphQL, queue / listing of the same filter), where both sides ran seconds apart,
+so the machine's drift cancels.
 Seeded stores are kept (``--files`` for SQLite, ``--documentdb-uri`` for a running server) so a
 later run measures the same runs; the seed is ``runsgate seed --threads 100 --resources 10 --seed
 44`` (a thread holds N / 100 runs, a resource N / 10). Both versions read one SQLite file; on
@@ -215,6 +216,12 @@ def report(servers: list[Server]) -> str:
         cells = " | ".join(f"{s.median(name):.2f}" for name in SCENARIOS)
         lines.append(f"| {s.store} | {s.runs:,} | {s.version} | {cells} | {ratio:.2f} |")
     lines.append("")
+    for s in servers:  # issue 45's target: a queue page costs what the listing's of the same filter does
+        ratios = ", ".join(
+            f"{name} {paired(servers, s, s, name, 'queue ' + name):.2f}"
+            for name in ("page+total", "thread page+total", "resource page+total")
+        )
+        lines.append(f"- {s.store} {s.version}, {s.runs:,} runs, queue / listing of the same filter: {ratios}")
     for store in dict.fromkeys(s.store for s in servers):
         for version in dict.fromkeys(s.version for s in servers):
             mine = sorted((s for s in servers if s.store == store and s.version == version), key=lambda s: s.runs)

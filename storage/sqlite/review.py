@@ -1,5 +1,6 @@
-"""The SQLite store's reviewers' queue: pages of index ``runs_review_queue`` in queue order
-(``QueueKey``), and the review claims written on a run's calls (``ReviewQueueStore``)."""
+"""The SQLite store's reviewers' queue: pages of index ``runs_review_queue`` (or of its copy
+leading with the thread or the resource, ``_index``) in queue order (``QueueKey``), and the review
+claims written on a run's calls (``ReviewQueueStore``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ from .connection import _Connection
 from .rows import _COLUMNS, _calls, _calls_text, _marks, _ms, _snapshot
 
 _WAITING = "pending_count > 0 AND status = 'suspended'"
-"""The partial condition of index ``runs_review_queue``: every queue query states it as is."""
+"""The partial condition of the queue's indexes: every queue query states it as is."""
+
+
+def _index(f: QueueFilter) -> str:
+    """The index a page of ``f`` and its count with ``expires_before`` search: the one leading
+    with ``f``'s thread, else with its resource (named, or a principal's only one), else
+    ``runs_review_queue``; the filter's other fields are checked while walking it."""
+    if f.thread_id is not None:
+        return "runs_review_queue_thread"
+    if f.resource_id is not None or (f.resource_ids is not None and len(f.resource_ids) == 1):
+        return "runs_review_queue_resource"
+    return "runs_review_queue"
 
 
 def _filter_sql(f: QueueFilter) -> tuple[str, list[Any]]:
@@ -36,55 +48,50 @@ def _matches_nothing(f: QueueFilter) -> bool:
     return (f.agent_ids is not None and not f.agent_ids) or (f.resource_ids is not None and not f.resource_ids)
 
 
-def queue_sql(f: QueueFilter, limit: int, after: QueueKey | None) -> list[tuple[str, list[Any]]]:
-    """The queries of one page, run in turn until ``limit`` runs are read: the runs with a
-    deadline (earliest first), then, unless ``after`` is past them or ``expires_before`` is
-    set, those without one (oldest first); none when ``f`` matches nothing."""
+def queue_sql(f: QueueFilter, limit: int, after: QueueKey | None) -> tuple[str, list[Any]] | None:
+    """The query of one page, strictly after ``after``: the runs with a deadline (earliest first),
+    then, unless ``after`` is past them or ``expires_before`` is set, those without one (oldest
+    first), each part a search of ``_index(f)`` from its cursor bound, joined by ``UNION ALL``
+    in queue order (``expires_at NULLS LAST``), which SQLite merges from the two searches with no
+    sort step and stops reading at ``limit`` runs; ``None`` when it reads nothing (``f`` matches
+    nothing, or ``after`` is past the runs ``expires_before`` keeps)."""
     if _matches_nothing(f):
-        return []
+        return None
     extra, extra_params = _filter_sql(f)
-    queries = []
+    table, parts, params = f"run_snapshots INDEXED BY {_index(f)}", list[str](), list[Any]()
     if after is None or after.expires_at is not None:
-        where, params = f"{_WAITING} AND expires_at IS NOT NULL", list[Any]()
+        where = f"{_WAITING} AND expires_at IS NOT NULL"
         if after is not None and after.expires_at is not None:
             where += " AND (expires_at, suspended_at, run_id) > (?, ?, ?)"
             params += [_ms(after.expires_at), _ms(after.suspended_at), after.run_id]
         if f.expires_before is not None:
             where += " AND expires_at < ?"
             params.append(_ms(f.expires_before))
-        order = "expires_at, suspended_at, run_id"
-        queries.append(
-            (
-                f"SELECT {_COLUMNS} FROM run_snapshots INDEXED BY runs_review_queue WHERE {where}{extra} "
-                f"ORDER BY {order} LIMIT ?",
-                [*params, *extra_params, limit],
-            )
-        )
+        parts.append(f"SELECT {_COLUMNS} FROM {table} WHERE {where}{extra}")
+        params += extra_params
     if f.expires_before is None:
-        where, params = f"{_WAITING} AND expires_at IS NULL", []
+        where = f"{_WAITING} AND expires_at IS NULL"
         if after is not None and after.expires_at is None:
             where += " AND (suspended_at, run_id) > (?, ?)"
             params += [_ms(after.suspended_at), after.run_id]
-        queries.append(
-            (
-                f"SELECT {_COLUMNS} FROM run_snapshots INDEXED BY runs_review_queue WHERE {where}{extra} "
-                "ORDER BY suspended_at, run_id LIMIT ?",
-                [*params, *extra_params, limit],
-            )
-        )
-    return queries
+        parts.append(f"SELECT {_COLUMNS} FROM {table} WHERE {where}{extra}")
+        params += extra_params
+    if not parts:  # past the runs with a deadline, and only those asked for
+        return None
+    order = "ORDER BY expires_at NULLS LAST, suspended_at, run_id LIMIT ?"
+    return f"{' UNION ALL '.join(parts)} {order}", [*params, limit]
 
 
 def _count_sql(f: QueueFilter) -> tuple[str, list[Any]]:
     """The query of ``count_review_questions``: the kept counts (``queue_counts``), or with
-    ``expires_before`` a sum over the runs of ``runs_review_queue`` due before it, O(matches)."""
+    ``expires_before`` a sum over the runs of its index (``_index``) due before it, O(matches)."""
     if f.expires_before is None:
         return queue_counts.kept_count_sql(f)
     if _matches_nothing(f):
         return "SELECT 0", []
     extra, params = _filter_sql(f)
     return (
-        f"SELECT coalesce(sum(pending_count), 0) FROM run_snapshots INDEXED BY runs_review_queue "
+        f"SELECT coalesce(sum(pending_count), 0) FROM run_snapshots INDEXED BY {_index(f)} "
         f"WHERE {_WAITING} AND parent_run_id IS NULL AND expires_at < ?{extra}",
         [_ms(f.expires_before), *params],
     )
@@ -124,13 +131,8 @@ class _Review(_Connection):
     async def list_review_runs(
         self, queue_filter: QueueFilter, *, limit: int, after: QueueKey | None = None
     ) -> list[SnapshotDocument]:
-        found: list[SnapshotDocument] = []
-        for sql, params in queue_sql(queue_filter, limit, after):
-            if len(found) >= limit:
-                break
-            params[-1] = limit - len(found)
-            found.extend(_snapshot(row) for row in await self._read(sql, params))
-        return found
+        query = queue_sql(queue_filter, limit, after) if limit > 0 else None
+        return [] if query is None else [_snapshot(row) for row in await self._read(*query)]
 
     async def list_review_candidates(
         self, queue_filter: QueueFilter, candidates: ReviewCandidates, *, limit: int, after: str | None = None
@@ -151,9 +153,13 @@ class _Review(_Connection):
         """SQLite's query plan of ``count_review_questions`` (``EXPLAIN QUERY PLAN``)."""
         return await self._explain(*_count_sql(queue_filter))
 
-    async def explain_review_queue(self, queue_filter: QueueFilter, limit: int) -> list[list[str]]:
-        """SQLite's query plan of each query of a queue page (``EXPLAIN QUERY PLAN``)."""
-        return [await self._explain(sql, params) for sql, params in queue_sql(queue_filter, limit, None)]
+    async def explain_review_queue(
+        self, queue_filter: QueueFilter, limit: int, *, after: QueueKey | None = None
+    ) -> list[str]:
+        """SQLite's query plan of a queue page after ``after`` (``EXPLAIN QUERY PLAN``; none when
+        the page reads nothing)."""
+        query = queue_sql(queue_filter, limit, after)
+        return [] if query is None else await self._explain(*query)
 
     async def record_review_claim(self, write: ReviewClaimWrite) -> SnapshotDocument | None:
         on_columns, on_calls = conditions.split(write.condition)

@@ -24,3 +24,9 @@ def test_the_listing_totals_bench_runs_at_a_tiny_size(
     assert "| documentdb | 40 | after |" in printed
     growth = next(line for line in printed.splitlines() if line.startswith("- sqlite after, 120 / 40 runs: "))
     assert [part.rsplit(" ", 1)[0] for part in growth.split(": ", 1)[1].split(", ")] == list(SCENARIOS)
+    ratios = next(line for line in printed.splitlines() if line.startswith("- sqlite after, 40 runs, queue / listing"))
+    assert [part.rsplit(" ", 1)[0] for part in ratios.split(": ", 1)[1].split(", ")] == [
+        "page+total",
+        "thread page+total",
+        "resource page+total",
+    ]

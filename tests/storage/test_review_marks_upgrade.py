@@ -103,7 +103,9 @@ async def test_the_candidate_read_walks_each_part_by_key(tmp_path: Path) -> None
         approver="key:alice", starter="key:alice", unknown_starter=True, tool_names=frozenset({"ask_city"})
     )
     try:
-        for queue_filter in (EVERY, QueueFilter(agent_ids=frozenset({"x"}), resource_ids=frozenset({"r1"}))):
+        filters = [QueueFilter(agent_ids=frozenset({"x"}), resource_ids=frozenset({"r1"}))]
+        filters += [QueueFilter(thread_id="t1"), QueueFilter(resource_id="r1")]  # their page indexes unused
+        for queue_filter in (EVERY, *filters):
             plan = await store.explain_review_candidates(queue_filter, every)
             walks = [line for line in plan if line.startswith("SEARCH m ")]
             # one range per part, and one of the runs whose calls SQLite cannot read (``x``)

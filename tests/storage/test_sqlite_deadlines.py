@@ -47,7 +47,8 @@ async def test_a_file_written_before_deadlines_gets_the_column_and_its_runs_have
     await store.insert(old, b"[]")
     await store.close()
     with sqlite3.connect(sqlite_path) as conn:
-        for index in ("runs_expiring", "runs_agent_expiring", "runs_review_queue"):
+        deadline_indexes = ("runs_expiring", "runs_agent_expiring", "runs_review_queue")
+        for index in (*deadline_indexes, "runs_review_queue_thread", "runs_review_queue_resource"):
             conn.execute(f"DROP INDEX {index}")
         conn.execute("ALTER TABLE run_snapshots DROP COLUMN expires_at")
 

@@ -61,6 +61,10 @@ CREATE INDEX IF NOT EXISTS runs_agent_expiring
     ON run_snapshots (agent_id, expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS runs_review_queue
     ON run_snapshots (expires_at, suspended_at, run_id) WHERE pending_count > 0 AND status = 'suspended';
+CREATE INDEX IF NOT EXISTS runs_review_queue_thread
+    ON run_snapshots (thread_id, expires_at, suspended_at, run_id) WHERE pending_count > 0 AND status = 'suspended';
+CREATE INDEX IF NOT EXISTS runs_review_queue_resource
+    ON run_snapshots (resource_id, expires_at, suspended_at, run_id) WHERE pending_count > 0 AND status = 'suspended';
 CREATE TABLE IF NOT EXISTS run_histories (
     history_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,

@@ -220,7 +220,7 @@ class Links:
             f"<pre>{html.escape(json.dumps(shown, indent=2, ensure_ascii=False))}</pre>"
             f"{_claim_warning(runs, call, link.recipient)}"
             f"{_refused_note(refused, call, link.recipient, verb)}"
-            f"<p>You decide as <strong>{html.escape(link.recipient)}</strong>.</p>{button}"
+            f"{f'<p>You decide as <strong>{html.escape(link.recipient)}</strong>.</p>' if button else ''}{button}"
             f'<p><a href="{html.escape(inbox)}">Open in the inbox</a></p>'
         )
         return _page(f"{verb} {call['toolName']}?", body)

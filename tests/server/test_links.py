@@ -488,7 +488,6 @@ async def test_a_recipient_without_runs_decide_decides_nothing_by_link(serve: Se
     assert calls[0]["decision"] is None
 
 
-@pytest.mark.xfail(strict=True, reason="a page without a button still says 'You decide as'")
 async def test_a_page_without_a_button_does_not_say_the_recipient_decides(page: Page) -> None:
     run_id, call = await page.waiting()
     refused = await page.http.get(f"/links/{page.token(run_id, call, recipient='key:bob')}")

@@ -27,6 +27,7 @@ from pymongo.errors import BulkWriteError, OperationFailure
 
 from .._query import normalized_filter, utcnow
 from ..protocol import RunFilter
+from .mapping import bulk_write
 
 Document = dict[str, Any]
 Lock = Callable[[str], AbstractAsyncContextManager[None]]
@@ -332,10 +333,10 @@ class KeptCounts:
         for agent_id, ids in by_agent.items():
             ops = [UpdateOne({"_id": i}, {"$set": entries[i], "$min": {"pendingSince": at}}) for i in ids]
             async with self._locked(agent_id):
-                done = await self._counts().bulk_write(ops, ordered=False)
-                if done.matched_count < len(ops):  # a count not made yet: make it, then write again
+                matched, _ = await bulk_write(self._counts(), ops, ordered=False)
+                if matched < len(ops):  # a count not made yet: make it, then write again
                     await self._create(ids)
-                    await self._counts().bulk_write(ops, ordered=False)
+                    await bulk_write(self._counts(), ops, ordered=False)
 
     async def moved_runs(self, limit: int) -> list[Document]:
         """The runs carrying moves not yet written (``QUEUE_MARKER``), at most ``limit``, with the
@@ -384,7 +385,7 @@ class KeptCounts:
         await self._create(list(added))
         for agent_id, ops in by_agent.items():
             async with self._locked(agent_id):
-                await self._counts().bulk_write(ops, ordered=False)
+                await bulk_write(self._counts(), ops, ordered=False)
 
     async def settle(self, *, before: datetime, limit: int) -> int:
         """Fold the entries dated before ``before`` whose runs are done with them into ``n``
@@ -425,7 +426,7 @@ class KeptCounts:
             folds.setdefault(_agent(doc["_id"]), []).append(op)
         for agent_id, ops in folds.items():
             async with self._locked(agent_id):
-                await counts.bulk_write(ops, ordered=True)
+                await bulk_write(counts, ops, ordered=True)
         return folded
 
     async def _create(self, keys: Sequence[str]) -> None:

@@ -16,7 +16,7 @@ from ..protocol.filters import EventsAfter
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
 from .conditions import compiled
-from .mapping import page, read_events
+from .mapping import bulk_write, page, read_events
 from .reachability import reachable
 from .schema import EVENTS_RETENTION_INDEX
 
@@ -69,15 +69,15 @@ class MongoEvents(MongoStoreBase):
         ]
         if updates:
             async with reachable():
-                await self._events.bulk_write(updates, ordered=False)
+                await bulk_write(self._events, updates, ordered=False)
 
     async def delete_run_events(self, runs: Sequence[tuple[str, str]]) -> int:
         deletes = [DeleteMany({"agentId": agent_id, "runId": run_id}) for agent_id, run_id in dict.fromkeys(runs)]
         if not deletes:
             return 0
         async with reachable():
-            result = await self._events.bulk_write(deletes, ordered=False)
-        return result.deleted_count
+            _, deleted = await bulk_write(self._events, deletes, ordered=False)
+        return deleted
 
     async def list_events(self, agent_id: str, run_id: str) -> list[EventDocument]:
         return await self.list_events_of_runs(agent_id, [run_id])

@@ -3,9 +3,12 @@ pages: the mapping between ``storage.documents`` and what MongoDB holds (docs/st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.cursor import AsyncCursor
 
 from .._query import normalized_filter
@@ -140,10 +143,31 @@ def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
     return query
 
 
+BULK_CHUNK = 50
+"""Operations sent in one write command at most: FerretDB 1.24 never answers one of 100 or more
+(its goroutines wait for a SQLite connection for good; 99 are answered at once)."""
+
+WriteOp = UpdateOne | UpdateMany | DeleteOne | DeleteMany
+
+
+async def bulk_write(
+    collection: AsyncCollection[Document], ops: Sequence[WriteOp], *, ordered: bool
+) -> tuple[int, int]:
+    """``collection.bulk_write(ops)`` in commands of ``BULK_CHUNK`` operations, one after the other
+    (``ordered``: each in order, and none after a failed one); ``(matched, deleted)`` in all."""
+    matched = deleted = 0
+    for start in range(0, len(ops), BULK_CHUNK):
+        done = await collection.bulk_write(ops[start : start + BULK_CHUNK], ordered=ordered)
+        matched, deleted = matched + done.matched_count, deleted + done.deleted_count
+    return matched, deleted
+
+
 __all__ = [
+    "BULK_CHUNK",
     "LAST_PLACE",
     "UNDATED_FROM",
     "as_utc",
+    "bulk_write",
     "keyset",
     "listing_query",
     "page",

@@ -31,6 +31,7 @@ from .counts import (
 from .mapping import (
     NOT_FINISHED,
     STORE_FIELDS,
+    bulk_write,
     keyset,
     listing_query,
     page,
@@ -226,11 +227,11 @@ class MongoRuns(MongoStoreBase):
         ]
         if not self._write_leases:  # each update atomic on its own: one ordered command for the batch
             async with reachable():
-                await self._runs.bulk_write([op for ops in per_run for op in ops], ordered=True)
+                await bulk_write(self._runs, [op for ops in per_run for op in ops], ordered=True)
             return
         for doc, ops in zip(docs, per_run, strict=True):
             async with reachable(), self._lock(doc["_id"]):
-                await self._runs.bulk_write(ops, ordered=True)
+                await bulk_write(self._runs, ops, ordered=True)
 
 
 MOVES_BATCH = 1000

@@ -17,7 +17,7 @@ from ..documents import SCHEMA_VERSION
 from ..rules import FINISHING_EVENTS
 from .conditions import merged, no_value
 from .counts import EVENT_MARKER, MARKER, QUEUE_MARKER, key, new_count, queue_key
-from .mapping import LAST_PLACE, NOT_FINISHED, UNDATED_FROM, queue_at
+from .mapping import LAST_PLACE, NOT_FINISHED, UNDATED_FROM, bulk_write, queue_at
 from .reachability import UNAVAILABLE_CODES
 
 Document = dict[str, Any]
@@ -310,10 +310,10 @@ async def place_runs_in_queue(database: AsyncDatabase[Document]) -> None:
         at = queue_at(doc.get("expiresAt"), doc.get("suspendedAt"), pending if isinstance(pending, int) else 0)
         batch.append(UpdateOne({"_id": doc["_id"], **unplaced}, {"$set": {"queueAt": at}}))
         if len(batch) >= BACKFILL_BATCH:
-            await runs.bulk_write(batch, ordered=False)
+            await bulk_write(runs, batch, ordered=False)
             batch = []
     if batch:
-        await runs.bulk_write(batch, ordered=False)
+        await bulk_write(runs, batch, ordered=False)
 
 
 async def _count_groups(database: AsyncDatabase[Document], match: Document, total: Document, name: Any) -> None:

@@ -483,10 +483,7 @@ async def test_a_queue_page_holds_none_of_the_stores_own_fields(request: pytest.
     "server",
     [
         "mongodb_server",
-        pytest.param(
-            "ferretdb1_server",
-            marks=pytest.mark.xfail(strict=True, reason="FerretDB 1.24 never answers a write command of 100 updates"),
-        ),
+        "ferretdb1_server",
     ],
 )
 async def test_runs_of_a_hundred_and_more_new_threads_at_once_are_counted(

@@ -1105,6 +1105,8 @@ function App() {
   const [activity, setActivity] = useState([]);
   const [live, setLive] = useState('connecting');
   const [refresh, setRefresh] = useState({});
+  // what the page says of an inbox link naming an agent the server does not have, or ''
+  const [unknownLink, setUnknownLink] = useState('');
   const counter = useRef(0);
 
   const log = useCallback((text, kind = 'info', items = null) => {
@@ -1148,6 +1150,21 @@ function App() {
           }
         }
         if (!current) return;
+        if (LINKED && LINKED.agentId && !list.agents.some((a) => a.id === LINKED.agentId)) {
+          // a link to an agent the server does not have: every agent is listed, and the address
+          // no longer names the link (a reload or a Clear keeps the listing)
+          setFilters((before) => (before.agentId === LINKED.agentId ? { ...before, agentId: '' } : before));
+          setUnknownLink(
+            `Run ${LINKED.runId}, which the link names, is not shown: no agent is registered with id '${LINKED.agentId}' (known agents: ${
+              list.agents.map((a) => a.id).join(', ') || 'none'
+            }). Every agent's runs are listed below.`,
+          );
+          const params = new URLSearchParams(window.location.search);
+          params.delete('agentId');
+          params.delete('runId');
+          const search = params.toString();
+          window.history.replaceState(window.history.state, '', `${window.location.pathname}${search ? `?${search}` : ''}${window.location.hash}`);
+        }
         setNoQueue(lacking);
         setFeatures(known);
         setAgents(list.agents);
@@ -1220,7 +1237,13 @@ function App() {
       <header>
         <h1>runsgate inbox</h1>
         <p className={`live ${noQueue ? 'off' : live}`} role="status">
-          {noQueue ? 'No live updates: this key has no review queue.' : live === 'live' ? 'Live: new runs and decisions appear as they happen' : 'Connecting for live updates…'}
+          {noQueue
+            ? 'No live updates: this key has no review queue.'
+            : live === 'live'
+              ? 'Live: new runs and decisions appear as they happen'
+              : live === 'stopped'
+                ? 'Live updates stopped (see Activity); they resume at the next connection.'
+                : 'Connecting for live updates…'}
         </p>
         {token && (
           <button
@@ -1265,6 +1288,11 @@ function App() {
           <Progress cards={progress.cards} onDismiss={progress.dismiss} />
         </div>
         <div className="queue">
+          {unknownLink && (
+            <p className="link-note" role="status">
+              {unknownLink}
+            </p>
+          )}
           {queueView && noQueue && (
             <section className="agent" aria-labelledby="no-queue">
               <h2 id="no-queue">No review queue for this key</h2>
@@ -1288,7 +1316,7 @@ function App() {
               onAuth={onAuth}
               follow={progress.follow}
               ownDecision={ownDecision}
-              linked={LINKED}
+              linked={unknownLink ? null : LINKED}
             />
           )}
           {!queueView && watched.map((agent) => (
@@ -1304,7 +1332,7 @@ function App() {
               onAuth={onAuth}
               follow={progress.follow}
               ownDecision={ownDecision}
-              linked={LINKED && (!LINKED.agentId || LINKED.agentId === agent.id) ? LINKED : null}
+              linked={LINKED && !unknownLink && (!LINKED.agentId || LINKED.agentId === agent.id) ? LINKED : null}
             />
           ))}
         </div>

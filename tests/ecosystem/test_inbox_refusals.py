@@ -66,7 +66,6 @@ def test_a_link_to_an_unknown_agent_in_the_agents_view_says_so_and_lists_them(se
     assert found["live"].startswith("Live"), found
 
 
-@pytest.mark.xfail(strict=True, reason="a refused decline shows its result only in the activity log")
 def test_a_decline_refused_for_its_reason_says_so_under_the_call(seen: dict[str, Any]) -> None:
     _step(seen, "long-reason")
     found = seen["long-reason"]

@@ -20,6 +20,13 @@ const PAGE_SIZE = (() => {
   return asked >= 1 && asked <= 100 ? asked : 10;
 })();
 const SOON_SECONDS = 3600;
+// the server's cap on a decline's reason (UTF-8 bytes, the page's data-max-reason-bytes): the
+// reason fields take no more characters than that (a character of several bytes may still pass it)
+const MAX_REASON = (() => {
+  const root = document.getElementById('inbox');
+  const n = Number(root && root.dataset.maxReasonBytes);
+  return Number.isInteger(n) && n > 0 ? n : undefined;
+})();
 const EMPTY_FILTERS = {
   agentId: '',
   threadId: '',
@@ -197,7 +204,7 @@ function Confirm({ call, base, kind, busy, onDone, act }) {
         {!approve && (
           <>
             <label htmlFor={`${base}-confirm-reason`}>Reason (the model reads it)</label>
-            <input id={`${base}-confirm-reason`} ref={first} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+            <input id={`${base}-confirm-reason`} ref={first} type="text" maxLength={MAX_REASON} value={reason} onChange={(event) => setReason(event.target.value)} />
           </>
         )}
         <button type="submit" ref={approve ? first : undefined} className={approve ? 'approve' : 'decline'} disabled={busy}>
@@ -282,7 +289,7 @@ function ApprovalActions({ call, base, features, act, busy, selected, onSelect }
         }}
       >
         <label htmlFor={`${base}-reason`}>Reason for declining (the model reads it)</label>
-        <input id={`${base}-reason`} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+        <input id={`${base}-reason`} type="text" maxLength={MAX_REASON} value={reason} onChange={(event) => setReason(event.target.value)} />
         <button type="submit" className="decline" disabled={busy}>
           Decline
         </button>
@@ -615,7 +622,7 @@ function BulkBar({ agent, count, busy, decide }) {
         Bulk decision on {agent.bulkName || agent.name || agent.id}: {count} selected
       </h3>
       <label htmlFor={`${id}-reason`}>Reason for declining the selected calls</label>
-      <input id={`${id}-reason`} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+      <input id={`${id}-reason`} type="text" maxLength={MAX_REASON} value={reason} onChange={(event) => setReason(event.target.value)} />
       <button type="submit" name="kind" value="APPROVED" className="approve" disabled={busy || count === 0}>
         Approve selected
       </button>
@@ -810,7 +817,12 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         if (features.progress && recorded && result.status === 'RESUMING') follow(ids.agentId, run.runId, what);
       } catch (e) {
         if (e instanceof AuthRequired) onAuth(e);
-        else log(`${what}: failed, ${e.message}`, 'problem');
+        else {
+          // a refused request (a reason over the server's cap, ...): the card stays, with the result under the call
+          const said = `${what}: failed, ${e.message}${/[.!?]$/.test(e.message) ? '' : '.'}`;
+          log(`${said} Call: ${callSummary(call)}.`, 'problem');
+          setMessages((m) => ({ ...m, [key]: said }));
+        }
       } finally {
         deciding.current.delete(run.runId);
         setBusy(false);

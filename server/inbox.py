@@ -62,10 +62,15 @@ def content_security_policy(host: str | None) -> str:
     )
 
 
-def inbox_html(root_path: str = "") -> str:
-    """The page: an empty ``#inbox`` element, the style sheet and the script, with their hashes."""
+def inbox_html(root_path: str = "", max_reason_bytes: int | None = None) -> str:
+    """The page: an empty ``#inbox`` element, the style sheet and the script, with their hashes.
+
+    ``max_reason_bytes`` (the server's cap on a decline's ``reason``, UTF-8 bytes) is given to the
+    script as ``#inbox``'s ``data-max-reason-bytes``, which bounds the reason fields' length.
+    """
     hashes = integrity()
     base = html.escape(f"{root_path}{INBOX_ASSETS_PATH}", quote=True)
+    limit = "" if max_reason_bytes is None else f' data-max-reason-bytes="{int(max_reason_bytes)}"'
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -77,17 +82,23 @@ def inbox_html(root_path: str = "") -> str:
 <script defer src="{base}/inbox.js" integrity="{hashes["inbox.js"]}"></script>
 </head>
 <body>
-<div id="inbox"></div>
+<div id="inbox"{limit}></div>
 <noscript><p>The runsgate inbox needs JavaScript; the GraphQL API at /graphql works without it.</p></noscript>
 </body>
 </html>
 """
 
 
+def _max_reason_bytes(request: Request) -> int | None:
+    """The application's cap on a decline's reason (UTF-8 bytes), or None without ``state.limits``."""
+    limits = getattr(request.app.state, "limits", None)
+    return getattr(limits, "max_reason_bytes", None)
+
+
 async def inbox(request: Request) -> HTMLResponse:
     """``GET /inbox``: the page, with ``content_security_policy`` and no caching of a stale page."""
     return HTMLResponse(
-        inbox_html(request.scope.get("root_path", "")),
+        inbox_html(request.scope.get("root_path", ""), _max_reason_bytes(request)),
         headers={
             "content-security-policy": content_security_policy(request.headers.get("host")),
             "x-content-type-options": "nosniff",

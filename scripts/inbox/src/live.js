@@ -137,10 +137,12 @@ export function useQueueEvents({ enabled, filter, token, agentName, log, own, wa
     const end = (why) => {
       if (last.ended) return;
       last.ended = true;
+      setLive('stopped'); // the header says so too, until the stream is subscribed again
       log(`Live updates of the queue stopped (${why}); they resume after the last one received at the next connection.`, 'problem');
     };
     const subscribe = () => {
       last.ended = false;
+      setLive((now) => (now === 'stopped' ? 'live' : now));
       last.stop = client.subscribe(payload, {
         next: (result) => {
           if (result.errors && result.errors.length) {
@@ -189,7 +191,7 @@ export function useQueueEvents({ enabled, filter, token, agentName, log, own, wa
       last.ended = true; // its `complete` is not an ending to report
       last.stop();
     };
-  }, [client, filter, token, log, own, bump]);
+  }, [client, filter, token, log, own, bump, setLive]);
 
   useEffect(() => {
     if (!client || waiting.length === 0) return undefined;

@@ -20,6 +20,13 @@ const PAGE_SIZE = (() => {
   return asked >= 1 && asked <= 100 ? asked : 10;
 })();
 const SOON_SECONDS = 3600;
+// the server's cap on a decline's reason (UTF-8 bytes, the page's data-max-reason-bytes): the
+// reason fields take no more characters than that (a character of several bytes may still pass it)
+const MAX_REASON = (() => {
+  const root = document.getElementById('inbox');
+  const n = Number(root && root.dataset.maxReasonBytes);
+  return Number.isInteger(n) && n > 0 ? n : undefined;
+})();
 const EMPTY_FILTERS = {
   agentId: '',
   threadId: '',
@@ -197,7 +204,7 @@ function Confirm({ call, base, kind, busy, onDone, act }) {
         {!approve && (
           <>
             <label htmlFor={`${base}-confirm-reason`}>Reason (the model reads it)</label>
-            <input id={`${base}-confirm-reason`} ref={first} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+            <input id={`${base}-confirm-reason`} ref={first} type="text" maxLength={MAX_REASON} value={reason} onChange={(event) => setReason(event.target.value)} />
           </>
         )}
         <button type="submit" ref={approve ? first : undefined} className={approve ? 'approve' : 'decline'} disabled={busy}>
@@ -282,7 +289,7 @@ function ApprovalActions({ call, base, features, act, busy, selected, onSelect }
         }}
       >
         <label htmlFor={`${base}-reason`}>Reason for declining (the model reads it)</label>
-        <input id={`${base}-reason`} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+        <input id={`${base}-reason`} type="text" maxLength={MAX_REASON} value={reason} onChange={(event) => setReason(event.target.value)} />
         <button type="submit" className="decline" disabled={busy}>
           Decline
         </button>
@@ -615,7 +622,7 @@ function BulkBar({ agent, count, busy, decide }) {
         Bulk decision on {agent.bulkName || agent.name || agent.id}: {count} selected
       </h3>
       <label htmlFor={`${id}-reason`}>Reason for declining the selected calls</label>
-      <input id={`${id}-reason`} type="text" value={reason} onChange={(event) => setReason(event.target.value)} />
+      <input id={`${id}-reason`} type="text" maxLength={MAX_REASON} value={reason} onChange={(event) => setReason(event.target.value)} />
       <button type="submit" name="kind" value="APPROVED" className="approve" disabled={busy || count === 0}>
         Approve selected
       </button>
@@ -810,7 +817,12 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         if (features.progress && recorded && result.status === 'RESUMING') follow(ids.agentId, run.runId, what);
       } catch (e) {
         if (e instanceof AuthRequired) onAuth(e);
-        else log(`${what}: failed, ${e.message}`, 'problem');
+        else {
+          // a refused request (a reason over the server's cap, ...): the card stays, with the result under the call
+          const said = `${what}: failed, ${e.message}${/[.!?]$/.test(e.message) ? '' : '.'}`;
+          log(`${said} Call: ${callSummary(call)}.`, 'problem');
+          setMessages((m) => ({ ...m, [key]: said }));
+        }
       } finally {
         deciding.current.delete(run.runId);
         setBusy(false);
@@ -1105,6 +1117,8 @@ function App() {
   const [activity, setActivity] = useState([]);
   const [live, setLive] = useState('connecting');
   const [refresh, setRefresh] = useState({});
+  // what the page says of an inbox link naming an agent the server does not have, or ''
+  const [unknownLink, setUnknownLink] = useState('');
   const counter = useRef(0);
 
   const log = useCallback((text, kind = 'info', items = null) => {
@@ -1148,6 +1162,21 @@ function App() {
           }
         }
         if (!current) return;
+        if (LINKED && LINKED.agentId && !list.agents.some((a) => a.id === LINKED.agentId)) {
+          // a link to an agent the server does not have: every agent is listed, and the address
+          // no longer names the link (a reload or a Clear keeps the listing)
+          setFilters((before) => (before.agentId === LINKED.agentId ? { ...before, agentId: '' } : before));
+          setUnknownLink(
+            `Run ${LINKED.runId}, which the link names, is not shown: no agent is registered with id '${LINKED.agentId}' (known agents: ${
+              list.agents.map((a) => a.id).join(', ') || 'none'
+            }). Every agent's runs are listed below.`,
+          );
+          const params = new URLSearchParams(window.location.search);
+          params.delete('agentId');
+          params.delete('runId');
+          const search = params.toString();
+          window.history.replaceState(window.history.state, '', `${window.location.pathname}${search ? `?${search}` : ''}${window.location.hash}`);
+        }
         setNoQueue(lacking);
         setFeatures(known);
         setAgents(list.agents);
@@ -1220,7 +1249,13 @@ function App() {
       <header>
         <h1>runsgate inbox</h1>
         <p className={`live ${noQueue ? 'off' : live}`} role="status">
-          {noQueue ? 'No live updates: this key has no review queue.' : live === 'live' ? 'Live: new runs and decisions appear as they happen' : 'Connecting for live updates…'}
+          {noQueue
+            ? 'No live updates: this key has no review queue.'
+            : live === 'live'
+              ? 'Live: new runs and decisions appear as they happen'
+              : live === 'stopped'
+                ? 'Live updates stopped (see Activity); they resume at the next connection.'
+                : 'Connecting for live updates…'}
         </p>
         {token && (
           <button
@@ -1265,6 +1300,11 @@ function App() {
           <Progress cards={progress.cards} onDismiss={progress.dismiss} />
         </div>
         <div className="queue">
+          {unknownLink && (
+            <p className="link-note" role="status">
+              {unknownLink}
+            </p>
+          )}
           {queueView && noQueue && (
             <section className="agent" aria-labelledby="no-queue">
               <h2 id="no-queue">No review queue for this key</h2>
@@ -1288,7 +1328,7 @@ function App() {
               onAuth={onAuth}
               follow={progress.follow}
               ownDecision={ownDecision}
-              linked={LINKED}
+              linked={unknownLink ? null : LINKED}
             />
           )}
           {!queueView && watched.map((agent) => (
@@ -1304,7 +1344,7 @@ function App() {
               onAuth={onAuth}
               follow={progress.follow}
               ownDecision={ownDecision}
-              linked={LINKED && (!LINKED.agentId || LINKED.agentId === agent.id) ? LINKED : null}
+              linked={LINKED && !unknownLink && (!LINKED.agentId || LINKED.agentId === agent.id) ? LINKED : null}
             />
           ))}
         </div>

@@ -10,7 +10,6 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,7 +54,6 @@ async def _counting_store(docs: list[SnapshotDocument]) -> tuple[MemorySnapshotS
     return store, runs
 
 
-@pytest.mark.xfail(strict=True, reason="a thread's or resource's page walks every waiting run before its own")
 async def test_a_page_of_one_thread_or_resource_reads_only_its_runs() -> None:
     # The last thread and resource come last in queue order (suspended last, half of them due).
     docs = [

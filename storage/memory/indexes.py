@@ -158,13 +158,20 @@ def _marks(doc: SnapshotDocument) -> set[Mark]:
 
 
 class QueueIndex:
-    """Queue-order keys of the runs with a pending call, and the queue's kept counts: per filter
-    combination and agent, the pending calls of those runs that are not sub-runs. ``refresh``
-    costs O(log n), a page walks only from its cursor on, ``count`` is O(agents) a key."""
+    """Queue-order keys of the runs with a pending call, all and per thread and per resource, and
+    the queue's kept counts: per filter combination and agent, the pending calls of those runs
+    that are not sub-runs. ``refresh`` costs O(log n), a page walks only from its cursor on and
+    only the runs of its thread or resource, ``count`` is O(agents) a key."""
 
     def __init__(self) -> None:
         self._keys = SortedList()
-        self._by_run: dict[str, tuple[Any, ...]] = {}
+        """The queue-order keys (``QueueKey.order()``) of every listed run."""
+        self._by_thread: dict[str, Any] = {}
+        """Thread id -> the sorted queue-order keys of its listed runs; an empty one is deleted."""
+        self._by_resource: dict[str, Any] = {}
+        """Resource id -> the sorted queue-order keys of its listed runs; an empty one is deleted."""
+        self._by_run: dict[str, tuple[tuple[Any, ...], str | None, str | None]] = {}
+        """Run id -> (its key, its thread, its resource) of every listed run."""
         self._counted: dict[str, tuple[str, list[Group], int]] = {}
         """Run id -> (its agent, its groups, its pending calls) of every run counted."""
         self._counts: dict[Group, dict[str, int]] = {}
@@ -179,8 +186,13 @@ class QueueIndex:
         self.drop(doc["_id"])
         if doc["status"] == "suspended" and doc["pendingCount"] > 0:
             key = queue_key(doc).order()
+            thread, resource = doc["threadId"], doc["resourceId"]
             self._keys.add(key)
-            self._by_run[doc["_id"]] = key
+            self._by_run[doc["_id"]] = (key, thread, resource)
+            if thread is not None:
+                self._by_thread.setdefault(thread, SortedList()).add(key)
+            if resource is not None:
+                self._by_resource.setdefault(resource, SortedList()).add(key)
             if doc["parentRunId"] is None:
                 counted = (doc["agentId"], _groups(doc), doc["pendingCount"])
                 self._counted[doc["_id"]] = counted
@@ -191,9 +203,16 @@ class QueueIndex:
 
     def drop(self, run_id: str) -> None:
         """Forget the run (deleted, or no longer waiting)."""
-        key = self._by_run.pop(run_id, None)
-        if key is not None:
+        listed = self._by_run.pop(run_id, None)
+        if listed is not None:
+            key, thread, resource = listed
             self._keys.remove(key)
+            for by, value in ((self._by_thread, thread), (self._by_resource, resource)):
+                if value is not None:
+                    keys = by[value]
+                    keys.remove(key)
+                    if not keys:
+                        del by[value]
         counted = self._counted.pop(run_id, None)
         if counted is not None:
             agent, groups, questions = counted
@@ -245,17 +264,42 @@ class QueueIndex:
                 yield run_id
             last = run_id
 
-    def due_before(self, bound: datetime) -> Any:
-        """Run ids in queue order whose earliest pending deadline is before ``bound``."""
-        for key in self._keys:
+    def _orders(self, f: QueueFilter) -> list[Any]:
+        """The sorted keys holding every run ``f`` may admit: its thread's or its resource's (the
+        shorter when both are set), else those of each resource of ``resource_ids``, else all."""
+        if f.thread_id is not None or f.resource_id is not None:
+            orders = [
+                by.get(value, ())
+                for by, value in ((self._by_thread, f.thread_id), (self._by_resource, f.resource_id))
+                if value is not None
+            ]
+            return [min(orders, key=len)]
+        if f.resource_ids is not None:
+            return [self._by_resource[r] for r in sorted(f.resource_ids) if r in self._by_resource]
+        return [self._keys]
+
+    def _ordered(self, f: QueueFilter, after: QueueKey | None) -> Iterator[tuple[Any, ...]]:
+        """The keys of ``_orders(f)`` strictly after ``after``, merged in queue order."""
+        parts = [
+            keys if after is None or not keys else keys.irange(minimum=after.order(), inclusive=(False, True))
+            for keys in self._orders(f)
+        ]
+        return iter(parts[0]) if len(parts) == 1 else heapq.merge(*parts)
+
+    def due_before(self, bound: datetime, f: QueueFilter) -> Iterator[str]:
+        """Ids in queue order of the runs whose earliest pending deadline is before ``bound``, of
+        ``f``'s thread or resource (or ``resource_ids``) when it names one: ``f`` is not applied
+        otherwise."""
+        for key in self._ordered(f, None):
             if key[0] or key[1] >= bound:
                 return
             yield key[-1]
 
-    def after(self, after: QueueKey | None) -> Any:
-        """Run ids in queue order, strictly after ``after``."""
-        keys = self._keys if after is None else self._keys.irange(minimum=after.order(), inclusive=(False, True))
-        return (key[-1] for key in keys)
+    def after(self, after: QueueKey | None, f: QueueFilter) -> Iterator[str]:
+        """Ids in queue order strictly after ``after`` of the runs of ``f``'s thread or resource
+        (or ``resource_ids``) when it names one: ``f`` is not applied otherwise. A walk reads
+        O(log n) to start, then only runs of that thread or resource."""
+        return (key[-1] for key in self._ordered(f, after))
 
 
 __all__ = ["UNCHANGED", "DeadlineIndex", "QueueIndex", "RunIndexes", "Unchanged"]

@@ -38,13 +38,13 @@ class MemoryReviewQueue:
     async def list_review_runs(
         self, queue_filter: QueueFilter, *, limit: int, after: QueueKey | None = None
     ) -> list[SnapshotDocument]:
-        return self._first(self._indexes.queue.after(after), queue_filter, limit)
+        return self._first(self._indexes.queue.after(after, queue_filter), queue_filter, limit)
 
     async def count_review_questions(self, queue_filter: QueueFilter) -> int:
         if queue_filter.expires_before is None:
             return self._indexes.queue.count(queue_filter)
         total = 0  # a walk of the runs due before the bound, in queue order: O(matches)
-        for run_id in self._indexes.queue.due_before(queue_filter.expires_before):
+        for run_id in self._indexes.queue.due_before(queue_filter.expires_before, queue_filter):
             doc = self._runs[run_id]
             if doc["parentRunId"] is None and in_queue_filter(queue_filter, doc):
                 total += doc["pendingCount"]

@@ -50,7 +50,6 @@ class Reads:
         return reads
 
 
-@pytest.mark.xfail(strict=True, reason="the queue's total reads its candidates after its kept count")
 @pytest.mark.parametrize("serve", ["sqlite"], indirect=True)
 async def test_a_queue_page_with_its_total_reads_what_a_listing_page_does(
     serve: Serve, monkeypatch: pytest.MonkeyPatch

@@ -125,7 +125,8 @@ class ReviewQueueStore(Protocol):
 class ApproverSeeingCount(Protocol):
     """A store whose queue total also tells, in the same commands, whether a principal may hold
     a candidate run of the approver part (``ReviewCandidates.approver``): the queue's total then
-    reads its candidates only when there may be one (MongoDB: one round trip less)."""
+    reads its candidates only when there may be one (MongoDB: one round trip less; SQLite: one
+    hand-off to its reader thread less)."""
 
     async def count_review_questions_seeing(self, queue_filter: QueueFilter, approver: str) -> tuple[int, bool]:
         """``count_review_questions(queue_filter)``, and ``False`` when no suspended run holds an

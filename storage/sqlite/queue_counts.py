@@ -198,4 +198,33 @@ def kept_count_sql(f: QueueFilter) -> tuple[str, list[Any]]:
     return sql, params
 
 
-__all__ = ["MARKS", "TABLES", "WAITING", "kept_count_sql", "rebuild", "rebuild_marks", "statements"]
+SEEN = (
+    "EXISTS (SELECT 1 FROM review_marks WHERE kind = 'a' AND value = ?) "
+    "OR EXISTS (SELECT 1 FROM review_marks WHERE kind = 'x' AND value = '')"
+)
+"""Whether a counted run holds an approval by a principal (``?``) in a pending call, or calls
+SQLite cannot read (``x``, a candidate of every part): two searches of ``review_marks``' key."""
+
+
+def seeing_count_sql(f: QueueFilter, approver: str) -> tuple[str, list[Any]]:
+    """The query of ``count_review_questions_seeing``: one row of ``kept_count_sql(f)``'s sum and
+    ``SEEN`` for ``approver`` (1 or 0), whatever ``f`` selects, so 1 whenever
+    ``list_review_candidates`` of ``ReviewCandidates(approver=approver)`` may find a run of ``f``;
+    ``(0, 0)`` when ``f`` matches nothing. ``f.expires_before`` is not read."""
+    sql, params = kept_count_sql(f)
+    if not params:  # ``f`` matches nothing: neither questions nor candidates
+        return "SELECT 0, 0", []
+    return f"SELECT ({sql}), {SEEN}", [*params, approver]
+
+
+__all__ = [
+    "MARKS",
+    "SEEN",
+    "TABLES",
+    "WAITING",
+    "kept_count_sql",
+    "rebuild",
+    "rebuild_marks",
+    "seeing_count_sql",
+    "statements",
+]

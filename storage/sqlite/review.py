@@ -149,6 +149,20 @@ class _Review(_Connection):
         rows = await self._read(*_count_sql(queue_filter))
         return int(rows[0][0])
 
+    async def count_review_questions_seeing(self, queue_filter: QueueFilter, approver: str) -> tuple[int, bool]:
+        """``ApproverSeeingCount``: the kept count and whether a waiting run holds a pending call
+        approved by ``approver`` (or calls SQLite cannot read), in one read
+        (``queue_counts.seeing_count_sql``); with ``expires_before``, ``count_review_questions``
+        and ``True``."""
+        if queue_filter.expires_before is not None:
+            return await self.count_review_questions(queue_filter), True
+        rows = await self._read(*queue_counts.seeing_count_sql(queue_filter, approver))
+        return int(rows[0][0]), bool(rows[0][1])
+
+    async def explain_review_count_seeing(self, queue_filter: QueueFilter, approver: str) -> list[str]:
+        """SQLite's query plan of ``count_review_questions_seeing`` (``EXPLAIN QUERY PLAN``)."""
+        return await self._explain(*queue_counts.seeing_count_sql(queue_filter, approver))
+
     async def explain_review_count(self, queue_filter: QueueFilter) -> list[str]:
         """SQLite's query plan of ``count_review_questions`` (``EXPLAIN QUERY PLAN``)."""
         return await self._explain(*_count_sql(queue_filter))

@@ -22,7 +22,7 @@ from runtime import AgentRegistry, Principal, RunManager, ToolApprovalRule
 from runtime.access import ALL_SCOPES
 from runtime.demo import AGENTS
 from runtime.reviewing.queue import QueueQuery
-from storage import QueueFilter, SnapshotDocument, SnapshotStore, ToolCallDocument, queue_key
+from storage import ApproverSeeingCount, QueueFilter, SnapshotDocument, SnapshotStore, ToolCallDocument, queue_key
 
 from ..conftest import STORE_KINDS, open_store
 from ..storage._contract import T0, snapshot
@@ -239,5 +239,30 @@ def test_the_flat_total_equals_the_full_read(request: pytest.FixtureRequest, kin
                 runner.run(_check(store, world, f"x{next(numbers)}"))
 
             check()
+        finally:
+            runner.run(stack.aclose())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("mongo", marks=pytest.mark.mongo)])
+def test_a_count_told_no_approval_waits_fails_the_property(
+    request: pytest.FixtureRequest, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    approved = EXAMPLES[2]  # the caller's first of two approvals: the gate refuses it the question
+    with asyncio.Runner() as runner:
+        stack = contextlib.AsyncExitStack()
+        store = runner.run(stack.enter_async_context(open_store(request, kind)))
+        try:
+            assert isinstance(store, ApproverSeeingCount)
+            runner.run(_check(store, approved, "seen"))
+            seeing = type(store).count_review_questions_seeing
+
+            async def unseen(self: Any, queue_filter: QueueFilter, approver: str) -> tuple[int, bool]:
+                return (await seeing(self, queue_filter, approver))[0], False
+
+            # a store answering "no run holds an approval by the caller" wrongly: the total counts
+            # the refused question, and the property's example finds it
+            monkeypatch.setattr(type(store), "count_review_questions_seeing", unseen)
+            with pytest.raises(AssertionError):
+                runner.run(_check(store, approved, "unseen"))
         finally:
             runner.run(stack.aclose())

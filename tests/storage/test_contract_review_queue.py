@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from storage import QueueFilter, ReviewCandidates, ReviewClaimDocument, SnapshotDocument, SnapshotStore, queue_key
+import pytest
+
+from storage import (
+    ApproverSeeingCount,
+    QueueFilter,
+    ReviewCandidates,
+    ReviewClaimDocument,
+    SnapshotDocument,
+    SnapshotStore,
+    queue_key,
+)
 from storage.protocol import ApprovalWrite, DecisionWrite, ReviewClaimWrite
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
@@ -289,3 +299,18 @@ async def test_a_candidate_run_follows_its_writes(store: SnapshotStore) -> None:
     )
     assert approval is not None
     assert await _candidate_ids(store, bob) == ["a-1"]
+
+
+async def test_a_count_seeing_an_approver_tells_whether_a_waiting_run_holds_its_approval(
+    store: SnapshotStore,
+) -> None:
+    if not isinstance(store, ApproverSeeingCount):
+        pytest.skip("the store's queue total does not tell it (ApproverSeeingCount)")
+    await _seed_candidates(store)
+    for f in (EVERY, QueueFilter(agent_ids=frozenset({"weather-agent"})), QueueFilter(thread_id="t2")):
+        total = await store.count_review_questions(f)
+        # key:alice approved in a-1, a waiting run; key:bob in none: no candidate of that part to read
+        assert (await store.count_review_questions_seeing(f, "key:bob")) == (total, False), f
+        assert (await store.count_review_questions_seeing(f, "key:alice"))[0] == total, f
+    assert (await store.count_review_questions_seeing(EVERY, "key:alice"))[1] is True
+    assert await store.count_review_questions_seeing(QueueFilter(agent_ids=frozenset()), "key:alice") == (0, False)

@@ -131,5 +131,7 @@ async def test_a_run_whose_calls_sqlite_cannot_read_is_a_candidate_of_every_part
         for part in PARTS:
             listed = [doc["_id"] for doc in await store.list_review_candidates(EVERY, part, limit=10)]
             assert listed == ["run-inf"], part
+        # and the queue's total, told of no approval by anyone, still reads the candidates
+        assert await store.count_review_questions_seeing(EVERY, "key:nobody") == (1, True)
     finally:
         await store.close()

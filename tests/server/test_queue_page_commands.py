@@ -106,15 +106,21 @@ APPROVE_FIRST = """mutation($input: ApproveToolCallInput!) {
 }"""
 
 
-@pytest.mark.parametrize("serve", ["mongo"], indirect=True)
-async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Serve) -> None:
+async def approved_once(serve: Serve) -> GraphQLClient:
+    """A server under a two-approver rule with three waiting refunds, on the first of which the
+    caller gave the first of two approvals (the gate refuses it a second); its client."""
     served = await serve(tool_rules=[{"tool": "issue_refund", "approvals": 2}])
     gql = served.client()
     runs = [await gql.suspend(REFUND, REFUND_PROMPT, resourceId=f"customer-{number}") for number in range(3)]
-    # the caller gives the first of two approvals on one question: the gate refuses it a second
     first = runs[0]
     given = {"agentId": REFUND, "runId": first["runId"], "toolCallId": first["toolCalls"][0]["toolCallId"]}
     assert (await gql.data(APPROVE_FIRST, input=given))["approveToolCall"] == {"status": "SUSPENDED"}
+    return gql
+
+
+@pytest.mark.parametrize("serve", ["mongo"], indirect=True)
+async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Serve) -> None:
+    gql = await approved_once(serve)
 
     commands = await sent(gql, QUEUE_PAGE, in_order=True)
     total = (await gql.data("{ reviewQueue(first: 20) { totalCount nodes { runId } } }"))["reviewQueue"]

@@ -17,7 +17,7 @@ from storage.sqlite.connection import _Connection
 
 from .._graphql import REFUND, REFUND_PROMPT, WEATHER, WEATHER_PROMPT, GraphQLClient
 from .conftest import Serve
-from .test_queue_page_commands import APPROVE_FIRST, LISTING_PAGE, QUEUE_PAGE
+from .test_queue_page_commands import LISTING_PAGE, QUEUE_PAGE, approved_once
 
 
 class Reads:
@@ -76,13 +76,7 @@ async def test_a_queue_page_with_its_total_reads_what_a_listing_page_does(
 async def test_a_queue_total_reads_its_candidates_when_the_caller_approved_in_a_run(
     serve: Serve, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    served = await serve(tool_rules=[{"tool": "issue_refund", "approvals": 2}])
-    gql = served.client()
-    runs = [await gql.suspend(REFUND, REFUND_PROMPT, resourceId=f"customer-{number}") for number in range(3)]
-    # the caller gives the first of two approvals on one question: the gate refuses it a second
-    first = runs[0]
-    given = {"agentId": REFUND, "runId": first["runId"], "toolCallId": first["toolCalls"][0]["toolCallId"]}
-    assert (await gql.data(APPROVE_FIRST, input=given))["approveToolCall"] == {"status": "SUSPENDED"}
+    gql = await approved_once(serve)
     reads = Reads(monkeypatch)
 
     queue = await reads.of(gql, QUEUE_PAGE)

@@ -123,6 +123,9 @@ class ReviewQueue:
         self._store = store
         self._gate = gate
         self._now = now
+        self._seeing = store if isinstance(store, ApproverSeeingCount) else None
+        """The store, when its count also tells whether an approver's candidates exist (checked once:
+        a runtime protocol's ``isinstance`` inspects the object each time)."""
 
     async def page(
         self, principal: Principal, query: QueueQuery, *, first: int, after: QueuePosition | None = None
@@ -161,11 +164,9 @@ class ReviewQueue:
         if all(value is None for value in on_questions):
             store_filter = query.store_filter(principal.resources)
             candidates = refusal_candidates(self._gate.rules, principal)
-            if isinstance(self._store, ApproverSeeingCount) and candidates.parts() == [
-                ("approver", principal.identity)
-            ]:
+            if self._seeing is not None and candidates.parts() == [("approver", principal.identity)]:
                 # the approver part alone: the count's own reads tell whether it holds a run
-                total, seen = await self._store.count_review_questions_seeing(store_filter, principal.identity)
+                total, seen = await self._seeing.count_review_questions_seeing(store_filter, principal.identity)
                 if not seen:
                     return total
             else:

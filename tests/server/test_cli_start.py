@@ -121,6 +121,27 @@ def test_an_agent_module_that_cannot_be_imported_is_one_line_naming_the_variable
 
 
 @pytest.mark.process
+@pytest.mark.xfail(strict=True, reason="an empty registry starts a server that serves nothing")
+def test_a_registry_of_no_agents_is_one_line_naming_the_variable_and_exit_status_2(tmp_path: Path) -> None:
+    # given a registry module whose agents are an empty mapping
+    (tmp_path / "no_agents.py").write_text("AGENTS = {}\n")
+    result = _processes.run(
+        [*SERVE, "--port", str(free_port())],
+        cwd=ROOT,
+        env=server_env(RUNSGATE_AGENTS="no_agents:AGENTS", RUNSGATE_AUTH="off", PYTHONPATH=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # then the start stops with one line naming the variable: a server of no agents answers nothing
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "runsgate: invalid configuration: RUNSGATE_AGENTS: agent registry path 'no_agents:AGENTS': names no agents"
+    ]
+
+
+@pytest.mark.process
 def test_a_tool_rule_naming_an_unknown_tool_is_one_line_naming_the_variable_and_exit_status_2() -> None:
     rules = '[{"tool": "issue_refnud", "scope": "refunds:approve"}]'
     result = _processes.run(

@@ -113,8 +113,8 @@ def load_registry(import_path: str) -> AgentRegistry:
     Raises:
         ValueError: The path is malformed, the module does not exist or its import raises (e.g.
             pydantic-ai's ``ImportError`` naming the package to install for a model's provider),
-            the attribute is missing or of the wrong shape, an agent has no name, or ids repeat;
-            the message names ``import_path`` and is one line.
+            the attribute is missing or of the wrong shape, it holds no agent, an agent has no name,
+            or ids repeat; the message names ``import_path`` and is one line.
     """
     module_name, sep, attribute = import_path.partition(":")
     if not sep or not module_name or not attribute or ":" in attribute:
@@ -136,13 +136,17 @@ def load_registry(import_path: str) -> AgentRegistry:
             ) from None
     try:
         if isinstance(target, Mapping):
-            return AgentRegistry(target)
-        if isinstance(target, AbstractAgent | str | bytes) or not isinstance(target, Iterable):
+            registry = AgentRegistry(target)
+        elif isinstance(target, AbstractAgent | str | bytes) or not isinstance(target, Iterable):
             kind = type(target).__name__
             raise ValueError(f"{attribute!r} is a {kind}, not a mapping of id -> Agent or an iterable of Agents")
-        return AgentRegistry.from_agents(target)
+        else:
+            registry = AgentRegistry.from_agents(target)
     except ValueError as exc:
         raise ValueError(f"agent registry path {import_path!r}: {exc}") from exc
+    if not registry:
+        raise ValueError(f"agent registry path {import_path!r}: names no agents")
+    return registry
 
 
 def default_tool_rules(import_path: str) -> list[Any] | None:

@@ -121,7 +121,6 @@ def test_an_agent_module_that_cannot_be_imported_is_one_line_naming_the_variable
 
 
 @pytest.mark.process
-@pytest.mark.xfail(strict=True, reason="an empty registry starts a server that serves nothing")
 def test_a_registry_of_no_agents_is_one_line_naming_the_variable_and_exit_status_2(tmp_path: Path) -> None:
     # given a registry module whose agents are an empty mapping
     (tmp_path / "no_agents.py").write_text("AGENTS = {}\n")

@@ -5,10 +5,12 @@
 // - unknown-queue: `/inbox?agentId=nope&runId=x` (an agent no server registers), with a refund
 //   waiting: the page's state after the listing had time to load (see `state`);
 // - unknown-agents: the same with `view=agents`;
+// - known-clear: `/inbox?agentId=refund-agent&runId=<the refund>`, then Clear, then the address
+//   left loaded again: the page's state at each;
 // - long-reason: the length of the Decline reason field after 5,000 characters are typed, then a
 //   Decline with 3,000 two-byte characters (6,000 bytes): the text under the call, the activity;
 // and axe-core's violations in each state. Each step records what it found or the error that
-// stopped it. Prints JSON: {runs, unknown-queue, unknown-agents, long-reason, axe, pageErrors,
+// stopped it. Prints JSON: {runs, unknown-queue, unknown-agents, known-clear, long-reason, axe, pageErrors,
 // cspViolations, errors}.
 import { api, axeViolations, launchChromium } from './_browser.mjs';
 
@@ -83,6 +85,20 @@ try {
       }
     });
   }
+
+  await step('known-clear', async () => {
+    // a link naming a known agent and its run, then Clear, then a reload of the address left
+    await signIn(page, `${baseUrl}/inbox?agentId=refund-agent&runId=${out.runs.refund}`);
+    await article(page, out.runs.refund).waitFor({ timeout: TIMEOUT });
+    const record = { linked: await state(page) };
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await page.waitForTimeout(1_000);
+    record.afterClear = await state(page);
+    await signIn(page, page.url());
+    await article(page, out.runs.refund).waitFor({ timeout: TIMEOUT });
+    record.afterReload = await state(page);
+    out['known-clear'] = record;
+  });
 
   await step('long-reason', async () => {
     const record = {};

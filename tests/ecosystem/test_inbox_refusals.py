@@ -66,7 +66,6 @@ def test_a_link_to_an_unknown_agent_in_the_agents_view_says_so_and_lists_them(se
     assert found["live"].startswith("Live"), found
 
 
-@pytest.mark.xfail(strict=True, reason="Clear leaves the link's agent in the address; a reload filters by it again")
 def test_clear_forgets_a_links_agent_in_the_address_too(seen: dict[str, Any]) -> None:
     _step(seen, "known-clear")
     found = seen["known-clear"]

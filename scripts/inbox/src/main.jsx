@@ -10,7 +10,7 @@ import { cfworkerValidator, schemaProblems } from './validator.js';
 import { AuthRequired, GraphQLRequestError, request, storedToken, storeToken } from './api.js';
 import { useAgentEvents, useQueueEvents } from './live.js';
 import { Progress, useProgress } from './progress.jsx';
-import { LINKED, Settled, Shortcuts, actionOffset, flushFocus, nextCardKey, placeRuns, requestFocus, runHeight, showLinked, useShortcuts } from './queue.jsx';
+import { LINKED, Settled, Shortcuts, actionOffset, flushFocus, forgetLinkInAddress, nextCardKey, placeRuns, requestFocus, runHeight, showLinked, useShortcuts } from './queue.jsx';
 import { JsonValue, argsSummary, callSummary, editSummary, questionOf } from './values.jsx';
 import { AGENTS_VIEW, ClaimButton, ClaimStatus, queueConnection, queueFilter, reviewAction, waited } from './review.jsx';
 
@@ -1061,6 +1061,7 @@ function Filters({ agents, features, queue, filters, onApply }) {
         onClick={() => {
           setDraft(EMPTY_FILTERS);
           onApply(EMPTY_FILTERS);
+          forgetLinkInAddress();
         }}
       >
         Clear
@@ -1171,11 +1172,7 @@ function App() {
               list.agents.map((a) => a.id).join(', ') || 'none'
             }). Every agent's runs are listed below.`,
           );
-          const params = new URLSearchParams(window.location.search);
-          params.delete('agentId');
-          params.delete('runId');
-          const search = params.toString();
-          window.history.replaceState(window.history.state, '', `${window.location.pathname}${search ? `?${search}` : ''}${window.location.hash}`);
+          forgetLinkInAddress();
         }
         setNoQueue(lacking);
         setFeatures(known);

@@ -13,6 +13,16 @@ export const LINKED = (() => {
   return params.get('runId') ? { agentId: params.get('agentId') || '', runId: params.get('runId') } : null;
 })();
 
+/** Take the link's `agentId` and `runId` out of the address (its history entry replaced), so that
+ * loading it again lists what the page lists now: after Clear, or a link to an unknown agent. */
+export function forgetLinkInAddress() {
+  const params = new URLSearchParams(window.location.search);
+  params.delete('agentId');
+  params.delete('runId');
+  const search = params.toString();
+  window.history.replaceState(window.history.state, '', `${window.location.pathname}${search ? `?${search}` : ''}${window.location.hash}`);
+}
+
 /** Bring the run card holding element id `id` into view (its top) and focus its first action;
  * false when the page has no such card. */
 export function showLinked(id) {

@@ -132,3 +132,32 @@ def test_the_walkthrough_example_without_a_good_token_stops_naming_runsgate_toke
     assert "401" in result.stderr, result.stderr
     assert "RUNSGATE_TOKEN" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.fixture(scope="module")
+def graphql_url_refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server whose rule makes a refund over $100 need a review claim first: the bulk step's
+    decline of order 1043 ($120) is refused."""
+    log = tmp_path_factory.mktemp("examples") / "runsgate.log"
+    rules = '[{"tool": "issue_refund", "argument": "amount", "above": 100, "requireReviewClaim": true}]'
+    with runsgate_process(log, RUNSGATE_TOOL_RULES=rules) as url:
+        yield f"{url}/graphql"
+
+
+@pytest.mark.xfail(strict=True, reason="the examples read a refused decision as a RunOutcome and crash")
+@pytest.mark.parametrize("client", list(COMMANDS))
+def test_the_walkthrough_example_says_which_decision_was_refused_and_why(graphql_url_refusing: str, client: str) -> None:
+    # when the example runs against a server that refuses the bulk step's second decision
+    result = _processes.run(
+        [*COMMANDS[client], graphql_url_refusing], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+
+    # then the steps before it print as usual, and it stops naming the refused decision, its code
+    # and the server's message, without a traceback
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = result.stdout.splitlines()
+    for line, pattern in zip(lines[:-1], EXPECTED[:-1], strict=True):
+        assert re.fullmatch(pattern, line), (line, pattern)
+    assert lines[-1].startswith("decideToolCalls refused decision 2: REVIEW_CLAIM_REQUIRED: "), lines[-1]
+    assert "claimReview it first" in lines[-1], lines[-1]
+    assert "Traceback" not in result.stderr, result.stderr

@@ -2,6 +2,7 @@
 # The README walk-through with curl: start a refund run, list the agent's suspended runs,
 # approve the pending tool call with an edited amount, check that the run finished and is no
 # longer listed, then decide a run's two refunds in one bulk request (approve one, decline one).
+# A step the server refuses (a UserError, e.g. a tool rule's) prints its code and message; exit 1.
 # JSON is written and read with python3's json module, so nothing else needs installing.
 # With authentication on, put an API key (runsgate new-key, with the scopes runs:read, runs:decide
 # and runs:start) in RUNSGATE_TOKEN: it is sent as `Authorization: Bearer <key>` (from a file
@@ -97,6 +98,7 @@ if get "$after" suspendedRuns nodes | grep -q "\"$run_id\""; then echo "still li
 # 5. a run with two refunds: approve one and decline the other in one bulk request
 started=$(graphql "$START_RUN" \
   "{\"input\": {\"agentId\": \"$AGENT\", \"prompt\": \"Please refund orders 1042 and 1043\", \"threadId\": \"t-2\"}}")
+[ "$(get "$started" startRun __typename)" = RunOutcome ] || { echo "startRun failed: $started"; exit 1; }
 run_id=$(get "$started" startRun runId)
 echo "started run $run_id with $(get "$started" startRun run toolCalls | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))') pending calls"
 shown() { # the run, call and question the n-th card shows
@@ -105,5 +107,13 @@ shown() { # the run, call and question the n-th card shows
 }
 decisions="[{$(shown 0), \"kind\": \"APPROVED\"}, {$(shown 1), \"kind\": \"DECLINED\", \"reason\": \"Refunded by phone\"}]"
 decided=$(graphql "$DECIDE" "{\"input\": {\"agentId\": \"$AGENT\", \"decisions\": $decisions}}")
+# each decision answers on its own: stop at the first the server refused, naming it
+python3 - "$decided" <<'PY'
+import json, sys
+for number, result in enumerate(json.loads(sys.argv[1])["decideToolCalls"]["results"], start=1):
+    if result["__typename"] != "RunOutcome":
+        print(f"decideToolCalls refused decision {number}: {result['code']}: {result['message']}")
+        sys.exit(1)
+PY
 echo "decided in bulk: $(get "$decided" decideToolCalls results 0 status), $(get "$decided" decideToolCalls results 1 status) \
 with output $(get "$decided" decideToolCalls results 1 output)"

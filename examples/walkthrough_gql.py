@@ -2,7 +2,8 @@
 
 Starts a refund run, lists the agent's suspended runs, approves the pending tool call with an
 edited amount, checks that the run finished and is no longer listed, then decides a run's two
-refunds in one bulk request (approve one, decline one). Prints one line per step.
+refunds in one bulk request (approve one, decline one). Prints one line per step; a step the
+server refuses (a ``UserError``, e.g. a tool rule's) prints its code and message and exits 1.
 
 With authentication on, put an API key (``runsgate new-key``, with the scopes runs:read,
 runs:decide and runs:start) in ``RUNSGATE_TOKEN``: it is sent as ``Authorization: Bearer <key>``.
@@ -138,6 +139,9 @@ def walk_through(url: str, headers: dict[str, str]) -> int:
             START_RUN,
             input={"agentId": AGENT, "prompt": "Please refund orders 1042 and 1043", "threadId": "t-2"},
         )["startRun"]
+        if started["__typename"] != "RunOutcome":
+            print(f"startRun failed: {started}")
+            return 1
         run_id, calls = started["runId"], started["run"]["toolCalls"]
         print(f"started run {run_id} with {len(calls)} pending calls")
         shown = [{"runId": run_id, "toolCallId": c["toolCallId"], "questionId": c["questionId"]} for c in calls]
@@ -146,6 +150,10 @@ def walk_through(url: str, headers: dict[str, str]) -> int:
             {**shown[1], "kind": "DECLINED", "reason": "Refunded by phone"},
         ]
         results = call(session, DECIDE, input={"agentId": AGENT, "decisions": decisions})["decideToolCalls"]["results"]
+        for number, result in enumerate(results, start=1):  # each decision answers on its own
+            if result["__typename"] != "RunOutcome":
+                print(f"decideToolCalls refused decision {number}: {result['code']}: {result['message']}")
+                return 1
         print(f"decided in bulk: {results[0]['status']}, {results[1]['status']} with output {results[1]['output']}")
     return 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import AgentRegistry, Principal, RunManager, ToolApprovalRule
+from runtime import AgentRegistry, DuplicateApproverError, Principal, RunManager, ToolApprovalRule
 from runtime.access import ALL_SCOPES
 from runtime.reviewing.errors import ReviewAlreadyClaimedError, ReviewClaimRequiredError
 from runtime.reviewing.queue import QueueQuery
@@ -43,3 +43,24 @@ async def test_a_review_claim_lapses_after_its_ttl(store: SnapshotStore, registr
     assert (taken.claim or {}).get("by") == "key:y"
     outcome = await manager.approve(*named[:3], principal=Y, question_id=named[3])
     assert outcome.status == "completed"
+
+
+@pytest.mark.xfail(strict=True, reason="a repeat approver is told to claim the review, which is then refused")
+async def test_a_repeat_approver_is_told_it_approved(store: SnapshotStore, registry: AgentRegistry) -> None:
+    # given a refund that needs two approvers and each one's review claim, approved once by x
+    rules = [ToolApprovalRule(tool="issue_refund", approvals=2, require_review_claim=True)]
+    manager = RunManager(store, registry, instance_id="a", tool_rules=rules)
+    started = await manager.start_run("refund-agent", "Please refund order 1042", principal=X)
+    assert started.run is not None
+    call = started.run["toolCalls"][0]
+    named = ("refund-agent", started.run_id, call["toolCallId"], call["questionId"])
+    await manager.review_claims.claim(*named, X)
+    first = await manager.approve(*named[:3], principal=X, question_id=named[3])
+    assert first.status == "suspended"
+
+    # when x approves again, then it is told it already approved (as claiming would tell it),
+    # not to claim the review first
+    with pytest.raises(DuplicateApproverError):
+        await manager.approve(*named[:3], principal=X, question_id=named[3])
+    with pytest.raises(DuplicateApproverError):
+        await manager.review_claims.claim(*named, X)

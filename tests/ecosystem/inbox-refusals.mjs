@@ -9,15 +9,17 @@
 //   left loaded again: the page's state at each;
 // - long-reason: the length of the Decline reason field after 5,000 characters are typed, then a
 //   Decline with 3,000 two-byte characters (6,000 bytes): the text under the call, the activity;
+// - next-question: a supervisor's refund of two orders, its decline refused, then its first
+//   question approved through the API: the result lines under the call, before and after;
 // and axe-core's violations in each state. Each step records what it found or the error that
-// stopped it. Prints JSON: {runs, unknown-queue, unknown-agents, known-clear, long-reason, axe, pageErrors,
+// stopped it. Prints JSON: {runs, unknown-queue, unknown-agents, known-clear, long-reason, next-question, axe, pageErrors,
 // cspViolations, errors}.
 import { api, axeViolations, launchChromium } from './_browser.mjs';
 
 const [baseUrl, , apiKey] = process.argv.slice(2);
 const TIMEOUT = 60_000;
 const STEP = 15_000;
-const { start } = api(baseUrl, apiKey);
+const { graphql, start } = api(baseUrl, apiKey);
 const { context, close } = await launchChromium();
 const out = { runs: {}, axe: [], pageErrors: [], cspViolations: [], errors: {} };
 const axe = async (page, label) => out.axe.push({ label, violations: await axeViolations(page) });
@@ -119,6 +121,34 @@ try {
     record.activity = (await state(page)).activity;
     await axe(page, 'a refused decline');
     out['long-reason'] = record;
+  });
+
+  await step('next-question', async () => {
+    // a supervisor's call asks about order 1042, then 1043: a refused decline of the first, then
+    // the first approved by someone else, and the card showing the call's next question
+    const record = {};
+    const runId = await start('support-supervisor', 'Please refund orders 1042 and 1043');
+    await signIn(page, `${baseUrl}/inbox`);
+    const card = article(page, runId);
+    await card.waitFor({ timeout: TIMEOUT });
+    await card.getByLabel('Reason for declining (the model reads it)').fill('é'.repeat(3000));
+    await card.getByRole('button', { name: 'Decline', exact: true }).click();
+    await page.getByText(/Decline of .*failed/).first().waitFor({ timeout: STEP });
+    record.underRefused = await card.locator('p.result').allInnerTexts();
+    const { suspendedRun } = await graphql(
+      'query R($a: ID!, $r: ID!) { suspendedRun(agentId: $a, runId: $r) { toolCalls { toolCallId questionId args } } }',
+      { a: 'support-supervisor', r: runId },
+    );
+    const [asked] = suspendedRun.toolCalls;
+    await graphql(
+      'mutation A($input: ApproveToolCallInput!) { approveToolCall(input: $input) { __typename } }',
+      { input: { agentId: 'support-supervisor', runId, toolCallId: asked.toolCallId, questionId: asked.questionId } },
+    );
+    await card.getByText('1043').first().waitFor({ timeout: TIMEOUT });
+    await page.waitForTimeout(1_000);
+    record.cardText = await card.innerText();
+    record.underNext = await card.locator('p.result').allInnerTexts();
+    out['next-question'] = record;
   });
 } finally {
   await close();

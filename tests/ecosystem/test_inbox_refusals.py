@@ -95,7 +95,6 @@ def test_a_decline_refused_for_its_reason_says_so_under_the_call(seen: dict[str,
     assert "Call: issue_refund(" in line or "call " in line, line
 
 
-@pytest.mark.xfail(strict=True, reason="the refusal of a call's earlier question stays under its next one")
 def test_a_refusal_stays_with_its_question_not_the_next(seen: dict[str, Any]) -> None:
     _step(seen, "next-question")
     found = seen["next-question"]

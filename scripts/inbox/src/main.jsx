@@ -457,6 +457,10 @@ function Approvals({ call }) {
   );
 }
 
+/** Where the result line of an action on `call` is kept: its question's, so that the call's next
+ * question (a supervisor's call asking again) starts without it. */
+const noteKey = (run, call) => `${run.runId}\u0000${call.questionId || call.toolCallId}`;
+
 function ToolCall({ run, call, features, act, busy, selected, onSelect, message }) {
   const base = domId('call', run.runId, call.toolCallId || call.questionId);
   let actions = null; // none on a sub-run: its calls are decided on the supervisor's run
@@ -587,7 +591,7 @@ function Run({ run, features, act, busy, selection, setSelected, messages }) {
             busy={busy}
             selected={selection.has(key)}
             onSelect={(on) => setSelected(key, on)}
-            message={messages[key] || ''}
+            message={messages[noteKey(run, call)] || ''}
           />
         );
       })}
@@ -749,7 +753,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
 
   const act = useCallback(
     async (kind, run, call, extra = {}) => {
-      const key = `${run.runId}\u0000${call.toolCallId}`;
+      const key = noteKey(run, call);
       if (kind === 'claim' || kind === 'release') {
         ownDecision(run.runId, call.toolCallId, 'review');
         setBusy(true);

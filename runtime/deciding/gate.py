@@ -32,7 +32,6 @@ from storage.rules import call_expired
 from .._json import jsonable
 from ..access import Principal, ToolApprovalRule, check_decider
 from ..errors import (
-    DuplicateApproverError,
     ForbiddenError,
     RunNotReadyError,
     RunsgateError,
@@ -267,6 +266,7 @@ class DecisionGate:
             ForbiddenError: An edit of a call needing several approvals, or one that would need
                 more; a forwarded decision with fewer approvers than the call needs.
             WrongToolCallKindError, ToolCallAlreadyDecidedError: ``check_decidable``.
+            DuplicateApproverError: The decider gave one of the call's approvals already.
             ReviewClaimRequiredError: A rule requires the review claim, not held by the decider.
             ForbiddenError, SeparationOfDutiesError, ReviewAlreadyClaimedError: The same rule, with
                 ``request.claiming_review``: ``claimReview``'s refusals.
@@ -303,6 +303,8 @@ class DecisionGate:
                     "and let the agent ask again"
                 )
         check_decidable(doc, index, request)
+        if request.kind == "approved" and (repeated := repeated_approval(doc, call, decider.name)) is not None:
+            raise repeated  # before the claim: claiming could not let it approve again
         claimant = None
         if decider.kind == "person" and decider.principal is not None and needs.review_claim:
             claim = active_review_claim(call, self._now())
@@ -352,7 +354,7 @@ class DecisionGate:
 
         Raises:
             The errors of ``check``; ``Questions.gone``'s for a run no longer stored;
-            RunNotReadyError (the run kept changing), DuplicateApproverError, IdempotencyKeyTakenError.
+            RunNotReadyError (the run kept changing), IdempotencyKeyTakenError.
         """
         for attempt in range(_ATTEMPTS):
             doc = read if attempt == 0 and read is not None else await self._store.get(agent_id, run_id)
@@ -417,8 +419,6 @@ class DecisionGate:
         the last ends its approver's own review claim in the same write."""
         call, by = checked.call, decision["decidedBy"]
         required, approvals = call.get("approvalsRequired", 1), call.get("approvals") or []
-        if any(approval["decidedBy"] == by for approval in approvals):
-            raise DuplicateApproverError(doc["_id"], call["toolCallId"], by, required)
         approval: ApprovalDocument = {"decidedBy": by, "decidedAt": decision["decidedAt"]}
         last = len(approvals) + 1 >= required
         held = call.get("reviewClaim")  # the approver's own, ended now: it may not approve again

@@ -45,7 +45,6 @@ async def test_a_review_claim_lapses_after_its_ttl(store: SnapshotStore, registr
     assert outcome.status == "completed"
 
 
-@pytest.mark.xfail(strict=True, reason="a repeat approver is told to claim the review, which is then refused")
 async def test_a_repeat_approver_is_told_it_approved(store: SnapshotStore, registry: AgentRegistry) -> None:
     # given a refund that needs two approvers and each one's review claim, approved once by x
     rules = [ToolApprovalRule(tool="issue_refund", approvals=2, require_review_claim=True)]

@@ -739,7 +739,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         setLinkNote(
           data.suspendedRun
             ? `${named}, which the link names, still waits, but not in this listing (another page, or a question you may not decide).`
-            : `${named}, which the link names, no longer waits for a decision: it was decided, or it ended.`,
+            : `${named}, which the link names, no longer waits for a decision: it was decided, it ended, or no run of this agent has that id.`,
         ),
       )
       .catch((e) => setLinkNote(`${named}, which the link names, could not be read: ${e.message}`));

@@ -158,7 +158,7 @@ async def execute_prepared(
     """Execute a prepared query as ``Schema.execute`` would (module docstring), skipping parse,
     validation and the extension hooks; by its root plan (``resolvers.fastpath.root_plan``) when it has
     one and the request takes the plain path (``planned`` is then called). ``extensions`` are the
-    result's (what the extensions' ``get_results`` would give: the cost, ``resolvers.documents.cost``).
+    result's (what the extensions would report: the cost, ``resolvers.documents.cost``).
 
     Raises:
         Exception: Only what graphql-core's ``execute`` itself raises (never a resolver's error,

@@ -192,8 +192,9 @@ class PreparedView(GraphQL[Context, None]):
 
     async def run_prepared(self, request: Request) -> Response | None:
         """The fast path's response to a request ``prepared.serve`` takes (one JSON object), when
-        the view has one (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any
-        other request, which Strawberry's ``run`` then serves."""
+        the view has one (``RUNSGATE_COMPILED_EXECUTION``); None for any other request, which
+        Strawberry's ``run`` then serves (a context ``serve`` made for it is released with the
+        others)."""
         if self.prepared is None:
             return None
         response = await self.prepared.serve(self, request)

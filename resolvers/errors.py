@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import strawberry
 from graphql import GraphQLError
@@ -409,19 +410,10 @@ class ErrorMasking(MaskErrors):
     unavailable; try again shortly." with ``extensions.code = "STORE_UNAVAILABLE"`` (no internal
     detail). Nothing may be assumed written: repeat a mutation with the same ``idempotencyKey``.
     Every other error goes through ``should_mask_error`` as in ``MaskErrors``. Only the public
-    hooks of ``MaskErrors`` are used: a store outage is an error to mask (``should_mask_error``)
-    whose replacement (``anonymise_error``) is the ``STORE_UNAVAILABLE`` error.
+    hooks of ``MaskErrors`` are used: a store outage is an error to mask (``should_mask_error``,
+    as ``error_masking`` composes it) whose replacement (``anonymise_error``) is the
+    ``STORE_UNAVAILABLE`` error. Made by ``error_masking``'s factory.
     """
-
-    def __init__(
-        self,
-        should_mask_error: Callable[[GraphQLError], bool],
-        error_message: str = "Unexpected error.",
-    ) -> None:
-        def should_mask(error: GraphQLError) -> bool:
-            return isinstance(error.original_error, StoreUnavailableError) or should_mask_error(error)
-
-        super().__init__(should_mask_error=should_mask, error_message=error_message)
 
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         """The ``STORE_UNAVAILABLE`` error for a store outage (logged by ``process_errors``), else
@@ -433,6 +425,19 @@ class ErrorMasking(MaskErrors):
     def mask(self, errors: list[GraphQLError]) -> list[GraphQLError]:
         """The errors of a result as this extension leaves them (each masked or kept)."""
         return [self.anonymise_error(error) if self.should_mask_error(error) else error for error in errors]
+
+
+def error_masking(
+    should_mask_error: Callable[[GraphQLError], bool], error_message: str = "Unexpected error."
+) -> Callable[[], ErrorMasking]:
+    """The factory of a schema's ``ErrorMasking``: it masks what ``should_mask_error`` masks and
+    a store outage, a predicate composed here once (each request's extension is Strawberry's
+    ``MaskErrors`` made with it)."""
+
+    def should_mask(error: GraphQLError) -> bool:
+        return isinstance(error.original_error, StoreUnavailableError) or should_mask_error(error)
+
+    return partial(ErrorMasking, should_mask_error=should_mask, error_message=error_message)
 
 
 def _store_unavailable(error: GraphQLError) -> GraphQLError:

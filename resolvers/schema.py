@@ -22,7 +22,7 @@ from .documents.cost import QueryCost
 from .documents.executor import PerEventMemo
 from .documents.limits import install_input_limits
 from .documents.operation_name import OperationNameRequired
-from .errors import USER_ERROR_TYPES, ErrorMasking, QueryArgumentError
+from .errors import USER_ERROR_TYPES, QueryArgumentError, error_masking
 from .federation import FederationSchema
 from .metrics import OperationMetrics
 from .mutations import Mutation
@@ -75,7 +75,7 @@ def build_schema(
             and every field through graphql-core's executor, and never imports
             ``resolvers.fastpath``.
     """
-    masking = partial(ErrorMasking, should_mask_error=should_mask_error)
+    masking = error_masking(should_mask_error)
     factories: list[Callable[[], SchemaExtension]] = [
         masking,
         *extensions,

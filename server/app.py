@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
-import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -28,10 +27,9 @@ from strawberry.types.unset import UnsetType
 from resolvers import Context, RequestLimits, build_schema
 from resolvers.metrics import set_operation_names
 from runtime import UNAUTHENTICATED
-from storage import SnapshotStore, StoreUnavailableError, strict_json
+from storage import SnapshotStore, StoreUnavailableError
 
 from .auth import Authenticator
-from .http.encoding import EncodedAnswer
 from .http.frames import NoFraming
 from .http.hosts import LoopbackHostsOnly
 from .http.http_errors import routing_refusal
@@ -75,23 +73,6 @@ class GraphQLApp(AuthenticatedView, GraphQLView):
         if self.streams is not None:
             self.streams.admit(context)
         return answer
-
-    def encode_json(self, data: object) -> str | bytes:
-        """Response bodies and WebSocket messages through orjson rather than ``json.dumps``, for
-        speed; an answer already encoded within its budget as ``GraphQLView.encode_json`` does.
-
-        Returned as text: Strawberry sends bytes over a WebSocket as a binary frame, and
-        ``graphql-transport-ws`` clients (graphql-ws) only read text frames. What orjson refuses
-        (an integer beyond 64 bits in a tool call's ``args``) goes through ``json``. Both write
-        RFC 8259 JSON: a float that is not finite (only a document an older runsgate stored can
-        hold one) is ``null`` (``storage.strict_json.dumps_shown``).
-        """
-        if isinstance(data, EncodedAnswer):
-            return super().encode_json(data)
-        try:
-            return orjson.dumps(data).decode()
-        except TypeError:
-            return strict_json.dumps_shown(data)
 
     async def get_context(self, request: Request | WebSocket, response: Any = None) -> Context:
         state = request.app.state

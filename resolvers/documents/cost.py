@@ -424,12 +424,11 @@ class QueryCost(SchemaExtension):
     """Refuse, at validation, a document whose cost passes ``RequestLimits.max_query_cost``: a request
     error (no ``data``) with ``QUERY_TOO_COSTLY``, ``requestedQueryCost`` and
     ``maximumAvailable``; and report the cost of every document that validated in the answer's
-    ``extensions.cost``. Over HTTP and WebSocket alike (Strawberry's validation step); the
-    prepared path computes the same (``resolvers.fastpath.prepared``). A document graphql-core
-    gave up validating (``Validation aborted.``) is told why."""
-
-    cost: Cost | None = None
-    """The operation's cost, once it validated (``on_validate``); None before, or not costed."""
+    ``extensions.cost``, put in the execution context's ``extensions_results`` as it is found
+    (Strawberry's asynchronous execution and subscriptions answer them with the extensions'
+    results). Over HTTP and WebSocket alike (Strawberry's validation step); the prepared path
+    computes the same (``resolvers.fastpath.prepared``). A document graphql-core gave up
+    validating (``Validation aborted.``) is told why."""
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
@@ -441,13 +440,12 @@ class QueryCost(SchemaExtension):
             context.pre_execution_errors = [_too_complex() if error.message == _ABORTED else error for error in errors]
         if errors is not None and not errors and document is not None and limits is not None:
             schema = schema_of(context.schema)
-            self.cost = operation_cost(schema, document, context.operation_name, context.variables, *limits)
-            if self.cost is not None and self.cost.over:
-                context.pre_execution_errors = [self.cost.refusal()]
+            cost = operation_cost(schema, document, context.operation_name, context.variables, *limits)
+            if cost is not None:
+                context.extensions_results["cost"] = cost.report()
+                if cost.over:
+                    context.pre_execution_errors = [cost.refusal()]
         yield
-
-    def get_results(self) -> dict[str, Any]:
-        return {} if self.cost is None else {"cost": self.cost.report()}
 
 
 __all__ = [

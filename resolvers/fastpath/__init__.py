@@ -80,8 +80,9 @@ def install(
         prepared = PreparedOperations(mask_errors, root_plans=pieces.root_plans and pieces.compiled_completion)
     built = PreparedSchema(
         execution_context_class=CompiledExecutor if pieces.compiled_completion else None,
-        # the recorder first: made as the schema's execute has just asked the prepared operations,
-        # and its one hook only reads what executes, so its place among the others changes nothing
+        # the recorder first: made and entered as the schema's execute has just asked the prepared
+        # operations; its one hook reads what validated once the operation is over, so its place
+        # among the others changes nothing
         extensions=[*([prepared.recorder] if prepared is not None else []), *extensions],
         **schema_options,
     )

@@ -113,31 +113,32 @@ class PreparedOperations:
 
 
 class RecordPreparedOperation(SchemaExtension):
-    """Records each query operation that reaches execution in a ``PreparedOperations``.
+    """Records each query operation that reached execution in a ``PreparedOperations``, as the
+    operation ends (``on_operation``, the hook entered with the extension's making).
 
-    Strawberry calls ``on_execute`` only once the document parsed, validated and its operation
-    type was allowed (Strawberry's ``Schema.execute``).
-    """
+    Reached execution: validated without an error (the validation's list of errors is empty:
+    ``ValidationCache``'s or Strawberry's, set only once the document parsed and its operation
+    type was allowed, and cleared by no extension; an error of execution is set on the context
+    only after this hook, by ``Schema.execute``'s handling of the result)."""
 
     def __init__(self, prepared: PreparedOperations) -> None:
         self.prepared = prepared
 
-    def on_execute(self) -> Iterator[None]:
+    def on_operation(self) -> Iterator[None]:
+        yield
         context = self.execution_context
+        document = context.graphql_document
+        errors = context.pre_execution_errors
+        if errors is None or errors or document is None:
+            return  # not parsed, not validated, or refused
         if context.operation_type is OperationType.QUERY:  # only queries are kept: a mutation asks nothing more
-            document = context.graphql_document
             # the operationName the request gave (None included): Strawberry keeps it in this
             # attribute (``ExecutionContext.__post_init__``); ``operation_name`` would answer the
             # document's only operation's name instead. Nothing is recorded should it be missing.
             provided = provided_operation_name(context, _MISSING)
-            if (
-                isinstance(context.query, str)
-                and document is not None
-                and (provided is None or isinstance(provided, str))
-            ):
+            if isinstance(context.query, str) and (provided is None or isinstance(provided, str)):
                 schema = graphql_schema(context.schema)
                 self.prepared.record(context.query, provided, document, context.operation_name, schema)
-        yield
 
 
 _MISSING = object()
@@ -158,7 +159,7 @@ async def execute_prepared(
     """Execute a prepared query as ``Schema.execute`` would (module docstring), skipping parse,
     validation and the extension hooks; by its root plan (``resolvers.fastpath.root_plan``) when it has
     one and the request takes the plain path (``planned`` is then called). ``extensions`` are the
-    result's (what the extensions' ``get_results`` would give: the cost, ``resolvers.documents.cost``).
+    result's (what the extensions would report: the cost, ``resolvers.documents.cost``).
 
     Raises:
         Exception: Only what graphql-core's ``execute`` itself raises (never a resolver's error,

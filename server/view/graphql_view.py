@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
@@ -191,8 +192,9 @@ class PreparedView(GraphQL[Context, None]):
 
     async def run_prepared(self, request: Request) -> Response | None:
         """The fast path's response to a request ``prepared.serve`` takes (one JSON object), when
-        the view has one (``RUNSGATE_COMPILED_EXECUTION``); None, having changed nothing, for any
-        other request, which Strawberry's ``run`` then serves."""
+        the view has one (``RUNSGATE_COMPILED_EXECUTION``); None for any other request, which
+        Strawberry's ``run`` then serves (a context ``serve`` made for it is released with the
+        others)."""
         if self.prepared is None:
             return None
         response = await self.prepared.serve(self, request)
@@ -226,11 +228,21 @@ class GraphQLView(GraphQLOverHTTP, PreparedView):
         return encoded  # type: ignore[return-value]
 
     def encode_json(self, data: object) -> str | bytes:
-        """An ``EncodedAnswer``'s chunks, joined (as text: Strawberry sends a WebSocket message as
-        a text frame only so); anything else as Strawberry's view encodes it."""
+        """An ``EncodedAnswer``'s chunks, joined; anything else (a WebSocket message, a streamed
+        result) through orjson rather than ``json.dumps``, for speed.
+
+        Returned as text: Strawberry sends bytes over a WebSocket as a binary frame, and
+        ``graphql-transport-ws`` clients (graphql-ws) only read text frames. What orjson refuses
+        (an integer beyond 64 bits in a tool call's ``args``) goes through ``json``. Both write
+        RFC 8259 JSON: a float that is not finite (only a document an older runsgate stored can
+        hold one) is ``null`` (``storage.strict_json.dumps_shown``).
+        """
         if isinstance(data, EncodedAnswer):
             return b"".join(data.chunks).decode()
-        return super().encode_json(data)
+        try:
+            return orjson.dumps(data).decode()
+        except TypeError:
+            return strict_json.dumps_shown(data)
 
     def create_response(
         self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response

@@ -16,8 +16,10 @@ from strawberry.schema.base import BaseSchema
 
 from resolvers import Context
 from resolvers.fastpath.internals import handle_errors, stream_transport
-from resolvers.fastpath.prepared import PreparedOperations, well_formed
+from resolvers.fastpath.prepared import PreparedOperations
 from resolvers.fastpath.schema import PreparedSchema
+
+from .conformance import request_problem
 
 JSON = "application/json"
 
@@ -39,11 +41,13 @@ class PreparedRequests:
     async def serve(self, view: GraphQL[Context, None], request: Request) -> Response | None:
         """The response to ``request`` when it is a ``POST`` of ``application/json`` asking for no
         streaming transport, whose body is one JSON object with a string ``query`` and parameters
-        of the spec's types (``well_formed``), built by ``view``'s own methods in the order of
-        Strawberry's ``run`` (``server.view.graphql_view.GraphQLView``'s: the same response; its
+        of the spec's types (``server.view.conformance.request_problem``, the view's own check),
+        built by ``view``'s own methods in the order of Strawberry's ``run`` (the context, then
+        the body; ``server.view.graphql_view.GraphQLView``'s: the same response; its
         ``execute_single`` runs the operation, prepared or not, and refuses what HTTP does not
-        serve); None, having changed nothing, for any other request, which Strawberry's ``run``
-        then serves with the body already decoded (``GraphQLView.parse_json``)."""
+        serve); None for any other request, which Strawberry's ``run`` then serves with the body
+        already decoded (``GraphQLView.parse_json``) and a context of its own (the view releases
+        both)."""
         if request.method != "POST":
             return None
         content_type = request.headers.get("content-type")
@@ -51,22 +55,16 @@ class PreparedRequests:
             return None
         if stream_transport(view, request.headers) is not None:
             return None
-        try:
-            data = view.parse_json(await request.body())
-        except HTTPException:  # not JSON: Strawberry's parsing answers it
-            return None
-        if type(data) is not dict:
-            return None
-        query = data.get("query")
-        operation_name = data.get("operationName")
-        variables = data.get("variables")
-        extensions = data.get("extensions")
-        if not isinstance(query, str) or not well_formed(operation_name, variables, extensions):
-            return None
         await view.get_root_value(request)  # as Strawberry's run; the view's root value is None
         request_adapter = view.request_adapter_class(request)
         sub_response = await view.get_sub_response(request)
         context = await view.get_context(request, response=sub_response)
+        try:
+            data = view.parse_json(await request.body())
+        except HTTPException:  # not JSON: Strawberry's parsing answers it
+            return None
+        if type(data) is not dict or not isinstance(data.get("query"), str) or request_problem(data) is not None:
+            return None
         result = await view.execute_single(
             request=request,
             request_adapter=request_adapter,
@@ -74,10 +72,10 @@ class PreparedRequests:
             context=context,
             root_value=None,
             request_data=GraphQLRequestData(
-                query=query,
-                variables=variables,
-                operation_name=operation_name,
-                extensions=extensions,
+                query=data["query"],
+                variables=data.get("variables"),
+                operation_name=data.get("operationName"),
+                extensions=data.get("extensions"),
                 protocol="http",
             ),
         )

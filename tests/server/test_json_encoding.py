@@ -1,4 +1,4 @@
-"""Responses are encoded by orjson, and what orjson refuses still answers (``GraphQLApp.encode_json``)."""
+"""Responses are encoded by orjson, and what orjson refuses still answers (``GraphQLView.encode_json``)."""
 
 from __future__ import annotations
 

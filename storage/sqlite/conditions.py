@@ -5,7 +5,7 @@ run's columns to a ``WHERE`` fragment and its parameters, keeping ``rules.matche
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -105,9 +105,9 @@ def _fragment(condition: Condition, params: list[Any], columns: dict[str, Column
         case Length(path, _):
             raise ValueError(f"no column holds the list {path!r}")
         case AllOf():
-            return _joined(list(_flat(condition, AllOf)), " AND ", "1", params, columns)
+            return _joined(_flat(condition, AllOf), " AND ", "1", params, columns)
         case AnyOf():
-            return _joined(list(_flat(condition, AnyOf)), " OR ", _NEVER, params, columns)
+            return _joined(_flat(condition, AnyOf), " OR ", _NEVER, params, columns)
     raise TypeError(f"not a condition: {condition!r}")
 
 
@@ -167,21 +167,27 @@ def calls_match(condition: Condition, calls: Sequence[ToolCallDocument]) -> bool
     return rules.matches(condition, {CALLS: list(calls)})
 
 
-def _flat(condition: Condition, kind: type[AllOf] | type[AnyOf]) -> Iterator[Condition]:
+def _flat(condition: Condition, kind: type[AllOf] | type[AnyOf]) -> list[Condition]:
     """The parts ``kind`` joins in ``condition``, those of a nested ``kind`` taken in its place."""
-    if isinstance(condition, kind):
-        for one in condition.conditions:
-            yield from _flat(one, kind)
-    else:
-        yield condition
+    if not isinstance(condition, kind):
+        return [condition]
+    found: list[Condition] = []
+    for one in condition.conditions:
+        if isinstance(one, kind):
+            found += _flat(one, kind)
+        else:
+            found.append(one)
+    return found
 
 
-def _paths(condition: Condition) -> Iterator[str]:
-    if isinstance(condition, AllOf | AnyOf):
-        for one in condition.conditions:
-            yield from _paths(one)
-    else:
-        yield condition.path
+def _paths(condition: Condition) -> list[str]:
+    """The document paths ``condition`` names, in order (with repeats)."""
+    if not isinstance(condition, AllOf | AnyOf):
+        return [condition.path]
+    found: list[str] = []
+    for one in condition.conditions:
+        found += _paths(one)
+    return found
 
 
 def _on_calls(path: str) -> bool:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
 
 import aiosqlite
 
@@ -167,15 +167,22 @@ def _probe(path: Path) -> None:
     sqlite3.connect(path).close()
 
 
-@contextmanager
-def _available(path: Path) -> Iterator[None]:
-    """Turn SQLite's operational errors (locked, full, I/O, corrupt) into ``StoreUnavailableError``."""
-    try:
-        yield
-    except sqlite3.IntegrityError:
-        raise
-    except sqlite3.DatabaseError as exc:
-        raise StoreUnavailableError(f"the SQLite database {path} failed: {exc}") from exc
+class _available:
+    """Turn SQLite's operational errors (locked, full, I/O, corrupt) raised in the ``with`` block
+    into ``StoreUnavailableError``; ``sqlite3.IntegrityError`` and anything else pass through.
+    A class rather than a ``contextmanager`` generator: every write and read enters one or more."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
+            raise StoreUnavailableError(f"the SQLite database {self._path} failed: {exc}") from exc
 
 
 def _open_problem(path: Path, exc: sqlite3.Error) -> str:

@@ -24,7 +24,7 @@ from ..continuing.queued import QueuedContinuations
 from ..errors import RunNotFoundError, RunsgateError
 from ..idempotency import HeldKey, IdempotencyGuard, NothingWritten
 from ..outcome import RunOutcome
-from ..registry import AgentRegistry, AnyAgent
+from ..registry import AgentRegistry
 from ..running.deferred import question_id
 from .fair_slots import FairSlots
 from .gate import Allowed, Decider, DecisionGate
@@ -155,23 +155,14 @@ class Decisions:
         wait: DecisionWait,
         key: HeldKey | None,
     ) -> RunOutcome:
+        """Record ``request`` through the gate (``read``, ``allowed``: ``DecisionGate.decide``'s), then
+        answer as ``wait`` says: ``suspended`` while calls wait; else the run is queued
+        (``recorded``) or continued here, its claim taken by the decision's write (``outcome``)."""
         agent = self.agents.get_agent(agent_id)
-        # Continued here at once: the decision of the run's last call claims it in the same write.
         claims = DecisionClaims(self.continuation, decider.name) if wait == "outcome" else None
         updated = await self.gate.decide(
             agent_id, run_id, request, decider, read=read, allowed=allowed, claim=claims, key=key
         )
-        return await self._continued(updated, decider, wait, claims, key, agent)
-
-    async def _continued(
-        self,
-        updated: SnapshotDocument,
-        decider: Decider,
-        wait: DecisionWait,
-        claims: DecisionClaims | None = None,
-        key: HeldKey | None = None,
-        agent: AnyAgent | None = None,
-    ) -> RunOutcome:
         if updated["pendingCount"] > 0:
             return RunOutcome(run_id=updated["_id"], agent_id=updated["agentId"], status="suspended", run=updated)
         if wait == "recorded":
@@ -183,7 +174,8 @@ class Decisions:
     async def forward(self, inner: SnapshotDocument, index: int, answer: dict[str, Any]) -> RunOutcome:
         """Record a supervisor's decision ``answer`` (``runtime.running.deferred.deferred_tool_results``) on
         the sub-run call at ``index``, through the gate with the sub-agent's rules; continue the
-        sub-run when no call of it waits. Raises the gate's errors (the supervisor's run fails)."""
+        sub-run when no call of it waits (claimed by the decision's write, as a person's decision
+        of a run's last call is). Raises the gate's errors (the supervisor's run fails)."""
         call = inner["toolCalls"][index]
         kind: DecisionKind = answer["decision"]
         request = DecisionRequest(
@@ -201,8 +193,7 @@ class Decisions:
             scopes=frozenset(answer.get("scopes") or ()),
             approvers=tuple(answer.get("approvers") or (by,)),
         )
-        updated = await self.gate.decide(inner["agentId"], inner["_id"], request, decider)
-        return await self._continued(updated, decider, "outcome")
+        return await self._decide(inner["agentId"], inner["_id"], request, decider, None, None, "outcome", None)
 
     async def many(
         self,

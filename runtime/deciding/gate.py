@@ -17,7 +17,6 @@ from typing import Any
 
 from storage import (
     EXPIRY_DECIDER,
-    ApprovalDocument,
     DecisionClaim,
     DecisionDocument,
     DecisionKind,
@@ -26,7 +25,7 @@ from storage import (
     SnapshotStore,
     ToolCallDocument,
 )
-from storage.protocol import ApprovalWrite, DecisionWrite
+from storage.protocol import DecisionWrite
 from storage.rules import call_expired
 
 from .._json import jsonable
@@ -43,14 +42,15 @@ from ..reviewing.errors import ReviewAlreadyClaimedError, ReviewClaimRequiredErr
 from ..running.deferred import question_id
 from ..running.identity import sub_run_id
 from . import rules as R
+from .approvals import record_approval
 from .arguments import validate_edited_args
 from .questions import (
     DecisionRequest,
     FirstQuestionAnswered,
     Questions,
     check_addressable,
-    check_decidable,
     find_call,
+    undecidable,
     validate_resume_data,
 )
 from .refusals import Decider, active_review_claim, refusal, repeated_approval
@@ -75,6 +75,9 @@ class Allowed:
     """What the rules require of a decision with the arguments decided on (edited or not)."""
     scopes: list[str]
     """The scopes the rules require of this decision (held by the decider)."""
+    verdict: Checked | RunsgateError | None = None
+    """``check``'s answer on the same read, made with these checks (``None``: a call stored before
+    calls had a ``questionNumber``, named without its question: ``check`` reads its trail first)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +94,7 @@ class Checked:
     """The decider, when the decision takes the question's review claim as it is recorded: its
     write then needs no other principal's live claim (``rules.review_claim_open``)."""
     at: datetime
-    """When the checks passed, by the gate's clock: the decision's time (``decidedAt``)."""
+    """When the gate checked the run as read, by its clock: the decision's time (``decidedAt``)."""
 
 
 ClaimOffer = Callable[[SnapshotDocument, int, DecisionDocument], DecisionClaim | None]
@@ -183,23 +186,25 @@ class DecisionGate:
         first read, before an idempotency key is looked at (a replay of a decision made is
         answered, but never to a caller the rules refuse): the principal's resources, and the
         scopes and edits the rules of the call's owner allow, on the edited arguments as the
-        tool's validator reads them. ``None`` when the request names no call of ``doc`` (``check``
-        reports it).
+        tool's validator reads them. The rest of ``check``'s checks are made on the same read, and
+        their answer kept (``Allowed.verdict``, raised by ``check``). ``None`` when the request
+        names no call of ``doc`` (``check`` reports it).
 
         Raises:
             RunNotFoundError: The run is outside the principal's resources.
-            DecideThroughSupervisorError: The run is a sub-run and the decision is not forwarded
-                from its supervisor (``check_addressable``), whatever call it names.
+            DecideThroughSupervisorError: ``check_addressable``, whatever call the request names.
             InvalidToolArgumentsError: The edited arguments fail the tool's validator.
             ForbiddenError: The decider lacks ``runs:decide`` or a scope a rule needs
                 (``required_scope``), or a rule forbids the edit.
         """
+        at = self._now()
         check_decider(doc, decider.principal)
         check_addressable(doc, forwarded=decider.kind == "supervisor")
         try:
             index = find_call(doc, request)
         except (RunsgateError, FirstQuestionAnswered):
             return None
+        undecided = undecidable(doc, index, request)  # read with the call: kept for ``_verdict``
         call = doc["toolCalls"][index]
         owner = R.owner(doc["agentId"], call) if R.owner_known(call) else await self._owner(doc, call)
         rules = R.covering(self._rules, owner)
@@ -214,7 +219,10 @@ class DecisionGate:
         if edited is not None and R.edit_forbidden(rules, tool, call["args"], edited):
             raise ForbiddenError(f"the arguments of {tool!r} may not be edited")
         scopes = required.scopes if request.kind != "declined" else []
-        return Allowed(index=index, rules=rules, edited=edited, required=required, scopes=scopes)
+        verdict = None
+        if request.question_id is not None or "questionNumber" in call:  # else ``check`` reads the trail first
+            verdict = await self._verdict(doc, index, request, decider, edited, required, scopes, at, undecided)
+        return Allowed(index=index, rules=rules, edited=edited, required=required, scopes=scopes, verdict=verdict)
 
     async def may_decide(self, doc: SnapshotDocument, index: int, principal: Principal) -> bool:
         """Whether ``principal`` may approve (or resume) call ``index`` of ``doc`` with the model's
@@ -265,32 +273,53 @@ class DecisionGate:
                 AmbiguousToolCallError: ``Questions.asked``.
             ForbiddenError: An edit of a call needing several approvals, or one that would need
                 more; a forwarded decision with fewer approvers than the call needs.
-            WrongToolCallKindError, ToolCallAlreadyDecidedError: ``check_decidable``.
+            WrongToolCallKindError, ToolCallAlreadyDecidedError: ``undecidable``.
             DuplicateApproverError: The decider gave one of the call's approvals already.
             ReviewClaimRequiredError: A rule requires the review claim, not held by the decider.
             ForbiddenError, SeparationOfDutiesError, ReviewAlreadyClaimedError: The same rule, with
-                ``request.claiming_review``: ``claimReview``'s refusals.
-            InvalidResumeDataError: The resume data fails the call's ``resumeSchema``.
+                ``request.claiming_review``: ``claimReview``'s refusals. InvalidResumeDataError.
         """
-        if allowed is not None and (
-            request.question_id is not None or "questionNumber" in doc["toolCalls"][allowed.index]
-        ):
-            index = allowed.index  # ``allowed`` found it on this read (``Questions.asked``'s own steps)
-        else:
+        if allowed is None or allowed.verdict is None:
             index = await self._questions.asked(doc, request, decider.principal, forwarded=decider.kind == "supervisor")
-        if allowed is None or allowed.index != index:
-            allowed = await self.allowed(doc, request, decider)
-            assert allowed is not None  # find_call found the call
-        call, edited, needs = doc["toolCalls"][index], allowed.edited, allowed.required
+            if allowed is None or allowed.index != index:
+                allowed = await self.allowed(doc, request, decider)
+                assert allowed is not None  # find_call found the call
+        verdict = allowed.verdict
+        if verdict is None:  # a call without ``questionNumber``: its trail was read by ``Questions.asked``
+            index, at = allowed.index, self._now()
+            undecided = undecidable(doc, index, request)
+            verdict = await self._verdict(
+                doc, index, request, decider, allowed.edited, allowed.required, allowed.scopes, at, undecided
+            )
+        if isinstance(verdict, RunsgateError):
+            raise verdict
+        return verdict
+
+    async def _verdict(
+        self,
+        doc: SnapshotDocument,
+        index: int,
+        request: DecisionRequest,
+        decider: Decider,
+        edited: Any,
+        needs: R.Requirements,
+        scopes: list[str],
+        at: datetime,
+        undecided: RunsgateError | None,
+    ) -> Checked | RunsgateError:
+        """``check``'s checks after ``allowed``'s, on the call at ``index`` (``needs``: what its rules
+        require; ``undecided``: ``undecidable``'s answer on it) at ``at``: the checked
+        request, or the refusal ``check`` raises (returned, not raised)."""
+        call = doc["toolCalls"][index]
         tool, required = call["toolName"], call.get("approvalsRequired", 1)
         if edited is not None and decider.kind != "supervisor":  # a forwarded edit was checked on the supervisor's call
             if required > 1:
-                raise ForbiddenError(
+                return ForbiddenError(
                     f"{tool!r} needs {required} approvals of the same arguments: approve it without editedArgs, "
                     "or decline it"
                 )
             if needs.approvals > required:
-                raise ForbiddenError(
+                return ForbiddenError(
                     f"{tool!r} with these editedArgs needs several approvals: approve the model's arguments, or "
                     "decline it and let the agent ask again"
                 )
@@ -298,28 +327,33 @@ class DecisionGate:
             approvers = len(set(decider.approvers))
             needed = max(required, needs.approvals)
             if approvers < needed:
-                raise ForbiddenError(
+                return ForbiddenError(
                     f"{tool!r} needs {needed} approvals; the supervisor's call forwarded {approvers}: decline it "
                     "and let the agent ask again"
                 )
-        check_decidable(doc, index, request)
-        if request.kind == "approved" and (repeated := repeated_approval(doc, call, decider.name)) is not None:
-            raise repeated  # before the claim: claiming could not let it approve again
+        if undecided is not None:
+            return undecided
+        approved_before = request.kind == "approved" and call.get("approvals")  # only a call of several has any
+        if approved_before and (repeated := repeated_approval(doc, call, decider.name)) is not None:
+            return repeated  # before the claim: claiming could not let it approve again
         claimant = None
         if decider.kind == "person" and decider.principal is not None and needs.review_claim:
-            claim = active_review_claim(call, self._now())
+            claim = active_review_claim(call, at)
             if request.claiming_review:  # as ``claimReview`` would, then the decision in one write
                 refused = await self.refusal_of(doc, index, decider.principal)
                 if refused is not None:
-                    raise refused
+                    return refused
                 if claim is not None and claim["by"] != decider.name:
-                    raise ReviewAlreadyClaimedError(doc["_id"], call["toolCallId"], question_id(call), claim)
+                    return ReviewAlreadyClaimedError(doc["_id"], call["toolCallId"], question_id(call), claim)
                 claimant = decider.name
             elif claim is None or claim["by"] != decider.name:
-                raise ReviewClaimRequiredError(doc["_id"], call["toolCallId"], claim)
+                return ReviewClaimRequiredError(doc["_id"], call["toolCallId"], claim)
         if request.kind == "resumed":
-            validate_resume_data(call["resumeSchema"], request.resume_data)
-        return Checked(index=index, call=call, edited=edited, scopes=allowed.scopes, claimant=claimant, at=self._now())
+            try:
+                validate_resume_data(call["resumeSchema"], request.resume_data)
+            except RunsgateError as invalid:
+                return invalid
+        return Checked(index=index, call=call, edited=edited, scopes=scopes, claimant=claimant, at=at)
 
     async def _owner(self, doc: SnapshotDocument, call: ToolCallDocument) -> str:
         """The agent whose tool ``call`` runs (``rules.owner``); for a delegated call stored before
@@ -388,7 +422,7 @@ class DecisionGate:
         if request.kind == "approved" and decider.kind == "person" and required > 1:
             if key is not None:
                 await key.reserve()
-            return await self._record_approval(doc, run, checked, decision)
+            return await record_approval(self._store, self._journal, doc, run, index, decision, checked.claimant)
         preceding = [self._journal.expired_event(run, call, now)] if decider.kind == "expiry" else []  # ids in order
         event = self._journal.decision_event(run, call, decision, **extra)
         reservation = None if key is None else key.reservation(now)
@@ -410,41 +444,6 @@ class DecisionGate:
         if written is not None and reservation is not None and key is not None:
             key.reserved = True
         return written
-
-    async def _record_approval(
-        self, doc: SnapshotDocument, run: RunRef, checked: Checked, decision: DecisionDocument
-    ) -> SnapshotDocument | None:
-        """One approval of a call that needs several, with its ``approval`` event, and the decision
-        with its event when it is the last one needed (one unit of work). An approval that is not
-        the last ends its approver's own review claim in the same write."""
-        call, by = checked.call, decision["decidedBy"]
-        required, approvals = call.get("approvalsRequired", 1), call.get("approvals") or []
-        approval: ApprovalDocument = {"decidedBy": by, "decidedAt": decision["decidedAt"]}
-        last = len(approvals) + 1 >= required
-        held = call.get("reviewClaim")  # the approver's own, ended now: it may not approve again
-        ends_claim_of = by if not last and by is not None and held is not None and held["by"] == by else None
-        events = [
-            self._journal.decision_event(
-                run, call, decision, kind="approval", approvals=len(approvals) + 1, approvalsRequired=required
-            )
-        ]
-        if last:
-            events.append(self._journal.decision_event(run, call, decision))
-        write = ApprovalWrite(
-            agent_id=doc["agentId"],
-            run_id=doc["_id"],
-            index=checked.index,
-            tool_call_id=call["toolCallId"],
-            question_id=call.get("questionId"),
-            approval=approval,
-            approvals_before=len(approvals),
-            decision=decision if last else None,
-            now=decision["decidedAt"],
-            event=events,
-            ends_review_claim_of=ends_claim_of,
-            claimant=checked.claimant,
-        )
-        return await self._store.record_approval(write)
 
     # -- deadlines -------------------------------------------------------------------------------
     async def expire(self, doc: SnapshotDocument) -> SnapshotDocument | None:

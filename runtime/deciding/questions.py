@@ -295,19 +295,23 @@ def check_addressable(doc: SnapshotDocument, *, forwarded: bool) -> None:
 
 
 def check_decidable(doc: SnapshotDocument, index: int, request: DecisionRequest) -> None:
-    """Whether the call at ``index`` takes ``request``'s kind of decision now (after
-    ``check_addressable``).
+    """Raises ``undecidable``'s refusal of ``request`` on the call at ``index``, if any."""
+    refused = undecidable(doc, index, request)
+    if refused is not None:
+        raise refused
 
-    Raises:
-        WrongToolCallKindError: The call waits for the other kind of answer.
-        ToolCallAlreadyDecidedError: The call has a decision already.
-    """
+
+def undecidable(doc: SnapshotDocument, index: int, request: DecisionRequest) -> RunsgateError | None:
+    """Why the call at ``index`` does not take ``request``'s kind of decision now (after
+    ``check_addressable``), or ``None``: ``WrongToolCallKindError`` (the call waits for the other
+    kind of answer), ``ToolCallAlreadyDecidedError`` (the call has a decision already)."""
     call = doc["toolCalls"][index]
     if call["requiresApproval"] != (request.kind != "resumed"):
         expected: Literal["approval", "resume"] = "approval" if call["requiresApproval"] else "resume"
-        raise WrongToolCallKindError(doc["_id"], call["toolCallId"], expected)
+        return WrongToolCallKindError(doc["_id"], call["toolCallId"], expected)
     if call["decision"] is not None:
-        raise ToolCallAlreadyDecidedError(doc["_id"], call["toolCallId"], call["decision"])
+        return ToolCallAlreadyDecidedError(doc["_id"], call["toolCallId"], call["decision"])
+    return None
 
 
 def _only_resume_call(run_id: str, calls: list[ToolCallDocument]) -> int:

@@ -30,7 +30,7 @@ class MemoryIdempotencyKeys:
         existing = self._keys.get(reservation.key_id)
         if existing is not None and not _lapsed(existing, reservation.fingerprint, reservation.now):
             return copied(existing)
-        new = reservation.document()
+        new = reservation.document.copy()
         if existing is not None:  # taken over: one life of the key
             new["createdAt"] = existing["createdAt"]
         self._keys[reservation.key_id] = new

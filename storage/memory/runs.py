@@ -141,7 +141,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
                 raise IdempotencyKeyTakenError(taken)
         if claim is not None:
             doc["status"] = "resuming"
-            doc["claim"] = claim.document()
+            doc["claim"] = claim.document.copy()
         call = doc["toolCalls"][write.index]
         call["decision"] = kept_decision
         call.pop("reviewClaim", None)
@@ -189,7 +189,7 @@ class MemoryRunStore(MemoryReviewQueue, MemoryEventLog, MemoryIdempotencyKeys, M
             return None
         events, updates, _ = kept(write.events, write.updates)
         doc["status"] = "resuming"
-        doc["claim"] = write.document()
+        doc["claim"] = write.document.copy()
         return self._written(doc, write.now, events, updates)
 
     def _meeting(self, run_id: str, condition: rules.Condition) -> SnapshotDocument | None:

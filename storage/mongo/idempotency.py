@@ -45,7 +45,7 @@ class MongoIdempotencyKeys(MongoStoreBase):
         key_id, by, until = reservation.key_id, reservation.by, reservation.until
         try:
             async with reachable():
-                await self._keys.insert_one(dict(reservation.document()))
+                await self._keys.insert_one(dict(reservation.document))
         except DuplicateKeyError:
             lapsed: Document = {
                 **_held_key(key_id, None),

@@ -49,7 +49,7 @@ def _claimed_once_decided(deadline: Derive, write: writes.DecisionWrite) -> Deri
         fields = deadline(current)
         claim = write.claimed(current)
         if claim is not None:
-            fields.update({"status": "resuming", "claim": claim.document()})
+            fields.update({"status": "resuming", "claim": claim.document})
         return fields
 
     return derive
@@ -93,7 +93,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
                     **update,
                     # no call left pending: no deadline, no place in the queue
                     "$set": {**update["$set"], "expiresAt": None, "queueAt": None, "status": "resuming"}
-                    | {"claim": claim.document()},
+                    | {"claim": claim.document},
                 },
                 preceding_events=write.preceding_events,
                 keep_pending=True,
@@ -147,7 +147,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
             write.events,
             write.run_id,
             merged(compiled(write.condition), NOT_FINISHED),
-            {"$set": {"status": "resuming", "claim": write.document(), "updatedAt": write.now}, "$inc": {"version": 1}},
+            {"$set": {"status": "resuming", "claim": write.document, "updatedAt": write.now}, "$inc": {"version": 1}},
         )
         if doc is not None:
             await self._updates_after(write.run_id, write.updates)

@@ -49,10 +49,12 @@ class KeyReservation:
     now: datetime
     by: str | None = None
     until: datetime | None = None
+    document: IdempotencyDocument = field(init=False)
+    """The key's document when it is new: reserved, no result yet, created ``now`` (a store keeps
+    its own copy)."""
 
-    def document(self) -> IdempotencyDocument:
-        """The key's document when it is new: reserved, no result yet, created ``now``."""
-        return {
+    def __post_init__(self) -> None:
+        document: IdempotencyDocument = {
             "_id": self.key_id,
             "fingerprint": self.fingerprint,
             "result": None,
@@ -60,6 +62,7 @@ class KeyReservation:
             "reservedBy": self.by,
             "reservedUntil": self.until,
         }
+        _made(self, "document", document)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,10 +100,11 @@ class DecisionClaim:
     version: int
     events: Sequence[EventDocument] = ()
     updates: Sequence[RunUpdateBatchDocument] = ()
+    document: ClaimDocument = field(init=False)
+    """The run's ``claim`` once taken (a store keeps its own copy)."""
 
-    def document(self) -> ClaimDocument:
-        """The run's ``claim`` once taken."""
-        return {"by": self.by, "until": self.until}
+    def __post_init__(self) -> None:
+        _made(self, "document", {"by": self.by, "until": self.until})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,14 +257,13 @@ class ClaimWrite:
     updates: Sequence[RunUpdateBatchDocument] = ()
     condition: rules.AllOf = field(init=False)
     """What the run must meet (``rules.owned`` and ``rules.claimable``)."""
+    document: ClaimDocument = field(init=False)
+    """The run's ``claim`` once taken (a store keeps its own copy)."""
 
     def __post_init__(self) -> None:
         claimable = rules.claimable(self.now, self.version)
         _made(self, "condition", rules.all_of(rules.owned(self.agent_id, self.run_id), claimable))
-
-    def document(self) -> ClaimDocument:
-        """The run's ``claim`` once taken."""
-        return {"by": self.by, "until": self.until}
+        _made(self, "document", {"by": self.by, "until": self.until})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,7 +27,7 @@ from pymongo.errors import BulkWriteError, OperationFailure
 
 from .._query import normalized_filter, utcnow
 from ..protocol import RunFilter
-from .mapping import bulk_write
+from .mapping import bulk_write, read_page
 
 Document = dict[str, Any]
 Lock = Callable[[str], AbstractAsyncContextManager[None]]
@@ -441,15 +441,22 @@ class KeptCounts:
                 raise
 
 
-async def hinted(cursor: AsyncCursor[Document], index: str) -> list[Document]:
+async def hinted(
+    cursor: AsyncCursor[Document], index: str, limit: int | None = None, *, whole: bool = True
+) -> list[Document]:
     """``cursor``'s documents read through ``index``; without the hint when the server has no such
-    index (a database whose collections were dropped under a running store: ``drop_all``)."""
+    index (a database whose collections were dropped under a running store: ``drop_all``).
+    ``limit``: its first ``limit`` documents, as ``mapping.read_page`` reads them (``whole`` too)."""
+
+    async def read(found: AsyncCursor[Document]) -> list[Document]:
+        return await (found.to_list() if limit is None else read_page(found, limit, whole=whole))
+
     try:
-        return await cursor.clone().hint(index).to_list()
+        return await read(cursor.clone().hint(index))
     except OperationFailure as exc:
         if "hint" not in str(exc).lower():
             raise
-        return await cursor.to_list()
+        return await read(cursor)
 
 
 def _run_of(event: Document, agent_id: str) -> Document:

@@ -111,7 +111,6 @@ def _left_open(find: dict[str, Any]) -> bool:
     return any(key in find for key in ("sort", "limit", "skip")) and find.get("singleBatch") is not True
 
 
-@pytest.mark.xfail(strict=True, reason="limited reads send a limit without singleBatch")
 async def test_no_limited_read_leaves_a_persisted_cursor(mongo: MongoSnapshotStore) -> None:
     later = T0 + timedelta(days=1)
     with NAMES.recording():
@@ -133,7 +132,9 @@ BIG = 1024 * 1024
 """Bytes of one big run's arguments: 20 of them (and the page's one more) pass a 16 MiB reply."""
 
 
-async def test_a_page_bigger_than_one_reply_comes_whole(mongo: MongoSnapshotStore) -> None:
+async def test_a_page_bigger_than_one_reply_comes_whole(
+    mongo: MongoSnapshotStore, request: pytest.FixtureRequest
+) -> None:
     # given 30 runs of a thread of their own whose arguments hold 1 MiB each
     big = [
         snapshot(f"big-{i:02d}", created=T0 - timedelta(days=1, seconds=i), thread="big", calls=[tool_call("c1")])
@@ -144,9 +145,12 @@ async def test_a_page_bigger_than_one_reply_comes_whole(mongo: MongoSnapshotStor
     await mongo.insert_many([(run, b"[]") for run in big])
 
     # when a page of 21 and the page of the last 10 are read
-    page = await mongo.list_runs("refund-agent", RunFilter(thread_id="big"), RunPage(limit=21))
+    with NAMES.recording() as sent:
+        page = await mongo.list_runs("refund-agent", RunFilter(thread_id="big"), RunPage(limit=21))
     rest = await mongo.list_runs("refund-agent", RunFilter(thread_id="big"), RunPage(limit=21, skip=20))
 
     # then each holds every run it asked for, in order, though no reply holds more than 16 MiB
     assert [run["_id"] for run in page] == [f"big-{i:02d}" for i in range(21)]
     assert [run["_id"] for run in rest] == [f"big-{i:02d}" for i in range(20, 30)]
+    if request.node.callspec.params["mongo"] == "mongo":  # DocumentDB cut the first reply (FerretDB 1.24 does not)
+        assert sent.count("find") >= 2

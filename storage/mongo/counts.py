@@ -342,8 +342,8 @@ class KeptCounts:
         """The runs carrying moves not yet written (``QUEUE_MARKER``), at most ``limit``, with the
         fields ``record`` and the marker's clearing read."""
         fields = {"agentId": 1, "threadId": 1, "resourceId": 1, "parentRunId": 1, "version": 1, QUEUE_MARKER: 1}
-        found = self._runs().find({f"{QUEUE_MARKER}.since": {"$exists": True}}, fields).limit(limit)
-        return await hinted(found, "questions_pending")
+        found = self._runs().find({f"{QUEUE_MARKER}.since": {"$exists": True}}, fields)
+        return await hinted(found, "questions_pending", limit)
 
     async def record_removals(self, *, before: datetime, limit: int) -> int:
         """Write the ``d`` entries of the runs finished before ``before`` whose ``completed`` event
@@ -351,10 +351,9 @@ class KeptCounts:
         (one update each); at most ``limit`` events. Returns the events cleared."""
         events = self._events()
         flagged = await hinted(
-            events.find({f"{EVENT_MARKER}.at": {"$lt": before}}, {"runId": 1, "agentId": 1, EVENT_MARKER: 1}).limit(
-                limit
-            ),
+            events.find({f"{EVENT_MARKER}.at": {"$lt": before}}, {"runId": 1, "agentId": 1, EVENT_MARKER: 1}),
             "events_counts_pending",
+            limit,
         )
         if not flagged:
             return 0
@@ -391,7 +390,7 @@ class KeptCounts:
         """Fold the entries dated before ``before`` whose runs are done with them into ``n``
         (docs/storage.md "Kept counts on MongoDB"), at most ``limit`` counts; returns the entries folded."""
         counts = self._counts()
-        docs = await counts.find({"pendingSince": {"$lt": before}}, {"pending": 1}).limit(limit).to_list()
+        docs = await read_page(counts.find({"pendingSince": {"$lt": before}}, {"pending": 1}), limit)
         if not docs:
             return 0
         due = [(d["_id"], name, value) for d in docs for name, value in d["pending"].items() if value["at"] < before]

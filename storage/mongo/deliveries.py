@@ -99,9 +99,7 @@ class MongoWebhookDeliveries(MongoStoreBase):
             raise ValueError(f"limit must be >= 1, got {limit}")
         expired = compiled(rules.delivery_expired(before))
         async with reachable():
-            found = (
-                await self._deliveries.find(expired, {"_id": 1}).sort(DELIVERIES_FINISHED_INDEX).limit(limit).to_list()
-            )
+            found = await read_page(self._deliveries.find(expired, {"_id": 1}).sort(DELIVERIES_FINISHED_INDEX), limit)
             if not found:
                 return 0
             # a delivery done is never written again, nor added again once its event is past the

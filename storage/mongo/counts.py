@@ -22,12 +22,11 @@ from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.asynchronous.cursor import AsyncCursor
-from pymongo.errors import BulkWriteError, OperationFailure
+from pymongo.errors import BulkWriteError
 
 from .._query import normalized_filter, utcnow
 from ..protocol import RunFilter
-from .mapping import bulk_write, read_page
+from .mapping import bulk_write, hinted, read_page
 
 Document = dict[str, Any]
 Lock = Callable[[str], AbstractAsyncContextManager[None]]
@@ -440,24 +439,6 @@ class KeptCounts:
                 raise
 
 
-async def hinted(
-    cursor: AsyncCursor[Document], index: str, limit: int | None = None, *, whole: bool = True
-) -> list[Document]:
-    """``cursor``'s documents read through ``index``; without the hint when the server has no such
-    index (a database whose collections were dropped under a running store: ``drop_all``).
-    ``limit``: its first ``limit`` documents, as ``mapping.read_page`` reads them (``whole`` too)."""
-
-    async def read(found: AsyncCursor[Document]) -> list[Document]:
-        return await (found.to_list() if limit is None else read_page(found, limit, whole=whole))
-
-    try:
-        return await read(cursor.clone().hint(index))
-    except OperationFailure as exc:
-        if "hint" not in str(exc).lower():
-            raise
-        return await read(cursor)
-
-
 def _run_of(event: Document, agent_id: str) -> Document:
     """The fields of a finished run that its counts are of, from its ``completed`` event's marker."""
     marker = event[EVENT_MARKER]
@@ -489,7 +470,6 @@ __all__ = [
     "added_at",
     "entry",
     "filter_keys",
-    "hinted",
     "inserted_moves",
     "key",
     "moved",

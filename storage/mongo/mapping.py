@@ -10,6 +10,7 @@ from typing import Any, cast
 from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.cursor import AsyncCursor
+from pymongo.errors import OperationFailure
 
 from .._query import normalized_filter
 from ..documents import EventDocument, SnapshotDocument
@@ -139,6 +140,24 @@ async def read_page(cursor: AsyncCursor[Document], limit: int, *, skip: int = 0,
     return docs
 
 
+async def hinted(
+    cursor: AsyncCursor[Document], index: str, limit: int | None = None, *, whole: bool = True
+) -> list[Document]:
+    """``cursor``'s documents read through ``index``; without the hint when the server has no such
+    index (a database whose collections were dropped under a running store: ``drop_all``).
+    ``limit``: its first ``limit`` documents, as ``mapping.read_page`` reads them (``whole`` too)."""
+
+    async def read(found: AsyncCursor[Document]) -> list[Document]:
+        return await (found.to_list() if limit is None else read_page(found, limit, whole=whole))
+
+    try:
+        return await read(cursor.clone().hint(index))
+    except OperationFailure as exc:
+        if "hint" not in str(exc).lower():
+            raise
+        return await read(cursor)
+
+
 def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
     """The MongoDB filter for a listing and its count: equality fields first, then the inclusive
     date range; finished snapshots left out as ``get`` leaves them out (``NOT_FINISHED``)."""
@@ -188,6 +207,7 @@ __all__ = [
     "UNDATED_FROM",
     "as_utc",
     "bulk_write",
+    "hinted",
     "keyset",
     "listing_query",
     "page",

@@ -14,8 +14,8 @@ from ..documents import SnapshotDocument
 from ..protocol import QueueFilter, QueueKey, ReviewCandidates, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
-from .counts import EVENT_MARKER, QUEUE_MARKER, QUEUE_RUN_FIELDS, hinted, moving_query, queue_key, queue_scope
-from .mapping import NOT_FINISHED, STORE_FIELDS, UNDATED_FROM, as_utc, page, queue_at, read_page, read_snapshots
+from .counts import EVENT_MARKER, QUEUE_MARKER, QUEUE_RUN_FIELDS, moving_query, queue_key, queue_scope
+from .mapping import NOT_FINISHED, STORE_FIELDS, UNDATED_FROM, as_utc, hinted, page, queue_at, read_page, read_snapshots
 from .reachability import reachable
 from .schema import REVIEW_QUEUE_INDEX, REVIEW_QUEUE_ORDER
 

@@ -22,12 +22,11 @@ from typing import Any
 
 from pymongo import UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.asynchronous.cursor import AsyncCursor
-from pymongo.errors import BulkWriteError, OperationFailure
+from pymongo.errors import BulkWriteError
 
 from .._query import normalized_filter, utcnow
 from ..protocol import RunFilter
-from .mapping import bulk_write
+from .mapping import bulk_write, hinted, read_page
 
 Document = dict[str, Any]
 Lock = Callable[[str], AbstractAsyncContextManager[None]]
@@ -342,8 +341,8 @@ class KeptCounts:
         """The runs carrying moves not yet written (``QUEUE_MARKER``), at most ``limit``, with the
         fields ``record`` and the marker's clearing read."""
         fields = {"agentId": 1, "threadId": 1, "resourceId": 1, "parentRunId": 1, "version": 1, QUEUE_MARKER: 1}
-        found = self._runs().find({f"{QUEUE_MARKER}.since": {"$exists": True}}, fields).limit(limit)
-        return await hinted(found, "questions_pending")
+        found = self._runs().find({f"{QUEUE_MARKER}.since": {"$exists": True}}, fields)
+        return await hinted(found, "questions_pending", limit)
 
     async def record_removals(self, *, before: datetime, limit: int) -> int:
         """Write the ``d`` entries of the runs finished before ``before`` whose ``completed`` event
@@ -351,10 +350,9 @@ class KeptCounts:
         (one update each); at most ``limit`` events. Returns the events cleared."""
         events = self._events()
         flagged = await hinted(
-            events.find({f"{EVENT_MARKER}.at": {"$lt": before}}, {"runId": 1, "agentId": 1, EVENT_MARKER: 1}).limit(
-                limit
-            ),
+            events.find({f"{EVENT_MARKER}.at": {"$lt": before}}, {"runId": 1, "agentId": 1, EVENT_MARKER: 1}),
             "events_counts_pending",
+            limit,
         )
         if not flagged:
             return 0
@@ -391,7 +389,7 @@ class KeptCounts:
         """Fold the entries dated before ``before`` whose runs are done with them into ``n``
         (docs/storage.md "Kept counts on MongoDB"), at most ``limit`` counts; returns the entries folded."""
         counts = self._counts()
-        docs = await counts.find({"pendingSince": {"$lt": before}}, {"pending": 1}).limit(limit).to_list()
+        docs = await read_page(counts.find({"pendingSince": {"$lt": before}}, {"pending": 1}), limit)
         if not docs:
             return 0
         due = [(d["_id"], name, value) for d in docs for name, value in d["pending"].items() if value["at"] < before]
@@ -441,17 +439,6 @@ class KeptCounts:
                 raise
 
 
-async def hinted(cursor: AsyncCursor[Document], index: str) -> list[Document]:
-    """``cursor``'s documents read through ``index``; without the hint when the server has no such
-    index (a database whose collections were dropped under a running store: ``drop_all``)."""
-    try:
-        return await cursor.clone().hint(index).to_list()
-    except OperationFailure as exc:
-        if "hint" not in str(exc).lower():
-            raise
-        return await cursor.to_list()
-
-
 def _run_of(event: Document, agent_id: str) -> Document:
     """The fields of a finished run that its counts are of, from its ``completed`` event's marker."""
     marker = event[EVENT_MARKER]
@@ -483,7 +470,6 @@ __all__ = [
     "added_at",
     "entry",
     "filter_keys",
-    "hinted",
     "inserted_moves",
     "key",
     "moved",

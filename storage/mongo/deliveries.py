@@ -18,7 +18,7 @@ from ..documents import WebhookDeliveryDocument
 from ..protocol import DeliveryLease, DeliveryListing, WebhookAttempt
 from .base import MongoStoreBase
 from .conditions import compiled, no_value
-from .mapping import page
+from .mapping import read_page
 from .reachability import reachable
 from .schema import DELIVERIES_FINISHED_INDEX
 
@@ -73,7 +73,7 @@ class MongoWebhookDeliveries(MongoStoreBase):
             }
         async with reachable():
             order = [("nextAttemptAt", ASCENDING), ("_id", ASCENDING)]
-            candidates = await page(self._deliveries.find(due, {"_id": 1}).sort(order), lease.limit).to_list()
+            candidates = await read_page(self._deliveries.find(due, {"_id": 1}).sort(order), lease.limit)
             claimed: list[WebhookDeliveryDocument] = []
             for candidate in candidates:
                 async with self._lock(f"webhook:{candidate['_id']}"):
@@ -99,9 +99,7 @@ class MongoWebhookDeliveries(MongoStoreBase):
             raise ValueError(f"limit must be >= 1, got {limit}")
         expired = compiled(rules.delivery_expired(before))
         async with reachable():
-            found = (
-                await self._deliveries.find(expired, {"_id": 1}).sort(DELIVERIES_FINISHED_INDEX).limit(limit).to_list()
-            )
+            found = await read_page(self._deliveries.find(expired, {"_id": 1}).sort(DELIVERIES_FINISHED_INDEX), limit)
             if not found:
                 return 0
             # a delivery done is never written again, nor added again once its event is past the
@@ -119,7 +117,7 @@ class MongoWebhookDeliveries(MongoStoreBase):
         if resource_ids is not None:
             query["resourceId"] = {"$in": sorted(resource_ids)}
         async with reachable():
-            docs = await page(self._deliveries.find(query).sort([("_id", DESCENDING)]), limit).to_list()
+            docs = await read_page(self._deliveries.find(query).sort([("_id", DESCENDING)]), limit)
         return [cast(WebhookDeliveryDocument, doc) for doc in docs]
 
 

@@ -16,7 +16,7 @@ from ..protocol.filters import EventsAfter
 from ..stored_json import EVENT_FIELDS, encode
 from .base import MongoStoreBase
 from .conditions import compiled
-from .mapping import bulk_write, page, read_events
+from .mapping import bulk_write, read_events, read_page
 from .reachability import reachable
 from .schema import EVENTS_RETENTION_INDEX
 
@@ -52,9 +52,9 @@ class MongoEvents(MongoStoreBase):
             raise ValueError(f"limit must be >= 1, got {limit}")
         expired = compiled(rules.events_expired(before))
         async with reachable():
-            found = await page(
+            found = await read_page(
                 self._events.find(expired, {"_id": 0, "agentId": 1, "runId": 1}).sort(EVENTS_RETENTION_INDEX), limit
-            ).to_list()
+            )
         return list(dict.fromkeys((doc["agentId"], doc["runId"]) for doc in found))
 
     async def postpone_event_retention(self, until: Mapping[tuple[str, str], datetime]) -> None:
@@ -103,7 +103,7 @@ class MongoEvents(MongoStoreBase):
         found = self._events.find(where).sort([("_id", ASCENDING)])
         async with reachable():
             if max_bytes is None:
-                return read_events(await page(found, limit).to_list())
+                return read_events(await read_page(found, limit))
             # a few documents a batch, so that no more than a batch beyond the page is ever read
             cursor = found.limit(limit).batch_size(min(limit, BYTES_PAGE_BATCH))
             docs: list[Document] = []

@@ -17,6 +17,7 @@ from ..protocol import KeyAnswer, KeyReservation
 from ..stored_json import IDEMPOTENCY_FIELDS, decode, encode
 from .base import MongoStoreBase, deleted_one
 from .conditions import compiled, no_value
+from .mapping import read_page
 from .reachability import reachable
 from .schema import KEYS_FINISHED_INDEX
 
@@ -90,7 +91,7 @@ class MongoIdempotencyKeys(MongoStoreBase):
             raise ValueError(f"limit must be >= 1, got {limit}")
         expired = compiled(rules.key_expired(before))
         async with reachable():
-            found = await self._keys.find(expired, {"_id": 1}).sort(KEYS_FINISHED_INDEX).limit(limit).to_list()
+            found = await read_page(self._keys.find(expired, {"_id": 1}).sort(KEYS_FINISHED_INDEX), limit)
         deleted = 0
         for doc in found:
             # under the key's lease on FerretDB 1.x: FerretDB 1.24 deletes by a query then a

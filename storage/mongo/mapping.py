@@ -10,6 +10,7 @@ from typing import Any, cast
 from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.cursor import AsyncCursor
+from pymongo.errors import OperationFailure
 
 from .._query import normalized_filter
 from ..documents import EventDocument, SnapshotDocument
@@ -113,10 +114,48 @@ def keyset(key: SortKey, op: str) -> Document:
 
 
 def page(cursor: AsyncCursor[Document], limit: int) -> AsyncCursor[Document]:
-    """``cursor`` limited to ``limit`` documents, all in its first batch: one round trip, no
-    ``getMore`` (a first batch holds 101 documents unless told; a second costs about 30 ms more on
-    DocumentDB). Every read with a limit goes through here; a reply over 16 MB still splits."""
-    return cursor.limit(limit).batch_size(limit)
+    """``cursor`` limited to ``limit`` documents in one single batch (``singleBatch``, a
+    ``batchSize`` of ``limit``): one round trip, no ``getMore``, no cursor left on the server.
+    FerretDB 2.5 serves a sorted, limited or skipped ``find`` that is not a single batch from a
+    persisted cursor: it takes the PostgreSQL connection out of its pool for it and closes it once
+    read, and the next command waits for a new one (docs/storage.md "What a page costs"). The
+    server still cuts a reply at 16 MiB: read pages through ``read_page``."""
+    return cursor.limit(-limit).batch_size(limit)
+
+
+async def read_page(cursor: AsyncCursor[Document], limit: int, *, skip: int = 0, whole: bool = True) -> list[Document]:
+    """The first ``limit`` documents of ``cursor`` (a ``find`` not yet read, with no skip or
+    limit of its own) after the first ``skip``, each read a single batch (``page``). A reply
+    shorter than asked ends the page only once a read from after it comes back empty: the server
+    cuts a reply at 16 MiB (and sends at least one document), so a short reply of big documents
+    is not the end. A full page is one round trip, a short one two. ``whole`` False: one read,
+    possibly short (a caller that reads wider after a short page anyway: ``windows``)."""
+    docs: list[Document] = []
+    while len(docs) < limit:
+        left = limit - len(docs)
+        batch = await page(cursor.clone().skip(skip + len(docs)), left).to_list()
+        docs.extend(batch)
+        if not batch or not whole:
+            break
+    return docs
+
+
+async def hinted(
+    cursor: AsyncCursor[Document], index: str, limit: int | None = None, *, whole: bool = True
+) -> list[Document]:
+    """``cursor``'s documents read through ``index``; without the hint when the server has no such
+    index (a database whose collections were dropped under a running store: ``drop_all``).
+    ``limit``: its first ``limit`` documents, as ``mapping.read_page`` reads them (``whole`` too)."""
+
+    async def read(found: AsyncCursor[Document]) -> list[Document]:
+        return await (found.to_list() if limit is None else read_page(found, limit, whole=whole))
+
+    try:
+        return await read(cursor.clone().hint(index))
+    except OperationFailure as exc:
+        if "hint" not in str(exc).lower():
+            raise
+        return await read(cursor)
 
 
 def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
@@ -168,11 +207,13 @@ __all__ = [
     "UNDATED_FROM",
     "as_utc",
     "bulk_write",
+    "hinted",
     "keyset",
     "listing_query",
     "page",
     "queue_at",
     "read_events",
+    "read_page",
     "read_snapshot",
     "read_snapshots",
     "stored_snapshot",

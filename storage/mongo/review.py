@@ -14,8 +14,8 @@ from ..documents import SnapshotDocument
 from ..protocol import QueueFilter, QueueKey, ReviewCandidates, ReviewClaimWrite
 from .base import MongoStoreBase
 from .conditions import compiled, merged, no_value
-from .counts import EVENT_MARKER, QUEUE_MARKER, QUEUE_RUN_FIELDS, hinted, moving_query, queue_key, queue_scope
-from .mapping import NOT_FINISHED, STORE_FIELDS, UNDATED_FROM, as_utc, page, queue_at, read_snapshots
+from .counts import EVENT_MARKER, QUEUE_MARKER, QUEUE_RUN_FIELDS, moving_query, queue_key, queue_scope
+from .mapping import NOT_FINISHED, STORE_FIELDS, UNDATED_FROM, as_utc, hinted, page, queue_at, read_page, read_snapshots
 from .reachability import reachable
 from .schema import REVIEW_QUEUE_INDEX, REVIEW_QUEUE_ORDER
 
@@ -139,13 +139,14 @@ class MongoReviewQueue(MongoStoreBase):
 
         async def read(window: Document | None) -> list[Document]:
             bounded = part.query if window is None else merged(part.query, {"$and": [window]})
-            cursor = page(self._runs.find(bounded, STORE_FIELDS).sort(REVIEW_QUEUE_ORDER), limit)
+            cursor = self._runs.find(bounded, STORE_FIELDS).sort(REVIEW_QUEUE_ORDER)
             async with reachable():
                 if window is None:
-                    return await cursor.to_list()
+                    return await read_page(cursor, limit)
                 # a window through the queue's index alone: without the hint, DocumentDB may AND
-                # in `stalled`'s every waiting run (`pendingCount`) while its statistics are young
-                return await hinted(cursor, REVIEW_QUEUE_INDEX)
+                # in `stalled`'s every waiting run (`pendingCount`) while its statistics are young;
+                # one read, a short one read wider (``Windows``)
+                return await hinted(cursor, REVIEW_QUEUE_INDEX, limit, whole=False)
 
         if not self._windowed_pages or limit <= 0:
             return read_snapshots(await read(None) if limit > 0 else [])
@@ -241,7 +242,7 @@ class MongoReviewQueue(MongoStoreBase):
     ) -> list[SnapshotDocument]:
         async def part(query: Document, index: str) -> list[Document]:
             async with reachable():  # hinted: else DocumentDB ANDs in `stalled`'s every waiting run
-                return await hinted(page(self._runs.find(query).sort([("_id", 1)]), limit), index)
+                return await hinted(self._runs.find(query).sort([("_id", 1)]), index, limit)
 
         parts = candidate_queries(queue_filter, candidates, after) if limit > 0 else []
         found = {doc["_id"]: doc for docs in await asyncio.gather(*(part(*one) for one in parts)) for doc in docs}

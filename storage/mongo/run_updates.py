@@ -10,6 +10,7 @@ from pymongo import ASCENDING
 
 from ..documents import RunUpdateBatchDocument
 from .base import MongoStoreBase
+from .mapping import read_page
 from .reachability import reachable
 from .schema import RUN_UPDATES_INDEX
 
@@ -32,17 +33,12 @@ class MongoRunUpdates(MongoStoreBase):
         if after is not None:
             query["_id"] = {"$gt": after}
         async with reachable():
-            docs = await self._updates.find(query).sort(RUN_UPDATES_INDEX).limit(limit).to_list()
+            docs = await read_page(self._updates.find(query).sort(RUN_UPDATES_INDEX), limit)
         return [cast(RunUpdateBatchDocument, doc) for doc in docs]
 
     async def prune_run_updates(self, *, before: datetime, limit: int) -> int:
         async with reachable():
-            old = (
-                await self._updates.find({"at": {"$lt": before}}, {"_id": 1})
-                .sort("at", ASCENDING)
-                .limit(limit)
-                .to_list()
-            )
+            old = await read_page(self._updates.find({"at": {"$lt": before}}, {"_id": 1}).sort("at", ASCENDING), limit)
             if not old:
                 return 0
             deleted = await self._updates.delete_many({"_id": {"$in": [doc["_id"] for doc in old]}})

@@ -35,6 +35,7 @@ from .mapping import (
     keyset,
     listing_query,
     page,
+    read_page,
     read_snapshot,
     read_snapshots,
     stored_snapshot,
@@ -59,7 +60,7 @@ class MongoRuns(MongoStoreBase):
             return []
         async with reachable():
             ids = list(dict.fromkeys(run_ids))
-            docs = await page(self._runs.find({"_id": {"$in": ids}, **NOT_FINISHED}, STORE_FIELDS), len(ids)).to_list()
+            docs = await read_page(self._runs.find({"_id": {"$in": ids}, **NOT_FINISHED}, STORE_FIELDS), len(ids))
         return read_snapshots(docs)
 
     async def list_runs(
@@ -77,12 +78,11 @@ class MongoRuns(MongoStoreBase):
             conditions = [*bounds, extra] if extra else bounds
             found = {**query, "$and": conditions} if conditions else query
             cursor = self._runs.find(found, STORE_FIELDS).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
-            if skip and not from_end:
-                cursor = cursor.skip(skip)
-            if limit is not None:
-                cursor = page(cursor, limit)
+            offset = skip if skip and not from_end else 0
             async with reachable():
-                return await cursor.to_list()
+                if limit is not None:  # a windowed read short of the page is read wider (``Windows``)
+                    return await read_page(cursor, limit, skip=offset, whole=extra is None)
+                return await cursor.skip(offset).to_list()
 
         if limit is not None and not (skip and not from_end) and self._windowed_pages:
             cursor_key = before if from_end else after
@@ -179,7 +179,7 @@ class MongoRuns(MongoStoreBase):
         async with reachable():
             fields = {"pendingEvents": 1, "historyId": 1, "version": 1, MARKER: 1, QUEUE_MARKER: 1, "agentId": 1}
             fields |= {"threadId": 1, "resourceId": 1, "parentRunId": 1}
-            docs = await page(self._runs.find(left, fields), limit).to_list()
+            docs = await read_page(self._runs.find(left, fields), limit)
         for doc in docs:
             events = with_run_keys(doc.get("pendingEvents") or [], doc)
             await self._append_each(events)

@@ -20,7 +20,7 @@ from .base import Derive, deleted_one
 from .conditions import compiled, merged
 from .counts import EVENT_MARKER, MARKER, added_at, moved, with_run_keys
 from .idempotency import MongoIdempotencyKeys
-from .mapping import NOT_FINISHED, page, queue_at, read_snapshots
+from .mapping import NOT_FINISHED, page, queue_at, read_page, read_snapshots
 from .reachability import reachable
 from .schema import EXPIRY_ORDER
 
@@ -256,21 +256,21 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         query = merged(compiled(rules.stalled(now, idle_before)), NOT_FINISHED)
         order = [("updatedAt", ASCENDING), ("_id", ASCENDING)]
         async with reachable():
-            docs = await page(self._runs.find(query).sort(order), limit).to_list()
+            docs = await read_page(self._runs.find(query).sort(order), limit)
         return read_snapshots(docs)
 
     async def list_expired_runs(self, *, now: datetime, limit: int) -> list[SnapshotDocument]:
         async with reachable():
-            docs = await self._expired_cursor(now, limit).to_list()
+            docs = await read_page(self._expired_cursor(now), limit)
         return read_snapshots(docs)
 
-    def _expired_cursor(self, now: datetime, limit: int) -> Any:
-        return page(self._runs.find(compiled(rules.expired(now))).sort(EXPIRY_ORDER), limit)
+    def _expired_cursor(self, now: datetime) -> Any:
+        return self._runs.find(compiled(rules.expired(now))).sort(EXPIRY_ORDER)
 
     async def explain_expired_runs(self, *, now: datetime, limit: int) -> Mapping[str, Any]:
         """The server's query plan of ``list_expired_runs`` (index checks)."""
         async with reachable():
-            return cast(Mapping[str, Any], await self._expired_cursor(now, limit).explain())
+            return cast(Mapping[str, Any], await page(self._expired_cursor(now), limit).explain())
 
 
 def _leaving(event: Document) -> Document:

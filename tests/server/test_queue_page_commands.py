@@ -87,18 +87,22 @@ async def test_a_queue_page_with_its_total_sends_what_a_listing_page_does(serve:
     queue = await sent(gql, QUEUE_PAGE)
     listing = await sent(gql, LISTING_PAGE, agentId=REFUND)
 
-    # the listing: one find of 21 runs (the page and whether more follow) and its kept-count total
-    # (the runs and the events not yet counted, then the counts)
-    assert listing == [
+    # the queue: one find of 21 questions (the page and whether more follow) and its kept-count
+    # total (the runs and the events not yet counted, then the counts)
+    page_and_total = [
         ("find", "run_counts", None),
         ("find", "run_events", None),
         ("find", "run_snapshots", 21),
         ("find", "run_snapshots", None),
     ]
-    # the queue: the same, never one read per item; the kept count's read of the runs carrying
-    # moves also tells that no run holds an approval by the caller (``refusal_candidates``' only
-    # part here), so no run is read where the gate could refuse it a question
-    assert queue == listing
+    assert queue == page_and_total
+    # the listing: the same, and since its page of 15 runs is short of 21, one more find from after
+    # it for the 6 left, which checks that nothing follows (``read_page``: a single batch that the
+    # server cut at 16 MiB reads as short)
+    assert listing == sorted([*page_and_total, ("find", "run_snapshots", 6)], key=repr)
+    # so the queue reads as the listing does, never one read per item; the kept count's read of
+    # the runs carrying moves also tells that no run holds an approval by the caller
+    # (``refusal_candidates``' only part here), so no run is read where the gate could refuse it a question
 
 
 APPROVE_FIRST = """mutation($input: ApproveToolCallInput!) {
@@ -128,10 +132,13 @@ async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Se
     # the page beside its total, whose reads follow one another: the kept count's three, then the
     # candidate runs (a third command at once cost a loaded server more than one more round trip
     # after the count: bench/RESULTS.md "A queue page's commands"), read since its first read
-    # found a run holding the caller's approval
+    # found a run holding the caller's approval; the page of 3 questions, short of 21, and the one
+    # candidate run, short of 500, are each checked by one more find from after it (``read_page``)
     candidates, counts = commands.index(("find", "run_snapshots", 500)), commands.index(("find", "run_counts", None))
     assert candidates > counts, commands
-    assert len(commands) == 5, commands
+    assert commands[:2] == [("find", "run_snapshots", 21), ("find", "run_snapshots", 18)], commands
+    assert commands[candidates + 1 :] == [("find", "run_snapshots", 499)], commands
+    assert len(commands) == 7, commands
     assert total["totalCount"] == len(total["nodes"]) == 2, total
 
 
@@ -151,6 +158,7 @@ async def test_a_queue_total_past_the_approvals_its_count_reads_reads_them_apart
     total = (await gql.data("{ reviewQueue(first: 20) { totalCount nodes { runId } } }"))["reviewQueue"]
 
     # past it, the runs carrying moves are read alone, then the candidates: the total stays exact
-    assert [command[1] for command in commands].count("run_snapshots") == 4, commands
-    assert commands[-1] == ("find", "run_snapshots", 500), commands
+    # (the page of 3 and the 2 candidate runs, each short, are checked by one more find: ``read_page``)
+    assert [command[1] for command in commands].count("run_snapshots") == 6, commands
+    assert commands[-2:] == [("find", "run_snapshots", 500), ("find", "run_snapshots", 498)], commands
     assert total["totalCount"] == len(total["nodes"]) == 1, total

@@ -198,7 +198,10 @@ HOLDING_NONE = {name for name, f in FILTERS.items() if f.thread_id == "t1"}
 
 
 def _window(one: Sent) -> str | None:
-    """The operator of the ``createdAt`` window a listing read applies (``$gte``, ``$lte``), or ``None``."""
+    """The operator of the ``createdAt`` window a listing read applies (``$gte``, ``$lte``), or
+    ``None``; ``skip`` for the read that checks that nothing follows a short page (``read_page``)."""
+    if "skip" in one.command:
+        return "skip"
     windows = [c["createdAt"] for c in one.command["filter"].get("$and", []) if set(c) == {"createdAt"}]
     assert len(windows) <= 1, one
     return next(iter(windows[0])) if windows else None
@@ -207,15 +210,19 @@ def _window(one: Sent) -> str | None:
 def _expected_windows(engine: str, name: str) -> list[str | None]:
     """The reads of the first page, the page after it and the page from the end before it.
 
-    mongod, or a filter holding no run: one read each without a window (nothing learnt). Else on
+    A filter holding no run: one read each without a window (nothing learnt). mongod: one read
+    each without a window, and the page from the end before that cursor has 2 runs (the first
+    page's newer two), less than a page: the read checking that nothing follows it (``skip``).
     DocumentDB: the first page reads without a window (none remembered) and learns the span of
     its 3 runs; the page after it holds 3 runs in a window of twice that span from its cursor
-    (the runs are evenly spread); the page from the end before that cursor has 2 runs (the
-    first page's newer two), so each of its ``WINDOWED_TRIES`` windows holds less than a page
-    and a read without a window follows."""
-    if engine != "documentdb" or name in HOLDING_NONE:
+    (the runs are evenly spread); the page from the end has 2 runs, so each of its
+    ``WINDOWED_TRIES`` windows holds less than a page and a read without a window follows, then
+    its check."""
+    if name in HOLDING_NONE:
         return [None, None, None]
-    return [None, "$gte", *["$lte"] * WINDOWED_TRIES, None]
+    if engine != "documentdb":
+        return [None, None, None, "skip"]
+    return [None, "$gte", *["$lte"] * WINDOWED_TRIES, None, "skip"]
 
 
 QUEUE_COUNTED = {
@@ -540,16 +547,19 @@ async def test_the_deadline_read_uses_a_deadline_index(planner: Planner) -> None
     with SENT.recording() as sent:
         await planner.store.list_expired_runs(now=T0 + timedelta(minutes=10), limit=50)
 
-    [(_, plan)] = await planner.plans(sent)
+    # the page (10 runs, short of its 50) and the read checking that nothing follows it (`read_page`)
+    plans = await planner.plans(sent)
+    assert ["skip" in one.command for one, _ in plans] == [False, True], sent
     keys = await planner.index_keys("run_snapshots")
-    assert not plan.full_scan, plan
-    assert plan.indexes, plan
-    assert all("expiresAt" in keys[index] for index in plan.indexes), (plan, keys)
-    # mongod walks `expiring` in deadline order; DocumentDB finds the runs past their deadline
-    # through an index holding expiresAt (`expiring` or `agent_expiring`), then sorts them
-    if planner.engine == "mongod":
-        assert plan.indexes == ("expiring",), plan
-    assert plan.sort == (planner.engine == "documentdb"), plan
+    for _, plan in plans:
+        assert not plan.full_scan, plan
+        assert plan.indexes, plan
+        assert all("expiresAt" in keys[index] for index in plan.indexes), (plan, keys)
+        # mongod walks `expiring` in deadline order; DocumentDB finds the runs past their deadline
+        # through an index holding expiresAt (`expiring` or `agent_expiring`), then sorts them
+        if planner.engine == "mongod":
+            assert plan.indexes == ("expiring",), plan
+        assert plan.sort == (planner.engine == "documentdb"), plan
 
 
 async def test_the_sweepers_reads_use_indexes(planner: Planner) -> None:

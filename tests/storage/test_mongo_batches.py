@@ -1,14 +1,17 @@
 """A page is one round trip: the MongoDB store reads a listing page (and every other limited
 read) in the first batch of its ``find``, with no ``getMore``, whatever the page size up to
 ``RUNSGATE_MAX_PAGE_SIZE``; on DocumentDB a second batch cost about 30 ms more
-(docs/storage.md "What a page costs"). Shown through PyMongo's command monitoring, on both
-MongoDB test servers."""
+(docs/storage.md "What a page costs"). The batch is a single one (``singleBatch``): a limited
+``find`` without it makes FerretDB 2.5 close the PostgreSQL connection it read on, which the
+next command pays for. A page of runs bigger than one reply (16 MiB) still comes whole. Shown
+through PyMongo's command monitoring, on both MongoDB test servers."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pymongo import monitoring
@@ -17,7 +20,7 @@ from storage import MongoSnapshotStore, RunFilter, sort_key
 from storage.protocol import EventsAfter, RunPage
 
 from ..conftest import open_store
-from ._contract import T0, feed_event, snapshot
+from ._contract import T0, feed_event, snapshot, tool_call
 
 pytestmark = pytest.mark.mongo
 
@@ -26,15 +29,17 @@ RUNS = 260
 
 
 class Names(monitoring.CommandListener):
-    """The names of the commands sent while ``recording()`` runs."""
+    """The names of the commands sent while ``recording()`` runs, and the ``find`` commands themselves."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.finds: list[dict[str, Any]] = []
         self._on = False
 
     @contextmanager
     def recording(self) -> Iterator[list[str]]:
         self.names = []
+        self.finds = []
         self._on = True
         try:
             yield self.names
@@ -44,6 +49,8 @@ class Names(monitoring.CommandListener):
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if self._on:
             self.names.append(event.command_name)
+            if event.command_name == "find":
+                self.finds.append(dict(event.command))
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         pass
@@ -95,3 +102,55 @@ async def test_the_other_limited_reads_are_one_find_each(mongo: MongoSnapshotSto
 
     assert (len(events), len(many), len(stalled)) == (250, RUNS, RUNS // 2)
     assert "getMore" not in sent, sent
+
+
+def _left_open(find: dict[str, Any]) -> bool:
+    """Whether DocumentDB serves ``find`` from a persisted cursor (a sort, a limit or a skip)
+    that is not a single batch: FerretDB 2.5 then takes the PostgreSQL connection out of its pool
+    and closes it once the cursor is read to its end."""
+    return any(key in find for key in ("sort", "limit", "skip")) and find.get("singleBatch") is not True
+
+
+async def test_no_limited_read_leaves_a_persisted_cursor(mongo: MongoSnapshotStore) -> None:
+    later = T0 + timedelta(days=1)
+    with NAMES.recording():
+        first = await mongo.list_runs("refund-agent", RunFilter(), RunPage(limit=21))
+        await mongo.list_runs("refund-agent", RunFilter(), RunPage(limit=21, after=sort_key(first[5])))
+        await mongo.list_runs("refund-agent", RunFilter(thread_id="t1"), RunPage(limit=21, from_end=True))
+        await mongo.list_runs("refund-agent", RunFilter(), RunPage(limit=21, skip=40))
+        await mongo.list_events_after(EventsAfter(agent_id="refund-agent", after_event_id=None, limit=20))
+        await mongo.get_many([f"run-{i:03d}" for i in range(30)])
+        await mongo.list_stalled_runs(now=later, idle_before=later, limit=20)
+        await mongo.list_expired_runs(now=later, limit=20)
+        finds = NAMES.finds
+
+    assert len(finds) >= 8
+    assert [find for find in finds if _left_open(find)] == []
+
+
+BIG = 1024 * 1024
+"""Bytes of one big run's arguments: 20 of them (and the page's one more) pass a 16 MiB reply."""
+
+
+async def test_a_page_bigger_than_one_reply_comes_whole(
+    mongo: MongoSnapshotStore, request: pytest.FixtureRequest
+) -> None:
+    # given 30 runs of a thread of their own whose arguments hold 1 MiB each
+    big = [
+        snapshot(f"big-{i:02d}", created=T0 - timedelta(days=1, seconds=i), thread="big", calls=[tool_call("c1")])
+        for i in range(30)
+    ]
+    for run in big:
+        run["toolCalls"][0]["args"] = {"note": "x" * BIG}
+    await mongo.insert_many([(run, b"[]") for run in big])
+
+    # when a page of 21 and the page of the last 10 are read
+    with NAMES.recording() as sent:
+        page = await mongo.list_runs("refund-agent", RunFilter(thread_id="big"), RunPage(limit=21))
+    rest = await mongo.list_runs("refund-agent", RunFilter(thread_id="big"), RunPage(limit=21, skip=20))
+
+    # then each holds every run it asked for, in order, though no reply holds more than 16 MiB
+    assert [run["_id"] for run in page] == [f"big-{i:02d}" for i in range(21)]
+    assert [run["_id"] for run in rest] == [f"big-{i:02d}" for i in range(20, 30)]
+    if request.node.callspec.params["mongo"] == "mongo":  # DocumentDB cut the first reply (FerretDB 1.24 does not)
+        assert sent.count("find") >= 2

@@ -134,9 +134,11 @@ async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Se
     # after the count: bench/RESULTS.md "A queue page's commands"), read since its first read
     # found a run holding the caller's approval; the page of 3 questions, short of 21, and the one
     # candidate run, short of 500, are each checked by one more find from after it (``read_page``)
+    # (the page's check and the count's first read go out side by side, in either order)
     candidates, counts = commands.index(("find", "run_snapshots", 500)), commands.index(("find", "run_counts", None))
     assert candidates > counts, commands
-    assert commands[:2] == [("find", "run_snapshots", 21), ("find", "run_snapshots", 18)], commands
+    assert commands[0] == ("find", "run_snapshots", 21), commands
+    assert commands.index(("find", "run_snapshots", 18)) < candidates, commands
     assert commands[candidates + 1 :] == [("find", "run_snapshots", 499)], commands
     assert len(commands) == 7, commands
     assert total["totalCount"] == len(total["nodes"]) == 2, total

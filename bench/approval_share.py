@@ -5,8 +5,9 @@ Side by side in one process and the same rounds (their order rotating): (a) the 
 authentication off, ``bench.approval_cost.memory_app``), (b) a bare pydantic-ai ``Agent.run`` of
 the same demo refund agent (its ``FunctionModel`` and tools) continuing the same message history
 with the one deferred approval, no events read, (c) the same run read as runsgate reads it
-(``Agent.iter``, each node running tool calls streamed, the model's answers read from its own
-stream by ``LiveAnswers``), (d) (c) with the one capability runsgate gives every run
+(``Agent.iter`` driven by ``runtime.running.internals.drive``: each node inside pydantic-ai's node
+hooks, each running tool calls streamed, the model's answers read from its own stream by
+``LiveAnswers``), (d) (c) with the one capability runsgate gives every run
 (``CallIdentity``), and (e) (b) with an ``event_stream_handler`` that reads every event (then
 pydantic-ai streams every answer through the run). Runs and histories are made untimed.
 Prints CPU ms per approval (``time.process_time``) for each round, the medians and the median of
@@ -24,7 +25,7 @@ from collections import Counter
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any
 
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import RunContext
 from pydantic_ai.messages import AgentStreamEvent, ModelMessage
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
@@ -56,6 +57,7 @@ async def _bare(
     capability for the run, as every run has; ``handled``: with an ``event_stream_handler``)."""
     from runtime.demo.refund import refund_agent
     from runtime.running.identity import CallIdentity
+    from runtime.running.internals import drive
     from runtime.updates.publishing import LiveAnswers
 
     started = await refund_agent.run(f"Please refund order {1042 + number % 2}")
@@ -82,10 +84,7 @@ async def _bare(
         else:
             model = LiveAnswers(refund_agent.model, read)  # type: ignore[arg-type]
             async with refund_agent.iter(**chosen, model=model, capabilities=capabilities) as run:
-                async for node in run:
-                    if Agent.is_call_tools_node(node) and node.model_response.tool_calls:
-                        async with node.stream(run.ctx) as stream:
-                            await read(stream)
+                await drive(run, read)
             assert run.result is not None
             result = run.result
         if not isinstance(result.output, str):

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import Agent, AgentRunResult
-from pydantic_ai.messages import AgentStreamEvent, ModelMessage
-from pydantic_ai.models import Model
+from pydantic_ai import AgentRunResult, RunContext
+from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse
+from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_core import to_jsonable_python
 
 from ..registry import AnyAgent
+from . import internals
 from .decision_toolset import RunCapability, needs_decision_context
 from .identity import CallIdentity
+from .internals import EventReader
 from .scope import RunScope, entered
 
 
@@ -40,10 +44,6 @@ class Deferred:
     """``messages`` as pydantic-ai JSON."""
 
 
-EventReader = Callable[[AsyncIterable[AgentStreamEvent]], Awaitable[None]]
-"""Reads the events of a node that runs tools (``UpdatePublisher.read``)."""
-
-
 async def run_agent(
     agent: AnyAgent,
     scope: RunScope,
@@ -55,14 +55,14 @@ async def run_agent(
     events: EventReader | None = None,
 ) -> Finished | Deferred:
     """Run ``agent`` with ``scope`` current, from a prompt or from a stored history (JSON) plus
-    deferred results. With ``events``, the run is driven node by node (``Agent.iter``), each node
-    running tool calls streamed into ``events``; ``model`` (``UpdatePublisher.reading``) reads its
-    own answers' events, as pydantic-ai streams none.
+    deferred results. With ``events`` (``UpdatePublisher.read``), each node running tool calls is
+    read by it, inside the node hooks (``internals.drive``), and ``model``
+    (``UpdatePublisher.reading``) reads its own answers; without ``drive`` (``internals.PROBLEMS``)
+    ``events`` reads the ``event_stream_handler`` (a model that cannot stream: ``WholeAnswers``).
 
     ``DeferredToolRequests`` is added to an ``output_type`` that lacks it, so any agent can suspend
     (pydantic-ai refuses that for an agent with output validators: those list it themselves).
-    The run is a task of its own (awaited, cancelled with the caller): each time a streaming model
-    yields, the event loop resumes only the run's frames, not those of the request that waits.
+    The run is a task of its own (awaited, cancelled with the caller).
     ``CallIdentity`` gives every tool call an identity (``runtime.running.identity``);
     ``RunCapability`` (when ``needs_decision_context``) also shows a re-run tool only what was
     decided (``runtime.running.decision_toolset``).
@@ -72,7 +72,10 @@ async def run_agent(
     """
     output_type = _output_type_with_deferred(agent)
     chosen: dict[str, Any] = {} if output_type is None else {"output_type": output_type}
-    chosen.update(message_history=history, deferred_tool_results=results, model=model)
+    chosen.update(message_history=history, deferred_tool_results=results)
+    if events is not None and internals.PROBLEMS and isinstance(model, Model) and not can_stream(model):
+        model = WholeAnswers(model)
+    chosen.update(model=model)
     result = await asyncio.get_running_loop().create_task(_run(agent, scope, prompt, events, chosen))
     output = result.output
     if isinstance(output, DeferredToolRequests):
@@ -83,19 +86,24 @@ async def run_agent(
 async def _run(
     agent: AnyAgent, scope: RunScope, prompt: str | None, events: EventReader | None, chosen: dict[str, Any]
 ) -> AgentRunResult[Any]:
-    """``agent``'s run with ``scope`` current and its capability; with ``events``, each node that
-    runs tool calls is streamed into them as pydantic-ai's ``Agent.iter`` yields it
-    (``node.stream``; a capability's ``before_node_run`` and ``wrap_node_run`` then see it
-    already streamed), and no other node's events are read."""
-    capability = RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity
+    """``agent``'s run with ``scope`` current and its capability; with ``events``, driven by
+    ``internals.drive``, or with ``events`` as its ``event_stream_handler``."""
+    capabilities = [
+        (RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity)(
+            run_id=scope.run_id
+        )
+    ]
     with entered(scope):
         if events is None:
-            return await agent.run(prompt, capabilities=[capability(run_id=scope.run_id)], **chosen)
-        async with agent.iter(prompt, capabilities=[capability(run_id=scope.run_id)], **chosen) as run:
-            async for node in run:
-                if Agent.is_call_tools_node(node) and node.model_response.tool_calls:
-                    async with node.stream(run.ctx) as stream:
-                        await events(stream)
+            return await agent.run(prompt, capabilities=capabilities, **chosen)
+        if internals.PROBLEMS:
+
+            async def handler(ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
+                await events(stream)
+
+            return await agent.run(prompt, capabilities=capabilities, event_stream_handler=handler, **chosen)
+        async with agent.iter(prompt, capabilities=capabilities, **chosen) as run:
+            await internals.drive(run, events)
     assert run.result is not None  # pydantic-ai's: a run ended without End raises
     return run.result
 
@@ -110,6 +118,23 @@ def can_stream(model: Model) -> bool:
     if isinstance(model, FallbackModel):
         return all(can_stream(m) for m in model.models)
     return type(model).request_stream is not Model.request_stream
+
+
+class WholeAnswers(WrapperModel):
+    """A model that cannot stream, asked for a stream: it answers with its whole response
+    (``request``, as when nothing streams), handed over as an already-completed stream that
+    sends no delta events (pydantic-ai's ``CompletedStreamedResponse``)."""
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        response: ModelResponse = await self.wrapped.request(messages, model_settings, model_request_parameters)
+        yield CompletedStreamedResponse(response, model_request_parameters=model_request_parameters)
 
 
 def _output_type_with_deferred(agent: AnyAgent) -> list[Any] | None:

@@ -40,6 +40,7 @@ from pydantic_core import to_jsonable_python
 
 from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument, ToolCallDocument
 
+from ..running import internals
 from ..running.execution import can_stream
 from ..subscription_budgets import OwnerBudget
 from .listener import Listener
@@ -273,9 +274,13 @@ class UpdatePublisher:
             and not call.get("delegated")
         }
 
-    def reading(self, model: Model | str | None) -> LiveAnswers | None:
-        """``model`` as the run asks it, its answers read here; ``None``: none (pydantic-ai refuses it)."""
-        return None if model is None else LiveAnswers(model, self.read)
+    def reading(self, model: Model | str | None) -> Model | str | None:
+        """``model`` as the run asks it, its answers read here (``LiveAnswers``); ``None``: none
+        (pydantic-ai refuses it). ``model`` itself when the run's events are read by its
+        ``event_stream_handler`` instead (``runtime.running.internals.PROBLEMS``)."""
+        if model is None or internals.PROBLEMS:
+            return model
+        return LiveAnswers(model, self.read)
 
     async def handle(self, ctx: RunContext[Any] | None, stream: AsyncIterable[AgentStreamEvent]) -> None:
         """``read`` as an agent run's ``event_stream_handler``."""

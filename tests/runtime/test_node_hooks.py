@@ -17,11 +17,13 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolRequests
 
 from runtime import AgentRegistry, EventFeed, RunManager, RunUpdateFeed
 from runtime.demo import AGENTS as DEMO_AGENTS
 from runtime.demo._script import latest_returns, scripted_model
+from runtime.running import internals
 from storage import MemorySnapshotStore
 
 from . import agents
@@ -116,7 +118,6 @@ def _kinds(updates: list[Any]) -> list[str]:
     return kinds
 
 
-@pytest.mark.xfail(strict=True, reason="a continuation streams a tool-call node before the agent's node hooks")
 async def test_an_approved_tool_runs_once_inside_the_agents_own_node_wrapper(
     manager: tuple[RunManager, RunUpdateFeed],
 ) -> None:
@@ -129,3 +130,49 @@ async def test_an_approved_tool_runs_once_inside_the_agents_own_node_wrapper(
     assert LOG == ["enter", "tool", "exit"]
     assert _kinds(updates) == ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]
     assert updates[2].result == "paid 12"
+
+
+def test_the_private_names_are_found_in_the_installed_pydantic_ai() -> None:
+    assert internals.missing() == []
+    assert internals.PROBLEMS == []
+
+
+def test_a_missing_private_name_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(AgentRun, "_advance_graph")
+    assert internals.missing() == ["pydantic_ai.run.AgentRun._advance_graph"]
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "prompt", "kinds"),
+    [
+        (GUARDED, "pay me", ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]),
+        (
+            "refund-agent",
+            "Please refund order 1042",
+            ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"],
+        ),
+        ("flaky-agent", "ship a book", ["resumed", "tool_call_started", "tool_call_ended", "completed"]),
+    ],
+)
+async def test_without_the_private_names_a_continuation_publishes_the_same_updates(
+    manager: tuple[RunManager, RunUpdateFeed],
+    monkeypatch: pytest.MonkeyPatch,
+    agent_id: str,
+    prompt: str,
+    kinds: list[str],
+) -> None:
+    # given a pydantic-ai without the private names a continuation drives its nodes with
+    driven, updates = await _approved(manager, agent_id, prompt)
+    monkeypatch.setattr(internals, "PROBLEMS", ["pydantic_ai.run.AgentRun._advance_graph"])
+
+    # when the same run is approved again from its start
+    outcome, fallen_back = await _approved(manager, agent_id, prompt)
+
+    # then it ends as driven, with the same updates (the tool once, inside the wrapper)
+    assert (outcome.status, outcome.output) == (driven.status, driven.output)
+    assert _kinds(fallen_back) == _kinds(updates) == kinds
+    assert [(u.kind, u.tool_name, u.args, u.result, u.text) for u in fallen_back[1:-1]] == [
+        (u.kind, u.tool_name, u.args, u.result, u.text) for u in updates[1:-1]
+    ]
+    if agent_id == GUARDED:
+        assert LOG == ["enter", "tool", "exit"]

@@ -1,12 +1,15 @@
 """runsgate's own CPU per approval: ``./dev run python -m bench.approval_share [rounds] [approvals]``.
 
-Side by side in one process and the same rounds (their order alternating): (a) the whole approval,
+Side by side in one process and the same rounds (their order rotating): (a) the whole approval,
 ``approveToolCall`` → COMPLETED through the real app called as ASGI in process (memory store,
 authentication off, ``bench.approval_cost.memory_app``), (b) a bare pydantic-ai ``Agent.run`` of
 the same demo refund agent (its ``FunctionModel`` and tools) continuing the same message history
-with the one deferred approval, no event handler, (c) the same with an ``event_stream_handler``
-that reads every event (the model then streams, as in runsgate), and (d) (c) with the one capability
-runsgate gives every run (``CallIdentity``). Runs and histories are made untimed.
+with the one deferred approval, no events read, (c) the same run read as runsgate reads it
+(``Agent.iter`` driven by ``runtime.running.internals.drive``: each node inside pydantic-ai's node
+hooks, each running tool calls streamed, the model's answers read from its own stream by
+``LiveAnswers``), (d) (c) with the one capability runsgate gives every run
+(``CallIdentity``), and (e) (b) with an ``event_stream_handler`` that reads every event (then
+pydantic-ai streams every answer through the run). Runs and histories are made untimed.
 Prints CPU ms per approval (``time.process_time``) for each round, the medians and the median of
 per-round differences (issue 44's target: (a) ≤ (b) + 1 ms), and, independent of the machine's
 load, the Python function calls per approval of each, by where the code lives.
@@ -45,13 +48,17 @@ PLACES = (
 """Place -> path fragment of its code, first match wins; every other call is ``other``."""
 
 
-async def _bare(number: int, *, streamed: bool = False, identified: bool = False) -> Callable[[], Awaitable[None]]:
+async def _bare(
+    number: int, *, streamed: bool = False, identified: bool = False, handled: bool = False
+) -> Callable[[], Awaitable[None]]:
     """A refund run of the demo agent suspended on its approval (made now); the coroutine function
-    that continues its history with the approval and checks the run finished (``streamed``: with
-    an ``event_stream_handler`` that reads every event, as runsgate's run does, so the model streams;
-    ``identified``: with runsgate's ``CallIdentity`` capability for the run, as every run has)."""
+    that continues its history with the approval and checks the run finished (``streamed``: its
+    events read as runsgate reads them; ``identified``: with runsgate's ``CallIdentity``
+    capability for the run, as every run has; ``handled``: with an ``event_stream_handler``)."""
     from runtime.demo.refund import refund_agent
     from runtime.running.identity import CallIdentity
+    from runtime.running.internals import drive
+    from runtime.updates.publishing import LiveAnswers
 
     started = await refund_agent.run(f"Please refund order {1042 + number % 2}")
     requests = started.output
@@ -60,17 +67,26 @@ async def _bare(number: int, *, streamed: bool = False, identified: bool = False
     history: list[ModelMessage] = started.all_messages()
     results = DeferredToolResults(approvals={call.tool_call_id: True for call in requests.approvals})
 
-    async def handler(_ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+    async def read(events: AsyncIterable[AgentStreamEvent]) -> None:
         async for _ in events:
             pass
 
+    async def handler(_ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+        await read(events)
+
     async def approve() -> None:
-        result = await refund_agent.run(
-            message_history=history,
-            deferred_tool_results=results,
-            event_stream_handler=handler if streamed else None,
-            capabilities=[CallIdentity(run_id=f"bare-{number}")] if identified else None,
-        )
+        capabilities = [CallIdentity(run_id=f"bare-{number}")] if identified else None
+        chosen: dict[str, Any] = {"message_history": history, "deferred_tool_results": results}
+        if not streamed:
+            result = await refund_agent.run(
+                **chosen, capabilities=capabilities, event_stream_handler=handler if handled else None
+            )
+        else:
+            model = LiveAnswers(refund_agent.model, read)  # type: ignore[arg-type]
+            async with refund_agent.iter(**chosen, model=model, capabilities=capabilities) as run:
+                await drive(run, read)
+            assert run.result is not None
+            result = run.result
         if not isinstance(result.output, str):
             raise RuntimeError(f"the bare continuation did not finish: {result.output!r}")
 
@@ -122,11 +138,15 @@ async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
     async def identified(number: int) -> Callable[[], Awaitable[None]]:
         return await _bare(number, streamed=True, identified=True)
 
+    async def handled(number: int) -> Callable[[], Awaitable[None]]:
+        return await _bare(number, handled=True)
+
     makers: dict[str, Maker] = {
         "whole approval": whole,
         "bare Agent.run": _bare,
         "bare, streamed": streamed,
         "bare, streamed, identified": identified,
+        "bare, event_stream_handler": handled,
     }
     figures: dict[str, list[float]] = {name: [] for name in makers}
     async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
@@ -137,15 +157,15 @@ async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
             for name, make in order:
                 figures[name].append(await _cpu_ms(make, approvals))
         calls = {name: await _calls(make, 10) for name, make in makers.items()}
-    whole_ms, bare_ms, streamed_ms, identified_ms = figures.values()
+    whole_ms, bare_ms, streamed_ms, identified_ms, handled_ms = figures.values()
     gap = statistics.median(a - b for a, b in zip(whole_ms, bare_ms, strict=True))
     streaming = statistics.median(s - b for s, b in zip(streamed_ms, bare_ms, strict=True))
     identity = statistics.median(i - s for i, s in zip(identified_ms, streamed_ms, strict=True))
     named = " / ".join(makers)
     lines = [f"rounds {rounds} x {approvals} approvals, CPU ms per approval ({named}):"]
     lines += [
-        f"  round {n + 1}: {a:.2f} / {b:.2f} / {c:.2f} / {d:.2f}"
-        for n, (a, b, c, d) in enumerate(zip(whole_ms, bare_ms, streamed_ms, identified_ms, strict=True))
+        f"  round {n + 1}: " + " / ".join(f"{ms:.2f}" for ms in each)
+        for n, each in enumerate(zip(whole_ms, bare_ms, streamed_ms, identified_ms, handled_ms, strict=True))
     ]
     lines += [
         "median " + ", ".join(f"{name} {statistics.median(ms):.2f} ms" for name, ms in figures.items()),

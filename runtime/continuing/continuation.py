@@ -245,8 +245,9 @@ class Continuation:
                 history, results = continued(history, calls)
                 publisher.answering(calls)
                 with capture_run_messages() as captured:
+                    model = publisher.reading(agent.model if self.model is None else self.model)
                     ran = await run_agent(
-                        agent, scope, model=self.model, history=history, results=results, events=publisher.handle
+                        agent, scope, model=model, history=history, results=results, events=publisher.read
                     )
         except Exception as exc:
             error: RunErrorDocument = {"type": type(exc).__name__, "message": str(exc), "at": self.now()}

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import RunContext
-from pydantic_ai.agent import EventStreamHandler
-from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai import AgentRunResult, RunContext
+from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import FunctionModel
@@ -20,8 +19,10 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_core import to_jsonable_python
 
 from ..registry import AnyAgent
+from . import internals
 from .decision_toolset import RunCapability, needs_decision_context
 from .identity import CallIdentity
+from .internals import EventReader
 from .scope import RunScope, entered
 
 
@@ -51,54 +52,65 @@ async def run_agent(
     prompt: str | None = None,
     history: Sequence[ModelMessage] | None = None,
     results: DeferredToolResults | None = None,
-    events: EventStreamHandler[Any] | None = None,
+    events: EventReader | None = None,
 ) -> Finished | Deferred:
     """Run ``agent`` with ``scope`` current, from a prompt or from a stored history (JSON) plus
-    deferred results; ``events`` (``UpdatePublisher.handle``) is its ``event_stream_handler`` (a
-    model that cannot stream is asked for whole answers, ``WholeAnswers``).
+    deferred results. With ``events`` (``UpdatePublisher.read``), each node running tool calls is
+    read by it, inside the node hooks (``internals.drive``), and ``model``
+    (``UpdatePublisher.reading``) reads its own answers; without ``drive`` (``internals.PROBLEMS``)
+    ``events`` reads the ``event_stream_handler`` (a model that cannot stream: ``WholeAnswers``).
 
     ``DeferredToolRequests`` is added to an ``output_type`` that lacks it, so any agent can suspend
     (pydantic-ai refuses that for an agent with output validators: those list it themselves).
-    The run is a task of its own (awaited, cancelled with the caller): each time a streaming model
-    yields, the event loop resumes only the run's frames, not those of the request that waits.
-    Its one capability of runsgate's, ``CallIdentity``, gives every tool call an identity
-    (``runtime.running.identity``); when ``needs_decision_context``, ``RunCapability`` does that
-    and also shows a tool re-run after a decision only what was decided
-    (``runtime.running.decision_toolset``).
+    The run is a task of its own (awaited, cancelled with the caller).
+    ``CallIdentity`` gives every tool call an identity (``runtime.running.identity``);
+    ``RunCapability`` (when ``needs_decision_context``) also shows a re-run tool only what was
+    decided (``runtime.running.decision_toolset``).
 
     Raises:
         Exception: Whatever the model, a tool or pydantic-ai raised.
     """
     output_type = _output_type_with_deferred(agent)
-    if events is not None:
-        used = model if model is not None else agent.model
-        if isinstance(used, Model) and not can_stream(used):
-            model = WholeAnswers(used)
-    capability = RunCapability if needs_decision_context(results) else CallIdentity
-    capabilities = [capability(run_id=scope.run_id)]
-    with entered(scope):
-        chosen: dict[str, Any] = {} if output_type is None else {"output_type": output_type}
-        result = await asyncio.get_running_loop().create_task(
-            agent.run(
-                prompt,
-                message_history=history,
-                deferred_tool_results=results,
-                model=model,
-                capabilities=capabilities,
-                event_stream_handler=events,
-                **chosen,
-            )
-        )
+    chosen: dict[str, Any] = {} if output_type is None else {"output_type": output_type}
+    chosen.update(message_history=history, deferred_tool_results=results)
+    if events is not None and internals.PROBLEMS and isinstance(model, Model) and not can_stream(model):
+        model = WholeAnswers(model)
+    chosen.update(model=model)
+    result = await asyncio.get_running_loop().create_task(_run(agent, scope, prompt, events, chosen))
     output = result.output
     if isinstance(output, DeferredToolRequests):
         return Deferred(requests=output, messages=result.all_messages(), history=result.all_messages_json())
     return Finished(output=to_jsonable_python(output))
 
 
+async def _run(
+    agent: AnyAgent, scope: RunScope, prompt: str | None, events: EventReader | None, chosen: dict[str, Any]
+) -> AgentRunResult[Any]:
+    """``agent``'s run with ``scope`` current and its capability; with ``events``, driven by
+    ``internals.drive``, or with ``events`` as its ``event_stream_handler``."""
+    capabilities = [
+        (RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity)(
+            run_id=scope.run_id
+        )
+    ]
+    with entered(scope):
+        if events is None:
+            return await agent.run(prompt, capabilities=capabilities, **chosen)
+        if internals.PROBLEMS:
+
+            async def handler(ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
+                await events(stream)
+
+            return await agent.run(prompt, capabilities=capabilities, event_stream_handler=handler, **chosen)
+        async with agent.iter(prompt, capabilities=capabilities, **chosen) as run:
+            await internals.drive(run, events)
+    assert run.result is not None  # pydantic-ai's: a run ended without End raises
+    return run.result
+
+
 def can_stream(model: Model) -> bool:
-    """Whether ``model`` answers a streamed request: it implements ``request_stream`` (as every
-    provider's model does; pydantic-ai's own check), a ``FunctionModel`` only with a
-    ``stream_function``, a wrapper or a fallback chain when all it wraps do."""
+    """Whether ``model`` streams: it implements ``request_stream`` (pydantic-ai's check), a
+    ``FunctionModel`` with a ``stream_function``, a wrapper or fallback chain when all it wraps do."""
     if isinstance(model, FunctionModel):
         return model.stream_function is not None
     if isinstance(model, WrapperModel):

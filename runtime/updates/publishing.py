@@ -1,12 +1,12 @@
 """Publishing a continuation's updates (docs/architecture.md "Run updates").
 
 ``UpdateHub`` is this process's switchboard; each continuation running here publishes through an
-``UpdatePublisher``, whose ``handle`` is the agent run's ``event_stream_handler``: every update goes
-at once to this process's subscribers (``Listener``s, bounded in bytes) and, coalesced into
-batches, to the store for other instances: the first update with the claim, the first text delta
-at most ``first_text_delay`` seconds after it (with the outcome, if the continuation ends by then), and
-the outcome at once (a completion's in its store write), the rest at most once an interval
-(docs/architecture.md "Run updates").
+``UpdatePublisher``, which reads the run's events (``read``: its model's answers, ``LiveAnswers``,
+and its nodes that run tools): every update goes at once to this process's subscribers
+(``Listener``s, bounded in bytes) and, coalesced into batches, to the store for other instances:
+the first update with the claim, the first text delta at most ``first_text_delay`` seconds after
+it (with the outcome, if the continuation ends by then), and the outcome at once (a completion's
+in its store write), the rest at most once an interval.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,16 +25,23 @@ from pydantic_ai.messages import (
     AgentStreamEvent,
     FunctionToolCallEvent,
     FunctionToolResultEvent,
+    ModelMessage,
+    ModelResponse,
     PartDeltaEvent,
     PartStartEvent,
     TextPart,
     TextPartDelta,
     ToolCallPart,
 )
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_core import to_jsonable_python
 
 from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument, ToolCallDocument
 
+from ..running import internals
+from ..running.execution import can_stream
 from ..subscription_budgets import OwnerBudget
 from .listener import Listener
 from .run_updates import (
@@ -201,9 +208,7 @@ class UpdatePublisher:
         """Call id -> ``(reason, decidedBy)`` of the declined calls this continuation answers (``answering``)."""
         self._unrun: dict[str, ToolCallPart] = {}
         """Calls pydantic-ai settles without running them, until their result says how (``_on``)."""
-        self._task = asyncio.get_running_loop().create_task(
-            self._flush(), name=f"runsgate-updates-{run_id}-{continuation_id}"
-        )
+        self._task: asyncio.Task[None] | None = None  # the batch writer, from the first update queued
 
     def publish(self, kind: UpdateKind, *, run: SnapshotDocument | None = None, **fields: Any) -> None:
         """Send one update now to this process's subscribers, and queue it for the store: the
@@ -218,6 +223,8 @@ class UpdatePublisher:
                 self._hub.deliver(update)
         self._pending.append(published)
         self.unwritten.append(published)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._flush(), name=f"runsgate-updates-{self.run_id}")
         if kind == "text" and not self._texted:  # the first delta, which other instances wait for
             self._texted = True
             self._first_text = published
@@ -267,9 +274,21 @@ class UpdatePublisher:
             and not call.get("delegated")
         }
 
-    async def handle(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
-        """The agent run's ``event_stream_handler``: publish what the events say. Never raises for
-        an event it cannot read (logged), so an update never fails a run."""
+    def reading(self, model: Model | str | None) -> Model | str | None:
+        """``model`` as the run asks it, its answers read here (``LiveAnswers``); ``None``: none
+        (pydantic-ai refuses it). ``model`` itself when the run's events are read by its
+        ``event_stream_handler`` instead (``runtime.running.internals.PROBLEMS``)."""
+        if model is None or internals.PROBLEMS:
+            return model
+        return LiveAnswers(model, self.read)
+
+    async def handle(self, ctx: RunContext[Any] | None, stream: AsyncIterable[AgentStreamEvent]) -> None:
+        """``read`` as an agent run's ``event_stream_handler``."""
+        await self.read(stream)
+
+    async def read(self, stream: AsyncIterable[AgentStreamEvent]) -> None:
+        """Publish what the events of ``stream`` (the model's answer, or a node running tools) say.
+        Never raises for an event it cannot read (logged), so an update never fails a run."""
         async for event in stream:
             try:
                 self._on(event)
@@ -334,7 +353,8 @@ class UpdatePublisher:
         self._soon.set()
         self._wake.set()
         try:
-            await asyncio.shield(self._task)
+            if self._task is not None:
+                await asyncio.shield(self._task)
         finally:
             self._hub.ended(self)
 
@@ -349,7 +369,8 @@ class UpdatePublisher:
         self._ending.set()
         self._soon.set()
         self._wake.set()
-        await asyncio.shield(self._task)
+        if self._task is not None:
+            await asyncio.shield(self._task)
         now = self._hub.now() if now is None else now
         updates = self.built([*self._pending, self._new(kind, None, fields)], now)
         self._outcome = updates[-1]
@@ -374,7 +395,8 @@ class UpdatePublisher:
         """Stop without writing what is queued (the continuation was cancelled)."""
         self._done = True
         self._ending.set()
-        self._task.cancel()
+        if self._task is not None:
+            self._task.cancel()
         self._hub.ended(self)
 
     async def _flush(self) -> None:
@@ -435,6 +457,26 @@ class UpdatePublisher:
                 )
 
 
+class LiveAnswers(WrapperModel):
+    """A continuation's model, asked for whole answers: it streams each one all the same, hands its
+    events to ``read`` as they arrive, and answers with the streamed response, so that pydantic-ai's
+    costlier streaming through the run is not needed. One that cannot stream answers whole."""
+
+    def __init__(self, wrapped: Model | str, read: Callable[[AsyncIterable[Any]], Awaitable[None]]) -> None:
+        super().__init__(wrapped)
+        self._read = read
+        self._streams = can_stream(self.wrapped)
+
+    async def request(
+        self, messages: list[ModelMessage], settings: ModelSettings | None, parameters: ModelRequestParameters
+    ) -> ModelResponse:
+        if not self._streams:
+            return await self.wrapped.request(messages, settings, parameters)
+        async with self.wrapped.request_stream(messages, settings, parameters) as stream:
+            await self._read(stream)
+        return stream.get()
+
+
 def _before(now: datetime, seconds: float) -> datetime:
     """``seconds`` before ``now``, truncated to milliseconds (BSON's precision, as the clock's)."""
     at = now - timedelta(seconds=max(seconds, 0.0))
@@ -448,4 +490,4 @@ def _args(part: ToolCallPart) -> Any:
         return part.args if isinstance(part.args, str) else to_jsonable_python(part.args)
 
 
-__all__ = ["UpdateHub", "UpdatePublisher"]
+__all__ = ["LiveAnswers", "UpdateHub", "UpdatePublisher"]

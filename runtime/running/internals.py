@@ -56,9 +56,9 @@ if PROBLEMS:
 
 async def drive(run: AgentRun[Any, Any], read: EventReader) -> None:
     """Run ``run`` (``Agent.iter``'s) to its end, each node inside the capabilities' node hooks;
-    a node running tool calls, as ``before_node_run`` left it, is streamed into ``read`` (which
-    reads every event) before it advances, any other as ``AgentRun.next`` runs it. A node that
-    ``before_node_run`` turns from another kind into one running tool calls runs unread.
+    a node running tool calls, as ``before_node_run`` left it (whatever it was before), is
+    streamed into ``read`` (which reads every event) before it advances, any other as
+    ``AgentRun.next`` runs it.
 
     Raises:
         Exception: Whatever the model, a tool, a capability or pydantic-ai raised.
@@ -75,5 +75,4 @@ async def drive(run: AgentRun[Any, Any], read: EventReader) -> None:
 
     node = run.next_node
     while not isinstance(node, End) and run.result is None:
-        tools = Agent.is_call_tools_node(node) and node.model_response.tool_calls
-        node = await run._run_node_with_hooks(node, streamed if tools else run._stream_and_advance)
+        node = await run._run_node_with_hooks(node, streamed)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 
@@ -39,6 +40,27 @@ COMMANDS = {
 }
 
 
+def walk(client: str, url: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The example of ``client`` run against ``url``, with ``RUNSGATE_TOKEN`` set to ``token`` (unset
+    for ``None``); its output as text."""
+    return _processes.run(
+        [*COMMANDS[client], url],
+        cwd=ROOT,
+        env=_environment(token),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def assert_printed(lines: list[str], expected: list[str]) -> None:
+    """Each of ``lines`` matches the pattern of ``expected`` in its place, and there are as many."""
+    assert len(lines) == len(expected), lines
+    for line, pattern in zip(lines, expected, strict=True):
+        assert re.fullmatch(pattern, line), (line, pattern)
+
+
 @pytest.fixture(scope="module")
 def graphql_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("examples") / "runsgate.log"
@@ -51,16 +73,11 @@ def test_the_walkthrough_example_starts_lists_approves_edited_and_decides_in_bul
     graphql_url: str, client: str
 ) -> None:
     # when the example runs against the server
-    result = _processes.run(
-        [*COMMANDS[client], graphql_url], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
+    result = walk(client, graphql_url)
 
     # then it succeeds and prints each step's line
     assert result.returncode == 0, (result.stdout, result.stderr)
-    lines = result.stdout.splitlines()
-    assert len(lines) == len(EXPECTED), result.stdout
-    for line, pattern in zip(lines, EXPECTED, strict=True):
-        assert re.fullmatch(pattern, line), (line, pattern)
+    assert_printed(result.stdout.splitlines(), EXPECTED)
 
 
 def test_the_curl_example_fails_when_the_server_answers_with_errors(graphql_url: str) -> None:
@@ -91,22 +108,11 @@ def _environment(token: str | None) -> dict[str, str]:
 @pytest.mark.parametrize("client", list(COMMANDS))
 def test_the_walkthrough_example_sends_the_token_in_runsgate_token(graphql_url_with_auth: str, client: str) -> None:
     # when the example runs against a server with authentication on, with a key in RUNSGATE_TOKEN
-    result = _processes.run(
-        [*COMMANDS[client], graphql_url_with_auth],
-        cwd=ROOT,
-        env=_environment(ADMIN.key),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = walk(client, graphql_url_with_auth, ADMIN.key)
 
     # then it does every step, as with authentication off
     assert result.returncode == 0, (result.stdout, result.stderr)
-    lines = result.stdout.splitlines()
-    assert len(lines) == len(EXPECTED), result.stdout
-    for line, pattern in zip(lines, EXPECTED, strict=True):
-        assert re.fullmatch(pattern, line), (line, pattern)
+    assert_printed(result.stdout.splitlines(), EXPECTED)
     assert ADMIN.key not in result.stdout + result.stderr
 
 
@@ -116,15 +122,7 @@ def test_the_walkthrough_example_without_a_good_token_stops_naming_runsgate_toke
     graphql_url_with_auth: str, client: str, token: str | None
 ) -> None:
     # when the example runs against a server with authentication on, without a key it knows
-    result = _processes.run(
-        [*COMMANDS[client], graphql_url_with_auth],
-        cwd=ROOT,
-        env=_environment(token),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = walk(client, graphql_url_with_auth, token)
 
     # then it stops before a step, saying the server refused it and what to set
     assert result.returncode != 0
@@ -149,16 +147,13 @@ def test_the_walkthrough_example_says_which_decision_was_refused_and_why(
     graphql_url_refusing: str, client: str
 ) -> None:
     # when the example runs against a server that refuses the bulk step's second decision
-    result = _processes.run(
-        [*COMMANDS[client], graphql_url_refusing], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
+    result = walk(client, graphql_url_refusing)
 
     # then the steps before it print as usual, and it stops naming the refused decision, its code
     # and the server's message, without a traceback
     assert result.returncode == 1, (result.stdout, result.stderr)
     lines = result.stdout.splitlines()
-    for line, pattern in zip(lines[:-1], EXPECTED[:-1], strict=True):
-        assert re.fullmatch(pattern, line), (line, pattern)
+    assert_printed(lines[:-1], EXPECTED[:-1])
     assert lines[-1].startswith("decideToolCalls refused decision 2: REVIEW_CLAIM_REQUIRED: "), lines[-1]
     assert "claimReview it first" in lines[-1], lines[-1]
     assert "Traceback" not in result.stderr, result.stderr

@@ -128,14 +128,19 @@ async def read_page(cursor: AsyncCursor[Document], limit: int, *, skip: int = 0,
     limit of its own) after the first ``skip``, each read a single batch (``page``). A reply
     shorter than asked ends the page only once a read from after it comes back empty: the server
     cuts a reply at 16 MiB (and sends at least one document), so a short reply of big documents
-    is not the end. A full page is one round trip, a short one two. ``whole`` False: one read,
-    possibly short (a caller that reads wider after a short page anyway: ``windows``)."""
+    is not the end. A full page is one round trip, a short one two. A document written or deleted
+    between two reads moves what the next skip lands on: a document read before is not taken
+    again (by ``_id``), and reading stops at a read that brings none new. ``whole`` False: one
+    read, possibly short (a caller that reads wider after a short page anyway: ``windows``)."""
     docs: list[Document] = []
+    seen: set[str] = set()
     while len(docs) < limit:
         left = limit - len(docs)
         batch = await page(cursor.clone().skip(skip + len(docs)), left).to_list()
-        docs.extend(batch)
-        if not batch or not whole:
+        new = [doc for doc in batch if "_id" not in doc or repr(doc["_id"]) not in seen]
+        seen.update(repr(doc["_id"]) for doc in new if "_id" in doc)
+        docs.extend(new)
+        if not new or not whole:
             break
     return docs
 

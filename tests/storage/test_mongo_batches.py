@@ -157,7 +157,6 @@ async def test_a_page_bigger_than_one_reply_comes_whole(
         assert sent.count("find") >= 2
 
 
-@pytest.mark.xfail(strict=True, reason="a write between a short page and its check repeats a document")
 async def test_a_run_written_between_a_short_page_and_its_check_repeats_none(
     mongo: MongoSnapshotStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,7 +19,6 @@ from typing import Any
 from pydantic_ai import Agent
 from pydantic_ai.messages import AgentStreamEvent
 from pydantic_ai.run import AgentRun
-from pydantic_graph import End
 
 logger = logging.getLogger(__name__)
 
@@ -74,5 +73,5 @@ async def drive(run: AgentRun[Any, Any], read: EventReader) -> None:
         return await run._advance_graph(node)
 
     node = run.next_node
-    while not isinstance(node, End) and run.result is None:
+    while not Agent.is_end_node(node) and run.result is None:
         node = await run._run_node_with_hooks(node, streamed)

@@ -14,9 +14,10 @@
 // - question: a json-echo `ask` whose payload has a `message`: the card's question and payload;
 // - keys: the page's help on shortcuts; j, j, k from the page; `a` then Escape (nothing sent),
 //   `a` then Enter (approved); `d`, a reason, Enter (declined with it);
+// - kept: a run of two refunds whose first call is approved with Enter: where the focus is then;
 // and axe-core's violations in each of those states.
 // Each step records what it found or the error that stopped it, so each check is the test's.
-// Prints JSON: {runs, place, activity, args, question, keys, axe, sent, pageErrors, cspViolations, errors}.
+// Prints JSON: {runs, place, activity, args, question, keys, kept, axe, sent, pageErrors, cspViolations, errors}.
 import { join } from 'node:path';
 import { api, axeViolations, failed, launchChromium } from './_browser.mjs';
 
@@ -210,6 +211,20 @@ try {
     out.keys.declined = { sent: out.sent.slice(sentBefore + out.keys.approved.sent.length), focused: await focused() };
     out.keys.runs = { first, second, third };
     await axe('after decisions by keyboard');
+  });
+  // kept: a run of two refunds; its first call approved from the keyboard: the run's card stays,
+  // and the focus goes to the run's other call (the pressed button is gone with its question)
+  out.runs.kept = await start('refund-agent', 'Please refund orders 1042 and 1043');
+  await step('kept', async () => {
+    const buttons = article(out.runs.kept).getByRole('button', { name: 'Approve', exact: true });
+    await buttons.nth(1).waitFor({ timeout: TIMEOUT });
+    await buttons.first().focus();
+    await page.keyboard.press('Enter');
+    await activity(`Approval of issue_refund on run ${out.runs.kept}: recorded`).waitFor({ timeout: TIMEOUT });
+    await page.waitForFunction((id) => document.querySelectorAll(`article[aria-labelledby="run-${id}"] [data-first-action]`).length === 1, out.runs.kept, { timeout: TIMEOUT });
+    // the focus is given once the card's buttons are enabled again (`flushFocus`)
+    await page.waitForFunction(() => document.activeElement && document.activeElement !== document.body, null, { timeout: 5000 }).catch(() => {});
+    out.kept = { focused: await focused(), approveButtons: await buttons.count() };
   });
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (error) {

@@ -137,6 +137,16 @@ def test_keyboard_moves_between_cards_and_decides_after_a_confirmation(seen: dic
     assert keys["declined"]["focused"] == on(runs["third"])
 
 
+@pytest.mark.xfail(strict=True, reason="the focus is lost to the page when a decision keeps its run's card")
+def test_a_decision_that_keeps_its_run_gives_the_focus_to_the_runs_next_call(seen: dict[str, Any]) -> None:
+    _step(seen, "kept")
+    kept = seen["kept"]
+    # the approved call has no button left; its run's other call has the focus, so a keyboard
+    # user goes on from there, not from the top of the page
+    assert kept["approveButtons"] == 1, kept
+    assert kept["focused"] == {"tag": "BUTTON", "text": "Approve", "run": f"run-{seen['runs']['kept']}"}, kept
+
+
 def test_axe_finds_no_violation_in_any_state(seen: dict[str, Any]) -> None:
     labels = [check["label"] for check in seen["axe"]]
     assert labels == [

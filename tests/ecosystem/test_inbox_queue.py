@@ -137,7 +137,6 @@ def test_keyboard_moves_between_cards_and_decides_after_a_confirmation(seen: dic
     assert keys["declined"]["focused"] == on(runs["third"])
 
 
-@pytest.mark.xfail(strict=True, reason="the focus is lost to the page when a decision keeps its run's card")
 def test_a_decision_that_keeps_its_run_gives_the_focus_to_the_runs_next_call(seen: dict[str, Any]) -> None:
     _step(seen, "kept")
     kept = seen["kept"]

@@ -817,7 +817,13 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
         if (recorded && last && height) {
           settle([{ runId: run.runId, questionId: call.questionId, height, offset, ok: true, text: settledText(verb, call, run.runId, result, change) }]);
           requestFocus(next, call.questionId);
-        } else setMessages((m) => ({ ...m, [key]: said }));
+        } else {
+          setMessages((m) => ({ ...m, [key]: said }));
+          // the run stays with its other calls: the focus goes to the first still waiting (the
+          // pressed button goes with the question it answered), else to the next card
+          const waiting = recorded && run.toolCalls.find((c) => !c.decision && c.toolCallId !== call.toolCallId);
+          if (recorded) requestFocus(waiting ? waiting.questionId : next, call.questionId);
+        }
         if (features.progress && recorded && result.status === 'RESUMING') follow(ids.agentId, run.runId, what);
       } catch (e) {
         if (e instanceof AuthRequired) onAuth(e);

@@ -45,7 +45,6 @@ def _leaks_nothing(message: str) -> None:
     assert len(message) < 200, message[:300]
 
 
-@pytest.mark.xfail(strict=True, reason="a long Int literal echoes every digit and Python's int-limit advice")
 @pytest.mark.parametrize("template", INT_LITERALS.values(), ids=INT_LITERALS.keys())
 async def test_an_int_literal_of_thousands_of_digits_is_out_of_range(http: httpx.AsyncClient, template: str) -> None:
     # when an Int argument is written with thousands of digits
@@ -61,7 +60,6 @@ async def test_an_int_literal_of_thousands_of_digits_is_out_of_range(http: httpx
     assert errors[0]["locations"], errors
 
 
-@pytest.mark.xfail(strict=True, reason="a long integer literal of another scalar leaks Python's int-limit advice")
 async def test_a_long_integer_literal_of_another_scalar_leaks_nothing(http: httpx.AsyncClient) -> None:
     # when a DateTime argument is written as an integer of thousands of digits
     query = "query Q { reviewQueue(filter: {expiresBefore: <n>}) { totalCount } }".replace("<n>", DIGITS)

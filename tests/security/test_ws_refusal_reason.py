@@ -28,7 +28,6 @@ REFUSALS: list[tuple[str, dict[str, Any] | None, str | None, tuple[str, ...]]] =
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="the 4403 reason is Strawberry's bare 'Forbidden'")
 @pytest.mark.parametrize(
     ("init_payload", "header", "says"), [case[1:] for case in REFUSALS], ids=[case[0] for case in REFUSALS]
 )

@@ -6,9 +6,8 @@ a ``query`` parameter executes nothing (it is GraphiQL's page, or an error) and 
 
 WebSocket (``graphql-transport-ws``): the token comes in the ``connection_init`` payload as
 ``{"Authorization": "Bearer <token>"}``, or else in the upgrade request's header; without a
-valid one the connection is closed with 4403 and no operation runs (Strawberry closes with
-4401 any operation sent before the ``connection_ack``); the close reason says what is missing
-(``WebSocketRefused``).
+valid one it is closed with 4403, whose reason says what is missing (``WebSocketRefused``), and
+no operation runs (Strawberry closes with 4401 any operation sent before the ``connection_ack``).
 """
 
 from __future__ import annotations

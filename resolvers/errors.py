@@ -44,6 +44,7 @@ from runtime.reviewing.errors import (
 from storage import StoreUnavailableError
 
 from .argument_errors import QueryArgumentError as QueryArgumentError  # re-exported: raised by the resolvers
+from .documents.literals import bounded_literal_error, is_oversized_literal_error
 from .types import ReviewClaim as ReviewClaimType
 from .types import ToolCallDecision
 
@@ -409,17 +410,20 @@ class ErrorMasking(MaskErrors):
     A field that failed with ``storage.StoreUnavailableError`` gets the error "The run store is
     unavailable; try again shortly." with ``extensions.code = "STORE_UNAVAILABLE"`` (no internal
     detail). Nothing may be assumed written: repeat a mutation with the same ``idempotencyKey``.
-    Every other error goes through ``should_mask_error`` as in ``MaskErrors``. Only the public
-    hooks of ``MaskErrors`` are used: a store outage is an error to mask (``should_mask_error``,
-    as ``error_masking`` composes it) whose replacement (``anonymise_error``) is the
-    ``STORE_UNAVAILABLE`` error. Made by ``error_masking``'s factory.
+    An integer literal longer than Python converts is refused without Python's words or every
+    digit (``resolvers.documents.literals``). Every other error goes through ``should_mask_error``
+    as in ``MaskErrors``. Only the public hooks of ``MaskErrors`` are used: both are errors to
+    mask (``should_mask_error``, as ``error_masking`` composes it) whose replacement
+    (``anonymise_error``) is the error above. Made by ``error_masking``'s factory.
     """
 
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
-        """The ``STORE_UNAVAILABLE`` error for a store outage (logged by ``process_errors``), else
-        ``MaskErrors``'s "Unexpected error."."""
+        """The ``STORE_UNAVAILABLE`` error for a store outage (logged by ``process_errors``), the
+        bounded refusal of an over-long integer literal, else ``MaskErrors``'s "Unexpected error."."""
         if isinstance(error.original_error, StoreUnavailableError):
             return _store_unavailable(error)
+        if is_oversized_literal_error(error):
+            return bounded_literal_error(error)
         return super().anonymise_error(error)
 
     def mask(self, errors: list[GraphQLError]) -> list[GraphQLError]:
@@ -431,11 +435,15 @@ def error_masking(
     should_mask_error: Callable[[GraphQLError], bool], error_message: str = "Unexpected error."
 ) -> Callable[[], ErrorMasking]:
     """The factory of a schema's ``ErrorMasking``: it masks what ``should_mask_error`` masks and
-    a store outage, a predicate composed here once (each request's extension is Strawberry's
-    ``MaskErrors`` made with it)."""
+    a store outage or an over-long integer literal, a predicate composed here once (each
+    request's extension is Strawberry's ``MaskErrors`` made with it)."""
 
     def should_mask(error: GraphQLError) -> bool:
-        return isinstance(error.original_error, StoreUnavailableError) or should_mask_error(error)
+        return (
+            isinstance(error.original_error, StoreUnavailableError)
+            or is_oversized_literal_error(error)
+            or should_mask_error(error)
+        )
 
     return partial(ErrorMasking, should_mask_error=should_mask, error_message=error_message)
 

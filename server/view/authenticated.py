@@ -6,8 +6,8 @@ a ``query`` parameter executes nothing (it is GraphiQL's page, or an error) and 
 
 WebSocket (``graphql-transport-ws``): the token comes in the ``connection_init`` payload as
 ``{"Authorization": "Bearer <token>"}``, or else in the upgrade request's header; without a
-valid one the connection is closed with 4403 and no operation runs (Strawberry closes with
-4401 any operation sent before the ``connection_ack``).
+valid one it is closed with 4403, whose reason says what is missing (``WebSocketRefused``), and
+no operation runs (Strawberry closes with 4401 any operation sent before the ``connection_ack``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import cast
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
-from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
 from resolvers import Context
@@ -42,6 +41,26 @@ def unauthorized(error: AuthenticationError) -> JSONResponse:
         code = "invalid_request" if error.malformed else "invalid_token"
         challenge += f', error="{code}", error_description="{error.message}"'
     return refusal(error.message, 400 if error.malformed else 401, headers={"WWW-Authenticate": challenge})
+
+
+WS_CREDENTIAL = '{"Authorization": "Bearer <token>"}'
+"""What a ``connection_init`` payload carries to authenticate its WebSocket."""
+
+MAX_CLOSE_REASON_BYTES = 123
+"""The longest close reason a WebSocket close frame holds (RFC 6455 5.5: 125 bytes of payload)."""
+
+
+class WebSocketRefused(Exception):
+    """A WebSocket refused at ``connection_init`` for its credentials: ``reason`` is the close
+    reason of its 4403, "Forbidden: " and the ``AuthenticationError``'s message, or, when no
+    token came, where to send one (``WS_CREDENTIAL``); never the token, at most
+    ``MAX_CLOSE_REASON_BYTES`` of UTF-8. ``server.view.ws_handler.WsHandler`` closes the socket."""
+
+    def __init__(self, error: AuthenticationError) -> None:
+        told = error.message if error.token_given else f"send {WS_CREDENTIAL} in the connection_init payload"
+        reason = f"Forbidden: {told}".encode()[:MAX_CLOSE_REASON_BYTES].decode(errors="ignore")
+        super().__init__(reason)
+        self.reason = reason
 
 
 class AuthenticatedView:
@@ -69,7 +88,11 @@ class AuthenticatedView:
         await super().__call__(scope, receive, send)  # type: ignore[misc]
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
-        """Authenticate a WebSocket at ``connection_init`` (payload first, then the upgrade header)."""
+        """Authenticate a WebSocket at ``connection_init`` (payload first, then the upgrade header).
+
+        Raises:
+            WebSocketRefused: No valid credentials (the socket is closed with 4403 and its reason).
+        """
         params = context.connection_params if isinstance(context.connection_params, dict) else {}
         header = params.get("Authorization", params.get("authorization"))
         try:
@@ -77,7 +100,7 @@ class AuthenticatedView:
                 header = authorization_header(context.request.headers.getlist("authorization"))
             principal = await self.authenticator.authenticate(header if isinstance(header, str) else None)
         except AuthenticationError as error:
-            raise ConnectionRejectionError({"message": error.message}) from None
+            raise WebSocketRefused(error) from None
         context.authenticated(principal)
         return cast(UnsetType, UNSET)
 
@@ -106,4 +129,11 @@ def _executes_nothing(scope: Scope) -> bool:
     return "query" not in parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
 
 
-__all__ = ["PRINCIPAL_KEY", "AuthenticatedView", "unauthorized"]
+__all__ = [
+    "MAX_CLOSE_REASON_BYTES",
+    "PRINCIPAL_KEY",
+    "WS_CREDENTIAL",
+    "AuthenticatedView",
+    "WebSocketRefused",
+    "unauthorized",
+]

@@ -30,6 +30,7 @@ from resolvers import Context
 from resolvers.documents.executor import VariableCoercionError
 
 from ..http.http_errors import CODES
+from .authenticated import WebSocketRefused
 from .graphql_view import TransportWsHandler
 from .request_errors import (
     OPERATION_RESOLUTION_FAILURE,
@@ -44,6 +45,8 @@ TOO_MANY_OPERATIONS = "TOO_MANY_OPERATIONS"
 """The ``extensions.code`` of an operation refused for the operations already in flight."""
 TRY_AGAIN_LATER = 1013
 """The close code of a WebSocket one more than its principal may have (RFC 6455's registry)."""
+FORBIDDEN = 4403
+"""graphql-transport-ws' close code of a socket whose ``connection_init`` lacks valid credentials."""
 
 _PRIVATE_HOOKS = {
     "_handle_pre_execution_error": ("self", "operation", "result"),
@@ -239,10 +242,14 @@ class WsHandler(TransportWsHandler):
         await super().handle_message(message)
 
     async def handle_connection_init(self, message: Any) -> None:
-        """Strawberry's, whose ``on_ws_connect`` (``server.app.GraphQLApp``) admits the socket for
-        its principal, or refuses it: closed with 1013 (module docstring)."""
+        """Strawberry's, whose ``on_ws_connect`` (``server.app.GraphQLApp``) authenticates the
+        socket and admits it for its principal, or refuses it: closed with 4403 and the reason
+        of ``WebSocketRefused`` (what the credential lacks), or with 1013 (module docstring)."""
         try:
             await super().handle_connection_init(message)
+        except WebSocketRefused as refused:
+            logger.info("WebSocket refused: %s", refused.reason)
+            await self.websocket.close(code=FORBIDDEN, reason=refused.reason)
         except TooManyWebSocketsError as refused:
             logger.info("WebSocket refused: %s", refused)
             await self.websocket.close(code=TRY_AGAIN_LATER, reason=str(refused)[:120])

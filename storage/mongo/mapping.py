@@ -123,26 +123,48 @@ def page(cursor: AsyncCursor[Document], limit: int) -> AsyncCursor[Document]:
     return cursor.limit(-limit).batch_size(limit)
 
 
+PAGE_RESTARTS = 2
+"""Times ``read_page`` reads a page again from its start when the document a read was to start
+with has moved (written or deleted meanwhile), before it takes the page as it comes."""
+
+
 async def read_page(cursor: AsyncCursor[Document], limit: int, *, skip: int = 0, whole: bool = True) -> list[Document]:
     """The first ``limit`` documents of ``cursor`` (a ``find`` not yet read, with no skip or
     limit of its own) after the first ``skip``, each read a single batch (``page``). A reply
-    shorter than asked ends the page only once a read from after it comes back empty: the server
+    shorter than asked ends the page only once a read from after it brings nothing new: the server
     cuts a reply at 16 MiB (and sends at least one document), so a short reply of big documents
-    is not the end. A full page is one round trip, a short one two. A document written or deleted
-    between two reads moves what the next skip lands on: a document read before is not taken
-    again (by ``_id``), and reading stops at a read that brings none new. ``whole`` False: one
-    read, possibly short (a caller that reads wider after a short page anyway: ``windows``)."""
+    is not the end. A full page is one round trip, a short one two. Each read after the first
+    starts at the last document read (by ``_id``) and takes what follows it: a document written
+    or deleted before it meanwhile moves none in or out of the page (a page of documents without
+    ``_id`` reads on by skip). A read that does not hold that document (it was deleted, or moved
+    past the read) reads the page again from its start, ``PAGE_RESTARTS`` times at most, then
+    takes the documents not read before. ``whole`` False: one read, possibly short (a caller that
+    reads wider after a short page anyway: ``windows``)."""
     docs: list[Document] = []
     seen: set[str] = set()
+    at, anchor, restarts = skip, None, 0  # where the next read starts, the key it must start with
     while len(docs) < limit:
-        left = limit - len(docs)
-        batch = await page(cursor.clone().skip(skip + len(docs)), left).to_list()
-        new = [doc for doc in batch if "_id" not in doc or repr(doc["_id"]) not in seen]
-        seen.update(repr(doc["_id"]) for doc in new if "_id" in doc)
+        batch = await page(cursor.clone().skip(at), limit - len(docs) + (anchor is not None)).to_list()
+        keys = [_key(doc) for doc in batch]
+        after = batch
+        if anchor is not None:
+            if anchor in keys:
+                after = batch[keys.index(anchor) + 1 :]
+            elif restarts < PAGE_RESTARTS:
+                docs, seen, at, anchor, restarts = [], set(), skip, None, restarts + 1
+                continue
+        new = [doc for doc in after if _key(doc) is None or _key(doc) not in seen][: limit - len(docs)]
+        seen.update(key for key in map(_key, new) if key is not None)
         docs.extend(new)
         if not new or not whole:
             break
+        anchor = keys[-1]
+        at += len(batch) - (anchor is not None)
     return docs
+
+
+def _key(doc: Document) -> str | None:
+    return repr(doc["_id"]) if "_id" in doc else None
 
 
 async def hinted(
@@ -209,6 +231,7 @@ async def bulk_write(
 __all__ = [
     "BULK_CHUNK",
     "LAST_PLACE",
+    "PAGE_RESTARTS",
     "UNDATED_FROM",
     "as_utc",
     "bulk_write",

@@ -172,7 +172,7 @@ def test_runsgate_composes_with_an_orders_subgraph_and_the_gateway_joins_them(
             assert sorted(reads[0]) == run_ids
             if store == "mongo":
                 # one find on run_snapshots for the four ids reached MongoDB, and, its reply holding
-                # three (the approved run finished), the same find once more from after them: a reply
+                # three (the approved run finished), the same find once more from the last: a reply
                 # short of its limit is the end only once nothing follows (``mapping.read_page``)
                 finds = after["snapshotFinds"][len(before["snapshotFinds"]) :]
                 assert len(finds) == 2, finds

@@ -1,13 +1,16 @@
-"""Fixtures of the runtime tests: a memory store, the registry (demo + test agents), a manager."""
+"""Fixtures of the runtime tests: a memory store, the registry (demo + test agents), a manager,
+and an ``Instance`` (a manager with its event feed and update feed) with ``update_kinds`` to read
+what its subscribers saw."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from pydantic_ai import models
 
-from runtime import AgentRegistry, RunManager
+from runtime import AgentRegistry, EventFeed, RunManager, RunUpdateFeed
 from runtime.demo import AGENTS, LEDGER
 from storage import MemorySnapshotStore, SnapshotStore
 
@@ -48,3 +51,37 @@ def manager(memory_store: MemorySnapshotStore, registry: AgentRegistry) -> RunMa
 def any_manager(store: SnapshotStore, registry: AgentRegistry) -> RunManager:
     """A manager over each store in turn (memory, then MongoDB when a server is available)."""
     return RunManager(store, registry, instance_id="instance-a")
+
+
+class Instance:
+    """One manager with its event feed and update feed (what a server process builds); ``feed``
+    are more ``RunUpdateFeed`` options. Feeds poll every 50 ms."""
+
+    def __init__(self, store: SnapshotStore, registry: AgentRegistry, name: str, **feed: Any) -> None:
+        self.runs = RunManager(store, registry, instance_id=name)
+        self.events = EventFeed(store, poll_interval=0.05, lookback=2.0)
+        self.updates = RunUpdateFeed(self.runs, self.events, poll_interval=0.05, **feed)
+
+    def subscribe(self, agent_id: str, run_id: str, **kwargs: Any) -> Any:
+        return self.updates.subscribe(agent_id, run_id, **kwargs)
+
+    async def close(self) -> None:
+        await self.runs.close()
+        await self.events.close()
+
+
+@pytest.fixture
+async def instance(memory_store: MemorySnapshotStore, registry: AgentRegistry) -> AsyncIterator[Instance]:
+    """An ``Instance`` over the memory store with the test module's ``registry``, closed after."""
+    one = Instance(memory_store, registry, "instance-a")
+    yield one
+    await one.close()
+
+
+def update_kinds(updates: list[Any]) -> list[str]:
+    """The kinds of run updates in order, consecutive text deltas as one ``text``."""
+    kinds: list[str] = []
+    for update in updates:
+        if not (update.kind == "text" and kinds and kinds[-1] == "text"):
+            kinds.append(update.kind)
+    return kinds

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,13 +20,13 @@ from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolRequests
 
-from runtime import AgentRegistry, EventFeed, RunManager, RunUpdateFeed
+from runtime import AgentRegistry
 from runtime.demo import AGENTS as DEMO_AGENTS
 from runtime.demo._script import latest_returns, scripted_model
 from runtime.running import internals
-from storage import MemorySnapshotStore
 
 from . import agents
+from .conftest import Instance, update_kinds
 
 WAIT = 30.0
 """Seconds to wait for a stream's end: a liveness bound, not a speed check."""
@@ -82,18 +82,14 @@ def _clean() -> Iterator[None]:
 
 
 @pytest.fixture
-async def manager(memory_store: MemorySnapshotStore) -> AsyncIterator[tuple[RunManager, RunUpdateFeed]]:
-    registry = AgentRegistry({**DEMO_AGENTS, **agents.TEST_AGENTS, GUARDED: guarded_agent})
-    runs = RunManager(memory_store, registry, instance_id="instance-a")
-    events = EventFeed(memory_store, poll_interval=0.05, lookback=2.0)
-    yield runs, RunUpdateFeed(runs, events, poll_interval=0.05)
-    await runs.close()
-    await events.close()
+def registry() -> AgentRegistry:
+    """The demo and test agents, and ``guarded-agent``."""
+    return AgentRegistry({**DEMO_AGENTS, **agents.TEST_AGENTS, GUARDED: guarded_agent})
 
 
-async def _approved(manager: tuple[RunManager, RunUpdateFeed], agent_id: str, prompt: str) -> tuple[Any, list[Any]]:
+async def _approved(instance: Instance, agent_id: str, prompt: str) -> tuple[Any, list[Any]]:
     """The outcome of approving the run's one call, and every update a subscriber saw of it."""
-    runs, feed = manager
+    runs = instance.runs
     started = await runs.start_run(agent_id, prompt)
     assert started.status == "suspended", started
     assert started.run is not None
@@ -102,7 +98,7 @@ async def _approved(manager: tuple[RunManager, RunUpdateFeed], agent_id: str, pr
 
     async def collect() -> list[Any]:
         async with asyncio.timeout(WAIT):
-            return [update async for update in feed.subscribe(agent_id, started.run_id)]
+            return [update async for update in instance.subscribe(agent_id, started.run_id)]
 
     stream = asyncio.ensure_future(collect())
     await asyncio.sleep(0.2)
@@ -110,25 +106,17 @@ async def _approved(manager: tuple[RunManager, RunUpdateFeed], agent_id: str, pr
     return outcome, await stream
 
 
-def _kinds(updates: list[Any]) -> list[str]:
-    kinds: list[str] = []
-    for update in updates:
-        if not (update.kind == "text" and kinds and kinds[-1] == "text"):
-            kinds.append(update.kind)
-    return kinds
-
-
 async def test_an_approved_tool_runs_once_inside_the_agents_own_node_wrapper(
-    manager: tuple[RunManager, RunUpdateFeed],
+    instance: Instance,
 ) -> None:
     # given an agent whose capability replaces each tool-call node and wraps its run
     # when its call is approved
-    outcome, updates = await _approved(manager, GUARDED, "pay me")
+    outcome, updates = await _approved(instance, GUARDED, "pay me")
 
     # then the tool ran once, after the replacement, inside the wrapper, and was published
     assert outcome.status == "completed"
     assert LOG == ["enter", "tool", "exit"]
-    assert _kinds(updates) == ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]
+    assert update_kinds(updates) == ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]
     assert updates[2].result == "paid 12"
 
 
@@ -155,22 +143,22 @@ def test_a_missing_private_name_is_reported(monkeypatch: pytest.MonkeyPatch) -> 
     ],
 )
 async def test_without_the_private_names_a_continuation_publishes_the_same_updates(
-    manager: tuple[RunManager, RunUpdateFeed],
+    instance: Instance,
     monkeypatch: pytest.MonkeyPatch,
     agent_id: str,
     prompt: str,
     kinds: list[str],
 ) -> None:
     # given a pydantic-ai without the private names a continuation drives its nodes with
-    driven, updates = await _approved(manager, agent_id, prompt)
+    driven, updates = await _approved(instance, agent_id, prompt)
     monkeypatch.setattr(internals, "PROBLEMS", ["pydantic_ai.run.AgentRun._advance_graph"])
 
     # when the same run is approved again from its start
-    outcome, fallen_back = await _approved(manager, agent_id, prompt)
+    outcome, fallen_back = await _approved(instance, agent_id, prompt)
 
     # then it ends as driven, with the same updates (the tool once, inside the wrapper)
     assert (outcome.status, outcome.output) == (driven.status, driven.output)
-    assert _kinds(fallen_back) == _kinds(updates) == kinds
+    assert update_kinds(fallen_back) == update_kinds(updates) == kinds
     assert [(u.kind, u.tool_name, u.args, u.result, u.text) for u in fallen_back[1:-1]] == [
         (u.kind, u.tool_name, u.args, u.result, u.text) for u in updates[1:-1]
     ]

@@ -32,6 +32,7 @@ from storage import MemorySnapshotStore, SnapshotStore, SQLiteSnapshotStore, str
 
 from .. import _collisions
 from . import agents
+from .conftest import Instance, update_kinds
 
 WAIT = 30.0
 """Seconds to wait for a stream's end: a liveness bound, not a speed check."""
@@ -89,30 +90,6 @@ def _clean() -> Iterator[None]:
     _collisions.reset()
 
 
-class Instance:
-    """One manager with its event feed and update feed (what a server process builds)."""
-
-    def __init__(self, store: SnapshotStore, registry: AgentRegistry, name: str, **feed: Any) -> None:
-        runtime = importlib.import_module("runtime")
-        self.runs = RunManager(store, registry, instance_id=name)
-        self.events = EventFeed(store, poll_interval=0.05, lookback=2.0)
-        self.updates = runtime.RunUpdateFeed(self.runs, self.events, poll_interval=0.05, **feed)
-
-    def subscribe(self, agent_id: str, run_id: str, **kwargs: Any) -> Any:
-        return self.updates.subscribe(agent_id, run_id, **kwargs)
-
-    async def close(self) -> None:
-        await self.runs.close()
-        await self.events.close()
-
-
-@pytest.fixture
-async def instance(memory_store: MemorySnapshotStore, registry: AgentRegistry) -> AsyncIterator[Instance]:
-    one = Instance(memory_store, registry, "instance-a")
-    yield one
-    await one.close()
-
-
 async def _suspended(runs: RunManager, agent_id: str, prompt: str) -> tuple[str, list[str]]:
     started = await runs.start_run(agent_id, prompt)
     assert started.status == "suspended", started
@@ -139,15 +116,6 @@ async def _until(predicate: Callable[[], Awaitable[bool]]) -> None:
             await asyncio.sleep(0.05)
 
 
-def _kinds(updates: list[Any]) -> list[str]:
-    """The kinds in order, consecutive text deltas as one ``text``."""
-    kinds: list[str] = []
-    for update in updates:
-        if not (update.kind == "text" and kinds and kinds[-1] == "text"):
-            kinds.append(update.kind)
-    return kinds
-
-
 async def test_a_streamed_continuation_sends_text_deltas_its_tool_calls_and_its_outcome(instance: Instance) -> None:
     # given a refund run waiting for its approval, and a subscriber
     run_id, (call_id,) = await _suspended(instance.runs, REFUND, "Please refund order 1042")
@@ -160,7 +128,7 @@ async def test_a_streamed_continuation_sends_text_deltas_its_tool_calls_and_its_
     # then the subscriber saw the continuation begin, the tool run, the answer's deltas, the end
     updates = await stream
     assert outcome.status == "completed"
-    assert _kinds(updates) == ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]
+    assert update_kinds(updates) == ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]
     started, ended = updates[1], updates[2]
     assert (started.tool_call_id, started.tool_name, started.args) == (
         call_id,
@@ -258,7 +226,13 @@ async def test_a_run_suspending_again_ends_the_updates_with_its_new_calls(instan
     assert outcome.run is not None
     (second,) = [c["toolCallId"] for c in outcome.run["toolCalls"] if c["decision"] is None]
     assert second != first
-    assert _kinds(updates) == ["resumed", "tool_call_started", "tool_call_ended", "tool_call_started", "suspended"]
+    assert update_kinds(updates) == [
+        "resumed",
+        "tool_call_started",
+        "tool_call_ended",
+        "tool_call_started",
+        "suspended",
+    ]
     assert [u.tool_call_id for u in updates if u.kind.startswith("tool_call")] == [first, first, second]
     suspended = updates[-1].run
     assert suspended is not None
@@ -315,7 +289,7 @@ async def test_a_subscriber_on_another_instance_sees_the_continuation_with_its_d
         local, remote = await on_a, await on_b
         assert answered.status == "resuming"
         assert [(u.id, u.kind, u.text) for u in remote] == [(u.id, u.kind, u.text) for u in local]
-        assert _kinds(remote) == ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]
+        assert update_kinds(remote) == ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]
     finally:
         for one in (a, b):
             await one.close()

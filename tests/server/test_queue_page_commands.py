@@ -96,10 +96,10 @@ async def test_a_queue_page_with_its_total_sends_what_a_listing_page_does(serve:
         ("find", "run_snapshots", None),
     ]
     assert queue == page_and_total
-    # the listing: the same, and since its page of 15 runs is short of 21, one more find from after
-    # it for the 6 left, which checks that nothing follows (``read_page``: a single batch that the
-    # server cut at 16 MiB reads as short)
-    assert listing == sorted([*page_and_total, ("find", "run_snapshots", 6)], key=repr)
+    # the listing: the same, and since its page of 15 runs is short of 21, one more find from its
+    # last run for it and the 6 left, which checks that nothing follows (``read_page``: a single
+    # batch that the server cut at 16 MiB reads as short)
+    assert listing == sorted([*page_and_total, ("find", "run_snapshots", 7)], key=repr)
     # so the queue reads as the listing does, never one read per item; the kept count's read of
     # the runs carrying moves also tells that no run holds an approval by the caller
     # (``refusal_candidates``' only part here), so no run is read where the gate could refuse it a question
@@ -133,13 +133,13 @@ async def test_a_queue_total_reads_its_candidates_after_its_kept_count(serve: Se
     # candidate runs (a third command at once cost a loaded server more than one more round trip
     # after the count: bench/RESULTS.md "A queue page's commands"), read since its first read
     # found a run holding the caller's approval; the page of 3 questions, short of 21, and the one
-    # candidate run, short of 500, are each checked by one more find from after it (``read_page``)
+    # candidate run, short of 500, are each checked by one more find from their last (``read_page``)
     # (the page's check and the count's first read go out side by side, in either order)
     candidates, counts = commands.index(("find", "run_snapshots", 500)), commands.index(("find", "run_counts", None))
     assert candidates > counts, commands
     assert commands[0] == ("find", "run_snapshots", 21), commands
-    assert commands.index(("find", "run_snapshots", 18)) < candidates, commands
-    assert commands[candidates + 1 :] == [("find", "run_snapshots", 499)], commands
+    assert commands.index(("find", "run_snapshots", 19)) < candidates, commands
+    assert commands[candidates + 1 :] == [("find", "run_snapshots", 500)], commands
     assert len(commands) == 7, commands
     assert total["totalCount"] == len(total["nodes"]) == 2, total
 
@@ -160,7 +160,8 @@ async def test_a_queue_total_past_the_approvals_its_count_reads_reads_them_apart
     total = (await gql.data("{ reviewQueue(first: 20) { totalCount nodes { runId } } }"))["reviewQueue"]
 
     # past it, the runs carrying moves are read alone, then the candidates: the total stays exact
-    # (the page of 3 and the 2 candidate runs, each short, are checked by one more find: ``read_page``)
+    # (the page of 3 and the 2 candidate runs, each short, are checked by one more find from their
+    # last: ``read_page``)
     assert [command[1] for command in commands].count("run_snapshots") == 6, commands
-    assert commands[-2:] == [("find", "run_snapshots", 500), ("find", "run_snapshots", 498)], commands
+    assert commands[-2:] == [("find", "run_snapshots", 500), ("find", "run_snapshots", 499)], commands
     assert total["totalCount"] == len(total["nodes"]) == 1, total

@@ -17,7 +17,7 @@ import pytest
 from pymongo import monitoring
 
 from storage import MongoSnapshotStore, RunFilter, sort_key
-from storage.mongo import mapping
+from storage.mongo import LISTING_ORDER, mapping
 from storage.protocol import EventsAfter, RunPage
 
 from ..conftest import open_store
@@ -161,7 +161,7 @@ async def test_a_run_written_between_a_short_page_and_its_check_repeats_none(
     mongo: MongoSnapshotStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given a thread of three runs, read newest first in a page of 20: short, so checked by a
-    # second read from after it; a newer run of the thread is written between the two reads
+    # second read from its last run; a newer run of the thread is written between the two reads
     three = [snapshot(f"few-{i}", created=T0 + timedelta(days=2, seconds=i), thread="few") for i in range(3)]
     await mongo.insert_many([(run, b"[]") for run in three])
     newer = snapshot("few-new", created=T0 + timedelta(days=3), thread="few")
@@ -185,6 +185,34 @@ async def test_a_run_written_between_a_short_page_and_its_check_repeats_none(
     ids = [doc["_id"] for doc in found]
     assert len(ids) == len(set(ids)), ids
     assert {"few-0", "few-1", "few-2"} <= set(ids), ids
+
+
+async def test_a_run_deleted_between_a_cut_reply_and_the_next_read_leaves_no_other_out(
+    mongo: MongoSnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given six runs of a thread read in listing order in a page of 6, whose first reply is cut
+    # after three (as the server cuts one at 16 MiB); the second of those three is deleted
+    # before the next read
+    six = [snapshot(f"cut-{i}", created=T0 + timedelta(days=4, seconds=i), thread="cut") for i in range(6)]
+    await mongo.insert_many([(run, b"[]") for run in six])
+    replies: list[list[str]] = []
+    paged = mapping.page
+
+    async def cut_then_deleted(cursor: Any) -> list[dict[str, Any]]:
+        docs = await cursor.to_list()
+        if not replies:
+            docs = docs[:3]
+            await mongo._runs.delete_one({"_id": docs[1]["_id"]})
+        replies.append([doc["_id"] for doc in docs])
+        return docs
+
+    monkeypatch.setattr(mapping, "page", lambda cursor, limit: Read(paged(cursor, limit), cut_then_deleted))
+    found = await mapping.read_page(mongo._runs.find({"threadId": "cut"}).sort(LISTING_ORDER), 6)
+
+    # then every run still there is in the page, once and in order (the deleted one as read, or not)
+    ids = [doc["_id"] for doc in found]
+    assert replies[0] == ["cut-5", "cut-4", "cut-3"]
+    assert [i for i in ids if i != "cut-4"] == ["cut-5", "cut-3", "cut-2", "cut-1", "cut-0"], (ids, replies)
 
 
 class Read:

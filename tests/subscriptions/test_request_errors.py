@@ -38,6 +38,11 @@ CASES = {
     "a query that does not parse": ("{ agents { id } ", None, "GRAPHQL_PARSE_FAILED"),
     "a query selecting an unknown field": ("{ agents { nope } }", None, "GRAPHQL_VALIDATION_FAILED"),
     "an operation name the document lacks": (AGENTS, "Invented", "OPERATION_RESOLUTION_FAILURE"),
+    "an Int literal of 5,000 digits": (
+        "{ reviewQueue(first: %s) { totalCount } }" % ("9" * 5000),
+        None,
+        "GRAPHQL_VALIDATION_FAILED",
+    ),
 }
 
 

@@ -6,6 +6,8 @@
 //   `?view=agents&agentId=...&runId=...`, with R the last of three weather runs behind two
 //   refunds: whether R's card is in view and holds the focus; then a link to a run decided since:
 //   the page's note;
+// - waits: `?view=agents&pageSize=1&agentId=refund-agent&runId=R` with R on the second page, then R
+//   declined through the API: the page's note before and after;
 // - scroll: at 1280x900 and at 390x700, a refund approved with the mouse with the next card below
 //   the fold: `scrollY` before and at each frame for 1.5 s after the click, the decided card's
 //   place (in view or not) and what has the focus;
@@ -14,7 +16,7 @@
 //   lines (the bulk entry's item);
 // and axe-core's violations after the link to a decided run, each decision and on the read-only
 // key's page. Each step records what it found or the error that stopped it. Prints JSON:
-// {runs, link, scroll, readonly, partial, axe, pageErrors, cspViolations, errors}.
+// {runs, link, waits, scroll, readonly, partial, axe, pageErrors, cspViolations, errors}.
 import { join } from 'node:path';
 import { api, axeViolations, failed, launchChromium } from './_browser.mjs';
 
@@ -99,6 +101,29 @@ try {
     await note.first().waitFor({ timeout: STEP });
     out.link.gone = await note.first().innerText();
     await axe(page, 'a link to a run that no longer waits');
+  });
+
+  // waits: a link to a run on another page (`pageSize=1`), decided elsewhere meanwhile: the note follows it
+  await step('waits', async () => {
+    const older = await start('refund-agent', 'Please refund order 1042');
+    const newer = await start('refund-agent', 'Please refund order 1043');
+    out.runs.waits = { older, newer };
+    await signIn(page, `${baseUrl}/inbox?view=agents&pageSize=1&agentId=refund-agent&runId=${older}`, apiKey);
+    const note = page.locator('.link-note').first();
+    await page.getByText(/which the link names, still waits/).first().waitFor({ timeout: TIMEOUT });
+    out.waits = { before: await note.innerText() };
+    for (const runId of [older, newer]) {
+      const read = await api(baseUrl, apiKey).graphql(
+        'query Q($r: ID!) { suspendedRun(agentId: "refund-agent", runId: $r) { toolCalls { toolCallId questionId } } }',
+        { r: runId },
+      );
+      const call = read.suspendedRun.toolCalls[0];
+      await api(baseUrl, apiKey).graphql('mutation D($input: DeclineToolCallInput!) { declineToolCall(input: $input) { __typename } }', {
+        input: { agentId: 'refund-agent', runId, toolCallId: call.toolCallId, questionId: call.questionId, reason: 'test' },
+      });
+    }
+    await page.getByText(/which the link names, no longer waits/).first().waitFor({ timeout: STEP }).catch(() => {});
+    out.waits.after = await note.innerText();
   });
 
   for (const [name, size] of [

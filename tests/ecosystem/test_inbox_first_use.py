@@ -61,7 +61,6 @@ def test_an_inbox_link_opens_its_run(seen: dict[str, Any]) -> None:
     assert seen["runs"]["refunds"][0] in link["gone"], link
 
 
-@pytest.mark.xfail(strict=True, reason="the link's note is read once: it says the run waits after it was decided")
 def test_a_link_note_follows_its_run_decided_meanwhile(seen: dict[str, Any]) -> None:
     _step(seen, "waits")
     waits, older = seen["waits"], seen["runs"]["waits"]["older"]

@@ -722,26 +722,34 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
   useEffect(() => flushFocus()); // the focus a decision asked for, once its card's buttons are enabled again
 
   // the run the page's address names (an inbox link): shown and focused once the listing is read,
-  // else a line saying whether it still waits
+  // else a line saying whether it still waits, read again with the listing while it says so
   const [linkNote, setLinkNote] = useState('');
   const linkDone = useRef(false);
+  const linkWaits = useRef(false);
   useEffect(() => {
-    if (!linked || linkDone.current || !connection) return;
+    if (!linked || !connection || (linkDone.current && !linkWaits.current)) return;
+    const first = !linkDone.current;
     linkDone.current = true;
-    if (showLinked(domId('run', linked.runId))) return;
+    if (first && showLinked(domId('run', linked.runId))) return;
+    if (!first && document.getElementById(domId('run', linked.runId))) {
+      linkWaits.current = false; // in the listing now: its card says the rest
+      setLinkNote('');
+      return;
+    }
     const named = `Run ${linked.runId}${linked.agentId ? ` (${agentName(linked.agentId)})` : ''}`;
     if (!linked.agentId) {
       setLinkNote(`${named}, which the link names, is not in this listing: it no longer waits for a decision, or not on this page.`);
       return;
     }
     request(token, docs.RUN_NOW, { agentId: linked.agentId, runId: linked.runId })
-      .then((data) =>
+      .then((data) => {
+        linkWaits.current = Boolean(data.suspendedRun);
         setLinkNote(
           data.suspendedRun
             ? `${named}, which the link names, still waits, but not in this listing (another page, or a question you may not decide).`
             : `${named}, which the link names, no longer waits for a decision: it was decided, it ended, or no run of this agent has that id.`,
-        ),
-      )
+        );
+      })
       .catch((e) => setLinkNote(`${named}, which the link names, could not be read: ${e.message}`));
   }, [linked, connection, token, agentName]);
 

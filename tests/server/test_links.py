@@ -314,6 +314,7 @@ async def test_under_a_required_review_claim_the_button_claims_and_decides_as_on
 CLAIM_UNTIL = CLAIM.replace("by since", "by since until")
 
 
+@pytest.mark.xfail(strict=True, reason="a refused click shows the API's message, ids and all")
 async def test_the_page_warns_of_another_principals_review_claim_and_still_decides_nothing(serve: Serve) -> None:
     carol = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz", (*ALL, "refunds:approve"))
     rules = [{"tool": "issue_refund", "scope": "refunds:approve", "requireReviewClaim": True}]
@@ -338,6 +339,15 @@ async def test_the_page_warns_of_another_principals_review_claim_and_still_decid
         assert held["until"][:19] in claimed.text
         assert '<button type="submit">Approve</button>' in claimed.text
         # and opening it decided nothing
+        calls = await _calls(page.gql, run_id)
+        assert calls is not None
+        assert calls[0]["decision"] is None
+        # alice's button is refused, said as the page said it (not the API's message with its ids)
+        clicked = await page.click(token)
+        assert clicked.status_code == 409, clicked.text
+        assert "<strong>key:carol</strong> has been reviewing this question since" in clicked.text, clicked.text
+        assert held["until"][:19] in clicked.text
+        assert call["toolCallId"] not in clicked.text, clicked.text
         calls = await _calls(page.gql, run_id)
         assert calls is not None
         assert calls[0]["decision"] is None

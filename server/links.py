@@ -26,9 +26,10 @@ from runtime.deciding.refusals import active_review_claim
 from runtime.deciding.rules import review_claim_required
 from runtime.notifying.links import Link, LinkExpiredError, LinkInvalidError, LinkSigner
 from runtime.notifying.summary import call_summary
+from runtime.reviewing.errors import ReviewAlreadyClaimedError
 from runtime.running.deferred import question_id
 from runtime.webhooks.messages import inbox_url
-from storage import DecisionKind, SnapshotStore, ToolCallDocument
+from storage import DecisionKind, ReviewClaimDocument, SnapshotStore, ToolCallDocument
 
 from .settings import Settings
 
@@ -110,9 +111,12 @@ def _claim_warning(runs: RunManager, call: ToolCallDocument, recipient: str) -> 
     if claim is None or claim["by"] == recipient:
         return ""
     if review_claim_required(runs.tool_rules, call["toolName"], call["args"]):
-        outcome = "While it holds, your button is refused and changes nothing."
-    else:
-        outcome = "A review claim is advice: your button still decides."
+        return _held(claim, "While it holds, your button is refused and changes nothing.")
+    return _held(claim, "A review claim is advice: your button still decides.")
+
+
+def _held(claim: ReviewClaimDocument, outcome: str) -> str:
+    """The alert naming who holds ``claim`` on the question, since and until when, then ``outcome``."""
     return (
         f'<p role="alert"><strong>{html.escape(claim["by"])}</strong> has been reviewing this question since '
         f"{_when(claim['at'])} (until {_when(claim['until'])}). {outcome}</p>"
@@ -267,6 +271,9 @@ class Links:
             decided = await self._decided(store, link)  # meanwhile, by another click or another person
             if decided is not None:
                 return decided
+            if isinstance(exc, ReviewAlreadyClaimedError):  # said as the page said it, without ids
+                refused = _held(exc.claim, "Your button was refused: nothing was changed.")
+                return _page("Nothing was decided", refused, 409)
             status = {"FORBIDDEN": 403, "RUN_NOT_FOUND": 404}.get(exc.code.name, 409)
             return _page("Nothing was decided", f"<p>{html.escape(exc.message)}</p>", status)
         done = "approved" if link.action == "approve" else "declined"

@@ -314,7 +314,6 @@ async def test_under_a_required_review_claim_the_button_claims_and_decides_as_on
 CLAIM_UNTIL = CLAIM.replace("by since", "by since until")
 
 
-@pytest.mark.xfail(strict=True, reason="a refused click shows the API's message, ids and all")
 async def test_the_page_warns_of_another_principals_review_claim_and_still_decides_nothing(serve: Serve) -> None:
     carol = TestKey("carol", "rg_test_carol_0123456789abcdefghijklmnopqrstuvwxyz", (*ALL, "refunds:approve"))
     rules = [{"tool": "issue_refund", "scope": "refunds:approve", "requireReviewClaim": True}]

@@ -32,6 +32,7 @@ from .mapping import (
     NOT_FINISHED,
     STORE_FIELDS,
     bulk_write,
+    hinted,
     keyset,
     listing_query,
     page,
@@ -41,7 +42,7 @@ from .mapping import (
     stored_snapshot,
 )
 from .reachability import reachable
-from .schema import LISTING_ORDER, REVERSE_ORDER
+from .schema import LISTING_ORDER, REVERSE_ORDER, listing_index
 from .windows import filter_key
 
 Document = dict[str, Any]
@@ -74,12 +75,16 @@ class MongoRuns(MongoStoreBase):
         if before is not None:
             bounds.append(keyset(before, "$gt"))
 
+        index = listing_index(run_filter) if self._composite_listing else None
+
         async def read(extra: Document | None) -> list[Document]:
             conditions = [*bounds, extra] if extra else bounds
             found = {**query, "$and": conditions} if conditions else query
             cursor = self._runs.find(found, STORE_FIELDS).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
             offset = skip if skip and not from_end else 0
             async with reachable():
+                if index is not None:
+                    return await hinted(cursor, index, limit, skip=offset, whole=extra is None)
                 if limit is not None:  # a windowed read short of the page is read wider (``Windows``)
                     return await read_page(cursor, limit, skip=offset, whole=extra is None)
                 return await cursor.skip(offset).to_list()

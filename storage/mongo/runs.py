@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from pymongo import UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from .._query import utcnow
 from ..documents import SCHEMA_VERSION, SnapshotDocument
@@ -111,7 +111,15 @@ class MongoRuns(MongoStoreBase):
             if keys is not None:  # the kept counts (``counts``)
                 matching = {k: v for k, v in listing_query(agent_id, run_filter).items() if k in EQUALITY_FIELDS}
                 return await self._counts.total(keys, matching)
-            return await self._runs.count_documents(listing_query(agent_id, run_filter))
+            query = listing_query(agent_id, run_filter)
+            index = listing_index(run_filter) if self._composite_listing else None
+            if index is not None:  # the filter's composite-term index: a range of its dates' terms
+                try:
+                    return await self._runs.count_documents(query, hint=index)
+                except OperationFailure as exc:  # no such index (``drop_all`` under a running store)
+                    if "hint" not in str(exc).lower():
+                        raise
+            return await self._runs.count_documents(query)
 
     async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> Mapping[str, Any]:
         """The server's query plan for a listing page (index checks, ``bench/``)."""

@@ -97,6 +97,10 @@ async def test_the_listing_indexes_are_composite_term_ones_on_documentdb_alone(
     hints = {str(one.command.get("hint")) for one in pages}
     expected = {str(listing_index(f)) for f in FILTERS} if documentdb else {"None"}
     assert hints == expected, pages
+    # and so does a total with dates (counted, no kept count); one with expiresBefore names none
+    counts = [one for one in sent if one.name == "aggregate" and one.collection == "run_snapshots"]
+    dated = str(listing_index(FILTERS[5])) if documentdb else "None"
+    assert [str(one.command.get("hint")) for one in counts] == [dated, "None"], counts
     assert listed[0][2] == 90
 
 

@@ -122,9 +122,11 @@ class MongoRuns(MongoStoreBase):
             return await self._runs.count_documents(query)
 
     async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> Mapping[str, Any]:
-        """The server's query plan for a listing page (index checks, ``bench/``)."""
+        """The server's query plan for a listing page (index checks, ``bench/``), hinted as a page is."""
+        cursor = self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER)
+        index = listing_index(run_filter) if self._composite_listing else None
         async with reachable():
-            return await page(self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER), limit).explain()
+            return await page(cursor if index is None else cursor.hint(index), limit).explain()
 
     async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
         """One read by ``history_id`` when given and still stored, else the run's then its history's."""

@@ -1,7 +1,7 @@
 """The listing indexes on each MongoDB engine (docs/storage.md "Composite-term listing indexes"):
 on DocumentDB (FerretDB 2.5) composite-term ones, which a database made by the version before
 gets at its next open, listing the same runs and totals; on FerretDB 1.24 (and mongod) the plain
-ones, the option never sent."""
+ones, the option never sent (and refused: the open goes on with the plain ones)."""
 
 from __future__ import annotations
 
@@ -136,3 +136,24 @@ async def test_a_database_of_the_version_before_opens_with_composite_terms_and_l
     assert {name for name, _ in COMPOSITE_LISTING_INDEXES} <= set(indexes), indexes
     assert not {name for name, _ in LISTING_INDEXES} & set(indexes), indexes
     assert after == before
+
+
+async def test_a_server_refusing_composite_terms_gets_the_plain_listing_indexes(
+    request: pytest.FixtureRequest,
+) -> None:
+    # given FerretDB 1.24, which refuses any storageEngine option (code 238, NotImplemented)
+    store = await _seeded(kind_uri(request, "ferretdb1"))
+    try:
+        # when the indexes are made asking for composite terms (as on DocumentDB)
+        composite = await schema.create_indexes(store.database, composite_terms=True)
+        indexes = await _indexes(store)
+        listed = await _listing(store)
+    finally:
+        await store.drop_all()
+        await store.close()
+
+    # then the open goes on with the plain listing indexes, and the pages read them
+    assert composite is False
+    assert {name for name, _ in LISTING_INDEXES} <= set(indexes), indexes
+    assert not {name for name, _ in COMPOSITE_LISTING_INDEXES} & set(indexes), indexes
+    assert listed[0][2] == 90

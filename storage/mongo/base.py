@@ -108,6 +108,9 @@ class MongoStoreBase:
         self._windowed_pages = False
         """Whether listing pages are read through windows (``windows``): on DocumentDB (FerretDB 2),
         whose planner sorts every match of a page's filter."""
+        self._composite_listing = False
+        """Whether the listing indexes are ``schema.COMPOSITE_LISTING_INDEXES`` (DocumentDB), which
+        a page names (``schema.listing_index``)."""
         self._rewrites_whole_documents = False
         """Whether the server applies an update by reading then rewriting the document (FerretDB
         1.x), so concurrent updates of one document need a lease (``counts``)."""
@@ -193,17 +196,18 @@ class MongoStoreBase:
             async with reachable():  # a mongodb+srv:// URI's DNS lookup may fail here already
                 self._client = self._new_client(socketTimeoutMS=self._socket_timeout_ms)
                 self._write_leases = await self._needs_write_leases()
-                async with self._unbounded() as database:  # an index build takes what it takes
-                    await schema.create_indexes(database)
-                found = await schema.stored_schema_version(self.database)
-            if found > SCHEMA_VERSION:
-                raise NewerSchemaError(found, SCHEMA_VERSION)
-            async with reachable():
                 build = await self.database.command("buildInfo")
                 self._rewrites_whole_documents = "ferretdbVersion" in build  # FerretDB 1.x
                 self._windowed_pages = isinstance(build.get("ferretdb"), Mapping)  # FerretDB 2: DocumentDB
-                async with self._unbounded() as database:
-                    await schema.backfill(database, to_bson_precision(datetime.now(UTC)))
+                async with self._unbounded() as database:  # an index build takes what it takes
+                    self._composite_listing = await schema.create_indexes(
+                        database, composite_terms=self._windowed_pages
+                    )
+                found = await schema.stored_schema_version(self.database)
+            if found > SCHEMA_VERSION:
+                raise NewerSchemaError(found, SCHEMA_VERSION)
+            async with reachable(), self._unbounded() as database:
+                await schema.backfill(database, to_bson_precision(datetime.now(UTC)))
         except BaseException:
             await self.close()  # an open that fails leaves no client behind
             raise

@@ -168,14 +168,17 @@ def _key(doc: Document) -> str | None:
 
 
 async def hinted(
-    cursor: AsyncCursor[Document], index: str, limit: int | None = None, *, whole: bool = True
+    cursor: AsyncCursor[Document], index: str, limit: int | None = None, *, skip: int = 0, whole: bool = True
 ) -> list[Document]:
     """``cursor``'s documents read through ``index``; without the hint when the server has no such
     index (a database whose collections were dropped under a running store: ``drop_all``).
-    ``limit``: its first ``limit`` documents, as ``mapping.read_page`` reads them (``whole`` too)."""
+    ``limit``: its first ``limit`` documents, as ``mapping.read_page`` reads them (``whole`` too);
+    ``skip``: after the first ``skip`` (``cursor`` has no skip of its own)."""
 
     async def read(found: AsyncCursor[Document]) -> list[Document]:
-        return await (found.to_list() if limit is None else read_page(found, limit, whole=whole))
+        if limit is None:
+            return await found.skip(skip).to_list()
+        return await read_page(found, limit, skip=skip, whole=whole)
 
     try:
         return await read(cursor.clone().hint(index))

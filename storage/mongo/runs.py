@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from pymongo import UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from .._query import utcnow
 from ..documents import SCHEMA_VERSION, SnapshotDocument
@@ -32,6 +32,7 @@ from .mapping import (
     NOT_FINISHED,
     STORE_FIELDS,
     bulk_write,
+    hinted,
     keyset,
     listing_query,
     page,
@@ -41,7 +42,7 @@ from .mapping import (
     stored_snapshot,
 )
 from .reachability import reachable
-from .schema import LISTING_ORDER, REVERSE_ORDER
+from .schema import LISTING_ORDER, REVERSE_ORDER, listing_index
 from .windows import filter_key
 
 Document = dict[str, Any]
@@ -74,12 +75,16 @@ class MongoRuns(MongoStoreBase):
         if before is not None:
             bounds.append(keyset(before, "$gt"))
 
+        index = listing_index(run_filter) if self._composite_listing else None
+
         async def read(extra: Document | None) -> list[Document]:
             conditions = [*bounds, extra] if extra else bounds
             found = {**query, "$and": conditions} if conditions else query
             cursor = self._runs.find(found, STORE_FIELDS).sort(REVERSE_ORDER if from_end else LISTING_ORDER)
             offset = skip if skip and not from_end else 0
             async with reachable():
+                if index is not None:
+                    return await hinted(cursor, index, limit, skip=offset, whole=extra is None)
                 if limit is not None:  # a windowed read short of the page is read wider (``Windows``)
                     return await read_page(cursor, limit, skip=offset, whole=extra is None)
                 return await cursor.skip(offset).to_list()
@@ -106,12 +111,22 @@ class MongoRuns(MongoStoreBase):
             if keys is not None:  # the kept counts (``counts``)
                 matching = {k: v for k, v in listing_query(agent_id, run_filter).items() if k in EQUALITY_FIELDS}
                 return await self._counts.total(keys, matching)
-            return await self._runs.count_documents(listing_query(agent_id, run_filter))
+            query = listing_query(agent_id, run_filter)
+            index = listing_index(run_filter) if self._composite_listing else None
+            if index is not None:  # the filter's composite-term index: a range of its dates' terms
+                try:
+                    return await self._runs.count_documents(query, hint=index)
+                except OperationFailure as exc:  # no such index (``drop_all`` under a running store)
+                    if "hint" not in str(exc).lower():
+                        raise
+            return await self._runs.count_documents(query)
 
     async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> Mapping[str, Any]:
-        """The server's query plan for a listing page (index checks, ``bench/``)."""
+        """The server's query plan for a listing page (index checks, ``bench/``), hinted as a page is."""
+        cursor = self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER)
+        index = listing_index(run_filter) if self._composite_listing else None
         async with reachable():
-            return await page(self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER), limit).explain()
+            return await page(cursor if index is None else cursor.hint(index), limit).explain()
 
     async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
         """One read by ``history_id`` when given and still stored, else the run's then its history's."""

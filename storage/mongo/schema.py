@@ -4,6 +4,7 @@ creates, checks and fills in."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,8 +13,10 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
+from .._query import normalized_filter
 from .._run_lock import RunWriteLocks
 from ..documents import SCHEMA_VERSION
+from ..protocol import RunFilter
 from ..rules import FINISHING_EVENTS
 from .conditions import merged, no_value
 from .counts import EVENT_MARKER, MARKER, QUEUE_MARKER, key, new_count, queue_key
@@ -21,6 +24,7 @@ from .mapping import LAST_PLACE, NOT_FINISHED, UNDATED_FROM, bulk_write, queue_a
 from .reachability import UNAVAILABLE_CODES
 
 Document = dict[str, Any]
+logger = logging.getLogger(__name__)
 
 RUNS = "run_snapshots"
 HISTORIES = "run_histories"
@@ -73,6 +77,18 @@ LISTING_INDEXES: list[tuple[str, list[tuple[str, int]]]] = [
 ]
 """One index per filter combination, each in listing order after its equality fields, so a
 page is an index walk whatever the number of stored runs (docs/storage.md "Collections and indexes")."""
+
+COMPOSITE_TERM: Document = {"enableCompositeTerm": True}
+"""DocumentDB's index option (``createIndexes``' ``storageEngine``, which FerretDB 2 passes
+through) for one index term per document holding every key in order: a range of ``createdAt``
+after the equality fields is then one range of terms, not every term of the agent's runs
+(docs/storage.md "Composite-term listing indexes")."""
+
+COMPOSITE_LISTING_INDEXES: list[tuple[str, list[tuple[str, int]]]] = [
+    (f"{name}_composite", keys) for name, keys in LISTING_INDEXES
+]
+"""``LISTING_INDEXES`` with ``COMPOSITE_TERM``, on DocumentDB: new names, since an index of one
+name with other options would fail the open; ``create_indexes`` then drops the plain ones."""
 
 EVENT_FEED_INDEX = [("agentId", ASCENDING), ("_id", ASCENDING)]
 """The event feed's keyset walk (``list_events_after``): an agent's events in ``_id`` (creation) order."""
@@ -148,12 +164,19 @@ LISTING_ORDER = [("createdAt", DESCENDING), ("_id", DESCENDING)]
 REVERSE_ORDER = [("createdAt", ASCENDING), ("_id", ASCENDING)]
 
 
-async def create_indexes(database: AsyncDatabase[Document]) -> None:
-    """Create every index of docs/storage.md "Collections and indexes" (one that exists is kept)."""
+async def create_indexes(database: AsyncDatabase[Document], *, composite_terms: bool = False) -> bool:
+    """Create every index of docs/storage.md "Collections and indexes" (one that exists is kept);
+    whether the listing indexes are ``COMPOSITE_LISTING_INDEXES``.
+
+    ``composite_terms`` (DocumentDB only: mongod refuses the option): the listing indexes are made
+    with ``COMPOSITE_TERM`` and the plain ones dropped; a server refusing the option gets the
+    plain ones (``LISTING_INDEXES``), as every other server does."""
     runs, events = database[RUNS], database[EVENTS]
     deliveries, updates = database[DELIVERIES], database[UPDATES]
-    for name, keys in LISTING_INDEXES:
-        await runs.create_index(keys, name=name)
+    composite = composite_terms and await _create_composite_listing(runs)
+    if not composite:
+        for name, keys in LISTING_INDEXES:
+            await runs.create_index(keys, name=name)
     await runs.create_index([("pendingCount", ASCENDING), ("updatedAt", ASCENDING)], name="stalled")
     await runs.create_index([("schemaVersion", DESCENDING)], name="schema_version")
     await runs.create_index(EXPIRY_ORDER, name="expiring")
@@ -178,6 +201,36 @@ async def create_indexes(database: AsyncDatabase[Document]) -> None:
     await database[KEYS].create_index(KEYS_FINISHED_INDEX, name="keys_finished", sparse=True)
     await updates.create_index(RUN_UPDATES_INDEX, name="run_updates_order")
     await updates.create_index([("at", ASCENDING)], name="run_updates_written")
+    return composite
+
+
+async def _create_composite_listing(runs: AsyncCollection[Document]) -> bool:
+    """Create ``COMPOSITE_LISTING_INDEXES`` and drop the plain listing indexes; False, with
+    nothing dropped, when the server refuses ``COMPOSITE_TERM``."""
+    for name, keys in COMPOSITE_LISTING_INDEXES:
+        try:
+            await runs.create_index(keys, name=name, storageEngine=COMPOSITE_TERM)
+        except OperationFailure as exc:
+            if exc.code in UNAVAILABLE_CODES:
+                raise
+            logger.warning("composite-term listing index %s refused (%s): plain listing indexes", name, exc)
+            return False
+    for name, _ in LISTING_INDEXES:
+        await _drop_index(runs, name)
+    return True
+
+
+def listing_index(run_filter: RunFilter) -> str | None:
+    """The composite-term listing index of ``run_filter``'s equality fields, which its pages
+    read (a hint: DocumentDB's planner takes any index holding ``agentId``); ``None`` with
+    ``expiresBefore`` (the planner's choice, ``agent_expiring``)."""
+    f = normalized_filter(run_filter)
+    if f.expires_before is not None:
+        return None
+    thread = f.thread_id is not None
+    resource = f.resource_id is not None or f.resource_ids is not None
+    fields = "thread_resource" if thread and resource else "thread" if thread else "resource" if resource else ""
+    return f"agent_{fields}_created_composite" if fields else "agent_created_composite"
 
 
 async def _drop_index(collection: AsyncCollection[Document], name: str) -> None:
@@ -358,6 +411,8 @@ __all__ = [
     "BACKFILL_LEASE",
     "BACKFILL_VERSION",
     "COLLECTIONS",
+    "COMPOSITE_LISTING_INDEXES",
+    "COMPOSITE_TERM",
     "COUNTS",
     "DELIVERIES_FINISHED_INDEX",
     "EVENTS_RETENTION_INDEX",
@@ -376,6 +431,7 @@ __all__ = [
     "WAITING",
     "backfill",
     "create_indexes",
+    "listing_index",
     "place_runs_in_queue",
     "raise_schema_version",
     "rebuild_counts",

@@ -8,9 +8,9 @@ The queries are the ones the store sends, recorded through PyMongo's command mon
 - FerretDB 2.5 on DocumentDB, the tests' MongoDB server, answers PostgreSQL plans (``Index Scan``,
   ``Bitmap Index Scan`` naming the index, ``Seq Scan``, ``Sort``). There a listing page uses an index
   holding every field it filters on by equality, then sorts the matches in a separate step:
-  DocumentDB 0.106 pushes a sort into its indexes only behind experimental settings
-  (``documentdb.enableIndexOrderbyPushdown``) that are off by default and that runsgate does not
-  recommend (docs/storage.md).
+  DocumentDB 0.106 pushes a sort into an index only behind an experimental setting
+  (``documentdb.enableIndexOrderbyPushdown``, off by default) and on an access method that can
+  order, which the ``documentdb_rum`` FerretDB 2.5 uses cannot (docs/storage.md "Query plans").
 - A real mongod (``MONGODB_URI``) answers ``winningPlan`` stages: a page there is a walk of one
   listing index in listing order (no ``SORT``), but for ``expiresBefore``, a range on another field.
 

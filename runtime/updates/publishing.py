@@ -459,8 +459,9 @@ class UpdatePublisher:
 
 class LiveAnswers(WrapperModel):
     """A continuation's model, asked for whole answers: it streams each one all the same, hands its
-    events to ``read`` as they arrive, and answers with the streamed response, so that pydantic-ai's
-    costlier streaming through the run is not needed. One that cannot stream answers whole."""
+        events to ``read`` as they arrive, and answers with the streamed response, so that pydantic-ai's
+        costlier streaming through the run is not needed. One that cannot stream answers whole. The
+    stream is given the run's context (``internals.current_run_context``), as pydantic-ai gives it."""
 
     def __init__(self, wrapped: Model | str, read: Callable[[AsyncIterable[Any]], Awaitable[None]]) -> None:
         super().__init__(wrapped)
@@ -472,7 +473,8 @@ class LiveAnswers(WrapperModel):
     ) -> ModelResponse:
         if not self._streams:
             return await self.wrapped.request(messages, settings, parameters)
-        async with self.wrapped.request_stream(messages, settings, parameters) as stream:
+        context = internals.current_run_context()
+        async with self.wrapped.request_stream(messages, settings, parameters, context) as stream:
             await self._read(stream)
         return stream.get()
 

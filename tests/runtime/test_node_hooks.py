@@ -168,7 +168,6 @@ async def test_an_approved_tool_runs_once_inside_the_agents_own_node_wrapper(
     assert updates[2].result == "paid 12"
 
 
-@pytest.mark.xfail(strict=True, reason="LiveAnswers streams the model's answer without the run context")
 async def test_a_continuations_model_is_given_the_run_context(manager: tuple[RunManager, RunUpdateFeed]) -> None:
     # given an agent whose model reads the run context pydantic-ai hands a streamed request
     # when its call is approved

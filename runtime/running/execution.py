@@ -21,7 +21,7 @@ from pydantic_core import to_jsonable_python
 from ..registry import AnyAgent
 from . import internals
 from .decision_toolset import RunCapability, needs_decision_context
-from .identity import CallIdentity
+from .identity import CallIdentity, IdentifyingModel
 from .internals import EventReader
 from .scope import RunScope, entered
 
@@ -62,10 +62,9 @@ async def run_agent(
 
     ``DeferredToolRequests`` is added to an ``output_type`` that lacks it, so any agent can suspend
     (pydantic-ai refuses that for an agent with output validators: those list it themselves).
-    The run is a task of its own (awaited, cancelled with the caller).
-    ``CallIdentity`` gives every tool call an identity (``runtime.running.identity``);
-    ``RunCapability`` (when ``needs_decision_context``) also shows a re-run tool only what was
-    decided (``runtime.running.decision_toolset``).
+    The run is a task of its own (awaited, cancelled with the caller). ``CallIdentity`` gives
+    every call an identity, as a capability or through a driven run's ``IdentifyingModel``;
+    ``RunCapability`` (``needs_decision_context``) also shows a re-run tool only what was decided.
 
     Raises:
         Exception: Whatever the model, a tool or pydantic-ai raised.
@@ -88,11 +87,10 @@ async def _run(
 ) -> AgentRunResult[Any]:
     """``agent``'s run with ``scope`` current and its capability; with ``events``, driven by
     ``internals.drive``, or with ``events`` as its ``event_stream_handler``."""
-    capabilities = [
-        (RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity)(
-            run_id=scope.run_id
-        )
-    ]
+    identity = (RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity)(
+        run_id=scope.run_id
+    )
+    capabilities: list[CallIdentity] = [identity]
     with entered(scope):
         if events is None:
             return await agent.run(prompt, capabilities=capabilities, **chosen)
@@ -102,6 +100,8 @@ async def _run(
                 await events(stream)
 
             return await agent.run(prompt, capabilities=capabilities, event_stream_handler=handler, **chosen)
+        if type(identity) is CallIdentity and isinstance(chosen["model"], IdentifyingModel):
+            chosen["model"].identity, capabilities = identity, []  # pydantic-ai's hooks cost more
         async with agent.iter(prompt, capabilities=capabilities, **chosen) as run:
             await internals.drive(run, events)
     assert run.result is not None  # pydantic-ai's: a run ended without End raises

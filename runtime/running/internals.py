@@ -48,10 +48,11 @@ def missing() -> list[str]:
     return problems
 
 
-def current_run_context() -> RunContext[Any] | None:
-    """The context of the agent run calling a model now, as pydantic-ai hands ``request_stream``
-    (``None`` outside one)."""
-    return _run_context.get_current_run_context()
+current_run_context: Callable[[], RunContext[Any] | None] = getattr(
+    _run_context, "get_current_run_context", lambda: None
+)
+"""The context of the agent run calling a model now, as pydantic-ai hands ``request_stream``
+(``None`` outside one): pydantic-ai's own function."""
 
 
 PROBLEMS = missing()

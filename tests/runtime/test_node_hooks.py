@@ -36,6 +36,7 @@ WAIT = 30.0
 
 GUARDED = "guarded-agent"
 CONTEXTUAL = "contextual-agent"
+SWAPPED = "swapped-agent"
 LOG: list[str] = []
 CONTEXTS: list[tuple[RunContext[Any] | None, list[str]]] = []
 """Each streamed request's run context, and the tools whose returns its messages end with then."""
@@ -107,6 +108,29 @@ contextual_agent: Agent[None, Any] = Agent(
 contextual_agent.tool_plain(requires_approval=True)(pay_out)
 
 
+async def _twice(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Asks for ``pay_out`` under the model's id ``call_0`` twice, then thanks."""
+    if sum(1 for r in latest_returns(messages) if r.tool_name == "pay_out") and len(messages) > 4:
+        return ModelResponse(parts=[TextPart("Paid out twice, thank you.")])
+    return ModelResponse(parts=[ToolCallPart("pay_out", {"amount": len(messages)}, tool_call_id="call_0")])
+
+
+class _Swap(AbstractCapability[Any]):
+    """Sends every model request to another model than the run's (as ``ModelFallback`` may)."""
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        return dataclasses.replace(request_context, model=FunctionModel(_twice, model_name="other"))
+
+
+swapped_agent: Agent[None, Any] = Agent(
+    FunctionModel(_twice, model_name="own"),
+    name=SWAPPED,
+    output_type=[str, DeferredToolRequests],
+    capabilities=[_Swap()],
+)
+swapped_agent.tool_plain(requires_approval=True)(pay_out)
+
+
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
     LOG.clear()
@@ -118,7 +142,7 @@ def _clean() -> Iterator[None]:
 
 @pytest.fixture
 async def manager(memory_store: MemorySnapshotStore) -> AsyncIterator[tuple[RunManager, RunUpdateFeed]]:
-    own = {GUARDED: guarded_agent, CONTEXTUAL: contextual_agent}
+    own = {GUARDED: guarded_agent, CONTEXTUAL: contextual_agent, SWAPPED: swapped_agent}
     registry = AgentRegistry({**DEMO_AGENTS, **agents.TEST_AGENTS, **own})
     runs = RunManager(memory_store, registry, instance_id="instance-a")
     events = EventFeed(memory_store, poll_interval=0.05, lookback=2.0)
@@ -180,6 +204,22 @@ async def test_a_continuations_model_is_given_the_run_context(manager: tuple[Run
     ((context, returns),) = CONTEXTS
     assert isinstance(context, RunContext)
     assert returns == ["pay_out"]
+
+
+@pytest.mark.xfail(strict=True, reason="a model a capability chose answers outside the run's IdentifyingModel")
+async def test_a_call_a_model_the_run_did_not_choose_makes_in_a_continuation_gets_an_identity(
+    manager: tuple[RunManager, RunUpdateFeed],
+) -> None:
+    # given an agent whose own capability sends every request to another model than the run's
+    # when its first call is approved and the other model asks again under the same id
+    outcome, _ = await _approved(manager, SWAPPED, "pay me")
+
+    # then the new call waits under an identity of runsgate's, the model's id kept beside it
+    assert outcome.status == "suspended", outcome
+    assert outcome.run is not None
+    [call] = outcome.run["toolCalls"]
+    assert call["toolCallId"].startswith("c_")
+    assert call["modelToolCallId"] == "call_0"
 
 
 def test_the_private_names_are_found_in_the_installed_pydantic_ai() -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import AgentRunResult, RunContext
+from pydantic_ai import Agent, AgentRunResult, RunContext
 from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.fallback import FallbackModel
@@ -63,7 +64,8 @@ async def run_agent(
     ``DeferredToolRequests`` is added to an ``output_type`` that lacks it, so any agent can suspend
     (pydantic-ai refuses that for an agent with output validators: those list it themselves).
     The run is a task of its own (awaited, cancelled with the caller). ``CallIdentity`` gives
-    every call an identity, as a capability or through a driven run's ``IdentifyingModel``;
+    every call an identity, as a capability or through a driven run's ``IdentifyingModel`` (an
+    agent without capabilities of its own);
     ``RunCapability`` (``needs_decision_context``) also shows a re-run tool only what was decided.
 
     Raises:
@@ -87,6 +89,7 @@ async def _run(
 ) -> AgentRunResult[Any]:
     """``agent``'s run with ``scope`` current and its capability; with ``events``, driven by
     ``internals.drive``, or with ``events`` as its ``event_stream_handler``."""
+    by_model = events is not None and isinstance(chosen["model"], IdentifyingModel) and _plain(agent)
     identity = (RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity)(
         run_id=scope.run_id
     )
@@ -100,12 +103,30 @@ async def _run(
                 await events(stream)
 
             return await agent.run(prompt, capabilities=capabilities, event_stream_handler=handler, **chosen)
-        if type(identity) is CallIdentity and isinstance(chosen["model"], IdentifyingModel):
+        if by_model and type(identity) is CallIdentity:
             chosen["model"].identity, capabilities = identity, []  # pydantic-ai's hooks cost more
         async with agent.iter(prompt, capabilities=capabilities, **chosen) as run:
             await internals.drive(run, events)
     assert run.result is not None  # pydantic-ai's: a run ended without End raises
     return run.result
+
+
+@functools.cache
+def _default_capabilities() -> frozenset[type]:
+    """The capability classes pydantic-ai gives an agent that was given none."""
+    leaves: list[Any] = []
+    Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[]))).root_capability.apply(leaves.append)
+    return frozenset(type(leaf) for leaf in leaves)
+
+
+def _plain(agent: AnyAgent) -> bool:
+    """Whether ``agent`` has no capability beyond those every agent gets (``_default_capabilities``):
+    none of its own may then send a model request to another model than the run's (``ModelFallback``,
+    ``SelectModel``), which its ``IdentifyingModel`` would not see."""
+    leaves: list[Any] = []
+    agent.root_capability.apply(leaves.append)
+    defaults = _default_capabilities()
+    return all(type(leaf) in defaults for leaf in leaves)
 
 
 def can_stream(model: Model) -> bool:

@@ -206,7 +206,6 @@ async def test_a_continuations_model_is_given_the_run_context(manager: tuple[Run
     assert returns == ["pay_out"]
 
 
-@pytest.mark.xfail(strict=True, reason="a model a capability chose answers outside the run's IdentifyingModel")
 async def test_a_call_a_model_the_run_did_not_choose_makes_in_a_continuation_gets_an_identity(
     manager: tuple[RunManager, RunUpdateFeed],
 ) -> None:

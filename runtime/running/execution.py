@@ -114,19 +114,15 @@ async def _run(
 @functools.cache
 def _default_capabilities() -> frozenset[type]:
     """The capability classes pydantic-ai gives an agent that was given none."""
-    leaves: list[Any] = []
-    Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[]))).root_capability.apply(leaves.append)
-    return frozenset(type(leaf) for leaf in leaves)
+    agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[])))
+    return frozenset(type(capability) for capability in agent.root_capability.capabilities)
 
 
 def _plain(agent: AnyAgent) -> bool:
-    """Whether ``agent`` has no capability beyond those every agent gets (``_default_capabilities``):
-    none of its own may then send a model request to another model than the run's (``ModelFallback``,
-    ``SelectModel``), which its ``IdentifyingModel`` would not see."""
-    leaves: list[Any] = []
-    agent.root_capability.apply(leaves.append)
-    defaults = _default_capabilities()
-    return all(type(leaf) in defaults for leaf in leaves)
+    """Whether ``agent`` has no capability beyond those every agent gets (``_default_capabilities``;
+    a group of them is not one): none of its own may then send a model request to another model
+    than the run's (``ModelFallback``, ``SelectModel``), which its ``IdentifyingModel`` would not see."""
+    return set(map(type, agent.root_capability.capabilities)) <= _default_capabilities()
 
 
 def can_stream(model: Model) -> bool:

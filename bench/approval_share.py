@@ -7,9 +7,10 @@ the same demo refund agent (its ``FunctionModel`` and tools) continuing the same
 with the one deferred approval, no events read, (c) the same run read as runsgate reads it
 (``Agent.iter`` driven by ``runtime.running.internals.drive``: each node inside pydantic-ai's node
 hooks, each running tool calls streamed, the model's answers read from its own stream by
-``LiveAnswers``), (d) (c) with the one capability runsgate gives every run
-(``CallIdentity``), and (e) (b) with an ``event_stream_handler`` that reads every event (then
-pydantic-ai streams every answer through the run). Runs and histories are made untimed.
+``LiveAnswers``), (d) (c) with runsgate's call identities as a plain approval's continuation
+gives them (``CallIdentity`` through ``LiveAnswers``, no capability), and (e) (b) with an
+``event_stream_handler`` that reads every event (then pydantic-ai streams every answer through
+the run). Runs and histories are made untimed.
 Prints CPU ms per approval (``time.process_time``) for each round, the medians and the median of
 per-round differences (issue 44's target: (a) ≤ (b) + 1 ms), and, independent of the machine's
 load, the Python function calls per approval of each, by where the code lives.
@@ -53,8 +54,8 @@ async def _bare(
 ) -> Callable[[], Awaitable[None]]:
     """A refund run of the demo agent suspended on its approval (made now); the coroutine function
     that continues its history with the approval and checks the run finished (``streamed``: its
-    events read as runsgate reads them; ``identified``: with runsgate's ``CallIdentity``
-    capability for the run, as every run has; ``handled``: with an ``event_stream_handler``)."""
+    events read as runsgate reads them; ``identified``: with runsgate's call identities, as a
+    streamed one given through ``LiveAnswers``; ``handled``: with an ``event_stream_handler``)."""
     from runtime.demo.refund import refund_agent
     from runtime.running.identity import CallIdentity
     from runtime.running.internals import drive
@@ -75,7 +76,8 @@ async def _bare(
         await read(events)
 
     async def approve() -> None:
-        capabilities = [CallIdentity(run_id=f"bare-{number}")] if identified else None
+        identity = CallIdentity(run_id=f"bare-{number}") if identified else None
+        capabilities = [identity] if identity is not None and not streamed else None
         chosen: dict[str, Any] = {"message_history": history, "deferred_tool_results": results}
         if not streamed:
             result = await refund_agent.run(
@@ -83,6 +85,7 @@ async def _bare(
             )
         else:
             model = LiveAnswers(refund_agent.model, read)  # type: ignore[arg-type]
+            model.identity = identity
             async with refund_agent.iter(**chosen, model=model, capabilities=capabilities) as run:
                 await drive(run, read)
             assert run.result is not None

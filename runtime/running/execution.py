@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import AgentRunResult, RunContext
+from pydantic_ai import Agent, AgentRunResult, RunContext
 from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.fallback import FallbackModel
@@ -21,7 +22,7 @@ from pydantic_core import to_jsonable_python
 from ..registry import AnyAgent
 from . import internals
 from .decision_toolset import RunCapability, needs_decision_context
-from .identity import CallIdentity
+from .identity import CallIdentity, IdentifyingModel
 from .internals import EventReader
 from .scope import RunScope, entered
 
@@ -62,10 +63,10 @@ async def run_agent(
 
     ``DeferredToolRequests`` is added to an ``output_type`` that lacks it, so any agent can suspend
     (pydantic-ai refuses that for an agent with output validators: those list it themselves).
-    The run is a task of its own (awaited, cancelled with the caller).
-    ``CallIdentity`` gives every tool call an identity (``runtime.running.identity``);
-    ``RunCapability`` (when ``needs_decision_context``) also shows a re-run tool only what was
-    decided (``runtime.running.decision_toolset``).
+    The run is a task of its own (awaited, cancelled with the caller). ``CallIdentity`` gives
+    every call an identity, as a capability or through a driven run's ``IdentifyingModel`` (an
+    agent without capabilities of its own);
+    ``RunCapability`` (``needs_decision_context``) also shows a re-run tool only what was decided.
 
     Raises:
         Exception: Whatever the model, a tool or pydantic-ai raised.
@@ -88,11 +89,11 @@ async def _run(
 ) -> AgentRunResult[Any]:
     """``agent``'s run with ``scope`` current and its capability; with ``events``, driven by
     ``internals.drive``, or with ``events`` as its ``event_stream_handler``."""
-    capabilities = [
-        (RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity)(
-            run_id=scope.run_id
-        )
-    ]
+    by_model = events is not None and isinstance(chosen["model"], IdentifyingModel) and _plain(agent)
+    identity = (RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity)(
+        run_id=scope.run_id
+    )
+    capabilities: list[CallIdentity] = [identity]
     with entered(scope):
         if events is None:
             return await agent.run(prompt, capabilities=capabilities, **chosen)
@@ -102,10 +103,26 @@ async def _run(
                 await events(stream)
 
             return await agent.run(prompt, capabilities=capabilities, event_stream_handler=handler, **chosen)
+        if by_model and type(identity) is CallIdentity:
+            chosen["model"].identity, capabilities = identity, []  # pydantic-ai's hooks cost more
         async with agent.iter(prompt, capabilities=capabilities, **chosen) as run:
             await internals.drive(run, events)
     assert run.result is not None  # pydantic-ai's: a run ended without End raises
     return run.result
+
+
+@functools.cache
+def _default_capabilities() -> frozenset[type]:
+    """The capability classes pydantic-ai gives an agent that was given none."""
+    agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[])))
+    return frozenset(type(capability) for capability in agent.root_capability.capabilities)
+
+
+def _plain(agent: AnyAgent) -> bool:
+    """Whether ``agent`` has no capability beyond those every agent gets (``_default_capabilities``;
+    a group of them is not one): none of its own may then send a model request to another model
+    than the run's (``ModelFallback``, ``SelectModel``), which its ``IdentifyingModel`` would not see."""
+    return set(map(type, agent.root_capability.capabilities)) <= _default_capabilities()
 
 
 def can_stream(model: Model) -> bool:

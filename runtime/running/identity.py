@@ -28,11 +28,14 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
 
 from storage import SnapshotDocument, ToolCallDocument
 
 from .._json import canonical_json
+from . import internals
 from . import metadata as _metadata
 
 
@@ -275,9 +278,14 @@ class CallIdentity(AbstractCapability[Any]):
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
+        return self.give(response, ctx.messages)
+
+    def give(self, response: ModelResponse, messages: Sequence[ModelMessage]) -> ModelResponse:
+        """``response`` with its tool calls' identities (``identified``), ``messages`` the run's
+        history before it; noted as given. ``response`` itself when it calls no tool."""
         if not any(isinstance(part, ToolCallPart) for part in response.parts):
             return response
-        response = identified(response, ctx.messages, run_id=self.run_id, taken=self.issued)
+        response = identified(response, messages, run_id=self.run_id, taken=self.issued)
         self.issued |= call_ids([response])
         return response
 
@@ -292,8 +300,38 @@ class CallIdentity(AbstractCapability[Any]):
         return dataclasses.replace(request_context, messages=sent)
 
 
+class IdentifyingModel(WrapperModel):
+    """A model wrapper that does ``CallIdentity``'s work itself once ``identity`` is set (by
+    ``runtime.running.execution.run_agent``, which then gives the run no capability): the wrapped
+    model (``answer``) is sent its own ids (``as_sent``), and its answer's calls get identities
+    (``CallIdentity.give``) against the history of the run calling it
+    (``internals.current_run_context``; the request's messages outside a run)."""
+
+    identity: CallIdentity | None = None
+
+    async def request(
+        self, messages: list[ModelMessage], settings: ModelSettings | None, parameters: ModelRequestParameters
+    ) -> ModelResponse:
+        context = internals.current_run_context()
+        if self.identity is None:
+            return await self.answer(messages, settings, parameters, context)
+        response = await self.answer(as_sent(messages), settings, parameters, context)
+        return self.identity.give(response, messages if context is None else context.messages)
+
+    async def answer(
+        self,
+        messages: list[ModelMessage],
+        settings: ModelSettings | None,
+        parameters: ModelRequestParameters,
+        context: RunContext[Any] | None,
+    ) -> ModelResponse:
+        """The wrapped model's answer to ``messages`` (as sent), in the run of ``context``."""
+        return await self.wrapped.request(messages, settings, parameters)
+
+
 __all__ = [
     "CallIdentity",
+    "IdentifyingModel",
     "as_sent",
     "call_ids",
     "derived_call_id",

@@ -4,7 +4,9 @@ A continuation drives its run's nodes as pydantic-ai's own ``AbstractAgent.run``
 ``event_stream_handler``: each node through ``AgentRun._run_node_with_hooks`` (the capabilities'
 ``wrap_node_run``, ``before_node_run``, which may replace the node, ``after_node_run``), a node
 running tool calls streamed inside them and then advanced (``AgentRun._advance_graph``), any other
-node run by ``AgentRun._stream_and_advance`` (as ``AgentRun.next``). ``PROBLEMS``, checked once at
+node run by ``AgentRun._stream_and_advance`` (as ``AgentRun.next``); ``current_run_context`` is
+the run context pydantic-ai sets while it calls a model (its ``_run_context`` module, which its
+own model wrappers read). ``PROBLEMS``, checked once at
 import (one WARNING when not empty), lists the names the installed pydantic-ai lacks or changed;
 ``runtime.running.execution`` then runs the agent with an ``event_stream_handler`` instead.
 """
@@ -16,7 +18,7 @@ import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext, _run_context
 from pydantic_ai.messages import AgentStreamEvent
 from pydantic_ai.run import AgentRun
 
@@ -41,7 +43,16 @@ def missing() -> list[str]:
         function = getattr(AgentRun, name, None)
         if not inspect.iscoroutinefunction(function) or tuple(inspect.signature(function).parameters) != parameters:
             problems.append(f"pydantic_ai.run.AgentRun.{name}")
+    if not callable(getattr(_run_context, "get_current_run_context", None)):
+        problems.append("pydantic_ai._run_context.get_current_run_context")
     return problems
+
+
+current_run_context: Callable[[], RunContext[Any] | None] = getattr(
+    _run_context, "get_current_run_context", lambda: None
+)
+"""The context of the agent run calling a model now, as pydantic-ai hands ``request_stream``
+(``None`` outside one): pydantic-ai's own function."""
 
 
 PROBLEMS = missing()

@@ -34,7 +34,6 @@ from pydantic_ai.messages import (
     ToolCallPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_core import to_jsonable_python
 
@@ -42,6 +41,7 @@ from storage import RunUpdateBatchDocument, RunUpdateLog, SnapshotDocument, Tool
 
 from ..running import internals
 from ..running.execution import can_stream
+from ..running.identity import IdentifyingModel
 from ..subscription_budgets import OwnerBudget
 from .listener import Listener
 from .run_updates import (
@@ -457,22 +457,28 @@ class UpdatePublisher:
                 )
 
 
-class LiveAnswers(WrapperModel):
+class LiveAnswers(IdentifyingModel):
     """A continuation's model, asked for whole answers: it streams each one all the same, hands its
     events to ``read`` as they arrive, and answers with the streamed response, so that pydantic-ai's
-    costlier streaming through the run is not needed. One that cannot stream answers whole."""
+    costlier streaming through the run is not needed. One that cannot stream answers whole. The
+    stream is given the run's context, as pydantic-ai gives it. With an ``identity``, the call
+    identities are given here too (``IdentifyingModel``)."""
 
     def __init__(self, wrapped: Model | str, read: Callable[[AsyncIterable[Any]], Awaitable[None]]) -> None:
         super().__init__(wrapped)
         self._read = read
         self._streams = can_stream(self.wrapped)
 
-    async def request(
-        self, messages: list[ModelMessage], settings: ModelSettings | None, parameters: ModelRequestParameters
+    async def answer(
+        self,
+        messages: list[ModelMessage],
+        settings: ModelSettings | None,
+        parameters: ModelRequestParameters,
+        context: RunContext[Any] | None,
     ) -> ModelResponse:
         if not self._streams:
             return await self.wrapped.request(messages, settings, parameters)
-        async with self.wrapped.request_stream(messages, settings, parameters) as stream:
+        async with self.wrapped.request_stream(messages, settings, parameters, context) as stream:
             await self._read(stream)
         return stream.get()
 

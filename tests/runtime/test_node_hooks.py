@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.models import ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.run import AgentRun
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests
 
 from runtime import AgentRegistry
@@ -32,7 +35,11 @@ WAIT = 30.0
 """Seconds to wait for a stream's end: a liveness bound, not a speed check."""
 
 GUARDED = "guarded-agent"
+CONTEXTUAL = "contextual-agent"
+SWAPPED = "swapped-agent"
 LOG: list[str] = []
+CONTEXTS: list[tuple[RunContext[Any] | None, list[str]]] = []
+"""Each streamed request's run context, and the tools whose returns its messages end with then."""
 
 
 class _Guard(AbstractCapability[Any]):
@@ -74,17 +81,70 @@ async def pay_out(amount: int) -> str:
     return f"paid {amount}"
 
 
+class _ContextualModel(FunctionModel):
+    """Records the run context pydantic-ai hands each streamed request (a model may read it)."""
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        CONTEXTS.append(
+            (run_context, [r.tool_name for r in latest_returns(run_context.messages if run_context else [])])
+        )
+        async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as s:
+            yield s
+
+
+_scripted = scripted_model(_script, model_name="contextual")
+contextual_agent: Agent[None, Any] = Agent(
+    _ContextualModel(_scripted.function, stream_function=_scripted.stream_function, model_name="contextual"),
+    name=CONTEXTUAL,
+    output_type=[str, DeferredToolRequests],
+)
+contextual_agent.tool_plain(requires_approval=True)(pay_out)
+
+
+async def _twice(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Asks for ``pay_out`` under the model's id ``call_0`` twice, then thanks."""
+    if sum(1 for r in latest_returns(messages) if r.tool_name == "pay_out") and len(messages) > 4:
+        return ModelResponse(parts=[TextPart("Paid out twice, thank you.")])
+    return ModelResponse(parts=[ToolCallPart("pay_out", {"amount": len(messages)}, tool_call_id="call_0")])
+
+
+class _Swap(AbstractCapability[Any]):
+    """Sends every model request to another model than the run's (as ``ModelFallback`` may)."""
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        return dataclasses.replace(request_context, model=FunctionModel(_twice, model_name="other"))
+
+
+swapped_agent: Agent[None, Any] = Agent(
+    FunctionModel(_twice, model_name="own"),
+    name=SWAPPED,
+    output_type=[str, DeferredToolRequests],
+    capabilities=[_Swap()],
+)
+swapped_agent.tool_plain(requires_approval=True)(pay_out)
+
+
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
     LOG.clear()
+    CONTEXTS.clear()
     yield
     LOG.clear()
+    CONTEXTS.clear()
 
 
 @pytest.fixture
 def registry() -> AgentRegistry:
-    """The demo and test agents, and ``guarded-agent``."""
-    return AgentRegistry({**DEMO_AGENTS, **agents.TEST_AGENTS, GUARDED: guarded_agent})
+    """The demo and test agents, and this module's own agents."""
+    own = {GUARDED: guarded_agent, CONTEXTUAL: contextual_agent, SWAPPED: swapped_agent}
+    return AgentRegistry({**DEMO_AGENTS, **agents.TEST_AGENTS, **own})
 
 
 async def _approved(instance: Instance, agent_id: str, prompt: str) -> tuple[Any, list[Any]]:
@@ -118,6 +178,35 @@ async def test_an_approved_tool_runs_once_inside_the_agents_own_node_wrapper(
     assert LOG == ["enter", "tool", "exit"]
     assert update_kinds(updates) == ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]
     assert updates[2].result == "paid 12"
+
+
+async def test_a_continuations_model_is_given_the_run_context(instance: Instance) -> None:
+    # given an agent whose model reads the run context pydantic-ai hands a streamed request
+    # when its call is approved
+    outcome, updates = await _approved(instance, CONTEXTUAL, "pay me")
+
+    # then the continuation's one request had the run's context, holding the history it continues
+    assert outcome.status == "completed"
+    assert update_kinds(updates) == ["resumed", "tool_call_started", "tool_call_ended", "text", "completed"]
+    assert len(CONTEXTS) == 1
+    ((context, returns),) = CONTEXTS
+    assert isinstance(context, RunContext)
+    assert returns == ["pay_out"]
+
+
+async def test_a_call_a_model_the_run_did_not_choose_makes_in_a_continuation_gets_an_identity(
+    instance: Instance,
+) -> None:
+    # given an agent whose own capability sends every request to another model than the run's
+    # when its first call is approved and the other model asks again under the same id
+    outcome, _ = await _approved(instance, SWAPPED, "pay me")
+
+    # then the new call waits under an identity of runsgate's, the model's id kept beside it
+    assert outcome.status == "suspended", outcome
+    assert outcome.run is not None
+    [call] = outcome.run["toolCalls"]
+    assert call["toolCallId"].startswith("c_")
+    assert call["modelToolCallId"] == "call_0"
 
 
 def test_the_private_names_are_found_in_the_installed_pydantic_ai() -> None:

@@ -85,6 +85,8 @@ class MongoEvents(MongoStoreBase):
     async def list_events_of_runs(
         self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
     ) -> list[EventDocument]:
+        for run_id in dict.fromkeys(run_ids):  # this store's appends still in flight are read too
+            await self._behind.wait(run_id)
         query: Document = {"agentId": agent_id, "runId": {"$in": list(dict.fromkeys(run_ids))}}
         if resource_ids is not None:
             query["resourceId"] = {"$in": sorted(resource_ids)}
@@ -101,6 +103,7 @@ class MongoEvents(MongoStoreBase):
         if resource_ids is not None:
             where["resourceId"] = {"$in": sorted(resource_ids)}
         found = self._events.find(where).sort([("_id", ASCENDING)])
+        await self._behind.wait_all()  # this store's appends still in flight are read too
         async with reachable():
             if max_bytes is None:
                 return read_events(await read_page(found, limit))

@@ -21,6 +21,7 @@ class MongoRunUpdates(MongoStoreBase):
     """``RunUpdateLog`` of ``MongoSnapshotStore``."""
 
     async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
+        await self._behind.wait(batch["runId"])  # after the run's batches still in flight
         async with reachable():
             await self._updates.insert_one(dict(batch))
 
@@ -29,6 +30,7 @@ class MongoRunUpdates(MongoStoreBase):
     ) -> list[RunUpdateBatchDocument]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
+        await self._behind.wait(run_id)  # this store's batches still in flight are read too
         query: Document = {"agentId": agent_id, "runId": run_id}
         if after is not None:
             query["_id"] = {"$gt": after}

@@ -97,7 +97,7 @@ class MongoRunTransitions(MongoIdempotencyKeys):
                 },
                 preceding_events=write.preceding_events,
                 keep_pending=True,
-                also=lambda: self._updates_after(write.run_id, claim.updates),
+                also=lambda: self._insert_updates(write.run_id, claim.updates),  # behind the call, in order
             )
             if doc is not None:
                 return doc

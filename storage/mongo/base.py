@@ -27,7 +27,7 @@ from ..protocol import NewerSchemaError, event_list
 from ..stored_json import EVENT_FIELDS, encode
 from . import schema
 from .counts import MARKER, QUEUE_MARKER, KeptCounts, added_at, removed_at
-from .in_flight import Appended, Behind
+from .in_flight import Appended, Behind, ReadAhead
 from .mapping import read_snapshot
 from .reachability import UNAVAILABLE_CODES, reachable
 from .windows import Windows
@@ -100,6 +100,7 @@ class MongoStoreBase:
         )
         self._appended = Appended()
         self._behind = Behind()
+        self._ahead = ReadAhead()
         self.before_event: Callable[[Sequence[Mapping[str, Any]]], Awaitable[None]] | None = None
         """Test-only: awaited with the events about to be appended, between a run's state change
         (which recorded them in ``pendingEvents``) and their append."""
@@ -230,6 +231,7 @@ class MongoStoreBase:
 
     async def close(self) -> None:
         await self._behind.wait_all()
+        self._ahead.clear()
         if self._client is not None:
             await self._client.close()
             self._client = None

@@ -1,6 +1,6 @@
 """What ``MongoSnapshotStore`` keeps of its own writes and reads in flight, per process: the ids
 of events it appended and left pending in their run (``Appended``), the writes it sent behind a
-store call (``Behind``)."""
+store call (``Behind``), and histories read ahead of their load (``ReadAhead``)."""
 
 from __future__ import annotations
 
@@ -72,4 +72,57 @@ class Behind:
             await asyncio.wait(list(self._tasks.values()))
 
 
-__all__ = ["Appended", "Behind"]
+class ReadAhead:
+    """Message histories read ahead of ``load_history``, by history id (a history is never
+    rewritten under its id), at most ``limit`` (the oldest dropped first); and the history id of
+    each run ``get`` read last, with its version, for at most ``limit`` runs."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self._limit = limit
+        self._seen: dict[str, tuple[int, str]] = {}
+        self._reads: dict[str, asyncio.Task[bytes | None]] = {}
+
+    def saw(self, run_id: str, version: int, history_id: str) -> None:
+        """``get`` read ``run_id`` at ``version``, pointing to ``history_id``."""
+        self._seen.pop(run_id, None)
+        self._seen[run_id] = (version, history_id)
+        while len(self._seen) > self._limit:
+            del self._seen[next(iter(self._seen))]
+
+    def history_at(self, run_id: str, version: int) -> str | None:
+        """The history id ``get`` read for ``run_id`` at ``version`` (forgotten), else ``None``."""
+        seen = self._seen.pop(run_id, None)
+        return seen[1] if seen is not None and seen[0] == version else None
+
+    def start(self, history_id: str, read: Awaitable[bytes | None]) -> None:
+        """Send ``read`` of ``history_id`` now; ``take`` gives its result."""
+        self.drop(history_id)
+        self._reads[history_id] = asyncio.ensure_future(read)
+        while len(self._reads) > self._limit:
+            self.drop(next(iter(self._reads)))
+
+    def drop(self, history_id: str) -> None:
+        """Forget the read of ``history_id`` (cancelled if still in flight)."""
+        task = self._reads.pop(history_id, None)
+        if task is not None:
+            task.cancel()
+            task.add_done_callback(_quiet)
+
+    def clear(self) -> None:
+        """Forget every read (``drop``): the store is closing."""
+        for history_id in list(self._reads):
+            self.drop(history_id)
+        self._seen.clear()
+
+    def take(self, history_id: str) -> asyncio.Task[bytes | None] | None:
+        """The read of ``history_id`` started, forgotten here, else ``None``."""
+        return self._reads.pop(history_id, None)
+
+
+def _quiet(task: asyncio.Task[bytes | None]) -> None:
+    """Retrieve a dropped read's outcome, so that its error is not reported as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+__all__ = ["Appended", "Behind", "ReadAhead"]

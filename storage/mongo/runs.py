@@ -53,6 +53,8 @@ class MongoRuns(MongoStoreBase):
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
         async with reachable():
             doc = await self._runs.find_one({"_id": run_id, "agentId": agent_id, **NOT_FINISHED}, STORE_FIELDS)
+        if doc is not None:  # a decision claiming it at this version reads its history ahead
+            self._ahead.saw(run_id, doc["version"], doc["historyId"])
         return read_snapshot(doc)
 
     async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
@@ -114,9 +116,11 @@ class MongoRuns(MongoStoreBase):
             return await page(self._runs.find(listing_query(agent_id, run_filter)).sort(LISTING_ORDER), limit).explain()
 
     async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
-        """One read by ``history_id`` when given and still stored, else the run's then its history's."""
+        """One read by ``history_id`` when given and still stored (the one a claiming decision
+        sent ahead, if any: ``record_decision``), else the run's then its history's."""
         if history_id is not None:
-            found = await self._read_history(history_id)
+            ahead = self._ahead.take(history_id)
+            found = await (self._read_history(history_id) if ahead is None else ahead)
             if found is not None:
                 return found
         snapshot = await self.get(agent_id, run_id)

@@ -84,21 +84,30 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         claiming = write.claiming
         if claim is not None and claiming is not None:
             # the run as its claim's events were made (the last pending call, at ``claim.version``):
-            # its deadline is then none, so the write needs no read first; otherwise, read and derive
-            doc = await self._update_then_append(
-                [*event_list(write.event), *claim.events],
-                write.run_id,
-                merged(compiled(write.condition), compiled(claiming)),
-                {
-                    **update,
-                    # no call left pending: no deadline, no place in the queue
-                    "$set": {**update["$set"], "expiresAt": None, "queueAt": None, "status": "resuming"}
-                    | {"claim": claim.document},
-                },
-                preceding_events=write.preceding_events,
-                keep_pending=True,
-                also=lambda: self._insert_updates(write.run_id, claim.updates),  # behind the call, in order
-            )
+            # its deadline is then none, so the write needs no read first; otherwise, read and derive.
+            # Its history, as ``get`` read it at that version, is read beside it for ``load_history``
+            history_id = self._ahead.history_at(write.run_id, claim.version)
+            if history_id is not None:
+                self._ahead.start(history_id, self._read_history(history_id))
+            doc = None
+            try:
+                doc = await self._update_then_append(
+                    [*event_list(write.event), *claim.events],
+                    write.run_id,
+                    merged(compiled(write.condition), compiled(claiming)),
+                    {
+                        **update,
+                        # no call left pending: no deadline, no place in the queue
+                        "$set": {**update["$set"], "expiresAt": None, "queueAt": None, "status": "resuming"}
+                        | {"claim": claim.document},
+                    },
+                    preceding_events=write.preceding_events,
+                    keep_pending=True,
+                    also=lambda: self._insert_updates(write.run_id, claim.updates),  # behind the call, in order
+                )
+            finally:
+                if doc is None and history_id is not None:  # not claimed here: no load follows
+                    self._ahead.drop(history_id)
             if doc is not None:
                 return doc
         doc = await self._update_then_append(

@@ -33,10 +33,11 @@ class Appended:
 
 
 class Behind:
-    """Writes of a run still in flight after the store call that sent them returned, by run:
-    the run's next write of events or run updates from this store awaits them first
-    (``wait``), so a run's events and batches are stored in the order they were written. A
-    failed one is logged: what it wrote is kept elsewhere (``_settle_pending_events``)."""
+    """Writes of a run still in flight after the store call that sent them returned (a claiming
+    decision's appends, a finished run's deletion), by run: the run's next write of events or
+    run updates from this store awaits them first (``wait``), so a run's events and batches are
+    stored in the order they were written. A failed one is logged: what it wrote is kept
+    elsewhere (the events pending in the snapshot, a finished run for the sweeper)."""
 
     def __init__(self) -> None:
         self._tasks: dict[str, asyncio.Task[None]] = {}

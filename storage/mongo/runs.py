@@ -179,6 +179,7 @@ class MongoRuns(MongoStoreBase):
         ``before`` (``KeptCounts.record_removals``), and fold the entries written before ``before``
         into their counts (``KeptCounts.settle``). Returns how many snapshots were completed
         (``pending_events`` and ``counts_pending`` indexes)."""
+        await self._behind.wait_all()  # this store's deletions of finished runs in flight first
         left = {"$or": [{"pendingEvents.at": {"$lt": before}}, {f"{MARKER}.since": {"$lt": before}}]}
         async with reachable():
             fields = {"pendingEvents": 1, "historyId": 1, "version": 1, MARKER: 1, QUEUE_MARKER: 1, "agentId": 1}

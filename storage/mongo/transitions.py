@@ -214,7 +214,9 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         then the snapshot deleted. A process dying in between leaves a snapshot that is never
         claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
         appending the event. Once it is recorded the run is finished and its history read by no
-        one, so the history's deletion and ``updates`` are sent beside the append. ``key``'s
+        one, so the history's deletion and ``updates`` are sent beside the append; without
+        ``key``, the snapshot's deletion is then sent behind the call (``_behind``: the run
+        already reads as gone, and a failed deletion is the sweeper's, as above). ``key``'s
         answer is written after the snapshot's deletion, a write of its own."""
         run_id, event, held = write.run_id, write.event, compiled(write.condition)
         marked: Document | None = None
@@ -232,6 +234,9 @@ class MongoRunTransitions(MongoIdempotencyKeys):
                 self._updates_after(run_id, write.updates),
             )
             await self._count_added(marked)
+            if write.key is None:
+                self._behind.start(run_id, self._delete_finished(run_id, held))
+                return True
         async with reachable(), self._lock(run_id):
             doc = await deleted_one(self._runs, held)
         if doc is None:
@@ -244,6 +249,12 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         if write.key is not None:
             await self.complete_idempotency_key(write.key)
         return True
+
+    async def _delete_finished(self, run_id: str, held: Document) -> None:
+        """``delete_claimed``'s deletion of a snapshot whose ``completed`` event is recorded and
+        appended (behind the call)."""
+        async with reachable(), self._lock(run_id):
+            await deleted_one(self._runs, held)
 
     async def _count_added(self, doc: Document) -> None:
         """Write run ``doc``'s ``i`` entries before its deletion if its insert left them unwritten

@@ -2,9 +2,10 @@
 (docs/storage.md "One unit of work", "Write leases"): the claiming decision returns once its
 snapshot is written, its events and run-update batches sent behind it; the history is read beside
 the decision when ``get`` read the run at the claim's version, so ``load_history`` sends nothing;
-a completion sends its history's deletion and its batches beside its event's append, before the
-snapshot's deletion. Every event and batch is stored, in order, for a reader of the same store.
-Shown through PyMongo's command monitoring, on both MongoDB test servers."""
+a completion sends its history's deletion and its batches beside its event's append, then the
+snapshot's deletion (behind the call without an idempotency key). Every event and batch is
+stored, in order, for a reader of the same store. Shown through PyMongo's command monitoring, on
+both MongoDB test servers."""
 
 from __future__ import annotations
 
@@ -111,16 +112,19 @@ async def test_an_approval_sends_its_reads_and_writes_in_the_order_that_keeps_th
                 updates=[_batch(1)],
             )
         )
+        assert done
+        assert await mongo.get("refund-agent", "run") is None  # gone once the call returns
+        events = await mongo.list_events("refund-agent", "run")  # after the writes sent behind it
     finally:
         SENT.on = False
-    assert done
     writes = [c for c in SENT.commands if "run_write_locks" not in c]
     deletion = max(i for i, c in enumerate(writes) if c == "findAndModify run_snapshots")
     mark = writes.index("findAndModify run_snapshots")
     assert mark < deletion, writes
     for beside in ("insert run_events", "findAndModify run_histories", "insert run_updates"):
         assert mark < writes.index(beside) < deletion, writes
-    assert [e["type"] for e in await mongo.list_events("refund-agent", "run")] == ["decision", "resumed", "completed"]
+    assert [e["type"] for e in events] == ["decision", "resumed", "completed"]
+    assert await mongo.database["run_snapshots"].count_documents({}) == 0
     assert [b["_id"] for b in await mongo.list_run_updates("refund-agent", "run", after=None, limit=10)] == [
         _batch(0)["_id"],
         _batch(1)["_id"],

@@ -46,6 +46,10 @@ _depth: contextvars.ContextVar[int] = contextvars.ContextVar("bench_store_depth"
 _call: contextvars.ContextVar[str] = contextvars.ContextVar("bench_store_call", default="-")
 """The task of the outermost store call open; the SQLite writer runs each write's function in a
 copy of its caller's context (``storage/sqlite/writer.py``), so its statements carry it."""
+_step: contextvars.ContextVar[str] = contextvars.ContextVar("bench_store_step", default="")
+"""The outermost store call open, one token per call: a task it starts copies it, so a command
+sent behind the call (after it returned) still counts in it."""
+_steps = itertools.count(1)
 
 
 def _logger(path: str) -> Callable[..., None]:
@@ -71,13 +75,16 @@ def _wrapped(log: Callable[..., None], name: str, method: Callable[..., Any]) ->
         depth = _depth.get()
         token = _depth.set(depth + 1)
         call_token = _call.set(_task()) if depth == 0 else None
-        log("call", _task(), str(depth), name)
+        step_token = _step.set(str(next(_steps))) if depth == 0 else None
+        log("call", _task(), str(depth), name, _step.get())
         try:
             return await method(*args, **kwargs)
         finally:
             log("done", _task(), str(depth), name)
             if call_token is not None:
                 _call.reset(call_token)
+            if step_token is not None:
+                _step.reset(step_token)
             _depth.reset(token)
 
     return call
@@ -134,6 +141,7 @@ def install(path: str) -> None:
                 event.command_name,
                 target if isinstance(target, str) else "",
                 str(event.request_id),
+                _step.get(),
             )
 
         def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
@@ -190,22 +198,25 @@ def _sql_summary(step: Step, sql: str) -> None:
 
 def steps(trace_lines: list[str], fsync_lines: list[tuple[float, str]]) -> list[Step]:
     """The approval's store calls (each task's outermost ones), in order of their start, from the
-    trace file's lines written during it. Each SQL statement or MongoDB command counts in the
-    call open in its task. Each fsync (``(time, file)``) goes to the call whose write ran last
-    before it: the last ``COMMIT`` SQLite ran (matched, per connection in order, to the task that
-    queued it) or the last MongoDB write command started. Whatever no call holds goes to a last
-    step, ``OUTSIDE``."""
+    trace file's lines written during it. Each SQL statement counts in the call open in its task,
+    each MongoDB command in the call that sent it (even after that call returned). Each fsync
+    (``(time, file)``) goes to the call whose write ran last before it: the last ``COMMIT`` SQLite
+    ran (matched, per connection in order, to the task that queued it) or the last MongoDB write
+    command started. Whatever no call holds goes to a last step, ``OUTSIDE``."""
     found: list[Step] = []
     outside = Step(OUTSIDE, 0, 0)
     open_calls: dict[str, Step] = {}
     last_write: dict[str, Step] = {}
     writes_run: list[tuple[float, Step]] = []
     started: dict[str, tuple[Step, str]] = {}
+    by_token: dict[str, Step] = {}
     for line in trace_lines:
         at, kind, *rest = line.rstrip("\n").split("\t")
         if kind == "call" and rest[1] == "0":
             open_calls[rest[0]] = Step(rest[2], float(at), float("inf"))
             found.append(open_calls[rest[0]])
+            if len(rest) > 3:
+                by_token[rest[3]] = open_calls[rest[0]]
         elif kind == "done" and rest[1] == "0" and rest[0] in open_calls:
             open_calls.pop(rest[0]).end = float(at)
         elif kind == "sqlq":  # a read queued on the reader (aiosqlite)
@@ -218,8 +229,8 @@ def steps(trace_lines: list[str], fsync_lines: list[tuple[float, str]]) -> list[
             step = last_write.get(rest[0], outside)
             step.commits += 1
             writes_run.append((float(at), step))
-        elif kind == "mongo":
-            step = open_calls.get(rest[0], outside)
+        elif kind == "mongo":  # in the call that sent it, even behind it (``_step``)
+            step = by_token.get(rest[4], outside) if len(rest) > 4 and rest[4] else open_calls.get(rest[0], outside)
             command, collection = rest[1], rest[2]
             step.commands[f"{command} {collection}".strip()] += 1
             if len(rest) > 3:

@@ -1,8 +1,9 @@
 """The MongoDB store (docs/storage.md "Production MongoDB"), one module per part: ``schema``
 (collections, indexes, schema version), ``mapping`` (documents as stored and read),
-``conditions`` (``storage.rules`` as filters), ``reachability``, the store's parts (``runs``,
-``transitions``, ``events``, ``idempotency``, ``deliveries``, ``run_updates``) composed in
-``store``. Importing it imports PyMongo (``storage`` imports it on first use).
+``conditions`` (``storage.rules`` as filters), ``reachability``, ``in_flight`` (its writes and
+reads in flight), the store's parts (``runs``, ``transitions``, ``events`` with run updates,
+``idempotency``, ``deliveries``) composed in ``store``. Importing it imports PyMongo
+(``storage`` imports it on first use).
 """
 
 from .conditions import HAS_VALUE, compiled, no_value

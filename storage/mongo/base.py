@@ -27,6 +27,7 @@ from ..protocol import NewerSchemaError, event_list
 from ..stored_json import EVENT_FIELDS, encode
 from . import schema
 from .counts import MARKER, QUEUE_MARKER, KeptCounts, added_at, removed_at
+from .in_flight import Appended, Behind, ReadAhead
 from .mapping import read_snapshot
 from .reachability import UNAVAILABLE_CODES, reachable
 from .windows import Windows
@@ -61,26 +62,6 @@ async def deleted_one(collection: AsyncCollection[Document], query: Document) ->
         if doc is not None or await collection.find_one(query, {"_id": 1}) is None:
             return doc
     return None
-
-
-class Appended:
-    """Ids of events this store appended to ``run_events`` and left pending in their run's
-    snapshot, by run, for at most ``limit`` runs (the oldest forgotten first: an event forgotten is
-    appended again, and skipped there as a duplicate)."""
-
-    def __init__(self, limit: int = 4096) -> None:
-        self._limit = limit
-        self._ids: dict[str, frozenset[str]] = {}
-
-    def put(self, run_id: str, event_ids: Sequence[str]) -> None:
-        self._ids.pop(run_id, None)
-        self._ids[run_id] = frozenset(event_ids)
-        while len(self._ids) > self._limit:
-            del self._ids[next(iter(self._ids))]
-
-    def pop(self, run_id: str) -> frozenset[str]:
-        """The ids kept for ``run_id`` (none: empty), forgotten: the run is being written again."""
-        return self._ids.pop(run_id, frozenset())
 
 
 class MongoStoreBase:
@@ -121,6 +102,8 @@ class MongoStoreBase:
             lambda: self._locks.hold if self._rewrites_whole_documents else None,
         )
         self._appended = Appended()
+        self._behind = Behind()
+        self._ahead = ReadAhead()
         self.before_event: Callable[[Sequence[Mapping[str, Any]]], Awaitable[None]] | None = None
         """Test-only: awaited with the events about to be appended, between a run's state change
         (which recorded them in ``pendingEvents``) and their append."""
@@ -251,6 +234,8 @@ class MongoStoreBase:
             await client.close()
 
     async def close(self) -> None:
+        await self._behind.wait_all()
+        self._ahead.clear()
         if self._client is not None:
             await self._client.close()
             self._client = None
@@ -384,12 +369,20 @@ class MongoStoreBase:
         to the sweeper, ``complete_pending_events``).
 
         ``keep``: a write that claimed the run, whose holder writes it again (ends or releases the
-        claim, each settling the events pending then): the events are left in the snapshot once
-        appended, unless it carries an insert's marker, and their ids kept in this store
-        (``_appended``) so that the next write of the run appends them no more. ``doc`` is
-        returned without the fields. ``before_event`` runs first (tests inject a crash there)."""
+        claim, each settling the events pending then): the events are left in the snapshot,
+        unless it carries an insert's marker, and appended with ``also()`` behind the call
+        (``_behind``); once appended their ids are kept in this store (``_appended``) so that the
+        next write of the run appends them no more. ``doc`` is returned without the fields.
+        ``before_event`` runs first (tests inject a crash there)."""
         pending = doc.pop("pendingEvents", None) or []
         added = added_at(doc)
+        if keep and added is None:
+            doc.pop(MARKER, None)
+            doc.pop(QUEUE_MARKER, None)
+            if self.before_event is not None:
+                await self.before_event(pending)
+            self._behind.start(doc["_id"], self._append_kept(pending, doc["_id"], also))
+            return
         cleared: Document = {"pendingEvents": ""}
         if added is not None:  # an insert's marker: the entries, then the markers (``removed`` stays)
             cleared[MARKER if removed_at(doc) is None else f"{MARKER}.added"] = ""
@@ -405,20 +398,34 @@ class MongoStoreBase:
                 await self._counts.record(doc, "i")
         doc.pop(MARKER, None)
         doc.pop(QUEUE_MARKER, None)
-        if keep and added is None:
-            self._appended.put(doc["_id"], [event["_id"] for event in pending])
-            return
         async with reachable(), self._lock(doc["_id"]):
             await self._runs.update_one({"_id": doc["_id"], "version": doc["version"]}, {"$unset": cleared})
+
+    async def _append_kept(
+        self, pending: Sequence[Document], run_id: str, also: Callable[[], Awaitable[None]] | None
+    ) -> None:
+        """A claiming write's ``_settle_pending_events``, behind it: ``pending`` appended beside
+        ``also()``, then their ids kept (``_appended``)."""
+        known = self._appended.pop(run_id)
+        await asyncio.gather(
+            self._insert_events([event for event in pending if event["_id"] not in known]),
+            *([] if also is None else [also()]),
+        )
+        self._appended.put(run_id, [event["_id"] for event in pending])
 
     async def _append_each(self, events: Sequence[Document], run_id: str | None = None) -> None:
         """Insert ``events`` into ``run_events`` by one unordered ``insert`` command, skipping
         those already there (appended before, by the writer or by an earlier recovery); with
-        ``run_id``, first leaving out those this store appended for that run and kept pending
-        (``_settle_pending_events``)."""
+        ``run_id``, after the run's writes in flight (``_behind``), first leaving out those this
+        store appended for that run and kept pending (``_settle_pending_events``)."""
         if run_id is not None:
+            await self._behind.wait(run_id)
             known = self._appended.pop(run_id)
             events = [event for event in events if event["_id"] not in known]
+        await self._insert_events(events)
+
+    async def _insert_events(self, events: Sequence[Document]) -> None:
+        """``_append_each``'s insert: ``events`` by one unordered command, duplicates skipped."""
         if not events:
             return
         try:
@@ -434,7 +441,15 @@ class MongoStoreBase:
     async def _updates_after(self, run_id: str, updates: Sequence[RunUpdateBatchDocument]) -> None:
         """Insert run-update batches after the write they went with (``RunStore``'s ``updates``;
         no transactions here): one ordered ``insert`` command, a failure logged, never raised
-        (progress only; the batches after a failed one are not stored)."""
+        (progress only; the batches after a failed one are not stored); after the run's writes
+        in flight (``_behind``)."""
+        if not updates:
+            return
+        await self._behind.wait(run_id)
+        await self._insert_updates(run_id, updates)
+
+    async def _insert_updates(self, run_id: str, updates: Sequence[RunUpdateBatchDocument]) -> None:
+        """``_updates_after``'s insert, a failure logged."""
         if not updates:
             return
         try:

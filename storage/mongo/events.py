@@ -1,16 +1,17 @@
 """The audit log of ``MongoSnapshotStore``: collection ``run_events``, append-only, ``_id``
-time-ordered (``EventLog``)."""
+time-ordered (``EventLog``); and its run updates: collection ``run_updates``, one insert per batch
+of a continuing run's progress, read in ``_id`` order and pruned by age (``RunUpdateLog``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from pymongo import ASCENDING, DeleteMany, UpdateMany
 
 from .. import rules, stored_json
-from ..documents import EventDocument
+from ..documents import EventDocument, RunUpdateBatchDocument
 from ..protocol.events import EVENT_OVERHEAD_BYTES
 from ..protocol.filters import EventsAfter
 from ..stored_json import EVENT_FIELDS, encode
@@ -18,7 +19,7 @@ from .base import MongoStoreBase
 from .conditions import compiled
 from .mapping import bulk_write, read_events, read_page
 from .reachability import reachable
-from .schema import EVENTS_RETENTION_INDEX
+from .schema import EVENTS_RETENTION_INDEX, RUN_UPDATES_INDEX
 
 Document = dict[str, Any]
 
@@ -85,6 +86,8 @@ class MongoEvents(MongoStoreBase):
     async def list_events_of_runs(
         self, agent_id: str, run_ids: Sequence[str], *, resource_ids: frozenset[str] | None = None
     ) -> list[EventDocument]:
+        for run_id in dict.fromkeys(run_ids):  # this store's appends still in flight are read too
+            await self._behind.wait(run_id)
         query: Document = {"agentId": agent_id, "runId": {"$in": list(dict.fromkeys(run_ids))}}
         if resource_ids is not None:
             query["resourceId"] = {"$in": sorted(resource_ids)}
@@ -101,6 +104,7 @@ class MongoEvents(MongoStoreBase):
         if resource_ids is not None:
             where["resourceId"] = {"$in": sorted(resource_ids)}
         found = self._events.find(where).sort([("_id", ASCENDING)])
+        await self._behind.wait_all()  # this store's appends still in flight are read too
         async with reachable():
             if max_bytes is None:
                 return read_events(await read_page(found, limit))
@@ -119,4 +123,34 @@ class MongoEvents(MongoStoreBase):
         return read_events(docs)
 
 
-__all__ = ["MongoEvents"]
+class MongoRunUpdates(MongoStoreBase):
+    """``RunUpdateLog`` of ``MongoSnapshotStore``."""
+
+    async def append_run_updates(self, batch: RunUpdateBatchDocument) -> None:
+        await self._behind.wait(batch["runId"])  # after the run's batches still in flight
+        async with reachable():
+            await self._updates.insert_one(dict(batch))
+
+    async def list_run_updates(
+        self, agent_id: str, run_id: str, *, after: str | None, limit: int
+    ) -> list[RunUpdateBatchDocument]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        await self._behind.wait(run_id)  # this store's batches still in flight are read too
+        query: Document = {"agentId": agent_id, "runId": run_id}
+        if after is not None:
+            query["_id"] = {"$gt": after}
+        async with reachable():
+            docs = await read_page(self._updates.find(query).sort(RUN_UPDATES_INDEX), limit)
+        return [cast(RunUpdateBatchDocument, doc) for doc in docs]
+
+    async def prune_run_updates(self, *, before: datetime, limit: int) -> int:
+        async with reachable():
+            old = await read_page(self._updates.find({"at": {"$lt": before}}, {"_id": 1}).sort("at", ASCENDING), limit)
+            if not old:
+                return 0
+            deleted = await self._updates.delete_many({"_id": {"$in": [doc["_id"] for doc in old]}})
+        return deleted.deleted_count
+
+
+__all__ = ["MongoEvents", "MongoRunUpdates"]

@@ -54,6 +54,8 @@ class MongoRuns(MongoStoreBase):
     async def get(self, agent_id: str, run_id: str) -> SnapshotDocument | None:
         async with reachable():
             doc = await self._runs.find_one({"_id": run_id, "agentId": agent_id, **NOT_FINISHED}, STORE_FIELDS)
+        if doc is not None:  # a decision claiming it at this version reads its history ahead
+            self._ahead.saw(run_id, doc["version"], doc["historyId"])
         return read_snapshot(doc)
 
     async def get_many(self, run_ids: Sequence[str]) -> list[SnapshotDocument]:
@@ -129,9 +131,11 @@ class MongoRuns(MongoStoreBase):
             return await page(cursor if index is None else cursor.hint(index), limit).explain()
 
     async def load_history(self, agent_id: str, run_id: str, *, history_id: str | None = None) -> bytes | None:
-        """One read by ``history_id`` when given and still stored, else the run's then its history's."""
+        """One read by ``history_id`` when given and still stored (the one a claiming decision
+        sent ahead, if any: ``record_decision``), else the run's then its history's."""
         if history_id is not None:
-            found = await self._read_history(history_id)
+            ahead = self._ahead.take(history_id)
+            found = await (self._read_history(history_id) if ahead is None else ahead)
             if found is not None:
                 return found
         snapshot = await self.get(agent_id, run_id)
@@ -190,6 +194,7 @@ class MongoRuns(MongoStoreBase):
         ``before`` (``KeptCounts.record_removals``), and fold the entries written before ``before``
         into their counts (``KeptCounts.settle``). Returns how many snapshots were completed
         (``pending_events`` and ``counts_pending`` indexes)."""
+        await self._behind.wait_all()  # this store's deletions of finished runs in flight first
         left = {"$or": [{"pendingEvents.at": {"$lt": before}}, {f"{MARKER}.since": {"$lt": before}}]}
         async with reachable():
             fields = {"pendingEvents": 1, "historyId": 1, "version": 1, MARKER: 1, QUEUE_MARKER: 1, "agentId": 1}

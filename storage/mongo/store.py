@@ -11,11 +11,10 @@ made while holding the run's lease (``_run_lock``) on FerretDB 1.x, whose update
 from __future__ import annotations
 
 from .deliveries import MongoWebhookDeliveries
-from .events import MongoEvents
+from .events import MongoEvents, MongoRunUpdates
 from .idempotency import MongoIdempotencyKeys
 from .reachability import reachable
 from .review import MongoReviewQueue
-from .run_updates import MongoRunUpdates
 from .runs import MongoRuns
 from .schema import COLLECTIONS
 from .transitions import MongoRunTransitions

@@ -84,21 +84,30 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         claiming = write.claiming
         if claim is not None and claiming is not None:
             # the run as its claim's events were made (the last pending call, at ``claim.version``):
-            # its deadline is then none, so the write needs no read first; otherwise, read and derive
-            doc = await self._update_then_append(
-                [*event_list(write.event), *claim.events],
-                write.run_id,
-                merged(compiled(write.condition), compiled(claiming)),
-                {
-                    **update,
-                    # no call left pending: no deadline, no place in the queue
-                    "$set": {**update["$set"], "expiresAt": None, "queueAt": None, "status": "resuming"}
-                    | {"claim": claim.document},
-                },
-                preceding_events=write.preceding_events,
-                keep_pending=True,
-                also=lambda: self._updates_after(write.run_id, claim.updates),
-            )
+            # its deadline is then none, so the write needs no read first; otherwise, read and derive.
+            # Its history, as ``get`` read it at that version, is read beside it for ``load_history``
+            history_id = self._ahead.history_at(write.run_id, claim.version)
+            if history_id is not None:
+                self._ahead.start(history_id, self._read_history(history_id))
+            doc = None
+            try:
+                doc = await self._update_then_append(
+                    [*event_list(write.event), *claim.events],
+                    write.run_id,
+                    merged(compiled(write.condition), compiled(claiming)),
+                    {
+                        **update,
+                        # no call left pending: no deadline, no place in the queue
+                        "$set": {**update["$set"], "expiresAt": None, "queueAt": None, "status": "resuming"}
+                        | {"claim": claim.document},
+                    },
+                    preceding_events=write.preceding_events,
+                    keep_pending=True,
+                    also=lambda: self._insert_updates(write.run_id, claim.updates),  # behind the call, in order
+                )
+            finally:
+                if doc is None and history_id is not None:  # not claimed here: no load follows
+                    self._ahead.drop(history_id)
             if doc is not None:
                 return doc
         doc = await self._update_then_append(
@@ -204,33 +213,48 @@ class MongoRunTransitions(MongoIdempotencyKeys):
         """With ``event``: recorded inside the snapshot first (still under the claim), appended,
         then the snapshot deleted. A process dying in between leaves a snapshot that is never
         claimed or listed as stalled again, and that ``complete_pending_events`` deletes after
-        appending the event. ``key``'s answer is written after the deletion, a write of its own."""
+        appending the event. Once it is recorded the run is finished and its history read by no
+        one, so the history's deletion and ``updates`` are sent beside the append; without
+        ``key``, the snapshot's deletion is then sent behind the call (``_behind``: the run
+        already reads as gone, and a failed deletion is the sweeper's, as above). ``key``'s
+        answer is written after the snapshot's deletion, a write of its own."""
         run_id, event, held = write.run_id, write.event, compiled(write.condition)
+        marked: Document | None = None
         if event is not None:  # recorded first, with the run's removal from its counts (``_leaving``)
-            marked = await self._update(run_id, held, _leaving(encode(event, EVENT_FIELDS)))
+            marked = cast(Document | None, await self._update(run_id, held, _leaving(encode(event, EVENT_FIELDS))))
             if marked is None:
                 return False
-            pending = with_run_keys(cast(Document, marked).get("pendingEvents") or [], cast(Document, marked))
+            pending = with_run_keys(marked.get("pendingEvents") or [], marked)
             if self.before_event is not None:
                 await self.before_event(pending)
-            await self._append_each(pending, run_id)
-            await self._count_added(cast(Document, marked))
+            # finished from here: what is left of the run besides its events are independent writes
+            await asyncio.gather(
+                self._append_each(pending, run_id),
+                self._delete_history(marked["historyId"]),
+                self._updates_after(run_id, write.updates),
+            )
+            await self._count_added(marked)
+            if write.key is None:
+                self._behind.start(run_id, self._delete_finished(run_id, held))
+                return True
         async with reachable(), self._lock(run_id):
             doc = await deleted_one(self._runs, held)
         if doc is None:
             return False
-        if event is None:  # not on the runtime's path: counted after the deletion (docs/storage.md)
+        if marked is None:  # not on the runtime's path: counted after the deletion (docs/storage.md)
             await self._count_added(doc)
             async with reachable():
                 await self._counts.record(doc, "d")
-        # the run is gone: what is left of it are independent writes, sent at once
-        key = write.key
-        await asyncio.gather(
-            self._delete_history(doc["historyId"]),
-            self._updates_after(run_id, write.updates),
-            *([] if key is None else [self.complete_idempotency_key(key)]),
-        )
+            await asyncio.gather(self._delete_history(doc["historyId"]), self._updates_after(run_id, write.updates))
+        if write.key is not None:
+            await self.complete_idempotency_key(write.key)
         return True
+
+    async def _delete_finished(self, run_id: str, held: Document) -> None:
+        """``delete_claimed``'s deletion of a snapshot whose ``completed`` event is recorded and
+        appended (behind the call)."""
+        async with reachable(), self._lock(run_id):
+            await deleted_one(self._runs, held)
 
     async def _count_added(self, doc: Document) -> None:
         """Write run ``doc``'s ``i`` entries before its deletion if its insert left them unwritten

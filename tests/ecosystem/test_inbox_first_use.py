@@ -64,9 +64,11 @@ def test_an_inbox_link_opens_its_run(seen: dict[str, Any]) -> None:
 def test_a_link_note_follows_its_run_decided_meanwhile(seen: dict[str, Any]) -> None:
     _step(seen, "waits")
     waits, older = seen["waits"], seen["runs"]["waits"]["older"]
-    assert older in waits["before"] and "still waits" in waits["before"], waits
+    assert older in waits["before"], waits
+    assert "still waits" in waits["before"], waits
     # once it is decided elsewhere (the live message reads the listing again), the note says so
-    assert older in waits["after"] and "no longer waits" in waits["after"], waits
+    assert older in waits["after"], waits
+    assert "no longer waits" in waits["after"], waits
 
 
 @pytest.mark.parametrize("viewport", ["wide", "small"])

@@ -18,7 +18,7 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.run import AgentRun
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests
@@ -115,11 +115,21 @@ async def _twice(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse
     return ModelResponse(parts=[ToolCallPart("pay_out", {"amount": len(messages)}, tool_call_id="call_0")])
 
 
+async def _twice_streamed(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    """``_twice``'s answer, streamed."""
+    for part in (await _twice(messages, info)).parts:
+        if isinstance(part, TextPart):
+            yield part.content
+        elif isinstance(part, ToolCallPart):
+            yield {0: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+
+
 class _Swap(AbstractCapability[Any]):
     """Sends every model request to another model than the run's (as ``ModelFallback`` may)."""
 
     async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
-        return dataclasses.replace(request_context, model=FunctionModel(_twice, model_name="other"))
+        other = FunctionModel(_twice, stream_function=_twice_streamed, model_name="other")
+        return dataclasses.replace(request_context, model=other)
 
 
 swapped_agent: Agent[None, Any] = Agent(

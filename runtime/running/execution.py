@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import Agent, AgentRunResult, RunContext
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.fallback import FallbackModel
@@ -22,7 +23,7 @@ from pydantic_core import to_jsonable_python
 from ..registry import AnyAgent
 from . import internals
 from .decision_toolset import RunCapability, needs_decision_context
-from .identity import CallIdentity, IdentifyingModel
+from .identity import CallIdentity, ChosenModels, IdentifyingModel
 from .internals import EventReader
 from .scope import RunScope, entered
 
@@ -65,7 +66,7 @@ async def run_agent(
     (pydantic-ai refuses that for an agent with output validators: those list it themselves).
     The run is a task of its own (awaited, cancelled with the caller). ``CallIdentity`` gives
     every call an identity, as a capability or through a driven run's ``IdentifyingModel`` (an
-    agent without capabilities of its own);
+    agent without capabilities of its own; else ``ChosenModels`` wraps a model they choose);
     ``RunCapability`` (``needs_decision_context``) also shows a re-run tool only what was decided.
 
     Raises:
@@ -93,7 +94,7 @@ async def _run(
     identity = (RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity)(
         run_id=scope.run_id
     )
-    capabilities: list[CallIdentity] = [identity]
+    capabilities: list[AbstractCapability[Any]] = [identity]
     with entered(scope):
         if events is None:
             return await agent.run(prompt, capabilities=capabilities, **chosen)
@@ -105,6 +106,8 @@ async def _run(
             return await agent.run(prompt, capabilities=capabilities, event_stream_handler=handler, **chosen)
         if by_model and type(identity) is CallIdentity:
             chosen["model"].identity, capabilities = identity, []  # pydantic-ai's hooks cost more
+        elif isinstance(chosen["model"], IdentifyingModel):  # the agent's capabilities may choose another
+            capabilities.append(ChosenModels(chosen["model"]))
         async with agent.iter(prompt, capabilities=capabilities, **chosen) as run:
             await internals.drive(run, events)
     assert run.result is not None  # pydantic-ai's: a run ended without End raises
@@ -121,7 +124,8 @@ def _default_capabilities() -> frozenset[type]:
 def _plain(agent: AnyAgent) -> bool:
     """Whether ``agent`` has no capability beyond those every agent gets (``_default_capabilities``;
     a group of them is not one): none of its own may then send a model request to another model
-    than the run's (``ModelFallback``, ``SelectModel``), which its ``IdentifyingModel`` would not see."""
+    than the run's (``ModelFallback``, ``SelectModel``), whose answers its ``IdentifyingModel``
+    would not identify (``ChosenModels`` has them read)."""
     return set(map(type, agent.root_capability.capabilities)) <= _default_capabilities()
 
 

@@ -28,7 +28,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
@@ -328,9 +328,33 @@ class IdentifyingModel(WrapperModel):
         """The wrapped model's answer to ``messages`` (as sent), in the run of ``context``."""
         return await self.wrapped.request(messages, settings, parameters)
 
+    def rewrapping(self, model: Model) -> IdentifyingModel:
+        """``model`` wrapped as this wraps the run's model (without ``identity``), for a request
+        an agent's own capability sent to it instead (``ChosenModels``)."""
+        return IdentifyingModel(model)
+
+
+@dataclass
+class ChosenModels(AbstractCapability[Any]):
+    """Wraps a model an agent's own capability chose for a request (``ModelFallback``,
+    ``SelectModel``) as ``model`` wraps the run's (``IdentifyingModel.rewrapping``), so that its
+    answers are read as the run's model's are. pydantic-ai runs a run's capabilities'
+    ``before_model_request`` after the agent's own, so this sees the model chosen last."""
+
+    model: IdentifyingModel
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        chosen = request_context.model
+        if isinstance(chosen, IdentifyingModel):
+            return request_context
+        return dataclasses.replace(request_context, model=self.model.rewrapping(chosen))
+
 
 __all__ = [
     "CallIdentity",
+    "ChosenModels",
     "IdentifyingModel",
     "as_sent",
     "call_ids",

@@ -469,6 +469,9 @@ class LiveAnswers(IdentifyingModel):
         self._read = read
         self._streams = can_stream(self.wrapped)
 
+    def rewrapping(self, model: Model) -> LiveAnswers:
+        return LiveAnswers(model, self._read)
+
     async def answer(
         self,
         messages: list[ModelMessage],

@@ -265,7 +265,6 @@ async def test_without_the_private_names_a_continuation_publishes_the_same_updat
         assert LOG == ["enter", "tool", "exit"]
 
 
-@pytest.mark.xfail(strict=True, reason="the driven run reads the run's own model only: no text")
 async def test_an_answer_of_a_model_a_capability_chose_reaches_subscribers(instance: Instance) -> None:
     # given a run whose agent's capability sends every request to another model, waiting on its
     # second call after its first was approved

@@ -4,11 +4,10 @@ A continuation drives its run's nodes as pydantic-ai's own ``AbstractAgent.run``
 ``event_stream_handler``: each node through ``AgentRun._run_node_with_hooks`` (the capabilities'
 ``wrap_node_run``, ``before_node_run``, which may replace the node, ``after_node_run``), a node
 running tool calls streamed inside them and then advanced (``AgentRun._advance_graph``), any other
-node run by ``AgentRun._stream_and_advance`` (as ``AgentRun.next``); ``current_run_context`` is
-the run context pydantic-ai sets while it calls a model (its ``_run_context`` module, which its
-own model wrappers read). ``PROBLEMS``, checked once at
-import (one WARNING when not empty), lists the names the installed pydantic-ai lacks or changed;
-``runtime.running.execution`` then runs the agent with an ``event_stream_handler`` instead.
+node run by ``AgentRun._stream_and_advance`` (as ``AgentRun.next``); ``current_run_context`` is the
+run context pydantic-ai sets while it calls a model (``_run_context``, as its model wrappers read).
+``PROBLEMS``, checked once at import (one WARNING when not empty), lists the names the installed
+pydantic-ai lacks or changed; ``runtime.running.execution`` then uses an ``event_stream_handler``.
 """
 
 from __future__ import annotations

@@ -361,10 +361,9 @@ class UpdatePublisher:
     async def closing(
         self, kind: UpdateKind, now: datetime | None = None, /, **fields: Any
     ) -> list[RunUpdateBatchDocument]:
-        """Stop the batch writer (after the batch it is writing) and return what is unwritten,
-        ending with the outcome ``kind``, as the batches of the store's final write at ``now``
-        (``RunStore``'s ``updates``; ``None``: the hub's now); then call ``closed``. The outcome
-        reaches no subscriber before that."""
+        """Stop the batch writer (after the batch it writes) and return what is unwritten, ending
+        with the outcome ``kind``, as the batches of the store's final write at ``now`` (``RunStore``'s
+        ``updates``; ``None``: the hub's now); then call ``closed``. No subscriber sees it before."""
         self._closing = True
         self._ending.set()
         self._soon.set()
@@ -458,11 +457,10 @@ class UpdatePublisher:
 
 
 class LiveAnswers(IdentifyingModel):
-    """A continuation's model, asked for whole answers: it streams each one all the same, hands its
-    events to ``read`` as they arrive, and answers with the streamed response, so that pydantic-ai's
-    costlier streaming through the run is not needed. One that cannot stream answers whole. The
-    stream is given the run's context, as pydantic-ai gives it. With an ``identity``, the call
-    identities are given here too (``IdentifyingModel``)."""
+    """A continuation's model, asked for whole answers: it streams each one all the same (given the
+    run's context), hands its events to ``read`` as they arrive and answers with the streamed
+    response, so pydantic-ai need not stream through the run (one that cannot stream answers whole;
+    ``identity``, a model chosen instead: ``IdentifyingModel``)."""
 
     def __init__(self, wrapped: Model | str, read: Callable[[AsyncIterable[Any]], Awaitable[None]]) -> None:
         super().__init__(wrapped)

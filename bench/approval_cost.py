@@ -78,7 +78,7 @@ STAGES = [
         "runtime/running/execution.py",
         "run_agent",
     ),
-    ("  of that, runsgate's event stream handler (publishing handle)", "runtime/updates/publishing.py", "handle"),
+    ("  of that, runsgate's reading of the run's events (publishing read)", "runtime/updates/publishing.py", "read"),
     ("JSON encoding (json.dumps)", "json/__init__.py", "dumps"),
     ("JSON decoding (json.loads)", "json/__init__.py", "loads"),
     ("copies (copy.deepcopy)", "/copy.py", "deepcopy"),

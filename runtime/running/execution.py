@@ -90,7 +90,7 @@ async def _run(
 ) -> AgentRunResult[Any]:
     """``agent``'s run with ``scope`` current and its capability; with ``events``, driven by
     ``internals.drive``, or with ``events`` as its ``event_stream_handler``."""
-    by_model = events is not None and isinstance(chosen["model"], IdentifyingModel) and _plain(agent)
+    plain = _plain(agent)
     identity = (RunCapability if needs_decision_context(chosen["deferred_tool_results"]) else CallIdentity)(
         run_id=scope.run_id
     )
@@ -104,10 +104,12 @@ async def _run(
                 await events(stream)
 
             return await agent.run(prompt, capabilities=capabilities, event_stream_handler=handler, **chosen)
-        if by_model and type(identity) is CallIdentity:
-            chosen["model"].identity, capabilities = identity, []  # pydantic-ai's hooks cost more
-        elif isinstance(chosen["model"], IdentifyingModel):  # the agent's capabilities may choose another
-            capabilities.append(ChosenModels(chosen["model"]))
+        model = chosen["model"]
+        if isinstance(model, IdentifyingModel):
+            if not plain:  # its own capabilities may send a request to another model
+                capabilities.append(ChosenModels(model))
+            elif type(identity) is CallIdentity:  # given by the model: pydantic-ai's hooks cost more
+                model.identity, capabilities = identity, []
         async with agent.iter(prompt, capabilities=capabilities, **chosen) as run:
             await internals.drive(run, events)
     assert run.result is not None  # pydantic-ai's: a run ended without End raises

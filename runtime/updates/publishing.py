@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -282,10 +282,6 @@ class UpdatePublisher:
             return model
         return LiveAnswers(model, self.read)
 
-    async def handle(self, ctx: RunContext[Any] | None, stream: AsyncIterable[AgentStreamEvent]) -> None:
-        """``read`` as an agent run's ``event_stream_handler``."""
-        await self.read(stream)
-
     async def read(self, stream: AsyncIterable[AgentStreamEvent]) -> None:
         """Publish what the events of ``stream`` (the model's answer, or a node running tools) say.
         Never raises for an event it cannot read (logged), so an update never fails a run."""
@@ -462,7 +458,7 @@ class LiveAnswers(IdentifyingModel):
     response, so pydantic-ai need not stream through the run (one that cannot stream answers whole;
     ``identity``, a model chosen instead: ``IdentifyingModel``)."""
 
-    def __init__(self, wrapped: Model | str, read: Callable[[AsyncIterable[Any]], Awaitable[None]]) -> None:
+    def __init__(self, wrapped: Model | str, read: internals.EventReader) -> None:
         super().__init__(wrapped)
         self._read = read
         self._streams = can_stream(self.wrapped)
@@ -478,7 +474,7 @@ class LiveAnswers(IdentifyingModel):
         context: RunContext[Any] | None,
     ) -> ModelResponse:
         if not self._streams:
-            return await self.wrapped.request(messages, settings, parameters)
+            return await super().answer(messages, settings, parameters, context)
         async with self.wrapped.request_stream(messages, settings, parameters, context) as stream:
             await self._read(stream)
         return stream.get()

@@ -531,8 +531,8 @@ async def test_a_call_settled_without_running_is_declined_when_denied_else_start
         yield FunctionToolResultEvent(ToolReturnPart("act", "denied elsewhere", tool_call_id="u", outcome="denied"))
         yield FunctionToolResultEvent(ToolReturnPart("act", "not executed", tool_call_id="s"))
 
-    # when its event stream handler reads them
-    await publisher.handle(None, events())
+    # when it reads them
+    await publisher.read(events())
     await publisher.finish("completed", output="done")
 
     # then the run call started and ended, the denied ones were declined (with the decision's reason

@@ -183,9 +183,25 @@ async def hinted(
     try:
         return await read(cursor.clone().hint(index))
     except OperationFailure as exc:
-        if "hint" not in str(exc).lower():
+        if not _no_such_index(exc):
             raise
         return await read(cursor)
+
+
+async def hinted_count(collection: AsyncCollection[Document], query: Document, index: str) -> int:
+    """``collection``'s documents matching ``query``, counted through ``index``; without the hint
+    when the server has no such index, as ``hinted`` reads."""
+    try:
+        return await collection.count_documents(query, hint=index)
+    except OperationFailure as exc:
+        if not _no_such_index(exc):
+            raise
+        return await collection.count_documents(query)
+
+
+def _no_such_index(exc: OperationFailure) -> bool:
+    """Whether ``exc`` refuses a hint naming an index the collection does not have."""
+    return "hint" in str(exc).lower()
 
 
 def listing_query(agent_id: str, run_filter: RunFilter) -> Document:
@@ -239,6 +255,7 @@ __all__ = [
     "as_utc",
     "bulk_write",
     "hinted",
+    "hinted_count",
     "keyset",
     "listing_query",
     "page",

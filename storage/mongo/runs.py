@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from pymongo import UpdateOne
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from .._query import utcnow
 from ..documents import SCHEMA_VERSION, SnapshotDocument
@@ -33,6 +33,7 @@ from .mapping import (
     STORE_FIELDS,
     bulk_write,
     hinted,
+    hinted_count,
     keyset,
     listing_query,
     page,
@@ -116,11 +117,7 @@ class MongoRuns(MongoStoreBase):
             query = listing_query(agent_id, run_filter)
             index = listing_index(run_filter) if self._composite_listing else None
             if index is not None:  # the filter's composite-term index: a range of its dates' terms
-                try:
-                    return await self._runs.count_documents(query, hint=index)
-                except OperationFailure as exc:  # no such index (``drop_all`` under a running store)
-                    if "hint" not in str(exc).lower():
-                        raise
+                return await hinted_count(self._runs, query, index)
             return await self._runs.count_documents(query)
 
     async def explain_listing(self, agent_id: str, run_filter: RunFilter, limit: int) -> Mapping[str, Any]:

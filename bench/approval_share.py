@@ -2,7 +2,8 @@
 
 Side by side in one process and the same rounds (their order rotating): (a) the whole approval,
 ``approveToolCall`` → COMPLETED through the real app called as ASGI in process (memory store,
-authentication off, ``bench.approval_cost.memory_app``), (b) a bare pydantic-ai ``Agent.run`` of
+authentication off, ``bench.approval_cost.memory_app``), (a') the same approval through the runtime's
+Python API (``RunManager.approve``: no HTTP nor GraphQL), (b) a bare pydantic-ai ``Agent.run`` of
 the same demo refund agent (its ``FunctionModel`` and tools) continuing the same message history
 with the one deferred approval, no events read, (c) the same run read as runsgate reads it
 (``Agent.iter`` driven by ``runtime.running.internals.drive``: each node inside pydantic-ai's node
@@ -96,6 +97,21 @@ async def _bare(
     return approve
 
 
+async def _runtime_approval(runs: Any, number: int) -> Callable[[], Awaitable[None]]:
+    """As ``bench.approval_cost._approval``, through the runtime's Python API (``RunManager``), no
+    HTTP nor GraphQL: a refund run started (suspended); the coroutine function approving it."""
+    started = await runs.start_run("refund-agent", f"Please refund order {1042 + number % 2}")
+    call_id = started.run["toolCalls"][0]["toolCallId"]
+
+    async def approve() -> None:
+        outcome = await runs.approve("refund-agent", started.run_id, call_id)
+        if outcome.status != "completed":
+            raise RuntimeError(f"approve did not complete the run: {outcome}")
+        await asyncio.sleep(0.001)  # as ``_approval``: what the approval left to background tasks
+
+    return approve
+
+
 Maker = Callable[[int], Awaitable[Callable[[], Awaitable[None]]]]
 
 
@@ -135,6 +151,9 @@ async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
     async def whole(number: int) -> Callable[[], Awaitable[None]]:
         return await _approval(app, number)
 
+    async def in_process(number: int) -> Callable[[], Awaitable[None]]:
+        return await _runtime_approval(app.state.runs, number)  # type: ignore[attr-defined]
+
     async def streamed(number: int) -> Callable[[], Awaitable[None]]:
         return await _bare(number, streamed=True)
 
@@ -146,6 +165,7 @@ async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
 
     makers: dict[str, Maker] = {
         "whole approval": whole,
+        "RunManager.approve": in_process,
         "bare Agent.run": _bare,
         "bare, streamed": streamed,
         "bare, streamed, identified": identified,
@@ -160,20 +180,24 @@ async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
             for name, make in order:
                 figures[name].append(await _cpu_ms(make, approvals))
         calls = {name: await _calls(make, 10) for name, make in makers.items()}
-    whole_ms, bare_ms, streamed_ms, identified_ms, handled_ms = figures.values()
+    whole_ms, runtime_ms, bare_ms, streamed_ms, identified_ms, _handled = figures.values()
     gap = statistics.median(a - b for a, b in zip(whole_ms, bare_ms, strict=True))
+    runtime_gap = statistics.median(r - b for r, b in zip(runtime_ms, bare_ms, strict=True))
+    graphql = statistics.median(a - r for a, r in zip(whole_ms, runtime_ms, strict=True))
     streaming = statistics.median(s - b for s, b in zip(streamed_ms, bare_ms, strict=True))
     identity = statistics.median(i - s for i, s in zip(identified_ms, streamed_ms, strict=True))
     named = " / ".join(makers)
     lines = [f"rounds {rounds} x {approvals} approvals, CPU ms per approval ({named}):"]
     lines += [
         f"  round {n + 1}: " + " / ".join(f"{ms:.2f}" for ms in each)
-        for n, each in enumerate(zip(whole_ms, bare_ms, streamed_ms, identified_ms, handled_ms, strict=True))
+        for n, each in enumerate(zip(*figures.values(), strict=True))
     ]
     lines += [
         "median " + ", ".join(f"{name} {statistics.median(ms):.2f} ms" for name, ms in figures.items()),
         "best " + ", ".join(f"{name} {min(ms):.2f} ms" for name, ms in figures.items()),
         f"whole - bare, median of rounds: {gap:.2f} ms (target <= 1 ms: {'met' if gap <= 1 else 'not met'})",
+        f"RunManager.approve - bare, median of rounds: {runtime_gap:.2f} ms",
+        f"whole - RunManager.approve (HTTP and GraphQL), median of rounds: {graphql:.2f} ms",
         f"bare, streamed - bare, median of rounds: {streaming:.2f} ms",
         f"bare, streamed, identified - bare, streamed, median of rounds: {identity:.2f} ms",
         f"Python calls per approval ({named}):",

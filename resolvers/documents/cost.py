@@ -37,20 +37,16 @@ from graphql.language import (
     FieldNode,
     FragmentSpreadNode,
     InlineFragmentNode,
-    ListValueNode,
-    ObjectValueNode,
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
-    ValueNode,
-    VariableNode,
 )
 from strawberry.extensions import SchemaExtension
 
-from ..argument_errors import QueryArgumentError
 from ..context import RequestLimits
+from .arguments import Arguments, out_of_range
 from .fragments import dependency_order, fragment_definitions
-from .weights import AGENTS, FIELD_COSTS, JSON_VALUE, KIB, OBJECT, OF_PAGE_SIZE, PAGE, ArgumentRange, FieldCost
+from .weights import AGENTS, FIELD_COSTS, JSON_VALUE, KIB, OBJECT, OF_PAGE_SIZE, PAGE, FieldCost
 
 CODE: Final = "QUERY_TOO_COSTLY"
 """The ``extensions.code`` of a document refused for its cost."""
@@ -103,63 +99,12 @@ def _capped(value: int) -> int:
     return value if value < MAX_COST else MAX_COST
 
 
-class _Values:
-    """The arguments of one request: literals, and variables with their definitions' defaults.
-    ``varied`` becomes True when an argument read names a variable."""
-
-    def __init__(self, operation: OperationDefinitionNode, variables: Mapping[str, Any] | None) -> None:
-        self.variables: dict[str, Any] = {}
-        for definition in operation.variable_definitions or ():
-            if definition.default_value is not None:
-                self.variables[definition.variable.name.value] = value_from_ast_untyped(definition.default_value)
-        self.variables.update(variables or {})
-        self.varied = False
-
-    def argument(self, field: FieldNode, name: str) -> Any:
-        """The value of ``field``'s argument ``name`` (None when not given)."""
-        node = self.argument_node(field, name)
-        return None if node is None else value_from_ast_untyped(node, self.variables)
-
-    def argument_node(self, field: FieldNode, name: str) -> ValueNode | None:
-        """The value node of ``field``'s argument ``name`` (None when not given)."""
-        for argument in field.arguments or ():
-            if argument.name.value == name:
-                if _names_a_variable(argument.value):
-                    self.varied = True
-                return argument.value
-        return None
-
-
-def _names_a_variable(value: ValueNode) -> bool:
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, VariableNode):
-            return True
-        if isinstance(node, ListValueNode):
-            stack.extend(node.values)
-        elif isinstance(node, ObjectValueNode):
-            stack.extend(item.value for item in node.fields)
-    return False
-
-
 def _count(value: Any, cap: int) -> int:
     """A page size or a byte count as a request gives it, within ``0`` to ``cap`` (values the
     resolvers refuse cost what they would at the bound)."""
     if isinstance(value, bool) or not isinstance(value, int):
         return -1
     return max(0, min(value, cap))
-
-
-def _out_of_range(values: _Values, field: FieldNode, ranges: tuple[ArgumentRange, ...]) -> GraphQLError | None:
-    """The refusal of the first of ``field``'s arguments outside its range, located at its value."""
-    for bound in ranges:
-        node = values.argument_node(field, bound.name)
-        value = None if node is None else value_from_ast_untyped(node, values.variables)
-        if isinstance(value, int) and not isinstance(value, bool) and not bound.least <= value <= bound.most:
-            message = f"`{bound.name}` must be between {bound.least} and {bound.most}"
-            return QueryArgumentError(message, argument=bound.name, nodes=[node] if node is not None else None)
-    return None
 
 
 def _at(value: Any, path: tuple[str, ...]) -> Any:
@@ -171,7 +116,7 @@ def _at(value: Any, path: tuple[str, ...]) -> Any:
 class _Walk:
     """One computation of ``document_cost``."""
 
-    def __init__(self, schema: GraphQLSchema, values: _Values, limits: CostLimits) -> None:
+    def __init__(self, schema: GraphQLSchema, values: Arguments, limits: CostLimits) -> None:
         self.schema = schema
         self.values = values
         self.limits = limits
@@ -245,7 +190,7 @@ class _Walk:
             return None  # __typename, introspection (bounded by the schema), or an unknown field
         definition = fields[name]
         rule = FIELD_COSTS.get(f"{frame.parent.name}.{name}", FieldCost())
-        refused = _out_of_range(self.values, node, rule.ranges) if rule.ranges else None
+        refused = out_of_range(self.values, node, rule.ranges) if rule.ranges else None
         named = get_named_type(definition.type)
         if not is_composite_type(named) or node.selection_set is None:
             frame.add(JSON_VALUE if named.name == "JSON" else rule.points, 0, refused)
@@ -385,7 +330,7 @@ def _document_sum(
     root = None if operation is None else _root_type(schema, operation)
     if operation is None or root is None:
         return None
-    walk = _Walk(schema, _Values(operation, variables), limits)
+    walk = _Walk(schema, Arguments(operation, variables), limits)
     definitions = fragment_definitions(document)
     fragments: dict[str, _Sum] = {}
     for name in dependency_order(definitions):

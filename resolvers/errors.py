@@ -410,16 +410,17 @@ class ErrorMasking(MaskErrors):
     A field that failed with ``storage.StoreUnavailableError`` gets the error "The run store is
     unavailable; try again shortly." with ``extensions.code = "STORE_UNAVAILABLE"`` (no internal
     detail). Nothing may be assumed written: repeat a mutation with the same ``idempotencyKey``.
-    An integer literal longer than Python converts is refused without Python's words or every
-    digit (``resolvers.documents.literals``). Every other error goes through ``should_mask_error``
-    as in ``MaskErrors``. Only the public hooks of ``MaskErrors`` are used: both are errors to
-    mask (``should_mask_error``, as ``error_masking`` composes it) whose replacement
-    (``anonymise_error``) is the error above. Made by ``error_masking``'s factory.
+    A long literal a validation error repeats is cut short, and an integer literal longer than
+    Python converts is refused without Python's words (``resolvers.documents.literals``). Every
+    other error goes through ``should_mask_error`` as in ``MaskErrors``. Only the public hooks
+    of ``MaskErrors`` are used: both are errors to mask (``should_mask_error``, as
+    ``error_masking`` composes it) whose replacement (``anonymise_error``) is the error above.
+    Made by ``error_masking``'s factory.
     """
 
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         """The ``STORE_UNAVAILABLE`` error for a store outage (logged by ``process_errors``), the
-        bounded refusal of an over-long integer literal, else ``MaskErrors``'s "Unexpected error."."""
+        error with its long literal cut short, else ``MaskErrors``'s "Unexpected error."."""
         if isinstance(error.original_error, StoreUnavailableError):
             return _store_unavailable(error)
         if is_oversized_literal_error(error):
@@ -435,7 +436,7 @@ def error_masking(
     should_mask_error: Callable[[GraphQLError], bool], error_message: str = "Unexpected error."
 ) -> Callable[[], ErrorMasking]:
     """The factory of a schema's ``ErrorMasking``: it masks what ``should_mask_error`` masks and
-    a store outage or an over-long integer literal, a predicate composed here once (each
+    a store outage or an error repeating a long literal, a predicate composed here once (each
     request's extension is Strawberry's ``MaskErrors`` made with it)."""
 
     def should_mask(error: GraphQLError) -> bool:

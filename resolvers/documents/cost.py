@@ -4,7 +4,9 @@ answer, multiplied by the page sizes and list sizes it asks for, and by the byte
 time linear in the document (each fragment once, without recursion); ``QueryCost`` refuses a
 document over ``RequestLimits.max_query_cost`` at Strawberry's validation step (``QUERY_TOO_COSTLY``)
 and reports the cost in ``extensions.cost``; the prepared path asks ``operation_cost`` too. What
-each field costs is ``resolvers.documents.weights``' table.
+each field costs is ``resolvers.documents.weights``' table, which also bounds integer arguments
+(``maxBytes``): one outside its range, as a literal or a variable, refuses the request there too,
+once, with ``BAD_USER_INPUT`` (nothing runs).
 """
 
 from __future__ import annotations
@@ -35,17 +37,14 @@ from graphql.language import (
     FieldNode,
     FragmentSpreadNode,
     InlineFragmentNode,
-    ListValueNode,
-    ObjectValueNode,
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
-    ValueNode,
-    VariableNode,
 )
 from strawberry.extensions import SchemaExtension
 
 from ..context import RequestLimits
+from .arguments import Arguments, out_of_range
 from .fragments import dependency_order, fragment_definitions
 from .weights import AGENTS, FIELD_COSTS, JSON_VALUE, KIB, OBJECT, OF_PAGE_SIZE, PAGE, FieldCost
 
@@ -68,21 +67,27 @@ class CostLimits:
 
 @dataclass(frozen=True)
 class Cost:
-    """A document's cost, and the limit it was held to."""
+    """A document's cost, and the limit it was held to; ``refused``: the refusal of an argument
+    outside its range (``weights.ArgumentRange``), when one is."""
 
     requested: int
     maximum: int
+    refused: GraphQLError | None = None
 
     @property
     def over(self) -> bool:
-        return self.requested > self.maximum
+        """Whether the document may not run: its cost passes the maximum, or an argument is
+        outside its range (``refusal`` says which)."""
+        return self.requested > self.maximum or self.refused is not None
 
     def report(self) -> dict[str, int]:
         """``extensions.cost`` of the answer (Shopify's names)."""
         return {"requestedQueryCost": self.requested, "maximumAvailable": self.maximum}
 
     def refusal(self) -> GraphQLError:
-        """The request error refusing the document (``QUERY_TOO_COSTLY``)."""
+        """The request error refusing the document: ``refused``, else ``QUERY_TOO_COSTLY``."""
+        if self.refused is not None:
+            return self.refused
         return GraphQLError(
             f"The query's cost, {self.requested}, is over the limit of {self.maximum} (RUNSGATE_MAX_QUERY_COST): "
             "ask for fewer runs per page, fewer aliases or a smaller `maxBytes` (docs/api.md, Query cost).",
@@ -92,41 +97,6 @@ class Cost:
 
 def _capped(value: int) -> int:
     return value if value < MAX_COST else MAX_COST
-
-
-class _Values:
-    """The arguments of one request: literals, and variables with their definitions' defaults.
-    ``varied`` becomes True when an argument read names a variable."""
-
-    def __init__(self, operation: OperationDefinitionNode, variables: Mapping[str, Any] | None) -> None:
-        self.variables: dict[str, Any] = {}
-        for definition in operation.variable_definitions or ():
-            if definition.default_value is not None:
-                self.variables[definition.variable.name.value] = value_from_ast_untyped(definition.default_value)
-        self.variables.update(variables or {})
-        self.varied = False
-
-    def argument(self, field: FieldNode, name: str) -> Any:
-        """The value of ``field``'s argument ``name`` (None when not given)."""
-        for argument in field.arguments or ():
-            if argument.name.value == name:
-                if _names_a_variable(argument.value):
-                    self.varied = True
-                return value_from_ast_untyped(argument.value, self.variables)
-        return None
-
-
-def _names_a_variable(value: ValueNode) -> bool:
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, VariableNode):
-            return True
-        if isinstance(node, ListValueNode):
-            stack.extend(node.values)
-        elif isinstance(node, ObjectValueNode):
-            stack.extend(item.value for item in node.fields)
-    return False
 
 
 def _count(value: Any, cap: int) -> int:
@@ -146,7 +116,7 @@ def _at(value: Any, path: tuple[str, ...]) -> Any:
 class _Walk:
     """One computation of ``document_cost``."""
 
-    def __init__(self, schema: GraphQLSchema, values: _Values, limits: CostLimits) -> None:
+    def __init__(self, schema: GraphQLSchema, values: Arguments, limits: CostLimits) -> None:
         self.schema = schema
         self.values = values
         self.limits = limits
@@ -204,12 +174,12 @@ class _Walk:
                 elif isinstance(selection, FragmentSpreadNode):
                     known = fragments.get(selection.name.value)
                     if known is not None:
-                        frame.add(known.fixed, known.paged)
+                        frame.add(known.fixed, known.paged, known.refused)
             else:
                 stack.pop()
                 if frame.into is not None:
                     frame.finish()
-        return _Sum(root.fixed, root.paged)
+        return _Sum(root.fixed, root.paged, root.refused)
 
     def field(self, frame: _Frame, node: FieldNode) -> _Frame | None:
         """Add a leaf field's cost to ``frame``; for a field with a selection, the frame that
@@ -220,13 +190,14 @@ class _Walk:
             return None  # __typename, introspection (bounded by the schema), or an unknown field
         definition = fields[name]
         rule = FIELD_COSTS.get(f"{frame.parent.name}.{name}", FieldCost())
+        refused = out_of_range(self.values, node, rule.ranges) if rule.ranges else None
         named = get_named_type(definition.type)
         if not is_composite_type(named) or node.selection_set is None:
-            frame.add(JSON_VALUE if named.name == "JSON" else rule.points, 0)
+            frame.add(JSON_VALUE if named.name == "JSON" else rule.points, 0, refused)
             return None
         page = self.page(rule, node)
         default_bytes = _default(definition.args[rule.per_kib]) if rule.per_kib in definition.args else None
-        return _Frame(
+        child = _Frame(
             named,
             iter(node.selection_set.selections),
             into=frame,
@@ -237,15 +208,19 @@ class _Walk:
                 of_page=rule.size == OF_PAGE_SIZE,
             ),
         )
+        child.refused = refused
+        return child
 
 
 @dataclass(frozen=True)
 class _Sum:
     """The cost of a selection set: ``fixed``, plus ``paged`` for each item of the page of the
-    field it belongs to (a connection's ``nodes`` and ``edges``)."""
+    field it belongs to (a connection's ``nodes`` and ``edges``); ``refused``: the refusal of an
+    argument in it outside its range (the first found)."""
 
     fixed: int
     paged: int
+    refused: GraphQLError | None = None
 
 
 @dataclass(frozen=True)
@@ -259,7 +234,7 @@ class _FieldItem:
 class _Frame:
     """A selection set being summed: a field's, or an inline fragment's (``field`` None)."""
 
-    __slots__ = ("field", "fixed", "into", "paged", "parent", "selections")
+    __slots__ = ("field", "fixed", "into", "paged", "parent", "refused", "selections")
 
     def __init__(
         self,
@@ -275,24 +250,27 @@ class _Frame:
         self.field = field
         self.fixed = 0
         self.paged = 0
+        self.refused: GraphQLError | None = None
 
-    def add(self, fixed: int, paged: int) -> None:
+    def add(self, fixed: int, paged: int, refused: GraphQLError | None = None) -> None:
         self.fixed = _capped(self.fixed + fixed)
         self.paged = _capped(self.paged + paged)
+        if self.refused is None:
+            self.refused = refused
 
     def finish(self) -> None:
         """Add this selection's cost to the frame it belongs to."""
         assert self.into is not None
         item = self.field
         if item is None:  # an inline fragment: its fields are its parent's
-            self.into.add(self.fixed, self.paged)
+            self.into.add(self.fixed, self.paged, self.refused)
             return
         each = _capped(item.points + self.fixed + item.page * self.paged)
         total = _capped(item.size * each)
         if item.of_page:
-            self.into.add(0, total)
+            self.into.add(0, total, self.refused)
         else:
-            self.into.add(total, 0)
+            self.into.add(total, 0, self.refused)
 
 
 def _default(argument: GraphQLArgument) -> Any:
@@ -336,11 +314,23 @@ def document_cost(
     Returns:
         None when the document has no such operation (a request error of its own).
     """
+    found = _document_sum(schema, document, operation_name, variables, limits)
+    return None if found is None else (found[0].fixed, found[1])
+
+
+def _document_sum(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    operation_name: str | None,
+    variables: Mapping[str, Any] | None,
+    limits: CostLimits,
+) -> tuple[_Sum, bool] | None:
+    """``document_cost``'s sum (its ``fixed`` the cost, with any argument refused), and ``varied``."""
     operation = get_operation_ast(document, operation_name)
     root = None if operation is None else _root_type(schema, operation)
     if operation is None or root is None:
         return None
-    walk = _Walk(schema, _Values(operation, variables), limits)
+    walk = _Walk(schema, Arguments(operation, variables), limits)
     definitions = fragment_definitions(document)
     fragments: dict[str, _Sum] = {}
     for name in dependency_order(definitions):
@@ -348,13 +338,13 @@ def document_cost(
         parent = schema.get_type(fragment.type_condition.name.value)
         fragments[name] = walk.selection_set(parent, fragment.selection_set, fragments)
     total = walk.selection_set(root, operation.selection_set, fragments)
-    return _capped(total.fixed), walk.values.varied
+    return _Sum(_capped(total.fixed), 0, total.refused), walk.values.varied
 
 
 _CACHE_SIZE: Final = 256
 _LOCK = threading.Lock()
-# (id(document), operation name, limits) -> (the document, kept alive so its id stays unique, its cost)
-_FIXED: LRUCache[tuple[int, str | None, CostLimits], tuple[DocumentNode, int]] = LRUCache(_CACHE_SIZE)
+# (id(document), operation name, limits) -> (the document, kept alive so its id stays unique, its sum)
+_FIXED: LRUCache[tuple[int, str | None, CostLimits], tuple[DocumentNode, _Sum]] = LRUCache(_CACHE_SIZE)
 
 
 def operation_cost(
@@ -365,21 +355,22 @@ def operation_cost(
     limits: CostLimits,
     maximum: int,
 ) -> Cost | None:
-    """``document_cost`` held to ``maximum``: computed once per document and operation when no
-    variable changes it, else for each request's variables. None: no such operation."""
+    """``document_cost`` held to ``maximum``, with the refusal of an argument outside its range:
+    computed once per document and operation when no variable changes it, else for each
+    request's variables. None: no such operation."""
     key = (id(document), operation_name, limits)
     with _LOCK:
         known = _FIXED.get(key)
     if known is not None and known[0] is document:
-        return Cost(known[1], maximum)
-    found = document_cost(schema, document, operation_name, variables, limits)
+        return Cost(known[1].fixed, maximum, known[1].refused)
+    found = _document_sum(schema, document, operation_name, variables, limits)
     if found is None:
         return None
-    cost, varied = found
+    total, varied = found
     if not varied:
         with _LOCK:
-            _FIXED[key] = (document, cost)
-    return Cost(cost, maximum)
+            _FIXED[key] = (document, total)
+    return Cost(total.fixed, maximum, total.refused)
 
 
 _SCHEMAS: WeakKeyDictionary[Any, GraphQLSchema] = WeakKeyDictionary()
@@ -423,7 +414,8 @@ def _too_complex() -> GraphQLError:
 class QueryCost(SchemaExtension):
     """Refuse, at validation, a document whose cost passes ``RequestLimits.max_query_cost``: a request
     error (no ``data``) with ``QUERY_TOO_COSTLY``, ``requestedQueryCost`` and
-    ``maximumAvailable``; and report the cost of every document that validated in the answer's
+    ``maximumAvailable``, or one with an argument outside its range (``BAD_USER_INPUT``,
+    ``extensions.argument``); and report the cost of every document that validated in the answer's
     ``extensions.cost``, put in the execution context's ``extensions_results`` as it is found
     (Strawberry's asynchronous execution and subscriptions answer them with the extensions'
     results). Over HTTP and WebSocket alike (Strawberry's validation step); the prepared path

@@ -32,12 +32,25 @@ QUEUE_EVENT: Final = 2
 """Points for each ``reviewQueueEvents`` message beside its objects: the run read from the store
 and the gate's check of its questions."""
 
+MAX_CONVERSATION_BYTES: Final = 1024 * 1024
+"""The largest ``conversation(maxBytes)`` accepted (the least is 1)."""
+
 PAGE: Final = "page"
 """A connection's ``FieldCost.page``: its page size is the request's, else the default."""
 OF_PAGE_SIZE: Final = "of page"
 """A list's ``FieldCost.size``: the page size of the field it is in."""
 AGENTS: Final = "agents"
 """A list's ``FieldCost.size``: the registered agents."""
+
+
+@dataclass(frozen=True)
+class ArgumentRange:
+    """The values an integer argument may take, ``least`` to ``most`` inclusive: outside them the
+    request is refused before it runs (``resolvers.documents.cost``)."""
+
+    name: str
+    least: int
+    most: int
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,7 @@ class FieldCost:
         size: For a list: a number of items assumed, ``"of page"`` (the enclosing field's page),
             ``"agents"`` (the registered agents), or the path of a list argument (its length).
         points_per_page: Points per item of the field's page (``decideToolCalls``' decisions).
+        ranges: Its integer arguments' ranges, checked with the cost (``maxBytes``).
     """
 
     points: int = 0
@@ -60,6 +74,7 @@ class FieldCost:
     page: str | tuple[str, ...] | None = None
     size: int | str | tuple[str, ...] | None = None
     points_per_page: int = 0
+    ranges: tuple[ArgumentRange, ...] = ()
 
 
 CONNECTION = FieldCost(page=PAGE)
@@ -84,7 +99,9 @@ FIELD_COSTS: Final[dict[str, FieldCost]] = {
     "WebhookDeliveryConnection.edges": OF_PAGE,
     "SuspendedRun.toolCalls": FieldCost(size=TOOL_CALLS),
     "SuspendedRun.events": FieldCost(size=EVENTS),
-    "SuspendedRun.conversation": FieldCost(per_kib="maxBytes"),
+    "SuspendedRun.conversation": FieldCost(
+        per_kib="maxBytes", ranges=(ArgumentRange("maxBytes", 1, MAX_CONVERSATION_BYTES),)
+    ),
     "Conversation.messages": FieldCost(size=MESSAGES),
     "SuspendedToolCall.approvals": FieldCost(size=APPROVALS),
     "InvalidResumeData.problems": FieldCost(size=PROBLEMS),
@@ -111,6 +128,7 @@ __all__ = [
     "FIELD_COSTS",
     "JSON_VALUE",
     "KIB",
+    "MAX_CONVERSATION_BYTES",
     "MESSAGES",
     "MUTATION",
     "OBJECT",
@@ -121,5 +139,6 @@ __all__ = [
     "QUEUE_EVENT",
     "TOOL_CALLS",
     "TOTAL_COUNT",
+    "ArgumentRange",
     "FieldCost",
 ]

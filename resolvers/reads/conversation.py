@@ -17,12 +17,14 @@ from runtime import conversation as domain
 
 from ..argument_errors import QueryArgumentError
 from ..context import Info
+from ..documents.weights import MAX_CONVERSATION_BYTES
 
 DEFAULT_MAX_BYTES = 64 * 1024
 """``maxBytes`` when the query gives none."""
 
-MAX_BYTES_CAP = 1024 * 1024
-"""The largest ``maxBytes`` accepted."""
+MAX_BYTES_CAP = MAX_CONVERSATION_BYTES
+"""The largest ``maxBytes`` accepted (a request asking more is refused before it runs:
+``resolvers.documents.cost``)."""
 
 
 @strawberry.enum(description="What a conversation message is.")

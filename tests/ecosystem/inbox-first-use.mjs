@@ -12,11 +12,13 @@
 //   the fold: `scrollY` before and at each frame for 1.5 s after the click, the decided card's
 //   place (in view or not) and what has the focus;
 // - readonly: READ_KEY at /inbox: the page's text, its links, and whether it says "Live";
+// - readonlyAgents: READ_KEY at /inbox?view=agents: the page's text, its run cards, the buttons,
+//   forms and fields in them, and the bulk buttons;
 // - partial: a refund of $640 (two approvals) approved on its card, another in bulk: the activity
 //   lines (the bulk entry's item);
 // and axe-core's violations after the link to a decided run, each decision and on the read-only
 // key's page. Each step records what it found or the error that stopped it. Prints JSON:
-// {runs, link, waits, scroll, readonly, partial, axe, pageErrors, cspViolations, errors}.
+// {runs, link, waits, scroll, readonly, readonlyAgents, partial, axe, pageErrors, cspViolations, errors}.
 import { join } from 'node:path';
 import { api, axeViolations, failed, launchChromium } from './_browser.mjs';
 
@@ -211,6 +213,27 @@ try {
     };
     await tab.screenshot({ path: join(outputDir, 'inbox-first-use-readonly.png') });
     await axe(tab, 'a read-only key');
+    await tab.close();
+  });
+
+  await step('readonly-agents', async () => {
+    const tab = await context.newPage();
+    watch(tab);
+    await signIn(tab, `${baseUrl}/inbox?view=agents`, readKey);
+    await tab.locator('article.run').first().waitFor({ timeout: TIMEOUT });
+    // what the page settles on once it has read what it can
+    await tab.waitForTimeout(3000);
+    const cards = tab.locator('article.run');
+    out.readonlyAgents = {
+      text: await tab.locator('body').innerText(),
+      runs: await cards.count(),
+      buttons: await cards.locator('button').evaluateAll((els) => els.map((el) => ({ text: el.innerText.trim(), disabled: el.disabled }))),
+      forms: await cards.locator('form').count(),
+      fields: await cards.locator('input, textarea, select').count(),
+      bulk: await tab.getByRole('button', { name: /selected/ }).count(),
+    };
+    await tab.screenshot({ path: join(outputDir, 'inbox-first-use-readonly-agents.png') });
+    await axe(tab, 'a read-only key on the agents view');
     await tab.close();
   });
   process.stdout.write(JSON.stringify(out) + '\n');

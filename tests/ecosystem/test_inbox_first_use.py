@@ -3,8 +3,8 @@
 ``inbox-first-use.mjs`` signs the page in with a key that may decide (and, in its own tab, with a
 read-only one) against a server with the demo agents. It records what an email's inbox link opens,
 whether the page scrolls after a decision made with the mouse (at 1280x900 and 390x700), what a
-read-only key is shown, and the activity lines of a partial (1 of 2) approval, single and in bulk;
-axe-core in those states.
+read-only key is shown (in the queue view and the agents view), and the activity lines of a
+partial (1 of 2) approval, single and in bulk; axe-core in those states.
 """
 
 from __future__ import annotations
@@ -96,6 +96,19 @@ def test_a_read_only_key_is_told_it_has_no_queue(seen: dict[str, Any]) -> None:
     assert any(link["href"].endswith("?view=agents") for link in readonly["links"]), readonly
 
 
+def test_a_read_only_key_reads_the_agents_view_without_decision_controls(seen: dict[str, Any]) -> None:
+    _step(seen, "readonly-agents")
+    agents = seen["readonlyAgents"]
+    assert agents["runs"] > 0, agents
+    # the page tells once that the key may read but not decide
+    text = agents["text"]
+    assert text.count("may not decide") == 1, text
+    assert "runs:decide" in text, text
+    # and its cards offer no decision: no buttons, forms or fields, no bulk decision
+    assert agents["buttons"] == [], agents["buttons"]
+    assert (agents["forms"], agents["fields"], agents["bulk"]) == (0, 0, 0), agents
+
+
 def test_a_partial_approvals_activity_line_says_so(seen: dict[str, Any]) -> None:
     _step(seen, "partial")
     partial, (one, bulk) = seen["partial"], seen["runs"]["big"]
@@ -115,6 +128,7 @@ def test_axe_finds_no_violation_in_those_states(seen: dict[str, Any]) -> None:
         "a decision at 1280x900",
         "a decision at 390x700",
         "a read-only key",
+        "a read-only key on the agents view",
     ], labels
     for check in seen["axe"]:
         assert check["violations"] == [], f"{check['label']}: {json.dumps(check['violations'], indent=1)}"

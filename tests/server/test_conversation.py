@@ -135,15 +135,48 @@ async def test_a_conversation_over_max_bytes_keeps_the_prompts_beginning_and_the
     assert conversation["totalBytes"] == len(prompt.encode()) + sum(m["textBytes"] for m in messages[1:]) + cut["bytes"]
 
 
+LISTED = """
+query($agentId: ID!, $maxBytes: Int) {
+  suspendedRuns(agentId: $agentId, first: 10) { nodes { runId conversation(maxBytes: $maxBytes) { totalMessages } } }
+}"""
+LISTED_LITERAL = """
+query {
+  suspendedRuns(agentId: "refund-agent", first: 10) { nodes { runId conversation(maxBytes: <n>) { totalMessages } } }
+}"""
+
+
+def _refused_once(body: dict[str, Any]) -> None:
+    """A request error (no ``data``: nothing executed) refusing ``maxBytes`` once, typed."""
+    assert "data" not in body, body
+    errors = body["errors"]
+    assert [(e["extensions"]["code"], e["extensions"]["argument"], "path" in e) for e in errors] == [
+        ("BAD_USER_INPUT", "maxBytes", False)
+    ], errors
+    assert "between 1 and 1048576" in errors[0]["message"], errors
+
+
 @pytest.mark.parametrize("max_bytes", [0, -1, 1024 * 1024 + 1])
 async def test_max_bytes_outside_its_range_is_a_typed_argument_error(gql: GraphQLClient, max_bytes: int) -> None:
     started = await _refund(gql)
-    data, errors = await gql.errors(RUN, agentId=REFUND, runId=started["runId"], maxBytes=max_bytes)
-    assert data == {"suspendedRun": {"runId": started["runId"], "conversation": None}}
-    assert [(e["extensions"]["code"], e["extensions"]["argument"], e["path"]) for e in errors] == [
-        ("BAD_USER_INPUT", "maxBytes", ["suspendedRun", "conversation"])
-    ]
-    assert "between 1 and 1048576" in errors[0]["message"]
+    body = await gql.execute(RUN, agentId=REFUND, runId=started["runId"], maxBytes=max_bytes)
+    _refused_once(body)
+
+
+@pytest.mark.parametrize("max_bytes", [0, -1, 1024 * 1024 + 1])
+async def test_max_bytes_outside_its_range_on_a_listing_is_refused_once(gql: GraphQLClient, max_bytes: int) -> None:
+    # given three refunds waiting, listed once with a good maxBytes (the document is then prepared)
+    for _ in range(3):
+        await _refund(gql)
+    nodes = (await gql.data(LISTED, agentId=REFUND, maxBytes=100))["suspendedRuns"]["nodes"]
+    assert len(nodes) == 3
+
+    # when the listing asks each run's conversation with maxBytes out of its range, as a variable and a literal
+    by_variable = await gql.execute(LISTED, agentId=REFUND, maxBytes=max_bytes)
+    by_literal = await gql.execute(LISTED_LITERAL.replace("<n>", str(max_bytes)))
+
+    # then the request is refused once, before anything runs, not once per run
+    _refused_once(by_variable)
+    _refused_once(by_literal)
 
 
 async def test_the_conversation_needs_runs_read_even_in_a_decisions_outcome(app: Starlette, gql: GraphQLClient) -> None:

@@ -1,15 +1,20 @@
-"""Integers with thousands of digits, as a literal or a variable, over HTTP.
+"""Integers with thousands of digits, as a literal or a variable, and other long literals in the
+wrong place, over HTTP.
 
 Python refuses to convert a decimal string longer than ``sys.get_int_max_str_digits()`` (4,300
 digits by default) to an ``int``. A client's over-long integer is refused like any other bad
 value: an ``Int`` literal gets graphql-core's out-of-range message with the value cut short, no
 Python internals, and ``GRAPHQL_VALIDATION_FAILED``; a variable is refused as JSON the server
-does not parse (400) without echoing it.
+does not parse (400) without echoing it. Any literal of another type (a string, an enum value, a
+float, a list, an object) a validation error echoes is cut short the same way: its beginning,
+"..." and its length; so is a long name the schema does not know (a field, an argument, a type, a
+variable, a directive, a fragment, an input field).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import httpx
@@ -98,3 +103,74 @@ async def test_an_int_variable_of_thousands_of_digits_is_refused_unechoed(http: 
     assert "digits" in errors[0]["message"], errors
     assert "9999999999" not in errors[0]["message"], errors
     _leaks_nothing(errors[0]["message"])
+
+
+LONG = "x" * 100_000
+"""A literal's text of 100,000 characters."""
+
+WRONG_LITERALS = {
+    "string-for-int": ('query Q { suspendedRuns(agentId: "refund-agent", first: "<x>") { totalCount } }', "Int "),
+    "block-string-for-int": ('query Q { reviewQueue(first: """<x>""") { totalCount } }', "Int "),
+    "float-for-int": ("query Q { reviewQueue(first: 1.<0>) { totalCount } }", "Int "),
+    "list-for-int": ('query Q { reviewQueue(first: ["<x>"]) { totalCount } }', "Int "),
+    "object-for-int": ('query Q { reviewQueue(first: {a: "<x>"}) { totalCount } }', "Int "),
+    "unknown-enum-value": ("query Q { webhookDeliveries(status: <x>) { pageInfo { hasNextPage } } }", "Value "),
+    "string-for-enum": ('query Q { webhookDeliveries(status: "<x>") { pageInfo { hasNextPage } } }', "Enum "),
+    "string-for-boolean": ('query Q { reviewQueue(filter: {escalated: "<x>"}) { totalCount } }', "Boolean "),
+    "string-for-directive-if": ('query Q { agents @include(if: "<x>") { id } }', "Boolean "),
+    "enum-for-id": ("query Q { suspendedRuns(agentId: <x>) { totalCount } }", "ID "),
+    "string-for-datetime": ('query Q { reviewQueue(filter: {expiresBefore: "<x>"}) { totalCount } }', "Expected "),
+}
+"""A literal of 100,000 characters where its type does not go, and how graphql-core's message begins."""
+
+
+@pytest.mark.parametrize(("template", "begins"), WRONG_LITERALS.values(), ids=WRONG_LITERALS.keys())
+async def test_a_long_literal_in_the_wrong_place_is_cut_short(
+    http: httpx.AsyncClient, template: str, begins: str
+) -> None:
+    # when a literal of 100,000 characters is written where its type does not go
+    query = template.replace("<x>", LONG).replace("<0>", "0" * len(LONG))
+    response = await http.post("/graphql", json={"query": query})
+
+    # then it is refused by validation, with graphql-core's message, the literal cut short: the
+    # whole response is under 2 KB
+    assert len(response.content) < 2048, response.text[:300]
+    errors = response.json()["errors"]
+    assert [error["extensions"]["code"] for error in errors] == ["GRAPHQL_VALIDATION_FAILED"], errors
+    message = errors[0]["message"]
+    assert message.startswith(begins), message
+    assert re.search(r"\.\.\. \(1000\d\d characters\)", message), message
+    if "first: [" not in template and "first: {" not in template:  # graphql-core locates neither (copies)
+        assert errors[0]["locations"], errors
+
+
+UNKNOWN_NAMES = {
+    "field": ("query Q { <x> }", "Cannot query field "),
+    "argument": ("query Q { agents(<x>: 1) { id } }", "Unknown argument "),
+    "variable-type": ("query Q($n: <x>) { agents @include(if: $n) { id } }", "Unknown type "),
+    "unused-variable": ("query Q($<x>: Int) { agents { id } }", "Variable "),
+    "undefined-variable": ("query Q { reviewQueue(first: $<x>) { totalCount } }", "Variable "),
+    "directive": ("query Q { agents @<x> { id } }", "Unknown directive "),
+    "fragment": ("query Q { agents { ...<x> } }", "Unknown fragment "),
+    "input-field": ("query Q { reviewQueue(filter: {<x>: true}) { totalCount } }", "Expected value of type "),
+    "unknown-field-beside-a-long-string": (
+        'query Q { reviewQueue(filter: {bogus: true, threadId: "<x>"}) { totalCount } }',
+        "Expected value of type ",
+    ),
+}
+"""A name of 100,000 characters the schema does not know (or a long literal beside one), and how
+graphql-core's message begins."""
+
+
+@pytest.mark.parametrize(("template", "begins"), UNKNOWN_NAMES.values(), ids=UNKNOWN_NAMES.keys())
+async def test_a_long_unknown_name_is_cut_short(http: httpx.AsyncClient, template: str, begins: str) -> None:
+    # when a document names, with 100,000 characters, what the schema does not have
+    response = await http.post("/graphql", json={"query": template.replace("<x>", LONG)})
+
+    # then it is refused by validation, with graphql-core's message, the name cut short: the whole
+    # response is under 2 KB
+    assert len(response.content) < 2048, response.text[:300]
+    errors = response.json()["errors"]
+    assert {error["extensions"]["code"] for error in errors} == {"GRAPHQL_VALIDATION_FAILED"}, errors
+    assert errors[0]["message"].startswith(begins), errors
+    assert all(re.search(r"\.\.\. \(1\d\d\d\d\d characters\)", error["message"]) for error in errors), errors

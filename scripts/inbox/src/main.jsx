@@ -461,10 +461,11 @@ function Approvals({ call }) {
  * question (a supervisor's call asking again) starts without it. */
 const noteKey = (run, call) => `${run.runId}\u0000${call.questionId || call.toolCallId}`;
 
-function ToolCall({ run, call, features, act, busy, selected, onSelect, message }) {
+function ToolCall({ run, call, features, act, busy, selected, onSelect, message, mayDecide }) {
   const base = domId('call', run.runId, call.toolCallId || call.questionId);
-  let actions = null; // none on a sub-run: its calls are decided on the supervisor's run
-  if (decidedHere(run)) {
+  // none on a sub-run (its calls are decided on the supervisor's run), nor for a read-only key
+  let actions = null;
+  if (mayDecide && decidedHere(run)) {
     actions = call.requiresApproval ? (
       <ApprovalActions call={call} base={base} features={features} act={act} busy={busy} selected={selected} onSelect={onSelect} />
     ) : (
@@ -532,7 +533,7 @@ function ToolCall({ run, call, features, act, busy, selected, onSelect, message 
   );
 }
 
-function Run({ run, features, act, busy, selection, setSelected, messages }) {
+function Run({ run, features, act, busy, selection, setSelected, messages, mayDecide }) {
   const heading = domId('run', run.runId);
   const pending = run.toolCalls.filter((call) => !call.decision);
   const decided = run.toolCalls.filter((call) => call.decision);
@@ -592,6 +593,7 @@ function Run({ run, features, act, busy, selection, setSelected, messages }) {
             selected={selection.has(key)}
             onSelect={(on) => setSelected(key, on)}
             message={messages[noteKey(run, call)] || ''}
+            mayDecide={mayDecide}
           />
         );
       })}
@@ -663,7 +665,9 @@ function settledText(verb, call, runId, result, change) {
 
 /** One listing: an agent's suspended runs (`agent`), or with `queue` the reviewers' queue across
  * agents (`agent` then names the listing), its items grouped into runs (review.jsx). */
-function AgentListing({ agent, queue = false, agentName, features, filters, token, refresh, log, onAuth, follow, ownDecision, linked = null }) {
+/** One listing of run cards: an agent's suspended runs, or the reviewers' queue (`queue`). A key
+ * that may not decide (`mayDecide` false) reads the cards without their decision controls. */
+function AgentListing({ agent, queue = false, agentName, features, filters, token, refresh, log, onAuth, follow, ownDecision, linked = null, mayDecide = true }) {
   // the queue pages forward only (`first`, `after`): `back` holds the cursors of the pages before
   const [page, setPage] = useState(queue ? { first: PAGE_SIZE, after: null, back: [] } : { first: PAGE_SIZE });
   const [connection, setConnection] = useState(null);
@@ -960,14 +964,14 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
           {error}
         </p>
       )}
-      {features.bulk && (runs.some((run) => approvalsWaiting(run).length > 0) || slots.size > 0) && (
+      {mayDecide && features.bulk && (runs.some((run) => approvalsWaiting(run).length > 0) || slots.size > 0) && (
         <BulkBar agent={agent} count={selection.size} busy={busy} decide={decide} />
       )}
       {items.map(([id, { run, slot }]) =>
         slot ? (
           <Settled key={id} slot={slot} onCompact={compact} />
         ) : (
-          <Run key={id} run={run} features={features} act={act} busy={busy} selection={selection} setSelected={setSelected} messages={messages} />
+          <Run key={id} run={run} features={features} act={act} busy={busy} selection={selection} setSelected={setSelected} messages={messages} mayDecide={mayDecide} />
         ),
       )}
       {connection && runs.length === 0 && [...slots.values()].every((slot) => slot.compact) && <p>{queue ? 'Nothing waits for you.' : 'No suspended runs.'}</p>}
@@ -1131,8 +1135,10 @@ function App() {
   const [agents, setAgents] = useState([]);
   // an inbox link lists its run's agent
   const [filters, setFilters] = useState(() => (LINKED && LINKED.agentId ? { ...EMPTY_FILTERS, agentId: LINKED.agentId } : EMPTY_FILTERS));
-  // the scope a key lacks to have a review queue (a read-only key), or ''
-  const [noQueue, setNoQueue] = useState('');
+  // the scope a key lacks to decide (a read-only key: it has no review queue either), or ''
+  const [readOnly, setReadOnly] = useState('');
+  // the queue view of a read-only key says it has no queue instead of a listing
+  const noQueue = AGENTS_VIEW ? '' : readOnly;
   const [activity, setActivity] = useState([]);
   const [live, setLive] = useState('connecting');
   const [refresh, setRefresh] = useState({});
@@ -1171,8 +1177,9 @@ function App() {
         const list = await request(token, docs.AGENTS);
         const known = docs.features(found);
         let lacking = '';
-        if (known.reviewQueue && !AGENTS_VIEW) {
-          // a key that may not decide has no queue: the page says so instead of a listing
+        if (known.reviewQueue) {
+          // a key that may not decide has no queue: the queue view says so instead of a listing,
+          // the agents view shows the runs without decision controls
           try {
             await request(token, docs.reviewQueueQuery(known), { filter: null, first: 1, after: null });
           } catch (e) {
@@ -1192,7 +1199,7 @@ function App() {
           );
           forgetLinkInAddress();
         }
-        setNoQueue(lacking);
+        setReadOnly(lacking);
         setFeatures(known);
         setAgents(list.agents);
         setPhase('ready');
@@ -1346,6 +1353,12 @@ function App() {
               linked={unknownLink ? null : LINKED}
             />
           )}
+          {!queueView && readOnly && (
+            <p className="link-note" role="status">
+              This key may read the suspended runs but may not decide (it lacks the scope <code>{readOnly}</code>): their cards show no Approve,
+              Decline or resume controls.
+            </p>
+          )}
           {!queueView && watched.map((agent) => (
             <AgentListing
               key={`${agent.id}\u0000${JSON.stringify(filters)}`}
@@ -1360,6 +1373,7 @@ function App() {
               follow={progress.follow}
               ownDecision={ownDecision}
               linked={LINKED && !unknownLink && (!LINKED.agentId || LINKED.agentId === agent.id) ? LINKED : null}
+              mayDecide={!readOnly}
             />
           ))}
         </div>

@@ -1,15 +1,11 @@
 """Long literals and names in validation errors, cut short; over-long integers refused without Python's words.
 
-graphql-core's validation errors about a literal echo it whole: "Int cannot represent non-integer
-value: <the literal>", "Value '<the literal>' does not exist in 'E' enum.", "Expected value of
-type 'T', but encountered error '<the exception>'; found: <the literal>." (a string, an enum
-value, a number, a list or an object: whatever its type and the type expected), and so do they a
-name the schema does not know ("Cannot query field '<the name>' on type 'Query'."). For an integer
-literal of more digits than ``sys.get_int_max_str_digits()`` the exception is Python's own (its
-int limit and ``sys.set_int_max_str_digits()``). ``bounded_literal_error`` gives the error a
-client sees instead: the literal or name cut to its first ``SHOWN_CHARACTERS`` characters, "..."
-and its length (``SHOWN_DIGITS`` digits and "... (N digits)" for an integer), and a message still
-longer than ``LONGEST_MESSAGE`` cut the same way; ``ErrorMasking``
+graphql-core's validation errors echo a literal whole ("Int cannot represent non-integer value:
+<literal>", "Value '<literal>' does not exist in 'E' enum.", "Expected value of type 'T', but
+encountered error '<exception>'; found: <literal>"), whatever its type, and a name the schema does
+not know; an integer literal longer than ``sys.get_int_max_str_digits()`` gets Python's own words.
+``bounded_literal_error`` cuts each such literal or name (and a message still over
+``LONGEST_MESSAGE``) to its first characters, "..." and its length; ``ErrorMasking``
 (``resolvers.errors``) applies it to every request's errors, over HTTP and WebSocket.
 """
 

@@ -28,17 +28,29 @@ def _float(text: str) -> float:
     return value
 
 
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise NotStrictJsonError(f"the name {name[:40]!r} appears twice in one object")
+            seen.add(name)
+    return value
+
+
 def loads(data: str | bytes) -> Any:
-    """The value of RFC 8259 JSON text.
+    """The value of RFC 8259 JSON text whose objects each name a member once (I-JSON, RFC 7493:
+    two parsers that keep the first or the last of a repeated name would read two documents).
 
     Raises:
-        NotStrictJsonError: ``NaN``, ``Infinity``, ``-Infinity`` or a number beyond a double
-            (``1e999``).
+        NotStrictJsonError: ``NaN``, ``Infinity``, ``-Infinity``, a number beyond a double
+            (``1e999``), or a name given twice in one object.
         ValueError: Any other malformed text (``json.JSONDecodeError``), an integer over Python's
             digit limit.
         RecursionError: Nesting deeper than the parser's recursion limit.
     """
-    return json.loads(data, parse_constant=_constant, parse_float=_float)
+    return json.loads(data, parse_constant=_constant, parse_float=_float, object_pairs_hook=_object)
 
 
 def dumps(value: Any, **options: Any) -> str:

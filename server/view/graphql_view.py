@@ -151,6 +151,8 @@ def _refusal(exc: BaseException) -> str | None:
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     if isinstance(exc, strict_json.NotStrictJsonError):
+        if "twice" in str(exc):
+            return f"{exc} (each name of a JSON object once, RFC 7493)"
         return f"{exc} (RFC 8259 JSON has no NaN, Infinity or number beyond a double)"
     if isinstance(exc, UnicodeEncodeError):
         return "a string holds a lone UTF-16 surrogate"
@@ -305,9 +307,9 @@ class GraphQLView(GraphQLOverHTTP, PreparedView):
 
         Refused (``json.JSONDecodeError``, so HTTP answers 400 and a WebSocket closes with 4400):
         what is not RFC 8259 JSON (``storage.strict_json.loads``: malformed text, ``NaN``,
-        ``Infinity``, a number beyond a double such as ``1e999``), numbers longer than Python's
-        int limit, nesting deeper than the parser's recursion limit, and strings with a lone
-        UTF-16 surrogate (``"\\ud800"``), which no store could encode.
+        ``Infinity``, a number beyond a double such as ``1e999``, a name twice in one object),
+        numbers longer than Python's int limit, nesting deeper than the parser's recursion limit,
+        and strings with a lone UTF-16 surrogate (``"\\ud800"``), which no store could encode.
         """
         try:
             value = strict_json.loads(data)

@@ -53,7 +53,7 @@ async def _left_in_cycles(body: Callable[[], Awaitable[None]]) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="renewing's closures, and the update writer's task holding the run's context")
+@pytest.mark.xfail(strict=True, reason="the update writer's task holds the run's context")
 async def test_an_approval_leaves_no_reference_cycle_of_runsgate(manager: RunManager) -> None:
     # given a suspended refund run, after one approval that warmed every cache
     for _ in range(2):
@@ -72,7 +72,6 @@ async def test_an_approval_leaves_no_reference_cycle_of_runsgate(manager: RunMan
     assert await _left_in_cycles(approve) == []
 
 
-@pytest.mark.xfail(strict=True, reason="renewing's two closures refer to each other")
 async def test_a_renewed_lease_leaves_no_reference_cycle() -> None:
     # given a lease renewed every minute
     async def renew() -> bool:

@@ -9,8 +9,6 @@ import types
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pytest
-
 from runtime import RunManager
 from runtime.continuing.claims import renewing
 
@@ -53,7 +51,6 @@ async def _left_in_cycles(body: Callable[[], Awaitable[None]]) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="the update writer's task holds the run's context")
 async def test_an_approval_leaves_no_reference_cycle_of_runsgate(manager: RunManager) -> None:
     # given a suspended refund run, after one approval that warmed every cache
     for _ in range(2):

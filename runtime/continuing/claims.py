@@ -34,26 +34,30 @@ async def renewing(renew: Callable[[], Awaitable[bool]], *, every: float, lease:
     renewals = _Renewals(renew, every, lease)
     try:
         yield
-    finally:
-        await renewals.stop()
+    finally:  # here, not in a method: the approval's walk does not come back into this module
+        renewals.timer.cancel()
+        renewal, renewals.renewal = renewals.renewal, None
+        if renewal is not None and not renewal.done():
+            renewal.cancel()
+            await asyncio.wait([renewal])
 
 
 class _Renewals:
     """``renewing``'s timer and renewal task: no closure referring to another, so that the body's
     end leaves no reference cycle (the timer, cancelled, lets go of its callback)."""
 
-    __slots__ = ("_every", "_lease", "_loop", "_renew", "_renewal", "_timer")
+    __slots__ = ("_every", "_lease", "_loop", "_renew", "renewal", "timer")
 
     def __init__(self, renew: Callable[[], Awaitable[bool]], every: float, lease: str) -> None:
         self._renew = renew
         self._every = every
         self._lease = lease
         self._loop = asyncio.get_running_loop()
-        self._renewal: asyncio.Task[None] | None = None
-        self._timer = self._loop.call_later(every, self._due)
+        self.renewal: asyncio.Task[None] | None = None
+        self.timer = self._loop.call_later(every, self._due)
 
     def _due(self) -> None:
-        self._renewal = self._loop.create_task(self._once(), name=f"runsgate-renewing {self._lease}")
+        self.renewal = self._loop.create_task(self._once(), name=f"runsgate-renewing {self._lease}")
 
     async def _once(self) -> None:
         try:
@@ -66,12 +70,4 @@ class _Renewals:
         if not held:
             logger.warning("%s was taken over while held", self._lease)
             return
-        self._timer = self._loop.call_later(self._every, self._due)
-
-    async def stop(self) -> None:
-        """Cancel the next renewal, and one in flight, which it awaits."""
-        self._timer.cancel()
-        renewal, self._renewal = self._renewal, None
-        if renewal is not None and not renewal.done():
-            renewal.cancel()
-            await asyncio.wait([renewal])
+        self.timer = self._loop.call_later(self._every, self._due)

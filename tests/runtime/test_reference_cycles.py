@@ -34,8 +34,10 @@ def _ours(thing: Any) -> bool:
 
 async def _left_in_cycles(body: Callable[[], Awaitable[None]]) -> list[str]:
     """The runsgate objects that ``body`` left in reference cycles, by type (the collector off
-    while it runs, then one collection that keeps what it found)."""
+    while it runs, then one collection that keeps what it found; what was alive before is held
+    meanwhile, so that garbage another test left is not counted)."""
     gc.collect()
+    existing = gc.get_objects()
     gc.disable()
     try:
         await body()
@@ -47,6 +49,7 @@ async def _left_in_cycles(body: Callable[[], Awaitable[None]]) -> list[str]:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
+    del existing
     gc.collect()
     return found
 

@@ -124,8 +124,12 @@ async def _timed(app: ASGIApp, approvals: int, profile: cProfile.Profile | None 
 
 
 def memory_app() -> ASGIApp:
-    """The bench app on the memory store, authentication off, every refund waiting for its decision."""
-    return create_bench_app(Settings(agents=DEMO_AGENTS, mongodb_uri=None, store=None, auth=False, tool_rules=[]))
+    """The bench app on the memory store, authentication off, every refund waiting for its decision;
+    started as ``runsgate serve`` starts one: what its start made is frozen once its lifespan
+    started (``server.app.settle_memory``)."""
+    return create_bench_app(
+        Settings(agents=DEMO_AGENTS, mongodb_uri=None, store=None, auth=False, tool_rules=[]), settle=True
+    )
 
 
 async def cpu_ms(approvals: int = 100, rounds: int = ROUNDS) -> tuple[float, float]:

@@ -22,16 +22,16 @@ from .raw_page import raw_page
 RAW_PAGE_PATH = "/bench/raw-page"
 
 
-def create_bench_app(settings: Settings | None = None) -> Starlette:
-    """``server.app.create_app``'s app with ``POST /bench/raw-page``."""
-    app = create_app(settings)
+def create_bench_app(settings: Settings | None = None, *, settle: bool = False) -> Starlette:
+    """``server.app.create_app``'s app with ``POST /bench/raw-page`` (``settle``: as ``create_app``'s)."""
+    app = create_app(settings, settle=settle)
     app.router.routes.append(Route(RAW_PAGE_PATH, raw_page, methods=["POST"]))
     return app
 
 
 def worker_app() -> Starlette:
     """The app of one ``--workers`` process (uvicorn's factory), as ``server.app.worker_app``."""
-    return create_bench_app(worker_settings())
+    return create_bench_app(worker_settings(), settle=True)
 
 
 def main(argv: list[str]) -> int:

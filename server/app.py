@@ -111,8 +111,8 @@ def settle_memory() -> None:
     """Collect the garbage of the start, then move every object still alive (modules, the
     schema, the agents: what lives as long as the process) to the garbage collector's permanent
     generation (``gc.freeze``), so that a full collection, which a burst of large answers sets
-    off, walks only what requests made (why: docs/architecture.md "Requests and answers"). The process
-    that serves calls it once started."""
+    off, walks only what requests made (why: docs/architecture.md "Requests and answers"). Every
+    process of ``runsgate serve`` calls it once started: the only one, or each of ``--workers``."""
     gc.collect()
     gc.freeze()
 
@@ -131,7 +131,8 @@ def create_app(
 ) -> Starlette:
     """Build the app: its routes and middleware over ``Services``. Settings come from the
     environment unless given; ``store`` replaces the store they name (the app opens and closes it);
-    ``settle``: ``settle_memory`` once its lifespan started (a ``--workers`` process).
+    ``settle``: ``settle_memory`` once its lifespan started (a ``--workers`` process; one
+    process of ``runsgate serve`` settles once uvicorn started it, ``server.cli.serve.Server``).
 
     Raises:
         ConfigError: Invalid environment (when ``settings`` is not given), or security settings

@@ -31,33 +31,43 @@ async def renewing(renew: Callable[[], Awaitable[bool]], *, every: float, lease:
     names the lease in the logs and the renewals' task name. The body's end cancels the next
     renewal, and one in flight, which it awaits.
     """
-    loop = asyncio.get_running_loop()
-    renewal: asyncio.Task[None] | None = None
-    timer: asyncio.TimerHandle
+    renewals = _Renewals(renew, every, lease)
+    try:
+        yield
+    finally:  # here, not in a method: the approval's walk does not come back into this module
+        renewals.timer.cancel()
+        renewal, renewals.renewal = renewals.renewal, None
+        if renewal is not None and not renewal.done():
+            renewal.cancel()
+            await asyncio.wait([renewal])
 
-    async def once() -> None:
-        nonlocal timer
+
+class _Renewals:
+    """``renewing``'s timer and renewal task: no closure referring to another, so that the body's
+    end leaves no reference cycle (the timer, cancelled, lets go of its callback)."""
+
+    __slots__ = ("_every", "_lease", "_loop", "_renew", "renewal", "timer")
+
+    def __init__(self, renew: Callable[[], Awaitable[bool]], every: float, lease: str) -> None:
+        self._renew = renew
+        self._every = every
+        self._lease = lease
+        self._loop = asyncio.get_running_loop()
+        self.renewal: asyncio.Task[None] | None = None
+        self.timer = self._loop.call_later(every, self._due)
+
+    def _due(self) -> None:
+        self.renewal = self._loop.create_task(self._once(), name=f"runsgate-renewing {self._lease}")
+
+    async def _once(self) -> None:
         try:
-            held = await renew()
+            held = await self._renew()
         except Exception:
-            logger.warning("renewing %s failed", lease, exc_info=True)
+            logger.warning("renewing %s failed", self._lease, exc_info=True)
             held = True
         finally:
             stop_if_cancelled()  # the body's end awaits this task (runtime/_cancel.py)
         if not held:
-            logger.warning("%s was taken over while held", lease)
+            logger.warning("%s was taken over while held", self._lease)
             return
-        timer = loop.call_later(every, due)
-
-    def due() -> None:
-        nonlocal renewal
-        renewal = loop.create_task(once(), name=f"runsgate-renewing {lease}")
-
-    timer = loop.call_later(every, due)
-    try:
-        yield
-    finally:
-        timer.cancel()
-        if renewal is not None and not renewal.done():
-            renewal.cancel()
-            await asyncio.wait([renewal])
+        self.timer = self._loop.call_later(self._every, self._due)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import AsyncIterable, Callable, Sequence
@@ -209,6 +210,8 @@ class UpdatePublisher:
         self._unrun: dict[str, ToolCallPart] = {}
         """Calls pydantic-ai settles without running them, until their result says how (``_on``)."""
         self._task: asyncio.Task[None] | None = None  # the batch writer, from the first update queued
+        # the batch writer's context: not the agent run's, whose RunContext holds this publisher (a cycle)
+        self._context = contextvars.copy_context()
 
     def publish(self, kind: UpdateKind, *, run: SnapshotDocument | None = None, **fields: Any) -> None:
         """Send one update now to this process's subscribers, and queue it for the store: the
@@ -224,7 +227,8 @@ class UpdatePublisher:
         self._pending.append(published)
         self.unwritten.append(published)
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._flush(), name=f"runsgate-updates-{self.run_id}")
+            name = f"runsgate-updates-{self.run_id}"
+            self._task = asyncio.get_running_loop().create_task(self._flush(), name=name, context=self._context)
         if kind == "text" and not self._texted:  # the first delta, which other instances wait for
             self._texted = True
             self._first_text = published

@@ -1,4 +1,5 @@
-"""The fast path's schema: ``FederationSchema`` running prepared query operations directly."""
+"""The fast path's schema: ``FederationSchema`` running prepared operations directly, and the
+rule of its fallback to Strawberry's pipeline (``PreparedSchema.execute``)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from strawberry.types.graphql import OperationType
 
 from ..documents.cost import context_limits, operation_cost, schema_of
 from ..federation import FederationSchema
-from .prepared import PreparedOperations, execute_prepared, well_formed
+from .prepared import ExecutionBegan, PreparedOperations, execute_prepared, fault_result, well_formed
 
 logger = logging.getLogger("runsgate.graphql")
 
 
 class PreparedSchema(FederationSchema):
-    """``FederationSchema`` whose ``execute`` runs a prepared query operation directly when
-    given ``prepared_operations`` (``resolvers.fastpath.prepared``)."""
+    """``FederationSchema`` whose ``execute`` runs a prepared query or mutation operation directly
+    when given ``prepared_operations`` (``resolvers.fastpath.prepared``)."""
 
     prepared_operations: PreparedOperations | None = None
     """Set by ``resolvers.fastpath.install``; None: every request takes Strawberry's standard path."""
@@ -33,10 +34,18 @@ class PreparedSchema(FederationSchema):
         allowed_operation_types: Iterable[OperationType] | None = None,
         operation_extensions: dict[str, Any] | None = None,
     ) -> ExecutionResult:
-        """Strawberry's ``Schema.execute``; a prepared query operation skips parsing, validation
-        and the extension hooks (``resolvers.fastpath.prepared``), with the same result: its cost
-        (``resolvers.documents.cost``) is reported as ``QueryCost`` reports it, and one over the limit for
-        these variables goes through Strawberry's pipeline, which refuses it."""
+        """Strawberry's ``Schema.execute``; a prepared operation skips parsing, validation and the
+        extension hooks (``resolvers.fastpath.prepared``), with the same result: its cost
+        (``resolvers.documents.cost``) is reported as ``QueryCost`` reports it, and one over the
+        limit for these variables goes through Strawberry's pipeline, which refuses it.
+
+        The fallback's rule: an operation with effects (a mutation) runs at most once. A fault of
+        the fast path before the operation's execution began (any exception but ``ExecutionBegan``:
+        no resolver was called) is logged and the request runs through Strawberry's pipeline.
+        Once execution began (``ExecutionBegan``, from ``execute_prepared``'s call of a root plan
+        or of graphql-core's ``execute`` on), a query still runs again that way, but a mutation
+        never: its fault is logged with its traceback and answered as the standard path answers
+        a resolver's unexpected exception (``fault_result``: masked, ``data`` null)."""
         prepared = self.prepared_operations
         entry = (
             prepared.get(query, operation_name)
@@ -53,11 +62,12 @@ class PreparedSchema(FederationSchema):
         )
         if (
             entry is not None
-            and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types)
+            and (allowed_operation_types is None or entry.operation_type in allowed_operation_types)
             and (cost is None or not cost.over)
         ):
             assert prepared is not None
             prepared.executed += 1
+            extensions = {} if cost is None else {"cost": cost.report()}
             try:
                 return await execute_prepared(
                     self,
@@ -68,9 +78,12 @@ class PreparedSchema(FederationSchema):
                     operation_extensions=operation_extensions,
                     mask_errors=prepared.mask_errors,
                     planned=prepared.count_planned,
-                    extensions={} if cost is None else {"cost": cost.report()},
+                    extensions=extensions,
                 )
-            except Exception:
+            except Exception as fault:
+                if isinstance(fault, ExecutionBegan) and entry.operation_type is not OperationType.QUERY:
+                    logger.error("%s after its execution began; not run again", fault, exc_info=fault.__cause__)
+                    return fault_result(self, entry, fault, mask_errors=prepared.mask_errors, extensions=extensions)
                 logger.exception("prepared operation failed; running it again through Strawberry's pipeline")
         return await super().execute(
             query,

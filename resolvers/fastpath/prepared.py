@@ -37,6 +37,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.utils.await_maybe import await_maybe
 
+from ..documents.cost import context_limits, operation_cost, schema_of
 from ..metrics import OperationLabels, operation_metrics
 from .internals import execute_function, executor_kwargs, graphql_schema, process_errors, provided_operation_name
 from .root_plan import RootPlan, plan_root, run_root_plan
@@ -48,13 +49,31 @@ PREPARED_CACHE_SIZE = 256
 """Prepared operations kept (least recently used dropped first), as many as ``ParserCache``."""
 
 
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """What executing an operation needs of a Strawberry schema, through ``internals``: its
+    ``GraphQLSchema``, graphql-core's execute function and the executor's keyword arguments."""
+
+    graphql: GraphQLSchema
+    execute: Callable[..., Any]
+    executor_kwargs: dict[str, Any]
+
+    @classmethod
+    def of(cls, schema: Schema) -> Execution:
+        """Looked up for ``schema`` (fixed once it is built)."""
+        kwargs = executor_kwargs(schema.execution_context_class)
+        return cls(graphql_schema(schema), execute_function(schema), kwargs)
+
+
 class ExecutionBegan(Exception):
     """A fault of ``execute_prepared`` once the operation's execution began (a resolver may have
-    run); the fault itself is its ``__cause__``, ``elapsed`` the seconds since it started."""
+    run); the fault itself is its ``__cause__``, ``elapsed`` the seconds since it started,
+    ``extensions`` the result's extensions (the cost)."""
 
-    def __init__(self, message: str, elapsed: float) -> None:
+    def __init__(self, message: str, elapsed: float, extensions: dict[str, Any]) -> None:
         super().__init__(message)
         self.elapsed = elapsed
+        self.extensions = extensions
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +104,9 @@ class PreparedOperations:
         root_plans: Plan the root field of each recorded query (``resolvers.fastpath.root_plan``).
 
     Attributes:
-        executed: Requests executed as prepared operations (``resolvers.fastpath.schema.PreparedSchema.execute``).
+        executed: Requests executed as prepared operations (``execute_prepared``).
         planned: Those of them answered by their root plan (``resolvers.fastpath.root_plan``).
+        execution: What ``execute_prepared`` calls of the schema served (``bind``).
     """
 
     def __init__(
@@ -102,10 +122,11 @@ class PreparedOperations:
         self._lock = threading.Lock()  # Strawberry may run sync execution in threads
         self.executed = 0
         self.planned = 0
+        self.execution: Execution | None = None
 
-    def count_planned(self) -> None:
-        """Count a request answered by its root plan (``execute_prepared``'s ``planned``)."""
-        self.planned += 1
+    def bind(self, schema: Schema) -> None:
+        """Serve ``schema``: look up once what ``execute_prepared`` calls of it (``Execution``)."""
+        self.execution = Execution.of(schema)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -176,49 +197,61 @@ _MISSING = object()
 
 async def execute_prepared(
     schema: Schema,
+    operations: PreparedOperations,
     prepared: PreparedOperation,
     *,
     variable_values: dict[str, Any] | None,
     context_value: Any,
     root_value: Any,
     operation_extensions: dict[str, Any] | None,
-    mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]],
-    planned: Callable[[], None] | None = None,
-    extensions: dict[str, Any] | None = None,
-) -> ExecutionResult:
-    """Execute a prepared operation as ``Schema.execute`` would (module docstring), skipping
-    parse, validation and the extension hooks; a query by its root plan
-    (``resolvers.fastpath.root_plan``) when it has one and the request takes the plain path
-    (``planned`` is then called). ``extensions`` are the result's (what the extensions would
-    report: the cost, ``resolvers.documents.cost``).
+) -> ExecutionResult | None:
+    """Execute a prepared operation of ``operations`` as ``Schema.execute`` would (module
+    docstring), skipping parse, validation and the extension hooks; a query by its root plan
+    (``resolvers.fastpath.root_plan``) when it has one and the request takes the plain path.
+    The result's extensions hold the cost as ``QueryCost`` reports it (``resolvers.documents.cost``).
+
+    Returns:
+        None, before executing anything, when the operation costs more than the request's limits
+        allow: Strawberry's pipeline then refuses it.
 
     Raises:
         ExecutionBegan: From any exception once execution began, i.e. from the call of the root
             plan or of graphql-core's ``execute`` on (never a resolver's error, which is in the
-            result). Nothing is raised before: this function does nothing else first.
+            result). Before, the cost's own exceptions.
     """
+    limits = context_limits(context_value)  # else QueryCost reads no limits: no cost reported
+    cost = (
+        None
+        if limits is None
+        else operation_cost(schema_of(schema), prepared.document, prepared.operation_name, variable_values, *limits)
+    )
+    if cost is not None and cost.over:
+        return None
+    extensions = {} if cost is None else {"cost": cost.report()}
+    execution = operations.execution or Execution.of(schema)
+    operations.executed += 1
     started = time.perf_counter()
     try:
         planned_result = None
         if prepared.root is not None:
             planned_result = await run_root_plan(
                 prepared.root,
-                schema=graphql_schema(schema),
+                schema=execution.graphql,
                 context_value=context_value,
                 root_value=root_value,
                 variable_values=variable_values,
                 operation_extensions=operation_extensions,
                 is_awaitable=optimized_is_awaitable,
             )
-            if planned_result is not None and planned is not None:
-                planned()
+            if planned_result is not None:
+                operations.planned += 1
         result: GraphQLExecutionResult
         if planned_result is not None:
             result = planned_result
         else:
             result = await await_maybe(
-                execute_function(schema)(
-                    graphql_schema(schema),
+                execution.execute(
+                    execution.graphql,
                     prepared.document,
                     root_value=root_value,
                     middleware=None,
@@ -227,42 +260,38 @@ async def execute_prepared(
                     context_value=context_value,
                     is_awaitable=optimized_is_awaitable,
                     operation_extensions=operation_extensions,
-                    **executor_kwargs(schema.execution_context_class),
+                    **execution.executor_kwargs,
                 )
             )
         errors = result.errors
         if errors:
             process_errors(schema, errors)
-            errors = mask_errors(errors)
+            errors = operations.mask_errors(errors)
         prepared.metrics.observe(time.perf_counter() - started, failed=bool(errors))
-        return ExecutionResult(data=result.data, errors=errors, extensions=extensions or {})
+        return ExecutionResult(data=result.data, errors=errors, extensions=extensions)
     except Exception as fault:
         elapsed = time.perf_counter() - started
-        raise ExecutionBegan(f"prepared operation {prepared.operation_name!r} failed", elapsed) from fault
+        message = f"prepared operation {prepared.operation_name!r} failed"
+        raise ExecutionBegan(message, elapsed, extensions) from fault
 
 
 def fault_result(
-    schema: Schema,
-    prepared: PreparedOperation,
-    began: ExecutionBegan,
-    *,
-    mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]],
-    extensions: dict[str, Any] | None = None,
+    schema: Schema, operations: PreparedOperations, prepared: PreparedOperation, began: ExecutionBegan
 ) -> ExecutionResult:
     """The answer to the fault of ``began`` (raised by ``execute_prepared`` once the operation's
     execution began), as the standard path answers a resolver's unexpected exception: located at
     the operation's first root field (so not a request error), through the schema's error
-    processing and ``mask_errors`` (which log it with its traceback and answer "Unexpected
-    error."), with ``data`` null; counted as a failed operation."""
+    processing and ``operations.mask_errors`` (which log it with its traceback and answer
+    "Unexpected error."), with ``data`` null and ``began.extensions``; counted as a failed operation."""
     node = prepared.first_field
     path = None if node is None else [(node.alias or node.name).value]
     fault = began.__cause__ if isinstance(began.__cause__, Exception) else began
     errors: list[GraphQLError] = [located_error(fault, None if node is None else [node], path)]
     process_errors(schema, errors)
-    errors = mask_errors(errors)
+    errors = operations.mask_errors(errors)
     with contextlib.suppress(Exception):  # the fault may be the metrics' own: the answer must not fail on it
         prepared.metrics.observe(began.elapsed, failed=True)
-    return ExecutionResult(data=None, errors=errors, extensions=extensions or {})
+    return ExecutionResult(data=None, errors=errors, extensions=began.extensions)
 
 
 def first_root_field(document: DocumentNode, operation_name: str | None) -> FieldNode | None:
@@ -359,6 +388,7 @@ def all_covered(factories: Iterable[object]) -> bool:
 
 __all__ = [
     "PREPARED_CACHE_SIZE",
+    "Execution",
     "ExecutionBegan",
     "PreparedOperation",
     "PreparedOperations",

@@ -10,7 +10,6 @@ from typing import Any
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from ..documents.cost import context_limits, operation_cost, schema_of
 from ..federation import FederationSchema
 from .prepared import ExecutionBegan, PreparedOperations, execute_prepared, fault_result, well_formed
 
@@ -35,9 +34,9 @@ class PreparedSchema(FederationSchema):
         operation_extensions: dict[str, Any] | None = None,
     ) -> ExecutionResult:
         """Strawberry's ``Schema.execute``; a prepared operation skips parsing, validation and the
-        extension hooks (``resolvers.fastpath.prepared``), with the same result: its cost
-        (``resolvers.documents.cost``) is reported as ``QueryCost`` reports it, and one over the
-        limit for these variables goes through Strawberry's pipeline, which refuses it.
+        extension hooks (``resolvers.fastpath.prepared.execute_prepared``), with the same result;
+        one over the cost limit for these variables goes through Strawberry's pipeline, which
+        refuses it.
 
         The fallback's rule: an operation with effects (a mutation) runs at most once. A fault of
         the fast path before the operation's execution began (any exception but ``ExecutionBegan``:
@@ -54,37 +53,26 @@ class PreparedSchema(FederationSchema):
             and well_formed(operation_name, variable_values, operation_extensions)
             else None
         )
-        limits = None if entry is None else context_limits(context_value)  # else QueryCost reads them
-        cost = (
-            None
-            if entry is None or limits is None
-            else operation_cost(schema_of(self), entry.document, entry.operation_name, variable_values, *limits)
-        )
-        if (
-            entry is not None
-            and (allowed_operation_types is None or entry.operation_type in allowed_operation_types)
-            and (cost is None or not cost.over)
-        ):
+        if entry is not None and (allowed_operation_types is None or entry.operation_type in allowed_operation_types):
             assert prepared is not None
-            prepared.executed += 1
-            extensions = {} if cost is None else {"cost": cost.report()}
             try:
-                return await execute_prepared(
+                result = await execute_prepared(
                     self,
+                    prepared,
                     entry,
                     variable_values=variable_values,
                     context_value=context_value,
                     root_value=root_value,
                     operation_extensions=operation_extensions,
-                    mask_errors=prepared.mask_errors,
-                    planned=prepared.count_planned,
-                    extensions=extensions,
                 )
             except Exception as fault:
                 if isinstance(fault, ExecutionBegan) and entry.operation_type is not OperationType.QUERY:
                     logger.error("%s after its execution began; not run again", fault, exc_info=fault.__cause__)
-                    return fault_result(self, entry, fault, mask_errors=prepared.mask_errors, extensions=extensions)
+                    return fault_result(self, prepared, entry, fault)
                 logger.exception("prepared operation failed; running it again through Strawberry's pipeline")
+            else:
+                if result is not None:
+                    return result
         return await super().execute(
             query,
             variable_values=variable_values,

@@ -67,7 +67,8 @@ class PreparedSchema(FederationSchema):
                 )
             except Exception as fault:
                 if isinstance(fault, ExecutionBegan) and entry.operation_type is not OperationType.QUERY:
-                    logger.error("%s after its execution began; not run again", fault, exc_info=fault.__cause__)
+                    # its traceback is logged by the error masking, as a resolver's fault is
+                    logger.error("%s after its execution began; not run again", fault)
                     return fault_result(self, prepared, entry, fault)
                 logger.exception("prepared operation failed; running it again through Strawberry's pipeline")
             else:

@@ -128,8 +128,8 @@ async def test_a_fault_after_a_prepared_approval_began_answers_once_and_decides_
     [error] = body["errors"]
     assert (error["message"], error["path"]) == ("Unexpected error.", ["approveToolCall"])
     assert "locations" in error
-    faults = [r for r in caplog.records if r.exc_info and "injected fault" in str(r.exc_info[1])]
-    assert faults
+    (traced,) = [r for r in caplog.records if r.exc_info and "injected fault" in str(r.exc_info[1])]
+    assert traced.levelno == logging.ERROR
     assert any("not run again" in r.getMessage() for r in caplog.records)
     # and the decision was recorded exactly once: one decision event, and the call decided
     assert await _decisions(gql, second[0]) == 1

@@ -87,6 +87,8 @@ def install(
         **schema_options,
     )
     built.prepared_operations = prepared
+    if prepared is not None:
+        prepared.bind(built)
     return built
 
 

@@ -1,15 +1,18 @@
-"""Prepared operations: a query document that already parsed and validated is executed
-directly, without Strawberry's per-request extension pipeline (docs/architecture.md "Fast path").
+"""Prepared operations: a query or mutation document that already parsed and validated is
+executed directly, without Strawberry's per-request extension pipeline (docs/architecture.md
+"Fast path").
 
-``PreparedOperations`` keeps, per query text and ``operationName``, each query operation that
-reached execution once (``RecordPreparedOperation``); ``execute_prepared`` runs it again with the
-schema's executor, then the error processing, masking and metrics of the standard path, in its
-order (a root plan first, when it has one). Only when every extension is covered
-(``all_covered``). The steps and the cases left to Strawberry: docs/architecture.md "Fast path".
+``PreparedOperations`` keeps, per text and ``operationName``, each query or mutation operation
+that reached execution once (``RecordPreparedOperation``); ``execute_prepared`` runs it again with
+the schema's executor, then the error processing, masking and metrics of the standard path, in its
+order (a query's root plan first, when it has one). Only when every extension is covered
+(``all_covered``). The steps, the cases left to Strawberry, and the rule that an operation with
+effects runs at most once (``PreparedSchema.execute``): docs/architecture.md "Fast path".
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -18,14 +21,23 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 from graphql import ExecutionResult as GraphQLExecutionResult
-from graphql import GraphQLError, GraphQLSchema
-from graphql.language import DocumentNode
+from graphql import GraphQLError, GraphQLSchema, located_error
+from graphql.language import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+)
 from strawberry.execution.is_awaitable import optimized_is_awaitable
 from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.utils.await_maybe import await_maybe
 
+from ..documents.cost import context_limits, operation_cost, schema_of
 from ..metrics import OperationLabels, operation_metrics
 from .internals import execute_function, executor_kwargs, graphql_schema, process_errors, provided_operation_name
 from .root_plan import RootPlan, plan_root, run_root_plan
@@ -38,8 +50,36 @@ PREPARED_CACHE_SIZE = 256
 
 
 @dataclass(frozen=True, slots=True)
+class Execution:
+    """What executing an operation needs of a Strawberry schema, through ``internals``: its
+    ``GraphQLSchema``, graphql-core's execute function and the executor's keyword arguments."""
+
+    graphql: GraphQLSchema
+    execute: Callable[..., Any]
+    executor_kwargs: dict[str, Any]
+
+    @classmethod
+    def of(cls, schema: Schema) -> Execution:
+        """Looked up for ``schema`` (fixed once it is built)."""
+        kwargs = executor_kwargs(schema.execution_context_class)
+        return cls(graphql_schema(schema), execute_function(schema), kwargs)
+
+
+class ExecutionBegan(Exception):
+    """A fault of ``execute_prepared`` once the operation's execution began (a resolver may have
+    run); the fault itself is its ``__cause__``, ``elapsed`` the seconds since it started,
+    ``extensions`` the result's extensions (the cost)."""
+
+    def __init__(self, message: str, elapsed: float, extensions: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.elapsed = elapsed
+        self.extensions = extensions
+
+
+@dataclass(frozen=True, slots=True)
 class PreparedOperation:
-    """A query operation of a document that parsed and validated: what a request needs to run it."""
+    """A query or mutation operation of a document that parsed and validated: what a request
+    needs to run it."""
 
     document: DocumentNode
     operation_name: str | None
@@ -48,7 +88,11 @@ class PreparedOperation:
     metrics: OperationLabels
     """The operation's label values and metric children (``resolvers.metrics.operation_metrics``)."""
     root: RootPlan | None = None
-    """Its root plan (``resolvers.fastpath.root_plan``), when it has a single root field that qualifies."""
+    """Its root plan (``resolvers.fastpath.root_plan``): a query's single root field that qualifies."""
+    operation_type: OperationType = OperationType.QUERY
+    """``QUERY`` or ``MUTATION``; a mutation has effects, so it runs at most once (``PreparedSchema.execute``)."""
+    first_field: FieldNode | None = None
+    """The operation's first root field in the document, where ``fault_result`` locates a fault."""
 
 
 class PreparedOperations:
@@ -60,8 +104,9 @@ class PreparedOperations:
         root_plans: Plan the root field of each recorded query (``resolvers.fastpath.root_plan``).
 
     Attributes:
-        executed: Requests executed as prepared operations (``resolvers.fastpath.schema.PreparedSchema.execute``).
+        executed: Requests executed as prepared operations (``execute_prepared``).
         planned: Those of them answered by their root plan (``resolvers.fastpath.root_plan``).
+        execution: What ``execute_prepared`` calls of the schema served (``bind``).
     """
 
     def __init__(
@@ -77,10 +122,11 @@ class PreparedOperations:
         self._lock = threading.Lock()  # Strawberry may run sync execution in threads
         self.executed = 0
         self.planned = 0
+        self.execution: Execution | None = None
 
-    def count_planned(self) -> None:
-        """Count a request answered by its root plan (``execute_prepared``'s ``planned``)."""
-        self.planned += 1
+    def bind(self, schema: Schema) -> None:
+        """Serve ``schema``: look up once what ``execute_prepared`` calls of it (``Execution``)."""
+        self.execution = Execution.of(schema)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -98,12 +144,16 @@ class PreparedOperations:
         document: DocumentNode,
         executed_name: str | None,
         schema: GraphQLSchema | None = None,
+        operation_type: OperationType = OperationType.QUERY,
     ) -> None:
-        """Keep a query operation that reached execution (parsed, validated, allowed), asked
-        for as ``operation_name`` and executed by Strawberry under ``executed_name``; with
-        ``schema``, also its root plan (``resolvers.fastpath.root_plan.plan_root``)."""
-        root = None if schema is None or not self.root_plans else plan_root(schema, document, executed_name)
-        entry = PreparedOperation(document, executed_name, operation_metrics(document, executed_name), root)
+        """Keep a query or mutation operation that reached execution (parsed, validated, allowed),
+        asked for as ``operation_name`` and executed by Strawberry under ``executed_name``; with
+        ``schema``, also a query's root plan (``resolvers.fastpath.root_plan.plan_root``)."""
+        plans = schema is not None and self.root_plans and operation_type is OperationType.QUERY
+        root = plan_root(schema, document, executed_name) if plans and schema is not None else None
+        metrics = operation_metrics(document, executed_name)
+        first = first_root_field(document, executed_name)
+        entry = PreparedOperation(document, executed_name, metrics, root, operation_type, first)
         with self._lock:
             self._entries.setdefault((query, operation_name), entry)
 
@@ -113,7 +163,7 @@ class PreparedOperations:
 
 
 class RecordPreparedOperation(SchemaExtension):
-    """Records each query operation that reached execution in a ``PreparedOperations``, as the
+    """Records each query or mutation operation that reached execution in a ``PreparedOperations``, as the
     operation ends (``on_operation``, the hook entered with the extension's making).
 
     Reached execution: validated without an error (the validation's list of errors is empty:
@@ -131,14 +181,15 @@ class RecordPreparedOperation(SchemaExtension):
         errors = context.pre_execution_errors
         if errors is None or errors or document is None:
             return  # not parsed, not validated, or refused
-        if context.operation_type is OperationType.QUERY:  # only queries are kept: a mutation asks nothing more
+        operation_type = context.operation_type
+        if operation_type in (OperationType.QUERY, OperationType.MUTATION):  # HTTP serves no subscription
             # the operationName the request gave (None included): Strawberry keeps it in this
             # attribute (``ExecutionContext.__post_init__``); ``operation_name`` would answer the
             # document's only operation's name instead. Nothing is recorded should it be missing.
             provided = provided_operation_name(context, _MISSING)
             if isinstance(context.query, str) and (provided is None or isinstance(provided, str)):
                 schema = graphql_schema(context.schema)
-                self.prepared.record(context.query, provided, document, context.operation_name, schema)
+                self.prepared.record(context.query, provided, document, context.operation_name, schema, operation_type)
 
 
 _MISSING = object()
@@ -146,63 +197,131 @@ _MISSING = object()
 
 async def execute_prepared(
     schema: Schema,
+    operations: PreparedOperations,
     prepared: PreparedOperation,
     *,
     variable_values: dict[str, Any] | None,
     context_value: Any,
     root_value: Any,
     operation_extensions: dict[str, Any] | None,
-    mask_errors: Callable[[list[GraphQLError]], list[GraphQLError]],
-    planned: Callable[[], None] | None = None,
-    extensions: dict[str, Any] | None = None,
-) -> ExecutionResult:
-    """Execute a prepared query as ``Schema.execute`` would (module docstring), skipping parse,
-    validation and the extension hooks; by its root plan (``resolvers.fastpath.root_plan``) when it has
-    one and the request takes the plain path (``planned`` is then called). ``extensions`` are the
-    result's (what the extensions would report: the cost, ``resolvers.documents.cost``).
+) -> ExecutionResult | None:
+    """Execute a prepared operation of ``operations`` as ``Schema.execute`` would (module
+    docstring), skipping parse, validation and the extension hooks; a query by its root plan
+    (``resolvers.fastpath.root_plan``) when it has one and the request takes the plain path.
+    The result's extensions hold the cost as ``QueryCost`` reports it (``resolvers.documents.cost``).
+
+    Returns:
+        None, before executing anything, when the operation costs more than the request's limits
+        allow: Strawberry's pipeline then refuses it.
 
     Raises:
-        Exception: Only what graphql-core's ``execute`` itself raises (never a resolver's error,
-            which is in the result); the caller then runs the standard path.
+        ExecutionBegan: From any exception once execution began, i.e. from the call of the root
+            plan or of graphql-core's ``execute`` on (never a resolver's error, which is in the
+            result). Before, the cost's own exceptions.
     """
+    limits = context_limits(context_value)  # else QueryCost reads no limits: no cost reported
+    cost = (
+        None
+        if limits is None
+        else operation_cost(schema_of(schema), prepared.document, prepared.operation_name, variable_values, *limits)
+    )
+    if cost is not None and cost.over:
+        return None
+    extensions = {} if cost is None else {"cost": cost.report()}
+    execution = operations.execution or Execution.of(schema)
+    operations.executed += 1
     started = time.perf_counter()
-    planned_result = None
-    if prepared.root is not None:
-        planned_result = await run_root_plan(
-            prepared.root,
-            schema=graphql_schema(schema),
-            context_value=context_value,
-            root_value=root_value,
-            variable_values=variable_values,
-            operation_extensions=operation_extensions,
-            is_awaitable=optimized_is_awaitable,
-        )
-        if planned_result is not None and planned is not None:
-            planned()
-    result: GraphQLExecutionResult
-    if planned_result is not None:
-        result = planned_result
-    else:
-        result = await await_maybe(
-            execute_function(schema)(
-                graphql_schema(schema),
-                prepared.document,
-                root_value=root_value,
-                middleware=None,
-                variable_values=variable_values,
-                operation_name=prepared.operation_name,
+    try:
+        planned_result = None
+        if prepared.root is not None:
+            planned_result = await run_root_plan(
+                prepared.root,
+                schema=execution.graphql,
                 context_value=context_value,
-                is_awaitable=optimized_is_awaitable,
+                root_value=root_value,
+                variable_values=variable_values,
                 operation_extensions=operation_extensions,
-                **executor_kwargs(schema.execution_context_class),
+                is_awaitable=optimized_is_awaitable,
             )
-        )
-    errors = result.errors
-    if errors:
-        process_errors(schema, errors)
-        errors = mask_errors(errors)
-    prepared.metrics.observe(time.perf_counter() - started, failed=bool(errors))
-    return ExecutionResult(data=result.data, errors=errors, extensions=extensions or {})
+            if planned_result is not None:
+                operations.planned += 1
+        result: GraphQLExecutionResult
+        if planned_result is not None:
+            result = planned_result
+        else:
+            result = await await_maybe(
+                execution.execute(
+                    execution.graphql,
+                    prepared.document,
+                    root_value=root_value,
+                    middleware=None,
+                    variable_values=variable_values,
+                    operation_name=prepared.operation_name,
+                    context_value=context_value,
+                    is_awaitable=optimized_is_awaitable,
+                    operation_extensions=operation_extensions,
+                    **execution.executor_kwargs,
+                )
+            )
+        errors = result.errors
+        if errors:
+            process_errors(schema, errors)
+            errors = operations.mask_errors(errors)
+        prepared.metrics.observe(time.perf_counter() - started, failed=bool(errors))
+        return ExecutionResult(data=result.data, errors=errors, extensions=extensions)
+    except Exception as fault:
+        elapsed = time.perf_counter() - started
+        message = f"prepared operation {prepared.operation_name!r} failed"
+        raise ExecutionBegan(message, elapsed, extensions) from fault
+
+
+def fault_result(
+    schema: Schema, operations: PreparedOperations, prepared: PreparedOperation, began: ExecutionBegan
+) -> ExecutionResult:
+    """The answer to the fault of ``began`` (raised by ``execute_prepared`` once the operation's
+    execution began), as the standard path answers a resolver's unexpected exception: located at
+    the operation's first root field (so not a request error), through the schema's error
+    processing and ``operations.mask_errors`` (which log it with its traceback and answer
+    "Unexpected error."), with ``data`` null and ``began.extensions``; counted as a failed operation."""
+    node = prepared.first_field
+    path = None if node is None else [(node.alias or node.name).value]
+    fault = began.__cause__ if isinstance(began.__cause__, Exception) else began
+    errors: list[GraphQLError] = [located_error(fault, None if node is None else [node], path)]
+    process_errors(schema, errors)
+    errors = operations.mask_errors(errors)
+    with contextlib.suppress(Exception):  # the fault may be the metrics' own: the answer must not fail on it
+        prepared.metrics.observe(began.elapsed, failed=True)
+    return ExecutionResult(data=None, errors=errors, extensions=began.extensions)
+
+
+def first_root_field(document: DocumentNode, operation_name: str | None) -> FieldNode | None:
+    """The first field, in the document's order, of the root selection of the operation
+    ``operation_name`` (the only one when None), looking into fragments; None if there is none."""
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    for operation in operations:
+        if operation_name is None or (operation.name is not None and operation.name.value == operation_name):
+            return _first_field(operation.selection_set, fragments, set())
+    return None
+
+
+def _first_field(
+    selection_set: SelectionSetNode, fragments: dict[str, FragmentDefinitionNode], seen: set[str]
+) -> FieldNode | None:
+    for selection in selection_set.selections:
+        if isinstance(selection, FieldNode):
+            return selection
+        inner = None
+        if isinstance(selection, InlineFragmentNode):
+            inner = selection.selection_set
+        elif isinstance(selection, FragmentSpreadNode) and selection.name.value not in seen:
+            seen.add(selection.name.value)
+            fragment = fragments.get(selection.name.value)
+            inner = None if fragment is None else fragment.selection_set
+        found = None if inner is None else _first_field(inner, fragments, seen)
+        if found is not None:
+            return found
+    return None
 
 
 def well_formed(operation_name: object, variables: object, extensions: object) -> bool:
@@ -269,10 +388,14 @@ def all_covered(factories: Iterable[object]) -> bool:
 
 __all__ = [
     "PREPARED_CACHE_SIZE",
+    "Execution",
+    "ExecutionBegan",
     "PreparedOperation",
     "PreparedOperations",
     "RecordPreparedOperation",
     "all_covered",
     "execute_prepared",
+    "fault_result",
+    "first_root_field",
     "well_formed",
 ]

@@ -1,4 +1,5 @@
-"""The fast path's schema: ``FederationSchema`` running prepared query operations directly."""
+"""The fast path's schema: ``FederationSchema`` running prepared operations directly, and the
+rule of its fallback to Strawberry's pipeline (``PreparedSchema.execute``)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ from typing import Any
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from ..documents.cost import context_limits, operation_cost, schema_of
 from ..federation import FederationSchema
-from .prepared import PreparedOperations, execute_prepared, well_formed
+from .prepared import ExecutionBegan, PreparedOperations, execute_prepared, fault_result, well_formed
 
 logger = logging.getLogger("runsgate.graphql")
 
 
 class PreparedSchema(FederationSchema):
-    """``FederationSchema`` whose ``execute`` runs a prepared query operation directly when
-    given ``prepared_operations`` (``resolvers.fastpath.prepared``)."""
+    """``FederationSchema`` whose ``execute`` runs a prepared query or mutation operation directly
+    when given ``prepared_operations`` (``resolvers.fastpath.prepared``)."""
 
     prepared_operations: PreparedOperations | None = None
     """Set by ``resolvers.fastpath.install``; None: every request takes Strawberry's standard path."""
@@ -33,10 +33,18 @@ class PreparedSchema(FederationSchema):
         allowed_operation_types: Iterable[OperationType] | None = None,
         operation_extensions: dict[str, Any] | None = None,
     ) -> ExecutionResult:
-        """Strawberry's ``Schema.execute``; a prepared query operation skips parsing, validation
-        and the extension hooks (``resolvers.fastpath.prepared``), with the same result: its cost
-        (``resolvers.documents.cost``) is reported as ``QueryCost`` reports it, and one over the limit for
-        these variables goes through Strawberry's pipeline, which refuses it."""
+        """Strawberry's ``Schema.execute``; a prepared operation skips parsing, validation and the
+        extension hooks (``resolvers.fastpath.prepared.execute_prepared``), with the same result;
+        one over the cost limit for these variables goes through Strawberry's pipeline, which
+        refuses it.
+
+        The fallback's rule: an operation with effects (a mutation) runs at most once. A fault of
+        the fast path before the operation's execution began (any exception but ``ExecutionBegan``:
+        no resolver was called) is logged and the request runs through Strawberry's pipeline.
+        Once execution began (``ExecutionBegan``, from ``execute_prepared``'s call of a root plan
+        or of graphql-core's ``execute`` on), a query still runs again that way, but a mutation
+        never: its fault is logged with its traceback and answered as the standard path answers
+        a resolver's unexpected exception (``fault_result``: masked, ``data`` null)."""
         prepared = self.prepared_operations
         entry = (
             prepared.get(query, operation_name)
@@ -45,33 +53,27 @@ class PreparedSchema(FederationSchema):
             and well_formed(operation_name, variable_values, operation_extensions)
             else None
         )
-        limits = None if entry is None else context_limits(context_value)  # else QueryCost reads them
-        cost = (
-            None
-            if entry is None or limits is None
-            else operation_cost(schema_of(self), entry.document, entry.operation_name, variable_values, *limits)
-        )
-        if (
-            entry is not None
-            and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types)
-            and (cost is None or not cost.over)
-        ):
+        if entry is not None and (allowed_operation_types is None or entry.operation_type in allowed_operation_types):
             assert prepared is not None
-            prepared.executed += 1
             try:
-                return await execute_prepared(
+                result = await execute_prepared(
                     self,
+                    prepared,
                     entry,
                     variable_values=variable_values,
                     context_value=context_value,
                     root_value=root_value,
                     operation_extensions=operation_extensions,
-                    mask_errors=prepared.mask_errors,
-                    planned=prepared.count_planned,
-                    extensions={} if cost is None else {"cost": cost.report()},
                 )
-            except Exception:
+            except Exception as fault:
+                if isinstance(fault, ExecutionBegan) and entry.operation_type is not OperationType.QUERY:
+                    # its traceback is logged by the error masking, as a resolver's fault is
+                    logger.error("%s after its execution began; not run again", fault)
+                    return fault_result(self, prepared, entry, fault)
                 logger.exception("prepared operation failed; running it again through Strawberry's pipeline")
+            else:
+                if result is not None:
+                    return result
         return await super().execute(
             query,
             variable_values=variable_values,

@@ -1,5 +1,5 @@
-"""The fast path's HTTP half: ``PreparedRequests`` serves a ``POST`` of one JSON object (a query,
-prepared or not, or a mutation; ``resolvers.fastpath.prepared`` runs a prepared one) without
+"""The fast path's HTTP half: ``PreparedRequests`` serves a ``POST`` of one JSON object (a query
+or a mutation, prepared or not; ``resolvers.fastpath.prepared`` runs a prepared one) without
 Strawberry's request parsing. Imported only when compiled execution is on; the private
 Strawberry names it needs are in ``resolvers.fastpath.internals``. Which requests qualify:
 docs/architecture.md "Fast path".

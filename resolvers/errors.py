@@ -400,6 +400,9 @@ USER_ERROR_TYPES = [
 ]
 
 
+UNEXPECTED_ERROR = "Unexpected error."
+"""What a client is told of a fault (``ErrorMasking``'s message)."""
+
 STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
 """``extensions.code`` of the error a field gets while the store cannot be reached."""
 
@@ -433,7 +436,7 @@ class ErrorMasking(MaskErrors):
 
 
 def error_masking(
-    should_mask_error: Callable[[GraphQLError], bool], error_message: str = "Unexpected error."
+    should_mask_error: Callable[[GraphQLError], bool], error_message: str = UNEXPECTED_ERROR
 ) -> Callable[[], ErrorMasking]:
     """The factory of a schema's ``ErrorMasking``: it masks what ``should_mask_error`` masks and
     a store outage or an error repeating a long literal, a predicate composed here once (each
@@ -447,6 +450,14 @@ def error_masking(
         )
 
     return partial(ErrorMasking, should_mask_error=should_mask, error_message=error_message)
+
+
+def escaped_fault(error: GraphQLError) -> GraphQLError:
+    """What a client is told of an exception that escaped execution (``resolvers.federation``
+    ``escaped``): the ``STORE_UNAVAILABLE`` error for a store outage, else "Unexpected error."."""
+    if isinstance(error.original_error, StoreUnavailableError):
+        return _store_unavailable(error)
+    return GraphQLError(UNEXPECTED_ERROR)
 
 
 def _store_unavailable(error: GraphQLError) -> GraphQLError:

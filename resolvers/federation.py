@@ -15,7 +15,9 @@ from typing import Any
 
 import strawberry
 from graphql import GraphQLError
+from strawberry.exceptions import MissingQueryError
 from strawberry.federation.schema import FederationAny
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.schema.schema import StreamResult
 from strawberry.types import ExecutionContext, Info
 from strawberry.types.execution import PreExecutionError
@@ -25,12 +27,27 @@ from strawberry.utils.aio import aclosing
 from storage import StoreUnavailableError
 
 from .documents.limits import check_value
-from .errors import QueryArgumentError
+from .errors import QueryArgumentError, escaped_fault
 
 logger = logging.getLogger("runsgate.graphql")
 
+REQUEST_REFUSALS = (CannotGetOperationTypeError, InvalidOperationTypeError, MissingQueryError)
+"""Strawberry's exceptions for a request it cannot run (an operation name the document lacks, an
+operation type the transport does not serve, no query): the client's, shown as they are."""
+
 ENTITY_KEYS = {"SuspendedRun": "runId", "Agent": "id"}
 """Entity type -> its ``@key`` field (docs/api.md "Apollo Federation")."""
+
+
+def escaped(error: GraphQLError) -> bool:
+    """Whether ``error`` is Strawberry's wrapping of an exception that escaped execution
+    (graphql-core's ``execute`` or an extension hook raising, not a field): no path, no location,
+    and an original error that is neither a ``GraphQLError`` (a request error is one, or is
+    located) nor one of Strawberry's refusals of the request (``REQUEST_REFUSALS``)."""
+    original = error.original_error
+    if error.path is not None or error.nodes or original is None:
+        return False
+    return not isinstance(original, (GraphQLError, *REQUEST_REFUSALS))
 
 
 class FederationSchema(strawberry.federation.Schema):
@@ -107,9 +124,14 @@ class FederationSchema(strawberry.federation.Schema):
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
         """One line per error of a response: WARNING for a store outage (answered as
         ``STORE_UNAVAILABLE``, ``resolvers.errors.ErrorMasking``), else INFO (faults were logged
-        with their traceback already)."""
-        for error in errors:
-            if isinstance(error.original_error, StoreUnavailableError):
+        with their traceback already). A fault that escaped execution (``escaped``), which
+        Strawberry answers after ``ErrorMasking`` ran, is logged with its traceback and replaced,
+        in ``errors`` (the list Strawberry answers), by what a client is told (``escaped_fault``)."""
+        for index, error in enumerate(errors):
+            if escaped(error):
+                logger.error("unexpected error outside execution", exc_info=error.original_error)
+                errors[index] = escaped_fault(error)
+            elif isinstance(error.original_error, StoreUnavailableError):
                 logger.warning("store unavailable in %s: %s", error.path, error.original_error)
             else:
                 logger.info("GraphQL error at %s: %s", error.path or "request", error.message)

@@ -212,7 +212,6 @@ def test_every_graphql_operation_in_the_docs_is_valid_against_the_schema(doc: Pa
     assert {line: errors for line, errors in invalid.items() if errors} == {}, doc
 
 
-@pytest.mark.xfail(strict=True, reason="the Two commands section does not say how to pick the port")
 def test_the_two_commands_section_says_how_to_pick_the_port_and_its_default() -> None:
     # given the README's first steps, up to its next paragraph of its own
     section = _after("## Two commands")

@@ -129,7 +129,6 @@ def test_a_rule_value_of_the_wrong_type_is_refused_not_coerced(
         load_settings()
 
 
-@pytest.mark.xfail(strict=True, reason="a deadline on a tool that only asks for data is accepted and does nothing")
 @pytest.mark.parametrize(
     "rule", [{"tool": "ask_city", "expiresAfter": 5}, {"tool": "ask_city", "expiresAfter": 5, "onExpiry": "approve"}]
 )

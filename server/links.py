@@ -5,14 +5,17 @@ Opening a link never decides (mail scanners fetch links): the page shows the que
 review claim on it (who, since, until) and one button, a form whose only field is the signed token
 (no cookie). The POST decides as the token's recipient, with its grants, through the same gate as
 the API, taking the review claim a rule requires as it decides; the question's identity makes one
-token decide once (a second POST, at once or later, is refused by the gate). A question decided
-already says by whom and when; an expired or altered token says so and changes nothing.
+token decide once (a second POST, at once or later, is refused by the gate). Both routes go
+through one ordered check (``Links._check``), so they answer alike. A question decided already
+says by whom and when; an expired or altered token says so and changes nothing, and the expired
+page says how to go on (the inbox, or the reminder's email).
 """
 
 from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs
@@ -29,7 +32,7 @@ from runtime.notifying.summary import call_summary
 from runtime.reviewing.errors import ReviewAlreadyClaimedError
 from runtime.running.deferred import question_id
 from runtime.webhooks.messages import inbox_url
-from storage import DecisionKind, ReviewClaimDocument, SnapshotStore, ToolCallDocument
+from storage import DecisionKind, ReviewClaimDocument, SnapshotDocument, SnapshotStore, ToolCallDocument
 
 from .settings import Settings
 
@@ -91,11 +94,21 @@ def _shown(call: Any) -> Any:
     return call["args"] if call["requiresApproval"] else call["suspendPayload"]
 
 
-def _refused(exc: LinkExpiredError | LinkInvalidError) -> HTMLResponse:
+def _refused(exc: LinkExpiredError | LinkInvalidError, inbox_base: str) -> HTMLResponse:
+    """The 410 page of an expired link (who sends links, what to do: the inbox, or the reminder's
+    email), or the 400 page of one altered or signed with another secret."""
     if isinstance(exc, LinkExpiredError):
         made = f" It was made at {_when(exc.made_at)}." if exc.made_at is not None else ""
+        where = inbox_base if exc.link is None else inbox_url(inbox_base, exc.link.agent_id, exc.link.run_id)
         return _page(
-            "This link expired", f"<p>Nothing was changed.{made} Ask for a new one, or use the inbox.</p>", 410
+            "This link expired",
+            f"<p>Nothing was changed.{made} A link is valid for a limited time, and none is sent on request.</p>"
+            "<p>Links are sent by email by this runsgate server to the people its tool rules name: when a "
+            "question starts to wait, and again with its reminder or escalation where the rules set one. "
+            "To decide now, open the question in the inbox and sign in there with your API key: "
+            f'<a href="{html.escape(where)}">Open in the inbox</a>. Or wait for the reminder\'s email, '
+            "whose links are new.</p>",
+            410,
         )
     return _page(
         "This link is not valid",
@@ -165,6 +178,29 @@ def _outcome(outcome: RunOutcome, asked: ToolCallDocument | None, link: Link, do
     return f"{done}; the run goes on ({outcome.status.upper()}): the tool {runs}."
 
 
+@dataclass(frozen=True, kw_only=True)
+class Checked:
+    """A link past every check of ``Links._check`` but the gate's: what it names, as read, and
+    the gate's refusal of its action (``None``: it may decide)."""
+
+    link: Link
+    principal: Principal
+    doc: SnapshotDocument
+    call: ToolCallDocument
+    refused: RunsgateError | None
+
+
+def _gate_refused(refused: RunsgateError, call: ToolCallDocument, recipient: str) -> HTMLResponse:
+    """``POST``'s page for the gate's refusal: 409 ``Already approved`` (when and how many are
+    given) for one of several approvals given already; else its message, 403 for a grant the
+    recipient lacks, 404 a run gone, 409 any other."""
+    given = _prior_approval(call, recipient) if isinstance(refused, DuplicateApproverError) else ""
+    if given:  # a second click on one of several approvals: said with when it was given
+        return _page("Already approved", f"{given}<p>Nothing was changed.</p>", 409)
+    status = {"FORBIDDEN": 403, "RUN_NOT_FOUND": 404}.get(refused.code.name, 409)
+    return _page("Nothing was decided", f"<p>{html.escape(refused.message)}</p>", status)
+
+
 class Links:
     """The two routes over one process's settings, store and ``RunManager``."""
 
@@ -172,26 +208,30 @@ class Links:
         self._settings = settings
         self._signer = signer
 
-    def _read(self, token: str) -> Link:
-        return self._signer.read(token)
-
     def _recipient(self, link: Link) -> Principal | HTMLResponse:
-        """The principal ``link`` decides as, or the 403 page GET and POST both answer when
-        ``RUNSGATE_API_KEYS`` and ``RUNSGATE_RECIPIENTS`` no longer name it."""
+        """The principal ``link`` decides as, or the 403 page when ``RUNSGATE_API_KEYS`` and
+        ``RUNSGATE_RECIPIENTS`` no longer name it."""
         principal = recipient_principal(self._settings, link.recipient)
         if principal is None:
             return _page("Not allowed", f"<p>{html.escape(link.recipient)} is no longer a known principal.</p>", 403)
         return principal
 
-    async def show(self, request: Request) -> Response:
-        """``GET /links/{token}``: the question and a button; never a decision."""
+    async def _check(self, request: Request, token: str, *, opening: bool) -> Response | Checked:
+        """The one ordered check of ``GET`` (``opening``) and ``POST`` (docs/api.md "Deciding from
+        an email"): the link (410 expired, 400 altered), an ``open`` link (GET: 303 to the inbox;
+        POST: 400), its recipient (403 no longer configured), the question decided already (409,
+        by whom and when), the run or call gone or not of the recipient's resources (404), the
+        call asking another question now (409); then the gate, whose refusal of the link's action
+        ``Checked.refused`` carries for each route to say (the page's note; ``_gate_refused``)."""
         try:
-            link = self._read(request.path_params["token"])
+            link = self._signer.read(token)
         except (LinkExpiredError, LinkInvalidError) as exc:
-            return _refused(exc)
-        inbox = inbox_url(self._settings.inbox_base_url, link.agent_id, link.run_id)
+            return _refused(exc, self._settings.inbox_base_url)
         if link.action == "open":
-            return RedirectResponse(inbox, status_code=303, headers=HEADERS)
+            if opening:
+                inbox = inbox_url(self._settings.inbox_base_url, link.agent_id, link.run_id)
+                return RedirectResponse(inbox, status_code=303, headers=HEADERS)
+            return _page("This link decides nothing", "<p>It opens the question in the inbox.</p>", 400)
         principal = self._recipient(link)
         if not isinstance(principal, Principal):
             return principal
@@ -200,24 +240,39 @@ class Links:
         if decided is not None:
             return decided
         doc = await store.get(link.agent_id, link.run_id)
-        call = (
-            None if doc is None else next((c for c in doc["toolCalls"] if c["toolCallId"] == link.tool_call_id), None)
-        )
-        asking = call is not None and call["decision"] is None and question_id(call) == link.question_id
-        if doc is None or call is None or not asking or not principal.may_use_resource(doc["resourceId"]):
+        call = next((c for c in doc["toolCalls"] if c["toolCallId"] == link.tool_call_id), None) if doc else None
+        if doc is None or call is None or not principal.may_use_resource(doc["resourceId"]):
             return _page("Nothing to decide here", "<p>This question is no longer waiting for you.</p>", 404)
+        if call["decision"] is not None or question_id(call) != link.question_id:
+            return _page(
+                "Nothing to decide here",
+                "<p>The call no longer asks this question: it was answered, or asks another since. "
+                "Nothing was changed.</p>",
+                409,
+            )
         runs: RunManager = request.app.state.runs
-        verb = "Approve" if link.action == "approve" else "Decline"
         kind: DecisionKind = "approved" if link.action == "approve" else "declined"  # one refused approving may decline
         refused = await runs.review_queue.refusal_of(doc, doc["toolCalls"].index(call), principal, kind)
+        return Checked(link=link, principal=principal, doc=doc, call=call, refused=refused)
+
+    async def show(self, request: Request) -> Response:
+        """``GET /links/{token}``: the question and a button; never a decision."""
+        token = request.path_params["token"]
+        checked = await self._check(request, token, opening=True)
+        if not isinstance(checked, Checked):
+            return checked
+        link, doc, call, refused = checked.link, checked.doc, checked.call, checked.refused
+        runs: RunManager = request.app.state.runs
+        verb = "Approve" if link.action == "approve" else "Decline"
         button = (
             ""
             if refused is not None
             else '<form method="post" action="/links">'
-            f'<input type="hidden" name="token" value="{html.escape(request.path_params["token"])}">'
+            f'<input type="hidden" name="token" value="{html.escape(token)}">'
             f'<button type="submit">{verb}</button></form>'
         )
         shown = {"args": call["args"]} if call["requiresApproval"] else {"suspendPayload": call["suspendPayload"]}
+        inbox = inbox_url(self._settings.inbox_base_url, link.agent_id, link.run_id)
         body = (
             f"<p><strong>{html.escape(call['toolName'])}</strong>, asked by agent {html.escape(link.agent_id)} "
             f"(run <code>{html.escape(link.run_id)}</code>), waiting since {_when(doc['suspendedAt'])}.</p>"
@@ -237,24 +292,13 @@ class Links:
         token = (parse_qs(body.decode("utf-8", "replace")).get("token") or [""])[0]
         if not token:
             return _page("No link was sent", "<p>The form carries no link token. Nothing was changed.</p>", 400)
-        try:
-            link = self._read(token)
-        except (LinkExpiredError, LinkInvalidError) as exc:
-            return _refused(exc)
-        if link.action == "open":
-            return _page("This link decides nothing", "<p>It opens the question in the inbox.</p>", 400)
-        principal = self._recipient(link)
-        if not isinstance(principal, Principal):
-            return principal
+        checked = await self._check(request, token, opening=False)
+        if not isinstance(checked, Checked):
+            return checked
+        link, call = checked.link, checked.call
+        if checked.refused is not None:
+            return _gate_refused(checked.refused, call, link.recipient)
         store: SnapshotStore = request.app.state.store
-        decided = await self._decided(store, link)
-        if decided is not None:
-            return decided
-        doc = await store.get(link.agent_id, link.run_id)  # before deciding, which may resume the run
-        call = next((c for c in doc["toolCalls"] if c["toolCallId"] == link.tool_call_id), None) if doc else None
-        given = _prior_approval(call, link.recipient) if link.action == "approve" and call is not None else ""
-        if given:  # a second click on one of several approvals: said with when it was given
-            return _page("Already approved", f"{given}<p>Nothing was changed.</p>", 409)
         runs: RunManager = request.app.state.runs
         decide = runs.approve if link.action == "approve" else runs.decline
         try:
@@ -262,7 +306,7 @@ class Links:
                 link.agent_id,
                 link.run_id,
                 link.tool_call_id,
-                principal=principal,
+                principal=checked.principal,
                 question_id=link.question_id,
                 wait_for="recorded",
                 claiming_review=True,
@@ -274,13 +318,11 @@ class Links:
             if isinstance(exc, ReviewAlreadyClaimedError):  # said as the page said it, without ids
                 refused = _held(exc.claim, "Your button was refused: nothing was changed.")
                 return _page("Nothing was decided", refused, 409)
-            status = {"FORBIDDEN": 403, "RUN_NOT_FOUND": 404}.get(exc.code.name, 409)
-            return _page("Nothing was decided", f"<p>{html.escape(exc.message)}</p>", status)
+            return _gate_refused(exc, call, link.recipient)
         done = "approved" if link.action == "approve" else "declined"
-        tool = "the call" if call is None else call["toolName"]
-        summary = "the call" if call is None else call_summary(call["toolName"], _shown(call))
+        summary = call_summary(call["toolName"], _shown(call))
         return _page(
-            f"You {done} {tool}",
+            f"You {done} {call['toolName']}",
             f"<p>You {done} {html.escape(summary)} on run <code>{html.escape(link.run_id)}</code> "
             f"(agent {html.escape(link.agent_id)}), as <strong>{html.escape(link.recipient)}</strong>.</p>"
             f"<p>Outcome: {html.escape(_outcome(outcome, call, link, done))}</p>",

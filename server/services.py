@@ -18,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import State
 
 from runtime import (
+    ALL_SCOPES,
     AgentRegistry,
     EventFeed,
     RunManager,
@@ -280,6 +281,8 @@ class Services:
                 "question waits, no reminder, no escalation); the queue and webhooks still tell",
                 ", ".join(unmailed),
             )
+        for unnamed in _unnamed_scopes(settings, rules):
+            logger.warning("%s", unnamed)
         if settings.sweep_interval > 0:
             sweeper = StalledRunSweeper(
                 self._runs,
@@ -357,6 +360,22 @@ def _unmailed(rules: list[ToolApprovalRule]) -> list[str]:
         for place, rule in enumerate(rules, 1)
         if isinstance(rule.recipients, Recipients)
         and (rule.recipients.waiting or rule.recipients.reminded or rule.recipients.escalated)
+    ]
+
+
+def _unnamed_scopes(settings: Settings, rules: list[ToolApprovalRule]) -> list[str]:
+    """One line per custom scope (not one of ``ALL_SCOPES``) an API key or a
+    ``RUNSGATE_RECIPIENTS`` entry holds but no rule of ``rules`` names: it grants nothing."""
+    named = sorted({rule.scope for rule in rules if rule.scope})
+    said = f"tool rules name {', '.join(named)}" if named else "no tool rule names a scope"
+    holders = [(f"API key {key.name}", key.scopes) for key in settings.api_keys]
+    holders += [(f"recipient {entry.principal}", entry.scopes) for entry in settings.recipients]
+    return [
+        f"the scope {scope!r} of {holder} is not one of runsgate's own scopes and no tool rule names it: "
+        f"it grants nothing ({said})"
+        for holder, scopes in holders
+        for scope in scopes
+        if scope not in ALL_SCOPES and scope not in named
     ]
 
 

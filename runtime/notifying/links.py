@@ -30,11 +30,13 @@ class LinkInvalidError(ValueError):
 
 
 class LinkExpiredError(ValueError):
-    """The token is genuine but older than the links' lifetime; ``made_at`` is when it was made."""
+    """The token is genuine but older than the links' lifetime; ``made_at`` is when it was made,
+    ``link`` what it names (to point its reader to the question in the inbox)."""
 
-    def __init__(self, made_at: datetime | None) -> None:
+    def __init__(self, made_at: datetime | None, link: Link | None = None) -> None:
         super().__init__("the link expired")
         self.made_at = made_at
+        self.link = link
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +116,7 @@ class LinkSigner:
         elif not isinstance(expires, int) or isinstance(expires, bool):
             raise LinkInvalidError("the link is not valid")
         if self._clock() > expires:
-            raise LinkExpiredError(made.astimezone(UTC))
+            raise LinkExpiredError(made.astimezone(UTC), link)
         if link.action not in ("approve", "decline", "open"):
             raise LinkInvalidError("the link is not valid")
         return link

@@ -44,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     key = commands.add_parser("new-key", help="print a new API key and its RUNSGATE_API_KEYS entry")
     key.add_argument("--name", required=True, help="who holds the key (recorded as decidedBy)")
-    key.add_argument("--scopes", default="runs:read,runs:decide,runs:start", help="comma-separated scopes")
+    key.add_argument(
+        "--scopes",
+        default="runs:read,runs:decide,runs:start",
+        help="comma-separated scopes: runsgate's own (runs:read, runs:decide, runs:start, webhooks:read) or a custom "
+        "one a tool rule names (refunds:approve)",
+    )
     key.add_argument("--resources", default="*", help='comma-separated resourceIds, or "*" for every run')
     key.add_argument(
         "--email", type=_address, metavar="ADDRESS", help="where the key's holder gets the emails of rules naming it"
@@ -153,19 +158,49 @@ def _check_entry(entry: Mapping[str, object]) -> None:
 
 def _new_key(name: str, scopes: str, resources: str, email: str | None = None) -> int:
     """Print a fresh API key (shown once) and the JSON entry to add to ``RUNSGATE_API_KEYS``
-    (with ``email`` when given)."""
-    from ..auth import hash_api_key, new_api_key
+    (with ``email`` when given); on stderr, a note per custom scope (a tool rule must name it).
 
+    Raises:
+        SystemExit: Status 2, nothing printed on stdout: ``scopes`` or ``resources`` lists
+            nothing, a scope is in runsgate's own namespace but not one of its scopes ("did you
+            mean"), or ``_check_entry`` refuses the entry.
+    """
+    from runtime import ALL_SCOPES
+
+    from ..auth import hash_api_key, new_api_key
+    from ..settings.security import unknown_own_scope
+
+    granted = [s.strip() for s in scopes.split(",") if s.strip()]
+    if not granted:
+        _refuse(f"--scopes: no scope given: name at least one, comma-separated ({', '.join(sorted(ALL_SCOPES))})")
+    if resources.strip() != "*" and not [r for r in resources.split(",") if r.strip()]:
+        _refuse('--resources: no resource given: name at least one resourceId, comma-separated, or "*" for every run')
+    for scope in granted:
+        if (refused := unknown_own_scope(scope)) is not None:
+            _refuse(f"--scopes: {refused}")
     key = new_api_key()
     entry = {
         "name": name,
         "hash": hash_api_key(key),
-        "scopes": [s.strip() for s in scopes.split(",") if s.strip()],
+        "scopes": granted,
         "resources": "*" if resources.strip() == "*" else [r.strip() for r in resources.split(",") if r.strip()],
     }
     if email is not None:
         entry["email"] = email
     _check_entry(entry)
+    for scope in granted:
+        if scope not in ALL_SCOPES:
+            print(
+                f"runsgate: note: {scope!r} is not one of runsgate's own scopes: it grants something only where a "
+                f'tool rule of RUNSGATE_TOOL_RULES names it ("scope": "{scope}")',
+                file=sys.stderr,
+            )
     print(f"key (give it to {name}; it is not stored anywhere): {key}")
     print(f"RUNSGATE_API_KEYS entry: {json.dumps(entry)}")
     return 0
+
+
+def _refuse(message: str) -> NoReturn:
+    """Print ``runsgate: invalid configuration: <message>`` on stderr and exit with status 2."""
+    print(INVALID + message, file=sys.stderr)
+    raise SystemExit(2)

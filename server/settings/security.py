@@ -9,15 +9,41 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from difflib import get_close_matches
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode
+
+from runtime import ALL_SCOPES
 
 from ..http.hosts import allowed_name
 from .bounds import CENTURY
 
-Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
+OWN_PREFIXES = tuple(sorted({scope.partition(":")[0] + ":" for scope in ALL_SCOPES}))
+"""The namespaces of runsgate's own scopes (``runs:``, ``webhooks:``): a scope there is one of them."""
+
+
+def unknown_own_scope(scope: str) -> str | None:
+    """Why ``scope`` is refused, or ``None``: in the namespace of runsgate's own scopes
+    (``OWN_PREFIXES``) but not one of them (``runs:decid``), said with the nearest one ("did you
+    mean"). A scope outside them (``refunds:approve``) is a custom one, which tool rules name."""
+    if scope in ALL_SCOPES or not scope.startswith(OWN_PREFIXES):
+        return None
+    own = sorted(ALL_SCOPES)
+    near = get_close_matches(scope, own, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return f"{scope!r} is not a scope of runsgate ({', '.join(own)}){hint}"
+
+
+def _own_scope(scope: str) -> str:
+    if (refused := unknown_own_scope(scope)) is not None:
+        raise ValueError(refused)
+    return scope
+
+
+Scope = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$"), AfterValidator(_own_scope)]
+"""A scope: one of runsgate's own (``ALL_SCOPES``), or a custom one outside their namespaces."""
 
 
 class ApiKeyConfig(BaseModel):

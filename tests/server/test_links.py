@@ -232,7 +232,7 @@ async def test_a_link_decides_only_the_question_it_names(page: Page) -> None:
     stale = page.token(run_id, {**call, "questionId": "an-earlier-question"})
     shown = await page.http.get(f"/links/{stale}")
     answer = await page.click(stale)
-    assert shown.status_code == 404
+    assert shown.status_code == 409
     assert answer.status_code == 409
     calls = await _calls(page.gql, run_id)
     assert calls is not None

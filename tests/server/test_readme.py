@@ -210,3 +210,13 @@ def test_every_graphql_operation_in_the_docs_is_valid_against_the_schema(doc: Pa
     # then each validates against the served schema (placeholder ids are strings)
     invalid = {line: [e.message for e in validate(schema._schema, parse(text))] for line, text in operations}
     assert {line: errors for line, errors in invalid.items() if errors} == {}, doc
+
+
+def test_the_two_commands_section_says_how_to_pick_the_port_and_its_default() -> None:
+    # given the README's first steps, up to its next paragraph of its own
+    section = _after("## Two commands")
+    first_steps = section[: section.index("**Two approvers.**")]
+    # then they say how to serve on another port, and that 4000 is the default, as serve's --help does
+    assert "./dev serve --port " in first_steps
+    assert re.search(r"4000[^.]*default|default[^.]*4000", first_steps), first_steps
+    assert "--port" in (Path(__file__).resolve().parents[2] / "dev").read_text()

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Iterable, Iterator, Mapping
-from types import CodeType, MappingProxyType
+from types import MappingProxyType
 from typing import Any
 
-from pydantic_ai import Tool
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset
 
@@ -183,69 +181,22 @@ def tool_schemas(agents: AgentRegistry) -> dict[str, dict[str, dict[str, Any]] |
     dynamic or renaming toolset), whose tools are known only while it runs."""
     found: dict[str, dict[str, dict[str, Any]] | None] = {}
     for agent_id in agents.ids():
-        tools = _function_tools(agents[agent_id])
-        found[agent_id] = None if tools is None else {n: t.tool_def.parameters_json_schema for n, t in tools.items()}
+        toolsets = getattr(agents[agent_id], "toolsets", None)
+        tools: dict[str, dict[str, Any]] | None = {}
+        pending: list[AbstractToolset[Any]] = list(toolsets) if toolsets is not None else []
+        if toolsets is None:
+            tools = None
+        while pending and tools is not None:
+            toolset = pending.pop()
+            if isinstance(toolset, FunctionToolset):
+                for name, tool in toolset.tools.items():
+                    tools[name] = tool.tool_def.parameters_json_schema
+            elif isinstance(toolset, CombinedToolset):
+                pending.extend(toolset.toolsets)
+            else:
+                tools = None
+        found[agent_id] = tools
     return found
 
 
-def data_only_tools(agents: AgentRegistry) -> dict[str, frozenset[str]]:
-    """Agent id -> the names of its function tools that provably wait for data and never for an
-    approval (``only_asks_for_data``); empty for an agent whose tools are known only while it runs."""
-    found: dict[str, frozenset[str]] = {}
-    for agent_id in agents.ids():
-        tools = _function_tools(agents[agent_id]) or {}
-        found[agent_id] = frozenset(name for name, tool in tools.items() if only_asks_for_data(tool))
-    return found
-
-
-ASKS_DATA = frozenset({"suspend", "CallDeferred"})
-"""Names in a tool's own code that make it ask for data (``runtime.suspend``, pydantic-ai's ``CallDeferred``)."""
-MAY_ASK_APPROVAL = frozenset({"ApprovalRequired", "tool_call_approved"})
-"""Names in a tool's own code that let it ask an approval at run time (raise, or check, one)."""
-
-
-def only_asks_for_data(tool: Tool[Any]) -> bool:
-    """Whether ``tool`` provably waits for data and never for an approval: not declared with
-    ``requires_approval``, and its function's own code (nested functions included) names one
-    of ``ASKS_DATA`` and none of ``MAY_ASK_APPROVAL``. A tool that asks through helpers of its
-    own is not proven to: ``False``."""
-    if tool.requires_approval:
-        return False
-    code = getattr(inspect.unwrap(tool.function), "__code__", None)
-    names: set[str] = set()
-    pending = [] if code is None else [code]
-    while pending:
-        current = pending.pop()
-        names.update(current.co_names)
-        pending.extend(c for c in current.co_consts if isinstance(c, CodeType))
-    return bool(names & ASKS_DATA) and not names & MAY_ASK_APPROVAL
-
-
-def _function_tools(agent: AnyAgent) -> dict[str, Tool[Any]] | None:
-    """Tool name -> tool, for the tools ``agent`` declares in function toolsets (also inside a
-    ``CombinedToolset``); ``None`` when it has any other toolset (``tool_schemas``)."""
-    toolsets = getattr(agent, "toolsets", None)
-    if toolsets is None:
-        return None
-    tools: dict[str, Tool[Any]] = {}
-    pending: list[AbstractToolset[Any]] = list(toolsets)
-    while pending:
-        toolset = pending.pop()
-        if isinstance(toolset, FunctionToolset):
-            tools.update(toolset.tools)
-        elif isinstance(toolset, CombinedToolset):
-            pending.extend(toolset.toolsets)
-        else:
-            return None
-    return tools
-
-
-__all__ = [
-    "AgentRegistry",
-    "AnyAgent",
-    "data_only_tools",
-    "default_tool_rules",
-    "load_registry",
-    "only_asks_for_data",
-    "tool_schemas",
-]
+__all__ = ["AgentRegistry", "AnyAgent", "default_tool_rules", "load_registry", "tool_schemas"]

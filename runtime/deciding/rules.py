@@ -19,7 +19,7 @@ from storage import ExpiryAction, ToolCallDocument
 
 from .._json import rfc3339
 from ..access import Principal, ToolApprovalRule
-from ..registry import AgentRegistry, data_only_tools, tool_schemas
+from ..registry import AgentRegistry, tool_schemas
 
 
 def owner(agent_id: str, call: ToolCallDocument) -> str:
@@ -154,11 +154,10 @@ def tool_rule_problems(rules: Sequence[ToolApprovalRule], agents: AgentRegistry)
     """What is wrong with ``rules`` for the registered ``agents`` (empty: nothing), one sentence
     each: a tool no agent has (or not the rule's ``agentId``'s, when it names one), or an
     ``argument`` that is not a property of the tool's parameters (nor a number there, for a
-    rule with ``above`` or ``atMost``), or ``expiresAfter`` on a tool that only asks for data in
-    every agent the rule covers (``only_asks_for_data``). An agent whose tools cannot be listed before it runs
+    rule with ``above`` or ``atMost``). An agent whose tools cannot be listed before it runs
     (``tool_schemas``) may have any tool: a rule naming a tool only such an agent could have is
     accepted unchecked."""
-    schemas, data_only = tool_schemas(agents), data_only_tools(agents)
+    schemas = tool_schemas(agents)
     problems: list[str] = []
     for number, rule in enumerate(rules, start=1):
         label = f"rule {number} ({rule.name or rule.tool!r})"
@@ -181,14 +180,6 @@ def tool_rule_problems(rules: Sequence[ToolApprovalRule], agents: AgentRegistry)
                 else ""
             )
             problems.append(f"{label} names tool {rule.tool!r}, which is not a tool of {where} (tools: {known}){hint}")
-            continue
-        owners = [a for a, tools in scope.items() if tools is not None and rule.tool in tools]
-        if rule.expires_after is not None and all(rule.tool in data_only[a] for a in owners):
-            problems.append(
-                f"{label} gives tool {rule.tool!r} a deadline (expiresAfter), but the tool asks for data "
-                "(suspend()) and never for an approval: calls waiting for data get no deadline, so the rule "
-                "would do nothing; remove expiresAfter (remindAfter and escalateAfter do apply)"
-            )
             continue
         if rule.argument is None:
             continue

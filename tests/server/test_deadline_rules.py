@@ -4,15 +4,12 @@ checked at start, a bad value refused with a message naming the variable."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from runtime import ToolApprovalRule
 from runtime.deciding.rules import covering, deadline_for
 from server.settings import ConfigError, load_settings
-
-from ._cli import serve_with_only
 
 
 @pytest.mark.parametrize(
@@ -127,34 +124,3 @@ def test_a_rule_value_of_the_wrong_type_is_refused_not_coerced(
     monkeypatch.setenv("RUNSGATE_TOOL_RULES", json.dumps([rule]))
     with pytest.raises(ConfigError, match=rf"RUNSGATE_TOOL_RULES\[0\]\.{key}: {expected}"):
         load_settings()
-
-
-@pytest.mark.parametrize(
-    "rule", [{"tool": "ask_city", "expiresAfter": 5}, {"tool": "ask_city", "expiresAfter": 5, "onExpiry": "approve"}]
-)
-def test_a_deadline_on_a_tool_that_only_asks_for_data_is_refused_at_start_saying_why(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], rule: dict[str, object]
-) -> None:
-    # given a deadline on the weather agent's ask_city, which suspend()s for a city and never asks an approval
-    status = serve_with_only(monkeypatch, tmp_path, {"RUNSGATE_TOOL_RULES": json.dumps([rule]), "RUNSGATE_AUTH": "off"})
-    # then the start is refused (exit status 2) in one line saying why
-    assert status == 2
-    [line] = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("runsgate: invalid configuration: RUNSGATE_TOOL_RULES: rule 1 ('ask_city') "), line
-    assert "asks for data (suspend()) and never for an approval" in line
-    assert "calls waiting for data get no deadline" in line
-
-
-def test_a_deadline_on_a_tool_that_may_ask_an_approval_after_its_data_is_accepted(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    # given a deadline on payment-agent's pay, which suspend()s for an amount, then raises ApprovalRequired
-    rules = [{"tool": "pay", "expiresAfter": 5}, {"tool": "lookup_order", "expiresAfter": 5}]
-    variables = {
-        "RUNSGATE_AGENTS": "tests.runtime.agents:WITH_DEMO_AGENTS",
-        "RUNSGATE_TOOL_RULES": json.dumps(rules),
-        "RUNSGATE_AUTH": "off",
-    }
-    # then the start is not refused (the helper fails the test when the server would serve)
-    with pytest.raises(AssertionError, match="started serving"):
-        serve_with_only(monkeypatch, tmp_path, variables)

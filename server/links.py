@@ -1,14 +1,13 @@
 """Deciding from an email: ``GET /links/{token}`` shows the question, ``POST /links`` decides
-(issue 45 part 5; SECURITY.md "Signed links").
+(SECURITY.md "Signed links").
 
 Opening a link never decides (mail scanners fetch links): the page shows the question, another's
 review claim on it (who, since, until) and one button, a form whose only field is the signed token
 (no cookie). The POST decides as the token's recipient, with its grants, through the same gate as
 the API, taking the review claim a rule requires as it decides; the question's identity makes one
-token decide once (a second POST, at once or later, is refused by the gate). Both routes go
-through one ordered check (``Links._check``), so they answer alike. A question decided already
-says by whom and when; an expired or altered token says so and changes nothing, and the expired
-page says how to go on (the inbox, or the reminder's email).
+token decide once (a second POST is refused by the gate). Both routes go through one ordered
+check (``Links._check``), so they answer alike. A question decided already says by whom and when;
+an expired or altered token changes nothing, and its page says how to go on.
 """
 
 from __future__ import annotations

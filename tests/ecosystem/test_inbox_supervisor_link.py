@@ -57,12 +57,9 @@ def test_the_focus_follows_a_supervisors_call_to_its_next_question(seen: dict[st
     assert (focus["after"]["tag"], focus["after"]["text"]) == ("BUTTON", "Approve"), focus
 
 
-FORWARDED_LOGGED = pytest.mark.xfail(strict=True, reason="the decision forwarded to the sub-run is logged as another's")
-
-
 # the queue's stream tells nothing of a sub-run's question (the queue lists none); each agent's
 # events, on ?view=agents, tell the sub-run's decision
-@pytest.mark.parametrize("view", ["queue", pytest.param("agents", marks=FORWARDED_LOGGED)])
+@pytest.mark.parametrize("view", ["queue", "agents"])
 def test_a_supervisors_decision_is_logged_once(seen: dict[str, Any], view: str) -> None:
     _step(seen, f"decided-{view}")
     decided, runs = seen["decided"][view], seen["runs"][f"decided-{view}"]

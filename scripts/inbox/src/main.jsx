@@ -815,7 +815,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
       const offset = actionOffset(domId('run', run.runId), height);
       const last = run.toolCalls.filter((c) => !c.decision).length === 1;
       const next = nextCardKey(call.questionId);
-      ownDecision(run.runId, call.toolCallId);
+      ownDecision(run.runId, call.toolCallId, '', call.questionId);
       deciding.current.set(run.runId, run);
       setBusy(true);
       let result = null;
@@ -862,7 +862,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
     const selected = [...selection.values()];
     const heights = new Map(selected.map((item) => [item.runId, runHeight(domId('run', item.runId))]));
     const next = nextCardKey(null, new Set(selected.map((item) => item.questionId)));
-    selected.forEach((item) => ownDecision(item.runId, item.toolCallId));
+    selected.forEach((item) => ownDecision(item.runId, item.toolCallId, '', item.questionId));
     for (const item of selected) {
       const run = runs.find((r) => r.runId === item.runId);
       if (run) deciding.current.set(item.runId, run);
@@ -1159,9 +1159,14 @@ function App() {
   }, []);
   const progress = useProgress(token, onAuth);
   useShortcuts();
-  // the calls decided in this page: their live `decision` events are not logged again
+  // the calls decided in this page, and the questions they showed: their live `decision` events
+  // are not logged again, nor those of a supervisor's decision forwarded to its sub-run (the same
+  // questionId, on the sub-run's call: live.js `ownEvent`)
   const own = useRef(new Set());
-  const ownDecision = useCallback((runId, toolCallId, what = '') => own.current.add(`${what ? `${what}\u0000` : ''}${runId}\u0000${toolCallId}`), []);
+  const ownDecision = useCallback((runId, toolCallId, what = '', questionId = null) => {
+    own.current.add(`${what ? `${what}\u0000` : ''}${runId}\u0000${toolCallId}`);
+    if (questionId) own.current.add(`question\u0000${questionId}`);
+  }, []);
   const { sawEvent } = progress;
 
   useEffect(() => {

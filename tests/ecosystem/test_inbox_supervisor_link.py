@@ -47,7 +47,6 @@ def _step(seen: dict[str, Any], name: str) -> None:
     assert name not in seen["errors"], seen["errors"][name]
 
 
-@pytest.mark.xfail(strict=True, reason="the focus is lost once the call asks its next question")
 @pytest.mark.parametrize("keys", ["enter", "shortcut"])
 def test_the_focus_follows_a_supervisors_call_to_its_next_question(seen: dict[str, Any], keys: str) -> None:
     _step(seen, f"focus-{keys}")

@@ -20,6 +20,8 @@ const PAGE_SIZE = (() => {
   return asked >= 1 && asked <= 100 ? asked : 10;
 })();
 const SOON_SECONDS = 3600;
+/** How long after a decision the focus still follows the decided run to its next question (ms). */
+const FOLLOW_MS = 60_000;
 // the server's cap on a decline's reason (UTF-8 bytes, the page's data-max-reason-bytes): the
 // reason fields take no more characters than that (a character of several bytes may still pass it)
 const MAX_REASON = (() => {
@@ -725,6 +727,21 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
 
   useEffect(() => flushFocus()); // the focus a decision asked for, once its card's buttons are enabled again
 
+  // runs whose last waiting question was decided here: runId -> {questionId, at}. When the run
+  // asks its next question (a supervisor's call showing its sub-run's next one, under the same
+  // toolCallId), the focus goes to it, as to a run's other call still waiting
+  const following = useRef(new Map());
+  useEffect(() => {
+    if (!connection) return;
+    for (const run of connection.nodes) {
+      const decided = following.current.get(run.runId);
+      const asked = decided && run.toolCalls.find((c) => !c.decision && c.questionId !== decided.questionId);
+      if (!asked) continue;
+      following.current.delete(run.runId);
+      if (Date.now() - decided.at < FOLLOW_MS) requestFocus(asked.questionId, decided.questionId, true);
+    }
+  }, [connection]);
+
   // the run the page's address names (an inbox link): shown and focused once the listing is read,
   // else a line saying whether it still waits, read again with the listing while it says so
   const [linkNote, setLinkNote] = useState('');
@@ -836,6 +853,8 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
           const waiting = recorded && run.toolCalls.find((c) => !c.decision && c.toolCallId !== call.toolCallId);
           if (recorded) requestFocus(waiting ? waiting.questionId : next, call.questionId);
         }
+        // the call may ask its next question (a supervisor's, its sub-run's next): the focus follows
+        if (recorded && last) following.current.set(run.runId, { questionId: call.questionId, at: Date.now() });
         if (features.progress && recorded && result.status === 'RESUMING') follow(ids.agentId, run.runId, what);
       } catch (e) {
         if (e instanceof AuthRequired) onAuth(e);

@@ -70,7 +70,6 @@ def test_a_supervisors_decision_is_logged_once(seen: dict[str, Any], view: str) 
     assert any('reason: "no thanks"' in line for line in decided["declined"]), decided
 
 
-@pytest.mark.xfail(strict=True, reason="a linked run beyond the first page is only named in a note")
 def test_a_link_to_a_run_beyond_the_first_page_shows_it_first(seen: dict[str, Any]) -> None:
     _step(seen, "link")
     link, newest = seen["link"], seen["runs"]["link"][12]

@@ -7,7 +7,8 @@
 //   refunds: whether R's card is in view and holds the focus; then a link to a run decided since:
 //   the page's note;
 // - waits: `?view=agents&pageSize=1&agentId=refund-agent&runId=R` with R on the second page, then R
-//   declined through the API: the page's note before and after;
+//   declined through the API: before, R's card (the first shown? in view, holding the focus?) and
+//   the notes above the cards; after, the page's note and whether R's card is gone;
 // - scroll: at 1280x900 and at 390x700, a refund approved with the mouse with the next card below
 //   the fold: `scrollY` before and at each frame for 1.5 s after the click, the decided card's
 //   place (in view or not) and what has the focus;
@@ -105,15 +106,25 @@ try {
     await axe(page, 'a link to a run that no longer waits');
   });
 
-  // waits: a link to a run on another page (`pageSize=1`), decided elsewhere meanwhile: the note follows it
+  // waits: a link to a run on another page (`pageSize=1`), shown first; decided elsewhere meanwhile: the note says so
   await step('waits', async () => {
     const older = await start('refund-agent', 'Please refund order 1042');
     const newer = await start('refund-agent', 'Please refund order 1043');
     out.runs.waits = { older, newer };
     await signIn(page, `${baseUrl}/inbox?view=agents&pageSize=1&agentId=refund-agent&runId=${older}`, apiKey);
     const note = page.locator('.link-note').first();
-    await page.getByText(/which the link names, still waits/).first().waitFor({ timeout: TIMEOUT });
-    out.waits = { before: await note.innerText() };
+    await article(page, older).waitFor({ timeout: TIMEOUT });
+    await page.waitForFunction((id) => {
+      const el = document.querySelector(`article[aria-labelledby="run-${id}"]`);
+      return el && el.contains(document.activeElement);
+    }, older, { timeout: STEP }).catch(() => {});
+    out.waits = {
+      before: {
+        ...(await target(page, older)),
+        first: await page.locator('article.run').first().getAttribute('aria-labelledby'),
+        notes: await page.locator('.link-note').allInnerTexts(),
+      },
+    };
     for (const runId of [older, newer]) {
       const read = await api(baseUrl, apiKey).graphql(
         'query Q($r: ID!) { suspendedRun(agentId: "refund-agent", runId: $r) { toolCalls { toolCallId questionId } } }',
@@ -126,6 +137,7 @@ try {
     }
     await page.getByText(/which the link names, no longer waits/).first().waitFor({ timeout: STEP }).catch(() => {});
     out.waits.after = await note.innerText();
+    out.waits.gone = (await article(page, older).count()) === 0;
   });
 
   for (const [name, size] of [

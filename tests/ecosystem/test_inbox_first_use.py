@@ -61,14 +61,19 @@ def test_an_inbox_link_opens_its_run(seen: dict[str, Any]) -> None:
     assert seen["runs"]["refunds"][0] in link["gone"], link
 
 
-def test_a_link_note_follows_its_run_decided_meanwhile(seen: dict[str, Any]) -> None:
+def test_a_link_to_a_run_on_another_page_follows_it_decided_meanwhile(seen: dict[str, Any]) -> None:
     _step(seen, "waits")
     waits, older = seen["waits"], seen["runs"]["waits"]["older"]
-    assert older in waits["before"], waits
-    assert "still waits" in waits["before"], waits
+    # the run is read on its own: its card first, in view, with the focus, and no note
+    before = waits["before"]
+    assert before["first"] == f"run-{older}", waits
+    assert before["inView"], waits
+    assert before["focused"], waits
+    assert not [note for note in before["notes"] if "which the link names" in note], waits
     # once it is decided elsewhere (the live message reads the listing again), the note says so
     assert older in waits["after"], waits
     assert "no longer waits" in waits["after"], waits
+    assert waits["gone"], waits
 
 
 @pytest.mark.parametrize("viewport", ["wide", "small"])

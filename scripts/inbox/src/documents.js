@@ -98,6 +98,16 @@ export function suspendedRunsQuery(f) {
 }`;
 }
 
+/** One run as the listings show it (an inbox link's run, when its listing's page lacks it); null
+ * when it does not wait. */
+export function suspendedRunQuery(f) {
+  return `query InboxLinkedRun($agentId: ID!, $runId: ID!) {
+  suspendedRun(agentId: $agentId, runId: $runId) {
+    ${runFields(f)}
+  }
+}`;
+}
+
 const reviewClaimFields = 'by since until byMe';
 
 /** One page of the reviewers' queue across agents, earliest deadline first, then the oldest

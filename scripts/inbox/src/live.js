@@ -2,7 +2,8 @@
 // reviewers' queue's own stream (`reviewQueueEvents`, with the listing's filter, resumed after a
 // reconnection with `afterEventId`) where the server has it, else one `suspendedRunEvents` stream
 // per agent shown. Each message reads the listing again and may add a line to the activity log;
-// `own` holds the calls decided or claimed in this page, whose messages are not logged again.
+// `own` holds the calls decided or claimed in this page, and the questions decided, whose messages
+// are not logged again.
 import { useEffect, useRef, useState } from 'react';
 import * as docs from './documents.js';
 import { AuthRequired, FORBIDDEN_CLOSE, liveClient, request } from './api.js';
@@ -16,6 +17,13 @@ export function decisionText(data) {
   const edited = data.editedArgs ? `, arguments edited (${editSummary(data.originalArgs, data.editedArgs) || 'unchanged'})` : '';
   const reason = data.reason ? `, reason ${JSON.stringify(data.reason)}` : '';
   return `${data.toolName || 'a call'}${id} ${String(data.kind || 'decided').toLowerCase()}${edited}${reason}`;
+}
+
+/** Whether a decision on `runId`'s call `toolCallId` asking `questionId` was made in this page
+ * (`own`): on that call, or on the question it showed, which a supervisor's decision forwarded
+ * to its sub-run answers there too (one question, two places: the same questionId). */
+export function ownEvent(own, runId, toolCallId, questionId) {
+  return own.current.has(`${runId}\u0000${toolCallId}`) || Boolean(questionId && own.current.has(`question\u0000${questionId}`));
 }
 
 /** The close handler both streams share: the live status, and a refused credential. */
@@ -50,7 +58,7 @@ export function useAgentEvents({ agents, token, log, own, sawEvent, bump, setLiv
             if (event.type === 'suspended') log(`New suspended run ${event.runId} (${agent.name || agent.id}).`);
             else if (event.type === 'decision') {
               const d = event.data || {};
-              if (!own.current.has(`${event.runId}\u0000${d.toolCallId}`)) log(`Decision on run ${event.runId} by ${event.by || 'someone'}: ${decisionText(d)}.`);
+              if (!ownEvent(own, event.runId, d.toolCallId, d.questionId)) log(`Decision on run ${event.runId} by ${event.by || 'someone'}: ${decisionText(d)}.`);
             } else if (event.type === 'reviewClaimed' || event.type === 'reviewReleased') {
               const d = event.data || {};
               claimLine(own, log, event.type, event.runId, d.toolCallId, d.toolName, event.by);
@@ -155,11 +163,10 @@ export function useQueueEvents({ enabled, filter, token, agentName, log, own, wa
           if (!message) return;
           last.id = message.id;
           bump();
-          const ownCall = `${message.runId}\u0000${message.toolCallId}`;
           if (message.cause === 'reviewClaimed' || message.cause === 'reviewReleased') {
             claimLine(own, log, message.cause, message.runId, message.toolCallId, message.toolName, message.by);
           } else if (message.cause === 'decision' || message.cause === 'approval') {
-            if (own.current.has(ownCall)) return;
+            if (ownEvent(own, message.runId, message.toolCallId, message.questionId)) return;
             if (message.cause === 'approval') {
               const line = queueLine(message, names.current);
               if (line) log(line); // never an empty line

@@ -20,6 +20,8 @@ const PAGE_SIZE = (() => {
   return asked >= 1 && asked <= 100 ? asked : 10;
 })();
 const SOON_SECONDS = 3600;
+/** How long after a decision the focus still follows the decided run to its next question (ms). */
+const FOLLOW_MS = 60_000;
 // the server's cap on a decline's reason (UTF-8 bytes, the page's data-max-reason-bytes): the
 // reason fields take no more characters than that (a character of several bytes may still pass it)
 const MAX_REASON = (() => {
@@ -725,9 +727,16 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
 
   useEffect(() => flushFocus()); // the focus a decision asked for, once its card's buttons are enabled again
 
-  // the run the page's address names (an inbox link): shown and focused once the listing is read,
-  // else a line saying whether it still waits, read again with the listing while it says so
+  // the run the page's address names (an inbox link): shown and focused once the listing is read;
+  // else read on its own and shown first, or a line saying why not (it no longer waits, or is not
+  // for this key to decide), read again with the listing while it waits
   const [linkNote, setLinkNote] = useState('');
+  // the linked run as read on its own (`suspendedRun`) while the listing's page lacks it: its card
+  // is shown first, and focused once
+  const [pinned, setPinned] = useState(null);
+  const pinFocus = useRef(false);
+  const slotsNow = useRef(slots);
+  slotsNow.current = slots;
   const linkDone = useRef(false);
   const linkWaits = useRef(false);
   useEffect(() => {
@@ -735,9 +744,10 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
     const first = !linkDone.current;
     linkDone.current = true;
     if (first && showLinked(domId('run', linked.runId))) return;
-    if (!first && document.getElementById(domId('run', linked.runId))) {
+    if (!first && connection.nodes.some((run) => run.runId === linked.runId)) {
       linkWaits.current = false; // in the listing now: its card says the rest
       setLinkNote('');
+      setPinned(null);
       return;
     }
     const named = `Run ${linked.runId}${linked.agentId ? ` (${agentName(linked.agentId)})` : ''}`;
@@ -745,17 +755,48 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
       setLinkNote(`${named}, which the link names, is not in this listing: it no longer waits for a decision, or not on this page.`);
       return;
     }
-    request(token, docs.RUN_NOW, { agentId: linked.agentId, runId: linked.runId })
+    request(token, docs.suspendedRunQuery(features), { agentId: linked.agentId, runId: linked.runId })
       .then((data) => {
-        linkWaits.current = Boolean(data.suspendedRun);
+        const run = data.suspendedRun;
+        const waits = Boolean(run && run.toolCalls.some((c) => !c.decision));
+        linkWaits.current = waits;
+        if (waits && mayDecide && decidedHere(run)) {
+          setLinkNote('');
+          setPinned({ ...run, agentId: run.agentId || linked.agentId });
+          if (first) pinFocus.current = true;
+          return;
+        }
+        setPinned(null);
+        // decided in this page: its card's place says so
+        if (!waits && slotsNow.current.has(linked.runId)) return setLinkNote('');
         setLinkNote(
-          data.suspendedRun
-            ? `${named}, which the link names, still waits, but not in this listing (another page, or a question you may not decide).`
+          waits
+            ? `${named}, which the link names, still waits, but not for a decision you may make here (${decidedHere(run) ? 'this key may not decide' : "a sub-run's call is decided on its supervisor's run"}).`
             : `${named}, which the link names, no longer waits for a decision: it was decided, it ended, or no run of this agent has that id.`,
         );
       })
       .catch((e) => setLinkNote(`${named}, which the link names, could not be read: ${e.message}`));
-  }, [linked, connection, token, agentName]);
+  }, [linked, connection, token, agentName, features, mayDecide]);
+  useEffect(() => {
+    if (!pinned || !pinFocus.current) return;
+    pinFocus.current = false;
+    showLinked(domId('run', pinned.runId));
+  }, [pinned]);
+
+  // runs whose last waiting question was decided here: runId -> {questionId, at}. When the run
+  // asks its next question (a supervisor's call showing its sub-run's next one, under the same
+  // toolCallId), the focus goes to it, as to a run's other call still waiting
+  const following = useRef(new Map());
+  useEffect(() => {
+    if (!connection) return;
+    for (const run of pinned ? [pinned, ...connection.nodes] : connection.nodes) {
+      const decided = following.current.get(run.runId);
+      const asked = decided && run.toolCalls.find((c) => !c.decision && c.questionId !== decided.questionId);
+      if (!asked) continue;
+      following.current.delete(run.runId);
+      if (Date.now() - decided.at < FOLLOW_MS) requestFocus(asked.questionId, decided.questionId, true);
+    }
+  }, [connection, pinned]);
 
   const settle = useCallback((entries) => setSlots((before) => new Map([...before, ...entries.map((slot) => [slot.runId, slot])])), []);
   const compact = useCallback(
@@ -815,7 +856,7 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
       const offset = actionOffset(domId('run', run.runId), height);
       const last = run.toolCalls.filter((c) => !c.decision).length === 1;
       const next = nextCardKey(call.questionId);
-      ownDecision(run.runId, call.toolCallId);
+      ownDecision(run.runId, call.toolCallId, '', call.questionId);
       deciding.current.set(run.runId, run);
       setBusy(true);
       let result = null;
@@ -836,6 +877,8 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
           const waiting = recorded && run.toolCalls.find((c) => !c.decision && c.toolCallId !== call.toolCallId);
           if (recorded) requestFocus(waiting ? waiting.questionId : next, call.questionId);
         }
+        // the call may ask its next question (a supervisor's, its sub-run's next): the focus follows
+        if (recorded && last) following.current.set(run.runId, { questionId: call.questionId, at: Date.now() });
         if (features.progress && recorded && result.status === 'RESUMING') follow(ids.agentId, run.runId, what);
       } catch (e) {
         if (e instanceof AuthRequired) onAuth(e);
@@ -855,14 +898,16 @@ function AgentListing({ agent, queue = false, agentName, features, filters, toke
     [agent.id, features, token, log, onAuth, follow, settle, ownDecision],
   );
 
-  const runs = connection ? connection.nodes : [];
+  const listed = connection ? connection.nodes : [];
+  // the linked run read on its own, first, while the listing's page lacks it
+  const runs = pinned && !listed.some((run) => run.runId === pinned.runId) ? [pinned, ...listed] : listed;
   // one decideToolCalls per agent of the selection (its input names one agent), each with one
   // entry in the activity log
   const decide = async (kind, reason) => {
     const selected = [...selection.values()];
     const heights = new Map(selected.map((item) => [item.runId, runHeight(domId('run', item.runId))]));
     const next = nextCardKey(null, new Set(selected.map((item) => item.questionId)));
-    selected.forEach((item) => ownDecision(item.runId, item.toolCallId));
+    selected.forEach((item) => ownDecision(item.runId, item.toolCallId, '', item.questionId));
     for (const item of selected) {
       const run = runs.find((r) => r.runId === item.runId);
       if (run) deciding.current.set(item.runId, run);
@@ -1159,9 +1204,14 @@ function App() {
   }, []);
   const progress = useProgress(token, onAuth);
   useShortcuts();
-  // the calls decided in this page: their live `decision` events are not logged again
+  // the calls decided in this page, and the questions they showed: their live `decision` events
+  // are not logged again, nor those of a supervisor's decision forwarded to its sub-run (the same
+  // questionId, on the sub-run's call: live.js `ownEvent`)
   const own = useRef(new Set());
-  const ownDecision = useCallback((runId, toolCallId, what = '') => own.current.add(`${what ? `${what}\u0000` : ''}${runId}\u0000${toolCallId}`), []);
+  const ownDecision = useCallback((runId, toolCallId, what = '', questionId = null) => {
+    own.current.add(`${what ? `${what}\u0000` : ''}${runId}\u0000${toolCallId}`);
+    if (questionId) own.current.add(`question\u0000${questionId}`);
+  }, []);
   const { sawEvent } = progress;
 
   useEffect(() => {

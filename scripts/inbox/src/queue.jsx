@@ -59,13 +59,16 @@ export function nextCardKey(key, skip = new Set()) {
   return next ? next.dataset.card : null;
 }
 
-let wanted = null; // { key, from }: the card whose first action gets the focus once it can
+let wanted = null; // { key, from, follow }: the card whose first action gets the focus once it can
+let given = null; // { el, from }: the last focus given, and the card it was asked from
 
 /** Ask for the focus on card `key`'s first action once it is enabled, if the reviewer's focus is
- * then still on the card keyed `from`, a decided card's place, or nowhere. The page does not
- * scroll to it: what the reviewer looks at stays still (Tab, or `j`, then brings it into view). */
-export function requestFocus(key, from = null) {
-  wanted = key ? { key, from } : null;
+ * then still on the card keyed `from`, a decided card's place, or nowhere; with `follow`, also
+ * when it is still where the page put it after the decision on `from` (the decided call's next
+ * question, asked after the focus went to the next card). The page does not scroll to it: what
+ * the reviewer looks at stays still (Tab, or `j`, then brings it into view). */
+export function requestFocus(key, from = null, follow = false) {
+  wanted = key ? { key, from, follow } : null;
   flushFocus();
 }
 
@@ -85,8 +88,12 @@ export function flushFocus() {
     active === document.body ||
     active.disabled ||
     active.closest('[data-settled]') ||
-    (wanted.from && active.closest(cardSelector(wanted.from)));
-  if (free) action.focus({ preventScroll: true });
+    (wanted.from && active.closest(cardSelector(wanted.from))) ||
+    (wanted.follow && given && given.from === wanted.from && active === given.el);
+  if (free) {
+    action.focus({ preventScroll: true });
+    given = { el: action, from: wanted.from };
+  }
   wanted = null;
 }
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .handoffs import app_on, suspended
+from .writer_cpu import kind
 
 WAL_HEADER = 32
 """Bytes of a WAL file's header; each frame is a page and a 24-byte frame header."""
@@ -55,6 +56,8 @@ class Transaction:
     cpu_ms: float = 0.0
     span: tuple[float, float] = (0.0, 0.0)
     """``time.perf_counter`` at its ``BEGIN IMMEDIATE`` and after its ``COMMIT``."""
+    times: list[float] = field(default_factory=list)
+    """Wall milliseconds of each statement's call (the replay's: with its rows fetched)."""
 
 
 class Recorder:
@@ -73,11 +76,14 @@ class Recorder:
             began = (self.db.total_changes, time.perf_counter(), time.thread_time())
             result = self.db.execute(sql, params)
             self._open, self._began = Transaction(), began
+            statement = began[1]
         else:
+            statement = time.perf_counter()
             result = getattr(self.db, method)(sql, params)
         current = self._open
         if current is None:
             return result
+        current.times.append((time.perf_counter() - statement) * 1000)
         current.statements.append((method, sql, params))
         if sql in ("COMMIT", "ROLLBACK"):
             changes, wall, cpu = self._began
@@ -121,15 +127,17 @@ class Replay:
         """Run ``recorded``'s statements with their parameters (every row of a statement with
         columns fetched); its replay, also kept in ``transactions`` (its WAL frames in ``frames``)."""
         db, wal_bytes, changes = self.db, self._wal_bytes(), self.db.total_changes
+        done = Transaction(list(recorded.statements), committed=recorded.statements[-1][1] == "COMMIT")
         wall, cpu = time.perf_counter(), time.thread_time()
         for method, sql, params in recorded.statements:
+            statement = time.perf_counter()
             if method == "executemany":
                 db.executemany(sql, params)
             else:
                 cursor = db.execute(sql, params)
                 if cursor.description is not None:
                     cursor.fetchall()
-        done = Transaction(list(recorded.statements), committed=recorded.statements[-1][1] == "COMMIT")
+            done.times.append((time.perf_counter() - statement) * 1000)
         done.wall_ms = (time.perf_counter() - wall) * 1000
         done.cpu_ms = (time.thread_time() - cpu) * 1000
         done.changes = db.total_changes - changes
@@ -294,6 +302,10 @@ def _pair(groups: list[list[Transaction]], what: Callable[[Transaction], float])
     return [sum(what(t) for t in group) for group in groups]
 
 
+def _called(transaction: Transaction) -> float:
+    return sum(transaction.times)
+
+
 def report(floor: Floor) -> list[str]:
     """Markdown lines: the per-approval medians of ``floor`` (module docstring)."""
     memory, sqlite = floor.timings["memory"], floor.timings["sqlite"]
@@ -343,6 +355,7 @@ def report(floor: Floor) -> list[str]:
     durable = walls[STORE_AS_IS]
     share = [g - r for g, r in zip(gap, durable, strict=True)]
     inside = [s - r for s, r in zip(store_wall, durable, strict=True)]
+    called = _pair(_grouped(floor.replays[STORE_AS_IS].transactions, floor.per_approval), _called)
     lines += [
         "",
         f"- SQLite and the disk for these writes (the bare replay with {STORE_AS_IS}), per approval "
@@ -350,7 +363,10 @@ def report(floor: Floor) -> list[str]:
         f"differences): {_p50(a - b for a, b in zip(durable, walls[NORMAL], strict=True)):.3f} ms",
         f"- **runsgate's share (SQLite - memory - the bare replay, within each approval), median: "
         f"{_p50(share):.3f} ms**, of which (medians of each part, which need not add up):",
-        f"  - inside the store's transactions (their wall - the replay's): {_p50(inside):.3f} ms",
+        f"  - inside the store's transactions (their wall - the replay's): {_p50(inside):.3f} ms; of it "
+        f"runsgate's Python between the statements (their wall - their statements' calls): "
+        f"{_p50(_pair(store, lambda t: t.wall_ms - sum(t.times))):.3f} ms, the same statements' calls - "
+        f"the replay's: {_p50(a - b for a, b in zip(_pair(store, _called), called, strict=True)):.3f} ms",
     ]
     if len(floor.writes) == len(floor.store):
         handed = [
@@ -369,9 +385,26 @@ def report(floor: Floor) -> list[str]:
     return lines
 
 
+def statements(floor: Floor) -> list[str]:
+    """Markdown lines: each kind of statement's wall p50 (µs) in the store and in each replay."""
+    sources = {"the store": floor.store} | {name: replay.transactions for name, replay in floor.replays.items()}
+    times: dict[str, dict[str, list[float]]] = {}
+    for source, transactions in sources.items():
+        for transaction in transactions:
+            for (_, sql, _), ms in zip(transaction.statements, transaction.times, strict=True):
+                times.setdefault(kind(sql), {}).setdefault(source, []).append(ms * 1000)
+    lines = [
+        "| statement, wall p50 µs | " + " | ".join(sources) + " |",
+        "| --- |" + " ---: |" * len(sources),
+    ]
+    for name, of in times.items():
+        lines.append(f"| {name} | " + " | ".join(f"{_p50(of.get(s, [0.0])):.0f}" for s in sources) + " |")
+    return lines
+
+
 def main(argv: list[str]) -> int:
     floor = asyncio.run(measure(int(argv[0]) if argv else 200))
-    print("\n".join(report(floor)))
+    print("\n".join([*report(floor), "", *statements(floor)]))
     return 0
 
 

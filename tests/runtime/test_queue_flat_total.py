@@ -4,6 +4,7 @@ count less the refused questions of the candidate runs only, never a read of eve
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from runtime import AgentRegistry, Principal, RunManager, ToolApprovalRule
 from runtime.access import ALL_SCOPES
 from runtime.demo import AGENTS
 from runtime.reviewing.queue import QueueQuery
-from storage import MemorySnapshotStore, SnapshotDocument
+from storage import MemorySnapshotStore, SnapshotDocument, SQLiteSnapshotStore
 
 from ..storage._contract import T0, snapshot, tool_call
 
@@ -82,3 +83,43 @@ async def test_a_total_for_a_principal_lacking_a_rule_scope_reads_the_runs_of_th
     store.read = 0
     assert await manager.review_queue.count(bob, QueueQuery()) == RUNS
     assert store.read == 1  # the one run with a pending ask_city
+
+
+class SQLiteReadCounting(SQLiteSnapshotStore):
+    """A SQLite file, counting the runs its queue reads return."""
+
+    read = 0
+
+    async def list_review_runs(self, *args: Any, **kwargs: Any) -> list[SnapshotDocument]:
+        found = await super().list_review_runs(*args, **kwargs)
+        self.read += len(found)
+        return found
+
+    async def list_review_candidates(self, *args: Any, **kwargs: Any) -> list[SnapshotDocument]:
+        found = await super().list_review_candidates(*args, **kwargs)
+        self.read += len(found)
+        return found
+
+
+@pytest.mark.xfail(strict=True, reason="issue 44: a tool-filtered total reads every waiting run")
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_tool_filtered_total_reads_only_the_runs_holding_the_tool(kind: str, tmp_path: Path) -> None:
+    store: ReadCounting | SQLiteReadCounting = (
+        ReadCounting() if kind == "memory" else SQLiteReadCounting(tmp_path / "q.db")
+    )
+    await store.open()
+    try:
+        for number in range(RUNS):
+            await store.insert(snapshot(f"weather-{number:03}", calls=[tool_call("c1", approval=False)]), b"[]")
+        for number in range(3):
+            await store.insert(snapshot(f"refund-{number}", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
+        manager = RunManager(store, AgentRegistry(AGENTS), instance_id="a")
+        store.read = 0
+        query = QueueQuery(tool_names=frozenset({"issue_refund"}))
+        assert await manager.review_queue.count(ALICE, query) == 6
+        assert store.read == 3  # the runs holding a pending issue_refund, not the 43 waiting runs
+        store.read = 0
+        assert await manager.review_queue.count(ALICE, QueueQuery(tool_names=frozenset({"ask_city"}))) == RUNS
+        assert await manager.review_queue.count(ALICE, QueueQuery(tool_names=frozenset({"nothing"}))) == 0
+    finally:
+        await store.close()

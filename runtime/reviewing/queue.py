@@ -9,6 +9,7 @@ the principal approve (or resume) it (``DecisionGate.may_decide``) and it passes
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,7 @@ from storage import (
     DecisionKind,
     QueueFilter,
     QueueKey,
+    ReviewCandidates,
     ReviewClaimDocument,
     SnapshotDocument,
     SnapshotStore,
@@ -36,6 +38,11 @@ first read asks for ``first + 1`` runs, as a listing page does: most runs hold a
 SCAN_RUNS = 2000
 """Runs one page reads at most: a page of selective question filters (tools, review claims,
 escalation, scopes) ends early after it, with ``has_next`` and a cursor to continue from."""
+
+COUNT_READ = 500
+"""Runs a question-filtered ``ReviewQueue.count`` reads at once."""
+YIELD_EVERY = 50
+"""Runs a question-filtered count checks between two chances for other tasks to run."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,10 +163,12 @@ class ReviewQueue:
         gate refuses it (``DecisionGate.may_decide``) among the candidate runs that may hold one
         (``refusal_candidates``, read through the store's indexes: ``list_review_candidates``), so
         O(candidates), not O(matches). With a question filter (tools, review claims, escalation,
-        ``expires_before``: a run's other calls may be due later), every matching run is read and
-        its questions checked. The reads follow one another (the kept count, then the candidates);
-        where the candidates are only the runs ``principal`` approved in, a store that can
-        (``ApproverSeeingCount``) tells within the count's reads whether there is one to read."""
+        ``expires_before``: a run's other calls may be due later), the runs that may hold a
+        matching question are read and their questions checked (``_filtered_runs``): with tools,
+        the runs holding a pending call of one; else every matching run. The reads follow one
+        another (the kept count, then the candidates); where the candidates are only the runs
+        ``principal`` approved in, a store that can (``ApproverSeeingCount``) tells within the
+        count's reads whether there is one to read."""
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
         if all(value is None for value in on_questions):
             store_filter = query.store_filter(principal.resources)
@@ -185,9 +194,35 @@ class ReviewQueue:
                     store_filter, candidates, limit=500, after=docs[-1]["_id"]
                 )
         total = 0
-        async for doc, _ in self._runs(principal, query, None, batch=500):
+        async for doc in self._filtered_runs(principal, query):
             total += len(await self._items(doc, principal, query, None))
         return total
+
+    async def _filtered_runs(self, principal: Principal, query: QueueQuery) -> AsyncIterator[SnapshotDocument]:
+        """The runs a question-filtered ``count`` checks, ``COUNT_READ`` a read, in no set order:
+        with ``tool_names`` only the counted runs holding a call of one of them (the store's tool
+        candidates, ``list_review_candidates``), else every run the queue lists. Lets other tasks
+        run after each ``YIELD_EVERY`` runs (the walk is CPU-bound between its reads)."""
+        number = 0
+        if query.tool_names is None:
+            async for doc, _ in self._runs(principal, query, None, batch=COUNT_READ):
+                yield doc
+                number += 1
+                if number % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            return
+        store_filter, tools = query.store_filter(principal.resources), ReviewCandidates(tool_names=query.tool_names)
+        after: str | None = None
+        while True:
+            docs = await self._store.list_review_candidates(store_filter, tools, limit=COUNT_READ, after=after)
+            for doc in docs:
+                yield doc
+                number += 1
+                if number % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            if len(docs) < COUNT_READ:
+                return
+            after = docs[-1]["_id"]
 
     async def run(self, run_id: str) -> SnapshotDocument | None:
         """The stored run ``run_id``, or ``None`` (finished and deleted, or never stored)."""

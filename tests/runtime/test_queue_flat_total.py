@@ -101,7 +101,6 @@ class SQLiteReadCounting(SQLiteSnapshotStore):
         return found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 44: a tool-filtered total reads every waiting run")
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_a_tool_filtered_total_reads_only_the_runs_holding_the_tool(kind: str, tmp_path: Path) -> None:
     store: ReadCounting | SQLiteReadCounting = (

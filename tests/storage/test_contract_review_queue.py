@@ -316,7 +316,6 @@ async def test_a_count_seeing_an_approver_tells_whether_a_waiting_run_holds_its_
     assert await store.count_review_questions_seeing(QueueFilter(agent_ids=frozenset()), "key:alice") == (0, False)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 44: no candidate part of claimed or escalated runs")
 async def test_claimed_and_escalated_runs_are_candidate_parts_that_follow_their_writes(store: SnapshotStore) -> None:
     claimed = tool_call("c1")
     claimed["reviewClaim"] = {"by": "key:x", "at": T0, "until": T0 + HOUR}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from storage import (
@@ -158,17 +158,19 @@ class ReviewQueue:
         return items, False, last
 
     async def count(self, principal: Principal, query: QueueQuery) -> int:
-        """How many questions the queue holds for ``principal``. With run filters only: the store's
-        kept count of the matching runs' pending calls (``count_review_questions``), less those the
-        gate refuses it (``DecisionGate.may_decide``) among the candidate runs that may hold one
-        (``refusal_candidates``, read through the store's indexes: ``list_review_candidates``), so
-        O(candidates), not O(matches). With a question filter (tools, review claims, escalation,
-        ``expires_before``: a run's other calls may be due later), the runs that may hold a
-        matching question are read and their questions checked (``_filtered_runs``): with tools,
-        the runs holding a pending call of one; else every matching run. The reads follow one
-        another (the kept count, then the candidates); where the candidates are only the runs
-        ``principal`` approved in, a store that can (``ApproverSeeingCount``) tells within the
-        count's reads whether there is one to read."""
+        """How many questions the queue holds for ``principal``, exactly. With run filters only: the
+        store's kept count of the matching runs' pending calls (``count_review_questions``), less
+        those the gate refuses it (``DecisionGate.may_decide``) among the candidate runs that may
+        hold one (``refusal_candidates``, read through the store's indexes:
+        ``list_review_candidates``), so O(candidates), not O(matches). With question filters, the
+        questions of the candidate runs that may hold a match are checked (``_items``): with tools,
+        the runs holding a pending call of one; with ``claimed_by_me``/``escalated`` true or
+        ``unclaimed`` false, the runs holding a review claim (lapsed too) or an escalation; with
+        only their opposites, the kept count corrected by the runs holding a claim or escalation
+        and the refusal candidates; with ``expires_before`` alone, every matching run (a run's
+        other calls may be due later). Where the candidates are only the runs ``principal``
+        approved in, a store that can (``ApproverSeeingCount``) tells within the count's reads
+        whether there is one to read."""
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
         if all(value is None for value in on_questions):
             store_filter = query.store_filter(principal.resources)
@@ -193,28 +195,48 @@ class ReviewQueue:
                 docs = await self._store.list_review_candidates(
                     store_filter, candidates, limit=500, after=docs[-1]["_id"]
                 )
+        store_filter = query.store_filter(principal.resources)
+        marked = ReviewCandidates(
+            claimed=query.claimed_by_me is True or query.unclaimed is False, escalated=query.escalated is True
+        )
         total = 0
-        async for doc in self._filtered_runs(principal, query):
-            total += len(await self._items(doc, principal, query, None))
+        if query.tool_names is not None or query.expires_before is not None or marked.parts():
+            # only runs holding a named tool, a claim or an escalation may hold a matching question
+            walked: ReviewCandidates | None = marked if marked.parts() else None  # None: every run
+            if query.tool_names is not None:
+                walked = ReviewCandidates(tool_names=query.tool_names)
+            async for doc in self._walk(principal, query, walked):
+                total += len(await self._items(doc, principal, query, None))
+            return total
+        # only "not claimed", "not mine", "not escalated": the kept count, each exception corrected
+        exceptions = replace(
+            refusal_candidates(self._gate.rules, principal),
+            claimed=query.claimed_by_me is not None or query.unclaimed is not None,
+            escalated=query.escalated is not None,
+        )
+        total = await self._store.count_review_questions(store_filter)
+        async for doc in self._walk(principal, query, exceptions):
+            if doc["parentRunId"] is None:
+                total += len(await self._items(doc, principal, query, None)) - doc["pendingCount"]
         return total
 
-    async def _filtered_runs(self, principal: Principal, query: QueueQuery) -> AsyncIterator[SnapshotDocument]:
-        """The runs a question-filtered ``count`` checks, ``COUNT_READ`` a read, in no set order:
-        with ``tool_names`` only the counted runs holding a call of one of them (the store's tool
-        candidates, ``list_review_candidates``), else every run the queue lists. Lets other tasks
-        run after each ``YIELD_EVERY`` runs (the walk is CPU-bound between its reads)."""
+    async def _walk(
+        self, principal: Principal, query: QueueQuery, candidates: ReviewCandidates | None
+    ) -> AsyncIterator[SnapshotDocument]:
+        """The counted runs of ``query``'s run filters that are ``candidates`` (``None``: every run
+        the queue lists), ``COUNT_READ`` a read, in no set order. Lets other tasks run after each
+        ``YIELD_EVERY`` runs (the walk is CPU-bound between its reads)."""
         number = 0
-        if query.tool_names is None:
+        if candidates is None:
             async for doc, _ in self._runs(principal, query, None, batch=COUNT_READ):
                 yield doc
                 number += 1
                 if number % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
             return
-        store_filter, tools = query.store_filter(principal.resources), ReviewCandidates(tool_names=query.tool_names)
-        after: str | None = None
-        while True:
-            docs = await self._store.list_review_candidates(store_filter, tools, limit=COUNT_READ, after=after)
+        store_filter, after = query.store_filter(principal.resources), None
+        while candidates.parts():
+            docs = await self._store.list_review_candidates(store_filter, candidates, limit=COUNT_READ, after=after)
             for doc in docs:
                 yield doc
                 number += 1

@@ -125,7 +125,6 @@ async def test_a_tool_filtered_total_reads_only_the_runs_holding_the_tool(kind: 
         await store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 44: a claim- or escalation-filtered total reads every waiting run")
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_a_claim_or_escalation_filtered_total_reads_only_the_marked_runs(kind: str, tmp_path: Path) -> None:
     store: ReadCounting | SQLiteReadCounting = ReadCounting()

@@ -205,8 +205,9 @@ class ReviewQueue:
             walked: ReviewCandidates | None = marked if marked.parts() else None  # None: every run
             if query.tool_names is not None:
                 walked = ReviewCandidates(tool_names=query.tool_names)
+            refusable = refusal_candidates(self._gate.rules, principal)
             async for doc in self._walk(principal, query, walked):
-                total += len(await self._items(doc, principal, query, None))
+                total += await self._listed_count(doc, principal, query, refusable)
             return total
         # only "not claimed", "not mine", "not escalated": the kept count, each exception corrected
         exceptions = replace(
@@ -219,6 +220,23 @@ class ReviewQueue:
             if doc["parentRunId"] is None:
                 total += len(await self._items(doc, principal, query, None)) - doc["pendingCount"]
         return total
+
+    async def _listed_count(
+        self, doc: SnapshotDocument, principal: Principal, query: QueueQuery, refusable: ReviewCandidates
+    ) -> int:
+        """How many questions of ``doc`` the queue lists for ``principal``: ``len(_items(...))``,
+        without asking the gate when ``doc`` is in no part of ``refusable`` (its
+        ``refusal_candidates``, outside which the gate refuses none)."""
+        if doc["parentRunId"] is not None:
+            return 0
+        if _in_part(doc, refusable):
+            return len(await self._items(doc, principal, query, None))
+        now, me = self._now(), principal.identity
+        return sum(
+            1
+            for call in doc["toolCalls"]
+            if call["decision"] is None and query.admits_question(call, active_review_claim(call, now), me)
+        )
 
     async def _walk(
         self, principal: Principal, query: QueueQuery, candidates: ReviewCandidates | None
@@ -311,6 +329,20 @@ class ReviewQueue:
             found.append(QueueItem(run=doc, index=index, claim=claim, position=position))
         found.sort(key=lambda item: item.position.within)
         return found
+
+
+def _in_part(doc: SnapshotDocument, c: ReviewCandidates) -> bool:
+    """Whether ``doc`` is in a part of ``c`` (as the stores' candidate indexes mark a counted run)."""
+    pending = [call for call in doc["toolCalls"] if call["decision"] is None]
+    return (
+        any(call["toolName"] in c.tool_names for call in pending)
+        or (
+            c.approver is not None
+            and any(a["decidedBy"] == c.approver for call in pending for a in call.get("approvals") or ())
+        )
+        or (c.starter is not None and doc.get("startedBy") == c.starter)
+        or (c.unknown_starter and "startedBy" not in doc)
+    )
 
 
 __all__ = ["BATCH", "SCAN_RUNS", "QueueItem", "QueuePosition", "QueueQuery", "ReviewQueue"]

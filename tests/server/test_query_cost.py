@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 from graphql import (
     DocumentNode,
     FieldNode,
@@ -255,7 +254,6 @@ def test_a_review_queue_message_costs_its_read_beside_its_objects() -> None:
     assert cost("subscription { reviewQueueEvents { id } }") == 3
 
 
-@pytest.mark.xfail(strict=True, reason="issue 44: a tool-filtered queue costs what an unfiltered one does")
 def test_a_tool_filtered_queue_costs_its_walk_of_the_runs_holding_the_tool() -> None:
     from resolvers.documents.weights import TOOL_WALK
 

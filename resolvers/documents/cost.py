@@ -151,6 +151,10 @@ class _Walk:
             given = self.values.argument(field, rule.per_kib)
             size = _count(default_bytes if given is None else given, MAX_COST)
             points += -(-max(size, 0) // KIB)
+        if rule.points_if_given is not None:
+            path, more = rule.points_if_given
+            if _at(self.values.argument(field, path[0]), path[1:]) is not None:
+                points += more
         return points
 
     def selection_set(self, parent: Any, selection_set: SelectionSetNode, fragments: Mapping[str, _Sum]) -> _Sum:

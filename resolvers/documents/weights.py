@@ -28,6 +28,10 @@ APPROVALS: Final = 2
 """Approvals assumed per tool call (``approvals``)."""
 PROBLEMS: Final = 10
 """Problems assumed per refused input (``problems``)."""
+TOOL_WALK: Final = 1000
+"""Points for ``reviewQueue`` filtered by tools: its ``totalCount`` reads every waiting run holding
+a pending call of one (O(those runs), no kept count per tool), its page up to 2,000 runs; a tenth
+of the default limit, so a request holds at most nine."""
 QUEUE_EVENT: Final = 2
 """Points for each ``reviewQueueEvents`` message beside its objects: the run read from the store
 and the gate's check of its questions."""
@@ -67,6 +71,8 @@ class FieldCost:
             ``"agents"`` (the registered agents), or the path of a list argument (its length).
         points_per_page: Points per item of the field's page (``decideToolCalls``' decisions).
         ranges: Its integer arguments' ranges, checked with the cost (``maxBytes``).
+        points_if_given: ``(path, points)``: points more when the argument at ``path`` is given
+            (``reviewQueue``'s ``filter.toolNames``).
     """
 
     points: int = 0
@@ -75,6 +81,7 @@ class FieldCost:
     size: int | str | tuple[str, ...] | None = None
     points_per_page: int = 0
     ranges: tuple[ArgumentRange, ...] = ()
+    points_if_given: tuple[tuple[str, ...], int] | None = None
 
 
 CONNECTION = FieldCost(page=PAGE)
@@ -83,7 +90,7 @@ OF_PAGE = FieldCost(size=OF_PAGE_SIZE)
 FIELD_COSTS: Final[dict[str, FieldCost]] = {
     "Query.suspendedRuns": CONNECTION,
     "Query.webhookDeliveries": CONNECTION,
-    "Query.reviewQueue": CONNECTION,
+    "Query.reviewQueue": FieldCost(page=PAGE, points_if_given=(("filter", "toolNames"), TOOL_WALK)),
     "ReviewQueueConnection.nodes": OF_PAGE,
     "ReviewQueueConnection.edges": OF_PAGE,
     "ReviewQueueConnection.totalCount": FieldCost(points=TOTAL_COUNT),

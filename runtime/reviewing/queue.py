@@ -9,8 +9,9 @@ the principal approve (or resume) it (``DecisionGate.may_decide``) and it passes
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from storage import (
@@ -18,6 +19,7 @@ from storage import (
     DecisionKind,
     QueueFilter,
     QueueKey,
+    ReviewCandidates,
     ReviewClaimDocument,
     SnapshotDocument,
     SnapshotStore,
@@ -36,6 +38,11 @@ first read asks for ``first + 1`` runs, as a listing page does: most runs hold a
 SCAN_RUNS = 2000
 """Runs one page reads at most: a page of selective question filters (tools, review claims,
 escalation, scopes) ends early after it, with ``has_next`` and a cursor to continue from."""
+
+COUNT_READ = 500
+"""Runs a question-filtered ``ReviewQueue.count`` reads at once."""
+YIELD_EVERY = 50
+"""Runs a question-filtered count checks between two chances for other tasks to run."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,15 +158,19 @@ class ReviewQueue:
         return items, False, last
 
     async def count(self, principal: Principal, query: QueueQuery) -> int:
-        """How many questions the queue holds for ``principal``. With run filters only: the store's
-        kept count of the matching runs' pending calls (``count_review_questions``), less those the
-        gate refuses it (``DecisionGate.may_decide``) among the candidate runs that may hold one
-        (``refusal_candidates``, read through the store's indexes: ``list_review_candidates``), so
-        O(candidates), not O(matches). With a question filter (tools, review claims, escalation,
-        ``expires_before``: a run's other calls may be due later), every matching run is read and
-        its questions checked. The reads follow one another (the kept count, then the candidates);
-        where the candidates are only the runs ``principal`` approved in, a store that can
-        (``ApproverSeeingCount``) tells within the count's reads whether there is one to read."""
+        """How many questions the queue holds for ``principal``, exactly. With run filters only: the
+        store's kept count of the matching runs' pending calls (``count_review_questions``), less
+        those the gate refuses it (``DecisionGate.may_decide``) among the candidate runs that may
+        hold one (``refusal_candidates``, read through the store's indexes:
+        ``list_review_candidates``), so O(candidates), not O(matches). With question filters, the
+        questions of the candidate runs that may hold a match are checked (``_items``): with tools,
+        the runs holding a pending call of one; with ``claimed_by_me``/``escalated`` true or
+        ``unclaimed`` false, the runs holding a review claim (lapsed too) or an escalation; with
+        only their opposites, the kept count corrected by the runs holding a claim or escalation
+        and the refusal candidates; with ``expires_before`` alone, every matching run (a run's
+        other calls may be due later). Where the candidates are only the runs ``principal``
+        approved in, a store that can (``ApproverSeeingCount``) tells within the count's reads
+        whether there is one to read."""
         on_questions = (query.tool_names, query.claimed_by_me, query.unclaimed, query.escalated, query.expires_before)
         if all(value is None for value in on_questions):
             store_filter = query.store_filter(principal.resources)
@@ -184,10 +195,74 @@ class ReviewQueue:
                 docs = await self._store.list_review_candidates(
                     store_filter, candidates, limit=500, after=docs[-1]["_id"]
                 )
+        store_filter = query.store_filter(principal.resources)
+        marked = ReviewCandidates(
+            claimed=query.claimed_by_me is True or query.unclaimed is False, escalated=query.escalated is True
+        )
         total = 0
-        async for doc, _ in self._runs(principal, query, None, batch=500):
-            total += len(await self._items(doc, principal, query, None))
+        if query.tool_names is not None or query.expires_before is not None or marked.parts():
+            # only runs holding a named tool, a claim or an escalation may hold a matching question
+            walked: ReviewCandidates | None = marked if marked.parts() else None  # None: every run
+            if query.tool_names is not None:
+                walked = ReviewCandidates(tool_names=query.tool_names)
+            refusable = refusal_candidates(self._gate.rules, principal)
+            async for doc in self._walk(principal, query, walked):
+                total += await self._listed_count(doc, principal, query, refusable)
+            return total
+        # only "not claimed", "not mine", "not escalated": the kept count, each exception corrected
+        exceptions = replace(
+            refusal_candidates(self._gate.rules, principal),
+            claimed=query.claimed_by_me is not None or query.unclaimed is not None,
+            escalated=query.escalated is not None,
+        )
+        total = await self._store.count_review_questions(store_filter)
+        async for doc in self._walk(principal, query, exceptions):
+            if doc["parentRunId"] is None:
+                total += len(await self._items(doc, principal, query, None)) - doc["pendingCount"]
         return total
+
+    async def _listed_count(
+        self, doc: SnapshotDocument, principal: Principal, query: QueueQuery, refusable: ReviewCandidates
+    ) -> int:
+        """How many questions of ``doc`` the queue lists for ``principal``: ``len(_items(...))``,
+        without asking the gate when ``doc`` is in no part of ``refusable`` (its
+        ``refusal_candidates``, outside which the gate refuses none)."""
+        if doc["parentRunId"] is not None:
+            return 0
+        if _in_part(doc, refusable):
+            return len(await self._items(doc, principal, query, None))
+        now, me = self._now(), principal.identity
+        return sum(
+            1
+            for call in doc["toolCalls"]
+            if call["decision"] is None and query.admits_question(call, active_review_claim(call, now), me)
+        )
+
+    async def _walk(
+        self, principal: Principal, query: QueueQuery, candidates: ReviewCandidates | None
+    ) -> AsyncIterator[SnapshotDocument]:
+        """The counted runs of ``query``'s run filters that are ``candidates`` (``None``: every run
+        the queue lists), ``COUNT_READ`` a read, in no set order. Lets other tasks run after each
+        ``YIELD_EVERY`` runs (the walk is CPU-bound between its reads)."""
+        number = 0
+        if candidates is None:
+            async for doc, _ in self._runs(principal, query, None, batch=COUNT_READ):
+                yield doc
+                number += 1
+                if number % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            return
+        store_filter, after = query.store_filter(principal.resources), None
+        while candidates.parts():
+            docs = await self._store.list_review_candidates(store_filter, candidates, limit=COUNT_READ, after=after)
+            for doc in docs:
+                yield doc
+                number += 1
+                if number % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            if len(docs) < COUNT_READ:
+                return
+            after = docs[-1]["_id"]
 
     async def run(self, run_id: str) -> SnapshotDocument | None:
         """The stored run ``run_id``, or ``None`` (finished and deleted, or never stored)."""
@@ -254,6 +329,20 @@ class ReviewQueue:
             found.append(QueueItem(run=doc, index=index, claim=claim, position=position))
         found.sort(key=lambda item: item.position.within)
         return found
+
+
+def _in_part(doc: SnapshotDocument, c: ReviewCandidates) -> bool:
+    """Whether ``doc`` is in a part of ``c`` (as the stores' candidate indexes mark a counted run)."""
+    pending = [call for call in doc["toolCalls"] if call["decision"] is None]
+    return (
+        any(call["toolName"] in c.tool_names for call in pending)
+        or (
+            c.approver is not None
+            and any(a["decidedBy"] == c.approver for call in pending for a in call.get("approvals") or ())
+        )
+        or (c.starter is not None and doc.get("startedBy") == c.starter)
+        or (c.unknown_starter and "startedBy" not in doc)
+    )
 
 
 __all__ = ["BATCH", "SCAN_RUNS", "QueueItem", "QueuePosition", "QueueQuery", "ReviewQueue"]

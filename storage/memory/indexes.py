@@ -144,14 +144,19 @@ def _groups(doc: SnapshotDocument) -> list[Group]:
 
 Mark = tuple[str, str | None]
 """A candidate part a counted run belongs to: ``("approver", identity)``, ``("starter", identity)``
-(``None``: in-process code), ``("unknown starter", None)``, ``("tool", name)``."""
+(``None``: in-process code), ``("unknown starter", None)``, ``("tool", name)``, ``("claimed", None)``,
+``("escalated", None)``."""
 
 
 def _marks(doc: SnapshotDocument) -> set[Mark]:
     """The candidate parts (``ReviewCandidates``) of a counted run: its pending calls' tools and
-    approvers, and its starter."""
+    approvers, its starter, whether one holds a review claim (lapsed or not) or was escalated."""
     pending = [call for call in doc["toolCalls"] if call["decision"] is None]
     marks: set[Mark] = {("tool", call["toolName"]) for call in pending}
+    if any(call.get("reviewClaim") is not None for call in pending):
+        marks.add(("claimed", None))
+    if any(call.get("escalated") is True for call in pending):
+        marks.add(("escalated", None))
     marks.update(("approver", a["decidedBy"]) for call in pending for a in call.get("approvals") or ())
     marks.add(("starter", doc["startedBy"]) if "startedBy" in doc else ("unknown starter", None))
     return marks

@@ -79,8 +79,9 @@ def candidate_queries(f: QueueFilter, c: ReviewCandidates, after: str | None) ->
     """The reads of one page of ``list_review_candidates``, one per part of ``c`` with the index
     it walks (``REVIEW_CANDIDATE_INDEXES``): the runs ``count_review_questions`` counts for ``f``
     (``expires_before`` too) holding the part, from ``after`` on in ``_id`` order. A part of
-    tools matches a run with a decided call of one (a superset); no starter is ``$exists``, which
-    means the same on every engine (docs/storage.md "Conditions that mean the same ...")."""
+    tools, claims or escalations matches a run with such a decided call too (a superset); no
+    starter is ``$exists``, which means the same on every engine (docs/storage.md "Conditions
+    that mean the same ...")."""
     base = merged(_filtered(f), no_value("parentRunId"))
     if f.expires_before is not None:
         base["expiresAt"] = {**_DATED, "$lt": f.expires_before}
@@ -95,6 +96,10 @@ def candidate_queries(f: QueueFilter, c: ReviewCandidates, after: str | None) ->
         parts.append(({"startedBy": c.starter}, "review_starter"))
     if c.unknown_starter:
         parts.append(({"startedBy": {"$exists": False}}, "review_starter"))
+    if c.claimed:
+        parts.append(({"toolCalls.reviewClaim.until": {"$type": "date"}}, "review_claimed"))
+    if c.escalated:
+        parts.append(({"toolCalls.escalated": True}, "review_escalated"))
     return [(merged(base, part), index) for part, index in parts]
 
 

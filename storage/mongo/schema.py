@@ -115,6 +115,8 @@ REVIEW_CANDIDATE_INDEXES: list[tuple[str, list[tuple[str, int]]]] = [
     ("review_approver", [("toolCalls.approvals.decidedBy", ASCENDING), ("_id", ASCENDING)]),
     ("review_starter", [("startedBy", ASCENDING), ("_id", ASCENDING)]),
     ("review_tool", [("toolCalls.toolName", ASCENDING), ("_id", ASCENDING)]),
+    ("review_claimed", [("toolCalls.reviewClaim.until", ASCENDING), ("_id", ASCENDING)]),
+    ("review_escalated", [("toolCalls.escalated", ASCENDING), ("_id", ASCENDING)]),
 ]
 """The queue total's candidate runs (``list_review_candidates``), one index per part of
 ``ReviewCandidates`` in ``_id`` order (multikey through ``toolCalls``)."""

@@ -57,24 +57,30 @@ class ReviewCandidates:
     """The runs that may hold a question the gate refuses one principal (``list_review_candidates``):
     the union of the runs with a pending call ``approver`` gave an approval of, the runs
     ``starter`` started, with ``unknown_starter`` those that record no starter (``startedBy``
-    absent), and the runs with a pending call of one of ``tool_names``. ``None``/``False``/empty:
-    that part is left out."""
+    absent), the runs with a pending call of one of ``tool_names``, with ``claimed`` those with a
+    pending call holding a review claim (lapsed or not), with ``escalated`` those with an escalated
+    pending call (the queue's question filters read these two). ``None``/``False``/empty: that
+    part is left out."""
 
     approver: str | None = None
     starter: str | None = None
     unknown_starter: bool = False
     tool_names: frozenset[str] = frozenset()
+    claimed: bool = False
+    escalated: bool = False
 
     def parts(self) -> list[tuple[str, str | None]]:
         """Its parts, each ``(kind, value)``: ``("tool", name)`` per tool in name order, then
-        ``("approver", identity)``, ``("starter", identity)``, ``("unknown starter", None)``."""
+        ``("approver", identity)``, ``("starter", identity)``, ``("unknown starter", None)``,
+        ``("claimed", None)``, ``("escalated", None)``."""
         parts: list[tuple[str, str | None]] = [("tool", name) for name in sorted(self.tool_names)]
         parts += [
             (kind, value)
             for kind, value in (("approver", self.approver), ("starter", self.starter))
             if value is not None
         ]
-        return parts + ([("unknown starter", None)] if self.unknown_starter else [])
+        flags = (("unknown starter", self.unknown_starter), ("claimed", self.claimed), ("escalated", self.escalated))
+        return parts + [(kind, None) for kind, given in flags if given]
 
 
 def queue_key(doc: SnapshotDocument) -> QueueKey:

@@ -86,7 +86,8 @@ thread or resource, but ``review_counts_moved`` keeps the counts exact if anythi
 
 def _mark(row: str, table: str = "") -> str:
     """The statement adding the marks of run ``row`` when it is counted: the tools and approvers
-    of its pending calls, its starter (``''``: in-process code) or ``u`` when it records none, and
+    of its pending calls, ``c`` when one holds a review claim (lapsed or not), ``e`` when one was
+    escalated, its starter (``''``: in-process code) or ``u`` when it records none, and
     ``x`` when its calls are not JSON SQLite reads (an older runsgate stored ``Infinity``): such a
     run is a candidate of every part. ``table``: ``"run_snapshots AS r"`` with ``row`` ``r`` to
     mark every run (``rebuild_marks``)."""
@@ -101,6 +102,10 @@ def _mark(row: str, table: str = "") -> str:
         f"UNION SELECT 'a', json_extract(a.value, '$.decidedBy'), {row}.run_id "
         f"FROM {both}{calls} AS c, json_each(c.value, '$.approvals') AS a "
         f"WHERE {waiting} AND {pending} AND json_type(a.value, '$.decidedBy') = 'text' "
+        f"UNION SELECT 'c', '', {row}.run_id FROM {both}{calls} AS c "
+        f"WHERE {waiting} AND {pending} AND json_type(c.value, '$.reviewClaim') = 'object' "
+        f"UNION SELECT 'e', '', {row}.run_id FROM {both}{calls} AS c "
+        f"WHERE {waiting} AND {pending} AND json_type(c.value, '$.escalated') = 'true' "
         f"UNION SELECT 's', {row}.started_by, {row}.run_id{alone} WHERE {waiting} AND {row}.started_by IS NOT NULL "
         f"UNION SELECT 'u', '', {row}.run_id{alone} WHERE {waiting} AND {row}.started_by IS NULL "
         f"UNION SELECT 'x', '', {row}.run_id{alone} WHERE {waiting} AND NOT json_valid({row}.tool_calls);"
@@ -165,6 +170,16 @@ async def rebuild(conn: aiosqlite.Connection) -> None:
         await conn.execute("DROP TABLE temp.review_groups")
 
 
+async def renew_mark_triggers(conn: aiosqlite.Connection) -> None:
+    """Inside ``open()``'s transaction: replace ``review_marks``' triggers of a file written before
+    they marked claims and escalations (``CREATE TRIGGER IF NOT EXISTS`` keeps a trigger's old body)."""
+    for name in ("review_marks_inserted", "review_marks_deleted", "review_marks_changed"):
+        await conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    _, *triggers = MARKS.split("CREATE TRIGGER")
+    for body in triggers:
+        await conn.execute(f"CREATE TRIGGER {body.strip()}")
+
+
 async def rebuild_marks(conn: aiosqlite.Connection) -> None:
     """Inside ``open()``'s transaction: set ``review_marks`` from the runs stored (O(runs) once)."""
     await conn.execute("DELETE FROM review_marks")
@@ -225,6 +240,7 @@ __all__ = [
     "kept_count_sql",
     "rebuild",
     "rebuild_marks",
+    "renew_mark_triggers",
     "seeing_count_sql",
     "statements",
 ]

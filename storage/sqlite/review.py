@@ -97,7 +97,7 @@ def _count_sql(f: QueueFilter) -> tuple[str, list[Any]]:
     )
 
 
-_MARK_KINDS = {"tool": "t", "approver": "a", "starter": "s", "unknown starter": "u"}
+_MARK_KINDS = {"tool": "t", "approver": "a", "starter": "s", "unknown starter": "u", "claimed": "c", "escalated": "e"}
 """``review_marks.kind`` of each part of ``ReviewCandidates`` (``queue_counts._mark``)."""
 
 

@@ -4,6 +4,8 @@ count less the refused questions of the candidate runs only, never a read of eve
 
 from __future__ import annotations
 
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from runtime import AgentRegistry, Principal, RunManager, ToolApprovalRule
 from runtime.access import ALL_SCOPES
 from runtime.demo import AGENTS
 from runtime.reviewing.queue import QueueQuery
-from storage import MemorySnapshotStore, SnapshotDocument
+from storage import MemorySnapshotStore, SnapshotDocument, SQLiteSnapshotStore, utcnow
 
 from ..storage._contract import T0, snapshot, tool_call
 
@@ -82,3 +84,80 @@ async def test_a_total_for_a_principal_lacking_a_rule_scope_reads_the_runs_of_th
     store.read = 0
     assert await manager.review_queue.count(bob, QueueQuery()) == RUNS
     assert store.read == 1  # the one run with a pending ask_city
+
+
+class SQLiteReadCounting(SQLiteSnapshotStore):
+    """A SQLite file, counting the runs its queue reads return."""
+
+    read = 0
+
+    async def list_review_runs(self, *args: Any, **kwargs: Any) -> list[SnapshotDocument]:
+        found = await super().list_review_runs(*args, **kwargs)
+        self.read += len(found)
+        return found
+
+    async def list_review_candidates(self, *args: Any, **kwargs: Any) -> list[SnapshotDocument]:
+        found = await super().list_review_candidates(*args, **kwargs)
+        self.read += len(found)
+        return found
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_tool_filtered_total_reads_only_the_runs_holding_the_tool(kind: str, tmp_path: Path) -> None:
+    store: ReadCounting | SQLiteReadCounting = (
+        ReadCounting() if kind == "memory" else SQLiteReadCounting(tmp_path / "q.db")
+    )
+    await store.open()
+    try:
+        for number in range(RUNS):
+            await store.insert(snapshot(f"weather-{number:03}", calls=[tool_call("c1", approval=False)]), b"[]")
+        for number in range(3):
+            await store.insert(snapshot(f"refund-{number}", calls=[tool_call("c1"), tool_call("c2")]), b"[]")
+        manager = RunManager(store, AgentRegistry(AGENTS), instance_id="a")
+        store.read = 0
+        query = QueueQuery(tool_names=frozenset({"issue_refund"}))
+        assert await manager.review_queue.count(ALICE, query) == 6
+        assert store.read == 3  # the runs holding a pending issue_refund, not the 43 waiting runs
+        store.read = 0
+        assert await manager.review_queue.count(ALICE, QueueQuery(tool_names=frozenset({"ask_city"}))) == RUNS
+        assert await manager.review_queue.count(ALICE, QueueQuery(tool_names=frozenset({"nothing"}))) == 0
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_claim_or_escalation_filtered_total_reads_only_the_marked_runs(kind: str, tmp_path: Path) -> None:
+    store: ReadCounting | SQLiteReadCounting = ReadCounting()
+    if kind == "sqlite":
+        store = SQLiteReadCounting(tmp_path / "q.db")
+    await store.open()
+    try:
+        now = utcnow()
+        for number in range(RUNS):
+            call = tool_call("c1")
+            if number == 1:  # alice's live claim
+                call["reviewClaim"] = {"by": ALICE.identity, "at": now, "until": now + timedelta(hours=1)}
+            if number == 2:  # bob's lapsed claim: unclaimed
+                call["reviewClaim"] = {"by": "key:bob", "at": now, "until": now - timedelta(minutes=1)}
+            if number == 3:  # carol's live claim
+                call["reviewClaim"] = {"by": "key:carol", "at": now, "until": now + timedelta(hours=1)}
+            if number in (5, 6):
+                call["escalated"] = True
+            await store.insert(snapshot(f"run-{number:03}", calls=[call, tool_call("c2", approval=False)]), b"[]")
+        manager = RunManager(store, AgentRegistry(AGENTS), instance_id="a")
+        expected = {
+            QueueQuery(unclaimed=True): 2 * RUNS - 2,
+            QueueQuery(unclaimed=False): 2,
+            QueueQuery(claimed_by_me=True): 1,
+            QueueQuery(claimed_by_me=False): 2 * RUNS - 1,
+            QueueQuery(escalated=True): 2,
+            QueueQuery(escalated=False): 2 * RUNS - 2,
+            QueueQuery(escalated=False, unclaimed=True): 2 * RUNS - 4,
+            QueueQuery(escalated=True, claimed_by_me=False): 2,
+        }
+        for query, total in expected.items():
+            store.read = 0
+            assert await manager.review_queue.count(ALICE, query) == total, query
+            assert store.read <= 5, query  # the runs with a claim or an escalation, not the 40 waiting
+    finally:
+        await store.close()

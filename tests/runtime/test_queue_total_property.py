@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -30,6 +31,8 @@ from ..storage._contract import T0, snapshot
 NAMES = ("alice", "bob")
 TOOLS = ("issue_refund", "ask_city")
 SCOPES = ("refunds:approve", "cities:answer")
+LIVE = datetime(2999, 1, 1, tzinfo=UTC)
+"""A live review claim's ``until``."""
 
 
 @st.composite
@@ -57,6 +60,12 @@ def _call(draw: st.DrawFn, number: int) -> ToolCallDocument:
         call["approvalsRequired"] = 3
         approvers = draw(st.lists(st.sampled_from(["me", "other"]), max_size=2, unique=True))
         call["approvals"] = [{"decidedBy": who, "decidedAt": T0} for who in approvers]  # named in ``_doc``
+    claim = draw(st.sampled_from([None, None, "me", "other", "lapsed"]))
+    if claim is not None:  # a live one lapses in 2999; ``by`` named in ``_doc``
+        until = T0 if claim == "lapsed" else LIVE
+        call["reviewClaim"] = {"by": "other" if claim == "lapsed" else claim, "at": T0, "until": until}
+    if draw(st.integers(0, 3)) == 0:
+        call["escalated"] = True
     return call
 
 
@@ -97,6 +106,8 @@ class World:
     agents: frozenset[str] | None
     thread: str | None
     resource: str | None
+    questions: dict[str, Any] = field(default_factory=dict)
+    """``QueueQuery``'s question filters (tools, review claims, escalation)."""
 
 
 worlds = st.builds(
@@ -109,6 +120,20 @@ worlds = st.builds(
     agents=st.sampled_from([None, None, frozenset("a"), frozenset("b")]),
     thread=st.sampled_from([None, None, "t1"]),
     resource=st.sampled_from([None, None, "r1"]),
+    questions=st.one_of(
+        st.just({}),
+        st.dictionaries(st.sampled_from(["claimed_by_me", "unclaimed", "escalated"]), st.booleans(), max_size=1),
+        st.fixed_dictionaries({"tool_names": st.frozensets(st.sampled_from(TOOLS), min_size=1)}),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "tool_names": st.frozensets(st.sampled_from(TOOLS)),
+                "claimed_by_me": st.booleans(),
+                "unclaimed": st.booleans(),
+                "escalated": st.booleans(),
+            },
+        ),
+    ),
 )
 
 
@@ -150,6 +175,30 @@ EXAMPLES = [
 """One example per part of ``refusal_candidates``: leaving a part out fails one of them."""
 
 
+def _questioned(questions: dict[str, Any]) -> World:
+    """``_alone``'s run with three more pending calls (escalated, claimed live by another, claimed
+    by the caller, and a lapsed claim), beside a plain run, filtered by ``questions``: an example
+    of each question filter's candidate runs and corrections."""
+    world = _alone("other", {})
+    [call] = world.runs[0]["calls"]
+    marked = [
+        {**call, "toolCallId": "c1", "escalated": True},
+        {**call, "toolCallId": "c2", "reviewClaim": {"by": "other", "at": T0, "until": LIVE}},
+        {**call, "toolCallId": "c3", "reviewClaim": {"by": "me", "at": T0, "until": LIVE}},
+        {**call, "toolCallId": "c4", "reviewClaim": {"by": "other", "at": T0, "until": T0}},
+    ]
+    plain = {**world.runs[0], "number": 1, "calls": [call]}
+    world.runs = [{**world.runs[0], "calls": [call, *marked]}, plain]
+    world.questions = questions
+    return world
+
+
+EXAMPLES += [
+    _questioned({name: value}) for name in ("claimed_by_me", "unclaimed", "escalated") for value in (True, False)
+]
+EXAMPLES.append(_questioned({"tool_names": frozenset({"issue_refund"}), "unclaimed": True, "escalated": False}))
+
+
 def _doc(run: dict[str, Any], prefix: str, me: str) -> SnapshotDocument:
     """The run's document; ``me``/``other``: the principal's identity, another's."""
     names = {"me": f"key:{me}", "other": f"key:{me}-other"}
@@ -158,6 +207,12 @@ def _doc(run: dict[str, Any], prefix: str, me: str) -> SnapshotDocument:
         if "approvals" in call
         else call
         for call in run["calls"]
+    ]
+    calls = [
+        {**call, "reviewClaim": {**call["reviewClaim"], "by": names[call["reviewClaim"]["by"]]}}
+        if "reviewClaim" in call
+        else call
+        for call in calls
     ]
     doc = snapshot(
         f"{prefix}-{run['number']}",
@@ -209,6 +264,7 @@ async def _check(store: SnapshotStore, world: World, prefix: str) -> None:
         agent_ids=frozenset(f"{prefix}-{agent}" for agent in (world.agents or "ab")),
         thread_id=world.thread,
         resource_id=world.resource,
+        **world.questions,
     )
     assert await manager.review_queue.count(principal, query) == await _full_read(manager, principal, query)
 

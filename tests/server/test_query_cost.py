@@ -252,3 +252,15 @@ def test_a_review_queue_message_costs_its_read_beside_its_objects() -> None:
     item = "item { toolCall { args } reviewClaim { by } }"
     assert cost(f"subscription {{ reviewQueueEvents {{ id change {item} }} }}") == 1 + 2 + 1 + 1 + 1 + 1
     assert cost("subscription { reviewQueueEvents { id } }") == 3
+
+
+def test_a_tool_filtered_queue_costs_its_walk_of_the_runs_holding_the_tool() -> None:
+    from resolvers.documents.weights import TOOL_WALK
+
+    plain = cost("{ reviewQueue(first: 20) { totalCount nodes { runId } } }")
+    literal = '{ reviewQueue(first: 20, filter: {toolNames: ["issue_refund"]}) { totalCount nodes { runId } } }'
+    assert cost(literal) == plain + TOOL_WALK
+    asked = "query ($f: ReviewQueueFilter) { reviewQueue(first: 20, filter: $f) { totalCount nodes { runId } } }"
+    assert cost(asked, {"f": {"toolNames": ["issue_refund"]}}) == plain + TOOL_WALK
+    assert cost(asked, {"f": {"unclaimed": True}}) == plain  # the claim filters read the marked runs only
+    assert LIMIT // TOOL_WALK < 20  # a request holds few walks

@@ -191,9 +191,18 @@ async def test_a_review_claim_is_advice_shown_to_others_and_ends_with_the_decisi
     shown = {i["questionId"]: i for i in (await queue(y))["nodes"]}
     assert shown[item["questionId"]]["reviewClaim"] == {**claimed["reviewClaim"], "byMe": False}
     assert shown[other["questionId"]]["reviewClaim"] is None
-    assert [i["questionId"] for i in (await queue(x, filter={"claimedByMe": True}))["nodes"]] == [item["questionId"]]
-    assert [i["questionId"] for i in (await queue(y, filter={"claimedByMe": True}))["nodes"]] == []
-    assert [i["questionId"] for i in (await queue(y, filter={"unclaimed": True}))["nodes"]] == [other["questionId"]]
+
+    async def questions(client: Any, **filter_: Any) -> list[str]:
+        found = await queue(client, filter=filter_)
+        assert found["totalCount"] == len(found["nodes"]), filter_  # the total counts the claims too
+        return [i["questionId"] for i in found["nodes"]]
+
+    assert await questions(x, claimedByMe=True) == [item["questionId"]]
+    assert await questions(y, claimedByMe=True) == []
+    assert await questions(y, unclaimed=True) == [other["questionId"]]
+    assert await questions(y, unclaimed=False) == [item["questionId"]]
+    assert sorted(await questions(y, claimedByMe=False)) == sorted([item["questionId"], other["questionId"]])
+    assert await questions(x, claimedByMe=False, unclaimed=True) == [other["questionId"]]
 
     # and Y may not claim it over X, nor release X's claim
     refused = (await y.data(CLAIM, input=question(item)))["claimReview"]

@@ -17,7 +17,7 @@ from storage import (
     SnapshotStore,
     queue_key,
 )
-from storage.protocol import ApprovalWrite, DecisionWrite, ReviewClaimWrite
+from storage.protocol import ApprovalWrite, DecisionWrite, NoticeWrite, ReviewClaimWrite
 
 from ._contract import T0, decision, feed_event, snapshot, tool_call
 
@@ -314,3 +314,53 @@ async def test_a_count_seeing_an_approver_tells_whether_a_waiting_run_holds_its_
         assert (await store.count_review_questions_seeing(f, "key:alice"))[0] == total, f
     assert (await store.count_review_questions_seeing(EVERY, "key:alice"))[1] is True
     assert await store.count_review_questions_seeing(QueueFilter(agent_ids=frozenset()), "key:alice") == (0, False)
+
+
+async def test_claimed_and_escalated_runs_are_candidate_parts_that_follow_their_writes(store: SnapshotStore) -> None:
+    claimed = tool_call("c1")
+    claimed["reviewClaim"] = {"by": "key:x", "at": T0, "until": T0 + HOUR}
+    lapsed = tool_call("c1")
+    lapsed["reviewClaim"] = {"by": "key:y", "at": T0, "until": T0}  # lapsed: still a candidate
+    escalated = tool_call("c2", approval=False)
+    escalated["escalated"] = True
+    for doc in (
+        snapshot("c-1", calls=[claimed]),
+        snapshot("c-2", calls=[lapsed, escalated]),
+        snapshot("e-1", calls=[tool_call("c1"), escalated]),
+        snapshot("n-2"),
+    ):
+        await store.insert(doc, b"[]")
+    claims, escalations = ReviewCandidates(claimed=True), ReviewCandidates(escalated=True)
+    assert await _candidate_ids(store, claims) == ["c-1", "c-2"]
+    assert await _candidate_ids(store, escalations) == ["c-2", "e-1"]
+    assert await _candidate_ids(store, ReviewCandidates(claimed=True, escalated=True)) == ["c-1", "c-2", "e-1"]
+    written = await store.record_review_claim(
+        ReviewClaimWrite(
+            agent_id="refund-agent",
+            run_id="n-2",
+            index=0,
+            tool_call_id="c1",
+            question_id=None,
+            version=1,
+            claim={"by": "key:z", "at": T0, "until": T0 + HOUR},
+            now=T0,
+            event=feed_event("claimed"),
+        )
+    )
+    assert written is not None
+    assert await _candidate_ids(store, claims) == ["c-1", "c-2", "n-2"]
+    event = feed_event("escalated", run_id="n-2")
+    noticed = await store.record_notice(
+        NoticeWrite(
+            agent_id="refund-agent",
+            run_id="n-2",
+            index=0,
+            tool_call_id="c1",
+            question_id=None,
+            notice="escalated",
+            now=T0,
+            event=event,
+        )
+    )
+    assert noticed is not None
+    assert await _candidate_ids(store, escalations) == ["c-2", "e-1", "n-2"]

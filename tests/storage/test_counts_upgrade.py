@@ -109,7 +109,7 @@ async def test_an_old_store_lists_the_same_runs_and_totals_after_the_upgrade(
 
     if kind == "sqlite":  # and the file's counts are its runs', recorded as backfill 3 (4 and 5, the queue's)
         with sqlite3.connect(tmp_path / "runs.db") as db:
-            assert db.execute("SELECT value FROM runsgate_meta WHERE key = 'backfill'").fetchone() == ("5",)
+            assert db.execute("SELECT value FROM runsgate_meta WHERE key = 'backfill'").fetchone() == ("6",)
             kept = db.execute("SELECT sum(runs) FROM run_counts WHERE scope = 0").fetchone()[0]
             assert kept == db.execute("SELECT count(*) FROM run_snapshots").fetchone()[0]
 

@@ -89,7 +89,7 @@ async def test_a_file_written_before_counts_the_same_questions_after_the_upgrade
     kept, truth = kept_total(copy)
     assert kept == truth == QUEUE["answers"]["all"] + 1
     with sqlite3.connect(copy) as db:
-        assert db.execute("SELECT value FROM runsgate_meta WHERE key = 'backfill'").fetchone() == ("5",)
+        assert db.execute("SELECT value FROM runsgate_meta WHERE key = 'backfill'").fetchone() == ("6",)
 
 
 MONGO_DATA = DATA.parent / "v5-mongo-before-queue-counts"

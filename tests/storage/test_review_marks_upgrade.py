@@ -93,7 +93,42 @@ async def test_a_file_at_backfill_4_gets_the_marks_of_every_run(tmp_path: Path) 
     finally:
         await store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT value FROM runsgate_meta WHERE key = 'backfill'").fetchone() == ("5",)
+        assert db.execute("SELECT value FROM runsgate_meta WHERE key = 'backfill'").fetchone() == ("6",)
+
+
+async def test_a_file_at_backfill_5_marks_its_claims_and_escalations(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    store = SQLiteSnapshotStore(path)
+    await store.open()
+    claimed, escalated = tool_call("c1"), tool_call("c1")
+    claimed["reviewClaim"] = {"by": "key:x", "at": T0, "until": T0}
+    escalated["escalated"] = True
+    for doc in (snapshot("claimed", calls=[claimed]), snapshot("escalated", calls=[escalated]), snapshot("other")):
+        await store.insert(doc, b"[]")
+    await store.close()
+    with sqlite3.connect(path) as db:  # as backfill 5 left it: no such marks, triggers that add none
+        db.execute("DELETE FROM review_marks WHERE kind IN ('c', 'e')")
+        db.execute("DROP TRIGGER review_marks_changed")
+        db.execute(
+            "CREATE TRIGGER review_marks_changed AFTER UPDATE OF tool_calls ON run_snapshots "
+            "BEGIN DELETE FROM review_marks WHERE run_id = OLD.run_id; END"
+        )
+        db.execute("UPDATE runsgate_meta SET value = '5' WHERE key = 'backfill'")
+    store = SQLiteSnapshotStore(path)
+    await store.open()
+    try:
+        claims, escalations = ReviewCandidates(claimed=True), ReviewCandidates(escalated=True)
+        assert [doc["_id"] for doc in await store.list_review_candidates(EVERY, claims, limit=10)] == ["claimed"]
+        assert [doc["_id"] for doc in await store.list_review_candidates(EVERY, escalations, limit=10)] == ["escalated"]
+        with sqlite3.connect(path) as db:  # the renewed trigger marks a claim written now
+            db.execute(
+                "UPDATE run_snapshots SET tool_calls = (SELECT tool_calls FROM run_snapshots WHERE run_id = 'claimed') "
+                "WHERE run_id = 'other'"
+            )
+        found = await store.list_review_candidates(EVERY, claims, limit=10)
+        assert [doc["_id"] for doc in found] == ["claimed", "other"]
+    finally:
+        await store.close()
 
 
 async def test_the_candidate_read_walks_each_part_by_key(tmp_path: Path) -> None:

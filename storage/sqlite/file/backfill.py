@@ -12,12 +12,12 @@ from ...rules import FINISHING_EVENTS
 from .. import counts, queue_counts
 from ..rows import _marks, _ms
 
-BACKFILL_VERSION = 5
+BACKFILL_VERSION = 6
 """The backfills this runsgate applies: 1 = ``idempotency_keys.finished_at`` of answered keys,
 2 = ``run_events.retention_from`` of finishing events (the time of the open), 3 = the kept
 counts of ``run_counts`` (``counts.rebuild``), 4 = the queue's kept counts of ``review_counts``
 (``queue_counts.rebuild``), 5 = the queue's candidate marks of ``review_marks``
-(``queue_counts.rebuild_marks``)."""
+(``queue_counts.rebuild_marks``), 6 = those marks with the runs' review claims and escalations."""
 
 
 async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
@@ -53,6 +53,8 @@ async def backfill(conn: aiosqlite.Connection, now: datetime) -> None:
         await counts.rebuild(conn)
     if done < 4:
         await queue_counts.rebuild(conn)
+    if done < 6:
+        await queue_counts.renew_mark_triggers(conn)
     await queue_counts.rebuild_marks(conn)
     await conn.execute(
         "INSERT INTO runsgate_meta (key, value) VALUES ('backfill', ?) ON CONFLICT (key) DO UPDATE "

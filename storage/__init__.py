@@ -55,6 +55,7 @@ from .protocol import (
     event_list,
     event_size,
     queue_key,
+    review_marks,
     sort_key,
 )
 from .registry import UnknownStoreError, store_from_url
@@ -124,6 +125,7 @@ __all__ = [
     "event_size",
     "pending_delivery",
     "queue_key",
+    "review_marks",
     "sort_key",
     "store_from_url",
     "to_bson_precision",

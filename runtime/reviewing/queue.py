@@ -25,6 +25,7 @@ from storage import (
     SnapshotStore,
     ToolCallDocument,
     queue_key,
+    review_marks,
 )
 
 from ..access import Principal
@@ -229,7 +230,7 @@ class ReviewQueue:
         ``refusal_candidates``, outside which the gate refuses none)."""
         if doc["parentRunId"] is not None:
             return 0
-        if _in_part(doc, refusable):
+        if not review_marks(doc).isdisjoint(refusable.parts()):
             return len(await self._items(doc, principal, query, None))
         now, me = self._now(), principal.identity
         return sum(
@@ -329,20 +330,6 @@ class ReviewQueue:
             found.append(QueueItem(run=doc, index=index, claim=claim, position=position))
         found.sort(key=lambda item: item.position.within)
         return found
-
-
-def _in_part(doc: SnapshotDocument, c: ReviewCandidates) -> bool:
-    """Whether ``doc`` is in a part of ``c`` (as the stores' candidate indexes mark a counted run)."""
-    pending = [call for call in doc["toolCalls"] if call["decision"] is None]
-    return (
-        any(call["toolName"] in c.tool_names for call in pending)
-        or (
-            c.approver is not None
-            and any(a["decidedBy"] == c.approver for call in pending for a in call.get("approvals") or ())
-        )
-        or (c.starter is not None and doc.get("startedBy") == c.starter)
-        or (c.unknown_starter and "startedBy" not in doc)
-    )
 
 
 __all__ = ["BATCH", "SCAN_RUNS", "QueueItem", "QueuePosition", "QueueQuery", "ReviewQueue"]

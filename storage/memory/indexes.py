@@ -14,7 +14,8 @@ from sortedcontainers import SortedList
 
 from .._listing_index import ListingIndex
 from ..documents import SnapshotDocument
-from ..protocol import QueueFilter, QueueKey, ReviewCandidates, queue_key
+from ..protocol import QueueFilter, QueueKey, ReviewCandidates, queue_key, review_marks
+from ..protocol.review import Mark
 
 
 class Unchanged:
@@ -142,26 +143,6 @@ def _groups(doc: SnapshotDocument) -> list[Group]:
     return groups
 
 
-Mark = tuple[str, str | None]
-"""A candidate part a counted run belongs to: ``("approver", identity)``, ``("starter", identity)``
-(``None``: in-process code), ``("unknown starter", None)``, ``("tool", name)``, ``("claimed", None)``,
-``("escalated", None)``."""
-
-
-def _marks(doc: SnapshotDocument) -> set[Mark]:
-    """The candidate parts (``ReviewCandidates``) of a counted run: its pending calls' tools and
-    approvers, its starter, whether one holds a review claim (lapsed or not) or was escalated."""
-    pending = [call for call in doc["toolCalls"] if call["decision"] is None]
-    marks: set[Mark] = {("tool", call["toolName"]) for call in pending}
-    if any(call.get("reviewClaim") is not None for call in pending):
-        marks.add(("claimed", None))
-    if any(call.get("escalated") is True for call in pending):
-        marks.add(("escalated", None))
-    marks.update(("approver", a["decidedBy"]) for call in pending for a in call.get("approvals") or ())
-    marks.add(("starter", doc["startedBy"]) if "startedBy" in doc else ("unknown starter", None))
-    return marks
-
-
 class QueueIndex:
     """Queue-order keys of the runs with a pending call, all and per thread and per resource, and
     the queue's kept counts: per filter combination and agent, the pending calls of those runs
@@ -202,7 +183,7 @@ class QueueIndex:
                 counted = (doc["agentId"], _groups(doc), doc["pendingCount"])
                 self._counted[doc["_id"]] = counted
                 self._add(*counted)
-                self._marked[doc["_id"]] = marks = _marks(doc)
+                self._marked[doc["_id"]] = marks = review_marks(doc)
                 for mark in marks:
                     self._by_mark.setdefault(mark, SortedList()).add(doc["_id"])
 

@@ -14,7 +14,15 @@ from .errors import DuplicateRunError, NewerSchemaError, StoreUnavailableError
 from .events import EventLog, event_list, event_size
 from .filters import EVERY_RUN, DeliveryListing, EventsAfter, RunFilter, RunPage, SortKey, sort_key
 from .keys import IdempotencyKeys, IdempotencyKeyTakenError
-from .review import ApproverSeeingCount, QueueFilter, QueueKey, ReviewCandidates, ReviewQueueStore, queue_key
+from .review import (
+    ApproverSeeingCount,
+    QueueFilter,
+    QueueKey,
+    ReviewCandidates,
+    ReviewQueueStore,
+    queue_key,
+    review_marks,
+)
 from .run_updates import RunUpdateLog
 from .runs import RunStore
 from .store import SnapshotStore
@@ -74,5 +82,6 @@ __all__ = [
     "event_list",
     "event_size",
     "queue_key",
+    "review_marks",
     "sort_key",
 ]

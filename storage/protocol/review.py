@@ -69,11 +69,11 @@ class ReviewCandidates:
     claimed: bool = False
     escalated: bool = False
 
-    def parts(self) -> list[tuple[str, str | None]]:
+    def parts(self) -> list[Mark]:
         """Its parts, each ``(kind, value)``: ``("tool", name)`` per tool in name order, then
         ``("approver", identity)``, ``("starter", identity)``, ``("unknown starter", None)``,
         ``("claimed", None)``, ``("escalated", None)``."""
-        parts: list[tuple[str, str | None]] = [("tool", name) for name in sorted(self.tool_names)]
+        parts: list[Mark] = [("tool", name) for name in sorted(self.tool_names)]
         parts += [
             (kind, value)
             for kind, value in (("approver", self.approver), ("starter", self.starter))
@@ -81,6 +81,27 @@ class ReviewCandidates:
         ]
         flags = (("unknown starter", self.unknown_starter), ("claimed", self.claimed), ("escalated", self.escalated))
         return parts + [(kind, None) for kind, given in flags if given]
+
+
+Mark = tuple[str, str | None]
+"""A part of ``ReviewCandidates`` (``ReviewCandidates.parts``) a counted run belongs to."""
+
+
+def review_marks(doc: SnapshotDocument) -> set[Mark]:
+    """The ``ReviewCandidates`` parts a counted run belongs to, the rule every store's candidate
+    index keeps: a ``("tool", name)`` and an ``("approver", identity)`` per pending call's tool
+    and approval, its ``("starter", identity)`` (``("unknown starter", None)`` without
+    ``startedBy``), ``("claimed", None)`` when a pending call holds a review claim (lapsed or
+    not), ``("escalated", None)`` when one was escalated."""
+    pending = [call for call in doc["toolCalls"] if call["decision"] is None]
+    marks: set[Mark] = {("tool", call["toolName"]) for call in pending}
+    if any(call.get("reviewClaim") is not None for call in pending):
+        marks.add(("claimed", None))
+    if any(call.get("escalated") is True for call in pending):
+        marks.add(("escalated", None))
+    marks.update(("approver", a["decidedBy"]) for call in pending for a in call.get("approvals") or ())
+    marks.add(("starter", doc["startedBy"]) if "startedBy" in doc else ("unknown starter", None))
+    return marks
 
 
 def queue_key(doc: SnapshotDocument) -> QueueKey:

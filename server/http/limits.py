@@ -10,12 +10,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
+import orjson
 from graphql import ASTValidationRule, GraphQLError, ValidationContext
 from graphql.language import (
     DocumentNode,
@@ -91,7 +91,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 async def _answer(send: Send, status: int, message: str) -> None:
-    body = json.dumps(refusal_body(message, status)).encode()
+    body = orjson.dumps(refusal_body(message, status))
     await send(
         {
             "type": "http.response.start",

@@ -24,10 +24,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .approval_cost import _approval, memory_app
-from .approval_share import _bare, _runtime_approval
+from .approval_cost import memory_app
+from .approval_share import sides
 
 Maker = Callable[[int], Awaitable[Callable[[], Awaitable[None]]]]
+SIDES = ("whole approval", "RunManager.approve", "bare, streamed")
+"""The sides of ``bench.approval_share`` measured here."""
 OURS = ("runtime.", "storage.", "server.", "resolvers.")
 """Module prefixes of runsgate's code (``_ours``)."""
 
@@ -111,17 +113,7 @@ async def left_in_cycles(make: Maker, approvals: int) -> tuple[float, Counter[st
 async def measure(rounds: int = 6, approvals: int = 100) -> list[str]:
     """Lines of text: the figures of the module docstring, medians over the rounds."""
     app = memory_app()
-
-    async def whole(number: int) -> Callable[[], Awaitable[None]]:
-        return await _approval(app, number)
-
-    async def in_process(number: int) -> Callable[[], Awaitable[None]]:
-        return await _runtime_approval(app.state.runs, number)  # type: ignore[attr-defined]
-
-    async def streamed(number: int) -> Callable[[], Awaitable[None]]:
-        return await _bare(number, streamed=True)
-
-    makers: dict[str, Maker] = {"whole approval": whole, "RunManager.approve": in_process, "bare, streamed": streamed}
+    makers = {name: make for name, make in sides(app).items() if name in SIDES}
     figures: dict[str, list[tuple[float, float, list[float]]]] = {name: [] for name in makers}
     collector = _Collector()
     gc.callbacks.append(collector)

@@ -144,15 +144,15 @@ async def _calls(make: Maker, approvals: int) -> Counter[str]:
     return Counter({place: count // approvals for place, count in counts.items()})
 
 
-async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
-    """Lines of text: the figures of the module docstring."""
-    app = memory_app()
+def sides(app: Any) -> dict[str, Maker]:
+    """Each side of the module docstring, by name: the coroutine function making approval ``n``'s
+    run (untimed) and answering the one that approves it (``app``: ``memory_app()``, started)."""
 
     async def whole(number: int) -> Callable[[], Awaitable[None]]:
         return await _approval(app, number)
 
     async def in_process(number: int) -> Callable[[], Awaitable[None]]:
-        return await _runtime_approval(app.state.runs, number)  # type: ignore[attr-defined]
+        return await _runtime_approval(app.state.runs, number)
 
     async def streamed(number: int) -> Callable[[], Awaitable[None]]:
         return await _bare(number, streamed=True)
@@ -163,7 +163,7 @@ async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
     async def handled(number: int) -> Callable[[], Awaitable[None]]:
         return await _bare(number, handled=True)
 
-    makers: dict[str, Maker] = {
+    return {
         "whole approval": whole,
         "RunManager.approve": in_process,
         "bare Agent.run": _bare,
@@ -171,6 +171,12 @@ async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
         "bare, streamed, identified": identified,
         "bare, event_stream_handler": handled,
     }
+
+
+async def measure(rounds: int = 10, approvals: int = 50) -> list[str]:
+    """Lines of text: the figures of the module docstring."""
+    app = memory_app()
+    makers = sides(app)
     figures: dict[str, list[float]] = {name: [] for name in makers}
     async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
         for make in makers.values():

@@ -4,6 +4,8 @@ refusals among ``refusal_candidates``' runs) equals the questions ``ReviewQueue.
 every matching run, the gate asked about each: on memory, SQLite and MongoDB (FerretDB 2.5).
 
 One store per store kind; each example writes runs of two agents of its own and filters by them.
+A run holds calls of several tools, and each tool is a tool of both agents (a rule may name one
+agent): what a kept count per tool must get right, per agent, thread and resource.
 """
 
 from __future__ import annotations
@@ -29,10 +31,19 @@ from ..conftest import STORE_KINDS, open_store
 from ..storage._contract import T0, snapshot
 
 NAMES = ("alice", "bob")
-TOOLS = ("issue_refund", "ask_city")
+TOOLS = ("issue_refund", "ask_city", "lookup_order")
 SCOPES = ("refunds:approve", "cities:answer")
 LIVE = datetime(2999, 1, 1, tzinfo=UTC)
 """A live review claim's ``until``."""
+DECIDED: dict[str, Any] = {
+    "kind": "approved",
+    "decidedAt": T0,
+    "decidedBy": "key:carol",
+    "reason": None,
+    "resumeData": None,
+    "idempotencyKey": None,
+}
+"""A decided call's ``decision``."""
 
 
 @st.composite
@@ -48,14 +59,7 @@ def _call(draw: st.DrawFn, number: int) -> ToolCallDocument:
         "decision": None,
     }
     if draw(st.integers(0, 4)) == 0:
-        call["decision"] = {
-            "kind": "approved",
-            "decidedAt": T0,
-            "decidedBy": "key:carol",
-            "reason": None,
-            "resumeData": None,
-            "idempotencyKey": None,
-        }
+        call["decision"] = dict(DECIDED)  # type: ignore[typeddict-item]
     elif approval and draw(st.booleans()):
         call["approvalsRequired"] = 3
         approvers = draw(st.lists(st.sampled_from(["me", "other"]), max_size=2, unique=True))
@@ -71,7 +75,7 @@ def _call(draw: st.DrawFn, number: int) -> ToolCallDocument:
 
 @st.composite
 def _run(draw: st.DrawFn, number: int) -> dict[str, Any]:
-    calls = [draw(_call(n)) for n in range(draw(st.integers(1, 3)))]
+    calls = [draw(_call(n)) for n in range(draw(st.integers(1, 4)))]
     return {
         "number": number,
         "agent": draw(st.sampled_from("ab")),
@@ -197,6 +201,38 @@ EXAMPLES += [
     _questioned({name: value}) for name in ("claimed_by_me", "unclaimed", "escalated") for value in (True, False)
 ]
 EXAMPLES.append(_questioned({"tool_names": frozenset({"issue_refund"}), "unclaimed": True, "escalated": False}))
+
+
+def _tools(questions: dict[str, Any], agents: frozenset[str] | None = None) -> World:
+    """Runs of both agents, each holding calls of several tools (one decided), a sub-run, and a
+    rule refusing the caller the refunds of agent ``a`` only (a scope it lacks), filtered by
+    ``questions`` and ``agents``: a per-tool count must be kept per agent, count a tool's every
+    pending call of a run, and be corrected per agent."""
+    world = _alone("other", {"scope": "refunds:approve", "agent": "a"})
+    [call] = world.runs[0]["calls"]
+
+    def calls(*names: str) -> list[dict[str, Any]]:
+        return [{**call, "toolCallId": f"c{n}", "toolName": name} for n, name in enumerate(names)]
+
+    first = calls("issue_refund", "ask_city", "issue_refund", "lookup_order", "ask_city")
+    first[3]["decision"] = dict(DECIDED)
+    run = world.runs[0]
+    world.runs = [
+        {**run, "calls": first},
+        {**run, "number": 1, "agent": "b", "calls": calls("issue_refund", "ask_city", "issue_refund")},
+        {**run, "number": 2, "agent": "b", "calls": calls("lookup_order", "issue_refund"), "sub": True},
+        {**run, "number": 3, "agent": "b", "calls": calls("lookup_order"), "status": "resuming"},
+    ]
+    world.questions, world.agents = questions, agents
+    return world
+
+
+EXAMPLES += [
+    _tools({"tool_names": frozenset(tools)}, agents)
+    for tools in (["issue_refund"], ["ask_city"], ["issue_refund", "lookup_order"], TOOLS)
+    for agents in (None, frozenset("a"), frozenset("b"))
+]
+EXAMPLES.append(_tools({"tool_names": frozenset({"issue_refund", "ask_city"}), "claimed_by_me": False}))
 
 
 def _doc(run: dict[str, Any], prefix: str, me: str) -> SnapshotDocument:

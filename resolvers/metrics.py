@@ -27,6 +27,7 @@ KNOWN_OPERATION_NAMES = frozenset(
         "InboxAgents",
         "InboxRuns",
         "InboxRunNow",
+        "InboxLinkedRun",
         "InboxApprove",
         "InboxDecline",
         "InboxResume",

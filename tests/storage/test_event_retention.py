@@ -13,6 +13,7 @@ from typing import Any
 
 from storage import SCHEMA_VERSION, EventDocument, MongoSnapshotStore, SnapshotStore, SQLiteSnapshotStore, rules
 from storage.protocol import EventsAfter
+from storage.sqlite.file.backfill import BACKFILL_VERSION
 from tests._servers import mongo_store
 
 from ._contract import T0
@@ -155,7 +156,7 @@ async def test_a_sqlite_file_of_an_earlier_version_gets_its_finished_runs_dates_
     with sqlite3.connect(path) as conn:
         meta = dict(conn.execute("SELECT key, value FROM runsgate_meta").fetchall())
     conn.close()
-    assert meta == {"schema_version": str(SCHEMA_VERSION), "backfill": "5"}
+    assert meta == {"schema_version": str(SCHEMA_VERSION), "backfill": str(BACKFILL_VERSION)}
 
 
 async def test_a_mongodb_database_of_an_earlier_version_gets_its_finished_runs_dates_once(

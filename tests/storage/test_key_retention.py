@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from storage import SCHEMA_VERSION, KeyReservation, MongoSnapshotStore, SQLiteSnapshotStore, to_bson_precision
+from storage.sqlite.file.backfill import BACKFILL_VERSION
 from tests._servers import mongo_store
 
 from ..conftest import kind_uri
@@ -82,7 +83,7 @@ async def test_a_sqlite_file_of_an_earlier_version_gets_its_answered_keys_a_fini
     with sqlite3.connect(path) as conn:
         meta = dict(conn.execute("SELECT key, value FROM runsgate_meta").fetchall())
     conn.close()
-    assert meta == {"schema_version": str(SCHEMA_VERSION), "backfill": "5"}
+    assert meta == {"schema_version": str(SCHEMA_VERSION), "backfill": str(BACKFILL_VERSION)}
 
 
 @pytest.fixture(

@@ -30,6 +30,7 @@ from storage import (
 )
 from storage.protocol import DecisionWrite, RunPage
 from storage.sqlite import LISTING_INDEXES
+from storage.sqlite.file.backfill import BACKFILL_VERSION
 from storage.sqlite.file.schema import switch_to_wal
 
 from ._contract import T0, decision, snapshot, tool_call
@@ -174,7 +175,7 @@ async def test_a_file_of_a_newer_schema_version_is_refused_and_left_unchanged(
     db = sqlite3.connect(sqlite_path)
     try:
         assert db.execute("SELECT key, value FROM runsgate_meta ORDER BY key").fetchall() == [
-            ("backfill", "5"),
+            ("backfill", str(BACKFILL_VERSION)),
             ("schema_version", str(SCHEMA_VERSION + 1)),
         ]
         assert db.execute("SELECT run_id FROM run_snapshots").fetchall() == [("kept",)]

@@ -185,17 +185,11 @@ class ReviewQueue:
                 total = await self._store.count_review_questions(store_filter)
             # after the count, not beside it: the page is read beside the count already, and a
             # third command at once cost a loaded DocumentDB more than this read's round trip
-            docs = await self._store.list_review_candidates(store_filter, candidates, limit=500)
-            while True:
-                for doc in docs:
-                    for index, call in enumerate(doc["toolCalls"]):
-                        if call["decision"] is None and not await self._gate.may_decide(doc, index, principal):
-                            total -= 1
-                if len(docs) < 500:
-                    return total
-                docs = await self._store.list_review_candidates(
-                    store_filter, candidates, limit=500, after=docs[-1]["_id"]
-                )
+            async for doc in self._walk(principal, query, candidates):
+                for index, call in enumerate(doc["toolCalls"]):
+                    if call["decision"] is None and not await self._gate.may_decide(doc, index, principal):
+                        total -= 1
+            return total
         store_filter = query.store_filter(principal.resources)
         marked = ReviewCandidates(
             claimed=query.claimed_by_me is True or query.unclaimed is False, escalated=query.escalated is True

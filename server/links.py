@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -242,6 +243,8 @@ class Links:
         call = next((c for c in doc["toolCalls"] if c["toolCallId"] == link.tool_call_id), None) if doc else None
         if doc is None or call is None or not principal.may_use_resource(doc["resourceId"]):
             return _page("Nothing to decide here", "<p>This question is no longer waiting for you.</p>", 404)
+        if call["decision"] is not None and question_id(call) == link.question_id:
+            return _already(call["decision"])  # decided since the events were read: a racing click
         if call["decision"] is not None or question_id(call) != link.question_id:
             return _page(
                 "Nothing to decide here",
@@ -332,13 +335,17 @@ class Links:
         answered = decided_in_events(await store.list_events(link.agent_id, link.run_id), None, link.question_id)
         if answered is None:
             return None
-        decision: dict[str, Any] = dict(answered.decision)
-        body = (
-            f"<p>This question was already {html.escape(decision['kind'])} by "
-            f"<strong>{html.escape(str(decision['decidedBy']))}</strong> at {_when(decision['decidedAt'])}. "
-            "Nothing was changed.</p>"
-        )
-        return _page("Already decided", body, 409)
+        return _already(answered.decision)
+
+
+def _already(decision: Mapping[str, Any]) -> HTMLResponse:
+    """The 409 page of a question decided already: how, by whom, when."""
+    body = (
+        f"<p>This question was already {html.escape(decision['kind'])} by "
+        f"<strong>{html.escape(str(decision['decidedBy']))}</strong> at {_when(decision['decidedAt'])}. "
+        "Nothing was changed.</p>"
+    )
+    return _page("Already decided", body, 409)
 
 
 __all__ = ["HEADERS", "LINK_CSP", "Links", "link_signer", "recipient_principal"]
